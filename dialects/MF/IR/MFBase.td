@@ -1,0 +1,64 @@
+//===- MFBase.td - mf dialect definition and base classes ---*- tablegen -*-===//
+//
+// The `mf` graph dialect: ranked, statically shaped tensors with value
+// semantics, at the level a transformer model is written in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MF_BASE_TD
+#define MF_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "dialects/MF/IR/MFInterfaces.td"
+
+def MF_Dialect : Dialect {
+  let name = "mf";
+  let cppNamespace = "::mlir::mf";
+  let summary = "Graph dialect for transformer models described in MindFormers YAML";
+  let description = [{
+    `mf` holds a whole model as a graph of tensor operations with value
+    semantics. Model-level operations (`mf.attention`, `mf.rms_norm`,
+    `mf.rope`, ...) keep the structure the model is written in, so that
+    fusion and the cost models can reason about them; primitive operations
+    (`mf.add`, `mf.exp`, `mf.reduce_sum`, ...) are what composite operations
+    decompose into. Every tensor is ranked with a static shape. Parameters
+    are module-level symbols (`mf.parameter`) read with `mf.param`.
+
+    Every operation carries a location naming the model path it came from
+    (`model.layers.3.attention.wq`) fused with the YAML line that defined it.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def MF_FloatElement : AnyTypeOf<[F32, F16, BF16]>;
+def MF_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def MF_IndexTensor : StaticShapeTensorOf<[I32]>;
+def MF_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32]>;
+/// A rank-0 tensor<i32>: a position or a length.
+def MF_ScalarIndexTensor : 0DTensorOf<[I32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getI32Type())";
+}
+
+//===----------------------------------------------------------------------===//
+// Base op class
+//===----------------------------------------------------------------------===//
+
+/// Every `mf` op reports its cost; ops whose FLOPs are not one per result
+/// element override `getFlops`.
+class MF_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MF_Dialect, mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface>])>;
+
+/// An op whose FLOP count differs from the elementwise default.
+class MF_CostedOp<string mnemonic, list<Trait> traits = []>
+    : Op<MF_Dialect, mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
+                                                        ["getFlops"]>])>;
+
+#endif // MF_BASE_TD

@@ -1,0 +1,644 @@
+//===- MFOps.cpp - mf dialect operations ----------------------------------===//
+//
+// Verifiers state the expected shape next to the one found; folders and
+// canonicalization patterns remove shape no-ops; cost methods feed the
+// fusion and memory cost models.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::mf;
+
+#include "dialects/MF/IR/MFEnums.cpp.inc"
+#include "dialects/MF/IR/MFInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Renders a shape as `[1, 8, 64]` for diagnostics.
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+int64_t elementBytes(Type elementType) {
+  return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
+}
+
+int64_t numElements(Value value) { return tensorType(value).getNumElements(); }
+
+/// Verifies that `dimension` indexes a dimension of a tensor of `rank`.
+LogicalResult verifyDimension(Operation *op, int64_t dimension, int64_t rank) {
+  if (dimension >= rank) {
+    return op->emitOpError() << "dimension " << dimension
+                             << " is out of range for a rank-" << rank
+                             << " operand (expected 0 <= dim < " << rank << ")";
+  }
+  return success();
+}
+
+/// Verifies a reduction: the result is the input with `dimension` set to 1.
+LogicalResult verifyReduction(Operation *op, Value input, Value result,
+                              int64_t dimension) {
+  RankedTensorType inputType = tensorType(input);
+  if (failed(verifyDimension(op, dimension, inputType.getRank()))) {
+    return failure();
+  }
+  SmallVector<int64_t> expected(inputType.getShape());
+  expected[dimension] = 1;
+  if (tensorType(result).getShape() != ArrayRef<int64_t>(expected)) {
+    return op->emitOpError() << "expected result shape " << formatShape(expected)
+                             << " (the input with dim " << dimension
+                             << " reduced to 1), got "
+                             << formatShape(tensorType(result).getShape());
+  }
+  return success();
+}
+
+/// Verifies that `weight` is a vector the size of the last dim of `input`.
+LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
+                               StringRef name) {
+  RankedTensorType inputType = tensorType(input);
+  RankedTensorType weightType = tensorType(weight);
+  if (inputType.getRank() == 0) {
+    return op->emitOpError() << "expected an input of rank >= 1";
+  }
+  int64_t features = inputType.getShape().back();
+  if (weightType.getRank() != 1 || weightType.getDimSize(0) != features) {
+    return op->emitOpError()
+           << "expected " << name << " of shape [" << features
+           << "] (the last dim of the input), got "
+           << formatShape(weightType.getShape());
+  }
+  return success();
+}
+
+} // namespace
+
+int64_t mf::detail::countResultElements(Operation *op) {
+  int64_t count = 0;
+  for (Value result : op->getResults()) {
+    count += numElements(result);
+  }
+  return count;
+}
+
+int64_t mf::detail::countOperandAndResultBytes(Operation *op) {
+  int64_t bytes = 0;
+  auto add = [&](Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (type && type.hasStaticShape()) {
+      bytes += type.getNumElements() * elementBytes(type.getElementType());
+    }
+  };
+  llvm::for_each(op->getOperands(), add);
+  llvm::for_each(op->getResults(), add);
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// ParameterOp / ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  if (getInit() == ParameterInit::normal) {
+    if (!getStd() || getStd()->convertToDouble() <= 0.0) {
+      return emitOpError() << "init = normal needs a positive 'std' attribute";
+    }
+  } else if (getStd()) {
+    return emitOpError() << "'std' is only meaningful with init = normal";
+  }
+  return success();
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto parameter =
+      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!parameter) {
+    return emitOpError() << "'" << getName()
+                         << "' does not name an mf.parameter";
+  }
+  if (parameter.getType() != getType()) {
+    return emitOpError() << "type " << getType() << " does not match "
+                         << parameter.getType() << " of parameter '"
+                         << getName() << "'";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp / IotaOp / CastOp / BroadcastOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult IotaOp::verify() {
+  return verifyDimension(*this, getDimension(), getType().getRank());
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  return {};
+}
+
+LogicalResult BroadcastOp::verify() {
+  ArrayRef<int64_t> from = getInput().getType().getShape();
+  ArrayRef<int64_t> to = getType().getShape();
+  if (getInput().getType().getElementType() != getType().getElementType()) {
+    return emitOpError() << "expected the result element type "
+                         << getInput().getType().getElementType()
+                         << " of the input";
+  }
+  if (from.size() > to.size()) {
+    return emitOpError() << "cannot broadcast " << formatShape(from)
+                         << " to the lower-rank " << formatShape(to);
+  }
+  size_t lead = to.size() - from.size();
+  for (auto [index, size] : llvm::enumerate(from)) {
+    if (size != 1 && size != to[lead + index]) {
+      return emitOpError() << "cannot broadcast " << formatShape(from) << " to "
+                           << formatShape(to) << ": input dim " << index
+                           << " is " << size << ", expected 1 or "
+                           << to[lead + index];
+    }
+  }
+  return success();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  return {};
+}
+
+int64_t BroadcastOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Elementwise costs
+//===----------------------------------------------------------------------===//
+
+int64_t SiluOp::getFlops() { return 4 * numElements(getResult()); }
+
+int64_t GeluOp::getFlops() {
+  return (getApproximate() == GeluApproximation::tanh ? 9 : 6) *
+         numElements(getResult());
+}
+
+int64_t SwiGluOp::getFlops() { return 5 * numElements(getResult()); }
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getDimension());
+}
+
+LogicalResult ReduceMaxOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getDimension());
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (getInput().getType().getNumElements() != getType().getNumElements()) {
+    return emitOpError() << "cannot reshape "
+                         << formatShape(getInput().getType().getShape()) << " ("
+                         << getInput().getType().getNumElements()
+                         << " elements) to " << formatShape(getType().getShape())
+                         << " (" << getType().getNumElements() << " elements)";
+  }
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  if (auto splat = dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput())) {
+    return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
+  }
+  return {};
+}
+
+namespace {
+/// reshape(reshape(x)) -> reshape(x): only the final shape matters.
+struct ComposeReshapes : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto producer = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!producer) {
+      return rewriter.notifyMatchFailure(op, "input is not a reshape");
+    }
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(),
+                                           producer.getInput());
+    return success();
+  }
+};
+} // namespace
+
+void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *context) {
+  results.add<ComposeReshapes>(context);
+}
+
+int64_t ReshapeOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> permutation = getPermutation();
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  int64_t rank = inputShape.size();
+  if (static_cast<int64_t>(permutation.size()) != rank) {
+    return emitOpError() << "expected a permutation of " << rank
+                         << " dims, got " << permutation.size();
+  }
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> expected;
+  for (int64_t dim : permutation) {
+    if (dim < 0 || dim >= rank || seen[dim]) {
+      return emitOpError() << formatShape(permutation)
+                           << " is not a permutation of 0.." << rank - 1;
+    }
+    seen[dim] = true;
+    expected.push_back(inputShape[dim]);
+  }
+  if (getType().getShape() != ArrayRef<int64_t>(expected)) {
+    return emitOpError() << "expected result shape " << formatShape(expected)
+                         << ", got " << formatShape(getType().getShape());
+  }
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> permutation = getPermutation();
+  for (auto [index, dim] : llvm::enumerate(permutation)) {
+    if (static_cast<int64_t>(index) != dim) {
+      return {};
+    }
+  }
+  return getInput();
+}
+
+namespace {
+/// transpose(transpose(x, p1), p2) -> transpose(x, p1 o p2).
+struct ComposeTransposes : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto producer = op.getInput().getDefiningOp<TransposeOp>();
+    if (!producer) {
+      return rewriter.notifyMatchFailure(op, "input is not a transpose");
+    }
+    SmallVector<int64_t> composed;
+    for (int64_t dim : op.getPermutation()) {
+      composed.push_back(producer.getPermutation()[dim]);
+    }
+    rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(),
+                                             producer.getInput(), composed);
+    return success();
+  }
+};
+} // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ComposeTransposes>(context);
+}
+
+int64_t TransposeOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// SliceOp / ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (resultShape.size() != inputShape.size() ||
+      offsets.size() != inputShape.size()) {
+    return emitOpError() << "expected " << inputShape.size()
+                         << " offsets and a rank-" << inputShape.size()
+                         << " result, got " << offsets.size()
+                         << " offsets and rank " << resultShape.size();
+  }
+  for (size_t dim = 0; dim < inputShape.size(); ++dim) {
+    if (offsets[dim] < 0 || offsets[dim] + resultShape[dim] > inputShape[dim]) {
+      return emitOpError() << "slice [" << offsets[dim] << ", "
+                           << offsets[dim] + resultShape[dim] << ") of dim "
+                           << dim << " is outside the input's [0, "
+                           << inputShape[dim] << ")";
+    }
+  }
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  return {};
+}
+
+int64_t SliceOp::getFlops() { return 0; }
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty()) {
+    return emitOpError() << "expected at least one input";
+  }
+  int64_t rank = getType().getRank();
+  if (failed(verifyDimension(*this, getDimension(), rank))) {
+    return failure();
+  }
+  int64_t dimension = getDimension();
+  int64_t total = 0;
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    ArrayRef<int64_t> shape = tensorType(input).getShape();
+    if (static_cast<int64_t>(shape.size()) != rank) {
+      return emitOpError() << "input " << index << " has rank " << shape.size()
+                           << ", expected " << rank;
+    }
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      if (dim != dimension && shape[dim] != getType().getDimSize(dim)) {
+        return emitOpError() << "input " << index << " has shape "
+                             << formatShape(shape) << ", expected dim " << dim
+                             << " to be " << getType().getDimSize(dim);
+      }
+    }
+    total += shape[dimension];
+  }
+  if (total != getType().getDimSize(dimension)) {
+    return emitOpError() << "inputs add up to " << total << " along dim "
+                         << dimension << ", result has "
+                         << getType().getDimSize(dimension);
+  }
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1) {
+    return getInputs().front();
+  }
+  return {};
+}
+
+int64_t ConcatOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = getTable().getType();
+  if (table.getRank() != 2) {
+    return emitOpError() << "expected a [vocab, hidden] table, got shape "
+                         << formatShape(table.getShape());
+  }
+  SmallVector<int64_t> expected(getIds().getType().getShape());
+  expected.push_back(table.getDimSize(1));
+  if (getType().getShape() != ArrayRef<int64_t>(expected) ||
+      getType().getElementType() != table.getElementType()) {
+    return emitOpError() << "expected result "
+                         << RankedTensorType::get(expected,
+                                                  table.getElementType())
+                         << " (the ids' shape + [hidden]), got " << getType();
+  }
+  return success();
+}
+
+int64_t EmbeddingOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNormWeight(*this, getInput(), getWeight(), "weight");
+}
+
+int64_t RmsNormOp::getFlops() { return 4 * numElements(getResult()); }
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNormWeight(*this, getInput(), getWeight(), "weight and bias");
+}
+
+int64_t LayerNormOp::getFlops() { return 8 * numElements(getResult()); }
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The [rows, cols] of the last two dims of `type`, transposed if asked.
+std::pair<int64_t, int64_t> matrixDims(RankedTensorType type, bool transpose) {
+  int64_t rank = type.getRank();
+  int64_t rows = type.getDimSize(rank - 2), cols = type.getDimSize(rank - 1);
+  return transpose ? std::make_pair(cols, rows) : std::make_pair(rows, cols);
+}
+} // namespace
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  if (lhs.getRank() < 2 || rhs.getRank() < 2) {
+    return emitOpError() << "expected operands of rank >= 2, got "
+                         << formatShape(lhs.getShape()) << " and "
+                         << formatShape(rhs.getShape());
+  }
+  auto [m, k] = matrixDims(lhs, getTransposeLhs());
+  auto [rhsK, n] = matrixDims(rhs, getTransposeRhs());
+  if (k != rhsK) {
+    return emitOpError() << "contracting dims differ: lhs has " << k
+                         << ", rhs has " << rhsK
+                         << " (check transpose_lhs / transpose_rhs)";
+  }
+  ArrayRef<int64_t> lhsBatch = lhs.getShape().drop_back(2);
+  ArrayRef<int64_t> rhsBatch = rhs.getShape().drop_back(2);
+  if (!rhsBatch.empty() && rhsBatch != lhsBatch) {
+    return emitOpError() << "batch dims differ: " << formatShape(lhsBatch)
+                         << " vs " << formatShape(rhsBatch)
+                         << " (a rank-2 rhs is applied to every lhs matrix)";
+  }
+  SmallVector<int64_t> expected(lhsBatch);
+  expected.append({m, n});
+  if (getType().getShape() != ArrayRef<int64_t>(expected)) {
+    return emitOpError() << "expected result shape " << formatShape(expected)
+                         << ", got " << formatShape(getType().getShape());
+  }
+  if (lhs.getElementType() != rhs.getElementType() ||
+      lhs.getElementType() != getType().getElementType()) {
+    return emitOpError() << "expected one element type for operands and "
+                            "result; insert mf.cast to convert";
+  }
+  return success();
+}
+
+int64_t MatmulOp::getFlops() {
+  auto [m, k] = matrixDims(getLhs().getType(), getTransposeLhs());
+  int64_t n = getType().getShape().back();
+  int64_t batch = getType().getNumElements() / (m * n);
+  return 2 * batch * m * n * k;
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxOp / RopeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyDimension(*this, getDimension(), getType().getRank());
+}
+
+int64_t SoftmaxOp::getFlops() { return 5 * numElements(getResult()); }
+
+LogicalResult RopeOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() != 4) {
+    return emitOpError()
+           << "expected input [batch, seq, heads, head_dim], got shape "
+           << formatShape(input.getShape());
+  }
+  if (input.getDimSize(3) % 2 != 0) {
+    return emitOpError() << "head_dim " << input.getDimSize(3)
+                         << " must be even to rotate pairs";
+  }
+  ArrayRef<int64_t> expected = input.getShape().take_front(2);
+  if (getPositions().getType().getShape() != expected) {
+    return emitOpError() << "expected positions of shape "
+                         << formatShape(expected) << " ([batch, seq]), got "
+                         << formatShape(getPositions().getType().getShape());
+  }
+  if (getTheta().convertToDouble() <= 0.0) {
+    return emitOpError() << "theta must be positive";
+  }
+  return success();
+}
+
+int64_t RopeOp::getFlops() { return 6 * numElements(getResult()); }
+
+//===----------------------------------------------------------------------===//
+// AttentionOp / KvCacheWriteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType();
+  if (query.getRank() != 4 || key.getRank() != 4) {
+    return emitOpError() << "expected rank-4 query and key/value "
+                            "([batch, seq, heads, head_dim]), got "
+                         << formatShape(query.getShape()) << " and "
+                         << formatShape(key.getShape());
+  }
+  if (query.getDimSize(0) != key.getDimSize(0)) {
+    return emitOpError() << "query batch " << query.getDimSize(0)
+                         << " differs from key/value batch "
+                         << key.getDimSize(0);
+  }
+  if (query.getDimSize(3) != key.getDimSize(3)) {
+    return emitOpError() << "query head_dim " << query.getDimSize(3)
+                         << " differs from key/value head_dim "
+                         << key.getDimSize(3);
+  }
+  if (query.getDimSize(2) % key.getDimSize(2) != 0) {
+    return emitOpError() << "query heads (" << query.getDimSize(2)
+                         << ") must be a multiple of key/value heads ("
+                         << key.getDimSize(2) << ")";
+  }
+  if (!getPastLength() && getCausal() &&
+      query.getDimSize(1) > key.getDimSize(1)) {
+    return emitOpError() << "a causal query of length " << query.getDimSize(1)
+                         << " needs at least as many keys, got "
+                         << key.getDimSize(1);
+  }
+  return success();
+}
+
+int64_t AttentionOp::getFlops() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType();
+  int64_t pairs = query.getDimSize(0) * query.getDimSize(2) *
+                  query.getDimSize(1) * key.getDimSize(1);
+  // QK^T and PV are 2*D each per (query, key) pair; softmax about 5.
+  return pairs * (4 * query.getDimSize(3) + 5);
+}
+
+LogicalResult KvCacheWriteOp::verify() {
+  RankedTensorType cache = getCache().getType(), update = getUpdate().getType();
+  if (cache.getRank() != 4 || update.getRank() != 4) {
+    return emitOpError() << "expected rank-4 cache and update "
+                            "([batch, len, kv_heads, head_dim])";
+  }
+  for (int64_t dim : {0, 2, 3}) {
+    if (cache.getDimSize(dim) != update.getDimSize(dim)) {
+      return emitOpError() << "update shape " << formatShape(update.getShape())
+                           << " does not fit cache shape "
+                           << formatShape(cache.getShape()) << " in dim "
+                           << dim;
+    }
+  }
+  if (update.getDimSize(1) > cache.getDimSize(1)) {
+    return emitOpError() << "update of " << update.getDimSize(1)
+                         << " tokens is longer than the cache ("
+                         << cache.getDimSize(1) << ")";
+  }
+  return success();
+}
+
+int64_t KvCacheWriteOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::verify() {
+  RankedTensorType logits = getLogits().getType();
+  if (logits.getRank() != 2) {
+    return emitOpError() << "expected logits [tokens, vocab], got shape "
+                         << formatShape(logits.getShape());
+  }
+  ArrayRef<int64_t> labels = getLabels().getType().getShape();
+  if (labels.size() != 1 || labels[0] != logits.getDimSize(0)) {
+    return emitOpError() << "expected labels of shape ["
+                         << logits.getDimSize(0) << "], got "
+                         << formatShape(labels);
+  }
+  return success();
+}
+
+int64_t CrossEntropyOp::getFlops() {
+  return 5 * getLogits().getType().getNumElements();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/MF/IR/MFOps.cpp.inc"

@@ -1,0 +1,32 @@
+//===- MFOps.h - mf dialect operations --------------------------*- C++ -*-===//
+
+#ifndef MFC_DIALECTS_MF_IR_MFOPS_H
+#define MFC_DIALECTS_MF_IR_MFOPS_H
+
+#include "dialects/MF/IR/MFDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::mf::detail {
+/// Default FLOP count: one per result element.
+int64_t countResultElements(Operation *op);
+/// Default byte count: every operand read once, every result written once.
+int64_t countOperandAndResultBytes(Operation *op);
+} // namespace mlir::mf::detail
+
+#include "dialects/MF/IR/MFEnums.h.inc"
+#include "dialects/MF/IR/MFInterfaces.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/MF/IR/MFAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/MF/IR/MFOps.h.inc"
+
+#endif // MFC_DIALECTS_MF_IR_MFOPS_H

@@ -1,0 +1,599 @@
+//===- MFOps.td - mf dialect operations --------------------*- tablegen -*-===//
+
+#ifndef MF_OPS_TD
+#define MF_OPS_TD
+
+include "dialects/MF/IR/MFBase.td"
+include "dialects/MF/IR/MFAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "A trainable model parameter";
+  let description = [{
+    Declares a model weight. Weights are not part of the program: the runtime
+    loads them from a checkpoint by `sym_name` (the Hugging Face name) or by
+    `mf_name` (the MindFormers name), or initializes them as `init` says.
+    `std` is the standard deviation of a `normal` init.
+
+    ```mlir
+    mf.parameter @model.norm.weight : tensor<64xf32> init = ones
+        {mf_name = "model.norm_out.weight"}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<MF_FloatTensor>:$type,
+    MF_ParameterInitAttr:$init,
+    OptionalAttr<F64Attr>:$std,
+    OptionalAttr<StrAttr>:$mf_name
+  );
+  let assemblyFormat = "$sym_name `:` $type `init` `=` $init attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def MF_ParamOp : MF_Op<"param", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads a parameter";
+  let description = [{
+    The value of the `mf.parameter` named by `name`; its type must match.
+
+    ```mlir
+    %w = mf.param @model.norm.weight : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and index generation
+//===----------------------------------------------------------------------===//
+
+def MF_ConstantOp : MF_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor";
+  let description = [{
+    ```mlir
+    %zero = mf.constant dense<0> : tensor<i32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def MF_IotaOp : MF_Op<"iota", [Pure]> {
+  let summary = "Indices 0, 1, 2, ... along one dimension";
+  let description = [{
+    Element `[i0, ..., in]` of the result is `i<dimension>`. Used for token
+    positions.
+
+    ```mlir
+    %pos = mf.iota dim = 1 : tensor<1x8xi32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$dimension);
+  let results = (outs MF_IndexTensor:$result);
+  let assemblyFormat = "`dim` `=` $dimension attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise primitives
+//===----------------------------------------------------------------------===//
+
+class MF_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : MF_Op<mnemonic, !listconcat(traits, [Pure, Elementwise,
+                                           SameOperandsAndResultType])> {
+  let arguments = (ins MF_Tensor:$lhs, MF_Tensor:$rhs);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def MF_AddOp : MF_BinaryOp<"add", [Commutative]> {
+  let summary = "Elementwise addition";
+  let description = [{
+    Operands and result have the same type; use `mf.broadcast` to match shapes.
+
+    ```mlir
+    %r = mf.add %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+def MF_SubOp : MF_BinaryOp<"sub"> {
+  let summary = "Elementwise subtraction";
+  let description = [{
+    ```mlir
+    %r = mf.sub %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+def MF_MulOp : MF_BinaryOp<"mul", [Commutative]> {
+  let summary = "Elementwise multiplication";
+  let description = [{
+    ```mlir
+    %r = mf.mul %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+def MF_DivOp : MF_BinaryOp<"div"> {
+  let summary = "Elementwise division";
+  let description = [{
+    ```mlir
+    %r = mf.div %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+def MF_MaxOp : MF_BinaryOp<"max", [Commutative]> {
+  let summary = "Elementwise maximum";
+  let description = [{
+    ```mlir
+    %r = mf.max %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+class MF_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : MF_Op<mnemonic, !listconcat(traits, [Pure, Elementwise,
+                                           SameOperandsAndResultType])> {
+  let arguments = (ins MF_FloatTensor:$input);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class MF_CostedUnaryOp<string mnemonic, list<Trait> traits = []>
+    : MF_CostedOp<mnemonic, !listconcat(traits, [Pure, Elementwise,
+                                                 SameOperandsAndResultType])> {
+  let arguments = (ins MF_FloatTensor:$input);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def MF_NegOp : MF_UnaryOp<"neg"> {
+  let summary = "Elementwise negation";
+  let description = [{
+    ```mlir
+    %r = mf.neg %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_ExpOp : MF_UnaryOp<"exp"> {
+  let summary = "Elementwise exponential";
+  let description = [{
+    ```mlir
+    %r = mf.exp %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_LogOp : MF_UnaryOp<"log"> {
+  let summary = "Elementwise natural logarithm";
+  let description = [{
+    ```mlir
+    %r = mf.log %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_TanhOp : MF_UnaryOp<"tanh"> {
+  let summary = "Elementwise hyperbolic tangent";
+  let description = [{
+    ```mlir
+    %r = mf.tanh %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_RsqrtOp : MF_UnaryOp<"rsqrt"> {
+  let summary = "Elementwise reciprocal square root";
+  let description = [{
+    ```mlir
+    %r = mf.rsqrt %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_SiluOp : MF_CostedUnaryOp<"silu"> {
+  let summary = "SiLU (swish): x * sigmoid(x)";
+  let description = [{
+    ```mlir
+    %r = mf.silu %x : tensor<1x8x172xf32>
+    ```
+  }];
+}
+
+def MF_GeluOp : MF_CostedOp<"gelu", [Pure, Elementwise,
+                                     SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or with the tanh approximation";
+  let description = [{
+    `approximate = tanh` is GPT-2's `gelu_new`:
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+
+    ```mlir
+    %r = mf.gelu %x approximate = tanh : tensor<1x8x256xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input,
+                       MF_GeluApproximationAttr:$approximate);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `approximate` `=` $approximate attr-dict `:` type($result)";
+}
+
+def MF_CastOp : MF_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
+  let summary = "Converts the element type";
+  let description = [{
+    Rounds to nearest even when narrowing between float types.
+
+    ```mlir
+    %r = mf.cast %x : tensor<8xbf16> to tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+def MF_BroadcastOp : MF_CostedOp<"broadcast", [Pure]> {
+  let summary = "Broadcasts a tensor to a larger shape, numpy style";
+  let description = [{
+    Dimensions are aligned at the right; each input dimension is 1 or equal
+    to the result's.
+
+    ```mlir
+    %r = mf.broadcast %bias : tensor<64xf32> to tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class MF_ReduceOp<string mnemonic> : MF_Op<mnemonic, [Pure,
+    SameOperandsAndResultElementType]> {
+  let description = [{
+    Reduces `dimension`, which stays in the result with size 1.
+
+    ```mlir
+    %r = mf.}] # mnemonic # [{ %x dim = 2 : tensor<1x8x64xf32> -> tensor<1x8x1xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dimension);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` `=` $dimension attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_ReduceSumOp : MF_ReduceOp<"reduce_sum"> {
+  let summary = "Sum over one dimension";
+}
+
+def MF_ReduceMaxOp : MF_ReduceOp<"reduce_max"> {
+  let summary = "Maximum over one dimension";
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def MF_ReshapeOp : MF_CostedOp<"reshape", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "Reinterprets the shape; the element count is unchanged";
+  let description = [{
+    ```mlir
+    %r = mf.reshape %x : tensor<1x8x64xf32> to tensor<1x8x4x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def MF_TransposeOp : MF_CostedOp<"transpose", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "Permutes dimensions";
+  let description = [{
+    Result dimension `i` is input dimension `permutation[i]`.
+
+    ```mlir
+    %r = mf.transpose %x [0, 2, 1, 3]
+        : tensor<1x8x4x16xf32> -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = [{
+    $input $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+def MF_SliceOp : MF_CostedOp<"slice", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "A contiguous box of a tensor";
+  let description = [{
+    Takes the box starting at `offsets` with the result's shape (stride 1).
+
+    ```mlir
+    %q = mf.slice %qkv [0, 0, 0] : tensor<1x8x192xf32> -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input, DenseI64ArrayAttr:$offsets);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = [{
+    $input $offsets attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MF_ConcatOp : MF_CostedOp<"concat", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "Joins tensors along one dimension";
+  let description = [{
+    ```mlir
+    %r = mf.concat %a, %b dim = 1
+        : (tensor<1x4x64xf32>, tensor<1x4x64xf32>) -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MF_Tensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dimension);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dimension attr-dict `:` functional-type($inputs, $result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Model-level operations
+//===----------------------------------------------------------------------===//
+
+def MF_EmbeddingOp : MF_CostedOp<"embedding", [Pure]> {
+  let summary = "Looks up rows of an embedding table";
+  let description = [{
+    `result[b, s, :] = table[ids[b, s], :]`. An id outside `[0, vocab)` is an
+    error at run time.
+
+    ```mlir
+    %h = mf.embedding %table, %ids
+        : tensor<256x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$table, MF_IndexTensor:$ids);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_RmsNormOp : MF_CostedOp<"rms_norm", [Pure,
+    AllTypesMatch<["input", "result"]>,
+    AllElementTypesMatch<["input", "weight"]>]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2, -1) + epsilon) * weight`; `weight` has the size of the
+    last dimension.
+
+    ```mlir
+    %r = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$weight,
+                       F64Attr:$epsilon);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` `=` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_LayerNormOp : MF_CostedOp<"layer_norm", [Pure,
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["weight", "bias"]>,
+    AllElementTypesMatch<["input", "weight"]>]> {
+  let summary = "LayerNorm over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias`, with the biased
+    variance, over the last dimension.
+
+    ```mlir
+    %r = mf.layer_norm %x, %w, %b eps = 1.0e-05
+        : tensor<1x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$weight,
+                       MF_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `eps` `=` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_MatmulOp : MF_CostedOp<"matmul", [Pure]> {
+  let summary = "Matrix multiplication, batched over leading dimensions";
+  let description = [{
+    Multiplies the last two dimensions of `lhs` and `rhs`, after transposing
+    them if `transpose_lhs` / `transpose_rhs` is set. A rank-2 `rhs` (a
+    weight) is applied to every matrix of `lhs`; otherwise the leading batch
+    dimensions of both operands must be equal. A `Linear` weight stored as
+    `[out, in]` is used with `transpose_rhs`.
+
+    ```mlir
+    %y = mf.matmul %x, %w transpose_rhs
+        : tensor<1x8x64xf32>, tensor<128x64xf32> -> tensor<1x8x128xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$lhs, MF_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_SwiGluOp : MF_CostedOp<"swiglu", [Pure, Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "The SwiGLU gate: silu(gate) * up";
+  let description = [{
+    ```mlir
+    %h = mf.swiglu %gate, %up : tensor<1x8x172xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$gate, MF_FloatTensor:$up);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def MF_SoftmaxOp : MF_CostedOp<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "Softmax along one dimension";
+  let description = [{
+    ```mlir
+    %p = mf.softmax %x dim = 3 : tensor<1x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dimension);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dimension attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MF_RopeOp : MF_CostedOp<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Rotary position embedding, rotate-half form";
+  let description = [{
+    `input` is `[batch, seq, heads, head_dim]`, `positions` is `[batch, seq]`.
+    For `i < head_dim / 2` and angle `p * theta^(-2i / head_dim)`, the pair
+    `(x[i], x[i + head_dim/2])` is rotated by the angle (the Hugging Face
+    `rotate_half` convention).
+
+    ```mlir
+    %q = mf.rope %x, %pos theta = 1.0e+04
+        : tensor<1x8x4x16xf32>, tensor<1x8xi32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_IndexTensor:$positions,
+                       F64Attr:$theta);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $positions `theta` `=` $theta attr-dict `:` type($input) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_AttentionOp : MF_CostedOp<"attention", [Pure,
+    AllTypesMatch<["query", "result"]>,
+    AllTypesMatch<["key", "value"]>]> {
+  let summary = "Scaled dot-product attention, causal, with grouped KV heads";
+  let description = [{
+    `query` is `[batch, seq, q_heads, head_dim]`; `key` and `value` are
+    `[batch, kv_len, kv_heads, head_dim]` with `q_heads` a multiple of
+    `kv_heads` (grouped-query attention: query head `h` reads KV head
+    `h / (q_heads / kv_heads)`). Scores are `q.k * scale`.
+
+    With `causal`, query `i` sees keys `0 .. past_length + i`, where
+    `past_length` (default 0) is the number of tokens already in a KV cache
+    that `key` and `value` hold; keys beyond that are never read, so a cache
+    may be longer than what it holds.
+
+    ```mlir
+    %o = mf.attention %q, %k, %v past_length(%n) causal scale = 2.5e-01
+        : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
+                       MF_FloatTensor:$value,
+                       Optional<MF_ScalarIndexTensor>:$past_length,
+                       UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`past_length` `(` $past_length^ `)`)?
+    (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($query) `,` type($key)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
+    AllTypesMatch<["cache", "result"]>,
+    AllElementTypesMatch<["cache", "update"]>]> {
+  let summary = "Writes new keys or values into a KV cache";
+  let description = [{
+    `cache` is `[batch, max_len, kv_heads, head_dim]`, `update` is
+    `[batch, seq, kv_heads, head_dim]`; the result is `cache` with rows
+    `position .. position + seq` replaced by `update`. A position past the
+    end is an error at run time.
+
+    ```mlir
+    %c1 = mf.kv_cache_write %c0, %k, %pos
+        : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$cache, MF_FloatTensor:$update,
+                       MF_ScalarIndexTensor:$position);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $update `,` $position attr-dict `:` type($cache) `,` type($update)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [Pure]> {
+  let summary = "Mean cross-entropy of logits against integer labels";
+  let description = [{
+    `logits` is `[tokens, vocab]`, `labels` is `[tokens]`. Tokens whose label
+    equals `ignore_index` do not count; the result is the mean negative
+    log-likelihood over the others (0 when there are none).
+
+    ```mlir
+    %loss = mf.cross_entropy %logits, %labels ignore_index = -100
+        : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$logits, MF_IndexTensor:$labels,
+                       I64Attr:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MF_OPS_TD
