@@ -6,16 +6,15 @@
 include "dialects/MF/IR/MFBase.td"
 include "mlir/IR/EnumAttr.td"
 
+// Enums are written out by name in op formats: `init = normal`.
+
 def MF_GeluApproximation : I32EnumAttr<"GeluApproximation",
     "how GELU is computed", [
       I32EnumAttrCase<"none", 0>,
       I32EnumAttrCase<"tanh", 1>
     ]> {
   let cppNamespace = "::mlir::mf";
-  let genSpecializedAttr = 0;
 }
-def MF_GeluApproximationAttr
-    : EnumAttr<MF_Dialect, MF_GeluApproximation, "gelu_approximation">;
 
 def MF_ParameterInit : I32EnumAttr<"ParameterInit",
     "how a parameter is initialized when no checkpoint provides it", [
@@ -24,9 +23,6 @@ def MF_ParameterInit : I32EnumAttr<"ParameterInit",
       I32EnumAttrCase<"normal", 2>
     ]> {
   let cppNamespace = "::mlir::mf";
-  let genSpecializedAttr = 0;
 }
-def MF_ParameterInitAttr
-    : EnumAttr<MF_Dialect, MF_ParameterInit, "parameter_init">;
 
 #endif // MF_ATTRS_TD

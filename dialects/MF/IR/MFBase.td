@@ -28,7 +28,6 @@ def MF_Dialect : Dialect {
     Every operation carries a location naming the model path it came from
     (`model.layers.3.attention.wq`) fused with the YAML line that defined it.
   }];
-  let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
 }
 
@@ -60,5 +59,13 @@ class MF_CostedOp<string mnemonic, list<Trait> traits = []>
     : Op<MF_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
                                                         ["getFlops"]>])>;
+
+/// An op that does no work of its own: reading a parameter or a constant
+/// costs nothing until a consumer reads the value (which counts the bytes).
+class MF_FreeOp<string mnemonic, list<Trait> traits = []>
+    : Op<MF_Dialect, mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
+                                                        ["getFlops",
+                                                         "getBytesAccessed"]>])>;
 
 #endif // MF_BASE_TD

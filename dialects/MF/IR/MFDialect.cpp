@@ -13,10 +13,6 @@ using namespace mlir::mf;
 #include "dialects/MF/IR/MFDialect.cpp.inc"
 
 void MFDialect::initialize() {
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "dialects/MF/IR/MFAttrs.cpp.inc"
-      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/MF/IR/MFOps.cpp.inc"
@@ -31,6 +27,3 @@ Operation *MFDialect::materializeConstant(OpBuilder &builder, Attribute value,
   }
   return ConstantOp::create(builder, loc, elements);
 }
-
-#define GET_ATTRDEF_CLASSES
-#include "dialects/MF/IR/MFAttrs.cpp.inc"

@@ -151,11 +151,19 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+int64_t ParamOp::getFlops() { return 0; }
+int64_t ParamOp::getBytesAccessed() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // ConstantOp / IotaOp / CastOp / BroadcastOp
 //===----------------------------------------------------------------------===//
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+int64_t ConstantOp::getFlops() { return 0; }
+int64_t ConstantOp::getBytesAccessed() { return 0; }
+
+int64_t IotaOp::getFlops() { return 0; }
 
 LogicalResult IotaOp::verify() {
   return verifyDimension(*this, getDimension(), getType().getRank());

@@ -23,9 +23,6 @@ int64_t countOperandAndResultBytes(Operation *op);
 #include "dialects/MF/IR/MFEnums.h.inc"
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "dialects/MF/IR/MFAttrs.h.inc"
-
 #define GET_OP_CLASSES
 #include "dialects/MF/IR/MFOps.h.inc"
 

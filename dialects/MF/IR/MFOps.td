@@ -30,7 +30,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     TypeAttrOf<MF_FloatTensor>:$type,
-    MF_ParameterInitAttr:$init,
+    MF_ParameterInit:$init,
     OptionalAttr<F64Attr>:$std,
     OptionalAttr<StrAttr>:$mf_name
   );
@@ -43,7 +43,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
   }];
 }
 
-def MF_ParamOp : MF_Op<"param", [Pure,
+def MF_ParamOp : MF_FreeOp<"param", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads a parameter";
   let description = [{
@@ -62,7 +62,7 @@ def MF_ParamOp : MF_Op<"param", [Pure,
 // Constants and index generation
 //===----------------------------------------------------------------------===//
 
-def MF_ConstantOp : MF_Op<"constant", [ConstantLike, Pure,
+def MF_ConstantOp : MF_FreeOp<"constant", [ConstantLike, Pure,
     AllTypesMatch<["value", "result"]>]> {
   let summary = "A constant tensor";
   let description = [{
@@ -76,7 +76,7 @@ def MF_ConstantOp : MF_Op<"constant", [ConstantLike, Pure,
   let hasFolder = 1;
 }
 
-def MF_IotaOp : MF_Op<"iota", [Pure]> {
+def MF_IotaOp : MF_CostedOp<"iota", [Pure]> {
   let summary = "Indices 0, 1, 2, ... along one dimension";
   let description = [{
     Element `[i0, ..., in]` of the result is `i<dimension>`. Used for token
@@ -233,7 +233,7 @@ def MF_GeluOp : MF_CostedOp<"gelu", [Pure, Elementwise,
     ```
   }];
   let arguments = (ins MF_FloatTensor:$input,
-                       MF_GeluApproximationAttr:$approximate);
+                       MF_GeluApproximation:$approximate);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat =
       "$input `approximate` `=` $approximate attr-dict `:` type($result)";

@@ -1,0 +1,133 @@
+//===- GPT2Builder.cpp - mf IR for GPT-2 ----------------------------------===//
+//
+// GPT-2: learned position embeddings, pre-LayerNorm blocks, fused q/k/v
+// projection, tanh GELU, Conv1D weights stored [in, out], LM head tied to
+// the token embedding. Names follow the Hugging Face checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Frontend/GraphBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+class GPT2Builder : public GraphBuilder {
+public:
+  using GraphBuilder::GraphBuilder;
+
+  Value buildForward(Value ids, KvCache *cache) override {
+    const ModelConfig &model = spec_.model;
+    int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
+    int64_t hiddenSize = model.hiddenSize;
+    RankedTensorType embedded = tensorType({batch, seq, hiddenSize}, paramType());
+
+    Location wteLoc = loc("transformer.wte", "vocab_size");
+    Value wte = weight("transformer.wte.weight", "", {model.vocabSize, hiddenSize},
+                       wteLoc);
+    Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte, ids);
+    Location wpeLoc = loc("transformer.wpe", "seq_length");
+    Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
+                       wpeLoc);
+    Value positionIds =
+        positions(batch, seq, cache ? cache->pastLength : Value(), wpeLoc);
+    Value placed =
+        mf::EmbeddingOp::create(builder_, wpeLoc, embedded, wpe, positionIds);
+    Value hidden = mf::AddOp::create(builder_, wpeLoc, tokens, placed);
+    hidden = castTo(hidden, computeType(), wpeLoc);
+
+    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+      hidden = block(layer, hidden, cache);
+    }
+    Value normed = layerNorm(hidden, "transformer.ln_f");
+    return logits(normed, wte, loc("lm_head", "vocab_size"));
+  }
+
+private:
+  Value layerNorm(Value input, const std::string &path) {
+    Location normLoc = loc(path, "layernorm_compute_type");
+    int64_t hiddenSize = spec_.model.hiddenSize;
+    Value gamma = param(path + ".weight", "", {hiddenSize},
+                        mf::ParameterInit::ones, normLoc);
+    Value beta = param(path + ".bias", "", {hiddenSize},
+                       mf::ParameterInit::zeros, normLoc);
+    Value normed = mf::LayerNormOp::create(
+        builder_, normLoc, castTo(input, normType(), normLoc),
+        castTo(gamma, normType(), normLoc), castTo(beta, normType(), normLoc),
+        builder_.getF64FloatAttr(spec_.model.layerNormEps));
+    return castTo(normed, computeType(), normLoc);
+  }
+
+  /// A Conv1D: x W + b with W stored [in, out].
+  Value conv1d(Value input, const std::string &path, int64_t inFeatures,
+               int64_t outFeatures, StringRef yamlKey) {
+    Location convLoc = loc(path, yamlKey);
+    Value w = weight(path + ".weight", "", {inFeatures, outFeatures}, convLoc);
+    Value b = param(path + ".bias", "", {outFeatures}, mf::ParameterInit::zeros,
+                    convLoc);
+    return linear(input, w, b, /*transposed=*/false, convLoc);
+  }
+
+  Value block(int64_t layer, Value hidden, KvCache *cache) {
+    const ModelConfig &model = spec_.model;
+    int64_t batch = shapeOf(hidden)[0], seq = shapeOf(hidden)[1];
+    int64_t heads = model.numHeads, headDim = model.headDim();
+    int64_t hiddenSize = model.hiddenSize;
+    std::string path = "transformer.h." + std::to_string(layer);
+    std::string attn = path + ".attn";
+
+    Value normed = layerNorm(hidden, path + ".ln_1");
+    Value qkv = conv1d(normed, attn + ".c_attn", hiddenSize, 3 * hiddenSize,
+                       "num_heads");
+    Location splitLoc = loc(attn + ".split_heads", "num_heads");
+    auto part = [&](int64_t index) {
+      Value slice = mf::SliceOp::create(
+          builder_, splitLoc, tensorType({batch, seq, hiddenSize}, computeType()),
+          qkv, ArrayRef<int64_t>{0, 0, index * hiddenSize});
+      return reshape(slice, {batch, seq, heads, headDim}, splitLoc);
+    };
+    Value q = part(0), k = part(1), v = part(2);
+
+    Value pastLength;
+    if (cache) {
+      Location cacheLoc = loc(attn + ".kv_cache", "use_past");
+      k = cache->keys[layer] = mf::KvCacheWriteOp::create(
+          builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
+      v = cache->values[layer] = mf::KvCacheWriteOp::create(
+          builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
+      pastLength = cache->pastLength;
+    }
+    Value attended = mf::AttentionOp::create(
+        builder_, loc(attn + ".attention_core", "num_heads"), q.getType(), q, k,
+        v, pastLength, /*causal=*/true,
+        llvm::APFloat(1.0 / std::sqrt(static_cast<double>(headDim))));
+    attended = reshape(attended, {batch, seq, hiddenSize},
+                       loc(attn + ".merge_heads", "num_heads"));
+    Value output =
+        conv1d(attended, attn + ".c_proj", hiddenSize, hiddenSize, "hidden_size");
+    hidden = mf::AddOp::create(builder_, loc(path + ".attn_add", "num_layers"),
+                               hidden, output);
+
+    normed = layerNorm(hidden, path + ".ln_2");
+    int64_t ffnSize = model.ffnHiddenSize();
+    std::string mlp = path + ".mlp";
+    Value expanded =
+        conv1d(normed, mlp + ".c_fc", hiddenSize, ffnSize, "expand_ratio");
+    Value activated = mf::GeluOp::create(builder_, loc(mlp + ".act", "hidden_act"),
+                                         expanded, mf::GeluApproximation::tanh);
+    Value projected =
+        conv1d(activated, mlp + ".c_proj", ffnSize, hiddenSize, "expand_ratio");
+    return mf::AddOp::create(builder_, loc(path + ".mlp_add", "num_layers"),
+                             hidden, projected);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<GraphBuilder> mfc::createGPT2Builder(ModuleOp module,
+                                                     const ModelSpec &spec) {
+  return std::make_unique<GPT2Builder>(module, spec);
+}

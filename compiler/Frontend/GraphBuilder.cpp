@@ -1,0 +1,278 @@
+//===- GraphBuilder.cpp - helpers shared by the model IR builders ---------===//
+
+#include "compiler/Frontend/GraphBuilder.h"
+
+#include "compiler/Frontend/ModelBuilder.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mfc;
+
+GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
+    : module_(module), spec_(spec), builder_(module.getContext()),
+      parameterBuilder_(module.getContext()) {
+  parameterBuilder_.setInsertionPointToStart(module.getBody());
+  builder_.setInsertionPointToEnd(module.getBody());
+}
+
+Type GraphBuilder::elementType(DType type) {
+  switch (type) {
+  case DType::F32:
+    return builder_.getF32Type();
+  case DType::F16:
+    return builder_.getF16Type();
+  case DType::BF16:
+    return builder_.getBF16Type();
+  }
+  return builder_.getF32Type();
+}
+
+RankedTensorType GraphBuilder::tensorType(ArrayRef<int64_t> shape,
+                                          Type elementType) {
+  return RankedTensorType::get(shape, elementType);
+}
+
+ArrayRef<int64_t> GraphBuilder::shapeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
+
+Location GraphBuilder::loc(const Twine &modelPath, StringRef yamlKey) {
+  std::string key = yamlKey.contains('.') || spec_.keyPositions.count(yamlKey.str())
+                        ? yamlKey.str()
+                        : "model.model_config." + yamlKey.str();
+  KeyPosition position = spec_.positionOf(key);
+  Location fileLoc = FileLineColLoc::get(
+      context(), position.file.empty() ? spec_.sourceFile : position.file,
+      position.line, position.column);
+  return NameLoc::get(StringAttr::get(context(), modelPath), fileLoc);
+}
+
+Value GraphBuilder::param(StringRef name, StringRef mfName,
+                          ArrayRef<int64_t> shape, mf::ParameterInit init,
+                          Location loc) {
+  RankedTensorType type = tensorType(shape, paramType());
+  mf::ParameterOp &parameter = parameters_[name];
+  if (!parameter) {
+    FloatAttr std;
+    if (init == mf::ParameterInit::normal) {
+      std = builder_.getF64FloatAttr(spec_.model.initMethodStd);
+    }
+    parameter = mf::ParameterOp::create(
+        parameterBuilder_, loc, name, type, init, std,
+        mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName));
+  }
+  return mf::ParamOp::create(builder_, loc, type, name);
+}
+
+Value GraphBuilder::weight(StringRef name, StringRef mfName,
+                           ArrayRef<int64_t> shape, Location loc) {
+  return param(name, mfName, shape, mf::ParameterInit::normal, loc);
+}
+
+Value GraphBuilder::castTo(Value value, Type elementType, Location loc) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == elementType) {
+    return value;
+  }
+  return mf::CastOp::create(builder_, loc, type.clone(elementType), value);
+}
+
+Value GraphBuilder::reshape(Value value, ArrayRef<int64_t> shape,
+                            Location loc) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return mf::ReshapeOp::create(builder_, loc, type.clone(shape), value);
+}
+
+Value GraphBuilder::broadcastTo(Value value, ArrayRef<int64_t> shape,
+                                Location loc) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape) {
+    return value;
+  }
+  return mf::BroadcastOp::create(builder_, loc, type.clone(shape), value);
+}
+
+Value GraphBuilder::linear(Value input, Value weight, Value bias,
+                           bool transposed, Location loc) {
+  Type compute = computeType();
+  input = castTo(input, compute, loc);
+  weight = castTo(weight, compute, loc);
+  ArrayRef<int64_t> weightShape = shapeOf(weight);
+  int64_t outFeatures = transposed ? weightShape[0] : weightShape[1];
+  SmallVector<int64_t> resultShape(shapeOf(input));
+  resultShape.back() = outFeatures;
+  auto matmul = mf::MatmulOp::create(
+      builder_, loc, tensorType(resultShape, compute), input, weight,
+      /*transpose_lhs=*/false, /*transpose_rhs=*/transposed);
+  if (!bias) {
+    return matmul;
+  }
+  Value broadcastBias =
+      broadcastTo(castTo(bias, compute, loc), resultShape, loc);
+  return mf::AddOp::create(builder_, loc, matmul, broadcastBias);
+}
+
+Value GraphBuilder::positions(int64_t batch, int64_t seq, Value pastLength,
+                              Location loc) {
+  auto type = tensorType({batch, seq}, builder_.getI32Type());
+  Value iota = mf::IotaOp::create(builder_, loc, type, 1);
+  if (!pastLength) {
+    return iota;
+  }
+  return mf::AddOp::create(builder_, loc, iota,
+                           broadcastTo(pastLength, {batch, seq}, loc));
+}
+
+Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
+  Value projected = linear(hidden, headWeight, Value(), /*transposed=*/true, loc);
+  return castTo(projected, builder_.getF32Type(), loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+func::FuncOp GraphBuilder::beginEntry(StringRef name,
+                                      ArrayRef<std::string> inputNames,
+                                      ArrayRef<Type> inputTypes) {
+  Location entryLoc = loc(name, "run_mode");
+  auto entry = func::FuncOp::create(
+      builder_, entryLoc, name, builder_.getFunctionType(inputTypes, {}));
+  for (auto [index, inputName] : llvm::enumerate(inputNames)) {
+    entry.setArgAttr(index, "mf.name", builder_.getStringAttr(inputName));
+  }
+  Block *body = entry.addEntryBlock();
+  builder_.setInsertionPointToStart(body);
+  return entry;
+}
+
+void GraphBuilder::finishEntry(func::FuncOp entry, ArrayRef<Value> results,
+                               ArrayRef<std::string> resultNames) {
+  func::ReturnOp::create(builder_, entry.getLoc(), results);
+  SmallVector<Type> resultTypes;
+  for (Value result : results) {
+    resultTypes.push_back(result.getType());
+  }
+  entry.setType(
+      builder_.getFunctionType(entry.getArgumentTypes(), resultTypes));
+  for (auto [index, resultName] : llvm::enumerate(resultNames)) {
+    entry.setResultAttr(index, "mf.name", builder_.getStringAttr(resultName));
+  }
+  builder_.setInsertionPointToEnd(module_.getBody());
+}
+
+void GraphBuilder::buildEntries() {
+  module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
+  module_->setAttr("mf.run_mode",
+                   builder_.getStringAttr(toString(spec_.runMode)));
+  module_->setAttr("mf.context_mode",
+                   builder_.getI64IntegerAttr(spec_.contextMode));
+  if (spec_.runMode == RunMode::Predict) {
+    buildPredictEntries();
+  } else {
+    buildLossEntry();
+  }
+  // Parameters were declared as the entries discovered them; list them
+  // first, in discovery order.
+  Block *body = module_.getBody();
+  for (auto entry : llvm::to_vector(body->getOps<func::FuncOp>())) {
+    entry->moveBefore(body, body->end());
+  }
+}
+
+void GraphBuilder::buildPredictEntries() {
+  const ModelConfig &model = spec_.model;
+  int64_t batch = spec_.entryBatchSize();
+  Type ids = builder_.getI32Type();
+  if (!model.usePast) {
+    func::FuncOp prefill =
+        beginEntry("prefill", {"input_ids"},
+                   {tensorType({batch, model.seqLength}, ids)});
+    Value logits = buildForward(prefill.getArgument(0), nullptr);
+    finishEntry(prefill, {logits}, {"logits"});
+    return;
+  }
+
+  // Both entries take and return the whole cache; prefill starts it at 0.
+  RankedTensorType cacheType =
+      tensorType({batch, model.seqLength, model.kvHeads(), model.headDim()},
+                 computeType());
+  SmallVector<std::string> cacheNames;
+  SmallVector<Type> cacheTypes;
+  for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+    cacheNames.push_back("cache." + std::to_string(layer) + ".key");
+    cacheNames.push_back("cache." + std::to_string(layer) + ".value");
+    cacheTypes.append({cacheType, cacheType});
+  }
+  RankedTensorType scalar = tensorType({}, ids);
+
+  auto build = [&](StringRef name, int64_t seq, bool takesPastLength) {
+    SmallVector<std::string> inputNames = {"input_ids"};
+    SmallVector<Type> inputTypes = {tensorType({batch, seq}, ids)};
+    if (takesPastLength) {
+      inputNames.push_back("past_length");
+      inputTypes.push_back(scalar);
+    }
+    inputNames.append(cacheNames.begin(), cacheNames.end());
+    inputTypes.append(cacheTypes.begin(), cacheTypes.end());
+    func::FuncOp entry = beginEntry(name, inputNames, inputTypes);
+
+    unsigned firstCache = takesPastLength ? 2 : 1;
+    KvCache cache;
+    if (takesPastLength) {
+      cache.pastLength = entry.getArgument(1);
+    } else {
+      cache.pastLength = mf::ConstantOp::create(
+          builder_, entry.getLoc(),
+          DenseElementsAttr::get(scalar, builder_.getI32IntegerAttr(0)));
+    }
+    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+      cache.keys.push_back(entry.getArgument(firstCache + 2 * layer));
+      cache.values.push_back(entry.getArgument(firstCache + 2 * layer + 1));
+    }
+    Value logits = buildForward(entry.getArgument(0), &cache);
+    SmallVector<Value> results = {logits};
+    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+      results.append({cache.keys[layer], cache.values[layer]});
+    }
+    SmallVector<std::string> resultNames = {"logits"};
+    resultNames.append(cacheNames.begin(), cacheNames.end());
+    finishEntry(entry, results, resultNames);
+  };
+  build("prefill", model.seqLength, /*takesPastLength=*/false);
+  build("decode", 1, /*takesPastLength=*/true);
+}
+
+void GraphBuilder::buildLossEntry() {
+  const ModelConfig &model = spec_.model;
+  int64_t batch = spec_.entryBatchSize();
+  int64_t seq = model.seqLength;
+  RankedTensorType idsType = tensorType({batch, seq}, builder_.getI32Type());
+  func::FuncOp entry =
+      beginEntry("forward_loss", {"input_ids", "labels"}, {idsType, idsType});
+  Value logits = buildForward(entry.getArgument(0), nullptr);
+  Location lossLoc = loc("loss", "ignore_token_id");
+  Value flatLogits = reshape(logits, {batch * seq, model.vocabSize}, lossLoc);
+  Value flatLabels = reshape(entry.getArgument(1), {batch * seq}, lossLoc);
+  Value loss = mf::CrossEntropyOp::create(
+      builder_, lossLoc, tensorType({}, builder_.getF32Type()), flatLogits,
+      flatLabels, model.ignoreTokenId);
+  finishEntry(entry, {loss}, {"loss"});
+}
+
+OwningOpRef<ModuleOp> mfc::buildModelModule(MLIRContext &context,
+                                            const ModelSpec &spec) {
+  context.loadDialect<mf::MFDialect, func::FuncDialect>();
+  KeyPosition position = spec.positionOf("model");
+  OwningOpRef<ModuleOp> module = ModuleOp::create(FileLineColLoc::get(
+      &context, spec.sourceFile, position.line, position.column));
+  std::unique_ptr<GraphBuilder> builder =
+      spec.model.family == ModelFamily::GPT2 ? createGPT2Builder(*module, spec)
+                                             : createLlamaBuilder(*module, spec);
+  builder->buildEntries();
+  return module;
+}

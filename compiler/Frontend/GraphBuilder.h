@@ -1,0 +1,110 @@
+//===- GraphBuilder.h - helpers shared by the model IR builders -*- C++ -*-===//
+
+#ifndef MFC_COMPILER_FRONTEND_GRAPHBUILDER_H
+#define MFC_COMPILER_FRONTEND_GRAPHBUILDER_H
+
+#include "compiler/Frontend/ModelSpec.h"
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mfc {
+
+/// The KV cache a forward pass reads and extends: per layer, one key and one
+/// value tensor [batch, seq_length, kv_heads, head_dim], and the number of
+/// tokens already in it. The forward pass replaces the tensors with the
+/// updated ones.
+struct KvCache {
+  mlir::Value pastLength;
+  llvm::SmallVector<mlir::Value> keys;
+  llvm::SmallVector<mlir::Value> values;
+};
+
+/// Builds ops into one module: parameters, casts, linear layers, locations.
+class GraphBuilder {
+public:
+  GraphBuilder(mlir::ModuleOp module, const ModelSpec &spec);
+  virtual ~GraphBuilder() = default;
+
+  /// The logits [batch, seq, vocab] in f32 for token `ids` [batch, seq].
+  /// With `cache`, attention reads and extends it.
+  virtual mlir::Value buildForward(mlir::Value ids, KvCache *cache) = 0;
+
+  /// Declares all entry points of the spec's run mode.
+  void buildEntries();
+
+protected:
+  mlir::MLIRContext *context() { return module_.getContext(); }
+  mlir::Type elementType(DType type);
+  mlir::RankedTensorType tensorType(llvm::ArrayRef<int64_t> shape,
+                                    mlir::Type elementType);
+  llvm::ArrayRef<int64_t> shapeOf(mlir::Value value);
+
+  /// `modelPath` fused with the position of the YAML key `yamlKey`: a dotted
+  /// path, a top-level key, or else a key of model.model_config.
+  mlir::Location loc(const llvm::Twine &modelPath, llvm::StringRef yamlKey);
+
+  /// Declares (once) and reads a parameter. `name` is the Hugging Face name,
+  /// `mfName` the MindFormers one (may be empty).
+  mlir::Value param(llvm::StringRef name, llvm::StringRef mfName,
+                    llvm::ArrayRef<int64_t> shape, mlir::mf::ParameterInit init,
+                      mlir::Location loc);
+  /// A normal-initialized weight with the config's init std.
+  mlir::Value weight(llvm::StringRef name, llvm::StringRef mfName,
+                     llvm::ArrayRef<int64_t> shape, mlir::Location loc);
+
+  mlir::Value castTo(mlir::Value value, mlir::Type elementType,
+                     mlir::Location loc);
+  mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape,
+                        mlir::Location loc);
+  mlir::Value broadcastTo(mlir::Value value, llvm::ArrayRef<int64_t> shape,
+                            mlir::Location loc);
+  /// x . W (+ bias) in the compute dtype; `transposed` for [out, in] weights.
+  mlir::Value linear(mlir::Value input, mlir::Value weight, mlir::Value bias,
+                     bool transposed, mlir::Location loc);
+  /// Positions [batch, seq] of the tokens: past_length + 0, 1, ...
+  mlir::Value positions(int64_t batch, int64_t seq, mlir::Value pastLength,
+                          mlir::Location loc);
+  /// Projects hidden states [.., hidden] to f32 logits with a [vocab, hidden]
+  /// weight.
+  mlir::Value logits(mlir::Value hidden, mlir::Value headWeight,
+                       mlir::Location loc);
+
+  mlir::Type computeType() { return elementType(spec_.model.computeDtype); }
+  mlir::Type paramType() { return elementType(spec_.model.paramInitType); }
+  mlir::Type normType() {
+    return elementType(spec_.model.layernormComputeType);
+  }
+
+  mlir::ModuleOp module_;
+  const ModelSpec &spec_;
+  mlir::OpBuilder builder_;
+
+private:
+  void buildPredictEntries();
+  void buildLossEntry();
+  mlir::func::FuncOp beginEntry(llvm::StringRef name,
+                                llvm::ArrayRef<std::string> inputNames,
+                                llvm::ArrayRef<mlir::Type> inputTypes);
+  void finishEntry(mlir::func::FuncOp entry, llvm::ArrayRef<mlir::Value> results,
+                   llvm::ArrayRef<std::string> resultNames);
+
+  llvm::StringMap<mlir::mf::ParameterOp> parameters_;
+  mlir::OpBuilder parameterBuilder_;
+};
+
+/// The LLaMA family (LLaMA 1/2/3, Qwen2, Baichuan-style decoders).
+std::unique_ptr<GraphBuilder> createLlamaBuilder(mlir::ModuleOp module,
+                                                 const ModelSpec &spec);
+/// GPT-2.
+std::unique_ptr<GraphBuilder> createGPT2Builder(mlir::ModuleOp module,
+                                                const ModelSpec &spec);
+
+} // namespace mfc
+
+#endif // MFC_COMPILER_FRONTEND_GRAPHBUILDER_H

@@ -1,0 +1,165 @@
+//===- LlamaBuilder.cpp - mf IR for LLaMA-family decoders -----------------===//
+//
+// LLaMA 1/2/3, Qwen2 and Baichuan-style decoders: RMSNorm, rotary embeddings
+// (rotate-half), grouped-query attention with optional q/k/v bias, a SwiGLU
+// feed-forward, optionally tied embeddings. Parameters carry Hugging Face
+// names with the MindFormers name alongside; op locations use MindFormers'
+// module paths (model.layers.3.attention.wq).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Frontend/GraphBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+class LlamaBuilder : public GraphBuilder {
+public:
+  using GraphBuilder::GraphBuilder;
+
+  Value buildForward(Value ids, KvCache *cache) override {
+    const ModelConfig &model = spec_.model;
+    int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
+
+    Location embedLoc = loc("model.tok_embeddings", "vocab_size");
+    Value table = weight("model.embed_tokens.weight",
+                         "model.tok_embeddings.embedding_weight",
+                         {model.vocabSize, model.hiddenSize}, embedLoc);
+    Value hidden = mf::EmbeddingOp::create(
+        builder_, embedLoc,
+        tensorType({batch, seq, model.hiddenSize}, paramType()), table, ids);
+    hidden = castTo(hidden, computeType(), embedLoc);
+
+    Value positionIds =
+        positions(batch, seq, cache ? cache->pastLength : Value(),
+                  loc("model.rotary_embedding", "theta"));
+    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+      hidden = decoderLayer(layer, hidden, positionIds, cache);
+    }
+
+    Value normed = rmsNorm(hidden, "model.norm.weight", "model.norm_out");
+    Location headLoc = loc("lm_head", "vocab_size");
+    Value head = model.tieWordEmbeddings
+                     ? table
+                     : weight("lm_head.weight", "lm_head.weight",
+                              {model.vocabSize, model.hiddenSize}, headLoc);
+    return logits(normed, head, headLoc);
+  }
+
+private:
+  Value rmsNorm(Value input, StringRef weightName, StringRef path) {
+    Location normLoc = loc(path, "rms_norm_eps");
+    std::string mfName = (path + ".weight").str();
+    Value gamma = param(weightName, mfName, {spec_.model.hiddenSize},
+                        mf::ParameterInit::ones, normLoc);
+    Value normed = mf::RmsNormOp::create(
+        builder_, normLoc, castTo(input, normType(), normLoc),
+        castTo(gamma, normType(), normLoc),
+        builder_.getF64FloatAttr(spec_.model.rmsNormEps));
+    return castTo(normed, computeType(), normLoc);
+  }
+
+  /// A projection `x W^T (+ b)` of a Linear stored [out, in].
+  Value projection(Value input, const std::string &hfPrefix,
+                   const std::string &path, int64_t outFeatures,
+                   int64_t inFeatures, bool hasBias, StringRef yamlKey) {
+    Location projLoc = loc(path, yamlKey);
+    Value w = weight(hfPrefix + ".weight", path + ".weight",
+                     {outFeatures, inFeatures}, projLoc);
+    Value b;
+    if (hasBias) {
+      b = param(hfPrefix + ".bias", path + ".bias", {outFeatures},
+                mf::ParameterInit::zeros, projLoc);
+    }
+    return linear(input, w, b, /*transposed=*/true, projLoc);
+  }
+
+  Value rope(Value heads, Value positionIds, const std::string &path) {
+    Location ropeLoc = loc(path, "theta");
+    Type rotary = elementType(spec_.model.rotaryDtype);
+    Value rotated = mf::RopeOp::create(
+        builder_, ropeLoc, castTo(heads, rotary, ropeLoc), positionIds,
+        builder_.getF64FloatAttr(spec_.model.theta));
+    return castTo(rotated, computeType(), ropeLoc);
+  }
+
+  Value decoderLayer(int64_t layer, Value hidden, Value positionIds,
+                     KvCache *cache) {
+    const ModelConfig &model = spec_.model;
+    int64_t batch = shapeOf(hidden)[0], seq = shapeOf(hidden)[1];
+    int64_t heads = model.numHeads, kvHeads = model.kvHeads();
+    int64_t headDim = model.headDim(), hiddenSize = model.hiddenSize;
+    std::string hf = "model.layers." + std::to_string(layer);
+    std::string path = hf; // MindFormers and HF share the layer prefix.
+    StringRef kvKey = model.numKvHeads ? "n_kv_heads" : "num_heads";
+
+    // Attention block.
+    Value normed = rmsNorm(hidden, hf + ".input_layernorm.weight",
+                           path + ".attention_norm");
+    std::string attn = path + ".attention";
+    Value q = projection(normed, hf + ".self_attn.q_proj", attn + ".wq",
+                         heads * headDim, hiddenSize, model.qkvHasBias,
+                         "num_heads");
+    Value k = projection(normed, hf + ".self_attn.k_proj", attn + ".wk",
+                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey);
+    Value v = projection(normed, hf + ".self_attn.v_proj", attn + ".wv",
+                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey);
+    Location splitLoc = loc(attn + ".split_heads", "num_heads");
+    q = reshape(q, {batch, seq, heads, headDim}, splitLoc);
+    k = reshape(k, {batch, seq, kvHeads, headDim}, splitLoc);
+    v = reshape(v, {batch, seq, kvHeads, headDim}, splitLoc);
+    q = rope(q, positionIds, attn + ".rotary_embedding.q");
+    k = rope(k, positionIds, attn + ".rotary_embedding.k");
+
+    Location coreLoc = loc(attn + ".attention_core", "num_heads");
+    Value pastLength;
+    if (cache) {
+      Location cacheLoc = loc(attn + ".kv_cache", "use_past");
+      k = cache->keys[layer] = mf::KvCacheWriteOp::create(
+          builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
+      v = cache->values[layer] = mf::KvCacheWriteOp::create(
+          builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
+      pastLength = cache->pastLength;
+    }
+    Value attended = mf::AttentionOp::create(
+        builder_, coreLoc, q.getType(), q, k, v, pastLength,
+        /*causal=*/true,
+        llvm::APFloat(1.0 / std::sqrt(static_cast<double>(headDim))));
+    attended = reshape(attended, {batch, seq, heads * headDim},
+                       loc(attn + ".merge_heads", "num_heads"));
+    Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
+                              hiddenSize, heads * headDim, false, "hidden_size");
+    hidden = mf::AddOp::create(builder_, loc(path + ".attention_add", "num_layers"),
+                               hidden, output);
+
+    // Feed-forward block: w2(silu(w1 x) * w3 x).
+    normed = rmsNorm(hidden, hf + ".post_attention_layernorm.weight",
+                     path + ".ffn_norm");
+    std::string ffn = path + ".feed_forward";
+    int64_t ffnSize = model.ffnHiddenSize();
+    StringRef ffnKey = model.intermediateSize ? "intermediate_size"
+                       : model.ffnDimMultiplier ? "ffn_dim_multiplier"
+                                                : "multiple_of";
+    Value gate = projection(normed, hf + ".mlp.gate_proj", ffn + ".w1", ffnSize,
+                            hiddenSize, false, ffnKey);
+    Value up = projection(normed, hf + ".mlp.up_proj", ffn + ".w3", ffnSize,
+                          hiddenSize, false, ffnKey);
+    Value activated =
+        mf::SwiGluOp::create(builder_, loc(ffn + ".mul", ffnKey), gate, up);
+    Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
+                            hiddenSize, ffnSize, false, ffnKey);
+    return mf::AddOp::create(builder_, loc(path + ".ffn_add", "num_layers"),
+                             hidden, down);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<GraphBuilder> mfc::createLlamaBuilder(ModuleOp module,
+                                                      const ModelSpec &spec) {
+  return std::make_unique<LlamaBuilder>(module, spec);
+}

@@ -1,0 +1,203 @@
+//===- ModelSpec.h - a validated MindFormers model config -------*- C++ -*-===//
+//
+// Everything in a MindFormers YAML that changes the math, the shapes, the
+// parallel layout or the training loop, after validation. Field names follow
+// the YAML keys; defaults are MindFormers' defaults.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_COMPILER_FRONTEND_MODELSPEC_H
+#define MFC_COMPILER_FRONTEND_MODELSPEC_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mfc {
+
+enum class RunMode { Train, Finetune, Predict, Eval };
+enum class DType { F32, F16, BF16 };
+enum class ModelFamily { Llama, GPT2 };
+
+const char *toString(RunMode mode);
+const char *toString(DType type);
+
+/// Low-rank adapters from `model.model_config.pet_config`.
+struct PetConfig {
+  std::string petType; ///< "lora"; empty when there is no pet_config.
+  int64_t loraRank = 8;
+  double loraAlpha = 16;
+  double loraDropout = 0.0;
+  std::string targetModules; ///< A regex over model paths.
+};
+
+/// `model.model_config` plus `model.arch`.
+struct ModelConfig {
+  ModelFamily family = ModelFamily::Llama;
+  std::string configType; ///< LlamaConfig, GPT2Config
+  std::string archType;   ///< LlamaForCausalLM, GPT2LMHeadModel
+
+  int64_t batchSize = 1;
+  int64_t seqLength = 2048;
+  int64_t hiddenSize = 4096;
+  int64_t numLayers = 32;
+  int64_t numHeads = 32;
+  int64_t numKvHeads = 0; ///< 0: same as numHeads (n_kv_heads: null).
+  int64_t vocabSize = 32000;
+  /// LLaMA FFN width: intermediate_size if given, else derived from
+  /// multiple_of and ffn_dim_multiplier as MindFormers does.
+  std::optional<int64_t> intermediateSize;
+  int64_t multipleOf = 256;
+  std::optional<double> ffnDimMultiplier;
+  int64_t expandRatio = 4; ///< GPT-2 FFN width = expand_ratio * hidden.
+  double rmsNormEps = 1e-5;
+  double layerNormEps = 1e-5;
+  double theta = 10000.0;
+  bool qkvHasBias = false;
+  bool tieWordEmbeddings = false;
+  std::string hiddenAct = "silu";
+
+  DType computeDtype = DType::F16;
+  DType paramInitType = DType::F32;
+  DType layernormComputeType = DType::F32;
+  DType softmaxComputeType = DType::F32;
+  DType rotaryDtype = DType::F32;
+
+  bool usePast = false;
+  bool useFlashAttention = false;
+  int64_t maxDecodeLength = 1024;
+  double initMethodStd = 0.02;
+
+  int64_t bosTokenId = 1;
+  std::vector<int64_t> eosTokenIds = {2};
+  int64_t padTokenId = 0;
+  int64_t ignoreTokenId = -100;
+
+  // Generation defaults (predict).
+  bool doSample = false;
+  int64_t topK = 1;
+  double topP = 1.0;
+  double temperature = 1.0;
+  double repetitionPenalty = 1.0;
+
+  PetConfig pet;
+
+  int64_t kvHeads() const { return numKvHeads ? numKvHeads : numHeads; }
+  int64_t headDim() const { return hiddenSize / numHeads; }
+  /// The FFN hidden width for this family and config.
+  int64_t ffnHiddenSize() const;
+};
+
+struct ParallelConfig {
+  int64_t dataParallel = 1;
+  int64_t modelParallel = 1;
+  int64_t pipelineStage = 1;
+  int64_t contextParallel = 1;
+  int64_t expertParallel = 1;
+  int64_t microBatchNum = 1;
+  int64_t gradientAggregationGroup = 4;
+  bool useSeqParallel = false;
+  bool vocabEmbDp = true;
+  int64_t microBatchInterleaveNum = 1;
+
+  int64_t deviceCount() const {
+    return dataParallel * modelParallel * pipelineStage * contextParallel;
+  }
+};
+
+/// One of MindFormers' forms for `recompute` / `select_recompute` /
+/// `select_comm_recompute`.
+struct RecomputeSelection {
+  enum class Kind {
+    None,          ///< false
+    All,           ///< true: every layer
+    LayersPerStage,///< [n0, n1, ...]: the first n_i layers of stage i
+    OpPatterns     ///< regexes over op paths, each with its own layer counts
+  };
+  struct Pattern {
+    std::string regex;
+    /// Empty: every layer; else layers per pipeline stage.
+    std::vector<int64_t> layersPerStage;
+  };
+  Kind kind = Kind::None;
+  std::vector<int64_t> layersPerStage;
+  std::vector<Pattern> patterns;
+};
+
+struct RecomputeConfig {
+  RecomputeSelection recompute;
+  RecomputeSelection selectRecompute;
+  RecomputeSelection selectCommRecompute;
+  bool parallelOptimizerCommRecompute = false;
+  bool mpCommRecompute = true;
+  bool recomputeSliceActivation = false;
+};
+
+struct OptimizerConfig {
+  std::string type = "AdamW";
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  std::optional<double> learningRate;
+};
+
+struct LrScheduleConfig {
+  std::string type = "constant";
+  double learningRate = 1e-5;
+  double lrEnd = 0.0;
+  double warmupRatio = 0.0;
+  int64_t warmupSteps = 0;
+  double warmupLrInit = 0.0;
+  int64_t totalSteps = -1;
+  double power = 1.0;
+};
+
+struct RunnerConfig {
+  int64_t epochs = 1;
+  std::optional<int64_t> batchSize;
+  int64_t gradientAccumulationSteps = 1;
+  bool useClipGrad = false;
+  double maxGradNorm = 1.0;
+};
+
+/// A YAML key's position, for op locations ("which line made this op").
+struct KeyPosition {
+  std::string file;
+  unsigned line = 0;
+  unsigned column = 0;
+};
+
+/// The whole validated config.
+struct ModelSpec {
+  std::string sourceFile;
+  std::string modelName; ///< trainer.model_name, or the file's stem.
+  RunMode runMode = RunMode::Train;
+  int64_t seed = 0;
+  bool useParallel = false;
+  int contextMode = 0; ///< 0 graph, 1 pynative
+  ModelConfig model;
+  ParallelConfig parallel;
+  RecomputeConfig recompute;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lrSchedule;
+  RunnerConfig runner;
+
+  /// Where each key the spec was read from sits, by dotted path.
+  std::map<std::string, KeyPosition> keyPositions;
+  /// Top-level sections accepted but only meaningful to MindSpore's trainer.
+  std::vector<std::string> ignoredSections;
+
+  /// The batch size of the compiled entry points: runner_config.batch_size
+  /// for train/finetune/eval, model_config.batch_size for predict.
+  int64_t entryBatchSize() const;
+  /// The position of `path`, or of the closest enclosing key that has one.
+  KeyPosition positionOf(const std::string &path) const;
+};
+
+} // namespace mfc
+
+#endif // MFC_COMPILER_FRONTEND_MODELSPEC_H

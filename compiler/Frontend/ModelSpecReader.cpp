@@ -1,0 +1,1101 @@
+//===- ModelSpecReader.cpp - YAML config -> validated ModelSpec -----------===//
+//
+// 1. Each section is read by a MapReader that knows the section's keys: the
+//    ones we model (typed, range-checked) and the ones we accept but ignore.
+// 2. Keys nobody knows get a warning with a did-you-mean (an error when they
+//    come from --set, where a typo is certainly a mistake).
+// 3. Cross-field rules (heads divisible by KV heads, parallel degrees, ...)
+//    run last and point at the key that has to change.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Frontend/ModelSpecReader.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+using namespace mfc;
+using llvm::SMLoc;
+using llvm::StringRef;
+
+const char *mfc::toString(RunMode mode) {
+  switch (mode) {
+  case RunMode::Train:
+    return "train";
+  case RunMode::Finetune:
+    return "finetune";
+  case RunMode::Predict:
+    return "predict";
+  case RunMode::Eval:
+    return "eval";
+  }
+  return "?";
+}
+
+const char *mfc::toString(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "float32";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  }
+  return "?";
+}
+
+int64_t ModelConfig::ffnHiddenSize() const {
+  if (family == ModelFamily::GPT2) {
+    return expandRatio * hiddenSize;
+  }
+  if (intermediateSize) {
+    return *intermediateSize;
+  }
+  // MindFormers' LLaMA FeedForward: 2/3 of 4*hidden, scaled, rounded up.
+  int64_t hidden = 4 * hiddenSize;
+  hidden = 2 * hidden / 3;
+  if (ffnDimMultiplier) {
+    hidden = static_cast<int64_t>(*ffnDimMultiplier * hidden);
+  }
+  return multipleOf * ((hidden + multipleOf - 1) / multipleOf);
+}
+
+int64_t ModelSpec::entryBatchSize() const {
+  if (runMode != RunMode::Predict && runner.batchSize) {
+    return *runner.batchSize;
+  }
+  return model.batchSize;
+}
+
+KeyPosition ModelSpec::positionOf(const std::string &path) const {
+  StringRef remaining = path;
+  while (!remaining.empty()) {
+    auto it = keyPositions.find(remaining.str());
+    if (it != keyPositions.end()) {
+      return it->second;
+    }
+    auto [parent, child] = remaining.rsplit('.');
+    remaining = child.empty() ? StringRef() : parent;
+  }
+  return {sourceFile, 1, 1};
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Scalar parsing
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> parseInteger(const ConfigNode &node) {
+  if (!node.isScalar() || node.quoted) {
+    return std::nullopt;
+  }
+  int64_t value;
+  if (StringRef(node.scalar).getAsInteger(10, value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<double> parseFloat(const ConfigNode &node) {
+  if (!node.isScalar() || node.quoted || node.scalar.empty()) {
+    return std::nullopt;
+  }
+  const char *begin = node.scalar.c_str();
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  if (errno != 0 || end != begin + node.scalar.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+/// YAML 1.1 booleans, as PyYAML (and so MindFormers) reads them.
+std::optional<bool> parseBool(const ConfigNode &node) {
+  if (!node.isScalar() || node.quoted) {
+    return std::nullopt;
+  }
+  std::string lower = StringRef(node.scalar).lower();
+  if (lower == "true" || lower == "yes" || lower == "on") {
+    return true;
+  }
+  if (lower == "false" || lower == "no" || lower == "off") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> parseDType(StringRef text) {
+  if (text == "float32" || text == "fp32") {
+    return DType::F32;
+  }
+  if (text == "float16" || text == "fp16") {
+    return DType::F16;
+  }
+  if (text == "bfloat16" || text == "bf16") {
+    return DType::BF16;
+  }
+  return std::nullopt;
+}
+
+std::string joinQuoted(llvm::ArrayRef<StringRef> words) {
+  std::string text;
+  for (auto [index, word] : llvm::enumerate(words)) {
+    text += (index ? ", " : "") + word.str();
+  }
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// MapReader
+//===----------------------------------------------------------------------===//
+
+/// State shared by all section readers.
+struct ReadContext {
+  ConfigDiagnostics &diagnostics;
+  ModelSpec &spec;
+};
+
+/// Reads the keys of one YAML map and remembers which it has seen.
+class MapReader {
+public:
+  /// `node` may be null (the section is absent): every read keeps its
+  /// default. `path` is the dotted key path of the map ("model.model_config").
+  MapReader(ReadContext &context, const ConfigNode *node, std::string path,
+            SMLoc sectionLoc)
+      : context_(context), node_(node), path_(std::move(path)),
+        sectionLoc_(sectionLoc) {
+    if (node_ && !node_->isMap() && !node_->isNull()) {
+      error(node_->loc, path_ + ": expected a map of keys, got " +
+                            node_->describe());
+      node_ = nullptr;
+    }
+    if (node_ && node_->isNull()) {
+      node_ = nullptr;
+    }
+  }
+
+  bool present() const { return node_ != nullptr; }
+  const std::string &path() const { return path_; }
+  SMLoc loc() const { return node_ ? node_->loc : sectionLoc_; }
+
+  /// Keys that are valid here but change nothing we compile.
+  MapReader &ignore(std::initializer_list<StringRef> keys) {
+    for (StringRef key : keys) {
+      known_.insert(key);
+    }
+    return *this;
+  }
+
+  /// The value of `key` (null if absent or `null`); marks the key known.
+  const ConfigNode *get(StringRef key) {
+    known_.insert(key);
+    if (!node_) {
+      return nullptr;
+    }
+    const ConfigNode::Entry *entry = node_->find(key);
+    if (!entry) {
+      return nullptr;
+    }
+    // A value from --set is located there; otherwise the key locates it.
+    SMLoc where = context_.diagnostics.isOverride(entry->value->loc)
+                      ? entry->value->loc
+                      : entry->keyLoc;
+    std::string keyPath = childPath(key);
+    ConfigDiagnostics::Position position = context_.diagnostics.position(where);
+    context_.spec.keyPositions[keyPath] = {position.file, position.line,
+                                           position.column};
+    return entry->value->isNull() ? nullptr : entry->value.get();
+  }
+
+  SMLoc keyLoc(StringRef key) const {
+    if (node_) {
+      if (const ConfigNode::Entry *entry = node_->find(key)) {
+        return entry->keyLoc;
+      }
+    }
+    return loc();
+  }
+
+  SMLoc valueLoc(StringRef key) const {
+    if (node_) {
+      if (const ConfigNode::Entry *entry = node_->find(key)) {
+        return entry->value->loc;
+      }
+    }
+    return loc();
+  }
+
+  std::string childPath(StringRef key) const {
+    return path_.empty() ? key.str() : path_ + "." + key.str();
+  }
+
+  void error(SMLoc loc, const llvm::Twine &message) {
+    context_.diagnostics.error(loc, message);
+  }
+
+  /// Reports `key` as missing when it is.
+  bool require(StringRef key, StringRef example) {
+    if (get(key)) {
+      return true;
+    }
+    if (node_ && node_->find(key)) {
+      error(valueLoc(key), childPath(key) + ": must not be null; set it, e.g. '" +
+                               key + ": " + example + "'");
+    } else {
+      error(loc(), path_ + ": missing required key '" + key + "'; add e.g. '" +
+                       key + ": " + example + "'");
+    }
+    return false;
+  }
+
+  void readInt(StringRef key, int64_t &out,
+               int64_t min = std::numeric_limits<int64_t>::min(),
+               int64_t max = std::numeric_limits<int64_t>::max()) {
+    if (std::optional<int64_t> value = readIntValue(key, min, max)) {
+      out = *value;
+    }
+  }
+
+  void readInt(StringRef key, std::optional<int64_t> &out, int64_t min,
+               int64_t max = std::numeric_limits<int64_t>::max()) {
+    if (std::optional<int64_t> value = readIntValue(key, min, max)) {
+      out = *value;
+    }
+  }
+
+  void readPositive(StringRef key, int64_t &out) { readInt(key, out, 1); }
+
+  void readFloat(StringRef key, double &out,
+                 double min = -std::numeric_limits<double>::infinity(),
+                 double max = std::numeric_limits<double>::infinity(),
+                 bool exclusiveMin = false) {
+    if (std::optional<double> value =
+            readFloatValue(key, min, max, exclusiveMin)) {
+      out = *value;
+    }
+  }
+
+  void readFloat(StringRef key, std::optional<double> &out, double min,
+                 bool exclusiveMin) {
+    if (std::optional<double> value = readFloatValue(
+            key, min, std::numeric_limits<double>::infinity(), exclusiveMin)) {
+      out = *value;
+    }
+  }
+
+  void readBool(StringRef key, bool &out) {
+    const ConfigNode *value = get(key);
+    if (!value) {
+      return;
+    }
+    if (std::optional<bool> parsed = parseBool(*value)) {
+      out = *parsed;
+      return;
+    }
+    error(value->loc, childPath(key) + ": expected True or False, got " +
+                          value->describe());
+  }
+
+  void readString(StringRef key, std::string &out) {
+    const ConfigNode *value = get(key);
+    if (!value) {
+      return;
+    }
+    if (!value->isScalar()) {
+      error(value->loc, childPath(key) + ": expected a string, got " +
+                            value->describe());
+      return;
+    }
+    out = value->scalar;
+  }
+
+  /// Reads a string that must be one of `choices`.
+  bool readChoice(StringRef key, std::string &out,
+                  llvm::ArrayRef<StringRef> choices) {
+    const ConfigNode *value = get(key);
+    if (!value) {
+      return false;
+    }
+    if (value->isScalar() && llvm::is_contained(choices, value->scalar)) {
+      out = value->scalar;
+      return true;
+    }
+    std::string message = childPath(key) + ": expected one of " +
+                          joinQuoted(choices) + ", got " + value->describe();
+    std::string suggestion =
+        value->isScalar() ? closestMatch(value->scalar, choices) : "";
+    if (!suggestion.empty()) {
+      message += "; did you mean '" + suggestion + "'?";
+    }
+    error(value->loc, message);
+    return false;
+  }
+
+  void readDType(StringRef key, DType &out) {
+    static const StringRef names[] = {"float32", "float16", "bfloat16"};
+    std::string text;
+    if (readChoice(key, text, names)) {
+      out = *parseDType(text);
+    }
+  }
+
+  /// Warns about (or, from --set, rejects) keys this section does not know.
+  void finish() {
+    if (!node_) {
+      return;
+    }
+    llvm::SmallVector<StringRef> candidates(known_.keys());
+    for (const ConfigNode::Entry &entry : node_->entries) {
+      if (known_.contains(entry.key)) {
+        continue;
+      }
+      std::string message = "unknown key '" + entry.key + "' in " +
+                            (path_.empty() ? "the config" : path_);
+      std::string suggestion = closestMatch(entry.key, candidates);
+      llvm::SmallVector<llvm::SMFixIt, 1> fixIts;
+      if (!suggestion.empty()) {
+        message += "; did you mean '" + suggestion + "'?";
+        fixIts.emplace_back(
+            llvm::SMRange(entry.keyLoc, SMLoc::getFromPointer(
+                                            entry.keyLoc.getPointer() +
+                                            entry.key.size())),
+            suggestion);
+      }
+      if (context_.diagnostics.isOverride(entry.keyLoc)) {
+        context_.diagnostics.error(entry.keyLoc, message, fixIts);
+      } else {
+        context_.diagnostics.warning(entry.keyLoc, message + " (ignored)",
+                                     fixIts);
+      }
+    }
+  }
+
+private:
+  std::optional<int64_t> readIntValue(StringRef key, int64_t min, int64_t max) {
+    const ConfigNode *value = get(key);
+    if (!value) {
+      return std::nullopt;
+    }
+    std::optional<int64_t> parsed = parseInteger(*value);
+    if (!parsed || *parsed < min || *parsed > max) {
+      std::string expected = min == 1   ? "a positive integer"
+                             : min == 0 ? "a non-negative integer"
+                                        : "an integer";
+      if (max != std::numeric_limits<int64_t>::max()) {
+        expected += " <= " + std::to_string(max);
+      }
+      std::string message =
+          childPath(key) + ": expected " + expected + ", got " + value->describe();
+      int64_t unquoted;
+      if (value->quoted &&
+          !StringRef(value->scalar).getAsInteger(10, unquoted)) {
+        message += "; remove the quotes";
+      }
+      error(value->loc, message);
+      return std::nullopt;
+    }
+    return parsed;
+  }
+
+  std::optional<double> readFloatValue(StringRef key, double min, double max,
+                                       bool exclusiveMin) {
+    const ConfigNode *value = get(key);
+    if (!value) {
+      return std::nullopt;
+    }
+    std::optional<double> parsed = parseFloat(*value);
+    bool below = parsed && (exclusiveMin ? *parsed <= min : *parsed < min);
+    if (!parsed || below || *parsed > max) {
+      std::string expected = "a number";
+      if (std::isfinite(min)) {
+        expected += (exclusiveMin ? " > " : " >= ") + llvm::formatv("{0}", min).str();
+      }
+      if (std::isfinite(max)) {
+        expected += " <= " + llvm::formatv("{0}", max).str();
+      }
+      error(value->loc, childPath(key) + ": expected " + expected + ", got " +
+                            value->describe());
+      return std::nullopt;
+    }
+    return parsed;
+  }
+
+  ReadContext &context_;
+  const ConfigNode *node_;
+  std::string path_;
+  SMLoc sectionLoc_;
+  llvm::StringSet<> known_;
+};
+
+//===----------------------------------------------------------------------===//
+// Sections
+//===----------------------------------------------------------------------===//
+
+/// Top-level keys that only MindSpore's Python trainer uses.
+constexpr StringRef kTrainerOnlyKeys[] = {
+    "output_dir", "load_checkpoint", "src_strategy_path_or_dir",
+    "auto_trans_ckpt", "only_save_strategy", "resume_training",
+    "do_eval", "eval_step_interval", "eval_epoch_interval", "train_dataset",
+    "train_dataset_task", "eval_dataset", "eval_dataset_task", "callbacks",
+    "eval_callbacks", "processor", "metric", "parallel", "moe_config",
+    "auto_tune", "filepath_prefix", "autotune_per_step", "profile",
+    "profile_start_step", "profile_stop_step", "init_start_profile",
+    "profile_communication", "profile_memory", "layer_scale", "layer_decay",
+    "lr_scale", "lr_scale_factor", "remote_save_url", "use_legacy",
+    "load_ckpt_format", "swap_config", "monitor_config", "ckpt_config"};
+
+/// Keys of model_config that exist in MindFormers but change nothing that mfc
+/// compiles (runtime paging, checkpoint names, dropout, pipeline offsets...).
+constexpr StringRef kIgnoredModelKeys[] = {
+    "scaling_factor", "block_size", "num_blocks", "is_dynamic", "qkv_concat",
+    "offset", "checkpoint_name_or_path", "use_past_shard", "emb_dropout_prob",
+    "fine_grain_interleave", "auto_map", "use_prompt_flash_attention",
+    "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
+    "max_position_embeddings", "parallel_decoding", "use_rope_slice",
+    "use_flash_attention_grad", "fused_rms_norm", "fused_kernel",
+    "extend_method", "use_attn_mask_compression", "post_process",
+    "rotary_emb_base", "batch_valid_length", "input_sliced_sig",
+    "is_encoder_decoder", "attention_probs_dropout_prob"};
+
+class SpecReader {
+public:
+  SpecReader(ConfigDiagnostics &diagnostics, const ConfigNode &root,
+             StringRef sourceFile)
+      : rootNode_(root), context_{diagnostics, spec_},
+        root_(context_, &root, "", root.loc) {
+    spec_.sourceFile = sourceFile.str();
+    spec_.modelName = llvm::sys::path::stem(sourceFile).str();
+  }
+
+  std::optional<ModelSpec> read() {
+    readTopLevel();
+    readModel();
+    readParallel();
+    readRecompute();
+    readOptimizer();
+    readLrSchedule();
+    readRunner();
+    validate();
+    root_.finish();
+    if (context_.diagnostics.errorCount() != 0) {
+      return std::nullopt;
+    }
+    return std::move(spec_);
+  }
+
+private:
+  ConfigDiagnostics &diagnostics() { return context_.diagnostics; }
+
+  MapReader section(MapReader &parent, StringRef key) {
+    return MapReader(context_, parent.get(key), parent.childPath(key),
+                     parent.keyLoc(key));
+  }
+
+  void readTopLevel() {
+    for (StringRef key : kTrainerOnlyKeys) {
+      if (root_.get(key)) {
+        spec_.ignoredSections.push_back(key.str());
+      } else if (root_.present()) {
+        root_.ignore({key});
+      }
+    }
+    std::string runMode;
+    static const StringRef modes[] = {"train", "finetune", "predict", "eval"};
+    if (root_.require("run_mode", "'predict'") &&
+        root_.readChoice("run_mode", runMode, modes)) {
+      spec_.runMode = llvm::StringSwitch<RunMode>(runMode)
+                          .Case("train", RunMode::Train)
+                          .Case("finetune", RunMode::Finetune)
+                          .Case("predict", RunMode::Predict)
+                          .Default(RunMode::Eval);
+    }
+    root_.readInt("seed", spec_.seed);
+    root_.readBool("use_parallel", spec_.useParallel);
+    root_.readInt("micro_batch_interleave_num",
+                  spec_.parallel.microBatchInterleaveNum, 1);
+
+    MapReader trainer = section(root_, "trainer");
+    trainer.readString("model_name", spec_.modelName);
+    trainer.ignore({"type"});
+    trainer.finish();
+
+    MapReader context = section(root_, "context");
+    int64_t mode = spec_.contextMode;
+    context.readInt("mode", mode, 0, 1);
+    spec_.contextMode = static_cast<int>(mode);
+    context.ignore({"device_target", "max_call_depth", "max_device_memory",
+                    "save_graphs", "save_graphs_path", "device_id",
+                    "jit_config", "memory_optimize_level", "ascend_config",
+                    "enable_graph_kernel", "graph_kernel_flags",
+                    "runtime_num_threads", "affinity_cpu_list", "mempool_block_size",
+                    "deterministic", "pynative_synchronize"});
+    context.finish();
+
+    MapReader wrapper = section(root_, "runner_wrapper");
+    wrapper.readBool("use_clip_grad", spec_.runner.useClipGrad);
+    wrapper.readFloat("max_grad_norm", spec_.runner.maxGradNorm, 0, INFINITY,
+                      /*exclusiveMin=*/true);
+    wrapper.ignore({"type", "scale_sense", "enable_check_overflow",
+                    "local_norm", "calculate_per_token_loss"});
+    wrapper.finish();
+  }
+
+  void readModel() {
+    MapReader model = section(root_, "model");
+    if (!model.present()) {
+      root_.require("model", "{model_config: ..., arch: ...}");
+      return;
+    }
+    MapReader arch = section(model, "arch");
+    ModelConfig &config = spec_.model;
+    static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel"};
+    if (!arch.present()) {
+      model.require("arch", "{type: LlamaForCausalLM}");
+    } else if (arch.require("type", "LlamaForCausalLM") &&
+               arch.readChoice("type", config.archType, archs)) {
+      config.family = config.archType == "GPT2LMHeadModel"
+                          ? ModelFamily::GPT2
+                          : ModelFamily::Llama;
+    }
+    arch.finish();
+
+    MapReader cfg = section(model, "model_config");
+    if (!cfg.present()) {
+      model.require("model_config", "{type: LlamaConfig, ...}");
+      return;
+    }
+    bool gpt2 = config.family == ModelFamily::GPT2;
+    StringRef expectedType = gpt2 ? "GPT2Config" : "LlamaConfig";
+    static const StringRef configTypes[] = {"LlamaConfig", "GPT2Config"};
+    if (cfg.readChoice("type", config.configType, configTypes) &&
+        config.configType != expectedType) {
+      cfg.error(cfg.valueLoc("type"),
+                cfg.childPath("type") + ": " + config.archType + " needs " +
+                    expectedType + ", got '" + config.configType + "'");
+    }
+
+    cfg.readPositive("batch_size", config.batchSize);
+    for (StringRef key : {"seq_length", "hidden_size", "num_layers",
+                          "num_heads", "vocab_size"}) {
+      cfg.require(key, "8");
+    }
+    cfg.readPositive("seq_length", config.seqLength);
+    cfg.readPositive("hidden_size", config.hiddenSize);
+    cfg.readPositive("num_layers", config.numLayers);
+    cfg.readPositive("num_heads", config.numHeads);
+    cfg.readPositive("vocab_size", config.vocabSize);
+    cfg.readInt("n_kv_heads", config.numKvHeads, 1);
+    cfg.readInt("intermediate_size", config.intermediateSize, 1);
+    cfg.readPositive("multiple_of", config.multipleOf);
+    cfg.readFloat("ffn_dim_multiplier", config.ffnDimMultiplier, 0.0,
+                  /*exclusiveMin=*/true);
+    cfg.readPositive("expand_ratio", config.expandRatio);
+    cfg.readFloat("rms_norm_eps", config.rmsNormEps, 0, INFINITY, true);
+    cfg.readFloat("layernorm_epsilon", config.layerNormEps, 0, INFINITY, true);
+    cfg.readFloat("theta", config.theta, 0, INFINITY, true);
+    cfg.readBool("qkv_has_bias", config.qkvHasBias);
+    cfg.readBool("tie_word_embeddings", config.tieWordEmbeddings);
+    if (gpt2) {
+      // GPT-2 always shares the token embedding with the LM head.
+      config.tieWordEmbeddings = true;
+      config.hiddenAct = "gelu";
+      static const StringRef acts[] = {"gelu", "gelu_new", "fast_gelu"};
+      cfg.readChoice("hidden_act", config.hiddenAct, acts);
+    } else {
+      static const StringRef acts[] = {"silu", "swiglu"};
+      cfg.readChoice("hidden_act", config.hiddenAct, acts);
+    }
+    cfg.readDType("compute_dtype", config.computeDtype);
+    cfg.readDType("param_init_type", config.paramInitType);
+    cfg.readDType("layernorm_compute_type", config.layernormComputeType);
+    cfg.readDType("softmax_compute_type", config.softmaxComputeType);
+    cfg.readDType("rotary_dtype", config.rotaryDtype);
+    cfg.readBool("use_past", config.usePast);
+    cfg.readBool("use_flash_attention", config.useFlashAttention);
+    cfg.readPositive("max_decode_length", config.maxDecodeLength);
+    cfg.readFloat("init_method_std", config.initMethodStd, 0, INFINITY, true);
+    cfg.readFloat("initializer_range", config.initMethodStd, 0, INFINITY, true);
+
+    cfg.readInt("bos_token_id", config.bosTokenId);
+    cfg.readInt("pad_token_id", config.padTokenId);
+    cfg.readInt("ignore_token_id", config.ignoreTokenId);
+    readTokenIds(cfg, "eos_token_id", config.eosTokenIds);
+
+    cfg.readBool("do_sample", config.doSample);
+    cfg.readInt("top_k", config.topK, 0);
+    cfg.readFloat("top_p", config.topP, 0, 1, /*exclusiveMin=*/true);
+    cfg.readFloat("temperature", config.temperature, 0, INFINITY, true);
+    cfg.readFloat("repetition_penalty", config.repetitionPenalty, 0, INFINITY,
+                  true);
+
+    std::string extendMethod = "None";
+    static const StringRef extendMethods[] = {"None", "PI", "NTK"};
+    if (cfg.readChoice("extend_method", extendMethod, extendMethods) &&
+        extendMethod != "None") {
+      cfg.error(cfg.valueLoc("extend_method"),
+                cfg.childPath("extend_method") +
+                    ": RoPE extension '" + extendMethod +
+                    "' is not supported yet; use \"None\"");
+    }
+    readPetConfig(cfg);
+    for (StringRef key : kIgnoredModelKeys) {
+      cfg.ignore({key});
+    }
+    cfg.finish();
+    model.finish();
+  }
+
+  void readTokenIds(MapReader &cfg, StringRef key, std::vector<int64_t> &out) {
+    const ConfigNode *value = cfg.get(key);
+    if (!value) {
+      return;
+    }
+    std::vector<const ConfigNode *> nodes;
+    if (value->isSequence()) {
+      for (const auto &item : value->items) {
+        nodes.push_back(item.get());
+      }
+    } else {
+      nodes.push_back(value);
+    }
+    out.clear();
+    for (const ConfigNode *node : nodes) {
+      std::optional<int64_t> id = parseInteger(*node);
+      if (!id || *id < 0) {
+        cfg.error(node->loc, cfg.childPath(key) +
+                                 ": expected a token id or a list of them, got " +
+                                 node->describe());
+        return;
+      }
+      out.push_back(*id);
+    }
+  }
+
+  void readPetConfig(MapReader &cfg) {
+    MapReader pet = section(cfg, "pet_config");
+    if (!pet.present()) {
+      return;
+    }
+    PetConfig &config = spec_.model.pet;
+    static const StringRef types[] = {"lora"};
+    pet.require("pet_type", "lora");
+    pet.readChoice("pet_type", config.petType, types);
+    pet.readPositive("lora_rank", config.loraRank);
+    pet.readFloat("lora_alpha", config.loraAlpha, 0, INFINITY, true);
+    pet.readFloat("lora_dropout", config.loraDropout, 0, 1, false);
+    pet.readString("target_modules", config.targetModules);
+    pet.ignore({"param_init_type", "compute_dtype", "freeze_include",
+                "freeze_exclude", "exclude_layers", "lora_a_init",
+                "lora_b_init"});
+    checkRegex(pet, "target_modules", config.targetModules);
+    pet.finish();
+  }
+
+  void checkRegex(MapReader &reader, StringRef key, StringRef pattern,
+                  SMLoc loc = SMLoc()) {
+    std::string error;
+    if (!llvm::Regex(pattern).isValid(error)) {
+      reader.error(loc.isValid() ? loc : reader.valueLoc(key),
+                   reader.childPath(key) + ": invalid regex '" + pattern +
+                       "': " + error);
+    }
+  }
+
+  void readParallel() {
+    MapReader parallel = section(root_, "parallel_config");
+    ParallelConfig &config = spec_.parallel;
+    parallel.readPositive("data_parallel", config.dataParallel);
+    parallel.readPositive("model_parallel", config.modelParallel);
+    parallel.readPositive("pipeline_stage", config.pipelineStage);
+    parallel.readPositive("context_parallel", config.contextParallel);
+    parallel.readPositive("expert_parallel", config.expertParallel);
+    parallel.readPositive("micro_batch_num", config.microBatchNum);
+    parallel.readPositive("gradient_aggregation_group",
+                          config.gradientAggregationGroup);
+    parallel.readBool("use_seq_parallel", config.useSeqParallel);
+    parallel.readBool("vocab_emb_dp", config.vocabEmbDp);
+    parallel.ignore({"optimizer_shard", "context_parallel_algo",
+                     "ulysses_degree_in_cp", "mem_coeff"});
+    parallel.finish();
+  }
+
+  /// Reads one of: bool; [ints] per stage; [regex, ...]; {regex: bool|[ints]}.
+  RecomputeSelection readSelection(MapReader &reader, StringRef key) {
+    RecomputeSelection selection;
+    const ConfigNode *value = reader.get(key);
+    if (!value) {
+      return selection;
+    }
+    std::string path = reader.childPath(key);
+    auto readCounts = [&](const ConfigNode &list,
+                          std::vector<int64_t> &out) -> bool {
+      for (const auto &item : list.items) {
+        std::optional<int64_t> count = parseInteger(*item);
+        if (!count || *count < 0) {
+          reader.error(item->loc, path + ": expected a layer count >= 0 per "
+                                         "pipeline stage, got " +
+                                      item->describe());
+          return false;
+        }
+        out.push_back(*count);
+      }
+      return true;
+    };
+    if (std::optional<bool> flag = parseBool(*value)) {
+      selection.kind =
+          *flag ? RecomputeSelection::Kind::All : RecomputeSelection::Kind::None;
+    } else if (value->isSequence() && !value->items.empty() &&
+               value->items.front()->isScalar() &&
+               parseInteger(*value->items.front())) {
+      selection.kind = RecomputeSelection::Kind::LayersPerStage;
+      readCounts(*value, selection.layersPerStage);
+    } else if (value->isSequence()) {
+      selection.kind = RecomputeSelection::Kind::OpPatterns;
+      for (const auto &item : value->items) {
+        if (!item->isScalar()) {
+          reader.error(item->loc, path + ": expected an op-name regex, got " +
+                                      item->describe());
+          continue;
+        }
+        checkRegex(reader, key, item->scalar, item->loc);
+        selection.patterns.push_back({item->scalar, {}});
+      }
+    } else if (value->isMap()) {
+      selection.kind = RecomputeSelection::Kind::OpPatterns;
+      for (const ConfigNode::Entry &entry : value->entries) {
+        checkRegex(reader, key, entry.key, entry.keyLoc);
+        RecomputeSelection::Pattern pattern{entry.key, {}};
+        if (std::optional<bool> flag = parseBool(*entry.value)) {
+          if (!*flag) {
+            continue;
+          }
+        } else if (entry.value->isSequence()) {
+          readCounts(*entry.value, pattern.layersPerStage);
+        } else {
+          reader.error(entry.value->loc,
+                       path + "." + entry.key +
+                           ": expected True/False or a layer count per "
+                           "pipeline stage, got " +
+                           entry.value->describe());
+        }
+        selection.patterns.push_back(std::move(pattern));
+      }
+    } else {
+      reader.error(value->loc,
+                   path + ": expected True/False, a layer count per pipeline "
+                          "stage ([4, 2]), a list of op-name regexes, or a "
+                          "map regex -> counts; got " +
+                       value->describe());
+    }
+    selectionLocs_[path] = value->loc;
+    return selection;
+  }
+
+  void readRecompute() {
+    MapReader recompute = section(root_, "recompute_config");
+    RecomputeConfig &config = spec_.recompute;
+    config.recompute = readSelection(recompute, "recompute");
+    config.selectRecompute = readSelection(recompute, "select_recompute");
+    config.selectCommRecompute =
+        readSelection(recompute, "select_comm_recompute");
+    recompute.readBool("parallel_optimizer_comm_recompute",
+                       config.parallelOptimizerCommRecompute);
+    recompute.readBool("mp_comm_recompute", config.mpCommRecompute);
+    recompute.readBool("recompute_slice_activation",
+                       config.recomputeSliceActivation);
+    recompute.ignore({"recompute_layers"});
+    recompute.finish();
+  }
+
+  void readOptimizer() {
+    MapReader optimizer = section(root_, "optimizer");
+    OptimizerConfig &config = spec_.optimizer;
+    static const StringRef types[] = {"AdamW", "AdamWeightDecay",
+                                      "FP32StateAdamWeightDecay",
+                                      "FusedAdamWeightDecay"};
+    if (optimizer.present()) {
+      optimizer.require("type", "AdamW");
+    }
+    optimizer.readChoice("type", config.type, types);
+    optimizer.readFloat("beta1", config.beta1, 0, 0.999999999);
+    optimizer.readFloat("beta2", config.beta2, 0, 0.999999999);
+    if (const ConfigNode *betas = optimizer.get("betas")) {
+      std::vector<double> values;
+      if (betas->isSequence()) {
+        for (const auto &item : betas->items) {
+          std::optional<double> beta = parseFloat(*item);
+          if (beta && *beta >= 0 && *beta < 1) {
+            values.push_back(*beta);
+          }
+        }
+      }
+      if (values.size() != 2 || values.size() != betas->items.size()) {
+        optimizer.error(betas->loc, optimizer.childPath("betas") +
+                                        ": expected two numbers in [0, 1), "
+                                        "e.g. [0.9, 0.95]; got " +
+                                        betas->describe());
+      } else {
+        config.beta1 = values[0];
+        config.beta2 = values[1];
+      }
+    }
+    optimizer.readFloat("eps", config.eps, 0, INFINITY, true);
+    optimizer.readFloat("weight_decay", config.weightDecay, 0);
+    optimizer.readFloat("learning_rate", config.learningRate, 0, true);
+    optimizer.finish();
+  }
+
+  void readLrSchedule() {
+    MapReader lr = section(root_, "lr_schedule");
+    LrScheduleConfig &config = spec_.lrSchedule;
+    static const StringRef types[] = {
+        "CosineWithWarmUpLR", "CosineWithRestartsAndWarmUpLR",
+        "LinearWithWarmUpLR", "PolynomialWithWarmUpLR", "ConstantWarmUpLR",
+        "cosine", "linear", "polynomial", "constant", "constant_with_warmup"};
+    if (lr.present()) {
+      lr.require("type", "CosineWithWarmUpLR");
+    }
+    lr.readChoice("type", config.type, types);
+    lr.readFloat("learning_rate", config.learningRate, 0, INFINITY, true);
+    lr.readFloat("lr_end", config.lrEnd, 0);
+    lr.readFloat("warmup_ratio", config.warmupRatio, 0, 1);
+    lr.readInt("warmup_steps", config.warmupSteps, 0);
+    lr.readFloat("warmup_lr_init", config.warmupLrInit, 0);
+    lr.readInt("total_steps", config.totalSteps, -1);
+    lr.readFloat("power", config.power, 0, INFINITY, true);
+    lr.ignore({"decay_steps", "num_cycles", "lr_end1", "decay_ratio"});
+    lr.finish();
+  }
+
+  void readRunner() {
+    MapReader runner = section(root_, "runner_config");
+    RunnerConfig &config = spec_.runner;
+    runner.readPositive("epochs", config.epochs);
+    runner.readInt("batch_size", config.batchSize, 1);
+    runner.readPositive("gradient_accumulation_steps",
+                        config.gradientAccumulationSteps);
+    runner.ignore({"sink_mode", "sink_size", "initial_epoch", "initial_step"});
+    runner.finish();
+  }
+
+  /// Errors for combinations that cannot be compiled, at the key to change.
+  void validate() {
+    if (diagnostics().errorCount() != 0) {
+      return; // Values may be defaults standing in for bad input.
+    }
+    const ModelConfig &model = spec_.model;
+    auto loc = [&](StringRef path) { return locOfKey(path); };
+    std::string cfg = "model.model_config";
+    if (model.hiddenSize % model.numHeads != 0) {
+      diagnostics().error(
+          loc(cfg + ".num_heads"),
+          cfg + ".num_heads: hidden_size (" + llvm::Twine(model.hiddenSize) +
+              ") must be divisible by num_heads (" +
+              llvm::Twine(model.numHeads) + "); choose num_heads among " +
+              divisors(model.hiddenSize));
+    } else if (model.headDim() % 2 != 0 && model.family == ModelFamily::Llama) {
+      diagnostics().error(loc(cfg + ".num_heads"),
+                          cfg + ".num_heads: the head dim hidden_size / "
+                                "num_heads = " +
+                              llvm::Twine(model.headDim()) +
+                              " must be even for rotary embeddings");
+    }
+    if (model.numHeads % model.kvHeads() != 0) {
+      diagnostics().error(
+          loc(cfg + ".n_kv_heads"),
+          cfg + ".n_kv_heads: num_heads (" + llvm::Twine(model.numHeads) +
+              ") must be divisible by n_kv_heads (" +
+              llvm::Twine(model.kvHeads()) + "); choose n_kv_heads among " +
+              divisors(model.numHeads));
+    }
+    if (model.family == ModelFamily::GPT2 && model.numKvHeads &&
+        model.numKvHeads != model.numHeads) {
+      diagnostics().error(loc(cfg + ".n_kv_heads"),
+                          cfg + ".n_kv_heads: GPT-2 has no grouped-query "
+                                "attention; remove n_kv_heads");
+    }
+    if (model.family == ModelFamily::GPT2 && model.qkvHasBias == false &&
+        spec_.keyPositions.count(cfg + ".qkv_has_bias")) {
+      diagnostics().error(loc(cfg + ".qkv_has_bias"),
+                          cfg + ".qkv_has_bias: GPT-2 always has q/k/v "
+                                "biases; remove the key");
+    }
+    int64_t maxId = model.vocabSize - 1;
+    auto checkToken = [&](StringRef key, int64_t id) {
+      if (id < 0 || id > maxId) {
+        diagnostics().error(loc(cfg + "." + key.str()),
+                            cfg + "." + key + ": token id " +
+                                llvm::Twine(id) + " is outside the vocabulary [0, " +
+                                llvm::Twine(model.vocabSize) + ")");
+      }
+    };
+    if (spec_.keyPositions.count(cfg + ".bos_token_id")) {
+      checkToken("bos_token_id", model.bosTokenId);
+    }
+    if (spec_.keyPositions.count(cfg + ".pad_token_id")) {
+      checkToken("pad_token_id", model.padTokenId);
+    }
+    if (spec_.keyPositions.count(cfg + ".eos_token_id")) {
+      for (int64_t id : model.eosTokenIds) {
+        checkToken("eos_token_id", id);
+      }
+    }
+
+    const ParallelConfig &parallel = spec_.parallel;
+    std::string pc = "parallel_config";
+    if (model.numHeads % parallel.modelParallel != 0 ||
+        model.kvHeads() % parallel.modelParallel != 0) {
+      diagnostics().error(
+          loc(pc + ".model_parallel"),
+          pc + ".model_parallel: " + llvm::Twine(parallel.modelParallel) +
+              " must divide num_heads (" + llvm::Twine(model.numHeads) +
+              ") and n_kv_heads (" + llvm::Twine(model.kvHeads()) +
+              ") to shard attention heads; choose among " +
+              divisors(std::gcd(model.numHeads, model.kvHeads())));
+    }
+    if (model.ffnHiddenSize() % parallel.modelParallel != 0) {
+      diagnostics().error(loc(pc + ".model_parallel"),
+                          pc + ".model_parallel: " +
+                              llvm::Twine(parallel.modelParallel) +
+                              " must divide the FFN width (" +
+                              llvm::Twine(model.ffnHiddenSize()) + ")");
+    }
+    if (parallel.pipelineStage > model.numLayers) {
+      diagnostics().error(loc(pc + ".pipeline_stage"),
+                          pc + ".pipeline_stage: " +
+                              llvm::Twine(parallel.pipelineStage) +
+                              " stages need at least as many layers, but "
+                              "num_layers is " +
+                              llvm::Twine(model.numLayers));
+    }
+    if (parallel.pipelineStage > 1 &&
+        parallel.microBatchNum < parallel.pipelineStage &&
+        spec_.runMode != RunMode::Predict) {
+      diagnostics().error(loc(pc + ".micro_batch_num"),
+                          pc + ".micro_batch_num: " +
+                              llvm::Twine(parallel.microBatchNum) +
+                              " micro-batches cannot fill " +
+                              llvm::Twine(parallel.pipelineStage) +
+                              " pipeline stages; use at least " +
+                              llvm::Twine(parallel.pipelineStage));
+    }
+    validateSelection(spec_.recompute.recompute, "recompute_config.recompute");
+    validateSelection(spec_.recompute.selectRecompute,
+                      "recompute_config.select_recompute");
+    validateSelection(spec_.recompute.selectCommRecompute,
+                      "recompute_config.select_comm_recompute");
+  }
+
+  /// Per-stage layer counts must have one entry per stage, each within the
+  /// stage's layers.
+  void validateSelection(const RecomputeSelection &selection,
+                         const std::string &path) {
+    int64_t stages = spec_.parallel.pipelineStage;
+    int64_t layersPerStage =
+        (spec_.model.numLayers + stages - 1) / stages;
+    auto check = [&](const std::vector<int64_t> &counts) {
+      if (static_cast<int64_t>(counts.size()) != stages) {
+        diagnostics().error(selectionLocs_[path],
+                            path + ": " + llvm::Twine(counts.size()) +
+                                " layer counts given, but pipeline_stage is " +
+                                llvm::Twine(stages) +
+                                "; give one count per stage");
+        return;
+      }
+      for (int64_t count : counts) {
+        if (count > layersPerStage) {
+          diagnostics().error(selectionLocs_[path],
+                              path + ": " + llvm::Twine(count) +
+                                  " layers in one stage, but each of the " +
+                                  llvm::Twine(stages) + " stages has at most " +
+                                  llvm::Twine(layersPerStage));
+          return;
+        }
+      }
+    };
+    if (selection.kind == RecomputeSelection::Kind::LayersPerStage) {
+      check(selection.layersPerStage);
+    }
+    for (const RecomputeSelection::Pattern &pattern : selection.patterns) {
+      if (!pattern.layersPerStage.empty()) {
+        check(pattern.layersPerStage);
+      }
+    }
+  }
+
+  /// The location of the key at dotted `path`, or of its closest ancestor.
+  SMLoc locOfKey(StringRef path) {
+    const ConfigNode *node = &rootNode_;
+    SMLoc loc;
+    llvm::SmallVector<StringRef> segments;
+    path.split(segments, '.');
+    for (StringRef segment : segments) {
+      if (!node || !node->isMap()) {
+        return loc;
+      }
+      const ConfigNode::Entry *entry = node->find(segment);
+      if (!entry) {
+        return loc;
+      }
+      loc = entry->keyLoc;
+      node = entry->value.get();
+    }
+    return loc;
+  }
+
+  static std::string divisors(int64_t value) {
+    std::string text;
+    for (int64_t d = 1; d <= value; ++d) {
+      if (value % d == 0) {
+        text += (text.empty() ? "" : ", ") + std::to_string(d);
+      }
+    }
+    return text;
+  }
+
+  const ConfigNode &rootNode_;
+  ModelSpec spec_;
+  ReadContext context_;
+  MapReader root_;
+  std::map<std::string, SMLoc> selectionLocs_;
+};
+
+} // namespace
+
+std::optional<ModelSpec> mfc::readModelSpec(ConfigDiagnostics &diagnostics,
+                                            const ConfigNode &root,
+                                            StringRef sourceFile) {
+  SpecReader reader(diagnostics, root, sourceFile);
+  return reader.read();
+}
+
+std::optional<ModelSpec>
+mfc::loadModelSpec(ConfigDiagnostics &diagnostics, StringRef path,
+                   llvm::ArrayRef<std::string> overrides) {
+  std::unique_ptr<ConfigNode> root = parseConfigFile(diagnostics, path);
+  if (!root) {
+    return std::nullopt;
+  }
+  bool overridesApplied = true;
+  for (const std::string &assignment : overrides) {
+    overridesApplied &= applyOverride(diagnostics, *root, assignment);
+  }
+  if (!overridesApplied) {
+    return std::nullopt;
+  }
+  return readModelSpec(diagnostics, *root, path);
+}

@@ -1,0 +1,110 @@
+//===- Pipelines.cpp - the named compiler phases --------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+void addGraphCleanup(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+const Phase kPhases[] = {
+    {"mf", "the mf graph: the model as built from YAML, canonicalized",
+     addGraphCleanup},
+};
+
+/// Writes the IR after a phase; a pass so that it runs in pipeline order and
+/// shows up in --mlir-timing.
+struct DumpIRPass : PassWrapper<DumpIRPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DumpIRPass)
+
+  DumpIRPass(std::string dir, unsigned index, std::string phase)
+      : dir(std::move(dir)), index(index), phase(std::move(phase)) {}
+  StringRef getArgument() const override { return "mfc-dump-ir"; }
+  StringRef getDescription() const override {
+    return "Writes the IR after a phase";
+  }
+  void runOnOperation() override {
+    if (failed(dumpModule(getOperation(), dir, index, phase))) {
+      signalPassFailure();
+    }
+    markAllAnalysesPreserved();
+  }
+
+  std::string dir;
+  unsigned index;
+  std::string phase;
+};
+
+} // namespace
+
+ArrayRef<Phase> mfc::compilerPhases() { return kPhases; }
+
+const Phase *mfc::findPhase(StringRef name) {
+  for (const Phase &phase : kPhases) {
+    if (phase.name == name) {
+      return &phase;
+    }
+  }
+  return nullptr;
+}
+
+LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
+                              StringRef name) {
+  if (std::error_code error = llvm::sys::fs::create_directories(dir)) {
+    return module->emitError() << "cannot create --dump-ir-dir '" << dir
+                               << "': " << error.message();
+  }
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, llvm::formatv("{0:02}-{1}.mlir", index, name).str());
+  std::error_code error;
+  llvm::raw_fd_ostream os(path, error);
+  if (error) {
+    return module->emitError() << "cannot write '" << path
+                               << "': " << error.message();
+  }
+  module->print(os, OpPrintingFlags().enableDebugInfo(true, /*pretty=*/true));
+  return success();
+}
+
+void mfc::buildCompilePipeline(OpPassManager &pm,
+                               const CompileOptions &options) {
+  unsigned index = 1;
+  for (const Phase &phase : kPhases) {
+    phase.addPasses(pm);
+    if (!options.dumpIrDir.empty()) {
+      pm.addPass(std::make_unique<DumpIRPass>(options.dumpIrDir, index,
+                                              phase.name.str()));
+    }
+    ++index;
+    if (phase.name == options.compileTo) {
+      return;
+    }
+  }
+}
+
+void mfc::registerPhasePipelines() {
+  for (const Phase &phase : kPhases) {
+    PassPipelineRegistration<>(("mfc-phase-" + phase.name).str(),
+                               phase.description,
+                               [&phase](OpPassManager &pm) {
+                                 phase.addPasses(pm);
+                               });
+  }
+}

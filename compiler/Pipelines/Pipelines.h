@@ -1,0 +1,56 @@
+//===- Pipelines.h - the named compiler phases ------------------*- C++ -*-===//
+//
+// mfc and mf-opt build their pipelines with these functions, so anything mfc
+// does can be replayed in mf-opt (`--mfc-phase-<name>`) and pinned in a lit
+// test.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_COMPILER_PIPELINES_PIPELINES_H
+#define MFC_COMPILER_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace mfc {
+
+/// One named phase of the pipeline.
+struct Phase {
+  llvm::StringLiteral name;
+  llvm::StringLiteral description;
+  void (*addPasses)(mlir::OpPassManager &pm);
+};
+
+/// The phases after the frontend, in order.
+llvm::ArrayRef<Phase> compilerPhases();
+
+/// The phase called `name`, or null.
+const Phase *findPhase(llvm::StringRef name);
+
+/// Options of one compilation.
+struct CompileOptions {
+  /// Stop after this phase ("" = run everything).
+  std::string compileTo;
+  /// Write the IR after every phase into this directory ("" = don't).
+  std::string dumpIrDir;
+};
+
+/// Adds every phase up to and including `options.compileTo`, and a pass that
+/// writes the IR to `dumpIrDir/NN-<phase>.mlir` after each when asked.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
+
+/// Writes `module` to `dumpIrDir/NN-<name>.mlir`. Fails with a diagnostic if
+/// the file cannot be written.
+llvm::LogicalResult dumpModule(mlir::Operation *module, llvm::StringRef dir,
+                               unsigned index, llvm::StringRef name);
+
+/// Registers `--mfc-phase-<name>` pipelines for mf-opt.
+void registerPhasePipelines();
+
+} // namespace mfc
+
+#endif // MFC_COMPILER_PIPELINES_PIPELINES_H

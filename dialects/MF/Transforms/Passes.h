@@ -1,0 +1,19 @@
+//===- Passes.h - mf dialect passes -----------------------------*- C++ -*-===//
+
+#ifndef MFC_DIALECTS_MF_TRANSFORMS_PASSES_H
+#define MFC_DIALECTS_MF_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::mf {
+
+#define GEN_PASS_DECL
+#include "dialects/MF/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "dialects/MF/Transforms/Passes.h.inc"
+
+} // namespace mlir::mf
+
+#endif // MFC_DIALECTS_MF_TRANSFORMS_PASSES_H

@@ -1,0 +1,55 @@
+// RUN: mf-opt %s --split-input-file --canonicalize | FileCheck %s
+
+// CHECK-LABEL: func.func @reshape_chain
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8xf32>)
+// CHECK: %[[R:.+]] = mf.reshape %[[X]] : tensor<2x8xf32> to tensor<16xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @reshape_chain(%x: tensor<2x8xf32>) -> tensor<16xf32> {
+  %0 = mf.reshape %x : tensor<2x8xf32> to tensor<4x4xf32>
+  %1 = mf.reshape %0 : tensor<4x4xf32> to tensor<16xf32>
+  return %1 : tensor<16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_ops
+// CHECK-SAME: (%[[X:.+]]: tensor<2x8xf32>)
+// CHECK-NOT: mf.
+// CHECK: return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[X]]
+func.func @identity_ops(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %0 = mf.reshape %x : tensor<2x8xf32> to tensor<2x8xf32>
+  %1 = mf.transpose %x [0, 1] : tensor<2x8xf32> -> tensor<2x8xf32>
+  %2 = mf.cast %x : tensor<2x8xf32> to tensor<2x8xf32>
+  %3 = mf.broadcast %x : tensor<2x8xf32> to tensor<2x8xf32>
+  %4 = mf.slice %x [0, 0] : tensor<2x8xf32> -> tensor<2x8xf32>
+  %5 = mf.concat %x dim = 0 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Two transposes compose into one; a pair that cancels disappears.
+// CHECK-LABEL: func.func @transpose_chain
+// CHECK-SAME: (%[[X:.+]]: tensor<2x3x4xf32>)
+// CHECK: %[[T:.+]] = mf.transpose %[[X]] [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+// CHECK-NOT: mf.transpose
+// CHECK: return %[[T]], %[[X]]
+func.func @transpose_chain(%x: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, tensor<2x3x4xf32>) {
+  %0 = mf.transpose %x [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  %1 = mf.transpose %0 [2, 1, 0] : tensor<3x2x4xf32> -> tensor<4x2x3xf32>
+  %2 = mf.transpose %x [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  %3 = mf.transpose %2 [0, 2, 1] : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
+  return %1, %3 : tensor<4x2x3xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// A reshape of a splat constant folds to a constant.
+// CHECK-LABEL: func.func @reshape_splat
+// CHECK: %[[C:.+]] = mf.constant dense<1.000000e+00> : tensor<4x2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @reshape_splat() -> tensor<4x2xf32> {
+  %0 = mf.constant dense<1.0> : tensor<8xf32>
+  %1 = mf.reshape %0 : tensor<8xf32> to tensor<4x2xf32>
+  return %1 : tensor<4x2xf32>
+}

@@ -1,0 +1,234 @@
+// RUN: mf-opt %s --split-input-file --verify-diagnostics
+
+func.func @param_missing() -> tensor<4xf32> {
+  // expected-error @+1 {{'nope' does not name an mf.parameter}}
+  %0 = mf.param @nope : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+mf.parameter @w : tensor<4xf32> init = ones
+func.func @param_type() -> tensor<8xf32> {
+  // expected-error @+1 {{type 'tensor<8xf32>' does not match 'tensor<4xf32>' of parameter 'w'}}
+  %0 = mf.param @w : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{init = normal needs a positive 'std' attribute}}
+mf.parameter @w : tensor<4xf32> init = normal
+
+// -----
+
+// expected-error @+1 {{'std' is only meaningful with init = normal}}
+mf.parameter @w : tensor<4xf32> init = zeros {std = 1.0 : f64}
+
+// -----
+
+func.func @dynamic_shape(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = mf.add %a, %a : tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<3xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{cannot broadcast [3] to [2, 4]: input dim 0 is 3, expected 1 or 4}}
+  %0 = mf.broadcast %a : tensor<3xf32> to tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @reduce(%a: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{expected result shape [2, 1] (the input with dim 1 reduced to 1), got [2, 4]}}
+  %0 = mf.reduce_sum %a dim = 1 : tensor<2x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @reduce_dim(%a: tensor<2x4xf32>) -> tensor<2x4x1xf32> {
+  // expected-error @+1 {{dimension 2 is out of range for a rank-2 operand (expected 0 <= dim < 2)}}
+  %0 = mf.reduce_max %a dim = 2 : tensor<2x4xf32> -> tensor<2x4x1xf32>
+  return %0 : tensor<2x4x1xf32>
+}
+
+// -----
+
+func.func @reshape(%a: tensor<2x4xf32>) -> tensor<3x3xf32> {
+  // expected-error @+1 {{cannot reshape [2, 4] (8 elements) to [3, 3] (9 elements)}}
+  %0 = mf.reshape %a : tensor<2x4xf32> to tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+func.func @transpose_perm(%a: tensor<2x4xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{[0, 0] is not a permutation of 0..1}}
+  %0 = mf.transpose %a [0, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+func.func @transpose_shape(%a: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{expected result shape [4, 2], got [2, 4]}}
+  %0 = mf.transpose %a [1, 0] : tensor<2x4xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @slice(%a: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{slice [6, 10) of dim 1 is outside the input's [0, 8)}}
+  %0 = mf.slice %a [0, 6] : tensor<2x8xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @concat(%a: tensor<2x8xf32>) -> tensor<2x15xf32> {
+  // expected-error @+1 {{inputs add up to 16 along dim 1, result has 15}}
+  %0 = mf.concat %a, %a dim = 1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x15xf32>
+  return %0 : tensor<2x15xf32>
+}
+
+// -----
+
+func.func @embedding(%t: tensor<256x64xf32>, %ids: tensor<1x8xi32>) -> tensor<1x8x32xf32> {
+  // expected-error @+1 {{expected result 'tensor<1x8x64xf32>' (the ids' shape + [hidden]), got 'tensor<1x8x32xf32>'}}
+  %0 = mf.embedding %t, %ids : tensor<256x64xf32>, tensor<1x8xi32> -> tensor<1x8x32xf32>
+  return %0 : tensor<1x8x32xf32>
+}
+
+// -----
+
+func.func @rms_norm(%x: tensor<1x8x64xf32>, %w: tensor<32xf32>) -> tensor<1x8x64xf32> {
+  // expected-error @+1 {{expected weight of shape [64] (the last dim of the input), got [32]}}
+  %0 = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<32xf32>
+  return %0 : tensor<1x8x64xf32>
+}
+
+// -----
+
+func.func @rms_norm_type(%x: tensor<1x8x64xf32>, %w: tensor<64xbf16>) -> tensor<1x8x64xf32> {
+  // expected-error @+1 {{all of {input, weight} have same element type}}
+  %0 = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<64xbf16>
+  return %0 : tensor<1x8x64xf32>
+}
+
+// -----
+
+func.func @matmul_k(%x: tensor<1x8x64xf32>, %w: tensor<128x32xf32>) -> tensor<1x8x128xf32> {
+  // expected-error @+1 {{contracting dims differ: lhs has 64, rhs has 32 (check transpose_lhs / transpose_rhs)}}
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<1x8x64xf32>, tensor<128x32xf32> -> tensor<1x8x128xf32>
+  return %0 : tensor<1x8x128xf32>
+}
+
+// -----
+
+func.func @matmul_batch(%x: tensor<2x8x64xf32>, %w: tensor<3x64x16xf32>) -> tensor<2x8x16xf32> {
+  // expected-error @+1 {{batch dims differ: [2] vs [3]}}
+  %0 = mf.matmul %x, %w : tensor<2x8x64xf32>, tensor<3x64x16xf32> -> tensor<2x8x16xf32>
+  return %0 : tensor<2x8x16xf32>
+}
+
+// -----
+
+func.func @matmul_result(%x: tensor<8x64xf32>, %w: tensor<64x16xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{expected result shape [8, 16], got [8, 32]}}
+  %0 = mf.matmul %x, %w : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @matmul_types(%x: tensor<8x64xf16>, %w: tensor<64x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{expected one element type for operands and result; insert mf.cast to convert}}
+  %0 = mf.matmul %x, %w : tensor<8x64xf16>, tensor<64x16xf32> -> tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @rope_odd(%x: tensor<1x8x4x15xf32>, %p: tensor<1x8xi32>) -> tensor<1x8x4x15xf32> {
+  // expected-error @+1 {{head_dim 15 must be even to rotate pairs}}
+  %0 = mf.rope %x, %p theta = 1.0e+04 : tensor<1x8x4x15xf32>, tensor<1x8xi32>
+  return %0 : tensor<1x8x4x15xf32>
+}
+
+// -----
+
+func.func @rope_positions(%x: tensor<1x8x4x16xf32>, %p: tensor<1x4xi32>) -> tensor<1x8x4x16xf32> {
+  // expected-error @+1 {{expected positions of shape [1, 8] ([batch, seq]), got [1, 4]}}
+  %0 = mf.rope %x, %p theta = 1.0e+04 : tensor<1x8x4x16xf32>, tensor<1x4xi32>
+  return %0 : tensor<1x8x4x16xf32>
+}
+
+// -----
+
+func.func @attention_gqa(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x3x16xf32>) -> tensor<1x8x4x16xf32> {
+  // expected-error @+1 {{query heads (4) must be a multiple of key/value heads (3)}}
+  %0 = mf.attention %q, %k, %k causal scale = 2.5e-01 : tensor<1x8x4x16xf32>, tensor<1x8x3x16xf32>
+  return %0 : tensor<1x8x4x16xf32>
+}
+
+// -----
+
+func.func @attention_head_dim(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x8xf32>) -> tensor<1x8x4x16xf32> {
+  // expected-error @+1 {{query head_dim 16 differs from key/value head_dim 8}}
+  %0 = mf.attention %q, %k, %k causal scale = 2.5e-01 : tensor<1x8x4x16xf32>, tensor<1x8x2x8xf32>
+  return %0 : tensor<1x8x4x16xf32>
+}
+
+// -----
+
+func.func @attention_causal(%q: tensor<1x8x4x16xf32>, %k: tensor<1x4x2x16xf32>) -> tensor<1x8x4x16xf32> {
+  // expected-error @+1 {{a causal query of length 8 needs at least as many keys, got 4}}
+  %0 = mf.attention %q, %k, %k causal scale = 2.5e-01 : tensor<1x8x4x16xf32>, tensor<1x4x2x16xf32>
+  return %0 : tensor<1x8x4x16xf32>
+}
+
+// -----
+
+func.func @kv_cache(%c: tensor<1x4x2x16xf32>, %u: tensor<1x8x2x16xf32>, %n: tensor<i32>) -> tensor<1x4x2x16xf32> {
+  // expected-error @+1 {{update of 8 tokens is longer than the cache (4)}}
+  %0 = mf.kv_cache_write %c, %u, %n : tensor<1x4x2x16xf32>, tensor<1x8x2x16xf32>
+  return %0 : tensor<1x4x2x16xf32>
+}
+
+// -----
+
+func.func @kv_cache_heads(%c: tensor<1x4x2x16xf32>, %u: tensor<1x1x4x16xf32>, %n: tensor<i32>) -> tensor<1x4x2x16xf32> {
+  // expected-error @+1 {{update shape [1, 1, 4, 16] does not fit cache shape [1, 4, 2, 16] in dim 2}}
+  %0 = mf.kv_cache_write %c, %u, %n : tensor<1x4x2x16xf32>, tensor<1x1x4x16xf32>
+  return %0 : tensor<1x4x2x16xf32>
+}
+
+// -----
+
+func.func @cross_entropy(%l: tensor<8x256xf32>, %y: tensor<4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{expected labels of shape [8], got [4]}}
+  %0 = mf.cross_entropy %l, %y ignore_index = -100 : tensor<8x256xf32>, tensor<4xi32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @softmax(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{dimension 5 is out of range for a rank-2 operand}}
+  %0 = mf.softmax %x dim = 5 : tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @iota(%x: tensor<2x4xf32>) -> tensor<2x4xi32> {
+  // expected-error @+1 {{dimension 2 is out of range for a rank-2 operand}}
+  %0 = mf.iota dim = 2 : tensor<2x4xi32>
+  return %0 : tensor<2x4xi32>
+}

@@ -1,0 +1,115 @@
+// RUN: mf-opt %s --split-input-file | FileCheck %s
+// Round trip: print, parse again, print the same.
+// RUN: mf-opt %s --split-input-file | mf-opt --split-input-file | FileCheck %s
+
+// CHECK: mf.parameter @w : tensor<128x64xf32> init = normal {std = 2.000000e-02 : f64}
+// CHECK: mf.parameter @g : tensor<64xbf16> init = ones
+// CHECK-LABEL: func.func @parameters
+// CHECK: mf.param @w : tensor<128x64xf32>
+mf.parameter @w : tensor<128x64xf32> init = normal {std = 2.000000e-02 : f64}
+mf.parameter @g : tensor<64xbf16> init = ones
+func.func @parameters() -> tensor<128x64xf32> {
+  %w = mf.param @w : tensor<128x64xf32>
+  return %w : tensor<128x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: mf.add %{{.*}}, %{{.*}} : tensor<2x8xf32>
+  %0 = mf.add %a, %b : tensor<2x8xf32>
+  // CHECK: mf.sub
+  %1 = mf.sub %0, %b : tensor<2x8xf32>
+  // CHECK: mf.mul
+  %2 = mf.mul %1, %b : tensor<2x8xf32>
+  // CHECK: mf.div
+  %3 = mf.div %2, %b : tensor<2x8xf32>
+  // CHECK: mf.max
+  %4 = mf.max %3, %b : tensor<2x8xf32>
+  // CHECK: mf.neg
+  %5 = mf.neg %4 : tensor<2x8xf32>
+  // CHECK: mf.exp
+  %6 = mf.exp %5 : tensor<2x8xf32>
+  // CHECK: mf.log
+  %7 = mf.log %6 : tensor<2x8xf32>
+  // CHECK: mf.tanh
+  %8 = mf.tanh %7 : tensor<2x8xf32>
+  // CHECK: mf.rsqrt
+  %9 = mf.rsqrt %8 : tensor<2x8xf32>
+  // CHECK: mf.silu
+  %10 = mf.silu %9 : tensor<2x8xf32>
+  // CHECK: mf.gelu %{{.*}} approximate = tanh : tensor<2x8xf32>
+  %11 = mf.gelu %10 approximate = tanh : tensor<2x8xf32>
+  // CHECK: mf.gelu %{{.*}} approximate = none : tensor<2x8xf32>
+  %12 = mf.gelu %11 approximate = none : tensor<2x8xf32>
+  // CHECK: mf.swiglu
+  %13 = mf.swiglu %12, %a : tensor<2x8xf32>
+  return %13 : tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @shapes
+func.func @shapes(%x: tensor<1x8x64xf32>, %bias: tensor<64xf16>) -> (tensor<1x4x8x16xf32>, tensor<1x8x32xf32>, tensor<1x16x64xf32>, tensor<1x8x64xf16>, tensor<1x8x1xf32>, tensor<1x8x1xf32>) {
+  // CHECK: mf.reshape %{{.*}} : tensor<1x8x64xf32> to tensor<1x8x4x16xf32>
+  %0 = mf.reshape %x : tensor<1x8x64xf32> to tensor<1x8x4x16xf32>
+  // CHECK: mf.transpose %{{.*}} [0, 2, 1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4x8x16xf32>
+  %1 = mf.transpose %0 [0, 2, 1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4x8x16xf32>
+  // CHECK: mf.slice %{{.*}} [0, 0, 32] : tensor<1x8x64xf32> -> tensor<1x8x32xf32>
+  %2 = mf.slice %x [0, 0, 32] : tensor<1x8x64xf32> -> tensor<1x8x32xf32>
+  // CHECK: mf.concat %{{.*}}, %{{.*}} dim = 1 : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x16x64xf32>
+  %3 = mf.concat %x, %x dim = 1 : (tensor<1x8x64xf32>, tensor<1x8x64xf32>) -> tensor<1x16x64xf32>
+  // CHECK: mf.broadcast %{{.*}} : tensor<64xf16> to tensor<1x8x64xf16>
+  %4 = mf.broadcast %bias : tensor<64xf16> to tensor<1x8x64xf16>
+  // CHECK: mf.reduce_sum %{{.*}} dim = 2 : tensor<1x8x64xf32> -> tensor<1x8x1xf32>
+  %5 = mf.reduce_sum %x dim = 2 : tensor<1x8x64xf32> -> tensor<1x8x1xf32>
+  // CHECK: mf.reduce_max %{{.*}} dim = 2
+  %6 = mf.reduce_max %x dim = 2 : tensor<1x8x64xf32> -> tensor<1x8x1xf32>
+  return %1, %2, %3, %4, %5, %6 : tensor<1x4x8x16xf32>, tensor<1x8x32xf32>, tensor<1x16x64xf32>, tensor<1x8x64xf16>, tensor<1x8x1xf32>, tensor<1x8x1xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @model_ops
+func.func @model_ops(%ids: tensor<1x8xi32>, %table: tensor<256x64xf32>, %w: tensor<64xf32>, %b: tensor<64xf32>, %proj: tensor<128x64xf32>) -> (tensor<1x8x128xf32>, tensor<1x8x64xf32>) {
+  // CHECK: mf.embedding %{{.*}}, %{{.*}} : tensor<256x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+  %h = mf.embedding %table, %ids : tensor<256x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+  // CHECK: mf.rms_norm %{{.*}}, %{{.*}} eps = 1.000000e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+  %n = mf.rms_norm %h, %w eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+  // CHECK: mf.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps = 1.000000e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+  %l = mf.layer_norm %n, %w, %b eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+  // CHECK: mf.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<1x8x64xf32>, tensor<128x64xf32> -> tensor<1x8x128xf32>
+  %y = mf.matmul %l, %proj transpose_rhs : tensor<1x8x64xf32>, tensor<128x64xf32> -> tensor<1x8x128xf32>
+  // CHECK: mf.softmax %{{.*}} dim = 2 : tensor<1x8x128xf32>
+  %p = mf.softmax %y dim = 2 : tensor<1x8x128xf32>
+  // CHECK: mf.iota dim = 1 : tensor<1x8xi32>
+  %pos = mf.iota dim = 1 : tensor<1x8xi32>
+  // CHECK: mf.cast %{{.*}} : tensor<1x8x64xf32> to tensor<1x8x64xbf16>
+  %c = mf.cast %l : tensor<1x8x64xf32> to tensor<1x8x64xbf16>
+  return %p, %l : tensor<1x8x128xf32>, tensor<1x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention_with_cache
+func.func @attention_with_cache(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %kc: tensor<1x32x2x16xf32>, %pos: tensor<1x1xi32>, %n: tensor<i32>) -> tensor<1x1x4x16xf32> {
+  // CHECK: mf.rope %{{.*}}, %{{.*}} theta = 1.000000e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
+  %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
+  // CHECK: mf.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+  %kc1 = mf.kv_cache_write %kc, %k, %n : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+  // CHECK: mf.attention %{{.*}}, %{{.*}}, %{{.*}} past_length(%{{.*}}) causal scale = 2.500000e-01 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+  %o = mf.attention %qr, %kc1, %kc1 past_length(%n) causal scale = 2.5e-01 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+  return %o : tensor<1x1x4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @loss
+func.func @loss(%logits: tensor<8x256xf32>, %labels: tensor<8xi32>) -> tensor<f32> {
+  // CHECK: mf.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>
+  %0 = mf.cross_entropy %logits, %labels ignore_index = -100 : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>
+  // CHECK: mf.constant dense<0> : tensor<i32>
+  %1 = mf.constant dense<0> : tensor<i32>
+  return %0 : tensor<f32>
+}

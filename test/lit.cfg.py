@@ -1,0 +1,22 @@
+# lit configuration for mfc's regression tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "mfc"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".yaml", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mfc_obj_root, "test")
+
+llvm_config.use_default_substitutions()  # FileCheck, not, count, ...
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.mfc_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["mfc", "mf-opt"], [config.mfc_tools_dir])
+
+config.substitutions.append(("%mindformers", config.mindformers_configs))
+config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
+if os.path.isdir(config.mindformers_configs):
+    config.available_features.add("mindformers-configs")

@@ -1,0 +1,24 @@
+//===- mf-opt.cpp - run mf passes by hand ---------------------------------===//
+//
+// mlir-opt with mfc's dialects, passes and phase pipelines registered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+#include "dialects/MF/IR/MFDialect.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::mf::MFDialect, mlir::func::FuncDialect>();
+  mlir::registerTransformsPasses();
+  mlir::mf::registerMFPasses();
+  mfc::registerPhasePipelines();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "mfc pass driver\n", registry));
+}
