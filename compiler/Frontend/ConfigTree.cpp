@@ -115,7 +115,10 @@ public:
     switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
+      // An empty value has no text of its own; yaml-cpp marks the next
+      // token. Point at the key instead.
       result->kind = ConfigNode::Kind::Null;
+      result->loc = fallback;
       break;
     case YAML::NodeType::Scalar:
       result->kind = ConfigNode::Kind::Scalar;

@@ -16,12 +16,12 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -151,6 +151,13 @@ std::optional<DType> parseDType(StringRef text) {
   return std::nullopt;
 }
 
+/// A number as a person writes it: 0, 1e-05, 0.999.
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
 std::string joinQuoted(llvm::ArrayRef<StringRef> words) {
   std::string text;
   for (auto [index, word] : llvm::enumerate(words)) {
@@ -256,8 +263,10 @@ public:
       error(valueLoc(key), childPath(key) + ": must not be null; set it, e.g. '" +
                                key + ": " + example + "'");
     } else {
-      error(loc(), path_ + ": missing required key '" + key + "'; add e.g. '" +
-                       key + ": " + example + "'");
+      std::string where = path_.empty() ? "the config" : path_;
+      error(sectionLoc_.isValid() ? sectionLoc_ : loc(),
+            where + ": missing required key '" + key + "'; add e.g. '" + key +
+                ": " + example + "'");
     }
     return false;
   }
@@ -422,10 +431,10 @@ private:
     if (!parsed || below || *parsed > max) {
       std::string expected = "a number";
       if (std::isfinite(min)) {
-        expected += (exclusiveMin ? " > " : " >= ") + llvm::formatv("{0}", min).str();
+        expected += (exclusiveMin ? " > " : " >= ") + formatNumber(min);
       }
       if (std::isfinite(max)) {
-        expected += " <= " + llvm::formatv("{0}", max).str();
+        expected += " <= " + formatNumber(max);
       }
       error(value->loc, childPath(key) + ": expected " + expected + ", got " +
                             value->describe());
@@ -1053,6 +1062,10 @@ private:
       }
       loc = entry->keyLoc;
       node = entry->value.get();
+    }
+    // A value that came from --set is where the user has to look.
+    if (node && diagnostics().isOverride(node->loc)) {
+      return node->loc;
     }
     return loc;
   }
