@@ -1031,7 +1031,8 @@ private:
                               path + ": " + llvm::Twine(count) +
                                   " layers in one stage, but each of the " +
                                   llvm::Twine(stages) + " stages has at most " +
-                                  llvm::Twine(layersPerStage));
+                                  llvm::Twine(layersPerStage) +
+                                  "; lower the count or raise num_layers");
           return;
         }
       }

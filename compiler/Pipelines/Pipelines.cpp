@@ -79,7 +79,8 @@ LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
     return module->emitError() << "cannot write '" << path
                                << "': " << error.message();
   }
-  module->print(os, OpPrintingFlags().enableDebugInfo(true, /*pretty=*/true));
+  // With locations, in the form mf-opt parses back.
+  module->print(os, OpPrintingFlags().enableDebugInfo(true, /*pretty=*/false));
   return success();
 }
 
