@@ -79,6 +79,12 @@ int compile(int argc, char **argv) {
     return 2;
   }
 
+  // One timing report (--mlir-timing) covers the frontend and every pass.
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope rootTimer = timing.getRootScope();
+  mlir::TimingScope frontendTimer = rootTimer.nest("Frontend (YAML -> mf)");
+
   ConfigDiagnostics configDiagnostics(llvm::errs());
   std::optional<ModelSpec> spec =
       loadModelSpec(configDiagnostics, inputFile, overrides);
@@ -110,6 +116,8 @@ int compile(int argc, char **argv) {
     return 3;
   }
 
+  frontendTimer.stop();
+
   CompileOptions options{compileTo, dumpIrDir};
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
@@ -119,7 +127,7 @@ int compile(int argc, char **argv) {
   if (failed(mlir::applyPassManagerCLOptions(pm))) {
     return 1;
   }
-  mlir::applyDefaultTimingPassManagerCLOptions(pm);
+  pm.enableTiming(rootTimer);
   buildCompilePipeline(pm, options);
   if (failed(pm.run(*module))) {
     printError("compilation of '" + inputFile + "' failed");

@@ -54,18 +54,17 @@ class MF_Op<string mnemonic, list<Trait> traits = []>
     : Op<MF_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface>])>;
 
-/// An op whose FLOP count differs from the elementwise default.
-class MF_CostedOp<string mnemonic, list<Trait> traits = []>
+/// An op whose cost differs from the elementwise default: it defines the
+/// interface methods named in `overrides` in C++.
+class MF_CostedOp<string mnemonic, list<Trait> traits = [],
+                  list<string> overrides = ["getFlops"]>
     : Op<MF_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
-                                                        ["getFlops"]>])>;
+                                                        overrides>])>;
 
 /// An op that does no work of its own: reading a parameter or a constant
 /// costs nothing until a consumer reads the value (which counts the bytes).
 class MF_FreeOp<string mnemonic, list<Trait> traits = []>
-    : Op<MF_Dialect, mnemonic,
-         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
-                                                        ["getFlops",
-                                                         "getBytesAccessed"]>])>;
+    : MF_CostedOp<mnemonic, traits, ["getFlops", "getBytesAccessed"]>;
 
 #endif // MF_BASE_TD

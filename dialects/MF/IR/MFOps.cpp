@@ -451,6 +451,13 @@ LogicalResult EmbeddingOp::verify() {
 
 int64_t EmbeddingOp::getFlops() { return 0; }
 
+int64_t EmbeddingOp::getBytesAccessed() {
+  // Reads the ids and one table row per id, writes the rows.
+  int64_t rowBytes = getType().getNumElements() *
+                     elementBytes(getType().getElementType());
+  return numElements(getIds()) * 4 + 2 * rowBytes;
+}
+
 //===----------------------------------------------------------------------===//
 // Norms
 //===----------------------------------------------------------------------===//
@@ -624,6 +631,13 @@ LogicalResult KvCacheWriteOp::verify() {
 }
 
 int64_t KvCacheWriteOp::getFlops() { return 0; }
+
+int64_t KvCacheWriteOp::getBytesAccessed() {
+  // Updated in place: the new rows are read and written, the rest untouched.
+  RankedTensorType update = getUpdate().getType();
+  return 2 * update.getNumElements() * elementBytes(update.getElementType()) +
+         4;
+}
 
 //===----------------------------------------------------------------------===//
 // CrossEntropyOp

@@ -383,7 +383,8 @@ def MF_ConcatOp : MF_CostedOp<"concat", [Pure,
 // Model-level operations
 //===----------------------------------------------------------------------===//
 
-def MF_EmbeddingOp : MF_CostedOp<"embedding", [Pure]> {
+def MF_EmbeddingOp : MF_CostedOp<"embedding", [Pure],
+    ["getFlops", "getBytesAccessed"]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]`. An id outside `[0, vocab)` is an
@@ -553,7 +554,8 @@ def MF_AttentionOp : MF_CostedOp<"attention", [Pure,
 
 def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
     AllTypesMatch<["cache", "result"]>,
-    AllElementTypesMatch<["cache", "update"]>]> {
+    AllElementTypesMatch<["cache", "update"]>],
+    ["getFlops", "getBytesAccessed"]> {
   let summary = "Writes new keys or values into a KV cache";
   let description = [{
     `cache` is `[batch, max_len, kv_heads, head_dim]`, `update` is
