@@ -10,9 +10,9 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # libraries
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
   # reference tests
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-yaml
 )
 
 missing=()

@@ -1,5 +1,6 @@
 # lit configuration for mfc's regression tests.
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -7,7 +8,7 @@ from lit.llvm import llvm_config
 config.name = "mfc"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".yaml", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "reference"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mfc_obj_root, "test")
 
@@ -18,5 +19,13 @@ llvm_config.add_tool_substitutions(["mfc", "mf-opt"], [config.mfc_tools_dir])
 
 config.substitutions.append(("%mindformers", config.mindformers_configs))
 config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
+# The PyTorch reference runs on Debian's python3-torch, installed for the
+# system Python (not whatever python3 comes first on PATH).
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%reference", "/usr/bin/python3 " + os.path.join(
+    config.mfc_src_root, "test", "reference", "reference.py")))
+if subprocess.call(["/usr/bin/python3", "-c", "import torch, numpy, yaml"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("torch")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")

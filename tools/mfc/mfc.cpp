@@ -8,6 +8,7 @@
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Serialize/ExecutableWriter.h"
 #include "dialects/MF/IR/MFDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,7 +36,9 @@ cl::OptionCategory category("mfc compile options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
                                cl::Required, cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+cl::opt<std::string> outputFile("o",
+                                cl::desc("Output: the executable, or the IR "
+                                         "with --compile-to ('-': stdout)"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
 cl::opt<std::string>
@@ -62,6 +65,30 @@ std::string phaseList() {
     list += (list.empty() ? "" : ", ") + phase.name.str();
   }
   return list;
+}
+
+int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec) {
+  if (outputFile == "-") {
+    printError("an executable is binary: give it a file with -o model.bin "
+               "(or print IR with --compile-to=" + phaseList() + ")");
+    return 2;
+  }
+  mlir::FailureOr<std::vector<uint8_t>> bytes = writeExecutable(module, spec);
+  if (failed(bytes)) {
+    printError("cannot serialize '" + inputFile + "'");
+    return 1;
+  }
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputFile, &errorMessage);
+  if (!output) {
+    printError(errorMessage);
+    return 1;
+  }
+  output->os().write(reinterpret_cast<const char *>(bytes->data()),
+                     bytes->size());
+  output->keep();
+  return 0;
 }
 
 int compile(int argc, char **argv) {
@@ -135,10 +162,7 @@ int compile(int argc, char **argv) {
   }
 
   if (compileTo.empty()) {
-    printError("cannot write an executable yet: the model.bin format and the "
-               "runtime are not implemented; use --compile-to=mf to stop at "
-               "the mf graph and print it");
-    return 1;
+    return writeExecutableFile(*module, *spec);
   }
 
   std::string errorMessage;

@@ -1,0 +1,326 @@
+//===- ExecutableWriter.cpp - mf module -> model.bin flatbuffer -----------===//
+//
+// 1. Parameters become a table indexed by position; `mf.param` refers to it.
+// 2. Each entry function becomes an op list over numbered values: block
+//    arguments first, then op results in order. Every value has its type.
+// 3. Op attributes go into the generic `ints` / `floats` / `data` slots that
+//    the schema documents per op kind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Serialize/ExecutableWriter.h"
+
+#include "dialects/MF/IR/MFOps.h"
+#include "runtime/schemas/mf_executable_generated.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mfc;
+namespace fb = ::mfbin;
+
+namespace {
+
+FailureOr<fb::DType> toDType(Type type, Location loc) {
+  if (type.isF32()) {
+    return fb::DType::F32;
+  }
+  if (type.isF16()) {
+    return fb::DType::F16;
+  }
+  if (type.isBF16()) {
+    return fb::DType::BF16;
+  }
+  if (type.isSignlessInteger(32)) {
+    return fb::DType::I32;
+  }
+  return emitError(loc) << "element type " << type
+                        << " has no executable encoding";
+}
+
+fb::DType toDType(DType type) {
+  switch (type) {
+  case DType::F32:
+    return fb::DType::F32;
+  case DType::F16:
+    return fb::DType::F16;
+  case DType::BF16:
+    return fb::DType::BF16;
+  }
+  return fb::DType::F32;
+}
+
+std::string locationName(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    return named.getName().str();
+  }
+  return "";
+}
+
+/// The op kind and attributes of one mf op.
+struct EncodedOp {
+  fb::OpKind kind;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<uint8_t> data;
+};
+
+class Writer {
+public:
+  Writer(ModuleOp module, const ModelSpec &spec) : module_(module), spec_(spec) {}
+
+  FailureOr<std::vector<uint8_t>> write() {
+    std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+    for (auto parameter : module_.getOps<mf::ParameterOp>()) {
+      auto type = tensorType(parameter.getTensorType(), parameter.getLoc());
+      if (failed(type)) {
+        return failure();
+      }
+      parameterIndex_[parameter.getSymName()] = parameters.size();
+      fb::ParameterInit init =
+          parameter.getInit() == mf::ParameterInit::zeros ? fb::ParameterInit::Zeros
+          : parameter.getInit() == mf::ParameterInit::ones ? fb::ParameterInit::Ones
+                                                           : fb::ParameterInit::Normal;
+      double std = parameter.getStd() ? parameter.getStd()->convertToDouble() : 0;
+      parameters.push_back(fb::CreateParameterDirect(
+          builder_, parameter.getSymName().str().c_str(),
+          parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
+          *type, init, std));
+    }
+
+    std::vector<flatbuffers::Offset<fb::Entry>> entries;
+    for (auto function : module_.getOps<func::FuncOp>()) {
+      auto entry = writeEntry(function);
+      if (failed(entry)) {
+        return failure();
+      }
+      entries.push_back(*entry);
+    }
+
+    const ModelConfig &model = spec_.model;
+    auto info = fb::CreateModelInfoDirect(
+        builder_, spec_.modelName.c_str(),
+        model.family == ModelFamily::GPT2 ? fb::ModelFamily::GPT2
+                                          : fb::ModelFamily::Llama,
+        toString(spec_.runMode), spec_.contextMode, spec_.seed,
+        spec_.entryBatchSize(), model.seqLength, model.vocabSize,
+        model.numLayers, model.usePast, model.bosTokenId, &model.eosTokenIds,
+        model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
+        model.topP, model.temperature, model.repetitionPenalty,
+        model.maxDecodeLength, toDType(model.computeDtype));
+    auto root = fb::CreateExecutableDirect(builder_, kExecutableFormatVersion,
+                                           "cpu", info, &parameters, &entries);
+    fb::FinishExecutableBuffer(builder_, root);
+    return std::vector<uint8_t>(builder_.GetBufferPointer(),
+                                builder_.GetBufferPointer() + builder_.GetSize());
+  }
+
+private:
+  FailureOr<flatbuffers::Offset<fb::TensorType>>
+  tensorType(RankedTensorType type, Location loc) {
+    auto dtype = toDType(type.getElementType(), loc);
+    if (failed(dtype)) {
+      return failure();
+    }
+    std::vector<int64_t> shape(type.getShape());
+    return fb::CreateTensorTypeDirect(builder_, *dtype, &shape);
+  }
+
+  FailureOr<flatbuffers::Offset<fb::Entry>> writeEntry(func::FuncOp function) {
+    llvm::DenseMap<Value, uint32_t> ids;
+    std::vector<flatbuffers::Offset<fb::TensorType>> values;
+    auto number = [&](Value value, Location loc) -> LogicalResult {
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      if (!type) {
+        return emitError(loc) << "only tensor values can be serialized";
+      }
+      auto encoded = tensorType(type, loc);
+      if (failed(encoded)) {
+        return failure();
+      }
+      ids[value] = values.size();
+      values.push_back(*encoded);
+      return success();
+    };
+
+    std::vector<uint32_t> inputs;
+    std::vector<std::string> inputNames;
+    for (BlockArgument argument : function.getArguments()) {
+      if (failed(number(argument, function.getLoc()))) {
+        return failure();
+      }
+      inputs.push_back(ids[argument]);
+      auto name = function.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
+                                                        "mf.name");
+      inputNames.push_back(name ? name.str() : "");
+    }
+
+    std::vector<flatbuffers::Offset<fb::Op>> ops;
+    std::vector<uint32_t> outputs;
+    for (Operation &op : function.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value operand : ret.getOperands()) {
+          outputs.push_back(ids.lookup(operand));
+        }
+        continue;
+      }
+      FailureOr<EncodedOp> encoded = encode(&op);
+      if (failed(encoded)) {
+        return failure();
+      }
+      std::vector<uint32_t> operands, results;
+      for (Value operand : op.getOperands()) {
+        operands.push_back(ids.lookup(operand));
+      }
+      for (Value result : op.getResults()) {
+        if (failed(number(result, op.getLoc()))) {
+          return failure();
+        }
+        results.push_back(ids[result]);
+      }
+      ops.push_back(fb::CreateOpDirect(
+          builder_, encoded->kind, &operands, &results, &encoded->ints,
+          &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
+          locationName(op.getLoc()).c_str()));
+    }
+    std::vector<std::string> outputNames;
+    for (unsigned i = 0; i < function.getNumResults(); ++i) {
+      auto name = function.getResultAttrOfType<StringAttr>(i, "mf.name");
+      outputNames.push_back(name ? name.str() : "");
+    }
+    auto inputNameOffsets = builder_.CreateVectorOfStrings(inputNames);
+    auto outputNameOffsets = builder_.CreateVectorOfStrings(outputNames);
+    return fb::CreateEntry(
+        builder_, builder_.CreateString(function.getSymName().str()),
+        builder_.CreateVector(values), builder_.CreateVector(inputs),
+        inputNameOffsets, builder_.CreateVector(outputs), outputNameOffsets,
+        builder_.CreateVector(ops));
+  }
+
+  FailureOr<EncodedOp> encode(Operation *op) {
+    auto simple = [](fb::OpKind kind) { return EncodedOp{kind, {}, {}, {}}; };
+    auto withDim = [](fb::OpKind kind, int64_t dim) {
+      return EncodedOp{kind, {dim}, {}, {}};
+    };
+    auto withFloat = [](fb::OpKind kind, double value) {
+      return EncodedOp{kind, {}, {value}, {}};
+    };
+    std::optional<EncodedOp> encoded =
+        llvm::TypeSwitch<Operation *, std::optional<EncodedOp>>(op)
+            .Case([&](mf::ParamOp param) -> std::optional<EncodedOp> {
+              auto it = parameterIndex_.find(param.getName());
+              if (it == parameterIndex_.end()) {
+                return std::nullopt;
+              }
+              return EncodedOp{fb::OpKind::Param,
+                               {static_cast<int64_t>(it->second)}, {}, {}};
+            })
+            .Case([&](mf::ConstantOp constant) -> std::optional<EncodedOp> {
+              auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+              if (!dense) {
+                return std::nullopt;
+              }
+              EncodedOp result{fb::OpKind::Constant, {}, {}, {}};
+              ArrayRef<char> raw = dense.getRawData();
+              int64_t count = constant.getType().getNumElements();
+              size_t repeat = dense.isSplat() ? count : 1;
+              for (size_t i = 0; i < repeat; ++i) {
+                result.data.insert(result.data.end(), raw.begin(), raw.end());
+              }
+              return result;
+            })
+            .Case([&](mf::IotaOp iota) {
+              return withDim(fb::OpKind::Iota, iota.getDimension());
+            })
+            .Case([&](mf::AddOp) { return simple(fb::OpKind::Add); })
+            .Case([&](mf::SubOp) { return simple(fb::OpKind::Sub); })
+            .Case([&](mf::MulOp) { return simple(fb::OpKind::Mul); })
+            .Case([&](mf::DivOp) { return simple(fb::OpKind::Div); })
+            .Case([&](mf::MaxOp) { return simple(fb::OpKind::Max); })
+            .Case([&](mf::NegOp) { return simple(fb::OpKind::Neg); })
+            .Case([&](mf::ExpOp) { return simple(fb::OpKind::Exp); })
+            .Case([&](mf::LogOp) { return simple(fb::OpKind::Log); })
+            .Case([&](mf::TanhOp) { return simple(fb::OpKind::Tanh); })
+            .Case([&](mf::RsqrtOp) { return simple(fb::OpKind::Rsqrt); })
+            .Case([&](mf::SiluOp) { return simple(fb::OpKind::Silu); })
+            .Case([&](mf::GeluOp gelu) {
+              return withDim(fb::OpKind::Gelu,
+                             gelu.getApproximate() == mf::GeluApproximation::tanh);
+            })
+            .Case([&](mf::CastOp) { return simple(fb::OpKind::Cast); })
+            .Case([&](mf::BroadcastOp) { return simple(fb::OpKind::Broadcast); })
+            .Case([&](mf::ReduceSumOp reduce) {
+              return withDim(fb::OpKind::ReduceSum, reduce.getDimension());
+            })
+            .Case([&](mf::ReduceMaxOp reduce) {
+              return withDim(fb::OpKind::ReduceMax, reduce.getDimension());
+            })
+            .Case([&](mf::ReshapeOp) { return simple(fb::OpKind::Reshape); })
+            .Case([&](mf::TransposeOp transpose) {
+              std::vector<int64_t> permutation(transpose.getPermutation());
+              return EncodedOp{fb::OpKind::Transpose, permutation, {}, {}};
+            })
+            .Case([&](mf::SliceOp slice) {
+              std::vector<int64_t> offsets(slice.getOffsets());
+              return EncodedOp{fb::OpKind::Slice, offsets, {}, {}};
+            })
+            .Case([&](mf::ConcatOp concat) {
+              return withDim(fb::OpKind::Concat, concat.getDimension());
+            })
+            .Case([&](mf::EmbeddingOp) { return simple(fb::OpKind::Embedding); })
+            .Case([&](mf::RmsNormOp norm) {
+              return withFloat(fb::OpKind::RmsNorm,
+                               norm.getEpsilon().convertToDouble());
+            })
+            .Case([&](mf::LayerNormOp norm) {
+              return withFloat(fb::OpKind::LayerNorm,
+                               norm.getEpsilon().convertToDouble());
+            })
+            .Case([&](mf::MatmulOp matmul) {
+              return EncodedOp{fb::OpKind::Matmul,
+                               {matmul.getTransposeLhs(), matmul.getTransposeRhs()},
+                               {}, {}};
+            })
+            .Case([&](mf::SwiGluOp) { return simple(fb::OpKind::SwiGlu); })
+            .Case([&](mf::SoftmaxOp softmax) {
+              return withDim(fb::OpKind::Softmax, softmax.getDimension());
+            })
+            .Case([&](mf::RopeOp rope) {
+              return withFloat(fb::OpKind::Rope, rope.getTheta().convertToDouble());
+            })
+            .Case([&](mf::AttentionOp attention) {
+              return EncodedOp{fb::OpKind::Attention,
+                               {attention.getCausal(),
+                                attention.getPastLength() != nullptr},
+                               {attention.getScale().convertToDouble()},
+                               {}};
+            })
+            .Case([&](mf::KvCacheWriteOp) {
+              return simple(fb::OpKind::KvCacheWrite);
+            })
+            .Case([&](mf::CrossEntropyOp loss) {
+              return withDim(fb::OpKind::CrossEntropy, loss.getIgnoreIndex());
+            })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!encoded) {
+      return op->emitOpError() << "cannot be written to the executable: the "
+                                  "runtime has no kernel for it";
+    }
+    return *encoded;
+  }
+
+  ModuleOp module_;
+  const ModelSpec &spec_;
+  flatbuffers::FlatBufferBuilder builder_;
+  llvm::StringMap<size_t> parameterIndex_;
+};
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>> mfc::writeExecutable(ModuleOp module,
+                                                     const ModelSpec &spec) {
+  return Writer(module, spec).write();
+}

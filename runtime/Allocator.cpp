@@ -1,0 +1,91 @@
+//===- Allocator.cpp - PyNative's caching allocator -----------------------===//
+
+#include "runtime/Allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+using namespace mfrt;
+
+namespace {
+constexpr size_t kAlignment = 64;
+
+/// Size classes: multiples of 64 bytes up to 4 KiB, then 1/8 steps of the
+/// next power of two, so that reuse wastes at most ~12%.
+size_t sizeClass(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (bytes <= 4096) {
+    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  size_t power = 1;
+  while (power < bytes) {
+    power <<= 1;
+  }
+  size_t step = power / 16;
+  return (bytes + step - 1) / step * step;
+}
+} // namespace
+
+Allocator::Pool::~Pool() {
+  for (auto &[size, block] : freeBlocks) {
+    std::free(block);
+  }
+}
+
+Allocator::Allocator() : pool_(std::make_shared<Pool>()) {}
+
+StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape) {
+  StatusOr<int64_t> count = checkedElementCount(shape);
+  if (!count) {
+    return count.status();
+  }
+  size_t bytes = static_cast<size_t>(*count) * dtypeSize(dtype);
+  size_t size = sizeClass(bytes);
+  void *block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    auto it = pool_->freeBlocks.find(size);
+    if (it != pool_->freeBlocks.end()) {
+      block = it->second;
+      pool_->freeBlocks.erase(it);
+    }
+  }
+  if (!block) {
+    block = std::aligned_alloc(kAlignment, size);
+    if (!block) {
+      return Status::error("out of memory allocating " + std::to_string(bytes) +
+                           " bytes for a tensor of shape " + formatShape(shape));
+    }
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->reserved += size;
+  }
+  std::memset(block, 0, bytes);
+  {
+    std::lock_guard<std::mutex> lock(pool_->mutex);
+    pool_->live += size;
+    pool_->peak = std::max(pool_->peak, pool_->live);
+  }
+  std::shared_ptr<Pool> pool = pool_;
+  std::shared_ptr<void> storage(block, [pool, size](void *released) {
+    std::lock_guard<std::mutex> lock(pool->mutex);
+    pool->live -= size;
+    pool->freeBlocks.emplace(size, released);
+  });
+  return Tensor(dtype, shape, std::move(storage));
+}
+
+size_t Allocator::liveBytes() const {
+  std::lock_guard<std::mutex> lock(pool_->mutex);
+  return pool_->live;
+}
+
+size_t Allocator::peakBytes() const {
+  std::lock_guard<std::mutex> lock(pool_->mutex);
+  return pool_->peak;
+}
+
+size_t Allocator::reservedBytes() const {
+  std::lock_guard<std::mutex> lock(pool_->mutex);
+  return pool_->reserved;
+}

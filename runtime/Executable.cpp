@@ -1,0 +1,293 @@
+//===- Executable.cpp - loading model.bin ---------------------------------===//
+
+#include "runtime/Executable.h"
+
+#include <fstream>
+#include <iterator>
+
+using namespace mfrt;
+
+namespace {
+
+/// Operand count, result count and attribute slots each op kind needs.
+struct Arity {
+  int operandsMin, operandsMax, results, ints, floats;
+};
+
+Arity arityOf(fb::OpKind kind) {
+  switch (kind) {
+  case fb::OpKind::Param:
+    return {0, 0, 1, 1, 0};
+  case fb::OpKind::Constant:
+    return {0, 0, 1, 0, 0};
+  case fb::OpKind::Iota:
+    return {0, 0, 1, 1, 0};
+  case fb::OpKind::Add:
+  case fb::OpKind::Sub:
+  case fb::OpKind::Mul:
+  case fb::OpKind::Div:
+  case fb::OpKind::Max:
+  case fb::OpKind::SwiGlu:
+  case fb::OpKind::Embedding:
+    return {2, 2, 1, 0, 0};
+  case fb::OpKind::Neg:
+  case fb::OpKind::Exp:
+  case fb::OpKind::Log:
+  case fb::OpKind::Tanh:
+  case fb::OpKind::Rsqrt:
+  case fb::OpKind::Silu:
+  case fb::OpKind::Cast:
+  case fb::OpKind::Broadcast:
+  case fb::OpKind::Reshape:
+    return {1, 1, 1, 0, 0};
+  case fb::OpKind::Gelu:
+  case fb::OpKind::ReduceSum:
+  case fb::OpKind::ReduceMax:
+  case fb::OpKind::Softmax:
+    return {1, 1, 1, 1, 0};
+  case fb::OpKind::Transpose:
+  case fb::OpKind::Slice:
+    return {1, 1, 1, -1, 0}; // one int per dim, checked by the kernel
+  case fb::OpKind::Concat:
+    return {1, 1 << 20, 1, 1, 0};
+  case fb::OpKind::RmsNorm:
+    return {2, 2, 1, 0, 1};
+  case fb::OpKind::LayerNorm:
+    return {3, 3, 1, 0, 1};
+  case fb::OpKind::Matmul:
+    return {2, 2, 1, 2, 0};
+  case fb::OpKind::Rope:
+    return {2, 2, 1, 0, 1};
+  case fb::OpKind::Attention:
+    return {3, 4, 1, 2, 1};
+  case fb::OpKind::KvCacheWrite:
+    return {3, 3, 1, 0, 0};
+  case fb::OpKind::CrossEntropy:
+    return {2, 2, 1, 1, 0};
+  }
+  return {-1, -1, -1, -1, -1};
+}
+
+template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
+  return vector ? vector->size() : 0;
+}
+
+Status checkTensorType(const fb::TensorType *type, const std::string &where) {
+  if (!type) {
+    return Status::error(where + " has no type");
+  }
+  if (type->dtype() < fb::DType::MIN || type->dtype() > fb::DType::MAX) {
+    return Status::error(where + " has an unknown dtype " +
+                         std::to_string(static_cast<int>(type->dtype())));
+  }
+  StatusOr<int64_t> count =
+      checkedElementCount(Executable::shapeOf(*type));
+  return count ? Status::ok() : count.status().withContext(where);
+}
+
+Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
+  std::string name = entry.name()->str();
+  size_t valueCount = entry.values()->size();
+  for (size_t i = 0; i < valueCount; ++i) {
+    MFRT_RETURN_IF_ERROR(checkTensorType(
+        entry.values()->Get(i), "value " + std::to_string(i) + " of " + name));
+  }
+  std::vector<bool> defined(valueCount, false);
+  auto checkId = [&](uint32_t id, const std::string &what) -> Status {
+    if (id >= valueCount) {
+      return Status::error(what + " refers to value " + std::to_string(id) +
+                           ", but entry '" + name + "' has " +
+                           std::to_string(valueCount) + " values");
+    }
+    return Status::ok();
+  };
+  if (sizeOf(entry.input_names()) != sizeOf(entry.inputs()) ||
+      sizeOf(entry.output_names()) != sizeOf(entry.outputs())) {
+    return Status::error("entry '" + name +
+                         "' has a different number of names and values");
+  }
+  if (!entry.inputs() || !entry.outputs()) {
+    return Status::error("entry '" + name + "' has no input or output list");
+  }
+  for (uint32_t id : *entry.inputs()) {
+    MFRT_RETURN_IF_ERROR(checkId(id, "an input of '" + name + "'"));
+    if (defined[id]) {
+      return Status::error("entry '" + name + "' lists input value " +
+                           std::to_string(id) + " twice");
+    }
+    defined[id] = true;
+  }
+  size_t parameterCount = sizeOf(root.parameters());
+  if (entry.ops()) {
+    for (size_t index = 0; index < entry.ops()->size(); ++index) {
+      const fb::Op &op = *entry.ops()->Get(index);
+      std::string where = "op " + std::to_string(index) + " of '" + name + "'";
+      if (op.location()) {
+        where += " (" + op.location()->str() + ")";
+      }
+      Arity arity = arityOf(op.kind());
+      if (arity.results < 0) {
+        return Status::error(where + " has an unknown kind " +
+                             std::to_string(static_cast<int>(op.kind())));
+      }
+      int operands = static_cast<int>(sizeOf(op.operands()));
+      if (operands < arity.operandsMin || operands > arity.operandsMax ||
+          static_cast<int>(sizeOf(op.results())) != arity.results ||
+          (arity.ints >= 0 && static_cast<int>(sizeOf(op.ints())) != arity.ints) ||
+          static_cast<int>(sizeOf(op.floats())) != arity.floats) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             ") has the wrong number of operands, results or "
+                             "attributes");
+      }
+      if (op.operands()) {
+        for (uint32_t id : *op.operands()) {
+          MFRT_RETURN_IF_ERROR(checkId(id, where));
+          if (!defined[id]) {
+            return Status::error(where + " uses value " + std::to_string(id) +
+                                 " before it is defined");
+          }
+        }
+      }
+      for (uint32_t id : *op.results()) { // arity checked: results exist
+        MFRT_RETURN_IF_ERROR(checkId(id, where));
+        if (defined[id]) {
+          return Status::error(where + " redefines value " +
+                               std::to_string(id));
+        }
+        defined[id] = true;
+      }
+      if (op.kind() == fb::OpKind::Param) {
+        int64_t parameter = op.ints()->Get(0);
+        if (parameter < 0 || static_cast<size_t>(parameter) >= parameterCount) {
+          return Status::error(where + " reads parameter " +
+                               std::to_string(parameter) + " of " +
+                               std::to_string(parameterCount));
+        }
+        const fb::TensorType &declared =
+            *root.parameters()->Get(parameter)->type();
+        const fb::TensorType &used = *entry.values()->Get(op.results()->Get(0));
+        if (Executable::shapeOf(declared) != Executable::shapeOf(used) ||
+            declared.dtype() != used.dtype()) {
+          return Status::error(where + " reads parameter '" +
+                               root.parameters()->Get(parameter)->name()->str() +
+                               "' with a different type");
+        }
+      }
+      if (op.kind() == fb::OpKind::Constant) {
+        const fb::TensorType &type = *entry.values()->Get(op.results()->Get(0));
+        int64_t bytes = *checkedElementCount(Executable::shapeOf(type)) *
+                        dtypeSize(Executable::dtypeOf(type));
+        if (static_cast<int64_t>(sizeOf(op.data())) != bytes) {
+          return Status::error(where + " holds " +
+                               std::to_string(sizeOf(op.data())) +
+                               " bytes of constant data, expected " +
+                               std::to_string(bytes));
+        }
+      }
+    }
+  }
+  for (uint32_t id : *entry.outputs()) {
+    MFRT_RETURN_IF_ERROR(checkId(id, "an output of '" + name + "'"));
+    if (!defined[id]) {
+      return Status::error("output value " + std::to_string(id) + " of '" +
+                           name + "' is never defined");
+    }
+  }
+  return Status::ok();
+}
+
+Status checkSemantics(const fb::Executable &root) {
+  uint32_t version = root.format_version();
+  if (version < kMinFormatVersion || version > kMaxFormatVersion) {
+    return Status::error(
+        "format version " + std::to_string(version) + " is not supported (this "
+        "runtime reads versions " + std::to_string(kMinFormatVersion) + " to " +
+        std::to_string(kMaxFormatVersion) + "); recompile with a matching mfc");
+  }
+  const fb::ModelInfo &model = *root.model();
+  if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
+      model.batch_size() <= 0 || model.num_layers() < 0) {
+    return Status::error("model info has non-positive sizes");
+  }
+  if (root.parameters()) {
+    for (const fb::Parameter *parameter : *root.parameters()) {
+      MFRT_RETURN_IF_ERROR(checkTensorType(
+          parameter->type(), "parameter '" + parameter->name()->str() + "'"));
+      if (parameter->init() < fb::ParameterInit::MIN ||
+          parameter->init() > fb::ParameterInit::MAX) {
+        return Status::error("parameter '" + parameter->name()->str() +
+                             "' has an unknown init kind");
+      }
+    }
+  }
+  if (!root.entries() || root.entries()->size() == 0) {
+    return Status::error("the executable has no entry points");
+  }
+  for (const fb::Entry *entry : *root.entries()) {
+    MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+DType Executable::dtypeOf(const fb::TensorType &type) {
+  return static_cast<DType>(type.dtype());
+}
+
+Shape Executable::shapeOf(const fb::TensorType &type) {
+  Shape shape;
+  if (type.shape()) {
+    shape.assign(type.shape()->begin(), type.shape()->end());
+  }
+  return shape;
+}
+
+StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
+                                           const std::string &name) {
+  if (bytes.size() < 8 || !fb::ExecutableBufferHasIdentifier(bytes.data())) {
+    return Status::error("'" + name + "' is not an mfc executable (no 'MFEX' "
+                         "file identifier); compile one with 'mfc compile "
+                         "model.yaml -o model.bin'");
+  }
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!fb::VerifyExecutableBuffer(verifier)) {
+    return Status::error("'" + name + "' is corrupt or truncated (the "
+                         "flatbuffer verifier rejects it); recompile it");
+  }
+  Executable executable;
+  executable.bytes_ = std::move(bytes);
+  executable.root_ = fb::GetExecutable(executable.bytes_.data());
+  Status status = checkSemantics(*executable.root_);
+  if (!status) {
+    return status.withContext("'" + name + "' is invalid");
+  }
+  return executable;
+}
+
+StatusOr<Executable> Executable::load(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return Status::error("cannot open executable '" + path + "'");
+  }
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  return fromBytes(std::move(bytes), path);
+}
+
+const fb::Entry *Executable::entry(const std::string &name) const {
+  for (const fb::Entry *entry : *root_->entries()) {
+    if (entry->name()->str() == name) {
+      return entry;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Executable::entryNames() const {
+  std::vector<std::string> names;
+  for (const fb::Entry *entry : *root_->entries()) {
+    names.push_back(entry->name()->str());
+  }
+  return names;
+}

@@ -1,0 +1,55 @@
+//===- Executable.h - loading model.bin -------------------------*- C++ -*-===//
+//
+// model.bin is untrusted input: the flatbuffer verifier runs first, then
+// semantic checks (version, value ids, SSA order, operand counts, attribute
+// slots, parameter references, sizes with overflow checks). Shapes of each
+// op are checked again by its kernel before it touches memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_EXECUTABLE_H
+#define MFC_RUNTIME_EXECUTABLE_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+#include "runtime/schemas/mf_executable_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+namespace fb = ::mfbin;
+
+/// The format versions this runtime reads.
+constexpr uint32_t kMinFormatVersion = 1;
+constexpr uint32_t kMaxFormatVersion = 1;
+
+/// A verified executable. Owns the file's bytes; the accessors read them.
+class Executable {
+public:
+  /// Reads and verifies a file.
+  static StatusOr<Executable> load(const std::string &path);
+  /// Verifies bytes already in memory (the fuzzer's entry point).
+  static StatusOr<Executable> fromBytes(std::vector<uint8_t> bytes,
+                                        const std::string &name);
+
+  const fb::Executable &root() const { return *root_; }
+  const fb::ModelInfo &model() const { return *root_->model(); }
+  /// The entry called `name`, or null.
+  const fb::Entry *entry(const std::string &name) const;
+  std::vector<std::string> entryNames() const;
+
+  /// The tensor type of value `id` of `entry` (checked at load).
+  static DType dtypeOf(const fb::TensorType &type);
+  static Shape shapeOf(const fb::TensorType &type);
+
+private:
+  std::vector<uint8_t> bytes_;
+  const fb::Executable *root_ = nullptr;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_EXECUTABLE_H

@@ -1,0 +1,108 @@
+//===- Generation.cpp - tokens in, tokens out -----------------------------===//
+
+#include "runtime/Generation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+using namespace mfrt;
+
+StatusOr<std::vector<int32_t>> mfrt::encodeBytes(const std::string &text,
+                                                 int64_t vocabSize) {
+  if (vocabSize < 256) {
+    return Status::error("--prompt uses the byte tokenizer, which needs a "
+                         "vocabulary of at least 256; this model has " +
+                         std::to_string(vocabSize) + ": use --input-ids");
+  }
+  std::vector<int32_t> ids;
+  for (unsigned char c : text) {
+    ids.push_back(c);
+  }
+  return ids;
+}
+
+std::string mfrt::decodeBytes(const std::vector<int32_t> &ids) {
+  std::string text;
+  for (int32_t id : ids) {
+    if (id >= 0 && id < 256) {
+      text += static_cast<char>(id);
+    } else {
+      text += "<" + std::to_string(id) + ">";
+    }
+  }
+  return text;
+}
+
+StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
+                                              int64_t vocabSize) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    std::string item = text.substr(start, end == std::string::npos
+                                              ? std::string::npos
+                                              : end - start);
+    char *rest = nullptr;
+    long value = std::strtol(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0') {
+      return Status::error("--input-ids: '" + item +
+                           "' is not a token id (expected e.g. 1,2,3)");
+    }
+    if (value < 0 || value >= vocabSize) {
+      return Status::error("--input-ids: token id " + std::to_string(value) +
+                           " is outside the vocabulary [0, " +
+                           std::to_string(vocabSize) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return ids;
+}
+
+int32_t Sampler::next(const float *logits, int64_t vocabSize,
+                      const std::vector<int32_t> &history) {
+  std::vector<double> scores(logits, logits + vocabSize);
+  if (options_.repetitionPenalty != 1.0) {
+    // As in Hugging Face: shrink the logits of tokens already seen.
+    for (int32_t id : std::set<int32_t>(history.begin(), history.end())) {
+      if (id >= 0 && id < vocabSize) {
+        scores[id] = scores[id] > 0 ? scores[id] / options_.repetitionPenalty
+                                    : scores[id] * options_.repetitionPenalty;
+      }
+    }
+  }
+  if (!options_.doSample) {
+    return static_cast<int32_t>(
+        std::max_element(scores.begin(), scores.end()) - scores.begin());
+  }
+  std::vector<int32_t> order(vocabSize);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  int64_t keep = options_.topK > 0 ? std::min(options_.topK, vocabSize) : vocabSize;
+  double temperature = std::max(options_.temperature, 1e-6);
+  std::vector<double> probabilities(keep);
+  double best = scores[order[0]] / temperature, sum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    probabilities[i] = std::exp(scores[order[i]] / temperature - best);
+    sum += probabilities[i];
+  }
+  double cumulative = 0;
+  int64_t nucleus = keep;
+  for (int64_t i = 0; i < keep; ++i) {
+    probabilities[i] /= sum;
+    cumulative += probabilities[i];
+    if (cumulative >= options_.topP) {
+      nucleus = i + 1;
+      break;
+    }
+  }
+  std::discrete_distribution<int64_t> pick(probabilities.begin(),
+                                           probabilities.begin() + nucleus);
+  return order[pick(generator_)];
+}

@@ -1,0 +1,806 @@
+//===- Kernels.cpp - the eager kernel library -----------------------------===//
+
+#include "runtime/Kernels.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mfrt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// fp32 views of tensors of any float dtype
+//===----------------------------------------------------------------------===//
+
+/// The elements of a tensor as floats: the tensor's own memory when it is
+/// f32, a converted copy otherwise.
+class F32In {
+public:
+  explicit F32In(const Tensor &tensor) {
+    if (tensor.dtype() == DType::F32) {
+      data_ = tensor.as<float>();
+      return;
+    }
+    copy_.resize(tensor.numElements());
+    for (int64_t i = 0; i < tensor.numElements(); ++i) {
+      copy_[i] = tensor.loadFloat(i);
+    }
+    data_ = copy_.data();
+  }
+  const float *data() const { return data_; }
+  float operator[](int64_t i) const { return data_[i]; }
+
+private:
+  const float *data_;
+  std::vector<float> copy_;
+};
+
+/// Float storage for a result; converted into the tensor on finish().
+class F32Out {
+public:
+  explicit F32Out(Tensor &tensor) : tensor_(tensor) {
+    if (tensor.dtype() == DType::F32) {
+      data_ = tensor.as<float>();
+    } else {
+      copy_.assign(tensor.numElements(), 0.0f);
+      data_ = copy_.data();
+    }
+  }
+  float *data() { return data_; }
+  float &operator[](int64_t i) { return data_[i]; }
+  void finish() {
+    if (tensor_.dtype() != DType::F32) {
+      for (int64_t i = 0; i < tensor_.numElements(); ++i) {
+        tensor_.storeFloat(i, copy_[i]);
+      }
+    }
+  }
+
+private:
+  Tensor &tensor_;
+  float *data_;
+  std::vector<float> copy_;
+};
+
+Status shapeError(const fb::Op &op, const std::string &message) {
+  std::string where = fb::EnumNameOpKind(op.kind());
+  if (op.location() && op.location()->size()) {
+    where += " at " + op.location()->str();
+  }
+  return Status::error(where + ": " + message);
+}
+
+Status expectShape(const fb::Op &op, const Tensor &tensor, const Shape &shape,
+                   const char *what) {
+  if (tensor.shape() != shape) {
+    return shapeError(op, std::string(what) + " has shape " +
+                              formatShape(tensor.shape()) + ", expected " +
+                              formatShape(shape));
+  }
+  return Status::ok();
+}
+
+Status expectSameShape(const fb::Op &op, const Tensor &a, const Tensor &b) {
+  return expectShape(op, a, b.shape(), "an operand");
+}
+
+bool isFloat(DType type) { return type != DType::I32; }
+
+/// Splits `shape` around `dim` into (outer, size, inner) element counts.
+struct Split {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+Split splitAt(const Shape &shape, int64_t dim) {
+  Split split;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < dim) {
+      split.outer *= shape[i];
+    } else if (i == dim) {
+      split.size = shape[i];
+    } else {
+      split.inner *= shape[i];
+    }
+  }
+  return split;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename F>
+Status binary(const fb::Op &op, const Tensor &a, const Tensor &b, Tensor &out,
+              F function) {
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, b, out));
+  if (a.dtype() != out.dtype() || b.dtype() != out.dtype()) {
+    return shapeError(op, "operand and result dtypes differ");
+  }
+  int64_t n = out.numElements();
+  if (out.dtype() == DType::I32) {
+    const int32_t *x = a.as<int32_t>(), *y = b.as<int32_t>();
+    int32_t *z = out.as<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      z[i] = static_cast<int32_t>(function(static_cast<float>(x[i]),
+                                           static_cast<float>(y[i])));
+    }
+    return Status::ok();
+  }
+  F32In x(a), y(b);
+  F32Out z(out);
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = function(x[i], y[i]);
+  }
+  z.finish();
+  return Status::ok();
+}
+
+/// Integer add is exact; the float path above would round large ints.
+Status addInt(const fb::Op &op, const Tensor &a, const Tensor &b, Tensor &out) {
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, b, out));
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    out.as<int32_t>()[i] = a.as<int32_t>()[i] + b.as<int32_t>()[i];
+  }
+  return Status::ok();
+}
+
+template <typename F>
+Status unary(const fb::Op &op, const Tensor &a, Tensor &out, F function) {
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  if (!isFloat(a.dtype()) || !isFloat(out.dtype())) {
+    return shapeError(op, "expected float tensors");
+  }
+  F32In x(a);
+  F32Out z(out);
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    z[i] = function(x[i]);
+  }
+  z.finish();
+  return Status::ok();
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float geluTanh(float x) {
+  const float k = 0.7978845608028654f; // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+float geluErf(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+}
+
+Status cast(const fb::Op &op, const Tensor &a, Tensor &out) {
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  int64_t n = out.numElements();
+  if (a.dtype() == DType::I32 && out.dtype() == DType::I32) {
+    std::memcpy(out.data(), a.data(), out.byteSize());
+  } else if (out.dtype() == DType::I32) {
+    for (int64_t i = 0; i < n; ++i) {
+      out.as<int32_t>()[i] = static_cast<int32_t>(a.loadFloat(i));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      out.storeFloat(i, a.loadFloat(i));
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Status broadcast(const fb::Op &op, const Tensor &a, Tensor &out) {
+  const Shape &from = a.shape(), &to = out.shape();
+  if (from.size() > to.size() || a.dtype() != out.dtype()) {
+    return shapeError(op, "cannot broadcast " + formatShape(from) + " to " +
+                              formatShape(to));
+  }
+  size_t lead = to.size() - from.size();
+  std::vector<int64_t> strides(to.size(), 0);
+  int64_t stride = 1;
+  for (int64_t i = static_cast<int64_t>(from.size()) - 1; i >= 0; --i) {
+    if (from[i] != 1 && from[i] != to[lead + i]) {
+      return shapeError(op, "cannot broadcast " + formatShape(from) + " to " +
+                                formatShape(to));
+    }
+    strides[lead + i] = from[i] == 1 ? 0 : stride;
+    stride *= from[i];
+  }
+  size_t element = dtypeSize(out.dtype());
+  const char *source = static_cast<const char *>(a.data());
+  char *target = static_cast<char *>(out.data());
+  std::vector<int64_t> index(to.size(), 0);
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < to.size(); ++d) {
+      offset += index[d] * strides[d];
+    }
+    std::memcpy(target + i * element, source + offset * element, element);
+    for (int64_t d = static_cast<int64_t>(to.size()) - 1; d >= 0; --d) {
+      if (++index[d] < to[d]) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
+  const Shape &in = a.shape();
+  size_t rank = in.size();
+  if (op.ints()->size() != rank || out.rank() != static_cast<int64_t>(rank) ||
+      a.dtype() != out.dtype()) {
+    return shapeError(op, "permutation does not fit the operand");
+  }
+  std::vector<int64_t> inStrides(rank, 1);
+  for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+    inStrides[d] = inStrides[d + 1] * in[d + 1];
+  }
+  std::vector<int64_t> strides(rank);
+  std::vector<bool> seen(rank, false);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t source = op.ints()->Get(d);
+    if (source < 0 || source >= static_cast<int64_t>(rank) || seen[source] ||
+        out.dim(d) != in[source]) {
+      return shapeError(op, "invalid permutation for shape " + formatShape(in));
+    }
+    seen[source] = true;
+    strides[d] = inStrides[source];
+  }
+  size_t element = dtypeSize(out.dtype());
+  const char *source = static_cast<const char *>(a.data());
+  char *target = static_cast<char *>(out.data());
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      offset += index[d] * strides[d];
+    }
+    std::memcpy(target + i * element, source + offset * element, element);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < out.dim(d)) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+Status slice(const fb::Op &op, const Tensor &a, Tensor &out) {
+  const Shape &in = a.shape();
+  size_t rank = in.size();
+  if (op.ints()->size() != rank || out.rank() != static_cast<int64_t>(rank) ||
+      a.dtype() != out.dtype()) {
+    return shapeError(op, "offsets do not fit the operand");
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t offset = op.ints()->Get(d);
+    if (offset < 0 || out.dim(d) < 0 || offset > in[d] - out.dim(d)) {
+      return shapeError(op, "slice is outside the operand");
+    }
+  }
+  std::vector<int64_t> inStrides(rank, 1);
+  for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+    inStrides[d] = inStrides[d + 1] * in[d + 1];
+  }
+  size_t element = dtypeSize(out.dtype());
+  const char *source = static_cast<const char *>(a.data());
+  char *target = static_cast<char *>(out.data());
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      offset += (index[d] + op.ints()->Get(d)) * inStrides[d];
+    }
+    std::memcpy(target + i * element, source + offset * element, element);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < out.dim(d)) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+Status concat(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+              Tensor &out) {
+  int64_t dim = op.ints()->Get(0);
+  if (dim < 0 || dim >= out.rank()) {
+    return shapeError(op, "dimension out of range");
+  }
+  Split split = splitAt(out.shape(), dim);
+  size_t element = dtypeSize(out.dtype());
+  int64_t total = 0;
+  for (const Tensor *input : inputs) {
+    Shape expected = out.shape();
+    expected[dim] = input->rank() == out.rank() ? input->dim(dim) : -1;
+    MFRT_RETURN_IF_ERROR(expectShape(op, *input, expected, "an input"));
+    if (input->dtype() != out.dtype()) {
+      return shapeError(op, "input dtypes differ");
+    }
+    total += input->dim(dim);
+  }
+  if (total != out.dim(dim)) {
+    return shapeError(op, "inputs do not add up to the result");
+  }
+  int64_t offset = 0;
+  for (const Tensor *input : inputs) {
+    int64_t chunk = input->dim(dim) * split.inner * element;
+    for (int64_t o = 0; o < split.outer; ++o) {
+      std::memcpy(static_cast<char *>(out.data()) +
+                      (o * split.size * split.inner + offset) * element,
+                  static_cast<const char *>(input->data()) + o * chunk, chunk);
+    }
+    offset += input->dim(dim) * split.inner;
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+Status reduce(const fb::Op &op, const Tensor &a, Tensor &out, bool isMax) {
+  int64_t dim = op.ints()->Get(0);
+  if (dim < 0 || dim >= a.rank()) {
+    return shapeError(op, "dimension out of range");
+  }
+  Shape expected = a.shape();
+  expected[dim] = 1;
+  MFRT_RETURN_IF_ERROR(expectShape(op, out, expected, "the result"));
+  Split split = splitAt(a.shape(), dim);
+  F32In x(a);
+  F32Out z(out);
+  for (int64_t o = 0; o < split.outer; ++o) {
+    for (int64_t i = 0; i < split.inner; ++i) {
+      double sum = 0;
+      float best = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < split.size; ++k) {
+        float value = x[(o * split.size + k) * split.inner + i];
+        sum += value;
+        best = std::max(best, value);
+      }
+      z[o * split.inner + i] = isMax ? best : static_cast<float>(sum);
+    }
+  }
+  z.finish();
+  return Status::ok();
+}
+
+Status softmax(const fb::Op &op, const Tensor &a, Tensor &out) {
+  int64_t dim = op.ints()->Get(0);
+  if (dim < 0 || dim >= a.rank()) {
+    return shapeError(op, "dimension out of range");
+  }
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  Split split = splitAt(a.shape(), dim);
+  F32In x(a);
+  F32Out z(out);
+  for (int64_t o = 0; o < split.outer; ++o) {
+    for (int64_t i = 0; i < split.inner; ++i) {
+      auto at = [&](int64_t k) { return (o * split.size + k) * split.inner + i; };
+      float best = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < split.size; ++k) {
+        best = std::max(best, x[at(k)]);
+      }
+      double sum = 0;
+      for (int64_t k = 0; k < split.size; ++k) {
+        z[at(k)] = std::exp(x[at(k)] - best);
+        sum += z[at(k)];
+      }
+      for (int64_t k = 0; k < split.size; ++k) {
+        z[at(k)] = static_cast<float>(z[at(k)] / sum);
+      }
+    }
+  }
+  z.finish();
+  return Status::ok();
+}
+
+Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+            Tensor &out, bool layerNorm) {
+  const Tensor &a = *inputs[0];
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
+  if (a.rank() == 0) {
+    return shapeError(op, "expected an input of rank >= 1");
+  }
+  int64_t features = a.shape().back();
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    MFRT_RETURN_IF_ERROR(expectShape(op, *inputs[i], {features}, "a weight"));
+  }
+  float epsilon = static_cast<float>(op.floats()->Get(0));
+  F32In x(a), gamma(*inputs[1]);
+  std::optional<F32In> beta;
+  if (layerNorm) {
+    beta.emplace(*inputs[2]);
+  }
+  F32Out z(out);
+  int64_t rows = a.numElements() / std::max<int64_t>(features, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = x.data() + r * features;
+    float *target = z.data() + r * features;
+    double mean = 0;
+    if (layerNorm) {
+      for (int64_t k = 0; k < features; ++k) {
+        mean += row[k];
+      }
+      mean /= features;
+    }
+    double variance = 0;
+    for (int64_t k = 0; k < features; ++k) {
+      double centered = row[k] - mean;
+      variance += centered * centered;
+    }
+    variance /= features;
+    float scale = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
+    for (int64_t k = 0; k < features; ++k) {
+      float normed = static_cast<float>(row[k] - mean) * scale;
+      target[k] = normed * gamma[k] + (layerNorm ? (*beta)[k] : 0.0f);
+    }
+  }
+  z.finish();
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Model-level kernels
+//===----------------------------------------------------------------------===//
+
+Status embedding(const fb::Op &op, const Tensor &table, const Tensor &ids,
+                 Tensor &out) {
+  if (table.rank() != 2 || ids.dtype() != DType::I32 ||
+      table.dtype() != out.dtype()) {
+    return shapeError(op, "expected a [vocab, hidden] table and i32 ids");
+  }
+  Shape expected = ids.shape();
+  expected.push_back(table.dim(1));
+  MFRT_RETURN_IF_ERROR(expectShape(op, out, expected, "the result"));
+  int64_t vocab = table.dim(0);
+  size_t rowBytes = table.dim(1) * dtypeSize(table.dtype());
+  for (int64_t i = 0; i < ids.numElements(); ++i) {
+    int32_t id = ids.as<int32_t>()[i];
+    if (id < 0 || id >= vocab) {
+      return shapeError(op, "token id " + std::to_string(id) +
+                                " is outside the table's [0, " +
+                                std::to_string(vocab) + ")");
+    }
+    std::memcpy(static_cast<char *>(out.data()) + i * rowBytes,
+                static_cast<const char *>(table.data()) + id * rowBytes,
+                rowBytes);
+  }
+  return Status::ok();
+}
+
+Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
+              Tensor &out) {
+  bool transposeLhs = op.ints()->Get(0), transposeRhs = op.ints()->Get(1);
+  if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() != lhs.rank()) {
+    return shapeError(op, "expected operands of rank >= 2");
+  }
+  int64_t rank = lhs.rank();
+  int64_t m = transposeLhs ? lhs.dim(rank - 1) : lhs.dim(rank - 2);
+  int64_t k = transposeLhs ? lhs.dim(rank - 2) : lhs.dim(rank - 1);
+  int64_t rhsRank = rhs.rank();
+  int64_t rhsK = transposeRhs ? rhs.dim(rhsRank - 1) : rhs.dim(rhsRank - 2);
+  int64_t n = transposeRhs ? rhs.dim(rhsRank - 2) : rhs.dim(rhsRank - 1);
+  Shape batchShape(lhs.shape().begin(), lhs.shape().end() - 2);
+  Shape expected = batchShape;
+  expected.push_back(m);
+  expected.push_back(n);
+  bool sharedRhs = rhsRank == 2;
+  if (k != rhsK ||
+      (!sharedRhs && Shape(rhs.shape().begin(), rhs.shape().end() - 2) !=
+                         batchShape)) {
+    return shapeError(op, "cannot multiply " + formatShape(lhs.shape()) +
+                              " by " + formatShape(rhs.shape()));
+  }
+  MFRT_RETURN_IF_ERROR(expectShape(op, out, expected, "the result"));
+  int64_t batch = 1;
+  for (int64_t dim : batchShape) {
+    batch *= dim;
+  }
+  F32In a(lhs), b(rhs);
+  F32Out c(out);
+  CBLAS_TRANSPOSE ta = transposeLhs ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = transposeRhs ? CblasTrans : CblasNoTrans;
+  int lda = transposeLhs ? m : k, ldb = transposeRhs ? k : n;
+  if (sharedRhs && !transposeLhs) {
+    // One GEMM over all rows of all batches.
+    cblas_sgemm(CblasRowMajor, ta, tb, batch * m, n, k, 1.0f, a.data(), lda,
+                b.data(), ldb, 0.0f, c.data(), n);
+  } else {
+    for (int64_t i = 0; i < batch; ++i) {
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a.data() + i * m * k,
+                  lda, b.data() + (sharedRhs ? 0 : i * k * n), ldb, 0.0f,
+                  c.data() + i * m * n, n);
+    }
+  }
+  c.finish();
+  return Status::ok();
+}
+
+Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
+            Tensor &out) {
+  if (x.rank() != 4 || x.dim(3) % 2 != 0 || positions.dtype() != DType::I32) {
+    return shapeError(op, "expected [batch, seq, heads, even head_dim]");
+  }
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, x, out));
+  MFRT_RETURN_IF_ERROR(
+      expectShape(op, positions, {x.dim(0), x.dim(1)}, "positions"));
+  int64_t heads = x.dim(2), headDim = x.dim(3), half = headDim / 2;
+  float theta = static_cast<float>(op.floats()->Get(0));
+  // The Hugging Face formula, in float32 like the reference.
+  std::vector<float> inverseFrequency(half);
+  for (int64_t i = 0; i < half; ++i) {
+    inverseFrequency[i] =
+        1.0f / std::pow(theta, static_cast<float>(2 * i) / headDim);
+  }
+  F32In in(x);
+  F32Out result(out);
+  std::vector<float> cosines(half), sines(half);
+  for (int64_t token = 0; token < positions.numElements(); ++token) {
+    float position = static_cast<float>(positions.as<int32_t>()[token]);
+    for (int64_t i = 0; i < half; ++i) {
+      float angle = position * inverseFrequency[i];
+      cosines[i] = std::cos(angle);
+      sines[i] = std::sin(angle);
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t base = (token * heads + h) * headDim;
+      for (int64_t i = 0; i < half; ++i) {
+        float first = in[base + i], second = in[base + i + half];
+        result[base + i] = first * cosines[i] - second * sines[i];
+        result[base + i + half] = second * cosines[i] + first * sines[i];
+      }
+    }
+  }
+  result.finish();
+  return Status::ok();
+}
+
+Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+                 Tensor &out) {
+  const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
+  bool causal = op.ints()->Get(0), hasPast = op.ints()->Get(1);
+  if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() ||
+      q.dim(0) != k.dim(0) || q.dim(3) != k.dim(3) || k.dim(2) == 0 ||
+      q.dim(2) % k.dim(2) != 0 || hasPast != (inputs.size() == 4)) {
+    return shapeError(op, "query " + formatShape(q.shape()) +
+                              " does not fit key/value " +
+                              formatShape(k.shape()));
+  }
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
+  int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
+  int64_t keys = k.dim(1), kvHeads = k.dim(2), group = heads / kvHeads;
+  int64_t past = 0;
+  if (hasPast) {
+    if (inputs[3]->numElements() != 1 || inputs[3]->dtype() != DType::I32) {
+      return shapeError(op, "past_length must be a scalar i32");
+    }
+    past = inputs[3]->as<int32_t>()[0];
+    if (past < 0 || past + seq > keys) {
+      return shapeError(op, "past_length " + std::to_string(past) + " + " +
+                                std::to_string(seq) +
+                                " new tokens exceeds the " +
+                                std::to_string(keys) + " keys of the cache");
+    }
+  }
+  float scale = static_cast<float>(op.floats()->Get(0));
+  F32In qf(q), kf(k), vf(v);
+  F32Out result(out);
+  std::vector<float> scores(keys);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < seq; ++i) {
+      int64_t visible = causal ? past + i + 1 : (hasPast ? past + seq : keys);
+      visible = std::min(visible, keys);
+      for (int64_t h = 0; h < heads; ++h) {
+        const float *query = qf.data() + ((b * seq + i) * heads + h) * dim;
+        int64_t kvHead = h / group;
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *key = kf.data() + ((b * keys + j) * kvHeads + kvHead) * dim;
+          float dot = 0;
+          for (int64_t d = 0; d < dim; ++d) {
+            dot += query[d] * key[d];
+          }
+          scores[j] = dot * scale;
+          best = std::max(best, scores[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          scores[j] = std::exp(scores[j] - best);
+          sum += scores[j];
+        }
+        float *target = result.data() + ((b * seq + i) * heads + h) * dim;
+        std::fill(target, target + dim, 0.0f);
+        for (int64_t j = 0; j < visible; ++j) {
+          float weight = static_cast<float>(scores[j] / sum);
+          const float *value =
+              vf.data() + ((b * keys + j) * kvHeads + kvHead) * dim;
+          for (int64_t d = 0; d < dim; ++d) {
+            target[d] += weight * value[d];
+          }
+        }
+      }
+    }
+  }
+  result.finish();
+  return Status::ok();
+}
+
+Status kvCacheWrite(const fb::Op &op, const Tensor &cache, const Tensor &update,
+                    const Tensor &position, Tensor &out) {
+  if (cache.rank() != 4 || update.rank() != 4 || cache.dim(0) != update.dim(0) ||
+      cache.dim(2) != update.dim(2) || cache.dim(3) != update.dim(3) ||
+      cache.dtype() != update.dtype() || position.numElements() != 1 ||
+      position.dtype() != DType::I32) {
+    return shapeError(op, "update " + formatShape(update.shape()) +
+                              " does not fit cache " +
+                              formatShape(cache.shape()));
+  }
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, cache, out));
+  int64_t start = position.as<int32_t>()[0];
+  int64_t length = cache.dim(1), count = update.dim(1);
+  if (start < 0 || start + count > length) {
+    return shapeError(op, "writing " + std::to_string(count) +
+                              " tokens at position " + std::to_string(start) +
+                              " overflows the KV cache of " +
+                              std::to_string(length) +
+                              "; prompt plus new tokens must fit in seq_length");
+  }
+  if (out.data() != cache.data()) {
+    std::memcpy(out.data(), cache.data(), out.byteSize());
+  }
+  size_t rowBytes = cache.dim(2) * cache.dim(3) * dtypeSize(cache.dtype());
+  for (int64_t b = 0; b < cache.dim(0); ++b) {
+    std::memcpy(static_cast<char *>(out.data()) + (b * length + start) * rowBytes,
+                static_cast<const char *>(update.data()) + b * count * rowBytes,
+                count * rowBytes);
+  }
+  return Status::ok();
+}
+
+Status crossEntropy(const fb::Op &op, const Tensor &logits, const Tensor &labels,
+                    Tensor &out) {
+  if (logits.rank() != 2 || labels.dtype() != DType::I32 ||
+      out.numElements() != 1) {
+    return shapeError(op, "expected [tokens, vocab] logits and i32 labels");
+  }
+  MFRT_RETURN_IF_ERROR(expectShape(op, labels, {logits.dim(0)}, "labels"));
+  int64_t ignore = op.ints()->Get(0);
+  int64_t tokens = logits.dim(0), vocab = logits.dim(1);
+  F32In x(logits);
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t label = labels.as<int32_t>()[t];
+    if (label == ignore) {
+      continue;
+    }
+    if (label < 0 || label >= vocab) {
+      return shapeError(op, "label " + std::to_string(label) +
+                                " is outside the vocabulary [0, " +
+                                std::to_string(vocab) + ")");
+    }
+    const float *row = x.data() + t * vocab;
+    float best = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) {
+      sum += std::exp(static_cast<double>(row[j] - best));
+    }
+    total += best + std::log(sum) - row[label];
+    ++counted;
+  }
+  out.storeFloat(0, counted ? static_cast<float>(total / counted) : 0.0f);
+  return Status::ok();
+}
+
+} // namespace
+
+Status mfrt::runKernel(const fb::Op &op,
+                       const std::vector<const Tensor *> &inputs,
+                       Tensor &output) {
+  auto in = [&](size_t i) -> const Tensor & { return *inputs[i]; };
+  switch (op.kind()) {
+  case fb::OpKind::Param:
+    return shapeError(op, "parameters are bound by the executor");
+  case fb::OpKind::Constant:
+    std::memcpy(output.data(), op.data()->data(), output.byteSize());
+    return Status::ok();
+  case fb::OpKind::Iota: {
+    int64_t dim = op.ints()->Get(0);
+    if (dim < 0 || dim >= output.rank() || output.dtype() != DType::I32) {
+      return shapeError(op, "dimension out of range");
+    }
+    Split split = splitAt(output.shape(), dim);
+    for (int64_t i = 0; i < output.numElements(); ++i) {
+      output.as<int32_t>()[i] =
+          static_cast<int32_t>((i / split.inner) % split.size);
+    }
+    return Status::ok();
+  }
+  case fb::OpKind::Add:
+    if (output.dtype() == DType::I32) {
+      return addInt(op, in(0), in(1), output);
+    }
+    return binary(op, in(0), in(1), output, [](float a, float b) { return a + b; });
+  case fb::OpKind::Sub:
+    return binary(op, in(0), in(1), output, [](float a, float b) { return a - b; });
+  case fb::OpKind::Mul:
+    return binary(op, in(0), in(1), output, [](float a, float b) { return a * b; });
+  case fb::OpKind::Div:
+    return binary(op, in(0), in(1), output, [](float a, float b) { return a / b; });
+  case fb::OpKind::Max:
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return std::max(a, b); });
+  case fb::OpKind::SwiGlu:
+    return binary(op, in(0), in(1), output,
+                  [](float gate, float up) { return silu(gate) * up; });
+  case fb::OpKind::Neg:
+    return unary(op, in(0), output, [](float x) { return -x; });
+  case fb::OpKind::Exp:
+    return unary(op, in(0), output, [](float x) { return std::exp(x); });
+  case fb::OpKind::Log:
+    return unary(op, in(0), output, [](float x) { return std::log(x); });
+  case fb::OpKind::Tanh:
+    return unary(op, in(0), output, [](float x) { return std::tanh(x); });
+  case fb::OpKind::Rsqrt:
+    return unary(op, in(0), output, [](float x) { return 1.0f / std::sqrt(x); });
+  case fb::OpKind::Silu:
+    return unary(op, in(0), output, silu);
+  case fb::OpKind::Gelu:
+    return op.ints()->Get(0) ? unary(op, in(0), output, geluTanh)
+                             : unary(op, in(0), output, geluErf);
+  case fb::OpKind::Cast:
+    return cast(op, in(0), output);
+  case fb::OpKind::Broadcast:
+    return broadcast(op, in(0), output);
+  case fb::OpKind::ReduceSum:
+    return reduce(op, in(0), output, /*isMax=*/false);
+  case fb::OpKind::ReduceMax:
+    return reduce(op, in(0), output, /*isMax=*/true);
+  case fb::OpKind::Reshape:
+    if (in(0).numElements() != output.numElements() ||
+        in(0).dtype() != output.dtype()) {
+      return shapeError(op, "cannot reshape " + formatShape(in(0).shape()) +
+                                " to " + formatShape(output.shape()));
+    }
+    std::memcpy(output.data(), in(0).data(), output.byteSize());
+    return Status::ok();
+  case fb::OpKind::Transpose:
+    return transpose(op, in(0), output);
+  case fb::OpKind::Slice:
+    return slice(op, in(0), output);
+  case fb::OpKind::Concat:
+    return concat(op, inputs, output);
+  case fb::OpKind::Embedding:
+    return embedding(op, in(0), in(1), output);
+  case fb::OpKind::RmsNorm:
+    return norm(op, inputs, output, /*layerNorm=*/false);
+  case fb::OpKind::LayerNorm:
+    return norm(op, inputs, output, /*layerNorm=*/true);
+  case fb::OpKind::Matmul:
+    return matmul(op, in(0), in(1), output);
+  case fb::OpKind::Softmax:
+    return softmax(op, in(0), output);
+  case fb::OpKind::Rope:
+    return rope(op, in(0), in(1), output);
+  case fb::OpKind::Attention:
+    return attention(op, inputs, output);
+  case fb::OpKind::KvCacheWrite:
+    return kvCacheWrite(op, in(0), in(1), in(2), output);
+  case fb::OpKind::CrossEntropy:
+    return crossEntropy(op, in(0), in(1), output);
+  }
+  return shapeError(op, "unknown op kind");
+}

@@ -1,0 +1,29 @@
+//===- Kernels.h - the eager kernel library ---------------------*- C++ -*-===//
+//
+// One kernel per op kind of the executable. Math is fp32; tensors may be
+// stored as f32, f16 or bf16 (converted on the way in and out). Each kernel
+// checks the shapes of its operands against its result before touching
+// memory, so a malformed executable is an error, never an overrun.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_KERNELS_H
+#define MFC_RUNTIME_KERNELS_H
+
+#include "runtime/Executable.h"
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+
+#include <vector>
+
+namespace mfrt {
+
+/// Computes `op` from `inputs` into `output`, which the caller allocated
+/// with the result's type (KvCacheWrite may receive its cache operand's
+/// storage as `output`, to update in place). Param is not a kernel.
+Status runKernel(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+                 Tensor &output);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_KERNELS_H

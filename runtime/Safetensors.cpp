@@ -1,0 +1,181 @@
+//===- Safetensors.cpp - reading and writing .safetensors -----------------===//
+
+#include "runtime/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+using namespace mfrt;
+using json = nlohmann::json;
+
+namespace {
+
+StatusOr<DType> parseDType(const std::string &name) {
+  if (name == "F32") {
+    return DType::F32;
+  }
+  if (name == "F16") {
+    return DType::F16;
+  }
+  if (name == "BF16") {
+    return DType::BF16;
+  }
+  if (name == "I32") {
+    return DType::I32;
+  }
+  return Status::error("dtype '" + name +
+                       "' is not supported (F32, F16, BF16, I32 are)");
+}
+
+const char *dtypeTag(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::I32:
+    return "I32";
+  }
+  return "F32";
+}
+
+} // namespace
+
+StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
+                                                     const std::string &name) {
+  auto fail = [&](const std::string &message) {
+    return Status::error("'" + name + "': " + message);
+  };
+  if (bytes.size() < 8) {
+    return fail("too short for a safetensors header (" +
+                std::to_string(bytes.size()) + " bytes)");
+  }
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i) {
+    headerSize = (headerSize << 8) | bytes[i];
+  }
+  if (headerSize > bytes.size() - 8) {
+    return fail("the header claims " + std::to_string(headerSize) +
+                " bytes but the file has " + std::to_string(bytes.size() - 8) +
+                " after the length; the file is truncated or not safetensors");
+  }
+  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + headerSize,
+                            /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    return fail("the header is not a JSON object");
+  }
+  SafetensorsFile file;
+  size_t dataSize = bytes.size() - 8 - headerSize;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (auto &[tensorName, info] : header.items()) {
+    if (tensorName == "__metadata__") {
+      continue;
+    }
+    std::string where = "tensor '" + tensorName + "'";
+    if (!info.is_object() || !info.contains("dtype") ||
+        !info["dtype"].is_string() || !info.contains("shape") ||
+        !info["shape"].is_array() || !info.contains("data_offsets") ||
+        !info["data_offsets"].is_array() || info["data_offsets"].size() != 2) {
+      return fail(where + " needs dtype, shape and data_offsets [begin, end]");
+    }
+    StatusOr<DType> dtype = parseDType(info["dtype"].get<std::string>());
+    if (!dtype) {
+      return fail(where + ": " + dtype.status().message());
+    }
+    Shape shape;
+    for (const json &dim : info["shape"]) {
+      if (!dim.is_number_unsigned()) {
+        return fail(where + " has a shape entry that is not a size");
+      }
+      shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    }
+    StatusOr<int64_t> count = checkedElementCount(shape);
+    if (!count) {
+      return fail(where + ": " + count.status().message());
+    }
+    const json &offsets = info["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+      return fail(where + " has data_offsets that are not sizes");
+    }
+    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    uint64_t expected = static_cast<uint64_t>(*count) * dtypeSize(*dtype);
+    if (begin > end || end > dataSize || end - begin != expected) {
+      return fail(where + " has data_offsets [" + std::to_string(begin) + ", " +
+                  std::to_string(end) + ") but needs " +
+                  std::to_string(expected) + " bytes within the " +
+                  std::to_string(dataSize) + " data bytes");
+    }
+    ranges.emplace_back(begin, end);
+    file.tensors_[tensorName] = {*dtype, shape, static_cast<size_t>(begin),
+                                 static_cast<size_t>(expected), nullptr};
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) {
+      return fail("two tensors' data_offsets overlap");
+    }
+  }
+  file.bytes_ = std::move(bytes);
+  const uint8_t *base = file.bytes_.data() + 8 + headerSize;
+  for (auto &[tensorName, entry] : file.tensors_) {
+    entry.data = base + entry.offset;
+  }
+  return file;
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) {
+    return Status::error("cannot open weights '" + path + "'");
+  }
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(stream)),
+                             std::istreambuf_iterator<char>());
+  return fromBytes(std::move(bytes), path);
+}
+
+Status mfrt::writeSafetensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors) {
+  json header = json::object();
+  size_t offset = 0;
+  for (const auto &[name, tensor] : tensors) {
+    header[name] = {{"dtype", dtypeTag(tensor->dtype())},
+                    {"shape", tensor->shape()},
+                    {"data_offsets", {offset, offset + tensor->byteSize()}}};
+    offset += tensor->byteSize();
+  }
+  header["__metadata__"] = {{"format", "pt"}, {"writer", "mfc"}};
+  std::string text = header.dump();
+  while ((text.size() + 8) % 8 != 0) {
+    text += ' '; // keeps the data 8-byte aligned, as the format recommends
+  }
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
+    if (!stream) {
+      return Status::error("cannot write '" + temporary + "'");
+    }
+    uint64_t size = text.size();
+    for (int i = 0; i < 8; ++i) {
+      stream.put(static_cast<char>((size >> (8 * i)) & 0xff));
+    }
+    stream.write(text.data(), text.size());
+    for (const auto &[name, tensor] : tensors) {
+      stream.write(static_cast<const char *>(tensor->data()),
+                   tensor->byteSize());
+    }
+    if (!stream.flush()) {
+      return Status::error("cannot write '" + temporary + "'");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return Status::error("cannot rename '" + temporary + "' to '" + path + "'");
+  }
+  return Status::ok();
+}

@@ -1,0 +1,55 @@
+//===- Safetensors.h - reading and writing .safetensors ---------*- C++ -*-===//
+//
+// The format: an 8-byte little-endian header length N, N bytes of JSON
+// ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}),
+// then the data. Files are untrusted: the header length, every offset and
+// every size are checked against the file before anything is read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_SAFETENSORS_H
+#define MFC_RUNTIME_SAFETENSORS_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// One tensor of a file: its type and where its bytes are in the file.
+struct SafetensorsEntry {
+  DType dtype;
+  Shape shape;
+  size_t offset; ///< from the start of the data section
+  size_t size;
+  const uint8_t *data; ///< into the file's bytes
+};
+
+class SafetensorsFile {
+public:
+  static StatusOr<SafetensorsFile> open(const std::string &path);
+  /// Parses bytes already in memory (the fuzzer's entry point).
+  static StatusOr<SafetensorsFile> fromBytes(std::vector<uint8_t> bytes,
+                                             const std::string &name);
+
+  const std::map<std::string, SafetensorsEntry> &tensors() const {
+    return tensors_;
+  }
+
+private:
+  std::vector<uint8_t> bytes_;
+  std::map<std::string, SafetensorsEntry> tensors_;
+};
+
+/// Writes `tensors` (name -> tensor) to `path` atomically (temp + rename).
+Status writeSafetensors(const std::string &path,
+                        const std::vector<std::pair<std::string, const Tensor *>>
+                            &tensors);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_SAFETENSORS_H

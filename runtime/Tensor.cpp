@@ -1,0 +1,182 @@
+//===- Tensor.cpp - host tensors of the runtime ---------------------------===//
+
+#include "runtime/Tensor.h"
+
+#include <cstring>
+#include <limits>
+
+using namespace mfrt;
+
+size_t mfrt::dtypeSize(DType type) {
+  switch (type) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  }
+  return 4;
+}
+
+const char *mfrt::dtypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::I32:
+    return "i32";
+  }
+  return "?";
+}
+
+StatusOr<int64_t> mfrt::checkedElementCount(const Shape &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) {
+      return Status::error("negative dimension in shape " + formatShape(shape));
+    }
+    if (dim != 0 && count > std::numeric_limits<int64_t>::max() / 8 / dim) {
+      return Status::error("shape " + formatShape(shape) + " is too large");
+    }
+    count *= dim;
+  }
+  return count;
+}
+
+std::string mfrt::formatShape(const Shape &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+float mfrt::halfToFloat(uint16_t bits) {
+  uint32_t sign = (bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1f;
+  uint32_t mantissa = bits & 0x3ff;
+  uint32_t result;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      result = sign;
+    } else { // subnormal: normalize
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      mantissa &= 0x3ff;
+      result = sign | (exponent << 23) | (mantissa << 13);
+    }
+  } else if (exponent == 0x1f) {
+    result = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    result = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &result, 4);
+  return value;
+}
+
+uint16_t mfrt::floatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = bits & 0x7fffff;
+  if (((bits >> 23) & 0xff) == 0xff) { // inf or nan
+    return sign | 0x7c00u | (mantissa ? 0x200u : 0);
+  }
+  if (exponent >= 0x1f) {
+    return sign | 0x7c00u;
+  }
+  if (exponent <= 0) {
+    if (exponent < -10) {
+      return sign;
+    }
+    mantissa |= 0x800000;
+    uint32_t shift = 14 - exponent;
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1))) {
+      ++half;
+    }
+    return sign | half;
+  }
+  uint32_t half = sign | (exponent << 10) | (mantissa >> 13);
+  uint32_t rest = mantissa & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) {
+    ++half; // may carry into the exponent, which rounds up correctly
+  }
+  return half;
+}
+
+float mfrt::bfloat16ToFloat(uint16_t bits) {
+  uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, 4);
+  return value;
+}
+
+uint16_t mfrt::floatToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffff) > 0x7f800000) {
+    return static_cast<uint16_t>((bits >> 16) | 0x40); // quiet nan
+  }
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<void> storage)
+    : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)) {}
+
+int64_t Tensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape_) {
+    count *= dim;
+  }
+  return count;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  Tensor view = *this;
+  view.shape_ = std::move(shape);
+  return view;
+}
+
+float Tensor::loadFloat(int64_t i) const {
+  switch (dtype_) {
+  case DType::F32:
+    return as<float>()[i];
+  case DType::F16:
+    return halfToFloat(as<uint16_t>()[i]);
+  case DType::BF16:
+    return bfloat16ToFloat(as<uint16_t>()[i]);
+  case DType::I32:
+    return static_cast<float>(as<int32_t>()[i]);
+  }
+  return 0;
+}
+
+void Tensor::storeFloat(int64_t i, float value) {
+  switch (dtype_) {
+  case DType::F32:
+    as<float>()[i] = value;
+    return;
+  case DType::F16:
+    as<uint16_t>()[i] = floatToHalf(value);
+    return;
+  case DType::BF16:
+    as<uint16_t>()[i] = floatToBfloat16(value);
+    return;
+  case DType::I32:
+    as<int32_t>()[i] = static_cast<int32_t>(value);
+    return;
+  }
+}

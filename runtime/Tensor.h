@@ -1,0 +1,72 @@
+//===- Tensor.h - host tensors of the runtime -------------------*- C++ -*-===//
+
+#ifndef MFC_RUNTIME_TENSOR_H
+#define MFC_RUNTIME_TENSOR_H
+
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3 };
+
+size_t dtypeSize(DType type);
+const char *dtypeName(DType type);
+
+using Shape = std::vector<int64_t>;
+
+/// Elements in `shape`, or an error if a dim is negative or the product
+/// overflows (shapes come from untrusted files).
+StatusOr<int64_t> checkedElementCount(const Shape &shape);
+std::string formatShape(const Shape &shape);
+
+float halfToFloat(uint16_t bits);
+uint16_t floatToHalf(float value);
+float bfloat16ToFloat(uint16_t bits);
+uint16_t floatToBfloat16(float value);
+
+class Allocator;
+
+/// A dense, row-major tensor that owns its bytes (through an Allocator,
+/// which may hand the block to the next tensor when this one dies).
+class Tensor {
+public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape, std::shared_ptr<void> storage);
+
+  DType dtype() const { return dtype_; }
+  const Shape &shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[i]; }
+  int64_t numElements() const;
+  size_t byteSize() const { return numElements() * dtypeSize(dtype_); }
+  bool defined() const { return storage_ != nullptr; }
+
+  void *data() { return storage_.get(); }
+  const void *data() const { return storage_.get(); }
+  template <typename T> T *as() { return static_cast<T *>(data()); }
+  template <typename T> const T *as() const {
+    return static_cast<const T *>(data());
+  }
+
+  /// The same bytes viewed with another shape of the same element count.
+  Tensor reshaped(Shape shape) const;
+
+  /// Element `i` converted to float (any float dtype, or I32).
+  float loadFloat(int64_t i) const;
+  void storeFloat(int64_t i, float value);
+
+private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  std::shared_ptr<void> storage_;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_TENSOR_H

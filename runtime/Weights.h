@@ -1,0 +1,41 @@
+//===- Weights.h - parameter values for an executable -----------*- C++ -*-===//
+
+#ifndef MFC_RUNTIME_WEIGHTS_H
+#define MFC_RUNTIME_WEIGHTS_H
+
+#include "runtime/Allocator.h"
+#include "runtime/Executable.h"
+
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// One tensor per parameter of the executable, in its declared dtype.
+class Weights {
+public:
+  /// Deterministic values: zeros/ones as declared, normal(0, std) from a
+  /// generator seeded by `seed` and the parameter's name, so a parameter's
+  /// values do not depend on which others exist.
+  static StatusOr<Weights> initialize(const Executable &executable,
+                                      Allocator &allocator, uint64_t seed);
+
+  /// Values from a safetensors file, by Hugging Face name or MindFormers
+  /// name, converted to the declared dtype. A missing tensor, an extra one
+  /// or a wrong shape is an error naming it.
+  static StatusOr<Weights> load(const Executable &executable,
+                                Allocator &allocator, const std::string &path);
+
+  const Tensor &operator[](size_t index) const { return tensors_[index]; }
+  size_t size() const { return tensors_.size(); }
+
+  /// Writes every parameter under its Hugging Face name.
+  Status save(const Executable &executable, const std::string &path) const;
+
+private:
+  std::vector<Tensor> tensors_;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_WEIGHTS_H

@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""An independent PyTorch reference for mfc's end-to-end tests.
+
+It reads the same MindFormers YAML and the same safetensors file as mf-run,
+builds the model with plain torch ops (Hugging Face conventions: rotate-half
+RoPE, repeat_kv for grouped-query attention, GPT-2's tanh GELU and Conv1D
+layout), and compares mf-run's outputs with its own.
+
+  reference.py make-weights CONFIG OUT.safetensors [--seed S] [--std X] [--dtype float32|bfloat16|float16]
+  reference.py logits CONFIG WEIGHTS --input-ids 1,2,3 --actual LOGITS.npy [--rtol R --atol A]
+  reference.py generate CONFIG WEIGHTS --input-ids 1,2,3 --new-tokens N --actual "ids: 4 5 6"
+  reference.py loss CONFIG WEIGHTS --data FILE --actual "eval: ... loss X ..." [--rtol R]
+
+Each check prints what it compared and the worst error, and exits 1 when the
+tolerance is exceeded.
+"""
+import argparse
+import json
+import math
+import re
+import struct
+import sys
+
+import numpy as np
+import torch
+import yaml
+
+torch.set_grad_enabled(False)
+torch.set_num_threads(1)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+# ---------------------------------------------------------------- config
+
+class Config:
+    """The keys of model_config that change the math, with MindFormers' defaults."""
+
+    def __init__(self, path, overrides=()):
+        with open(path) as f:
+            root = yaml.safe_load(f)
+        for assignment in overrides:
+            key, value = assignment.split("=", 1)
+            node = root
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = yaml.safe_load(value)
+        model = root["model"]
+        cfg = model["model_config"]
+        self.gpt2 = model["arch"]["type"] == "GPT2LMHeadModel"
+        self.run_mode = root["run_mode"]
+        self.hidden = cfg["hidden_size"]
+        self.layers = cfg["num_layers"]
+        self.heads = cfg["num_heads"]
+        self.kv_heads = cfg.get("n_kv_heads") or self.heads
+        self.vocab = cfg["vocab_size"]
+        self.seq = cfg["seq_length"]
+        self.batch = cfg.get("batch_size", 1)
+        if self.run_mode != "predict":
+            self.batch = root.get("runner_config", {}).get("batch_size", self.batch)
+        self.head_dim = self.hidden // self.heads
+        self.eps = cfg.get("rms_norm_eps", 1e-5)
+        self.ln_eps = cfg.get("layernorm_epsilon", 1e-5)
+        self.theta = float(cfg.get("theta", 10000.0))
+        self.qkv_bias = bool(cfg.get("qkv_has_bias", False))
+        self.tied = bool(cfg.get("tie_word_embeddings", False)) or self.gpt2
+        self.param_dtype = DTYPES[cfg.get("param_init_type", "float32")]
+        self.compute_dtype = DTYPES[cfg.get("compute_dtype", "float16")]
+        self.ignore_index = cfg.get("ignore_token_id", -100)
+        eos = cfg.get("eos_token_id", 2)
+        self.eos = set(eos if isinstance(eos, list) else [eos])
+        if self.gpt2:
+            self.ffn = cfg.get("expand_ratio", 4) * self.hidden
+        elif cfg.get("intermediate_size"):
+            self.ffn = cfg["intermediate_size"]
+        else:
+            h = int(2 * (4 * self.hidden) / 3)
+            if cfg.get("ffn_dim_multiplier"):
+                h = int(cfg["ffn_dim_multiplier"] * h)
+            m = cfg.get("multiple_of", 256)
+            self.ffn = m * ((h + m - 1) // m)
+
+    def parameter_shapes(self):
+        """Hugging Face names and shapes of every parameter."""
+        shapes = {}
+        h, d = self.hidden, self.head_dim
+        if self.gpt2:
+            shapes["transformer.wte.weight"] = (self.vocab, h)
+            shapes["transformer.wpe.weight"] = (self.seq, h)
+            for i in range(self.layers):
+                p = f"transformer.h.{i}."
+                for ln in ("ln_1", "ln_2"):
+                    shapes[p + ln + ".weight"] = (h,)
+                    shapes[p + ln + ".bias"] = (h,)
+                shapes[p + "attn.c_attn.weight"] = (h, 3 * h)
+                shapes[p + "attn.c_attn.bias"] = (3 * h,)
+                shapes[p + "attn.c_proj.weight"] = (h, h)
+                shapes[p + "attn.c_proj.bias"] = (h,)
+                shapes[p + "mlp.c_fc.weight"] = (h, self.ffn)
+                shapes[p + "mlp.c_fc.bias"] = (self.ffn,)
+                shapes[p + "mlp.c_proj.weight"] = (self.ffn, h)
+                shapes[p + "mlp.c_proj.bias"] = (h,)
+            shapes["transformer.ln_f.weight"] = (h,)
+            shapes["transformer.ln_f.bias"] = (h,)
+            return shapes
+        shapes["model.embed_tokens.weight"] = (self.vocab, h)
+        for i in range(self.layers):
+            p = f"model.layers.{i}."
+            shapes[p + "input_layernorm.weight"] = (h,)
+            shapes[p + "self_attn.q_proj.weight"] = (self.heads * d, h)
+            shapes[p + "self_attn.k_proj.weight"] = (self.kv_heads * d, h)
+            shapes[p + "self_attn.v_proj.weight"] = (self.kv_heads * d, h)
+            if self.qkv_bias:
+                shapes[p + "self_attn.q_proj.bias"] = (self.heads * d,)
+                shapes[p + "self_attn.k_proj.bias"] = (self.kv_heads * d,)
+                shapes[p + "self_attn.v_proj.bias"] = (self.kv_heads * d,)
+            shapes[p + "self_attn.o_proj.weight"] = (h, self.heads * d)
+            shapes[p + "post_attention_layernorm.weight"] = (h,)
+            shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
+            shapes[p + "mlp.up_proj.weight"] = (self.ffn, h)
+            shapes[p + "mlp.down_proj.weight"] = (h, self.ffn)
+        shapes["model.norm.weight"] = (h,)
+        if not self.tied:
+            shapes["lm_head.weight"] = (self.vocab, h)
+        return shapes
+
+
+# ---------------------------------------------------------------- safetensors
+
+ST_DTYPES = {"F32": (np.float32, torch.float32), "F16": (np.float16, torch.float16),
+             "BF16": (None, torch.bfloat16)}
+
+
+def save_safetensors(path, tensors):
+    header, chunks, offset = {}, [], 0
+    for name, tensor in tensors.items():
+        if tensor.dtype == torch.bfloat16:
+            raw = tensor.contiguous().view(torch.int16).numpy().tobytes()
+            tag = "BF16"
+        else:
+            raw = tensor.contiguous().numpy().tobytes()
+            tag = {torch.float32: "F32", torch.float16: "F16"}[tensor.dtype]
+        header[name] = {"dtype": tag, "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for chunk in chunks:
+            f.write(chunk)
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    base = 8 + size
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = data[base + begin:base + end]
+        if info["dtype"] == "BF16":
+            t = torch.frombuffer(bytearray(raw), dtype=torch.int16).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(np.frombuffer(raw, dtype=ST_DTYPES[info["dtype"]][0]).copy())
+        tensors[name] = t.reshape(info["shape"])
+    return tensors
+
+
+# ---------------------------------------------------------------- models
+
+def rms_norm(x, w, eps):
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return w.float() * x32
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope(x, positions, theta):
+    # x: [batch, seq, heads, dim]; positions: [seq]
+    dim = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    x32 = x.float()
+    return x32 * cos + rotate_half(x32) * sin
+
+
+def causal_attention(q, k, v):
+    # q: [b, s, h, d]; k, v: [b, s, kvh, d]
+    group = q.shape[2] // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    q, k, v = (t.transpose(1, 2).float() for t in (q, k, v))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    s = q.shape[2]
+    mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2)
+
+
+def llama_logits(cfg, w, ids):
+    c = cfg.compute_dtype
+    b, s = ids.shape
+    x = w["model.embed_tokens.weight"][ids].to(c)
+    positions = torch.arange(s)
+    for i in range(cfg.layers):
+        p = f"model.layers.{i}."
+
+        def linear(inp, name, bias=False):
+            out = inp.to(c) @ w[p + name + ".weight"].to(c).T
+            if bias:
+                out = out + w[p + name + ".bias"].to(c)
+            return out
+
+        h = rms_norm(x, w[p + "input_layernorm.weight"], cfg.eps).to(c)
+        q = linear(h, "self_attn.q_proj", cfg.qkv_bias).reshape(b, s, cfg.heads, cfg.head_dim)
+        k = linear(h, "self_attn.k_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+        v = linear(h, "self_attn.v_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+        q = rope(q, positions, cfg.theta).to(c)
+        k = rope(k, positions, cfg.theta).to(c)
+        a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
+        x = x + linear(a, "self_attn.o_proj")
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
+        gate, up = linear(h, "mlp.gate_proj"), linear(h, "mlp.up_proj")
+        x = x + linear((torch.nn.functional.silu(gate.float()) * up.float()).to(c), "mlp.down_proj")
+    x = rms_norm(x, w["model.norm.weight"], cfg.eps).to(c)
+    head = w["model.embed_tokens.weight"] if cfg.tied else w["lm_head.weight"]
+    return (x @ head.to(c).T).float()
+
+
+def layer_norm(x, weight, bias, eps):
+    return torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), weight.float(),
+                                          bias.float(), eps)
+
+
+def gpt2_logits(cfg, w, ids):
+    c = cfg.compute_dtype
+    b, s = ids.shape
+    x = (w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(s)][None]).to(c)
+    for i in range(cfg.layers):
+        p = f"transformer.h.{i}."
+
+        def conv1d(inp, name):
+            return inp.to(c) @ w[p + name + ".weight"].to(c) + w[p + name + ".bias"].to(c)
+
+        h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], cfg.ln_eps).to(c)
+        qkv = conv1d(h, "attn.c_attn")
+        q, k, v = (t.reshape(b, s, cfg.heads, cfg.head_dim) for t in qkv.split(cfg.hidden, dim=-1))
+        a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
+        x = x + conv1d(a, "attn.c_proj")
+        h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg.ln_eps).to(c)
+        m = torch.nn.functional.gelu(conv1d(h, "mlp.c_fc").float(), approximate="tanh").to(c)
+        x = x + conv1d(m, "mlp.c_proj")
+    x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], cfg.ln_eps).to(c)
+    return (x @ w["transformer.wte.weight"].to(c).T).float()
+
+
+def logits_of(cfg, w, ids):
+    return gpt2_logits(cfg, w, ids) if cfg.gpt2 else llama_logits(cfg, w, ids)
+
+
+# ---------------------------------------------------------------- commands
+
+def load_npy(path):
+    return torch.from_numpy(np.load(path))
+
+
+def report(what, actual, expected, rtol, atol):
+    diff = (actual - expected).abs()
+    allowed = atol + rtol * expected.abs()
+    worst = (diff - allowed).max().item()
+    print(f"{what}: shape {tuple(actual.shape)}, max abs error {diff.max().item():.3e}, "
+          f"max |expected| {expected.abs().max().item():.3e}, rtol {rtol}, atol {atol}: "
+          + ("OK" if worst <= 0 else "MISMATCH"))
+    return worst <= 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["make-weights", "logits", "generate", "loss"])
+    parser.add_argument("config")
+    parser.add_argument("weights")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--std", type=float, default=0.1)
+    parser.add_argument("--dtype", choices=list(DTYPES))
+    parser.add_argument("--input-ids")
+    parser.add_argument("--new-tokens", type=int, default=0)
+    parser.add_argument("--data")
+    parser.add_argument("--actual")
+    parser.add_argument("--step-logits")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-5)
+    args = parser.parse_args()
+    cfg = Config(args.config, args.overrides)
+
+    if args.command == "make-weights":
+        generator = torch.Generator().manual_seed(args.seed)
+        dtype = DTYPES[args.dtype] if args.dtype else cfg.param_dtype
+        tensors = {}
+        for name, shape in cfg.parameter_shapes().items():
+            if name.endswith("norm.weight") or ".ln_" in name and name.endswith("weight"):
+                t = 1.0 + 0.1 * torch.randn(shape, generator=generator)
+            else:
+                t = args.std * torch.randn(shape, generator=generator)
+            tensors[name] = t.to(dtype)
+        save_safetensors(args.weights, tensors)
+        print(f"wrote {len(tensors)} tensors to {args.weights}")
+        return 0
+
+    w = load_safetensors(args.weights)
+    w = {name: t.to(cfg.param_dtype) for name, t in w.items()}
+    if args.command == "logits":
+        ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
+        expected = logits_of(cfg, w, ids)
+        return 0 if report("prefill logits", load_npy(args.actual), expected, args.rtol, args.atol) else 1
+
+    if args.command == "generate":
+        # Greedy decoding that recomputes the whole prefix at every step.
+        ids = [int(t) for t in args.input_ids.split(",")]
+        expected, rows = [], []
+        for _ in range(args.new_tokens):
+            row = logits_of(cfg, w, torch.tensor([ids]))[0, -1]
+            rows.append(row)
+            expected.append(int(row.argmax()))
+            ids.append(expected[-1])
+            if expected[-1] in cfg.eos:
+                break
+        actual = [int(t) for t in re.findall(r"-?\d+", args.actual.split("ids:", 1)[1])]
+        ok = actual == expected
+        print(f"greedy tokens: expected {expected}, got {actual}: " + ("OK" if ok else "MISMATCH"))
+        if args.step_logits:
+            ok &= report("logits of every step (KV cache vs recomputed prefix)",
+                         load_npy(args.step_logits), torch.stack(rows), args.rtol, args.atol)
+        return 0 if ok else 1
+
+    if args.command == "loss":
+        with open(args.data, "rb") as f:
+            tokens = list(f.read())
+        seq = cfg.seq
+        windows = (len(tokens) - 1) // seq
+        total, count = 0.0, 0
+        for start in range(windows):
+            chunk = torch.tensor(tokens[start * seq:start * seq + seq + 1])
+            logits = logits_of(cfg, w, chunk[None, :-1])[0]
+            loss = torch.nn.functional.cross_entropy(logits, chunk[1:], reduction="sum",
+                                                     ignore_index=cfg.ignore_index)
+            total += loss.item()
+            count += seq
+        expected = total / count
+        actual = float(re.search(r"loss (\S+)", args.actual).group(1))
+        ok = abs(actual - expected) <= args.atol + args.rtol * abs(expected)
+        print(f"eval loss: expected {expected:.6f}, got {actual:.6f}: " + ("OK" if ok else "MISMATCH"))
+        return 0 if ok else 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+//===- Dump.cpp - print an executable readably ----------------------------===//
+
+#include "tools/mf-run/Dump.h"
+
+using namespace mfrt;
+
+namespace {
+std::string typeText(const fb::TensorType &type) {
+  return std::string(dtypeName(Executable::dtypeOf(type))) +
+         formatShape(Executable::shapeOf(type));
+}
+} // namespace
+
+void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
+  const fb::Executable &root = executable.root();
+  const fb::ModelInfo &model = executable.model();
+  os << "mfc executable, format version " << root.format_version()
+     << ", target " << (root.target() ? root.target()->str() : "?") << "\n";
+  os << "model " << (model.name() ? model.name()->str() : "?") << ": "
+     << fb::EnumNameModelFamily(model.family()) << ", run_mode "
+     << (model.run_mode() ? model.run_mode()->str() : "?") << ", batch "
+     << model.batch_size() << ", seq_length " << model.seq_length()
+     << ", vocab " << model.vocab_size() << ", layers " << model.num_layers()
+     << (model.use_past() ? ", KV cache" : "") << "\n";
+  size_t parameterCount = root.parameters() ? root.parameters()->size() : 0;
+  int64_t values = 0;
+  for (size_t i = 0; i < parameterCount; ++i) {
+    values += *checkedElementCount(
+        Executable::shapeOf(*root.parameters()->Get(i)->type()));
+  }
+  os << "parameters: " << parameterCount << " tensors, " << values
+     << " values\n";
+  for (size_t i = 0; i < parameterCount; ++i) {
+    const fb::Parameter &parameter = *root.parameters()->Get(i);
+    os << "  " << parameter.name()->str() << " : " << typeText(*parameter.type())
+       << " init " << fb::EnumNameParameterInit(parameter.init());
+    if (parameter.mf_name()) {
+      os << " (mindformers: " << parameter.mf_name()->str() << ")";
+    }
+    os << "\n";
+  }
+  for (const fb::Entry *entry : *root.entries()) {
+    os << "entry " << entry->name()->str() << "(";
+    for (size_t i = 0; i < entry->inputs()->size(); ++i) {
+      os << (i ? ", " : "") << entry->input_names()->Get(i)->str() << ": "
+         << typeText(*entry->values()->Get(entry->inputs()->Get(i)));
+    }
+    os << ") -> (";
+    for (size_t i = 0; i < entry->outputs()->size(); ++i) {
+      os << (i ? ", " : "") << entry->output_names()->Get(i)->str() << ": "
+         << typeText(*entry->values()->Get(entry->outputs()->Get(i)));
+    }
+    size_t opCount = entry->ops() ? entry->ops()->size() : 0;
+    os << "), " << opCount << " ops\n";
+    for (size_t i = 0; i < opCount; ++i) {
+      const fb::Op &op = *entry->ops()->Get(i);
+      os << "  %" << op.results()->Get(0) << " = "
+         << fb::EnumNameOpKind(op.kind());
+      if (op.operands()) {
+        for (size_t j = 0; j < op.operands()->size(); ++j) {
+          os << (j ? ", %" : " %") << op.operands()->Get(j);
+        }
+      }
+      os << " : " << typeText(*entry->values()->Get(op.results()->Get(0)));
+      if (op.location() && op.location()->size()) {
+        os << "  @ " << op.location()->str();
+      }
+      os << "\n";
+    }
+  }
+}

@@ -1,0 +1,632 @@
+//===- mf-run.cpp - run an mfc executable ---------------------------------===//
+//
+//   mf-run model.bin [--mode pynative|graph] [--weights W.safetensors]
+//                    [--task predict|eval] [--prompt TEXT | --input-ids 1,2,3]
+//                    [--max-new-tokens N] [--dump-logits out.npy] ...
+//
+// Links only the runtime (no MLIR/LLVM); flags are parsed with getopt_long.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Allocator.h"
+#include "runtime/Executable.h"
+#include "runtime/Generation.h"
+#include "runtime/PyNative.h"
+#include "runtime/Weights.h"
+#include "tools/mf-run/Dump.h"
+
+#include <getopt.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace mfrt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string executable;
+  std::string mode;
+  std::string weights;
+  std::string task;
+  std::optional<std::string> prompt;
+  std::optional<std::string> inputIds;
+  int64_t maxNewTokens = -1;
+  std::optional<bool> doSample;
+  std::optional<int64_t> topK;
+  std::optional<double> topP, temperature, repetitionPenalty;
+  std::optional<uint64_t> seed;
+  std::string dumpLogits;
+  std::string dumpStepLogits;
+  std::string data;
+  std::string saveWeights;
+  std::string dumpTensors;
+  std::string profile;
+  bool checkNumerics = false;
+  bool dump = false;
+};
+
+void usage(std::ostream &os) {
+  os << "USAGE: mf-run model.bin [options]\n\n"
+        "  --mode pynative|graph      execution mode (default: the YAML's "
+        "context.mode)\n"
+        "  --weights W.safetensors    parameters (default: deterministic init "
+        "from --seed)\n"
+        "  --task predict|eval        (default: the YAML's run_mode)\n"
+        "  --prompt TEXT              predict: text through the byte tokenizer\n"
+        "  --input-ids 1,2,3          predict: token ids\n"
+        "  --max-new-tokens N         predict: tokens to generate (default: "
+        "32)\n"
+        "  --do-sample / --greedy     override the YAML's do_sample\n"
+        "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
+        "  --dump-logits out.npy      write the prefill logits [batch, seq, "
+        "vocab] (f32)\n"
+        "  --dump-step-logits out.npy write the logits each new token was "
+        "picked from [steps, vocab]\n"
+        "  --data FILE                eval: a text file or an MFTOKENS file\n"
+        "  --save-weights W           write the parameters as safetensors\n"
+        "  --dump-tensors DIR         write every intermediate as .npy\n"
+        "  --profile trace.json       Chrome trace, one slice per op\n"
+        "  --check-numerics           stop at the first op producing NaN/Inf\n"
+        "  --dump                     print the executable and exit\n";
+}
+
+int fail(const std::string &message) {
+  std::cerr << "mf-run: error: " << message << "\n";
+  return 1;
+}
+
+bool parseNumber(const char *text, double &out) {
+  char *rest = nullptr;
+  out = std::strtod(text, &rest);
+  return *text && *rest == '\0';
+}
+
+std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
+  enum {
+    kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
+    kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
+    kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
+    kDump, kHelp
+  };
+  static const option longOptions[] = {
+      {"mode", required_argument, nullptr, kMode},
+      {"weights", required_argument, nullptr, kWeights},
+      {"task", required_argument, nullptr, kTask},
+      {"prompt", required_argument, nullptr, kPrompt},
+      {"input-ids", required_argument, nullptr, kInputIds},
+      {"max-new-tokens", required_argument, nullptr, kMaxNewTokens},
+      {"do-sample", no_argument, nullptr, kDoSample},
+      {"greedy", no_argument, nullptr, kGreedy},
+      {"top-k", required_argument, nullptr, kTopK},
+      {"top-p", required_argument, nullptr, kTopP},
+      {"temperature", required_argument, nullptr, kTemperature},
+      {"repetition-penalty", required_argument, nullptr, kRepetitionPenalty},
+      {"seed", required_argument, nullptr, kSeed},
+      {"dump-logits", required_argument, nullptr, kDumpLogits},
+      {"dump-step-logits", required_argument, nullptr, kDumpStepLogits},
+      {"data", required_argument, nullptr, kData},
+      {"save-weights", required_argument, nullptr, kSaveWeights},
+      {"dump-tensors", required_argument, nullptr, kDumpTensors},
+      {"profile", required_argument, nullptr, kProfile},
+      {"check-numerics", no_argument, nullptr, kCheckNumerics},
+      {"dump", no_argument, nullptr, kDump},
+      {"help", no_argument, nullptr, kHelp},
+      {nullptr, 0, nullptr, 0}};
+  Options options;
+  exitCode = 2;
+  int code;
+  opterr = 0;
+  while ((code = getopt_long(argc, argv, "h", longOptions, nullptr)) != -1) {
+    double number = 0;
+    auto numeric = [&](const char *flag) {
+      if (!parseNumber(optarg, number)) {
+        fail(std::string("--") + flag + " expects a number, got '" + optarg +
+             "'");
+        return false;
+      }
+      return true;
+    };
+    switch (code) {
+    case kMode:
+      options.mode = optarg;
+      break;
+    case kWeights:
+      options.weights = optarg;
+      break;
+    case kTask:
+      options.task = optarg;
+      break;
+    case kPrompt:
+      options.prompt = optarg;
+      break;
+    case kInputIds:
+      options.inputIds = optarg;
+      break;
+    case kMaxNewTokens:
+      if (!numeric("max-new-tokens") || number < 0) {
+        return std::nullopt;
+      }
+      options.maxNewTokens = static_cast<int64_t>(number);
+      break;
+    case kDoSample:
+      options.doSample = true;
+      break;
+    case kGreedy:
+      options.doSample = false;
+      break;
+    case kTopK:
+      if (!numeric("top-k")) {
+        return std::nullopt;
+      }
+      options.topK = static_cast<int64_t>(number);
+      break;
+    case kTopP:
+      if (!numeric("top-p")) {
+        return std::nullopt;
+      }
+      options.topP = number;
+      break;
+    case kTemperature:
+      if (!numeric("temperature")) {
+        return std::nullopt;
+      }
+      options.temperature = number;
+      break;
+    case kRepetitionPenalty:
+      if (!numeric("repetition-penalty")) {
+        return std::nullopt;
+      }
+      options.repetitionPenalty = number;
+      break;
+    case kSeed:
+      if (!numeric("seed")) {
+        return std::nullopt;
+      }
+      options.seed = static_cast<uint64_t>(number);
+      break;
+    case kDumpLogits:
+      options.dumpLogits = optarg;
+      break;
+    case kDumpStepLogits:
+      options.dumpStepLogits = optarg;
+      break;
+    case kData:
+      options.data = optarg;
+      break;
+    case kSaveWeights:
+      options.saveWeights = optarg;
+      break;
+    case kDumpTensors:
+      options.dumpTensors = optarg;
+      break;
+    case kProfile:
+      options.profile = optarg;
+      break;
+    case kCheckNumerics:
+      options.checkNumerics = true;
+      break;
+    case kDump:
+      options.dump = true;
+      break;
+    case 'h':
+    case kHelp:
+      usage(std::cout);
+      exitCode = 0;
+      return std::nullopt;
+    default:
+      fail(std::string("unknown option '") + argv[optind - 1] +
+           "' (see mf-run --help)");
+      return std::nullopt;
+    }
+  }
+  if (optind + 1 != argc) {
+    fail("expected exactly one executable (model.bin); see mf-run --help");
+    return std::nullopt;
+  }
+  options.executable = argv[optind];
+  return options;
+}
+
+/// Everything a task needs.
+struct Session {
+  Executable executable;
+  Allocator allocator;
+  Weights weights;
+  RunOptions runOptions;
+  std::vector<std::string> traceEvents;
+};
+
+int writeTrace(const Options &options, const Session &session) {
+  if (options.profile.empty()) {
+    return 0;
+  }
+  std::ofstream stream(options.profile);
+  stream << "{\"traceEvents\":[\n";
+  for (size_t i = 0; i < session.traceEvents.size(); ++i) {
+    stream << session.traceEvents[i]
+           << (i + 1 < session.traceEvents.size() ? ",\n" : "\n");
+  }
+  stream << "]}\n";
+  if (!stream) {
+    return fail("cannot write '" + options.profile + "'");
+  }
+  std::cerr << "mf-run: wrote " << session.traceEvents.size()
+            << " op slices to " << options.profile << "\n";
+  return 0;
+}
+
+/// Writes logits[:, :length, :] of a [batch, seq, vocab] tensor.
+Status dumpLogits(const std::string &path, const Tensor &logits,
+                  int64_t length, Allocator &allocator) {
+  int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
+  StatusOr<Tensor> prefix = allocator.allocate(DType::F32, {batch, length, vocab});
+  if (!prefix) {
+    return prefix.status();
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < length * vocab; ++i) {
+      prefix->as<float>()[b * length * vocab + i] =
+          logits.loadFloat(b * seq * vocab + i);
+    }
+  }
+  return writeNpy(path, *prefix);
+}
+
+int predict(const Options &options, Session &session) {
+  const fb::ModelInfo &model = session.executable.model();
+  int64_t vocab = model.vocab_size(), seqLength = model.seq_length();
+  int64_t batch = model.batch_size();
+  StatusOr<std::vector<int32_t>> prompt =
+      options.inputIds ? parseIds(*options.inputIds, vocab)
+      : options.prompt ? encodeBytes(*options.prompt, vocab)
+                       : StatusOr<std::vector<int32_t>>(Status::error(
+                             "predict needs --prompt TEXT or --input-ids 1,2,3"));
+  if (!prompt) {
+    return fail(prompt.status().message());
+  }
+  std::vector<int32_t> tokens = prompt.take();
+  if (tokens.empty()) {
+    return fail("the prompt is empty");
+  }
+  if (static_cast<int64_t>(tokens.size()) > seqLength) {
+    return fail("the prompt has " + std::to_string(tokens.size()) +
+                " tokens but seq_length is " + std::to_string(seqLength) +
+                "; shorten it or compile with --set "
+                "model.model_config.seq_length=N");
+  }
+  int64_t promptLength = tokens.size();
+  int64_t maxNew = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
+  maxNew = std::min(maxNew, seqLength - promptLength);
+
+  SamplingOptions sampling;
+  sampling.doSample = options.doSample.value_or(model.do_sample());
+  sampling.topK = options.topK.value_or(model.top_k());
+  sampling.topP = options.topP.value_or(model.top_p());
+  sampling.temperature = options.temperature.value_or(model.temperature());
+  sampling.repetitionPenalty =
+      options.repetitionPenalty.value_or(model.repetition_penalty());
+  Sampler sampler(sampling, options.seed.value_or(model.seed()));
+  auto isEos = [&](int32_t id) {
+    if (!model.eos_token_ids()) {
+      return false;
+    }
+    for (int64_t eos : *model.eos_token_ids()) {
+      if (eos == id) {
+        return true;
+      }
+    }
+    return false;
+  };
+
+  PyNativeExecutor executor(session.executable, session.weights,
+                            session.allocator);
+  // Token ids [batch, width]: every row holds the same sequence, padded.
+  auto fillIds = [&](Tensor &ids, const std::vector<int32_t> &sequence,
+                     int64_t width) {
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < width; ++i) {
+        ids.as<int32_t>()[b * width + i] =
+            i < static_cast<int64_t>(sequence.size())
+                ? sequence[i]
+                : static_cast<int32_t>(model.pad_token_id());
+      }
+    }
+  };
+  auto runEntry = [&](const std::string &name, std::vector<Tensor> inputs)
+      -> StatusOr<std::vector<Tensor>> {
+    return executor.run(name, std::move(inputs), session.runOptions);
+  };
+
+  // Prefill.
+  StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs("prefill");
+  if (!inputs) {
+    return fail(inputs.status().message());
+  }
+  fillIds((*inputs)[0], tokens, seqLength);
+  auto prefillStart = Clock::now();
+  StatusOr<std::vector<Tensor>> outputs = runEntry("prefill", inputs.take());
+  if (!outputs) {
+    return fail(outputs.status().message());
+  }
+  double prefillSeconds =
+      std::chrono::duration<double>(Clock::now() - prefillStart).count();
+  std::vector<Tensor> state = outputs.take();
+  if (!options.dumpLogits.empty()) {
+    Status status =
+        dumpLogits(options.dumpLogits, state[0], promptLength, session.allocator);
+    if (!status) {
+      return fail(status.message());
+    }
+  }
+
+  auto logitsRow = [&](const Tensor &logits, int64_t position) {
+    return logits.as<float>() + position * vocab; // row of batch 0
+  };
+  std::vector<int32_t> generated;
+  std::vector<float> stepLogits; // the row each token was picked from
+  auto decodeStart = Clock::now();
+  int64_t position = promptLength - 1;
+  Tensor logits = state[0];
+  for (int64_t step = 0; step < maxNew; ++step) {
+    const float *row = logitsRow(logits, position);
+    if (!options.dumpStepLogits.empty()) {
+      stepLogits.insert(stepLogits.end(), row, row + vocab);
+    }
+    int32_t next = sampler.next(row, vocab, tokens);
+    generated.push_back(next);
+    tokens.push_back(next);
+    if (isEos(next) || step + 1 == maxNew) {
+      break;
+    }
+    if (model.use_past()) {
+      StatusOr<std::vector<Tensor>> decodeInputs =
+          executor.allocateInputs("decode");
+      if (!decodeInputs) {
+        return fail(decodeInputs.status().message());
+      }
+      std::vector<Tensor> arguments = decodeInputs.take();
+      fillIds(arguments[0], {next}, 1);
+      arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
+      for (size_t i = 1; i < state.size(); ++i) {
+        arguments[i + 1] = std::move(state[i]);
+      }
+      state.clear();
+      StatusOr<std::vector<Tensor>> stepOutputs =
+          runEntry("decode", std::move(arguments));
+      if (!stepOutputs) {
+        return fail(stepOutputs.status().message());
+      }
+      state = stepOutputs.take();
+      logits = state[0];
+      position = 0;
+    } else {
+      StatusOr<std::vector<Tensor>> stepInputs =
+          executor.allocateInputs("prefill");
+      if (!stepInputs) {
+        return fail(stepInputs.status().message());
+      }
+      fillIds((*stepInputs)[0], tokens, seqLength);
+      StatusOr<std::vector<Tensor>> stepOutputs =
+          runEntry("prefill", stepInputs.take());
+      if (!stepOutputs) {
+        return fail(stepOutputs.status().message());
+      }
+      logits = (*stepOutputs)[0];
+      position = tokens.size() - 1;
+    }
+  }
+  double decodeSeconds =
+      std::chrono::duration<double>(Clock::now() - decodeStart).count();
+
+  if (!options.dumpStepLogits.empty()) {
+    int64_t steps = static_cast<int64_t>(stepLogits.size()) / vocab;
+    Tensor table(DType::F32, {steps, vocab},
+                 std::shared_ptr<void>(stepLogits.data(), [](void *) {}));
+    Status status = writeNpy(options.dumpStepLogits, table);
+    if (!status) {
+      return fail(status.message());
+    }
+  }
+  bool bytes = vocab >= 256 && options.prompt.has_value();
+  if (bytes) {
+    std::cout << decodeBytes(std::vector<int32_t>(tokens.begin(),
+                                                  tokens.begin() + promptLength))
+              << decodeBytes(generated) << "\n";
+  } else {
+    std::cout << "ids:";
+    for (int32_t id : generated) {
+      std::cout << " " << id;
+    }
+    std::cout << "\n";
+  }
+  int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
+  std::fprintf(stderr,
+               "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s); decode "
+               "%lld tokens in %.1f ms (%.1f tokens/s); peak memory %.2f MB\n",
+               static_cast<long long>(promptLength), prefillSeconds * 1e3,
+               promptLength / std::max(prefillSeconds, 1e-9),
+               static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
+               decodeSteps / std::max(decodeSeconds, 1e-9),
+               session.allocator.peakBytes() / 1e6);
+  return writeTrace(options, session);
+}
+
+/// Token ids from a text file (bytes) or an MFTOKENS file: the 8 bytes
+/// "MFTOKENS", then little-endian int32 ids.
+StatusOr<std::vector<int32_t>> readData(const std::string &path,
+                                        int64_t vocab) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) {
+    return Status::error("cannot open data file '" + path + "'");
+  }
+  std::string bytes((std::istreambuf_iterator<char>(stream)),
+                    std::istreambuf_iterator<char>());
+  if (bytes.rfind("MFTOKENS", 0) != 0) {
+    return encodeBytes(bytes, vocab);
+  }
+  if ((bytes.size() - 8) % 4 != 0) {
+    return Status::error("'" + path + "': an MFTOKENS file holds whole int32 "
+                         "ids after its 8-byte magic");
+  }
+  std::vector<int32_t> ids((bytes.size() - 8) / 4);
+  std::memcpy(ids.data(), bytes.data() + 8, ids.size() * 4);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      return Status::error("'" + path + "': token id " + std::to_string(id) +
+                           " is outside the vocabulary [0, " +
+                           std::to_string(vocab) + ")");
+    }
+  }
+  return ids;
+}
+
+int evaluate(const Options &options, Session &session) {
+  const fb::ModelInfo &model = session.executable.model();
+  if (options.data.empty()) {
+    return fail("eval needs --data FILE (text, or an MFTOKENS file)");
+  }
+  StatusOr<std::vector<int32_t>> data = readData(options.data, model.vocab_size());
+  if (!data) {
+    return fail(data.status().message());
+  }
+  const std::string entryName =
+      session.executable.entry("forward_loss") ? "forward_loss" : "";
+  if (entryName.empty()) {
+    return fail("eval needs a 'forward_loss' entry: compile the config with "
+                "run_mode eval, train or finetune (--set run_mode=eval)");
+  }
+  int64_t batch = model.batch_size(), seq = model.seq_length();
+  // Windows of seq + 1 tokens: inputs are the first seq, labels the last seq.
+  int64_t windows = (static_cast<int64_t>(data->size()) - 1) / seq;
+  if (windows < 1) {
+    return fail("'" + options.data + "' has " + std::to_string(data->size()) +
+                " tokens; eval needs at least seq_length + 1 = " +
+                std::to_string(seq + 1));
+  }
+  PyNativeExecutor executor(session.executable, session.weights,
+                            session.allocator);
+  double totalLoss = 0;
+  int64_t totalTokens = 0;
+  for (int64_t first = 0; first < windows; first += batch) {
+    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
+    if (!inputs) {
+      return fail(inputs.status().message());
+    }
+    Tensor &ids = (*inputs)[0];
+    Tensor &labels = (*inputs)[1];
+    int64_t rows = std::min(batch, windows - first);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < seq; ++i) {
+        bool real = b < rows;
+        int64_t at = (first + b) * seq + i;
+        ids.as<int32_t>()[b * seq + i] =
+            real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
+        labels.as<int32_t>()[b * seq + i] =
+            real ? (*data)[at + 1] : static_cast<int32_t>(model.ignore_token_id());
+      }
+    }
+    StatusOr<std::vector<Tensor>> outputs =
+        executor.run(entryName, inputs.take(), session.runOptions);
+    if (!outputs) {
+      return fail(outputs.status().message());
+    }
+    totalLoss += (*outputs)[0].loadFloat(0) * rows * seq;
+    totalTokens += rows * seq;
+  }
+  double loss = totalLoss / totalTokens;
+  std::printf("eval: %lld tokens in %lld windows of %lld: loss %.6f, "
+              "perplexity %.4f\n",
+              static_cast<long long>(totalTokens),
+              static_cast<long long>(windows), static_cast<long long>(seq),
+              loss, std::exp(loss));
+  return writeTrace(options, session);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int exitCode = 0;
+  std::optional<Options> parsed = parseOptions(argc, argv, exitCode);
+  if (!parsed) {
+    if (exitCode != 0) {
+      usage(std::cerr);
+    }
+    return exitCode;
+  }
+  Options &options = *parsed;
+
+  StatusOr<Executable> executable = Executable::load(options.executable);
+  if (!executable) {
+    return fail(executable.status().message());
+  }
+  if (options.dump) {
+    dumpExecutable(*executable, std::cout);
+    return 0;
+  }
+  const fb::ModelInfo &model = executable->model();
+  std::string mode = options.mode.empty()
+                         ? (model.context_mode() == 1 ? "pynative" : "graph")
+                         : options.mode;
+  if (mode == "graph") {
+    if (!options.mode.empty()) {
+      return fail("--mode graph is not implemented yet (fused kernels and "
+                  "the static arena come with Graph Mode); use --mode "
+                  "pynative");
+    }
+    std::cerr << "mf-run: note: the YAML asks for graph mode "
+                 "(context.mode: 0), which is not implemented yet; running "
+                 "in pynative mode\n";
+  } else if (mode != "pynative") {
+    return fail("--mode must be pynative or graph, got '" + mode + "'");
+  }
+
+  std::string runMode = model.run_mode() ? model.run_mode()->str() : "predict";
+  std::string task = options.task.empty()
+                         ? (runMode == "predict" ? "predict" : "eval")
+                         : options.task;
+  if (task != "predict" && task != "eval") {
+    return fail("--task must be predict or eval, got '" + task +
+                "' (train and finetune come with the training issue)");
+  }
+
+  Session session{executable.take(), Allocator(), Weights(), RunOptions(), {}};
+  StatusOr<Weights> weights =
+      options.weights.empty()
+          ? Weights::initialize(session.executable, session.allocator,
+                                options.seed.value_or(model.seed()))
+          : Weights::load(session.executable, session.allocator,
+                          options.weights);
+  if (!weights) {
+    return fail(weights.status().message());
+  }
+  session.weights = weights.take();
+  if (!options.saveWeights.empty()) {
+    Status status = session.weights.save(session.executable, options.saveWeights);
+    if (!status) {
+      return fail(status.message());
+    }
+  }
+  session.runOptions.dumpTensorsDir = options.dumpTensors;
+  session.runOptions.checkNumerics = options.checkNumerics;
+  if (!options.profile.empty()) {
+    session.runOptions.traceEvents = &session.traceEvents;
+  }
+  if (task == "predict") {
+    if (!session.executable.entry("prefill")) {
+      return fail("predict needs a 'prefill' entry: compile the config with "
+                  "run_mode predict (--set run_mode=predict)");
+    }
+    return predict(options, session);
+  }
+  return evaluate(options, session);
+}
