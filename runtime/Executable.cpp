@@ -2,6 +2,8 @@
 
 #include "runtime/Executable.h"
 
+#include "runtime/OpTypes.h"
+
 #include <fstream>
 #include <iterator>
 
@@ -148,6 +150,23 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           }
         }
       }
+      std::vector<TensorDesc> operandTypes;
+      if (op.operands()) {
+        for (uint32_t id : *op.operands()) {
+          const fb::TensorType &type = *entry.values()->Get(id);
+          operandTypes.push_back(
+              {Executable::dtypeOf(type), Executable::shapeOf(type)});
+        }
+      }
+      MFRT_RETURN_IF_ERROR(checkId(op.results()->Get(0), where));
+      const fb::TensorType &resultType =
+          *entry.values()->Get(op.results()->Get(0));
+      Status typesFit = checkOpTypes(
+          op, operandTypes,
+          {Executable::dtypeOf(resultType), Executable::shapeOf(resultType)});
+      if (!typesFit) {
+        return typesFit.withContext(where);
+      }
       for (uint32_t id : *op.results()) { // arity checked: results exist
         MFRT_RETURN_IF_ERROR(checkId(id, where));
         if (defined[id]) {
@@ -196,6 +215,75 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
   return Status::ok();
 }
 
+/// The type of input/output `index` of `entry`.
+const fb::TensorType &inputType(const fb::Entry &entry, size_t index) {
+  return *entry.values()->Get(entry.inputs()->Get(index));
+}
+const fb::TensorType &outputType(const fb::Entry &entry, size_t index) {
+  return *entry.values()->Get(entry.outputs()->Get(index));
+}
+
+bool hasType(const fb::TensorType &type, DType dtype, const Shape &shape) {
+  return Executable::dtypeOf(type) == dtype && Executable::shapeOf(type) == shape;
+}
+
+bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
+  return a.dtype() == b.dtype() && Executable::shapeOf(a) == Executable::shapeOf(b);
+}
+
+/// The entry points' signatures are a contract with the runtime's tasks:
+/// token ids in, f32 logits or loss out, KV caches passed through.
+Status checkEntryContracts(const fb::Executable &root) {
+  const fb::ModelInfo &model = *root.model();
+  int64_t batch = model.batch_size(), seq = model.seq_length();
+  int64_t vocab = model.vocab_size();
+  size_t caches = model.use_past() ? 2 * model.num_layers() : 0;
+  const fb::Entry *prefill = nullptr;
+  for (const fb::Entry *entry : *root.entries()) {
+    if (entry->name()->str() == "prefill") {
+      prefill = entry;
+    }
+  }
+  for (const fb::Entry *entry : *root.entries()) {
+    std::string name = entry->name()->str();
+    auto bad = [&](const std::string &what) {
+      return Status::error("entry '" + name + "' " + what);
+    };
+    size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
+    if (name == "prefill" || name == "decode") {
+      bool decode = name == "decode";
+      int64_t tokens = decode ? 1 : seq;
+      size_t extra = decode ? 1 : 0;
+      if (inputs != 1 + extra + caches || outputs != 1 + caches) {
+        return bad("has the wrong number of inputs or outputs");
+      }
+      if (!hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
+          (decode && !hasType(inputType(*entry, 1), DType::I32, {})) ||
+          !hasType(outputType(*entry, 0), DType::F32, {batch, tokens, vocab})) {
+        return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
+                   std::to_string(tokens) + "] and return f32 logits");
+      }
+      for (size_t i = 0; i < caches; ++i) {
+        if (!sameType(inputType(*entry, 1 + extra + i), outputType(*entry, 1 + i))) {
+          return bad("returns a KV cache of another type than it takes");
+        }
+        if (decode && (!prefill || !sameType(inputType(*entry, 1 + extra + i),
+                                             inputType(*prefill, 1 + i)))) {
+          return bad("takes KV caches of other types than prefill");
+        }
+      }
+    } else if (name == "forward_loss") {
+      if (inputs != 2 || outputs != 1 ||
+          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !hasType(outputType(*entry, 0), DType::F32, {})) {
+        return bad("does not map i32 ids and labels to an f32 loss");
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Status checkSemantics(const fb::Executable &root) {
   uint32_t version = root.format_version();
   if (version < kMinFormatVersion || version > kMaxFormatVersion) {
@@ -226,7 +314,7 @@ Status checkSemantics(const fb::Executable &root) {
   for (const fb::Entry *entry : *root.entries()) {
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
   }
-  return Status::ok();
+  return checkEntryContracts(root);
 }
 
 } // namespace

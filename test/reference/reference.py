@@ -362,7 +362,7 @@ def main():
             total += loss.item()
             count += seq
         expected = total / count
-        actual = float(re.search(r"loss (\S+)", args.actual).group(1))
+        actual = float(re.search(r"loss ([-+0-9.eE]+)", args.actual).group(1))
         ok = abs(actual - expected) <= args.atol + args.rtol * abs(expected)
         print(f"eval loss: expected {expected:.6f}, got {actual:.6f}: " + ("OK" if ok else "MISMATCH"))
         return 0 if ok else 1

@@ -1,0 +1,237 @@
+//===- OpTypes.cpp - static type rules of the executable's ops ------------===//
+
+#include "runtime/OpTypes.h"
+
+#include <algorithm>
+
+using namespace mfrt;
+
+namespace {
+
+bool isFloat(DType type) { return type != DType::I32; }
+
+int64_t count(const Shape &shape) { return *checkedElementCount(shape); }
+
+bool sameType(const TensorDesc &a, const TensorDesc &b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+
+bool isScalarIndex(const TensorDesc &type) {
+  return type.dtype == DType::I32 && type.shape.empty();
+}
+
+int64_t intAttr(const fb::Op &op, size_t i) { return op.ints()->Get(i); }
+
+/// Why an op's types do not fit; empty when they do.
+std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
+                  const TensorDesc &out) {
+  int64_t rank = static_cast<int64_t>(out.shape.size());
+  switch (op.kind()) {
+  case fb::OpKind::Param:
+  case fb::OpKind::Constant:
+    return ""; // checked with the parameter table / the data size
+  case fb::OpKind::Iota:
+    return out.dtype == DType::I32 && intAttr(op, 0) >= 0 && intAttr(op, 0) < rank
+               ? ""
+               : "expected an i32 result and a dimension within its rank";
+  case fb::OpKind::Add:
+  case fb::OpKind::Sub:
+  case fb::OpKind::Mul:
+  case fb::OpKind::Div:
+  case fb::OpKind::Max:
+  case fb::OpKind::SwiGlu:
+    return sameType(in[0], out) && sameType(in[1], out)
+               ? ""
+               : "expected operands of the result's type";
+  case fb::OpKind::Neg:
+  case fb::OpKind::Exp:
+  case fb::OpKind::Log:
+  case fb::OpKind::Tanh:
+  case fb::OpKind::Rsqrt:
+  case fb::OpKind::Silu:
+  case fb::OpKind::Gelu:
+    return sameType(in[0], out) && isFloat(out.dtype)
+               ? ""
+               : "expected a float operand of the result's type";
+  case fb::OpKind::Cast:
+    return in[0].shape == out.shape ? "" : "expected the result's shape";
+  case fb::OpKind::Broadcast: {
+    const Shape &from = in[0].shape;
+    if (from.size() > out.shape.size() || in[0].dtype != out.dtype) {
+      return "cannot broadcast";
+    }
+    size_t lead = out.shape.size() - from.size();
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (from[i] != 1 && from[i] != out.shape[lead + i]) {
+        return "cannot broadcast";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::ReduceSum:
+  case fb::OpKind::ReduceMax: {
+    int64_t dim = intAttr(op, 0);
+    if (dim < 0 || dim >= static_cast<int64_t>(in[0].shape.size())) {
+      return "dimension out of range";
+    }
+    Shape expected = in[0].shape;
+    expected[dim] = 1;
+    return expected == out.shape && in[0].dtype == out.dtype && isFloat(out.dtype)
+               ? ""
+               : "expected the operand with the dimension reduced to 1";
+  }
+  case fb::OpKind::Softmax:
+    return sameType(in[0], out) && isFloat(out.dtype) && intAttr(op, 0) >= 0 &&
+                   intAttr(op, 0) < rank
+               ? ""
+               : "expected a float operand of the result's type and a "
+                 "dimension within its rank";
+  case fb::OpKind::Reshape:
+    return count(in[0].shape) == count(out.shape) && in[0].dtype == out.dtype
+               ? ""
+               : "element counts or dtypes differ";
+  case fb::OpKind::Transpose: {
+    if (static_cast<int64_t>(op.ints()->size()) != rank ||
+        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
+      return "permutation does not fit";
+    }
+    std::vector<bool> seen(rank, false);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t source = intAttr(op, d);
+      if (source < 0 || source >= rank || seen[source] ||
+          out.shape[d] != in[0].shape[source]) {
+        return "not a permutation of the operand's shape";
+      }
+      seen[source] = true;
+    }
+    return "";
+  }
+  case fb::OpKind::Slice: {
+    if (static_cast<int64_t>(op.ints()->size()) != rank ||
+        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
+      return "offsets do not fit";
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t offset = intAttr(op, d);
+      if (offset < 0 || offset > in[0].shape[d] - out.shape[d]) {
+        return "slice is outside the operand";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::Concat: {
+    int64_t dim = intAttr(op, 0), total = 0;
+    if (dim < 0 || dim >= rank) {
+      return "dimension out of range";
+    }
+    for (const TensorDesc &input : in) {
+      if (input.dtype != out.dtype || input.shape.size() != out.shape.size()) {
+        return "inputs differ from the result in rank or dtype";
+      }
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != dim && input.shape[d] != out.shape[d]) {
+          return "inputs differ from the result outside the dimension";
+        }
+      }
+      total += input.shape[dim];
+    }
+    return total == out.shape[dim] ? "" : "inputs do not add up to the result";
+  }
+  case fb::OpKind::Embedding: {
+    if (in[0].shape.size() != 2 || in[1].dtype != DType::I32 ||
+        in[0].dtype != out.dtype) {
+      return "expected a [vocab, hidden] table and i32 ids";
+    }
+    Shape expected = in[1].shape;
+    expected.push_back(in[0].shape[1]);
+    return expected == out.shape ? "" : "expected the ids' shape + [hidden]";
+  }
+  case fb::OpKind::RmsNorm:
+  case fb::OpKind::LayerNorm: {
+    if (!sameType(in[0], out) || rank == 0 || !isFloat(out.dtype)) {
+      return "expected a float input of the result's type";
+    }
+    for (size_t i = 1; i < in.size(); ++i) {
+      if (in[i].dtype != out.dtype || in[i].shape != Shape{out.shape.back()}) {
+        return "expected weights of the last dimension's size";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::Matmul: {
+    const Shape &lhs = in[0].shape, &rhs = in[1].shape;
+    if (lhs.size() < 2 || rhs.size() < 2 || in[0].dtype != out.dtype ||
+        in[1].dtype != out.dtype || !isFloat(out.dtype)) {
+      return "expected float operands of rank >= 2";
+    }
+    size_t lr = lhs.size(), rr = rhs.size();
+    bool tl = intAttr(op, 0), tr = intAttr(op, 1);
+    int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2], k = tl ? lhs[lr - 2] : lhs[lr - 1];
+    int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2], n = tr ? rhs[rr - 2] : rhs[rr - 1];
+    Shape batch(lhs.begin(), lhs.end() - 2);
+    if (k != rk || (rr > 2 && Shape(rhs.begin(), rhs.end() - 2) != batch)) {
+      return "operands cannot be multiplied";
+    }
+    Shape expected = batch;
+    expected.push_back(m);
+    expected.push_back(n);
+    return expected == out.shape ? "" : "unexpected result shape";
+  }
+  case fb::OpKind::Rope:
+    return sameType(in[0], out) && rank == 4 && out.shape[3] % 2 == 0 &&
+                   isFloat(out.dtype) && in[1].dtype == DType::I32 &&
+                   in[1].shape == Shape{out.shape[0], out.shape[1]}
+               ? ""
+               : "expected [batch, seq, heads, even head_dim] and positions "
+                 "[batch, seq]";
+  case fb::OpKind::Attention: {
+    const Shape &q = in[0].shape, &k = in[1].shape;
+    bool hasPast = intAttr(op, 1);
+    if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
+        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
+        !isFloat(out.dtype) || hasPast != (in.size() == 4) ||
+        (hasPast && !isScalarIndex(in[3]))) {
+      return "query, key and value do not fit";
+    }
+    return "";
+  }
+  case fb::OpKind::KvCacheWrite: {
+    const Shape &cache = in[0].shape, &update = in[1].shape;
+    return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
+                   cache[0] == update[0] && cache[2] == update[2] &&
+                   cache[3] == update[3] && update[1] <= cache[1] &&
+                   in[0].dtype == in[1].dtype && isScalarIndex(in[2])
+               ? ""
+               : "the update does not fit the cache";
+  }
+  case fb::OpKind::CrossEntropy:
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+                   in[1].dtype == DType::I32 &&
+                   in[1].shape == Shape{in[0].shape[0]} &&
+                   out.dtype == DType::F32 && out.shape.empty()
+               ? ""
+               : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
+                 "scalar";
+  }
+  return "unknown op kind";
+}
+
+} // namespace
+
+Status mfrt::checkOpTypes(const fb::Op &op,
+                          const std::vector<TensorDesc> &operands,
+                          const TensorDesc &result) {
+  std::string problem = check(op, operands, result);
+  if (problem.empty()) {
+    return Status::ok();
+  }
+  std::string types;
+  for (const TensorDesc &operand : operands) {
+    types += std::string(types.empty() ? "" : ", ") + dtypeName(operand.dtype) +
+             formatShape(operand.shape);
+  }
+  return Status::error(std::string(fb::EnumNameOpKind(op.kind())) + " (" +
+                       types + ") -> " + dtypeName(result.dtype) +
+                       formatShape(result.shape) + ": " + problem);
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Makes broken copies of model.bin and safetensors files for bad-input tests.
+
+  corrupt.py drop-tensor IN OUT NAME        safetensors without NAME
+  corrupt.py add-tensor IN OUT NAME         safetensors with an extra tensor
+  corrupt.py lie-offsets IN OUT             first tensor's end offset past the data
+  corrupt.py set-version IN OUT N           model.bin with format_version N
+  corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
+                                            time and runs mf-run on each copy;
+                                            fails if any run crashes
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (size,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + size]), data[8 + size:]
+
+
+def write_safetensors(path, header, body):
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + body)
+
+
+def main():
+    command = sys.argv[1]
+    if command == "drop-tensor":
+        header, body = read_safetensors(sys.argv[2])
+        del header[sys.argv[4]]
+        write_safetensors(sys.argv[3], header, body)
+    elif command == "add-tensor":
+        header, body = read_safetensors(sys.argv[2])
+        header[sys.argv[4]] = {"dtype": "F32", "shape": [1],
+                               "data_offsets": [len(body), len(body) + 4]}
+        write_safetensors(sys.argv[3], header, body + b"\0\0\0\0")
+    elif command == "lie-offsets":
+        header, body = read_safetensors(sys.argv[2])
+        name = next(n for n in header if n != "__metadata__")
+        begin, end = header[name]["data_offsets"]
+        header[name]["data_offsets"] = [begin, len(body) + 64]
+        write_safetensors(sys.argv[3], header, body)
+    elif command == "set-version":
+        data = bytearray(open(sys.argv[2], "rb").read())
+        (table,) = struct.unpack_from("<I", data, 0)
+        (vtable_back,) = struct.unpack_from("<i", data, table)
+        vtable = table - vtable_back
+        (field,) = struct.unpack_from("<H", data, vtable + 4)  # field 0
+        struct.pack_into("<I", data, table + field, int(sys.argv[4]))
+        open(sys.argv[3], "wb").write(data)
+    elif command == "flip-all":
+        mfrun, path, args = sys.argv[2], sys.argv[3], sys.argv[4:]
+        data = open(path, "rb").read()
+        step = max(1, len(data) // 400)
+        outcomes = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            broken = os.path.join(tmp, "broken.bin")
+            for offset in range(0, len(data), step):
+                copy = bytearray(data)
+                copy[offset] ^= 0xFF
+                open(broken, "wb").write(copy)
+                run = subprocess.run([mfrun, broken] + args, capture_output=True, text=True)
+                if run.returncode not in (0, 1) or (run.returncode == 1 and
+                                                    "mf-run: error:" not in run.stderr):
+                    print(f"byte {offset}: exit {run.returncode}\n{run.stderr}")
+                    return 1
+                outcomes[run.returncode] = outcomes.get(run.returncode, 0) + 1
+        print(f"flipped {len(range(0, len(data), step))} bytes: "
+              f"{outcomes.get(1, 0)} rejected with an error, {outcomes.get(0, 0)} still ran; no crash")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
