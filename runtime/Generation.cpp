@@ -3,6 +3,7 @@
 #include "runtime/Generation.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <numeric>
 #include <set>
@@ -24,12 +25,40 @@ StatusOr<std::vector<int32_t>> mfrt::encodeBytes(const std::string &text,
 }
 
 std::string mfrt::decodeBytes(const std::vector<int32_t> &ids) {
+  auto isByte = [&](size_t i) { return ids[i] >= 0 && ids[i] < 256; };
+  // Bytes 0x80 and up pass through only as parts of valid UTF-8 sequences.
+  auto utf8Length = [&](size_t i) -> size_t {
+    int32_t lead = ids[i];
+    size_t length = (lead & 0xE0) == 0xC0   ? 2
+                    : (lead & 0xF0) == 0xE0 ? 3
+                    : (lead & 0xF8) == 0xF0 ? 4
+                                            : 0;
+    if (length == 0 || i + length > ids.size()) {
+      return 0;
+    }
+    for (size_t k = 1; k < length; ++k) {
+      if (!isByte(i + k) || (ids[i + k] & 0xC0) != 0x80) {
+        return 0;
+      }
+    }
+    return length;
+  };
   std::string text;
-  for (int32_t id : ids) {
-    if (id >= 0 && id < 256) {
-      text += static_cast<char>(id);
-    } else {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int32_t id = ids[i];
+    if (!isByte(i)) {
       text += "<" + std::to_string(id) + ">";
+    } else if ((id >= 0x20 && id < 0x7f) || id == '\n' || id == '\t') {
+      text += static_cast<char>(id);
+    } else if (size_t length = id >= 0x80 ? utf8Length(i) : 0) {
+      for (size_t k = 0; k < length; ++k) {
+        text += static_cast<char>(ids[i + k]);
+      }
+      i += length - 1;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", id);
+      text += escaped;
     }
   }
   return text;

@@ -15,7 +15,7 @@ namespace mfrt {
 /// Bytes as token ids, for models whose vocabulary covers 0..255.
 StatusOr<std::vector<int32_t>> encodeBytes(const std::string &text,
                                            int64_t vocabSize);
-/// Ids back to text; ids above 255 print as <id>.
+/// Ids back to text; control bytes print as \xNN, ids above 255 as <id>.
 std::string decodeBytes(const std::vector<int32_t> &ids);
 /// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary.
 StatusOr<std::vector<int32_t>> parseIds(const std::string &text,
