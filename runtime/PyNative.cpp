@@ -155,6 +155,14 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         return status.withContext("in '" + entryName + "'");
       }
     }
+    if (options.checkNumerics && hasNonFinite(result) &&
+        op.kind() == fb::OpKind::Param) {
+      return Status::error(
+          "parameter '" +
+          executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
+          "' holds a NaN or an infinity (read at " + location + " in '" +
+          entryName + "'); check the weights");
+    }
     if (options.checkNumerics && hasNonFinite(result)) {
       return Status::error("op " + std::to_string(index) + " (" +
                            fb::EnumNameOpKind(op.kind()) + " at " + location +

@@ -5,6 +5,8 @@
   corrupt.py add-tensor IN OUT NAME         safetensors with an extra tensor
   corrupt.py lie-offsets IN OUT             first tensor's end offset past the data
   corrupt.py set-version IN OUT N           model.bin with format_version N
+  corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
+  corrupt.py fill IN OUT NAME VALUE         safetensors with every value of NAME = VALUE (F32)
   corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
                                             time and runs mf-run on each copy;
                                             fails if any run crashes
@@ -45,6 +47,17 @@ def main():
         name = next(n for n in header if n != "__metadata__")
         begin, end = header[name]["data_offsets"]
         header[name]["data_offsets"] = [begin, len(body) + 64]
+        write_safetensors(sys.argv[3], header, body)
+    elif command == "nan":
+        header, body = read_safetensors(sys.argv[2])
+        begin = header[sys.argv[4]]["data_offsets"][0]
+        body = body[:begin] + struct.pack("<f", float("nan")) + body[begin + 4:]
+        write_safetensors(sys.argv[3], header, body)
+    elif command == "fill":
+        header, body = read_safetensors(sys.argv[2])
+        begin, end = header[sys.argv[4]]["data_offsets"]
+        filled = struct.pack("<f", float(sys.argv[5])) * ((end - begin) // 4)
+        body = body[:begin] + filled + body[end:]
         write_safetensors(sys.argv[3], header, body)
     elif command == "set-version":
         data = bytearray(open(sys.argv[2], "rb").read())

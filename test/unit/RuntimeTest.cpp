@@ -1,0 +1,116 @@
+//===- RuntimeTest.cpp - runtime data structures --------------------------===//
+
+#include "runtime/Allocator.h"
+#include "runtime/Generation.h"
+#include "runtime/Safetensors.h"
+#include "runtime/Tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+using namespace mfrt;
+
+namespace {
+
+TEST(Tensor, HalfAndBfloat16RoundToNearestEven) {
+  for (float value : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 0.1f}) {
+    EXPECT_EQ(halfToFloat(floatToHalf(value)), halfToFloat(floatToHalf(
+                                                   halfToFloat(floatToHalf(value)))));
+    EXPECT_NEAR(halfToFloat(floatToHalf(value)), value, std::abs(value) * 1e-3);
+  }
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00); // rounds up to infinity
+  EXPECT_EQ(halfToFloat(0x0001), std::ldexp(1.0f, -24)); // smallest subnormal
+  EXPECT_TRUE(std::isnan(halfToFloat(floatToHalf(NAN))));
+  EXPECT_EQ(floatToBfloat16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between two bf16 values: ties go to the even one.
+  EXPECT_EQ(floatToBfloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(floatToBfloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_TRUE(std::isnan(bfloat16ToFloat(floatToBfloat16(NAN))));
+}
+
+TEST(Tensor, ElementCountsAreOverflowChecked) {
+  EXPECT_EQ(*checkedElementCount({2, 3, 4}), 24);
+  EXPECT_EQ(*checkedElementCount({}), 1);
+  EXPECT_FALSE(checkedElementCount({-1, 4}));
+  EXPECT_FALSE(checkedElementCount({1 << 30, 1 << 30, 1 << 30}));
+}
+
+TEST(Allocator, ReusesFreedBlocksAndTracksThePeak) {
+  Allocator allocator;
+  void *first;
+  {
+    Tensor a = *allocator.allocate(DType::F32, {256});
+    Tensor b = *allocator.allocate(DType::F32, {256});
+    first = a.data();
+    EXPECT_EQ(allocator.liveBytes(), 2048u);
+  }
+  EXPECT_EQ(allocator.liveBytes(), 0u);
+  EXPECT_EQ(allocator.peakBytes(), 2048u);
+  Tensor c = *allocator.allocate(DType::F32, {256});
+  EXPECT_TRUE(c.data() == first || allocator.reservedBytes() == 2048u);
+  EXPECT_EQ(allocator.reservedBytes(), 2048u); // no new block
+  EXPECT_EQ(c.as<float>()[0], 0.0f);           // zero-filled on reuse
+  EXPECT_FALSE(allocator.allocate(DType::F32, {-3}));
+}
+
+TEST(Safetensors, RoundTripsAndRejectsLies) {
+  Allocator allocator;
+  Tensor a = *allocator.allocate(DType::F32, {2, 3});
+  Tensor b = *allocator.allocate(DType::BF16, {4});
+  for (int i = 0; i < 6; ++i) {
+    a.storeFloat(i, i * 0.5f);
+  }
+  b.storeFloat(3, -1.0f);
+  std::string path = ::testing::TempDir() + "/roundtrip.safetensors";
+  ASSERT_TRUE(writeSafetensors(path, {{"a", &a}, {"b", &b}}).isOk());
+  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  const SafetensorsEntry &entry = file->tensors().at("a");
+  EXPECT_EQ(entry.shape, (Shape{2, 3}));
+  float value;
+  std::memcpy(&value, entry.data + 5 * 4, 4);
+  EXPECT_EQ(value, 2.5f);
+  EXPECT_EQ(file->tensors().at("b").dtype, DType::BF16);
+
+  std::ifstream stream(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(stream)),
+                             std::istreambuf_iterator<char>());
+  std::vector<uint8_t> truncated(bytes.begin(), bytes.end() - 3);
+  EXPECT_FALSE(SafetensorsFile::fromBytes(truncated, "t"));
+  std::vector<uint8_t> hugeHeader = bytes;
+  hugeHeader[7] = 0x7f;
+  EXPECT_FALSE(SafetensorsFile::fromBytes(hugeHeader, "t"));
+  EXPECT_FALSE(SafetensorsFile::fromBytes({1, 2, 3}, "t"));
+}
+
+TEST(Generation, BytesIdsAndSampling) {
+  EXPECT_EQ(decodeBytes({'h', 'i', 1, 0xe4, 0xb8, 0xad, 0xff, 300}),
+            "hi\\x01\xe4\xb8\xad\\xff<300>");
+  EXPECT_EQ(*parseIds("1,2,3", 10), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(parseIds("1,,2", 10));
+  EXPECT_FALSE(parseIds("10", 10));
+  EXPECT_FALSE(encodeBytes("abc", 100));
+
+  float logits[4] = {0.1f, 3.0f, 2.9f, -1.0f};
+  Sampler greedy(SamplingOptions{}, 0);
+  EXPECT_EQ(greedy.next(logits, 4, {}), 1);
+  SamplingOptions penalized;
+  penalized.repetitionPenalty = 2.0;
+  EXPECT_EQ(Sampler(penalized, 0).next(logits, 4, {1}), 2);
+  SamplingOptions topOne;
+  topOne.doSample = true;
+  topOne.topK = 1;
+  Sampler sampler(topOne, 42);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(sampler.next(logits, 4, {}), 1);
+  }
+}
+
+} // namespace
