@@ -4,6 +4,7 @@
   corrupt.py drop-tensor IN OUT NAME        safetensors without NAME
   corrupt.py add-tensor IN OUT NAME         safetensors with an extra tensor
   corrupt.py lie-offsets IN OUT             first tensor's end offset past the data
+  corrupt.py to-mindformers IN OUT          LLaMA safetensors renamed to MindFormers names
   corrupt.py set-version IN OUT N           model.bin with format_version N
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
   corrupt.py fill IN OUT NAME VALUE         safetensors with every value of NAME = VALUE (F32)
@@ -59,6 +60,20 @@ def main():
         filled = struct.pack("<f", float(sys.argv[5])) * ((end - begin) // 4)
         body = body[:begin] + filled + body[end:]
         write_safetensors(sys.argv[3], header, body)
+    elif command == "to-mindformers":
+        rules = [("model.embed_tokens.weight", "model.tok_embeddings.embedding_weight"),
+                 ("input_layernorm", "attention_norm"), ("post_attention_layernorm", "ffn_norm"),
+                 ("self_attn.q_proj", "attention.wq"), ("self_attn.k_proj", "attention.wk"),
+                 ("self_attn.v_proj", "attention.wv"), ("self_attn.o_proj", "attention.wo"),
+                 ("mlp.gate_proj", "feed_forward.w1"), ("mlp.up_proj", "feed_forward.w3"),
+                 ("mlp.down_proj", "feed_forward.w2"), ("model.norm.weight", "model.norm_out.weight")]
+        header, body = read_safetensors(sys.argv[2])
+        renamed = {}
+        for name, info in header.items():
+            for old, new in rules:
+                name = name.replace(old, new)
+            renamed[name] = info
+        write_safetensors(sys.argv[3], renamed, body)
     elif command == "set-version":
         data = bytearray(open(sys.argv[2], "rb").read())
         (table,) = struct.unpack_from("<I", data, 0)
