@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Analysis/MemoryPlanner.h"
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -19,6 +20,8 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -32,29 +35,6 @@ using namespace mfc;
 
 namespace {
 
-cl::OptionCategory category("mfc compile options");
-
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
-                               cl::Required, cl::cat(category));
-cl::opt<std::string> outputFile("o",
-                                cl::desc("Output: the executable, or the IR "
-                                         "with --compile-to ('-': stdout)"),
-                                cl::value_desc("file"), cl::init("-"),
-                                cl::cat(category));
-cl::opt<std::string>
-    compileTo("compile-to",
-              cl::desc("Stop after this phase and print its IR (phases: mf)"),
-              cl::value_desc("phase"), cl::cat(category));
-cl::list<std::string>
-    overrides("set",
-              cl::desc("Override a config key, e.g. "
-                       "--set model.model_config.num_layers=2 (repeatable)"),
-              cl::value_desc("key.path=value"), cl::cat(category));
-cl::opt<std::string>
-    dumpIrDir("dump-ir-dir",
-              cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
-              cl::value_desc("DIR"), cl::cat(category));
-
 void printError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "mfc") << message << "\n";
 }
@@ -67,7 +47,9 @@ std::string phaseList() {
   return list;
 }
 
-int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec) {
+int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
+                        const std::string &inputFile,
+                        const std::string &outputFile) {
   if (outputFile == "-") {
     printError("an executable is binary: give it a file with -o model.bin "
                "(or print IR with --compile-to=" + phaseList() + ")");
@@ -92,6 +74,30 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec) {
 }
 
 int compile(int argc, char **argv) {
+  cl::OptionCategory category("mfc compile options");
+  // Options are locals: each command registers only its own.
+
+  cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
+                                 cl::Required, cl::cat(category));
+  cl::opt<std::string> outputFile("o",
+                                  cl::desc("Output: the executable, or the IR "
+                                           "with --compile-to ('-': stdout)"),
+                                  cl::value_desc("file"), cl::init("-"),
+                                  cl::cat(category));
+  cl::opt<std::string>
+      compileTo("compile-to",
+                cl::desc("Stop after this phase and print its IR (phases: mf)"),
+                cl::value_desc("phase"), cl::cat(category));
+  cl::list<std::string>
+      overrides("set",
+                cl::desc("Override a config key, e.g. "
+                         "--set model.model_config.num_layers=2 (repeatable)"),
+                cl::value_desc("key.path=value"), cl::cat(category));
+  cl::opt<std::string>
+      dumpIrDir("dump-ir-dir",
+                cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
+                cl::value_desc("DIR"), cl::cat(category));
+
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
@@ -162,7 +168,7 @@ int compile(int argc, char **argv) {
   }
 
   if (compileTo.empty()) {
-    return writeExecutableFile(*module, *spec);
+    return writeExecutableFile(*module, *spec, inputFile, outputFile);
   }
 
   std::string errorMessage;
@@ -178,11 +184,65 @@ int compile(int argc, char **argv) {
   return 0;
 }
 
+/// `mfc plan-memory in.csv [-o plan.csv] [--time-limit S]`: plans a
+/// MiniMalloc-format problem and reports arena, lower bound, ratio and time.
+int planMemoryCommand(int argc, char **argv) {
+  cl::opt<std::string> csvFile(cl::Positional, cl::desc("<problem.csv>"),
+                               cl::Required);
+  cl::opt<std::string> planFile("o", cl::desc("Write the plan (CSV with offsets)"),
+                                cl::value_desc("file"));
+  cl::opt<double> timeLimit("time-limit",
+                            cl::desc("Seconds for the improvement search"),
+                            cl::init(1.0));
+  cl::opt<int64_t> alignment("alignment", cl::desc("Offset alignment in bytes"),
+                             cl::init(1));
+  cl::ParseCommandLineOptions(argc, argv,
+                              "mfc plan-memory: static memory planning of a "
+                              "MiniMalloc CSV problem (id,lower,upper,size)\n");
+  auto buffer = llvm::MemoryBuffer::getFile(csvFile, /*IsText=*/true);
+  if (!buffer) {
+    printError("cannot read '" + csvFile + "': " + buffer.getError().message());
+    return 1;
+  }
+  std::vector<PlannedBuffer> buffers;
+  std::string error = readMemoryPlanCsv((*buffer)->getBuffer().str(), buffers);
+  if (!error.empty()) {
+    printError(csvFile + ":" + error);
+    return 1;
+  }
+  MemoryPlanOptions options;
+  options.timeLimitSeconds = timeLimit;
+  options.alignment = alignment;
+  MemoryPlanResult result = planMemory(buffers, options);
+  if (!isValidPlan(buffers)) {
+    printError("internal error: the plan overlaps live buffers");
+    return 3;
+  }
+  llvm::outs() << llvm::format(
+      "buffers %zu  arena %lld  lower bound %lld  ratio %.4f  time %.3f s  "
+      "(%s, %lld candidates)\n",
+      buffers.size(), static_cast<long long>(result.arenaBytes),
+      static_cast<long long>(result.lowerBound), result.ratio(), result.seconds,
+      result.strategy.c_str(), static_cast<long long>(result.candidatesTried));
+  if (!planFile.empty()) {
+    std::string errorMessage;
+    auto output = mlir::openOutputFile(planFile, &errorMessage);
+    if (!output) {
+      printError(errorMessage);
+      return 1;
+    }
+    output->os() << writeMemoryPlanCsv(buffers, /*withOffsets=*/true);
+    output->keep();
+  }
+  return 0;
+}
+
 void printUsage() {
   llvm::outs() << "OVERVIEW: mfc - ahead-of-time compiler for MindFormers "
                   "model configs\n\n"
-                  "USAGE: mfc compile <model.yaml> [options]\n\n"
-                  "Run 'mfc compile --help' for the options.\n";
+                  "USAGE: mfc compile <model.yaml> [options]\n"
+                  "       mfc plan-memory <problem.csv> [options]\n\n"
+                  "Run 'mfc <command> --help' for the options.\n";
 }
 
 } // namespace
@@ -200,7 +260,12 @@ int main(int argc, char **argv) {
     argv[1] = name.data();
     return compile(argc - 1, argv + 1);
   }
+  if (!std::strcmp(argv[1], "plan-memory")) {
+    std::string name = std::string(argv[0]) + " plan-memory";
+    argv[1] = name.data();
+    return planMemoryCommand(argc - 1, argv + 1);
+  }
   printError("unknown command '" + llvm::Twine(argv[1]) +
-             "'; expected 'compile' (see 'mfc --help')");
+             "'; expected 'compile' or 'plan-memory' (see 'mfc --help')");
   return 2;
 }

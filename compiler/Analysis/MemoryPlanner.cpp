@@ -1,0 +1,387 @@
+//===- MemoryPlanner.cpp - static memory planning -------------------------===//
+
+#include "compiler/Analysis/MemoryPlanner.h"
+
+#include <algorithm>
+#include <functional>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+using namespace mfc;
+
+int64_t mfc::livenessLowerBound(const std::vector<PlannedBuffer> &buffers) {
+  std::map<int64_t, int64_t> delta;
+  for (const PlannedBuffer &buffer : buffers) {
+    if (buffer.upper > buffer.lower) {
+      delta[buffer.lower] += buffer.size;
+      delta[buffer.upper] -= buffer.size;
+    }
+  }
+  int64_t live = 0, peak = 0;
+  for (auto &[step, change] : delta) {
+    live += change;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+namespace {
+
+bool overlapInTime(const PlannedBuffer &a, const PlannedBuffer &b) {
+  return a.lower < b.upper && b.lower < a.upper;
+}
+
+int64_t alignUp(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/// Where a buffer goes among the free gaps at its lifetime.
+enum class Fit {
+  Lowest, ///< the lowest gap that fits
+  Best    ///< the smallest gap that fits (the open top counts as infinite)
+};
+
+/// Places buffers in `order`, each in a gap (chosen by `fit`) where it
+/// overlaps nothing placed before it that is alive at the same time. Returns
+/// the arena size; offsets go into `offsets`.
+int64_t placeInOrder(const std::vector<PlannedBuffer> &buffers,
+                     const std::vector<int> &order, int64_t alignment, Fit fit,
+                     std::vector<int64_t> &offsets) {
+  offsets.assign(buffers.size(), -1);
+  std::vector<int> placed;
+  placed.reserve(buffers.size());
+  std::vector<std::pair<int64_t, int64_t>> taken; // [begin, end) in the arena
+  int64_t arena = 0;
+  for (int index : order) {
+    const PlannedBuffer &buffer = buffers[index];
+    taken.clear();
+    for (int other : placed) {
+      if (overlapInTime(buffer, buffers[other])) {
+        taken.emplace_back(offsets[other], offsets[other] + buffers[other].size);
+      }
+    }
+    std::sort(taken.begin(), taken.end());
+    int64_t cursor = 0, chosen = -1, chosenGap = INT64_MAX;
+    for (auto [begin, end] : taken) {
+      if (begin >= cursor + buffer.size) {
+        int64_t gap = begin - cursor;
+        if (fit == Fit::Lowest) {
+          chosen = cursor;
+          break;
+        }
+        if (gap < chosenGap) {
+          chosen = cursor;
+          chosenGap = gap;
+        }
+      }
+      cursor = std::max(cursor, alignUp(end, alignment));
+    }
+    int64_t offset = chosen >= 0 ? chosen : cursor; // else the open top
+    offsets[index] = offset;
+    arena = std::max(arena, offset + buffer.size);
+    placed.push_back(index);
+  }
+  return arena;
+}
+
+/// The lowest aligned offset where `index` fits among the placed buffers.
+int64_t lowestOffset(const std::vector<PlannedBuffer> &buffers, int index,
+                     const std::vector<int> &placed,
+                     const std::vector<int64_t> &offsets, int64_t alignment,
+                     std::vector<std::pair<int64_t, int64_t>> &taken) {
+  const PlannedBuffer &buffer = buffers[index];
+  taken.clear();
+  for (int other : placed) {
+    if (overlapInTime(buffer, buffers[other])) {
+      taken.emplace_back(offsets[other], offsets[other] + buffers[other].size);
+    }
+  }
+  std::sort(taken.begin(), taken.end());
+  int64_t cursor = 0;
+  for (auto [begin, end] : taken) {
+    if (begin >= cursor + buffer.size) {
+      break;
+    }
+    cursor = std::max(cursor, alignUp(end, alignment));
+  }
+  return cursor;
+}
+
+/// Builds the order greedily from the bottom of the arena up: at each step
+/// place the buffer that can sit lowest (ties broken four ways: lifetime,
+/// size, area, start),
+/// which is the order of offsets in a perfect packing. Only buffers alive
+/// together with the one just placed need their lowest offset recomputed.
+std::vector<int> lowestFirstOrder(const std::vector<PlannedBuffer> &buffers,
+                                  int64_t alignment, int tieBreak) {
+  int n = static_cast<int>(buffers.size());
+  std::vector<int> order, placed;
+  std::vector<int64_t> offsets(n, -1), lowest(n, 0);
+  std::vector<bool> done(n, false);
+  std::vector<std::pair<int64_t, int64_t>> taken;
+  for (int step = 0; step < n; ++step) {
+    int pick = -1;
+    for (int i = 0; i < n; ++i) {
+      if (done[i]) {
+        continue;
+      }
+      auto key = [&](int j) {
+        int64_t lifetime = buffers[j].upper - buffers[j].lower;
+        int64_t size = buffers[j].size;
+        switch (tieBreak) {
+        case 0:
+          return std::make_tuple(lowest[j], -lifetime, -size, j);
+        case 1:
+          return std::make_tuple(lowest[j], -size, -lifetime, j);
+        case 2:
+          return std::make_tuple(lowest[j], -size * lifetime, buffers[j].lower, j);
+        default:
+          return std::make_tuple(lowest[j], buffers[j].lower, -size, j);
+        }
+      };
+      if (pick < 0 || key(i) < key(pick)) {
+        pick = i;
+      }
+    }
+    done[pick] = true;
+    offsets[pick] = lowest[pick];
+    placed.push_back(pick);
+    order.push_back(pick);
+    for (int i = 0; i < n; ++i) {
+      if (!done[i] && overlapInTime(buffers[i], buffers[pick])) {
+        lowest[i] = lowestOffset(buffers, i, placed, offsets, alignment, taken);
+      }
+    }
+  }
+  return order;
+}
+
+using Clock = std::chrono::steady_clock;
+
+} // namespace
+
+MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
+                                 const MemoryPlanOptions &options) {
+  auto start = Clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  MemoryPlanResult result;
+  result.lowerBound = livenessLowerBound(buffers);
+  int n = static_cast<int>(buffers.size());
+  int64_t alignment = std::max<int64_t>(1, options.alignment);
+  if (n == 0) {
+    return result;
+  }
+
+  std::vector<int> bestOrder;
+  std::vector<int64_t> bestOffsets, offsets;
+  int64_t best = INT64_MAX;
+  Fit bestFit = Fit::Lowest;
+  auto tryOrder = [&](const std::vector<int> &order, Fit fit,
+                      const std::string &strategy) {
+    ++result.candidatesTried;
+    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets);
+    if (arena < best) {
+      best = arena;
+      bestOrder = order;
+      bestOffsets = offsets;
+      bestFit = fit;
+      result.strategy = strategy + (fit == Fit::Best ? "/best-fit" : "/lowest-fit");
+    }
+  };
+
+  // 1. The portfolio: orders that are good on different shapes of problem.
+  using Key = std::function<std::tuple<int64_t, int64_t, int64_t>(int)>;
+  const std::pair<const char *, Key> portfolio[] = {
+      {"size", [&](int i) { return std::make_tuple(-buffers[i].size,
+                                                   buffers[i].lower, (int64_t)i); }},
+      {"start", [&](int i) { return std::make_tuple(buffers[i].lower,
+                                                    -buffers[i].size, (int64_t)i); }},
+      {"area", [&](int i) {
+         return std::make_tuple(-buffers[i].size * (buffers[i].upper - buffers[i].lower),
+                                buffers[i].lower, (int64_t)i);
+       }},
+      {"lifetime", [&](int i) {
+         return std::make_tuple(-(buffers[i].upper - buffers[i].lower),
+                                -buffers[i].size, (int64_t)i);
+       }},
+  };
+  for (const auto &[name, key] : portfolio) {
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return key(a) < key(b); });
+    tryOrder(order, Fit::Lowest, name);
+    tryOrder(order, Fit::Best, name);
+  }
+  if (n <= 4096) { // quadratic in the number of buffers
+    for (int tieBreak = 0; tieBreak < 4; ++tieBreak) {
+      tryOrder(lowestFirstOrder(buffers, alignment, tieBreak), Fit::Lowest,
+               "lowest-first");
+    }
+  }
+
+  // 2. Search: perturb the current order and replay it. Moving a buffer
+  //    that touches the top of the arena earlier gives it first pick of
+  //    offsets; random swaps escape plateaus (equal arenas are accepted).
+  //    After a long stall, restart from a fresh shuffle; keep the best seen.
+  std::mt19937_64 random(options.seed);
+  std::vector<int> current = bestOrder, order;
+  std::vector<int64_t> currentOffsets = bestOffsets;
+  int64_t currentArena = best;
+  Fit currentFit = bestFit;
+  int64_t stall = 0, stallLimit = 200 + 20 * static_cast<int64_t>(n);
+  std::vector<int> position(n), critical;
+  while (best > result.lowerBound && elapsed() < options.timeLimitSeconds) {
+    if (stall > stallLimit) {
+      std::shuffle(current.begin(), current.end(), random);
+      currentFit = random() % 2 ? Fit::Best : Fit::Lowest;
+      currentArena = placeInOrder(buffers, current, alignment, currentFit,
+                                  currentOffsets);
+      stall = 0;
+    }
+    order = current;
+    for (int i = 0; i < n; ++i) {
+      position[order[i]] = i;
+    }
+    critical.clear();
+    for (int i = 0; i < n; ++i) {
+      if (currentOffsets[i] + buffers[i].size == currentArena) {
+        critical.push_back(i);
+      }
+    }
+    int moves = 1 + static_cast<int>(random() % 3);
+    for (int move = 0; move < moves; ++move) {
+      if (random() % 2 == 0 && !critical.empty()) {
+        int chosen = critical[random() % critical.size()];
+        int from = position[chosen];
+        if (from == 0) {
+          continue;
+        }
+        int to = static_cast<int>(random() % from);
+        std::rotate(order.begin() + to, order.begin() + from,
+                    order.begin() + from + 1);
+        for (int i = to; i <= from; ++i) {
+          position[order[i]] = i;
+        }
+      } else {
+        int a = static_cast<int>(random() % n), b = static_cast<int>(random() % n);
+        std::swap(order[a], order[b]);
+        position[order[a]] = a;
+        position[order[b]] = b;
+      }
+    }
+    Fit fit = random() % 8 == 0 ? (currentFit == Fit::Best ? Fit::Lowest : Fit::Best)
+                                : currentFit;
+    ++result.candidatesTried;
+    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets);
+    ++stall;
+    if (arena <= currentArena) {
+      if (arena < currentArena) {
+        stall = 0;
+      }
+      current = order;
+      currentOffsets = offsets;
+      currentArena = arena;
+      currentFit = fit;
+    }
+    if (arena < best) {
+      best = arena;
+      bestOrder = order;
+      bestOffsets = offsets;
+      result.strategy = fit == Fit::Best ? "search/best-fit" : "search/lowest-fit";
+    }
+  }
+
+  for (int i = 0; i < n; ++i) {
+    buffers[i].offset = bestOffsets[i];
+  }
+  result.arenaBytes = best;
+  result.seconds = elapsed();
+  return result;
+}
+
+bool mfc::isValidPlan(const std::vector<PlannedBuffer> &buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].offset < 0) {
+      return false;
+    }
+    for (size_t j = i + 1; j < buffers.size(); ++j) {
+      const PlannedBuffer &a = buffers[i], &b = buffers[j];
+      if (overlapInTime(a, b) && a.offset < b.offset + b.size &&
+          b.offset < a.offset + a.size && a.size > 0 && b.size > 0) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::string mfc::readMemoryPlanCsv(const std::string &text,
+                                   std::vector<PlannedBuffer> &buffers) {
+  std::istringstream stream(text);
+  std::string line;
+  int lineNumber = 0;
+  while (std::getline(stream, line)) {
+    ++lineNumber;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.empty()) {
+      continue;
+    }
+    if (lineNumber == 1 && line.rfind("id", 0) == 0) {
+      continue; // header
+    }
+    std::vector<std::string> fields;
+    std::stringstream row(line);
+    std::string field;
+    while (std::getline(row, field, ',')) {
+      fields.push_back(field);
+    }
+    if (fields.size() < 4) {
+      return "line " + std::to_string(lineNumber) +
+             ": expected id,lower,upper,size";
+    }
+    PlannedBuffer buffer;
+    buffer.id = fields[0];
+    try {
+      size_t used = 0;
+      int64_t *targets[] = {&buffer.lower, &buffer.upper, &buffer.size};
+      for (int k = 0; k < 3; ++k) {
+        *targets[k] = std::stoll(fields[k + 1], &used);
+        if (used != fields[k + 1].size()) {
+          throw std::invalid_argument("trailing characters");
+        }
+      }
+    } catch (const std::exception &) {
+      return "line " + std::to_string(lineNumber) + ": '" + line +
+             "' does not have integer lower, upper and size";
+    }
+    if (buffer.lower > buffer.upper || buffer.size < 0) {
+      return "line " + std::to_string(lineNumber) +
+             ": expected lower <= upper and size >= 0";
+    }
+    buffers.push_back(buffer);
+  }
+  return "";
+}
+
+std::string mfc::writeMemoryPlanCsv(const std::vector<PlannedBuffer> &buffers,
+                                    bool withOffsets) {
+  std::ostringstream out;
+  out << (withOffsets ? "id,lower,upper,size,offset\n" : "id,lower,upper,size\n");
+  for (const PlannedBuffer &buffer : buffers) {
+    out << buffer.id << "," << buffer.lower << "," << buffer.upper << ","
+        << buffer.size;
+    if (withOffsets) {
+      out << "," << buffer.offset;
+    }
+    out << "\n";
+  }
+  return out.str();
+}

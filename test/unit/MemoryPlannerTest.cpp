@@ -1,0 +1,92 @@
+//===- MemoryPlannerTest.cpp - static memory planning ---------------------===//
+
+#include "compiler/Analysis/MemoryPlanner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mfc;
+
+namespace {
+
+/// Cuts the rectangle [t0, t1) x [o0, o1) of time x offset into `pieces`
+/// buffers that tile it exactly, so the optimal arena equals the lower bound.
+void tile(std::mt19937_64 &random, int64_t t0, int64_t t1, int64_t o0,
+          int64_t o1, int pieces, std::vector<PlannedBuffer> &out) {
+  bool canCutTime = t1 - t0 > 1, canCutSpace = o1 - o0 > 1;
+  if (pieces <= 1 || (!canCutTime && !canCutSpace)) {
+    out.push_back({std::to_string(out.size()), t0, t1, o1 - o0, -1});
+    return;
+  }
+  int left = 1 + static_cast<int>(random() % (pieces - 1));
+  if (canCutTime && (!canCutSpace || random() % 2)) {
+    int64_t cut = t0 + 1 + static_cast<int64_t>(random() % (t1 - t0 - 1));
+    tile(random, t0, cut, o0, o1, left, out);
+    tile(random, cut, t1, o0, o1, pieces - left, out);
+  } else {
+    int64_t cut = o0 + 1 + static_cast<int64_t>(random() % (o1 - o0 - 1));
+    tile(random, t0, t1, o0, cut, left, out);
+    tile(random, t0, t1, cut, o1, pieces - left, out);
+  }
+}
+
+TEST(MemoryPlanner, LowerBoundIsThePeakOfLiveBytes) {
+  std::vector<PlannedBuffer> buffers = {
+      {"a", 0, 2, 10, -1}, {"b", 1, 3, 5, -1}, {"c", 2, 4, 7, -1}};
+  EXPECT_EQ(livenessLowerBound(buffers), 15); // a and b at step 1
+}
+
+TEST(MemoryPlanner, ReusesMemoryOfDeadBuffers) {
+  std::vector<PlannedBuffer> buffers = {
+      {"a", 0, 2, 100, -1}, {"b", 2, 4, 100, -1}, {"c", 1, 3, 50, -1}};
+  MemoryPlanResult result = planMemory(buffers);
+  EXPECT_TRUE(isValidPlan(buffers));
+  EXPECT_EQ(result.arenaBytes, 150);
+  EXPECT_EQ(result.lowerBound, 150);
+}
+
+TEST(MemoryPlanner, AlignsOffsets) {
+  std::vector<PlannedBuffer> buffers = {{"a", 0, 2, 3, -1}, {"b", 0, 2, 3, -1}};
+  MemoryPlanOptions options;
+  options.alignment = 64;
+  options.timeLimitSeconds = 0.05; // the bound ignores alignment: unreachable
+  MemoryPlanResult result = planMemory(buffers, options);
+  EXPECT_TRUE(isValidPlan(buffers));
+  EXPECT_EQ(result.arenaBytes, 67);
+  EXPECT_EQ(std::max(buffers[0].offset, buffers[1].offset), 64);
+}
+
+TEST(MemoryPlanner, StaysNearTheBoundOnExactTilings) {
+  std::mt19937_64 random(7);
+  for (int instance = 0; instance < 3; ++instance) {
+    std::vector<PlannedBuffer> buffers;
+    tile(random, 0, 200, 0, 4096, 150, buffers);
+    MemoryPlanOptions options;
+    options.timeLimitSeconds = 1.0;
+    MemoryPlanResult result = planMemory(buffers, options);
+    EXPECT_TRUE(isValidPlan(buffers));
+    EXPECT_EQ(result.lowerBound, 4096);
+    // A regression bound, not the goal: issue 4 asks for <= 1.10 on hard
+    // instances, which bench/memory_planner.py measures; today's planner
+    // reaches 1.00-1.12 on these three.
+    EXPECT_LE(result.ratio(), 1.20) << "instance " << instance;
+  }
+}
+
+TEST(MemoryPlanner, CsvRoundTripsAndRejectsBadRows) {
+  std::vector<PlannedBuffer> buffers;
+  EXPECT_EQ(readMemoryPlanCsv("id,lower,upper,size\nx,0,3,16\ny,1,2,8\n", buffers),
+            "");
+  ASSERT_EQ(buffers.size(), 2u);
+  EXPECT_EQ(buffers[1].size, 8);
+  planMemory(buffers);
+  EXPECT_EQ(writeMemoryPlanCsv(buffers, false),
+            "id,lower,upper,size\nx,0,3,16\ny,1,2,8\n");
+  std::vector<PlannedBuffer> bad;
+  EXPECT_NE(readMemoryPlanCsv("id,lower,upper,size\nx,0,3\n", bad), "");
+  EXPECT_NE(readMemoryPlanCsv("x,3,1,4\n", bad), "");
+  EXPECT_NE(readMemoryPlanCsv("x,0,1,4k\n", bad), "");
+}
+
+} // namespace
