@@ -196,6 +196,40 @@ Status cast(const fb::Op &op, const Tensor &a, Tensor &out) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
+/// out[i0, .., in] = source[base + sum(i_d * strides[d])], element by
+/// element: broadcast (zero strides), transpose (permuted strides) and slice
+/// (an offset base) are all this gather.
+void stridedGather(const Tensor &source, Tensor &out,
+                   const std::vector<int64_t> &strides, int64_t base) {
+  size_t element = dtypeSize(out.dtype());
+  size_t rank = out.shape().size();
+  const char *from = static_cast<const char *>(source.data());
+  char *to = static_cast<char *>(out.data());
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    int64_t offset = base;
+    for (size_t d = 0; d < rank; ++d) {
+      offset += index[d] * strides[d];
+    }
+    std::memcpy(to + i * element, from + offset * element, element);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < out.dim(d)) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+}
+
+/// Row-major strides of `shape`, in elements.
+std::vector<int64_t> rowMajorStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
 Status broadcast(const fb::Op &op, const Tensor &a, Tensor &out) {
   const Shape &from = a.shape(), &to = out.shape();
   if (from.size() > to.size() || a.dtype() != out.dtype()) {
@@ -213,23 +247,7 @@ Status broadcast(const fb::Op &op, const Tensor &a, Tensor &out) {
     strides[lead + i] = from[i] == 1 ? 0 : stride;
     stride *= from[i];
   }
-  size_t element = dtypeSize(out.dtype());
-  const char *source = static_cast<const char *>(a.data());
-  char *target = static_cast<char *>(out.data());
-  std::vector<int64_t> index(to.size(), 0);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < to.size(); ++d) {
-      offset += index[d] * strides[d];
-    }
-    std::memcpy(target + i * element, source + offset * element, element);
-    for (int64_t d = static_cast<int64_t>(to.size()) - 1; d >= 0; --d) {
-      if (++index[d] < to[d]) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
+  stridedGather(a, out, strides, 0);
   return Status::ok();
 }
 
@@ -240,10 +258,7 @@ Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
       a.dtype() != out.dtype()) {
     return shapeError(op, "permutation does not fit the operand");
   }
-  std::vector<int64_t> inStrides(rank, 1);
-  for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
-    inStrides[d] = inStrides[d + 1] * in[d + 1];
-  }
+  std::vector<int64_t> inStrides = rowMajorStrides(in);
   std::vector<int64_t> strides(rank);
   std::vector<bool> seen(rank, false);
   for (size_t d = 0; d < rank; ++d) {
@@ -255,23 +270,7 @@ Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
     seen[source] = true;
     strides[d] = inStrides[source];
   }
-  size_t element = dtypeSize(out.dtype());
-  const char *source = static_cast<const char *>(a.data());
-  char *target = static_cast<char *>(out.data());
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      offset += index[d] * strides[d];
-    }
-    std::memcpy(target + i * element, source + offset * element, element);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < out.dim(d)) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
+  stridedGather(a, out, strides, 0);
   return Status::ok();
 }
 
@@ -288,27 +287,12 @@ Status slice(const fb::Op &op, const Tensor &a, Tensor &out) {
       return shapeError(op, "slice is outside the operand");
     }
   }
-  std::vector<int64_t> inStrides(rank, 1);
-  for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
-    inStrides[d] = inStrides[d + 1] * in[d + 1];
+  std::vector<int64_t> strides = rowMajorStrides(in);
+  int64_t base = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    base += op.ints()->Get(d) * strides[d];
   }
-  size_t element = dtypeSize(out.dtype());
-  const char *source = static_cast<const char *>(a.data());
-  char *target = static_cast<char *>(out.data());
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      offset += (index[d] + op.ints()->Get(d)) * inStrides[d];
-    }
-    std::memcpy(target + i * element, source + offset * element, element);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < out.dim(d)) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
+  stridedGather(a, out, strides, base);
   return Status::ok();
 }
 

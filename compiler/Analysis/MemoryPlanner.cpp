@@ -38,6 +38,21 @@ int64_t alignUp(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+/// The arena ranges [begin, end) taken, while `index` is alive, by the
+/// `placed` buffers, sorted by begin.
+void collectTaken(const std::vector<PlannedBuffer> &buffers, int index,
+                  const std::vector<int> &placed,
+                  const std::vector<int64_t> &offsets,
+                  std::vector<std::pair<int64_t, int64_t>> &taken) {
+  taken.clear();
+  for (int other : placed) {
+    if (overlapInTime(buffers[index], buffers[other])) {
+      taken.emplace_back(offsets[other], offsets[other] + buffers[other].size);
+    }
+  }
+  std::sort(taken.begin(), taken.end());
+}
+
 /// Where a buffer goes among the free gaps at its lifetime.
 enum class Fit {
   Lowest, ///< the lowest gap that fits
@@ -57,13 +72,7 @@ int64_t placeInOrder(const std::vector<PlannedBuffer> &buffers,
   int64_t arena = 0;
   for (int index : order) {
     const PlannedBuffer &buffer = buffers[index];
-    taken.clear();
-    for (int other : placed) {
-      if (overlapInTime(buffer, buffers[other])) {
-        taken.emplace_back(offsets[other], offsets[other] + buffers[other].size);
-      }
-    }
-    std::sort(taken.begin(), taken.end());
+    collectTaken(buffers, index, placed, offsets, taken);
     int64_t cursor = 0, chosen = -1, chosenGap = INT64_MAX;
     for (auto [begin, end] : taken) {
       if (begin >= cursor + buffer.size) {
@@ -93,13 +102,7 @@ int64_t lowestOffset(const std::vector<PlannedBuffer> &buffers, int index,
                      const std::vector<int64_t> &offsets, int64_t alignment,
                      std::vector<std::pair<int64_t, int64_t>> &taken) {
   const PlannedBuffer &buffer = buffers[index];
-  taken.clear();
-  for (int other : placed) {
-    if (overlapInTime(buffer, buffers[other])) {
-      taken.emplace_back(offsets[other], offsets[other] + buffers[other].size);
-    }
-  }
-  std::sort(taken.begin(), taken.end());
+  collectTaken(buffers, index, placed, offsets, taken);
   int64_t cursor = 0;
   for (auto [begin, end] : taken) {
     if (begin >= cursor + buffer.size) {

@@ -8,8 +8,6 @@
 
 #include "compiler/Frontend/GraphBuilder.h"
 
-#include <cmath>
-
 using namespace mlir;
 using namespace mfc;
 
@@ -91,21 +89,7 @@ private:
     };
     Value q = part(0), k = part(1), v = part(2);
 
-    Value pastLength;
-    if (cache) {
-      Location cacheLoc = loc(attn + ".kv_cache", "use_past");
-      k = cache->keys[layer] = mf::KvCacheWriteOp::create(
-          builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
-      v = cache->values[layer] = mf::KvCacheWriteOp::create(
-          builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
-      pastLength = cache->pastLength;
-    }
-    Value attended = mf::AttentionOp::create(
-        builder_, loc(attn + ".attention_core", "num_heads"), q.getType(), q, k,
-        v, pastLength, /*causal=*/true,
-        llvm::APFloat(1.0 / std::sqrt(static_cast<double>(headDim))));
-    attended = reshape(attended, {batch, seq, hiddenSize},
-                       loc(attn + ".merge_heads", "num_heads"));
+    Value attended = causalAttention(q, k, v, cache, layer, attn);
     Value output =
         conv1d(attended, attn + ".c_proj", hiddenSize, hiddenSize, "hidden_size");
     hidden = mf::AddOp::create(builder_, loc(path + ".attn_add", "num_layers"),

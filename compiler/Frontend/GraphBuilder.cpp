@@ -127,6 +127,27 @@ Value GraphBuilder::positions(int64_t batch, int64_t seq, Value pastLength,
                            broadcastTo(pastLength, {batch, seq}, loc));
 }
 
+Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
+                                    int64_t layer,
+                                    const std::string &attentionPath) {
+  Value pastLength;
+  if (cache) {
+    Location cacheLoc = loc(attentionPath + ".kv_cache", "use_past");
+    k = cache->keys[layer] = mf::KvCacheWriteOp::create(
+        builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
+    v = cache->values[layer] = mf::KvCacheWriteOp::create(
+        builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
+    pastLength = cache->pastLength;
+  }
+  ArrayRef<int64_t> shape = shapeOf(q);
+  Value attended = mf::AttentionOp::create(
+      builder_, loc(attentionPath + ".attention_core", "num_heads"), q.getType(),
+      q, k, v, pastLength, /*causal=*/true,
+      llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3]))));
+  return reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
+                 loc(attentionPath + ".merge_heads", "num_heads"));
+}
+
 Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
   Value projected = linear(hidden, headWeight, Value(), /*transposed=*/true, loc);
   return castTo(projected, builder_.getF32Type(), loc);

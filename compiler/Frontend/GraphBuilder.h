@@ -70,6 +70,12 @@ protected:
   /// Positions [batch, seq] of the tokens: past_length + 0, 1, ...
   mlir::Value positions(int64_t batch, int64_t seq, mlir::Value pastLength,
                           mlir::Location loc);
+  /// Causal attention of q [B,S,H,D] over k, v [B,S,Hkv,D]; with `cache`,
+  /// k and v are first written into layer `layer`'s cache at past_length and
+  /// attention reads the whole cache. Returns [B, S, H*D].
+  mlir::Value causalAttention(mlir::Value q, mlir::Value k, mlir::Value v,
+                              KvCache *cache, int64_t layer,
+                              const std::string &attentionPath);
   /// Projects hidden states [.., hidden] to f32 logits with a [vocab, hidden]
   /// weight.
   mlir::Value logits(mlir::Value hidden, mlir::Value headWeight,

@@ -10,8 +10,6 @@
 
 #include "compiler/Frontend/GraphBuilder.h"
 
-#include <cmath>
-
 using namespace mlir;
 using namespace mfc;
 
@@ -115,22 +113,7 @@ private:
     q = rope(q, positionIds, attn + ".rotary_embedding.q");
     k = rope(k, positionIds, attn + ".rotary_embedding.k");
 
-    Location coreLoc = loc(attn + ".attention_core", "num_heads");
-    Value pastLength;
-    if (cache) {
-      Location cacheLoc = loc(attn + ".kv_cache", "use_past");
-      k = cache->keys[layer] = mf::KvCacheWriteOp::create(
-          builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
-      v = cache->values[layer] = mf::KvCacheWriteOp::create(
-          builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
-      pastLength = cache->pastLength;
-    }
-    Value attended = mf::AttentionOp::create(
-        builder_, coreLoc, q.getType(), q, k, v, pastLength,
-        /*causal=*/true,
-        llvm::APFloat(1.0 / std::sqrt(static_cast<double>(headDim))));
-    attended = reshape(attended, {batch, seq, heads * headDim},
-                       loc(attn + ".merge_heads", "num_heads"));
+    Value attended = causalAttention(q, k, v, cache, layer, attn);
     Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
                               hiddenSize, heads * headDim, false, "hidden_size");
     hidden = mf::AddOp::create(builder_, loc(path + ".attention_add", "num_layers"),

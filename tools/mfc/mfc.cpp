@@ -39,6 +39,21 @@ void printError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "mfc") << message << "\n";
 }
 
+/// Opens `path` ('-': stdout), lets `write` fill it, keeps it on success.
+int writeOutputFile(const std::string &path,
+                    llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(path, &errorMessage);
+  if (!output) {
+    printError(errorMessage);
+    return 1;
+  }
+  write(output->os());
+  output->keep();
+  return 0;
+}
+
 std::string phaseList() {
   std::string list;
   for (const Phase &phase : compilerPhases()) {
@@ -60,17 +75,9 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
     printError("cannot serialize '" + inputFile + "'");
     return 1;
   }
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      mlir::openOutputFile(outputFile, &errorMessage);
-  if (!output) {
-    printError(errorMessage);
-    return 1;
-  }
-  output->os().write(reinterpret_cast<const char *>(bytes->data()),
-                     bytes->size());
-  output->keep();
-  return 0;
+  return writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
+    os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+  });
 }
 
 int compile(int argc, char **argv) {
@@ -171,17 +178,10 @@ int compile(int argc, char **argv) {
     return writeExecutableFile(*module, *spec, inputFile, outputFile);
   }
 
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      mlir::openOutputFile(outputFile, &errorMessage);
-  if (!output) {
-    printError(errorMessage);
-    return 1;
-  }
-  module->print(output->os());
-  output->os() << "\n";
-  output->keep();
-  return 0;
+  return writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
+    module->print(os);
+    os << "\n";
+  });
 }
 
 /// `mfc plan-memory in.csv [-o plan.csv] [--time-limit S]`: plans a
@@ -224,17 +224,12 @@ int planMemoryCommand(int argc, char **argv) {
       buffers.size(), static_cast<long long>(result.arenaBytes),
       static_cast<long long>(result.lowerBound), result.ratio(), result.seconds,
       result.strategy.c_str(), static_cast<long long>(result.candidatesTried));
-  if (!planFile.empty()) {
-    std::string errorMessage;
-    auto output = mlir::openOutputFile(planFile, &errorMessage);
-    if (!output) {
-      printError(errorMessage);
-      return 1;
-    }
-    output->os() << writeMemoryPlanCsv(buffers, /*withOffsets=*/true);
-    output->keep();
+  if (planFile.empty()) {
+    return 0;
   }
-  return 0;
+  return writeOutputFile(planFile, [&](llvm::raw_ostream &os) {
+    os << writeMemoryPlanCsv(buffers, /*withOffsets=*/true);
+  });
 }
 
 void printUsage() {
