@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -19,14 +20,24 @@ using namespace mfc;
 
 namespace {
 
-void addGraphCleanup(OpPassManager &pm) {
+void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
+  MFPlanMemoryPassOptions planOptions;
+  planOptions.csvFile = options.memoryPlanCsv;
+  planOptions.svgFile = options.memoryPlanSvg;
+  pm.addPass(createMFPlanMemoryPass(planOptions));
 }
 
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
+    {"memory-plan",
+     "every transient tensor of each entry placed in one static arena",
+     addMemoryPlanning},
 };
 
 /// Writes the IR after a phase; a pass so that it runs in pipeline order and
@@ -88,7 +99,7 @@ void mfc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   unsigned index = 1;
   for (const Phase &phase : kPhases) {
-    phase.addPasses(pm);
+    phase.addPasses(pm, options);
     if (!options.dumpIrDir.empty()) {
       pm.addPass(std::make_unique<DumpIRPass>(options.dumpIrDir, index,
                                               phase.name.str()));
@@ -105,7 +116,7 @@ void mfc::registerPhasePipelines() {
     PassPipelineRegistration<>(("mfc-phase-" + phase.name).str(),
                                phase.description,
                                [&phase](OpPassManager &pm) {
-                                 phase.addPasses(pm);
+                                 phase.addPasses(pm, CompileOptions());
                                });
   }
 }

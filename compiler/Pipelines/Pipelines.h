@@ -17,11 +17,13 @@
 
 namespace mfc {
 
+struct CompileOptions;
+
 /// One named phase of the pipeline.
 struct Phase {
   llvm::StringLiteral name;
   llvm::StringLiteral description;
-  void (*addPasses)(mlir::OpPassManager &pm);
+  void (*addPasses)(mlir::OpPassManager &pm, const CompileOptions &options);
 };
 
 /// The phases after the frontend, in order.
@@ -36,6 +38,9 @@ struct CompileOptions {
   std::string compileTo;
   /// Write the IR after every phase into this directory ("" = don't).
   std::string dumpIrDir;
+  /// Memory planning: write the problem (MiniMalloc CSV) / a picture (SVG).
+  std::string memoryPlanCsv;
+  std::string memoryPlanSvg;
 };
 
 /// Adds every phase up to and including `options.compileTo`, and a pass that

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFDialect.h"
 #include "dialects/MF/Transforms/Passes.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::mf::MFDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   mlir::mf::registerMFPasses();
+  mfc::registerMFCPasses();
   mfc::registerPhasePipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mfc pass driver\n", registry));

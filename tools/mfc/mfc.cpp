@@ -54,6 +54,24 @@ int writeOutputFile(const std::string &path,
   return 0;
 }
 
+/// One line per planned entry: arena, lower bound, ratio.
+void reportMemoryPlan(mlir::ModuleOp module) {
+  for (auto entry : module.getOps<mlir::func::FuncOp>()) {
+    auto arena = entry->getAttrOfType<mlir::IntegerAttr>("mf.arena_bytes");
+    auto bound = entry->getAttrOfType<mlir::IntegerAttr>("mf.arena_lower_bound");
+    if (!arena || !bound) {
+      continue;
+    }
+    llvm::WithColor::note(llvm::errs(), "mfc")
+        << llvm::format("memory plan of @%s: arena %.3f MB, liveness lower "
+                        "bound %.3f MB, ratio %.3f\n",
+                        entry.getSymName().str().c_str(), arena.getInt() / 1e6,
+                        bound.getInt() / 1e6,
+                        bound.getInt() ? double(arena.getInt()) / bound.getInt()
+                                       : 1.0);
+  }
+}
+
 std::string phaseList() {
   std::string list;
   for (const Phase &phase : compilerPhases()) {
@@ -93,13 +111,21 @@ int compile(int argc, char **argv) {
                                   cl::cat(category));
   cl::opt<std::string>
       compileTo("compile-to",
-                cl::desc("Stop after this phase and print its IR (phases: mf)"),
+                cl::desc("Stop after this phase and print its IR (phases: mf, "
+                       "memory-plan)"),
                 cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",
                 cl::desc("Override a config key, e.g. "
                          "--set model.model_config.num_layers=2 (repeatable)"),
                 cl::value_desc("key.path=value"), cl::cat(category));
+  cl::opt<std::string> memoryPlanCsv(
+      "memory-plan-csv",
+      cl::desc("Write the memory planning problem as MiniMalloc CSV"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> memoryPlanSvg(
+      "memory-plan-svg", cl::desc("Draw the memory plan (time x offset)"),
+      cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string>
       dumpIrDir("dump-ir-dir",
                 cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
@@ -158,7 +184,7 @@ int compile(int argc, char **argv) {
 
   frontendTimer.stop();
 
-  CompileOptions options{compileTo, dumpIrDir};
+  CompileOptions options{compileTo, dumpIrDir, memoryPlanCsv, memoryPlanSvg};
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;
@@ -174,6 +200,7 @@ int compile(int argc, char **argv) {
     return 1;
   }
 
+  reportMemoryPlan(*module);
   if (compileTo.empty()) {
     return writeExecutableFile(*module, *spec, inputFile, outputFile);
   }

@@ -1,0 +1,43 @@
+//===- Passes.td - compiler-wide passes --------------------*- tablegen -*-===//
+
+#ifndef MFC_COMPILER_TRANSFORMS_PASSES_TD
+#define MFC_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Plans every transient tensor of each entry into one arena";
+  let description = [{
+    For every entry function, each op result that is a transient tensor
+    becomes a buffer alive from its defining op to its last use (results
+    returned by the entry live to the end). Parameters and constants live
+    outside the arena; reshapes and KV-cache writes reuse their operand's
+    buffer. The buffers are placed by the planner of
+    `compiler/Analysis/MemoryPlanner` and the plan is recorded as
+    attributes: `mf.arena_offset` on each defining op, and `mf.arena_bytes`,
+    `mf.arena_lower_bound` on the function.
+
+    Before:
+    ```mlir
+    %0 = mf.exp %arg0 : tensor<256xf32>
+    %1 = mf.exp %0 : tensor<256xf32>
+    ```
+    After:
+    ```mlir
+    %0 = mf.exp %arg0 {mf.arena_offset = 0 : i64} : tensor<256xf32>
+    %1 = mf.exp %0 {mf.arena_offset = 1024 : i64} : tensor<256xf32>
+    ```
+  }];
+  let options = [
+    Option<"csvFile", "csv-file", "std::string", /*default=*/"\"\"",
+           "Write the planning problem as MiniMalloc CSV (id,lower,upper,size)">,
+    Option<"svgFile", "svg-file", "std::string", /*default=*/"\"\"",
+           "Draw the plan: time x offset rectangles named by model path">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "Offsets are multiples of this many bytes">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"0.25",
+           "Seconds of improvement search per entry">
+  ];
+}
+
+#endif // MFC_COMPILER_TRANSFORMS_PASSES_TD

@@ -1,0 +1,201 @@
+//===- PlanMemory.cpp - one static arena per entry ------------------------===//
+//
+// 1. Number the ops of an entry; give each transient op result a buffer
+//    (reshapes and KV-cache writes share their operand's, parameters and
+//    constants have none).
+// 2. A buffer lives from its first definition to one past its last use;
+//    buffers the entry returns live to the end.
+// 3. Plan with the portfolio planner and record offsets and totals as
+//    attributes; optionally write the problem (CSV) and a picture (SVG).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Analysis/MemoryPlanner.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mfc {
+#define GEN_PASS_DEF_MFPLANMEMORYPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace mfc
+
+#define DEBUG_TYPE "mf-plan-memory"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+std::string modelPath(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    return named.getName().str();
+  }
+  return "";
+}
+
+int64_t tensorBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() *
+         std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+}
+
+/// The buffers of one entry and the op that first defines each.
+struct EntryBuffers {
+  std::vector<PlannedBuffer> buffers;
+  std::vector<Operation *> definingOps;
+};
+
+EntryBuffers collectBuffers(func::FuncOp entry) {
+  EntryBuffers result;
+  llvm::DenseMap<Value, int> bufferOf;
+  Block &body = entry.getBody().front();
+  int64_t end = static_cast<int64_t>(body.getOperations().size()) + 1;
+  int64_t index = 0;
+  for (Operation &op : body) {
+    ++index;
+    for (Value operand : op.getOperands()) {
+      auto it = bufferOf.find(operand);
+      if (it != bufferOf.end()) {
+        PlannedBuffer &buffer = result.buffers[it->second];
+        buffer.upper = std::max(buffer.upper,
+                                isa<func::ReturnOp>(op) ? end : index + 1);
+      }
+    }
+    if (isa<mf::ParamOp, mf::ConstantOp, func::ReturnOp>(op)) {
+      continue;
+    }
+    // Views and in-place updates share their operand's buffer (if it has
+    // one: entry arguments live outside the arena).
+    if (isa<mf::ReshapeOp, mf::KvCacheWriteOp>(op)) {
+      auto it = bufferOf.find(op.getOperand(0));
+      if (it != bufferOf.end()) {
+        bufferOf[op.getResult(0)] = it->second;
+      }
+      continue;
+    }
+    for (Value value : op.getResults()) {
+      if (!isa<RankedTensorType>(value.getType())) {
+        continue;
+      }
+      bufferOf[value] = static_cast<int>(result.buffers.size());
+      std::string path = modelPath(op.getLoc());
+      result.buffers.push_back({std::to_string(result.buffers.size()) + ":" +
+                                    (path.empty() ? "value" : path),
+                                index, index + 1, tensorBytes(value.getType()),
+                                -1});
+      result.definingOps.push_back(&op);
+    }
+  }
+  return result;
+}
+
+/// Draws each entry's plan as rectangles, time across and offset down.
+void writeSvg(llvm::raw_ostream &os,
+              const std::vector<std::pair<std::string, EntryBuffers>> &entries) {
+  const int width = 1200, rowHeight = 300, margin = 30;
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width + 2 * margin
+     << "' height='" << entries.size() * (rowHeight + margin) + margin
+     << "' font-family='sans-serif' font-size='12'>\n";
+  int top = margin;
+  for (const auto &[name, entry] : entries) {
+    int64_t steps = 1, arena = 1;
+    for (const PlannedBuffer &buffer : entry.buffers) {
+      steps = std::max(steps, buffer.upper);
+      arena = std::max(arena, buffer.offset + buffer.size);
+    }
+    os << "<text x='" << margin << "' y='" << top - 8 << "'>" << name
+       << ": arena " << arena << " bytes, " << entry.buffers.size()
+       << " buffers</text>\n";
+    os << "<rect x='" << margin << "' y='" << top << "' width='" << width
+       << "' height='" << rowHeight << "' fill='none' stroke='#888'/>\n";
+    for (size_t i = 0; i < entry.buffers.size(); ++i) {
+      const PlannedBuffer &buffer = entry.buffers[i];
+      double x = margin + double(width) * buffer.lower / steps;
+      double w = std::max(1.0, double(width) * (buffer.upper - buffer.lower) / steps);
+      double y = top + double(rowHeight) * buffer.offset / arena;
+      double h = std::max(0.5, double(rowHeight) * buffer.size / arena);
+      os << llvm::format("<rect x='%.1f' y='%.2f' width='%.1f' height='%.2f' "
+                         "fill='hsl(%d,60%%,60%%)' stroke='#333' "
+                         "stroke-width='0.3'><title>",
+                         x, y, w, h, static_cast<int>(i * 47 % 360))
+         << buffer.id << " [" << buffer.lower << ", " << buffer.upper << ") "
+         << buffer.size << " bytes at " << buffer.offset
+         << "</title></rect>\n";
+      if (w > 90 && h > 14) { // label rectangles that have room for it
+        os << llvm::format("<text x='%.1f' y='%.1f' font-size='10'>", x + 3,
+                           y + 12)
+           << buffer.id.substr(buffer.id.find(':') + 1) << "</text>\n";
+      }
+    }
+    top += rowHeight + margin;
+  }
+  os << "</svg>\n";
+}
+
+struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
+  using MFPlanMemoryPassBase::MFPlanMemoryPassBase;
+
+  void runOnOperation() override {
+    Builder builder(&getContext());
+    std::vector<std::pair<std::string, EntryBuffers>> planned;
+    std::string csv = "id,lower,upper,size\n";
+    for (auto entry : getOperation().getOps<func::FuncOp>()) {
+      if (entry.isExternal()) {
+        continue;
+      }
+      EntryBuffers buffers = collectBuffers(entry);
+      MemoryPlanOptions options;
+      options.alignment = alignment;
+      options.timeLimitSeconds = timeLimit;
+      for (const PlannedBuffer &buffer : buffers.buffers) {
+        csv += entry.getSymName().str() + "/" + buffer.id + "," +
+               std::to_string(buffer.lower) + "," +
+               std::to_string(buffer.upper) + "," +
+               std::to_string(buffer.size) + "\n";
+      }
+      MemoryPlanResult result = planMemory(buffers.buffers, options);
+      for (size_t i = 0; i < buffers.buffers.size(); ++i) {
+        buffers.definingOps[i]->setAttr(
+            "mf.arena_offset",
+            builder.getI64IntegerAttr(buffers.buffers[i].offset));
+      }
+      entry->setAttr("mf.arena_bytes",
+                     builder.getI64IntegerAttr(result.arenaBytes));
+      entry->setAttr("mf.arena_lower_bound",
+                     builder.getI64IntegerAttr(result.lowerBound));
+      planned.emplace_back(entry.getSymName().str(), std::move(buffers));
+    }
+    if (!csvFile.empty() && failed(writeFile(csvFile, [&](llvm::raw_ostream &os) {
+          os << csv;
+        }))) {
+      return signalPassFailure();
+    }
+    if (!svgFile.empty() && failed(writeFile(svgFile, [&](llvm::raw_ostream &os) {
+          writeSvg(os, planned);
+        }))) {
+      return signalPassFailure();
+    }
+    markAllAnalysesPreserved();
+  }
+
+  LogicalResult writeFile(StringRef path,
+                          llvm::function_ref<void(llvm::raw_ostream &)> write) {
+    std::string error;
+    auto output = openOutputFile(path, &error);
+    if (!output) {
+      return getOperation().emitError() << "cannot write '" << path
+                                        << "': " << error;
+    }
+    write(output->os());
+    output->keep();
+    return success();
+  }
+};
+
+} // namespace
