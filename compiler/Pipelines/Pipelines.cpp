@@ -5,6 +5,7 @@
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/Pass.h"
@@ -25,6 +26,10 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
+void addFusion(OpPassManager &pm, const CompileOptions &) {
+  pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
+}
+
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
   MFPlanMemoryPassOptions planOptions;
   planOptions.csvFile = options.memoryPlanCsv;
@@ -35,6 +40,8 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
+    {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
+     addFusion},
     {"memory-plan",
      "every transient tensor of each entry placed in one static arena",
      addMemoryPlanning},

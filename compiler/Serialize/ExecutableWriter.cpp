@@ -18,6 +18,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mfc;
 namespace fb = ::mfbin;
@@ -160,31 +162,58 @@ private:
 
     std::vector<flatbuffers::Offset<fb::Op>> ops;
     std::vector<uint32_t> outputs;
-    for (Operation &op : function.getBody().front()) {
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (Value operand : ret.getOperands()) {
-          outputs.push_back(ids.lookup(operand));
+    // The op-level program is the graph with fusion regions flattened:
+    // PyNative runs the same ops a fused kernel computes, one by one.
+    std::function<LogicalResult(Block &)> writeBlock = [&](Block &block) {
+      for (Operation &op : block) {
+        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+          for (Value operand : ret.getOperands()) {
+            outputs.push_back(ids.lookup(operand));
+          }
+          continue;
         }
-        continue;
-      }
-      FailureOr<EncodedOp> encoded = encode(&op);
-      if (failed(encoded)) {
-        return failure();
-      }
-      std::vector<uint32_t> operands, results;
-      for (Value operand : op.getOperands()) {
-        operands.push_back(ids.lookup(operand));
-      }
-      for (Value result : op.getResults()) {
-        if (failed(number(result, op.getLoc()))) {
+        if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
+          Block &body = fusion.getBody().front();
+          for (auto [argument, input] :
+               llvm::zip(body.getArguments(), fusion.getInputs())) {
+            ids[argument] = ids.lookup(input);
+          }
+          if (failed(writeBlock(body))) {
+            return failure();
+          }
+          auto yield = cast<mf::YieldOp>(body.getTerminator());
+          for (auto [result, yielded] :
+               llvm::zip(fusion.getResults(), yield.getValues())) {
+            ids[result] = ids.lookup(yielded);
+          }
+          continue;
+        }
+        if (isa<mf::YieldOp>(op)) {
+          continue;
+        }
+        FailureOr<EncodedOp> encoded = encode(&op);
+        if (failed(encoded)) {
           return failure();
         }
-        results.push_back(ids[result]);
+        std::vector<uint32_t> operands, results;
+        for (Value operand : op.getOperands()) {
+          operands.push_back(ids.lookup(operand));
+        }
+        for (Value result : op.getResults()) {
+          if (failed(number(result, op.getLoc()))) {
+            return failure();
+          }
+          results.push_back(ids[result]);
+        }
+        ops.push_back(fb::CreateOpDirect(
+            builder_, encoded->kind, &operands, &results, &encoded->ints,
+            &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
+            locationName(op.getLoc()).c_str()));
       }
-      ops.push_back(fb::CreateOpDirect(
-          builder_, encoded->kind, &operands, &results, &encoded->ints,
-          &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
-          locationName(op.getLoc()).c_str()));
+      return success();
+    };
+    if (failed(writeBlock(function.getBody().front()))) {
+      return failure();
     }
     std::vector<std::string> outputNames;
     for (unsigned i = 0; i < function.getNumResults(); ++i) {

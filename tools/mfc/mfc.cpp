@@ -112,7 +112,7 @@ int compile(int argc, char **argv) {
   cl::opt<std::string>
       compileTo("compile-to",
                 cl::desc("Stop after this phase and print its IR (phases: mf, "
-                       "memory-plan)"),
+                       "fusion, memory-plan)"),
                 cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",

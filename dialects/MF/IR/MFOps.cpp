@@ -662,5 +662,34 @@ int64_t CrossEntropyOp::getFlops() {
   return 5 * getLogits().getType().getNumElements();
 }
 
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusionOp::verify() {
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes()) {
+    return emitOpError() << "expected block arguments of the input types "
+                         << getInputs().getTypes();
+  }
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes()) {
+    return emitOpError() << "yields " << yield.getValues().getTypes()
+                         << " but its results are " << getResultTypes();
+  }
+  return success();
+}
+
+int64_t FusionOp::getFlops() {
+  int64_t flops = 0;
+  getBody().walk([&](CostOpInterface op) { flops += op.getFlops(); });
+  return flops;
+}
+
+int64_t FusionOp::getBytesAccessed() {
+  // Only the inputs and results reach memory: that is the point of fusing.
+  return mf::detail::countOperandAndResultBytes(*this);
+}
+
 #define GET_OP_CLASSES
 #include "dialects/MF/IR/MFOps.cpp.inc"

@@ -9,6 +9,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Parameters
@@ -596,6 +597,53 @@ def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [Pure]> {
     $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects],
+    ["getFlops", "getBytesAccessed"]> {
+  let summary = "A group of ops that becomes one kernel";
+  let description = [{
+    The body computes the results from the inputs (bound to the block
+    arguments) and yields them; nothing else crosses the boundary, so the
+    values inside never reach memory. `kind` names the fusion rule that
+    formed the group. Its FLOPs are its body's; its bytes are only its
+    inputs and results.
+
+    ```mlir
+    %r = mf.fusion (%a, %b) {kind = "elementwise"}
+        : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+    ^bb0(%x: tensor<8xf32>, %y: tensor<8xf32>):
+      %s = mf.add %x, %y : tensor<8xf32>
+      %e = mf.exp %s : tensor<8xf32>
+      mf.yield %e : tensor<8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<MF_Tensor>:$inputs, StrAttr:$kind);
+  let results = (outs Variadic<MF_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_YieldOp : MF_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"FusionOp">]> {
+  let summary = "The results of an mf.fusion body";
+  let description = [{
+    ```mlir
+    mf.yield %e : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MF_Tensor>:$values);
+  let builders = [OpBuilder<(ins), [{ /* empty yield */ }]>];
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 #endif // MF_OPS_TD

@@ -27,4 +27,31 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Groups chains of elementwise ops into mf.fusion regions";
+  let description = [{
+    Elementwise ops (and the broadcasts feeding them) join the group of a
+    producer when no value of the group is needed, in between, by an op
+    outside it. A group becomes an `mf.fusion {kind = "elementwise"}` when the
+    cost model says it moves fewer bytes fused than op by op (its
+    intermediates never reach memory). Nothing is duplicated.
+
+    Before:
+    ```mlir
+    %0 = mf.add %a, %b : tensor<8xf32>
+    %1 = mf.exp %0 : tensor<8xf32>
+    ```
+    After:
+    ```mlir
+    %1 = mf.fusion (%a, %b) {kind = "elementwise"} : (...) -> tensor<8xf32> {
+    ^bb0(%x: tensor<8xf32>, %y: tensor<8xf32>):
+      %0 = mf.add %x, %y : tensor<8xf32>
+      %1 = mf.exp %0 : tensor<8xf32>
+      mf.yield %1 : tensor<8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mf::MFDialect"];
+}
+
 #endif // MF_TRANSFORMS_PASSES_TD

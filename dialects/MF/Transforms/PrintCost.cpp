@@ -53,7 +53,12 @@ struct MFPrintCostPass : mf::impl::MFPrintCostPassBase<MFPrintCostPass> {
       KindTotals total;
       std::string opLines;
       llvm::raw_string_ostream opStream(opLines);
-      function.walk([&](CostOpInterface op) {
+      // Top-level ops only: a fusion is one unit whose cost covers its body.
+      for (Operation &topLevel : function.getBody().front()) {
+        auto op = dyn_cast<CostOpInterface>(&topLevel);
+        if (!op) {
+          continue;
+        }
         KindTotals &kind = byKind[op->getName().getStringRef()];
         int64_t flops = op.getFlops(), bytes = op.getBytesAccessed();
         for (KindTotals *totals : {&kind, &total}) {
@@ -68,7 +73,7 @@ struct MFPrintCostPass : mf::impl::MFPrintCostPassBase<MFPrintCostPass> {
                              static_cast<long long>(bytes))
              << modelPath(op->getLoc()) << "\n";
         }
-      });
+      }
       os << "entry @" << function.getSymName() << ": " << total.count
          << " ops, "
          << llvm::format("%.4g GFLOP, %.4g MB moved\n", total.flops / 1.0e9,

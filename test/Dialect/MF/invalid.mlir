@@ -232,3 +232,27 @@ func.func @iota(%x: tensor<2x4xf32>) -> tensor<2x4xi32> {
   %0 = mf.iota dim = 2 : tensor<2x4xi32>
   return %0 : tensor<2x4xi32>
 }
+
+// -----
+
+func.func @fusion_args(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expected block arguments of the input types 'tensor<8xf32>'}}
+  %0 = mf.fusion(%a) {kind = "elementwise"} : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    %e = mf.exp %a : tensor<8xf32>
+    mf.yield %e : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @fusion_yield(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{yields 'tensor<4xf32>' but its results are 'tensor<8xf32>'}}
+  %0 = mf.fusion(%a) {kind = "elementwise"} : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%x: tensor<8xf32>):
+    %s = mf.slice %x [0] : tensor<8xf32> -> tensor<4xf32>
+    mf.yield %s : tensor<4xf32>
+  }
+  return %0 : tensor<8xf32>
+}
