@@ -9,6 +9,7 @@
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
 #include "dialects/MF/IR/MFDialect.h"
 
@@ -119,6 +120,12 @@ int compile(int argc, char **argv) {
                 cl::desc("Override a config key, e.g. "
                          "--set model.model_config.num_layers=2 (repeatable)"),
                 cl::value_desc("key.path=value"), cl::cat(category));
+  cl::opt<std::string> reportFile(
+      "report",
+      cl::desc("Write what the compiler decided (fusion groups with model "
+               "paths, FLOPs, bytes, memory plan): JSON if FILE ends in .json, "
+               "else text ('-': stdout)"),
+      cl::value_desc("FILE"), cl::cat(category));
   cl::opt<std::string> memoryPlanCsv(
       "memory-plan-csv",
       cl::desc("Write the memory planning problem as MiniMalloc CSV"),
@@ -201,6 +208,15 @@ int compile(int argc, char **argv) {
   }
 
   reportMemoryPlan(*module);
+  if (!reportFile.empty()) {
+    bool json = llvm::StringRef(reportFile).ends_with(".json");
+    if (writeOutputFile(reportFile, [&](llvm::raw_ostream &os) {
+          json ? writeCompileReportJson(*module, os)
+               : writeCompileReportText(*module, os);
+        })) {
+      return 1;
+    }
+  }
   if (compileTo.empty()) {
     return writeExecutableFile(*module, *spec, inputFile, outputFile);
   }

@@ -1,0 +1,127 @@
+//===- CompileReport.cpp - what the compiler decided, readable ------------===//
+
+#include "compiler/Report/CompileReport.h"
+
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+std::string modelPath(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    return named.getName().str();
+  }
+  return "";
+}
+
+struct FusionGroup {
+  std::string kind;
+  std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
+  int64_t flops = 0;
+  int64_t bytes = 0;
+};
+
+struct EntryReport {
+  std::string name;
+  int64_t ops = 0;
+  int64_t flops = 0;
+  int64_t bytes = 0;
+  int64_t arenaBytes = -1;
+  int64_t arenaLowerBound = -1;
+  std::vector<FusionGroup> groups;
+};
+
+std::vector<EntryReport> collect(ModuleOp module) {
+  std::vector<EntryReport> entries;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    EntryReport entry;
+    entry.name = function.getSymName().str();
+    for (Operation &op : function.getBody().front()) {
+      auto cost = dyn_cast<mf::CostOpInterface>(&op);
+      if (!cost) {
+        continue;
+      }
+      ++entry.ops;
+      entry.flops += cost.getFlops();
+      entry.bytes += cost.getBytesAccessed();
+      if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
+        FusionGroup group{fusion.getKind().str(), {}, cost.getFlops(),
+                          cost.getBytesAccessed()};
+        for (Operation &inner : fusion.getBody().front().without_terminator()) {
+          group.ops.push_back(inner.getName().getStringRef().str() + " @ " +
+                              modelPath(inner.getLoc()));
+        }
+        entry.groups.push_back(std::move(group));
+      }
+    }
+    if (auto arena = function->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
+      entry.arenaBytes = arena.getInt();
+    }
+    if (auto bound =
+            function->getAttrOfType<IntegerAttr>("mf.arena_lower_bound")) {
+      entry.arenaLowerBound = bound.getInt();
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+} // namespace
+
+void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
+  llvm::json::Array entries;
+  for (const EntryReport &entry : collect(module)) {
+    llvm::json::Array groups;
+    for (const FusionGroup &group : entry.groups) {
+      llvm::json::Array ops;
+      for (const std::string &op : group.ops) {
+        ops.push_back(op);
+      }
+      groups.push_back(llvm::json::Object{{"kind", group.kind},
+                                          {"flops", group.flops},
+                                          {"bytes", group.bytes},
+                                          {"ops", std::move(ops)}});
+    }
+    llvm::json::Object object{{"name", entry.name},
+                              {"ops", entry.ops},
+                              {"flops", entry.flops},
+                              {"bytes", entry.bytes},
+                              {"fusion_groups", std::move(groups)}};
+    if (entry.arenaBytes >= 0) {
+      object["arena_bytes"] = entry.arenaBytes;
+      object["arena_lower_bound"] = entry.arenaLowerBound;
+    }
+    entries.push_back(std::move(object));
+  }
+  llvm::json::Object root{{"entries", std::move(entries)}};
+  if (auto name = module->getAttrOfType<StringAttr>("mf.model_name")) {
+    root["model"] = name.str();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+}
+
+void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
+  for (const EntryReport &entry : collect(module)) {
+    os << "entry @" << entry.name << ": " << entry.ops << " ops, "
+       << llvm::format("%.4g GFLOP, %.4g MB moved", entry.flops / 1e9,
+                       entry.bytes / 1e6);
+    if (entry.arenaBytes >= 0) {
+      os << llvm::format(", arena %.4g MB (lower bound %.4g MB)",
+                         entry.arenaBytes / 1e6, entry.arenaLowerBound / 1e6);
+    }
+    os << "\n  " << entry.groups.size() << " fusion groups\n";
+    for (auto [index, group] : llvm::enumerate(entry.groups)) {
+      os << "  group " << index << " (" << group.kind << ", " << group.ops.size()
+         << " ops, " << group.bytes << " bytes):\n";
+      for (const std::string &op : group.ops) {
+        os << "    " << op << "\n";
+      }
+    }
+  }
+}
