@@ -28,6 +28,7 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
 
 void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
+  pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
 }
 
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {

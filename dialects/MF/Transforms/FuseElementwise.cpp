@@ -10,12 +10,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::mf {
@@ -55,89 +54,6 @@ bool canJoin(const Group &group, Operation *op) {
   return true;
 }
 
-/// The values a group reads from outside and those it must return.
-struct Boundary {
-  llvm::SetVector<Value> inputs;
-  llvm::SetVector<Value> results;
-};
-
-Boundary boundaryOf(const Group &group) {
-  Boundary boundary;
-  for (Operation *op : group.ops) {
-    for (Value operand : op->getOperands()) {
-      Operation *producer = operand.getDefiningOp();
-      if (!producer || !group.members.contains(producer)) {
-        boundary.inputs.insert(operand);
-      }
-    }
-    for (Value result : op->getResults()) {
-      for (Operation *user : result.getUsers()) {
-        if (!group.members.contains(user)) {
-          boundary.results.insert(result);
-          break;
-        }
-      }
-    }
-  }
-  return boundary;
-}
-
-int64_t bytesOf(ValueRange values) {
-  int64_t bytes = 0;
-  for (Value value : values) {
-    auto type = cast<RankedTensorType>(value.getType());
-    bytes += type.getNumElements() *
-             std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-  }
-  return bytes;
-}
-
-/// Fusing pays when the group's boundary moves fewer bytes than its ops do
-/// one by one.
-bool fusionPays(const Group &group, const Boundary &boundary) {
-  int64_t separate = 0;
-  for (Operation *op : group.ops) {
-    if (auto cost = dyn_cast<CostOpInterface>(op)) {
-      separate += cost.getBytesAccessed();
-    }
-  }
-  int64_t fused = bytesOf(boundary.inputs.getArrayRef()) +
-                  bytesOf(boundary.results.getArrayRef());
-  return fused < separate;
-}
-
-void outline(const Group &group, const Boundary &boundary) {
-  Operation *last = group.ops.back();
-  OpBuilder builder(last);
-  SmallVector<Type> resultTypes;
-  for (Value result : boundary.results) {
-    resultTypes.push_back(result.getType());
-  }
-  SmallVector<Value> inputs(boundary.inputs.begin(), boundary.inputs.end());
-  auto fusion = FusionOp::create(builder, last->getLoc(), resultTypes, inputs,
-                                 builder.getStringAttr("elementwise"));
-  Block *body = builder.createBlock(&fusion.getBody());
-  IRMapping mapping;
-  for (Value input : inputs) {
-    mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
-  }
-  for (Operation *op : group.ops) {
-    builder.clone(*op, mapping);
-  }
-  SmallVector<Value> yielded;
-  for (Value result : boundary.results) {
-    yielded.push_back(mapping.lookup(result));
-  }
-  YieldOp::create(builder, last->getLoc(), yielded);
-  for (auto [index, result] : llvm::enumerate(boundary.results)) {
-    Value original = result;
-    original.replaceAllUsesWith(fusion.getResult(index));
-  }
-  for (Operation *op : llvm::reverse(group.ops)) {
-    op->erase();
-  }
-}
-
 struct MFFuseElementwisePass
     : mf::impl::MFFuseElementwisePassBase<MFFuseElementwisePass> {
   void runOnOperation() override {
@@ -170,13 +86,12 @@ struct MFFuseElementwisePass
       if (group.ops.size() < 2) {
         continue;
       }
-      Boundary boundary = boundaryOf(group);
-      if (!fusionPays(group, boundary)) {
+      if (!fusionCost(group.ops).pays()) {
         LLVM_DEBUG(llvm::dbgs() << "not fusing a group of " << group.ops.size()
                                 << " ops: no bytes saved\n");
         continue;
       }
-      outline(group, boundary);
+      outlineIntoFusion(group.ops, "elementwise");
     }
   }
 };

@@ -54,4 +54,33 @@ def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> 
   let dependentDialects = ["::mlir::mf::MFDialect"];
 }
 
+def MFFuseMatmulEpiloguePass
+    : Pass<"mf-fuse-matmul-epilogue", "::mlir::func::FuncOp"> {
+  let summary = "Fuses matmuls into the elementwise work that consumes them";
+  let description = [{
+    A matmul whose only user is an elementwise op, or an elementwise
+    `mf.fusion`, becomes part of it: the epilogue (bias, activation, residual
+    add, the SwiGLU gate `silu(x Wg) * (x Wu)`) is applied per output tile and
+    the matmul's result never reaches memory. The region's kind becomes
+    `matmul_epilogue`. Applied when the cost model says it saves bytes.
+
+    Before:
+    ```mlir
+    %g = mf.matmul %x, %wg transpose_rhs : ...
+    %u = mf.matmul %x, %wu transpose_rhs : ...
+    %h = mf.swiglu %g, %u : tensor<1x8x172xf32>
+    ```
+    After:
+    ```mlir
+    %h = mf.fusion (%x, %wg, %wu) {kind = "matmul_epilogue"} : ... {
+      %g = mf.matmul ...
+      %u = mf.matmul ...
+      %h = mf.swiglu %g, %u : tensor<1x8x172xf32>
+      mf.yield %h : tensor<1x8x172xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mf::MFDialect"];
+}
+
 #endif // MF_TRANSFORMS_PASSES_TD

@@ -1,0 +1,32 @@
+//===- FusionUtils.h - building mf.fusion regions ---------------*- C++ -*-===//
+
+#ifndef MFC_DIALECTS_MF_TRANSFORMS_FUSIONUTILS_H
+#define MFC_DIALECTS_MF_TRANSFORMS_FUSIONUTILS_H
+
+#include "dialects/MF/IR/MFOps.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+namespace mlir::mf {
+
+/// Bytes moved by `ops` run one by one, and by one region holding them (its
+/// inputs and the results used outside).
+struct FusionCost {
+  int64_t separateBytes = 0;
+  int64_t fusedBytes = 0;
+  bool pays() const { return fusedBytes < separateBytes; }
+};
+FusionCost fusionCost(llvm::ArrayRef<Operation *> ops);
+
+/// Moves `ops` (in program order, one block) into an mf.fusion of `kind`
+/// placed at the last of them. The caller guarantees that no value of the
+/// ops is used outside them before the last one.
+FusionOp outlineIntoFusion(llvm::ArrayRef<Operation *> ops, StringRef kind);
+
+/// Moves a fusion's body back into its block, before it, and erases it.
+/// Returns the body's ops, in order.
+SmallVector<Operation *> inlineFusion(FusionOp fusion);
+
+} // namespace mlir::mf
+
+#endif // MFC_DIALECTS_MF_TRANSFORMS_FUSIONUTILS_H
