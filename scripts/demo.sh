@@ -9,12 +9,15 @@ out="$build_dir/demo"
 mkdir -p "$out"
 
 echo "== mfc compile examples/llama-tiny.yaml -o $out/llama-tiny.bin"
-"$bin/mfc" compile examples/llama-tiny.yaml -o "$out/llama-tiny.bin"
+"$bin/mfc" compile examples/llama-tiny.yaml -o "$out/llama-tiny.bin" \
+  --report="$out/report.txt" --memory-plan-svg="$out/memory-plan.svg"
+echo "   what the compiler decided (fusion groups, memory plan): $out/report.txt"
+sed -n 1,12p "$out/report.txt"
 "$bin/mfc" compile examples/llama-tiny.yaml --compile-to=mf \
   --dump-ir-dir="$out/ir" -o "$out/llama-tiny.mf.mlir"
 echo "   the mf IR: $out/llama-tiny.mf.mlir (after every phase: $out/ir/)"
 
-echo "== cost of every entry point (mf-opt --mf-print-cost)"
+echo "== cost of every entry point before fusion (mf-opt --mf-print-cost)"
 "$bin/mf-opt" "$out/llama-tiny.mf.mlir" --mf-print-cost -o /dev/null
 
 echo "== mf-run --dump (the executable)"
