@@ -38,6 +38,13 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createMFPlanMemoryPass(planOptions));
 }
 
+void addCodegen(OpPassManager &pm, const CompileOptions &options) {
+  MFCodegenCPUPassOptions codegenOptions;
+  codegenOptions.cpu = options.cpu;
+  codegenOptions.objectFile = options.kernelsObject;
+  pm.addPass(createMFCodegenCPUPass(codegenOptions));
+}
+
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
@@ -46,6 +53,8 @@ const Phase kPhases[] = {
     {"memory-plan",
      "every transient tensor of each entry placed in one static arena",
      addMemoryPlanning},
+    {"codegen", "native kernels for the fusion regions the CPU backend supports",
+     addCodegen},
 };
 
 /// Writes the IR after a phase; a pass so that it runs in pipeline order and

@@ -41,6 +41,9 @@ struct CompileOptions {
   /// Memory planning: write the problem (MiniMalloc CSV) / a picture (SVG).
   std::string memoryPlanCsv;
   std::string memoryPlanSvg;
+  /// Code generation: the target CPU, and where to write the kernels.
+  std::string cpu = "native";
+  std::string kernelsObject;
 };
 
 /// Adds every phase up to and including `options.compileTo`, and a pass that

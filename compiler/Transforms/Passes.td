@@ -40,4 +40,23 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
+  let summary = "Generates native kernels for the fusion regions it supports";
+  let description = [{
+    Builds a kernel for every elementwise `mf.fusion` (one linalg.generic,
+    deduplicated across layers), lowers the kernels to the LLVM dialect and,
+    with `object-file`, emits them as an ELF object for `cpu`. Each region
+    gets `mf.kernel = "mfk_N"` (or `mf.kernel_unsupported` with the reason);
+    the module gets `mf.kernel_count`. The graph is otherwise unchanged.
+  }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
+           "Target CPU: native (this machine), x86-64-v3, skylake-avx512, ...">,
+    Option<"objectFile", "object-file", "std::string", /*default=*/"\"\"",
+           "Write the kernels as an ELF object">,
+    Option<"kernelsFile", "kernels-file", "std::string", /*default=*/"\"\"",
+           "Write the kernels in the LLVM dialect">
+  ];
+}
+
 #endif // MFC_COMPILER_TRANSFORMS_PASSES_TD

@@ -113,7 +113,7 @@ int compile(int argc, char **argv) {
   cl::opt<std::string>
       compileTo("compile-to",
                 cl::desc("Stop after this phase and print its IR (phases: mf, "
-                       "fusion, memory-plan)"),
+                       "fusion, memory-plan, codegen)"),
                 cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",
@@ -132,6 +132,12 @@ int compile(int argc, char **argv) {
       cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string> memoryPlanSvg(
       "memory-plan-svg", cl::desc("Draw the memory plan (time x offset)"),
+      cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> cpu(
+      "cpu", cl::desc("Target CPU for kernels: native, x86-64-v3, ..."),
+      cl::init("native"), cl::cat(category));
+  cl::opt<std::string> kernelsObject(
+      "kernels-object", cl::desc("Write the generated kernels as an ELF object"),
       cl::value_desc("file"), cl::cat(category));
   cl::opt<std::string>
       dumpIrDir("dump-ir-dir",
@@ -191,7 +197,8 @@ int compile(int argc, char **argv) {
 
   frontendTimer.stop();
 
-  CompileOptions options{compileTo, dumpIrDir, memoryPlanCsv, memoryPlanSvg};
+  CompileOptions options{compileTo,     dumpIrDir, memoryPlanCsv,
+                         memoryPlanSvg, cpu,       kernelsObject};
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;
