@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake ninja-build ccache g++ pkg-config
+  cmake ninja-build ccache gcc g++ pkg-config
   # LLVM/MLIR 22 (shared libLLVM.so / libMLIR.so; lit and FileCheck in bin/)
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # libraries
