@@ -30,6 +30,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -424,8 +425,12 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  if (!machine) {
-    return kernels.emitError() << "cannot target CPU '" << cpuName << "'";
+  if (!machine ||
+      !machine->getMCSubtargetInfo()->isCPUStringValid(cpuName)) {
+    return kernels.emitError()
+           << "unknown CPU '" << cpuName << "' for " << triple.str()
+           << "; use native or an LLVM CPU name such as x86-64-v3 or "
+              "skylake-avx512";
   }
   module->setDataLayout(machine->createDataLayout());
   module->setTargetTriple(triple);
