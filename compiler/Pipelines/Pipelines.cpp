@@ -96,7 +96,7 @@ const Phase *mfc::findPhase(StringRef name) {
 LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
                               StringRef name) {
   if (std::error_code error = llvm::sys::fs::create_directories(dir)) {
-    return module->emitError() << "cannot create --dump-ir-dir '" << dir
+    return emitError(module->getLoc()) << "cannot create --dump-ir-dir '" << dir
                                << "': " << error.message();
   }
   llvm::SmallString<256> path(dir);
@@ -104,7 +104,7 @@ LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
   std::error_code error;
   llvm::raw_fd_ostream os(path, error);
   if (error) {
-    return module->emitError() << "cannot write '" << path
+    return emitError(module->getLoc()) << "cannot write '" << path
                                << "': " << error.message();
   }
   // With locations, in the form mf-opt parses back.

@@ -13,13 +13,6 @@ using namespace mfc;
 
 namespace {
 
-std::string modelPath(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    return named.getName().str();
-  }
-  return "";
-}
-
 struct FusionGroup {
   std::string kind;
   std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
@@ -55,7 +48,7 @@ std::vector<EntryReport> collect(ModuleOp module) {
                           cost.getBytesAccessed()};
         for (Operation &inner : fusion.getBody().front().without_terminator()) {
           group.ops.push_back(inner.getName().getStringRef().str() + " @ " +
-                              modelPath(inner.getLoc()));
+                              mf::getModelPath(inner.getLoc()));
         }
         entry.groups.push_back(std::move(group));
       }

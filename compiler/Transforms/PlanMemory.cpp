@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Analysis/MemoryPlanner.h"
+#include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFOps.h"
 
@@ -31,13 +32,6 @@ using namespace mlir;
 using namespace mfc;
 
 namespace {
-
-std::string modelPath(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    return named.getName().str();
-  }
-  return "";
-}
 
 int64_t tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
@@ -84,7 +78,7 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
         continue;
       }
       bufferOf[value] = static_cast<int>(result.buffers.size());
-      std::string path = modelPath(op.getLoc());
+      std::string path = mf::getModelPath(op.getLoc());
       result.buffers.push_back({std::to_string(result.buffers.size()) + ":" +
                                     (path.empty() ? "value" : path),
                                 index, index + 1, tensorBytes(value.getType()),
@@ -186,15 +180,7 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
 
   LogicalResult writeFile(StringRef path,
                           llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    std::string error;
-    auto output = openOutputFile(path, &error);
-    if (!output) {
-      return getOperation().emitError() << "cannot write '" << path
-                                        << "': " << error;
-    }
-    write(output->os());
-    output->keep();
-    return success();
+    return writeOutputFile(getOperation().getLoc(), path, write);
   }
 };
 

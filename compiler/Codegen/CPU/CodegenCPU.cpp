@@ -1,6 +1,7 @@
 //===- CodegenCPU.cpp - native kernels for fusion regions -----------------===//
 
 #include "compiler/Codegen/CPU/ElementwiseKernels.h"
+#include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -34,7 +35,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
                                   kernels.module->getOps().end());
     graph->setAttr("mf.kernel_count", builder.getI64IntegerAttr(count));
     if (failed(lowerKernelsToLLVM(*kernels.module))) {
-      graph.emitError() << "lowering the kernels to LLVM failed";
+      emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
       return signalPassFailure();
     }
     if (!kernelsFile.empty() && failed(write(kernelsFile, [&](llvm::raw_ostream &os) {
@@ -54,15 +55,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
 
   LogicalResult write(StringRef path,
                       llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    std::string error;
-    auto output = openOutputFile(path, &error);
-    if (!output) {
-      return getOperation().emitError() << "cannot write '" << path
-                                        << "': " << error;
-    }
-    write(output->os());
-    output->keep();
-    return success();
+    return writeOutputFile(getOperation().getLoc(), path, write);
   }
 };
 

@@ -345,7 +345,7 @@ KernelModule mfc::buildElementwiseKernels(ModuleOp graph) {
                        linalg::LinalgDialect, math::MathDialect,
                        memref::MemRefDialect>();
   KernelModule result;
-  result.module = ModuleOp::create(UnknownLoc::get(context));
+  result.module = ModuleOp::create(graph.getLoc());
   OpBuilder builder(context);
   builder.setInsertionPointToEnd(result.module->getBody());
   std::map<std::string, std::string> kernelByBody;
@@ -401,7 +401,7 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(kernels, llvmContext, "mfc-kernels");
   if (!module) {
-    return kernels.emitError() << "cannot translate the kernels to LLVM IR";
+    return emitError(kernels.getLoc()) << "cannot translate the kernels to LLVM IR";
   }
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -409,7 +409,7 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
-    return kernels.emitError() << "no LLVM target for " << triple.str() << ": "
+    return emitError(kernels.getLoc()) << "no LLVM target for " << triple.str() << ": "
                                << error;
   }
   std::string cpuName =
@@ -422,21 +422,25 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
     }
     features = featureSet.getString();
   }
-  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  if (!machine ||
-      !machine->getMCSubtargetInfo()->isCPUStringValid(cpuName)) {
-    return kernels.emitError()
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!subtarget || !subtarget->isCPUStringValid(cpuName)) {
+    return emitError(kernels.getLoc())
            << "unknown CPU '" << cpuName << "' for " << triple.str()
            << "; use native or an LLVM CPU name such as x86-64-v3 or "
               "skylake-avx512";
+  }
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) {
+    return emitError(kernels.getLoc()) << "cannot target CPU '" << cpuName << "'";
   }
   module->setDataLayout(machine->createDataLayout());
   module->setTargetTriple(triple);
   if (llvm::Error error = makeOptimizingTransformer(3, 0, machine.get())(
           module.get())) {
-    return kernels.emitError() << "optimizing the kernels failed: "
+    return emitError(kernels.getLoc()) << "optimizing the kernels failed: "
                                << llvm::toString(std::move(error));
   }
   llvm::SmallVector<char> object;
@@ -444,7 +448,7 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   llvm::legacy::PassManager passes;
   if (machine->addPassesToEmitFile(passes, os, nullptr,
                                    llvm::CodeGenFileType::ObjectFile)) {
-    return kernels.emitError() << "cannot emit object code for " << cpuName;
+    return emitError(kernels.getLoc()) << "cannot emit object code for " << cpuName;
   }
   passes.run(*module);
   return std::string(object.begin(), object.end());

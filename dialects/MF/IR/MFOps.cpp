@@ -100,6 +100,13 @@ LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
 
 } // namespace
 
+std::string mf::getModelPath(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    return named.getName().str();
+  }
+  return "";
+}
+
 int64_t mf::detail::countResultElements(Operation *op) {
   int64_t count = 0;
   for (Value result : op->getResults()) {

@@ -21,6 +21,12 @@ int64_t countResultElements(Operation *op);
 int64_t countOperandAndResultBytes(Operation *op);
 } // namespace mlir::mf::detail
 
+namespace mlir::mf {
+/// The model path an op's location names (`model.layers.3.attention.wq`),
+/// or "" when it has none.
+std::string getModelPath(Location loc);
+} // namespace mlir::mf
+
 #include "dialects/MF/IR/MFEnums.h.inc"
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 

@@ -24,14 +24,6 @@ struct KindTotals {
   int64_t bytes = 0;
 };
 
-/// The model path of an op: the name of its NameLoc, if any.
-std::string modelPath(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    return named.getName().str();
-  }
-  return "";
-}
-
 struct MFPrintCostPass : mf::impl::MFPrintCostPassBase<MFPrintCostPass> {
   using MFPrintCostPassBase::MFPrintCostPassBase;
 
@@ -71,7 +63,7 @@ struct MFPrintCostPass : mf::impl::MFPrintCostPassBase<MFPrintCostPass> {
                              op->getName().getStringRef().str().c_str(),
                              static_cast<long long>(flops),
                              static_cast<long long>(bytes))
-             << modelPath(op->getLoc()) << "\n";
+             << mf::getModelPath(op->getLoc()) << "\n";
         }
       }
       os << "entry @" << function.getSymName() << ": " << total.count
