@@ -239,8 +239,10 @@ func.func @fusion_args(%a: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{expected block arguments of the input types 'tensor<8xf32>'}}
   %0 = mf.fusion(%a) {kind = "elementwise"} : (tensor<8xf32>) -> tensor<8xf32> {
   ^bb0(%x: tensor<4xf32>):
-    %e = mf.exp %a : tensor<8xf32>
-    mf.yield %e : tensor<8xf32>
+    %e = mf.exp %x : tensor<4xf32>
+    %b = mf.broadcast %e : tensor<4xf32> to tensor<2x4xf32>
+    %r = mf.reshape %b : tensor<2x4xf32> to tensor<8xf32>
+    mf.yield %r : tensor<8xf32>
   }
   return %0 : tensor<8xf32>
 }
