@@ -2,6 +2,7 @@
 
 #include "runtime/Executable.h"
 
+#include "runtime/Hash.h"
 #include "runtime/OpTypes.h"
 
 #include <fstream>
@@ -313,6 +314,14 @@ Status checkSemantics(const fb::Executable &root) {
   }
   for (const fb::Entry *entry : *root.entries()) {
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+  }
+  if (root.kernel_library()) {
+    uint64_t hash =
+        fnv1a64(root.kernel_library()->data(), root.kernel_library()->size());
+    if (hash != root.kernel_library_hash()) {
+      return Status::error("the kernel library's bytes do not match their "
+                           "hash (the file is corrupt); recompile it");
+    }
   }
   return checkEntryContracts(root);
 }

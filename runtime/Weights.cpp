@@ -2,6 +2,7 @@
 
 #include "runtime/Weights.h"
 
+#include "runtime/Hash.h"
 #include "runtime/Safetensors.h"
 
 #include <cmath>
@@ -10,16 +11,6 @@
 #include <set>
 
 using namespace mfrt;
-
-namespace {
-uint64_t fnv1a(const std::string &text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash = (hash ^ c) * 1099511628211ull;
-  }
-  return hash;
-}
-} // namespace
 
 StatusOr<Weights> Weights::initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed) {
@@ -44,7 +35,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       }
       break;
     case fb::ParameterInit::Normal: {
-      std::mt19937_64 generator(seed ^ fnv1a(parameter->name()->str()));
+      std::mt19937_64 generator(seed ^ fnv1a64(parameter->name()->data(), parameter->name()->size()));
       // Box-Muller on our own uniform draws: identical on every platform.
       auto uniform = [&] {
         return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;

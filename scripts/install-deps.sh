@@ -7,7 +7,7 @@ packages=(
   # build
   cmake ninja-build ccache gcc g++ pkg-config
   # LLVM/MLIR 22 (shared libLLVM.so / libMLIR.so; lit and FileCheck in bin/)
-  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools lld-22
   # libraries
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev

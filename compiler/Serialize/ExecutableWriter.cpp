@@ -11,6 +11,7 @@
 #include "compiler/Serialize/ExecutableWriter.h"
 
 #include "dialects/MF/IR/MFOps.h"
+#include "runtime/Hash.h"
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,7 +73,10 @@ struct EncodedOp {
 
 class Writer {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec) : module_(module), spec_(spec) {}
+  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary,
+         ArrayRef<std::string> kernelNames)
+      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary),
+        kernelNames_(kernelNames) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
@@ -113,8 +117,16 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype));
-    auto root = fb::CreateExecutableDirect(builder_, kExecutableFormatVersion,
-                                           "cpu", info, &parameters, &entries);
+    std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
+    std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+    for (const std::string &name : kernelNames_) {
+      names.push_back(builder_.CreateString(name));
+    }
+    auto root = fb::CreateExecutableDirect(
+        builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
+        library.empty() ? nullptr : &library,
+        mfrt::fnv1a64(library.data(), library.size()),
+        names.empty() ? nullptr : &names);
     fb::FinishExecutableBuffer(builder_, root);
     return std::vector<uint8_t>(builder_.GetBufferPointer(),
                                 builder_.GetBufferPointer() + builder_.GetSize());
@@ -343,13 +355,16 @@ private:
 
   ModuleOp module_;
   const ModelSpec &spec_;
+  StringRef kernelLibrary_;
+  ArrayRef<std::string> kernelNames_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };
 
 } // namespace
 
-FailureOr<std::vector<uint8_t>> mfc::writeExecutable(ModuleOp module,
-                                                     const ModelSpec &spec) {
-  return Writer(module, spec).write();
+FailureOr<std::vector<uint8_t>>
+mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
+                     StringRef kernelLibrary, ArrayRef<std::string> kernelNames) {
+  return Writer(module, spec, kernelLibrary, kernelNames).write();
 }

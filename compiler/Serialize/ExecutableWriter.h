@@ -18,8 +18,12 @@ constexpr uint32_t kExecutableFormatVersion = 1;
 /// Serializes the parameters and entry points of an `mf` module (after the
 /// mf phase) into the executable flatbuffer. Fails with a diagnostic on the
 /// first op the format cannot express.
-mlir::FailureOr<std::vector<uint8_t>> writeExecutable(mlir::ModuleOp module,
-                                                      const ModelSpec &spec);
+/// `kernelLibrary` (an ELF shared object) and `kernelNames` are the native
+/// kernels; both may be empty.
+mlir::FailureOr<std::vector<uint8_t>>
+writeExecutable(mlir::ModuleOp module, const ModelSpec &spec,
+                llvm::StringRef kernelLibrary = {},
+                llvm::ArrayRef<std::string> kernelNames = {});
 
 } // namespace mfc
 

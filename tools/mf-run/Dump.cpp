@@ -39,6 +39,16 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
     os << "\n";
   }
+  size_t kernelCount = root.kernels() ? root.kernels()->size() : 0;
+  os << "kernels: " << kernelCount;
+  if (root.kernel_library()) {
+    os << " in a " << root.kernel_library()->size()
+       << "-byte ELF shared object:";
+    for (size_t i = 0; i < kernelCount; ++i) {
+      os << " " << root.kernels()->Get(i)->str();
+    }
+  }
+  os << "\n";
   for (const fb::Entry *entry : *root.entries()) {
     os << "entry " << entry->name()->str() << "(";
     for (size_t i = 0; i < entry->inputs()->size(); ++i) {

@@ -11,6 +11,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Executable.h"
 #include "runtime/Generation.h"
+#include "runtime/KernelLibrary.h"
 #include "runtime/PyNative.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
@@ -571,6 +572,12 @@ int main(int argc, char **argv) {
   }
   if (options.dump) {
     dumpExecutable(*executable, std::cout);
+    StatusOr<KernelLibrary> kernels = KernelLibrary::load(*executable);
+    if (!kernels) {
+      return fail(kernels.status().message());
+    }
+    std::cout << "kernel library loaded (memfd + dlopen): " << kernels->size()
+              << " kernels resolved\n";
     return 0;
   }
   const fb::ModelInfo &model = executable->model();

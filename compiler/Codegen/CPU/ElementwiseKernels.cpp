@@ -29,6 +29,10 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -452,4 +456,62 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   }
   passes.run(*module);
   return std::string(object.begin(), object.end());
+}
+
+FailureOr<std::string> mfc::linkSharedObject(StringRef object, Location loc) {
+  llvm::SmallString<128> objectPath, libraryPath;
+  int objectFd;
+  if (llvm::sys::fs::createTemporaryFile("mfc-kernels", "o", objectFd,
+                                         objectPath) ||
+      llvm::sys::fs::createTemporaryFile("mfc-kernels", "so", libraryPath)) {
+    return emitError(loc) << "cannot create temporary files for linking";
+  }
+  llvm::FileRemover removeObject(objectPath), removeLibrary(libraryPath);
+  {
+    llvm::raw_fd_ostream os(objectFd, /*shouldClose=*/true);
+    os << object;
+  }
+  llvm::ErrorOr<std::string> linker =
+      llvm::sys::findProgramByName("ld.lld", {MFC_LLVM_TOOLS_DIR});
+  if (!linker) {
+    return emitError(loc) << "ld.lld not found in " << MFC_LLVM_TOOLS_DIR
+                          << "; install lld-22 (scripts/install-deps.sh)";
+  }
+  std::string message;
+  llvm::StringRef arguments[] = {*linker, "-shared", "--no-undefined-version",
+                                 "-o", libraryPath, objectPath};
+  if (llvm::sys::ExecuteAndWait(*linker, arguments, std::nullopt, {}, 0, 0,
+                                &message) != 0) {
+    return emitError(loc) << "linking the kernels failed: " << message;
+  }
+  auto library = llvm::MemoryBuffer::getFile(libraryPath);
+  if (!library) {
+    return emitError(loc) << "cannot read the linked kernels: "
+                          << library.getError().message();
+  }
+  return (*library)->getBuffer().str();
+}
+
+FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph, StringRef cpu) {
+  KernelModule kernels = buildElementwiseKernels(graph);
+  KernelLibrary library;
+  for (auto function : kernels.module->getOps<func::FuncOp>()) {
+    library.names.push_back(function.getSymName().str());
+  }
+  if (library.names.empty()) {
+    return library;
+  }
+  if (failed(lowerKernelsToLLVM(*kernels.module))) {
+    return emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
+  }
+  FailureOr<std::string> object = emitKernelObject(*kernels.module, cpu);
+  if (failed(object)) {
+    return failure();
+  }
+  FailureOr<std::string> shared = linkSharedObject(*object, graph.getLoc());
+  if (failed(shared)) {
+    return failure();
+  }
+  library.sharedObject = std::move(*shared);
+  return library;
 }

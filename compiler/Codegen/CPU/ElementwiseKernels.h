@@ -41,6 +41,18 @@ llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
 mlir::FailureOr<std::string> emitKernelObject(mlir::ModuleOp kernels,
                                               llvm::StringRef cpu);
 
+/// Links an object file into an ELF shared object with LLVM's lld.
+mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
+                                              mlir::Location loc);
+
+/// The kernels of a graph as one shared object, for model.bin.
+struct KernelLibrary {
+  std::string sharedObject; ///< empty when the graph has no kernels
+  std::vector<std::string> names;
+};
+mlir::FailureOr<KernelLibrary> buildKernelLibrary(mlir::ModuleOp graph,
+                                                  llvm::StringRef cpu);
+
 } // namespace mfc
 
 #endif // MFC_COMPILER_CODEGEN_CPU_ELEMENTWISEKERNELS_H

@@ -4,6 +4,7 @@
   corrupt.py drop-tensor IN OUT NAME        safetensors without NAME
   corrupt.py add-tensor IN OUT NAME         safetensors with an extra tensor
   corrupt.py lie-offsets IN OUT             first tensor's end offset past the data
+  corrupt.py flip-elf IN OUT                model.bin with a byte of its kernel library flipped
   corrupt.py to-mindformers IN OUT          LLaMA safetensors renamed to MindFormers names
   corrupt.py set-version IN OUT N           model.bin with format_version N
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
@@ -60,6 +61,11 @@ def main():
         filled = struct.pack("<f", float(sys.argv[5])) * ((end - begin) // 4)
         body = body[:begin] + filled + body[end:]
         write_safetensors(sys.argv[3], header, body)
+    elif command == "flip-elf":
+        data = bytearray(open(sys.argv[2], "rb").read())
+        start = data.index(b"\x7fELF")
+        data[start + 100] ^= 0xFF
+        open(sys.argv[3], "wb").write(data)
     elif command == "to-mindformers":
         rules = [("model.embed_tokens.weight", "model.tok_embeddings.embedding_weight"),
                  ("input_layernorm", "attention_norm"), ("post_attention_layernorm", "ffn_norm"),

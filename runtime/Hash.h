@@ -1,0 +1,24 @@
+//===- Hash.h - FNV-1a, for names and integrity checks ----------*- C++ -*-===//
+
+#ifndef MFC_RUNTIME_HASH_H
+#define MFC_RUNTIME_HASH_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mfrt {
+
+/// 64-bit FNV-1a: cheap, stable across platforms. Detects corruption, not
+/// tampering.
+inline uint64_t fnv1a64(const void *data, size_t size) {
+  const unsigned char *bytes = static_cast<const unsigned char *>(data);
+  uint64_t hash = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  return hash;
+}
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_HASH_H
