@@ -206,6 +206,31 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       }
     }
   }
+  if (entry.dispatches()) {
+    size_t kernelCount = root.kernels() ? root.kernels()->size() : 0;
+    size_t opCount = entry.ops() ? entry.ops()->size() : 0;
+    size_t previousEnd = 0;
+    for (const fb::Dispatch *dispatch : *entry.dispatches()) {
+      std::string where = "a kernel dispatch of '" + name + "'";
+      size_t arguments = (dispatch->inputs() ? dispatch->inputs()->size() : 0) +
+                         (dispatch->outputs() ? dispatch->outputs()->size() : 0);
+      if (dispatch->kernel() >= kernelCount || dispatch->op_count() == 0 ||
+          dispatch->first_op() < previousEnd ||
+          dispatch->first_op() + static_cast<size_t>(dispatch->op_count()) >
+              opCount ||
+          !dispatch->outputs() || arguments > kMaxKernelArguments) {
+        return Status::error(where + " is out of range or out of order");
+      }
+      for (const auto *ids : {dispatch->inputs(), dispatch->outputs()}) {
+        if (ids) {
+          for (uint32_t id : *ids) {
+            MFRT_RETURN_IF_ERROR(checkId(id, where));
+          }
+        }
+      }
+      previousEnd = dispatch->first_op() + dispatch->op_count();
+    }
+  }
   for (uint32_t id : *entry.outputs()) {
     MFRT_RETURN_IF_ERROR(checkId(id, "an output of '" + name + "'"));
     if (!defined[id]) {

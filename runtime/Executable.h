@@ -22,6 +22,9 @@ namespace mfrt {
 
 namespace fb = ::mfbin;
 
+/// The most buffers a kernel takes (inputs + outputs).
+constexpr size_t kMaxKernelArguments = 8;
+
 /// The format versions this runtime reads.
 constexpr uint32_t kMinFormatVersion = 1;
 constexpr uint32_t kMaxFormatVersion = 1;

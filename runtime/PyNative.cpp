@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 using namespace mfrt;
@@ -112,8 +113,31 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
 
+  // Graph Mode: which op starts a kernel dispatch.
+  std::map<size_t, const fb::Dispatch *> dispatchAt;
+  if (options.kernels && entry->dispatches()) {
+    for (const fb::Dispatch *dispatch : *entry->dispatches()) {
+      dispatchAt[dispatch->first_op()] = dispatch;
+    }
+  }
+
   std::vector<const Tensor *> operands;
   for (size_t index = 0; index < opCount; ++index) {
+    auto dispatchIt = dispatchAt.find(index);
+    if (dispatchIt != dispatchAt.end()) {
+      const fb::Dispatch &dispatch = *dispatchIt->second;
+      MFRT_RETURN_IF_ERROR(
+          runDispatch(*entry, dispatch, *options.kernels, values));
+      size_t end = index + dispatch.op_count();
+      // Inputs whose last reader was inside the dispatched range are done.
+      for (uint32_t id : *dispatch.inputs()) {
+        if (lastUse[id] < end && !options.capturedValues) {
+          values[id] = Tensor();
+        }
+      }
+      index = end - 1;
+      continue;
+    }
     const fb::Op &op = *entry->ops()->Get(index);
     uint32_t resultId = op.results()->Get(0);
     const fb::TensorType &type = *entry->values()->Get(resultId);
@@ -198,7 +222,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     values[resultId] = std::move(result);
     if (op.operands()) {
       for (uint32_t id : *op.operands()) {
-        if (lastUse[id] == index) {
+        if (lastUse[id] == index && !options.capturedValues) {
           values[id] = Tensor(); // back to the allocator's cache
         }
       }
@@ -209,7 +233,60 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   for (uint32_t id : *entry->outputs()) {
     outputs.push_back(values[id]);
   }
+  if (options.capturedValues) {
+    *options.capturedValues = std::move(values);
+  }
   return outputs;
+}
+
+namespace {
+using KernelArgument = void *;
+/// Calls a kernel with the bare-pointer ABI: void mfk_N(T *..., T *...).
+void callKernel(void *entry, const std::vector<KernelArgument> &a) {
+  using P = KernelArgument;
+  switch (a.size()) {
+  case 1: reinterpret_cast<void (*)(P)>(entry)(a[0]); return;
+  case 2: reinterpret_cast<void (*)(P, P)>(entry)(a[0], a[1]); return;
+  case 3: reinterpret_cast<void (*)(P, P, P)>(entry)(a[0], a[1], a[2]); return;
+  case 4: reinterpret_cast<void (*)(P, P, P, P)>(entry)(a[0], a[1], a[2], a[3]); return;
+  case 5: reinterpret_cast<void (*)(P, P, P, P, P)>(entry)(a[0], a[1], a[2], a[3], a[4]); return;
+  case 6: reinterpret_cast<void (*)(P, P, P, P, P, P)>(entry)(a[0], a[1], a[2], a[3], a[4], a[5]); return;
+  case 7: reinterpret_cast<void (*)(P, P, P, P, P, P, P)>(entry)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); return;
+  case 8: reinterpret_cast<void (*)(P, P, P, P, P, P, P, P)>(entry)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); return;
+  }
+}
+} // namespace
+
+Status PyNativeExecutor::runDispatch(const fb::Entry &entry,
+                                     const fb::Dispatch &dispatch,
+                                     const KernelLibrary &kernels,
+                                     std::vector<Tensor> &values) {
+  const std::string &name =
+      executable_.root().kernels()->Get(dispatch.kernel())->str();
+  void *kernel = kernels.symbol(name);
+  if (!kernel) {
+    return Status::error("kernel '" + name + "' is not in the library");
+  }
+  std::vector<KernelArgument> pointers;
+  for (uint32_t id : *dispatch.inputs()) {
+    if (!values[id].defined()) {
+      return Status::error("kernel '" + name + "' reads a value that was "
+                           "never computed");
+    }
+    pointers.push_back(values[id].data());
+  }
+  for (uint32_t id : *dispatch.outputs()) {
+    const fb::TensorType &type = *entry.values()->Get(id);
+    StatusOr<Tensor> output = allocator_.allocate(Executable::dtypeOf(type),
+                                                  Executable::shapeOf(type));
+    if (!output) {
+      return output.status();
+    }
+    values[id] = output.take();
+    pointers.push_back(values[id].data());
+  }
+  callKernel(kernel, pointers);
+  return Status::ok();
 }
 
 Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {

@@ -12,6 +12,7 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/Executable.h"
+#include "runtime/KernelLibrary.h"
 #include "runtime/Weights.h"
 
 #include <chrono>
@@ -28,6 +29,12 @@ struct RunOptions {
   bool checkNumerics = false;
   /// Append one Chrome-trace slice per op to this list.
   std::vector<std::string> *traceEvents = nullptr;
+  /// Graph Mode: run the entry's kernel dispatches with these native kernels
+  /// instead of the ops they cover.
+  const KernelLibrary *kernels = nullptr;
+  /// Keep every value of the run here (by value id), for comparisons; values
+  /// are then kept to the end instead of freed after their last use.
+  std::vector<Tensor> *capturedValues = nullptr;
 };
 
 class PyNativeExecutor {
@@ -45,6 +52,9 @@ public:
   StatusOr<std::vector<Tensor>> allocateInputs(const std::string &entryName);
 
 private:
+  Status runDispatch(const fb::Entry &entry, const fb::Dispatch &dispatch,
+                     const KernelLibrary &kernels, std::vector<Tensor> &values);
+
   const Executable &executable_;
   const Weights &weights_;
   Allocator &allocator_;

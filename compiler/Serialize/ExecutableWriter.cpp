@@ -73,10 +73,8 @@ struct EncodedOp {
 
 class Writer {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary,
-         ArrayRef<std::string> kernelNames)
-      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary),
-        kernelNames_(kernelNames) {}
+  Writer(ModuleOp module, const ModelSpec &spec, const KernelTable &kernels)
+      : module_(module), spec_(spec), kernels_(kernels) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
@@ -117,9 +115,10 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype));
-    std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
+    std::vector<uint8_t> library(kernels_.library.begin(),
+                                 kernels_.library.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
-    for (const std::string &name : kernelNames_) {
+    for (const std::string &name : kernels_.names) {
       names.push_back(builder_.CreateString(name));
     }
     auto root = fb::CreateExecutableDirect(
@@ -173,6 +172,7 @@ private:
     }
 
     std::vector<flatbuffers::Offset<fb::Op>> ops;
+    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches;
     std::vector<uint32_t> outputs;
     // The op-level program is the graph with fusion regions flattened:
     // PyNative runs the same ops a fused kernel computes, one by one.
@@ -190,6 +190,7 @@ private:
                llvm::zip(body.getArguments(), fusion.getInputs())) {
             ids[argument] = ids.lookup(input);
           }
+          uint32_t firstOp = ops.size();
           if (failed(writeBlock(body))) {
             return failure();
           }
@@ -197,6 +198,18 @@ private:
           for (auto [result, yielded] :
                llvm::zip(fusion.getResults(), yield.getValues())) {
             ids[result] = ids.lookup(yielded);
+          }
+          if (std::optional<uint32_t> kernel = kernelIndexOf(fusion)) {
+            std::vector<uint32_t> inputs, outputs;
+            for (Value input : fusion.getInputs()) {
+              inputs.push_back(ids.lookup(input));
+            }
+            for (Value result : fusion.getResults()) {
+              outputs.push_back(ids.lookup(result));
+            }
+            dispatches.push_back(fb::CreateDispatchDirect(
+                builder_, *kernel, firstOp,
+                static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs));
           }
           continue;
         }
@@ -238,7 +251,23 @@ private:
         builder_, builder_.CreateString(function.getSymName().str()),
         builder_.CreateVector(values), builder_.CreateVector(inputs),
         inputNameOffsets, builder_.CreateVector(outputs), outputNameOffsets,
-        builder_.CreateVector(ops));
+        builder_.CreateVector(ops), builder_.CreateVector(dispatches));
+  }
+
+  /// The index of the kernel a fusion region runs, if it has one.
+  std::optional<uint32_t> kernelIndexOf(mf::FusionOp fusion) {
+    if (!kernels_.kernelOf) {
+      return std::nullopt;
+    }
+    auto it = kernels_.kernelOf->find(fusion);
+    if (it == kernels_.kernelOf->end()) {
+      return std::nullopt;
+    }
+    auto position = llvm::find(kernels_.names, it->second);
+    if (position == kernels_.names.end()) {
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(position - kernels_.names.begin());
   }
 
   FailureOr<EncodedOp> encode(Operation *op) {
@@ -355,16 +384,15 @@ private:
 
   ModuleOp module_;
   const ModelSpec &spec_;
-  StringRef kernelLibrary_;
-  ArrayRef<std::string> kernelNames_;
+  const KernelTable &kernels_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };
 
 } // namespace
 
-FailureOr<std::vector<uint8_t>>
-mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
-                     StringRef kernelLibrary, ArrayRef<std::string> kernelNames) {
-  return Writer(module, spec, kernelLibrary, kernelNames).write();
+FailureOr<std::vector<uint8_t>> mfc::writeExecutable(ModuleOp module,
+                                                     const ModelSpec &spec,
+                                                     const KernelTable &kernels) {
+  return Writer(module, spec, kernels).write();
 }

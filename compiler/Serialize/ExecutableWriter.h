@@ -6,6 +6,7 @@
 #include "compiler/Frontend/ModelSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
 #include <vector>
@@ -18,12 +19,17 @@ constexpr uint32_t kExecutableFormatVersion = 1;
 /// Serializes the parameters and entry points of an `mf` module (after the
 /// mf phase) into the executable flatbuffer. Fails with a diagnostic on the
 /// first op the format cannot express.
-/// `kernelLibrary` (an ELF shared object) and `kernelNames` are the native
-/// kernels; both may be empty.
+/// The native kernels: an ELF shared object, its kernel names, and the
+/// kernel each fusion region of the module runs. All may be empty.
+struct KernelTable {
+  llvm::StringRef library;
+  llvm::ArrayRef<std::string> names;
+  const llvm::DenseMap<mlir::Operation *, std::string> *kernelOf = nullptr;
+};
+
 mlir::FailureOr<std::vector<uint8_t>>
 writeExecutable(mlir::ModuleOp module, const ModelSpec &spec,
-                llvm::StringRef kernelLibrary = {},
-                llvm::ArrayRef<std::string> kernelNames = {});
+                const KernelTable &kernels = {});
 
 } // namespace mfc
 

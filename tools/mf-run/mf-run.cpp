@@ -53,6 +53,7 @@ struct Options {
   std::string dumpTensors;
   std::string profile;
   bool checkNumerics = false;
+  bool check = false;
   bool dump = false;
 };
 
@@ -78,6 +79,8 @@ void usage(std::ostream &os) {
         "  --dump-tensors DIR         write every intermediate as .npy\n"
         "  --profile trace.json       Chrome trace, one slice per op\n"
         "  --check-numerics           stop at the first op producing NaN/Inf\n"
+        "  --check                    run prefill in both modes, compare every\n"
+        "                             kernel's outputs, name the first that differs\n"
         "  --dump                     print the executable and exit\n";
 }
 
@@ -97,7 +100,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kDump, kHelp
+    kCheck, kDump, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -120,6 +123,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"dump-tensors", required_argument, nullptr, kDumpTensors},
       {"profile", required_argument, nullptr, kProfile},
       {"check-numerics", no_argument, nullptr, kCheckNumerics},
+      {"check", no_argument, nullptr, kCheck},
       {"dump", no_argument, nullptr, kDump},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
@@ -216,6 +220,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     case kCheckNumerics:
       options.checkNumerics = true;
       break;
+    case kCheck:
+      options.check = true;
+      break;
     case kDump:
       options.dump = true;
       break;
@@ -245,6 +252,7 @@ struct Session {
   Weights weights;
   RunOptions runOptions;
   std::vector<std::string> traceEvents;
+  KernelLibrary kernels;
 };
 
 int writeTrace(const Options &options, const Session &session) {
@@ -553,6 +561,90 @@ int evaluate(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
+/// Runs the first entry in PyNative and in Graph Mode on the same inputs and
+/// compares, dispatch by dispatch, what each kernel wrote with what PyNative
+/// computed for the same values. Names the first kernel that differs.
+int checkModes(const Options &options, Session &session) {
+  const fb::Executable &root = session.executable.root();
+  const fb::Entry *entry = session.executable.entry("prefill");
+  if (!entry) {
+    entry = root.entries()->Get(0);
+  }
+  std::string name = entry->name()->str();
+  PyNativeExecutor executor(session.executable, session.weights,
+                            session.allocator);
+  StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
+  if (!inputs) {
+    return fail(inputs.status().message());
+  }
+  // Deterministic token ids (and labels) within the vocabulary.
+  int64_t vocab = session.executable.model().vocab_size();
+  for (Tensor &input : *inputs) {
+    if (input.dtype() == DType::I32 && input.rank() == 2) {
+      for (int64_t i = 0; i < input.numElements(); ++i) {
+        input.as<int32_t>()[i] = static_cast<int32_t>((7 * i + 3) % vocab);
+      }
+    }
+  }
+  std::vector<Tensor> eagerValues, graphValues;
+  RunOptions eager, graph;
+  eager.capturedValues = &eagerValues;
+  graph.capturedValues = &graphValues;
+  graph.kernels = &session.kernels;
+  std::vector<Tensor> copies;
+  for (const Tensor &input : *inputs) {
+    StatusOr<Tensor> copy = session.allocator.allocate(input.dtype(), input.shape());
+    std::memcpy(copy->data(), input.data(), input.byteSize());
+    copies.push_back(copy.take());
+  }
+  StatusOr<std::vector<Tensor>> eagerOut = executor.run(name, inputs.take(), eager);
+  StatusOr<std::vector<Tensor>> graphOut = executor.run(name, std::move(copies), graph);
+  if (!eagerOut || !graphOut) {
+    return fail((!eagerOut ? eagerOut.status() : graphOut.status()).message());
+  }
+  const double rtol = 1e-4, atol = 1e-5;
+  auto worst = [&](const Tensor &a, const Tensor &b) {
+    double excess = 0;
+    for (int64_t i = 0; i < a.numElements(); ++i) {
+      double expected = a.loadFloat(i), actual = b.loadFloat(i);
+      excess = std::max(excess, std::fabs(actual - expected) -
+                                    (atol + rtol * std::fabs(expected)));
+    }
+    return excess;
+  };
+  size_t checked = 0;
+  if (entry->dispatches()) {
+    for (const fb::Dispatch *dispatch : *entry->dispatches()) {
+      for (uint32_t id : *dispatch->outputs()) {
+        if (!eagerValues[id].defined() || !graphValues[id].defined() ||
+            worst(eagerValues[id], graphValues[id]) > 0) {
+          std::string ops;
+          for (uint32_t i = 0; i < dispatch->op_count(); ++i) {
+            const fb::Op &op = *entry->ops()->Get(dispatch->first_op() + i);
+            ops += std::string("\n    ") + fb::EnumNameOpKind(op.kind()) +
+                   " @ " + (op.location() ? op.location()->str() : "");
+          }
+          return fail("graph and pynative differ first in kernel '" +
+                      root.kernels()->Get(dispatch->kernel())->str() +
+                      "' of '" + name + "', which computes:" + ops);
+        }
+      }
+      ++checked;
+    }
+  }
+  for (size_t i = 0; i < eagerOut->size(); ++i) {
+    if (worst((*eagerOut)[i], (*graphOut)[i]) > 0) {
+      return fail("the outputs of '" + name + "' differ between graph and "
+                  "pynative (no kernel output differs)");
+    }
+  }
+  std::cout << "check: '" << name << "' in graph mode equals pynative (rtol "
+            << rtol << ", atol " << atol << "): " << checked
+            << " kernel dispatches and " << eagerOut->size()
+            << " outputs compared\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -584,16 +676,7 @@ int main(int argc, char **argv) {
   std::string mode = options.mode.empty()
                          ? (model.context_mode() == 1 ? "pynative" : "graph")
                          : options.mode;
-  if (mode == "graph") {
-    if (!options.mode.empty()) {
-      return fail("--mode graph is not implemented yet (fused kernels and "
-                  "the static arena come with Graph Mode); use --mode "
-                  "pynative");
-    }
-    std::cerr << "mf-run: note: the YAML asks for graph mode "
-                 "(context.mode: 0), which is not implemented yet; running "
-                 "in pynative mode\n";
-  } else if (mode != "pynative") {
+  if (mode != "graph" && mode != "pynative") {
     return fail("--mode must be pynative or graph, got '" + mode + "'");
   }
 
@@ -606,7 +689,18 @@ int main(int argc, char **argv) {
                 "' (train and finetune come with the training issue)");
   }
 
-  Session session{executable.take(), Allocator(), Weights(), RunOptions(), {}};
+  Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
+                  KernelLibrary()};
+  if (mode == "graph" || options.check) {
+    StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
+    if (!kernels) {
+      return fail(kernels.status().message());
+    }
+    session.kernels = kernels.take();
+  }
+  if (mode == "graph") {
+    session.runOptions.kernels = &session.kernels;
+  }
   StatusOr<Weights> weights =
       options.weights.empty()
           ? Weights::initialize(session.executable, session.allocator,
@@ -627,6 +721,9 @@ int main(int argc, char **argv) {
   session.runOptions.checkNumerics = options.checkNumerics;
   if (!options.profile.empty()) {
     session.runOptions.traceEvents = &session.traceEvents;
+  }
+  if (options.check) {
+    return checkModes(options, session);
   }
   if (task == "predict") {
     if (!session.executable.entry("prefill")) {

@@ -96,7 +96,8 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
     return 1;
   }
   mlir::FailureOr<std::vector<uint8_t>> bytes = writeExecutable(
-      module, spec, kernels->sharedObject, kernels->names);
+      module, spec,
+      KernelTable{kernels->sharedObject, kernels->names, &kernels->kernelOf});
   if (failed(bytes)) {
     printError("cannot serialize '" + inputFile + "'");
     return 1;

@@ -495,6 +495,7 @@ FailureOr<std::string> mfc::linkSharedObject(StringRef object, Location loc) {
 FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph, StringRef cpu) {
   KernelModule kernels = buildElementwiseKernels(graph);
   KernelLibrary library;
+  library.kernelOf = kernels.kernelOf;
   for (auto function : kernels.module->getOps<func::FuncOp>()) {
     library.names.push_back(function.getSymName().str());
   }

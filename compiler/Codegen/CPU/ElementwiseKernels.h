@@ -49,6 +49,8 @@ mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
 struct KernelLibrary {
   std::string sharedObject; ///< empty when the graph has no kernels
   std::vector<std::string> names;
+  /// The kernel each fusion region of the graph runs.
+  llvm::DenseMap<mlir::Operation *, std::string> kernelOf;
 };
 mlir::FailureOr<KernelLibrary> buildKernelLibrary(mlir::ModuleOp graph,
                                                   llvm::StringRef cpu);
