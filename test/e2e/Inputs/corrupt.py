@@ -99,7 +99,7 @@ def main():
                 copy = bytearray(data)
                 copy[offset] ^= 0xFF
                 open(broken, "wb").write(copy)
-                run = subprocess.run([mfrun, broken] + args, capture_output=True, text=True)
+                run = subprocess.run([mfrun, broken] + args, capture_output=True, text=True, errors="replace")
                 if run.returncode not in (0, 1) or (run.returncode == 1 and
                                                     "mf-run: error:" not in run.stderr):
                     print(f"byte {offset}: exit {run.returncode}\n{run.stderr}")
