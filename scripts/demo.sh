@@ -29,6 +29,11 @@ echo "   untrained, so the text is noise until training lands."
 "$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --prompt "Once upon a time" \
   --max-new-tokens 48 --save-weights "$out/llama-tiny.safetensors"
 
+echo "== Graph Mode: native kernels from the executable, checked against PyNative"
+"$bin/mf-run" "$out/llama-tiny.bin" --mode graph --weights "$out/llama-tiny.safetensors" \
+  --prompt "Once upon a time" --max-new-tokens 48
+"$bin/mf-run" "$out/llama-tiny.bin" --weights "$out/llama-tiny.safetensors" --check
+
 echo "== the same, sampled (top-k 20, temperature 0.8), from the saved weights"
 "$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --weights "$out/llama-tiny.safetensors" \
   --prompt "Once upon a time" --max-new-tokens 48 --do-sample --top-k 20 --temperature 0.8 --seed 7
