@@ -34,6 +34,9 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     int64_t count = std::distance(kernels.module->getOps().begin(),
                                   kernels.module->getOps().end());
     graph->setAttr("mf.kernel_count", builder.getI64IntegerAttr(count));
+    if (kernelsFile.empty() && objectFile.empty()) {
+      return; // the annotations are all; model.bin's writer builds the library
+    }
     if (failed(lowerKernelsToLLVM(*kernels.module))) {
       emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
       return signalPassFailure();
