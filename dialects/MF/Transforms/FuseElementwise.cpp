@@ -30,9 +30,7 @@ using namespace mlir::mf;
 namespace {
 
 bool isFusible(Operation *op) {
-  return isa<BroadcastOp>(op) ||
-         (op->hasTrait<OpTrait::Elementwise>() && op->getNumResults() == 1 &&
-          op->getDialect() && isa<MFDialect>(op->getDialect()));
+  return isa<BroadcastOp>(op) || isElementwiseOp(op);
 }
 
 struct Group {

@@ -30,7 +30,7 @@ bool isEpilogue(Operation *op) {
   if (auto fusion = dyn_cast<FusionOp>(op)) {
     return fusion.getKind() == "elementwise";
   }
-  return op->hasTrait<OpTrait::Elementwise>() && isa<MFDialect>(op->getDialect());
+  return isElementwiseOp(op);
 }
 
 struct MFFuseMatmulEpiloguePass

@@ -50,6 +50,11 @@ int64_t bytesOf(ArrayRef<Value> values) {
 
 } // namespace
 
+bool mf::isElementwiseOp(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>() && op->getNumResults() == 1 &&
+         isa_and_nonnull<MFDialect>(op->getDialect());
+}
+
 FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   FusionCost cost;
   for (Operation *op : ops) {

@@ -9,6 +9,10 @@
 
 namespace mlir::mf {
 
+/// An mf op that computes each result element from the same element of its
+/// operands (one result).
+bool isElementwiseOp(Operation *op);
+
 /// Bytes moved by `ops` run one by one, and by one region holding them (its
 /// inputs and the results used outside).
 struct FusionCost {
