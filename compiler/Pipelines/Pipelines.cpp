@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/Passes.h"
 
@@ -101,14 +102,13 @@ LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
   }
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, llvm::formatv("{0:02}-{1}.mlir", index, name).str());
-  std::error_code error;
-  llvm::raw_fd_ostream os(path, error);
-  if (error) {
-    return emitError(module->getLoc()) << "cannot write '" << path
-                               << "': " << error.message();
-  }
   // With locations, in the form mf-opt parses back.
-  module->print(os, OpPrintingFlags().enableDebugInfo(true, /*pretty=*/false));
+  std::string error = writeOutputFile(path, [&](llvm::raw_ostream &os) {
+    module->print(os, OpPrintingFlags().enableDebugInfo(true, /*pretty=*/false));
+  });
+  if (!error.empty()) {
+    return emitError(module->getLoc()) << error;
+  }
   return success();
 }
 

@@ -1,28 +1,30 @@
-//===- OutputFile.h - files that passes write -------------------*- C++ -*-===//
+//===- OutputFile.h - files that mfc writes ---------------------*- C++ -*-===//
 
 #ifndef MFC_COMPILER_TRANSFORMS_OUTPUTFILE_H
 #define MFC_COMPILER_TRANSFORMS_OUTPUTFILE_H
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <string>
+
 namespace mfc {
 
-/// Lets `write` fill `path`; on failure, an error at `loc` names the file.
-inline llvm::LogicalResult
-writeOutputFile(mlir::Location loc, llvm::StringRef path,
+/// Lets `write` fill `path` ('-': stdout); the file is kept only if it could
+/// be opened. Returns "" on success, else why not (naming the file).
+inline std::string
+writeOutputFile(llvm::StringRef path,
                 llvm::function_ref<void(llvm::raw_ostream &)> write) {
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output =
       mlir::openOutputFile(path, &error);
   if (!output) {
-    return mlir::emitError(loc) << "cannot write '" << path << "': " << error;
+    return "cannot write '" + path.str() + "': " + error;
   }
   write(output->os());
   output->keep();
-  return llvm::success();
+  return "";
 }
 
 } // namespace mfc

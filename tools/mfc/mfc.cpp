@@ -12,6 +12,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
+#include "compiler/Transforms/OutputFile.h"
 #include "dialects/MF/IR/MFDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,18 +42,14 @@ void printError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "mfc") << message << "\n";
 }
 
-/// Opens `path` ('-': stdout), lets `write` fill it, keeps it on success.
-int writeOutputFile(const std::string &path,
-                    llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      mlir::openOutputFile(path, &errorMessage);
-  if (!output) {
-    printError(errorMessage);
+/// Writes an output file; 1 after printing why it could not.
+int writeFile(const std::string &path,
+              llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error = writeOutputFile(path, write);
+  if (!error.empty()) {
+    printError(error);
     return 1;
   }
-  write(output->os());
-  output->keep();
   return 0;
 }
 
@@ -102,7 +99,7 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
     printError("cannot serialize '" + inputFile + "'");
     return 1;
   }
-  return writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
+  return writeFile(outputFile, [&](llvm::raw_ostream &os) {
     os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
   });
 }
@@ -225,7 +222,7 @@ int compile(int argc, char **argv) {
   reportMemoryPlan(*module);
   if (!reportFile.empty()) {
     bool json = llvm::StringRef(reportFile).ends_with(".json");
-    if (writeOutputFile(reportFile, [&](llvm::raw_ostream &os) {
+    if (writeFile(reportFile, [&](llvm::raw_ostream &os) {
           json ? writeCompileReportJson(*module, os)
                : writeCompileReportText(*module, os);
         })) {
@@ -236,7 +233,7 @@ int compile(int argc, char **argv) {
     return writeExecutableFile(*module, *spec, inputFile, outputFile, cpu);
   }
 
-  return writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
+  return writeFile(outputFile, [&](llvm::raw_ostream &os) {
     module->print(os);
     os << "\n";
   });
@@ -285,7 +282,7 @@ int planMemoryCommand(int argc, char **argv) {
   if (planFile.empty()) {
     return 0;
   }
-  return writeOutputFile(planFile, [&](llvm::raw_ostream &os) {
+  return writeFile(planFile, [&](llvm::raw_ostream &os) {
     os << writeMemoryPlanCsv(buffers, /*withOffsets=*/true);
   });
 }

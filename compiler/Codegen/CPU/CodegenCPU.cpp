@@ -41,7 +41,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
       emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
       return signalPassFailure();
     }
-    if (!kernelsFile.empty() && failed(write(kernelsFile, [&](llvm::raw_ostream &os) {
+    if (!kernelsFile.empty() && failed(writeFile(kernelsFile, [&](llvm::raw_ostream &os) {
           kernels.module->print(os);
         }))) {
       return signalPassFailure();
@@ -51,14 +51,19 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     }
     FailureOr<std::string> object = emitKernelObject(*kernels.module, cpu);
     if (failed(object) ||
-        failed(write(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
+        failed(writeFile(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
       return signalPassFailure();
     }
   }
 
-  LogicalResult write(StringRef path,
-                      llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    return writeOutputFile(getOperation().getLoc(), path, write);
+  /// Writes `path`; an error at the module's location if it cannot.
+  LogicalResult writeFile(StringRef path,
+                          llvm::function_ref<void(llvm::raw_ostream &)> write) {
+    std::string error = writeOutputFile(path, write);
+    if (!error.empty()) {
+      return emitError(getOperation().getLoc()) << error;
+    }
+    return success();
   }
 };
 
