@@ -3,6 +3,7 @@
 #include "runtime/Executable.h"
 
 #include "runtime/Hash.h"
+#include "runtime/HostProgram.h"
 #include "runtime/OpTypes.h"
 
 #include <fstream>
@@ -315,8 +316,12 @@ Status checkSemantics(const fb::Executable &root) {
   if (version < kMinFormatVersion || version > kMaxFormatVersion) {
     return Status::error(
         "format version " + std::to_string(version) + " is not supported (this "
-        "runtime reads versions " + std::to_string(kMinFormatVersion) + " to " +
-        std::to_string(kMaxFormatVersion) + "); recompile with a matching mfc");
+        "runtime reads " +
+        (kMinFormatVersion == kMaxFormatVersion
+             ? "version " + std::to_string(kMaxFormatVersion)
+             : "versions " + std::to_string(kMinFormatVersion) + " to " +
+                   std::to_string(kMaxFormatVersion)) +
+        "); recompile with a matching mfc");
   }
   const fb::ModelInfo &model = *root.model();
   if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
@@ -339,6 +344,9 @@ Status checkSemantics(const fb::Executable &root) {
   }
   for (const fb::Entry *entry : *root.entries()) {
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+    if (entry->arena_offsets()) {
+      MFRT_RETURN_IF_ERROR(HostProgram::build(*entry).status());
+    }
   }
   if (root.kernel_library()) {
     uint64_t hash =

@@ -2,6 +2,8 @@
 
 #include "runtime/KernelLibrary.h"
 
+#include "runtime/KernelServices.h"
+
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -37,6 +39,14 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   library.handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library.handle_) {
     return Status::error(std::string("cannot load the kernels: ") + dlerror());
+  }
+  // Services the kernels call (a library whose kernels need none has no
+  // slots for them).
+  for (const KernelService &service : kKernelServices) {
+    std::string slotName = std::string(service.name) + "_ptr";
+    if (void *slot = dlsym(library.handle_, slotName.c_str())) {
+      *static_cast<void **>(slot) = service.function;
+    }
   }
   if (root.kernels()) {
     for (const flatbuffers::String *name : *root.kernels()) {

@@ -51,11 +51,13 @@ const Phase kPhases[] = {
      addGraphCleanup},
     {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
      addFusion},
-    {"memory-plan",
-     "every transient tensor of each entry placed in one static arena",
-     addMemoryPlanning},
-    {"codegen", "native kernels for the fusion regions the CPU backend supports",
+    {"codegen",
+     "native kernels for the regions (in the nested module mf_kernels); "
+     "each entry becomes a host program of kernels and eager ops",
      addCodegen},
+    {"memory-plan",
+     "every transient tensor of each host program placed in one static arena",
+     addMemoryPlanning},
 };
 
 /// Writes the IR after a phase; a pass so that it runs in pipeline order and

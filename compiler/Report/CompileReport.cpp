@@ -15,6 +15,8 @@ namespace {
 
 struct FusionGroup {
   std::string kind;
+  std::string kernel; ///< empty before codegen
+  int64_t tiles = 0;
   std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
   int64_t flops = 0;
   int64_t bytes = 0;
@@ -44,8 +46,16 @@ std::vector<EntryReport> collect(ModuleOp module) {
       entry.flops += cost.getFlops();
       entry.bytes += cost.getBytesAccessed();
       if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
-        FusionGroup group{fusion.getKind().str(), {}, cost.getFlops(),
-                          cost.getBytesAccessed()};
+        FusionGroup group;
+        group.kind = fusion.getKind().str();
+        group.flops = cost.getFlops();
+        group.bytes = cost.getBytesAccessed();
+        if (auto kernel = fusion->getAttrOfType<StringAttr>("mf.kernel")) {
+          group.kernel = kernel.str();
+        }
+        if (auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles")) {
+          group.tiles = tiles.getInt();
+        }
         for (Operation &inner : fusion.getBody().front().without_terminator()) {
           group.ops.push_back(inner.getName().getStringRef().str() + " @ " +
                               mf::getModelPath(inner.getLoc()));
@@ -76,10 +86,15 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
       for (const std::string &op : group.ops) {
         ops.push_back(op);
       }
-      groups.push_back(llvm::json::Object{{"kind", group.kind},
-                                          {"flops", group.flops},
-                                          {"bytes", group.bytes},
-                                          {"ops", std::move(ops)}});
+      llvm::json::Object object{{"kind", group.kind},
+                                {"flops", group.flops},
+                                {"bytes", group.bytes},
+                                {"ops", std::move(ops)}};
+      if (!group.kernel.empty()) {
+        object["kernel"] = group.kernel;
+        object["tiles"] = group.tiles;
+      }
+      groups.push_back(std::move(object));
     }
     llvm::json::Object object{{"name", entry.name},
                               {"ops", entry.ops},
@@ -93,6 +108,14 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
     entries.push_back(std::move(object));
   }
   llvm::json::Object root{{"entries", std::move(entries)}};
+  if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
+    llvm::json::Object reasons;
+    for (NamedAttribute reason : skipped) {
+      reasons[reason.getName().str()] =
+          cast<IntegerAttr>(reason.getValue()).getInt();
+    }
+    root["regions_without_kernels"] = std::move(reasons);
+  }
   if (auto name = module->getAttrOfType<StringAttr>("mf.model_name")) {
     root["model"] = name.str();
   }
@@ -100,6 +123,13 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
 }
 
 void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
+  if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
+    for (NamedAttribute reason : skipped) {
+      os << "regions left to the eager library ("
+         << cast<IntegerAttr>(reason.getValue()).getInt()
+         << "): " << reason.getName().str() << "\n";
+    }
+  }
   for (const EntryReport &entry : collect(module)) {
     os << "entry @" << entry.name << ": " << entry.ops << " ops, "
        << llvm::format("%.4g GFLOP, %.4g MB moved", entry.flops / 1e9,
@@ -110,8 +140,11 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
     }
     os << "\n  " << entry.groups.size() << " fusion groups\n";
     for (auto [index, group] : llvm::enumerate(entry.groups)) {
-      os << "  group " << index << " (" << group.kind << ", " << group.ops.size()
-         << " ops, " << group.bytes << " bytes):\n";
+      os << "  group " << index << " (" << group.kind << ", ";
+      if (!group.kernel.empty()) {
+        os << "kernel " << group.kernel << " in " << group.tiles << " tiles, ";
+      }
+      os << group.ops.size() << " ops, " << group.bytes << " bytes):\n";
       for (const std::string &op : group.ops) {
         os << "    " << op << "\n";
       }

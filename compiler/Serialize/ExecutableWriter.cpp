@@ -73,8 +73,10 @@ struct EncodedOp {
 
 class Writer {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec, const KernelTable &kernels)
-      : module_(module), spec_(spec), kernels_(kernels) {}
+  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary,
+         ArrayRef<std::string> kernelNames)
+      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary),
+        kernelNames_(kernelNames) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
@@ -115,10 +117,9 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype));
-    std::vector<uint8_t> library(kernels_.library.begin(),
-                                 kernels_.library.end());
+    std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
-    for (const std::string &name : kernels_.names) {
+    for (const std::string &name : kernelNames_) {
       names.push_back(builder_.CreateString(name));
     }
     auto root = fb::CreateExecutableDirect(
@@ -145,7 +146,9 @@ private:
   FailureOr<flatbuffers::Offset<fb::Entry>> writeEntry(func::FuncOp function) {
     llvm::DenseMap<Value, uint32_t> ids;
     std::vector<flatbuffers::Offset<fb::TensorType>> values;
-    auto number = [&](Value value, Location loc) -> LogicalResult {
+    std::vector<int64_t> offsets; // per value: its arena offset or -1
+    auto number = [&](Value value, Location loc,
+                      int64_t offset = -1) -> LogicalResult {
       auto type = dyn_cast<RankedTensorType>(value.getType());
       if (!type) {
         return emitError(loc) << "only tensor values can be serialized";
@@ -156,6 +159,7 @@ private:
       }
       ids[value] = values.size();
       values.push_back(*encoded);
+      offsets.push_back(offset);
       return success();
     };
 
@@ -199,6 +203,10 @@ private:
                llvm::zip(fusion.getResults(), yield.getValues())) {
             ids[result] = ids.lookup(yielded);
           }
+          for (auto [result, offset] :
+               llvm::zip(fusion.getResults(), arenaOffsetsOf(fusion))) {
+            offsets[ids[result]] = offset;
+          }
           if (std::optional<uint32_t> kernel = kernelIndexOf(fusion)) {
             std::vector<uint32_t> inputs, outputs;
             for (Value input : fusion.getInputs()) {
@@ -207,9 +215,11 @@ private:
             for (Value result : fusion.getResults()) {
               outputs.push_back(ids.lookup(result));
             }
+            auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles");
             dispatches.push_back(fb::CreateDispatchDirect(
                 builder_, *kernel, firstOp,
-                static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs));
+                static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs,
+                tiles ? static_cast<uint32_t>(tiles.getInt()) : 1));
           }
           continue;
         }
@@ -224,8 +234,9 @@ private:
         for (Value operand : op.getOperands()) {
           operands.push_back(ids.lookup(operand));
         }
-        for (Value result : op.getResults()) {
-          if (failed(number(result, op.getLoc()))) {
+        for (auto [result, offset] :
+             llvm::zip(op.getResults(), arenaOffsetsOf(&op))) {
+          if (failed(number(result, op.getLoc(), offset))) {
             return failure();
           }
           results.push_back(ids[result]);
@@ -247,27 +258,37 @@ private:
     }
     auto inputNameOffsets = builder_.CreateVectorOfStrings(inputNames);
     auto outputNameOffsets = builder_.CreateVectorOfStrings(outputNames);
+    auto arena = function->getAttrOfType<IntegerAttr>("mf.arena_bytes");
     return fb::CreateEntry(
         builder_, builder_.CreateString(function.getSymName().str()),
         builder_.CreateVector(values), builder_.CreateVector(inputs),
         inputNameOffsets, builder_.CreateVector(outputs), outputNameOffsets,
-        builder_.CreateVector(ops), builder_.CreateVector(dispatches));
+        builder_.CreateVector(ops), builder_.CreateVector(dispatches),
+        arena ? static_cast<uint64_t>(arena.getInt()) : 0,
+        arena ? builder_.CreateVector(offsets) : 0);
+  }
+
+  /// The planned arena offset of each result of `op` (-1: none).
+  SmallVector<int64_t> arenaOffsetsOf(Operation *op) {
+    SmallVector<int64_t> offsets(op->getNumResults(), -1);
+    if (auto planned = op->getAttrOfType<DenseI64ArrayAttr>("mf.arena_offsets")) {
+      llvm::copy(planned.asArrayRef().take_front(offsets.size()),
+                 offsets.begin());
+    }
+    return offsets;
   }
 
   /// The index of the kernel a fusion region runs, if it has one.
   std::optional<uint32_t> kernelIndexOf(mf::FusionOp fusion) {
-    if (!kernels_.kernelOf) {
+    auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
+    if (!name) {
       return std::nullopt;
     }
-    auto it = kernels_.kernelOf->find(fusion);
-    if (it == kernels_.kernelOf->end()) {
+    auto position = llvm::find(kernelNames_, name.str());
+    if (position == kernelNames_.end()) {
       return std::nullopt;
     }
-    auto position = llvm::find(kernels_.names, it->second);
-    if (position == kernels_.names.end()) {
-      return std::nullopt;
-    }
-    return static_cast<uint32_t>(position - kernels_.names.begin());
+    return static_cast<uint32_t>(position - kernelNames_.begin());
   }
 
   FailureOr<EncodedOp> encode(Operation *op) {
@@ -384,15 +405,16 @@ private:
 
   ModuleOp module_;
   const ModelSpec &spec_;
-  const KernelTable &kernels_;
+  StringRef kernelLibrary_;
+  ArrayRef<std::string> kernelNames_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };
 
 } // namespace
 
-FailureOr<std::vector<uint8_t>> mfc::writeExecutable(ModuleOp module,
-                                                     const ModelSpec &spec,
-                                                     const KernelTable &kernels) {
-  return Writer(module, spec, kernels).write();
+FailureOr<std::vector<uint8_t>>
+mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
+                     StringRef kernelLibrary, ArrayRef<std::string> kernelNames) {
+  return Writer(module, spec, kernelLibrary, kernelNames).write();
 }

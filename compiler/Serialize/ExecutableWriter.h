@@ -6,7 +6,6 @@
 #include "compiler/Frontend/ModelSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
 #include <vector>
@@ -14,22 +13,19 @@
 namespace mfc {
 
 /// The executable format version this compiler writes.
-constexpr uint32_t kExecutableFormatVersion = 1;
+constexpr uint32_t kExecutableFormatVersion = 2;
 
-/// Serializes the parameters and entry points of an `mf` module (after the
-/// mf phase) into the executable flatbuffer. Fails with a diagnostic on the
-/// first op the format cannot express.
-/// The native kernels: an ELF shared object, its kernel names, and the
-/// kernel each fusion region of the module runs. All may be empty.
-struct KernelTable {
-  llvm::StringRef library;
-  llvm::ArrayRef<std::string> names;
-  const llvm::DenseMap<mlir::Operation *, std::string> *kernelOf = nullptr;
-};
-
+/// Serializes the parameters and entry points of an `mf` module into the
+/// executable flatbuffer: the op-level program of each entry, and, when the
+/// module went through codegen and memory planning, its kernel dispatches
+/// (`mf.kernel`, `mf.tiles` on regions) and arena plan (`mf.arena_offsets`,
+/// `mf.arena_bytes`). `kernelLibrary` is the kernels' shared object, named
+/// `kernelNames`. Fails with a diagnostic on the first op the format cannot
+/// express.
 mlir::FailureOr<std::vector<uint8_t>>
 writeExecutable(mlir::ModuleOp module, const ModelSpec &spec,
-                const KernelTable &kernels = {});
+                llvm::StringRef kernelLibrary = {},
+                llvm::ArrayRef<std::string> kernelNames = {});
 
 } // namespace mfc
 

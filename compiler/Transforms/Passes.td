@@ -14,8 +14,10 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
     outside the arena; reshapes and KV-cache writes reuse their operand's
     buffer. The buffers are placed by the planner of
     `compiler/Analysis/MemoryPlanner` and the plan is recorded as
-    attributes: `mf.arena_offset` on each defining op, and `mf.arena_bytes`,
-    `mf.arena_lower_bound` on the function.
+    attributes: `mf.arena_offsets` on each defining op (one per result, -1
+    for a result without a buffer), and `mf.arena_bytes`,
+    `mf.arena_lower_bound` on the function. Run after codegen, the program
+    it plans is the host program: kernels (regions) and eager ops.
 
     Before:
     ```mlir
@@ -24,8 +26,8 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    %0 = mf.exp %arg0 {mf.arena_offset = 0 : i64} : tensor<256xf32>
-    %1 = mf.exp %0 {mf.arena_offset = 1024 : i64} : tensor<256xf32>
+    %0 = mf.exp %arg0 {mf.arena_offsets = array<i64: 0>} : tensor<256xf32>
+    %1 = mf.exp %0 {mf.arena_offsets = array<i64: 1024>} : tensor<256xf32>
     ```
   }];
   let options = [
@@ -41,13 +43,18 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
 }
 
 def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
-  let summary = "Generates native kernels for the fusion regions it supports";
+  let summary = "Generates native kernels and turns each entry into a host program";
   let description = [{
-    Builds a kernel for every elementwise `mf.fusion` (one linalg.generic,
-    deduplicated across layers), lowers the kernels to the LLVM dialect and,
-    with `object-file`, emits them as an ELF object for `cpu`. Each region
-    gets `mf.kernel = "mfk_N"` (or `mf.kernel_unsupported` with the reason);
-    the module gets `mf.kernel_count`. The graph is otherwise unchanged.
+    Every f32 `mf.matmul` outside a region first becomes a one-op `matmul`
+    region. Each region then gets a kernel with the ABI
+    `void mfk_N(int64_t tileBegin, int64_t tileEnd, T *in..., T *out...)`:
+    elementwise regions one linalg.generic, matmul regions a tile loop that
+    calls the runtime's gemm service into scratch and applies the epilogue
+    per tile. Identical kernels are shared (`mf.kernel = "mfk_N"` on each
+    region). A region without a kernel rule is inlined back into plain ops
+    and counted in the module's `mf.kernels_skipped`. The kernels, lowered
+    to the LLVM dialect, go into the nested module `mf_kernels`; with
+    `object-file` they are also emitted as an ELF object for `cpu`.
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
@@ -55,7 +62,7 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     Option<"objectFile", "object-file", "std::string", /*default=*/"\"\"",
            "Write the kernels as an ELF object">,
     Option<"kernelsFile", "kernels-file", "std::string", /*default=*/"\"\"",
-           "Write the kernels in the LLVM dialect">
+           "Write the kernels before lowering (linalg, scf, memref)">
   ];
 }
 

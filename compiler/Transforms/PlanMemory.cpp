@@ -39,10 +39,10 @@ int64_t tensorBytes(Type type) {
          std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
 }
 
-/// The buffers of one entry and the op that first defines each.
+/// The buffers of one entry and the op result that defines each.
 struct EntryBuffers {
   std::vector<PlannedBuffer> buffers;
-  std::vector<Operation *> definingOps;
+  std::vector<OpResult> definitions;
 };
 
 EntryBuffers collectBuffers(func::FuncOp entry) {
@@ -73,7 +73,7 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
       }
       continue;
     }
-    for (Value value : op.getResults()) {
+    for (OpResult value : op.getResults()) {
       if (!isa<RankedTensorType>(value.getType())) {
         continue;
       }
@@ -83,7 +83,7 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
                                     (path.empty() ? "value" : path),
                                 index, index + 1, tensorBytes(value.getType()),
                                 -1});
-      result.definingOps.push_back(&op);
+      result.definitions.push_back(value);
     }
   }
   return result;
@@ -154,10 +154,15 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
                std::to_string(buffer.size) + "\n";
       }
       MemoryPlanResult result = planMemory(buffers.buffers, options);
-      for (size_t i = 0; i < buffers.buffers.size(); ++i) {
-        buffers.definingOps[i]->setAttr(
-            "mf.arena_offset",
-            builder.getI64IntegerAttr(buffers.buffers[i].offset));
+      llvm::DenseMap<Operation *, SmallVector<int64_t>> offsets;
+      for (auto [buffer, value] :
+           llvm::zip(buffers.buffers, buffers.definitions)) {
+        SmallVector<int64_t> &list = offsets[value.getOwner()];
+        list.resize(value.getOwner()->getNumResults(), -1);
+        list[value.getResultNumber()] = buffer.offset;
+      }
+      for (auto &[op, list] : offsets) {
+        op->setAttr("mf.arena_offsets", builder.getDenseI64ArrayAttr(list));
       }
       entry->setAttr("mf.arena_bytes",
                      builder.getI64IntegerAttr(result.arenaBytes));

@@ -1,14 +1,16 @@
-// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-elementwise),mf-codegen-cpu{kernels-file=%t.kernels.mlir object-file=%t.o})' | FileCheck %s
-// RUN: FileCheck %s --check-prefix=LLVM < %t.kernels.mlir
+// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-elementwise,mf-fuse-matmul-epilogue),mf-codegen-cpu{kernels-file=%t.kernels.mlir object-file=%t.o})' | FileCheck %s
+// RUN: FileCheck %s --check-prefix=KERNELS < %t.kernels.mlir
 // RUN: llvm-nm %t.o | FileCheck %s --check-prefix=OBJECT
+
+// Regions without a kernel rule go back to plain ops, counted by reason.
+// CHECK: module attributes {mf.kernels_skipped = {"matmul_epilogue: only f32 matmul regions have kernels" = 1 : i64}}
 
 // Two identical regions (as in every layer) share one kernel; a region with
 // a broadcast input gets its own.
-// CHECK: module attributes {mf.kernel_count = 2 : i64}
 // CHECK-LABEL: func.func @layers
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0"
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0"
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_1"
+// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0", mf.tiles = 1 : i64
+// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0", mf.tiles = 1 : i64
+// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_1", mf.tiles = 1 : i64
 func.func @layers(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %bias: tensor<16xbf16>) -> tensor<4x16xbf16> {
   %0 = mf.add %a, %b : tensor<4x16xf32>
   %1 = mf.silu %0 : tensor<4x16xf32>
@@ -23,9 +25,62 @@ func.func @layers(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %bias: tensor<16xb
   return %9 : tensor<4x16xbf16>
 }
 
-// The kernels take bare pointers: inputs, then results.
-// LLVM: llvm.func @mfk_0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
-// LLVM: llvm.func @mfk_1(
-// LLVM: llvm.call @tanhf
+// A matmul no region holds gets one of its own: all matmul work is tiled.
+// 300 rows x 600 columns: 3 x 3 tiles of at most 128 x 256.
+// CHECK-LABEL: func.func @projection
+// CHECK: mf.fusion(%{{.*}}, %{{.*}}) {kind = "matmul", mf.kernel = "mfk_2", mf.tiles = 9 : i64}
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mf.matmul
+func.func @projection(%x: tensor<300x64xf32>, %w: tensor<600x64xf32>) -> tensor<300x600xf32> {
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<300x64xf32>, tensor<600x64xf32> -> tensor<300x600xf32>
+  return %0 : tensor<300x600xf32>
+}
+
+// The SwiGLU gate: both matmuls and the gate in one kernel.
+// CHECK-LABEL: func.func @gate
+// CHECK: mf.fusion{{.*}}kind = "matmul_epilogue", mf.kernel = "mfk_3", mf.tiles = 2 : i64
+func.func @gate(%x: tensor<1x4x32xf32>, %wg: tensor<344x32xf32>, %wu: tensor<344x32xf32>) -> tensor<1x4x344xf32> {
+  %0 = mf.matmul %x, %wg transpose_rhs : tensor<1x4x32xf32>, tensor<344x32xf32> -> tensor<1x4x344xf32>
+  %1 = mf.matmul %x, %wu transpose_rhs : tensor<1x4x32xf32>, tensor<344x32xf32> -> tensor<1x4x344xf32>
+  %2 = mf.swiglu %0, %1 : tensor<1x4x344xf32>
+  return %2 : tensor<1x4x344xf32>
+}
+
+// bf16 matmuls stay on the eager library: the region is inlined back.
+// CHECK-LABEL: func.func @bf16
+// CHECK-NOT: mf.fusion
+// CHECK: mf.matmul
+// CHECK-NEXT: mf.add
+func.func @bf16(%x: tensor<4x32xbf16>, %w: tensor<32x32xbf16>, %r: tensor<4x32xbf16>) -> tensor<4x32xbf16> {
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<4x32xbf16>, tensor<32x32xbf16> -> tensor<4x32xbf16>
+  %1 = mf.add %0, %r : tensor<4x32xbf16>
+  return %1 : tensor<4x32xbf16>
+}
+
+// The kernels, lowered, in the nested module: the tile range, then bare
+// pointers to the inputs and results; the gemm service is a trampoline
+// through a pointer the runtime sets.
+// CHECK: module @mf_kernels attributes {mf.cpu = "native"}
+// CHECK: llvm.mlir.global external @mfrt_gemm_f32_ptr()
+// CHECK: llvm.func internal @mfrt_gemm_f32(
+// CHECK: llvm.load
+// CHECK: llvm.call %{{.*}}(
+// CHECK: llvm.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// CHECK: llvm.call @tanhf
+
+// Before lowering: one linalg.generic per elementwise kernel; matmul kernels
+// loop over tiles, call the gemm service into scratch, then the epilogue.
+// KERNELS: func.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>) attributes {mf.tiles = 1 : i64}
+// KERNELS: linalg.generic
+// KERNELS: func.func @mfk_3(
+// KERNELS: memref.alloca() {alignment = 64 : i64} : memref<4x256xf32>
+// KERNELS: memref.alloca() {alignment = 64 : i64} : memref<4x256xf32>
+// KERNELS: scf.for
+// KERNELS: func.call @mfrt_gemm_f32(
+// KERNELS: func.call @mfrt_gemm_f32(
+// KERNELS: linalg.generic
 // OBJECT: T mfk_0
 // OBJECT: T mfk_1
+// OBJECT: T mfk_2
+// OBJECT: T mfk_3
+// OBJECT: mfrt_gemm_f32_ptr

@@ -4,9 +4,9 @@
 // place; the arena is two buffers, which is also the bound.
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: attributes {mf.arena_bytes = 2048 : i64, mf.arena_lower_bound = 2048 : i64}
-// CHECK: mf.exp %{{.*}} {mf.arena_offset = [[A:[0-9]+]] : i64}
-// CHECK: mf.exp %{{.*}} {mf.arena_offset = [[B:[0-9]+]] : i64}
-// CHECK: mf.exp %{{.*}} {mf.arena_offset = [[A]] : i64}
+// CHECK: mf.exp %{{.*}} {mf.arena_offsets = array<i64: [[A:[0-9]+]]>}
+// CHECK: mf.exp %{{.*}} {mf.arena_offsets = array<i64: [[B:[0-9]+]]>}
+// CHECK: mf.exp %{{.*}} {mf.arena_offsets = array<i64: [[A]]>}
 func.func @chain(%x: tensor<256xf32>) -> tensor<256xf32> {
   %0 = mf.exp %x : tensor<256xf32>
   %1 = mf.exp %0 : tensor<256xf32>
@@ -21,9 +21,9 @@ func.func @chain(%x: tensor<256xf32>) -> tensor<256xf32> {
 // CHECK-LABEL: func.func @views
 // CHECK-SAME: mf.arena_bytes = 2048 : i64
 // CHECK: mf.param @w : tensor<256xf32>{{$}}
-// CHECK: %[[E:.+]] = mf.exp %{{.*}} {mf.arena_offset = [[E_OFF:[0-9]+]] : i64}
+// CHECK: %[[E:.+]] = mf.exp %{{.*}} {mf.arena_offsets = array<i64: [[E_OFF:[0-9]+]]>}
 // CHECK: mf.reshape %[[E]] : tensor<256xf32> to tensor<16x16xf32>{{$}}
-// CHECK: mf.exp %{{.*}} {mf.arena_offset = [[F_OFF:[0-9]+]] : i64}
+// CHECK: mf.exp %{{.*}} {mf.arena_offsets = array<i64: [[F_OFF:[0-9]+]]>}
 mf.parameter @w : tensor<256xf32> init = ones
 func.func @views() -> (tensor<16x16xf32>, tensor<256xf32>) {
   %w = mf.param @w : tensor<256xf32>

@@ -62,10 +62,27 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
     size_t opCount = entry->ops() ? entry->ops()->size() : 0;
     os << "), " << opCount << " ops\n";
+    size_t dispatchCount = entry->dispatches() ? entry->dispatches()->size() : 0;
+    if (entry->arena_offsets()) {
+      os << "  graph mode: " << dispatchCount << " kernel dispatches, arena "
+         << entry->arena_bytes() << " bytes\n";
+    }
+    size_t nextDispatch = 0;
     for (size_t i = 0; i < opCount; ++i) {
       const fb::Op &op = *entry->ops()->Get(i);
-      os << "  %" << op.results()->Get(0) << " = "
-         << fb::EnumNameOpKind(op.kind());
+      if (nextDispatch < dispatchCount &&
+          entry->dispatches()->Get(nextDispatch)->first_op() == i) {
+        const fb::Dispatch &dispatch = *entry->dispatches()->Get(nextDispatch++);
+        os << "  kernel " << root.kernels()->Get(dispatch.kernel())->str()
+           << " (" << dispatch.tiles() << " tiles) computes:\n";
+      }
+      int64_t offset =
+          entry->arena_offsets() ? entry->arena_offsets()->Get(op.results()->Get(0)) : -1;
+      os << "  %" << op.results()->Get(0);
+      if (offset >= 0) {
+        os << "[arena+" << offset << "]";
+      }
+      os << " = " << fb::EnumNameOpKind(op.kind());
       if (op.operands()) {
         for (size_t j = 0; j < op.operands()->size(); ++j) {
           os << (j ? ", %" : " %") << op.operands()->Get(j);

@@ -12,6 +12,7 @@
 #include "runtime/Executable.h"
 #include "runtime/Generation.h"
 #include "runtime/KernelLibrary.h"
+#include "runtime/GraphExecutor.h"
 #include "runtime/PyNative.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
@@ -55,12 +56,15 @@ struct Options {
   bool checkNumerics = false;
   bool check = false;
   bool dump = false;
+  unsigned threads = 0; // graph mode; 0: one per hardware thread
 };
 
 void usage(std::ostream &os) {
   os << "USAGE: mf-run model.bin [options]\n\n"
         "  --mode pynative|graph      execution mode (default: the YAML's "
         "context.mode)\n"
+        "  --threads N                graph mode: threads for kernel tiles "
+        "(default: all)\n"
         "  --weights W.safetensors    parameters (default: deterministic init "
         "from --seed)\n"
         "  --task predict|eval        (default: the YAML's run_mode)\n"
@@ -100,7 +104,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kCheck, kDump, kHelp
+    kCheck, kDump, kThreads, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -125,6 +129,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"check-numerics", no_argument, nullptr, kCheckNumerics},
       {"check", no_argument, nullptr, kCheck},
       {"dump", no_argument, nullptr, kDump},
+      {"threads", required_argument, nullptr, kThreads},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -156,6 +161,16 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kInputIds:
       options.inputIds = optarg;
+      break;
+    case kThreads:
+      if (!numeric("threads")) {
+        return std::nullopt;
+      }
+      if (number < 1 || number > 1024 || number != std::floor(number)) {
+        fail("--threads must be a whole number from 1 to 1024");
+        return std::nullopt;
+      }
+      options.threads = static_cast<unsigned>(number);
       break;
     case kMaxNewTokens:
       if (!numeric("max-new-tokens") || number < 0) {
@@ -253,6 +268,8 @@ struct Session {
   RunOptions runOptions;
   std::vector<std::string> traceEvents;
   KernelLibrary kernels;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Executor> executor; // the --mode's
 };
 
 int writeTrace(const Options &options, const Session &session) {
@@ -337,8 +354,7 @@ int predict(const Options &options, Session &session) {
     return false;
   };
 
-  PyNativeExecutor executor(session.executable, session.weights,
-                            session.allocator);
+  Executor &executor = *session.executor;
   // Token ids [batch, width]: every row holds the same sequence, padded.
   auto fillIds = [&](Tensor &ids, const std::vector<int32_t> &sequence,
                      int64_t width) {
@@ -522,8 +538,7 @@ int evaluate(const Options &options, Session &session) {
                 " tokens; eval needs at least seq_length + 1 = " +
                 std::to_string(seq + 1));
   }
-  PyNativeExecutor executor(session.executable, session.weights,
-                            session.allocator);
+  Executor &executor = *session.executor;
   double totalLoss = 0;
   int64_t totalTokens = 0;
   for (int64_t first = 0; first < windows; first += batch) {
@@ -573,6 +588,8 @@ int checkModes(const Options &options, Session &session) {
   std::string name = entry->name()->str();
   PyNativeExecutor executor(session.executable, session.weights,
                             session.allocator);
+  GraphExecutor graphExecutor(session.executable, session.weights,
+                              session.allocator, session.kernels, *session.pool);
   StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
   if (!inputs) {
     return fail(inputs.status().message());
@@ -590,7 +607,6 @@ int checkModes(const Options &options, Session &session) {
   RunOptions eager, graph;
   eager.capturedValues = &eagerValues;
   graph.capturedValues = &graphValues;
-  graph.kernels = &session.kernels;
   std::vector<Tensor> copies;
   for (const Tensor &input : *inputs) {
     StatusOr<Tensor> copy = session.allocator.allocate(input.dtype(), input.shape());
@@ -598,7 +614,8 @@ int checkModes(const Options &options, Session &session) {
     copies.push_back(copy.take());
   }
   StatusOr<std::vector<Tensor>> eagerOut = executor.run(name, inputs.take(), eager);
-  StatusOr<std::vector<Tensor>> graphOut = executor.run(name, std::move(copies), graph);
+  StatusOr<std::vector<Tensor>> graphOut =
+      graphExecutor.run(name, std::move(copies), graph);
   if (!eagerOut || !graphOut) {
     return fail((!eagerOut ? eagerOut.status() : graphOut.status()).message());
   }
@@ -690,16 +707,14 @@ int main(int argc, char **argv) {
   }
 
   Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
-                  KernelLibrary()};
+                  KernelLibrary(), nullptr, nullptr};
   if (mode == "graph" || options.check) {
     StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
     if (!kernels) {
       return fail(kernels.status().message());
     }
     session.kernels = kernels.take();
-  }
-  if (mode == "graph") {
-    session.runOptions.kernels = &session.kernels;
+    session.pool = std::make_unique<ThreadPool>(options.threads);
   }
   StatusOr<Weights> weights =
       options.weights.empty()
@@ -711,6 +726,14 @@ int main(int argc, char **argv) {
     return fail(weights.status().message());
   }
   session.weights = weights.take();
+  if (mode == "graph") {
+    session.executor = std::make_unique<GraphExecutor>(
+        session.executable, session.weights, session.allocator,
+        session.kernels, *session.pool);
+  } else {
+    session.executor = std::make_unique<PyNativeExecutor>(
+        session.executable, session.weights, session.allocator);
+  }
   if (!options.saveWeights.empty()) {
     Status status = session.weights.save(session.executable, options.saveWeights);
     if (!status) {

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Analysis/MemoryPlanner.h"
-#include "compiler/Codegen/CPU/ElementwiseKernels.h"
+#include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -81,20 +81,19 @@ std::string phaseList() {
 
 int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
                         const std::string &inputFile,
-                        const std::string &outputFile, const std::string &cpu) {
+                        const std::string &outputFile) {
   if (outputFile == "-") {
     printError("an executable is binary: give it a file with -o model.bin "
                "(or print IR with --compile-to=" + phaseList() + ")");
     return 2;
   }
-  mlir::FailureOr<KernelLibrary> kernels = buildKernelLibrary(module, cpu);
+  mlir::FailureOr<KernelLibrary> kernels = buildKernelLibrary(module);
   if (failed(kernels)) {
     printError("cannot build the kernels of '" + inputFile + "'");
     return 1;
   }
   mlir::FailureOr<std::vector<uint8_t>> bytes = writeExecutable(
-      module, spec,
-      KernelTable{kernels->sharedObject, kernels->names, &kernels->kernelOf});
+      module, spec, kernels->sharedObject, kernels->names);
   if (failed(bytes)) {
     printError("cannot serialize '" + inputFile + "'");
     return 1;
@@ -230,7 +229,7 @@ int compile(int argc, char **argv) {
     }
   }
   if (compileTo.empty()) {
-    return writeExecutableFile(*module, *spec, inputFile, outputFile, cpu);
+    return writeExecutableFile(*module, *spec, inputFile, outputFile);
   }
 
   return writeFile(outputFile, [&](llvm::raw_ostream &os) {

@@ -1,12 +1,33 @@
-//===- CodegenCPU.cpp - native kernels for fusion regions -----------------===//
+//===- CodegenCPU.cpp - native kernels for the host program ---------------===//
+//
+// 1. Every f32 matmul outside a region becomes a one-op `matmul` region:
+//    all matmul-class work goes through the tiled kernels.
+// 2. Each region gets a kernel (identical ones, every layer's, are shared);
+//    a region without a kernel rule is inlined back into plain ops, which
+//    the runtime's eager library runs, and the reason is counted in
+//    `mf.kernels_skipped`.
+// 3. The kernels are lowered to the LLVM dialect into a module nested in
+//    the graph (`mf_kernels`); model.bin's writer emits and links it.
+//
+// After this pass the host program of each entry is kernels and eager ops,
+// which is what memory planning schedules.
+//
+//===----------------------------------------------------------------------===//
 
-#include "compiler/Codegen/CPU/ElementwiseKernels.h"
+#include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
+
+#include <map>
 
 namespace mfc {
 #define GEN_PASS_DEF_MFCODEGENCPUPASS
@@ -18,38 +39,114 @@ using namespace mfc;
 
 namespace {
 
+bool isF32Tensor(Type type) {
+  return cast<RankedTensorType>(type).getElementType().isF32();
+}
+
+/// Wraps each f32 matmul with a 2-D weight that no region holds.
+void outlineLoneMatmuls(ModuleOp graph) {
+  SmallVector<mf::MatmulOp> matmuls;
+  for (auto function : graph.getOps<func::FuncOp>()) {
+    for (auto matmul : function.getBody().front().getOps<mf::MatmulOp>()) {
+      if (isF32Tensor(matmul.getType()) &&
+          isF32Tensor(matmul.getLhs().getType()) &&
+          cast<RankedTensorType>(matmul.getRhs().getType()).getRank() == 2) {
+        matmuls.push_back(matmul);
+      }
+    }
+  }
+  for (mf::MatmulOp matmul : matmuls) {
+    mf::outlineIntoFusion({matmul.getOperation()}, "matmul");
+  }
+}
+
+FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
+                                    std::string &why) {
+  StringRef kind = fusion.getKind();
+  if (kind == "elementwise") {
+    return buildElementwiseKernel(fusion, builder, why);
+  }
+  if (kind == "matmul" || kind == "matmul_epilogue") {
+    return buildMatmulKernel(fusion, builder, why);
+  }
+  why = "no code generator for '" + kind.str() + "' regions";
+  return failure();
+}
+
 struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
   using MFCodegenCPUPassBase::MFCodegenCPUPassBase;
 
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
+                    linalg::LinalgDialect, math::MathDialect,
+                    memref::MemRefDialect, scf::SCFDialect>();
+  }
+
   void runOnOperation() override {
     ModuleOp graph = getOperation();
-    Builder builder(&getContext());
-    KernelModule kernels = buildElementwiseKernels(graph);
-    for (auto &[fusion, name] : kernels.kernelOf) {
-      fusion->setAttr("mf.kernel", builder.getStringAttr(name));
-    }
-    for (auto &[fusion, why] : kernels.unsupported) {
-      fusion->setAttr("mf.kernel_unsupported", builder.getStringAttr(why));
-    }
-    int64_t count = std::distance(kernels.module->getOps().begin(),
-                                  kernels.module->getOps().end());
-    graph->setAttr("mf.kernel_count", builder.getI64IntegerAttr(count));
-    if (kernelsFile.empty() && objectFile.empty()) {
-      return; // the annotations are all; model.bin's writer builds the library
-    }
-    if (failed(lowerKernelsToLLVM(*kernels.module))) {
-      emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
+    if (ModuleOp existing = findKernelModule(graph)) {
+      emitError(existing.getLoc()) << "the graph has kernels already";
       return signalPassFailure();
     }
-    if (!kernelsFile.empty() && failed(writeFile(kernelsFile, [&](llvm::raw_ostream &os) {
-          kernels.module->print(os);
+    outlineLoneMatmuls(graph);
+
+    OpBuilder builder(&getContext());
+    builder.setInsertionPointToEnd(graph.getBody());
+    auto kernels = ModuleOp::create(builder, graph.getLoc(),
+                                    StringRef(kKernelModuleName));
+    kernels->setAttr("mf.cpu", builder.getStringAttr(cpu));
+    builder.setInsertionPointToEnd(kernels.getBody());
+
+    std::map<std::string, std::string> kernelByText;
+    std::map<std::string, int64_t> skipped;
+    SmallVector<mf::FusionOp> withoutKernel;
+    for (auto function : graph.getOps<func::FuncOp>()) {
+      for (auto fusion : function.getBody().front().getOps<mf::FusionOp>()) {
+        std::string why;
+        FailureOr<func::FuncOp> kernel = buildKernel(fusion, builder, why);
+        if (failed(kernel)) {
+          ++skipped[fusion.getKind().str() + ": " + why];
+          withoutKernel.push_back(fusion);
+          continue;
+        }
+        // Identical regions (every layer's) share one kernel.
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        kernel->print(os);
+        auto [it, inserted] = kernelByText.try_emplace(
+            text, "mfk_" + std::to_string(kernelByText.size()));
+        fusion->setAttr("mf.kernel", builder.getStringAttr(it->second));
+        fusion->setAttr(kTilesAttr, (*kernel)->getAttr(kTilesAttr));
+        if (inserted) {
+          kernel->setSymName(it->second);
+        } else {
+          kernel->erase();
+        }
+      }
+    }
+    for (mf::FusionOp fusion : withoutKernel) {
+      mf::inlineFusion(fusion);
+    }
+    SmallVector<NamedAttribute> counts;
+    for (auto &[why, count] : skipped) {
+      counts.push_back(builder.getNamedAttr(why, builder.getI64IntegerAttr(count)));
+    }
+    graph->setAttr("mf.kernels_skipped", builder.getDictionaryAttr(counts));
+
+    if (!kernelsFile.empty() &&
+        failed(writeFile(kernelsFile, [&](llvm::raw_ostream &os) {
+          kernels.print(os);
         }))) {
+      return signalPassFailure();
+    }
+    if (failed(lowerKernelsToLLVM(kernels))) {
+      emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
       return signalPassFailure();
     }
     if (objectFile.empty()) {
       return;
     }
-    FailureOr<std::string> object = emitKernelObject(*kernels.module, cpu);
+    FailureOr<std::string> object = emitKernelObject(kernels, cpu);
     if (failed(object) ||
         failed(writeFile(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
       return signalPassFailure();

@@ -3,7 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 
-void mfk_0(const float *a, const float *b, float *out);
+/* The kernel ABI: the tile range, then inputs and results. */
+void mfk_0(long begin, long end, const float *a, const float *b, float *out);
 
 int main(void) {
   float a[64], b[64], out[64];
@@ -12,7 +13,7 @@ int main(void) {
     b[i] = (float)((i * 7) % 13) / 10.0f - 0.6f;
     out[i] = NAN;
   }
-  mfk_0(a, b, out);
+  mfk_0(0, 1, a, b, out);
   double worst = 0;
   for (int i = 0; i < 64; ++i) {
     double x = (double)a[i] + (double)b[i];

@@ -1,0 +1,88 @@
+//===- CPUKernels.h - fusion regions -> native CPU kernels ------*- C++ -*-===//
+//
+// Every kernel has one ABI, whatever its region:
+//
+//   void mfk_N(int64_t tileBegin, int64_t tileEnd, T *input0, ...,
+//              T *output0, ...)
+//
+// on dense row-major buffers of the region's input and result types. A
+// kernel's work is split into `mf.tiles` independent tiles (an attribute of
+// the kernel function); a call computes tiles [tileBegin, tileEnd), so the
+// runtime can spread one kernel over its threads.
+//
+// Kernels call back into the runtime for matmul tiles through a
+// "service": an external function `mfrt_X` that lowering turns into a
+// trampoline through the global pointer `mfrt_X_ptr`, which the runtime sets
+// after loading the library. The shared object so needs no symbol of the
+// process that loads it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H
+#define MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H
+
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace mfc {
+
+/// The attribute holding a kernel function's tile count.
+inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
+
+/// The runtime's matmul-tile service, called by matmul kernels as
+///   mfrt_gemm_f32(A, B, C, ldc, m0, n0, m, n, K, N, transB)
+/// C[m x n] (row stride ldc) = rows m0.. of A[M x K] times columns n0.. of
+/// B ([N x K] when transB, else [K x N]). Every argument is an i64
+/// (pointers too).
+inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
+
+/// Builds the kernel of an elementwise region at `builder`'s insertion point
+/// (one linalg.generic; one tile).
+mlir::FailureOr<mlir::func::FuncOp>
+buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
+                       std::string &why);
+
+/// Builds the kernel of a matmul region (one or more matmuls sharing their
+/// output shape, and an elementwise epilogue): output tiles of at most
+/// 128 x 256, each computed by the gemm service into scratch and finished by
+/// the epilogue while it is in cache.
+mlir::FailureOr<mlir::func::FuncOp>
+buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
+                  std::string &why);
+
+/// Lowers a module of kernels to the LLVM dialect, services included.
+llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
+
+/// Translates an LLVM-dialect module, optimizes it (O3) and emits an ELF
+/// object for `cpu` ("native" = this machine). Returns the object's bytes.
+mlir::FailureOr<std::string> emitKernelObject(mlir::ModuleOp kernels,
+                                              llvm::StringRef cpu);
+
+/// Links an object file into an ELF shared object with LLVM's lld.
+mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
+                                              mlir::Location loc);
+
+/// The name of the module, nested in the graph, that holds the kernels after
+/// the codegen phase (in the LLVM dialect), with its target CPU in
+/// `mf.cpu`.
+inline constexpr llvm::StringLiteral kKernelModuleName = "mf_kernels";
+
+/// The graph's kernel module, if codegen ran.
+mlir::ModuleOp findKernelModule(mlir::ModuleOp graph);
+
+/// The graph's kernels as one shared object (empty without kernels) and
+/// their names, for model.bin.
+struct KernelLibrary {
+  std::string sharedObject;
+  std::vector<std::string> names;
+};
+mlir::FailureOr<KernelLibrary> buildKernelLibrary(mlir::ModuleOp graph);
+
+} // namespace mfc
+
+#endif // MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H

@@ -1,0 +1,239 @@
+//===- KernelLowering.cpp - kernels -> LLVM -> shared object --------------===//
+//
+// 1. Lower the kernels (linalg/scf/memref/math on memrefs) to the LLVM
+//    dialect with the bare-pointer calling convention.
+// 2. Give each runtime service the kernels call a body: a trampoline through
+//    the global `<service>_ptr` that the runtime fills after loading.
+// 3. LLVM O3 to an object for the target CPU; ld.lld to a shared object.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/CPUKernels.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+#include <map>
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+/// Turns each external `mfrt_*` declaration into a trampoline that calls
+/// through the pointer global `<name>_ptr`.
+void defineServiceTrampolines(ModuleOp kernels) {
+  OpBuilder builder(kernels.getContext());
+  auto pointerType = LLVM::LLVMPointerType::get(kernels.getContext());
+  for (auto function : llvm::make_early_inc_range(
+           kernels.getOps<LLVM::LLVMFuncOp>())) {
+    if (!function.isExternal() || !function.getName().starts_with("mfrt_")) {
+      continue;
+    }
+    Location loc = function.getLoc();
+    builder.setInsertionPoint(function);
+    auto global = LLVM::GlobalOp::create(
+        builder, loc, pointerType, /*isConstant=*/false,
+        LLVM::Linkage::External, (function.getName() + "_ptr").str(),
+        Attribute());
+    Block *init = builder.createBlock(&global.getInitializerRegion());
+    builder.setInsertionPointToStart(init);
+    LLVM::ReturnOp::create(builder, loc,
+                           LLVM::ZeroOp::create(builder, loc, pointerType).getResult());
+
+    function.setLinkage(LLVM::Linkage::Internal);
+    Block *body = function.addEntryBlock(builder);
+    builder.setInsertionPointToStart(body);
+    Value address = LLVM::AddressOfOp::create(builder, loc, global);
+    Value target = LLVM::LoadOp::create(builder, loc, pointerType, address);
+    SmallVector<Value> operands{target};
+    llvm::append_range(operands, body->getArguments());
+    auto call = LLVM::CallOp::create(builder, loc, function.getFunctionType(),
+                                     operands);
+    LLVM::ReturnOp::create(builder, loc, call.getResults());
+  }
+}
+
+} // namespace
+
+ModuleOp mfc::findKernelModule(ModuleOp graph) {
+  for (auto module : graph.getOps<ModuleOp>()) {
+    if (module.getSymName() == kKernelModuleName) {
+      return module;
+    }
+  }
+  return {};
+}
+
+LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
+  PassManager pm(kernels.getContext());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  ConvertFuncToLLVMPassOptions funcOptions;
+  funcOptions.useBarePtrCallConv = true; // void mfk_N(T *in..., T *out...)
+  pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(kernels))) {
+    return failure();
+  }
+  defineServiceTrampolines(kernels);
+  return success();
+}
+
+FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
+  MLIRContext *context = kernels.getContext();
+  registerBuiltinDialectTranslation(*context);
+  registerLLVMDialectTranslation(*context);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> module =
+      translateModuleToLLVMIR(kernels, llvmContext, "mfc-kernels");
+  if (!module) {
+    return emitError(kernels.getLoc()) << "cannot translate the kernels to LLVM IR";
+  }
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) {
+    return emitError(kernels.getLoc()) << "no LLVM target for " << triple.str() << ": "
+                               << error;
+  }
+  std::string cpuName =
+      cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
+  std::string features;
+  if (cpu == "native") {
+    llvm::SubtargetFeatures featureSet;
+    for (auto &[feature, enabled] : llvm::sys::getHostCPUFeatures()) {
+      featureSet.AddFeature(feature, enabled);
+    }
+    features = featureSet.getString();
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!subtarget || !subtarget->isCPUStringValid(cpuName)) {
+    return emitError(kernels.getLoc())
+           << "unknown CPU '" << cpuName << "' for " << triple.str()
+           << "; use native or an LLVM CPU name such as x86-64-v3 or "
+              "skylake-avx512";
+  }
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) {
+    return emitError(kernels.getLoc()) << "cannot target CPU '" << cpuName << "'";
+  }
+  module->setDataLayout(machine->createDataLayout());
+  module->setTargetTriple(triple);
+  if (llvm::Error error = makeOptimizingTransformer(3, 0, machine.get())(
+          module.get())) {
+    return emitError(kernels.getLoc()) << "optimizing the kernels failed: "
+                               << llvm::toString(std::move(error));
+  }
+  llvm::SmallVector<char> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager passes;
+  if (machine->addPassesToEmitFile(passes, os, nullptr,
+                                   llvm::CodeGenFileType::ObjectFile)) {
+    return emitError(kernels.getLoc()) << "cannot emit object code for " << cpuName;
+  }
+  passes.run(*module);
+  return std::string(object.begin(), object.end());
+}
+
+FailureOr<std::string> mfc::linkSharedObject(StringRef object, Location loc) {
+  llvm::SmallString<128> objectPath, libraryPath;
+  int objectFd;
+  if (llvm::sys::fs::createTemporaryFile("mfc-kernels", "o", objectFd,
+                                         objectPath) ||
+      llvm::sys::fs::createTemporaryFile("mfc-kernels", "so", libraryPath)) {
+    return emitError(loc) << "cannot create temporary files for linking";
+  }
+  llvm::FileRemover removeObject(objectPath), removeLibrary(libraryPath);
+  {
+    llvm::raw_fd_ostream os(objectFd, /*shouldClose=*/true);
+    os << object;
+  }
+  llvm::ErrorOr<std::string> linker =
+      llvm::sys::findProgramByName("ld.lld", {MFC_LLVM_TOOLS_DIR});
+  if (!linker) {
+    return emitError(loc) << "ld.lld not found in " << MFC_LLVM_TOOLS_DIR
+                          << "; install lld-22 (scripts/install-deps.sh)";
+  }
+  std::string message;
+  llvm::StringRef arguments[] = {*linker, "-shared", "--no-undefined-version",
+                                 "-o", libraryPath, objectPath};
+  if (llvm::sys::ExecuteAndWait(*linker, arguments, std::nullopt, {}, 0, 0,
+                                &message) != 0) {
+    return emitError(loc) << "linking the kernels failed: " << message;
+  }
+  auto library = llvm::MemoryBuffer::getFile(libraryPath);
+  if (!library) {
+    return emitError(loc) << "cannot read the linked kernels: "
+                          << library.getError().message();
+  }
+  return (*library)->getBuffer().str();
+}
+
+
+FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph) {
+  KernelLibrary library;
+  ModuleOp kernels = findKernelModule(graph);
+  if (!kernels) {
+    return library;
+  }
+  for (auto function : kernels.getOps<LLVM::LLVMFuncOp>()) {
+    if (!function.isExternal() && function.getName().starts_with("mfk_")) {
+      library.names.push_back(function.getName().str());
+    }
+  }
+  if (library.names.empty()) {
+    return library;
+  }
+  auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
+  FailureOr<std::string> object =
+      emitKernelObject(kernels, cpu ? cpu.getValue() : "native");
+  if (failed(object)) {
+    return failure();
+  }
+  FailureOr<std::string> shared = linkSharedObject(*object, graph.getLoc());
+  if (failed(shared)) {
+    return failure();
+  }
+  library.sharedObject = std::move(*shared);
+  return library;
+}

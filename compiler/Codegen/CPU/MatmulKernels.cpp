@@ -1,0 +1,349 @@
+//===- MatmulKernels.cpp - matmul regions -> tiled kernels ----------------===//
+//
+// A matmul region is one or more matmuls with the same output shape
+// [..., N] (their leading dims flatten to `rows`) and an elementwise
+// epilogue. Its kernel walks output tiles of at most
+// kMatmulTileRows x kMatmulTileCols:
+//
+//   for tile t in [tileBegin, tileEnd):
+//     (m0, n0) = the tile's corner; (m, n) = its size, smaller at the edges
+//     for each matmul i: mfrt_gemm_f32(lhs_i, rhs_i, scratch_i, ldc, m0, n0,
+//                                      m, n, K_i, N, transB_i)
+//     linalg.generic over the m x n tile: the epilogue, reading scratch_i,
+//       the tile of each full-shaped input and the matching part of each
+//       broadcast one (a row of N, or a scalar), writing the outputs' tile
+//
+// so every product is finished while it is in cache and never reaches
+// memory in its unfused form. Tiles are independent: the runtime runs them
+// on its threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/CPUKernels.h"
+#include "compiler/Codegen/CPU/ScalarEmitter.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+/// Rows (all dims but the last, flattened) by columns of a tile-able shape.
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 256;
+
+/// How the epilogue reads a region input.
+enum class InputShape { Full, Row, Scalar };
+
+struct MatmulInfo {
+  mf::MatmulOp op;
+  unsigned lhs, rhs; // region argument numbers
+  int64_t k;
+};
+
+/// How an input of shape `from` broadcast to [rows, n] is read, if it can
+/// be read tile by tile.
+std::optional<InputShape> classify(ArrayRef<int64_t> from,
+                                   ArrayRef<int64_t> to) {
+  if (from == to) {
+    return InputShape::Full;
+  }
+  ArrayRef<int64_t> lead = from.drop_back(from.empty() ? 0 : 1);
+  bool leadOnes = llvm::all_of(lead, [](int64_t d) { return d == 1; });
+  if (!leadOnes) {
+    return std::nullopt;
+  }
+  if (from.empty() || from.back() == 1) {
+    return InputShape::Scalar;
+  }
+  if (from.back() == to.back()) {
+    return InputShape::Row;
+  }
+  return std::nullopt;
+}
+
+bool allF32(TypeRange types) {
+  return llvm::all_of(types, [](Type type) {
+    return cast<RankedTensorType>(type).getElementType().isF32();
+  });
+}
+
+} // namespace
+
+FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
+                                               OpBuilder &builder,
+                                               std::string &why) {
+  MLIRContext *context = builder.getContext();
+  Block &body = fusion.getBody().front();
+  if (fusion.getNumResults() == 0) {
+    why = "no results";
+    return failure();
+  }
+  auto resultType = cast<RankedTensorType>(fusion.getResult(0).getType());
+  ArrayRef<int64_t> shape = resultType.getShape();
+  if (shape.size() < 2) {
+    why = "a result of rank below 2";
+    return failure();
+  }
+  for (Type type : fusion.getResultTypes()) {
+    if (cast<RankedTensorType>(type).getShape() != shape) {
+      why = "results of different shapes";
+      return failure();
+    }
+  }
+  if (!allF32(fusion.getInputs().getTypes()) ||
+      !allF32(fusion.getResultTypes())) {
+    why = "only f32 matmul regions have kernels";
+    return failure();
+  }
+  int64_t cols = shape.back();
+  int64_t rows = resultType.getNumElements() / cols;
+
+  // The matmuls, and how every argument the epilogue reads is shaped.
+  SmallVector<MatmulInfo> matmuls;
+  llvm::DenseMap<Value, unsigned> matmulOf;            // result -> index
+  llvm::DenseMap<Value, std::pair<unsigned, InputShape>> argumentOf;
+  for (Operation &op : body.without_terminator()) {
+    if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
+      auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
+      auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
+      auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
+      auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
+      if (!lhs || !rhs || rhsType.getRank() != 2 || matmul.getTransposeLhs() ||
+          matmul.getType().getShape() != shape) {
+        why = "a matmul that is not [.., M, K] x 2-D weight -> the output shape";
+        return failure();
+      }
+      int64_t k = rhsType.getShape()[matmul.getTransposeRhs() ? 1 : 0];
+      if (lhsType.getShape().back() != k || lhsType.getNumElements() != rows * k) {
+        why = "a batched matmul";
+        return failure();
+      }
+      matmulOf[matmul.getResult()] = matmuls.size();
+      matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k});
+      continue;
+    }
+    if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
+      auto argument = dyn_cast<BlockArgument>(broadcast.getInput());
+      std::optional<InputShape> kind =
+          classify(broadcast.getInput().getType().getShape(), shape);
+      if (!argument || broadcast.getType().getShape() != shape || !kind) {
+        why = "a broadcast the tiles cannot follow";
+        return failure();
+      }
+      argumentOf[broadcast.getResult()] = {argument.getArgNumber(), *kind};
+      continue;
+    }
+    if (!mf::isElementwiseOp(&op) ||
+        cast<RankedTensorType>(op.getResult(0).getType()).getShape() != shape) {
+      why = "no epilogue rule for " + op.getName().getStringRef().str();
+      return failure();
+    }
+    for (Value operand : op.getOperands()) {
+      if (auto argument = dyn_cast<BlockArgument>(operand)) {
+        if (cast<RankedTensorType>(operand.getType()).getShape() != shape) {
+          why = "an input of another shape used directly";
+          return failure();
+        }
+        argumentOf[operand] = {argument.getArgNumber(), InputShape::Full};
+      }
+    }
+  }
+  if (matmuls.empty()) {
+    why = "no matmul";
+    return failure();
+  }
+
+  // The kernel: the tile range, memrefs of the region's inputs, then its
+  // results.
+  Type i64 = builder.getI64Type(), f32 = builder.getF32Type();
+  SmallVector<Type> argumentTypes(2, i64);
+  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
+                                            fusion.getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    argumentTypes.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  Location loc = fusion.getLoc();
+  int64_t tileRows = std::min(kTileRows, rows);
+  int64_t tileCols = std::min(kTileCols, cols);
+  int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
+  int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
+
+  // The gemm service, declared once per kernel module.
+  auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
+  auto gemmType = builder.getFunctionType(SmallVector<Type>(11, i64), {});
+  if (!module.lookupSymbol(kGemmService)) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(module.getBody());
+    auto gemm = func::FuncOp::create(builder, loc, kGemmService, gemmType);
+    gemm.setPrivate();
+  }
+
+  auto kernel = func::FuncOp::create(builder, loc, "mfk",
+                                     builder.getFunctionType(argumentTypes, {}));
+  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
+  Block *entry = kernel.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  auto index = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, value);
+  };
+  auto toI64 = [&](Value value) -> Value {
+    return arith::IndexCastOp::create(builder, loc, i64, value);
+  };
+  auto pointerOf = [&](Value memref) -> Value {
+    return toI64(memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, memref));
+  };
+  auto argument = [&](unsigned regionArgument) {
+    return entry->getArgument(2 + regionArgument);
+  };
+  SmallVector<Value> scratch;
+  for (size_t i = 0; i < matmuls.size(); ++i) {
+    scratch.push_back(memref::AllocaOp::create(
+        builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
+        builder.getI64IntegerAttr(64)));
+  }
+  Value begin = arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                           entry->getArgument(0));
+  Value end = arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                         entry->getArgument(1));
+  auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
+  func::ReturnOp::create(builder, loc);
+
+  builder.setInsertionPointToStart(loop.getBody());
+  Value tile = loop.getInductionVar();
+  Value m0 = arith::MulIOp::create(
+      builder, loc, arith::DivUIOp::create(builder, loc, tile, index(tilesAcross)),
+      index(tileRows));
+  Value n0 = arith::MulIOp::create(
+      builder, loc, arith::RemUIOp::create(builder, loc, tile, index(tilesAcross)),
+      index(tileCols));
+  Value m = arith::MinUIOp::create(
+      builder, loc, index(tileRows),
+      arith::SubIOp::create(builder, loc, index(rows), m0));
+  Value n = arith::MinUIOp::create(
+      builder, loc, index(tileCols),
+      arith::SubIOp::create(builder, loc, index(cols), n0));
+  for (auto [i, matmul] : llvm::enumerate(matmuls)) {
+    SmallVector<Value> operands{
+        pointerOf(argument(matmul.lhs)), pointerOf(argument(matmul.rhs)),
+        pointerOf(scratch[i]),           toI64(index(tileCols)),
+        toI64(m0),
+        toI64(n0),                       toI64(m),
+        toI64(n),                        toI64(index(matmul.k)),
+        toI64(index(cols)),
+        toI64(index(matmul.op.getTransposeRhs() ? 1 : 0))};
+    func::CallOp::create(builder, loc, kGemmService, TypeRange{}, operands);
+  }
+
+  // The tile views the epilogue reads and writes.
+  OpFoldResult zero = builder.getIndexAttr(0), one = builder.getIndexAttr(1);
+  auto flatten = [&](Value memref, ArrayRef<int64_t> to) -> Value {
+    auto type = cast<MemRefType>(memref.getType());
+    SmallVector<OpFoldResult> sizes, strides;
+    int64_t stride = 1;
+    for (int64_t dim : llvm::reverse(to)) {
+      sizes.insert(sizes.begin(), builder.getIndexAttr(dim));
+      strides.insert(strides.begin(), builder.getIndexAttr(stride));
+      stride *= dim;
+    }
+    return memref::ReinterpretCastOp::create(
+        builder, loc, MemRefType::get(to, type.getElementType()), memref, zero,
+        sizes, strides);
+  };
+  auto fullTile = [&](Value memref) -> Value {
+    return memref::SubViewOp::create(builder, loc, flatten(memref, {rows, cols}),
+                                     ArrayRef<OpFoldResult>{m0, n0},
+                                     ArrayRef<OpFoldResult>{m, n},
+                                     ArrayRef<OpFoldResult>{one, one});
+  };
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, context);
+  AffineMap rowMap = AffineMap::get(2, 0, getAffineDimExpr(1, context), context);
+  AffineMap scalarMap =
+      AffineMap::get(2, 0, getAffineConstantExpr(0, context), context);
+
+  SmallVector<Value> genericInputs, genericOutputs;
+  SmallVector<AffineMap> maps;
+  llvm::DenseMap<Value, unsigned> inputOf; // region value -> generic input
+  for (auto [i, matmul] : llvm::enumerate(matmuls)) {
+    inputOf[matmul.op.getResult()] = genericInputs.size();
+    genericInputs.push_back(memref::SubViewOp::create(
+        builder, loc, scratch[i], ArrayRef<OpFoldResult>{zero, zero},
+        ArrayRef<OpFoldResult>{m, n}, ArrayRef<OpFoldResult>{one, one}));
+    maps.push_back(identity);
+  }
+  std::map<std::pair<unsigned, InputShape>, unsigned> viewOf;
+  for (auto [value, read] : argumentOf) {
+    auto [it, inserted] = viewOf.try_emplace(read, genericInputs.size());
+    inputOf[value] = it->second;
+    if (!inserted) {
+      continue;
+    }
+    Value memref = argument(read.first);
+    switch (read.second) {
+    case InputShape::Full:
+      genericInputs.push_back(fullTile(memref));
+      maps.push_back(identity);
+      break;
+    case InputShape::Row:
+      genericInputs.push_back(memref::SubViewOp::create(
+          builder, loc, flatten(memref, {cols}), ArrayRef<OpFoldResult>{n0},
+          ArrayRef<OpFoldResult>{n}, ArrayRef<OpFoldResult>{one}));
+      maps.push_back(rowMap);
+      break;
+    case InputShape::Scalar:
+      genericInputs.push_back(flatten(memref, {1}));
+      maps.push_back(scalarMap);
+      break;
+    }
+  }
+  unsigned resultBase = fusion.getInputs().size();
+  for (unsigned i = 0; i < fusion.getNumResults(); ++i) {
+    genericOutputs.push_back(fullTile(argument(resultBase + i)));
+    maps.push_back(identity);
+  }
+
+  std::string failure;
+  auto yield = cast<mf::YieldOp>(body.getTerminator());
+  ScalarEmitter emitter(builder);
+  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
+  linalg::GenericOp::create(
+      builder, loc, genericInputs, genericOutputs, maps, iterators,
+      [&](OpBuilder &, Location bodyLoc, ValueRange scalars) {
+        llvm::DenseMap<Value, Value> scalarOf;
+        for (auto [key, position] : inputOf) {
+          scalarOf[key] = scalars[position];
+        }
+        for (Operation &op : body.without_terminator()) {
+          if (isa<mf::BroadcastOp, mf::MatmulOp>(op) || !failure.empty()) {
+            continue;
+          }
+          SmallVector<Value> operands;
+          for (Value operand : op.getOperands()) {
+            operands.push_back(scalarOf.lookup(operand));
+          }
+          FailureOr<Value> value = emitter.compute(&op, operands, bodyLoc, failure);
+          if (succeeded(value)) {
+            scalarOf[op.getResult(0)] = *value;
+          }
+        }
+        SmallVector<Value> results;
+        for (Value yielded : yield.getValues()) {
+          Value scalar = scalarOf.lookup(yielded);
+          results.push_back(scalar ? scalar : scalars[0]);
+        }
+        linalg::YieldOp::create(builder, bodyLoc, results);
+      });
+  if (!failure.empty()) {
+    why = failure;
+    kernel.erase();
+    return mlir::failure();
+  }
+  return kernel;
+}

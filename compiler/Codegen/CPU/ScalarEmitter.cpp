@@ -1,0 +1,136 @@
+//===- ScalarEmitter.cpp - mf elementwise ops as scalar arith/math --------===//
+
+#include "compiler/Codegen/CPU/ScalarEmitter.h"
+
+#include "dialects/MF/IR/MFOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mfc;
+
+Type mfc::elementTypeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementType();
+}
+
+Value ScalarEmitter::widen(Value scalar, Type elementType, Location loc) {
+  if (isa<FloatType>(elementType) && !elementType.isF32()) {
+    return arith::ExtFOp::create(builder_, loc, builder_.getF32Type(), scalar);
+  }
+  return scalar;
+}
+
+Value ScalarEmitter::round(Value scalar, Type elementType, Location loc) {
+  if (isa<FloatType>(elementType) && !elementType.isF32()) {
+    Value narrowed = arith::TruncFOp::create(builder_, loc, elementType, scalar);
+    return arith::ExtFOp::create(builder_, loc, builder_.getF32Type(), narrowed);
+  }
+  return scalar;
+}
+
+Value ScalarEmitter::narrow(Value scalar, Type elementType, Location loc) {
+  if (isa<FloatType>(elementType) && !elementType.isF32()) {
+    return arith::TruncFOp::create(builder_, loc, elementType, scalar);
+  }
+  return scalar;
+}
+
+FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
+                                        Location loc, std::string &why) {
+  OpBuilder &b = builder_;
+  Type f32 = b.getF32Type();
+  auto constant = [&](double value) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  };
+  auto silu = [&](Value x) -> Value {
+    Value negExp = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    return arith::DivFOp::create(
+        b, loc, x, arith::AddFOp::create(b, loc, constant(1.0), negExp));
+  };
+  bool integer = !isa<FloatType>(in.empty() ? f32 : in[0].getType());
+  Value result =
+      llvm::TypeSwitch<Operation *, Value>(op)
+          .Case([&](mf::AddOp) -> Value {
+            return integer ? Value(arith::AddIOp::create(b, loc, in[0], in[1]))
+                           : Value(arith::AddFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::SubOp) -> Value {
+            return integer ? Value(arith::SubIOp::create(b, loc, in[0], in[1]))
+                           : Value(arith::SubFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::MulOp) -> Value {
+            return integer ? Value(arith::MulIOp::create(b, loc, in[0], in[1]))
+                           : Value(arith::MulFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::DivOp) -> Value {
+            return integer ? Value()
+                           : Value(arith::DivFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::MaxOp) -> Value {
+            return integer
+                       ? Value(arith::MaxSIOp::create(b, loc, in[0], in[1]))
+                       : Value(arith::MaximumFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::NegOp) -> Value {
+            return arith::NegFOp::create(b, loc, in[0]);
+          })
+          .Case([&](mf::ExpOp) -> Value { return math::ExpOp::create(b, loc, in[0]); })
+          .Case([&](mf::LogOp) -> Value { return math::LogOp::create(b, loc, in[0]); })
+          .Case([&](mf::TanhOp) -> Value {
+            return math::TanhOp::create(b, loc, in[0]);
+          })
+          .Case([&](mf::RsqrtOp) -> Value {
+            return arith::DivFOp::create(b, loc, constant(1.0),
+                                         math::SqrtOp::create(b, loc, in[0]));
+          })
+          .Case([&](mf::SiluOp) -> Value { return silu(in[0]); })
+          .Case([&](mf::SwiGluOp) -> Value {
+            return arith::MulFOp::create(b, loc, silu(in[0]), in[1]);
+          })
+          .Case([&](mf::GeluOp gelu) -> Value {
+            Value x = in[0];
+            Value half = arith::MulFOp::create(b, loc, constant(0.5), x);
+            Value inner;
+            if (gelu.getApproximate() == mf::GeluApproximation::tanh) {
+              Value cube = arith::MulFOp::create(
+                  b, loc, x, arith::MulFOp::create(b, loc, x, x));
+              Value sum = arith::AddFOp::create(
+                  b, loc, x,
+                  arith::MulFOp::create(b, loc, constant(0.044715), cube));
+              inner = math::TanhOp::create(
+                  b, loc,
+                  arith::MulFOp::create(b, loc, constant(0.7978845608028654),
+                                        sum));
+            } else {
+              inner = math::ErfOp::create(
+                  b, loc,
+                  arith::MulFOp::create(b, loc, x,
+                                        constant(0.7071067811865476)));
+            }
+            return arith::MulFOp::create(
+                b, loc, half, arith::AddFOp::create(b, loc, constant(1.0), inner));
+          })
+          .Case([&](mf::CastOp cast) -> Value {
+            Type from = elementTypeOf(cast.getInput());
+            Type to = elementTypeOf(cast.getResult());
+            if (isa<FloatType>(from) && isa<FloatType>(to)) {
+              return in[0]; // rounded to `to` below
+            }
+            if (!isa<FloatType>(from) && isa<FloatType>(to)) {
+              return arith::SIToFPOp::create(b, loc, f32, in[0]);
+            }
+            if (isa<FloatType>(from) && !isa<FloatType>(to)) {
+              return arith::FPToSIOp::create(b, loc, to, in[0]);
+            }
+            return in[0];
+          })
+          .Default([](Operation *) { return Value(); });
+  if (!result) {
+    why = "no kernel rule for " + op->getName().getStringRef().str();
+    return failure();
+  }
+  return round(result, elementTypeOf(op->getResult(0)), loc);
+}
+

@@ -1,0 +1,180 @@
+//===- Executor.cpp - what PyNative and Graph Mode have in common ---------===//
+
+#include "runtime/Executor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+using namespace mfrt;
+
+Executor::Executor(const Executable &executable, const Weights &weights,
+                   Allocator &allocator)
+    : executable_(executable), weights_(weights), allocator_(allocator),
+      start_(std::chrono::steady_clock::now()) {}
+
+StatusOr<std::vector<Tensor>>
+Executor::allocateInputs(const std::string &entryName) {
+  const fb::Entry *entry = executable_.entry(entryName);
+  if (!entry) {
+    return Status::error("the executable has no entry '" + entryName + "'");
+  }
+  std::vector<Tensor> inputs;
+  for (uint32_t id : *entry->inputs()) {
+    const fb::TensorType &type = *entry->values()->Get(id);
+    StatusOr<Tensor> tensor = allocator_.allocate(Executable::dtypeOf(type),
+                                                  Executable::shapeOf(type));
+    if (!tensor) {
+      return tensor.status();
+    }
+    inputs.push_back(tensor.take());
+  }
+  return inputs;
+}
+
+StatusOr<const fb::Entry *>
+Executor::checkedEntry(const std::string &entryName,
+                       const std::vector<Tensor> &inputs) {
+  const fb::Entry *entry = executable_.entry(entryName);
+  if (!entry) {
+    return Status::error("the executable has no entry '" + entryName + "'");
+  }
+  if (inputs.size() != entry->inputs()->size()) {
+    return Status::error("'" + entryName + "' takes " +
+                         std::to_string(entry->inputs()->size()) +
+                         " inputs, got " + std::to_string(inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(i));
+    if (inputs[i].dtype() != Executable::dtypeOf(type) ||
+        inputs[i].shape() != Executable::shapeOf(type)) {
+      return Status::error("input '" + entry->input_names()->Get(i)->str() +
+                           "' of '" + entryName + "' must be " +
+                           dtypeName(Executable::dtypeOf(type)) +
+                           formatShape(Executable::shapeOf(type)));
+    }
+  }
+  return entry;
+}
+
+Status Executor::beginRun(const fb::Entry &entry, const RunOptions &options) {
+  if (!options.dumpTensorsDir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.dumpTensorsDir, error);
+    if (error) {
+      return Status::error("cannot create '" + options.dumpTensorsDir +
+                           "': " + error.message());
+    }
+  }
+  if (options.capturedValues) {
+    options.capturedValues->assign(entry.values()->size(), Tensor());
+  }
+  return Status::ok();
+}
+
+namespace {
+
+std::string sanitize(std::string name) {
+  for (char &c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
+        c != '-') {
+      c = '_';
+    }
+  }
+  return name;
+}
+
+} // namespace
+
+bool mfrt::hasNonFinite(const Tensor &tensor) {
+  if (tensor.dtype() == DType::I32) {
+    return false;
+  }
+  for (int64_t i = 0; i < tensor.numElements(); ++i) {
+    if (!std::isfinite(tensor.loadFloat(i))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Status Executor::observe(const std::string &entryName, size_t index,
+                         const std::string &what, const std::string &location,
+                         uint32_t valueId, const Tensor &value,
+                         std::chrono::steady_clock::time_point began,
+                         const RunOptions &options) {
+  if (options.checkNumerics && hasNonFinite(value)) {
+    return Status::error("op " + std::to_string(index) + " (" + what + " at " +
+                         location + ") of '" + entryName +
+                         "' produced a NaN or an infinity; it is the first "
+                         "that did");
+  }
+  if (!options.dumpTensorsDir.empty()) {
+    char prefix[32];
+    std::snprintf(prefix, sizeof(prefix), "%s.%04zu.", entryName.c_str(), index);
+    MFRT_RETURN_IF_ERROR(writeNpy(options.dumpTensorsDir + "/" + prefix +
+                                      sanitize(location.empty() ? what : location) +
+                                      ".npy",
+                                  value));
+  }
+  if (options.traceEvents) {
+    auto micros = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(t - start_)
+          .count();
+    };
+    auto ended = std::chrono::steady_clock::now();
+    options.traceEvents->push_back(
+        "{\"name\":\"" + what + "\",\"cat\":\"" + entryName +
+        "\",\"ph\":\"X\",\"ts\":" + std::to_string(micros(began)) +
+        ",\"dur\":" + std::to_string(micros(ended) - micros(began)) +
+        ",\"pid\":0,\"tid\":0,\"args\":{\"path\":\"" + sanitize(location) +
+        "\",\"shape\":\"" + formatShape(value.shape()) + "\"}}");
+  }
+  if (options.capturedValues) {
+    StatusOr<Tensor> copy = allocator_.allocate(value.dtype(), value.shape());
+    if (!copy) {
+      return copy.status();
+    }
+    std::memcpy(copy->data(), value.data(), value.byteSize());
+    (*options.capturedValues)[valueId] = copy.take();
+  }
+  return Status::ok();
+}
+
+Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
+  bool isInt = tensor.dtype() == DType::I32;
+  std::string shape = "(";
+  for (int64_t dim : tensor.shape()) {
+    shape += std::to_string(dim) + ",";
+  }
+  if (tensor.rank() > 1) {
+    shape.pop_back();
+  }
+  shape += ")";
+  std::string header = std::string("{'descr': '") + (isInt ? "<i4" : "<f4") +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+  if (!stream) {
+    return Status::error("cannot write '" + path + "'");
+  }
+  stream.write("\x93NUMPY\x01\x00", 8);
+  uint16_t length = static_cast<uint16_t>(header.size());
+  stream.put(static_cast<char>(length & 0xff));
+  stream.put(static_cast<char>(length >> 8));
+  stream.write(header.data(), header.size());
+  for (int64_t i = 0; i < tensor.numElements(); ++i) {
+    if (isInt) {
+      int32_t value = tensor.as<int32_t>()[i];
+      stream.write(reinterpret_cast<const char *>(&value), 4);
+    } else {
+      float value = tensor.loadFloat(i);
+      stream.write(reinterpret_cast<const char *>(&value), 4);
+    }
+  }
+  return stream ? Status::ok() : Status::error("cannot write '" + path + "'");
+}

@@ -1,0 +1,75 @@
+//===- Executor.h - what PyNative and Graph Mode have in common -*- C++ -*-===//
+
+#ifndef MFC_RUNTIME_EXECUTOR_H
+#define MFC_RUNTIME_EXECUTOR_H
+
+#include "runtime/Allocator.h"
+#include "runtime/Executable.h"
+#include "runtime/Weights.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// What a debugging user can ask of a run.
+struct RunOptions {
+  /// Write every intermediate as DIR/<entry>.<index>.<model path>.npy.
+  std::string dumpTensorsDir;
+  /// Stop at the first op (or kernel) that produces a NaN or an infinity.
+  bool checkNumerics = false;
+  /// Append one Chrome-trace slice per op (or kernel) to this list.
+  std::vector<std::string> *traceEvents = nullptr;
+  /// Keep a copy of every value the run computes here (by value id), for
+  /// comparisons.
+  std::vector<Tensor> *capturedValues = nullptr;
+};
+
+/// Runs an executable's entries on one set of weights.
+class Executor {
+public:
+  Executor(const Executable &executable, const Weights &weights,
+           Allocator &allocator);
+  virtual ~Executor() = default;
+
+  /// Runs `entryName` on `inputs` (moved in, so KV caches can be updated in
+  /// place) and returns its outputs.
+  virtual StatusOr<std::vector<Tensor>> run(const std::string &entryName,
+                                            std::vector<Tensor> inputs,
+                                            const RunOptions &options = {}) = 0;
+
+  /// Zero-filled tensors of an entry's input types.
+  StatusOr<std::vector<Tensor>> allocateInputs(const std::string &entryName);
+
+protected:
+  /// The entry, after checking that `inputs` match its input types.
+  StatusOr<const fb::Entry *> checkedEntry(const std::string &entryName,
+                                           const std::vector<Tensor> &inputs);
+
+  /// Does for `value`, just computed by `what` (an op kind or a kernel) at
+  /// `location`, what `options` ask: NaN check, dump, trace slice, capture.
+  Status observe(const std::string &entryName, size_t index,
+                 const std::string &what, const std::string &location,
+                 uint32_t valueId, const Tensor &value,
+                 std::chrono::steady_clock::time_point began,
+                 const RunOptions &options);
+
+  /// Prepares what `options` need before a run of `entry`.
+  Status beginRun(const fb::Entry &entry, const RunOptions &options);
+
+  const Executable &executable_;
+  const Weights &weights_;
+  Allocator &allocator_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Whether a float tensor holds a NaN or an infinity.
+bool hasNonFinite(const Tensor &tensor);
+
+/// Writes a tensor as a NumPy .npy file (f32 for float dtypes, i32 for ints).
+Status writeNpy(const std::string &path, const Tensor &tensor);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_EXECUTOR_H

@@ -1,0 +1,219 @@
+//===- GraphExecutor.cpp - Graph Mode: kernels out of one arena -----------===//
+
+#include "runtime/GraphExecutor.h"
+
+#include "runtime/Kernels.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace mfrt;
+
+GraphExecutor::GraphExecutor(const Executable &executable,
+                             const Weights &weights, Allocator &allocator,
+                             const KernelLibrary &kernels, ThreadPool &pool)
+    : Executor(executable, weights, allocator), kernels_(kernels), pool_(pool) {
+  openblas_set_num_threads(1);
+}
+
+uint64_t GraphExecutor::arenaBytes() const {
+  uint64_t total = 0;
+  for (const auto &[name, prepared] : prepared_) {
+    total += prepared->program.arenaBytes;
+  }
+  return total;
+}
+
+StatusOr<GraphExecutor::Prepared *>
+GraphExecutor::prepare(const fb::Entry &entry) {
+  std::string name = entry.name()->str();
+  auto found = prepared_.find(name);
+  if (found != prepared_.end()) {
+    return found->second.get();
+  }
+  StatusOr<HostProgram> program = HostProgram::build(entry);
+  if (!program) {
+    return program.status();
+  }
+  auto prepared = std::make_unique<Prepared>();
+  prepared->program = program.take();
+  size_t arenaBytes = (prepared->program.arenaBytes + 63) / 64 * 64;
+  void *arena = std::aligned_alloc(64, std::max<size_t>(arenaBytes, 64));
+  if (!arena) {
+    return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
+                         "-byte arena of '" + name + "'");
+  }
+  prepared->arena = std::shared_ptr<void>(arena, std::free);
+
+  size_t valueCount = entry.values()->size();
+  prepared->bound.resize(valueCount);
+  for (uint32_t id = 0; id < valueCount; ++id) {
+    int64_t offset = entry.arena_offsets()->Get(id);
+    if (offset >= 0) {
+      const fb::TensorType &type = *entry.values()->Get(id);
+      prepared->bound[id] =
+          Tensor(Executable::dtypeOf(type), Executable::shapeOf(type),
+                 std::shared_ptr<void>(prepared->arena,
+                                       static_cast<char *>(arena) + offset));
+    }
+  }
+  for (const HostStep &step : prepared->program.steps) {
+    void *kernel = nullptr;
+    if (step.dispatch) {
+      const std::string &kernelName =
+          executable_.root().kernels()->Get(step.dispatch->kernel())->str();
+      kernel = kernels_.symbol(kernelName);
+      if (!kernel) {
+        return Status::error("kernel '" + kernelName + "' of '" + name +
+                             "' is not in the loaded kernel library");
+      }
+    } else {
+      const fb::Op &op = *entry.ops()->Get(step.firstOp);
+      uint32_t result = op.results()->Get(0);
+      if (op.kind() == fb::OpKind::Param) {
+        prepared->bound[result] = weights_[op.ints()->Get(0)];
+      } else if (op.kind() == fb::OpKind::Constant) {
+        const fb::TensorType &type = *entry.values()->Get(result);
+        StatusOr<Tensor> constant = allocator_.allocate(
+            Executable::dtypeOf(type), Executable::shapeOf(type));
+        if (!constant) {
+          return constant.status();
+        }
+        MFRT_RETURN_IF_ERROR(runKernel(op, {}, *constant));
+        prepared->bound[result] = constant.take();
+      }
+    }
+    prepared->kernelOf.push_back(kernel);
+  }
+  Prepared *pointer = prepared.get();
+  prepared_[name] = std::move(prepared);
+  return pointer;
+}
+
+namespace {
+
+using P = void *;
+/// Calls a kernel: void mfk_N(int64_t tileBegin, int64_t tileEnd, T *...).
+void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
+  switch (a.size()) {
+  case 1: reinterpret_cast<void (*)(int64_t, int64_t, P)>(entry)(b, e, a[0]); return;
+  case 2: reinterpret_cast<void (*)(int64_t, int64_t, P, P)>(entry)(b, e, a[0], a[1]); return;
+  case 3: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P)>(entry)(b, e, a[0], a[1], a[2]); return;
+  case 4: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3]); return;
+  case 5: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4]); return;
+  case 6: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5]); return;
+  case 7: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5], a[6]); return;
+  case 8: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); return;
+  }
+}
+static_assert(kMaxKernelArguments == 8, "callKernel handles up to 8 buffers");
+
+} // namespace
+
+StatusOr<std::vector<Tensor>>
+GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
+                   const RunOptions &options) {
+  StatusOr<const fb::Entry *> checked = checkedEntry(entryName, inputs);
+  if (!checked) {
+    return checked.status();
+  }
+  const fb::Entry *entry = *checked;
+  StatusOr<Prepared *> prepared = prepare(*entry);
+  if (!prepared) {
+    return prepared.status();
+  }
+  MFRT_RETURN_IF_ERROR(beginRun(*entry, options));
+  std::vector<Tensor> values = (*prepared)->bound;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    values[entry->inputs()->Get(i)] = std::move(inputs[i]);
+  }
+
+  const HostProgram &program = (*prepared)->program;
+  std::vector<const Tensor *> operands;
+  std::vector<void *> pointers;
+  for (size_t index = 0; index < program.steps.size(); ++index) {
+    const HostStep &step = program.steps[index];
+    auto began = std::chrono::steady_clock::now();
+    if (step.dispatch) {
+      const fb::Dispatch &dispatch = *step.dispatch;
+      pointers.clear();
+      if (dispatch.inputs()) {
+        for (uint32_t id : *dispatch.inputs()) {
+          pointers.push_back(values[id].data());
+        }
+      }
+      for (uint32_t id : *dispatch.outputs()) {
+        pointers.push_back(values[id].data());
+      }
+      void *kernel = (*prepared)->kernelOf[index];
+      pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
+        callKernel(kernel, begin, end, pointers);
+      });
+      if (options.checkNumerics || options.traceEvents ||
+          options.capturedValues || !options.dumpTensorsDir.empty()) {
+        const std::string &name =
+            executable_.root().kernels()->Get(dispatch.kernel())->str();
+        const fb::Op &last =
+            *entry->ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
+        for (uint32_t id : *dispatch.outputs()) {
+          MFRT_RETURN_IF_ERROR(observe(
+              entryName, dispatch.first_op(), name,
+              last.location() ? last.location()->str() : "", id, values[id],
+              began, options));
+        }
+      }
+      continue;
+    }
+    const fb::Op &op = *entry->ops()->Get(step.firstOp);
+    uint32_t result = op.results()->Get(0);
+    if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant) {
+      continue; // bound when the entry was prepared
+    }
+    operands.clear();
+    for (uint32_t id : *op.operands()) {
+      operands.push_back(&values[id]);
+    }
+    if (op.kind() == fb::OpKind::Reshape) {
+      const fb::TensorType &type = *entry->values()->Get(result);
+      values[result] = operands[0]->reshaped(Executable::shapeOf(type));
+    } else {
+      if (op.kind() == fb::OpKind::KvCacheWrite) {
+        values[result] = *operands[0]; // in place
+      }
+      Status status = runKernel(op, operands, values[result]);
+      if (!status) {
+        return status.withContext("in '" + entryName + "'");
+      }
+    }
+    if (options.checkNumerics || options.traceEvents ||
+        options.capturedValues || !options.dumpTensorsDir.empty()) {
+      MFRT_RETURN_IF_ERROR(observe(entryName, step.firstOp,
+                                   fb::EnumNameOpKind(op.kind()),
+                                   op.location() ? op.location()->str() : "",
+                                   result, values[result], began, options));
+    }
+  }
+
+  // Outputs leave the arena (the next run reuses it); caches updated in
+  // place are the caller's own tensors already.
+  const char *arenaBegin = static_cast<const char *>((*prepared)->arena.get());
+  const char *arenaEnd = arenaBegin + program.arenaBytes;
+  std::vector<Tensor> outputs;
+  for (uint32_t id : *entry->outputs()) {
+    const Tensor &value = values[id];
+    const char *data = static_cast<const char *>(value.data());
+    if (data < arenaBegin || data >= arenaEnd) {
+      outputs.push_back(value);
+      continue;
+    }
+    StatusOr<Tensor> copy = allocator_.allocate(value.dtype(), value.shape());
+    if (!copy) {
+      return copy.status();
+    }
+    std::memcpy(copy->data(), value.data(), value.byteSize());
+    outputs.push_back(copy.take());
+  }
+  return outputs;
+}

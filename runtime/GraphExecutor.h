@@ -1,0 +1,58 @@
+//===- GraphExecutor.h - Graph Mode: kernels out of one arena ---*- C++ -*-===//
+//
+// Runs an entry's host program (runtime/HostProgram.h): each kernel dispatch
+// calls a native kernel from the executable's library, its tiles spread over
+// the thread pool; every other op runs its eager kernel. All transient
+// values live in one arena per entry, allocated once, at the offsets the
+// compiler planned; nothing is allocated per op. Outputs are copied out of
+// the arena (KV caches, updated in place, are returned as they came in).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_GRAPHEXECUTOR_H
+#define MFC_RUNTIME_GRAPHEXECUTOR_H
+
+#include "runtime/Executor.h"
+#include "runtime/HostProgram.h"
+#include "runtime/KernelLibrary.h"
+#include "runtime/ThreadPool.h"
+
+#include <map>
+#include <memory>
+
+namespace mfrt {
+
+class GraphExecutor : public Executor {
+public:
+  /// OpenBLAS is made single-threaded: the pool runs matmul tiles in
+  /// parallel instead.
+  GraphExecutor(const Executable &executable, const Weights &weights,
+                Allocator &allocator, const KernelLibrary &kernels,
+                ThreadPool &pool);
+
+  StatusOr<std::vector<Tensor>> run(const std::string &entryName,
+                                    std::vector<Tensor> inputs,
+                                    const RunOptions &options = {}) override;
+
+  /// Bytes of the arenas prepared so far.
+  uint64_t arenaBytes() const;
+
+private:
+  /// An entry ready to run: its program, arena, and the values bound before
+  /// any run (arena views, parameters, constants).
+  struct Prepared {
+    HostProgram program;
+    std::shared_ptr<void> arena;
+    std::vector<Tensor> bound;
+    std::vector<void *> kernelOf; // per step: the kernel entry point
+  };
+  StatusOr<Prepared *> prepare(const fb::Entry &entry);
+
+  const KernelLibrary &kernels_;
+  ThreadPool &pool_;
+  std::map<std::string, std::unique_ptr<Prepared>> prepared_;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_GRAPHEXECUTOR_H

@@ -1,0 +1,192 @@
+//===- HostProgram.cpp - an entry as Graph Mode runs it -------------------===//
+//
+// 1. Steps: dispatches and the ops outside them, in program order.
+// 2. Storage: each value is in the arena (its offset), a view of another
+//    value's storage (reshape, KV-cache write), or outside (inputs,
+//    parameters, constants). Every value a step writes must have storage.
+// 3. Lifetimes per arena buffer, from the step that writes it to the last
+//    step that reads it or any view of it (entry outputs: to the end); no
+//    two buffers alive at the same step may overlap in the arena.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/HostProgram.h"
+
+#include <algorithm>
+
+using namespace mfrt;
+
+namespace {
+
+int64_t valueBytes(const fb::TensorType &type) {
+  return *checkedElementCount(Executable::shapeOf(type)) *
+         dtypeSize(Executable::dtypeOf(type));
+}
+
+} // namespace
+
+StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
+  std::string name = entry.name()->str();
+  auto bad = [&](const std::string &what) {
+    return Status::error("the memory plan of '" + name + "' " + what +
+                         "; recompile the model");
+  };
+  size_t valueCount = entry.values()->size();
+  if (!entry.arena_offsets()) {
+    return Status::error("'" + name + "' has no memory plan, so it cannot run "
+                         "in graph mode; run it with --mode pynative");
+  }
+  if (entry.arena_offsets()->size() != valueCount) {
+    return bad("has " + std::to_string(entry.arena_offsets()->size()) +
+               " offsets for " + std::to_string(valueCount) + " values");
+  }
+  HostProgram program;
+  program.arenaBytes = entry.arena_bytes();
+
+  // Steps, and the step that defines each value.
+  constexpr int64_t kOutside = -1;
+  std::vector<int64_t> definedAt(valueCount, kOutside);
+  std::vector<int64_t> root(valueCount); // whose storage a value uses
+  for (size_t id = 0; id < valueCount; ++id) {
+    root[id] = static_cast<int64_t>(id);
+  }
+  std::vector<bool> inArena(valueCount, false);
+  size_t opCount = entry.ops() ? entry.ops()->size() : 0;
+  size_t nextDispatch = 0;
+  auto storageOf = [&](uint32_t id, const std::string &what) -> Status {
+    int64_t offset = entry.arena_offsets()->Get(id);
+    const fb::TensorType &type = *entry.values()->Get(id);
+    int64_t bytes = valueBytes(type);
+    if (offset < 0 || offset % dtypeSize(Executable::dtypeOf(type)) != 0 ||
+        static_cast<uint64_t>(offset) + bytes > program.arenaBytes) {
+      return bad("places " + what + " (value " + std::to_string(id) +
+                 ", " + std::to_string(bytes) + " bytes) at offset " +
+                 std::to_string(offset) + " of an arena of " +
+                 std::to_string(program.arenaBytes) + " bytes");
+    }
+    inArena[id] = true;
+    return Status::ok();
+  };
+  for (size_t index = 0; index < opCount;) {
+    int64_t step = static_cast<int64_t>(program.steps.size());
+    const fb::Dispatch *dispatch =
+        entry.dispatches() && nextDispatch < entry.dispatches()->size() &&
+                entry.dispatches()->Get(nextDispatch)->first_op() == index
+            ? entry.dispatches()->Get(nextDispatch)
+            : nullptr;
+    if (dispatch) {
+      ++nextDispatch;
+      if (dispatch->tiles() == 0) {
+        return bad("has a kernel dispatch with no tiles");
+      }
+      for (uint32_t id : *dispatch->outputs()) {
+        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output"));
+        definedAt[id] = step;
+      }
+      program.steps.push_back({dispatch, static_cast<uint32_t>(index)});
+      index += dispatch->op_count();
+      continue;
+    }
+    const fb::Op &op = *entry.ops()->Get(index);
+    uint32_t result = op.results()->Get(0);
+    switch (op.kind()) {
+    case fb::OpKind::Param:
+    case fb::OpKind::Constant:
+      break;
+    case fb::OpKind::Reshape:
+    case fb::OpKind::KvCacheWrite:
+      root[result] = root[op.operands()->Get(0)];
+      break;
+    default:
+      MFRT_RETURN_IF_ERROR(storageOf(result, std::string("the result of ") +
+                                                 fb::EnumNameOpKind(op.kind())));
+    }
+    definedAt[result] = step;
+    program.steps.push_back({nullptr, static_cast<uint32_t>(index)});
+    ++index;
+  }
+
+  // Lifetimes of arena buffers, in steps, through views.
+  int64_t stepCount = static_cast<int64_t>(program.steps.size());
+  std::vector<int64_t> lastUse(valueCount, kOutside);  // per buffer (root)
+  std::vector<int64_t> lastRead(valueCount, kOutside); // per value
+  std::vector<bool> isInput(valueCount, false);
+  for (uint32_t id : *entry.inputs()) {
+    isInput[id] = true;
+  }
+  // A value a step reads must be an input or the result of an earlier
+  // step (not a value that only lives inside a kernel).
+  auto use = [&](uint32_t id, int64_t step) -> Status {
+    if (!isInput[id] && (definedAt[id] == kOutside || definedAt[id] >= step)) {
+      return bad("reads value " + std::to_string(id) +
+                 " at a step where graph mode has not computed it");
+    }
+    lastUse[root[id]] = std::max(lastUse[root[id]], step);
+    lastRead[id] = std::max(lastRead[id], step);
+    return Status::ok();
+  };
+  for (int64_t step = 0; step < stepCount; ++step) {
+    const HostStep &host = program.steps[step];
+    if (host.dispatch) {
+      if (host.dispatch->inputs()) {
+        for (uint32_t id : *host.dispatch->inputs()) {
+          MFRT_RETURN_IF_ERROR(use(id, step));
+        }
+      }
+      continue;
+    }
+    const fb::Op &op = *entry.ops()->Get(host.firstOp);
+    if (op.operands()) {
+      for (uint32_t id : *op.operands()) {
+        MFRT_RETURN_IF_ERROR(use(id, step));
+      }
+    }
+  }
+  for (uint32_t id : *entry.outputs()) {
+    MFRT_RETURN_IF_ERROR(use(id, stepCount));
+  }
+  // An in-place KV-cache write overwrites its operand: nothing may read
+  // the old cache afterwards.
+  for (int64_t step = 0; step < stepCount; ++step) {
+    const HostStep &host = program.steps[step];
+    if (!host.dispatch &&
+        entry.ops()->Get(host.firstOp)->kind() == fb::OpKind::KvCacheWrite &&
+        lastRead[entry.ops()->Get(host.firstOp)->operands()->Get(0)] > step) {
+      return bad("updates a KV cache in place that is read later");
+    }
+  }
+
+  struct Buffer {
+    int64_t first, last, begin, end; // steps [first, last], bytes [begin, end)
+    uint32_t id;
+  };
+  std::vector<Buffer> buffers;
+  for (uint32_t id = 0; id < valueCount; ++id) {
+    if (inArena[id]) {
+      int64_t offset = entry.arena_offsets()->Get(id);
+      buffers.push_back({definedAt[id], std::max(definedAt[id], lastUse[id]),
+                         offset,
+                         offset + valueBytes(*entry.values()->Get(id)), id});
+    }
+  }
+  std::sort(buffers.begin(), buffers.end(),
+            [](const Buffer &a, const Buffer &b) { return a.first < b.first; });
+  std::vector<const Buffer *> live;
+  for (const Buffer &buffer : buffers) {
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Buffer *other) {
+                                return other->last < buffer.first;
+                              }),
+               live.end());
+    for (const Buffer *other : live) {
+      if (buffer.begin < other->end && other->begin < buffer.end &&
+          buffer.begin != buffer.end && other->begin != other->end) {
+        return bad("gives values " + std::to_string(other->id) + " and " +
+                   std::to_string(buffer.id) +
+                   " overlapping bytes while both are alive");
+      }
+    }
+    live.push_back(&buffer);
+  }
+  return program;
+}

@@ -1,0 +1,40 @@
+//===- HostProgram.h - an entry as Graph Mode runs it -----------*- C++ -*-===//
+//
+// Graph Mode runs an entry's op-level program as a host program: each kernel
+// dispatch is one step (it replaces the ops it covers), every other op is a
+// step of its own. Values live at their planned arena offsets, except
+// inputs, parameters and constants (their own memory) and views: a reshape
+// shares its operand's memory, a KV-cache write updates its cache in place.
+//
+// Building the host program checks the plan, so a corrupt model.bin cannot
+// make two live values share bytes or a value overrun the arena.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_HOSTPROGRAM_H
+#define MFC_RUNTIME_HOSTPROGRAM_H
+
+#include "runtime/Executable.h"
+
+#include <vector>
+
+namespace mfrt {
+
+struct HostStep {
+  /// The dispatch this step runs, or null for op `firstOp`'s eager kernel.
+  const fb::Dispatch *dispatch = nullptr;
+  uint32_t firstOp = 0;
+};
+
+struct HostProgram {
+  std::vector<HostStep> steps;
+  uint64_t arenaBytes = 0;
+
+  /// The host program of `entry`; an error if it has no memory plan or the
+  /// plan is unsound.
+  static StatusOr<HostProgram> build(const fb::Entry &entry);
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_HOSTPROGRAM_H

@@ -1,0 +1,35 @@
+//===- KernelServices.h - what native kernels call back into ----*- C++ -*-===//
+//
+// Generated kernels reach the runtime through "services": for each, the
+// kernel library has a global pointer `<service>_ptr` that the runtime
+// fills when it loads the library (see compiler/Codegen/CPU/CPUKernels.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_KERNELSERVICES_H
+#define MFC_RUNTIME_KERNELSERVICES_H
+
+#include <cstdint>
+
+namespace mfrt {
+
+/// mfrt_gemm_f32: C[m x n] (row stride ldc) = rows m0.. of A[M x K] times
+/// columns n0.. of B ([N x K] when transB, else [K x N]); the matmul
+/// microkernel of every matmul tile. Single-threaded: the runtime's thread
+/// pool runs tiles in parallel.
+extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
+                            int64_t m0, int64_t n0, int64_t m, int64_t n,
+                            int64_t k, int64_t bigN, int64_t transB);
+
+/// The services by global name (without `_ptr`).
+struct KernelService {
+  const char *name;
+  void *function;
+};
+inline const KernelService kKernelServices[] = {
+    {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_KERNELSERVICES_H

@@ -1,0 +1,60 @@
+/* Calls the kernel generated for gelu(x @ w^T + bias) + residual tile by
+   tile, in an uneven split of its tile range, with a plain C gemm as the
+   runtime's gemm service, and prints its largest deviation from the same
+   math in doubles. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { ROWS = 300, K = 24, N = 520 };
+
+void mfk_0(long begin, long end, const float *x, const float *w,
+           const float *bias, const float *residual, float *out);
+extern void *mfrt_gemm_f32_ptr;
+
+static void gemm(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
+                 int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN,
+                 int64_t transB) {
+  const float *lhs = (const float *)a, *rhs = (const float *)b;
+  float *out = (float *)c;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        float r = transB ? rhs[(n0 + j) * k + p] : rhs[p * bigN + n0 + j];
+        sum += lhs[(m0 + i) * k + p] * r;
+      }
+      out[i * ldc + j] = sum;
+    }
+  }
+}
+
+int main(void) {
+  float *x = malloc(sizeof(float) * ROWS * K);
+  float *w = malloc(sizeof(float) * N * K);
+  float *bias = malloc(sizeof(float) * N);
+  float *residual = malloc(sizeof(float) * ROWS * N);
+  float *out = malloc(sizeof(float) * ROWS * N);
+  for (int i = 0; i < ROWS * K; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
+  for (int i = 0; i < N; ++i) bias[i] = (float)(i % 11) / 10.0f - 0.5f;
+  for (int i = 0; i < ROWS * N; ++i) { residual[i] = (float)(i % 7) - 3.0f; out[i] = NAN; }
+  mfrt_gemm_f32_ptr = (void *)&gemm;
+  /* 3 x 3 tiles, run as two uneven ranges as two threads would. */
+  mfk_0(0, 4, x, w, bias, residual, out);
+  mfk_0(4, 9, x, w, bias, residual, out);
+  double worst = 0;
+  for (int r = 0; r < ROWS; ++r) {
+    for (int c = 0; c < N; ++c) {
+      double sum = bias[c];
+      for (int p = 0; p < K; ++p) sum += (double)x[r * K + p] * w[c * K + p];
+      double g = 0.5 * sum * (1.0 + tanh(0.7978845608028654 * (sum + 0.044715 * sum * sum * sum)));
+      double expected = g + residual[r * N + c];
+      double error = fabs(out[r * N + c] - expected);
+      if (!(error <= worst)) worst = error;
+    }
+  }
+  printf("max abs error %.3g: %s\n", worst, worst < 1e-4 ? "OK" : "MISMATCH");
+  return worst < 1e-4 ? 0 : 1;
+}
