@@ -35,7 +35,8 @@ Allocator::Pool::~Pool() {
 
 Allocator::Allocator() : pool_(std::make_shared<Pool>()) {}
 
-StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape) {
+StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
+                                     bool zeroed) {
   StatusOr<int64_t> count = checkedElementCount(shape);
   if (!count) {
     return count.status();
@@ -60,7 +61,9 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape) {
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->reserved += size;
   }
-  std::memset(block, 0, bytes);
+  if (zeroed) {
+    std::memset(block, 0, bytes);
+  }
   {
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->live += size;

@@ -48,15 +48,20 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   prepared->arena = std::shared_ptr<void>(arena, std::free);
 
   size_t valueCount = entry.values()->size();
-  prepared->bound.resize(valueCount);
+  std::vector<Tensor> &values = prepared->values;
+  values.resize(valueCount);
+  prepared->bound.assign(valueCount, false);
+  auto bind = [&](uint32_t id, Tensor tensor) {
+    values[id] = std::move(tensor);
+    prepared->bound[id] = true;
+  };
   for (uint32_t id = 0; id < valueCount; ++id) {
     int64_t offset = entry.arena_offsets()->Get(id);
     if (offset >= 0) {
       const fb::TensorType &type = *entry.values()->Get(id);
-      prepared->bound[id] =
-          Tensor(Executable::dtypeOf(type), Executable::shapeOf(type),
-                 std::shared_ptr<void>(prepared->arena,
-                                       static_cast<char *>(arena) + offset));
+      bind(id, Tensor(Executable::dtypeOf(type), Executable::shapeOf(type),
+                      std::shared_ptr<void>(prepared->arena,
+                                            static_cast<char *>(arena) + offset)));
     }
   }
   for (const HostStep &step : prepared->program.steps) {
@@ -73,7 +78,12 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       const fb::Op &op = *entry.ops()->Get(step.firstOp);
       uint32_t result = op.results()->Get(0);
       if (op.kind() == fb::OpKind::Param) {
-        prepared->bound[result] = weights_[op.ints()->Get(0)];
+        bind(result, weights_[op.ints()->Get(0)]);
+      } else if (op.kind() == fb::OpKind::Reshape &&
+                 prepared->bound[op.operands()->Get(0)]) {
+        const fb::TensorType &type = *entry.values()->Get(result);
+        bind(result,
+             values[op.operands()->Get(0)].reshaped(Executable::shapeOf(type)));
       } else if (op.kind() == fb::OpKind::Constant) {
         const fb::TensorType &type = *entry.values()->Get(result);
         StatusOr<Tensor> constant = allocator_.allocate(
@@ -82,7 +92,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
           return constant.status();
         }
         MFRT_RETURN_IF_ERROR(runKernel(op, {}, *constant));
-        prepared->bound[result] = constant.take();
+        bind(result, constant.take());
       }
     }
     prepared->kernelOf.push_back(kernel);
@@ -125,9 +135,32 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return prepared.status();
   }
   MFRT_RETURN_IF_ERROR(beginRun(*entry, options));
-  std::vector<Tensor> values = (*prepared)->bound;
+  std::vector<Tensor> &values = (*prepared)->values;
+  const std::vector<bool> &bound = (*prepared)->bound;
+  // Whatever happens, the run's slots let go of the caller's tensors.
+  struct ClearRunSlots {
+    std::vector<Tensor> &values;
+    const std::vector<bool> &bound;
+    ~ClearRunSlots() {
+      for (size_t id = 0; id < values.size(); ++id) {
+        if (!bound[id]) {
+          values[id] = Tensor();
+        }
+      }
+    }
+  } clearRunSlots{values, bound};
   for (size_t i = 0; i < inputs.size(); ++i) {
     values[entry->inputs()->Get(i)] = std::move(inputs[i]);
+  }
+  // Outputs are written straight into tensors the caller keeps.
+  for (uint32_t id : (*prepared)->program.outputBuffers) {
+    const fb::TensorType &type = *entry->values()->Get(id);
+    StatusOr<Tensor> output = allocator_.allocate(
+        Executable::dtypeOf(type), Executable::shapeOf(type), /*zeroed=*/false);
+    if (!output) {
+      return output.status();
+    }
+    values[id] = output.take();
   }
 
   const HostProgram &program = (*prepared)->program;
@@ -168,7 +201,8 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
     const fb::Op &op = *entry->ops()->Get(step.firstOp);
     uint32_t result = op.results()->Get(0);
-    if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant) {
+    if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
+        (op.kind() == fb::OpKind::Reshape && bound[result])) {
       continue; // bound when the entry was prepared
     }
     operands.clear();
@@ -182,7 +216,12 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       if (op.kind() == fb::OpKind::KvCacheWrite) {
         values[result] = *operands[0]; // in place
       }
-      Status status = runKernel(op, operands, values[result]);
+      Status status = runKernel(
+          op, operands, values[result],
+          [this](int64_t count,
+                 const std::function<void(int64_t, int64_t)> &body) {
+            pool_.parallelFor(count, body);
+          });
       if (!status) {
         return status.withContext("in '" + entryName + "'");
       }
@@ -196,8 +235,8 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
 
-  // Outputs leave the arena (the next run reuses it); caches updated in
-  // place are the caller's own tensors already.
+  // An output that is a view into the arena leaves it (the next run reuses
+  // it); the others are the caller's own tensors already.
   const char *arenaBegin = static_cast<const char *>((*prepared)->arena.get());
   const char *arenaEnd = arenaBegin + program.arenaBytes;
   std::vector<Tensor> outputs;

@@ -22,6 +22,7 @@
 
 namespace mfrt {
 
+/// One run at a time: an executor's arenas are its runs' working memory.
 class GraphExecutor : public Executor {
 public:
   /// OpenBLAS is made single-threaded: the pool runs matmul tiles in
@@ -38,12 +39,15 @@ public:
   uint64_t arenaBytes() const;
 
 private:
-  /// An entry ready to run: its program, arena, and the values bound before
-  /// any run (arena views, parameters, constants).
+  /// An entry ready to run: its program, arena, and its values, bound once
+  /// where they do not change between runs (arena views, parameters,
+  /// constants, reshapes of those); `bound` marks them. The other slots
+  /// (inputs, outputs, views of them) are filled by a run and cleared after.
   struct Prepared {
     HostProgram program;
     std::shared_ptr<void> arena;
-    std::vector<Tensor> bound;
+    std::vector<Tensor> values;
+    std::vector<bool> bound;
     std::vector<void *> kernelOf; // per step: the kernel entry point
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);

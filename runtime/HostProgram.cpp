@@ -51,12 +51,23 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     root[id] = static_cast<int64_t>(id);
   }
   std::vector<bool> inArena(valueCount, false);
+  std::vector<bool> isOutput(valueCount, false);
+  for (uint32_t id : *entry.outputs()) {
+    isOutput[id] = true;
+  }
   size_t opCount = entry.ops() ? entry.ops()->size() : 0;
   size_t nextDispatch = 0;
   auto storageOf = [&](uint32_t id, const std::string &what) -> Status {
     int64_t offset = entry.arena_offsets()->Get(id);
     const fb::TensorType &type = *entry.values()->Get(id);
     int64_t bytes = valueBytes(type);
+    if (offset == -1 && isOutput[id]) {
+      if (std::find(program.outputBuffers.begin(), program.outputBuffers.end(),
+                    id) == program.outputBuffers.end()) {
+        program.outputBuffers.push_back(id);
+      }
+      return Status::ok();
+    }
     if (offset < 0 || offset % dtypeSize(Executable::dtypeOf(type)) != 0 ||
         static_cast<uint64_t>(offset) + bytes > program.arenaBytes) {
       return bad("places " + what + " (value " + std::to_string(id) +

@@ -29,6 +29,9 @@ struct HostStep {
 struct HostProgram {
   std::vector<HostStep> steps;
   uint64_t arenaBytes = 0;
+  /// Entry outputs that live outside the arena: each run allocates them
+  /// and the steps write them directly.
+  std::vector<uint32_t> outputBuffers;
 
   /// The host program of `entry`; an error if it has no memory plan or the
   /// plan is unsound.

@@ -14,15 +14,26 @@
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
+#include <functional>
 #include <vector>
 
 namespace mfrt {
 
+/// Runs body(begin, end) over disjoint ranges covering [0, count), possibly
+/// on several threads at once; returns when all are done.
+using ParallelFor = std::function<void(
+    int64_t count, const std::function<void(int64_t, int64_t)> &body)>;
+
+/// One range, on the calling thread.
+void runSerially(int64_t count,
+                 const std::function<void(int64_t, int64_t)> &body);
+
 /// Computes `op` from `inputs` into `output`, which the caller allocated
 /// with the result's type (KvCacheWrite may receive its cache operand's
-/// storage as `output`, to update in place). Param is not a kernel.
+/// storage as `output`, to update in place). Param is not a kernel. Kernels
+/// with independent tiles (attention) spread them with `parallel`.
 Status runKernel(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                 Tensor &output);
+                 Tensor &output, const ParallelFor &parallel = runSerially);
 
 } // namespace mfrt
 

@@ -43,6 +43,7 @@ private:
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_{0}; // generation_, readable without the lock
   bool stopping_ = false;
   unsigned busy_ = 0;
   // The current job.

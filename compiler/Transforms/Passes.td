@@ -9,8 +9,10 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Plans every transient tensor of each entry into one arena";
   let description = [{
     For every entry function, each op result that is a transient tensor
-    becomes a buffer alive from its defining op to its last use (results
-    returned by the entry live to the end). Parameters and constants live
+    becomes a buffer alive from its defining op to its last use. Results the
+    entry returns are not planned (the runtime writes them into the
+    caller's tensors), except through views, which keep their buffer alive
+    to the end. Parameters and constants live
     outside the arena; reshapes and KV-cache writes reuse their operand's
     buffer. The buffers are placed by the planner of
     `compiler/Analysis/MemoryPlanner` and the plan is recorded as

@@ -4,7 +4,9 @@
 //    (reshapes and KV-cache writes share their operand's, parameters and
 //    constants have none).
 // 2. A buffer lives from its first definition to one past its last use;
-//    buffers the entry returns live to the end.
+//    buffers the entry returns through a view live to the end, and those it
+//    returns directly are not planned (the runtime writes them into the
+//    caller's tensors).
 // 3. Plan with the portfolio planner and record offsets and totals as
 //    attributes; optionally write the problem (CSV) and a picture (SVG).
 //
@@ -86,7 +88,17 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
       result.definitions.push_back(value);
     }
   }
-  return result;
+  // What the entry returns is written straight into buffers the runtime
+  // hands to the caller: not in the arena.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  EntryBuffers planned;
+  for (auto [buffer, value] : llvm::zip(result.buffers, result.definitions)) {
+    if (!llvm::is_contained(ret.getOperands(), Value(value))) {
+      planned.buffers.push_back(buffer);
+      planned.definitions.push_back(value);
+    }
+  }
+  return planned;
 }
 
 /// Draws each entry's plan as rectangles, time across and offset down.
