@@ -15,6 +15,20 @@ Executor::Executor(const Executable &executable, const Weights &weights,
     : executable_(executable), weights_(weights), allocator_(allocator),
       start_(std::chrono::steady_clock::now()) {}
 
+StatusOr<Tensor> Executor::allocateInput(const std::string &entryName,
+                                         size_t index) {
+  const fb::Entry *entry = executable_.entry(entryName);
+  if (!entry) {
+    return Status::error("the executable has no entry '" + entryName + "'");
+  }
+  if (index >= entry->inputs()->size()) {
+    return Status::error("'" + entryName + "' has no input " +
+                         std::to_string(index));
+  }
+  const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(index));
+  return allocator_.allocate(Executable::dtypeOf(type), Executable::shapeOf(type));
+}
+
 StatusOr<std::vector<Tensor>>
 Executor::allocateInputs(const std::string &entryName) {
   const fb::Entry *entry = executable_.entry(entryName);
@@ -22,10 +36,8 @@ Executor::allocateInputs(const std::string &entryName) {
     return Status::error("the executable has no entry '" + entryName + "'");
   }
   std::vector<Tensor> inputs;
-  for (uint32_t id : *entry->inputs()) {
-    const fb::TensorType &type = *entry->values()->Get(id);
-    StatusOr<Tensor> tensor = allocator_.allocate(Executable::dtypeOf(type),
-                                                  Executable::shapeOf(type));
+  for (size_t i = 0; i < entry->inputs()->size(); ++i) {
+    StatusOr<Tensor> tensor = allocateInput(entryName, i);
     if (!tensor) {
       return tensor.status();
     }

@@ -39,8 +39,12 @@ public:
                                             std::vector<Tensor> inputs,
                                             const RunOptions &options = {}) = 0;
 
-  /// Zero-filled tensors of an entry's input types.
+  /// Bytes of static arenas this executor holds (Graph Mode).
+  virtual uint64_t arenaBytes() const { return 0; }
+
+  /// Zero-filled tensors of an entry's input types (of input `index`).
   StatusOr<std::vector<Tensor>> allocateInputs(const std::string &entryName);
+  StatusOr<Tensor> allocateInput(const std::string &entryName, size_t index);
 
 protected:
   /// The entry, after checking that `inputs` match its input types.

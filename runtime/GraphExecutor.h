@@ -36,7 +36,7 @@ public:
                                     const RunOptions &options = {}) override;
 
   /// Bytes of the arenas prepared so far.
-  uint64_t arenaBytes() const;
+  uint64_t arenaBytes() const override;
 
 private:
   /// An entry ready to run: its program, arena, and its values, bound once

@@ -88,6 +88,19 @@ void usage(std::ostream &os) {
         "  --dump                     print the executable and exit\n";
 }
 
+/// The process's peak resident set (VmHWM: unlike getrusage's maxrss it
+/// does not carry over the size of whatever forked us before exec).
+double peakRssMegabytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::strtod(line.c_str() + 6, nullptr) / 1024.0; // kB
+    }
+  }
+  return 0;
+}
+
 int fail(const std::string &message) {
   std::cerr << "mf-run: error: " << message << "\n";
   return 1;
@@ -414,16 +427,17 @@ int predict(const Options &options, Session &session) {
       break;
     }
     if (model.use_past()) {
-      StatusOr<std::vector<Tensor>> decodeInputs =
-          executor.allocateInputs("decode");
-      if (!decodeInputs) {
-        return fail(decodeInputs.status().message());
+      // ids and past_length are new; the caches are the last step's.
+      StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
+      StatusOr<Tensor> past = executor.allocateInput("decode", 1);
+      if (!ids || !past) {
+        return fail((!ids ? ids.status() : past.status()).message());
       }
-      std::vector<Tensor> arguments = decodeInputs.take();
+      std::vector<Tensor> arguments{ids.take(), past.take()};
       fillIds(arguments[0], {next}, 1);
       arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
       for (size_t i = 1; i < state.size(); ++i) {
-        arguments[i + 1] = std::move(state[i]);
+        arguments.push_back(std::move(state[i]));
       }
       state.clear();
       StatusOr<std::vector<Tensor>> stepOutputs =
@@ -477,12 +491,15 @@ int predict(const Options &options, Session &session) {
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s); decode "
-               "%lld tokens in %.1f ms (%.1f tokens/s); peak memory %.2f MB\n",
+               "%lld tokens in %.1f ms (%.1f tokens/s); peak memory %.2f MB "
+               "(tensors %.2f MB, arena %.2f MB), peak RSS %.1f MB\n",
                static_cast<long long>(promptLength), prefillSeconds * 1e3,
                promptLength / std::max(prefillSeconds, 1e-9),
                static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
                decodeSteps / std::max(decodeSeconds, 1e-9),
-               session.allocator.peakBytes() / 1e6);
+               (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
+               session.allocator.peakBytes() / 1e6,
+               session.executor->arenaBytes() / 1e6, peakRssMegabytes());
   return writeTrace(options, session);
 }
 

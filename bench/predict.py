@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""Predict speed and memory: Graph Mode, PyNative and PyTorch eager, same weights.
+
+  bench/predict.py [--build build] [--runs 5]
+
+For examples/llama-tiny.yaml and bench/configs/llama-100m.yaml: compile,
+write random weights, then over --runs runs (each in a fresh process) time
+  - mf-run --mode graph and --mode pynative (their own prefill/decode timers),
+  - a PyTorch eager LLaMA with a KV cache (the same math as the reference),
+and print medians of prefill and decode tokens/s with the ratios Graph /
+PyNative and Graph / PyTorch (> 1: Graph is faster), the peak RSS of each,
+and how close Graph comes to this machine's limits, measured in the same run
+by mf-machine-limits:
+  - decode: bytes read per token (every parameter once, plus the KV cache
+    read by attention) x tokens/s, against STREAM-style copy bandwidth;
+  - prefill: the prefill entry's FLOPs (mfc --report) / time, against the
+    fp32 GEMM peak.
+Everything uses every core of the machine.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# This workplace pins OPENBLAS_CORETYPE for old OpenBLAS builds; it slows
+# both sides. Measure without it (mf-run and PyTorch alike): re-exec once.
+if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
+import reference  # noqa: E402
+
+torch.set_grad_enabled(False)
+
+
+class CachedLlama:
+    """PyTorch eager LLaMA with a KV cache, as a PyTorch user would write it."""
+
+    def __init__(self, cfg, w):
+        self.cfg, self.w = cfg, w
+        self.keys = [None] * cfg.layers
+        self.values = [None] * cfg.layers
+
+    def forward(self, ids, start):
+        cfg, w = self.cfg, self.w
+        b, s = ids.shape
+        x = w["model.embed_tokens.weight"][ids]
+        positions = torch.arange(start, start + s)
+        for i in range(cfg.layers):
+            p = f"model.layers.{i}."
+            h = reference.rms_norm(x, w[p + "input_layernorm.weight"], cfg.eps)
+            q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(b, s, cfg.heads, cfg.head_dim)
+            k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+            v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+            q, k = reference.rope(q, positions, cfg.theta), reference.rope(k, positions, cfg.theta)
+            if start:
+                k = torch.cat([self.keys[i], k], dim=1)
+                v = torch.cat([self.values[i], v], dim=1)
+            self.keys[i], self.values[i] = k, v
+            group = cfg.heads // cfg.kv_heads
+            qt = q.transpose(1, 2)
+            kt = k.repeat_interleave(group, dim=2).transpose(1, 2)
+            vt = v.repeat_interleave(group, dim=2).transpose(1, 2)
+            scores = qt @ kt.transpose(-1, -2) / cfg.head_dim ** 0.5
+            if s > 1:  # prefill from position 0: the usual causal mask
+                mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+                scores = scores.masked_fill(mask, float("-inf"))
+            a = torch.softmax(scores, dim=-1) @ vt
+            x = x + a.transpose(1, 2).reshape(b, s, cfg.hidden) @ w[p + "self_attn.o_proj.weight"].T
+            h = reference.rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps)
+            gate = h @ w[p + "mlp.gate_proj.weight"].T
+            up = h @ w[p + "mlp.up_proj.weight"].T
+            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        x = reference.rms_norm(x, w["model.norm.weight"], cfg.eps)
+        head = w["model.embed_tokens.weight"] if cfg.tied else w["lm_head.weight"]
+        return x[:, -1] @ head.T
+
+
+def torch_run(cfg, w, prompt, new_tokens):
+    model = CachedLlama(cfg, w)
+    ids = torch.tensor([prompt])
+    t0 = time.perf_counter()
+    logits = model.forward(ids, 0)
+    t1 = time.perf_counter()
+    token = int(logits[0].argmax())
+    for step in range(new_tokens - 1):
+        logits = model.forward(torch.tensor([[token]]), len(prompt) + step)
+        token = int(logits[0].argmax())
+    t2 = time.perf_counter()
+    return len(prompt) / (t1 - t0), (new_tokens - 1) / (t2 - t1)
+
+
+def mfrun_run(build, mode, binary, weights, prompt, new_tokens):
+    """(prefill t/s, decode t/s, peak RSS MB) of one mf-run process."""
+    run = subprocess.run([os.path.join(build, "bin", "mf-run"), binary, "--mode", mode,
+                          "--weights", weights, "--input-ids", ",".join(map(str, prompt)),
+                          "--max-new-tokens", str(new_tokens), "--greedy"],
+                         capture_output=True, text=True, check=True)
+    match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s\); decode \d+ tokens "
+                      r"in [\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", run.stderr)
+    return float(match.group(1)), float(match.group(2)), float(match.group(3))
+
+
+def torch_child(config, weights, prompt_length, new_tokens):
+    """Runs PyTorch in this (child) process and prints its numbers as JSON."""
+    torch.set_num_threads(os.cpu_count())
+    cfg = reference.Config(config)
+    w = {n: t.float() for n, t in reference.load_safetensors(weights).items()}
+    prompt = make_prompt(cfg, prompt_length)
+    torch_run(cfg, w, prompt, 2)  # warm-up: PyTorch's first calls initialize lazily
+    prefill, decode = torch_run(cfg, w, prompt, new_tokens)
+    with open("/proc/self/status") as status:  # VmHWM: the peak RSS
+        rss = next(int(l.split()[1]) for l in status if l.startswith("VmHWM:")) / 1024
+    print(json.dumps({"prefill": prefill, "decode": decode, "rss": rss}))
+
+
+def torch_measure(config, weights, prompt_length, new_tokens):
+    run = subprocess.run([sys.executable, __file__, "--torch-child", config, weights,
+                          str(prompt_length), str(new_tokens)],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout)
+    return result["prefill"], result["decode"], result["rss"]
+
+
+def make_prompt(cfg, length):
+    return [(7 * i + 3) % min(cfg.vocab, 256) for i in range(length)]
+
+
+def compile_report(build, config, binary):
+    """Compiles `config` to `binary`; returns the prefill entry's FLOPs."""
+    run = subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
+                          "--report=-"], capture_output=True, text=True, check=True)
+    match = re.search(r"entry @prefill: \d+ ops, ([\d.e+-]+) GFLOP", run.stdout)
+    return float(match.group(1)) * 1e9
+
+
+def parameter_bytes(build, binary):
+    run = subprocess.run([os.path.join(build, "bin", "mf-run"), binary, "--dump"],
+                         capture_output=True, text=True, check=True)
+    return int(re.search(r"parameters: \d+ tensors, (\d+) values", run.stdout).group(1)) * 4
+
+
+def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
+        torch_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    limits = json.loads(subprocess.run([os.path.join(args.build, "bin", "mf-machine-limits")],
+                                       capture_output=True, text=True, check=True).stdout)
+    print(f"machine: {limits['threads']} threads, copy bandwidth {limits['copy_gbs']:.1f} GB/s, "
+          f"fp32 GEMM peak {limits['sgemm_gflops']:.0f} GFLOP/s (mf-machine-limits)")
+    configs = [("llama-tiny", os.path.join(ROOT, "examples", "llama-tiny.yaml"), 96, 32),
+               ("llama-100m", os.path.join(HERE, "configs", "llama-100m.yaml"), 192, 32)]
+    header = (f"{'model':11} {'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} "
+              f"{'g/pynative':>10} {'g/pytorch':>9}")
+    print(header)
+    notes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, config, prompt_length, new_tokens in configs:
+            binary = os.path.join(tmp, name + ".bin")
+            weights = os.path.join(tmp, name + ".safetensors")
+            prefill_flops = compile_report(args.build, config, binary)
+            subprocess.run([sys.executable, os.path.join(ROOT, "test", "reference", "reference.py"),
+                            "make-weights", config, weights, "--std", "0.02"],
+                           check=True, capture_output=True)
+            cfg = reference.Config(config)
+            prompt = make_prompt(cfg, prompt_length)
+            results = {"graph": [], "pynative": [], "pytorch": []}
+            for _ in range(args.runs):  # interleaved, so drift hits all alike
+                for mode in ("graph", "pynative"):
+                    results[mode].append(mfrun_run(args.build, mode, binary, weights, prompt,
+                                                   new_tokens))
+                results["pytorch"].append(torch_measure(config, weights, prompt_length,
+                                                        new_tokens))
+            med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
+                   for k, v in results.items()}
+            for index, phase in enumerate(["prefill", "decode"]):
+                g, p, t = (med[k][index] for k in ("graph", "pynative", "pytorch"))
+                print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s "
+                      f"{g / p:9.2f}x {g / t:8.2f}x")
+            # Decode reads every parameter once per token and the KV cache
+            # up to the current position (half of the generated span on
+            # average, bounded by the cache's full length).
+            kv_bytes = 2 * cfg.layers * (prompt_length + new_tokens / 2) * cfg.kv_heads * \
+                cfg.head_dim * 4
+            decode_bytes = parameter_bytes(args.build, binary) + kv_bytes
+            decode_gbs = decode_bytes * med["graph"][1] / 1e9
+            # mf-run's prefill computes every seq_length position.
+            prefill_gflops = prefill_flops / (prompt_length / med["graph"][0]) / 1e9
+            notes.append(
+                f"{name}: graph decode reads {decode_bytes / 1e6:.1f} MB/token = "
+                f"{decode_gbs:.1f} GB/s, {100 * decode_gbs / limits['copy_gbs']:.0f}% of copy "
+                f"bandwidth; prefill {prefill_gflops:.1f} GFLOP/s, "
+                f"{100 * prefill_gflops / limits['sgemm_gflops']:.0f}% of GEMM peak; "
+                f"peak RSS graph {med['graph'][2]:.0f} MB, pynative {med['pynative'][2]:.0f} MB, "
+                f"pytorch {med['pytorch'][2]:.0f} MB")
+    for note in notes:
+        print(note)
+    print(f"medians of {args.runs} runs, each in a fresh process; prefill tokens/s counts prompt "
+          f"tokens (mf-run's prefill computes all seq_length positions)")
+
+
+if __name__ == "__main__":
+    main()
