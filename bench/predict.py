@@ -163,7 +163,7 @@ def main():
                                        capture_output=True, text=True, check=True).stdout)
     print(f"machine: {limits['threads']} threads, copy bandwidth {limits['copy_gbs']:.1f} GB/s, "
           f"fp32 GEMM peak {limits['sgemm_gflops']:.0f} GFLOP/s (mf-machine-limits)")
-    configs = [("llama-tiny", os.path.join(ROOT, "examples", "llama-tiny.yaml"), 96, 32),
+    configs = [("llama-tiny", os.path.join(ROOT, "examples", "llama-tiny.yaml"), 32, 96),
                ("llama-100m", os.path.join(HERE, "configs", "llama-100m.yaml"), 192, 32)]
     header = (f"{'model':11} {'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} "
               f"{'g/pynative':>10} {'g/pytorch':>9}")
