@@ -61,13 +61,27 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Matmul:
     return {2, 2, 1, 2, 0};
   case fb::OpKind::Rope:
-    return {2, 2, 1, 0, 1};
+    return {2, 2, 1, 1, 1};
   case fb::OpKind::Attention:
     return {3, 4, 1, 2, 1};
   case fb::OpKind::KvCacheWrite:
     return {3, 3, 1, 0, 0};
   case fb::OpKind::CrossEntropy:
     return {2, 2, 1, 1, 0};
+  case fb::OpKind::SiluGrad:
+  case fb::OpKind::EmbeddingGrad:
+    return {2, 2, 1, 0, 0};
+  case fb::OpKind::GeluGrad:
+    return {2, 2, 1, 1, 0};
+  case fb::OpKind::RmsNormGrad:
+  case fb::OpKind::LayerNormGrad:
+    return {3, 3, 1, 1, 1};
+  case fb::OpKind::AttentionGrad:
+    return {4, 4, 1, 2, 1};
+  case fb::OpKind::CrossEntropyGrad:
+    return {3, 3, 1, 1, 0};
+  case fb::OpKind::Pad:
+    return {1, 1, 1, -1, 0};
   }
   return {-1, -1, -1, -1, -1};
 }
@@ -297,6 +311,21 @@ Status checkEntryContracts(const fb::Executable &root) {
         if (decode && (!prefill || !sameType(inputType(*entry, 1 + extra + i),
                                              inputType(*prefill, 1 + i)))) {
           return bad("takes KV caches of other types than prefill");
+        }
+      }
+    } else if (name == "forward_backward") {
+      size_t parameters = root.parameters() ? root.parameters()->size() : 0;
+      if (inputs != 2 || outputs != 1 + parameters ||
+          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !hasType(outputType(*entry, 0), DType::F32, {})) {
+        return bad("does not map i32 ids and labels to an f32 loss and one "
+                   "gradient per parameter");
+      }
+      for (size_t i = 0; i < parameters; ++i) {
+        if (!sameType(*root.parameters()->Get(i)->type(), outputType(*entry, 1 + i))) {
+          return bad("returns a gradient of another type than parameter '" +
+                     root.parameters()->Get(i)->name()->str() + "'");
         }
       }
     } else if (name == "forward_loss") {

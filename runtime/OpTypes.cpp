@@ -178,7 +178,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return expected == out.shape ? "" : "unexpected result shape";
   }
   case fb::OpKind::Rope:
-    return sameType(in[0], out) && rank == 4 && out.shape[3] % 2 == 0 &&
+    return sameType(in[0], out) && rank == 4 &&
+                   (intAttr(op, 0) == 0 || intAttr(op, 0) == 1) && out.shape[3] % 2 == 0 &&
                    isFloat(out.dtype) && in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{out.shape[0], out.shape[1]}
                ? ""
@@ -213,6 +214,73 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
                  "scalar";
+  case fb::OpKind::SiluGrad:
+  case fb::OpKind::GeluGrad:
+    return sameType(in[0], out) && sameType(in[1], out) && isFloat(out.dtype)
+               ? ""
+               : "expected float operands of the result's type";
+  case fb::OpKind::EmbeddingGrad: {
+    Shape expected = in[0].shape;
+    if (out.shape.size() != 2 || in[0].dtype != DType::I32 ||
+        !isFloat(out.dtype)) {
+      return "expected i32 ids and a float [vocab, hidden] result";
+    }
+    expected.push_back(out.shape[1]);
+    return in[1].shape == expected && in[1].dtype == out.dtype
+               ? ""
+               : "expected a gradient of the ids' shape + [hidden]";
+  }
+  case fb::OpKind::RmsNormGrad:
+  case fb::OpKind::LayerNormGrad: {
+    const Shape &x = in[0].shape;
+    int64_t operand = intAttr(op, 0);
+    int64_t maxOperand = op.kind() == fb::OpKind::RmsNormGrad ? 1 : 2;
+    if (x.empty() || !sameType(in[0], in[2]) || !isFloat(out.dtype) ||
+        in[1].dtype != in[0].dtype || in[1].shape != Shape{x.back()} ||
+        operand < 0 || operand > maxOperand) {
+      return "expected input and gradient of one type, a weight of the last "
+             "dimension's size, and a valid operand";
+    }
+    return sameType(operand == 0 ? in[0] : in[1], out)
+               ? ""
+               : "expected the result to have the operand's type";
+  }
+  case fb::OpKind::AttentionGrad: {
+    const Shape &q = in[0].shape, &k = in[1].shape;
+    int64_t operand = intAttr(op, 1);
+    if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
+        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
+        !isFloat(out.dtype) || operand < 0 || operand > 2) {
+      return "query, key, value and gradient do not fit";
+    }
+    return sameType(in[operand], out)
+               ? ""
+               : "expected the result to have the operand's type";
+  }
+  case fb::OpKind::CrossEntropyGrad:
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+                   in[1].dtype == DType::I32 &&
+                   in[1].shape == Shape{in[0].shape[0]} &&
+                   in[2].dtype == DType::F32 && in[2].shape.empty() &&
+                   sameType(in[0], out)
+               ? ""
+               : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
+                 "scalar gradient, and the logits' type";
+  case fb::OpKind::Pad: {
+    const Shape &from = in[0].shape;
+    if (op.ints()->size() != from.size() || out.shape.size() != from.size() ||
+        in[0].dtype != out.dtype) {
+      return "expected one offset per dimension and the input's dtype";
+    }
+    for (size_t d = 0; d < from.size(); ++d) {
+      int64_t offset = intAttr(op, d);
+      if (offset < 0 || offset > out.shape[d] - from[d]) {
+        return "the input does not fit at its offsets";
+      }
+    }
+    return "";
+  }
   }
   return "unknown op kind";
 }

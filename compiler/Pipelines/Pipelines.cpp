@@ -27,6 +27,12 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
+void addAutodiff(OpPassManager &pm, const CompileOptions &) {
+  pm.addPass(mf::createMFAutodiffPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
 void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
@@ -49,6 +55,10 @@ void addCodegen(OpPassManager &pm, const CompileOptions &options) {
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
+    {"autodiff",
+     "training modules: the forward_backward entry (loss and parameter "
+     "gradients) built by reverse-mode differentiation",
+     addAutodiff},
     {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
      addFusion},
     {"codegen",

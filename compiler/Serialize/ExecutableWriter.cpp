@@ -380,7 +380,10 @@ private:
               return withDim(fb::OpKind::Softmax, softmax.getDimension());
             })
             .Case([&](mf::RopeOp rope) {
-              return withFloat(fb::OpKind::Rope, rope.getTheta().convertToDouble());
+              return EncodedOp{fb::OpKind::Rope,
+                               {rope.getInverse()},
+                               {rope.getTheta().convertToDouble()},
+                               {}};
             })
             .Case([&](mf::AttentionOp attention) {
               return EncodedOp{fb::OpKind::Attention,
@@ -394,6 +397,39 @@ private:
             })
             .Case([&](mf::CrossEntropyOp loss) {
               return withDim(fb::OpKind::CrossEntropy, loss.getIgnoreIndex());
+            })
+            .Case([&](mf::SiluGradOp) { return simple(fb::OpKind::SiluGrad); })
+            .Case([&](mf::GeluGradOp gelu) {
+              return withDim(fb::OpKind::GeluGrad,
+                             gelu.getApproximate() == mf::GeluApproximation::tanh);
+            })
+            .Case([&](mf::EmbeddingGradOp) {
+              return simple(fb::OpKind::EmbeddingGrad);
+            })
+            .Case([&](mf::RmsNormGradOp norm) {
+              return EncodedOp{fb::OpKind::RmsNormGrad,
+                               {static_cast<int64_t>(norm.getWrt())},
+                               {norm.getEpsilon().convertToDouble()},
+                               {}};
+            })
+            .Case([&](mf::LayerNormGradOp norm) {
+              return EncodedOp{fb::OpKind::LayerNormGrad,
+                               {static_cast<int64_t>(norm.getWrt())},
+                               {norm.getEpsilon().convertToDouble()},
+                               {}};
+            })
+            .Case([&](mf::AttentionGradOp attention) {
+              return EncodedOp{fb::OpKind::AttentionGrad,
+                               {attention.getCausal(), static_cast<int64_t>(attention.getWrt())},
+                               {attention.getScale().convertToDouble()},
+                               {}};
+            })
+            .Case([&](mf::CrossEntropyGradOp loss) {
+              return withDim(fb::OpKind::CrossEntropyGrad, loss.getIgnoreIndex());
+            })
+            .Case([&](mf::PadOp pad) {
+              std::vector<int64_t> offsets(pad.getOffsets());
+              return EncodedOp{fb::OpKind::Pad, offsets, {}, {}};
             })
             .Default([](Operation *) { return std::nullopt; });
     if (!encoded) {

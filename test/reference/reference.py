@@ -68,6 +68,7 @@ class Config:
         self.param_dtype = DTYPES[cfg.get("param_init_type", "float32")]
         self.compute_dtype = DTYPES[cfg.get("compute_dtype", "float16")]
         self.ignore_index = cfg.get("ignore_token_id", -100)
+        self.pad = cfg.get("pad_token_id", 0)
         eos = cfg.get("eos_token_id", 2)
         self.eos = set(eos if isinstance(eos, list) else [eos])
         if self.gpt2:
@@ -291,7 +292,7 @@ def report(what, actual, expected, rtol, atol):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["make-weights", "logits", "generate", "loss"])
+    parser.add_argument("command", choices=["make-weights", "logits", "generate", "loss", "grads"])
     parser.add_argument("config")
     parser.add_argument("weights")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
@@ -365,6 +366,45 @@ def main():
         actual = float(re.search(r"loss ([-+0-9.eE]+)", args.actual).group(1))
         ok = abs(actual - expected) <= args.atol + args.rtol * abs(expected)
         print(f"eval loss: expected {expected:.6f}, got {actual:.6f}: " + ("OK" if ok else "MISMATCH"))
+        return 0 if ok else 1
+
+    if args.command == "grads":
+        # The batch mf-run builds from --input-ids: the sequence in every row,
+        # padded, labels shifted by one with the padding ignored.
+        sequence = [int(t) for t in args.input_ids.split(",")]
+        ids = sequence[:cfg.seq] + [cfg.pad] * (cfg.seq - min(cfg.seq, len(sequence)))
+        labels = sequence[1:cfg.seq + 1]
+        labels += [cfg.ignore_index] * (cfg.seq - len(labels))
+        ids = torch.tensor([ids] * cfg.batch)
+        labels = torch.tensor([labels] * cfg.batch)
+        torch.set_grad_enabled(True)
+        for t in w.values():
+            t.requires_grad_(True)
+        logits = logits_of(cfg, w, ids)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab).float(),
+                                                 labels.reshape(-1),
+                                                 ignore_index=cfg.ignore_index)
+        loss.backward()
+        actual = load_safetensors(args.actual)
+        ok = report("loss", actual.pop("__loss__").float().reshape(()), loss.detach(),
+                    args.rtol, args.atol)
+        worst_name, worst = "", 0.0
+        for name, t in w.items():
+            expected = t.grad if t.grad is not None else torch.zeros_like(t)
+            got = actual.pop(name).float()
+            scale = expected.abs().max().item() or 1.0
+            error = (got - expected.float()).abs().max().item() / scale
+            if error > worst:
+                worst_name, worst = name, error
+            if error > args.rtol:
+                print(f"gradient of {name}: max error {error:.3e} of its largest "
+                      f"entry {scale:.3e}: MISMATCH")
+                ok = False
+        if actual:
+            print(f"unexpected gradients: {sorted(actual)}: MISMATCH")
+            ok = False
+        print(f"gradients of {len(w)} parameters: worst max error / max |gradient| "
+              f"{worst:.3e} ({worst_name}), rtol {args.rtol}: " + ("OK" if ok else "MISMATCH"))
         return 0 if ok else 1
     return 2
 

@@ -14,6 +14,7 @@
 #include "runtime/KernelLibrary.h"
 #include "runtime/GraphExecutor.h"
 #include "runtime/PyNative.h"
+#include "runtime/Safetensors.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
 
@@ -52,6 +53,7 @@ struct Options {
   std::string data;
   std::string saveWeights;
   std::string dumpTensors;
+  std::string dumpGrads;
   std::string profile;
   bool checkNumerics = false;
   bool check = false;
@@ -78,7 +80,12 @@ void usage(std::ostream &os) {
         "vocab] (f32)\n"
         "  --dump-step-logits out.npy write the logits each new token was "
         "picked from [steps, vocab]\n"
-        "  --data FILE                eval: a text file or an MFTOKENS file\n"
+        "  --data FILE                eval, train: a text file or an MFTOKENS "
+        "file\n"
+        "  --input-ids 1,2,3          train: one sequence as the whole batch "
+        "(labels: the ids shifted by one)\n"
+        "  --dump-grads G.safetensors train: the first step's gradients, by "
+        "parameter name, and the loss as __loss__\n"
         "  --save-weights W           write the parameters as safetensors\n"
         "  --dump-tensors DIR         write every intermediate as .npy\n"
         "  --profile trace.json       Chrome trace, one slice per op\n"
@@ -117,7 +124,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kCheck, kDump, kThreads, kHelp
+    kCheck, kDump, kThreads, kDumpGrads, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -143,6 +150,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"check", no_argument, nullptr, kCheck},
       {"dump", no_argument, nullptr, kDump},
       {"threads", required_argument, nullptr, kThreads},
+      {"dump-grads", required_argument, nullptr, kDumpGrads},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -232,6 +240,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kDumpStepLogits:
       options.dumpStepLogits = optarg;
+      break;
+    case kDumpGrads:
+      options.dumpGrads = optarg;
       break;
     case kData:
       options.data = optarg;
@@ -593,6 +604,101 @@ int evaluate(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
+/// One training batch: ids and labels [batch, seq]. From --input-ids: the
+/// sequence in every row, labels the ids shifted by one, padding labelled
+/// ignore_token_id; from --data: consecutive windows of seq + 1 tokens.
+StatusOr<std::vector<Tensor>> trainingBatch(const Options &options,
+                                            Session &session) {
+  const fb::ModelInfo &model = session.executable.model();
+  int64_t batch = model.batch_size(), seq = model.seq_length();
+  int32_t pad = static_cast<int32_t>(model.pad_token_id());
+  int32_t ignore = static_cast<int32_t>(model.ignore_token_id());
+  StatusOr<std::vector<Tensor>> inputs =
+      session.executor->allocateInputs("forward_backward");
+  if (!inputs) {
+    return inputs.status();
+  }
+  Tensor &ids = (*inputs)[0];
+  Tensor &labels = (*inputs)[1];
+  if (options.inputIds) {
+    StatusOr<std::vector<int32_t>> sequence =
+        parseIds(*options.inputIds, model.vocab_size());
+    if (!sequence) {
+      return sequence.status();
+    }
+    if (sequence->size() < 2 || static_cast<int64_t>(sequence->size()) > seq + 1) {
+      return Status::error("--input-ids for training needs 2 to seq_length + 1 = " +
+                           std::to_string(seq + 1) + " ids, got " +
+                           std::to_string(sequence->size()));
+    }
+    int64_t length = static_cast<int64_t>(sequence->size());
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < seq; ++i) {
+        ids.as<int32_t>()[b * seq + i] = i < length ? (*sequence)[i] : pad;
+        labels.as<int32_t>()[b * seq + i] =
+            i + 1 < length ? (*sequence)[i + 1] : ignore;
+      }
+    }
+    return inputs;
+  }
+  if (options.data.empty()) {
+    return Status::error("train needs --data FILE (text, or an MFTOKENS file) "
+                         "or --input-ids 1,2,3");
+  }
+  StatusOr<std::vector<int32_t>> data = readData(options.data, model.vocab_size());
+  if (!data) {
+    return data.status();
+  }
+  if (static_cast<int64_t>(data->size()) < batch * seq + 1) {
+    return Status::error("'" + options.data + "' has " +
+                         std::to_string(data->size()) +
+                         " tokens; one training batch needs batch_size x "
+                         "seq_length + 1 = " +
+                         std::to_string(batch * seq + 1));
+  }
+  for (int64_t i = 0; i < batch * seq; ++i) {
+    ids.as<int32_t>()[i] = (*data)[i];
+    labels.as<int32_t>()[i] = (*data)[i + 1];
+  }
+  return inputs;
+}
+
+/// Runs forward_backward: the loss and every parameter's gradient.
+int train(const Options &options, Session &session) {
+  if (!session.executable.entry("forward_backward")) {
+    return fail("train needs a 'forward_backward' entry: compile the config "
+                "with run_mode train or finetune (--set run_mode=train)");
+  }
+  StatusOr<std::vector<Tensor>> inputs = trainingBatch(options, session);
+  if (!inputs) {
+    return fail(inputs.status().message());
+  }
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<std::vector<Tensor>> outputs = session.executor->run(
+      "forward_backward", inputs.take(), session.runOptions);
+  if (!outputs) {
+    return fail(outputs.status().message());
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  float loss = (*outputs)[0].loadFloat(0);
+  std::printf("train: step 1 loss %.6f (%.1f ms)\n", loss, seconds * 1e3);
+  if (!options.dumpGrads.empty()) {
+    const fb::Executable &root = session.executable.root();
+    std::vector<std::pair<std::string, const Tensor *>> named;
+    named.emplace_back("__loss__", &(*outputs)[0]);
+    for (size_t i = 0; i < root.parameters()->size(); ++i) {
+      named.emplace_back(root.parameters()->Get(i)->name()->str(),
+                         &(*outputs)[1 + i]);
+    }
+    Status status = writeSafetensors(options.dumpGrads, named);
+    if (!status) {
+      return fail(status.message());
+    }
+  }
+  return writeTrace(options, session);
+}
+
 /// Runs the first entry in PyNative and in Graph Mode on the same inputs and
 /// compares, dispatch by dispatch, what each kernel wrote with what PyNative
 /// computed for the same values. Names the first kernel that differs.
@@ -716,11 +822,16 @@ int main(int argc, char **argv) {
 
   std::string runMode = model.run_mode() ? model.run_mode()->str() : "predict";
   std::string task = options.task.empty()
-                         ? (runMode == "predict" ? "predict" : "eval")
+                         ? (runMode == "predict"  ? "predict"
+                            : runMode == "eval"   ? "eval"
+                                                  : "train")
                          : options.task;
-  if (task != "predict" && task != "eval") {
-    return fail("--task must be predict or eval, got '" + task +
-                "' (train and finetune come with the training issue)");
+  if (task == "finetune") {
+    task = "train";
+  }
+  if (task != "predict" && task != "eval" && task != "train") {
+    return fail("--task must be predict, eval, train or finetune, got '" +
+                task + "'");
   }
 
   Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
@@ -771,6 +882,9 @@ int main(int argc, char **argv) {
                   "run_mode predict (--set run_mode=predict)");
     }
     return predict(options, session);
+  }
+  if (task == "train") {
+    return train(options, session);
   }
   return evaluate(options, session);
 }

@@ -30,4 +30,26 @@ def MF_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def MF_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::mf";
+  let description = [{
+    The op's rule for reverse-mode differentiation (`mf-autodiff`): given
+    the gradient of the loss with respect to the op's result, build the
+    gradients with respect to its operands at the builder's insertion point,
+    as `mf` ops, so that fusion and memory planning apply to the backward
+    graph like to the forward one.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{Appends one gradient per operand to `operandGradients`, or a
+                 null value for an operand that has none (integer ids,
+                 labels, positions). Fails, with a diagnostic, for a form
+                 of the op the rule does not cover.}],
+      /*retTy=*/"::llvm::LogicalResult", /*methodName=*/"buildGradients",
+      /*args=*/(ins "::mlir::OpBuilder &":$builder,
+                    "::mlir::Value":$resultGradient,
+                    "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGradients)>,
+  ];
+}
+
 #endif // MF_INTERFACES_TD

@@ -670,6 +670,149 @@ int64_t CrossEntropyOp::getFlops() {
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `result` must have `expected`'s type: the gradient of a forward operand
+/// has that operand's type.
+LogicalResult verifyGradientType(Operation *op, Type expected, Type result,
+                                 StringRef of) {
+  if (expected != result) {
+    return op->emitOpError() << "the gradient of " << of << " must have its type "
+                             << expected << ", got " << result;
+  }
+  return success();
+}
+
+} // namespace
+
+int64_t SiluGradOp::getFlops() { return 8 * numElements(getResult()); }
+
+int64_t GeluGradOp::getFlops() { return 14 * numElements(getResult()); }
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType table = getType(), grad = getGrad().getType();
+  SmallVector<int64_t> expected(getIds().getType().getShape());
+  if (table.getRank() != 2) {
+    return emitOpError() << "expected a [vocab, hidden] result, got shape "
+                         << formatShape(table.getShape());
+  }
+  expected.push_back(table.getDimSize(1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected) ||
+      grad.getElementType() != table.getElementType()) {
+    return emitOpError() << "expected grad "
+                         << RankedTensorType::get(expected, table.getElementType())
+                         << " (the ids' shape + [hidden]), got " << grad;
+  }
+  return success();
+}
+
+int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyNormWeight(*this, getInput(), getWeight(), "weight")) ||
+      failed(verifyGradientType(*this, getInput().getType(),
+                                getGrad().getType(), "the result (grad)"))) {
+    return failure();
+  }
+  Value of = getWrt() == 0 ? getInput() : getWeight();
+  return verifyGradientType(*this, of.getType(), getType(),
+                            getWrt() == 0 ? "the input" : "the weight");
+}
+
+int64_t RmsNormGradOp::getFlops() { return 8 * numElements(getInput()); }
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormWeight(*this, getInput(), getWeight(), "weight")) ||
+      failed(verifyGradientType(*this, getInput().getType(),
+                                getGrad().getType(), "the result (grad)"))) {
+    return failure();
+  }
+  Value of = getWrt() == 0 ? getInput() : getWeight();
+  return verifyGradientType(*this, of.getType(), getType(),
+                            getWrt() == 0   ? "the input"
+                            : getWrt() == 1 ? "the weight"
+                                                : "the bias");
+}
+
+int64_t LayerNormGradOp::getFlops() { return 12 * numElements(getInput()); }
+
+LogicalResult AttentionGradOp::verify() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType();
+  if (query.getRank() != 4 || key != getValue().getType() ||
+      key.getRank() != 4 || query.getDimSize(0) != key.getDimSize(0) ||
+      query.getDimSize(3) != key.getDimSize(3) ||
+      query.getDimSize(2) % key.getDimSize(2) != 0) {
+    return emitOpError() << "expected query [batch, seq, heads, head_dim] and "
+                            "key/value [batch, kv_len, kv_heads, head_dim] "
+                            "with heads a multiple of kv_heads, got "
+                         << query << " and " << key;
+  }
+  if (failed(verifyGradientType(*this, query, getGrad().getType(),
+                                "the result (grad)"))) {
+    return failure();
+  }
+  Value of = getWrt() == 0 ? getQuery() : getWrt() == 1 ? getKey() : getValue();
+  return verifyGradientType(*this, of.getType(), getType(),
+                            getWrt() == 0   ? "the query"
+                            : getWrt() == 1 ? "the key"
+                                                : "the value");
+}
+
+int64_t AttentionGradOp::getFlops() {
+  RankedTensorType query = getQuery().getType(), key = getKey().getType();
+  int64_t pairs = query.getDimSize(0) * query.getDimSize(2) *
+                  query.getDimSize(1) * key.getDimSize(1);
+  // The softmax again, then one or two products per pair.
+  return pairs * (8 * query.getDimSize(3) + 10);
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  RankedTensorType logits = getLogits().getType();
+  if (logits.getRank() != 2) {
+    return emitOpError() << "expected logits [tokens, vocab], got shape "
+                         << formatShape(logits.getShape());
+  }
+  ArrayRef<int64_t> labels = getLabels().getType().getShape();
+  if (labels.size() != 1 || labels[0] != logits.getDimSize(0)) {
+    return emitOpError() << "expected labels of shape ["
+                         << logits.getDimSize(0) << "], got "
+                         << formatShape(labels);
+  }
+  return verifyGradientType(*this, logits, getType(), "the logits");
+}
+
+int64_t CrossEntropyGradOp::getFlops() {
+  return 6 * getLogits().getType().getNumElements();
+}
+
+LogicalResult PadOp::verify() {
+  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
+  ArrayRef<int64_t> resultShape = getType().getShape();
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (resultShape.size() != inputShape.size() ||
+      offsets.size() != inputShape.size()) {
+    return emitOpError() << "expected " << inputShape.size()
+                         << " offsets and a rank-" << inputShape.size()
+                         << " result, got " << offsets.size()
+                         << " offsets and rank " << resultShape.size();
+  }
+  for (size_t dim = 0; dim < inputShape.size(); ++dim) {
+    if (offsets[dim] < 0 || offsets[dim] + inputShape[dim] > resultShape[dim]) {
+      return emitOpError() << "the input's [" << offsets[dim] << ", "
+                           << offsets[dim] + inputShape[dim] << ") of dim "
+                           << dim << " is outside the result's [0, "
+                           << resultShape[dim] << ")";
+    }
+  }
+  return success();
+}
+
+int64_t PadOp::getFlops() { return 0; }
+
+//===----------------------------------------------------------------------===//
 // FusionOp
 //===----------------------------------------------------------------------===//
 

@@ -99,7 +99,8 @@ def MF_IotaOp : MF_CostedOp<"iota", [Pure]> {
 
 class MF_BinaryOp<string mnemonic, list<Trait> traits = []>
     : MF_Op<mnemonic, !listconcat(traits, [Pure, Elementwise,
-                                           SameOperandsAndResultType])> {
+                                           SameOperandsAndResultType,
+                                           DeclareOpInterfaceMethods<MF_GradientOpInterface>])> {
   let arguments = (ins MF_Tensor:$lhs, MF_Tensor:$rhs);
   let results = (outs MF_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -154,7 +155,8 @@ def MF_MaxOp : MF_BinaryOp<"max", [Commutative]> {
 
 class MF_UnaryOp<string mnemonic, list<Trait> traits = []>
     : MF_Op<mnemonic, !listconcat(traits, [Pure, Elementwise,
-                                           SameOperandsAndResultType])> {
+                                           SameOperandsAndResultType,
+                                           DeclareOpInterfaceMethods<MF_GradientOpInterface>])> {
   let arguments = (ins MF_FloatTensor:$input);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -162,7 +164,8 @@ class MF_UnaryOp<string mnemonic, list<Trait> traits = []>
 
 class MF_CostedUnaryOp<string mnemonic, list<Trait> traits = []>
     : MF_CostedOp<mnemonic, !listconcat(traits, [Pure, Elementwise,
-                                                 SameOperandsAndResultType])> {
+                                                 SameOperandsAndResultType,
+                                                 DeclareOpInterfaceMethods<MF_GradientOpInterface>])> {
   let arguments = (ins MF_FloatTensor:$input);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -222,7 +225,7 @@ def MF_SiluOp : MF_CostedUnaryOp<"silu"> {
   }];
 }
 
-def MF_GeluOp : MF_CostedOp<"gelu", [Pure, Elementwise,
+def MF_GeluOp : MF_CostedOp<"gelu", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise,
                                      SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or with the tanh approximation";
   let description = [{
@@ -240,7 +243,7 @@ def MF_GeluOp : MF_CostedOp<"gelu", [Pure, Elementwise,
       "$input `approximate` `=` $approximate attr-dict `:` type($result)";
 }
 
-def MF_CastOp : MF_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
+def MF_CastOp : MF_Op<"cast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
   let summary = "Converts the element type";
   let description = [{
     Rounds to nearest even when narrowing between float types.
@@ -255,7 +258,7 @@ def MF_CastOp : MF_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
   let hasFolder = 1;
 }
 
-def MF_BroadcastOp : MF_CostedOp<"broadcast", [Pure]> {
+def MF_BroadcastOp : MF_CostedOp<"broadcast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Broadcasts a tensor to a larger shape, numpy style";
   let description = [{
     Dimensions are aligned at the right; each input dimension is 1 or equal
@@ -277,7 +280,7 @@ def MF_BroadcastOp : MF_CostedOp<"broadcast", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class MF_ReduceOp<string mnemonic> : MF_Op<mnemonic, [Pure,
-    SameOperandsAndResultElementType]> {
+    SameOperandsAndResultElementType, DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
   let description = [{
     Reduces `dimension`, which stays in the result with size 1.
 
@@ -306,7 +309,7 @@ def MF_ReduceMaxOp : MF_ReduceOp<"reduce_max"> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def MF_ReshapeOp : MF_CostedOp<"reshape", [Pure,
+def MF_ReshapeOp : MF_CostedOp<"reshape", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Reinterprets the shape; the element count is unchanged";
   let description = [{
@@ -322,7 +325,7 @@ def MF_ReshapeOp : MF_CostedOp<"reshape", [Pure,
   let hasCanonicalizer = 1;
 }
 
-def MF_TransposeOp : MF_CostedOp<"transpose", [Pure,
+def MF_TransposeOp : MF_CostedOp<"transpose", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Permutes dimensions";
   let description = [{
@@ -343,7 +346,7 @@ def MF_TransposeOp : MF_CostedOp<"transpose", [Pure,
   let hasCanonicalizer = 1;
 }
 
-def MF_SliceOp : MF_CostedOp<"slice", [Pure, SameOperandsAndResultElementType]> {
+def MF_SliceOp : MF_CostedOp<"slice", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "A contiguous box of a tensor";
   let description = [{
     Takes the box starting at `offsets` with the result's shape (stride 1).
@@ -361,7 +364,7 @@ def MF_SliceOp : MF_CostedOp<"slice", [Pure, SameOperandsAndResultElementType]> 
   let hasFolder = 1;
 }
 
-def MF_ConcatOp : MF_CostedOp<"concat", [Pure,
+def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Joins tensors along one dimension";
   let description = [{
@@ -384,7 +387,7 @@ def MF_ConcatOp : MF_CostedOp<"concat", [Pure,
 // Model-level operations
 //===----------------------------------------------------------------------===//
 
-def MF_EmbeddingOp : MF_CostedOp<"embedding", [Pure],
+def MF_EmbeddingOp : MF_CostedOp<"embedding", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure],
     ["getFlops", "getBytesAccessed"]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
@@ -404,7 +407,7 @@ def MF_EmbeddingOp : MF_CostedOp<"embedding", [Pure],
   let hasVerifier = 1;
 }
 
-def MF_RmsNormOp : MF_CostedOp<"rms_norm", [Pure,
+def MF_RmsNormOp : MF_CostedOp<"rms_norm", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>,
     AllElementTypesMatch<["input", "weight"]>]> {
   let summary = "RMSNorm over the last dimension";
@@ -425,7 +428,7 @@ def MF_RmsNormOp : MF_CostedOp<"rms_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def MF_LayerNormOp : MF_CostedOp<"layer_norm", [Pure,
+def MF_LayerNormOp : MF_CostedOp<"layer_norm", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["weight", "bias"]>,
     AllElementTypesMatch<["input", "weight"]>]> {
@@ -448,7 +451,7 @@ def MF_LayerNormOp : MF_CostedOp<"layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def MF_MatmulOp : MF_CostedOp<"matmul", [Pure]> {
+def MF_MatmulOp : MF_CostedOp<"matmul", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Matrix multiplication, batched over leading dimensions";
   let description = [{
     Multiplies the last two dimensions of `lhs` and `rhs`, after transposing
@@ -472,7 +475,7 @@ def MF_MatmulOp : MF_CostedOp<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MF_SwiGluOp : MF_CostedOp<"swiglu", [Pure, Elementwise,
+def MF_SwiGluOp : MF_CostedOp<"swiglu", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise,
     SameOperandsAndResultType]> {
   let summary = "The SwiGLU gate: silu(gate) * up";
   let description = [{
@@ -485,7 +488,7 @@ def MF_SwiGluOp : MF_CostedOp<"swiglu", [Pure, Elementwise,
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
-def MF_SoftmaxOp : MF_CostedOp<"softmax", [Pure, SameOperandsAndResultType]> {
+def MF_SoftmaxOp : MF_CostedOp<"softmax", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
   let description = [{
     ```mlir
@@ -499,13 +502,14 @@ def MF_SoftmaxOp : MF_CostedOp<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MF_RopeOp : MF_CostedOp<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
+def MF_RopeOp : MF_CostedOp<"rope", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "Rotary position embedding, rotate-half form";
   let description = [{
     `input` is `[batch, seq, heads, head_dim]`, `positions` is `[batch, seq]`.
     For `i < head_dim / 2` and angle `p * theta^(-2i / head_dim)`, the pair
     `(x[i], x[i + head_dim/2])` is rotated by the angle (the Hugging Face
-    `rotate_half` convention).
+    `rotate_half` convention). With `inverse` the rotation is by minus the
+    angle: that is the rotation's transpose, so it is also its gradient.
 
     ```mlir
     %q = mf.rope %x, %pos theta = 1.0e+04
@@ -513,15 +517,15 @@ def MF_RopeOp : MF_CostedOp<"rope", [Pure, AllTypesMatch<["input", "result"]>]> 
     ```
   }];
   let arguments = (ins MF_FloatTensor:$input, MF_IndexTensor:$positions,
-                       F64Attr:$theta);
+                       F64Attr:$theta, UnitAttr:$inverse);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $positions `theta` `=` $theta attr-dict `:` type($input) `,` type($positions)
+    $input `,` $positions `theta` `=` $theta (`inverse` $inverse^)? attr-dict `:` type($input) `,` type($positions)
   }];
   let hasVerifier = 1;
 }
 
-def MF_AttentionOp : MF_CostedOp<"attention", [Pure,
+def MF_AttentionOp : MF_CostedOp<"attention", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["query", "result"]>,
     AllTypesMatch<["key", "value"]>]> {
   let summary = "Scaled dot-product attention, causal, with grouped KV heads";
@@ -578,7 +582,7 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
   let hasVerifier = 1;
 }
 
-def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [Pure]> {
+def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[tokens, vocab]`, `labels` is `[tokens]`. Tokens whose label
@@ -595,6 +599,167 @@ def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [Pure]> {
   let results = (outs 0DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients (built by mf-autodiff)
+//===----------------------------------------------------------------------===//
+
+def MF_SiluGradOp : MF_CostedOp<"silu_grad", [Pure, Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "Gradient of SiLU: dy * d silu(x) / dx";
+  let description = [{
+    `dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.
+
+    ```mlir
+    %dx = mf.silu_grad %x, %dy : tensor<1x8x172xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$grad);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def MF_GeluGradOp : MF_CostedOp<"gelu_grad", [Pure, Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "Gradient of GELU (exact or tanh approximation)";
+  let description = [{
+    ```mlir
+    %dx = mf.gelu_grad %x, %dy approximate = tanh : tensor<1x8x256xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$grad,
+                       MF_GeluApproximation:$approximate);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $grad `approximate` `=` $approximate attr-dict `:` type($result)";
+}
+
+def MF_EmbeddingGradOp : MF_CostedOp<"embedding_grad", [Pure]> {
+  let summary = "Gradient of an embedding lookup: rows scattered and summed";
+  let description = [{
+    `result[v, :] = sum of grad[b, s, :] over every (b, s) with ids[b, s] = v`;
+    the result has the table's type.
+
+    ```mlir
+    %dtable = mf.embedding_grad %ids, %dy
+        : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_IndexTensor:$ids, MF_FloatTensor:$grad);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_RmsNormGradOp : MF_CostedOp<"rms_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad"]>]> {
+  let summary = "Gradient of RMSNorm with respect to its input or weight";
+  let description = [{
+    The gradient with respect to forward operand `wrt`: 0, the input's
+    (the input's type); 1, the weight's (summed over all rows).
+
+    ```mlir
+    %dx = mf.rms_norm_grad %x, %w, %dy eps = 1.0e-05 wrt = 0
+        : tensor<1x8x64xf32>, tensor<64xf32> -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$weight,
+                       MF_FloatTensor:$grad, F64Attr:$epsilon,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<1>]>:$wrt);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad `eps` `=` $epsilon `wrt` `=` $wrt attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_LayerNormGradOp : MF_CostedOp<"layer_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad"]>]> {
+  let summary = "Gradient of LayerNorm with respect to input, weight or bias";
+  let description = [{
+    The gradient with respect to forward operand `wrt`: 0, the input's; 1,
+    the weight's; 2, the bias's (both summed over all rows).
+
+    ```mlir
+    %dw = mf.layer_norm_grad %x, %w, %dy eps = 1.0e-05 wrt = 1
+        : tensor<1x8x64xf32>, tensor<64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$weight,
+                       MF_FloatTensor:$grad, F64Attr:$epsilon,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<2>]>:$wrt);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad `eps` `=` $epsilon `wrt` `=` $wrt attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_AttentionGradOp : MF_CostedOp<"attention_grad", [Pure,
+    AllTypesMatch<["query", "grad"]>, AllTypesMatch<["key", "value"]>]> {
+  let summary = "Gradient of attention (no KV cache) for query, key or value";
+  let description = [{
+    For `mf.attention %q, %k, %v [causal] scale = s` and the gradient `grad`
+    of its result: `wrt` = 0 gives the query's gradient, 1 the key's, 2
+    the value's (summed over the query heads that share a KV head). The
+    softmax is recomputed one query row at a time; no s x s matrix is kept.
+
+    ```mlir
+    %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1
+        : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
+                       MF_FloatTensor:$value, MF_FloatTensor:$grad,
+                       UnitAttr:$causal, F64Attr:$scale,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<2>]>:$wrt);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? `scale` `=` $scale `wrt` `=` $wrt attr-dict `:` type($query) `,` type($key) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_CrossEntropyGradOp : MF_CostedOp<"cross_entropy_grad", [Pure,
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of the mean cross-entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(label)) * dloss / count` per counted token,
+    zero for tokens labelled `ignore_index`.
+
+    ```mlir
+    %dlogits = mf.cross_entropy_grad %logits, %labels, %dloss ignore_index = -100
+        : tensor<8x256xf32>, tensor<8xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$logits, MF_IndexTensor:$labels,
+                       0DTensorOf<[F32]>:$grad, I64Attr:$ignore_index);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_PadOp : MF_CostedOp<"pad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "Places a tensor in a larger zero tensor";
+  let description = [{
+    The result is zero except for the box at `offsets` with the input's
+    shape, which holds the input: the gradient of `mf.slice`.
+
+    ```mlir
+    %dqkv = mf.pad %dq [0, 0, 64] : tensor<1x8x64xf32> -> tensor<1x8x192xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input, DenseI64ArrayAttr:$offsets);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = [{
+    $input $offsets attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -27,6 +27,27 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFAutodiffPass : Pass<"mf-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds the forward_backward entry: loss and parameter gradients";
+  let description = [{
+    For a training module (`mf.run_mode` train or finetune), clones the
+    `forward_loss` entry into `forward_backward` and appends the reverse
+    pass: starting from d loss = 1, every op's gradient rule
+    (`GradientOpInterface`) turns the gradient of its result into gradients
+    of its operands, summed where a value has several users; each read of a
+    parameter adds to that parameter's gradient. The entry returns the loss
+    and one gradient per parameter (module order), named `grad.<parameter>`.
+    An op without a rule is an error at its location. Other modules are
+    left unchanged.
+
+    ```mlir
+    func.func @forward_backward(%ids: tensor<1x8xi32>, %labels: tensor<1x8xi32>)
+        -> (tensor<f32> {mf.name = "loss"},
+            tensor<256x64xf32> {mf.name = "grad.model.embed_tokens.weight"}, ...)
+    ```
+  }];
+}
+
 def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Groups chains of elementwise ops into mf.fusion regions";
   let description = [{

@@ -1,0 +1,141 @@
+//===- Autodiff.cpp - reverse-mode differentiation of forward_loss --------===//
+//
+// 1. Clone `forward_loss` into `forward_backward`.
+// 2. Walk its ops backwards from the loss (seeded with 1): each op with a
+//    gradient for its result asks its GradientOpInterface rule for its
+//    operands' gradients, built before the return; a value with several
+//    users sums them (mf.add); a parameter read adds to the parameter's
+//    gradient.
+// 3. Return the loss and the gradient of every parameter, in module order
+//    (zeros for one the loss does not depend on).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::mf {
+#define GEN_PASS_DEF_MFAUTODIFFPASS
+#include "dialects/MF/Transforms/Passes.h.inc"
+} // namespace mlir::mf
+
+using namespace mlir;
+using namespace mlir::mf;
+
+namespace {
+
+bool isTraining(ModuleOp module) {
+  auto mode = module->getAttrOfType<StringAttr>("mf.run_mode");
+  return mode && (mode.getValue() == "train" || mode.getValue() == "finetune");
+}
+
+Value zerosOf(OpBuilder &builder, Location loc, RankedTensorType type) {
+  return ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(type, builder.getFloatAttr(type.getElementType(), 0)));
+}
+
+struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!isTraining(module)) {
+      return;
+    }
+    auto forward = module.lookupSymbol<func::FuncOp>("forward_loss");
+    if (!forward) {
+      emitError(module.getLoc()) << "a training module needs a forward_loss entry";
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("forward_backward")) {
+      return; // differentiated already
+    }
+    OpBuilder builder(forward);
+    builder.setInsertionPointAfter(forward);
+    auto entry = cast<func::FuncOp>(builder.clone(*forward));
+    entry.setSymName("forward_backward");
+    if (failed(differentiate(entry))) {
+      entry.erase();
+      return signalPassFailure();
+    }
+  }
+
+  LogicalResult differentiate(func::FuncOp entry) {
+    Block &body = entry.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (ret.getNumOperands() != 1) {
+      return ret.emitError() << "forward_loss must return just the loss";
+    }
+    Value loss = ret.getOperand(0);
+    OpBuilder builder(ret);
+    llvm::DenseMap<Value, Value> gradientOf;
+    llvm::MapVector<StringRef, Value> parameterGradients;
+    auto accumulate = [&](Value &slot, Value gradient, Location loc) {
+      slot = slot ? Value(AddOp::create(builder, loc, slot, gradient)) : gradient;
+    };
+    gradientOf[loss] = ConstantOp::create(
+        builder, loss.getLoc(),
+        DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
+                               builder.getF32FloatAttr(1.0f)));
+
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : body.without_terminator()) {
+      forwardOps.push_back(&op);
+    }
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      if (op->getNumResults() != 1) {
+        continue;
+      }
+      Value gradient = gradientOf.lookup(op->getResult(0));
+      if (!gradient) {
+        continue; // the loss does not depend on it
+      }
+      if (auto param = dyn_cast<ParamOp>(op)) {
+        accumulate(parameterGradients[param.getName()], gradient, op->getLoc());
+        continue;
+      }
+      auto rule = dyn_cast<GradientOpInterface>(op);
+      if (!rule) {
+        return op->emitOpError() << "has no gradient rule; the loss depends on it";
+      }
+      SmallVector<Value> operandGradients;
+      if (failed(rule.buildGradients(builder, gradient, operandGradients))) {
+        return failure();
+      }
+      for (auto [operand, operandGradient] :
+           llvm::zip(op->getOperands(), operandGradients)) {
+        if (operandGradient) {
+          accumulate(gradientOf[operand], operandGradient, op->getLoc());
+        }
+      }
+    }
+
+    // The loss, then every parameter's gradient in module order.
+    SmallVector<Value> results{loss};
+    SmallVector<Type> resultTypes{loss.getType()};
+    SmallVector<Attribute> names{builder.getDictionaryAttr(
+        builder.getNamedAttr("mf.name", builder.getStringAttr("loss")))};
+    auto module = entry->getParentOfType<ModuleOp>();
+    for (auto parameter : module.getOps<ParameterOp>()) {
+      Value gradient = parameterGradients.lookup(parameter.getSymName());
+      if (!gradient) {
+        gradient = zerosOf(builder, parameter.getLoc(), parameter.getTensorType());
+      }
+      results.push_back(gradient);
+      resultTypes.push_back(gradient.getType());
+      names.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          "mf.name",
+          builder.getStringAttr("grad." + parameter.getSymName().str()))));
+    }
+    func::ReturnOp::create(builder, ret.getLoc(), results);
+    ret.erase();
+    entry.setFunctionType(
+        builder.getFunctionType(entry.getArgumentTypes(), resultTypes));
+    entry.setAllResultAttrs(names);
+    return success();
+  }
+};
+
+} // namespace
