@@ -258,3 +258,35 @@ func.func @fusion_yield(%a: tensor<8xf32>) -> tensor<8xf32> {
   }
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+func.func @rms_norm_grad_type(%x: tensor<1x4x16xf32>, %w: tensor<16xf32>) -> tensor<1x4x16xf32> {
+  // expected-error @+1 {{the gradient of the weight must have its type 'tensor<16xf32>', got 'tensor<1x4x16xf32>'}}
+  %0 = mf.rms_norm_grad %x, %w, %x eps = 1.0e-05 wrt = 1 : tensor<1x4x16xf32>, tensor<16xf32> -> tensor<1x4x16xf32>
+  return %0 : tensor<1x4x16xf32>
+}
+
+// -----
+
+func.func @attention_grad_wrt(%q: tensor<1x4x2x8xf32>, %k: tensor<1x4x1x8xf32>) -> tensor<1x4x2x8xf32> {
+  // expected-error @+1 {{attribute 'wrt' failed to satisfy constraint}}
+  %0 = mf.attention_grad %q, %k, %k, %q scale = 2.5e-01 wrt = 3 : tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32> -> tensor<1x4x2x8xf32>
+  return %0 : tensor<1x4x2x8xf32>
+}
+
+// -----
+
+func.func @embedding_grad_shape(%ids: tensor<1x4xi32>, %g: tensor<1x3x16xf32>) -> tensor<32x16xf32> {
+  // expected-error @+1 {{expected grad 'tensor<1x4x16xf32>' (the ids' shape + [hidden]), got 'tensor<1x3x16xf32>'}}
+  %0 = mf.embedding_grad %ids, %g : tensor<1x4xi32>, tensor<1x3x16xf32> -> tensor<32x16xf32>
+  return %0 : tensor<32x16xf32>
+}
+
+// -----
+
+func.func @pad_outside(%x: tensor<4xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{the input's [4, 8) of dim 0 is outside the result's [0, 6)}}
+  %0 = mf.pad %x [4] : tensor<4xf32> -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}

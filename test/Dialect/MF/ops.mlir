@@ -128,3 +128,30 @@ func.func @fusion(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tenso
   }
   return %0#0, %0#1 : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// The gradient ops mf-autodiff builds.
+// CHECK-LABEL: func.func @gradients
+// CHECK: mf.silu_grad %{{.*}}, %{{.*}} : tensor<1x4x16xf32>
+// CHECK: mf.gelu_grad %{{.*}}, %{{.*}} approximate = tanh : tensor<1x4x16xf32>
+// CHECK: mf.embedding_grad %{{.*}}, %{{.*}} : tensor<1x4xi32>, tensor<1x4x16xf32> -> tensor<32x16xf32>
+// CHECK: mf.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps = 1.000000e-05 wrt = 1 : tensor<1x4x16xf32>, tensor<16xf32> -> tensor<16xf32>
+// CHECK: mf.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps = 1.000000e-05 wrt = 0 : tensor<1x4x16xf32>, tensor<16xf32> -> tensor<1x4x16xf32>
+// CHECK: mf.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal scale = 2.500000e-01 wrt = 1 : tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32> -> tensor<1x4x1x8xf32>
+// CHECK: mf.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} ignore_index = -100 : tensor<4x32xf32>, tensor<4xi32>, tensor<f32>
+// CHECK: mf.pad %{{.*}} [0, 0, 16] : tensor<1x4x16xf32> -> tensor<1x4x48xf32>
+// CHECK: mf.rope %{{.*}}, %{{.*}} theta = 1.000000e+04 inverse : tensor<1x4x2x8xf32>, tensor<1x4xi32>
+func.func @gradients(%x: tensor<1x4x16xf32>, %g: tensor<1x4x16xf32>, %ids: tensor<1x4xi32>, %w: tensor<16xf32>,
+                     %q: tensor<1x4x2x8xf32>, %k: tensor<1x4x1x8xf32>, %logits: tensor<4x32xf32>, %labels: tensor<4xi32>, %dl: tensor<f32>) {
+  %0 = mf.silu_grad %x, %g : tensor<1x4x16xf32>
+  %1 = mf.gelu_grad %x, %g approximate = tanh : tensor<1x4x16xf32>
+  %2 = mf.embedding_grad %ids, %g : tensor<1x4xi32>, tensor<1x4x16xf32> -> tensor<32x16xf32>
+  %3 = mf.rms_norm_grad %x, %w, %g eps = 1.0e-05 wrt = 1 : tensor<1x4x16xf32>, tensor<16xf32> -> tensor<16xf32>
+  %4 = mf.layer_norm_grad %x, %w, %g eps = 1.0e-05 wrt = 0 : tensor<1x4x16xf32>, tensor<16xf32> -> tensor<1x4x16xf32>
+  %5 = mf.attention_grad %q, %k, %k, %q causal scale = 2.5e-01 wrt = 1 : tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32> -> tensor<1x4x1x8xf32>
+  %6 = mf.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 : tensor<4x32xf32>, tensor<4xi32>, tensor<f32>
+  %7 = mf.pad %x [0, 0, 16] : tensor<1x4x16xf32> -> tensor<1x4x48xf32>
+  %8 = mf.rope %q, %ids theta = 1.0e+04 inverse : tensor<1x4x2x8xf32>, tensor<1x4xi32>
+  return
+}
