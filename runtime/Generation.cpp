@@ -3,8 +3,11 @@
 #include "runtime/Generation.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -134,4 +137,33 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   std::discrete_distribution<int64_t> pick(probabilities.begin(),
                                            probabilities.begin() + nucleus);
   return order[pick(generator_)];
+}
+
+/// Token ids from a text file (bytes) or an MFTOKENS file: the 8 bytes
+/// "MFTOKENS", then little-endian int32 ids.
+StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
+                                               int64_t vocab) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) {
+    return Status::error("cannot open data file '" + path + "'");
+  }
+  std::string bytes((std::istreambuf_iterator<char>(stream)),
+                    std::istreambuf_iterator<char>());
+  if (bytes.rfind("MFTOKENS", 0) != 0) {
+    return encodeBytes(bytes, vocab);
+  }
+  if ((bytes.size() - 8) % 4 != 0) {
+    return Status::error("'" + path + "': an MFTOKENS file holds whole int32 "
+                         "ids after its 8-byte magic");
+  }
+  std::vector<int32_t> ids((bytes.size() - 8) / 4);
+  std::memcpy(ids.data(), bytes.data() + 8, ids.size() * 4);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      return Status::error("'" + path + "': token id " + std::to_string(id) +
+                           " is outside the vocabulary [0, " +
+                           std::to_string(vocab) + ")");
+    }
+  }
+  return ids;
 }

@@ -18,6 +18,11 @@ StatusOr<std::vector<int32_t>> encodeBytes(const std::string &text,
 /// Ids back to text; control bytes print as \xNN, ids above 255 as <id>.
 std::string decodeBytes(const std::vector<int32_t> &ids);
 /// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary.
+/// Token ids from a text file (bytes, through the byte tokenizer) or an
+/// MFTOKENS file: the 8 bytes "MFTOKENS", then little-endian int32 ids.
+StatusOr<std::vector<int32_t>> readTokens(const std::string &path,
+                                          int64_t vocab);
+
 StatusOr<std::vector<int32_t>> parseIds(const std::string &text,
                                         int64_t vocabSize);
 

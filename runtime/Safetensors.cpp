@@ -75,6 +75,13 @@ StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
   std::vector<std::pair<size_t, size_t>> ranges;
   for (auto &[tensorName, info] : header.items()) {
     if (tensorName == "__metadata__") {
+      if (info.is_object()) {
+        for (auto &[key, value] : info.items()) {
+          if (value.is_string()) {
+            file.metadata_[key] = value.get<std::string>();
+          }
+        }
+      }
       continue;
     }
     std::string where = "tensor '" + tensorName + "'";
@@ -141,7 +148,8 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
 
 Status mfrt::writeSafetensors(
     const std::string &path,
-    const std::vector<std::pair<std::string, const Tensor *>> &tensors) {
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    const std::map<std::string, std::string> &metadata) {
   json header = json::object();
   size_t offset = 0;
   for (const auto &[name, tensor] : tensors) {
@@ -150,7 +158,11 @@ Status mfrt::writeSafetensors(
                     {"data_offsets", {offset, offset + tensor->byteSize()}}};
     offset += tensor->byteSize();
   }
-  header["__metadata__"] = {{"format", "pt"}, {"writer", "mfc"}};
+  json meta = {{"format", "pt"}, {"writer", "mfc"}};
+  for (const auto &[key, value] : metadata) {
+    meta[key] = value;
+  }
+  header["__metadata__"] = meta;
   std::string text = header.dump();
   while ((text.size() + 8) % 8 != 0) {
     text += ' '; // keeps the data 8-byte aligned, as the format recommends

@@ -39,16 +39,23 @@ public:
   const std::map<std::string, SafetensorsEntry> &tensors() const {
     return tensors_;
   }
+  /// The header's `__metadata__` strings.
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
 
 private:
   std::vector<uint8_t> bytes_;
   std::map<std::string, SafetensorsEntry> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
-/// Writes `tensors` (name -> tensor) to `path` atomically (temp + rename).
+/// Writes `tensors` (name -> tensor) and `metadata` strings to `path`
+/// atomically (temp + rename).
 Status writeSafetensors(const std::string &path,
                         const std::vector<std::pair<std::string, const Tensor *>>
-                            &tensors);
+                            &tensors,
+                        const std::map<std::string, std::string> &metadata = {});
 
 } // namespace mfrt
 

@@ -54,7 +54,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
 }
 
 StatusOr<Weights> Weights::load(const Executable &executable,
-                                Allocator &allocator, const std::string &path) {
+                                Allocator &allocator, const std::string &path,
+                                const std::string &otherPrefix) {
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
   if (!file) {
     return file.status();
@@ -108,7 +109,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
     }
   }
   for (const auto &[name, entry] : tensors) {
-    if (!used.count(name)) {
+    bool other = !otherPrefix.empty() && name.rfind(otherPrefix, 0) == 0;
+    if (!used.count(name) && !other) {
       return Status::error("'" + path + "' has a tensor '" + name +
                            "' that the model does not use; is it the "
                            "checkpoint of another config?");

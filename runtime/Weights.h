@@ -22,11 +22,15 @@ public:
 
   /// Values from a safetensors file, by Hugging Face name or MindFormers
   /// name, converted to the declared dtype. A missing tensor, an extra one
-  /// or a wrong shape is an error naming it.
+  /// (other than those named `otherPrefix`...: a training checkpoint's
+  /// optimizer state) or a wrong shape is an error naming it.
   static StatusOr<Weights> load(const Executable &executable,
-                                Allocator &allocator, const std::string &path);
+                                Allocator &allocator, const std::string &path,
+                                const std::string &otherPrefix = "");
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
+  /// For the optimizer, which updates the parameters in place.
+  Tensor &mutableTensor(size_t index) { return tensors_[index]; }
   size_t size() const { return tensors_.size(); }
 
   /// Writes every parameter under its Hugging Face name.

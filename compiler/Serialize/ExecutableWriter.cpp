@@ -107,6 +107,7 @@ public:
     }
 
     const ModelConfig &model = spec_.model;
+    auto training = writeTraining();
     auto info = fb::CreateModelInfoDirect(
         builder_, spec_.modelName.c_str(),
         model.family == ModelFamily::GPT2 ? fb::ModelFamily::GPT2
@@ -116,7 +117,7 @@ public:
         model.numLayers, model.usePast, model.bosTokenId, &model.eosTokenIds,
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
-        model.maxDecodeLength, toDType(model.computeDtype));
+        model.maxDecodeLength, toDType(model.computeDtype), training);
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     for (const std::string &name : kernelNames_) {
@@ -133,6 +134,31 @@ public:
   }
 
 private:
+  /// The optimizer, schedule and runner settings (schedule names reduced to
+  /// the four shapes the runtime implements).
+  flatbuffers::Offset<fb::Training> writeTraining() {
+    const OptimizerConfig &optimizer = spec_.optimizer;
+    const LrScheduleConfig &lr = spec_.lrSchedule;
+    StringRef type = lr.type;
+    const char *schedule = type.contains_insensitive("cosine")   ? "cosine"
+                           : type.contains_insensitive("linear") ? "linear"
+                           : type.contains_insensitive("polynomial")
+                               ? "polynomial"
+                               : "constant";
+    // MindFormers replaces the optimizer's rate by the schedule; a bare
+    // optimizer.learning_rate counts when the schedule is the default.
+    double rate = lr.type == "constant" && optimizer.learningRate
+                      ? *optimizer.learningRate
+                      : lr.learningRate;
+    return fb::CreateTrainingDirect(
+        builder_, optimizer.type.c_str(), optimizer.beta1, optimizer.beta2,
+        optimizer.eps, optimizer.weightDecay, rate, schedule, lr.lrEnd,
+        lr.warmupSteps, lr.warmupRatio, lr.warmupLrInit, lr.totalSteps,
+        lr.power, spec_.runner.gradientAccumulationSteps,
+        spec_.runner.useClipGrad, spec_.runner.maxGradNorm,
+        spec_.runner.epochs);
+  }
+
   FailureOr<flatbuffers::Offset<fb::TensorType>>
   tensorType(RankedTensorType type, Location loc) {
     auto dtype = toDType(type.getElementType(), loc);

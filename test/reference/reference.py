@@ -81,6 +81,42 @@ class Config:
                 h = int(cfg["ffn_dim_multiplier"] * h)
             m = cfg.get("multiple_of", 256)
             self.ffn = m * ((h + m - 1) // m)
+        # Training: mf-run's defaults where the YAML is silent.
+        opt = root.get("optimizer") or {}
+        self.optimizer = opt.get("type", "AdamW")
+        betas = opt.get("betas", [opt.get("beta1", 0.9), opt.get("beta2", 0.999)])
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.adam_eps = float(opt.get("eps", 1e-8))
+        self.weight_decay = float(opt.get("weight_decay", 0.0))
+        lr = root.get("lr_schedule") or {}
+        self.lr = float(lr.get("learning_rate", opt.get("learning_rate", 1e-5)))
+        self.lr_type = lr.get("type", "constant").lower()
+        self.lr_end = float(lr.get("lr_end", 0.0))
+        self.warmup_steps = int(lr.get("warmup_steps", 0))
+        self.warmup_ratio = float(lr.get("warmup_ratio", 0.0))
+        self.warmup_lr_init = float(lr.get("warmup_lr_init", 0.0))
+        self.total_steps = int(lr.get("total_steps", -1))
+        self.power = float(lr.get("power", 1.0))
+        wrapper = root.get("runner_wrapper") or {}
+        self.clip = bool(wrapper.get("use_clip_grad", False))
+        self.max_grad_norm = float(wrapper.get("max_grad_norm", 1.0))
+        self.accumulation = int((root.get("runner_config") or {}).get(
+            "gradient_accumulation_steps", 1))
+
+    def learning_rate(self, step, run_steps):
+        """Linear warmup, then cosine / linear / polynomial decay to lr_end."""
+        total = self.total_steps if self.total_steps > 0 else run_steps
+        warmup = self.warmup_steps or int(self.warmup_ratio * total)
+        if step < warmup:
+            return self.warmup_lr_init + (self.lr - self.warmup_lr_init) * step / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if "cosine" in self.lr_type:
+            return self.lr_end + 0.5 * (self.lr - self.lr_end) * (1 + math.cos(math.pi * progress))
+        if "linear" in self.lr_type:
+            return self.lr + (self.lr_end - self.lr) * progress
+        if "polynomial" in self.lr_type:
+            return (self.lr - self.lr_end) * (1 - progress) ** self.power + self.lr_end
+        return self.lr
 
     def parameter_shapes(self):
         """Hugging Face names and shapes of every parameter."""
@@ -292,7 +328,9 @@ def report(what, actual, expected, rtol, atol):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["make-weights", "logits", "generate", "loss", "grads"])
+    parser.add_argument("command", choices=["make-weights", "logits", "generate", "loss", "grads",
+                                            "train"])
+    parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("config")
     parser.add_argument("weights")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
@@ -405,6 +443,62 @@ def main():
             ok = False
         print(f"gradients of {len(w)} parameters: worst max error / max |gradient| "
               f"{worst:.3e} ({worst_name}), rtol {args.rtol}: " + ("OK" if ok else "MISMATCH"))
+        return 0 if ok else 1
+
+    if args.command == "train":
+        # mf-run's batches: consecutive windows of batch x seq (+1) tokens of
+        # the data, wrapping at its end; accumulated micro-batches averaged;
+        # clipping, the schedule, then the optimizer.
+        with open(args.data, "rb") as f:
+            tokens = list(f.read())
+        per_batch = cfg.batch * cfg.seq
+        torch.set_grad_enabled(True)
+        params = [t.requires_grad_(True) for t in w.values()]
+        if cfg.optimizer == "AdamW":
+            optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
+                                          weight_decay=cfg.weight_decay)
+        state = {id(p): (torch.zeros_like(p), torch.zeros_like(p)) for p in params}
+        position = 0
+        for step in range(args.steps):
+            for p in params:
+                p.grad = None
+            for _ in range(cfg.accumulation):
+                if position + per_batch + 1 > len(tokens):
+                    position = 0
+                chunk = torch.tensor(tokens[position:position + per_batch + 1])
+                position += per_batch
+                ids = chunk[:-1].reshape(cfg.batch, cfg.seq)
+                labels = chunk[1:].reshape(cfg.batch, cfg.seq)
+                logits = logits_of(cfg, w, ids)
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, cfg.vocab).float(), labels.reshape(-1),
+                    ignore_index=cfg.ignore_index) / cfg.accumulation
+                loss.backward()
+            if cfg.clip:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            lr = cfg.learning_rate(step, args.steps)
+            with torch.no_grad():
+                if cfg.optimizer == "AdamW":
+                    optimizer.param_groups[0]["lr"] = lr
+                    optimizer.step()
+                else:  # MindSpore's AdamWeightDecay: no bias correction
+                    b1, b2 = cfg.betas
+                    for p in params:
+                        m, v = state[id(p)]
+                        m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                        v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                        p.sub_(lr * (m / (v.sqrt() + cfg.adam_eps) + cfg.weight_decay * p))
+        actual = load_safetensors(args.actual)
+        ok, worst, worst_name = True, 0.0, ""
+        for name, t in w.items():
+            got = actual[name].float()
+            error = (got - t.detach()).abs().max().item() / (t.detach().abs().max().item() or 1.0)
+            if error > worst:
+                worst, worst_name = error, name
+            ok &= error <= args.rtol
+        print(f"parameters after {args.steps} {cfg.optimizer} steps: worst max error / "
+              f"max |parameter| {worst:.3e} ({worst_name}), rtol {args.rtol}: "
+              + ("OK" if ok else "MISMATCH"))
         return 0 if ok else 1
     return 2
 

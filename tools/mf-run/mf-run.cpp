@@ -17,6 +17,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
+#include "tools/mf-run/Train.h"
 
 #include <getopt.h>
 
@@ -54,6 +55,9 @@ struct Options {
   std::string saveWeights;
   std::string dumpTensors;
   std::string dumpGrads;
+  int64_t steps = -1;
+  int64_t saveEvery = 0;
+  std::string resume;
   std::string profile;
   bool checkNumerics = false;
   bool check = false;
@@ -86,7 +90,14 @@ void usage(std::ostream &os) {
         "(labels: the ids shifted by one)\n"
         "  --dump-grads G.safetensors train: the first step's gradients, by "
         "parameter name, and the loss as __loss__\n"
-        "  --save-weights W           write the parameters as safetensors\n"
+        "  --steps N                  train: optimizer steps (default: the "
+        "YAML's epochs over --data, 1 for --input-ids)\n"
+        "  --save-every K             train: also checkpoint every K steps (W "
+        "-> W.stepN.safetensors)\n"
+        "  --resume CKPT              train: continue from a checkpoint "
+        "written by --save-weights\n"
+        "  --save-weights W           write the parameters as safetensors (train: "
+        "a checkpoint with the optimizer state, at the end)\n"
         "  --dump-tensors DIR         write every intermediate as .npy\n"
         "  --profile trace.json       Chrome trace, one slice per op\n"
         "  --check-numerics           stop at the first op producing NaN/Inf\n"
@@ -124,7 +135,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kCheck, kDump, kThreads, kDumpGrads, kHelp
+    kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -151,6 +162,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"dump", no_argument, nullptr, kDump},
       {"threads", required_argument, nullptr, kThreads},
       {"dump-grads", required_argument, nullptr, kDumpGrads},
+      {"steps", required_argument, nullptr, kSteps},
+      {"save-every", required_argument, nullptr, kSaveEvery},
+      {"resume", required_argument, nullptr, kResume},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -243,6 +257,22 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kDumpGrads:
       options.dumpGrads = optarg;
+      break;
+    case kSteps:
+    case kSaveEvery:
+      if (!numeric(code == kSteps ? "steps" : "save-every")) {
+        return std::nullopt;
+      }
+      if (number < 1 || number != std::floor(number)) {
+        fail(std::string("--") + (code == kSteps ? "steps" : "save-every") +
+             " must be a whole number of at least 1");
+        return std::nullopt;
+      }
+      (code == kSteps ? options.steps : options.saveEvery) =
+          static_cast<int64_t>(number);
+      break;
+    case kResume:
+      options.resume = optarg;
       break;
     case kData:
       options.data = optarg;
@@ -514,41 +544,13 @@ int predict(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
-/// Token ids from a text file (bytes) or an MFTOKENS file: the 8 bytes
-/// "MFTOKENS", then little-endian int32 ids.
-StatusOr<std::vector<int32_t>> readData(const std::string &path,
-                                        int64_t vocab) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
-    return Status::error("cannot open data file '" + path + "'");
-  }
-  std::string bytes((std::istreambuf_iterator<char>(stream)),
-                    std::istreambuf_iterator<char>());
-  if (bytes.rfind("MFTOKENS", 0) != 0) {
-    return encodeBytes(bytes, vocab);
-  }
-  if ((bytes.size() - 8) % 4 != 0) {
-    return Status::error("'" + path + "': an MFTOKENS file holds whole int32 "
-                         "ids after its 8-byte magic");
-  }
-  std::vector<int32_t> ids((bytes.size() - 8) / 4);
-  std::memcpy(ids.data(), bytes.data() + 8, ids.size() * 4);
-  for (int32_t id : ids) {
-    if (id < 0 || id >= vocab) {
-      return Status::error("'" + path + "': token id " + std::to_string(id) +
-                           " is outside the vocabulary [0, " +
-                           std::to_string(vocab) + ")");
-    }
-  }
-  return ids;
-}
 
 int evaluate(const Options &options, Session &session) {
   const fb::ModelInfo &model = session.executable.model();
   if (options.data.empty()) {
     return fail("eval needs --data FILE (text, or an MFTOKENS file)");
   }
-  StatusOr<std::vector<int32_t>> data = readData(options.data, model.vocab_size());
+  StatusOr<std::vector<int32_t>> data = readTokens(options.data, model.vocab_size());
   if (!data) {
     return fail(data.status().message());
   }
@@ -601,101 +603,6 @@ int evaluate(const Options &options, Session &session) {
               static_cast<long long>(totalTokens),
               static_cast<long long>(windows), static_cast<long long>(seq),
               loss, std::exp(loss));
-  return writeTrace(options, session);
-}
-
-/// One training batch: ids and labels [batch, seq]. From --input-ids: the
-/// sequence in every row, labels the ids shifted by one, padding labelled
-/// ignore_token_id; from --data: consecutive windows of seq + 1 tokens.
-StatusOr<std::vector<Tensor>> trainingBatch(const Options &options,
-                                            Session &session) {
-  const fb::ModelInfo &model = session.executable.model();
-  int64_t batch = model.batch_size(), seq = model.seq_length();
-  int32_t pad = static_cast<int32_t>(model.pad_token_id());
-  int32_t ignore = static_cast<int32_t>(model.ignore_token_id());
-  StatusOr<std::vector<Tensor>> inputs =
-      session.executor->allocateInputs("forward_backward");
-  if (!inputs) {
-    return inputs.status();
-  }
-  Tensor &ids = (*inputs)[0];
-  Tensor &labels = (*inputs)[1];
-  if (options.inputIds) {
-    StatusOr<std::vector<int32_t>> sequence =
-        parseIds(*options.inputIds, model.vocab_size());
-    if (!sequence) {
-      return sequence.status();
-    }
-    if (sequence->size() < 2 || static_cast<int64_t>(sequence->size()) > seq + 1) {
-      return Status::error("--input-ids for training needs 2 to seq_length + 1 = " +
-                           std::to_string(seq + 1) + " ids, got " +
-                           std::to_string(sequence->size()));
-    }
-    int64_t length = static_cast<int64_t>(sequence->size());
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t i = 0; i < seq; ++i) {
-        ids.as<int32_t>()[b * seq + i] = i < length ? (*sequence)[i] : pad;
-        labels.as<int32_t>()[b * seq + i] =
-            i + 1 < length ? (*sequence)[i + 1] : ignore;
-      }
-    }
-    return inputs;
-  }
-  if (options.data.empty()) {
-    return Status::error("train needs --data FILE (text, or an MFTOKENS file) "
-                         "or --input-ids 1,2,3");
-  }
-  StatusOr<std::vector<int32_t>> data = readData(options.data, model.vocab_size());
-  if (!data) {
-    return data.status();
-  }
-  if (static_cast<int64_t>(data->size()) < batch * seq + 1) {
-    return Status::error("'" + options.data + "' has " +
-                         std::to_string(data->size()) +
-                         " tokens; one training batch needs batch_size x "
-                         "seq_length + 1 = " +
-                         std::to_string(batch * seq + 1));
-  }
-  for (int64_t i = 0; i < batch * seq; ++i) {
-    ids.as<int32_t>()[i] = (*data)[i];
-    labels.as<int32_t>()[i] = (*data)[i + 1];
-  }
-  return inputs;
-}
-
-/// Runs forward_backward: the loss and every parameter's gradient.
-int train(const Options &options, Session &session) {
-  if (!session.executable.entry("forward_backward")) {
-    return fail("train needs a 'forward_backward' entry: compile the config "
-                "with run_mode train or finetune (--set run_mode=train)");
-  }
-  StatusOr<std::vector<Tensor>> inputs = trainingBatch(options, session);
-  if (!inputs) {
-    return fail(inputs.status().message());
-  }
-  auto start = std::chrono::steady_clock::now();
-  StatusOr<std::vector<Tensor>> outputs = session.executor->run(
-      "forward_backward", inputs.take(), session.runOptions);
-  if (!outputs) {
-    return fail(outputs.status().message());
-  }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  float loss = (*outputs)[0].loadFloat(0);
-  std::printf("train: step 1 loss %.6f (%.1f ms)\n", loss, seconds * 1e3);
-  if (!options.dumpGrads.empty()) {
-    const fb::Executable &root = session.executable.root();
-    std::vector<std::pair<std::string, const Tensor *>> named;
-    named.emplace_back("__loss__", &(*outputs)[0]);
-    for (size_t i = 0; i < root.parameters()->size(); ++i) {
-      named.emplace_back(root.parameters()->Get(i)->name()->str(),
-                         &(*outputs)[1 + i]);
-    }
-    Status status = writeSafetensors(options.dumpGrads, named);
-    if (!status) {
-      return fail(status.message());
-    }
-  }
   return writeTrace(options, session);
 }
 
@@ -844,12 +751,15 @@ int main(int argc, char **argv) {
     session.kernels = kernels.take();
     session.pool = std::make_unique<ThreadPool>(options.threads);
   }
+  // A training checkpoint also serves as weights (its optimizer state is
+  // skipped); --resume continues from one.
+  std::string weightsFile = options.resume.empty() ? options.weights : options.resume;
   StatusOr<Weights> weights =
-      options.weights.empty()
+      weightsFile.empty()
           ? Weights::initialize(session.executable, session.allocator,
                                 options.seed.value_or(model.seed()))
-          : Weights::load(session.executable, session.allocator,
-                          options.weights);
+          : Weights::load(session.executable, session.allocator, weightsFile,
+                          "optimizer.");
   if (!weights) {
     return fail(weights.status().message());
   }
@@ -862,7 +772,7 @@ int main(int argc, char **argv) {
     session.executor = std::make_unique<PyNativeExecutor>(
         session.executable, session.weights, session.allocator);
   }
-  if (!options.saveWeights.empty()) {
+  if (!options.saveWeights.empty() && task != "train") {
     Status status = session.weights.save(session.executable, options.saveWeights);
     if (!status) {
       return fail(status.message());
@@ -884,7 +794,11 @@ int main(int argc, char **argv) {
     return predict(options, session);
   }
   if (task == "train") {
-    return train(options, session);
+    TrainOptions train{options.inputIds, options.data,  options.steps,
+                       options.saveWeights, options.saveEvery, options.resume,
+                       options.dumpGrads};
+    return runTraining(train, session.executable, session.weights,
+                       *session.executor, session.allocator);
   }
   return evaluate(options, session);
 }
