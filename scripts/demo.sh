@@ -24,8 +24,8 @@ echo "== mf-run --dump (the executable)"
 "$bin/mf-run" "$out/llama-tiny.bin" --dump | sed -n 1,3p
 
 echo "== mf-run: generate 48 bytes after a prompt (PyNative, KV cache)"
-echo "   The weights are the deterministic init (seed 0): the model is"
-echo "   untrained, so the text is noise until training lands."
+echo "   The weights are the deterministic init (seed 0): untrained, so the"
+echo "   text is noise; the training section below fixes that."
 "$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --prompt "Once upon a time" \
   --max-new-tokens 48 --save-weights "$out/llama-tiny.safetensors"
 
@@ -37,3 +37,20 @@ echo "== Graph Mode: native kernels from the executable, checked against PyNativ
 echo "== the same, sampled (top-k 20, temperature 0.8), from the saved weights"
 "$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --weights "$out/llama-tiny.safetensors" \
   --prompt "Once upon a time" --max-new-tokens 48 --do-sample --top-k 20 --temperature 0.8 --seed 7
+
+echo "== Training: the same YAML with run_mode train (AdamW, warmup + cosine,"
+echo "   clipping from its optimizer / lr_schedule / runner_wrapper sections),"
+echo "   600 steps of 4 x 128 bytes of this repository's docs, in Graph Mode"
+cat README.md docs/*.md > "$out/corpus.txt"
+"$bin/mfc" compile examples/llama-tiny.yaml --set run_mode=train -o "$out/llama-tiny-train.bin" \
+  --report="$out/train-report.txt"
+"$bin/mf-run" "$out/llama-tiny-train.bin" --data "$out/corpus.txt" --steps 600 \
+  --save-every 300 --save-weights "$out/llama-tiny-trained.safetensors"
+echo "   checkpoints (parameters + optimizer state + step + data position):"
+echo "   $out/llama-tiny-trained.step300.safetensors, $out/llama-tiny-trained.safetensors"
+
+echo "== generate from the trained weights (greedy with a repetition penalty, then sampled)"
+"$bin/mf-run" "$out/llama-tiny.bin" --weights "$out/llama-tiny-trained.safetensors" \
+  --prompt "The compiler " --max-new-tokens 80 --repetition-penalty 1.3
+"$bin/mf-run" "$out/llama-tiny.bin" --weights "$out/llama-tiny-trained.safetensors" \
+  --prompt "The compiler " --max-new-tokens 80 --do-sample --top-k 8 --temperature 0.6 --seed 3

@@ -194,11 +194,12 @@ std::string periodicCheckpointPath(const std::string &path, int64_t step) {
   return base + ".step" + std::to_string(step) + suffix;
 }
 
-/// One line per step, or a bar redrawn in place on a terminal.
+/// A bar redrawn in place on a terminal, else about 20 log lines a run.
 class Progress {
 public:
   Progress(int64_t first, int64_t total)
       : first_(first), total_(total), tty_(isatty(fileno(stderr))),
+        interval_(std::max<int64_t>(1, (total - first) / 20)),
         start_(std::chrono::steady_clock::now()) {}
 
   void step(int64_t step, double loss, double lr, int64_t tokens) {
@@ -217,7 +218,8 @@ public:
       if (step + 1 == total_) {
         std::fprintf(stderr, "\n");
       }
-    } else {
+    } else if ((step + 1 - first_) % interval_ == 0 || step + 1 == total_ ||
+               step == first_) {
       std::fprintf(stderr, "step %lld/%lld loss %.6f lr %.3e %.0f tok/s ETA %.0fs\n",
                    static_cast<long long>(step + 1), static_cast<long long>(total_),
                    loss, lr, rate, eta);
@@ -227,6 +229,7 @@ public:
 private:
   int64_t first_, total_;
   bool tty_;
+  int64_t interval_; // log lines: about 20 per run when not a terminal
   std::chrono::steady_clock::time_point start_;
 };
 
