@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 using namespace mfrt;
 
@@ -91,4 +93,15 @@ size_t Allocator::peakBytes() const {
 size_t Allocator::reservedBytes() const {
   std::lock_guard<std::mutex> lock(pool_->mutex);
   return pool_->reserved;
+}
+
+double mfrt::peakResidentMegabytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::strtod(line.c_str() + 6, nullptr) / 1024.0; // kB
+    }
+  }
+  return 0;
 }

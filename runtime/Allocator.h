@@ -47,6 +47,10 @@ private:
   std::shared_ptr<Pool> pool_;
 };
 
+/// This process's peak resident set in MB (VmHWM: unlike getrusage's
+/// maxrss it does not carry over the size of whatever forked us).
+double peakResidentMegabytes();
+
 } // namespace mfrt
 
 #endif // MFC_RUNTIME_ALLOCATOR_H

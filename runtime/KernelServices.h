@@ -13,13 +13,15 @@
 
 namespace mfrt {
 
-/// mfrt_gemm_f32: C[m x n] (row stride ldc) = rows m0.. of A[M x K] times
-/// columns n0.. of B ([N x K] when transB, else [K x N]); the matmul
-/// microkernel of every matmul tile. Single-threaded: the runtime's thread
-/// pool runs tiles in parallel.
+/// mfrt_gemm_f32: C[m x n] (row stride ldc) = rows m0.. of op(A) [M x K]
+/// (A stored [K x M] when transA) times columns n0.. of op(B) (B stored
+/// [N x K] when transB, else [K x N]); the matmul microkernel of every
+/// matmul tile. Single-threaded: the runtime's thread pool runs tiles in
+/// parallel.
 extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
                             int64_t m0, int64_t n0, int64_t m, int64_t n,
-                            int64_t k, int64_t bigN, int64_t transB);
+                            int64_t k, int64_t bigN, int64_t transB,
+                            int64_t transA, int64_t bigM);
 
 /// The services by global name (without `_ptr`).
 struct KernelService {

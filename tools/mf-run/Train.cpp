@@ -124,6 +124,7 @@ private:
 
 constexpr const char *kStatePrefix = "optimizer.";
 
+
 Status saveCheckpoint(const std::string &path, const Executable &executable,
                       const Weights &weights, Optimizer &optimizer,
                       int64_t position) {
@@ -267,6 +268,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   }
   size_t parameters = weights.size();
   Progress progress(first, steps);
+  auto runStart = std::chrono::steady_clock::now();
   double lastLoss = 0;
   for (int64_t step = first; step < steps; ++step) {
     std::vector<Tensor> gradients;
@@ -328,7 +330,16 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
       }
     }
   }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - runStart).count();
+  int64_t ran = steps - first;
   std::printf("train: %lld steps, last loss %.6f\n", static_cast<long long>(steps),
               lastLoss);
+  std::fprintf(stderr,
+               "mf-run: %lld steps in %.1f ms (%.2f ms/step, %.0f tokens/s); "
+               "peak RSS %.1f MB\n",
+               static_cast<long long>(ran), seconds * 1e3, seconds * 1e3 / ran,
+               ran * batches.tokensPerBatch() * accumulation / seconds,
+               peakResidentMegabytes());
   return 0;
 }

@@ -106,18 +106,6 @@ void usage(std::ostream &os) {
         "  --dump                     print the executable and exit\n";
 }
 
-/// The process's peak resident set (VmHWM: unlike getrusage's maxrss it
-/// does not carry over the size of whatever forked us before exec).
-double peakRssMegabytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::strtod(line.c_str() + 6, nullptr) / 1024.0; // kB
-    }
-  }
-  return 0;
-}
 
 int fail(const std::string &message) {
   std::cerr << "mf-run: error: " << message << "\n";
@@ -540,7 +528,7 @@ int predict(const Options &options, Session &session) {
                decodeSteps / std::max(decodeSeconds, 1e-9),
                (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
                session.allocator.peakBytes() / 1e6,
-               session.executor->arenaBytes() / 1e6, peakRssMegabytes());
+               session.executor->arenaBytes() / 1e6, peakResidentMegabytes());
   return writeTrace(options, session);
 }
 

@@ -35,10 +35,10 @@ namespace mfc {
 inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
 
 /// The runtime's matmul-tile service, called by matmul kernels as
-///   mfrt_gemm_f32(A, B, C, ldc, m0, n0, m, n, K, N, transB)
-/// C[m x n] (row stride ldc) = rows m0.. of A[M x K] times columns n0.. of
-/// B ([N x K] when transB, else [K x N]). Every argument is an i64
-/// (pointers too).
+///   mfrt_gemm_f32(A, B, C, ldc, m0, n0, m, n, K, N, transB, transA, M)
+/// C[m x n] (row stride ldc) = rows m0.. of op(A) [M x K] (A is [K x M] when
+/// transA) times columns n0.. of op(B) (B is [N x K] when transB, else
+/// [K x N]). Every argument is an i64 (pointers too).
 inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 
 /// Builds the kernel of an elementwise region at `builder`'s insertion point

@@ -8,7 +8,7 @@
 //   for tile t in [tileBegin, tileEnd):
 //     (m0, n0) = the tile's corner; (m, n) = its size, smaller at the edges
 //     for each matmul i: mfrt_gemm_f32(lhs_i, rhs_i, scratch_i, ldc, m0, n0,
-//                                      m, n, K_i, N, transB_i)
+//                                      m, n, K_i, N, transB_i, transA_i, M)
 //     linalg.generic over the m x n tile: the epilogue, reading scratch_i,
 //       the tile of each full-shaped input and the matching part of each
 //       broadcast one (a row of N, or a scalar), writing the outputs' tile
@@ -67,6 +67,7 @@ struct MatmulInfo {
   mf::MatmulOp op;
   unsigned lhs, rhs; // region argument numbers
   int64_t k;
+  bool transposedLhs; // a 2-D lhs stored [K, rows] (weight gradients)
 };
 
 /// How an input of shape `from` broadcast to [rows, n] is read, if it can
@@ -137,18 +138,23 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
       auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
-      if (!lhs || !rhs || rhsType.getRank() != 2 || matmul.getTransposeLhs() ||
+      bool transposedLhs = matmul.getTransposeLhs();
+      if (!lhs || !rhs || rhsType.getRank() != 2 ||
+          (transposedLhs && lhsType.getRank() != 2) ||
           matmul.getType().getShape() != shape) {
-        why = "a matmul that is not [.., M, K] x 2-D weight -> the output shape";
+        why = "a matmul that is not [.., M, K] (or a transposed 2-D [K, M]) x "
+              "2-D -> the output shape";
         return failure();
       }
       int64_t k = rhsType.getShape()[matmul.getTransposeRhs() ? 1 : 0];
-      if (lhsType.getShape().back() != k || lhsType.getNumElements() != rows * k) {
+      int64_t lhsK = lhsType.getShape()[transposedLhs ? 0 : lhsType.getRank() - 1];
+      if (lhsK != k || lhsType.getNumElements() != rows * k) {
         why = "a batched matmul";
         return failure();
       }
       matmulOf[matmul.getResult()] = matmuls.size();
-      matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k});
+      matmuls.push_back(
+          {matmul, lhs.getArgNumber(), rhs.getArgNumber(), k, transposedLhs});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -199,7 +205,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
 
   // The gemm service, declared once per kernel module.
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
-  auto gemmType = builder.getFunctionType(SmallVector<Type>(11, i64), {});
+  auto gemmType = builder.getFunctionType(SmallVector<Type>(13, i64), {});
   if (!module.lookupSymbol(kGemmService)) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(module.getBody());
@@ -260,7 +266,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         toI64(n0),                       toI64(m),
         toI64(n),                        toI64(index(matmul.k)),
         toI64(index(cols)),
-        toI64(index(matmul.op.getTransposeRhs() ? 1 : 0))};
+        toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
+        toI64(index(matmul.transposedLhs ? 1 : 0)),
+        toI64(index(rows))};
     func::CallOp::create(builder, loc, kGemmService, TypeRange{}, operands);
   }
 

@@ -15,7 +15,7 @@ extern void *mfrt_gemm_f32_ptr;
 
 static void gemm(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
                  int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN,
-                 int64_t transB) {
+                 int64_t transB, int64_t transA, int64_t bigM) {
   const float *lhs = (const float *)a, *rhs = (const float *)b;
   float *out = (float *)c;
   for (int64_t i = 0; i < m; ++i) {
@@ -23,7 +23,8 @@ static void gemm(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
       float sum = 0;
       for (int64_t p = 0; p < k; ++p) {
         float r = transB ? rhs[(n0 + j) * k + p] : rhs[p * bigN + n0 + j];
-        sum += lhs[(m0 + i) * k + p] * r;
+        float l = transA ? lhs[p * bigM + m0 + i] : lhs[(m0 + i) * k + p];
+        sum += l * r;
       }
       out[i * ldc + j] = sum;
     }
