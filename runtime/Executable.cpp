@@ -233,8 +233,13 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           dispatch->first_op() < previousEnd ||
           dispatch->first_op() + static_cast<size_t>(dispatch->op_count()) >
               opCount ||
-          !dispatch->outputs() || arguments > kMaxKernelArguments) {
+          !dispatch->outputs()) {
         return Status::error(where + " is out of range or out of order");
+      }
+      if (arguments > kMaxKernelArguments) {
+        return Status::error(where + " passes " + std::to_string(arguments) +
+                             " buffers; kernels take at most " +
+                             std::to_string(kMaxKernelArguments));
       }
       for (const auto *ids : {dispatch->inputs(), dispatch->outputs()}) {
         if (ids) {
@@ -314,18 +319,26 @@ Status checkEntryContracts(const fb::Executable &root) {
         }
       }
     } else if (name == "forward_backward") {
-      size_t parameters = root.parameters() ? root.parameters()->size() : 0;
+      std::vector<const fb::Parameter *> trained;
+      if (root.parameters()) {
+        for (const fb::Parameter *parameter : *root.parameters()) {
+          if (!parameter->frozen()) {
+            trained.push_back(parameter);
+          }
+        }
+      }
+      size_t parameters = trained.size();
       if (inputs != 2 || outputs != 1 + parameters ||
           !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
           !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
           !hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss and one "
-                   "gradient per parameter");
+                   "gradient per trained parameter");
       }
       for (size_t i = 0; i < parameters; ++i) {
-        if (!sameType(*root.parameters()->Get(i)->type(), outputType(*entry, 1 + i))) {
+        if (!sameType(*trained[i]->type(), outputType(*entry, 1 + i))) {
           return bad("returns a gradient of another type than parameter '" +
-                     root.parameters()->Get(i)->name()->str() + "'");
+                     trained[i]->name()->str() + "'");
         }
       }
     } else if (name == "forward_loss") {

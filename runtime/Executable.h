@@ -23,7 +23,7 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The most buffers a kernel takes (inputs + outputs).
-constexpr size_t kMaxKernelArguments = 8;
+constexpr size_t kMaxKernelArguments = 16;
 
 /// The format versions this runtime reads.
 constexpr uint32_t kMinFormatVersion = 2;

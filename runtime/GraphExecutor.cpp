@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 using namespace mfrt;
 
@@ -105,20 +106,29 @@ GraphExecutor::prepare(const fb::Entry &entry) {
 namespace {
 
 using P = void *;
-/// Calls a kernel: void mfk_N(int64_t tileBegin, int64_t tileEnd, T *...).
-void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
-  switch (a.size()) {
-  case 1: reinterpret_cast<void (*)(int64_t, int64_t, P)>(entry)(b, e, a[0]); return;
-  case 2: reinterpret_cast<void (*)(int64_t, int64_t, P, P)>(entry)(b, e, a[0], a[1]); return;
-  case 3: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P)>(entry)(b, e, a[0], a[1], a[2]); return;
-  case 4: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3]); return;
-  case 5: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4]); return;
-  case 6: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5]); return;
-  case 7: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5], a[6]); return;
-  case 8: reinterpret_cast<void (*)(int64_t, int64_t, P, P, P, P, P, P, P, P)>(entry)(b, e, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); return;
-  }
+
+/// Calls `entry` as void(int64_t, int64_t, P x N) with N = sizeof...(I).
+template <size_t... I>
+void callWith(void *entry, int64_t b, int64_t e, const std::vector<P> &a,
+              std::index_sequence<I...>) {
+  using Kernel = void (*)(int64_t, int64_t, decltype(I, P())...);
+  reinterpret_cast<Kernel>(entry)(b, e, a[I]...);
 }
-static_assert(kMaxKernelArguments == 8, "callKernel handles up to 8 buffers");
+
+template <size_t... N>
+void callKernelWith(void *entry, int64_t b, int64_t e, const std::vector<P> &a,
+                    std::index_sequence<N...>) {
+  // One case per buffer count 1 .. kMaxKernelArguments.
+  ((a.size() == N + 1 ? callWith(entry, b, e, a, std::make_index_sequence<N + 1>())
+                      : void()),
+   ...);
+}
+
+/// Calls a kernel: void mfk_N(int64_t tileBegin, int64_t tileEnd, T *...),
+/// with 1 to kMaxKernelArguments buffers (the loader checked the count).
+void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
+  callKernelWith(entry, b, e, a, std::make_index_sequence<kMaxKernelArguments>());
+}
 
 } // namespace
 

@@ -81,9 +81,10 @@ double mfrt::clipGradients(std::vector<Tensor> &gradients, double maxNorm) {
   return norm;
 }
 
-Optimizer::Optimizer(TrainingSettings settings, const Weights &weights)
-    : settings_(std::move(settings)) {
-  for (size_t i = 0; i < weights.size(); ++i) {
+Optimizer::Optimizer(TrainingSettings settings, const Weights &weights,
+                     std::vector<size_t> trained)
+    : settings_(std::move(settings)), trained_(std::move(trained)) {
+  for (size_t i : trained_) {
     m_.emplace_back(weights[i].numElements(), 0.0f);
     v_.emplace_back(weights[i].numElements(), 0.0f);
   }
@@ -91,10 +92,10 @@ Optimizer::Optimizer(TrainingSettings settings, const Weights &weights)
 
 Status Optimizer::step(Weights &weights, const std::vector<Tensor> &gradients,
                        double learningRate) {
-  if (gradients.size() != weights.size()) {
+  if (gradients.size() != trained_.size()) {
     return Status::error("the optimizer got " + std::to_string(gradients.size()) +
-                         " gradients for " + std::to_string(weights.size()) +
-                         " parameters");
+                         " gradients for " + std::to_string(trained_.size()) +
+                         " trained parameters");
   }
   ++steps_;
   const double b1 = settings_.beta1, b2 = settings_.beta2;
@@ -102,8 +103,8 @@ Status Optimizer::step(Weights &weights, const std::vector<Tensor> &gradients,
   bool decoupled = settings_.optimizer == "AdamW";
   double correction1 = decoupled ? 1.0 - std::pow(b1, steps_) : 1.0;
   double correction2 = decoupled ? 1.0 - std::pow(b2, steps_) : 1.0;
-  for (size_t p = 0; p < weights.size(); ++p) {
-    Tensor &parameter = weights.mutableTensor(p);
+  for (size_t p = 0; p < trained_.size(); ++p) {
+    Tensor &parameter = weights.mutableTensor(trained_[p]);
     const Tensor &gradient = gradients[p];
     if (gradient.numElements() != parameter.numElements()) {
       return Status::error("gradient " + std::to_string(p) + " has " +

@@ -57,20 +57,26 @@ double clipGradients(std::vector<Tensor> &gradients, double maxNorm);
 
 class Optimizer {
 public:
-  Optimizer(TrainingSettings settings, const Weights &weights);
+  /// Trains the parameters `trained` (indices into `weights`); the others
+  /// (frozen) have no state.
+  Optimizer(TrainingSettings settings, const Weights &weights,
+            std::vector<size_t> trained);
 
-  /// One update of every parameter from its gradient.
+  /// One update of every trained parameter from its gradient (in the order
+  /// of `trained`).
   Status step(Weights &weights, const std::vector<Tensor> &gradients,
               double learningRate);
 
   int64_t steps() const { return steps_; }
-  /// The state, for checkpoints: m and v of parameter i.
+  const std::vector<size_t> &trained() const { return trained_; }
+  /// The state, for checkpoints: m and v of the i-th trained parameter.
   std::vector<float> &m(size_t i) { return m_[i]; }
   std::vector<float> &v(size_t i) { return v_[i]; }
   void setSteps(int64_t steps) { steps_ = steps; }
 
 private:
   TrainingSettings settings_;
+  std::vector<size_t> trained_;
   std::vector<std::vector<float>> m_, v_;
   int64_t steps_ = 0;
 };

@@ -6,6 +6,7 @@
 #include "runtime/Safetensors.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
@@ -56,42 +57,65 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
 StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator, const std::string &path,
                                 const std::string &otherPrefix) {
-  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-  if (!file) {
-    return file.status();
+  return load(executable, allocator, std::vector<std::string>{path}, otherPrefix);
+}
+
+StatusOr<Weights> Weights::load(const Executable &executable,
+                                Allocator &allocator,
+                                const std::vector<std::string> &paths,
+                                const std::string &otherPrefix) {
+  std::vector<SafetensorsFile> files;
+  for (const std::string &path : paths) {
+    StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+    if (!file) {
+      return file.status();
+    }
+    files.push_back(file.take());
   }
-  const auto &tensors = file->tensors();
+  std::string described = paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
   Weights weights;
-  std::set<std::string> used;
+  std::vector<std::set<std::string>> used(files.size());
   if (executable.root().parameters()) {
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
       std::string name = parameter->name()->str();
-      auto it = tensors.find(name);
-      if (it == tensors.end() && parameter->mf_name()) {
-        it = tensors.find(parameter->mf_name()->str());
+      std::vector<std::string> candidates{name};
+      if (parameter->mf_name()) {
+        candidates.push_back(parameter->mf_name()->str());
       }
       const std::string prefix = "transformer.";
-      if (it == tensors.end() && name.rfind(prefix, 0) == 0) {
-        it = tensors.find(name.substr(prefix.size())); // GPT-2's original files
+      if (name.rfind(prefix, 0) == 0) {
+        candidates.push_back(name.substr(prefix.size())); // GPT-2's original files
       }
-      if (it == tensors.end()) {
+      const SafetensorsEntry *found = nullptr;
+      std::string foundName, foundPath;
+      for (size_t f = files.size(); f-- > 0 && !found;) {
+        for (const std::string &candidate : candidates) {
+          auto it = files[f].tensors().find(candidate);
+          if (it != files[f].tensors().end()) {
+            found = &it->second;
+            foundName = candidate;
+            foundPath = paths[f];
+            used[f].insert(candidate);
+            break;
+          }
+        }
+      }
+      if (!found) {
         return Status::error(
-            "'" + path + "' has no tensor '" + name + "'" +
+            described + " has no tensor '" + name + "'" +
             (parameter->mf_name()
                  ? " (nor '" + parameter->mf_name()->str() + "')"
                  : std::string()) +
             "; the model needs it");
       }
-      used.insert(it->first);
       Shape shape = Executable::shapeOf(*parameter->type());
-      const SafetensorsEntry &entry = it->second;
-      if (entry.shape != shape) {
-        return Status::error("'" + path + "': tensor '" + it->first +
-                             "' has shape " + formatShape(entry.shape) +
+      if (found->shape != shape) {
+        return Status::error("'" + foundPath + "': tensor '" + foundName +
+                             "' has shape " + formatShape(found->shape) +
                              ", the model needs " + formatShape(shape));
       }
-      if (entry.dtype == DType::I32) {
-        return Status::error("'" + path + "': tensor '" + it->first +
+      if (found->dtype == DType::I32) {
+        return Status::error("'" + foundPath + "': tensor '" + foundName +
                              "' is I32, parameters are floating point");
       }
       StatusOr<Tensor> tensor =
@@ -99,8 +123,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (!tensor) {
         return tensor.status();
       }
-      Tensor source(entry.dtype, entry.shape,
-                    std::shared_ptr<void>(const_cast<uint8_t *>(entry.data),
+      Tensor source(found->dtype, found->shape,
+                    std::shared_ptr<void>(const_cast<uint8_t *>(found->data),
                                           [](void *) {}));
       for (int64_t i = 0; i < tensor->numElements(); ++i) {
         tensor->storeFloat(i, source.loadFloat(i));
@@ -108,12 +132,18 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       weights.tensors_.push_back(tensor.take());
     }
   }
-  for (const auto &[name, entry] : tensors) {
-    bool other = !otherPrefix.empty() && name.rfind(otherPrefix, 0) == 0;
-    if (!used.count(name) && !other) {
-      return Status::error("'" + path + "' has a tensor '" + name +
-                           "' that the model does not use; is it the "
-                           "checkpoint of another config?");
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const auto &[name, entry] : files[f].tensors()) {
+      bool other = !otherPrefix.empty() && name.rfind(otherPrefix, 0) == 0;
+      bool elsewhere = false;
+      for (const auto &set : used) {
+        elsewhere |= set.count(name) > 0;
+      }
+      if (!elsewhere && !other) {
+        return Status::error("'" + paths[f] + "' has a tensor '" + name +
+                             "' that the model does not use; is it the "
+                             "checkpoint of another config?");
+      }
     }
   }
   return weights;
@@ -125,6 +155,57 @@ Status Weights::save(const Executable &executable,
   for (size_t i = 0; i < tensors_.size(); ++i) {
     named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
                        &tensors_[i]);
+  }
+  return writeSafetensors(path, named);
+}
+
+Status Weights::saveMerged(const Executable &executable,
+                           const std::string &path) const {
+  const fb::Executable &root = executable.root();
+  const fb::Training *training = root.model()->training();
+  double scale = training ? training->lora_scale() : 0.0;
+  if (scale == 0.0) {
+    return Status::error("the executable has no LoRA adapters to merge "
+                         "(compile a config with pet_config: pet_type lora)");
+  }
+  bool transposed = root.model()->family() == fb::ModelFamily::GPT2;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    index[root.parameters()->Get(i)->name()->str()] = i;
+  }
+  std::vector<Tensor> merged;
+  merged.reserve(tensors_.size());
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  const std::string suffixA = ".lora_A.weight";
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    std::string name = root.parameters()->Get(i)->name()->str();
+    if (name.find(".lora_") != std::string::npos) {
+      continue;
+    }
+    std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
+    auto a = index.find(prefix + suffixA);
+    auto b = index.find(prefix + ".lora_B.weight");
+    if (a == index.end() || b == index.end()) {
+      named.emplace_back(name, &tensors_[i]);
+      continue;
+    }
+    const Tensor &weight = tensors_[i], &down = tensors_[a->second],
+                 &up = tensors_[b->second];
+    int64_t rank = down.dim(0), in = down.dim(1), out = up.dim(0);
+    Tensor sum(weight.dtype(), weight.shape(),
+               std::shared_ptr<void>(std::malloc(weight.byteSize()), std::free));
+    for (int64_t o = 0; o < out; ++o) {
+      for (int64_t k = 0; k < in; ++k) {
+        double delta = 0;
+        for (int64_t r = 0; r < rank; ++r) {
+          delta += up.loadFloat(o * rank + r) * down.loadFloat(r * in + k);
+        }
+        int64_t at = transposed ? k * out + o : o * in + k;
+        sum.storeFloat(at, static_cast<float>(weight.loadFloat(at) + scale * delta));
+      }
+    }
+    merged.push_back(std::move(sum));
+    named.emplace_back(name, &merged.back());
   }
   return writeSafetensors(path, named);
 }

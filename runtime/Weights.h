@@ -27,11 +27,23 @@ public:
   static StatusOr<Weights> load(const Executable &executable,
                                 Allocator &allocator, const std::string &path,
                                 const std::string &otherPrefix = "");
+  /// The same over several files (base weights and LoRA adapters, say): a
+  /// parameter comes from the last file that has it.
+  static StatusOr<Weights> load(const Executable &executable,
+                                Allocator &allocator,
+                                const std::vector<std::string> &paths,
+                                const std::string &otherPrefix = "");
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place.
   Tensor &mutableTensor(size_t index) { return tensors_[index]; }
   size_t size() const { return tensors_.size(); }
+
+  /// Writes the weights with every LoRA adapter pair folded into its base
+  /// weight (W += lora_scale * B A, transposed for GPT-2's [in, out]
+  /// weights), without the adapters: weights for the same model compiled
+  /// without pet_config.
+  Status saveMerged(const Executable &executable, const std::string &path) const;
 
   /// Writes every parameter under its Hugging Face name.
   Status save(const Executable &executable, const std::string &path) const;

@@ -66,7 +66,8 @@ private:
     Value w = weight(path + ".weight", "", {inFeatures, outFeatures}, convLoc);
     Value b = param(path + ".bias", "", {outFeatures}, mf::ParameterInit::zeros,
                     convLoc);
-    return linear(input, w, b, /*transposed=*/false, convLoc);
+    return withLora(input, linear(input, w, b, /*transposed=*/false, convLoc),
+                    path, path, outFeatures, inFeatures);
   }
 
   Value block(int64_t layer, Value hidden, KvCache *cache) {

@@ -6,6 +6,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "llvm/Support/Regex.h"
 
 #include <cmath>
 
@@ -186,6 +187,31 @@ void GraphBuilder::finishEntry(func::FuncOp entry, ArrayRef<Value> results,
   builder_.setInsertionPointToEnd(module_.getBody());
 }
 
+Value GraphBuilder::withLora(Value input, Value projected,
+                             const std::string &hfPrefix,
+                             const std::string &path, int64_t outFeatures,
+                             int64_t inFeatures) {
+  const PetConfig &pet = spec_.model.pet;
+  if (pet.petType != "lora" || !llvm::Regex("^(" + pet.targetModules + ")$").match(path)) {
+    return projected;
+  }
+  Location loraLoc = loc(path + ".lora", "target_modules");
+  int64_t rank = pet.loraRank;
+  Value a = weight(hfPrefix + ".lora_A.weight", path + ".lora_a.weight",
+                   {rank, inFeatures}, loraLoc);
+  Value b = param(hfPrefix + ".lora_B.weight", path + ".lora_b.weight",
+                  {outFeatures, rank}, mf::ParameterInit::zeros, loraLoc);
+  Value down = linear(input, a, Value(), /*transposed=*/true, loraLoc);
+  Value up = linear(down, b, Value(), /*transposed=*/true, loraLoc);
+  auto type = cast<RankedTensorType>(up.getType());
+  Value scale = mf::ConstantOp::create(
+      builder_, loraLoc,
+      DenseElementsAttr::get(type, builder_.getFloatAttr(type.getElementType(),
+                                                         pet.loraAlpha / rank)));
+  return mf::AddOp::create(builder_, loraLoc, projected,
+                           mf::MulOp::create(builder_, loraLoc, up, scale));
+}
+
 void GraphBuilder::buildEntries() {
   module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
   module_->setAttr("mf.run_mode",
@@ -196,6 +222,14 @@ void GraphBuilder::buildEntries() {
     buildPredictEntries();
   } else {
     buildLossEntry();
+  }
+  // LoRA trains only the adapters: everything else is frozen.
+  if (spec_.model.pet.petType == "lora") {
+    for (auto parameter : module_.getOps<mf::ParameterOp>()) {
+      if (!StringRef(parameter.getSymName()).contains(".lora_")) {
+        parameter.setFrozen(true);
+      }
+    }
   }
   // Parameters were declared as the entries discovered them; list them
   // first, in discovery order.

@@ -73,7 +73,8 @@ private:
       b = param(hfPrefix + ".bias", path + ".bias", {outFeatures},
                 mf::ParameterInit::zeros, projLoc);
     }
-    return linear(input, w, b, /*transposed=*/true, projLoc);
+    return withLora(input, linear(input, w, b, /*transposed=*/true, projLoc),
+                    hfPrefix, path, outFeatures, inFeatures);
   }
 
   Value rope(Value heads, Value positionIds, const std::string &path) {

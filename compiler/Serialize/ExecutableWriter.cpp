@@ -94,7 +94,7 @@ public:
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
-          *type, init, std));
+          *type, init, std, parameter.getFrozen()));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
@@ -156,7 +156,10 @@ private:
         lr.warmupSteps, lr.warmupRatio, lr.warmupLrInit, lr.totalSteps,
         lr.power, spec_.runner.gradientAccumulationSteps,
         spec_.runner.useClipGrad, spec_.runner.maxGradNorm,
-        spec_.runner.epochs);
+        spec_.runner.epochs,
+        spec_.model.pet.petType == "lora"
+            ? spec_.model.pet.loraAlpha / spec_.model.pet.loraRank
+            : 0.0);
   }
 
   FailureOr<flatbuffers::Offset<fb::TensorType>>

@@ -102,6 +102,14 @@ class Config:
         self.max_grad_norm = float(wrapper.get("max_grad_norm", 1.0))
         self.accumulation = int((root.get("runner_config") or {}).get(
             "gradient_accumulation_steps", 1))
+        pet = cfg.get("pet_config") or {}
+        self.lora_rank = int(pet.get("lora_rank", 8))
+        self.lora_scale = float(pet.get("lora_alpha", 16)) / self.lora_rank
+        self.lora_pattern = re.compile("^(" + pet["target_modules"] + ")$") \
+            if pet.get("pet_type") == "lora" else None
+
+    def lora_targets(self, path):
+        return self.lora_pattern is not None and self.lora_pattern.match(path) is not None
 
     def learning_rate(self, step, run_steps):
         """Linear warmup, then cosine / linear / polynomial decay to lr_end."""
@@ -157,6 +165,11 @@ class Config:
             shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.up_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.down_proj.weight"] = (h, self.ffn)
+            for name, path in MF_PROJECTIONS.items():
+                if self.lora_targets(p + path):
+                    out, inp = shapes[p + name + ".weight"]
+                    shapes[p + name + ".lora_A.weight"] = (self.lora_rank, inp)
+                    shapes[p + name + ".lora_B.weight"] = (out, self.lora_rank)
         shapes["model.norm.weight"] = (h,)
         if not self.tied:
             shapes["lm_head.weight"] = (self.vocab, h)
@@ -249,6 +262,14 @@ def causal_attention(q, k, v):
     return out.transpose(1, 2)
 
 
+# MindFormers' module paths of the LLaMA projections, which pet_config's
+# target_modules regex matches.
+MF_PROJECTIONS = {"self_attn.q_proj": "attention.wq", "self_attn.k_proj": "attention.wk",
+                  "self_attn.v_proj": "attention.wv", "self_attn.o_proj": "attention.wo",
+                  "mlp.gate_proj": "feed_forward.w1", "mlp.down_proj": "feed_forward.w2",
+                  "mlp.up_proj": "feed_forward.w3"}
+
+
 def llama_logits(cfg, w, ids):
     c = cfg.compute_dtype
     b, s = ids.shape
@@ -261,6 +282,9 @@ def llama_logits(cfg, w, ids):
             out = inp.to(c) @ w[p + name + ".weight"].to(c).T
             if bias:
                 out = out + w[p + name + ".bias"].to(c)
+            if cfg.lora_targets(f"model.layers.{i}." + MF_PROJECTIONS[name]):
+                a, bb = w[p + name + ".lora_A.weight"].to(c), w[p + name + ".lora_B.weight"].to(c)
+                out = out + cfg.lora_scale * ((inp.to(c) @ a.T) @ bb.T)
             return out
 
         h = rms_norm(x, w[p + "input_layernorm.weight"], cfg.eps).to(c)
@@ -427,7 +451,9 @@ def main():
         ok = report("loss", actual.pop("__loss__").float().reshape(()), loss.detach(),
                     args.rtol, args.atol)
         worst_name, worst = "", 0.0
-        for name, t in w.items():
+        trained = {n: t for n, t in w.items()
+                   if cfg.lora_pattern is None or ".lora_" in n}
+        for name, t in trained.items():
             expected = t.grad if t.grad is not None else torch.zeros_like(t)
             got = actual.pop(name).float()
             scale = expected.abs().max().item() or 1.0
@@ -441,7 +467,7 @@ def main():
         if actual:
             print(f"unexpected gradients: {sorted(actual)}: MISMATCH")
             ok = False
-        print(f"gradients of {len(w)} parameters: worst max error / max |gradient| "
+        print(f"gradients of {len(trained)} parameters: worst max error / max |gradient| "
               f"{worst:.3e} ({worst_name}), rtol {args.rtol}: " + ("OK" if ok else "MISMATCH"))
         return 0 if ok else 1
 
@@ -453,7 +479,9 @@ def main():
             tokens = list(f.read())
         per_batch = cfg.batch * cfg.seq
         torch.set_grad_enabled(True)
-        params = [t.requires_grad_(True) for t in w.values()]
+        # LoRA trains the adapters only; the base stays frozen.
+        trained = {n: t for n, t in w.items() if cfg.lora_pattern is None or ".lora_" in n}
+        params = [t.requires_grad_(True) for t in trained.values()]
         if cfg.optimizer == "AdamW":
             optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
                                           weight_decay=cfg.weight_decay)
@@ -490,13 +518,18 @@ def main():
                         p.sub_(lr * (m / (v.sqrt() + cfg.adam_eps) + cfg.weight_decay * p))
         actual = load_safetensors(args.actual)
         ok, worst, worst_name = True, 0.0, ""
-        for name, t in w.items():
+        saved = {n for n in actual if not n.startswith("optimizer.")}
+        if saved != set(trained):
+            print(f"the checkpoint holds {sorted(saved ^ set(trained))[:4]} unexpectedly "
+                  f"(it should hold the trained parameters): MISMATCH")
+            ok = False
+        for name, t in trained.items():
             got = actual[name].float()
             error = (got - t.detach()).abs().max().item() / (t.detach().abs().max().item() or 1.0)
             if error > worst:
                 worst, worst_name = error, name
             ok &= error <= args.rtol
-        print(f"parameters after {args.steps} {cfg.optimizer} steps: worst max error / "
+        print(f"{len(trained)} parameters after {args.steps} {cfg.optimizer} steps: worst max error / "
               f"max |parameter| {worst:.3e} ({worst_name}), rtol {args.rtol}: "
               + ("OK" if ok else "MISMATCH"))
         return 0 if ok else 1

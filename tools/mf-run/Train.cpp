@@ -125,23 +125,27 @@ private:
 constexpr const char *kStatePrefix = "optimizer.";
 
 
+/// The trained parameters (all of them, or LoRA's adapters alone: the
+/// frozen base is not part of a checkpoint), their optimizer state, the
+/// step and the data position.
 Status saveCheckpoint(const std::string &path, const Executable &executable,
                       const Weights &weights, Optimizer &optimizer,
                       int64_t position) {
   const auto &parameters = *executable.root().parameters();
+  const std::vector<size_t> &trained = optimizer.trained();
   std::vector<Tensor> state;
-  state.reserve(2 * parameters.size());
+  state.reserve(2 * trained.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    named.emplace_back(parameters.Get(i)->name()->str(), &weights[i]);
+  for (size_t index : trained) {
+    named.emplace_back(parameters.Get(index)->name()->str(), &weights[index]);
   }
-  for (size_t i = 0; i < parameters.size(); ++i) {
+  for (size_t i = 0; i < trained.size(); ++i) {
     for (const char *which : {"m", "v"}) {
       std::vector<float> &values = *which == 'm' ? optimizer.m(i) : optimizer.v(i);
-      state.emplace_back(DType::F32, weights[i].shape(),
+      state.emplace_back(DType::F32, weights[trained[i]].shape(),
                          std::shared_ptr<void>(values.data(), [](void *) {}));
       named.emplace_back(std::string(kStatePrefix) + which + "." +
-                             parameters.Get(i)->name()->str(),
+                             parameters.Get(trained[i])->name()->str(),
                          &state.back());
     }
   }
@@ -167,10 +171,11 @@ Status loadState(const std::string &path, const Executable &executable,
   optimizer.setSteps(std::strtoll(step->second.c_str(), nullptr, 10));
   position = std::strtoll(data->second.c_str(), nullptr, 10);
   const auto &parameters = *executable.root().parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) {
+  const std::vector<size_t> &trained = optimizer.trained();
+  for (size_t i = 0; i < trained.size(); ++i) {
     for (const char *which : {"m", "v"}) {
-      std::string name =
-          std::string(kStatePrefix) + which + "." + parameters.Get(i)->name()->str();
+      std::string name = std::string(kStatePrefix) + which + "." +
+                         parameters.Get(trained[i])->name()->str();
       auto it = file->tensors().find(name);
       std::vector<float> &values = *which == 'm' ? optimizer.m(i) : optimizer.v(i);
       if (it == file->tensors().end() || it->second.dtype != DType::F32 ||
@@ -253,7 +258,14 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                                      : std::max<int64_t>(1, settings.epochs *
                                                                 batches.batchesPerEpoch() /
                                                                 accumulation);
-  Optimizer optimizer(settings, weights);
+  std::vector<size_t> trained;
+  const auto &parameterTable = *executable.root().parameters();
+  for (size_t i = 0; i < parameterTable.size(); ++i) {
+    if (!parameterTable.Get(i)->frozen()) {
+      trained.push_back(i);
+    }
+  }
+  Optimizer optimizer(settings, weights, trained);
   int64_t position = 0;
   if (!options.resume.empty()) {
     if (Status status = loadState(options.resume, executable, optimizer, position);
@@ -266,7 +278,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     return fail("the checkpoint is at step " + std::to_string(first) +
                 "; ask for more --steps than that");
   }
-  size_t parameters = weights.size();
+  size_t parameters = trained.size();
   Progress progress(first, steps);
   auto runStart = std::chrono::steady_clock::now();
   double lastLoss = 0;
@@ -285,11 +297,11 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
       }
       loss += (*outputs)[0].loadFloat(0) / accumulation;
       if (step == first && micro == 0 && !options.dumpGrads.empty()) {
-        const auto &names = *executable.root().parameters();
         std::vector<std::pair<std::string, const Tensor *>> named{
             {"__loss__", &(*outputs)[0]}};
         for (size_t i = 0; i < parameters; ++i) {
-          named.emplace_back(names.Get(i)->name()->str(), &(*outputs)[1 + i]);
+          named.emplace_back(parameterTable.Get(trained[i])->name()->str(),
+                             &(*outputs)[1 + i]);
         }
         if (Status status = writeSafetensors(options.dumpGrads, named); !status) {
           return fail(status.message());

@@ -40,7 +40,7 @@ namespace {
 struct Options {
   std::string executable;
   std::string mode;
-  std::string weights;
+  std::vector<std::string> weights;
   std::string task;
   std::optional<std::string> prompt;
   std::optional<std::string> inputIds;
@@ -58,6 +58,7 @@ struct Options {
   int64_t steps = -1;
   int64_t saveEvery = 0;
   std::string resume;
+  std::string mergeLora;
   std::string profile;
   bool checkNumerics = false;
   bool check = false;
@@ -72,7 +73,8 @@ void usage(std::ostream &os) {
         "  --threads N                graph mode: threads for kernel tiles "
         "(default: all)\n"
         "  --weights W.safetensors    parameters (default: deterministic init "
-        "from --seed)\n"
+        "from --seed); repeatable:\n"
+        "                             base weights, then LoRA adapters\n"
         "  --task predict|eval        (default: the YAML's run_mode)\n"
         "  --prompt TEXT              predict: text through the byte tokenizer\n"
         "  --input-ids 1,2,3          predict: token ids\n"
@@ -96,6 +98,8 @@ void usage(std::ostream &os) {
         "-> W.stepN.safetensors)\n"
         "  --resume CKPT              train: continue from a checkpoint "
         "written by --save-weights\n"
+        "  --merge-lora OUT           write the weights with the LoRA adapters "
+        "folded in, and exit\n"
         "  --save-weights W           write the parameters as safetensors (train: "
         "a checkpoint with the optimizer state, at the end)\n"
         "  --dump-tensors DIR         write every intermediate as .npy\n"
@@ -123,7 +127,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume, kHelp
+    kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
+    kMergeLora, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -153,6 +158,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"steps", required_argument, nullptr, kSteps},
       {"save-every", required_argument, nullptr, kSaveEvery},
       {"resume", required_argument, nullptr, kResume},
+      {"merge-lora", required_argument, nullptr, kMergeLora},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -174,7 +180,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.mode = optarg;
       break;
     case kWeights:
-      options.weights = optarg;
+      options.weights.push_back(optarg);
       break;
     case kTask:
       options.task = optarg;
@@ -261,6 +267,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kResume:
       options.resume = optarg;
+      break;
+    case kMergeLora:
+      options.mergeLora = optarg;
       break;
     case kData:
       options.data = optarg;
@@ -741,12 +750,15 @@ int main(int argc, char **argv) {
   }
   // A training checkpoint also serves as weights (its optimizer state is
   // skipped); --resume continues from one.
-  std::string weightsFile = options.resume.empty() ? options.weights : options.resume;
+  std::vector<std::string> weightFiles = options.weights;
+  if (!options.resume.empty()) {
+    weightFiles.push_back(options.resume);
+  }
   StatusOr<Weights> weights =
-      weightsFile.empty()
+      weightFiles.empty()
           ? Weights::initialize(session.executable, session.allocator,
                                 options.seed.value_or(model.seed()))
-          : Weights::load(session.executable, session.allocator, weightsFile,
+          : Weights::load(session.executable, session.allocator, weightFiles,
                           "optimizer.");
   if (!weights) {
     return fail(weights.status().message());
@@ -759,6 +771,10 @@ int main(int argc, char **argv) {
   } else {
     session.executor = std::make_unique<PyNativeExecutor>(
         session.executable, session.weights, session.allocator);
+  }
+  if (!options.mergeLora.empty()) {
+    Status status = session.weights.saveMerged(session.executable, options.mergeLora);
+    return status ? 0 : fail(status.message());
   }
   if (!options.saveWeights.empty() && task != "train") {
     Status status = session.weights.save(session.executable, options.saveWeights);

@@ -31,6 +31,10 @@
 
 namespace mfc {
 
+/// The most buffers (inputs + outputs) one kernel takes: the runtime's
+/// kMaxKernelArguments.
+inline constexpr unsigned kMaxKernelBuffers = 16;
+
 /// The attribute holding a kernel function's tile count.
 inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
 

@@ -62,6 +62,11 @@ void outlineLoneMatmuls(ModuleOp graph) {
 
 FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
                                     std::string &why) {
+  if (fusion.getNumOperands() + fusion.getNumResults() > kMaxKernelBuffers) {
+    why = "more than " + std::to_string(kMaxKernelBuffers) +
+          " buffers for one kernel";
+    return failure();
+  }
   StringRef kind = fusion.getKind();
   if (kind == "elementwise") {
     return buildElementwiseKernel(fusion, builder, why);

@@ -21,7 +21,9 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     Declares a model weight. Weights are not part of the program: the runtime
     loads them from a checkpoint by `sym_name` (the Hugging Face name) or by
     `mf_name` (the MindFormers name), or initializes them as `init` says.
-    `std` is the standard deviation of a `normal` init.
+    `std` is the standard deviation of a `normal` init. A `frozen` parameter
+    is not trained (LoRA's base weights): it gets no gradient and no
+    optimizer state.
 
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
@@ -33,9 +35,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     TypeAttrOf<MF_FloatTensor>:$type,
     MF_ParameterInit:$init,
     OptionalAttr<F64Attr>:$std,
-    OptionalAttr<StrAttr>:$mf_name
+    OptionalAttr<StrAttr>:$mf_name,
+    UnitAttr:$frozen
   );
-  let assemblyFormat = "$sym_name `:` $type `init` `=` $init attr-dict";
+  let assemblyFormat = "$sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

@@ -6,8 +6,8 @@
 //    operands' gradients, built before the return; a value with several
 //    users sums them (mf.add); a parameter read adds to the parameter's
 //    gradient.
-// 3. Return the loss and the gradient of every parameter, in module order
-//    (zeros for one the loss does not depend on).
+// 3. Return the loss and the gradient of every parameter that is not
+//    frozen, in module order (zeros for one the loss does not depend on).
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +96,9 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
         accumulate(parameterGradients[param.getName()], gradient, op->getLoc());
         continue;
       }
+      if (op->getNumOperands() == 0) {
+        continue; // a constant (or iota): nothing to pass the gradient to
+      }
       auto rule = dyn_cast<GradientOpInterface>(op);
       if (!rule) {
         return op->emitOpError() << "has no gradient rule; the loss depends on it";
@@ -119,6 +122,9 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
         builder.getNamedAttr("mf.name", builder.getStringAttr("loss")))};
     auto module = entry->getParentOfType<ModuleOp>();
     for (auto parameter : module.getOps<ParameterOp>()) {
+      if (parameter.getFrozen()) {
+        continue; // not trained: no gradient (its computation is dead code)
+      }
       Value gradient = parameterGradients.lookup(parameter.getSymName());
       if (!gradient) {
         gradient = zerosOf(builder, parameter.getLoc(), parameter.getTensorType());

@@ -36,7 +36,8 @@ def MFAutodiffPass : Pass<"mf-autodiff", "::mlir::ModuleOp"> {
     (`GradientOpInterface`) turns the gradient of its result into gradients
     of its operands, summed where a value has several users; each read of a
     parameter adds to that parameter's gradient. The entry returns the loss
-    and one gradient per parameter (module order), named `grad.<parameter>`.
+    and one gradient per parameter that is not `frozen` (module order), named
+    `grad.<parameter>`.
     An op without a rule is an error at its location. Other modules are
     left unchanged.
 
