@@ -212,11 +212,13 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         const fb::TensorType &type = *entry.values()->Get(op.results()->Get(0));
         int64_t bytes = *checkedElementCount(Executable::shapeOf(type)) *
                         dtypeSize(Executable::dtypeOf(type));
-        if (static_cast<int64_t>(sizeOf(op.data())) != bytes) {
-          return Status::error(where + " holds " +
-                               std::to_string(sizeOf(op.data())) +
+        int64_t element = dtypeSize(Executable::dtypeOf(type));
+        int64_t held = static_cast<int64_t>(sizeOf(op.data()));
+        if (held != bytes && !(held == element && bytes > 0)) {
+          return Status::error(where + " holds " + std::to_string(held) +
                                " bytes of constant data, expected " +
-                               std::to_string(bytes));
+                               std::to_string(bytes) + " (or one element, " +
+                               std::to_string(element) + ", for a splat)");
         }
       }
     }

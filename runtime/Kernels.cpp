@@ -1030,9 +1030,15 @@ Status mfrt::runKernel(const fb::Op &op,
   switch (op.kind()) {
   case fb::OpKind::Param:
     return shapeError(op, "parameters are bound by the executor");
-  case fb::OpKind::Constant:
-    std::memcpy(output.data(), op.data()->data(), output.byteSize());
+  case fb::OpKind::Constant: {
+    // All the values, or one repeated (a splat).
+    size_t held = op.data()->size(), bytes = output.byteSize();
+    for (size_t offset = 0; offset < bytes; offset += held) {
+      std::memcpy(static_cast<char *>(output.data()) + offset, op.data()->data(),
+                  std::min(held, bytes - offset));
+    }
     return Status::ok();
+  }
   case fb::OpKind::Iota: {
     int64_t dim = op.ints()->Get(0);
     if (dim < 0 || dim >= output.rank() || output.dtype() != DType::I32) {

@@ -196,6 +196,13 @@ Value GraphBuilder::withLora(Value input, Value projected,
     return projected;
   }
   Location loraLoc = loc(path + ".lora", "target_modules");
+  if (pet.loraDropout > 0 && spec_.runMode != RunMode::Predict && !warnedLoraDropout_) {
+    warnedLoraDropout_ = true;
+    emitWarning(loc("pet_config", "model.model_config.pet_config.lora_dropout"))
+        << "lora_dropout " << pet.loraDropout
+        << " is not applied (mfc has no dropout yet): the adapters train "
+           "without it";
+  }
   int64_t rank = pet.loraRank;
   Value a = weight(hfPrefix + ".lora_A.weight", path + ".lora_a.weight",
                    {rank, inFeatures}, loraLoc);

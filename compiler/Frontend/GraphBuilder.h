@@ -109,6 +109,7 @@ private:
                    llvm::ArrayRef<std::string> resultNames);
 
   llvm::StringMap<mlir::mf::ParameterOp> parameters_;
+  bool warnedLoraDropout_ = false;
   mlir::OpBuilder parameterBuilder_;
 };
 

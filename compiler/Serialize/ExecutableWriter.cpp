@@ -343,13 +343,10 @@ private:
               if (!dense) {
                 return std::nullopt;
               }
+              // A splat keeps its one element (the runtime repeats it).
               EncodedOp result{fb::OpKind::Constant, {}, {}, {}};
               ArrayRef<char> raw = dense.getRawData();
-              int64_t count = constant.getType().getNumElements();
-              size_t repeat = dense.isSplat() ? count : 1;
-              for (size_t i = 0; i < repeat; ++i) {
-                result.data.insert(result.data.end(), raw.begin(), raw.end());
-              }
+              result.data.assign(raw.begin(), raw.end());
               return result;
             })
             .Case([&](mf::IotaOp iota) {
