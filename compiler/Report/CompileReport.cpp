@@ -8,6 +8,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mfc;
 
@@ -31,6 +33,44 @@ struct EntryReport {
   int64_t arenaLowerBound = -1;
   std::vector<FusionGroup> groups;
 };
+
+/// What a training step keeps in memory, by kind.
+struct TrainingMemory {
+  int64_t trainedParameters = 0, frozenParameters = 0;
+  int64_t gradients = 0;      ///< forward_backward's outputs after the loss
+  int64_t optimizerState = 0; ///< AdamW m and v, fp32, per trained element
+  int64_t activations = -1;   ///< forward_backward's arena
+};
+
+int64_t bytesOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() *
+         std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+}
+
+std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!step) {
+    return std::nullopt;
+  }
+  TrainingMemory memory;
+  for (auto parameter : module.getOps<mf::ParameterOp>()) {
+    int64_t bytes = bytesOf(parameter.getTensorType());
+    if (parameter.getFrozen()) {
+      memory.frozenParameters += bytes;
+    } else {
+      memory.trainedParameters += bytes;
+      memory.optimizerState += 2 * 4 * parameter.getTensorType().getNumElements();
+    }
+  }
+  for (Type type : step.getResultTypes().drop_front()) {
+    memory.gradients += bytesOf(type);
+  }
+  if (auto arena = step->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
+    memory.activations = arena.getInt();
+  }
+  return memory;
+}
 
 std::vector<EntryReport> collect(ModuleOp module) {
   std::vector<EntryReport> entries;
@@ -108,6 +148,14 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
     entries.push_back(std::move(object));
   }
   llvm::json::Object root{{"entries", std::move(entries)}};
+  if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
+    root["training_memory_bytes"] = llvm::json::Object{
+        {"trained_parameters", memory->trainedParameters},
+        {"frozen_parameters", memory->frozenParameters},
+        {"gradients", memory->gradients},
+        {"optimizer_state", memory->optimizerState},
+        {"activations_arena", memory->activations}};
+  }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
     llvm::json::Object reasons;
     for (NamedAttribute reason : skipped) {
@@ -123,6 +171,15 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
 }
 
 void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
+  if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
+    os << llvm::format(
+        "training step memory: parameters %.4g MB trained + %.4g MB frozen, "
+        "gradients %.4g MB, optimizer state (AdamW m, v in fp32) %.4g MB, "
+        "activations and temporaries (arena) %.4g MB\n",
+        memory->trainedParameters / 1e6, memory->frozenParameters / 1e6,
+        memory->gradients / 1e6, memory->optimizerState / 1e6,
+        memory->activations / 1e6);
+  }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
     for (NamedAttribute reason : skipped) {
       os << "regions left to the eager library ("

@@ -86,6 +86,69 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
                                          math::SqrtOp::create(b, loc, in[0]));
           })
           .Case([&](mf::SiluOp) -> Value { return silu(in[0]); })
+          .Case([&](mf::SiluGradOp) -> Value {
+            // dy * s * (1 + x (1 - s)), s = sigmoid(x)
+            Value x = in[0];
+            Value s = arith::DivFOp::create(
+                b, loc, constant(1.0),
+                arith::AddFOp::create(
+                    b, loc, constant(1.0),
+                    math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x))));
+            Value slope = arith::AddFOp::create(
+                b, loc, constant(1.0),
+                arith::MulFOp::create(
+                    b, loc, x, arith::SubFOp::create(b, loc, constant(1.0), s)));
+            return arith::MulFOp::create(
+                b, loc, in[1], arith::MulFOp::create(b, loc, s, slope));
+          })
+          .Case([&](mf::GeluGradOp gelu) -> Value {
+            Value x = in[0];
+            Value derivative;
+            if (gelu.getApproximate() == mf::GeluApproximation::tanh) {
+              // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+              Value x2 = arith::MulFOp::create(b, loc, x, x);
+              Value t = math::TanhOp::create(
+                  b, loc,
+                  arith::MulFOp::create(
+                      b, loc, constant(0.7978845608028654),
+                      arith::AddFOp::create(
+                          b, loc, x,
+                          arith::MulFOp::create(
+                              b, loc, constant(0.044715),
+                              arith::MulFOp::create(b, loc, x2, x)))));
+              Value left = arith::MulFOp::create(
+                  b, loc, constant(0.5), arith::AddFOp::create(b, loc, constant(1.0), t));
+              Value dt = arith::SubFOp::create(b, loc, constant(1.0),
+                                               arith::MulFOp::create(b, loc, t, t));
+              Value inner = arith::AddFOp::create(
+                  b, loc, constant(1.0),
+                  arith::MulFOp::create(b, loc, constant(3 * 0.044715), x2));
+              Value right = arith::MulFOp::create(
+                  b, loc,
+                  arith::MulFOp::create(b, loc, constant(0.5 * 0.7978845608028654), x),
+                  arith::MulFOp::create(b, loc, dt, inner));
+              derivative = arith::AddFOp::create(b, loc, left, right);
+            } else {
+              // 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+              Value cdf = arith::MulFOp::create(
+                  b, loc, constant(0.5),
+                  arith::AddFOp::create(
+                      b, loc, constant(1.0),
+                      math::ErfOp::create(
+                          b, loc,
+                          arith::MulFOp::create(b, loc, x,
+                                                constant(0.7071067811865476)))));
+              Value pdf = arith::MulFOp::create(
+                  b, loc, constant(0.3989422804014327),
+                  math::ExpOp::create(
+                      b, loc,
+                      arith::MulFOp::create(b, loc, constant(-0.5),
+                                            arith::MulFOp::create(b, loc, x, x))));
+              derivative = arith::AddFOp::create(
+                  b, loc, cdf, arith::MulFOp::create(b, loc, x, pdf));
+            }
+            return arith::MulFOp::create(b, loc, in[1], derivative);
+          })
           .Case([&](mf::SwiGluOp) -> Value {
             return arith::MulFOp::create(b, loc, silu(in[0]), in[1]);
           })
