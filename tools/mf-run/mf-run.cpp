@@ -59,6 +59,7 @@ struct Options {
   int64_t saveEvery = 0;
   std::string resume;
   std::string mergeLora;
+  int64_t batchSize = -1;
   std::string profile;
   bool checkNumerics = false;
   bool check = false;
@@ -100,6 +101,8 @@ void usage(std::ostream &os) {
         "written by --save-weights\n"
         "  --merge-lora OUT           write the weights with the LoRA adapters "
         "folded in, and exit\n"
+        "  --batch-size B             train: must equal the compiled batch "
+        "(shapes are static)\n"
         "  --save-weights W           write the parameters as safetensors (train: "
         "a checkpoint with the optimizer state, at the end)\n"
         "  --dump-tensors DIR         write every intermediate as .npy\n"
@@ -128,7 +131,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
     kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
-    kMergeLora, kHelp
+    kMergeLora, kBatchSize, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -159,6 +162,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"save-every", required_argument, nullptr, kSaveEvery},
       {"resume", required_argument, nullptr, kResume},
       {"merge-lora", required_argument, nullptr, kMergeLora},
+      {"batch-size", required_argument, nullptr, kBatchSize},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -270,6 +274,16 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kMergeLora:
       options.mergeLora = optarg;
+      break;
+    case kBatchSize:
+      if (!numeric("batch-size")) {
+        return std::nullopt;
+      }
+      if (number < 1 || number != std::floor(number)) {
+        fail("--batch-size must be a whole number of at least 1");
+        return std::nullopt;
+      }
+      options.batchSize = static_cast<int64_t>(number);
       break;
     case kData:
       options.data = optarg;
@@ -798,6 +812,14 @@ int main(int argc, char **argv) {
     return predict(options, session);
   }
   if (task == "train") {
+    if (options.batchSize > 0 && options.batchSize != model.batch_size()) {
+      return fail("--batch-size " + std::to_string(options.batchSize) +
+                  " differs from the compiled batch of " +
+                  std::to_string(model.batch_size()) +
+                  " (shapes are static); recompile with --set "
+                  "runner_config.batch_size=" +
+                  std::to_string(options.batchSize));
+    }
     TrainOptions train{options.inputIds, options.data,  options.steps,
                        options.saveWeights, options.saveEvery, options.resume,
                        options.dumpGrads};
