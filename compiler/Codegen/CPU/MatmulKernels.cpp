@@ -39,23 +39,38 @@ namespace {
 constexpr int64_t kTileRows = 256;
 constexpr int64_t kTileCols = 256;
 /// Enough tiles to keep a few threads busy and balanced; smaller tiles are
-/// used until a kernel has this many (or they would get too thin).
+/// used until a kernel has this many, unless a tile would get too thin or
+/// too small to be worth a thread (waking one costs microseconds).
 constexpr int64_t kMinTiles = 8;
 constexpr int64_t kMinTileSide = 64;
+constexpr int64_t kMinTileWork = int64_t(1) << 16;  // multiply-adds
+/// A kernel with less work than this runs as one tile, on one thread.
+constexpr int64_t kMinParallelWork = int64_t(1) << 18;
+constexpr int64_t kMaxScratchElements = int64_t(1) << 16;
 
-/// The tile shape for a rows x cols output.
-std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols) {
+/// The tile shape for a rows x cols output whose matmuls multiply-add
+/// `depth` times per output element (the sum of their K).
+std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
+                                       int64_t depth) {
+  if (rows * cols * depth < kMinParallelWork &&
+      rows * cols <= kMaxScratchElements) {
+    return {rows, cols};
+  }
   int64_t tileRows = std::min(kTileRows, rows);
   int64_t tileCols = std::min(kTileCols, cols);
   auto tiles = [&] {
     return llvm::divideCeil(rows, tileRows) * llvm::divideCeil(cols, tileCols);
   };
-  while (tiles() < kMinTiles && (tileRows > kMinTileSide || tileCols > kMinTileSide)) {
-    if (tileRows > kMinTileSide && tileRows >= tileCols) {
-      tileRows = llvm::divideCeil(tileRows, 2);
-    } else {
-      tileCols = llvm::divideCeil(tileCols, 2);
+  while (tiles() < kMinTiles) {
+    bool halveRows = tileRows > kMinTileSide && tileRows >= tileCols;
+    bool halveCols = !halveRows && tileCols > kMinTileSide;
+    int64_t nextRows = halveRows ? llvm::divideCeil(tileRows, 2) : tileRows;
+    int64_t nextCols = halveCols ? llvm::divideCeil(tileCols, 2) : tileCols;
+    if ((!halveRows && !halveCols) || nextRows * nextCols * depth < kMinTileWork) {
+      break;
     }
+    tileRows = nextRows;
+    tileCols = nextCols;
   }
   return {tileRows, tileCols};
 }
@@ -199,7 +214,11 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         MemRefType::get(tensor.getShape(), tensor.getElementType()));
   }
   Location loc = fusion.getLoc();
-  auto [tileRows, tileCols] = chooseTile(rows, cols);
+  int64_t depth = 0;
+  for (const MatmulInfo &matmul : matmuls) {
+    depth += matmul.k;
+  }
+  auto [tileRows, tileCols] = chooseTile(rows, cols, depth);
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
