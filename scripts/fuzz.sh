@@ -19,7 +19,8 @@ cmake --build build-fuzz
 make build >/dev/null
 corpus=build-fuzz/corpus
 mkdir -p "$corpus/executable" "$corpus/safetensors"
-for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwen-bias-tied.yaml; do
+for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwen-bias-tied.yaml \
+    test/Frontend/train-adamw.yaml test/Frontend/lora.yaml; do
   name=$(basename "$config" .yaml)
   build/bin/mfc compile "$config" --set model.model_config.num_layers=1 -o "$corpus/executable/$name.bin"
   /usr/bin/python3 test/reference/reference.py make-weights "$config" "$corpus/safetensors/$name.safetensors" \
