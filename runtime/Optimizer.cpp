@@ -64,6 +64,15 @@ double TrainingSettings::learningRateAt(int64_t step, int64_t runSteps) const {
 double mfrt::clipGradients(std::vector<Tensor> &gradients, double maxNorm) {
   double sum = 0;
   for (const Tensor &gradient : gradients) {
+    if (gradient.dtype() == DType::F32) {
+      const float *g = gradient.as<float>();
+      double partial = 0;
+      for (int64_t i = 0; i < gradient.numElements(); ++i) {
+        partial += static_cast<double>(g[i]) * g[i];
+      }
+      sum += partial;
+      continue;
+    }
     for (int64_t i = 0; i < gradient.numElements(); ++i) {
       double value = gradient.loadFloat(i);
       sum += value * value;
@@ -113,6 +122,25 @@ Status Optimizer::step(Weights &weights, const std::vector<Tensor> &gradients,
                            std::to_string(parameter.numElements()));
     }
     std::vector<float> &m = m_[p], &v = v_[p];
+    if (parameter.dtype() == DType::F32 && gradient.dtype() == DType::F32) {
+      // The common case, in a loop the compiler vectorizes.
+      float *w = parameter.as<float>();
+      const float *g = gradient.as<float>();
+      const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
+      const float lr = static_cast<float>(learningRate);
+      const float c1 = static_cast<float>(1.0 / correction1);
+      const float c2 = static_cast<float>(1.0 / correction2);
+      const float e = static_cast<float>(eps), wd = static_cast<float>(decay);
+      const float shrink = static_cast<float>(1.0 - learningRate * decay);
+      for (int64_t i = 0; i < parameter.numElements(); ++i) {
+        m[i] = fb1 * m[i] + (1.0f - fb1) * g[i];
+        v[i] = fb2 * v[i] + (1.0f - fb2) * g[i] * g[i];
+        float update = (m[i] * c1) / (std::sqrt(v[i] * c2) + e);
+        w[i] = decoupled ? w[i] * shrink - lr * update
+                         : w[i] - lr * (update + wd * w[i]);
+      }
+      continue;
+    }
     for (int64_t i = 0; i < parameter.numElements(); ++i) {
       float g = gradient.loadFloat(i);
       float w = parameter.loadFloat(i);

@@ -242,7 +242,8 @@ private:
 } // namespace
 
 int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
-                      Weights &weights, Executor &executor, Allocator &allocator) {
+                      Weights &weights, Executor &executor, Allocator &allocator,
+                      const RunOptions &runOptions) {
   if (!executable.entry("forward_backward")) {
     return fail("train needs a 'forward_backward' entry: compile the config "
                 "with run_mode train or finetune (--set run_mode=train)");
@@ -291,7 +292,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
         return fail(inputs.status().message());
       }
       StatusOr<std::vector<Tensor>> outputs =
-          executor.run("forward_backward", inputs.take());
+          executor.run("forward_backward", inputs.take(), runOptions);
       if (!outputs) {
         return fail(outputs.status().message());
       }
@@ -306,6 +307,12 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
         if (Status status = writeSafetensors(options.dumpGrads, named); !status) {
           return fail(status.message());
         }
+      }
+      if (accumulation == 1) {
+        // One micro-batch: its gradients are the step's (the entry's
+        // outputs are this step's own tensors).
+        gradients.assign(outputs->begin() + 1, outputs->end());
+        continue;
       }
       for (size_t i = 0; i < parameters; ++i) {
         const Tensor &gradient = (*outputs)[1 + i];

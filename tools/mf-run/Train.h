@@ -21,9 +21,12 @@ struct TrainOptions {
 };
 
 /// Trains `weights` in place with the forward_backward entry and the
-/// optimizer the YAML configured; prints progress. Returns the exit code.
+/// optimizer the YAML configured; prints progress. `runOptions` (trace,
+/// tensor dumps, NaN checks) apply to every forward_backward run. Returns
+/// the exit code.
 int runTraining(const TrainOptions &options, const Executable &executable,
-                Weights &weights, Executor &executor, Allocator &allocator);
+                Weights &weights, Executor &executor, Allocator &allocator,
+                const RunOptions &runOptions = {});
 
 } // namespace mfrt
 

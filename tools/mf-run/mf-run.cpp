@@ -823,8 +823,9 @@ int main(int argc, char **argv) {
     TrainOptions train{options.inputIds, options.data,  options.steps,
                        options.saveWeights, options.saveEvery, options.resume,
                        options.dumpGrads};
-    return runTraining(train, session.executable, session.weights,
-                       *session.executor, session.allocator);
+    int code = runTraining(train, session.executable, session.weights,
+                           *session.executor, session.allocator, session.runOptions);
+    return code != 0 ? code : writeTrace(options, session);
   }
   return evaluate(options, session);
 }
