@@ -12,7 +12,7 @@ namespace mfrt {
 /// tampering.
 inline uint64_t fnv1a64(const void *data, size_t size) {
   const unsigned char *bytes = static_cast<const unsigned char *>(data);
-  uint64_t hash = 1469598103934665603ull;
+  uint64_t hash = 0xcbf29ce484222325ull; // the FNV-1a 64 offset basis
   for (size_t i = 0; i < size; ++i) {
     hash = (hash ^ bytes[i]) * 1099511628211ull;
   }

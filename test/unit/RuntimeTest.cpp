@@ -2,6 +2,7 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/Generation.h"
+#include "runtime/Hash.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
 
@@ -114,3 +115,10 @@ TEST(Generation, BytesIdsAndSampling) {
 }
 
 } // namespace
+
+// The kernel library's checksum is standard FNV-1a 64 (published vectors).
+TEST(Hash, Fnv1a64KnownValues) {
+  EXPECT_EQ(mfrt::fnv1a64("", 0), 0xcbf29ce484222325ull);
+  EXPECT_EQ(mfrt::fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(mfrt::fnv1a64("foobar", 6), 0x85944171f73967e8ull);
+}

@@ -9,6 +9,10 @@
   corrupt.py set-version IN OUT N           model.bin with format_version N
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
   corrupt.py fill IN OUT NAME VALUE         safetensors with every value of NAME = VALUE (F32)
+  corrupt.py miscompile IN OUT OLD NEW      model.bin whose kernel library has the
+                                            f32 constant OLD replaced by NEW, its hash
+                                            fixed: a kernel that loads but computes
+                                            something else (for mf-run --check)
   corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
                                             time and runs mf-run on each copy;
                                             fails if any run crashes
@@ -31,6 +35,13 @@ def write_safetensors(path, header, body):
     text = json.dumps(header).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + body)
+
+
+def fnv1a64(data):
+    value = 0xcbf29ce484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return value
 
 
 def main():
@@ -88,6 +99,22 @@ def main():
         (field,) = struct.unpack_from("<H", data, vtable + 4)  # field 0
         struct.pack_into("<I", data, table + field, int(sys.argv[4]))
         open(sys.argv[3], "wb").write(data)
+    elif command == "miscompile":
+        data = bytearray(open(sys.argv[2], "rb").read())
+        start = data.find(b"\x7fELF")
+        (length,) = struct.unpack("<I", data[start - 4:start])  # the vector's size
+        library = bytes(data[start:start + length])
+        old, new = struct.pack("<f", float(sys.argv[4])), struct.pack("<f", float(sys.argv[5]))
+        if library.count(old) != 1:
+            sys.exit(f"the constant occurs {library.count(old)} times in the kernels")
+        old_hash = struct.pack("<Q", fnv1a64(library))
+        patched = library.replace(old, new)
+        if data.count(old_hash) != 1:
+            sys.exit("cannot find the library's hash")
+        data[start:start + length] = patched
+        at = data.find(old_hash)
+        data[at:at + 8] = struct.pack("<Q", fnv1a64(patched))
+        open(sys.argv[3], "wb").write(bytes(data))
     elif command == "flip-all":
         mfrun, path, args = sys.argv[2], sys.argv[3], sys.argv[4:]
         data = open(path, "rb").read()
