@@ -152,27 +152,12 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
           scalarOf[key] = emitter.widen(scalars[index], elementTypeOf(key),
                                         bodyLoc);
         }
-        for (Operation &op : body.without_terminator()) {
-          if (isa<mf::BroadcastOp>(op) || !failure.empty()) {
-            continue;
-          }
-          SmallVector<Value> operands;
-          for (Value operand : op.getOperands()) {
-            operands.push_back(scalarOf.lookup(operand));
-          }
-          FailureOr<Value> value = emitter.compute(&op, operands, bodyLoc, failure);
-          if (succeeded(value)) {
-            scalarOf[op.getResult(0)] = *value;
-          }
-        }
-        SmallVector<Value> results;
-        for (Value yielded : yield.getValues()) {
-          Value scalar = scalarOf.lookup(yielded);
-          results.push_back(scalar ? emitter.narrow(scalar,
-                                                    elementTypeOf(yielded),
-                                                    bodyLoc)
-                                   : scalars[0]);
-        }
+        FailureOr<SmallVector<Value>> computed =
+            emitter.emitBody(body, scalarOf, bodyLoc, failure);
+        SmallVector<Value> results =
+            succeeded(computed) ? *computed
+                                : SmallVector<Value>(yield.getValues().size(),
+                                                     scalars[0]);
         linalg::YieldOp::create(builder, bodyLoc, results);
       });
   if (!failure.empty()) {

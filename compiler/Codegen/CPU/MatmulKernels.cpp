@@ -369,24 +369,12 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         for (auto [key, position] : inputOf) {
           scalarOf[key] = scalars[position];
         }
-        for (Operation &op : body.without_terminator()) {
-          if (isa<mf::BroadcastOp, mf::MatmulOp>(op) || !failure.empty()) {
-            continue;
-          }
-          SmallVector<Value> operands;
-          for (Value operand : op.getOperands()) {
-            operands.push_back(scalarOf.lookup(operand));
-          }
-          FailureOr<Value> value = emitter.compute(&op, operands, bodyLoc, failure);
-          if (succeeded(value)) {
-            scalarOf[op.getResult(0)] = *value;
-          }
-        }
-        SmallVector<Value> results;
-        for (Value yielded : yield.getValues()) {
-          Value scalar = scalarOf.lookup(yielded);
-          results.push_back(scalar ? scalar : scalars[0]);
-        }
+        FailureOr<SmallVector<Value>> computed =
+            emitter.emitBody(body, scalarOf, bodyLoc, failure);
+        SmallVector<Value> results =
+            succeeded(computed) ? *computed
+                                : SmallVector<Value>(yield.getValues().size(),
+                                                     scalars[0]);
         linalg::YieldOp::create(builder, bodyLoc, results);
       });
   if (!failure.empty()) {

@@ -197,3 +197,32 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
   return round(result, elementTypeOf(op->getResult(0)), loc);
 }
 
+
+FailureOr<SmallVector<Value>>
+ScalarEmitter::emitBody(Block &body, llvm::DenseMap<Value, Value> &scalarOf,
+                        Location loc, std::string &why) {
+  for (Operation &op : body.without_terminator()) {
+    if (scalarOf.count(op.getResult(0))) {
+      continue;
+    }
+    SmallVector<Value> operands;
+    for (Value operand : op.getOperands()) {
+      operands.push_back(scalarOf.lookup(operand));
+    }
+    FailureOr<Value> value = compute(&op, operands, loc, why);
+    if (failed(value)) {
+      return failure();
+    }
+    scalarOf[op.getResult(0)] = *value;
+  }
+  SmallVector<Value> results;
+  for (Value yielded : body.getTerminator()->getOperands()) {
+    Value scalar = scalarOf.lookup(yielded);
+    if (!scalar) {
+      why = "a region that yields one of its inputs";
+      return failure();
+    }
+    results.push_back(narrow(scalar, elementTypeOf(yielded), loc));
+  }
+  return results;
+}

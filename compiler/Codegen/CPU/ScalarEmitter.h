@@ -10,6 +10,7 @@
 #define MFC_COMPILER_CODEGEN_CPU_SCALAREMITTER_H
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <string>
 
@@ -30,6 +31,14 @@ public:
   mlir::FailureOr<mlir::Value> compute(mlir::Operation *op,
                                        mlir::ArrayRef<mlir::Value> operands,
                                        mlir::Location loc, std::string &why);
+
+  /// Computes every op of a region `body` whose result has no scalar in
+  /// `scalarOf` yet (those that do are the loaded inputs: arguments,
+  /// broadcasts, matmul tiles) and returns the yielded values in their
+  /// storage types; failure with `why` at the first op without a rule.
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  emitBody(mlir::Block &body, llvm::DenseMap<mlir::Value, mlir::Value> &scalarOf,
+           mlir::Location loc, std::string &why);
 
 private:
   mlir::Value round(mlir::Value scalar, mlir::Type elementType,
