@@ -98,6 +98,28 @@ LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
   return success();
 }
 
+/// A box of shape `box` at `offsets` must lie inside `whole` (slice's result
+/// in its input, pad's input in its result); the same rank for all three.
+LogicalResult verifyBox(Operation *op, ArrayRef<int64_t> box,
+                        ArrayRef<int64_t> whole, ArrayRef<int64_t> offsets,
+                        StringRef boxName, StringRef wholeName) {
+  if (box.size() != whole.size() || offsets.size() != whole.size()) {
+    return op->emitOpError()
+           << "expected " << whole.size() << " offsets and rank " << whole.size()
+           << " on both sides, got " << offsets.size() << " offsets, ranks "
+           << box.size() << " and " << whole.size();
+  }
+  for (size_t dim = 0; dim < whole.size(); ++dim) {
+    if (offsets[dim] < 0 || offsets[dim] + box[dim] > whole[dim]) {
+      return op->emitOpError() << boxName << " [" << offsets[dim] << ", "
+                               << offsets[dim] + box[dim] << ") of dim " << dim
+                               << " is outside " << wholeName << " [0, "
+                               << whole[dim] << ")";
+    }
+  }
+  return success();
+}
+
 } // namespace
 
 std::string mf::getModelPath(Location loc) {
@@ -362,25 +384,8 @@ int64_t TransposeOp::getFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult SliceOp::verify() {
-  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
-  ArrayRef<int64_t> resultShape = getType().getShape();
-  ArrayRef<int64_t> offsets = getOffsets();
-  if (resultShape.size() != inputShape.size() ||
-      offsets.size() != inputShape.size()) {
-    return emitOpError() << "expected " << inputShape.size()
-                         << " offsets and a rank-" << inputShape.size()
-                         << " result, got " << offsets.size()
-                         << " offsets and rank " << resultShape.size();
-  }
-  for (size_t dim = 0; dim < inputShape.size(); ++dim) {
-    if (offsets[dim] < 0 || offsets[dim] + resultShape[dim] > inputShape[dim]) {
-      return emitOpError() << "slice [" << offsets[dim] << ", "
-                           << offsets[dim] + resultShape[dim] << ") of dim "
-                           << dim << " is outside the input's [0, "
-                           << inputShape[dim] << ")";
-    }
-  }
-  return success();
+  return verifyBox(*this, getType().getShape(), getInput().getType().getShape(),
+                   getOffsets(), "slice", "the input's");
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
@@ -789,25 +794,8 @@ int64_t CrossEntropyGradOp::getFlops() {
 }
 
 LogicalResult PadOp::verify() {
-  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
-  ArrayRef<int64_t> resultShape = getType().getShape();
-  ArrayRef<int64_t> offsets = getOffsets();
-  if (resultShape.size() != inputShape.size() ||
-      offsets.size() != inputShape.size()) {
-    return emitOpError() << "expected " << inputShape.size()
-                         << " offsets and a rank-" << inputShape.size()
-                         << " result, got " << offsets.size()
-                         << " offsets and rank " << resultShape.size();
-  }
-  for (size_t dim = 0; dim < inputShape.size(); ++dim) {
-    if (offsets[dim] < 0 || offsets[dim] + inputShape[dim] > resultShape[dim]) {
-      return emitOpError() << "the input's [" << offsets[dim] << ", "
-                           << offsets[dim] + inputShape[dim] << ") of dim "
-                           << dim << " is outside the result's [0, "
-                           << resultShape[dim] << ")";
-    }
-  }
-  return success();
+  return verifyBox(*this, getInput().getType().getShape(), getType().getShape(),
+                   getOffsets(), "the input's", "the result's");
 }
 
 int64_t PadOp::getFlops() { return 0; }
