@@ -174,6 +174,9 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   }
 
   const HostProgram &program = (*prepared)->program;
+  // Copies and checks only when a debugging user asked for them.
+  bool observed = options.checkNumerics || options.traceEvents ||
+                  options.capturedValues || !options.dumpTensorsDir.empty();
   std::vector<const Tensor *> operands;
   std::vector<void *> pointers;
   for (size_t index = 0; index < program.steps.size(); ++index) {
@@ -194,8 +197,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
         callKernel(kernel, begin, end, pointers);
       });
-      if (options.checkNumerics || options.traceEvents ||
-          options.capturedValues || !options.dumpTensorsDir.empty()) {
+      if (observed) {
         const std::string &name =
             executable_.root().kernels()->Get(dispatch.kernel())->str();
         const fb::Op &last =
@@ -236,8 +238,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         return status.withContext("in '" + entryName + "'");
       }
     }
-    if (options.checkNumerics || options.traceEvents ||
-        options.capturedValues || !options.dumpTensorsDir.empty()) {
+    if (observed) {
       MFRT_RETURN_IF_ERROR(observe(entryName, step.firstOp,
                                    fb::EnumNameOpKind(op.kind()),
                                    op.location() ? op.location()->str() : "",

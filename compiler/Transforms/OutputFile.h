@@ -3,6 +3,7 @@
 #ifndef MFC_COMPILER_TRANSFORMS_OUTPUTFILE_H
 #define MFC_COMPILER_TRANSFORMS_OUTPUTFILE_H
 
+#include "mlir/IR/Operation.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -25,6 +26,17 @@ writeOutputFile(llvm::StringRef path,
   write(output->os());
   output->keep();
   return "";
+}
+
+/// The same, as a pass reports it: an error at `anchor` naming the file.
+inline llvm::LogicalResult
+writeOutputFile(mlir::Operation *anchor, llvm::StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error = writeOutputFile(path, write);
+  if (!error.empty()) {
+    return anchor->emitError() << error;
+  }
+  return llvm::success();
 }
 
 } // namespace mfc

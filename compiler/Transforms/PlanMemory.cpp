@@ -195,14 +195,9 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
     markAllAnalysesPreserved();
   }
 
-  /// Writes `path`; an error at the module's location if it cannot.
   LogicalResult writeFile(StringRef path,
                           llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    std::string error = writeOutputFile(path, write);
-    if (!error.empty()) {
-      return emitError(getOperation().getLoc()) << error;
-    }
-    return success();
+    return writeOutputFile(getOperation(), path, write);
   }
 };
 

@@ -158,14 +158,9 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     }
   }
 
-  /// Writes `path`; an error at the module's location if it cannot.
   LogicalResult writeFile(StringRef path,
                           llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    std::string error = writeOutputFile(path, write);
-    if (!error.empty()) {
-      return emitError(getOperation().getLoc()) << error;
-    }
-    return success();
+    return writeOutputFile(getOperation(), path, write);
   }
 };
 

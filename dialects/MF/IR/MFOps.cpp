@@ -655,19 +655,25 @@ int64_t KvCacheWriteOp::getBytesAccessed() {
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::verify() {
-  RankedTensorType logits = getLogits().getType();
+/// Logits [tokens, vocab] and labels [tokens] (cross_entropy and its
+/// gradient).
+static LogicalResult verifyLogitsAndLabels(Operation *op, RankedTensorType logits,
+                                           RankedTensorType labels) {
   if (logits.getRank() != 2) {
-    return emitOpError() << "expected logits [tokens, vocab], got shape "
-                         << formatShape(logits.getShape());
+    return op->emitOpError() << "expected logits [tokens, vocab], got shape "
+                             << formatShape(logits.getShape());
   }
-  ArrayRef<int64_t> labels = getLabels().getType().getShape();
-  if (labels.size() != 1 || labels[0] != logits.getDimSize(0)) {
-    return emitOpError() << "expected labels of shape ["
-                         << logits.getDimSize(0) << "], got "
-                         << formatShape(labels);
+  if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0)) {
+    return op->emitOpError() << "expected labels of shape ["
+                             << logits.getDimSize(0) << "], got "
+                             << formatShape(labels.getShape());
   }
   return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLogitsAndLabels(*this, getLogits().getType(),
+                               getLabels().getType());
 }
 
 int64_t CrossEntropyOp::getFlops() {
@@ -775,18 +781,12 @@ int64_t AttentionGradOp::getFlops() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  RankedTensorType logits = getLogits().getType();
-  if (logits.getRank() != 2) {
-    return emitOpError() << "expected logits [tokens, vocab], got shape "
-                         << formatShape(logits.getShape());
+  if (failed(verifyLogitsAndLabels(*this, getLogits().getType(),
+                                   getLabels().getType()))) {
+    return failure();
   }
-  ArrayRef<int64_t> labels = getLabels().getType().getShape();
-  if (labels.size() != 1 || labels[0] != logits.getDimSize(0)) {
-    return emitOpError() << "expected labels of shape ["
-                         << logits.getDimSize(0) << "], got "
-                         << formatShape(labels);
-  }
-  return verifyGradientType(*this, logits, getType(), "the logits");
+  return verifyGradientType(*this, getLogits().getType(), getType(),
+                            "the logits");
 }
 
 int64_t CrossEntropyGradOp::getFlops() {
