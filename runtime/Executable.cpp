@@ -31,6 +31,7 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Mul:
   case fb::OpKind::Div:
   case fb::OpKind::Max:
+  case fb::OpKind::Min:
   case fb::OpKind::SwiGlu:
   case fb::OpKind::Embedding:
     return {2, 2, 1, 0, 0};
@@ -38,6 +39,7 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Exp:
   case fb::OpKind::Log:
   case fb::OpKind::Tanh:
+  case fb::OpKind::Sqrt:
   case fb::OpKind::Rsqrt:
   case fb::OpKind::Silu:
   case fb::OpKind::Cast:
@@ -82,6 +84,8 @@ Arity arityOf(fb::OpKind kind) {
     return {3, 3, 1, 1, 0};
   case fb::OpKind::Pad:
     return {1, 1, 1, -1, 0};
+  case fb::OpKind::Assign:
+    return {1, 1, 1, 1, 0};
   }
   return {-1, -1, -1, -1, -1};
 }
@@ -136,6 +140,24 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
     defined[id] = true;
   }
   size_t parameterCount = sizeOf(root.parameters());
+  // Reads of a parameter see its value at entry, and the runtimes read
+  // parameters in place: every read of an assigned parameter (or a
+  // reshape of one) must come before the assignment.
+  std::vector<int64_t> viewOf(valueCount, -1); // the parameter a value views
+  std::vector<int64_t> assignedAt(parameterCount, -1);
+  auto noteAssignment = [&](const fb::Parameter &parameter, int64_t index,
+                            size_t at, const std::string &where) -> Status {
+    if (parameter.frozen()) {
+      return Status::error(where + " assigns frozen parameter '" +
+                           parameter.name()->str() + "'");
+    }
+    if (assignedAt[index] >= 0) {
+      return Status::error(where + " assigns parameter '" +
+                           parameter.name()->str() + "' a second time");
+    }
+    assignedAt[index] = static_cast<int64_t>(at);
+    return Status::ok();
+  };
   if (entry.ops()) {
     for (size_t index = 0; index < entry.ops()->size(); ++index) {
       const fb::Op &op = *entry.ops()->Get(index);
@@ -191,22 +213,30 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         }
         defined[id] = true;
       }
-      if (op.kind() == fb::OpKind::Param) {
+      if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Assign) {
+        bool assign = op.kind() == fb::OpKind::Assign;
         int64_t parameter = op.ints()->Get(0);
         if (parameter < 0 || static_cast<size_t>(parameter) >= parameterCount) {
-          return Status::error(where + " reads parameter " +
-                               std::to_string(parameter) + " of " +
-                               std::to_string(parameterCount));
+          return Status::error(where + (assign ? " assigns" : " reads") +
+                               " parameter " + std::to_string(parameter) +
+                               " of " + std::to_string(parameterCount));
         }
-        const fb::TensorType &declared =
-            *root.parameters()->Get(parameter)->type();
+        const fb::Parameter &declared = *root.parameters()->Get(parameter);
         const fb::TensorType &used = *entry.values()->Get(op.results()->Get(0));
-        if (Executable::shapeOf(declared) != Executable::shapeOf(used) ||
-            declared.dtype() != used.dtype()) {
-          return Status::error(where + " reads parameter '" +
-                               root.parameters()->Get(parameter)->name()->str() +
+        if (Executable::shapeOf(*declared.type()) != Executable::shapeOf(used) ||
+            declared.type()->dtype() != used.dtype()) {
+          return Status::error(where + (assign ? " assigns" : " reads") +
+                               " parameter '" + declared.name()->str() +
                                "' with a different type");
         }
+        if (assign) {
+          MFRT_RETURN_IF_ERROR(noteAssignment(declared, parameter, index, where));
+        } else {
+          viewOf[op.results()->Get(0)] = parameter;
+        }
+      }
+      if (op.kind() == fb::OpKind::Reshape && viewOf[op.operands()->Get(0)] >= 0) {
+        viewOf[op.results()->Get(0)] = viewOf[op.operands()->Get(0)];
       }
       if (op.kind() == fb::OpKind::Constant) {
         const fb::TensorType &type = *entry.values()->Get(op.results()->Get(0));
@@ -250,6 +280,13 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           }
         }
       }
+      for (uint32_t index = dispatch->first_op();
+           index < dispatch->first_op() + dispatch->op_count(); ++index) {
+        if (entry.ops()->Get(index)->kind() == fb::OpKind::Assign) {
+          return Status::error(where + " covers an assignment; kernels do not "
+                                       "assign parameters");
+        }
+      }
       previousEnd = dispatch->first_op() + dispatch->op_count();
     }
   }
@@ -258,6 +295,32 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
     if (!defined[id]) {
       return Status::error("output value " + std::to_string(id) + " of '" +
                            name + "' is never defined");
+    }
+  }
+  auto readAfterAssignment = [&](uint32_t id, size_t at) {
+    return viewOf[id] >= 0 && assignedAt[viewOf[id]] >= 0 &&
+           static_cast<int64_t>(at) > assignedAt[viewOf[id]];
+  };
+  size_t opCount = entry.ops() ? entry.ops()->size() : 0;
+  for (size_t index = 0; index < opCount; ++index) {
+    const fb::Op &op = *entry.ops()->Get(index);
+    if (!op.operands()) {
+      continue;
+    }
+    for (uint32_t id : *op.operands()) {
+      if (readAfterAssignment(id, index)) {
+        return Status::error("op " + std::to_string(index) + " of '" + name +
+                             "' reads parameter '" +
+                             root.parameters()->Get(viewOf[id])->name()->str() +
+                             "' after it was assigned");
+      }
+    }
+  }
+  for (uint32_t id : *entry.outputs()) {
+    if (readAfterAssignment(id, opCount)) {
+      return Status::error("'" + name + "' returns parameter '" +
+                           root.parameters()->Get(viewOf[id])->name()->str() +
+                           "' that it also assigns");
     }
   }
   return Status::ok();
@@ -324,7 +387,7 @@ Status checkEntryContracts(const fb::Executable &root) {
       std::vector<const fb::Parameter *> trained;
       if (root.parameters()) {
         for (const fb::Parameter *parameter : *root.parameters()) {
-          if (!parameter->frozen()) {
+          if (!parameter->frozen() && !parameter->state()) {
             trained.push_back(parameter);
           }
         }
@@ -343,7 +406,18 @@ Status checkEntryContracts(const fb::Executable &root) {
                      trained[i]->name()->str() + "'");
         }
       }
-    } else if (name == "forward_loss") {
+    } else if (name == "train_step") {
+      if (inputs != 4 || outputs < 1 || outputs > 2 ||
+          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !hasType(inputType(*entry, 2), DType::F32, {}) ||
+          !hasType(inputType(*entry, 3), DType::F32, {}) ||
+          !hasType(outputType(*entry, 0), DType::F32, {}) ||
+          (outputs == 2 && !hasType(outputType(*entry, 1), DType::F32, {}))) {
+        return bad("does not map i32 ids and labels, an f32 learning rate and "
+                   "step to an f32 loss (and gradient norm)");
+      }
+    } else if (name == "forward_loss" || name == "accumulate_gradients") {
       if (inputs != 2 || outputs != 1 ||
           !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
           !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||

@@ -10,7 +10,7 @@
 
 using namespace mfrt;
 
-Executor::Executor(const Executable &executable, const Weights &weights,
+Executor::Executor(const Executable &executable, Weights &weights,
                    Allocator &allocator)
     : executable_(executable), weights_(weights), allocator_(allocator),
       start_(std::chrono::steady_clock::now()) {}

@@ -29,7 +29,7 @@ struct RunOptions {
 /// Runs an executable's entries on one set of weights.
 class Executor {
 public:
-  Executor(const Executable &executable, const Weights &weights,
+  Executor(const Executable &executable, Weights &weights,
            Allocator &allocator);
   virtual ~Executor() = default;
 
@@ -63,7 +63,7 @@ protected:
   Status beginRun(const fb::Entry &entry, const RunOptions &options);
 
   const Executable &executable_;
-  const Weights &weights_;
+  Weights &weights_; // entries that assign parameters update them
   Allocator &allocator_;
   std::chrono::steady_clock::time_point start_;
 };

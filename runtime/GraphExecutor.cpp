@@ -13,7 +13,7 @@
 using namespace mfrt;
 
 GraphExecutor::GraphExecutor(const Executable &executable,
-                             const Weights &weights, Allocator &allocator,
+                             Weights &weights, Allocator &allocator,
                              const KernelLibrary &kernels, ThreadPool &pool)
     : Executor(executable, weights, allocator), kernels_(kernels), pool_(pool) {
   openblas_set_num_threads(1);
@@ -80,6 +80,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       uint32_t result = op.results()->Get(0);
       if (op.kind() == fb::OpKind::Param) {
         bind(result, weights_[op.ints()->Get(0)]);
+      } else if (op.kind() == fb::OpKind::Assign) {
+        bind(result, weights_.mutableTensor(op.ints()->Get(0)));
       } else if (op.kind() == fb::OpKind::Reshape &&
                  prepared->bound[op.operands()->Get(0)]) {
         const fb::TensorType &type = *entry.values()->Get(result);

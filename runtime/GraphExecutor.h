@@ -27,7 +27,7 @@ class GraphExecutor : public Executor {
 public:
   /// OpenBLAS is made single-threaded: the pool runs matmul tiles in
   /// parallel instead.
-  GraphExecutor(const Executable &executable, const Weights &weights,
+  GraphExecutor(const Executable &executable, Weights &weights,
                 Allocator &allocator, const KernelLibrary &kernels,
                 ThreadPool &pool);
 

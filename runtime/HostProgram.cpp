@@ -3,7 +3,8 @@
 // 1. Steps: dispatches and the ops outside them, in program order.
 // 2. Storage: each value is in the arena (its offset), a view of another
 //    value's storage (reshape, KV-cache write), or outside (inputs,
-//    parameters, constants). Every value a step writes must have storage.
+//    parameters and their assignments, constants). Every value a step
+//    writes must have storage.
 // 3. Lifetimes per arena buffer, from the step that writes it to the last
 //    step that reads it or any view of it (entry outputs: to the end); no
 //    two buffers alive at the same step may overlap in the arena.
@@ -103,6 +104,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     switch (op.kind()) {
     case fb::OpKind::Param:
     case fb::OpKind::Constant:
+    case fb::OpKind::Assign: // into the parameter's own storage
       break;
     case fb::OpKind::Reshape:
     case fb::OpKind::KvCacheWrite:

@@ -654,6 +654,9 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Max:
     return binary(op, in(0), in(1), output,
                   [](float a, float b) { return std::max(a, b); });
+  case fb::OpKind::Min:
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return std::min(a, b); });
   case fb::OpKind::SwiGlu:
     return binary(op, in(0), in(1), output,
                   [](float gate, float up) { return silu(gate) * up; });
@@ -665,6 +668,8 @@ Status mfrt::runKernel(const fb::Op &op,
     return unary(op, in(0), output, [](float x) { return std::log(x); });
   case fb::OpKind::Tanh:
     return unary(op, in(0), output, [](float x) { return std::tanh(x); });
+  case fb::OpKind::Sqrt:
+    return unary(op, in(0), output, [](float x) { return std::sqrt(x); });
   case fb::OpKind::Rsqrt:
     return unary(op, in(0), output, [](float x) { return 1.0f / std::sqrt(x); });
   case fb::OpKind::Silu:
@@ -728,6 +733,12 @@ Status mfrt::runKernel(const fb::Op &op,
     return crossEntropyGrad(op, in(0), in(1), in(2), output);
   case fb::OpKind::Pad:
     return pad(op, in(0), output);
+  case fb::OpKind::Assign:
+    // The executor binds `output` to the parameter's storage.
+    if (output.data() != in(0).data()) {
+      std::memcpy(output.data(), in(0).data(), output.byteSize());
+    }
+    return Status::ok();
   }
   return shapeError(op, "unknown op kind");
 }

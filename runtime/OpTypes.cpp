@@ -39,6 +39,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::Mul:
   case fb::OpKind::Div:
   case fb::OpKind::Max:
+  case fb::OpKind::Min:
   case fb::OpKind::SwiGlu:
     return sameType(in[0], out) && sameType(in[1], out)
                ? ""
@@ -47,9 +48,11 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::Exp:
   case fb::OpKind::Log:
   case fb::OpKind::Tanh:
+  case fb::OpKind::Sqrt:
   case fb::OpKind::Rsqrt:
   case fb::OpKind::Silu:
   case fb::OpKind::Gelu:
+  case fb::OpKind::Assign: // and the parameter's type, checked with it
     return sameType(in[0], out) && isFloat(out.dtype)
                ? ""
                : "expected a float operand of the result's type";

@@ -62,6 +62,12 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
             "' holds a NaN or an infinity (read at " + location + " in '" +
             entryName + "'); check the weights");
       }
+    } else if (op.kind() == fb::OpKind::Assign) {
+      result = weights_.mutableTensor(op.ints()->Get(0));
+      Status status = runKernel(op, operands, result);
+      if (!status) {
+        return status.withContext("in '" + entryName + "'");
+      }
     } else if (op.kind() == fb::OpKind::Reshape &&
                operands[0]->dtype() == dtype &&
                operands[0]->numElements() == *checkedElementCount(shape)) {

@@ -13,6 +13,46 @@
 
 using namespace mfrt;
 
+namespace {
+
+/// A parameter's value as its `init` says.
+StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
+                              Allocator &allocator, uint64_t seed) {
+  StatusOr<Tensor> tensor =
+      allocator.allocate(Executable::dtypeOf(*parameter.type()),
+                         Executable::shapeOf(*parameter.type()));
+  if (!tensor) {
+    return tensor.status();
+  }
+  int64_t count = tensor->numElements();
+  switch (parameter.init()) {
+  case fb::ParameterInit::Zeros:
+    break;
+  case fb::ParameterInit::Ones:
+    for (int64_t i = 0; i < count; ++i) {
+      tensor->storeFloat(i, 1.0f);
+    }
+    break;
+  case fb::ParameterInit::Normal: {
+    std::mt19937_64 generator(seed ^ fnv1a64(parameter.name()->data(),
+                                             parameter.name()->size()));
+    // Box-Muller on our own uniform draws: identical on every platform.
+    auto uniform = [&] {
+      return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
+    };
+    for (int64_t i = 0; i < count; ++i) {
+      double value = std::sqrt(-2.0 * std::log(uniform())) *
+                     std::cos(2.0 * M_PI * uniform());
+      tensor->storeFloat(i, static_cast<float>(value * parameter.std()));
+    }
+    break;
+  }
+  }
+  return tensor;
+}
+
+} // namespace
+
 StatusOr<Weights> Weights::initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed) {
   Weights weights;
@@ -20,34 +60,9 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
     return weights;
   }
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
-    StatusOr<Tensor> tensor =
-        allocator.allocate(Executable::dtypeOf(*parameter->type()),
-                           Executable::shapeOf(*parameter->type()));
+    StatusOr<Tensor> tensor = initialValue(*parameter, allocator, seed);
     if (!tensor) {
       return tensor.status();
-    }
-    int64_t count = tensor->numElements();
-    switch (parameter->init()) {
-    case fb::ParameterInit::Zeros:
-      break;
-    case fb::ParameterInit::Ones:
-      for (int64_t i = 0; i < count; ++i) {
-        tensor->storeFloat(i, 1.0f);
-      }
-      break;
-    case fb::ParameterInit::Normal: {
-      std::mt19937_64 generator(seed ^ fnv1a64(parameter->name()->data(), parameter->name()->size()));
-      // Box-Muller on our own uniform draws: identical on every platform.
-      auto uniform = [&] {
-        return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
-      };
-      for (int64_t i = 0; i < count; ++i) {
-        double value = std::sqrt(-2.0 * std::log(uniform())) *
-                       std::cos(2.0 * M_PI * uniform());
-        tensor->storeFloat(i, static_cast<float>(value * parameter->std()));
-      }
-      break;
-    }
     }
     weights.tensors_.push_back(tensor.take());
   }
@@ -99,6 +114,15 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             break;
           }
         }
+      }
+      if (!found && parameter->state()) {
+        // Training state a fresh run starts from (a checkpoint has it).
+        StatusOr<Tensor> initial = initialValue(*parameter, allocator, 0);
+        if (!initial) {
+          return initial.status();
+        }
+        weights.tensors_.push_back(initial.take());
+        continue;
       }
       if (!found) {
         return Status::error(

@@ -230,6 +230,9 @@ void GraphBuilder::buildEntries() {
   } else {
     buildLossEntry();
   }
+  if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
+    setOptimizer();
+  }
   // LoRA trains only the adapters: everything else is frozen.
   if (spec_.model.pet.petType == "lora") {
     for (auto parameter : module_.getOps<mf::ParameterOp>()) {
@@ -244,6 +247,25 @@ void GraphBuilder::buildEntries() {
   for (auto entry : llvm::to_vector(body->getOps<func::FuncOp>())) {
     entry->moveBefore(body, body->end());
   }
+}
+
+void GraphBuilder::setOptimizer() {
+  const OptimizerConfig &optimizer = spec_.optimizer;
+  SmallVector<NamedAttribute> settings{
+      builder_.getNamedAttr("type", builder_.getStringAttr(optimizer.type)),
+      builder_.getNamedAttr("beta1", builder_.getF64FloatAttr(optimizer.beta1)),
+      builder_.getNamedAttr("beta2", builder_.getF64FloatAttr(optimizer.beta2)),
+      builder_.getNamedAttr("eps", builder_.getF64FloatAttr(optimizer.eps)),
+      builder_.getNamedAttr("weight_decay",
+                            builder_.getF64FloatAttr(optimizer.weightDecay)),
+      builder_.getNamedAttr(
+          "gradient_accumulation_steps",
+          builder_.getI64IntegerAttr(spec_.runner.gradientAccumulationSteps))};
+  if (spec_.runner.useClipGrad) {
+    settings.push_back(builder_.getNamedAttr(
+        "max_grad_norm", builder_.getF64FloatAttr(spec_.runner.maxGradNorm)));
+  }
+  module_->setAttr("mf.optimizer", builder_.getDictionaryAttr(settings));
 }
 
 void GraphBuilder::buildPredictEntries() {

@@ -100,6 +100,8 @@ protected:
   mlir::OpBuilder builder_;
 
 private:
+  /// The optimizer of a training module, for mf-train-step.
+  void setOptimizer();
   void buildPredictEntries();
   void buildLossEntry();
   mlir::func::FuncOp beginEntry(llvm::StringRef name,

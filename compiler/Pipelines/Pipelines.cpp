@@ -29,6 +29,7 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
 
 void addAutodiff(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(mf::createMFAutodiffPass());
+  pm.addPass(mf::createMFTrainStepPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -57,7 +58,8 @@ const Phase kPhases[] = {
      addGraphCleanup},
     {"autodiff",
      "training modules: the forward_backward entry (loss and parameter "
-     "gradients) built by reverse-mode differentiation",
+     "gradients) built by reverse-mode differentiation, and train_step "
+     "(forward, backward, clipping and the AdamW update)",
      addAutodiff},
     {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
      addFusion},

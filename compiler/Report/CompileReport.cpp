@@ -37,9 +37,9 @@ struct EntryReport {
 /// What a training step keeps in memory, by kind.
 struct TrainingMemory {
   int64_t trainedParameters = 0, frozenParameters = 0;
-  int64_t gradients = 0;      ///< forward_backward's outputs after the loss
-  int64_t optimizerState = 0; ///< AdamW m and v, fp32, per trained element
-  int64_t activations = -1;   ///< forward_backward's arena
+  int64_t gradients = 0;      ///< one per trained parameter, in the arena
+  int64_t optimizerState = 0; ///< the state parameters (AdamW m, v, sums)
+  int64_t activations = -1;   ///< train_step's arena (gradients included)
 };
 
 int64_t bytesOf(Type type) {
@@ -49,7 +49,7 @@ int64_t bytesOf(Type type) {
 }
 
 std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
-  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step) {
     return std::nullopt;
   }
@@ -58,13 +58,12 @@ std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
     int64_t bytes = bytesOf(parameter.getTensorType());
     if (parameter.getFrozen()) {
       memory.frozenParameters += bytes;
+    } else if (parameter.getState()) {
+      memory.optimizerState += bytes;
     } else {
       memory.trainedParameters += bytes;
-      memory.optimizerState += 2 * 4 * parameter.getTensorType().getNumElements();
+      memory.gradients += bytes;
     }
-  }
-  for (Type type : step.getResultTypes().drop_front()) {
-    memory.gradients += bytesOf(type);
   }
   if (auto arena = step->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
     memory.activations = arena.getInt();
@@ -174,10 +173,10 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
   if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
     os << llvm::format(
         "training step memory: parameters %.4g MB trained + %.4g MB frozen, "
-        "gradients %.4g MB, optimizer state (AdamW m, v in fp32) %.4g MB, "
-        "activations and temporaries (arena) %.4g MB\n",
+        "optimizer state (fp32) %.4g MB, gradients %.4g MB, arena of "
+        "train_step (activations, gradients, temporaries) %.4g MB\n",
         memory->trainedParameters / 1e6, memory->frozenParameters / 1e6,
-        memory->gradients / 1e6, memory->optimizerState / 1e6,
+        memory->optimizerState / 1e6, memory->gradients / 1e6,
         memory->activations / 1e6);
   }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {

@@ -94,7 +94,7 @@ public:
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
-          *type, init, std, parameter.getFrozen()));
+          *type, init, std, parameter.getFrozen(), parameter.getState()));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
@@ -134,8 +134,8 @@ public:
   }
 
 private:
-  /// The optimizer, schedule and runner settings (schedule names reduced to
-  /// the four shapes the runtime implements).
+  /// The schedule and runner settings (schedule names reduced to the four
+  /// shapes the runtime implements); the optimizer is in train_step.
   flatbuffers::Offset<fb::Training> writeTraining() {
     const OptimizerConfig &optimizer = spec_.optimizer;
     const LrScheduleConfig &lr = spec_.lrSchedule;
@@ -151,12 +151,9 @@ private:
                       ? *optimizer.learningRate
                       : lr.learningRate;
     return fb::CreateTrainingDirect(
-        builder_, optimizer.type.c_str(), optimizer.beta1, optimizer.beta2,
-        optimizer.eps, optimizer.weightDecay, rate, schedule, lr.lrEnd,
-        lr.warmupSteps, lr.warmupRatio, lr.warmupLrInit, lr.totalSteps,
-        lr.power, spec_.runner.gradientAccumulationSteps,
-        spec_.runner.useClipGrad, spec_.runner.maxGradNorm,
-        spec_.runner.epochs,
+        builder_, rate, schedule, lr.lrEnd, lr.warmupSteps, lr.warmupRatio,
+        lr.warmupLrInit, lr.totalSteps, lr.power,
+        spec_.runner.gradientAccumulationSteps, spec_.runner.epochs,
         spec_.model.pet.petType == "lora"
             ? spec_.model.pet.loraAlpha / spec_.model.pet.loraRank
             : 0.0);
@@ -338,6 +335,14 @@ private:
               return EncodedOp{fb::OpKind::Param,
                                {static_cast<int64_t>(it->second)}, {}, {}};
             })
+            .Case([&](mf::AssignOp assign) -> std::optional<EncodedOp> {
+              auto it = parameterIndex_.find(assign.getName());
+              if (it == parameterIndex_.end()) {
+                return std::nullopt;
+              }
+              return EncodedOp{fb::OpKind::Assign,
+                               {static_cast<int64_t>(it->second)}, {}, {}};
+            })
             .Case([&](mf::ConstantOp constant) -> std::optional<EncodedOp> {
               auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
               if (!dense) {
@@ -357,10 +362,12 @@ private:
             .Case([&](mf::MulOp) { return simple(fb::OpKind::Mul); })
             .Case([&](mf::DivOp) { return simple(fb::OpKind::Div); })
             .Case([&](mf::MaxOp) { return simple(fb::OpKind::Max); })
+            .Case([&](mf::MinOp) { return simple(fb::OpKind::Min); })
             .Case([&](mf::NegOp) { return simple(fb::OpKind::Neg); })
             .Case([&](mf::ExpOp) { return simple(fb::OpKind::Exp); })
             .Case([&](mf::LogOp) { return simple(fb::OpKind::Log); })
             .Case([&](mf::TanhOp) { return simple(fb::OpKind::Tanh); })
+            .Case([&](mf::SqrtOp) { return simple(fb::OpKind::Sqrt); })
             .Case([&](mf::RsqrtOp) { return simple(fb::OpKind::Rsqrt); })
             .Case([&](mf::SiluOp) { return simple(fb::OpKind::Silu); })
             .Case([&](mf::GeluOp gelu) {

@@ -1,19 +1,21 @@
 //===- Train.cpp - mf-run's training loop ---------------------------------===//
 //
-// Each step: gradient_accumulation_steps micro-batches through
-// forward_backward (gradients averaged), optional global-norm clipping, the
-// learning rate of the step, one optimizer update of the weights in place.
+// Each step is compiled: gradient_accumulation_steps - 1 micro-batches
+// through accumulate_gradients, then one through train_step, which clips,
+// updates the weights and the optimizer state (both parameters, in place)
+// with the learning rate the host computes from the schedule.
 // Data: consecutive windows of seq_length + 1 tokens, batch_size per micro
-// batch, wrapping at the end of the data. A checkpoint holds the parameters,
-// the optimizer state (optimizer.m.*, optimizer.v.*), the step and the data
-// position, written atomically; resuming from it continues bit for bit.
+// batch, wrapping at the end of the data. A checkpoint holds the trained
+// parameters, the optimizer state (optimizer.m.*, optimizer.v.*), the step
+// and the data position, written atomically; resuming from it continues
+// bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/mf-run/Train.h"
 
 #include "runtime/Generation.h"
-#include "runtime/Optimizer.h"
+#include "runtime/TrainingSettings.h"
 #include "runtime/Safetensors.h"
 
 #include <unistd.h>
@@ -84,12 +86,16 @@ public:
 
   /// ids and labels of the batch at `position`; advances it.
   StatusOr<std::vector<Tensor>> next(int64_t &position) {
-    StatusOr<std::vector<Tensor>> inputs = executor_.allocateInputs("forward_backward");
-    if (!inputs) {
-      return inputs.status();
+    std::vector<Tensor> inputs;
+    for (size_t index : {0, 1}) {
+      StatusOr<Tensor> input = executor_.allocateInput("train_step", index);
+      if (!input) {
+        return input.status();
+      }
+      inputs.push_back(input.take());
     }
-    int32_t *ids = (*inputs)[0].as<int32_t>();
-    int32_t *labels = (*inputs)[1].as<int32_t>();
+    int32_t *ids = inputs[0].as<int32_t>();
+    int32_t *labels = inputs[1].as<int32_t>();
     int64_t batch = model_.batch_size(), seq = model_.seq_length();
     if (!sequence_.empty()) {
       // The sequence in every row; labels shifted by one, padding ignored.
@@ -122,68 +128,46 @@ private:
   std::vector<int32_t> sequence_, data_;
 };
 
-constexpr const char *kStatePrefix = "optimizer.";
-
-
-/// The trained parameters (all of them, or LoRA's adapters alone: the
-/// frozen base is not part of a checkpoint), their optimizer state, the
-/// step and the data position.
+/// What a checkpoint holds: the trained parameters (all of them, or LoRA's
+/// adapters alone: the frozen base is not part of it) and the optimizer
+/// state, with the step and the data position.
 Status saveCheckpoint(const std::string &path, const Executable &executable,
-                      const Weights &weights, Optimizer &optimizer,
-                      int64_t position) {
+                      const Weights &weights, int64_t step, int64_t position) {
   const auto &parameters = *executable.root().parameters();
-  const std::vector<size_t> &trained = optimizer.trained();
-  std::vector<Tensor> state;
-  state.reserve(2 * trained.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
-  for (size_t index : trained) {
-    named.emplace_back(parameters.Get(index)->name()->str(), &weights[index]);
-  }
-  for (size_t i = 0; i < trained.size(); ++i) {
-    for (const char *which : {"m", "v"}) {
-      std::vector<float> &values = *which == 'm' ? optimizer.m(i) : optimizer.v(i);
-      state.emplace_back(DType::F32, weights[trained[i]].shape(),
-                         std::shared_ptr<void>(values.data(), [](void *) {}));
-      named.emplace_back(std::string(kStatePrefix) + which + "." +
-                             parameters.Get(trained[i])->name()->str(),
-                         &state.back());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters.Get(i)->frozen()) {
+      named.emplace_back(parameters.Get(i)->name()->str(), &weights[i]);
     }
   }
   return writeSafetensors(path, named,
-                          {{"mfc.step", std::to_string(optimizer.steps())},
+                          {{"mfc.step", std::to_string(step)},
                            {"mfc.data_position", std::to_string(position)}});
 }
 
-Status loadState(const std::string &path, const Executable &executable,
-                 Optimizer &optimizer, int64_t &position) {
+/// The step and data position of a checkpoint, which must hold every
+/// piece of optimizer state (the weights came from it already).
+Status loadProgress(const std::string &path, const Executable &executable,
+                    int64_t &step, int64_t &position) {
   StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
   if (!file) {
     return file.status();
   }
   const auto &metadata = file->metadata();
-  auto step = metadata.find("mfc.step");
-  auto data = metadata.find("mfc.data_position");
-  if (step == metadata.end() || data == metadata.end()) {
+  auto stepEntry = metadata.find("mfc.step");
+  auto dataEntry = metadata.find("mfc.data_position");
+  if (stepEntry == metadata.end() || dataEntry == metadata.end()) {
     return Status::error("'" + path + "' is not an mf-run training checkpoint "
                          "(no mfc.step / mfc.data_position metadata); use it "
                          "with --weights instead");
   }
-  optimizer.setSteps(std::strtoll(step->second.c_str(), nullptr, 10));
-  position = std::strtoll(data->second.c_str(), nullptr, 10);
-  const auto &parameters = *executable.root().parameters();
-  const std::vector<size_t> &trained = optimizer.trained();
-  for (size_t i = 0; i < trained.size(); ++i) {
-    for (const char *which : {"m", "v"}) {
-      std::string name = std::string(kStatePrefix) + which + "." +
-                         parameters.Get(trained[i])->name()->str();
-      auto it = file->tensors().find(name);
-      std::vector<float> &values = *which == 'm' ? optimizer.m(i) : optimizer.v(i);
-      if (it == file->tensors().end() || it->second.dtype != DType::F32 ||
-          it->second.size != values.size() * sizeof(float)) {
-        return Status::error("'" + path + "' has no f32 optimizer state '" +
-                             name + "' of the parameter's size");
-      }
-      std::memcpy(values.data(), it->second.data, it->second.size);
+  step = std::strtoll(stepEntry->second.c_str(), nullptr, 10);
+  position = std::strtoll(dataEntry->second.c_str(), nullptr, 10);
+  for (const fb::Parameter *parameter : *executable.root().parameters()) {
+    if (parameter->state() &&
+        file->tensors().find(parameter->name()->str()) == file->tensors().end()) {
+      return Status::error("'" + path + "' has no optimizer state '" +
+                           parameter->name()->str() + "'");
     }
   }
   return Status::ok();
@@ -239,101 +223,103 @@ private:
   std::chrono::steady_clock::time_point start_;
 };
 
+/// --dump-grads: the loss and gradients of the first micro-batch, from
+/// forward_backward (before the step changes the weights).
+Status dumpGradients(const std::string &path, const Executable &executable,
+                     Executor &executor, const std::vector<Tensor> &inputs,
+                     const RunOptions &runOptions) {
+  StatusOr<std::vector<Tensor>> outputs =
+      executor.run("forward_backward", inputs, runOptions);
+  if (!outputs) {
+    return outputs.status();
+  }
+  const auto &parameters = *executable.root().parameters();
+  std::vector<std::pair<std::string, const Tensor *>> named{
+      {"__loss__", &(*outputs)[0]}};
+  size_t output = 1;
+  for (const fb::Parameter *parameter : parameters) {
+    if (!parameter->frozen() && !parameter->state()) {
+      named.emplace_back(parameter->name()->str(), &(*outputs)[output++]);
+    }
+  }
+  return writeSafetensors(path, named);
+}
+
 } // namespace
 
 int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
-                      Weights &weights, Executor &executor, Allocator &allocator,
+                      const Weights &weights, Executor &executor,
                       const RunOptions &runOptions) {
-  if (!executable.entry("forward_backward")) {
-    return fail("train needs a 'forward_backward' entry: compile the config "
+  TrainingSettings settings = TrainingSettings::from(executable.model());
+  int64_t accumulation = settings.gradientAccumulationSteps;
+  if (!executable.entry("train_step") ||
+      (accumulation > 1 && !executable.entry("accumulate_gradients"))) {
+    return fail("train needs a 'train_step' entry: compile the config "
                 "with run_mode train or finetune (--set run_mode=train)");
   }
-  TrainingSettings settings = TrainingSettings::from(executable.model());
   Batches batches(executable, executor);
   if (Status status = batches.open(options); !status) {
     return fail(status.message());
   }
-  int64_t accumulation = settings.gradientAccumulationSteps;
   int64_t steps = options.steps > 0 ? options.steps
                   : options.inputIds ? 1
                                      : std::max<int64_t>(1, settings.epochs *
                                                                 batches.batchesPerEpoch() /
                                                                 accumulation);
-  std::vector<size_t> trained;
-  const auto &parameterTable = *executable.root().parameters();
-  for (size_t i = 0; i < parameterTable.size(); ++i) {
-    if (!parameterTable.Get(i)->frozen()) {
-      trained.push_back(i);
-    }
-  }
-  Optimizer optimizer(settings, weights, trained);
-  int64_t position = 0;
+  int64_t first = 0, position = 0;
   if (!options.resume.empty()) {
-    if (Status status = loadState(options.resume, executable, optimizer, position);
+    if (Status status = loadProgress(options.resume, executable, first, position);
         !status) {
       return fail(status.message());
     }
   }
-  int64_t first = optimizer.steps();
   if (first >= steps) {
     return fail("the checkpoint is at step " + std::to_string(first) +
                 "; ask for more --steps than that");
   }
-  size_t parameters = trained.size();
+  auto scalar = [&](size_t index, double value) -> StatusOr<Tensor> {
+    StatusOr<Tensor> tensor = executor.allocateInput("train_step", index);
+    if (tensor) {
+      tensor->as<float>()[0] = static_cast<float>(value);
+    }
+    return tensor;
+  };
   Progress progress(first, steps);
   auto runStart = std::chrono::steady_clock::now();
   double lastLoss = 0;
   for (int64_t step = first; step < steps; ++step) {
-    std::vector<Tensor> gradients;
     double loss = 0;
+    double lr = settings.learningRateAt(step, steps);
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       StatusOr<std::vector<Tensor>> inputs = batches.next(position);
       if (!inputs) {
         return fail(inputs.status().message());
       }
+      if (step == first && micro == 0 && !options.dumpGrads.empty()) {
+        if (Status status = dumpGradients(options.dumpGrads, executable, executor,
+                                          *inputs, runOptions);
+            !status) {
+          return fail(status.message());
+        }
+      }
+      bool last = micro + 1 == accumulation;
+      if (last) {
+        for (auto [index, value] : {std::pair<size_t, double>{2, lr},
+                                    {3, static_cast<double>(step + 1)}}) {
+          StatusOr<Tensor> tensor = scalar(index, value);
+          if (!tensor) {
+            return fail(tensor.status().message());
+          }
+          inputs->push_back(tensor.take());
+        }
+      }
       StatusOr<std::vector<Tensor>> outputs =
-          executor.run("forward_backward", inputs.take(), runOptions);
+          executor.run(last ? "train_step" : "accumulate_gradients",
+                       inputs.take(), runOptions);
       if (!outputs) {
         return fail(outputs.status().message());
       }
       loss += (*outputs)[0].loadFloat(0) / accumulation;
-      if (step == first && micro == 0 && !options.dumpGrads.empty()) {
-        std::vector<std::pair<std::string, const Tensor *>> named{
-            {"__loss__", &(*outputs)[0]}};
-        for (size_t i = 0; i < parameters; ++i) {
-          named.emplace_back(parameterTable.Get(trained[i])->name()->str(),
-                             &(*outputs)[1 + i]);
-        }
-        if (Status status = writeSafetensors(options.dumpGrads, named); !status) {
-          return fail(status.message());
-        }
-      }
-      if (accumulation == 1) {
-        // One micro-batch: its gradients are the step's (the entry's
-        // outputs are this step's own tensors).
-        gradients.assign(outputs->begin() + 1, outputs->end());
-        continue;
-      }
-      for (size_t i = 0; i < parameters; ++i) {
-        const Tensor &gradient = (*outputs)[1 + i];
-        if (micro == 0) {
-          StatusOr<Tensor> sum = allocator.allocate(DType::F32, gradient.shape());
-          if (!sum) {
-            return fail(sum.status().message());
-          }
-          gradients.push_back(sum.take());
-        }
-        for (int64_t k = 0; k < gradient.numElements(); ++k) {
-          gradients[i].as<float>()[k] += gradient.loadFloat(k) / accumulation;
-        }
-      }
-    }
-    if (settings.useClipGrad) {
-      clipGradients(gradients, settings.maxGradNorm);
-    }
-    double lr = settings.learningRateAt(step, steps);
-    if (Status status = optimizer.step(weights, gradients, lr); !status) {
-      return fail(status.message());
     }
     lastLoss = loss;
     progress.step(step, loss, lr, batches.tokensPerBatch() * accumulation);
@@ -343,7 +329,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
       std::string path = last ? options.saveWeights
                               : periodicCheckpointPath(options.saveWeights, step + 1);
       if (Status status =
-              saveCheckpoint(path, executable, weights, optimizer, position);
+              saveCheckpoint(path, executable, weights, step + 1, position);
           !status) {
         return fail(status.message());
       }

@@ -20,12 +20,11 @@ struct TrainOptions {
   std::string dumpGrads;    ///< the first step's gradients and loss
 };
 
-/// Trains `weights` in place with the forward_backward entry and the
-/// optimizer the YAML configured; prints progress. `runOptions` (trace,
-/// tensor dumps, NaN checks) apply to every forward_backward run. Returns
-/// the exit code.
+/// Trains `weights` in place (the executor's) with the compiled
+/// train_step; prints progress. `runOptions` (trace, tensor dumps, NaN
+/// checks) apply to every run of a training entry. Returns the exit code.
 int runTraining(const TrainOptions &options, const Executable &executable,
-                Weights &weights, Executor &executor, Allocator &allocator,
+                const Weights &weights, Executor &executor,
                 const RunOptions &runOptions = {});
 
 } // namespace mfrt

@@ -824,7 +824,7 @@ int main(int argc, char **argv) {
                        options.saveWeights, options.saveEvery, options.resume,
                        options.dumpGrads};
     int code = runTraining(train, session.executable, session.weights,
-                           *session.executor, session.allocator, session.runOptions);
+                           *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);
   }
   return evaluate(options, session);

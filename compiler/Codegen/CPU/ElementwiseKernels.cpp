@@ -122,10 +122,14 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
   builder.setInsertionPointToStart(entry);
   func::ReturnOp::create(builder, loc);
   builder.setInsertionPointToStart(entry);
-  // The one tile runs when the range holds it.
-  Value hasTile = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt,
-                                        entry->getArgument(0),
-                                        entry->getArgument(1));
+  // The one tile (tile 0) runs when the range holds it.
+  Value zero = arith::ConstantIntOp::create(builder, loc, 0, 64);
+  Value hasTile = arith::AndIOp::create(
+      builder, loc,
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::sle,
+                            entry->getArgument(0), zero),
+      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, zero,
+                            entry->getArgument(1)));
   auto ifTile = scf::IfOp::create(builder, loc, hasTile, /*withElse=*/false);
   builder.setInsertionPointToStart(&ifTile.getThenRegion().front());
 

@@ -183,7 +183,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       argumentOf[broadcast.getResult()] = {argument.getArgNumber(), *kind};
       continue;
     }
-    if (!mf::isElementwiseOp(&op) ||
+    bool splat = isa<mf::ConstantOp>(op) &&
+                 isa<SplatElementsAttr>(cast<mf::ConstantOp>(op).getValue());
+    if (!(mf::isElementwiseOp(&op) || splat) ||
         cast<RankedTensorType>(op.getResult(0).getType()).getShape() != shape) {
       why = "no epilogue rule for " + op.getName().getStringRef().str();
       return failure();
@@ -256,10 +258,18 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  Value begin = arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                           entry->getArgument(0));
-  Value end = arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                         entry->getArgument(1));
+  // The range is clamped to the kernel's own tiles: a corrupt dispatch
+  // cannot make it write outside its buffers.
+  Value begin = arith::MaxSIOp::create(
+      builder, loc,
+      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                 entry->getArgument(0)),
+      index(0));
+  Value end = arith::MinSIOp::create(
+      builder, loc,
+      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                 entry->getArgument(1)),
+      index(tiles));
   auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
   func::ReturnOp::create(builder, loc);
 

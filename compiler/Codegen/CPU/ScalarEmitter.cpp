@@ -73,6 +73,23 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
                        ? Value(arith::MaxSIOp::create(b, loc, in[0], in[1]))
                        : Value(arith::MaximumFOp::create(b, loc, in[0], in[1]));
           })
+          .Case([&](mf::MinOp) -> Value {
+            return integer
+                       ? Value(arith::MinSIOp::create(b, loc, in[0], in[1]))
+                       : Value(arith::MinimumFOp::create(b, loc, in[0], in[1]));
+          })
+          .Case([&](mf::ConstantOp constant) -> Value {
+            auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+            if (!splat) {
+              return Value();
+            }
+            if (auto value = dyn_cast<FloatAttr>(splat.getSplatValue<Attribute>())) {
+              return arith::ConstantOp::create(
+                  b, loc, b.getF32FloatAttr(value.getValueAsDouble()));
+            }
+            return arith::ConstantOp::create(
+                b, loc, cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+          })
           .Case([&](mf::NegOp) -> Value {
             return arith::NegFOp::create(b, loc, in[0]);
           })
@@ -80,6 +97,9 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
           .Case([&](mf::LogOp) -> Value { return math::LogOp::create(b, loc, in[0]); })
           .Case([&](mf::TanhOp) -> Value {
             return math::TanhOp::create(b, loc, in[0]);
+          })
+          .Case([&](mf::SqrtOp) -> Value {
+            return math::SqrtOp::create(b, loc, in[0]);
           })
           .Case([&](mf::RsqrtOp) -> Value {
             return arith::DivFOp::create(b, loc, constant(1.0),

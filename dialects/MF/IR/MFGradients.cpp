@@ -75,6 +75,11 @@ LogicalResult MaxOp::buildGradients(OpBuilder &, Value,
   return noRule(*this, "(the frontend does not emit it in training graphs)");
 }
 
+LogicalResult MinOp::buildGradients(OpBuilder &, Value,
+                                    SmallVectorImpl<Value> &) {
+  return noRule(*this, "(the frontend does not emit it in training graphs)");
+}
+
 LogicalResult NegOp::buildGradients(OpBuilder &b, Value g,
                                     SmallVectorImpl<Value> &grads) {
   grads.push_back(NegOp::create(b, getLoc(), g));
@@ -100,6 +105,16 @@ LogicalResult TanhOp::buildGradients(OpBuilder &b, Value g,
   Value oneMinusSquare = SubOp::create(b, loc, splat(b, loc, typeOf(y), 1.0),
                                        MulOp::create(b, loc, y, y));
   grads.push_back(MulOp::create(b, loc, g, oneMinusSquare));
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradients(OpBuilder &b, Value g,
+                                     SmallVectorImpl<Value> &grads) {
+  // d sqrt(x) / dx = 1 / (2 y)
+  Location loc = getLoc();
+  Value y = getResult();
+  grads.push_back(DivOp::create(
+      b, loc, g, MulOp::create(b, loc, splat(b, loc, typeOf(y), 2.0), y)));
   return success();
 }
 

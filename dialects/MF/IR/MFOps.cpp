@@ -183,6 +183,30 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 int64_t ParamOp::getFlops() { return 0; }
 int64_t ParamOp::getBytesAccessed() { return 0; }
 
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto parameter =
+      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+  if (!parameter) {
+    return emitOpError() << "'" << getName()
+                         << "' does not name an mf.parameter";
+  }
+  if (parameter.getType() != getType()) {
+    return emitOpError() << "type " << getType() << " does not match "
+                         << parameter.getType() << " of parameter '"
+                         << getName() << "'";
+  }
+  if (parameter.getFrozen()) {
+    return emitOpError() << "assigns frozen parameter '" << getName()
+                         << "'; frozen parameters are never updated";
+  }
+  return success();
+}
+
+// A copy into the parameter at most; what it costs is the value's bytes,
+// which its producer already counts.
+int64_t AssignOp::getFlops() { return 0; }
+int64_t AssignOp::getBytesAccessed() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // ConstantOp / IotaOp / CastOp / BroadcastOp
 //===----------------------------------------------------------------------===//
@@ -229,9 +253,30 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
-OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  // x + 0 = x for integers (positions past an empty cache); floats keep
+  // the add, which turns -0 into +0.
+  auto isIntegerZero = [](Attribute value) {
+    auto splat = dyn_cast_or_null<SplatElementsAttr>(value);
+    return splat && isa<IntegerType>(splat.getElementType()) &&
+           splat.getSplatValue<APInt>().isZero();
+  };
+  if (isIntegerZero(adaptor.getRhs())) {
+    return getLhs();
+  }
+  if (isIntegerZero(adaptor.getLhs())) {
+    return getRhs();
+  }
+  return {};
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType()) {
     return getInput();
+  }
+  // A splat is the same splat at any shape.
+  if (auto splat = dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput())) {
+    return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
   }
   return {};
 }

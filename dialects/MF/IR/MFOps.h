@@ -25,6 +25,12 @@ namespace mlir::mf {
 /// The model path an op's location names (`model.layers.3.attention.wq`),
 /// or "" when it has none.
 std::string getModelPath(Location loc);
+
+/// The storage of the module's parameters, which mf.assign writes.
+struct ParameterResource
+    : public SideEffects::Resource::Base<ParameterResource> {
+  StringRef getName() final { return "mf.parameters"; }
+};
 } // namespace mlir::mf
 
 #include "dialects/MF/IR/MFEnums.h.inc"

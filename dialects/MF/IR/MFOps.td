@@ -15,6 +15,8 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 // Parameters
 //===----------------------------------------------------------------------===//
 
+def MF_ParameterResource : Resource<"::mlir::mf::ParameterResource">;
+
 def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "A trainable model parameter";
   let description = [{
@@ -23,7 +25,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     `mf_name` (the MindFormers name), or initializes them as `init` says.
     `std` is the standard deviation of a `normal` init. A `frozen` parameter
     is not trained (LoRA's base weights): it gets no gradient and no
-    optimizer state.
+    optimizer state. A `state` parameter is not a model weight but training
+    state (AdamW's moments, summed gradients): it gets no gradient, starts
+    at its init when no weight file has it, and training checkpoints keep
+    it.
 
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
@@ -36,14 +41,20 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     MF_ParameterInit:$init,
     OptionalAttr<F64Attr>:$std,
     OptionalAttr<StrAttr>:$mf_name,
-    UnitAttr:$frozen
+    UnitAttr:$frozen,
+    UnitAttr:$state
   );
-  let assemblyFormat = "$sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? attr-dict";
+  let assemblyFormat = [{
+    $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
+    attr-dict
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
+    /// Whether training computes a gradient for it and updates it.
+    bool isTrained() { return !getFrozen() && !getState(); }
   }];
 }
 
@@ -52,6 +63,8 @@ def MF_ParamOp : MF_FreeOp<"param", [Pure,
   let summary = "Reads a parameter";
   let description = [{
     The value of the `mf.parameter` named by `name`; its type must match.
+    Every read in an entry sees the value the parameter had when the entry
+    began (an `mf.assign` takes effect for the next run).
 
     ```mlir
     %w = mf.param @model.norm.weight : tensor<64xf32>
@@ -60,6 +73,28 @@ def MF_ParamOp : MF_FreeOp<"param", [Pure,
   let arguments = (ins FlatSymbolRefAttr:$name);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def MF_AssignOp : MF_FreeOp<"assign", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    AllTypesMatch<["value", "result"]>,
+    MemoryEffects<[MemWrite<MF_ParameterResource>]>]> {
+  let summary = "Updates a parameter for the runs that follow";
+  let description = [{
+    Stores `value` as the new value of the `mf.parameter` named by `name`
+    (a training step's update of a weight or of optimizer state); the
+    result is that new value. Reads of the parameter in the same entry still
+    see its value at entry, so all of them come before the assignment when
+    the entry runs. A parameter is assigned at most once per entry; frozen
+    parameters are never assigned.
+
+    ```mlir
+    %w1 = mf.assign @model.norm.weight, %w0 : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, MF_FloatTensor:$value);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($result)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -118,6 +153,7 @@ def MF_AddOp : MF_BinaryOp<"add", [Commutative]> {
     %r = mf.add %a, %b : tensor<1x8x64xf32>
     ```
   }];
+  let hasFolder = 1;
 }
 
 def MF_SubOp : MF_BinaryOp<"sub"> {
@@ -152,6 +188,15 @@ def MF_MaxOp : MF_BinaryOp<"max", [Commutative]> {
   let description = [{
     ```mlir
     %r = mf.max %a, %b : tensor<1x8x64xf32>
+    ```
+  }];
+}
+
+def MF_MinOp : MF_BinaryOp<"min", [Commutative]> {
+  let summary = "Elementwise minimum";
+  let description = [{
+    ```mlir
+    %r = mf.min %a, %b : tensor<1x8x64xf32>
     ```
   }];
 }
@@ -206,6 +251,15 @@ def MF_TanhOp : MF_UnaryOp<"tanh"> {
   let description = [{
     ```mlir
     %r = mf.tanh %x : tensor<8xf32>
+    ```
+  }];
+}
+
+def MF_SqrtOp : MF_UnaryOp<"sqrt"> {
+  let summary = "Elementwise square root";
+  let description = [{
+    ```mlir
+    %r = mf.sqrt %x : tensor<8xf32>
     ```
   }];
 }

@@ -6,8 +6,8 @@
 //    operands' gradients, built before the return; a value with several
 //    users sums them (mf.add); a parameter read adds to the parameter's
 //    gradient.
-// 3. Return the loss and the gradient of every parameter that is not
-//    frozen, in module order (zeros for one the loss does not depend on).
+// 3. Return the loss and the gradient of every trained parameter (not
+//    frozen, not state), in module order (zeros for one the loss does not depend on).
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,8 +122,8 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
         builder.getNamedAttr("mf.name", builder.getStringAttr("loss")))};
     auto module = entry->getParentOfType<ModuleOp>();
     for (auto parameter : module.getOps<ParameterOp>()) {
-      if (parameter.getFrozen()) {
-        continue; // not trained: no gradient (its computation is dead code)
+      if (!parameter.isTrained()) {
+        continue; // frozen or state: no gradient (its computation is dead code)
       }
       Value gradient = parameterGradients.lookup(parameter.getSymName());
       if (!gradient) {

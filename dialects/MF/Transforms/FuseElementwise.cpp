@@ -1,11 +1,14 @@
 //===- FuseElementwise.cpp - group elementwise chains ---------------------===//
 //
-// 1. Walk the entry's ops in order. A fusible op (Elementwise, or a
-//    broadcast) joins the group of one of its producers if no value of that
-//    group is used, before this op, by an op outside the group (so the group
-//    can sit where its last op is); otherwise it starts a group.
-// 2. A group of two or more ops is outlined into an mf.fusion when the cost
-//    model says fusing moves fewer bytes.
+// 1. Walk the entry's ops in order. An elementwise op joins the groups of
+//    its producers that compute values of its shape (one kernel iterates
+//    one shape), merging them, if no value of those groups is used, before
+//    this op, by an op outside them (so the group can sit where its last op
+//    is); failing that, the first such group that can take it alone; else
+//    it starts a group. Broadcasts and splat constants join no group: each
+//    region that reads one computes it itself (FusionUtils).
+// 2. A group of two or more ops, or one op reading a broadcast, is outlined
+//    into an mf.fusion when the cost model says fusing moves fewer bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,23 +32,45 @@ using namespace mlir::mf;
 
 namespace {
 
-bool isFusible(Operation *op) {
-  return isa<BroadcastOp>(op) || isElementwiseOp(op);
-}
+bool isFusible(Operation *op) { return isElementwiseOp(op); }
 
 struct Group {
   SmallVector<Operation *> ops;
   llvm::SmallPtrSet<Operation *, 8> members;
 };
 
-/// True if no value of `group` is used by an op outside it that comes
-/// before `op`: then the group can be placed at `op`.
-bool canJoin(const Group &group, Operation *op) {
-  for (Operation *member : group.ops) {
-    for (Operation *user : member->getUsers()) {
-      if (user != op && !group.members.contains(user) &&
-          user->isBeforeInBlock(op)) {
-        return false;
+ArrayRef<int64_t> shapeOf(Operation *op) {
+  return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+}
+
+/// Moves the ops of `from` into `into` (number `intoIndex`), keeping
+/// program order; `from` is left empty.
+void merge(Group &into, Group &from, llvm::DenseMap<Operation *, size_t> &groupOf,
+           size_t intoIndex) {
+  for (Operation *op : from.ops) {
+    groupOf[op] = intoIndex;
+    into.members.insert(op);
+  }
+  into.ops.append(from.ops.begin(), from.ops.end());
+  llvm::sort(into.ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  from.ops.clear();
+  from.members.clear();
+}
+
+/// True if no value of `groups` is used by an op outside them that comes
+/// before `op`: then their union can be placed at `op`.
+bool canJoin(ArrayRef<const Group *> groups, Operation *op) {
+  auto isMember = [&](Operation *user) {
+    return llvm::any_of(groups, [&](const Group *group) {
+      return group->members.contains(user);
+    });
+  };
+  for (const Group *group : groups) {
+    for (Operation *member : group->ops) {
+      for (Operation *user : member->getUsers()) {
+        if (user != op && !isMember(user) && user->isBeforeInBlock(op)) {
+          return false;
+        }
       }
     }
   }
@@ -62,13 +87,33 @@ struct MFFuseElementwisePass
         if (!isFusible(&op)) {
           continue;
         }
-        std::optional<size_t> chosen;
+        // The producer groups of this op's shape, in first-operand order.
+        SmallVector<size_t> candidates;
         for (Value operand : op.getOperands()) {
           Operation *producer = operand.getDefiningOp();
           auto it = producer ? groupOf.find(producer) : groupOf.end();
-          if (it != groupOf.end() && canJoin(groups[it->second], &op)) {
-            chosen = it->second;
-            break;
+          if (it != groupOf.end() && !groups[it->second].ops.empty() &&
+              shapeOf(groups[it->second].ops.front()) == shapeOf(&op) &&
+              !llvm::is_contained(candidates, it->second)) {
+            candidates.push_back(it->second);
+          }
+        }
+        SmallVector<const Group *> all;
+        for (size_t index : candidates) {
+          all.push_back(&groups[index]);
+        }
+        std::optional<size_t> chosen;
+        if (!candidates.empty() && canJoin(all, &op)) {
+          chosen = candidates.front();
+          for (size_t index : ArrayRef(candidates).drop_front()) {
+            merge(groups[*chosen], groups[index], groupOf, *chosen);
+          }
+        } else {
+          for (size_t index : candidates) {
+            if (canJoin({&groups[index]}, &op)) {
+              chosen = index;
+              break;
+            }
           }
         }
         if (!chosen) {
@@ -81,7 +126,8 @@ struct MFFuseElementwisePass
       }
     }
     for (const Group &group : groups) {
-      if (group.ops.size() < 2) {
+      if (group.ops.empty() ||
+          (group.ops.size() == 1 && !readsBroadcast(group.ops.front()))) {
         continue;
       }
       if (!fusionCost(group.ops).pays()) {

@@ -6,6 +6,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::mf;
 
@@ -16,6 +18,22 @@ struct Boundary {
   llvm::SetVector<Value> results;
 };
 
+/// A splat constant: a region computes it in place instead of reading a
+/// buffer of repeated values.
+bool isSplatConstant(Value value) {
+  auto constant = value.getDefiningOp<ConstantOp>();
+  return constant && isa<SplatElementsAttr>(constant.getValue());
+}
+
+/// What a region reads for `operand` of a member: nothing for a splat, the
+/// input of a broadcast (the region broadcasts it itself), else the value.
+Value readFor(Value operand) {
+  if (auto broadcast = operand.getDefiningOp<BroadcastOp>()) {
+    operand = broadcast.getInput();
+  }
+  return isSplatConstant(operand) ? Value() : operand;
+}
+
 Boundary boundaryOf(ArrayRef<Operation *> ops) {
   llvm::SmallPtrSet<Operation *, 16> members(ops.begin(), ops.end());
   Boundary boundary;
@@ -23,7 +41,11 @@ Boundary boundaryOf(ArrayRef<Operation *> ops) {
     for (Value operand : op->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (!producer || !members.contains(producer)) {
-        boundary.inputs.insert(operand);
+        Value read = readFor(operand);
+        Operation *source = read ? read.getDefiningOp() : nullptr;
+        if (read && !(source && members.contains(source))) {
+          boundary.inputs.insert(read);
+        }
       }
     }
     for (Value result : op->getResults()) {
@@ -55,11 +77,27 @@ bool mf::isElementwiseOp(Operation *op) {
          isa_and_nonnull<MFDialect>(op->getDialect());
 }
 
+bool mf::readsBroadcast(Operation *op) {
+  return llvm::any_of(op->getOperands(), [](Value operand) {
+    return operand.getDefiningOp<BroadcastOp>() != nullptr;
+  });
+}
+
 FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   FusionCost cost;
-  for (Operation *op : ops) {
-    if (auto costed = dyn_cast<CostOpInterface>(op)) {
+  llvm::SmallPtrSet<Operation *, 16> counted;
+  auto count = [&](Operation *op) {
+    auto costed = dyn_cast<CostOpInterface>(op);
+    if (costed && counted.insert(op).second) {
       cost.separateBytes += costed.getBytesAccessed();
+    }
+  };
+  for (Operation *op : ops) {
+    count(op);
+    for (Value operand : op->getOperands()) {
+      if (auto broadcast = operand.getDefiningOp<BroadcastOp>()) {
+        count(broadcast);
+      }
     }
   }
   Boundary boundary = boundaryOf(ops);
@@ -84,7 +122,25 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, StringRef kind) {
   for (Value input : inputs) {
     mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
   }
+  // Splats and broadcasts the members read are computed in the region
+  // (cloned in; the originals go if nothing else needs them).
+  llvm::SetVector<Operation *> sunk;
+  std::function<void(Value)> sink = [&](Value value) {
+    Operation *producer = value.getDefiningOp();
+    if (mapping.contains(value) || !producer ||
+        !(isSplatConstant(value) || isa<BroadcastOp>(producer))) {
+      return;
+    }
+    for (Value operand : producer->getOperands()) {
+      sink(operand);
+    }
+    sunk.insert(producer);
+    builder.clone(*producer, mapping);
+  };
   for (Operation *op : ops) {
+    for (Value operand : op->getOperands()) {
+      sink(operand);
+    }
     builder.clone(*op, mapping);
   }
   SmallVector<Value> yielded;
@@ -98,6 +154,11 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, StringRef kind) {
   }
   for (Operation *op : llvm::reverse(ops)) {
     op->erase();
+  }
+  for (Operation *op : llvm::reverse(sunk)) {
+    if (op->use_empty()) {
+      op->erase();
+    }
   }
   return fusion;
 }

@@ -13,8 +13,12 @@ namespace mlir::mf {
 /// operands (one result).
 bool isElementwiseOp(Operation *op);
 
-/// Bytes moved by `ops` run one by one, and by one region holding them (its
-/// inputs and the results used outside).
+/// Whether `op` reads a broadcast, which a region holding it would compute
+/// in place (as it does splat constants) instead of reading it expanded.
+bool readsBroadcast(Operation *op);
+
+/// Bytes moved by `ops` and the broadcasts they read run one by one, and by
+/// one region holding them (its inputs and the results used outside).
 struct FusionCost {
   int64_t separateBytes = 0;
   int64_t fusedBytes = 0;

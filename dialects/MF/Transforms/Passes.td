@@ -49,6 +49,31 @@ def MFAutodiffPass : Pass<"mf-autodiff", "::mlir::ModuleOp"> {
   }];
 }
 
+def MFTrainStepPass : Pass<"mf-train-step", "::mlir::ModuleOp"> {
+  let summary = "Builds the train_step entry: forward, backward and the optimizer update";
+  let description = [{
+    For a training module with a `forward_backward` entry (after
+    `mf-autodiff`), builds `train_step(input_ids, labels, learning_rate,
+    step)`: the forward and backward pass, then, in `mf` ops, global-norm
+    gradient clipping and one AdamW update of every trained parameter, whose
+    new values (and new optimizer state) are stored with `mf.assign`. The
+    optimizer is the module's `mf.optimizer` dictionary: `type` (AdamW with
+    bias correction and decoupled decay, as torch.optim.AdamW; or
+    AdamWeightDecay / FP32StateAdamWeightDecay as MindSpore), `beta1`,
+    `beta2`, `eps`, `weight_decay`, `gradient_accumulation_steps`, and
+    `max_grad_norm` when gradients are clipped. `learning_rate` (the
+    schedule's rate for this update) and `step` (the update's number,
+    counting from 1) are f32 scalars from the host.
+
+    Optimizer state lives in `state` parameters: `optimizer.m.<p>` and
+    `optimizer.v.<p>` (fp32), and with gradient accumulation
+    `optimizer.grad_sum.<p>` plus an entry `accumulate_gradients(input_ids,
+    labels)` that adds a micro-batch's gradients / N to them; `train_step`
+    then adds the last micro-batch, updates, and clears the sums. The entry
+    returns the loss and, when clipping, the gradient norm before clipping.
+  }];
+}
+
 def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Groups chains of elementwise ops into mf.fusion regions";
   let description = [{

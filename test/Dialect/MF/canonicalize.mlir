@@ -53,3 +53,23 @@ func.func @reshape_splat() -> tensor<4x2xf32> {
   %1 = mf.reshape %0 : tensor<8xf32> to tensor<4x2xf32>
   return %1 : tensor<4x2xf32>
 }
+
+// -----
+
+// A broadcast splat is a splat of the larger shape; positions past an empty
+// cache (x + 0 on integers) are x. A float x + 0 stays (-0 + 0 is +0).
+// CHECK-LABEL: func.func @splats
+// CHECK-SAME: (%[[I:.+]]: tensor<4xi32>, %[[F:.+]]: tensor<4xf32>)
+// CHECK-DAG: %[[S:.+]] = mf.constant dense<2.500000e-01> : tensor<2x4xf32>
+// CHECK-DAG: %[[Z:.+]] = mf.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK: %[[A:.+]] = mf.add %[[F]], %[[Z]]
+// CHECK: return %[[S]], %[[I]], %[[A]]
+func.func @splats(%i: tensor<4xi32>, %f: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xi32>, tensor<4xf32>) {
+  %c = mf.constant dense<2.5e-01> : tensor<f32>
+  %0 = mf.broadcast %c : tensor<f32> to tensor<2x4xf32>
+  %zi = mf.constant dense<0> : tensor<4xi32>
+  %1 = mf.add %i, %zi : tensor<4xi32>
+  %zf = mf.constant dense<0.0> : tensor<4xf32>
+  %2 = mf.add %f, %zf : tensor<4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<4xi32>, tensor<4xf32>
+}

@@ -290,3 +290,29 @@ func.func @pad_outside(%x: tensor<4xf32>) -> tensor<6xf32> {
   %0 = mf.pad %x [4] : tensor<4xf32> -> tensor<6xf32>
   return %0 : tensor<6xf32>
 }
+
+// -----
+
+func.func @assign_missing(%v: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nope' does not name an mf.parameter}}
+  %0 = mf.assign @nope, %v : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+mf.parameter @w : tensor<4xf32> init = ones
+func.func @assign_type(%v: tensor<4xbf16>) -> tensor<4xbf16> {
+  // expected-error @+1 {{type 'tensor<4xbf16>' does not match 'tensor<4xf32>' of parameter 'w'}}
+  %0 = mf.assign @w, %v : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+mf.parameter @base : tensor<4xf32> init = ones frozen
+func.func @assign_frozen(%v: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{assigns frozen parameter 'base'; frozen parameters are never updated}}
+  %0 = mf.assign @base, %v : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -45,7 +45,23 @@ func.func @elementwise(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>) -> tensor<2x8xf
   %12 = mf.gelu %11 approximate = none : tensor<2x8xf32>
   // CHECK: mf.swiglu
   %13 = mf.swiglu %12, %a : tensor<2x8xf32>
-  return %13 : tensor<2x8xf32>
+  // CHECK: mf.min
+  %14 = mf.min %13, %b : tensor<2x8xf32>
+  // CHECK: mf.sqrt
+  %15 = mf.sqrt %14 : tensor<2x8xf32>
+  return %15 : tensor<2x8xf32>
+}
+
+// -----
+
+// A training step's update: the assignment is kept although unused.
+mf.parameter @w : tensor<4xf32> init = ones
+mf.parameter @optimizer.m.w : tensor<4xf32> init = zeros state
+// CHECK-LABEL: func.func @update
+func.func @update(%g: tensor<4xf32>) {
+  // CHECK: mf.assign @w, %{{.*}} : tensor<4xf32>
+  %0 = mf.assign @w, %g : tensor<4xf32>
+  return
 }
 
 // -----

@@ -1,0 +1,381 @@
+//===- TrainStep.cpp - one compiled training step -------------------------===//
+//
+// 1. Read the optimizer from the module's `mf.optimizer` dictionary and
+//    declare the state parameters: AdamW's m and v per trained parameter
+//    (fp32), and the gradient sums when gradients are accumulated.
+// 2. With accumulation, clone forward_backward into accumulate_gradients,
+//    whose gradients / N are added to the sums.
+// 3. Clone forward_backward into train_step and replace its return by the
+//    update, in mf ops: the step's gradients (plus the sums), their global
+//    norm and clipping, the per-step scalars (bias corrections from `step`),
+//    and per parameter the new m, v and weight, each stored by mf.assign.
+//    Splat constants stand for the hyperparameters, so fusion turns each
+//    parameter's update into one elementwise kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+namespace mlir::mf {
+#define GEN_PASS_DEF_MFTRAINSTEPPASS
+#include "dialects/MF/Transforms/Passes.h.inc"
+} // namespace mlir::mf
+
+using namespace mlir;
+using namespace mlir::mf;
+
+namespace {
+
+struct OptimizerSettings {
+  bool biasCorrected = true; // AdamW; MindSpore's AdamWeightDecay is not
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
+  std::optional<double> maxGradNorm;
+  int64_t accumulation = 1;
+};
+
+FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>("mf.optimizer");
+  if (!dict) {
+    return emitError(module.getLoc())
+           << "a training module needs an 'mf.optimizer' dictionary (type, "
+              "beta1, beta2, eps, weight_decay, gradient_accumulation_steps)";
+  }
+  OptimizerSettings settings;
+  auto type = dict.getAs<StringAttr>("type");
+  if (!type || (type.getValue() != "AdamW" && type.getValue() != "AdamWeightDecay" &&
+                type.getValue() != "FP32StateAdamWeightDecay")) {
+    return emitError(module.getLoc())
+           << "mf.optimizer type must be AdamW, AdamWeightDecay or "
+              "FP32StateAdamWeightDecay";
+  }
+  settings.biasCorrected = type.getValue() == "AdamW";
+  for (auto [key, slot] :
+       {std::pair{"beta1", &settings.beta1}, std::pair{"beta2", &settings.beta2},
+        std::pair{"eps", &settings.eps},
+        std::pair{"weight_decay", &settings.weightDecay}}) {
+    auto value = dict.getAs<FloatAttr>(key);
+    if (!value) {
+      return emitError(module.getLoc())
+             << "mf.optimizer needs a float '" << key << "'";
+    }
+    *slot = value.getValueAsDouble();
+  }
+  if (auto norm = dict.getAs<FloatAttr>("max_grad_norm")) {
+    settings.maxGradNorm = norm.getValueAsDouble();
+  }
+  if (auto steps = dict.getAs<IntegerAttr>("gradient_accumulation_steps")) {
+    settings.accumulation = steps.getInt();
+  }
+  if (settings.accumulation < 1 || settings.beta1 < 0 || settings.beta1 >= 1 ||
+      settings.beta2 < 0 || settings.beta2 >= 1 ||
+      (settings.maxGradNorm && *settings.maxGradNorm <= 0)) {
+    return emitError(module.getLoc())
+           << "mf.optimizer needs betas in [0, 1), a positive max_grad_norm "
+              "and gradient_accumulation_steps >= 1";
+  }
+  return settings;
+}
+
+/// One trained parameter and its optimizer state.
+struct Trained {
+  ParameterOp parameter;
+  ParameterOp m, v, gradientSum; // gradientSum: only with accumulation
+};
+
+/// mf ops on f32 tensors, at one location.
+class MathBuilder {
+public:
+  MathBuilder(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
+
+  RankedTensorType f32(RankedTensorType like) {
+    return RankedTensorType::get(like.getShape(), b.getF32Type());
+  }
+  Value splat(double value, RankedTensorType type) {
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+  }
+  Value scalar(double value) {
+    return splat(value, RankedTensorType::get({}, b.getF32Type()));
+  }
+  /// `value` with the type (shape and element type) of `like`.
+  Value broadcastLike(Value value, Value like) {
+    return value.getType() == like.getType()
+               ? value
+               : Value(BroadcastOp::create(b, loc, like.getType(), value));
+  }
+  Value castTo(Value value, Type elementType) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getElementType() == elementType) {
+      return value;
+    }
+    return CastOp::create(b, loc, RankedTensorType::get(type.getShape(), elementType),
+                          value);
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, broadcastLike(y, x)); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, broadcastLike(y, x)); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, broadcastLike(y, x)); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, broadcastLike(y, x)); }
+  Value min(Value x, Value y) { return MinOp::create(b, loc, x, broadcastLike(y, x)); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x); }
+  /// The sum of all elements, as a 0-d tensor.
+  Value sumAll(Value x) {
+    auto type = cast<RankedTensorType>(x.getType());
+    Value flat = ReshapeOp::create(
+        b, loc, RankedTensorType::get({type.getNumElements()}, type.getElementType()), x);
+    Value sum = ReduceSumOp::create(
+        b, loc, RankedTensorType::get({1}, type.getElementType()), flat, 0);
+    return ReshapeOp::create(b, loc, RankedTensorType::get({}, type.getElementType()),
+                             sum);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto mode = module->getAttrOfType<StringAttr>("mf.run_mode");
+    if (!mode || (mode.getValue() != "train" && mode.getValue() != "finetune") ||
+        module.lookupSymbol("train_step")) {
+      return; // not training, or built already
+    }
+    auto backward = module.lookupSymbol<func::FuncOp>("forward_backward");
+    if (!backward) {
+      emitError(module.getLoc())
+          << "a training module needs forward_backward (run mf-autodiff first)";
+      return signalPassFailure();
+    }
+    FailureOr<OptimizerSettings> settings = readSettings(module);
+    if (failed(settings)) {
+      return signalPassFailure();
+    }
+    SmallVector<Trained> trained = declareState(module, *settings);
+    if (trained.size() + 1 != backward.getNumResults()) {
+      backward.emitError() << "returns " << backward.getNumResults()
+                           << " values; expected the loss and one gradient per "
+                              "trained parameter ("
+                           << trained.size() << ")";
+      return signalPassFailure();
+    }
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointToEnd(module.getBody());
+    if (settings->accumulation > 1) {
+      auto accumulate = cast<func::FuncOp>(builder.clone(*backward));
+      accumulate.setSymName("accumulate_gradients");
+      buildAccumulation(accumulate, trained, *settings);
+    }
+    auto step = cast<func::FuncOp>(builder.clone(*backward));
+    step.setSymName("train_step");
+    buildUpdate(step, trained, *settings);
+  }
+
+  /// The state parameters, after the model's, in the same order.
+  SmallVector<Trained> declareState(ModuleOp module,
+                                    const OptimizerSettings &settings) {
+    SmallVector<Trained> trained;
+    Operation *lastParameter = nullptr;
+    for (auto parameter : module.getOps<ParameterOp>()) {
+      lastParameter = parameter;
+      if (parameter.isTrained()) {
+        trained.push_back({parameter, {}, {}, {}});
+      }
+    }
+    OpBuilder builder(module.getContext());
+    if (lastParameter) {
+      builder.setInsertionPointAfter(lastParameter);
+    } else {
+      builder.setInsertionPointToStart(module.getBody());
+    }
+    auto declare = [&](ParameterOp of, StringRef kind) {
+      auto type = RankedTensorType::get(of.getTensorType().getShape(),
+                                        builder.getF32Type());
+      return ParameterOp::create(
+          builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
+          type, ParameterInit::zeros, FloatAttr(), StringAttr(),
+          /*frozen=*/false, /*state=*/true);
+    };
+    for (Trained &entry : trained) {
+      entry.m = declare(entry.parameter, "m");
+      entry.v = declare(entry.parameter, "v");
+      if (settings.accumulation > 1) {
+        entry.gradientSum = declare(entry.parameter, "grad_sum");
+      }
+    }
+    return trained;
+  }
+
+  static Location locationOf(ParameterOp parameter) {
+    return NameLoc::get(
+        StringAttr::get(parameter.getContext(),
+                        "optimizer." + parameter.getSymName().str()),
+        parameter.getLoc());
+  }
+
+  static Value read(OpBuilder &builder, ParameterOp parameter, Location loc) {
+    return ParamOp::create(builder, loc, parameter.getTensorType(),
+                           parameter.getSymName());
+  }
+
+  /// A micro-batch's gradient in f32, divided by the number of micro-batches.
+  static Value microBatchShare(MathBuilder &math, Value gradient,
+                               const OptimizerSettings &settings) {
+    Value g = math.castTo(gradient, math.b.getF32Type());
+    if (settings.accumulation == 1) {
+      return g;
+    }
+    return math.div(g, math.scalar(static_cast<double>(settings.accumulation)));
+  }
+
+  void buildAccumulation(func::FuncOp entry, MutableArrayRef<Trained> trained,
+                         const OptimizerSettings &settings) {
+    auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
+    OpBuilder builder(ret);
+    for (auto [index, parameter] : llvm::enumerate(trained)) {
+      Location loc = locationOf(parameter.parameter);
+      MathBuilder math(builder, loc);
+      Value share = microBatchShare(math, ret.getOperand(1 + index), settings);
+      Value sum = math.add(read(builder, parameter.gradientSum, loc), share);
+      AssignOp::create(builder, loc, parameter.gradientSum.getSymName(), sum);
+    }
+    setResults(entry, ret, {ret.getOperand(0)}, {"loss"});
+  }
+
+  void buildUpdate(func::FuncOp entry, MutableArrayRef<Trained> trained,
+                   const OptimizerSettings &settings) {
+    MLIRContext *context = entry.getContext();
+    auto scalarType = RankedTensorType::get({}, Float32Type::get(context));
+    unsigned argumentCount = entry.getNumArguments();
+    Location entryLoc = entry.getLoc();
+    for (StringRef name : {"learning_rate", "step"}) {
+      (void)entry.insertArgument(
+          entry.getNumArguments(), scalarType,
+          DictionaryAttr::get(context, {NamedAttribute(
+                                           StringAttr::get(context, "mf.name"),
+                                           StringAttr::get(context, name))}),
+          entryLoc);
+    }
+    Value learningRate = entry.getArgument(argumentCount);
+    Value step = entry.getArgument(argumentCount + 1);
+
+    auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
+    OpBuilder builder(ret);
+    Location optimizerLoc =
+        NameLoc::get(StringAttr::get(context, "optimizer"), entryLoc);
+    MathBuilder shared(builder, optimizerLoc);
+
+    // This step's gradients, in f32.
+    SmallVector<Value> gradients;
+    for (auto [index, parameter] : llvm::enumerate(trained)) {
+      MathBuilder math(builder, locationOf(parameter.parameter));
+      Value g = microBatchShare(math, ret.getOperand(1 + index), settings);
+      if (settings.accumulation > 1) {
+        g = math.add(read(builder, parameter.gradientSum, math.loc), g);
+      }
+      gradients.push_back(g);
+    }
+
+    // Global-norm clipping, as torch.nn.utils.clip_grad_norm_.
+    Value norm;
+    if (settings.maxGradNorm) {
+      Value total;
+      for (Value g : gradients) {
+        Value squares = shared.sumAll(shared.mul(g, g));
+        total = total ? shared.add(total, squares) : squares;
+      }
+      norm = shared.sqrt(total);
+      Value scale =
+          shared.min(shared.div(shared.scalar(*settings.maxGradNorm),
+                                shared.add(norm, shared.scalar(1e-6))),
+                     shared.scalar(1.0));
+      for (Value &g : gradients) {
+        g = shared.mul(g, scale);
+      }
+    }
+
+    // Per-step scalars: AdamW's step size lr / (1 - beta1^t), the square
+    // root of 1 - beta2^t and the decay factor 1 - lr * wd.
+    Value stepSize = learningRate, correction2Root, shrink;
+    if (settings.biasCorrected) {
+      auto correction = [&](double beta) {
+        return shared.sub(shared.scalar(1.0),
+                          shared.exp(shared.mul(step, shared.scalar(std::log(beta)))));
+      };
+      stepSize = shared.div(learningRate, correction(settings.beta1));
+      correction2Root = shared.sqrt(correction(settings.beta2));
+      shrink = shared.sub(shared.scalar(1.0),
+                          shared.mul(learningRate, shared.scalar(settings.weightDecay)));
+    }
+
+    for (auto [parameter, g] : llvm::zip(trained, gradients)) {
+      Location loc = locationOf(parameter.parameter);
+      MathBuilder math(builder, loc);
+      auto type = math.f32(parameter.parameter.getTensorType());
+      Value weight = math.castTo(read(builder, parameter.parameter, loc),
+                                 builder.getF32Type());
+      Value m = math.add(math.mul(read(builder, parameter.m, loc),
+                                  math.splat(settings.beta1, type)),
+                         math.mul(g, math.splat(1.0 - settings.beta1, type)));
+      Value v = math.add(math.mul(read(builder, parameter.v, loc),
+                                  math.splat(settings.beta2, type)),
+                         math.mul(math.mul(g, g), math.splat(1.0 - settings.beta2, type)));
+      Value next;
+      if (settings.biasCorrected) {
+        // p (1 - lr wd) - lr / c1 * m / (sqrt(v) / sqrt(c2) + eps)
+        Value denominator = math.add(math.div(math.sqrt(v), correction2Root),
+                                     math.splat(settings.eps, type));
+        next = math.sub(math.mul(weight, shrink),
+                        math.mul(math.div(m, denominator), stepSize));
+      } else {
+        // p - lr (m / (sqrt(v) + eps) + wd p)
+        Value update = math.div(m, math.add(math.sqrt(v), math.splat(settings.eps, type)));
+        if (settings.weightDecay != 0.0) {
+          update = math.add(update, math.mul(weight, math.splat(settings.weightDecay, type)));
+        }
+        next = math.sub(weight, math.mul(update, learningRate));
+      }
+      AssignOp::create(builder, loc, parameter.m.getSymName(), m);
+      AssignOp::create(builder, loc, parameter.v.getSymName(), v);
+      AssignOp::create(
+          builder, loc, parameter.parameter.getSymName(),
+          math.castTo(next, parameter.parameter.getTensorType().getElementType()));
+      if (parameter.gradientSum) {
+        AssignOp::create(builder, loc, parameter.gradientSum.getSymName(),
+                         math.splat(0.0, type));
+      }
+    }
+
+    SmallVector<Value> results{ret.getOperand(0)};
+    SmallVector<StringRef> names{"loss"};
+    if (norm) {
+      results.push_back(norm);
+      names.push_back("grad_norm");
+    }
+    setResults(entry, ret, results, names);
+  }
+
+  /// Replaces the entry's return by one of `results`, named `names`.
+  static void setResults(func::FuncOp entry, func::ReturnOp ret,
+                         ArrayRef<Value> results, ArrayRef<StringRef> names) {
+    OpBuilder builder(ret);
+    func::ReturnOp::create(builder, ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> types;
+    SmallVector<Attribute> attributes;
+    for (auto [result, name] : llvm::zip(results, names)) {
+      types.push_back(result.getType());
+      attributes.push_back(builder.getDictionaryAttr(
+          builder.getNamedAttr("mf.name", builder.getStringAttr(name))));
+    }
+    entry.setFunctionType(builder.getFunctionType(entry.getArgumentTypes(), types));
+    entry.setAllResultAttrs(attributes);
+  }
+};
+
+} // namespace
