@@ -620,11 +620,13 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Param:
     return shapeError(op, "parameters are bound by the executor");
   case fb::OpKind::Constant: {
-    // All the values, or one repeated (a splat).
+    // All the values, or one repeated (a splat): the filled prefix doubles
+    // with each copy.
     size_t held = op.data()->size(), bytes = output.byteSize();
-    for (size_t offset = 0; offset < bytes; offset += held) {
-      std::memcpy(static_cast<char *>(output.data()) + offset, op.data()->data(),
-                  std::min(held, bytes - offset));
+    char *out = static_cast<char *>(output.data());
+    std::memcpy(out, op.data()->data(), std::min(held, bytes));
+    for (size_t filled = held; filled > 0 && filled < bytes; filled *= 2) {
+      std::memcpy(out + filled, out, std::min(filled, bytes - filled));
     }
     return Status::ok();
   }

@@ -4,8 +4,10 @@
 //    shape except inputs that reach it through mf.broadcast.
 // 2. Build one linalg.generic on memrefs: inputs through identity or
 //    broadcast maps, the body from the ScalarEmitter.
-// 3. One tile: the regions fused today are small (positions, masks); the
-//    heavy elementwise work rides in matmul epilogues.
+// 3. Tiles of whole rows of the first dimension larger than 1 (at least
+//    64K elements each, at most 64 tiles): a tile runs the generic on
+//    subviews of the buffers that follow that dimension (the others are
+//    read whole). Rank-0 regions are one tile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,9 @@ using namespace mlir;
 using namespace mfc;
 
 namespace {
+
+constexpr int64_t kMinTileElements = int64_t(1) << 16;
+constexpr int64_t kMaxTiles = 64;
 
 /// An input of the linalg.generic: a kernel argument read through a map.
 struct GenericInput {
@@ -116,32 +121,78 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
   Location loc = fusion.getLoc();
   auto kernel = func::FuncOp::create(builder, loc, "mfk",
                                      builder.getFunctionType(argumentTypes, {}));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(1));
+  // Rows of the tiled dimension per tile.
+  unsigned tiled = 0;
+  while (tiled + 1 < rank && shape[tiled] == 1) {
+    ++tiled;
+  }
+  int64_t rows = rank == 0 ? 1 : shape[tiled];
+  int64_t rowElements = rows == 0 ? 1 : ShapedType::getNumElements(shape) / rows;
+  int64_t rowsPerTile =
+      std::max<int64_t>(1, llvm::divideCeil(kMinTileElements, std::max<int64_t>(1, rowElements)));
+  if (llvm::divideCeil(rows, rowsPerTile) > kMaxTiles) {
+    rowsPerTile = llvm::divideCeil(rows, kMaxTiles);
+  }
+  int64_t tiles = std::max<int64_t>(1, llvm::divideCeil(rows, rowsPerTile));
+  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
   Block *entry = kernel.addEntryBlock();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
   func::ReturnOp::create(builder, loc);
   builder.setInsertionPointToStart(entry);
-  // The one tile (tile 0) runs when the range holds it.
-  Value zero = arith::ConstantIntOp::create(builder, loc, 0, 64);
-  Value hasTile = arith::AndIOp::create(
+  auto index = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, value);
+  };
+  // The range is clamped to the kernel's own tiles.
+  Value begin = arith::MaxSIOp::create(
       builder, loc,
-      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::sle,
-                            entry->getArgument(0), zero),
-      arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::slt, zero,
-                            entry->getArgument(1)));
-  auto ifTile = scf::IfOp::create(builder, loc, hasTile, /*withElse=*/false);
-  builder.setInsertionPointToStart(&ifTile.getThenRegion().front());
+      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                 entry->getArgument(0)),
+      index(0));
+  Value end = arith::MinSIOp::create(
+      builder, loc,
+      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                 entry->getArgument(1)),
+      index(tiles));
+  auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
+  builder.setInsertionPointToStart(loop.getBody());
+
+  // A tile's view of a buffer that follows the tiled dimension.
+  Value firstRow, tileRows;
+  if (rank > 0) {
+    firstRow = arith::MulIOp::create(builder, loc, loop.getInductionVar(),
+                                     index(rowsPerTile));
+    tileRows = arith::MinSIOp::create(
+        builder, loc, index(rowsPerTile),
+        arith::SubIOp::create(builder, loc, index(rows), firstRow));
+  }
+  AffineExpr tiledDim = getAffineDimExpr(tiled, context);
+  auto tileOf = [&](Value buffer, AffineMap map) -> Value {
+    auto found = llvm::find(map.getResults(), tiledDim);
+    if (rank == 0 || found == map.getResults().end()) {
+      return buffer;
+    }
+    size_t position = found - map.getResults().begin();
+    ArrayRef<int64_t> bufferShape = cast<MemRefType>(buffer.getType()).getShape();
+    SmallVector<OpFoldResult> offsets(bufferShape.size(), builder.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes, strides(bufferShape.size(), builder.getIndexAttr(1));
+    for (int64_t size : bufferShape) {
+      sizes.push_back(builder.getIndexAttr(size));
+    }
+    offsets[position] = firstRow;
+    sizes[position] = tileRows;
+    return memref::SubViewOp::create(builder, loc, buffer, offsets, sizes, strides);
+  };
 
   SmallVector<Value> genericInputs, genericOutputs;
   SmallVector<AffineMap> maps;
   for (const GenericInput &input : inputs) {
-    genericInputs.push_back(entry->getArgument(2 + input.argument));
+    genericInputs.push_back(tileOf(entry->getArgument(2 + input.argument), input.map));
     maps.push_back(input.map);
   }
   unsigned resultBase = 2 + fusion.getInputs().size();
   for (unsigned i = 0; i < fusion.getNumResults(); ++i) {
-    genericOutputs.push_back(entry->getArgument(resultBase + i));
+    genericOutputs.push_back(tileOf(entry->getArgument(resultBase + i), identity));
     maps.push_back(identity);
   }
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
