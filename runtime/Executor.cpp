@@ -116,7 +116,7 @@ Status Executor::observe(const std::string &entryName, size_t index,
                          const std::string &what, const std::string &location,
                          uint32_t valueId, const Tensor &value,
                          std::chrono::steady_clock::time_point began,
-                         const RunOptions &options) {
+                         const RunOptions &options, bool traced) {
   if (options.checkNumerics && hasNonFinite(value)) {
     return Status::error("op " + std::to_string(index) + " (" + what + " at " +
                          location + ") of '" + entryName +
@@ -131,7 +131,7 @@ Status Executor::observe(const std::string &entryName, size_t index,
                                       ".npy",
                                   value));
   }
-  if (options.traceEvents) {
+  if (options.traceEvents && traced) {
     auto micros = [&](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration_cast<std::chrono::microseconds>(t - start_)
           .count();

@@ -52,12 +52,14 @@ protected:
                                            const std::vector<Tensor> &inputs);
 
   /// Does for `value`, just computed by `what` (an op kind or a kernel) at
-  /// `location`, what `options` ask: NaN check, dump, trace slice, capture.
+  /// `location`, what `options` ask: NaN check, dump, trace slice (unless
+  /// `traced` is false: a kernel's later outputs share its first's slice),
+  /// capture.
   Status observe(const std::string &entryName, size_t index,
                  const std::string &what, const std::string &location,
                  uint32_t valueId, const Tensor &value,
                  std::chrono::steady_clock::time_point began,
-                 const RunOptions &options);
+                 const RunOptions &options, bool traced = true);
 
   /// Prepares what `options` need before a run of `entry`.
   Status beginRun(const fb::Entry &entry, const RunOptions &options);

@@ -208,7 +208,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
           MFRT_RETURN_IF_ERROR(observe(
               entryName, dispatch.first_op(), name,
               last.location() ? last.location()->str() : "", id, values[id],
-              began, options));
+              began, options, id == dispatch.outputs()->Get(0)));
         }
       }
       continue;

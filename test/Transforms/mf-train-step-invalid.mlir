@@ -10,7 +10,7 @@ module attributes {mf.run_mode = "train"} {
 
 // -----
 
-// expected-error @below {{mf.optimizer type must be AdamW, AdamWeightDecay or FP32StateAdamWeightDecay}}
+// expected-error @below {{mf.optimizer type must be AdamW, AdamWeightDecay, FP32StateAdamWeightDecay or FusedAdamWeightDecay}}
 module attributes {mf.run_mode = "train", mf.optimizer = {type = "SGD"}} {
   func.func @forward_backward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
     %loss = mf.constant dense<1.0> : tensor<f32>

@@ -59,7 +59,8 @@ def MFTrainStepPass : Pass<"mf-train-step", "::mlir::ModuleOp"> {
     new values (and new optimizer state) are stored with `mf.assign`. The
     optimizer is the module's `mf.optimizer` dictionary: `type` (AdamW with
     bias correction and decoupled decay, as torch.optim.AdamW; or
-    AdamWeightDecay / FP32StateAdamWeightDecay as MindSpore), `beta1`,
+    MindSpore's AdamWeightDecay, FP32StateAdamWeightDecay and
+    FusedAdamWeightDecay, the same update), `beta1`,
     `beta2`, `eps`, `weight_decay`, `gradient_accumulation_steps`, and
     `max_grad_norm` when gradients are clipped. `learning_rate` (the
     schedule's rate for this update) and `step` (the update's number,

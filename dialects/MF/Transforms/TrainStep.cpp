@@ -47,11 +47,13 @@ FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
   }
   OptimizerSettings settings;
   auto type = dict.getAs<StringAttr>("type");
-  if (!type || (type.getValue() != "AdamW" && type.getValue() != "AdamWeightDecay" &&
-                type.getValue() != "FP32StateAdamWeightDecay")) {
+  if (!type || !llvm::is_contained({"AdamW", "AdamWeightDecay",
+                                    "FP32StateAdamWeightDecay",
+                                    "FusedAdamWeightDecay"},
+                                   type.getValue())) {
     return emitError(module.getLoc())
-           << "mf.optimizer type must be AdamW, AdamWeightDecay or "
-              "FP32StateAdamWeightDecay";
+           << "mf.optimizer type must be AdamW, AdamWeightDecay, "
+              "FP32StateAdamWeightDecay or FusedAdamWeightDecay";
   }
   settings.biasCorrected = type.getValue() == "AdamW";
   for (auto [key, slot] :
