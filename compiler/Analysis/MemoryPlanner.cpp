@@ -61,16 +61,24 @@ enum class Fit {
 
 /// Places buffers in `order`, each in a gap (chosen by `fit`) where it
 /// overlaps nothing placed before it that is alive at the same time. Returns
-/// the arena size; offsets go into `offsets`.
+/// the arena size; offsets go into `offsets`, and into `tops` the arena
+/// after each position. A replay `from` a position keeps the placements
+/// before it: `offsets` and `tops` must hold them (the same order prefix,
+/// placed with the same fit).
 int64_t placeInOrder(const std::vector<PlannedBuffer> &buffers,
                      const std::vector<int> &order, int64_t alignment, Fit fit,
-                     std::vector<int64_t> &offsets) {
-  offsets.assign(buffers.size(), -1);
-  std::vector<int> placed;
+                     std::vector<int64_t> &offsets, std::vector<int64_t> &tops,
+                     size_t from = 0) {
+  if (from == 0) {
+    offsets.assign(buffers.size(), -1);
+  }
+  tops.resize(order.size());
+  std::vector<int> placed(order.begin(), order.begin() + from);
   placed.reserve(buffers.size());
   std::vector<std::pair<int64_t, int64_t>> taken; // [begin, end) in the arena
-  int64_t arena = 0;
-  for (int index : order) {
+  int64_t arena = from > 0 ? tops[from - 1] : 0;
+  for (size_t at = from; at < order.size(); ++at) {
+    int index = order[at];
     const PlannedBuffer &buffer = buffers[index];
     collectTaken(buffers, index, placed, offsets, taken);
     int64_t cursor = 0, chosen = -1, chosenGap = INT64_MAX;
@@ -91,6 +99,7 @@ int64_t placeInOrder(const std::vector<PlannedBuffer> &buffers,
     int64_t offset = chosen >= 0 ? chosen : cursor; // else the open top
     offsets[index] = offset;
     arena = std::max(arena, offset + buffer.size);
+    tops[at] = arena;
     placed.push_back(index);
   }
   return arena;
@@ -181,7 +190,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   }
 
   std::vector<int> bestOrder;
-  std::vector<int64_t> bestOffsets, offsets;
+  std::vector<int64_t> bestOffsets, offsets, tops;
   int64_t best = INT64_MAX;
   Fit bestFit = Fit::Lowest;
   auto tryOrder = [&](const std::vector<int> &order, Fit fit,
@@ -190,7 +199,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
       return; // optimal already
     }
     ++result.candidatesTried;
-    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets);
+    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets, tops);
     if (arena < best) {
       best = arena;
       bestOrder = order;
@@ -237,11 +246,16 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   //    that touches the top of the arena earlier gives it first pick of
   //    offsets; random swaps escape plateaus (equal arenas are accepted).
   //    After a long stall, restart from a fresh shuffle; keep the best seen.
+  //    A candidate replays from its first changed position.
   std::mt19937_64 random(options.seed);
   std::vector<int> current = bestOrder, order;
-  std::vector<int64_t> currentOffsets = bestOffsets;
+  std::vector<int64_t> currentOffsets, currentTops;
   int64_t currentArena = best;
   Fit currentFit = bestFit;
+  if (best > result.lowerBound) {
+    placeInOrder(buffers, current, alignment, currentFit, currentOffsets,
+                 currentTops);
+  }
   int64_t stall = 0, stallLimit = 200 + 20 * static_cast<int64_t>(n);
   std::vector<int> position(n), critical;
   while (best > result.lowerBound && elapsed() < options.timeLimitSeconds) {
@@ -249,8 +263,16 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
       std::shuffle(current.begin(), current.end(), random);
       currentFit = random() % 2 ? Fit::Best : Fit::Lowest;
       currentArena = placeInOrder(buffers, current, alignment, currentFit,
-                                  currentOffsets);
+                                  currentOffsets, currentTops);
+      ++result.candidatesTried;
       stall = 0;
+      if (currentArena < best) {
+        best = currentArena;
+        bestOrder = current;
+        bestOffsets = currentOffsets;
+        result.strategy = currentFit == Fit::Best ? "search/best-fit"
+                                                  : "search/lowest-fit";
+      }
     }
     order = current;
     for (int i = 0; i < n; ++i) {
@@ -263,6 +285,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
       }
     }
     int moves = 1 + static_cast<int>(random() % 3);
+    int firstChanged = n;
     for (int move = 0; move < moves; ++move) {
       if (random() % 2 == 0 && !critical.empty()) {
         int chosen = critical[random() % critical.size()];
@@ -276,17 +299,22 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
         for (int i = to; i <= from; ++i) {
           position[order[i]] = i;
         }
+        firstChanged = std::min(firstChanged, to);
       } else {
         int a = static_cast<int>(random() % n), b = static_cast<int>(random() % n);
         std::swap(order[a], order[b]);
         position[order[a]] = a;
         position[order[b]] = b;
+        firstChanged = std::min({firstChanged, a, b});
       }
     }
     Fit fit = random() % 8 == 0 ? (currentFit == Fit::Best ? Fit::Lowest : Fit::Best)
                                 : currentFit;
     ++result.candidatesTried;
-    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets);
+    size_t from = fit == currentFit ? static_cast<size_t>(std::min(firstChanged, n)) : 0;
+    offsets = currentOffsets;
+    tops = currentTops;
+    int64_t arena = placeInOrder(buffers, order, alignment, fit, offsets, tops, from);
     ++stall;
     if (arena <= currentArena) {
       if (arena < currentArena) {
@@ -294,6 +322,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
       }
       current = order;
       currentOffsets = offsets;
+      currentTops = tops;
       currentArena = arena;
       currentFit = fit;
     }
