@@ -85,7 +85,7 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Pad:
     return {1, 1, 1, -1, 0};
   case fb::OpKind::Assign:
-    return {1, 1, 1, 1, 0};
+    return {1, 1, 1, 2, 0};
   }
   return {-1, -1, -1, -1, -1};
 }

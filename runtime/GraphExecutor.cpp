@@ -65,6 +65,9 @@ GraphExecutor::prepare(const fb::Entry &entry) {
                                             static_cast<char *>(arena) + offset)));
     }
   }
+  for (auto [id, parameter] : prepared->program.inPlace) {
+    bind(id, weights_.mutableTensor(parameter));
+  }
   for (const HostStep &step : prepared->program.steps) {
     void *kernel = nullptr;
     if (step.dispatch) {

@@ -3,7 +3,8 @@
 // 1. Steps: dispatches and the ops outside them, in program order.
 // 2. Storage: each value is in the arena (its offset), a view of another
 //    value's storage (reshape, KV-cache write), or outside (inputs,
-//    parameters and their assignments, constants). Every value a step
+//    parameters and their assignments, constants), or in a parameter when
+//    a kernel computes it for an in-place assignment. Every value a step
 //    writes must have storage.
 // 3. Lifetimes per arena buffer, from the step that writes it to the last
 //    step that reads it or any view of it (entry outputs: to the end); no
@@ -14,6 +15,7 @@
 #include "runtime/HostProgram.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace mfrt;
 
@@ -57,11 +59,36 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     isOutput[id] = true;
   }
   size_t opCount = entry.ops() ? entry.ops()->size() : 0;
+  // In-place assignments: the parameter each such value is computed into,
+  // and (below) the step that computes it.
+  constexpr int64_t kNone = -1;
+  std::vector<int64_t> computedInto(valueCount, kNone);
+  for (size_t index = 0; index < opCount; ++index) {
+    const fb::Op &op = *entry.ops()->Get(index);
+    if (op.kind() == fb::OpKind::Assign && op.ints()->Get(1) != 0) {
+      computedInto[op.operands()->Get(0)] = op.ints()->Get(0);
+    }
+  }
+  std::map<int64_t, int64_t> updatedAt; // parameter -> step computing it
+  std::vector<int64_t> viewOf(valueCount, kNone); // parameter a value reads
   size_t nextDispatch = 0;
-  auto storageOf = [&](uint32_t id, const std::string &what) -> Status {
+  auto storageOf = [&](uint32_t id, const std::string &what,
+                       int64_t step) -> Status {
     int64_t offset = entry.arena_offsets()->Get(id);
     const fb::TensorType &type = *entry.values()->Get(id);
     int64_t bytes = valueBytes(type);
+    if (computedInto[id] != kNone) {
+      int64_t parameter = computedInto[id];
+      if (offset != -1 || isOutput[id] || what != "a kernel's output" ||
+          updatedAt.count(parameter)) {
+        return bad("assigns value " + std::to_string(id) +
+                   " in place, which only a kernel's own output outside the "
+                   "arena can be, once per parameter");
+      }
+      updatedAt[parameter] = step;
+      program.inPlace.emplace_back(id, static_cast<uint32_t>(parameter));
+      return Status::ok();
+    }
     if (offset == -1 && isOutput[id]) {
       if (std::find(program.outputBuffers.begin(), program.outputBuffers.end(),
                     id) == program.outputBuffers.end()) {
@@ -92,7 +119,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
         return bad("has a kernel dispatch with no tiles");
       }
       for (uint32_t id : *dispatch->outputs()) {
-        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output"));
+        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step));
         definedAt[id] = step;
       }
       program.steps.push_back({dispatch, static_cast<uint32_t>(index)});
@@ -103,16 +130,23 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     uint32_t result = op.results()->Get(0);
     switch (op.kind()) {
     case fb::OpKind::Param:
+      viewOf[result] = op.ints()->Get(0);
+      break;
     case fb::OpKind::Constant:
     case fb::OpKind::Assign: // into the parameter's own storage
       break;
     case fb::OpKind::Reshape:
+      viewOf[result] = viewOf[op.operands()->Get(0)];
+      root[result] = root[op.operands()->Get(0)];
+      break;
     case fb::OpKind::KvCacheWrite:
       root[result] = root[op.operands()->Get(0)];
       break;
     default:
-      MFRT_RETURN_IF_ERROR(storageOf(result, std::string("the result of ") +
-                                                 fb::EnumNameOpKind(op.kind())));
+      MFRT_RETURN_IF_ERROR(storageOf(result,
+                                     std::string("the result of ") +
+                                         fb::EnumNameOpKind(op.kind()),
+                                     step));
     }
     definedAt[result] = step;
     program.steps.push_back({nullptr, static_cast<uint32_t>(index)});
@@ -133,6 +167,11 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     if (!isInput[id] && (definedAt[id] == kOutside || definedAt[id] >= step)) {
       return bad("reads value " + std::to_string(id) +
                  " at a step where graph mode has not computed it");
+    }
+    auto updated = viewOf[id] == kNone ? updatedAt.end() : updatedAt.find(viewOf[id]);
+    if (updated != updatedAt.end() && step > updated->second) {
+      return bad("reads a parameter's old value after a kernel updated it in "
+                 "place");
     }
     lastUse[root[id]] = std::max(lastUse[root[id]], step);
     lastRead[id] = std::max(lastRead[id], step);

@@ -3,8 +3,10 @@
 // Graph Mode runs an entry's op-level program as a host program: each kernel
 // dispatch is one step (it replaces the ops it covers), every other op is a
 // step of its own. Values live at their planned arena offsets, except
-// inputs, parameters and constants (their own memory) and views: a reshape
-// shares its operand's memory, a KV-cache write updates its cache in place.
+// inputs, parameters and constants (their own memory), views (a reshape
+// shares its operand's memory, a KV-cache write updates its cache in
+// place) and values a kernel computes straight into the parameter they are
+// assigned to.
 //
 // Building the host program checks the plan, so a corrupt model.bin cannot
 // make two live values share bytes or a value overrun the arena.
@@ -32,6 +34,8 @@ struct HostProgram {
   /// Entry outputs that live outside the arena: each run allocates them
   /// and the steps write them directly.
   std::vector<uint32_t> outputBuffers;
+  /// Values computed in place: (value id, parameter index).
+  std::vector<std::pair<uint32_t, uint32_t>> inPlace;
 
   /// The host program of `entry`; an error if it has no memory plan or the
   /// plan is unsound.

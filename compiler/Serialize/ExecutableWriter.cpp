@@ -341,7 +341,10 @@ private:
                 return std::nullopt;
               }
               return EncodedOp{fb::OpKind::Assign,
-                               {static_cast<int64_t>(it->second)}, {}, {}};
+                               {static_cast<int64_t>(it->second),
+                                assign->hasAttr("mf.in_place")},
+                               {},
+                               {}};
             })
             .Case([&](mf::ConstantOp constant) -> std::optional<EncodedOp> {
               auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());

@@ -1,8 +1,11 @@
 //===- PlanMemory.cpp - one static arena per entry ------------------------===//
 //
 // 1. Number the ops of an entry; give each transient op result a buffer
-//    (reshapes and KV-cache writes share their operand's, parameters and
-//    constants have none).
+//    (reshapes and KV-cache writes share their operand's, parameters,
+//    constants and assignments have none). A value a kernel computes only
+//    to assign it to a parameter is computed in place, in the parameter
+//    (the assignment gets `mf.in_place`), when that is safe: see
+//    assignsInPlace.
 // 2. A buffer lives from its first definition to one past its last use;
 //    buffers the entry returns through a view live to the end, and those it
 //    returns directly are not planned (the runtime writes them into the
@@ -16,10 +19,12 @@
 #include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -39,6 +44,53 @@ int64_t tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return tensor.getNumElements() *
          std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+}
+
+/// Whether `assign`'s value can be written by its kernel straight into the
+/// parameter: the value is a result of a kernel region used only by the
+/// assignment; the region reads the parameter's old value, if at all, only
+/// elementwise at the same shape (so each element is read before it is
+/// overwritten); and nothing after the region reads the old value.
+bool assignsInPlace(mf::AssignOp assign) {
+  Value value = assign.getValue();
+  auto region = value.getDefiningOp<mf::FusionOp>();
+  if (!region || !region->hasAttr("mf.kernel") || !value.hasOneUse() ||
+      (region.getKind() != "elementwise" && region.getKind() != "matmul_epilogue")) {
+    return false;
+  }
+  Block &body = region.getBody().front();
+  // Reads of the old value: mf.param results and views of them.
+  SmallVector<Value> oldValues;
+  region->getParentOfType<func::FuncOp>().walk([&](mf::ParamOp read) {
+    if (read.getName() == assign.getName()) {
+      oldValues.push_back(read.getResult());
+    }
+  });
+  for (size_t i = 0; i < oldValues.size(); ++i) {
+    for (Operation *user : oldValues[i].getUsers()) {
+      if (isa<mf::ReshapeOp>(user)) {
+        oldValues.push_back(user->getResult(0));
+      }
+    }
+  }
+  for (Value old : oldValues) {
+    for (OpOperand &use : old.getUses()) {
+      Operation *user = use.getOwner();
+      if (user == region.getOperation()) {
+        BlockArgument argument = body.getArgument(use.getOperandNumber());
+        bool elementwise = argument.getType() == value.getType() &&
+                           llvm::all_of(argument.getUsers(), [](Operation *op) {
+                             return mf::isElementwiseOp(op);
+                           });
+        if (!elementwise) {
+          return false;
+        }
+      } else if (!isa<mf::ReshapeOp>(user) && !user->isBeforeInBlock(region)) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 /// The buffers of one entry and the op result that defines each.
@@ -63,7 +115,7 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
                                 isa<func::ReturnOp>(op) ? end : index + 1);
       }
     }
-    if (isa<mf::ParamOp, mf::ConstantOp, func::ReturnOp>(op)) {
+    if (isa<mf::ParamOp, mf::ConstantOp, mf::AssignOp, func::ReturnOp>(op)) {
       continue;
     }
     // Views and in-place updates share their operand's buffer (if it has
@@ -89,11 +141,22 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
     }
   }
   // What the entry returns is written straight into buffers the runtime
-  // hands to the caller: not in the arena.
+  // hands to the caller, and values assigned in place into their
+  // parameters: not in the arena.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseSet<Value> inPlace;
+  for (auto assign : body.getOps<mf::AssignOp>()) {
+    if (assignsInPlace(assign)) {
+      assign->setAttr("mf.in_place", UnitAttr::get(assign.getContext()));
+      inPlace.insert(assign.getValue());
+    } else {
+      assign->removeAttr("mf.in_place");
+    }
+  }
   EntryBuffers planned;
   for (auto [buffer, value] : llvm::zip(result.buffers, result.definitions)) {
-    if (!llvm::is_contained(ret.getOperands(), Value(value))) {
+    if (!llvm::is_contained(ret.getOperands(), Value(value)) &&
+        !inPlace.contains(value)) {
       planned.buffers.push_back(buffer);
       planned.definitions.push_back(value);
     }

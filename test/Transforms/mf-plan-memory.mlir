@@ -49,3 +49,44 @@ func.func @aligned(%s: tensor<1xf32>) -> tensor<1xf32> {
   %3 = mf.exp %2 : tensor<1xf32>
   return %3 : tensor<1xf32>
 }
+
+// -----
+
+// A training update: the kernel computing @w's new value reads the old
+// value only elementwise and nothing reads it later, so the value is
+// computed in place (no arena bytes). @u's old value is read after its
+// update's kernel, and @b's update is not a kernel: both keep arena
+// buffers (one after the other) and copies.
+// CHECK-LABEL: func.func @updates
+// CHECK-SAME: mf.arena_bytes = 1024 : i64
+// CHECK: %[[W:.+]] = mf.fusion{{.*}}mf.kernel = "mfk_0"
+// CHECK-NOT: mf.arena_offsets
+// CHECK: mf.assign @w, %[[W]] {mf.in_place} : tensor<256xf32>
+// CHECK: %[[U:.+]] = mf.fusion{{.*}}mf.arena_offsets
+// CHECK: mf.assign @u, %[[U]] : tensor<256xf32>
+// CHECK: %[[B:.+]] = mf.exp %{{.*}} {mf.arena_offsets
+// CHECK: mf.assign @b, %[[B]] : tensor<256xf32>
+mf.parameter @w : tensor<256xf32> init = ones
+mf.parameter @u : tensor<256xf32> init = ones
+mf.parameter @b : tensor<256xf32> init = ones
+func.func @updates(%g: tensor<256xf32>) -> tensor<256xf32> {
+  %w = mf.param @w : tensor<256xf32>
+  %w1 = mf.fusion(%w, %g) {kind = "elementwise", mf.kernel = "mfk_0"} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
+  ^bb0(%a: tensor<256xf32>, %b: tensor<256xf32>):
+    %d = mf.sub %a, %b : tensor<256xf32>
+    mf.yield %d : tensor<256xf32>
+  }
+  %0 = mf.assign @w, %w1 : tensor<256xf32>
+  %u = mf.param @u : tensor<256xf32>
+  %u1 = mf.fusion(%u, %g) {kind = "elementwise", mf.kernel = "mfk_0"} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
+  ^bb0(%a: tensor<256xf32>, %b: tensor<256xf32>):
+    %d = mf.sub %a, %b : tensor<256xf32>
+    mf.yield %d : tensor<256xf32>
+  }
+  %late = mf.exp %u : tensor<256xf32>
+  %1 = mf.assign @u, %u1 : tensor<256xf32>
+  %b = mf.param @b : tensor<256xf32>
+  %b1 = mf.exp %b : tensor<256xf32>
+  %2 = mf.assign @b, %b1 : tensor<256xf32>
+  return %late : tensor<256xf32>
+}
