@@ -114,10 +114,11 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
           withoutKernel.push_back(fusion);
           continue;
         }
-        // Identical regions (every layer's) share one kernel.
+        // Identical regions (every layer's) share one kernel. Printed on
+        // its own: the default walks up to (and verifies) the whole graph.
         std::string text;
         llvm::raw_string_ostream os(text);
-        kernel->print(os);
+        kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
         auto [it, inserted] = kernelByText.try_emplace(
             text, "mfk_" + std::to_string(kernelByText.size()));
         fusion->setAttr("mf.kernel", builder.getStringAttr(it->second));

@@ -14,6 +14,7 @@
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Codegen/CPU/ScalarEmitter.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -71,7 +72,7 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
   // Inputs of the generic: direct uses of an argument read it with the
   // identity map, broadcasts of it with their broadcast map.
   SmallVector<GenericInput> inputs;
-  llvm::DenseMap<Value, unsigned> inputOf; // region value -> generic input
+  llvm::MapVector<Value, unsigned> inputOf; // region value -> generic input
   auto addInput = [&](Value key, unsigned argument, AffineMap map) {
     for (auto [index, existing] : llvm::enumerate(inputs)) {
       if (existing.argument == argument && existing.map == map) {

@@ -23,6 +23,7 @@
 #include "compiler/Codegen/CPU/ScalarEmitter.h"
 #include "dialects/MF/Transforms/FusionUtils.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -146,7 +147,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // The matmuls, and how every argument the epilogue reads is shaped.
   SmallVector<MatmulInfo> matmuls;
   llvm::DenseMap<Value, unsigned> matmulOf;            // result -> index
-  llvm::DenseMap<Value, std::pair<unsigned, InputShape>> argumentOf;
+  // In insertion order, so that a kernel prints the same in every run.
+  llvm::MapVector<Value, std::pair<unsigned, InputShape>> argumentOf;
   for (Operation &op : body.without_terminator()) {
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
@@ -329,7 +331,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
 
   SmallVector<Value> genericInputs, genericOutputs;
   SmallVector<AffineMap> maps;
-  llvm::DenseMap<Value, unsigned> inputOf; // region value -> generic input
+  llvm::MapVector<Value, unsigned> inputOf; // region value -> generic input
   for (auto [i, matmul] : llvm::enumerate(matmuls)) {
     inputOf[matmul.op.getResult()] = genericInputs.size();
     genericInputs.push_back(memref::SubViewOp::create(
