@@ -79,6 +79,17 @@ std::string phaseList() {
   return list;
 }
 
+/// --help shows the command's options and MLIR's (--mlir-timing, ...), not
+/// the hundreds of LLVM backend options linked in with libLLVM.
+void showOnlyOwnOptions(cl::OptionCategory &category) {
+  cl::HideUnrelatedOptions(category);
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    if (name.starts_with("mlir-")) {
+      option->setHiddenFlag(cl::NotHidden);
+    }
+  }
+}
+
 int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
                         const std::string &inputFile,
                         const std::string &outputFile) {
@@ -114,11 +125,10 @@ int compile(int argc, char **argv) {
                                            "with --compile-to ('-': stdout)"),
                                   cl::value_desc("file"), cl::init("-"),
                                   cl::cat(category));
-  cl::opt<std::string>
-      compileTo("compile-to",
-                cl::desc("Stop after this phase and print its IR (phases: mf, "
-                       "fusion, memory-plan, codegen)"),
-                cl::value_desc("phase"), cl::cat(category));
+  std::string compileToHelp =
+      "Stop after this phase and print its IR (phases: " + phaseList() + ")";
+  cl::opt<std::string> compileTo("compile-to", cl::desc(compileToHelp),
+                                 cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",
                 cl::desc("Override a config key, e.g. "
@@ -152,6 +162,7 @@ int compile(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
+  showOnlyOwnOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "mfc compile: MindFormers YAML -> mf graph -> executable\n");
@@ -241,15 +252,17 @@ int compile(int argc, char **argv) {
 /// `mfc plan-memory in.csv [-o plan.csv] [--time-limit S]`: plans a
 /// MiniMalloc-format problem and reports arena, lower bound, ratio and time.
 int planMemoryCommand(int argc, char **argv) {
+  cl::OptionCategory category("mfc plan-memory options");
   cl::opt<std::string> csvFile(cl::Positional, cl::desc("<problem.csv>"),
-                               cl::Required);
+                               cl::Required, cl::cat(category));
   cl::opt<std::string> planFile("o", cl::desc("Write the plan (CSV with offsets)"),
-                                cl::value_desc("file"));
+                                cl::value_desc("file"), cl::cat(category));
   cl::opt<double> timeLimit("time-limit",
                             cl::desc("Seconds for the improvement search"),
-                            cl::init(1.0));
+                            cl::init(1.0), cl::cat(category));
   cl::opt<int64_t> alignment("alignment", cl::desc("Offset alignment in bytes"),
-                             cl::init(1));
+                             cl::init(1), cl::cat(category));
+  showOnlyOwnOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "mfc plan-memory: static memory planning of a "
                               "MiniMalloc CSV problem (id,lower,upper,size)\n");
