@@ -208,6 +208,12 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   MemoryPlanResult result;
+  // Whether `fraction` of the time (or of the candidate budget) is used.
+  auto spent = [&](double fraction) {
+    return elapsed() >= options.timeLimitSeconds * fraction ||
+           (options.maxCandidates > 0 &&
+            result.candidatesTried >= options.maxCandidates * fraction);
+  };
   result.lowerBound = livenessLowerBound(buffers);
   int n = static_cast<int>(buffers.size());
   int64_t alignment = std::max<int64_t>(1, options.alignment);
@@ -278,8 +284,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   //    about 1.11 x the bound).
   std::mt19937_64 random(options.seed);
   if (n <= 2048) {
-    while (best > result.lowerBound &&
-           elapsed() < options.timeLimitSeconds / 5) {
+    while (best > result.lowerBound && !spent(0.2)) {
       tryOrder(lowestFirstOrder(buffers, neighbors, alignment, 0, &random),
                Fit::Lowest, "random lowest-first");
     }
@@ -301,7 +306,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   }
   int64_t stall = 0, stallLimit = 200 + 4 * static_cast<int64_t>(n);
   std::vector<int> position(n), critical;
-  while (best > result.lowerBound && elapsed() < options.timeLimitSeconds) {
+  while (best > result.lowerBound && !spent(1.0)) {
     if (stall > stallLimit) {
       if (n <= 2048) {
         current = lowestFirstOrder(buffers, neighbors, alignment, 0, &random);

@@ -28,6 +28,10 @@ struct PlannedBuffer {
 struct MemoryPlanOptions {
   /// How long the improvement search may run after the portfolio.
   double timeLimitSeconds = 1.0;
+  /// If positive, the search also stops after this many candidate plans
+  /// (and the randomized orders take a fifth of them): the same plan on
+  /// any machine, however fast.
+  int64_t maxCandidates = 0;
   /// Offsets are multiples of this.
   int64_t alignment = 1;
   uint64_t seed = 0;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 using namespace mfc;
@@ -62,15 +63,18 @@ TEST(MemoryPlanner, StaysNearTheBoundOnExactTilings) {
   for (int instance = 0; instance < 3; ++instance) {
     std::vector<PlannedBuffer> buffers;
     tile(random, 0, 200, 0, 4096, 150, buffers);
+    // A candidate budget, not a time limit: the same plans on a slow
+    // (sanitizer) build as on a fast one.
     MemoryPlanOptions options;
-    options.timeLimitSeconds = 1.0;
+    options.timeLimitSeconds = 60.0;
+    options.maxCandidates = 3000;
     MemoryPlanResult result = planMemory(buffers, options);
     EXPECT_TRUE(isValidPlan(buffers));
     EXPECT_EQ(result.lowerBound, 4096);
     // A regression bound, not the goal: issue 4 asks for <= 1.10 on hard
-    // instances, which bench/memory_planner.py measures; today's planner
-    // reaches 1.00-1.12 on these three.
+    // instances, which bench/memory_planner.py measures.
     EXPECT_LE(result.ratio(), 1.20) << "instance " << instance;
+    std::printf("exact tiling %d: arena / bound %.4f\n", instance, result.ratio());
   }
 }
 
