@@ -288,19 +288,9 @@ Status mfrt::detail::pad(const fb::Op &op, const Tensor &a, Tensor &out) {
   size_t element = dtypeSize(out.dtype());
   const char *from = static_cast<const char *>(a.data());
   char *to = static_cast<char *>(out.data());
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < a.numElements(); ++i) {
-    int64_t offset = base;
-    for (size_t d = 0; d < rank; ++d) {
-      offset += index[d] * strides[d];
-    }
+  // The input's elements scattered into the output's strides.
+  walkStrided(in, strides, base, [&](int64_t i, int64_t offset) {
     std::memcpy(to + offset * element, from + i * element, element);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < in[d]) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
+  });
   return Status::ok();
 }

@@ -72,14 +72,14 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
   std::map<int64_t, int64_t> updatedAt; // parameter -> step computing it
   std::vector<int64_t> viewOf(valueCount, kNone); // parameter a value reads
   size_t nextDispatch = 0;
-  auto storageOf = [&](uint32_t id, const std::string &what,
-                       int64_t step) -> Status {
+  auto storageOf = [&](uint32_t id, const std::string &what, int64_t step,
+                       bool kernelOutput) -> Status {
     int64_t offset = entry.arena_offsets()->Get(id);
     const fb::TensorType &type = *entry.values()->Get(id);
     int64_t bytes = valueBytes(type);
     if (computedInto[id] != kNone) {
       int64_t parameter = computedInto[id];
-      if (offset != -1 || isOutput[id] || what != "a kernel's output" ||
+      if (offset != -1 || isOutput[id] || !kernelOutput ||
           updatedAt.count(parameter)) {
         return bad("assigns value " + std::to_string(id) +
                    " in place, which only a kernel's own output outside the "
@@ -119,7 +119,8 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
         return bad("has a kernel dispatch with no tiles");
       }
       for (uint32_t id : *dispatch->outputs()) {
-        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step));
+        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step,
+                                       /*kernelOutput=*/true));
         definedAt[id] = step;
       }
       program.steps.push_back({dispatch, static_cast<uint32_t>(index)});
@@ -146,7 +147,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
       MFRT_RETURN_IF_ERROR(storageOf(result,
                                      std::string("the result of ") +
                                          fb::EnumNameOpKind(op.kind()),
-                                     step));
+                                     step, /*kernelOutput=*/false));
     }
     definedAt[result] = step;
     program.steps.push_back({nullptr, static_cast<uint32_t>(index)});

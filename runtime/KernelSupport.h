@@ -143,6 +143,33 @@ Status binary(const fb::Op &op, const Tensor &a, const Tensor &b, Tensor &out,
 /// Row-major strides of `shape`, in elements.
 std::vector<int64_t> rowMajorStrides(const Shape &shape);
 
+/// Calls visit(i, offset) for every element i (row-major) of `shape`, with
+/// offset = base + sum(index_d * strides[d]): the walk behind gathers
+/// (broadcast, transpose, slice) and the pad scatter.
+template <typename F>
+void walkStrided(const Shape &shape, const std::vector<int64_t> &strides,
+                 int64_t base, F visit) {
+  size_t rank = shape.size();
+  int64_t count = 1;
+  for (int64_t size : shape) {
+    count *= size;
+  }
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t offset = base;
+    for (size_t d = 0; d < rank; ++d) {
+      offset += index[d] * strides[d];
+    }
+    visit(i, offset);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++index[d] < shape[d]) {
+        break;
+      }
+      index[d] = 0;
+    }
+  }
+}
+
 /// a . b over `n` floats, in eight partial sums (so it vectorizes), built
 /// for the widest vector ISA the machine has.
 __attribute__((target_clones("avx512f", "avx2", "default"))) float

@@ -84,25 +84,12 @@ Status cast(const fb::Op &op, const Tensor &a, Tensor &out) {
 void stridedGather(const Tensor &source, Tensor &out,
                    const std::vector<int64_t> &strides, int64_t base) {
   size_t element = dtypeSize(out.dtype());
-  size_t rank = out.shape().size();
   const char *from = static_cast<const char *>(source.data());
   char *to = static_cast<char *>(out.data());
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t offset = base;
-    for (size_t d = 0; d < rank; ++d) {
-      offset += index[d] * strides[d];
-    }
+  walkStrided(out.shape(), strides, base, [&](int64_t i, int64_t offset) {
     std::memcpy(to + i * element, from + offset * element, element);
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      if (++index[d] < out.dim(d)) {
-        break;
-      }
-      index[d] = 0;
-    }
-  }
+  });
 }
-
 
 Status broadcast(const fb::Op &op, const Tensor &a, Tensor &out) {
   const Shape &from = a.shape(), &to = out.shape();

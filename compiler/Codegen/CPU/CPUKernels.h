@@ -24,6 +24,7 @@
 #include "dialects/MF/IR/MFOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
@@ -77,6 +78,13 @@ mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
 /// the codegen phase (in the LLVM dialect), with its target CPU in
 /// `mf.cpu`.
 inline constexpr llvm::StringLiteral kKernelModuleName = "mf_kernels";
+
+/// In a kernel's entry block, the loop over its tiles [tileBegin, tileEnd)
+/// (the first two arguments), clamped to [0, tiles): a corrupt dispatch
+/// cannot make a kernel write outside its buffers. The builder is left at
+/// the start of the loop body.
+mlir::scf::ForOp buildTileLoop(mlir::OpBuilder &builder, mlir::Location loc,
+                               mlir::Block *entry, int64_t tiles);
 
 /// The graph's kernel module, if codegen ran.
 mlir::ModuleOp findKernelModule(mlir::ModuleOp graph);

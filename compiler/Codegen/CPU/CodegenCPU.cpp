@@ -37,6 +37,22 @@ namespace mfc {
 using namespace mlir;
 using namespace mfc;
 
+scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
+                              int64_t tiles) {
+  auto index = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, value);
+  };
+  auto argument = [&](unsigned position) -> Value {
+    return arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
+                                      entry->getArgument(position));
+  };
+  Value begin = arith::MaxSIOp::create(builder, loc, argument(0), index(0));
+  Value end = arith::MinSIOp::create(builder, loc, argument(1), index(tiles));
+  auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
+  builder.setInsertionPointToStart(loop.getBody());
+  return loop;
+}
+
 namespace {
 
 bool isF32Tensor(Type type) {

@@ -144,19 +144,7 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
   auto index = [&](int64_t value) -> Value {
     return arith::ConstantIndexOp::create(builder, loc, value);
   };
-  // The range is clamped to the kernel's own tiles.
-  Value begin = arith::MaxSIOp::create(
-      builder, loc,
-      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                 entry->getArgument(0)),
-      index(0));
-  Value end = arith::MinSIOp::create(
-      builder, loc,
-      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                 entry->getArgument(1)),
-      index(tiles));
-  auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
-  builder.setInsertionPointToStart(loop.getBody());
+  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
 
   // A tile's view of a buffer that follows the tiled dimension.
   Value firstRow, tileRows;

@@ -260,22 +260,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  // The range is clamped to the kernel's own tiles: a corrupt dispatch
-  // cannot make it write outside its buffers.
-  Value begin = arith::MaxSIOp::create(
-      builder, loc,
-      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                 entry->getArgument(0)),
-      index(0));
-  Value end = arith::MinSIOp::create(
-      builder, loc,
-      arith::IndexCastOp::create(builder, loc, builder.getIndexType(),
-                                 entry->getArgument(1)),
-      index(tiles));
-  auto loop = scf::ForOp::create(builder, loc, begin, end, index(1));
-  func::ReturnOp::create(builder, loc);
-
-  builder.setInsertionPointToStart(loop.getBody());
+  builder.setInsertionPoint(func::ReturnOp::create(builder, loc));
+  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
   Value m0 = arith::MulIOp::create(
       builder, loc, arith::DivUIOp::create(builder, loc, tile, index(tilesAcross)),

@@ -165,37 +165,37 @@ LogicalResult ParameterOp::verify() {
   return success();
 }
 
-LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto parameter =
-      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
+/// The mf.parameter `name` that `op` reads or writes as a value of `type`.
+static FailureOr<ParameterOp>
+lookUpParameter(Operation *op, FlatSymbolRefAttr name, Type type,
+                SymbolTableCollection &symbolTable) {
+  auto parameter = symbolTable.lookupNearestSymbolFrom<ParameterOp>(op, name);
   if (!parameter) {
-    return emitOpError() << "'" << getName()
-                         << "' does not name an mf.parameter";
+    return op->emitOpError() << "'" << name.getValue()
+                             << "' does not name an mf.parameter";
   }
-  if (parameter.getType() != getType()) {
-    return emitOpError() << "type " << getType() << " does not match "
-                         << parameter.getType() << " of parameter '"
-                         << getName() << "'";
+  if (parameter.getType() != type) {
+    return op->emitOpError() << "type " << type << " does not match "
+                             << parameter.getType() << " of parameter '"
+                             << name.getValue() << "'";
   }
-  return success();
+  return parameter;
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookUpParameter(*this, getNameAttr(), getType(), symbolTable);
 }
 
 int64_t ParamOp::getFlops() { return 0; }
 int64_t ParamOp::getBytesAccessed() { return 0; }
 
 LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto parameter =
-      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getNameAttr());
-  if (!parameter) {
-    return emitOpError() << "'" << getName()
-                         << "' does not name an mf.parameter";
+  FailureOr<ParameterOp> parameter =
+      lookUpParameter(*this, getNameAttr(), getType(), symbolTable);
+  if (failed(parameter)) {
+    return failure();
   }
-  if (parameter.getType() != getType()) {
-    return emitOpError() << "type " << getType() << " does not match "
-                         << parameter.getType() << " of parameter '"
-                         << getName() << "'";
-  }
-  if (parameter.getFrozen()) {
+  if (parameter->getFrozen()) {
     return emitOpError() << "assigns frozen parameter '" << getName()
                          << "'; frozen parameters are never updated";
   }
