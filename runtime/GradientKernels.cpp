@@ -176,14 +176,11 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
       p[j] = dotProduct(query, kf.data() + at(b, j, kvHead, kvHeads), dim) * scale;
       best = std::max(best, p[j]);
     }
-    double sum = 0;
-    for (int64_t j = 0; j < visible; ++j) {
-      p[j] = std::exp(p[j] - best);
-      sum += p[j];
-    }
+    // The forward kernel's softmax, to the bit.
+    float inverseSum = 1.0f / expShiftedSum(p.data(), visible, best);
     double weighted = 0;
     for (int64_t j = 0; j < visible; ++j) {
-      p[j] = static_cast<float>(p[j] / sum);
+      p[j] *= inverseSum;
       dp[j] = dotProduct(grad, vf.data() + at(b, j, kvHead, kvHeads), dim);
       weighted += p[j] * dp[j];
     }

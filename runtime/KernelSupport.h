@@ -179,6 +179,12 @@ dotProduct(const float *a, const float *b, int64_t n);
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
 scaledAdd(float *y, const float *x, float alpha, int64_t n);
 
+/// x[i] = exp(x[i] - shift) over `n` floats, each x[i] <= shift (softmax's
+/// rows after their maximum); returns the sum. A branch-free polynomial
+/// exp (Cephes' expf: within 2 ulp of std::exp) so the loop vectorizes.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float
+expShiftedSum(float *x, int64_t n, float shift);
+
 } // namespace mfrt::detail
 
 #endif // MFC_RUNTIME_KERNELSUPPORT_H

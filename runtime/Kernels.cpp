@@ -416,10 +416,12 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
 }
 
 
-/// Attention one query row at a time, never an s x s matrix: scores for
-/// the visible keys, softmax, the weighted sum of values. Work is split in
-/// tiles of (batch, head, block of query rows), which `parallel` may run
-/// at once; a tile's math does not depend on the split.
+/// Attention by blocks of query rows, never an s x s matrix: for a block
+/// of up to 16 rows of one head, the scores against the keys its last row
+/// sees are one GEMM (a GEMV in decode) over the cache in place (GQA: the
+/// head's KV head, strided), softmax per row over the keys that row sees,
+/// then one GEMM with the values. Tiles are (batch, head, block), which
+/// `parallel` may run at once; a tile's math does not depend on the split.
 Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                  Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
@@ -452,38 +454,57 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   F32Out result(out);
   constexpr int64_t kRowsPerTile = 16;
   int64_t rowBlocks = (seq + kRowsPerTile - 1) / kRowsPerTile;
-  // Below ~1M multiply-adds waking other threads costs more than it saves.
-  bool small = batch * heads * seq * keys * dim < (1 << 20);
+  // Below ~64K multiply-adds (a few microseconds) one thread is as quick.
+  int64_t attended = hasPast ? past + seq : keys;
+  bool small = batch * heads * seq * attended * dim < (1 << 16);
+  // Keys row i sees.
+  auto visibleTo = [&](int64_t i) {
+    return std::min(keys, causal ? past + i + 1 : attended);
+  };
+  int64_t queryStride = heads * dim, keyStride = kvHeads * dim;
+  if (keys == 0 || dim == 0) { // no keys: the weighted sum of none
+    std::fill(result.data(), result.data() + out.numElements(), 0.0f);
+    result.finish();
+    return Status::ok();
+  }
   (small ? runSerially : parallel)(batch * heads * rowBlocks,
                                    [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(keys);
+    std::vector<float> scores(kRowsPerTile * keys);
     for (int64_t tile = begin; tile < end; ++tile) {
       int64_t b = tile / (heads * rowBlocks);
       int64_t h = tile / rowBlocks % heads;
       int64_t firstRow = tile % rowBlocks * kRowsPerTile;
-      int64_t kvHead = h / group;
-      for (int64_t i = firstRow; i < std::min(seq, firstRow + kRowsPerTile); ++i) {
-        int64_t visible = causal ? past + i + 1 : (hasPast ? past + seq : keys);
-        visible = std::min(visible, keys);
-        const float *query = qf.data() + ((b * seq + i) * heads + h) * dim;
-        float best = -std::numeric_limits<float>::infinity();
+      int64_t rows = std::min(seq, firstRow + kRowsPerTile) - firstRow;
+      int64_t width = visibleTo(firstRow + rows - 1); // the widest row
+      const float *query = qf.data() + ((b * seq + firstRow) * heads + h) * dim;
+      const float *key = kf.data() + (b * keys * kvHeads + h / group) * dim;
+      const float *value = vf.data() + (b * keys * kvHeads + h / group) * dim;
+      float *target = result.data() + ((b * seq + firstRow) * heads + h) * dim;
+      if (rows == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, width, dim, scale, key,
+                    keyStride, query, 1, 0.0f, scores.data(), 1);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
+                    scale, query, queryStride, key, keyStride, 0.0f,
+                    scores.data(), width);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        float *row = scores.data() + r * width;
+        int64_t visible = visibleTo(firstRow + r);
+        float best = *std::max_element(row, row + visible);
+        float inverseSum = 1.0f / expShiftedSum(row, visible, best);
         for (int64_t j = 0; j < visible; ++j) {
-          const float *key = kf.data() + ((b * keys + j) * kvHeads + kvHead) * dim;
-          scores[j] = dotProduct(query, key, dim) * scale;
-          best = std::max(best, scores[j]);
+          row[j] *= inverseSum;
         }
-        double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) {
-          scores[j] = std::exp(scores[j] - best);
-          sum += scores[j];
-        }
-        float *target = result.data() + ((b * seq + i) * heads + h) * dim;
-        std::fill(target, target + dim, 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
-          const float *value =
-              vf.data() + ((b * keys + j) * kvHeads + kvHead) * dim;
-          scaledAdd(target, value, static_cast<float>(scores[j] / sum), dim);
-        }
+        std::fill(row + visible, row + width, 0.0f); // masked: weight 0
+      }
+      if (rows == 1) {
+        cblas_sgemv(CblasRowMajor, CblasTrans, width, dim, 1.0f, value,
+                    keyStride, scores.data(), 1, 0.0f, target, 1);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dim, width,
+                    1.0f, scores.data(), width, value, keyStride, 0.0f, target,
+                    queryStride);
       }
     }
   });
@@ -583,6 +604,51 @@ mfrt::detail::dotProduct(const float *a, const float *b, int64_t n) {
   }
   return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
          ((partial[4] + partial[5]) + (partial[6] + partial[7])) + tail;
+}
+
+namespace {
+
+/// exp(x) for -inf <= x <= 0: 2^n * p(r) with n = round(x / ln 2), r the
+/// remainder, p Cephes' expf polynomial; clamped where exp(x) leaves the
+/// normal floats.
+inline float expNonPositive(float x) {
+  x = std::max(x, -87.0f);
+  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+} // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float
+mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
+  float partial[16] = {};
+  int64_t d = 0;
+  for (; d + 16 <= n; d += 16) {
+    for (int u = 0; u < 16; ++u) {
+      x[d + u] = expNonPositive(x[d + u] - shift);
+      partial[u] += x[d + u];
+    }
+  }
+  float sum = 0;
+  for (; d < n; ++d) {
+    x[d] = expNonPositive(x[d] - shift);
+    sum += x[d];
+  }
+  for (float value : partial) {
+    sum += value;
+  }
+  return sum;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void

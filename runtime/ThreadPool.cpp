@@ -3,8 +3,27 @@
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
+#include <chrono>
 
 using namespace mfrt;
+
+namespace {
+
+/// Busy-waits one step: a few pauses, then a yield each step. The scheduler
+/// may put a spinning thread on the core of the thread it waits for (it
+/// does so for a new thread, and more so on a busy machine); pausing alone
+/// would then take half that core's time for as long as it spins.
+void spinStep(unsigned &spins) {
+  if (++spins < 64) {
+    __builtin_ia32_pause();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+bool isOpen(uint64_t word) { return word & 1; }
+
+} // namespace
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) {
@@ -36,29 +55,44 @@ void ThreadPool::runChunks() {
   }
 }
 
+void ThreadPool::join(uint64_t word) {
+  joined_.fetch_add(1, std::memory_order_seq_cst);
+  // The caller closes the job and then reads joined_: if this join came
+  // after that read, this load sees the job closed (both are seq_cst).
+  if (job_.load(std::memory_order_seq_cst) == word) {
+    runChunks();
+  }
+  left_.fetch_add(1, std::memory_order_release);
+}
+
 void ThreadPool::work() {
   uint64_t seen = 0;
   for (;;) {
     // Dispatches come in bursts (one per kernel): look for the next one for
-    // a few microseconds before sleeping, which costs a wake-up.
-    for (int spin = 0; spin < 4000 && published_.load(std::memory_order_acquire) == seen;
-         ++spin) {
-      __builtin_ia32_pause();
+    // ~200 us before sleeping, which costs a wake-up.
+    uint64_t word = job_.load(std::memory_order_acquire);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    for (unsigned spins = 0; word == seen; spinStep(spins)) {
+      if (spins >= 64 && std::chrono::steady_clock::now() > deadline) {
+        break;
+      }
+      word = job_.load(std::memory_order_acquire);
     }
-    {
+    if (word == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.wait(lock, [&] {
+        return stopping_ || job_.load(std::memory_order_seq_cst) != seen;
+      });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
       if (stopping_) {
         return;
       }
-      seen = generation_;
+      continue;
     }
-    runChunks();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) {
-        done_.notify_one();
-      }
+    seen = word;
+    if (isOpen(word)) {
+      join(word);
     }
   }
 }
@@ -72,20 +106,29 @@ void ThreadPool::parallelFor(int64_t count,
     body(0, count);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    body_ = &body;
-    count_ = count;
-    // About four chunks a thread: balance without much contention.
-    chunk_ = std::max<int64_t>(1, count / (4 * static_cast<int64_t>(size())));
-    next_.store(0, std::memory_order_relaxed);
-    busy_ = static_cast<unsigned>(workers_.size());
-    ++generation_;
-    published_.store(generation_, std::memory_order_release);
+  // No worker touches the fields below: the last job is closed and all
+  // that joined it have left.
+  body_ = &body;
+  count_ = count;
+  // About four chunks a thread: balance without much contention.
+  chunk_ = std::max<int64_t>(1, count / (4 * static_cast<int64_t>(size())));
+  next_.store(0, std::memory_order_relaxed);
+  uint64_t word = 2 * ++generation_ + 1;
+  job_.store(word, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) != 0) {
+    // Taking the lock orders this wake-up after a sleeper's last look at
+    // job_.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
   }
-  wake_.notify_all();
   runChunks();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  // Every tile is handed out: close the job and wait for the workers that
+  // joined it (they are awake, finishing their last chunk).
+  job_.store(word - 1, std::memory_order_seq_cst);
+  uint64_t joined = joined_.load(std::memory_order_seq_cst);
+  unsigned spins = 0;
+  while (left_.load(std::memory_order_acquire) < joined) {
+    spinStep(spins);
+  }
   body_ = nullptr;
 }

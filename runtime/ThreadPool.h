@@ -5,6 +5,12 @@
 // from an atomic counter, so a thread slowed by a neighbour on a shared
 // machine simply takes fewer.
 //
+// Decode dispatches kernels of a few microseconds back to back, so a
+// dispatch must cost far less than a futex wake-up: no lock on the way.
+// Workers spin on an atomic job word for a while before they sleep; a
+// worker joins an open job by counting itself in, and the caller waits
+// only for workers that joined (not for sleeping ones).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_RUNTIME_THREADPOOL_H
@@ -31,25 +37,33 @@ public:
   unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
 
   /// Calls `body(begin, end)` on disjoint ranges covering [0, count) and
-  /// returns when all are done.
+  /// returns when all are done. One caller at a time.
   void parallelFor(int64_t count,
                    const std::function<void(int64_t, int64_t)> &body);
 
 private:
   void work();
   void runChunks();
+  /// Joins the job `word` names if it is still open; runs its chunks.
+  void join(uint64_t word);
 
   std::vector<std::thread> workers_;
+  // Sleeping workers: a condition variable, used only after spinning.
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  std::atomic<uint64_t> published_{0}; // generation_, readable without the lock
-  bool stopping_ = false;
-  unsigned busy_ = 0;
-  // The current job.
-  const std::function<void(int64_t, int64_t)> *body_ = nullptr;
+  std::condition_variable wake_;
+  bool stopping_ = false; // guarded by mutex_
+  alignas(64) std::atomic<unsigned> sleepers_{0};
+  // The job word: 2 * generation + 1 while the job is open, + 0 once the
+  // caller closed it.
+  alignas(64) std::atomic<uint64_t> job_{0};
+  // Monotonic: every join is matched by a leave.
+  alignas(64) std::atomic<uint64_t> joined_{0};
+  alignas(64) std::atomic<uint64_t> left_{0};
+  alignas(64) std::atomic<int64_t> next_{0}; // the next tile to hand out
+  // The current job, fixed while it is open.
+  alignas(64) const std::function<void(int64_t, int64_t)> *body_ = nullptr;
   int64_t count_ = 0, chunk_ = 1;
-  std::atomic<int64_t> next_{0};
+  uint64_t generation_ = 0; // the caller's
 };
 
 } // namespace mfrt

@@ -5,15 +5,20 @@
 #include "runtime/Hash.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
+#include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <thread>
+#include <vector>
 
 using namespace mfrt;
 
@@ -121,4 +126,25 @@ TEST(Hash, Fnv1a64KnownValues) {
   EXPECT_EQ(mfrt::fnv1a64("", 0), 0xcbf29ce484222325ull);
   EXPECT_EQ(mfrt::fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);
   EXPECT_EQ(mfrt::fnv1a64("foobar", 6), 0x85944171f73967e8ull);
+}
+
+// Back-to-back dispatches (workers spinning) and dispatches after a pause
+// (workers asleep) each cover every tile exactly once.
+TEST(ThreadPool, EveryTileOnceWhetherWorkersSpinOrSleep) {
+  mfrt::ThreadPool pool(3);
+  for (int job = 0; job < 2000; ++job) {
+    int64_t count = 1 + job % 37;
+    std::vector<std::atomic<int>> hits(count);
+    pool.parallelFor(count, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        hits[i].fetch_add(1);
+      }
+    });
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(hits[i].load(), 1) << "job " << job << " tile " << i;
+    }
+    if (job % 500 == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
 }

@@ -41,12 +41,16 @@ constexpr int64_t kTileRows = 256;
 constexpr int64_t kTileCols = 256;
 /// Enough tiles to keep a few threads busy and balanced; smaller tiles are
 /// used until a kernel has this many, unless a tile would get too thin or
-/// too small to be worth a thread (waking one costs microseconds).
+/// too small to be worth a dispatch (the pool's spinning workers take a
+/// tile within a fraction of a microsecond; ~8K multiply-adds take ~1 us).
 constexpr int64_t kMinTiles = 8;
 constexpr int64_t kMinTileSide = 64;
-constexpr int64_t kMinTileWork = int64_t(1) << 16;  // multiply-adds
+/// A one-row output (decode's matrix-vector products) is split by columns
+/// alone, each tile a panel of weight rows: 16 is one AVX-512 vector.
+constexpr int64_t kMinVectorTileCols = 16;
+constexpr int64_t kMinTileWork = int64_t(1) << 13;  // multiply-adds
 /// A kernel with less work than this runs as one tile, on one thread.
-constexpr int64_t kMinParallelWork = int64_t(1) << 18;
+constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 constexpr int64_t kMaxScratchElements = int64_t(1) << 16;
 
 /// The tile shape for a rows x cols output whose matmuls multiply-add
@@ -62,9 +66,10 @@ std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
   auto tiles = [&] {
     return llvm::divideCeil(rows, tileRows) * llvm::divideCeil(cols, tileCols);
   };
+  int64_t minCols = rows == 1 ? kMinVectorTileCols : kMinTileSide;
   while (tiles() < kMinTiles) {
     bool halveRows = tileRows > kMinTileSide && tileRows >= tileCols;
-    bool halveCols = !halveRows && tileCols > kMinTileSide;
+    bool halveCols = !halveRows && tileCols > minCols;
     int64_t nextRows = halveRows ? llvm::divideCeil(tileRows, 2) : tileRows;
     int64_t nextCols = halveCols ? llvm::divideCeil(tileCols, 2) : tileCols;
     if ((!halveRows && !halveCols) || nextRows * nextCols * depth < kMinTileWork) {
