@@ -29,8 +29,9 @@ ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
+  shares_ = std::make_unique<Share[]>(threads);
   for (unsigned i = 1; i < threads; ++i) {
-    workers_.emplace_back([this] { work(); });
+    workers_.emplace_back([this, i] { work(i); });
   }
 }
 
@@ -45,27 +46,31 @@ ThreadPool::~ThreadPool() {
   }
 }
 
-void ThreadPool::runChunks() {
-  for (;;) {
-    int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= count_) {
-      return;
+void ThreadPool::runTiles(unsigned self) {
+  unsigned threads = size();
+  for (unsigned k = 0; k < threads; ++k) {
+    Share &share = shares_[(self + k) % threads];
+    for (;;) {
+      int64_t tile = share.next.fetch_add(1, std::memory_order_relaxed);
+      if (tile >= share.end) {
+        break;
+      }
+      (*body_)(tile, tile + 1);
     }
-    (*body_)(begin, std::min(count_, begin + chunk_));
   }
 }
 
-void ThreadPool::join(uint64_t word) {
+void ThreadPool::join(uint64_t word, unsigned self) {
   joined_.fetch_add(1, std::memory_order_seq_cst);
   // The caller closes the job and then reads joined_: if this join came
   // after that read, this load sees the job closed (both are seq_cst).
   if (job_.load(std::memory_order_seq_cst) == word) {
-    runChunks();
+    runTiles(self);
   }
   left_.fetch_add(1, std::memory_order_release);
 }
 
-void ThreadPool::work() {
+void ThreadPool::work(unsigned self) {
   uint64_t seen = 0;
   for (;;) {
     // Dispatches come in bursts (one per kernel): look for the next one for
@@ -92,7 +97,7 @@ void ThreadPool::work() {
     }
     seen = word;
     if (isOpen(word)) {
-      join(word);
+      join(word, self);
     }
   }
 }
@@ -109,10 +114,11 @@ void ThreadPool::parallelFor(int64_t count,
   // No worker touches the fields below: the last job is closed and all
   // that joined it have left.
   body_ = &body;
-  count_ = count;
-  // About four chunks a thread: balance without much contention.
-  chunk_ = std::max<int64_t>(1, count / (4 * static_cast<int64_t>(size())));
-  next_.store(0, std::memory_order_relaxed);
+  unsigned threads = size();
+  for (unsigned t = 0; t < threads; ++t) {
+    shares_[t].next.store(count * t / threads, std::memory_order_relaxed);
+    shares_[t].end = count * (t + 1) / threads;
+  }
   uint64_t word = 2 * ++generation_ + 1;
   job_.store(word, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) != 0) {
@@ -121,9 +127,9 @@ void ThreadPool::parallelFor(int64_t count,
     { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
   }
-  runChunks();
+  runTiles(0);
   // Every tile is handed out: close the job and wait for the workers that
-  // joined it (they are awake, finishing their last chunk).
+  // joined it (they are awake, finishing their last tile).
   job_.store(word - 1, std::memory_order_seq_cst);
   uint64_t joined = joined_.load(std::memory_order_seq_cst);
   unsigned spins = 0;

@@ -1,9 +1,13 @@
 //===- ThreadPool.h - the runtime's threads for kernel tiles ----*- C++ -*-===//
 //
 // A fixed set of worker threads that, with the calling thread, share the
-// tiles of one kernel dispatch at a time. Tiles are handed out in chunks
-// from an atomic counter, so a thread slowed by a neighbour on a shared
-// machine simply takes fewer.
+// tiles of one kernel dispatch at a time. Thread t owns the t-th equal
+// share of the tiles and takes its own first, one at a time from an atomic
+// counter, then helps with the others' shares through their counters.
+// Owning a share keeps a kernel's tile on the same core from one call to
+// the next (a decode step's weights stay in that core's cache); helping
+// means a thread slowed by a neighbour on a shared machine simply does
+// fewer tiles, and a sleeping worker's share is done by the others.
 //
 // Decode dispatches kernels of a few microseconds back to back, so a
 // dispatch must cost far less than a futex wake-up: no lock on the way.
@@ -20,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,10 +47,11 @@ public:
                    const std::function<void(int64_t, int64_t)> &body);
 
 private:
-  void work();
-  void runChunks();
-  /// Joins the job `word` names if it is still open; runs its chunks.
-  void join(uint64_t word);
+  void work(unsigned self);
+  /// Runs tiles, thread `self`'s share first.
+  void runTiles(unsigned self);
+  /// Joins the job `word` names if it is still open; runs its tiles.
+  void join(uint64_t word, unsigned self);
 
   std::vector<std::thread> workers_;
   // Sleeping workers: a condition variable, used only after spinning.
@@ -59,10 +65,14 @@ private:
   // Monotonic: every join is matched by a leave.
   alignas(64) std::atomic<uint64_t> joined_{0};
   alignas(64) std::atomic<uint64_t> left_{0};
-  alignas(64) std::atomic<int64_t> next_{0}; // the next tile to hand out
+  /// A thread's share of the tiles: [next, end) still to hand out.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Share[]> shares_; // one per thread, the caller's first
   // The current job, fixed while it is open.
   alignas(64) const std::function<void(int64_t, int64_t)> *body_ = nullptr;
-  int64_t count_ = 0, chunk_ = 1;
   uint64_t generation_ = 0; // the caller's
 };
 

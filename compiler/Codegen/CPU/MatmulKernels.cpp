@@ -43,6 +43,9 @@ constexpr int64_t kTileCols = 256;
 /// used until a kernel has this many, unless a tile would get too thin or
 /// too small to be worth a dispatch (the pool's spinning workers take a
 /// tile within a fraction of a microsecond; ~8K multiply-adds take ~1 us).
+/// Measured on llama-tiny decode, splitting kernels of ~88K multiply-adds
+/// lost (in 11 tiles 21.3-23.5K tokens/s, in 3 tiles 23.7-24.2K, against
+/// 24.3-25.3K as one tile); on llama-100m's 196K ones it won.
 constexpr int64_t kMinTiles = 8;
 constexpr int64_t kMinTileSide = 64;
 /// A one-row output (decode's matrix-vector products) is split by columns
@@ -50,7 +53,7 @@ constexpr int64_t kMinTileSide = 64;
 constexpr int64_t kMinVectorTileCols = 16;
 constexpr int64_t kMinTileWork = int64_t(1) << 13;  // multiply-adds
 /// A kernel with less work than this runs as one tile, on one thread.
-constexpr int64_t kMinParallelWork = int64_t(1) << 15;
+constexpr int64_t kMinParallelWork = int64_t(1) << 17;
 constexpr int64_t kMaxScratchElements = int64_t(1) << 16;
 
 /// The tile shape for a rows x cols output whose matmuls multiply-add
