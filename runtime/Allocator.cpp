@@ -3,15 +3,29 @@
 #include "runtime/Allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include <sys/mman.h>
+
 using namespace mfrt;
 
 namespace {
 constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t(2) << 20;
+/// Blocks this big come from allocatePages (fresh ones are zero already).
+constexpr size_t kPageBlock = kHugePage;
+
+/// The mapped length, in 4 KiB pages: the kernel backs the whole 2 MiB
+/// stretches of a block with huge pages and its tail with small ones, so
+/// a block never holds more than its size (to 4 KiB) resident.
+size_t mappedLength(size_t bytes) {
+  constexpr size_t kPage = 4096;
+  return (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+}
 
 /// Size classes: multiples of 64 bytes up to 4 KiB, then 1/8 steps of the
 /// next power of two, so that reuse wastes at most ~12%.
@@ -29,9 +43,45 @@ size_t sizeClass(size_t bytes) {
 }
 } // namespace
 
+void *mfrt::allocatePages(size_t bytes) {
+  size_t length = mappedLength(bytes);
+  if (length < kHugePage) { // no whole huge page in it
+    void *mapped = mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return mapped == MAP_FAILED ? nullptr : mapped;
+  }
+  // Map one huge page more and trim, so the block starts on a boundary.
+  void *mapped = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) {
+    return nullptr;
+  }
+  uintptr_t begin = reinterpret_cast<uintptr_t>(mapped);
+  uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > begin) {
+    munmap(mapped, aligned - begin);
+  }
+  if (size_t tail = begin + kHugePage - aligned) { // the slack after it
+    munmap(reinterpret_cast<void *>(aligned + length), tail);
+  }
+  void *block = reinterpret_cast<void *>(aligned);
+  madvise(block, length, MADV_HUGEPAGE); // advice: fine if refused
+  return block;
+}
+
+void mfrt::freePages(void *block, size_t bytes) {
+  if (block) {
+    munmap(block, mappedLength(bytes));
+  }
+}
+
 Allocator::Pool::~Pool() {
   for (auto &[size, block] : freeBlocks) {
-    std::free(block);
+    if (size >= kPageBlock) {
+      freePages(block, size);
+    } else {
+      std::free(block);
+    }
   }
 }
 
@@ -54,8 +104,10 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
       pool_->freeBlocks.erase(it);
     }
   }
+  bool fresh = !block;
   if (!block) {
-    block = std::aligned_alloc(kAlignment, size);
+    block = size >= kPageBlock ? allocatePages(size)
+                               : std::aligned_alloc(kAlignment, size);
     if (!block) {
       return Status::error("out of memory allocating " + std::to_string(bytes) +
                            " bytes for a tensor of shape " + formatShape(shape));
@@ -63,7 +115,7 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->reserved += size;
   }
-  if (zeroed) {
+  if (zeroed && !(fresh && size >= kPageBlock)) {
     std::memset(block, 0, bytes);
   }
   {

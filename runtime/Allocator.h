@@ -47,6 +47,14 @@ private:
   std::shared_ptr<Pool> pool_;
 };
 
+/// `bytes` of zeroed, page-aligned memory; from 2 MiB on, 2 MiB-aligned in
+/// transparent huge pages where the kernel has them; nullptr when out of
+/// memory. For big buffers: here a page fault costs ~12 us (a VM), so
+/// first touching 32 MB in 4 KiB pages took 95 ms, in 2 MiB pages 2 ms.
+/// Release with freePages.
+void *allocatePages(size_t bytes);
+void freePages(void *block, size_t bytes);
+
 /// This process's peak resident set in MB (VmHWM: unlike getrusage's
 /// maxrss it does not carry over the size of whatever forked us).
 double peakResidentMegabytes();

@@ -52,12 +52,13 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   auto prepared = std::make_unique<Prepared>();
   prepared->program = program.take();
   size_t arenaBytes = (prepared->program.arenaBytes + 63) / 64 * 64;
-  void *arena = std::aligned_alloc(64, std::max<size_t>(arenaBytes, 64));
+  void *arena = allocatePages(arenaBytes);
   if (!arena) {
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
                          "-byte arena of '" + name + "'");
   }
-  prepared->arena = std::shared_ptr<void>(arena, std::free);
+  prepared->arena = std::shared_ptr<void>(
+      arena, [arenaBytes](void *block) { freePages(block, arenaBytes); });
 
   size_t valueCount = entry.values()->size();
   std::vector<Tensor> &values = prepared->values;

@@ -5,9 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mfrt;
 using json = nlohmann::json;
@@ -49,29 +56,37 @@ const char *dtypeTag(DType type) {
 
 StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
                                                      const std::string &name) {
+  auto storage = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return parse(storage->data(), storage->size(), storage, name);
+}
+
+StatusOr<SafetensorsFile>
+SafetensorsFile::parse(const uint8_t *bytes, size_t size,
+                       std::shared_ptr<const void> storage,
+                       const std::string &name) {
   auto fail = [&](const std::string &message) {
     return Status::error("'" + name + "': " + message);
   };
-  if (bytes.size() < 8) {
-    return fail("too short for a safetensors header (" +
-                std::to_string(bytes.size()) + " bytes)");
+  if (size < 8) {
+    return fail("too short for a safetensors header (" + std::to_string(size) +
+                " bytes)");
   }
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i) {
     headerSize = (headerSize << 8) | bytes[i];
   }
-  if (headerSize > bytes.size() - 8) {
+  if (headerSize > size - 8) {
     return fail("the header claims " + std::to_string(headerSize) +
-                " bytes but the file has " + std::to_string(bytes.size() - 8) +
+                " bytes but the file has " + std::to_string(size - 8) +
                 " after the length; the file is truncated or not safetensors");
   }
-  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + headerSize,
+  json header = json::parse(bytes + 8, bytes + 8 + headerSize,
                             /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return fail("the header is not a JSON object");
   }
   SafetensorsFile file;
-  size_t dataSize = bytes.size() - 8 - headerSize;
+  size_t dataSize = size - 8 - headerSize;
   std::vector<std::pair<size_t, size_t>> ranges;
   for (auto &[tensorName, info] : header.items()) {
     if (tensorName == "__metadata__") {
@@ -128,8 +143,8 @@ StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
       return fail("two tensors' data_offsets overlap");
     }
   }
-  file.bytes_ = std::move(bytes);
-  const uint8_t *base = file.bytes_.data() + 8 + headerSize;
+  file.storage_ = std::move(storage);
+  const uint8_t *base = bytes + 8 + headerSize;
   for (auto &[tensorName, entry] : file.tensors_) {
     entry.data = base + entry.offset;
   }
@@ -137,13 +152,33 @@ StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
 }
 
 StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
-    return Status::error("cannot open weights '" + path + "'");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::error("cannot open weights '" + path +
+                         "': " + std::strerror(errno));
   }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(stream)),
-                             std::istreambuf_iterator<char>());
-  return fromBytes(std::move(bytes), path);
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return Status::error("cannot read weights '" + path +
+                         "': not a regular file");
+  }
+  size_t size = static_cast<size_t>(info.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return fromBytes({}, path);
+  }
+  // Mapped, and read in at once (MAP_POPULATE): a page fault costs ~12 us
+  // on this kind of machine, and weights are hundreds of MB.
+  void *mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) {
+    return Status::error("cannot map weights '" + path +
+                         "': " + std::strerror(errno));
+  }
+  std::shared_ptr<const void> storage(
+      mapped, [size](const void *block) { munmap(const_cast<void *>(block), size); });
+  return parse(static_cast<const uint8_t *>(mapped), size, std::move(storage), path);
 }
 
 Status mfrt::writeSafetensors(

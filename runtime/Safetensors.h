@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,12 @@ public:
   }
 
 private:
-  std::vector<uint8_t> bytes_;
+  /// Parses the `size` bytes at `data`, which `storage` keeps alive.
+  static StatusOr<SafetensorsFile> parse(const uint8_t *data, size_t size,
+                                         std::shared_ptr<const void> storage,
+                                         const std::string &name);
+
+  std::shared_ptr<const void> storage_; // the file's bytes
   std::map<std::string, SafetensorsEntry> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -142,16 +143,21 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         return Status::error("'" + foundPath + "': tensor '" + foundName +
                              "' is I32, parameters are floating point");
       }
+      DType dtype = Executable::dtypeOf(*parameter->type());
       StatusOr<Tensor> tensor =
-          allocator.allocate(Executable::dtypeOf(*parameter->type()), shape);
+          allocator.allocate(dtype, shape, /*zeroed=*/false);
       if (!tensor) {
         return tensor.status();
       }
-      Tensor source(found->dtype, found->shape,
-                    std::shared_ptr<void>(const_cast<uint8_t *>(found->data),
-                                          [](void *) {}));
-      for (int64_t i = 0; i < tensor->numElements(); ++i) {
-        tensor->storeFloat(i, source.loadFloat(i));
+      if (found->dtype == dtype) {
+        std::memcpy(tensor->data(), found->data, tensor->byteSize());
+      } else {
+        Tensor source(found->dtype, found->shape,
+                      std::shared_ptr<void>(const_cast<uint8_t *>(found->data),
+                                            [](void *) {}));
+        for (int64_t i = 0, n = tensor->numElements(); i < n; ++i) {
+          tensor->storeFloat(i, source.loadFloat(i));
+        }
       }
       weights.tensors_.push_back(tensor.take());
     }

@@ -45,6 +45,7 @@ struct Options {
   std::optional<std::string> prompt;
   std::optional<std::string> inputIds;
   int64_t maxNewTokens = -1;
+  int64_t repeat = 1;
   std::optional<bool> doSample;
   std::optional<int64_t> topK;
   std::optional<double> topP, temperature, repetitionPenalty;
@@ -81,6 +82,8 @@ void usage(std::ostream &os) {
         "  --input-ids 1,2,3          predict: token ids\n"
         "  --max-new-tokens N         predict: tokens to generate (default: "
         "32)\n"
+        "  --repeat N                 predict: generate N times, report the "
+        "median times (benchmarks)\n"
         "  --do-sample / --greedy     override the YAML's do_sample\n"
         "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
         "  --dump-logits out.npy      write the prefill logits [batch, seq, "
@@ -127,7 +130,7 @@ bool parseNumber(const char *text, double &out) {
 
 std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   enum {
-    kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kDoSample,
+    kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kRepeat, kDoSample,
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
     kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
@@ -140,6 +143,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"prompt", required_argument, nullptr, kPrompt},
       {"input-ids", required_argument, nullptr, kInputIds},
       {"max-new-tokens", required_argument, nullptr, kMaxNewTokens},
+      {"repeat", required_argument, nullptr, kRepeat},
       {"do-sample", no_argument, nullptr, kDoSample},
       {"greedy", no_argument, nullptr, kGreedy},
       {"top-k", required_argument, nullptr, kTopK},
@@ -210,6 +214,16 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
         return std::nullopt;
       }
       options.maxNewTokens = static_cast<int64_t>(number);
+      break;
+    case kRepeat:
+      if (!numeric("repeat")) {
+        return std::nullopt;
+      }
+      if (number < 1 || number > 1000 || number != std::floor(number)) {
+        fail("--repeat must be a whole number from 1 to 1000");
+        return std::nullopt;
+      }
+      options.repeat = static_cast<int64_t>(number);
       break;
     case kDoSample:
       options.doSample = true;
@@ -437,87 +451,101 @@ int predict(const Options &options, Session &session) {
     return executor.run(name, std::move(inputs), session.runOptions);
   };
 
-  // Prefill.
-  StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs("prefill");
-  if (!inputs) {
-    return fail(inputs.status().message());
-  }
-  fillIds((*inputs)[0], tokens, seqLength);
-  auto prefillStart = Clock::now();
-  StatusOr<std::vector<Tensor>> outputs = runEntry("prefill", inputs.take());
-  if (!outputs) {
-    return fail(outputs.status().message());
-  }
-  double prefillSeconds =
-      std::chrono::duration<double>(Clock::now() - prefillStart).count();
-  std::vector<Tensor> state = outputs.take();
-  if (!options.dumpLogits.empty()) {
-    Status status =
-        dumpLogits(options.dumpLogits, state[0], promptLength, session.allocator);
-    if (!status) {
-      return fail(status.message());
-    }
-  }
-
-  auto logitsRow = [&](const Tensor &logits, int64_t position) {
-    return logits.as<float>() + position * vocab; // row of batch 0
-  };
+  // --repeat: the same generation again from the prompt (a benchmark's
+  // warm runs); the output is the last run's, the times are medians.
+  std::vector<double> prefillTimes, decodeTimes;
   std::vector<int32_t> generated;
   std::vector<float> stepLogits; // the row each token was picked from
-  auto decodeStart = Clock::now();
-  int64_t position = promptLength - 1;
-  Tensor logits = state[0];
-  for (int64_t step = 0; step < maxNew; ++step) {
-    const float *row = logitsRow(logits, position);
-    if (!options.dumpStepLogits.empty()) {
-      stepLogits.insert(stepLogits.end(), row, row + vocab);
+  for (int64_t run = 0; run < options.repeat; ++run) {
+    tokens.resize(promptLength);
+    // Prefill.
+    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs("prefill");
+    if (!inputs) {
+      return fail(inputs.status().message());
     }
-    int32_t next = sampler.next(row, vocab, tokens);
-    generated.push_back(next);
-    tokens.push_back(next);
-    if (isEos(next) || step + 1 == maxNew) {
-      break;
+    fillIds((*inputs)[0], tokens, seqLength);
+    auto prefillStart = Clock::now();
+    StatusOr<std::vector<Tensor>> outputs = runEntry("prefill", inputs.take());
+    if (!outputs) {
+      return fail(outputs.status().message());
     }
-    if (model.use_past()) {
-      // ids and past_length are new; the caches are the last step's.
-      StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
-      StatusOr<Tensor> past = executor.allocateInput("decode", 1);
-      if (!ids || !past) {
-        return fail((!ids ? ids.status() : past.status()).message());
+    prefillTimes.push_back(
+        std::chrono::duration<double>(Clock::now() - prefillStart).count());
+    std::vector<Tensor> state = outputs.take();
+    if (!options.dumpLogits.empty() && run == 0) {
+      Status status =
+          dumpLogits(options.dumpLogits, state[0], promptLength, session.allocator);
+      if (!status) {
+        return fail(status.message());
       }
-      std::vector<Tensor> arguments{ids.take(), past.take()};
-      fillIds(arguments[0], {next}, 1);
-      arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
-      for (size_t i = 1; i < state.size(); ++i) {
-        arguments.push_back(std::move(state[i]));
-      }
-      state.clear();
-      StatusOr<std::vector<Tensor>> stepOutputs =
-          runEntry("decode", std::move(arguments));
-      if (!stepOutputs) {
-        return fail(stepOutputs.status().message());
-      }
-      state = stepOutputs.take();
-      logits = state[0];
-      position = 0;
-    } else {
-      StatusOr<std::vector<Tensor>> stepInputs =
-          executor.allocateInputs("prefill");
-      if (!stepInputs) {
-        return fail(stepInputs.status().message());
-      }
-      fillIds((*stepInputs)[0], tokens, seqLength);
-      StatusOr<std::vector<Tensor>> stepOutputs =
-          runEntry("prefill", stepInputs.take());
-      if (!stepOutputs) {
-        return fail(stepOutputs.status().message());
-      }
-      logits = (*stepOutputs)[0];
-      position = tokens.size() - 1;
     }
+
+    auto logitsRow = [&](const Tensor &logits, int64_t position) {
+      return logits.as<float>() + position * vocab; // row of batch 0
+    };
+    generated.clear();
+    stepLogits.clear();
+    auto decodeStart = Clock::now();
+    int64_t position = promptLength - 1;
+    Tensor logits = state[0];
+    for (int64_t step = 0; step < maxNew; ++step) {
+      const float *row = logitsRow(logits, position);
+      if (!options.dumpStepLogits.empty()) {
+        stepLogits.insert(stepLogits.end(), row, row + vocab);
+      }
+      int32_t next = sampler.next(row, vocab, tokens);
+      generated.push_back(next);
+      tokens.push_back(next);
+      if (isEos(next) || step + 1 == maxNew) {
+        break;
+      }
+      if (model.use_past()) {
+        // ids and past_length are new; the caches are the last step's.
+        StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
+        StatusOr<Tensor> past = executor.allocateInput("decode", 1);
+        if (!ids || !past) {
+          return fail((!ids ? ids.status() : past.status()).message());
+        }
+        std::vector<Tensor> arguments{ids.take(), past.take()};
+        fillIds(arguments[0], {next}, 1);
+        arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
+        for (size_t i = 1; i < state.size(); ++i) {
+          arguments.push_back(std::move(state[i]));
+        }
+        state.clear();
+        StatusOr<std::vector<Tensor>> stepOutputs =
+            runEntry("decode", std::move(arguments));
+        if (!stepOutputs) {
+          return fail(stepOutputs.status().message());
+        }
+        state = stepOutputs.take();
+        logits = state[0];
+        position = 0;
+      } else {
+        StatusOr<std::vector<Tensor>> stepInputs =
+            executor.allocateInputs("prefill");
+        if (!stepInputs) {
+          return fail(stepInputs.status().message());
+        }
+        fillIds((*stepInputs)[0], tokens, seqLength);
+        StatusOr<std::vector<Tensor>> stepOutputs =
+            runEntry("prefill", stepInputs.take());
+        if (!stepOutputs) {
+          return fail(stepOutputs.status().message());
+        }
+        logits = (*stepOutputs)[0];
+        position = tokens.size() - 1;
+      }
+    }
+    decodeTimes.push_back(
+        std::chrono::duration<double>(Clock::now() - decodeStart).count());
   }
-  double decodeSeconds =
-      std::chrono::duration<double>(Clock::now() - decodeStart).count();
+  auto median = [](std::vector<double> times) {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  double prefillSeconds = median(prefillTimes);
+  double decodeSeconds = median(decodeTimes);
 
   if (!options.dumpStepLogits.empty()) {
     int64_t steps = static_cast<int64_t>(stepLogits.size()) / vocab;
@@ -543,12 +571,15 @@ int predict(const Options &options, Session &session) {
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s); decode "
-               "%lld tokens in %.1f ms (%.1f tokens/s); peak memory %.2f MB "
+               "%lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory %.2f MB "
                "(tensors %.2f MB, arena %.2f MB), peak RSS %.1f MB\n",
                static_cast<long long>(promptLength), prefillSeconds * 1e3,
                promptLength / std::max(prefillSeconds, 1e-9),
                static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
                decodeSteps / std::max(decodeSeconds, 1e-9),
+               options.repeat > 1
+                   ? (", medians of " + std::to_string(options.repeat) + " runs").c_str()
+                   : "",
                (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
                session.allocator.peakBytes() / 1e6,
                session.executor->arenaBytes() / 1e6, peakResidentMegabytes());

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
@@ -92,14 +94,36 @@ ModuleOp mfc::findKernelModule(ModuleOp graph) {
   return {};
 }
 
+namespace {
+
+/// exp, tanh, erf and log as polynomials in arith ops (MLIR's
+/// approximations, a few ulp off libm): unlike libm calls they let LLVM
+/// vectorize the loops around them (SwiGLU's and GELU's epilogues).
+LogicalResult approximateMath(ModuleOp kernels) {
+  RewritePatternSet patterns(kernels.getContext());
+  populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+    return name == "math.exp" || name == "math.tanh" || name == "math.erf" ||
+           name == "math.log";
+  });
+  return applyPatternsGreedily(kernels, std::move(patterns));
+}
+
+} // namespace
+
 LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   PassManager pm(kernels.getContext());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (failed(pm.run(kernels)) || failed(approximateMath(kernels))) {
+    return failure();
+  }
+  pm.clear();
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLibmPass());
+  // LLVM intrinsics first (the approximations' floor and fma become
+  // instructions, not libm calls); libm takes what has none.
   pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions funcOptions;

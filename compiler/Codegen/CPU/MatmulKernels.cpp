@@ -14,8 +14,9 @@
 //       broadcast one (a row of N, or a scalar), writing the outputs' tile
 //
 // so every product is finished while it is in cache and never reaches
-// memory in its unfused form. Tiles are independent: the runtime runs them
-// on its threads.
+// memory in its unfused form. A lone matmul (no epilogue: a projection, the
+// lm_head) has no scratch: the gemm writes its tile of the result with
+// ldc = N. Tiles are independent: the runtime runs them on its threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -262,8 +263,13 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   auto argument = [&](unsigned regionArgument) {
     return entry->getArgument(2 + regionArgument);
   };
+  // A lone matmul (no epilogue) has the gemm write its result in place;
+  // otherwise each matmul's tile goes to scratch for the epilogue.
+  auto yield = cast<mf::YieldOp>(body.getTerminator());
+  bool direct = matmuls.size() == 1 && yield.getValues().size() == 1 &&
+                yield.getValues()[0] == matmuls[0].op.getResult();
   SmallVector<Value> scratch;
-  for (size_t i = 0; i < matmuls.size(); ++i) {
+  for (size_t i = 0; i < (direct ? 0 : matmuls.size()); ++i) {
     scratch.push_back(memref::AllocaOp::create(
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
@@ -284,9 +290,17 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       builder, loc, index(tileCols),
       arith::SubIOp::create(builder, loc, index(cols), n0));
   for (auto [i, matmul] : llvm::enumerate(matmuls)) {
+    Value target = pointerOf(direct ? argument(fusion.getInputs().size()) : scratch[i]);
+    if (direct) { // the tile's corner in the [rows, cols] result
+      Value offset = arith::AddIOp::create(
+          builder, loc, arith::MulIOp::create(builder, loc, m0, index(cols)), n0);
+      target = arith::AddIOp::create(
+          builder, loc, target,
+          toI64(arith::MulIOp::create(builder, loc, offset, index(4))));
+    }
     SmallVector<Value> operands{
         pointerOf(argument(matmul.lhs)), pointerOf(argument(matmul.rhs)),
-        pointerOf(scratch[i]),           toI64(index(tileCols)),
+        target,                          toI64(index(direct ? cols : tileCols)),
         toI64(m0),
         toI64(n0),                       toI64(m),
         toI64(n),                        toI64(index(matmul.k)),
@@ -295,6 +309,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         toI64(index(matmul.transposedLhs ? 1 : 0)),
         toI64(index(rows))};
     func::CallOp::create(builder, loc, kGemmService, TypeRange{}, operands);
+  }
+  if (direct) {
+    return kernel;
   }
 
   // The tile views the epilogue reads and writes.
@@ -365,7 +382,6 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   }
 
   std::string failure;
-  auto yield = cast<mf::YieldOp>(body.getTerminator());
   ScalarEmitter emitter(builder);
   SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
   linalg::GenericOp::create(
