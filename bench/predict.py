@@ -102,10 +102,11 @@ def torch_run(cfg, w, prompt, new_tokens):
 
 
 def mfrun_run(build, mode, binary, weights, prompt, new_tokens):
-    """(prefill t/s, decode t/s, peak RSS MB) of one mf-run process."""
+    """(prefill t/s, decode t/s, peak RSS MB) of one mf-run process: the
+    medians of three generations in it (PyTorch's process warms up too)."""
     run = subprocess.run([os.path.join(build, "bin", "mf-run"), binary, "--mode", mode,
                           "--weights", weights, "--input-ids", ",".join(map(str, prompt)),
-                          "--max-new-tokens", str(new_tokens), "--greedy"],
+                          "--max-new-tokens", str(new_tokens), "--greedy", "--repeat", "3"],
                          capture_output=True, text=True, check=True)
     match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s\); decode \d+ tokens "
                       r"in [\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", run.stderr)

@@ -179,6 +179,15 @@ dotProduct(const float *a, const float *b, int64_t n);
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
 scaledAdd(float *y, const float *x, float alpha, int64_t n);
 
+/// sum((x[i] - mean)^2) over `n` floats, accumulated in double (eight
+/// partial sums, so it vectorizes). With mean 0, the sum of squares.
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+squaredDeviations(const float *x, int64_t n, double mean);
+
+/// sum(x[i]) over `n` floats, accumulated in double.
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+sumOf(const float *x, int64_t n);
+
 /// x[i] = exp(x[i] - shift) over `n` floats, each x[i] <= shift (softmax's
 /// rows after their maximum); returns the sum. A branch-free polynomial
 /// exp (Cephes' expf: within 2 ulp of std::exp) so the loop vectorizes.

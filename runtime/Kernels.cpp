@@ -252,8 +252,9 @@ Status softmax(const fb::Op &op, const Tensor &a, Tensor &out) {
   return Status::ok();
 }
 
+/// RMSNorm / LayerNorm over the last dimension, rows spread by `parallel`.
 Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-            Tensor &out, bool layerNorm) {
+            Tensor &out, bool layerNorm, const ParallelFor &parallel) {
   const Tensor &a = *inputs[0];
   MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
   if (a.rank() == 0) {
@@ -271,28 +272,29 @@ Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   }
   F32Out z(out);
   int64_t rows = a.numElements() / std::max<int64_t>(features, 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *row = x.data() + r * features;
-    float *target = z.data() + r * features;
-    double mean = 0;
-    if (layerNorm) {
+  auto normalize = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x.data() + r * features;
+      float *target = z.data() + r * features;
+      double mean = layerNorm && features > 0 ? sumOf(row, features) / features : 0.0;
+      double variance =
+          features > 0 ? squaredDeviations(row, features, mean) / features : 0.0;
+      float scale = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
+      float center = static_cast<float>(mean);
       for (int64_t k = 0; k < features; ++k) {
-        mean += row[k];
+        target[k] = (row[k] - center) * scale * gamma[k] +
+                    (layerNorm ? (*beta)[k] : 0.0f);
       }
-      mean /= features;
     }
-    double variance = 0;
-    for (int64_t k = 0; k < features; ++k) {
-      double centered = row[k] - mean;
-      variance += centered * centered;
-    }
-    variance /= features;
-    float scale = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
-    for (int64_t k = 0; k < features; ++k) {
-      float normed = static_cast<float>(row[k] - mean) * scale;
-      target[k] = normed * gamma[k] + (layerNorm ? (*beta)[k] : 0.0f);
-    }
-  }
+  };
+  // Rows of 64K elements or more per thread are worth sharing.
+  constexpr int64_t kRowsElementsPerTile = int64_t(1) << 16;
+  int64_t rowsPerTile = std::max<int64_t>(
+      1, kRowsElementsPerTile / std::max<int64_t>(features, 1));
+  int64_t tiles = (rows + rowsPerTile - 1) / rowsPerTile;
+  (tiles > 1 ? parallel : runSerially)(tiles, [&](int64_t begin, int64_t end) {
+    normalize(begin * rowsPerTile, std::min(rows, end * rowsPerTile));
+  });
   z.finish();
   return Status::ok();
 }
@@ -630,6 +632,45 @@ inline float expNonPositive(float x) {
 
 } // namespace
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+mfrt::detail::squaredDeviations(const float *x, int64_t n, double mean) {
+  double partial[8] = {};
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int u = 0; u < 8; ++u) {
+      double deviation = x[d + u] - mean;
+      partial[u] += deviation * deviation;
+    }
+  }
+  double sum = 0;
+  for (; d < n; ++d) {
+    sum += (x[d] - mean) * (x[d] - mean);
+  }
+  for (double value : partial) {
+    sum += value;
+  }
+  return sum;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
+mfrt::detail::sumOf(const float *x, int64_t n) {
+  double partial[8] = {};
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int u = 0; u < 8; ++u) {
+      partial[u] += x[d + u];
+    }
+  }
+  double sum = 0;
+  for (; d < n; ++d) {
+    sum += x[d];
+  }
+  for (double value : partial) {
+    sum += value;
+  }
+  return sum;
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) float
 mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
   float partial[16] = {};
@@ -757,9 +798,9 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Embedding:
     return embedding(op, in(0), in(1), output);
   case fb::OpKind::RmsNorm:
-    return norm(op, inputs, output, /*layerNorm=*/false);
+    return norm(op, inputs, output, /*layerNorm=*/false, parallel);
   case fb::OpKind::LayerNorm:
-    return norm(op, inputs, output, /*layerNorm=*/true);
+    return norm(op, inputs, output, /*layerNorm=*/true, parallel);
   case fb::OpKind::Matmul:
     return matmul(op, in(0), in(1), output);
   case fb::OpKind::Softmax:

@@ -159,9 +159,11 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   }
   struct stat info;
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    bool directory = S_ISDIR(info.st_mode);
     ::close(fd);
-    return Status::error("cannot read weights '" + path +
-                         "': not a regular file");
+    return Status::error("cannot read weights '" + path + "': " +
+                         (directory ? "a directory" : "not a regular file") +
+                         "; pass a .safetensors file");
   }
   size_t size = static_cast<size_t>(info.st_size);
   if (size == 0) {

@@ -148,3 +148,29 @@ TEST(ThreadPool, EveryTileOnceWhetherWorkersSpinOrSleep) {
     }
   }
 }
+
+// Big blocks come from the page allocator: aligned, zeroed, reusable; a
+// reused block is zeroed again when asked.
+TEST(Allocator, PageBlocksAreAlignedAndZeroed) {
+  for (size_t bytes : {size_t(1), size_t(4096), size_t(3) << 20, (size_t(5) << 20) + 12}) {
+    auto *block = static_cast<unsigned char *>(mfrt::allocatePages(bytes));
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % (bytes >= (size_t(2) << 20) ? (size_t(2) << 20) : 4096), 0u);
+    for (size_t i = 0; i < bytes; i += 4093) {
+      EXPECT_EQ(block[i], 0);
+    }
+    EXPECT_EQ(block[bytes - 1], 0);
+    std::memset(block, 0xab, bytes);
+    mfrt::freePages(block, bytes);
+  }
+  Allocator allocator;
+  void *first;
+  {
+    Tensor big = *allocator.allocate(DType::F32, {1 << 20}); // 4 MiB
+    first = big.data();
+    std::memset(big.data(), 0xff, big.byteSize());
+  }
+  Tensor again = *allocator.allocate(DType::F32, {1 << 20});
+  EXPECT_EQ(again.data(), first); // cached, not mapped anew
+  EXPECT_EQ(again.as<float>()[12345], 0.0f);
+}

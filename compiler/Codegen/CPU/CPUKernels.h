@@ -54,10 +54,11 @@ buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 
 /// Builds the kernel of a matmul region (one or more matmuls sharing their
 /// output shape, and an elementwise epilogue): output tiles of at most
-/// 256 x 256 (halved while there are fewer than 8, down to 64 and 64K
-/// multiply-adds; one tile for a kernel under 256K), each computed by the
-/// gemm service into scratch and finished by the epilogue while it is in
-/// cache.
+/// 256 x 256 (halved while there are fewer than 8, down to 64 a side, 16
+/// columns for one row, and 8K multiply-adds; one tile for a kernel under
+/// 128K), each computed by the gemm service into scratch and finished by
+/// the epilogue while it is in cache (a lone matmul straight into its
+/// result).
 mlir::FailureOr<mlir::func::FuncOp>
 buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
                   std::string &why);
