@@ -40,6 +40,12 @@ public:
   const std::map<std::string, SafetensorsEntry> &tensors() const {
     return tensors_;
   }
+  /// Tells the system a tensor's bytes are no longer needed (a mapped
+  /// file's pages leave this process's resident set; reading them again
+  /// reads the file). Loading calls it after copying each tensor, so the
+  /// peak is the weights, not the weights plus the file.
+  void release(const SafetensorsEntry &entry) const;
+
   /// The header's `__metadata__` strings.
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
@@ -52,6 +58,7 @@ private:
                                          const std::string &name);
 
   std::shared_ptr<const void> storage_; // the file's bytes
+  bool mapped_ = false;                  // storage_ is a file mapping
   std::map<std::string, SafetensorsEntry> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -103,12 +103,14 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         candidates.push_back(name.substr(prefix.size())); // GPT-2's original files
       }
       const SafetensorsEntry *found = nullptr;
+      const SafetensorsFile *foundFile = nullptr;
       std::string foundName, foundPath;
       for (size_t f = files.size(); f-- > 0 && !found;) {
         for (const std::string &candidate : candidates) {
           auto it = files[f].tensors().find(candidate);
           if (it != files[f].tensors().end()) {
             found = &it->second;
+            foundFile = &files[f];
             foundName = candidate;
             foundPath = paths[f];
             used[f].insert(candidate);
@@ -159,6 +161,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           tensor->storeFloat(i, source.loadFloat(i));
         }
       }
+      foundFile->release(*found);
       weights.tensors_.push_back(tensor.take());
     }
   }
