@@ -183,6 +183,19 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       }
       return true;
     };
+    // A whole number in [low, high] for `flag`, into `number`.
+    auto wholeNumber = [&](const char *flag, double low, double high) {
+      if (!numeric(flag)) {
+        return false;
+      }
+      if (number < low || number > high || number != std::floor(number)) {
+        fail(std::string("--") + flag + " must be a whole number from " +
+             std::to_string(static_cast<long long>(low)) + " to " +
+             std::to_string(static_cast<long long>(high)));
+        return false;
+      }
+      return true;
+    };
     switch (code) {
     case kMode:
       options.mode = optarg;
@@ -200,11 +213,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.inputIds = optarg;
       break;
     case kThreads:
-      if (!numeric("threads")) {
-        return std::nullopt;
-      }
-      if (number < 1 || number > 1024 || number != std::floor(number)) {
-        fail("--threads must be a whole number from 1 to 1024");
+      if (!wholeNumber("threads", 1, 1024)) {
         return std::nullopt;
       }
       options.threads = static_cast<unsigned>(number);
@@ -216,11 +225,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.maxNewTokens = static_cast<int64_t>(number);
       break;
     case kRepeat:
-      if (!numeric("repeat")) {
-        return std::nullopt;
-      }
-      if (number < 1 || number > 1000 || number != std::floor(number)) {
-        fail("--repeat must be a whole number from 1 to 1000");
+      if (!wholeNumber("repeat", 1, 1000)) {
         return std::nullopt;
       }
       options.repeat = static_cast<int64_t>(number);
