@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         checksum ^= entry.data[i];
       }
     }
-    static volatile uint8_t sink;
+    [[maybe_unused]] static volatile uint8_t sink;
     sink = checksum;
   }
   return 0;

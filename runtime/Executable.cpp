@@ -362,26 +362,36 @@ Status checkEntryContracts(const fb::Executable &root) {
     };
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
     if (name == "prefill" || name == "decode") {
+      // ids, then past_length (decode) or logits_position (prefill), then
+      // the caches; the logits of one position.
       bool decode = name == "decode";
       int64_t tokens = decode ? 1 : seq;
-      size_t extra = decode ? 1 : 0;
-      if (inputs != 1 + extra + caches || outputs != 1 + caches) {
+      constexpr size_t kFirstCache = 2;
+      if (inputs != kFirstCache + caches || outputs != 1 + caches) {
         return bad("has the wrong number of inputs or outputs");
       }
       if (!hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
-          (decode && !hasType(inputType(*entry, 1), DType::I32, {})) ||
-          !hasType(outputType(*entry, 0), DType::F32, {batch, tokens, vocab})) {
+          !hasType(inputType(*entry, 1), DType::I32, {}) ||
+          !hasType(outputType(*entry, 0), DType::F32, {batch, 1, vocab})) {
         return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
-                   std::to_string(tokens) + "] and return f32 logits");
+                   std::to_string(tokens) + "] and a position and return f32 "
+                   "logits [" + std::to_string(batch) + ", 1, " +
+                   std::to_string(vocab) + "]");
       }
       for (size_t i = 0; i < caches; ++i) {
-        if (!sameType(inputType(*entry, 1 + extra + i), outputType(*entry, 1 + i))) {
+        if (!sameType(inputType(*entry, kFirstCache + i), outputType(*entry, 1 + i))) {
           return bad("returns a KV cache of another type than it takes");
         }
-        if (decode && (!prefill || !sameType(inputType(*entry, 1 + extra + i),
-                                             inputType(*prefill, 1 + i)))) {
+        if (decode && (!prefill || !sameType(inputType(*entry, kFirstCache + i),
+                                             inputType(*prefill, kFirstCache + i)))) {
           return bad("takes KV caches of other types than prefill");
         }
+      }
+    } else if (name == "logits") {
+      if (inputs != 1 || outputs != 1 ||
+          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !hasType(outputType(*entry, 0), DType::F32, {batch, seq, vocab})) {
+        return bad("does not map i32 ids to f32 logits of every position");
       }
     } else if (name == "forward_backward") {
       std::vector<const fb::Parameter *> trained;

@@ -150,6 +150,26 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
 }
 
 Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
+  if (logitsPosition_) {
+    // Row b * seq + position of the flattened states, for each b: a gather
+    // (mf.embedding) with ids [batch, 1].
+    ArrayRef<int64_t> shape = shapeOf(hidden);
+    int64_t batch = shape[0], seq = shape[1], width = shape[2];
+    Value rows = reshape(hidden, {batch * seq, width}, loc);
+    RankedTensorType idsType = tensorType({batch, 1}, builder_.getI32Type());
+    SmallVector<int32_t> starts;
+    for (int64_t b = 0; b < batch; ++b) {
+      starts.push_back(static_cast<int32_t>(b * seq));
+    }
+    Value rowStarts = mf::ConstantOp::create(
+        builder_, loc, DenseElementsAttr::get(idsType, ArrayRef<int32_t>(starts)));
+    Value ids = mf::AddOp::create(builder_, loc, rowStarts,
+                                  broadcastTo(logitsPosition_, {batch, 1}, loc));
+    hidden = mf::EmbeddingOp::create(
+        builder_, loc, tensorType({batch, 1, width},
+                   cast<RankedTensorType>(hidden.getType()).getElementType()), rows,
+        ids);
+  }
   Value projected = linear(hidden, headWeight, Value(), /*transposed=*/true, loc);
   return castTo(projected, builder_.getF32Type(), loc);
 }
@@ -272,12 +292,23 @@ void GraphBuilder::buildPredictEntries() {
   const ModelConfig &model = spec_.model;
   int64_t batch = spec_.entryBatchSize();
   Type ids = builder_.getI32Type();
+  RankedTensorType scalar = tensorType({}, ids);
+  // `logits`: every position's logits, no cache (mf-run --dump-logits).
+  auto buildAllLogits = [&] {
+    func::FuncOp all = beginEntry("logits", {"input_ids"},
+                                  {tensorType({batch, model.seqLength}, ids)});
+    finishEntry(all, {buildForward(all.getArgument(0), nullptr)}, {"logits"});
+  };
   if (!model.usePast) {
-    func::FuncOp prefill =
-        beginEntry("prefill", {"input_ids"},
-                   {tensorType({batch, model.seqLength}, ids)});
+    // Prefill reruns on the whole prefix for every new token.
+    func::FuncOp prefill = beginEntry(
+        "prefill", {"input_ids", "logits_position"},
+        {tensorType({batch, model.seqLength}, ids), scalar});
+    logitsPosition_ = prefill.getArgument(1);
     Value logits = buildForward(prefill.getArgument(0), nullptr);
+    logitsPosition_ = Value();
     finishEntry(prefill, {logits}, {"logits"});
+    buildAllLogits();
     return;
   }
 
@@ -292,24 +323,24 @@ void GraphBuilder::buildPredictEntries() {
     cacheNames.push_back("cache." + std::to_string(layer) + ".value");
     cacheTypes.append({cacheType, cacheType});
   }
-  RankedTensorType scalar = tensorType({}, ids);
 
+  // Prefill returns the logits at `logits_position` (the last prompt
+  // token) only; decode, of its one token.
   auto build = [&](StringRef name, int64_t seq, bool takesPastLength) {
     SmallVector<std::string> inputNames = {"input_ids"};
     SmallVector<Type> inputTypes = {tensorType({batch, seq}, ids)};
-    if (takesPastLength) {
-      inputNames.push_back("past_length");
-      inputTypes.push_back(scalar);
-    }
+    inputNames.push_back(takesPastLength ? "past_length" : "logits_position");
+    inputTypes.push_back(scalar);
     inputNames.append(cacheNames.begin(), cacheNames.end());
     inputTypes.append(cacheTypes.begin(), cacheTypes.end());
     func::FuncOp entry = beginEntry(name, inputNames, inputTypes);
 
-    unsigned firstCache = takesPastLength ? 2 : 1;
+    unsigned firstCache = 2;
     KvCache cache;
     if (takesPastLength) {
       cache.pastLength = entry.getArgument(1);
     } else {
+      logitsPosition_ = entry.getArgument(1);
       cache.pastLength = mf::ConstantOp::create(
           builder_, entry.getLoc(),
           DenseElementsAttr::get(scalar, builder_.getI32IntegerAttr(0)));
@@ -319,6 +350,7 @@ void GraphBuilder::buildPredictEntries() {
       cache.values.push_back(entry.getArgument(firstCache + 2 * layer + 1));
     }
     Value logits = buildForward(entry.getArgument(0), &cache);
+    logitsPosition_ = Value();
     SmallVector<Value> results = {logits};
     for (int64_t layer = 0; layer < model.numLayers; ++layer) {
       results.append({cache.keys[layer], cache.values[layer]});
@@ -329,6 +361,7 @@ void GraphBuilder::buildPredictEntries() {
   };
   build("prefill", model.seqLength, /*takesPastLength=*/false);
   build("decode", 1, /*takesPastLength=*/true);
+  buildAllLogits();
 }
 
 void GraphBuilder::buildLossEntry() {

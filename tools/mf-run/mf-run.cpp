@@ -86,8 +86,8 @@ void usage(std::ostream &os) {
         "median times (benchmarks)\n"
         "  --do-sample / --greedy     override the YAML's do_sample\n"
         "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
-        "  --dump-logits out.npy      write the prefill logits [batch, seq, "
-        "vocab] (f32)\n"
+        "  --dump-logits out.npy      write the logits of every prompt position "
+        "[batch, len, vocab] (f32)\n"
         "  --dump-step-logits out.npy write the logits each new token was "
         "picked from [steps, vocab]\n"
         "  --data FILE                eval, train: a text file or an MFTOKENS "
@@ -469,6 +469,7 @@ int predict(const Options &options, Session &session) {
       return fail(inputs.status().message());
     }
     fillIds((*inputs)[0], tokens, seqLength);
+    (*inputs)[1].as<int32_t>()[0] = static_cast<int32_t>(promptLength - 1);
     auto prefillStart = Clock::now();
     StatusOr<std::vector<Tensor>> outputs = runEntry("prefill", inputs.take());
     if (!outputs) {
@@ -478,23 +479,28 @@ int predict(const Options &options, Session &session) {
         std::chrono::duration<double>(Clock::now() - prefillStart).count());
     std::vector<Tensor> state = outputs.take();
     if (!options.dumpLogits.empty() && run == 0) {
-      Status status =
-          dumpLogits(options.dumpLogits, state[0], promptLength, session.allocator);
+      // Prefill returns the last prompt position's logits; the `logits`
+      // entry, every position's.
+      StatusOr<std::vector<Tensor>> all = executor.allocateInputs("logits");
+      if (all) {
+        fillIds((*all)[0], tokens, seqLength);
+        all = runEntry("logits", all.take());
+      }
+      Status status = all ? dumpLogits(options.dumpLogits, (*all)[0], promptLength,
+                                       session.allocator)
+                          : all.status();
       if (!status) {
         return fail(status.message());
       }
     }
 
-    auto logitsRow = [&](const Tensor &logits, int64_t position) {
-      return logits.as<float>() + position * vocab; // row of batch 0
-    };
     generated.clear();
     stepLogits.clear();
     auto decodeStart = Clock::now();
-    int64_t position = promptLength - 1;
-    Tensor logits = state[0];
+    Tensor logits = state[0]; // [batch, 1, vocab]
     for (int64_t step = 0; step < maxNew; ++step) {
-      const float *row = logitsRow(logits, position);
+      const float *row = logits.as<float>(); // batch 0's
+
       if (!options.dumpStepLogits.empty()) {
         stepLogits.insert(stepLogits.end(), row, row + vocab);
       }
@@ -525,7 +531,6 @@ int predict(const Options &options, Session &session) {
         }
         state = stepOutputs.take();
         logits = state[0];
-        position = 0;
       } else {
         StatusOr<std::vector<Tensor>> stepInputs =
             executor.allocateInputs("prefill");
@@ -533,13 +538,13 @@ int predict(const Options &options, Session &session) {
           return fail(stepInputs.status().message());
         }
         fillIds((*stepInputs)[0], tokens, seqLength);
+        (*stepInputs)[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
         StatusOr<std::vector<Tensor>> stepOutputs =
             runEntry("prefill", stepInputs.take());
         if (!stepOutputs) {
           return fail(stepOutputs.status().message());
         }
         logits = (*stepOutputs)[0];
-        position = tokens.size() - 1;
       }
     }
     decodeTimes.push_back(
