@@ -207,7 +207,8 @@ def main():
                 cfg.head_dim * 4
             decode_bytes = parameter_bytes(args.build, binary) + kv_bytes
             decode_gbs = decode_bytes * med["graph"][1] / 1e9
-            # mf-run's prefill computes every seq_length position.
+            # mf-run's prefill runs every seq_length position through the
+            # layers (static shapes): its FLOPs count them all.
             prefill_gflops = prefill_flops / (prompt_length / med["graph"][0]) / 1e9
             notes.append(
                 f"{name}: graph decode reads {decode_bytes / 1e6:.1f} MB/token = "
@@ -219,8 +220,8 @@ def main():
     for note in notes:
         print(note)
     print(f"medians of {5 * args.runs} (llama-tiny) and {args.runs} (llama-100m) runs, each in a "
-          f"fresh process; prefill tokens/s counts prompt tokens (mf-run's prefill computes all "
-          f"seq_length positions)")
+          f"fresh process; prefill tokens/s counts prompt tokens (mf-run's prefill runs all "
+          f"seq_length positions through the layers, the lm_head at the last prompt position)")
 
 
 if __name__ == "__main__":
