@@ -419,7 +419,7 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
 
 
 /// Attention by blocks of query rows, never an s x s matrix: for a block
-/// of up to 16 rows of one head, the scores against the keys its last row
+/// of up to 32 rows of one head, the scores against the keys its last row
 /// sees are one GEMM (a GEMV in decode) over the cache in place (GQA: the
 /// head's KV head, strided), softmax per row over the keys that row sees,
 /// then one GEMM with the values. Tiles are (batch, head, block), which
@@ -454,7 +454,7 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   float scale = static_cast<float>(op.floats()->Get(0));
   F32In qf(q), kf(k), vf(v);
   F32Out result(out);
-  constexpr int64_t kRowsPerTile = 16;
+  constexpr int64_t kRowsPerTile = 32;
   int64_t rowBlocks = (seq + kRowsPerTile - 1) / kRowsPerTile;
   // Below ~64K multiply-adds (a few microseconds) one thread is as quick.
   int64_t attended = hasPast ? past + seq : keys;
