@@ -3,7 +3,7 @@
 // RUN: llvm-nm %t.o | FileCheck %s --check-prefix=OBJECT
 
 // Regions without a kernel rule go back to plain ops, counted by reason.
-// CHECK: module attributes {mf.kernels_skipped = {"matmul_epilogue: only f32 matmul regions have kernels" = 1 : i64}}
+// CHECK: module attributes {mf.kernels_skipped = {"matmul_epilogue: a matmul that is not [.., M, K] (or a transposed 2-D [K, M]) x 2-D -> the output shape" = 1 : i64}}
 
 // Two identical regions (as in every layer) share one kernel; a region with
 // a broadcast input gets its own.
@@ -48,11 +48,11 @@ func.func @gate(%x: tensor<1x4x32xf32>, %wg: tensor<344x32xf32>, %wu: tensor<344
   return %2 : tensor<1x4x344xf32>
 }
 
-// bf16 matmuls stay on the eager library: the region is inlined back.
+// bf16 matmuls get kernels too: the bf16 gemm service widens the tile's
+// rows and panel to f32, the product is rounded to bf16 as PyNative stores
+// it, then the epilogue runs in f32 and rounds again.
 // CHECK-LABEL: func.func @bf16
-// CHECK-NOT: mf.fusion
-// CHECK: mf.matmul
-// CHECK-NEXT: mf.add
+// CHECK: mf.fusion{{.*}}kind = "matmul_epilogue", mf.kernel = "mfk_4", mf.tiles = 1 : i64
 func.func @bf16(%x: tensor<4x32xbf16>, %w: tensor<32x32xbf16>, %r: tensor<4x32xbf16>) -> tensor<4x32xbf16> {
   %0 = mf.matmul %x, %w transpose_rhs : tensor<4x32xbf16>, tensor<32x32xbf16> -> tensor<4x32xbf16>
   %1 = mf.add %0, %r : tensor<4x32xbf16>
@@ -63,12 +63,24 @@ func.func @bf16(%x: tensor<4x32xbf16>, %w: tensor<32x32xbf16>, %r: tensor<4x32xb
 // AVX-512 vector): 1 x 768 x 256, 196K multiply-adds, in 8 tiles of 32;
 // one with 8K multiply-adds (under a microsecond) stays one tile.
 // CHECK-LABEL: func.func @vector
-// CHECK: mf.fusion{{.*}}kind = "matmul", mf.kernel = "mfk_4", mf.tiles = 8 : i64
-// CHECK: mf.fusion{{.*}}kind = "matmul", mf.kernel = "mfk_5", mf.tiles = 1 : i64
+// CHECK: mf.fusion{{.*}}kind = "matmul", mf.kernel = "mfk_5", mf.tiles = 8 : i64
+// CHECK: mf.fusion{{.*}}kind = "matmul", mf.kernel = "mfk_6", mf.tiles = 1 : i64
 func.func @vector(%x: tensor<1x1x768xf32>, %w: tensor<256x768xf32>, %y: tensor<1x1x64xf32>, %v: tensor<128x64xf32>) -> (tensor<1x1x256xf32>, tensor<1x1x128xf32>) {
   %0 = mf.matmul %x, %w transpose_rhs : tensor<1x1x768xf32>, tensor<256x768xf32> -> tensor<1x1x256xf32>
   %1 = mf.matmul %y, %v transpose_rhs : tensor<1x1x64xf32>, tensor<128x64xf32> -> tensor<1x1x128xf32>
   return %0, %1 : tensor<1x1x256xf32>, tensor<1x1x128xf32>
+}
+
+// A batched matmul (a weight per batch) has no kernel rule: its region is
+// inlined back and counted above.
+// CHECK-LABEL: func.func @batched
+// CHECK-NOT: mf.fusion
+// CHECK: mf.matmul
+// CHECK-NEXT: mf.add
+func.func @batched(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %0 = mf.matmul %a, %b : tensor<2x4x8xf32>, tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+  %1 = mf.add %0, %c : tensor<2x4x4xf32>
+  return %1 : tensor<2x4x4xf32>
 }
 
 // The kernels, lowered, in the nested module: the tile range, then bare
@@ -101,8 +113,12 @@ func.func @vector(%x: tensor<1x1x768xf32>, %w: tensor<256x768xf32>, %y: tensor<1
 // KERNELS: func.call @mfrt_gemm_f32(
 // KERNELS: func.call @mfrt_gemm_f32(
 // KERNELS: linalg.generic
+// KERNELS: func.func @mfk_4({{.*}}memref<4x32xbf16>
+// KERNELS: func.call @mfrt_gemm_bf16(
+// KERNELS: linalg.generic
 // OBJECT: T mfk_0
 // OBJECT: T mfk_1
 // OBJECT: T mfk_2
 // OBJECT: T mfk_3
+// OBJECT: mfrt_gemm_bf16_ptr
 // OBJECT: mfrt_gemm_f32_ptr

@@ -45,6 +45,10 @@ inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
 /// transA) times columns n0.. of op(B) (B is [N x K] when transB, else
 /// [K x N]). Every argument is an i64 (pointers too).
 inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
+/// The same for f16 and bf16 operands A and B (C stays f32): the runtime
+/// widens the rows and the panel a tile reads, then multiplies in f32.
+inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
+inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 
 /// Builds the kernel of an elementwise region at `builder`'s insertion point
 /// (one linalg.generic; one tile).

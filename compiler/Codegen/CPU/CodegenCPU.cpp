@@ -55,17 +55,19 @@ scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
 
 namespace {
 
-bool isF32Tensor(Type type) {
-  return cast<RankedTensorType>(type).getElementType().isF32();
+/// f32, f16 or bf16 elements: what matmul kernels take.
+bool isKernelFloatTensor(Type type) {
+  Type element = cast<RankedTensorType>(type).getElementType();
+  return element.isF32() || element.isF16() || element.isBF16();
 }
 
-/// Wraps each f32 matmul with a 2-D weight that no region holds.
+/// Wraps each float matmul with a 2-D weight that no region holds.
 void outlineLoneMatmuls(ModuleOp graph) {
   SmallVector<mf::MatmulOp> matmuls;
   for (auto function : graph.getOps<func::FuncOp>()) {
     for (auto matmul : function.getBody().front().getOps<mf::MatmulOp>()) {
-      if (isF32Tensor(matmul.getType()) &&
-          isF32Tensor(matmul.getLhs().getType()) &&
+      if (isKernelFloatTensor(matmul.getType()) &&
+          isKernelFloatTensor(matmul.getLhs().getType()) &&
           cast<RankedTensorType>(matmul.getRhs().getType()).getRank() == 2) {
         matmuls.push_back(matmul);
       }

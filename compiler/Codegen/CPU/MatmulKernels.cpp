@@ -116,10 +116,23 @@ std::optional<InputShape> classify(ArrayRef<int64_t> from,
   return std::nullopt;
 }
 
-bool allF32(TypeRange types) {
+/// f32, f16 or bf16: what the gemm services and the epilogue handle.
+bool isKernelFloat(Type element) {
+  return element.isF32() || element.isF16() || element.isBF16();
+}
+
+bool allKernelFloats(TypeRange types) {
   return llvm::all_of(types, [](Type type) {
-    return cast<RankedTensorType>(type).getElementType().isF32();
+    return isKernelFloat(cast<RankedTensorType>(type).getElementType());
   });
+}
+
+/// The gemm service for operands of `element` type: f32 as they are, f16
+/// and bf16 widened to f32 by the runtime (the product is f32 either way).
+StringRef gemmServiceFor(Type element) {
+  return element.isF16() ? kGemmServiceF16
+         : element.isBF16() ? kGemmServiceBF16
+                            : kGemmService;
 }
 
 } // namespace
@@ -145,9 +158,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       return failure();
     }
   }
-  if (!allF32(fusion.getInputs().getTypes()) ||
-      !allF32(fusion.getResultTypes())) {
-    why = "only f32 matmul regions have kernels";
+  if (!allKernelFloats(fusion.getInputs().getTypes()) ||
+      !allKernelFloats(fusion.getResultTypes())) {
+    why = "only f32, f16 and bf16 matmul regions have kernels";
     return failure();
   }
   int64_t cols = shape.back();
@@ -176,6 +189,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       int64_t lhsK = lhsType.getShape()[transposedLhs ? 0 : lhsType.getRank() - 1];
       if (lhsK != k || lhsType.getNumElements() != rows * k) {
         why = "a batched matmul";
+        return failure();
+      }
+      if (lhsType.getElementType() != rhsType.getElementType()) {
+        why = "a matmul of two element types";
         return failure();
       }
       matmulOf[matmul.getResult()] = matmuls.size();
@@ -235,14 +252,18 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
-  // The gemm service, declared once per kernel module.
+  // The gemm services, each declared once per kernel module.
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
   auto gemmType = builder.getFunctionType(SmallVector<Type>(13, i64), {});
-  if (!module.lookupSymbol(kGemmService)) {
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(module.getBody());
-    auto gemm = func::FuncOp::create(builder, loc, kGemmService, gemmType);
-    gemm.setPrivate();
+  for (const MatmulInfo &matmul : matmuls) {
+    StringRef service = gemmServiceFor(
+        cast<RankedTensorType>(mf::MatmulOp(matmul.op).getLhs().getType()).getElementType());
+    if (!module.lookupSymbol(service)) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(module.getBody());
+      auto gemm = func::FuncOp::create(builder, loc, service, gemmType);
+      gemm.setPrivate();
+    }
   }
 
   auto kernel = func::FuncOp::create(builder, loc, "mfk",
@@ -267,7 +288,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // otherwise each matmul's tile goes to scratch for the epilogue.
   auto yield = cast<mf::YieldOp>(body.getTerminator());
   bool direct = matmuls.size() == 1 && yield.getValues().size() == 1 &&
-                yield.getValues()[0] == matmuls[0].op.getResult();
+                yield.getValues()[0] == matmuls[0].op.getResult() &&
+                resultType.getElementType().isF32();
   SmallVector<Value> scratch;
   for (size_t i = 0; i < (direct ? 0 : matmuls.size()); ++i) {
     scratch.push_back(memref::AllocaOp::create(
@@ -308,7 +330,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
         toI64(index(matmul.transposedLhs ? 1 : 0)),
         toI64(index(rows))};
-    func::CallOp::create(builder, loc, kGemmService, TypeRange{}, operands);
+    StringRef service = gemmServiceFor(
+        cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType());
+    func::CallOp::create(builder, loc, service, TypeRange{}, operands);
   }
   if (direct) {
     return kernel;
@@ -388,8 +412,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       builder, loc, genericInputs, genericOutputs, maps, iterators,
       [&](OpBuilder &, Location bodyLoc, ValueRange scalars) {
         llvm::DenseMap<Value, Value> scalarOf;
+        // Loaded inputs in the compute domain; a matmul's f32 product
+        // rounded to its result type first, as PyNative stores it.
         for (auto [key, position] : inputOf) {
-          scalarOf[key] = scalars[position];
+          Type element = elementTypeOf(key);
+          scalarOf[key] =
+              matmulOf.count(key)
+                  ? emitter.widen(emitter.narrow(scalars[position], element, bodyLoc),
+                                  element, bodyLoc)
+                  : emitter.widen(scalars[position], element, bodyLoc);
         }
         FailureOr<SmallVector<Value>> computed =
             emitter.emitBody(body, scalarOf, bodyLoc, failure);
