@@ -51,7 +51,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   }
   auto prepared = std::make_unique<Prepared>();
   prepared->program = program.take();
-  size_t arenaBytes = (prepared->program.arenaBytes + 63) / 64 * 64;
+  size_t arenaBytes = prepared->program.arenaBytes; // allocatePages: page-aligned
   void *arena = allocatePages(arenaBytes);
   if (!arena) {
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) +

@@ -42,7 +42,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   }
   // Services the kernels call (a library whose kernels need none has no
   // slots for them).
-  for (const KernelService &service : kKernelServices) {
+  for (const KernelService &service : kernelServices()) {
     std::string slotName = std::string(service.name) + "_ptr";
     if (void *slot = dlsym(library.handle_, slotName.c_str())) {
       *static_cast<void **>(slot) = service.function;

@@ -120,18 +120,13 @@ void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
 
 } // namespace
 
-extern "C" void mfrt::mfrtGemmF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                                  int64_t m0, int64_t n0, int64_t m, int64_t n,
-                                  int64_t k, int64_t bigN, int64_t transB,
-                                  int64_t transA, int64_t bigM) {
-  gemmWidened<widenF16>(a, b, c, ldc, m0, n0, m, n, k, bigN, transB,
-                                 transA, bigM);
-}
-
-extern "C" void mfrt::mfrtGemmBF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                                   int64_t m0, int64_t n0, int64_t m, int64_t n,
-                                   int64_t k, int64_t bigN, int64_t transB,
-                                   int64_t transA, int64_t bigM) {
-  gemmWidened<widenBF16>(a, b, c, ldc, m0, n0, m, n, k, bigN, transB,
-                               transA, bigM);
+const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
+  // The kernels call through these with the C calling convention; the
+  // widening ones are instances of one template, same signature.
+  static const std::vector<KernelService> services = {
+      {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
+      {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenF16>)},
+      {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBF16>)},
+  };
+  return services;
 }

@@ -10,6 +10,7 @@
 #define MFC_RUNTIME_KERNELSERVICES_H
 
 #include <cstdint>
+#include <vector>
 
 namespace mfrt {
 
@@ -23,28 +24,15 @@ extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
                             int64_t k, int64_t bigN, int64_t transB,
                             int64_t transA, int64_t bigM);
 
-/// mfrt_gemm_f16 / mfrt_gemm_bf16: the same with A and B in f16 / bf16
-/// (C in f32): the rows of op(A) and the panel of op(B) the tile reads are
-/// widened to f32 first.
-extern "C" void mfrtGemmF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                            int64_t m0, int64_t n0, int64_t m, int64_t n,
-                            int64_t k, int64_t bigN, int64_t transB,
-                            int64_t transA, int64_t bigM);
-extern "C" void mfrtGemmBF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                             int64_t m0, int64_t n0, int64_t m, int64_t n,
-                             int64_t k, int64_t bigN, int64_t transB,
-                             int64_t transA, int64_t bigM);
-
-/// The services by global name (without `_ptr`).
+/// The services by global name (without `_ptr`): mfrt_gemm_f32 above, and
+/// mfrt_gemm_f16 / mfrt_gemm_bf16, the same with A and B in f16 / bf16 (C
+/// in f32), which widen the rows of op(A) and the panel of op(B) a tile
+/// reads to f32 first.
 struct KernelService {
   const char *name;
   void *function;
 };
-inline const KernelService kKernelServices[] = {
-    {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
-    {"mfrt_gemm_f16", reinterpret_cast<void *>(&mfrtGemmF16)},
-    {"mfrt_gemm_bf16", reinterpret_cast<void *>(&mfrtGemmBF16)},
-};
+const std::vector<KernelService> &kernelServices();
 
 } // namespace mfrt
 

@@ -276,9 +276,9 @@ Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
     for (int64_t r = begin; r < end; ++r) {
       const float *row = x.data() + r * features;
       float *target = z.data() + r * features;
-      double mean = layerNorm && features > 0 ? sumOf(row, features) / features : 0.0;
-      double variance =
-          features > 0 ? squaredDeviations(row, features, mean) / features : 0.0;
+      // (No rows when features is 0.)
+      double mean = layerNorm ? sumOf(row, features) / features : 0.0;
+      double variance = squaredDeviations(row, features, mean) / features;
       float scale = static_cast<float>(1.0 / std::sqrt(variance + epsilon));
       float center = static_cast<float>(mean);
       for (int64_t k = 0; k < features; ++k) {

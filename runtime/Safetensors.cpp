@@ -158,8 +158,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                          "': " + std::strerror(errno));
   }
   struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    bool directory = S_ISDIR(info.st_mode);
+  bool known = fstat(fd, &info) == 0;
+  if (!known || !S_ISREG(info.st_mode)) {
+    bool directory = known && S_ISDIR(info.st_mode);
     ::close(fd);
     return Status::error("cannot read weights '" + path + "': " +
                          (directory ? "a directory" : "not a regular file") +

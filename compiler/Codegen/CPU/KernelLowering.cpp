@@ -111,12 +111,11 @@ LogicalResult approximateMath(ModuleOp kernels) {
 } // namespace
 
 LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
-  PassManager pm(kernels.getContext());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  if (failed(pm.run(kernels)) || failed(approximateMath(kernels))) {
+  if (failed(approximateMath(kernels))) {
     return failure();
   }
-  pm.clear();
+  PassManager pm(kernels.getContext());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
