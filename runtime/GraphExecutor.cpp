@@ -2,6 +2,8 @@
 
 #include "runtime/GraphExecutor.h"
 
+#include "runtime/KernelServices.h"
+
 #include "runtime/Kernels.h"
 
 #include <cblas.h>
@@ -202,6 +204,9 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                           : std::chrono::steady_clock::time_point();
     if (step.dispatch) {
       const fb::Dispatch &dispatch = *step.dispatch;
+      for (auto [id, cache] : step.cacheViews) {
+        values[id] = values[cache]; // updated in place
+      }
       pointers.clear();
       if (dispatch.inputs()) {
         for (uint32_t id : *dispatch.inputs()) {
@@ -215,6 +220,12 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
         callKernel(kernel, begin, end, pointers);
       });
+      if (std::string why = takeKernelServiceError(); !why.empty()) {
+        const std::string &name =
+            executable_.root().kernels()->Get(dispatch.kernel())->str();
+        return Status::error("kernel '" + name + "' of '" + entryName +
+                             "': " + why);
+      }
       if (observed) {
         const std::string &name =
             executable_.root().kernels()->Get(dispatch.kernel())->str();

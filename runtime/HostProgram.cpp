@@ -71,6 +71,19 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
   }
   std::map<int64_t, int64_t> updatedAt; // parameter -> step computing it
   std::vector<int64_t> viewOf(valueCount, kNone); // parameter a value reads
+  // The op in a dispatch's range that defines `id`.
+  auto writerIn = [&](const fb::Dispatch &dispatch,
+                      uint32_t id) -> const fb::Op * {
+    for (uint32_t index = dispatch.first_op();
+         index < dispatch.first_op() + dispatch.op_count(); ++index) {
+      const fb::Op *op = entry.ops()->Get(index);
+      if (op->results() && op->results()->size() == 1 &&
+          op->results()->Get(0) == id) {
+        return op;
+      }
+    }
+    return nullptr;
+  };
   size_t nextDispatch = 0;
   auto storageOf = [&](uint32_t id, const std::string &what, int64_t step,
                        bool kernelOutput) -> Status {
@@ -118,12 +131,27 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
       if (dispatch->tiles() == 0) {
         return bad("has a kernel dispatch with no tiles");
       }
+      HostStep host{dispatch, static_cast<uint32_t>(index), {}};
       for (uint32_t id : *dispatch->outputs()) {
+        definedAt[id] = step;
+        // A KV-cache write in the kernel updates its cache input in place.
+        const fb::Op *write = writerIn(*dispatch, id);
+        if (write && write->kind() == fb::OpKind::KvCacheWrite) {
+          uint32_t cache = write->operands()->Get(0);
+          if (!dispatch->inputs() ||
+              std::find(dispatch->inputs()->begin(), dispatch->inputs()->end(),
+                        cache) == dispatch->inputs()->end() ||
+              computedInto[id] != kNone) {
+            return bad("has a kernel update a KV cache it does not take");
+          }
+          root[id] = root[cache];
+          host.cacheViews.emplace_back(id, cache);
+          continue;
+        }
         MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step,
                                        /*kernelOutput=*/true));
-        definedAt[id] = step;
       }
-      program.steps.push_back({dispatch, static_cast<uint32_t>(index)});
+      program.steps.push_back(std::move(host));
       index += dispatch->op_count();
       continue;
     }
@@ -202,9 +230,14 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
   // the old cache afterwards.
   for (int64_t step = 0; step < stepCount; ++step) {
     const HostStep &host = program.steps[step];
-    if (!host.dispatch &&
+    bool readLater =
+        !host.dispatch &&
         entry.ops()->Get(host.firstOp)->kind() == fb::OpKind::KvCacheWrite &&
-        lastRead[entry.ops()->Get(host.firstOp)->operands()->Get(0)] > step) {
+        lastRead[entry.ops()->Get(host.firstOp)->operands()->Get(0)] > step;
+    for (auto [id, cache] : host.cacheViews) {
+      readLater = readLater || lastRead[cache] > step;
+    }
+    if (readLater) {
       return bad("updates a KV cache in place that is read later");
     }
   }

@@ -5,8 +5,8 @@
 // step of its own. Values live at their planned arena offsets, except
 // inputs, parameters and constants (their own memory), views (a reshape
 // shares its operand's memory, a KV-cache write updates its cache in
-// place) and values a kernel computes straight into the parameter they are
-// assigned to.
+// place, in an eager op or in a kernel) and values a kernel computes
+// straight into the parameter they are assigned to.
 //
 // Building the host program checks the plan, so a corrupt model.bin cannot
 // make two live values share bytes or a value overrun the arena.
@@ -26,6 +26,9 @@ struct HostStep {
   /// The dispatch this step runs, or null for op `firstOp`'s eager kernel.
   const fb::Dispatch *dispatch = nullptr;
   uint32_t firstOp = 0;
+  /// Outputs of the dispatch that are KV caches it updates in place:
+  /// (output id, the cache input it shares storage with).
+  std::vector<std::pair<uint32_t, uint32_t>> cacheViews;
 };
 
 struct HostProgram {

@@ -2,11 +2,16 @@
 
 #include "runtime/KernelServices.h"
 
+#include "runtime/FlashAttention.h"
 #include "runtime/Tensor.h"
 
 #include <cblas.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <cpuid.h>
@@ -120,11 +125,83 @@ void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
 
 } // namespace
 
+namespace {
+
+std::atomic<bool> serviceFailed{false};
+std::mutex serviceErrorMutex;
+std::string serviceError;
+
+void recordServiceError(std::string why) {
+  std::lock_guard<std::mutex> lock(serviceErrorMutex);
+  if (!serviceFailed.load(std::memory_order_relaxed)) {
+    serviceError = std::move(why);
+    serviceFailed.store(true, std::memory_order_release);
+  }
+}
+
+double doubleFromBits(int64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+} // namespace
+
+std::string mfrt::takeKernelServiceError() {
+  if (!serviceFailed.load(std::memory_order_acquire)) {
+    return {};
+  }
+  std::lock_guard<std::mutex> lock(serviceErrorMutex);
+  serviceFailed.store(false, std::memory_order_relaxed);
+  return std::exchange(serviceError, {});
+}
+
+extern "C" void mfrt::mfrtAttentionF32(
+    int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,
+    int64_t newValues, int64_t cacheKeyIn, int64_t cacheValueIn,
+    int64_t cacheKey, int64_t cacheValue, int64_t positions,
+    int64_t pastPointer, int64_t pastValue, int64_t out, int64_t batch,
+    int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
+    int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits) {
+  auto floats = [](int64_t address) {
+    return reinterpret_cast<float *>(address);
+  };
+  FusedAttention args{
+      floats(query),
+      floats(newKeys),
+      floats(newValues),
+      floats(cacheKeyIn),
+      floats(cacheValueIn),
+      floats(cacheKey),
+      floats(cacheValue),
+      reinterpret_cast<const int32_t *>(positions),
+      (flags & 2) != 0,
+      (flags & 4) != 0,
+      (flags & 1) != 0,
+      (flags & 8) != 0,
+      pastPointer ? *reinterpret_cast<const int32_t *>(pastPointer) : pastValue,
+      floats(out),
+      batch,
+      seq,
+      heads,
+      kvHeads,
+      dim,
+      keys,
+      newRows,
+      static_cast<float>(doubleFromBits(scaleBits)),
+      static_cast<float>(doubleFromBits(thetaBits))};
+  std::string why = runFusedAttention(args, unitBegin, unitEnd);
+  if (!why.empty()) {
+    recordServiceError(std::move(why));
+  }
+}
+
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   // The kernels call through these with the C calling convention; the
   // widening ones are instances of one template, same signature.
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
+      {"mfrt_attention_f32", reinterpret_cast<void *>(&mfrtAttentionF32)},
       {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenF16>)},
       {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBF16>)},
   };

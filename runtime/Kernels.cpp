@@ -3,6 +3,7 @@
 #include "runtime/Kernels.h"
 
 #include "runtime/GradientKernels.h"
+#include "runtime/FlashAttention.h"
 #include "runtime/KernelSupport.h"
 
 #include <algorithm>
@@ -385,32 +386,21 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
   MFRT_RETURN_IF_ERROR(
       expectShape(op, positions, {x.dim(0), x.dim(1)}, "positions"));
   int64_t heads = x.dim(2), headDim = x.dim(3), half = headDim / 2;
-  float theta = static_cast<float>(op.floats()->Get(0));
   // The inverse rotation (the gradient) turns by minus the angle.
   float direction = op.ints()->Get(0) ? -1.0f : 1.0f;
-  // The Hugging Face formula, in float32 like the reference.
-  std::vector<float> inverseFrequency(half);
-  for (int64_t i = 0; i < half; ++i) {
-    inverseFrequency[i] =
-        1.0f / std::pow(theta, static_cast<float>(2 * i) / headDim);
-  }
+  std::vector<float> inverseFrequency = ropeInverseFrequencies(
+      static_cast<float>(op.floats()->Get(0)), headDim);
   F32In in(x);
   F32Out result(out);
   std::vector<float> cosines(half), sines(half);
   for (int64_t token = 0; token < positions.numElements(); ++token) {
-    float position = static_cast<float>(positions.as<int32_t>()[token]);
-    for (int64_t i = 0; i < half; ++i) {
-      float angle = position * inverseFrequency[i];
-      cosines[i] = std::cos(angle);
-      sines[i] = direction * std::sin(angle);
-    }
+    ropeAngles(inverseFrequency,
+               static_cast<float>(positions.as<int32_t>()[token]), direction,
+               cosines.data(), sines.data());
     for (int64_t h = 0; h < heads; ++h) {
       int64_t base = (token * heads + h) * headDim;
-      for (int64_t i = 0; i < half; ++i) {
-        float first = in[base + i], second = in[base + i + half];
-        result[base + i] = first * cosines[i] - second * sines[i];
-        result[base + i + half] = second * cosines[i] + first * sines[i];
-      }
+      ropeRotate(in.data() + base, result.data() + base, cosines.data(),
+                 sines.data(), half);
     }
   }
   result.finish();
@@ -418,12 +408,9 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
 }
 
 
-/// Attention by blocks of query rows, never an s x s matrix: for a block
-/// of up to 32 rows of one head, the scores against the keys its last row
-/// sees are one GEMM (a GEMV in decode) over the cache in place (GQA: the
-/// head's KV head, strided), softmax per row over the keys that row sees,
-/// then one GEMM with the values. Tiles are (batch, head, block), which
-/// `parallel` may run at once; a tile's math does not depend on the split.
+/// Attention per (batch, head, block of query rows), FlashAttention.h's
+/// blocks over the cache in place (GQA: the head's KV head, strided).
+/// Tiles may run at once; a tile's math does not depend on the split.
 Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                  Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
@@ -454,60 +441,26 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   float scale = static_cast<float>(op.floats()->Get(0));
   F32In qf(q), kf(k), vf(v);
   F32Out result(out);
-  constexpr int64_t kRowsPerTile = 32;
-  int64_t rowBlocks = (seq + kRowsPerTile - 1) / kRowsPerTile;
+  int64_t rowBlocks = (seq + kAttentionRowBlock - 1) / kAttentionRowBlock;
   // Below ~64K multiply-adds (a few microseconds) one thread is as quick.
   int64_t attended = hasPast ? past + seq : keys;
   bool small = batch * heads * seq * attended * dim < (1 << 16);
-  // Keys row i sees.
-  auto visibleTo = [&](int64_t i) {
-    return std::min(keys, causal ? past + i + 1 : attended);
-  };
   int64_t queryStride = heads * dim, keyStride = kvHeads * dim;
-  if (keys == 0 || dim == 0) { // no keys: the weighted sum of none
-    std::fill(result.data(), result.data() + out.numElements(), 0.0f);
-    result.finish();
-    return Status::ok();
-  }
   (small ? runSerially : parallel)(batch * heads * rowBlocks,
                                    [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(kRowsPerTile * keys);
+    std::vector<float> scratch;
     for (int64_t tile = begin; tile < end; ++tile) {
       int64_t b = tile / (heads * rowBlocks);
       int64_t h = tile / rowBlocks % heads;
-      int64_t firstRow = tile % rowBlocks * kRowsPerTile;
-      int64_t rows = std::min(seq, firstRow + kRowsPerTile) - firstRow;
-      int64_t width = visibleTo(firstRow + rows - 1); // the widest row
-      const float *query = qf.data() + ((b * seq + firstRow) * heads + h) * dim;
-      const float *key = kf.data() + (b * keys * kvHeads + h / group) * dim;
-      const float *value = vf.data() + (b * keys * kvHeads + h / group) * dim;
-      float *target = result.data() + ((b * seq + firstRow) * heads + h) * dim;
-      if (rows == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, width, dim, scale, key,
-                    keyStride, query, 1, 0.0f, scores.data(), 1);
-      } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
-                    scale, query, queryStride, key, keyStride, 0.0f,
-                    scores.data(), width);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        float *row = scores.data() + r * width;
-        int64_t visible = visibleTo(firstRow + r);
-        float best = *std::max_element(row, row + visible);
-        float inverseSum = 1.0f / expShiftedSum(row, visible, best);
-        for (int64_t j = 0; j < visible; ++j) {
-          row[j] *= inverseSum;
-        }
-        std::fill(row + visible, row + width, 0.0f); // masked: weight 0
-      }
-      if (rows == 1) {
-        cblas_sgemv(CblasRowMajor, CblasTrans, width, dim, 1.0f, value,
-                    keyStride, scores.data(), 1, 0.0f, target, 1);
-      } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dim, width,
-                    1.0f, scores.data(), width, value, keyStride, 0.0f, target,
-                    queryStride);
-      }
+      int64_t firstRow = tile % rowBlocks * kAttentionRowBlock;
+      int64_t rows = std::min(seq, firstRow + kAttentionRowBlock) - firstRow;
+      int64_t offset = ((b * seq + firstRow) * heads + h) * dim;
+      int64_t kvOffset = (b * keys * kvHeads + h / group) * dim;
+      attendRows({qf.data() + offset, queryStride, kf.data() + kvOffset,
+                  vf.data() + kvOffset, keyStride, keyStride, firstRow, rows,
+                  past, std::min(attended, keys), causal, scale,
+                  result.data() + offset, queryStride, dim},
+                 scratch);
     }
   });
   result.finish();
@@ -591,8 +544,10 @@ std::vector<int64_t> mfrt::detail::rowMajorStrides(const Shape &shape) {
   return strides;
 }
 
+namespace {
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) float
-mfrt::detail::dotProduct(const float *a, const float *b, int64_t n) {
+dotProductClones(const float *a, const float *b, int64_t n) {
   float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) {
@@ -606,6 +561,12 @@ mfrt::detail::dotProduct(const float *a, const float *b, int64_t n) {
   }
   return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
          ((partial[4] + partial[5]) + (partial[6] + partial[7])) + tail;
+}
+
+} // namespace
+
+float mfrt::detail::dotProduct(const float *a, const float *b, int64_t n) {
+  return dotProductClones(a, b, n);
 }
 
 namespace {
@@ -630,10 +591,9 @@ inline float expNonPositive(float x) {
   return p * scale;
 }
 
-} // namespace
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) double
-mfrt::detail::squaredDeviations(const float *x, int64_t n, double mean) {
+squaredDeviationsClones(const float *x, int64_t n, double mean) {
   double partial[8] = {};
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) {
@@ -652,8 +612,16 @@ mfrt::detail::squaredDeviations(const float *x, int64_t n, double mean) {
   return sum;
 }
 
+} // namespace
+
+double mfrt::detail::squaredDeviations(const float *x, int64_t n, double mean) {
+  return squaredDeviationsClones(x, n, mean);
+}
+
+namespace {
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) double
-mfrt::detail::sumOf(const float *x, int64_t n) {
+sumOfClones(const float *x, int64_t n) {
   double partial[8] = {};
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) {
@@ -671,8 +639,16 @@ mfrt::detail::sumOf(const float *x, int64_t n) {
   return sum;
 }
 
+} // namespace
+
+double mfrt::detail::sumOf(const float *x, int64_t n) {
+  return sumOfClones(x, n);
+}
+
+namespace {
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) float
-mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
+expShiftedSumClones(float *x, int64_t n, float shift) {
   float partial[16] = {};
   int64_t d = 0;
   for (; d + 16 <= n; d += 16) {
@@ -692,11 +668,25 @@ mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
   return sum;
 }
 
+} // namespace
+
+float mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
+  return expShiftedSumClones(x, n, shift);
+}
+
+namespace {
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
-mfrt::detail::scaledAdd(float *y, const float *x, float alpha, int64_t n) {
+scaledAddClones(float *y, const float *x, float alpha, int64_t n) {
   for (int64_t d = 0; d < n; ++d) {
     y[d] += alpha * x[d];
   }
+}
+
+} // namespace
+
+void mfrt::detail::scaledAdd(float *y, const float *x, float alpha, int64_t n) {
+  return scaledAddClones(y, x, alpha, n);
 }
 
 void mfrt::runSerially(int64_t count,

@@ -37,6 +37,7 @@ void addAutodiff(OpPassManager &pm, const CompileOptions &) {
 void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
+  pm.addNestedPass<func::FuncOp>(mf::createMFFuseAttentionPass());
 }
 
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {

@@ -1,8 +1,8 @@
 //===- PlanMemory.cpp - one static arena per entry ------------------------===//
 //
 // 1. Number the ops of an entry; give each transient op result a buffer
-//    (reshapes and KV-cache writes share their operand's, parameters,
-//    constants and assignments have none). A value a kernel computes only
+//    (reshapes and KV-cache writes, eager or in an attention kernel, share
+//    their operand's; parameters, constants and assignments have none). A value a kernel computes only
 //    to assign it to a parameter is computed in place, in the parameter
 //    (the assignment gets `mf.in_place`), when that is safe: see
 //    assignsInPlace.
@@ -99,6 +99,20 @@ struct EntryBuffers {
   std::vector<OpResult> definitions;
 };
 
+/// The input of a fusion whose result `value` is: a KV cache the region
+/// writes in place (its kernel updates the input's storage).
+Value cacheUpdatedInPlace(OpResult value) {
+  auto fusion = dyn_cast<mf::FusionOp>(value.getOwner());
+  if (!fusion) {
+    return {};
+  }
+  auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
+  auto write = yield.getValues()[value.getResultNumber()]
+                   .getDefiningOp<mf::KvCacheWriteOp>();
+  auto cache = write ? dyn_cast<BlockArgument>(write.getCache()) : nullptr;
+  return cache ? fusion.getInputs()[cache.getArgNumber()] : Value();
+}
+
 EntryBuffers collectBuffers(func::FuncOp entry) {
   EntryBuffers result;
   llvm::DenseMap<Value, int> bufferOf;
@@ -129,6 +143,13 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
     }
     for (OpResult value : op.getResults()) {
       if (!isa<RankedTensorType>(value.getType())) {
+        continue;
+      }
+      if (Value cache = cacheUpdatedInPlace(value)) {
+        auto it = bufferOf.find(cache);
+        if (it != bufferOf.end()) {
+          bufferOf[value] = it->second;
+        }
         continue;
       }
       bufferOf[value] = static_cast<int>(result.buffers.size());

@@ -50,6 +50,18 @@ inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
 inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 
+/// The runtime's attention service (runtime/KernelServices.h): computes
+/// units [begin, end) of (batch, KV head) of an attention region; 23 i64
+/// arguments.
+inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention_f32";
+
+/// Builds the kernel of an attention region (RoPE, KV-cache writes and
+/// attention): one tile per (batch, KV head), or one tile in all for
+/// little work, each a call of the attention service.
+mlir::FailureOr<mlir::func::FuncOp>
+buildAttentionKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
+                     std::string &why);
+
 /// Builds the kernel of an elementwise region at `builder`'s insertion point
 /// (one linalg.generic; one tile).
 mlir::FailureOr<mlir::func::FuncOp>

@@ -101,8 +101,15 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
     }
   }
   Boundary boundary = boundaryOf(ops);
-  cost.fusedBytes = bytesOf(boundary.inputs.getArrayRef()) +
-                    bytesOf(boundary.results.getArrayRef());
+  // A KV cache the region updates in place moves as its input only.
+  SmallVector<Value> stored;
+  for (Value result : boundary.results) {
+    auto write = result.getDefiningOp<KvCacheWriteOp>();
+    if (!write || !boundary.inputs.contains(write.getCache())) {
+      stored.push_back(result);
+    }
+  }
+  cost.fusedBytes = bytesOf(boundary.inputs.getArrayRef()) + bytesOf(stored);
   return cost;
 }
 

@@ -131,4 +131,33 @@ def MFFuseMatmulEpiloguePass
   let dependentDialects = ["::mlir::mf::MFDialect"];
 }
 
+def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Fuses attention with the RoPE and KV-cache writes it alone reads";
+  let description = [{
+    An f32 `mf.attention` takes into one `kind = "attention"` region the
+    RoPE of its query, the KV-cache writes of its key and value at its
+    `past_length`, and the RoPE of the new keys, when nothing else reads
+    them (the updated caches may be read after it). The region's kernel
+    rotates the query and keys per tile, writes the caches in place and
+    attends flash-style: the rotated tensors never reach memory. Applied
+    when the cost model says it saves bytes (a cache updated in place counts
+    once), so a lone attention stays the runtime's op.
+
+    Before:
+    ```mlir
+    %q = mf.rope %q0, %pos theta = 1.0e+04 : ...
+    %k = mf.rope %k0, %pos theta = 1.0e+04 : ...
+    %kc = mf.kv_cache_write %cache_k, %k, %past : ...
+    %vc = mf.kv_cache_write %cache_v, %v, %past : ...
+    %o = mf.attention %q, %kc, %vc past_length(%past) causal scale = 0.25 : ...
+    ```
+    After:
+    ```mlir
+    %r:3 = mf.fusion (%q0, %pos, %k0, %cache_k, %past, %cache_v, %v)
+        {kind = "attention"} : ... { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mf::MFDialect"];
+}
+
 #endif // MF_TRANSFORMS_PASSES_TD

@@ -1,0 +1,277 @@
+//===- AttentionKernels.cpp - attention regions -> tiled kernels ----------===//
+//
+// An attention region (FuseAttention.cpp) is an mf.attention with, when it
+// alone reads them, the RoPE of its query, the KV-cache writes of its key
+// and value, and the RoPE of the new keys. Its kernel's tiles are ranges of
+// (batch, KV head) units:
+//
+//   for tile t in [tileBegin, tileEnd):
+//     mfrt_attention_f32(units of t, query, new keys, new values, caches
+//                        in and out, positions, past_length, output,
+//                        shape, flags, scale, theta)
+//
+// The service (runtime/FlashAttention.h) writes a unit's new cache rows
+// (rotated keys, values) in place, then attends for the query heads that
+// read that KV head, rotating each block of query rows as it loads it, by
+// blocks of queries and keys with an online softmax. Units are independent
+// (a unit alone writes its KV head's rows), so the runtime runs tiles on
+// its threads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/CPUKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+/// Below this many query-key multiply-adds a region is one tile: the
+/// eager kernel's threshold for running serially.
+constexpr int64_t kMinParallelAttentionWork = int64_t(1) << 16;
+
+/// The pieces of a region, as region arguments (-1: absent).
+struct AttentionParts {
+  mf::AttentionOp attention;
+  mf::RopeOp ropeQuery, ropeKey;
+  mf::KvCacheWriteOp writeKey, writeValue;
+  int query = -1, newKeys = -1, newValues = -1, cacheKey = -1, cacheValue = -1,
+      positions = -1, past = -1;
+  int64_t pastValue = 0; // when past_length is a constant
+};
+
+int argumentNumber(Value value) {
+  auto argument = dyn_cast<BlockArgument>(value);
+  return argument ? static_cast<int>(argument.getArgNumber()) : -1;
+}
+
+/// Takes `value` apart as `rope(argument)` or `argument`.
+int sourceOf(Value value, mf::RopeOp &rope) {
+  if ((rope = value.getDefiningOp<mf::RopeOp>())) {
+    return rope.getInverse() ? -1 : argumentNumber(rope.getInput());
+  }
+  return argumentNumber(value);
+}
+
+FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
+  AttentionParts parts;
+  Block &body = fusion.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (auto attention = dyn_cast<mf::AttentionOp>(op)) {
+      parts.attention = attention;
+    }
+  }
+  mf::AttentionOp attention = parts.attention;
+  if (!attention) {
+    why = "no attention";
+    return failure();
+  }
+  parts.writeKey = attention.getKey().getDefiningOp<mf::KvCacheWriteOp>();
+  parts.writeValue = attention.getValue().getDefiningOp<mf::KvCacheWriteOp>();
+  if (bool(parts.writeKey) != bool(parts.writeValue)) {
+    why = "a cache for the keys or the values alone";
+    return failure();
+  }
+  parts.query = sourceOf(attention.getQuery(), parts.ropeQuery);
+  if (parts.writeKey) {
+    parts.cacheKey = argumentNumber(parts.writeKey.getCache());
+    parts.cacheValue = argumentNumber(parts.writeValue.getCache());
+    parts.newKeys = sourceOf(parts.writeKey.getUpdate(), parts.ropeKey);
+    parts.newValues = argumentNumber(parts.writeValue.getUpdate());
+    // The updated caches are the region's results (the kernel writes them
+    // in place); a cache nothing reads after the region is not written.
+    if (!llvm::is_contained(body.getTerminator()->getOperands(),
+                            parts.writeKey.getResult()) ||
+        !llvm::is_contained(body.getTerminator()->getOperands(),
+                            parts.writeValue.getResult())) {
+      why = "a cache write whose result the region does not return";
+      return failure();
+    }
+    if (parts.cacheKey < 0 || parts.cacheValue < 0 ||
+        parts.writeKey.getPosition() != attention.getPastLength() ||
+        parts.writeValue.getPosition() != attention.getPastLength()) {
+      why = "cache writes that are not at the attention's past_length";
+      return failure();
+    }
+  } else {
+    parts.newKeys = sourceOf(attention.getKey(), parts.ropeKey);
+    parts.newValues = argumentNumber(attention.getValue());
+  }
+  if (parts.query < 0 || parts.newKeys < 0 || parts.newValues < 0) {
+    why = "an operand computed in the region by something else";
+    return failure();
+  }
+  if (parts.ropeQuery && parts.ropeKey &&
+      (parts.ropeQuery.getPositions() != parts.ropeKey.getPositions() ||
+       parts.ropeQuery.getTheta() != parts.ropeKey.getTheta())) {
+    why = "RoPEs by different positions or theta";
+    return failure();
+  }
+  mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
+  if (rope && (parts.positions = argumentNumber(rope.getPositions())) < 0) {
+    why = "positions computed in the region";
+    return failure();
+  }
+  if (Value past = attention.getPastLength()) {
+    parts.past = argumentNumber(past);
+    auto constant = past.getDefiningOp<mf::ConstantOp>();
+    auto splat = constant ? dyn_cast<SplatElementsAttr>(constant.getValue())
+                          : SplatElementsAttr();
+    if (parts.past < 0 && !splat) {
+      why = "a past_length computed in the region";
+      return failure();
+    }
+    if (splat) {
+      parts.pastValue = splat.getSplatValue<APInt>().getSExtValue();
+    }
+  }
+  // Every op must be one of these, and every result one the kernel writes.
+  for (Operation &op : body.without_terminator()) {
+    if (!llvm::is_contained<Operation *>({parts.attention, parts.ropeQuery,
+                                          parts.ropeKey, parts.writeKey,
+                                          parts.writeValue},
+                                         &op) &&
+        !(isa<mf::ConstantOp>(op) &&
+          op.getResult(0) == attention.getPastLength())) {
+      why = "no attention rule for " + op.getName().getStringRef().str();
+      return failure();
+    }
+  }
+  for (Value yielded : body.getTerminator()->getOperands()) {
+    if (yielded != attention.getResult() &&
+        !(parts.writeKey && yielded == parts.writeKey.getResult()) &&
+        !(parts.writeValue && yielded == parts.writeValue.getResult())) {
+      why = "a result that is not the output or a cache";
+      return failure();
+    }
+  }
+  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
+                                            fusion.getResultTypes())) {
+    Type element = cast<RankedTensorType>(type).getElementType();
+    if (isa<FloatType>(element) && !element.isF32()) {
+      why = "only f32 attention regions have kernels";
+      return failure();
+    }
+  }
+  return parts;
+}
+
+int64_t bitsOf(double value) {
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+} // namespace
+
+FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
+                                                  OpBuilder &builder,
+                                                  std::string &why) {
+  FailureOr<AttentionParts> analyzed = analyze(fusion, why);
+  if (failed(analyzed)) {
+    return failure();
+  }
+  AttentionParts parts = *analyzed;
+  ArrayRef<int64_t> query = parts.attention.getQuery().getType().getShape();
+  ArrayRef<int64_t> key = parts.attention.getKey().getType().getShape();
+  auto newKeysType =
+      cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
+  int64_t batch = query[0], seq = query[1], heads = query[2], dim = query[3];
+  int64_t keys = key[1], kvHeads = key[2];
+  int64_t units = batch * kvHeads;
+  int64_t tiles =
+      batch * heads * seq * keys * dim < kMinParallelAttentionWork ? 1 : units;
+  int64_t unitsPerTile = llvm::divideCeil(units, tiles);
+
+  Location loc = fusion.getLoc();
+  Type i64 = builder.getI64Type();
+  auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
+  if (!module.lookupSymbol(kAttentionService)) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(module.getBody());
+    func::FuncOp::create(
+        builder, loc, kAttentionService,
+        builder.getFunctionType(SmallVector<Type>(23, i64), {}))
+        .setPrivate();
+  }
+  SmallVector<Type> argumentTypes(2, i64);
+  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
+                                            fusion.getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    argumentTypes.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  auto kernel = func::FuncOp::create(
+      builder, loc, "mfk", builder.getFunctionType(argumentTypes, {}));
+  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
+  Block *entry = kernel.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  builder.setInsertionPoint(func::ReturnOp::create(builder, loc));
+  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
+
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIntOp::create(builder, loc, i64, value);
+  };
+  auto toI64 = [&](Value index) -> Value {
+    return arith::IndexCastOp::create(builder, loc, i64, index);
+  };
+  // The address of region argument `number` (0 when absent).
+  auto pointer = [&](int number) -> Value {
+    if (number < 0) {
+      return constant(0);
+    }
+    return toI64(memref::ExtractAlignedPointerAsIndexOp::create(
+        builder, loc, entry->getArgument(2 + number)));
+  };
+  // The region result that yields `value`, as a kernel argument number.
+  auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
+  auto resultPointer = [&](Value value) -> Value {
+    for (auto [index, yielded] : llvm::enumerate(yield.getValues())) {
+      if (yielded == value) {
+        return pointer(static_cast<int>(fusion.getInputs().size() + index));
+      }
+    }
+    return constant(0);
+  };
+  Value unitBegin = arith::MulIOp::create(
+      builder, loc, toI64(loop.getInductionVar()), constant(unitsPerTile));
+  Value unitEnd =
+      arith::AddIOp::create(builder, loc, unitBegin, constant(unitsPerTile));
+  bool cached = bool(parts.writeKey);
+  int64_t flags = (parts.attention.getCausal() ? 1 : 0) |
+                  (parts.ropeQuery ? 2 : 0) | (parts.ropeKey ? 4 : 0) |
+                  (parts.attention.getPastLength() ? 8 : 0);
+  mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
+  SmallVector<Value> operands{
+      unitBegin,
+      unitEnd,
+      pointer(parts.query),
+      pointer(parts.newKeys),
+      pointer(parts.newValues),
+      pointer(parts.cacheKey),
+      pointer(parts.cacheValue),
+      cached ? resultPointer(parts.writeKey.getResult()) : constant(0),
+      cached ? resultPointer(parts.writeValue.getResult()) : constant(0),
+      pointer(parts.positions),
+      pointer(parts.past),
+      constant(parts.pastValue),
+      resultPointer(parts.attention.getResult()),
+      constant(batch),
+      constant(seq),
+      constant(heads),
+      constant(kvHeads),
+      constant(dim),
+      constant(keys),
+      constant(newKeysType.getDimSize(1)),
+      constant(flags),
+      constant(bitsOf(parts.attention.getScale().convertToDouble())),
+      constant(bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))};
+  func::CallOp::create(builder, loc, kAttentionService, TypeRange{}, operands);
+  return kernel;
+}

@@ -1,0 +1,118 @@
+//===- FuseAttention.cpp - attention with its RoPE and KV-cache writes ----===//
+//
+// 1. For each f32 mf.attention, collect what only it consumes: the RoPE of
+//    its query, the KV-cache writes of its key and value (at the attention's
+//    past_length), and the RoPE of the new keys (into the write, or straight
+//    into the attention without a cache). Both RoPEs must turn by the same
+//    positions and theta, or neither joins.
+// 2. Outline them with the attention as one "attention" region when the
+//    cost model says it moves fewer bytes (a lone attention does not: it is
+//    left to the runtime's kernel). The region computes the rotated query
+//    and keys per tile and writes the caches in place, so neither rotated
+//    tensor reaches memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::mf {
+#define GEN_PASS_DEF_MFFUSEATTENTIONPASS
+#include "dialects/MF/Transforms/Passes.h.inc"
+} // namespace mlir::mf
+
+#define DEBUG_TYPE "mf-fuse-attention"
+
+using namespace mlir;
+using namespace mlir::mf;
+
+namespace {
+
+bool isF32(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementType().isF32();
+}
+
+/// The forward RoPE producing `value`, if nothing else reads its result.
+RopeOp soleRope(Value value) {
+  auto rope = value.getDefiningOp<RopeOp>();
+  return rope && rope->hasOneUse() && !rope.getInverse() ? rope : RopeOp();
+}
+
+/// The write of new rows into a cache at `position` producing `value`.
+KvCacheWriteOp cacheWriteAt(Value value, Value position) {
+  auto write = value.getDefiningOp<KvCacheWriteOp>();
+  return write && position && write.getPosition() == position
+             ? write
+             : KvCacheWriteOp();
+}
+
+/// The ops to fuse with `attention`, in program order (it last); with
+/// `withCache`, its KV-cache writes too.
+SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
+  Value past = attention.getPastLength();
+  KvCacheWriteOp writeKey, writeValue;
+  if (withCache) {
+    writeKey = cacheWriteAt(attention.getKey(), past);
+    writeValue = cacheWriteAt(attention.getValue(), past);
+    if (!writeKey || !writeValue || writeKey == writeValue) {
+      return {};
+    }
+  }
+  RopeOp ropeQuery = soleRope(attention.getQuery());
+  RopeOp ropeKey =
+      soleRope(writeKey ? writeKey.getUpdate() : attention.getKey());
+  if (ropeQuery && ropeKey &&
+      (ropeQuery.getPositions() != ropeKey.getPositions() ||
+       ropeQuery.getTheta() != ropeKey.getTheta())) {
+    ropeQuery = ropeKey = {};
+  }
+  SmallVector<Operation *> group;
+  for (Operation *op : {ropeQuery.getOperation(), ropeKey.getOperation(),
+                        writeKey.getOperation(), writeValue.getOperation()}) {
+    if (op && op->getBlock() == attention->getBlock()) {
+      group.push_back(op);
+    }
+  }
+  group.push_back(attention);
+  llvm::sort(group,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  // The region sits where the attention is: what it takes from the others
+  // must not be read in between (the new caches are read after it).
+  for (Operation *op : group) {
+    for (Operation *user : op->getUsers()) {
+      if (!llvm::is_contained(group, user) &&
+          user->getBlock() == attention->getBlock() &&
+          user->isBeforeInBlock(attention)) {
+        return {};
+      }
+    }
+  }
+  return group;
+}
+
+struct MFFuseAttentionPass
+    : mf::impl::MFFuseAttentionPassBase<MFFuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<AttentionOp> attentions(
+        getOperation().getBody().front().getOps<AttentionOp>());
+    for (AttentionOp attention : attentions) {
+      if (!llvm::all_of(attention->getOperands(), [](Value v) {
+            return !isa<FloatType>(getElementTypeOrSelf(v)) || isF32(v);
+          })) {
+        continue; // the runtime's attention service is f32
+      }
+      SmallVector<Operation *> group = attentionGroup(attention, true);
+      if (group.empty()) {
+        group = attentionGroup(attention, false);
+      }
+      if (group.size() > 1 && fusionCost(group).pays()) {
+        outlineIntoFusion(group, "attention");
+      }
+    }
+  }
+};
+
+} // namespace

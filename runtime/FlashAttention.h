@@ -1,0 +1,96 @@
+//===- FlashAttention.h - attention by blocks, online softmax ---*- C++ -*-===//
+//
+// The one f32 attention of the runtime: the eager mf.attention kernel runs
+// it per (batch, head, block of query rows); the compiled "attention"
+// region (RoPE, KV-cache writes and attention in one kernel) per (batch,
+// KV head) through the mfrt_attention_f32 service.
+//
+// Per block of up to 32 query rows and block of up to 128 keys: the scores
+// are one GEMM (a GEMV in decode) over the keys in place (strided: a KV
+// head of a cache), a running maximum and sum per row rescale what was
+// accumulated (the flash-attention recurrence), and one GEMM adds the
+// weighted values. No scores beyond one 32 x 128 block exist at any time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_FLASHATTENTION_H
+#define MFC_RUNTIME_FLASHATTENTION_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// Query rows [firstRow, firstRow + rows) of one head against the keys
+/// and values of its KV head (rows of stride `keyStride`, `valueStride`).
+/// Row i sees keys [0, min(attended, causal ? past + i + 1 : attended)).
+struct AttentionRows {
+  const float *query; // row firstRow, stride queryStride
+  int64_t queryStride;
+  const float *keys, *values;
+  int64_t keyStride, valueStride;
+  int64_t firstRow, rows, past, attended;
+  bool causal;
+  float scale;
+  float *out; // row firstRow, stride outStride
+  int64_t outStride;
+  int64_t dim;
+};
+
+/// Computes `rows` output rows; `scratch` is reused between calls.
+void attendRows(const AttentionRows &block, std::vector<float> &scratch);
+
+/// The most query rows one attendRows call should take.
+inline constexpr int64_t kAttentionRowBlock = 32;
+
+/// RoPE's inverse frequencies theta^(-2i / headDim), i < headDim / 2, in
+/// f32 as the Hugging Face reference computes them.
+std::vector<float> ropeInverseFrequencies(float theta, int64_t headDim);
+
+/// The cosines and sines of `position` times each inverse frequency.
+void ropeAngles(const std::vector<float> &inverseFrequency, float position,
+                float direction, float *cosines, float *sines);
+
+/// One head's rotate-half RoPE: out[i] = x[i] c - x[i + half] s,
+/// out[i + half] = x[i + half] c + x[i] s.
+inline void ropeRotate(const float *x, float *out, const float *cosines,
+                       const float *sines, int64_t half) {
+  for (int64_t i = 0; i < half; ++i) {
+    float first = x[i], second = x[i + half];
+    out[i] = first * cosines[i] - second * sines[i];
+    out[i + half] = second * cosines[i] + first * sines[i];
+  }
+}
+
+/// What one compiled attention region computes (see FuseAttention.cpp):
+/// optionally RoPE on the query and the new keys (by `positions`
+/// [batch, seq]), optionally the new keys and values written into caches
+/// at `past` (in place when cacheKey == cacheKeyIn), then attention.
+struct FusedAttention {
+  const float *query;   // [batch, seq, heads, dim], before RoPE
+  const float *newKeys; // [batch, newRows, kvHeads, dim], before RoPE
+  const float *newValues;
+  const float *cacheKeyIn, *cacheValueIn; // [batch, keys, kvHeads, dim] or null
+  float *cacheKey, *cacheValue;
+  const int32_t *positions; // null: no RoPE
+  bool ropeQuery, ropeKey, causal;
+  bool hasPast; // the query follows `past` cached tokens
+  int64_t past;
+  float *out; // [batch, seq, heads, dim]
+  int64_t batch, seq, heads, kvHeads, dim;
+  int64_t keys;    // cache rows (with a cache), else newRows
+  int64_t newRows; // rows of newKeys / newValues
+  float scale, theta;
+};
+
+/// Units [unitBegin, unitEnd) of batch x kvHeads: each writes its KV
+/// head's new cache rows, then attends for the query heads that read it.
+/// Returns why it cannot (a past_length that does not fit the keys), else
+/// an empty string; nothing is written then.
+std::string runFusedAttention(const FusedAttention &args, int64_t unitBegin,
+                              int64_t unitEnd);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_FLASHATTENTION_H

@@ -1,0 +1,52 @@
+// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-attention),mf-codegen-cpu{kernels-file=%t.kernels.mlir object-file=%t.o})' | FileCheck %s
+// RUN: FileCheck %s --check-prefix=KERNELS < %t.kernels.mlir
+// RUN: llvm-nm %t.o | FileCheck %s --check-prefix=OBJECT
+
+// Every attention region has a kernel.
+// CHECK: module attributes {mf.kernels_skipped = {}}
+
+// Decode: little work, one tile for both (batch, KV head) units.
+// CHECK-LABEL: func.func @decode
+// CHECK: mf.fusion{{.*}}kind = "attention", mf.kernel = "mfk_0", mf.tiles = 1 : i64
+func.func @decode(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %v: tensor<1x1x2x16xf32>, %pos: tensor<1x1xi32>, %past: tensor<i32>, %ck: tensor<1x32x2x16xf32>, %cv: tensor<1x32x2x16xf32>) -> (tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>) {
+  %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
+  %kr = mf.rope %k, %pos theta = 1.0e+04 : tensor<1x1x2x16xf32>, tensor<1x1xi32>
+  %ck1 = mf.kv_cache_write %ck, %kr, %past : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+  %cv1 = mf.kv_cache_write %cv, %v, %past : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+  %o = mf.attention %qr, %ck1, %cv1 past_length(%past) causal scale = 2.5e-01 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+  return %o, %ck1, %cv1 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>
+}
+
+// Prefill of two sequences into a cache at a constant position: a tile
+// per (batch, KV head).
+// CHECK-LABEL: func.func @prefill
+// CHECK: mf.fusion{{.*}}kind = "attention", mf.kernel = "mfk_1", mf.tiles = 4 : i64
+func.func @prefill(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: tensor<2x64x2x32xf32>, %pos: tensor<2x64xi32>, %ck: tensor<2x128x2x32xf32>, %cv: tensor<2x128x2x32xf32>) -> (tensor<2x64x4x32xf32>, tensor<2x128x2x32xf32>, tensor<2x128x2x32xf32>) {
+  %past = mf.constant dense<0> : tensor<i32>
+  %qr = mf.rope %q, %pos theta = 5.0e+05 : tensor<2x64x4x32xf32>, tensor<2x64xi32>
+  %kr = mf.rope %k, %pos theta = 5.0e+05 : tensor<2x64x2x32xf32>, tensor<2x64xi32>
+  %ck1 = mf.kv_cache_write %ck, %kr, %past : tensor<2x128x2x32xf32>, tensor<2x64x2x32xf32>
+  %cv1 = mf.kv_cache_write %cv, %v, %past : tensor<2x128x2x32xf32>, tensor<2x64x2x32xf32>
+  %o = mf.attention %qr, %ck1, %cv1 past_length(%past) causal scale = 1.25e-01 : tensor<2x64x4x32xf32>, tensor<2x128x2x32xf32>
+  return %o, %ck1, %cv1 : tensor<2x64x4x32xf32>, tensor<2x128x2x32xf32>, tensor<2x128x2x32xf32>
+}
+
+// The service, declared once; each kernel calls it per tile with its units,
+// the buffers (the caches twice: in and out, the same memory at run time),
+// the past length's buffer or value, the shape, the flags (causal, RoPE on
+// query and keys, a past: 15) and the scale and theta as double bits.
+// KERNELS: func.func private @mfrt_attention_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// KERNELS-LABEL: func.func @mfk_0(
+// KERNELS-SAME: mf.tiles = 1 : i64
+// KERNELS: scf.for
+// KERNELS: call @mfrt_attention_f32
+// KERNELS-LABEL: func.func @mfk_1(
+// KERNELS-SAME: mf.tiles = 4 : i64
+// KERNELS-DAG: %[[FLAGS:.+]] = arith.constant 15 : i64
+// KERNELS-DAG: %[[SCALE:.+]] = arith.constant 4593671619917905920 : i64
+// KERNELS-DAG: %[[THETA:.+]] = arith.constant 4692333547057315840 : i64
+// KERNELS: call @mfrt_attention_f32({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
+
+// OBJECT-DAG: T mfk_0
+// OBJECT-DAG: T mfk_1
+// OBJECT-DAG: B mfrt_attention_f32_ptr

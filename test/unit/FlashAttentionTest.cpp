@@ -1,0 +1,196 @@
+//===- FlashAttentionTest.cpp - the fused attention against a naive one ---===//
+
+#include "runtime/FlashAttention.h"
+#include "runtime/KernelServices.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace mfrt;
+
+namespace {
+
+struct Shape {
+  int64_t batch, seq, heads, kvHeads, dim, keys, past;
+  bool causal, cached, rope;
+};
+
+std::vector<float> randomValues(size_t count, std::mt19937 &random) {
+  std::normal_distribution<float> normal;
+  std::vector<float> values(count);
+  for (float &value : values) {
+    value = normal(random);
+  }
+  return values;
+}
+
+/// RoPE of one head's row, in double, by the Hugging Face formula.
+std::vector<double> rotated(const float *x, int64_t dim, double position,
+                            double theta) {
+  std::vector<double> out(dim);
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    double angle = position / std::pow(theta, 2.0 * i / dim);
+    out[i] = x[i] * std::cos(angle) - x[i + dim / 2] * std::sin(angle);
+    out[i + dim / 2] =
+        x[i + dim / 2] * std::cos(angle) + x[i] * std::sin(angle);
+  }
+  return out;
+}
+
+/// Runs the fused attention on random inputs and compares every output
+/// (and the cache rows it writes) with a direct double-precision one.
+void expectMatchesNaive(const Shape &s) {
+  std::mt19937 random(7);
+  int64_t newRows = s.cached ? s.seq : s.keys;
+  std::vector<float> query =
+      randomValues(s.batch * s.seq * s.heads * s.dim, random);
+  std::vector<float> newKeys =
+      randomValues(s.batch * newRows * s.kvHeads * s.dim, random);
+  std::vector<float> newValues = randomValues(newKeys.size(), random);
+  std::vector<float> cacheKey, cacheValue;
+  if (s.cached) {
+    cacheKey = randomValues(s.batch * s.keys * s.kvHeads * s.dim, random);
+    cacheValue = randomValues(cacheKey.size(), random);
+  }
+  std::vector<int32_t> positions(s.batch * s.seq);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    positions[i] = static_cast<int32_t>(s.past + i % s.seq);
+  }
+  std::vector<float> out(query.size(), -1.0f);
+  const double theta = 10000.0;
+  FusedAttention args{query.data(),
+                      newKeys.data(),
+                      newValues.data(),
+                      s.cached ? cacheKey.data() : nullptr,
+                      s.cached ? cacheValue.data() : nullptr,
+                      s.cached ? cacheKey.data() : nullptr,
+                      s.cached ? cacheValue.data() : nullptr,
+                      s.rope ? positions.data() : nullptr,
+                      s.rope,
+                      s.rope,
+                      s.causal,
+                      s.cached,
+                      s.past,
+                      out.data(),
+                      s.batch,
+                      s.seq,
+                      s.heads,
+                      s.kvHeads,
+                      s.dim,
+                      s.cached ? s.keys : newRows,
+                      newRows,
+                      0.25f,
+                      static_cast<float>(theta)};
+  // Two calls, as two threads would make them.
+  int64_t units = s.batch * s.kvHeads;
+  ASSERT_EQ(runFusedAttention(args, 0, units / 2), "");
+  ASSERT_EQ(runFusedAttention(args, units / 2, units), "");
+
+  int64_t group = s.heads / s.kvHeads;
+  int64_t attended = s.cached ? s.past + s.seq : s.keys;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.kvHeads; ++g) {
+      // The keys and values attended over, rotated as the kernel should.
+      std::vector<std::vector<double>> keys(attended), values(attended);
+      for (int64_t j = 0; j < attended; ++j) {
+        bool fresh = !s.cached || j >= s.past;
+        int64_t row = s.cached ? j - s.past : j;
+        const float *key =
+            fresh ? &newKeys[((b * newRows + row) * s.kvHeads + g) * s.dim]
+                  : &cacheKey[((b * s.keys + j) * s.kvHeads + g) * s.dim];
+        const float *value =
+            fresh ? &newValues[((b * newRows + row) * s.kvHeads + g) * s.dim]
+                  : &cacheValue[((b * s.keys + j) * s.kvHeads + g) * s.dim];
+        keys[j] = fresh && s.rope
+                      ? rotated(key, s.dim, positions[b * s.seq + row], theta)
+                      : std::vector<double>(key, key + s.dim);
+        values[j].assign(value, value + s.dim);
+        if (s.cached && fresh) { // written into the cache
+          const float *written =
+              &cacheKey[((b * s.keys + j) * s.kvHeads + g) * s.dim];
+          for (int64_t d = 0; d < s.dim; ++d) {
+            EXPECT_NEAR(written[d], keys[j][d], 1e-5) << "cache key " << j;
+            EXPECT_EQ(
+                cacheValue[((b * s.keys + j) * s.kvHeads + g) * s.dim + d],
+                value[d]);
+          }
+        }
+      }
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        for (int64_t i = 0; i < s.seq; ++i) {
+          const float *q = &query[((b * s.seq + i) * s.heads + h) * s.dim];
+          std::vector<double> qr =
+              s.rope ? rotated(q, s.dim, positions[b * s.seq + i], theta)
+                     : std::vector<double>(q, q + s.dim);
+          int64_t visible =
+              s.causal ? std::min(attended, s.past + i + 1) : attended;
+          std::vector<double> scores(visible);
+          double best = -1e300, total = 0;
+          for (int64_t j = 0; j < visible; ++j) {
+            scores[j] = 0;
+            for (int64_t d = 0; d < s.dim; ++d) {
+              scores[j] += qr[d] * keys[j][d] * 0.25;
+            }
+            best = std::max(best, scores[j]);
+          }
+          for (double &score : scores) {
+            total += (score = std::exp(score - best));
+          }
+          for (int64_t d = 0; d < s.dim; ++d) {
+            double expected = 0;
+            for (int64_t j = 0; j < visible; ++j) {
+              expected += scores[j] / total * values[j][d];
+            }
+            EXPECT_NEAR(out[((b * s.seq + i) * s.heads + h) * s.dim + d],
+                        expected, 1e-4)
+                << "batch " << b << " head " << h << " row " << i << " dim "
+                << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+TEST(FlashAttention, DecodeWritesTheCacheAndAttendsOverIt) {
+  expectMatchesNaive({2, 1, 4, 2, 16, 200, 150, true, true, true});
+}
+
+TEST(FlashAttention, PrefillAcrossQueryAndKeyBlocks) {
+  // 70 rows: three blocks of queries; 70 + 100 keys: two blocks of keys.
+  expectMatchesNaive({1, 70, 6, 3, 8, 256, 100, true, true, true});
+}
+
+TEST(FlashAttention, WithoutCacheRopeOrCausality) {
+  expectMatchesNaive({2, 40, 2, 1, 8, 300, 0, false, false, false});
+  expectMatchesNaive({1, 33, 4, 4, 8, 33, 0, true, false, true});
+}
+
+TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorAndWritesNothing) {
+  std::vector<float> query(4 * 8), keys(2 * 8, 1.0f), cache(2 * 16 * 8, 0.0f);
+  std::vector<float> out(query.size(), 0.0f);
+  int32_t past = 16; // a 16-row cache is full
+  mfrtAttentionF32(0, 2, reinterpret_cast<int64_t>(query.data()),
+                   reinterpret_cast<int64_t>(keys.data()),
+                   reinterpret_cast<int64_t>(keys.data()),
+                   reinterpret_cast<int64_t>(cache.data()),
+                   reinterpret_cast<int64_t>(cache.data()),
+                   reinterpret_cast<int64_t>(cache.data()),
+                   reinterpret_cast<int64_t>(cache.data()), 0,
+                   reinterpret_cast<int64_t>(&past), 0,
+                   reinterpret_cast<int64_t>(out.data()), 1, 1, 4, 2, 8, 16, 1,
+                   /*flags=*/9, 0, 0);
+  std::string why = takeKernelServiceError();
+  EXPECT_NE(why.find("past_length 16 + 1 new tokens exceeds the 16 keys"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(takeKernelServiceError(), ""); // taken
+  for (float value : cache) {
+    ASSERT_EQ(value, 0.0f);
+  }
+}
