@@ -121,20 +121,33 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   const int64_t dim = args.dim, half = dim / 2,
                 group = args.heads / args.kvHeads;
   const int64_t kvStride = args.kvHeads * dim, queryStride = args.heads * dim;
-  std::vector<float> inverseFrequency, cosines(half), sines(half);
+  // The cosines and sines of one batch's positions ([batch, rows] for the
+  // tensor turned: query or new keys, the same when both are), computed
+  // once per batch a call sees and shared by the keys and every head.
+  int64_t tableRows = args.ropeQuery ? args.seq : args.newRows;
+  std::vector<float> inverseFrequency, cosines, sines;
+  int64_t tableBatch = -1;
   if (args.positions) {
     inverseFrequency = ropeInverseFrequencies(args.theta, dim);
+    cosines.resize(tableRows * half);
+    sines.resize(tableRows * half);
   }
-  // positions is [batch, rows] of the tensor it turns (query or new keys).
-  auto angles = [&](int64_t b, int64_t row, int64_t rows) {
-    ropeAngles(inverseFrequency,
-               static_cast<float>(args.positions[b * rows + row]), 1.0f,
-               cosines.data(), sines.data());
+  auto fillTable = [&](int64_t b) {
+    if (!args.positions || tableBatch == b) {
+      return;
+    }
+    for (int64_t row = 0; row < tableRows; ++row) {
+      ropeAngles(inverseFrequency,
+                 static_cast<float>(args.positions[b * tableRows + row]), 1.0f,
+                 &cosines[row * half], &sines[row * half]);
+    }
+    tableBatch = b;
   };
   std::vector<float> rotatedKeys, queries(kAttentionRowBlock * dim), scratch;
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
     int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
+    fillTable(b);
     // The keys and values this KV head attends over, and the new rows'.
     const float *newKeys =
         args.newKeys + (b * args.newRows * args.kvHeads + kvHead) * dim;
@@ -159,9 +172,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       for (int64_t row = 0; row < args.newRows; ++row) {
         float *keyRow = cacheKey + (args.past + row) * kvStride;
         if (args.ropeKey) {
-          angles(b, row, args.newRows);
-          ropeRotate(newKeys + row * kvStride, keyRow, cosines.data(),
-                     sines.data(), half);
+          ropeRotate(newKeys + row * kvStride, keyRow, &cosines[row * half],
+                     &sines[row * half], half);
         } else {
           std::memcpy(keyRow, newKeys + row * kvStride, dim * sizeof(float));
         }
@@ -173,9 +185,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     } else if (args.ropeKey) {
       rotatedKeys.resize(args.newRows * dim);
       for (int64_t row = 0; row < args.newRows; ++row) {
-        angles(b, row, args.newRows);
         ropeRotate(newKeys + row * kvStride, &rotatedKeys[row * dim],
-                   cosines.data(), sines.data(), half);
+                   &cosines[row * half], &sines[row * half], half);
       }
       keys = rotatedKeys.data();
       keyStride = dim;
@@ -188,9 +199,9 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         int64_t stride = queryStride;
         if (args.ropeQuery) {
           for (int64_t r = 0; r < rows; ++r) {
-            angles(b, first + r, args.seq);
+            int64_t row = first + r;
             ropeRotate(query + r * queryStride, &queries[r * dim],
-                       cosines.data(), sines.data(), half);
+                       &cosines[row * half], &sines[row * half], half);
           }
           query = queries.data();
           stride = dim;

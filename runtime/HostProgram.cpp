@@ -178,7 +178,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
                                      step, /*kernelOutput=*/false));
     }
     definedAt[result] = step;
-    program.steps.push_back({nullptr, static_cast<uint32_t>(index)});
+    program.steps.push_back({nullptr, static_cast<uint32_t>(index), {}});
     ++index;
   }
 
