@@ -217,3 +217,92 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   }
   return {};
 }
+
+void mfrt::runAttentionGradient(const AttentionGradient &args,
+                                int64_t unitBegin, int64_t unitEnd) {
+  const int64_t dim = args.dim, keys = args.keyRows;
+  const int64_t group = args.heads / args.kvHeads;
+  const int64_t queryStride = args.heads * dim, kvStride = args.kvHeads * dim;
+  // The block's softmax weights P and then the gradient of its scores.
+  std::vector<float> weights(kAttentionRowBlock * keys),
+      scoreGrad(kAttentionRowBlock * keys);
+  for (int64_t unit = std::max<int64_t>(unitBegin, 0);
+       unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
+    int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
+    int64_t kvBase = (b * keys * args.kvHeads + kvHead) * dim;
+    const float *key = args.keys + kvBase, *value = args.values + kvBase;
+    // Key and value gradients sum over every query row of the group.
+    for (float *grad : {args.keyGrad, args.valueGrad}) {
+      if (grad) {
+        for (int64_t row = 0; row < keys; ++row) {
+          std::fill_n(grad + kvBase + row * kvStride, dim, 0.0f);
+        }
+      }
+    }
+    for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
+      for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {
+        int64_t rows = std::min(kAttentionRowBlock, args.seq - first);
+        auto visibleTo = [&](int64_t r) {
+          return args.causal ? std::min(keys, first + r + 1) : keys;
+        };
+        int64_t width = visibleTo(rows - 1);
+        int64_t offset = ((b * args.seq + first) * args.heads + head) * dim;
+        const float *query = args.query + offset;
+        const float *outGrad = args.outGrad + offset;
+        if (width == 0) { // no keys: no weights, a zero query gradient
+          if (args.queryGrad) {
+            for (int64_t r = 0; r < rows; ++r) {
+              std::fill_n(args.queryGrad + offset + r * queryStride, dim, 0.0f);
+            }
+          }
+          continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
+                    args.scale, query, queryStride, key, kvStride, 0.0f,
+                    weights.data(), width);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *row = weights.data() + r * width;
+          int64_t visible = visibleTo(r);
+          float best = *std::max_element(row, row + visible);
+          float inverseSum = 1.0f / detail::expShiftedSum(row, visible, best);
+          for (int64_t j = 0; j < visible; ++j) {
+            row[j] *= inverseSum;
+          }
+          std::fill(row + visible, row + width, 0.0f);
+        }
+        if (args.queryGrad || args.keyGrad) {
+          // dP = dO V^T; dS = P (dP - rowsum(P dP)), zero where masked.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
+                      1.0f, outGrad, queryStride, value, kvStride, 0.0f,
+                      scoreGrad.data(), width);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float *p = weights.data() + r * width;
+            float *ds = scoreGrad.data() + r * width;
+            double weighted = 0;
+            for (int64_t j = 0; j < width; ++j) {
+              weighted += static_cast<double>(p[j]) * ds[j];
+            }
+            for (int64_t j = 0; j < width; ++j) {
+              ds[j] = p[j] * (ds[j] - static_cast<float>(weighted));
+            }
+          }
+          if (args.queryGrad) { // dQ = scale dS K: each block's rows once
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dim,
+                        width, args.scale, scoreGrad.data(), width, key,
+                        kvStride, 0.0f, args.queryGrad + offset, queryStride);
+          }
+          if (args.keyGrad) { // dK += scale dS^T Q
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, dim,
+                        rows, args.scale, scoreGrad.data(), width, query,
+                        queryStride, 1.0f, args.keyGrad + kvBase, kvStride);
+          }
+        }
+        if (args.valueGrad) { // dV += P^T dO
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, dim, rows,
+                      1.0f, weights.data(), width, outGrad, queryStride, 1.0f,
+                      args.valueGrad + kvBase, kvStride);
+        }
+      }
+    }
+  }
+}

@@ -91,6 +91,25 @@ struct FusedAttention {
 std::string runFusedAttention(const FusedAttention &args, int64_t unitBegin,
                               int64_t unitEnd);
 
+/// The gradients of a causal (or not) attention without a past, with
+/// respect to any of its query, keys and values (a null output is not
+/// computed). Per block of 32 query rows of a head: the scores and their
+/// softmax again (one GEMM, the whole width the block sees), the gradient
+/// of the weights (one GEMM with dO), then one GEMM per gradient asked.
+struct AttentionGradient {
+  const float *query, *keys, *values, *outGrad; // dO is shaped as the query
+  float *queryGrad, *keyGrad, *valueGrad;       // each may be null
+  int64_t batch, seq, heads, kvHeads, dim, keyRows;
+  bool causal;
+  float scale;
+};
+
+/// Units [unitBegin, unitEnd) of batch x kvHeads: a unit writes its KV
+/// head's key and value gradients and the query gradients of the heads
+/// that read it, so units may run at once.
+void runAttentionGradient(const AttentionGradient &args, int64_t unitBegin,
+                          int64_t unitEnd);
+
 } // namespace mfrt
 
 #endif // MFC_RUNTIME_FLASHATTENTION_H

@@ -8,6 +8,7 @@
 
 #include "runtime/GradientKernels.h"
 
+#include "runtime/FlashAttention.h"
 #include "runtime/KernelSupport.h"
 
 #include <algorithm>
@@ -156,63 +157,27 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
   }
   MFRT_RETURN_IF_ERROR(expectSameShape(op, *inputs[operand], out));
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
-  int64_t keys = k.dim(1), kvHeads = k.dim(2), group = heads / kvHeads;
+  int64_t keys = k.dim(1), kvHeads = k.dim(2);
   float scale = static_cast<float>(op.floats()->Get(0));
   F32In qf(q), kf(k), vf(v), gf(dO);
   F32Out result(out);
-  std::fill(result.data(), result.data() + out.numElements(), 0.0f);
-  auto at = [&](int64_t b, int64_t t, int64_t h, int64_t h_count) {
-    return ((b * (h_count == heads ? seq : keys) + t) * h_count + h) * dim;
-  };
-  // One (batch, head, query row): softmax row, then the requested part.
-  auto row = [&](int64_t b, int64_t h, int64_t i, std::vector<float> &p,
-                 std::vector<float> &dp) {
-    int64_t kvHead = h / group;
-    int64_t visible = causal ? std::min(keys, i + 1) : keys;
-    const float *query = qf.data() + at(b, i, h, heads);
-    const float *grad = gf.data() + at(b, i, h, heads);
-    float best = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < visible; ++j) {
-      p[j] = dotProduct(query, kf.data() + at(b, j, kvHead, kvHeads), dim) * scale;
-      best = std::max(best, p[j]);
-    }
-    // The forward kernel's softmax, to the bit.
-    float inverseSum = 1.0f / expShiftedSum(p.data(), visible, best);
-    double weighted = 0;
-    for (int64_t j = 0; j < visible; ++j) {
-      p[j] *= inverseSum;
-      dp[j] = dotProduct(grad, vf.data() + at(b, j, kvHead, kvHeads), dim);
-      weighted += p[j] * dp[j];
-    }
-    for (int64_t j = 0; j < visible; ++j) {
-      float ds = p[j] * (dp[j] - static_cast<float>(weighted));
-      if (operand == 0) {
-        scaledAdd(result.data() + at(b, i, h, heads),
-                  kf.data() + at(b, j, kvHead, kvHeads), ds * scale, dim);
-      } else if (operand == 1) {
-        scaledAdd(result.data() + at(b, j, kvHead, kvHeads), query, ds * scale, dim);
-      } else {
-        scaledAdd(result.data() + at(b, j, kvHead, kvHeads), grad, p[j], dim);
-      }
-    }
-  };
-  int64_t tiles = operand == 0 ? batch * heads : batch * kvHeads;
-  parallel(tiles, [&](int64_t begin, int64_t end) {
-    std::vector<float> p(keys), dp(keys);
-    for (int64_t tile = begin; tile < end; ++tile) {
-      if (operand == 0) {
-        for (int64_t i = 0; i < seq; ++i) {
-          row(tile / heads, tile % heads, i, p, dp);
-        }
-        continue;
-      }
-      int64_t b = tile / kvHeads, kvHead = tile % kvHeads;
-      for (int64_t h = kvHead * group; h < (kvHead + 1) * group; ++h) {
-        for (int64_t i = 0; i < seq; ++i) {
-          row(b, h, i, p, dp);
-        }
-      }
-    }
+  AttentionGradient args{qf.data(),
+                         kf.data(),
+                         vf.data(),
+                         gf.data(),
+                         operand == 0 ? result.data() : nullptr,
+                         operand == 1 ? result.data() : nullptr,
+                         operand == 2 ? result.data() : nullptr,
+                         batch,
+                         seq,
+                         heads,
+                         kvHeads,
+                         dim,
+                         keys,
+                         causal,
+                         scale};
+  parallel(batch * kvHeads, [&](int64_t begin, int64_t end) {
+    runAttentionGradient(args, begin, end);
   });
   result.finish();
   return Status::ok();

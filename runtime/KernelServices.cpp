@@ -196,12 +196,31 @@ extern "C" void mfrt::mfrtAttentionF32(
   }
 }
 
+extern "C" void mfrt::mfrtAttentionGradF32(
+    int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t keys,
+    int64_t values, int64_t outGrad, int64_t queryGrad, int64_t keyGrad,
+    int64_t valueGrad, int64_t batch, int64_t seq, int64_t heads,
+    int64_t kvHeads, int64_t dim, int64_t keyRows, int64_t causal,
+    int64_t scaleBits) {
+  auto floats = [](int64_t address) {
+    return reinterpret_cast<float *>(address);
+  };
+  runAttentionGradient({floats(query), floats(keys), floats(values),
+                        floats(outGrad), floats(queryGrad), floats(keyGrad),
+                        floats(valueGrad), batch, seq, heads, kvHeads, dim,
+                        keyRows, causal != 0,
+                        static_cast<float>(doubleFromBits(scaleBits))},
+                       unitBegin, unitEnd);
+}
+
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   // The kernels call through these with the C calling convention; the
   // widening ones are instances of one template, same signature.
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
       {"mfrt_attention_f32", reinterpret_cast<void *>(&mfrtAttentionF32)},
+      {"mfrt_attention_grad_f32",
+       reinterpret_cast<void *>(&mfrtAttentionGradF32)},
       {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenF16>)},
       {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBF16>)},
   };

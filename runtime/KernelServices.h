@@ -39,13 +39,27 @@ extern "C" void mfrtAttentionF32(
     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
     int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits);
 
+/// mfrt_attention_grad_f32: units [unitBegin, unitEnd) of the gradients
+/// of one attention (FlashAttention.h's AttentionGradient; a gradient's
+/// pointer is 0 when the region does not compute it), `causal` 0 or 1 and
+/// the scale as the bits of a double.
+extern "C" void mfrtAttentionGradF32(int64_t unitBegin, int64_t unitEnd,
+                                     int64_t query, int64_t keys,
+                                     int64_t values, int64_t outGrad,
+                                     int64_t queryGrad, int64_t keyGrad,
+                                     int64_t valueGrad, int64_t batch,
+                                     int64_t seq, int64_t heads,
+                                     int64_t kvHeads, int64_t dim,
+                                     int64_t keyRows, int64_t causal,
+                                     int64_t scaleBits);
+
 /// Kernels cannot return a status: a service that refuses its arguments
 /// records why here (the first reason wins), and the runtime takes it
 /// after the dispatch. Empty when there is none.
 std::string takeKernelServiceError();
 
-/// The services by global name (without `_ptr`): mfrt_gemm_f32 and
-/// mfrt_attention_f32 above, and mfrt_gemm_f16 / mfrt_gemm_bf16, the same
+/// The services by global name (without `_ptr`): mfrt_gemm_f32,
+/// mfrt_attention_f32 and mfrt_attention_grad_f32 above, and mfrt_gemm_f16 / mfrt_gemm_bf16, the same
 /// as mfrt_gemm_f32 with A and B in f16 / bf16 (C in f32), which widen the
 /// rows of op(A) and the panel of op(B) a tile reads to f32 first.
 struct KernelService {

@@ -31,11 +31,23 @@ func.func @prefill(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: ten
   return %o, %ck1, %cv1 : tensor<2x64x4x32xf32>, tensor<2x128x2x32xf32>, tensor<2x128x2x32xf32>
 }
 
+// The three gradients of an attention: one kernel, a tile per (batch, KV
+// head); a gradient the region does not return would be passed as 0.
+// CHECK-LABEL: func.func @gradients
+// CHECK: mf.fusion{{.*}}kind = "attention_grad", mf.kernel = "mfk_2", mf.tiles = 4 : i64
+func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: tensor<2x64x2x32xf32>, %do: tensor<2x64x4x32xf32>) -> (tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32>, tensor<2x64x2x32xf32>) {
+  %dv = mf.attention_grad %q, %k, %v, %do causal scale = 1.25e-01 wrt = 2 : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32> -> tensor<2x64x2x32xf32>
+  %dq = mf.attention_grad %q, %k, %v, %do causal scale = 1.25e-01 wrt = 0 : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32> -> tensor<2x64x4x32xf32>
+  %dk = mf.attention_grad %q, %k, %v, %do causal scale = 1.25e-01 wrt = 1 : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32> -> tensor<2x64x2x32xf32>
+  return %dq, %dk, %dv : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32>, tensor<2x64x2x32xf32>
+}
+
 // The service, declared once; each kernel calls it per tile with its units,
 // the buffers (the caches twice: in and out, the same memory at run time),
 // the past length's buffer or value, the shape, the flags (causal, RoPE on
 // query and keys, a past: 15) and the scale and theta as double bits.
-// KERNELS: func.func private @mfrt_attention_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// KERNELS-DAG: func.func private @mfrt_attention_grad_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// KERNELS-DAG: func.func private @mfrt_attention_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
 // KERNELS-LABEL: func.func @mfk_0(
 // KERNELS-SAME: mf.tiles = 1 : i64
 // KERNELS: scf.for
@@ -47,6 +59,20 @@ func.func @prefill(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: ten
 // KERNELS-DAG: %[[THETA:.+]] = arith.constant 4692333547057315840 : i64
 // KERNELS: call @mfrt_attention_f32({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
 
+// Region results in program order (dv, dq, dk): the gradients by wrt are
+// arguments 7, 8 and 6 (after the tile range and four inputs).
+// KERNELS-LABEL: func.func @mfk_2(
+// KERNELS-SAME: mf.tiles = 4 : i64
+// KERNELS-DAG: %[[DV:.+]] = memref.extract_aligned_pointer_as_index %arg6
+// KERNELS-DAG: %[[DQ:.+]] = memref.extract_aligned_pointer_as_index %arg7
+// KERNELS-DAG: %[[DK:.+]] = memref.extract_aligned_pointer_as_index %arg8
+// KERNELS-DAG: %[[DQI:.+]] = arith.index_cast %[[DQ]]
+// KERNELS-DAG: %[[DKI:.+]] = arith.index_cast %[[DK]]
+// KERNELS-DAG: %[[DVI:.+]] = arith.index_cast %[[DV]]
+// KERNELS: call @mfrt_attention_grad_f32({{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, %[[DQI]], %[[DKI]], %[[DVI]],
+
 // OBJECT-DAG: T mfk_0
 // OBJECT-DAG: T mfk_1
+// OBJECT-DAG: T mfk_2
+// OBJECT-DAG: B mfrt_attention_grad_f32_ptr
 // OBJECT-DAG: B mfrt_attention_f32_ptr

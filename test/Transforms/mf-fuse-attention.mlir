@@ -116,3 +116,38 @@ func.func @f16(%q: tensor<1x8x2x16xf16>, %k: tensor<1x8x2x16xf16>, %v: tensor<1x
   %o = mf.attention %qr, %k, %v causal scale = 2.5e-01 : tensor<1x8x2x16xf16>, tensor<1x8x2x16xf16>
   return %o : tensor<1x8x2x16xf16>
 }
+
+// -----
+
+// The three gradients of one attention become one region (the softmax is
+// recomputed once); a gradient of another attention stays out.
+// CHECK-LABEL: func.func @gradients
+// CHECK: %[[G:.+]]:3 = mf.fusion({{.*}}) {kind = "attention_grad"}
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mf.attention_grad {{.*}} wrt = 0
+// CHECK-NEXT: mf.attention_grad {{.*}} wrt = 1
+// CHECK-NEXT: mf.attention_grad {{.*}} wrt = 2
+// CHECK-NEXT: mf.yield
+// CHECK: mf.attention_grad {{.*}} scale = 5.000000e-01 wrt = 0
+// CHECK-NOT: mf.fusion
+func.func @gradients(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>, %do: tensor<1x8x4x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x16xf32>) {
+  %dq = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 0 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>
+  %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+  %dv = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 2 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+  %other = mf.attention_grad %q, %k, %v, %do causal scale = 5.0e-01 wrt = 0 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>
+  return %dq, %dk, %dv, %other : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x16xf32>
+}
+
+// -----
+
+// A gradient read before the last of its siblings: no region (it would
+// have to sit at the last one).
+// CHECK-LABEL: func.func @gradient_read_between
+// CHECK-NOT: mf.fusion
+func.func @gradient_read_between(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>, %do: tensor<1x8x2x16xf32>) -> (tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) {
+  %dq = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 0 : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+  %x = mf.exp %dq : tensor<1x8x2x16xf32>
+  %dk = mf.attention_grad %q, %k, %v, %x causal scale = 2.5e-01 wrt = 1 : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+  %dv = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 2 : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+  return %dk, %dv : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>
+}

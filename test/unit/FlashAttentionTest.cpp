@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 using namespace mfrt;
@@ -193,4 +194,82 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorAndWritesNothing) {
   for (float value : cache) {
     ASSERT_EQ(value, 0.0f);
   }
+}
+
+namespace {
+
+/// The gradients by blocks against the direct double-precision formulas.
+void expectGradientsMatchNaive(int64_t batch, int64_t seq, int64_t heads,
+                               int64_t kvHeads, int64_t dim, int64_t keys,
+                               bool causal) {
+  std::mt19937 random(11);
+  std::vector<float> q = randomValues(batch * seq * heads * dim, random);
+  std::vector<float> dO = randomValues(q.size(), random);
+  std::vector<float> k = randomValues(batch * keys * kvHeads * dim, random);
+  std::vector<float> v = randomValues(k.size(), random);
+  std::vector<float> dq(q.size(), -1.0f), dk(k.size(), -1.0f),
+      dv(k.size(), -1.0f);
+  const float scale = 0.3f;
+  AttentionGradient args{q.data(),  k.data(),  v.data(), dO.data(), dq.data(),
+                         dk.data(), dv.data(), batch,    seq,       heads,
+                         kvHeads,   dim,       keys,     causal,    scale};
+  int64_t units = batch * kvHeads;
+  runAttentionGradient(args, 0, units / 2);
+  runAttentionGradient(args, units / 2, units);
+
+  std::vector<double> edq(q.size(), 0.0), edk(k.size(), 0.0),
+      edv(k.size(), 0.0);
+  int64_t group = heads / kvHeads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t g = h / group;
+      for (int64_t i = 0; i < seq; ++i) {
+        const float *qi = &q[((b * seq + i) * heads + h) * dim];
+        const float *gi = &dO[((b * seq + i) * heads + h) * dim];
+        int64_t visible = causal ? std::min(keys, i + 1) : keys;
+        std::vector<double> p(visible), dp(visible);
+        double best = -1e300, total = 0, weighted = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          const float *kj = &k[((b * keys + j) * kvHeads + g) * dim];
+          const float *vj = &v[((b * keys + j) * kvHeads + g) * dim];
+          p[j] = dp[j] = 0;
+          for (int64_t d = 0; d < dim; ++d) {
+            p[j] += double(qi[d]) * kj[d] * scale;
+            dp[j] += double(gi[d]) * vj[d];
+          }
+          best = std::max(best, p[j]);
+        }
+        for (double &x : p) {
+          total += (x = std::exp(x - best));
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          weighted += (p[j] /= total) * dp[j];
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          double ds = p[j] * (dp[j] - weighted);
+          int64_t kv = ((b * keys + j) * kvHeads + g) * dim;
+          for (int64_t d = 0; d < dim; ++d) {
+            edq[((b * seq + i) * heads + h) * dim + d] +=
+                scale * ds * k[kv + d];
+            edk[kv + d] += scale * ds * qi[d];
+            edv[kv + d] += p[j] * gi[d];
+          }
+        }
+      }
+    }
+  }
+  for (auto [actual, expected, name] :
+       {std::tuple{&dq, &edq, "dq"}, {&dk, &edk, "dk"}, {&dv, &edv, "dv"}}) {
+    for (size_t i = 0; i < actual->size(); ++i) {
+      ASSERT_NEAR((*actual)[i], (*expected)[i], 1e-4) << name << " at " << i;
+    }
+  }
+}
+
+} // namespace
+
+TEST(FlashAttention, GradientsOfCausalAndFullAttention) {
+  // 40 rows: two query blocks; GQA with two query heads per KV head.
+  expectGradientsMatchNaive(2, 40, 4, 2, 8, 40, true);
+  expectGradientsMatchNaive(1, 5, 2, 1, 8, 37, false);
 }

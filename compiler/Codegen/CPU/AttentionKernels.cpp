@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include <array>
 #include <cstring>
 
 using namespace mlir;
@@ -161,6 +162,52 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
   return parts;
 }
 
+/// Declares runtime service `name` (`arity` i64 arguments) once per module.
+void declareService(OpBuilder &builder, StringRef name, unsigned arity) {
+  auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
+  if (module.lookupSymbol(name)) {
+    return;
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  func::FuncOp::create(builder, module.getLoc(), name,
+                       builder.getFunctionType(
+                           SmallVector<Type>(arity, builder.getI64Type()), {}))
+      .setPrivate();
+}
+
+/// The kernel function of `fusion` (tile range, then a memref per region
+/// input and result), its entry block ending in a return.
+func::FuncOp createKernel(mf::FusionOp fusion, OpBuilder &builder,
+                          int64_t tiles) {
+  SmallVector<Type> argumentTypes(2, builder.getI64Type());
+  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
+                                            fusion.getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    argumentTypes.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  auto kernel =
+      func::FuncOp::create(builder, fusion.getLoc(), "mfk",
+                           builder.getFunctionType(argumentTypes, {}));
+  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
+  Block *entry = kernel.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  func::ReturnOp::create(builder, fusion.getLoc());
+  return kernel;
+}
+
+/// The address (an i64) of the buffer of region argument `number`: inputs
+/// first, then results.
+Value pointerOfArgument(OpBuilder &builder, Location loc, Block *entry,
+                        int number) {
+  return arith::IndexCastOp::create(
+      builder, loc, builder.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(
+          builder, loc, entry->getArgument(2 + number)));
+}
+
 int64_t bitsOf(double value) {
   int64_t bits;
   std::memcpy(&bits, &value, sizeof bits);
@@ -190,29 +237,11 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
 
   Location loc = fusion.getLoc();
   Type i64 = builder.getI64Type();
-  auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
-  if (!module.lookupSymbol(kAttentionService)) {
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(module.getBody());
-    func::FuncOp::create(
-        builder, loc, kAttentionService,
-        builder.getFunctionType(SmallVector<Type>(23, i64), {}))
-        .setPrivate();
-  }
-  SmallVector<Type> argumentTypes(2, i64);
-  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
-                                            fusion.getResultTypes())) {
-    auto tensor = cast<RankedTensorType>(type);
-    argumentTypes.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
-  auto kernel = func::FuncOp::create(
-      builder, loc, "mfk", builder.getFunctionType(argumentTypes, {}));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
-  Block *entry = kernel.addEntryBlock();
+  declareService(builder, kAttentionService, 23);
+  func::FuncOp kernel = createKernel(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(entry);
-  builder.setInsertionPoint(func::ReturnOp::create(builder, loc));
+  builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
 
   auto constant = [&](int64_t value) -> Value {
@@ -223,11 +252,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   };
   // The address of region argument `number` (0 when absent).
   auto pointer = [&](int number) -> Value {
-    if (number < 0) {
-      return constant(0);
-    }
-    return toI64(memref::ExtractAlignedPointerAsIndexOp::create(
-        builder, loc, entry->getArgument(2 + number)));
+    return number < 0 ? constant(0)
+                      : pointerOfArgument(builder, loc, entry, number);
   };
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
@@ -273,5 +299,94 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       constant(bitsOf(parts.attention.getScale().convertToDouble())),
       constant(bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))};
   func::CallOp::create(builder, loc, kAttentionService, TypeRange{}, operands);
+  return kernel;
+}
+
+FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
+                                                      OpBuilder &builder,
+                                                      std::string &why) {
+  // The gradients of one attention: their results by `wrt`.
+  Block &body = fusion.getBody().front();
+  mf::AttentionGradOp first;
+  std::array<int, 3> resultOf = {-1, -1, -1};
+  auto yield = cast<mf::YieldOp>(body.getTerminator());
+  for (Operation &op : body.without_terminator()) {
+    auto grad = dyn_cast<mf::AttentionGradOp>(op);
+    if (!grad) {
+      why = "no gradient rule for " + op.getName().getStringRef().str();
+      return failure();
+    }
+    first = first ? first : grad;
+    auto yielded = llvm::find(yield.getValues(), grad.getResult());
+    if (grad->getOperands() != first->getOperands() ||
+        grad.getCausal() != first.getCausal() ||
+        grad.getScale() != first.getScale() ||
+        yielded == yield.getValues().end() || resultOf[grad.getWrt()] != -1) {
+      why = "gradients of different attentions";
+      return failure();
+    }
+    resultOf[grad.getWrt()] = static_cast<int>(
+        fusion.getInputs().size() + (yielded - yield.getValues().begin()));
+  }
+  if (!first || llvm::any_of(first->getOperands(), [](Value value) {
+        return !isa<BlockArgument>(value) ||
+               !cast<RankedTensorType>(value.getType())
+                    .getElementType()
+                    .isF32();
+      })) {
+    why = "only f32 gradients of region inputs have kernels";
+    return failure();
+  }
+  ArrayRef<int64_t> query = first.getQuery().getType().getShape();
+  ArrayRef<int64_t> key = first.getKey().getType().getShape();
+  int64_t batch = query[0], seq = query[1], heads = query[2], dim = query[3];
+  int64_t keys = key[1], kvHeads = key[2];
+  int64_t units = batch * kvHeads;
+  int64_t tiles =
+      batch * heads * seq * keys * dim < kMinParallelAttentionWork ? 1 : units;
+  int64_t unitsPerTile = llvm::divideCeil(units, tiles);
+
+  Location loc = fusion.getLoc();
+  Type i64 = builder.getI64Type();
+  declareService(builder, kAttentionGradService, 17);
+  func::FuncOp kernel = createKernel(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(entry->getTerminator());
+  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIntOp::create(builder, loc, i64, value);
+  };
+  auto pointer = [&](int number) -> Value {
+    return number < 0 ? constant(0)
+                      : pointerOfArgument(builder, loc, entry, number);
+  };
+  auto operand = [&](Value value) {
+    return pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
+  };
+  Value unitBegin = arith::MulIOp::create(
+      builder, loc,
+      arith::IndexCastOp::create(builder, loc, i64, loop.getInductionVar()),
+      constant(unitsPerTile));
+  SmallVector<Value> operands{
+      unitBegin,
+      arith::AddIOp::create(builder, loc, unitBegin, constant(unitsPerTile)),
+      operand(first.getQuery()),
+      operand(first.getKey()),
+      operand(first.getValue()),
+      operand(first.getGrad()),
+      pointer(resultOf[0]),
+      pointer(resultOf[1]),
+      pointer(resultOf[2]),
+      constant(batch),
+      constant(seq),
+      constant(heads),
+      constant(kvHeads),
+      constant(dim),
+      constant(keys),
+      constant(first.getCausal() ? 1 : 0),
+      constant(bitsOf(first.getScale().convertToDouble()))};
+  func::CallOp::create(builder, loc, kAttentionGradService, TypeRange{},
+                       operands);
   return kernel;
 }

@@ -62,6 +62,20 @@ mlir::FailureOr<mlir::func::FuncOp>
 buildAttentionKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
                      std::string &why);
 
+/// The runtime's attention-gradient service: units [begin, end) of the
+/// gradients of one attention (query, keys, values, dO, then the three
+/// gradients' buffers or 0, the shape, causal, the scale's double bits);
+/// 17 i64 arguments.
+inline constexpr llvm::StringLiteral kAttentionGradService =
+    "mfrt_attention_grad_f32";
+
+/// Builds the kernel of an attention_grad region (the gradients of one
+/// attention with respect to any of its inputs, computed together): one
+/// tile per (batch, KV head), or one in all for little work.
+mlir::FailureOr<mlir::func::FuncOp>
+buildAttentionGradKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
+                         std::string &why);
+
 /// Builds the kernel of an elementwise region at `builder`'s insertion point
 /// (one linalg.generic; one tile).
 mlir::FailureOr<mlir::func::FuncOp>

@@ -95,6 +95,9 @@ FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
   if (kind == "attention") {
     return buildAttentionKernel(fusion, builder, why);
   }
+  if (kind == "attention_grad") {
+    return buildAttentionGradKernel(fusion, builder, why);
+  }
   why = "no code generator for '" + kind.str() + "' regions";
   return failure();
 }

@@ -10,6 +10,9 @@
 //    left to the runtime's kernel). The region computes the rotated query
 //    and keys per tile and writes the caches in place, so neither rotated
 //    tensor reaches memory.
+// 3. The gradients of one attention (attention_grad ops with the same
+//    operands, one per `wrt`) become one "attention_grad" region, unless
+//    one is read before the last: its kernel recomputes the softmax once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,9 +96,48 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
   return group;
 }
 
+/// The gradients of one attention, with respect to its query, keys and
+/// values: the ops read the same operands and differ in `wrt` alone.
+bool sameAttention(AttentionGradOp a, AttentionGradOp b) {
+  return a->getOperands() == b->getOperands() &&
+         a.getCausal() == b.getCausal() && a.getScale() == b.getScale();
+}
+
+/// Groups the gradients of each attention (computed together, the softmax
+/// once) where nothing reads an earlier one before the last.
+void fuseAttentionGradients(func::FuncOp function) {
+  SmallVector<SmallVector<Operation *>> groups;
+  for (auto grad : function.getBody().front().getOps<AttentionGradOp>()) {
+    if (!llvm::all_of(grad->getOperands(), isF32)) {
+      continue;
+    }
+    auto group = llvm::find_if(groups, [&](const auto &ops) {
+      return sameAttention(cast<AttentionGradOp>(ops.front()), grad);
+    });
+    if (group == groups.end()) {
+      groups.push_back({grad});
+    } else {
+      group->push_back(grad);
+    }
+  }
+  for (SmallVector<Operation *> &group : groups) {
+    Operation *last = group.back();
+    bool readBetween = llvm::any_of(group, [&](Operation *op) {
+      return llvm::any_of(op->getUsers(), [&](Operation *user) {
+        return user->getBlock() == last->getBlock() &&
+               user->isBeforeInBlock(last);
+      });
+    });
+    if (group.size() > 1 && !readBetween && fusionCost(group).pays()) {
+      outlineIntoFusion(group, "attention_grad");
+    }
+  }
+}
+
 struct MFFuseAttentionPass
     : mf::impl::MFFuseAttentionPassBase<MFFuseAttentionPass> {
   void runOnOperation() override {
+    fuseAttentionGradients(getOperation());
     SmallVector<AttentionOp> attentions(
         getOperation().getBody().front().getOps<AttentionOp>());
     for (AttentionOp attention : attentions) {

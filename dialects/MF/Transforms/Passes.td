@@ -132,7 +132,8 @@ def MFFuseMatmulEpiloguePass
 }
 
 def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
-  let summary = "Fuses attention with the RoPE and KV-cache writes it alone reads";
+  let summary = "Fuses attention with the RoPE and KV-cache writes it alone "
+                "reads, and the gradients of one attention together";
   let description = [{
     An f32 `mf.attention` takes into one `kind = "attention"` region the
     RoPE of its query, the KV-cache writes of its key and value at its
@@ -142,6 +143,11 @@ def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
     attends flash-style: the rotated tensors never reach memory. Applied
     when the cost model says it saves bytes (a cache updated in place counts
     once), so a lone attention stays the runtime's op.
+
+    The gradients of one attention with respect to its query, keys and
+    values (`mf.attention_grad` ops with the same operands) become one
+    `kind = "attention_grad"` region: its kernel recomputes the softmax once
+    for all three.
 
     Before:
     ```mlir
