@@ -184,8 +184,9 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
 }
 
 Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
-                        const Tensor &labels, const Tensor &dloss,
-                        Tensor &out) {
+                                      const Tensor &labels, const Tensor &dloss,
+                                      Tensor &out,
+                                      const ParallelFor &parallel) {
   if (logits.rank() != 2 || labels.dtype() != DType::I32 ||
       dloss.numElements() != 1) {
     return shapeError(op, "expected [tokens, vocab] logits, i32 labels and a "
@@ -195,37 +196,33 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
   MFRT_RETURN_IF_ERROR(expectSameShape(op, logits, out));
   int64_t ignore = op.ints()->Get(0);
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
+  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, vocab, ignore));
   int64_t counted = 0;
   for (int64_t t = 0; t < tokens; ++t) {
-    int64_t label = labels.as<int32_t>()[t];
-    if (label != ignore && (label < 0 || label >= vocab)) {
-      return shapeError(op, "label " + std::to_string(label) +
-                                " is outside the vocabulary [0, " +
-                                std::to_string(vocab) + ")");
-    }
-    counted += label != ignore;
+    counted += labels.as<int32_t>()[t] != ignore;
   }
   float factor = counted ? dloss.loadFloat(0) / static_cast<float>(counted) : 0.0f;
   F32In x(logits);
   F32Out z(out);
-  for (int64_t t = 0; t < tokens; ++t) {
-    int64_t label = labels.as<int32_t>()[t];
-    float *target = z.data() + t * vocab;
-    if (label == ignore) {
-      std::fill(target, target + vocab, 0.0f);
-      continue;
+  // (softmax - one-hot(label)) * factor per row, rows on the pool.
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t label = labels.as<int32_t>()[t];
+      float *target = z.data() + t * vocab;
+      if (label == ignore) {
+        std::fill(target, target + vocab, 0.0f);
+        continue;
+      }
+      const float *row = x.data() + t * vocab;
+      float best = *std::max_element(row, row + vocab);
+      std::copy(row, row + vocab, target);
+      float scale = static_cast<float>(factor / expShiftedSum(target, vocab, best));
+      for (int64_t j = 0; j < vocab; ++j) {
+        target[j] *= scale;
+      }
+      target[label] -= factor;
     }
-    const float *row = x.data() + t * vocab;
-    float best = *std::max_element(row, row + vocab);
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) {
-      sum += std::exp(static_cast<double>(row[j] - best));
-    }
-    for (int64_t j = 0; j < vocab; ++j) {
-      double p = std::exp(static_cast<double>(row[j] - best)) / sum;
-      target[j] = static_cast<float>((p - (j == label)) * factor);
-    }
-  }
+  });
   z.finish();
   return Status::ok();
 }

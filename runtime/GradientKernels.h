@@ -21,7 +21,8 @@ Status normGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
 Status attentionGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                      Tensor &out, const ParallelFor &parallel);
 Status crossEntropyGrad(const fb::Op &op, const Tensor &logits,
-                        const Tensor &labels, const Tensor &dloss, Tensor &out);
+                        const Tensor &labels, const Tensor &dloss, Tensor &out,
+                        const ParallelFor &parallel);
 Status pad(const fb::Op &op, const Tensor &a, Tensor &out);
 
 } // namespace mfrt::detail

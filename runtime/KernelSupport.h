@@ -170,32 +170,32 @@ void walkStrided(const Shape &shape, const std::vector<int64_t> &strides,
   }
 }
 
+/// An error naming the first label outside [0, vocab) that is not `ignore`.
+Status checkLabels(const fb::Op &op, const Tensor &labels, int64_t vocab,
+                   int64_t ignore);
+
 // The loops below are built for the widest vector ISA the machine has
 // (target clones, chosen at load time, private to Kernels.cpp: GCC's
 // resolvers in other translation units would reference local clones).
 
 /// a . b over `n` floats, in eight partial sums (so it vectorizes).
-float
-dotProduct(const float *a, const float *b, int64_t n);
+float dotProduct(const float *a, const float *b, int64_t n);
 
 /// y += alpha * x over `n` floats.
-void
-scaledAdd(float *y, const float *x, float alpha, int64_t n);
+void scaledAdd(float *y, const float *x, float alpha, int64_t n);
 
 /// sum((x[i] - mean)^2) over `n` floats, accumulated in double (eight
 /// partial sums, so it vectorizes). With mean 0, the sum of squares.
-double
-squaredDeviations(const float *x, int64_t n, double mean);
+double squaredDeviations(const float *x, int64_t n, double mean);
 
 /// sum(x[i]) over `n` floats, accumulated in double.
-double
-sumOf(const float *x, int64_t n);
+double sumOf(const float *x, int64_t n);
 
 /// x[i] = exp(x[i] - shift) over `n` floats, each x[i] <= shift (softmax's
-/// rows after their maximum); returns the sum. A branch-free polynomial
-/// exp (Cephes' expf: within 2 ulp of std::exp) so the loop vectorizes.
-float
-expShiftedSum(float *x, int64_t n, float shift);
+/// rows after their maximum); returns the sum, accumulated in double. A
+/// branch-free polynomial exp (Cephes' expf: within 2 ulp of std::exp) so
+/// the loop vectorizes.
+double expShiftedSum(float *x, int64_t n, float shift);
 
 } // namespace mfrt::detail
 

@@ -499,8 +499,26 @@ Status kvCacheWrite(const fb::Op &op, const Tensor &cache, const Tensor &update,
   return Status::ok();
 }
 
-Status crossEntropy(const fb::Op &op, const Tensor &logits, const Tensor &labels,
-                    Tensor &out) {
+} // namespace
+
+Status mfrt::detail::checkLabels(const fb::Op &op, const Tensor &labels,
+                                 int64_t vocab, int64_t ignore) {
+  for (int64_t t = 0; t < labels.numElements(); ++t) {
+    int64_t label = labels.as<int32_t>()[t];
+    if (label != ignore && (label < 0 || label >= vocab)) {
+      return shapeError(op, "label " + std::to_string(label) +
+                                " is outside the vocabulary [0, " +
+                                std::to_string(vocab) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+namespace {
+
+Status crossEntropy(const fb::Op &op, const Tensor &logits,
+                    const Tensor &labels, Tensor &out,
+                    const ParallelFor &parallel) {
   if (logits.rank() != 2 || labels.dtype() != DType::I32 ||
       out.numElements() != 1) {
     return shapeError(op, "expected [tokens, vocab] logits and i32 labels");
@@ -508,27 +526,30 @@ Status crossEntropy(const fb::Op &op, const Tensor &logits, const Tensor &labels
   MFRT_RETURN_IF_ERROR(expectShape(op, labels, {logits.dim(0)}, "labels"));
   int64_t ignore = op.ints()->Get(0);
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
+  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, vocab, ignore));
   F32In x(logits);
+  // Each row's -log softmax at its label (rows on the pool), summed in
+  // order afterwards: the same loss however the rows were split.
+  std::vector<double> losses(tokens, 0.0);
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    std::vector<float> exps(vocab);
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t label = labels.as<int32_t>()[t];
+      if (label == ignore) {
+        continue;
+      }
+      const float *row = x.data() + t * vocab;
+      float best = *std::max_element(row, row + vocab);
+      std::copy(row, row + vocab, exps.begin());
+      double sum = expShiftedSum(exps.data(), vocab, best);
+      losses[t] = best + std::log(sum) - row[label];
+    }
+  });
   double total = 0;
   int64_t counted = 0;
   for (int64_t t = 0; t < tokens; ++t) {
-    int64_t label = labels.as<int32_t>()[t];
-    if (label == ignore) {
-      continue;
-    }
-    if (label < 0 || label >= vocab) {
-      return shapeError(op, "label " + std::to_string(label) +
-                                " is outside the vocabulary [0, " +
-                                std::to_string(vocab) + ")");
-    }
-    const float *row = x.data() + t * vocab;
-    float best = *std::max_element(row, row + vocab);
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) {
-      sum += std::exp(static_cast<double>(row[j] - best));
-    }
-    total += best + std::log(sum) - row[label];
-    ++counted;
+    total += losses[t];
+    counted += labels.as<int32_t>()[t] != ignore;
   }
   out.storeFloat(0, counted ? static_cast<float>(total / counted) : 0.0f);
   return Status::ok();
@@ -647,9 +668,9 @@ double mfrt::detail::sumOf(const float *x, int64_t n) {
 
 namespace {
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float
+__attribute__((target_clones("avx512f", "avx2", "default"))) double
 expShiftedSumClones(float *x, int64_t n, float shift) {
-  float partial[16] = {};
+  double partial[16] = {};
   int64_t d = 0;
   for (; d + 16 <= n; d += 16) {
     for (int u = 0; u < 16; ++u) {
@@ -657,12 +678,12 @@ expShiftedSumClones(float *x, int64_t n, float shift) {
       partial[u] += x[d + u];
     }
   }
-  float sum = 0;
+  double sum = 0;
   for (; d < n; ++d) {
     x[d] = expNonPositive(x[d] - shift);
     sum += x[d];
   }
-  for (float value : partial) {
+  for (double value : partial) {
     sum += value;
   }
   return sum;
@@ -670,7 +691,7 @@ expShiftedSumClones(float *x, int64_t n, float shift) {
 
 } // namespace
 
-float mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
+double mfrt::detail::expShiftedSum(float *x, int64_t n, float shift) {
   return expShiftedSumClones(x, n, shift);
 }
 
@@ -802,7 +823,7 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::KvCacheWrite:
     return kvCacheWrite(op, in(0), in(1), in(2), output);
   case fb::OpKind::CrossEntropy:
-    return crossEntropy(op, in(0), in(1), output);
+    return crossEntropy(op, in(0), in(1), output, parallel);
   case fb::OpKind::SiluGrad:
     return siluGrad(op, in(0), in(1), output);
   case fb::OpKind::GeluGrad:
@@ -816,7 +837,7 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::AttentionGrad:
     return attentionGrad(op, inputs, output, parallel);
   case fb::OpKind::CrossEntropyGrad:
-    return crossEntropyGrad(op, in(0), in(1), in(2), output);
+    return crossEntropyGrad(op, in(0), in(1), in(2), output, parallel);
   case fb::OpKind::Pad:
     return pad(op, in(0), output);
   case fb::OpKind::Assign:
