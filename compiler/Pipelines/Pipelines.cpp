@@ -35,6 +35,7 @@ void addAutodiff(OpPassManager &pm, const CompileOptions &) {
 }
 
 void addFusion(OpPassManager &pm, const CompileOptions &) {
+  pm.addNestedPass<func::FuncOp>(mf::createMFFuseNormPass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseAttentionPass());

@@ -27,6 +27,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,22 @@ inline constexpr llvm::StringLiteral kAttentionGradService =
 mlir::FailureOr<mlir::func::FuncOp>
 buildAttentionGradKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
                          std::string &why);
+
+/// How a kernel reads a region input of shape `from` against its output
+/// of shape `to` flattened to [rows, cols]: whole, one row of cols for every
+/// row (a bias, a norm's weight), or one value.
+enum class TileInput { Full, Row, Scalar };
+/// Which, if the input can be read tile by tile (nullopt otherwise).
+std::optional<TileInput> classifyTileInput(llvm::ArrayRef<int64_t> from,
+                                           llvm::ArrayRef<int64_t> to);
+
+/// Builds the kernel of a norm region (an RMSNorm, LayerNorm or softmax
+/// over rows with elementwise producers and consumers): tiles of whole
+/// rows, each computed producers -> row statistics -> normalized consumers
+/// while it is in cache.
+mlir::FailureOr<mlir::func::FuncOp>
+buildNormKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
+                std::string &why);
 
 /// Builds the kernel of an elementwise region at `builder`'s insertion point
 /// (one linalg.generic; one tile).

@@ -92,6 +92,9 @@ FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
   if (kind == "matmul" || kind == "matmul_epilogue") {
     return buildMatmulKernel(fusion, builder, why);
   }
+  if (kind == "norm") {
+    return buildNormKernel(fusion, builder, why);
+  }
   if (kind == "attention") {
     return buildAttentionKernel(fusion, builder, why);
   }

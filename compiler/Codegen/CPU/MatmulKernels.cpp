@@ -85,9 +85,6 @@ std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
   return {tileRows, tileCols};
 }
 
-/// How the epilogue reads a region input.
-enum class InputShape { Full, Row, Scalar };
-
 struct MatmulInfo {
   mf::MatmulOp op;
   unsigned lhs, rhs; // region argument numbers
@@ -95,26 +92,6 @@ struct MatmulInfo {
   bool transposedLhs; // a 2-D lhs stored [K, rows] (weight gradients)
 };
 
-/// How an input of shape `from` broadcast to [rows, n] is read, if it can
-/// be read tile by tile.
-std::optional<InputShape> classify(ArrayRef<int64_t> from,
-                                   ArrayRef<int64_t> to) {
-  if (from == to) {
-    return InputShape::Full;
-  }
-  ArrayRef<int64_t> lead = from.drop_back(from.empty() ? 0 : 1);
-  bool leadOnes = llvm::all_of(lead, [](int64_t d) { return d == 1; });
-  if (!leadOnes) {
-    return std::nullopt;
-  }
-  if (from.empty() || from.back() == 1) {
-    return InputShape::Scalar;
-  }
-  if (from.back() == to.back()) {
-    return InputShape::Row;
-  }
-  return std::nullopt;
-}
 
 /// f32, f16 or bf16: what the gemm services and the epilogue handle.
 bool isKernelFloat(Type element) {
@@ -136,6 +113,25 @@ StringRef gemmServiceFor(Type element) {
 }
 
 } // namespace
+
+std::optional<TileInput> mfc::classifyTileInput(ArrayRef<int64_t> from,
+                                   ArrayRef<int64_t> to) {
+  if (from == to) {
+    return TileInput::Full;
+  }
+  ArrayRef<int64_t> lead = from.drop_back(from.empty() ? 0 : 1);
+  bool leadOnes = llvm::all_of(lead, [](int64_t d) { return d == 1; });
+  if (!leadOnes) {
+    return std::nullopt;
+  }
+  if (from.empty() || from.back() == 1) {
+    return TileInput::Scalar;
+  }
+  if (from.back() == to.back()) {
+    return TileInput::Row;
+  }
+  return std::nullopt;
+}
 
 FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                                OpBuilder &builder,
@@ -170,7 +166,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   SmallVector<MatmulInfo> matmuls;
   llvm::DenseMap<Value, unsigned> matmulOf;            // result -> index
   // In insertion order, so that a kernel prints the same in every run.
-  llvm::MapVector<Value, std::pair<unsigned, InputShape>> argumentOf;
+  llvm::MapVector<Value, std::pair<unsigned, TileInput>> argumentOf;
   for (Operation &op : body.without_terminator()) {
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
@@ -202,8 +198,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
       auto argument = dyn_cast<BlockArgument>(broadcast.getInput());
-      std::optional<InputShape> kind =
-          classify(broadcast.getInput().getType().getShape(), shape);
+      std::optional<TileInput> kind =
+          classifyTileInput(broadcast.getInput().getType().getShape(), shape);
       if (!argument || broadcast.getType().getShape() != shape || !kind) {
         why = "a broadcast the tiles cannot follow";
         return failure();
@@ -224,7 +220,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
           why = "an input of another shape used directly";
           return failure();
         }
-        argumentOf[operand] = {argument.getArgNumber(), InputShape::Full};
+        argumentOf[operand] = {argument.getArgNumber(), TileInput::Full};
       }
     }
   }
@@ -374,7 +370,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         ArrayRef<OpFoldResult>{m, n}, ArrayRef<OpFoldResult>{one, one}));
     maps.push_back(identity);
   }
-  std::map<std::pair<unsigned, InputShape>, unsigned> viewOf;
+  std::map<std::pair<unsigned, TileInput>, unsigned> viewOf;
   for (auto [value, read] : argumentOf) {
     auto [it, inserted] = viewOf.try_emplace(read, genericInputs.size());
     inputOf[value] = it->second;
@@ -383,17 +379,17 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     }
     Value memref = argument(read.first);
     switch (read.second) {
-    case InputShape::Full:
+    case TileInput::Full:
       genericInputs.push_back(fullTile(memref));
       maps.push_back(identity);
       break;
-    case InputShape::Row:
+    case TileInput::Row:
       genericInputs.push_back(memref::SubViewOp::create(
           builder, loc, flatten(memref, {cols}), ArrayRef<OpFoldResult>{n0},
           ArrayRef<OpFoldResult>{n}, ArrayRef<OpFoldResult>{one}));
       maps.push_back(rowMap);
       break;
-    case InputShape::Scalar:
+    case TileInput::Scalar:
       genericInputs.push_back(flatten(memref, {1}));
       maps.push_back(scalarMap);
       break;

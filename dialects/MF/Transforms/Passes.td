@@ -166,4 +166,29 @@ def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::mf::MFDialect"];
 }
 
+def MFFuseNormPass : Pass<"mf-fuse-norm", "::mlir::func::FuncOp"> {
+  let summary = "Fuses row reductions (norms, softmax) with their elementwise "
+                "producers and consumers";
+  let description = [{
+    An `mf.rms_norm`, `mf.layer_norm` or last-dimension `mf.softmax` takes
+    into one `kind = "norm"` region the elementwise ops of its shape that
+    compute its input for it alone (the cast up to f32 in a 16-bit model)
+    and the chain of sole elementwise users of its result (the cast back),
+    when the cost model says that moves fewer bytes; a norm alone stays an
+    op. Runs before `mf-fuse-elementwise`.
+
+    Before:
+    ```mlir
+    %x32 = mf.cast %x : tensor<1x8x64xf16> to tensor<1x8x64xf32>
+    %n = mf.rms_norm %x32, %w eps = 1.0e-05 : tensor<1x8x64xf32>, tensor<64xf32>
+    %y = mf.cast %n : tensor<1x8x64xf32> to tensor<1x8x64xf16>
+    ```
+    After:
+    ```mlir
+    %y = mf.fusion (%x, %w) {kind = "norm"} : ... { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mf::MFDialect"];
+}
+
 #endif // MF_TRANSFORMS_PASSES_TD

@@ -1,0 +1,81 @@
+/* Calls the kernels generated for norms.mlir (RMSNorm, LayerNorm and
+   softmax with producers and consumers, 600 rows of 64 in three tiles run
+   as two tile ranges) and prints the largest deviation from the same math
+   in C doubles. */
+#include <math.h>
+#include <stdio.h>
+
+enum { ROWS = 600, COLS = 64, N = ROWS * COLS };
+
+void mfk_0(long, long, const float *a, const float *b, const float *w,
+           float *out);
+void mfk_1(long, long, const float *t, const float *w, const float *bias,
+           float *out);
+void mfk_2(long, long, const float *a, float *out);
+
+static float a[N], b[N], t[N], out[N], w[COLS], bias[COLS];
+
+static double check(int kind) {
+  double worst = 0;
+  for (int r = 0; r < ROWS; ++r) {
+    double x[COLS], mean = 0, var = 0, best = -INFINITY, sum = 0;
+    for (int c = 0; c < COLS; ++c) {
+      int i = r * COLS + c;
+      x[c] = kind == 0 ? (double)a[i] + b[i] : kind == 1 ? t[i] : a[i] * 0.5;
+      mean += x[c] / COLS;
+      best = fmax(best, x[c]);
+    }
+    for (int c = 0; c < COLS; ++c) {
+      double d = kind == 0 ? x[c] : x[c] - mean;
+      var += d * d / COLS;
+      sum += exp(x[c] - best);
+    }
+    for (int c = 0; c < COLS; ++c) {
+      double expected;
+      if (kind == 0) {
+        double n = x[c] / sqrt(var + 1e-5) * w[c];
+        expected = n / (1 + exp(-n));
+      } else if (kind == 1) {
+        expected = (x[c] - mean) / sqrt(var + 1e-5) * w[c] + bias[c] + x[c];
+      } else {
+        expected = exp(x[c] - best) / sum * 0.5;
+      }
+      double error = fabs(out[r * COLS + c] - expected);
+      if (!(error <= worst)) {
+        worst = error;
+      }
+    }
+  }
+  return worst;
+}
+
+int main(void) {
+  for (int i = 0; i < N; ++i) {
+    a[i] = (float)((i * 37) % 101) / 25.0f - 2.0f;
+    b[i] = (float)((i * 11) % 17) / 10.0f - 0.8f;
+    t[i] = tanhf(a[i]); /* read twice: the region takes it as an input */
+  }
+  for (int c = 0; c < COLS; ++c) {
+    w[c] = 0.5f + (float)c / COLS;
+    bias[c] = (float)(c % 5) / 10.0f;
+  }
+  int failures = 0;
+  for (int kind = 0; kind < 3; ++kind) {
+    for (int i = 0; i < N; ++i) {
+      out[i] = NAN;
+    }
+    /* Tiles [0, 1) and [1, 3), as two threads would take them. */
+    for (int part = 0; part < 2; ++part) {
+      long begin = part ? 1 : 0, end = part ? 3 : 1;
+      if (kind == 0) mfk_0(begin, end, a, b, w, out);
+      if (kind == 1) mfk_1(begin, end, t, w, bias, out);
+      if (kind == 2) mfk_2(begin, end, a, out);
+    }
+    double worst = check(kind);
+    printf("%s: max abs error %.3g: %s\n",
+           kind == 0 ? "rms" : kind == 1 ? "layer" : "softmax", worst,
+           worst < 1e-5 ? "OK" : "MISMATCH");
+    failures += !(worst < 1e-5);
+  }
+  return failures;
+}
