@@ -121,6 +121,40 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   const int64_t dim = args.dim, half = dim / 2,
                 group = args.heads / args.kvHeads;
   const int64_t kvStride = args.kvHeads * dim, queryStride = args.heads * dim;
+  // Rows of the storage type (f32, f16 or bf16) as f32 and back; a 16-bit
+  // RoPE result is rounded to its type, as PyNative stores it.
+  const bool f32 = args.dtype == DType::F32;
+  const size_t elementBytes = dtypeSize(args.dtype);
+  auto address = [&](const void *base, int64_t element) {
+    return static_cast<const char *>(base) + element * elementBytes;
+  };
+  auto load = [&](const void *base, int64_t element, float *out, int64_t n) {
+    const void *from = address(base, element);
+    if (f32) {
+      std::memcpy(out, from, n * sizeof(float));
+    } else if (args.dtype == DType::F16) {
+      widenHalves(static_cast<const uint16_t *>(from), out, n);
+    } else {
+      widenBfloat16s(static_cast<const uint16_t *>(from), out, n);
+    }
+  };
+  auto store = [&](const float *in, void *base, int64_t element, int64_t n) {
+    void *to = const_cast<char *>(address(base, element));
+    if (f32) {
+      std::memcpy(to, in, n * sizeof(float));
+    } else if (args.dtype == DType::F16) {
+      narrowToHalves(in, static_cast<uint16_t *>(to), n);
+    } else {
+      narrowToBfloat16s(in, static_cast<uint16_t *>(to), n);
+    }
+  };
+  std::vector<uint16_t> narrowed(dim);
+  auto roundToStorage = [&](float *row) {
+    if (!f32) {
+      store(row, narrowed.data(), 0, dim);
+      load(narrowed.data(), 0, row, dim);
+    }
+  };
   // The cosines and sines of one batch's positions ([batch, rows] for the
   // tensor turned: query or new keys, the same when both are), computed
   // once per batch a call sees and shared by the keys and every head.
@@ -143,75 +177,117 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     }
     tableBatch = b;
   };
-  std::vector<float> rotatedKeys, queries(kAttentionRowBlock * dim), scratch;
+  // A row turned by RoPE (rounded to the storage type).
+  std::vector<float> loaded(dim);
+  auto rotate = [&](const void *base, int64_t element, int64_t row,
+                    float *out) {
+    load(base, element, loaded.data(), dim);
+    ropeRotate(loaded.data(), out, &cosines[row * half], &sines[row * half],
+               half);
+    roundToStorage(out);
+  };
+  std::vector<float> keyRows, valueRows, queries(kAttentionRowBlock * dim),
+      outRows(kAttentionRowBlock * dim), rotated(dim), scratch;
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
     int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
     fillTable(b);
-    // The keys and values this KV head attends over, and the new rows'.
-    const float *newKeys =
-        args.newKeys + (b * args.newRows * args.kvHeads + kvHead) * dim;
-    const float *newValues =
-        args.newValues + (b * args.newRows * args.kvHeads + kvHead) * dim;
-    const float *keys = newKeys, *values = newValues;
-    int64_t keyStride = kvStride;
+    // Element offsets of this KV head's first new row and first cache row.
+    int64_t newBase = (b * args.newRows * args.kvHeads + kvHead) * dim;
+    int64_t headBase = (b * args.keys * args.kvHeads + kvHead) * dim;
     int64_t attended = args.hasPast ? args.past + args.seq : args.newRows;
+    const void *keySource = args.newKeys, *valueSource = args.newValues;
+    int64_t keyBase = newBase;
     if (cached) {
-      int64_t headBase = (b * args.keys * args.kvHeads + kvHead) * dim;
-      float *cacheKey = args.cacheKey + headBase;
-      float *cacheValue = args.cacheValue + headBase;
       for (auto [from, to] : {std::pair{args.cacheKeyIn, args.cacheKey},
                               std::pair{args.cacheValueIn, args.cacheValue}}) {
         if (from != to) { // not in place: the old rows first
           for (int64_t row = 0; row < args.keys; ++row) {
-            std::memcpy(to + headBase + row * kvStride,
-                        from + headBase + row * kvStride, dim * sizeof(float));
+            std::memcpy(
+                const_cast<char *>(address(to, headBase + row * kvStride)),
+                address(from, headBase + row * kvStride), dim * elementBytes);
           }
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
-        float *keyRow = cacheKey + (args.past + row) * kvStride;
+        int64_t target = headBase + (args.past + row) * kvStride;
         if (args.ropeKey) {
-          ropeRotate(newKeys + row * kvStride, keyRow, &cosines[row * half],
-                     &sines[row * half], half);
+          rotate(args.newKeys, newBase + row * kvStride, row, rotated.data());
+          store(rotated.data(), args.cacheKey, target, dim);
         } else {
-          std::memcpy(keyRow, newKeys + row * kvStride, dim * sizeof(float));
+          std::memcpy(const_cast<char *>(address(args.cacheKey, target)),
+                      address(args.newKeys, newBase + row * kvStride),
+                      dim * elementBytes);
         }
-        std::memcpy(cacheValue + (args.past + row) * kvStride,
-                    newValues + row * kvStride, dim * sizeof(float));
+        std::memcpy(const_cast<char *>(address(args.cacheValue, target)),
+                    address(args.newValues, newBase + row * kvStride),
+                    dim * elementBytes);
       }
-      keys = cacheKey;
-      values = cacheValue;
-    } else if (args.ropeKey) {
-      rotatedKeys.resize(args.newRows * dim);
-      for (int64_t row = 0; row < args.newRows; ++row) {
-        ropeRotate(newKeys + row * kvStride, &rotatedKeys[row * dim],
-                   &cosines[row * half], &sines[row * half], half);
+      keySource = args.cacheKey;
+      valueSource = args.cacheValue;
+      keyBase = headBase;
+    }
+    // f32 keys and values to attend over: in place when they are f32 and
+    // need no turning, else rows converted once per unit.
+    const float *keys, *values;
+    int64_t keyStride = kvStride, valueStride = kvStride;
+    if (args.ropeKey && !cached) {
+      keyRows.resize(attended * dim);
+      for (int64_t row = 0; row < attended; ++row) {
+        rotate(keySource, keyBase + row * kvStride, row, &keyRows[row * dim]);
       }
-      keys = rotatedKeys.data();
+      keys = keyRows.data();
       keyStride = dim;
+    } else if (f32) {
+      keys = static_cast<const float *>(keySource) + keyBase;
+    } else {
+      keyRows.resize(attended * dim);
+      for (int64_t row = 0; row < attended; ++row) {
+        load(keySource, keyBase + row * kvStride, &keyRows[row * dim], dim);
+      }
+      keys = keyRows.data();
+      keyStride = dim;
+    }
+    if (f32) {
+      values = static_cast<const float *>(valueSource) + keyBase;
+    } else {
+      valueRows.resize(attended * dim);
+      for (int64_t row = 0; row < attended; ++row) {
+        load(valueSource, keyBase + row * kvStride, &valueRows[row * dim], dim);
+      }
+      values = valueRows.data();
+      valueStride = dim;
     }
     for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
       for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {
         int64_t rows = std::min(kAttentionRowBlock, args.seq - first);
-        const float *query =
-            args.query + ((b * args.seq + first) * args.heads + head) * dim;
-        int64_t stride = queryStride;
+        int64_t offset = ((b * args.seq + first) * args.heads + head) * dim;
+        const float *query = queries.data();
+        int64_t stride = dim;
         if (args.ropeQuery) {
           for (int64_t r = 0; r < rows; ++r) {
-            int64_t row = first + r;
-            ropeRotate(query + r * queryStride, &queries[r * dim],
-                       &cosines[row * half], &sines[row * half], half);
+            rotate(args.query, offset + r * queryStride, first + r,
+                   &queries[r * dim]);
           }
-          query = queries.data();
-          stride = dim;
+        } else if (f32) {
+          query = static_cast<const float *>(args.query) + offset;
+          stride = queryStride;
+        } else {
+          for (int64_t r = 0; r < rows; ++r) {
+            load(args.query, offset + r * queryStride, &queries[r * dim], dim);
+          }
         }
-        attendRows(
-            {query, stride, keys, values, keyStride, kvStride, first, rows,
-             args.past, attended, args.causal, args.scale,
-             args.out + ((b * args.seq + first) * args.heads + head) * dim,
-             queryStride, dim},
-            scratch);
+        float *out =
+            f32 ? static_cast<float *>(args.out) + offset : outRows.data();
+        attendRows({query, stride, keys, values, keyStride, valueStride, first,
+                    rows, args.past, attended, args.causal, args.scale, out,
+                    f32 ? queryStride : dim, dim},
+                   scratch);
+        if (!f32) {
+          for (int64_t r = 0; r < rows; ++r) {
+            store(&outRows[r * dim], args.out, offset + r * queryStride, dim);
+          }
+        }
       }
     }
   }

@@ -16,6 +16,8 @@
 #ifndef MFC_RUNTIME_FLASHATTENTION_H
 #define MFC_RUNTIME_FLASHATTENTION_H
 
+#include "runtime/Tensor.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,20 +70,22 @@ inline void ropeRotate(const float *x, float *out, const float *cosines,
 /// [batch, seq]), optionally the new keys and values written into caches
 /// at `past` (in place when cacheKey == cacheKeyIn), then attention.
 struct FusedAttention {
-  const float *query;   // [batch, seq, heads, dim], before RoPE
-  const float *newKeys; // [batch, newRows, kvHeads, dim], before RoPE
-  const float *newValues;
-  const float *cacheKeyIn, *cacheValueIn; // [batch, keys, kvHeads, dim] or null
-  float *cacheKey, *cacheValue;
+  // Buffers of `dtype` (f32, f16 or bf16); the math is f32 either way.
+  const void *query;   // [batch, seq, heads, dim], before RoPE
+  const void *newKeys; // [batch, newRows, kvHeads, dim], before RoPE
+  const void *newValues;
+  const void *cacheKeyIn, *cacheValueIn; // [batch, keys, kvHeads, dim] or null
+  void *cacheKey, *cacheValue;
   const int32_t *positions; // null: no RoPE
   bool ropeQuery, ropeKey, causal;
   bool hasPast; // the query follows `past` cached tokens
   int64_t past;
-  float *out; // [batch, seq, heads, dim]
+  void *out; // [batch, seq, heads, dim]
   int64_t batch, seq, heads, kvHeads, dim;
   int64_t keys;    // cache rows (with a cache), else newRows
   int64_t newRows; // rows of newKeys / newValues
   float scale, theta;
+  DType dtype;
 };
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: each writes its KV

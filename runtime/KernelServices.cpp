@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
@@ -49,46 +48,6 @@ extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
 }
 
 namespace {
-
-/// out[i] = in[i] for `n` bf16 values: the high half of an f32 (vectorizes).
-void widenBF16(const uint16_t *in, float *out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t word = static_cast<uint32_t>(in[i]) << 16;
-    std::memcpy(out + i, &word, sizeof word);
-  }
-}
-
-/// out[i] = in[i] for `n` f16 values, eight at a time with F16C.
-__attribute__((target("avx,f16c"))) void widenF16Vector(const uint16_t *in,
-                                                       float *out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
-  }
-  for (; i < n; ++i) {
-    out[i] = mfrt::halfToFloat(in[i]);
-  }
-}
-
-/// Whether this CPU has F16C (CPUID 1, ECX bit 29) and AVX for its ymm
-/// results. (Asked by CPUID: clang's __builtin_cpu_supports has no "f16c".)
-bool hasF16C() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-         (ecx >> 29 & 1u);
-}
-
-void widenF16(const uint16_t *in, float *out, int64_t n) {
-  static const bool f16c = hasF16C();
-  if (f16c) {
-    widenF16Vector(in, out, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = mfrt::halfToFloat(in[i]);
-  }
-}
 
 /// Widens what one tile of a 16-bit gemm reads — rows m0.. of op(A) and
 /// columns n0.. of op(B) — into f32 buffers of this thread (a contiguous
@@ -163,24 +122,24 @@ extern "C" void mfrt::mfrtAttentionF32(
     int64_t pastPointer, int64_t pastValue, int64_t out, int64_t batch,
     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
     int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits) {
-  auto floats = [](int64_t address) {
-    return reinterpret_cast<float *>(address);
+  auto buffer = [](int64_t address) {
+    return reinterpret_cast<void *>(address);
   };
   FusedAttention args{
-      floats(query),
-      floats(newKeys),
-      floats(newValues),
-      floats(cacheKeyIn),
-      floats(cacheValueIn),
-      floats(cacheKey),
-      floats(cacheValue),
+      buffer(query),
+      buffer(newKeys),
+      buffer(newValues),
+      buffer(cacheKeyIn),
+      buffer(cacheValueIn),
+      buffer(cacheKey),
+      buffer(cacheValue),
       reinterpret_cast<const int32_t *>(positions),
       (flags & 2) != 0,
       (flags & 4) != 0,
       (flags & 1) != 0,
       (flags & 8) != 0,
       pastPointer ? *reinterpret_cast<const int32_t *>(pastPointer) : pastValue,
-      floats(out),
+      buffer(out),
       batch,
       seq,
       heads,
@@ -189,7 +148,8 @@ extern "C" void mfrt::mfrtAttentionF32(
       keys,
       newRows,
       static_cast<float>(doubleFromBits(scaleBits)),
-      static_cast<float>(doubleFromBits(thetaBits))};
+      static_cast<float>(doubleFromBits(thetaBits)),
+      (flags & 16) ? DType::F16 : (flags & 32) ? DType::BF16 : DType::F32};
   std::string why = runFusedAttention(args, unitBegin, unitEnd);
   if (!why.empty()) {
     recordServiceError(std::move(why));
@@ -221,8 +181,8 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
       {"mfrt_attention_f32", reinterpret_cast<void *>(&mfrtAttentionF32)},
       {"mfrt_attention_grad_f32",
        reinterpret_cast<void *>(&mfrtAttentionGradF32)},
-      {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenF16>)},
-      {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBF16>)},
+      {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenHalves>)},
+      {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBfloat16s>)},
   };
   return services;
 }

@@ -29,7 +29,8 @@ extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
 /// region (FlashAttention.h's FusedAttention, field by field: pointers,
 /// then the past length (read from `pastPointer` unless it is 0), the
 /// shape, `flags` (1 causal, 2 RoPE on the query, 4 RoPE on the new keys,
-/// 8 has a past) and the scale and theta as the bits of doubles). A
+/// 8 has a past; 16 the buffers are f16, 32 bf16, else f32) and the scale
+/// and theta as the bits of doubles). A
 /// past_length that does not fit the cache leaves a service error.
 extern "C" void mfrtAttentionF32(
     int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,

@@ -31,9 +31,7 @@ public:
       return;
     }
     copy_.resize(tensor.numElements());
-    for (int64_t i = 0; i < tensor.numElements(); ++i) {
-      copy_[i] = tensor.loadFloat(i);
-    }
+    tensor.loadFloats(copy_.data());
     data_ = copy_.data();
   }
   const float *data() const { return data_; }
@@ -59,9 +57,7 @@ public:
   float &operator[](int64_t i) { return data_[i]; }
   void finish() {
     if (tensor_.dtype() != DType::F32) {
-      for (int64_t i = 0; i < tensor_.numElements(); ++i) {
-        tensor_.storeFloat(i, copy_[i]);
-      }
+      tensor_.storeFloats(copy_.data());
     }
   }
 

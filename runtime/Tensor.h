@@ -27,6 +27,13 @@ std::string formatShape(const Shape &shape);
 
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);
+
+/// `n` f16 or bf16 values as f32 (F16C eight at a time where the CPU has
+/// it), and f32 values rounded to nearest even into f16 or bf16.
+void widenHalves(const uint16_t *in, float *out, int64_t n);
+void widenBfloat16s(const uint16_t *in, float *out, int64_t n);
+void narrowToHalves(const float *in, uint16_t *out, int64_t n);
+void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 float bfloat16ToFloat(uint16_t bits);
 uint16_t floatToBfloat16(float value);
 
@@ -60,6 +67,10 @@ public:
   /// Element `i` converted to float (any float dtype, or I32).
   float loadFloat(int64_t i) const;
   void storeFloat(int64_t i, float value);
+  /// Every element as f32 into `out` / from `in` (a float tensor: I32 is
+  /// converted one by one).
+  void loadFloats(float *out) const;
+  void storeFloats(const float *in);
 
 private:
   DType dtype_ = DType::F32;

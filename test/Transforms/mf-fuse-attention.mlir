@@ -90,8 +90,7 @@ func.func @different_positions(%q: tensor<1x1x2x16xf32>, %k: tensor<1x1x2x16xf32
 
 // -----
 
-// A cache read between its write and the attention keeps the writes out;
-// f16 attention has no kernel, so it is not fused at all.
+// A cache read between its write and the attention keeps the writes out.
 // CHECK-LABEL: func.func @cache_read_between
 // CHECK: mf.kv_cache_write
 // CHECK: mf.kv_cache_write
@@ -110,11 +109,19 @@ func.func @cache_read_between(%q: tensor<1x1x2x16xf32>, %v: tensor<1x1x2x16xf32>
 }
 
 // CHECK-LABEL: func.func @f16
-// CHECK-NOT: mf.fusion
+// CHECK: mf.fusion({{.*}}) {kind = "attention"}
 func.func @f16(%q: tensor<1x8x2x16xf16>, %k: tensor<1x8x2x16xf16>, %v: tensor<1x8x2x16xf16>, %pos: tensor<1x8xi32>) -> tensor<1x8x2x16xf16> {
   %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x8x2x16xf16>, tensor<1x8xi32>
   %o = mf.attention %qr, %k, %v causal scale = 2.5e-01 : tensor<1x8x2x16xf16>, tensor<1x8x2x16xf16>
   return %o : tensor<1x8x2x16xf16>
+}
+
+// CHECK-LABEL: func.func @mixed_types
+// CHECK-NOT: mf.fusion
+func.func @mixed_types(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf16>, %v: tensor<1x8x2x16xf16>, %pos: tensor<1x8xi32>) -> tensor<1x8x2x16xf32> {
+  %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x8x2x16xf32>, tensor<1x8xi32>
+  %o = mf.attention %qr, %k, %v causal scale = 2.5e-01 : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf16>
+  return %o : tensor<1x8x2x16xf32>
 }
 
 // -----

@@ -84,7 +84,8 @@ void expectMatchesNaive(const Shape &s) {
                       s.cached ? s.keys : newRows,
                       newRows,
                       0.25f,
-                      static_cast<float>(theta)};
+                      static_cast<float>(theta),
+                      DType::F32};
   // Two calls, as two threads would make them.
   int64_t units = s.batch * s.kvHeads;
   ASSERT_EQ(runFusedAttention(args, 0, units / 2), "");
@@ -272,4 +273,61 @@ TEST(FlashAttention, GradientsOfCausalAndFullAttention) {
   // 40 rows: two query blocks; GQA with two query heads per KV head.
   expectGradientsMatchNaive(2, 40, 4, 2, 8, 40, true);
   expectGradientsMatchNaive(1, 5, 2, 1, 8, 37, false);
+}
+
+TEST(FlashAttention, SixteenBitBuffersMatchF32WithinTheirRounding) {
+  // Decode into an f16 cache and a bf16 one: the same math as f32 on the
+  // same (representable) values, up to the 16-bit rounding of the rotated
+  // rows and the output.
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    const int64_t heads = 4, kvHeads = 2, dim = 16, keys = 40, past = 30;
+    std::mt19937 random(5);
+    auto values = [&](int64_t n) {
+      std::vector<float> wide = randomValues(n, random);
+      std::vector<uint16_t> narrow(n);
+      if (dtype == DType::F16) {
+        narrowToHalves(wide.data(), narrow.data(), n);
+        widenHalves(narrow.data(), wide.data(), n);
+      } else {
+        narrowToBfloat16s(wide.data(), narrow.data(), n);
+        widenBfloat16s(narrow.data(), wide.data(), n);
+      }
+      return std::pair{wide, narrow};
+    };
+    auto [q, q16] = values(heads * dim);
+    auto [k, k16] = values(kvHeads * dim);
+    auto [v, v16] = values(kvHeads * dim);
+    auto [ck, ck16] = values(keys * kvHeads * dim);
+    auto [cv, cv16] = values(keys * kvHeads * dim);
+    int32_t position = past;
+    std::vector<float> out(q.size());
+    std::vector<uint16_t> out16(q.size());
+    FusedAttention wide{q.data(),  k.data(),  v.data(),  ck.data(),  cv.data(),
+                        ck.data(), cv.data(), &position, true,       true,
+                        true,      true,      past,      out.data(), 1,
+                        1,         heads,     kvHeads,   dim,        keys,
+                        1,         0.25f,     10000.0f,  DType::F32};
+    FusedAttention narrow = wide;
+    narrow.query = q16.data();
+    narrow.newKeys = k16.data();
+    narrow.newValues = v16.data();
+    narrow.cacheKeyIn = narrow.cacheKey = ck16.data();
+    narrow.cacheValueIn = narrow.cacheValue = cv16.data();
+    narrow.out = out16.data();
+    narrow.dtype = dtype;
+    ASSERT_EQ(runFusedAttention(wide, 0, kvHeads), "");
+    ASSERT_EQ(runFusedAttention(narrow, 0, kvHeads), "");
+    std::vector<float> got(out.size()), cache(ck.size());
+    (dtype == DType::F16 ? widenHalves : widenBfloat16s)(
+        out16.data(), got.data(), got.size());
+    (dtype == DType::F16 ? widenHalves : widenBfloat16s)(
+        ck16.data(), cache.data(), cache.size());
+    double tolerance = dtype == DType::F16 ? 4e-3 : 3e-2;
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_NEAR(got[i], out[i], tolerance) << "output " << i;
+    }
+    for (size_t i = 0; i < ck.size(); ++i) { // the new key row, rotated
+      EXPECT_NEAR(cache[i], ck[i], tolerance) << "cache key " << i;
+    }
+  }
 }

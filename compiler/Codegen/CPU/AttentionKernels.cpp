@@ -151,11 +151,15 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
       return failure();
     }
   }
+  Type storage = attention.getQuery().getType().getElementType();
   for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
                                             fusion.getResultTypes())) {
     Type element = cast<RankedTensorType>(type).getElementType();
-    if (isa<FloatType>(element) && !element.isF32()) {
-      why = "only f32 attention regions have kernels";
+    if (isa<FloatType>(element) &&
+        (element != storage ||
+         !(element.isF32() || element.isF16() || element.isBF16()))) {
+      why = "attention buffers of more than one float type, or not f32, "
+            "f16 or bf16";
       return failure();
     }
   }
@@ -273,6 +277,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   int64_t flags = (parts.attention.getCausal() ? 1 : 0) |
                   (parts.ropeQuery ? 2 : 0) | (parts.ropeKey ? 4 : 0) |
                   (parts.attention.getPastLength() ? 8 : 0);
+  Type storage = parts.attention.getQuery().getType().getElementType();
+  flags |= storage.isF16() ? 16 : storage.isBF16() ? 32 : 0;
   mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
   SmallVector<Value> operands{
       unitBegin,

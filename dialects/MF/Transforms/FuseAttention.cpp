@@ -1,6 +1,7 @@
 //===- FuseAttention.cpp - attention with its RoPE and KV-cache writes ----===//
 //
-// 1. For each f32 mf.attention, collect what only it consumes: the RoPE of
+// 1. For each mf.attention (f32, f16 or bf16), collect what only it consumes:
+// the RoPE of
 //    its query, the KV-cache writes of its key and value (at the attention's
 //    past_length), and the RoPE of the new keys (into the write, or straight
 //    into the attention without a cache). Both RoPEs must turn by the same
@@ -141,10 +142,15 @@ struct MFFuseAttentionPass
     SmallVector<AttentionOp> attentions(
         getOperation().getBody().front().getOps<AttentionOp>());
     for (AttentionOp attention : attentions) {
-      if (!llvm::all_of(attention->getOperands(), [](Value v) {
-            return !isa<FloatType>(getElementTypeOrSelf(v)) || isF32(v);
+      // The runtime's attention service takes f32, f16 or bf16 buffers,
+      // all of one type.
+      Type element = getElementTypeOrSelf(attention.getQuery());
+      if (!(element.isF32() || element.isF16() || element.isBF16()) ||
+          !llvm::all_of(attention->getOperands(), [&](Value v) {
+            Type type = getElementTypeOrSelf(v);
+            return !isa<FloatType>(type) || type == element;
           })) {
-        continue; // the runtime's attention service is f32
+        continue;
       }
       SmallVector<Operation *> group = attentionGroup(attention, true);
       if (group.empty()) {
