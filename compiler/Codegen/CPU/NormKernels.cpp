@@ -43,6 +43,9 @@ namespace {
 /// of a wide model, in L2.
 constexpr int64_t kTileElements = int64_t(1) << 14;
 
+/// Partial results per row of a reduction: one AVX-512 vector of f64.
+constexpr int64_t kLanes = 8;
+
 enum class NormKind { Rms, Layer, Softmax };
 
 bool isSplat(Operation *op) {
@@ -205,6 +208,7 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
   };
   Value scratch = xIsInput ? Value() : stack({rowsPerTile, cols}, f32);
   Value firstStat = stack({rowsPerTile}, f64);
+  Value partialStat = stack({rowsPerTile, kLanes}, f64);
   Value secondStat = stack({rowsPerTile}, f64);
   Value rowScale = stack({rowsPerTile}, f32);
   Value rowCentre = stack({rowsPerTile}, f32);
@@ -350,59 +354,144 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
                                      builder.getF64FloatAttr(value));
   };
 
-  // 2. Row statistics.
+  // 2. Row statistics. A row reduces in kLanes interleaved partial results
+  // (a [m, cols / kLanes, kLanes] view, lanes innermost, so the loop
+  // vectorizes), then the lanes into one; rows of other widths in order.
   Value first = firstRows(firstStat, {m});
   Value second = firstRows(secondStat, {m});
   bool softmax = kind == NormKind::Softmax;
-  linalg::FillOp::create(
-      builder, loc,
-      ValueRange{f64Constant(softmax ? -std::numeric_limits<double>::infinity()
-                                     : 0.0)},
-      ValueRange{first});
-  linalg::GenericOp::create(
-      builder, loc, ValueRange{xView}, ValueRange{first},
-      ArrayRef<AffineMap>{identity, perRow}, reduction2,
-      [&](OpBuilder &, Location at, ValueRange scalars) {
-        Value value = toF64(loadX(scalars[0], at), at);
-        Value next =
-            kind == NormKind::Rms
-                ? arith::AddFOp::create(
-                      builder, at, scalars[1],
-                      arith::MulFOp::create(builder, at, value, value))
-            : kind == NormKind::Layer
-                ? arith::AddFOp::create(builder, at, scalars[1], value)
-                      .getResult()
-                : arith::MaximumFOp::create(builder, at, scalars[1], value)
-                      .getResult();
-        linalg::YieldOp::create(builder, at, next);
-      });
-  if (kind != NormKind::Rms) {
-    // LayerNorm: sum((x - mean)^2); softmax: sum(exp(x - max)).
-    linalg::FillOp::create(builder, loc, ValueRange{f64Constant(0.0)},
-                           ValueRange{second});
+  bool laned = cols % kLanes == 0;
+  Value partial =
+      laned ? firstRows(partialStat, {m, builder.getIndexAttr(kLanes)})
+            : Value();
+  // x as [m, cols / kLanes, kLanes].
+  Value xLanes;
+  if (laned) {
+    Value base =
+        xIsInput ? argument(cast<BlockArgument>(x).getArgNumber()) : scratch;
+    OpFoldResult offset =
+        xIsInput ? OpFoldResult(arith::MulIOp::create(builder, loc, firstRow,
+                                                      index(cols))
+                                    .getResult())
+                 : zero;
+    xLanes = memref::ReinterpretCastOp::create(
+        builder, loc,
+        MemRefType::get({ShapedType::kDynamic, cols / kLanes, kLanes},
+                        cast<MemRefType>(base.getType()).getElementType(),
+                        StridedLayoutAttr::get(context, ShapedType::kDynamic,
+                                               {cols, kLanes, 1})),
+        base, offset,
+        ArrayRef<OpFoldResult>{m, builder.getIndexAttr(cols / kLanes),
+                               builder.getIndexAttr(kLanes)},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(cols),
+                               builder.getIndexAttr(kLanes), one});
+  }
+  // stat[r] = init (+)= step(acc, x, rowValue) over row r, `merge` joining
+  // partial results; `rowValue` is the row's entry of `perRowInput`.
+  auto reduceRows = [&](Value stat, double init, Value perRowInput,
+                        function_ref<Value(Value, Value, Value, Location)> step,
+                        function_ref<Value(Value, Value, Location)> merge) {
+    SmallVector<Value> inputs{laned ? xLanes : xView};
+    if (perRowInput) {
+      inputs.push_back(perRowInput);
+    }
+    auto body = [&](OpBuilder &, Location at, ValueRange scalars) {
+      Value rowValue = perRowInput ? scalars[1] : Value();
+      linalg::YieldOp::create(
+          builder, at,
+          step(scalars.back(), loadX(scalars[0], at), rowValue, at));
+    };
+    if (!laned) {
+      linalg::FillOp::create(builder, loc, ValueRange{f64Constant(init)},
+                             ValueRange{stat});
+      SmallVector<AffineMap> maps{identity};
+      if (perRowInput) {
+        maps.push_back(perRow);
+      }
+      maps.push_back(perRow);
+      linalg::GenericOp::create(builder, loc, inputs, ValueRange{stat}, maps,
+                                reduction2, body);
+      return;
+    }
+    linalg::FillOp::create(builder, loc, ValueRange{f64Constant(init)},
+                           ValueRange{partial});
+    AffineMap identity3 = AffineMap::getMultiDimIdentityMap(3, context);
+    AffineMap row3 =
+        AffineMap::get(3, 0, getAffineDimExpr(0, context), context);
+    AffineMap lane3 = AffineMap::get(
+        3, 0, {getAffineDimExpr(0, context), getAffineDimExpr(2, context)},
+        context);
+    SmallVector<AffineMap> maps{identity3};
+    if (perRowInput) {
+      maps.push_back(row3);
+    }
+    maps.push_back(lane3);
     linalg::GenericOp::create(
-        builder, loc, ValueRange{xView, first}, ValueRange{second},
-        ArrayRef<AffineMap>{identity, perRow, perRow}, reduction2,
+        builder, loc, inputs, ValueRange{partial}, maps,
+        SmallVector<utils::IteratorType>{utils::IteratorType::parallel,
+                                         utils::IteratorType::reduction,
+                                         utils::IteratorType::parallel},
+        body);
+    linalg::FillOp::create(builder, loc, ValueRange{f64Constant(init)},
+                           ValueRange{stat});
+    linalg::GenericOp::create(
+        builder, loc, ValueRange{partial}, ValueRange{stat},
+        ArrayRef<AffineMap>{identity, perRow}, reduction2,
         [&](OpBuilder &, Location at, ValueRange scalars) {
-          Value value = loadX(scalars[0], at);
-          Value term;
-          if (softmax) {
-            Value best = arith::TruncFOp::create(builder, at, f32, scalars[1]);
-            term = toF64(math::ExpOp::create(
-                             builder, at,
-                             arith::SubFOp::create(builder, at, value, best)),
-                         at);
-          } else {
-            Value mean = arith::DivFOp::create(builder, at, scalars[1],
-                                               f64Constant(double(cols)));
-            Value deviation =
-                arith::SubFOp::create(builder, at, toF64(value, at), mean);
-            term = arith::MulFOp::create(builder, at, deviation, deviation);
-          }
-          linalg::YieldOp::create(
-              builder, at,
-              arith::AddFOp::create(builder, at, scalars[2], term).getResult());
+          linalg::YieldOp::create(builder, at,
+                                  merge(scalars[1], scalars[0], at));
         });
+  };
+  auto add = [&](Value a, Value b, Location at) -> Value {
+    return arith::AddFOp::create(builder, at, a, b);
+  };
+  auto maximum = [&](Value a, Value b, Location at) -> Value {
+    return arith::MaximumFOp::create(builder, at, a, b);
+  };
+  if (kind == NormKind::Rms) { // sum(x^2)
+    reduceRows(
+        first, 0.0, Value(),
+        [&](Value acc, Value value, Value, Location at) {
+          Value wide = toF64(value, at);
+          return add(acc, arith::MulFOp::create(builder, at, wide, wide), at);
+        },
+        add);
+  } else if (kind == NormKind::Layer) { // sum(x), sum((x - mean)^2)
+    reduceRows(
+        first, 0.0, Value(),
+        [&](Value acc, Value value, Value, Location at) {
+          return add(acc, toF64(value, at), at);
+        },
+        add);
+    reduceRows(
+        second, 0.0, first,
+        [&](Value acc, Value value, Value sum, Location at) {
+          Value mean = arith::DivFOp::create(builder, at, sum,
+                                             f64Constant(double(cols)));
+          Value deviation =
+              arith::SubFOp::create(builder, at, toF64(value, at), mean);
+          return add(acc,
+                     arith::MulFOp::create(builder, at, deviation, deviation),
+                     at);
+        },
+        add);
+  } else { // max(x), sum(exp(x - max))
+    reduceRows(
+        first, -std::numeric_limits<double>::infinity(), Value(),
+        [&](Value acc, Value value, Value, Location at) {
+          return maximum(acc, toF64(value, at), at);
+        },
+        maximum);
+    reduceRows(
+        second, 0.0, first,
+        [&](Value acc, Value value, Value best, Location at) {
+          Value shifted = arith::SubFOp::create(
+              builder, at, value,
+              arith::TruncFOp::create(builder, at, f32, best));
+          return add(acc, toF64(math::ExpOp::create(builder, at, shifted), at),
+                     at);
+        },
+        add);
   }
   // Per row: scale and centre (norms), in f64 rounded to f32.
   Value scale = firstRows(rowScale, {m});

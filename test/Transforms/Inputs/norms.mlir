@@ -1,4 +1,4 @@
-// Three norm regions over 600 rows of 64 (three row tiles each).
+// Norm regions over 600 rows of 64 (three row tiles each), and of 60.
 func.func @rms(%a: tensor<600x64xf32>, %b: tensor<600x64xf32>, %w: tensor<64xf32>) -> tensor<600x64xf32> {
   %x = mf.add %a, %b : tensor<600x64xf32>
   %n = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<600x64xf32>, tensor<64xf32>
@@ -20,4 +20,12 @@ func.func @softmax(%a: tensor<600x64xf32>) -> tensor<600x64xf32> {
   %p = mf.softmax %x dim = 1 : tensor<600x64xf32>
   %y = mf.mul %p, %half : tensor<600x64xf32>
   return %y : tensor<600x64xf32>
+}
+
+// Rows of 60 (not a multiple of the 8 lanes): the reduction runs in order.
+func.func @rms_odd(%a: tensor<600x60xf32>, %b: tensor<600x60xf32>, %w: tensor<60xf32>) -> tensor<600x60xf32> {
+  %x = mf.add %a, %b : tensor<600x60xf32>
+  %n = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<600x60xf32>, tensor<60xf32>
+  %y = mf.silu %n : tensor<600x60xf32>
+  return %y : tensor<600x60xf32>
 }
