@@ -11,7 +11,10 @@
 #include <fstream>
 #include <iterator>
 
+#include <csetjmp>
+#include <csignal>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -144,6 +147,7 @@ SafetensorsFile::parse(const uint8_t *bytes, size_t size,
     }
   }
   file.storage_ = std::move(storage);
+  file.name_ = name;
   const uint8_t *base = bytes + 8 + headerSize;
   for (auto &[tensorName, entry] : file.tensors_) {
     entry.data = base + entry.offset;
@@ -190,6 +194,73 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     file->mapped_ = true;
   }
   return file;
+}
+
+namespace {
+
+/// Where a SIGBUS while this thread reads a mapped file jumps back to.
+thread_local sigjmp_buf *readingMapping = nullptr;
+
+void onBusError(int signal, siginfo_t *, void *) {
+  if (readingMapping) {
+    siglongjmp(*readingMapping, 1);
+  }
+  std::signal(signal, SIG_DFL); // not ours: the default, a crash
+  std::raise(signal);
+}
+
+} // namespace
+
+Status SafetensorsFile::read(const SafetensorsEntry &entry,
+                             Tensor &into) const {
+  if (static_cast<size_t>(into.numElements()) !=
+      entry.size / dtypeSize(entry.dtype)) {
+    return Status::error("'" + name_ + "': a tensor of " +
+                         formatShape(entry.shape) + " read into " +
+                         formatShape(into.shape()));
+  }
+  // A float tensor of another dtype goes through f32 (allocated first: no
+  // allocation while the handler may jump).
+  std::vector<float> widened;
+  if (entry.dtype != into.dtype()) {
+    widened.resize(into.numElements());
+  }
+  Tensor source(entry.dtype, entry.shape,
+                std::shared_ptr<void>(const_cast<uint8_t *>(entry.data),
+                                      [](void *) {}));
+  auto copy = [&] {
+    if (widened.empty()) {
+      std::memcpy(into.data(), entry.data, entry.size);
+    } else {
+      source.loadFloats(widened.data());
+      into.storeFloats(widened.data());
+    }
+  };
+  if (!mapped_) {
+    copy();
+    return Status::ok();
+  }
+  // A mapped file that shrinks under us (truncated or rewritten in place)
+  // faults with SIGBUS on the missing pages: an error, not a crash.
+  struct sigaction handler = {}, previous = {};
+  handler.sa_sigaction = onBusError;
+  handler.sa_flags = SA_SIGINFO;
+  sigemptyset(&handler.sa_mask);
+  sigaction(SIGBUS, &handler, &previous);
+  sigjmp_buf back;
+  readingMapping = &back;
+  bool faulted = sigsetjmp(back, 1) != 0;
+  if (!faulted) {
+    copy();
+  }
+  readingMapping = nullptr;
+  sigaction(SIGBUS, &previous, nullptr);
+  if (faulted) {
+    return Status::error("'" + name_ +
+                         "' became shorter while it was read (truncated or "
+                         "rewritten?); load it again once it is complete");
+  }
+  return Status::ok();
 }
 
 void SafetensorsFile::release(const SafetensorsEntry &entry) const {

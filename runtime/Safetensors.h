@@ -40,6 +40,11 @@ public:
   const std::map<std::string, SafetensorsEntry> &tensors() const {
     return tensors_;
   }
+  /// Copies a tensor's bytes into `into` (same element count; a float
+  /// dtype other than the entry's is converted). A mapped file that became
+  /// shorter since it was opened is an error, not a SIGBUS.
+  Status read(const SafetensorsEntry &entry, Tensor &into) const;
+
   /// Tells the system a tensor's bytes are no longer needed (a mapped
   /// file's pages leave this process's resident set; reading them again
   /// reads the file). Loading calls it after copying each tensor, so the
@@ -59,6 +64,7 @@ private:
 
   std::shared_ptr<const void> storage_; // the file's bytes
   bool mapped_ = false;                  // storage_ is a file mapping
+  std::string name_;                     // for errors
   std::map<std::string, SafetensorsEntry> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -151,16 +151,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (!tensor) {
         return tensor.status();
       }
-      if (found->dtype == dtype) {
-        std::memcpy(tensor->data(), found->data, tensor->byteSize());
-      } else {
-        Tensor source(found->dtype, found->shape,
-                      std::shared_ptr<void>(const_cast<uint8_t *>(found->data),
-                                            [](void *) {}));
-        for (int64_t i = 0, n = tensor->numElements(); i < n; ++i) {
-          tensor->storeFloat(i, source.loadFloat(i));
-        }
-      }
+      MFRT_RETURN_IF_ERROR(foundFile->read(*found, *tensor));
       foundFile->release(*found);
       weights.tensors_.push_back(tensor.take());
     }

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 using namespace mfrt;
 
 namespace {
@@ -94,6 +96,33 @@ TEST(Safetensors, RoundTripsAndRejectsLies) {
   hugeHeader[7] = 0x7f;
   EXPECT_FALSE(SafetensorsFile::fromBytes(hugeHeader, "t"));
   EXPECT_FALSE(SafetensorsFile::fromBytes({1, 2, 3}, "t"));
+}
+
+TEST(Safetensors, ReadsConvertAndAFileTruncatedAfterOpeningIsAnError) {
+  Allocator allocator;
+  Tensor big = *allocator.allocate(DType::F32, {1 << 20}); // 4 MiB
+  for (int64_t i = 0; i < big.numElements(); ++i) {
+    big.as<float>()[i] = static_cast<float>(i % 7);
+  }
+  std::string path = ::testing::TempDir() + "/truncated.safetensors";
+  ASSERT_TRUE(writeSafetensors(path, {{"big", &big}}).isOk());
+  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  const SafetensorsEntry &entry = file->tensors().at("big");
+  // Read as it is, and converted to bf16.
+  Tensor same = *allocator.allocate(DType::F32, {1 << 20});
+  ASSERT_TRUE(file->read(entry, same).isOk());
+  EXPECT_EQ(same.as<float>()[13], 6.0f);
+  Tensor narrow = *allocator.allocate(DType::BF16, {1 << 20});
+  ASSERT_TRUE(file->read(entry, narrow).isOk());
+  EXPECT_EQ(narrow.loadFloat(13), 6.0f);
+  // The file loses its tail while mapped: the missing pages would SIGBUS.
+  ASSERT_EQ(truncate(path.c_str(), 4096), 0);
+  Status status = file->read(entry, same);
+  EXPECT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("became shorter while it was read"),
+            std::string::npos)
+      << status.message();
 }
 
 TEST(Generation, BytesIdsAndSampling) {
