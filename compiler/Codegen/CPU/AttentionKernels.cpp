@@ -180,36 +180,53 @@ void declareService(OpBuilder &builder, StringRef name, unsigned arity) {
       .setPrivate();
 }
 
-/// The kernel function of `fusion` (tile range, then a memref per region
-/// input and result), its entry block ending in a return.
-func::FuncOp createKernel(mf::FusionOp fusion, OpBuilder &builder,
-                          int64_t tiles) {
-  SmallVector<Type> argumentTypes(2, builder.getI64Type());
-  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
-                                            fusion.getResultTypes())) {
-    auto tensor = cast<RankedTensorType>(type);
-    argumentTypes.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
-  auto kernel =
-      func::FuncOp::create(builder, fusion.getLoc(), "mfk",
-                           builder.getFunctionType(argumentTypes, {}));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
-  Block *entry = kernel.addEntryBlock();
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(entry);
-  func::ReturnOp::create(builder, fusion.getLoc());
-  return kernel;
+Value i64Constant(OpBuilder &builder, Location loc, int64_t value) {
+  return arith::ConstantIntOp::create(builder, loc, builder.getI64Type(),
+                                      value);
 }
 
-/// The address (an i64) of the buffer of region argument `number`: inputs
-/// first, then results.
+/// The address (an i64) of the buffer of region argument `number` (inputs
+/// first, then results), or 0 for -1 (a buffer the region does not have).
 Value pointerOfArgument(OpBuilder &builder, Location loc, Block *entry,
                         int number) {
+  if (number < 0) {
+    return i64Constant(builder, loc, 0);
+  }
   return arith::IndexCastOp::create(
       builder, loc, builder.getI64Type(),
       memref::ExtractAlignedPointerAsIndexOp::create(
           builder, loc, entry->getArgument(2 + number)));
+}
+
+/// A kernel whose tiles are ranges of (batch, KV head) units — all of them
+/// in one tile below kMinParallelAttentionWork — each tile one call of
+/// `service` (`arity` i64 arguments). `builder` is left in the tile loop.
+struct UnitKernel {
+  func::FuncOp kernel;
+  Block *entry;
+  Value unitBegin, unitEnd; // i64
+};
+UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
+                           ArrayRef<int64_t> query, ArrayRef<int64_t> key,
+                           StringRef service, unsigned arity) {
+  int64_t units = query[0] * key[2];
+  int64_t work = query[0] * query[1] * query[2] * key[1] * query[3];
+  int64_t tiles = work < kMinParallelAttentionWork ? 1 : units;
+  int64_t unitsPerTile = llvm::divideCeil(units, tiles);
+  Location loc = fusion.getLoc();
+  declareService(builder, service, arity);
+  func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
+  builder.setInsertionPoint(entry->getTerminator());
+  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
+  Value unitBegin = arith::MulIOp::create(
+      builder, loc,
+      arith::IndexCastOp::create(builder, loc, builder.getI64Type(),
+                                 loop.getInductionVar()),
+      i64Constant(builder, loc, unitsPerTile));
+  Value unitEnd = arith::AddIOp::create(
+      builder, loc, unitBegin, i64Constant(builder, loc, unitsPerTile));
+  return {kernel, entry, unitBegin, unitEnd};
 }
 
 int64_t bitsOf(double value) {
@@ -232,32 +249,16 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   ArrayRef<int64_t> key = parts.attention.getKey().getType().getShape();
   auto newKeysType =
       cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
-  int64_t batch = query[0], seq = query[1], heads = query[2], dim = query[3];
-  int64_t keys = key[1], kvHeads = key[2];
-  int64_t units = batch * kvHeads;
-  int64_t tiles =
-      batch * heads * seq * keys * dim < kMinParallelAttentionWork ? 1 : units;
-  int64_t unitsPerTile = llvm::divideCeil(units, tiles);
-
   Location loc = fusion.getLoc();
-  Type i64 = builder.getI64Type();
-  declareService(builder, kAttentionService, 23);
-  func::FuncOp kernel = createKernel(fusion, builder, tiles);
-  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPoint(entry->getTerminator());
-  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
-
-  auto constant = [&](int64_t value) -> Value {
-    return arith::ConstantIntOp::create(builder, loc, i64, value);
+  UnitKernel unit =
+      buildUnitKernel(fusion, builder, query, key, kAttentionService, 23);
+  Block *entry = unit.entry;
+  auto constant = [&](int64_t value) {
+    return i64Constant(builder, loc, value);
   };
-  auto toI64 = [&](Value index) -> Value {
-    return arith::IndexCastOp::create(builder, loc, i64, index);
-  };
-  // The address of region argument `number` (0 when absent).
-  auto pointer = [&](int number) -> Value {
-    return number < 0 ? constant(0)
-                      : pointerOfArgument(builder, loc, entry, number);
+  auto pointer = [&](int number) {
+    return pointerOfArgument(builder, loc, entry, number);
   };
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
@@ -269,10 +270,6 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
     }
     return constant(0);
   };
-  Value unitBegin = arith::MulIOp::create(
-      builder, loc, toI64(loop.getInductionVar()), constant(unitsPerTile));
-  Value unitEnd =
-      arith::AddIOp::create(builder, loc, unitBegin, constant(unitsPerTile));
   bool cached = bool(parts.writeKey);
   int64_t flags = (parts.attention.getCausal() ? 1 : 0) |
                   (parts.ropeQuery ? 2 : 0) | (parts.ropeKey ? 4 : 0) |
@@ -281,8 +278,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   flags |= storage.isF16() ? 16 : storage.isBF16() ? 32 : 0;
   mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
   SmallVector<Value> operands{
-      unitBegin,
-      unitEnd,
+      unit.unitBegin,
+      unit.unitEnd,
       pointer(parts.query),
       pointer(parts.newKeys),
       pointer(parts.newValues),
@@ -294,18 +291,18 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       pointer(parts.past),
       constant(parts.pastValue),
       resultPointer(parts.attention.getResult()),
-      constant(batch),
-      constant(seq),
-      constant(heads),
-      constant(kvHeads),
-      constant(dim),
-      constant(keys),
+      constant(query[0]),
+      constant(query[1]),
+      constant(query[2]),
+      constant(key[2]),
+      constant(query[3]),
+      constant(key[1]),
       constant(newKeysType.getDimSize(1)),
       constant(flags),
       constant(bitsOf(parts.attention.getScale().convertToDouble())),
       constant(bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))};
   func::CallOp::create(builder, loc, kAttentionService, TypeRange{}, operands);
-  return kernel;
+  return unit.kernel;
 }
 
 FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
@@ -345,38 +342,23 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   }
   ArrayRef<int64_t> query = first.getQuery().getType().getShape();
   ArrayRef<int64_t> key = first.getKey().getType().getShape();
-  int64_t batch = query[0], seq = query[1], heads = query[2], dim = query[3];
-  int64_t keys = key[1], kvHeads = key[2];
-  int64_t units = batch * kvHeads;
-  int64_t tiles =
-      batch * heads * seq * keys * dim < kMinParallelAttentionWork ? 1 : units;
-  int64_t unitsPerTile = llvm::divideCeil(units, tiles);
-
   Location loc = fusion.getLoc();
-  Type i64 = builder.getI64Type();
-  declareService(builder, kAttentionGradService, 17);
-  func::FuncOp kernel = createKernel(fusion, builder, tiles);
-  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPoint(entry->getTerminator());
-  scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
-  auto constant = [&](int64_t value) -> Value {
-    return arith::ConstantIntOp::create(builder, loc, i64, value);
+  UnitKernel unit =
+      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 17);
+  Block *entry = unit.entry;
+  auto constant = [&](int64_t value) {
+    return i64Constant(builder, loc, value);
   };
-  auto pointer = [&](int number) -> Value {
-    return number < 0 ? constant(0)
-                      : pointerOfArgument(builder, loc, entry, number);
+  auto pointer = [&](int number) {
+    return pointerOfArgument(builder, loc, entry, number);
   };
   auto operand = [&](Value value) {
     return pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };
-  Value unitBegin = arith::MulIOp::create(
-      builder, loc,
-      arith::IndexCastOp::create(builder, loc, i64, loop.getInductionVar()),
-      constant(unitsPerTile));
   SmallVector<Value> operands{
-      unitBegin,
-      arith::AddIOp::create(builder, loc, unitBegin, constant(unitsPerTile)),
+      unit.unitBegin,
+      unit.unitEnd,
       operand(first.getQuery()),
       operand(first.getKey()),
       operand(first.getValue()),
@@ -384,15 +366,15 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
       pointer(resultOf[0]),
       pointer(resultOf[1]),
       pointer(resultOf[2]),
-      constant(batch),
-      constant(seq),
-      constant(heads),
-      constant(kvHeads),
-      constant(dim),
-      constant(keys),
+      constant(query[0]),
+      constant(query[1]),
+      constant(query[2]),
+      constant(key[2]),
+      constant(query[3]),
+      constant(key[1]),
       constant(first.getCausal() ? 1 : 0),
       constant(bitsOf(first.getScale().convertToDouble()))};
   func::CallOp::create(builder, loc, kAttentionGradService, TypeRange{},
                        operands);
-  return kernel;
+  return unit.kernel;
 }

@@ -127,6 +127,17 @@ mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
 /// `mf.cpu`.
 inline constexpr llvm::StringLiteral kKernelModuleName = "mf_kernels";
 
+/// The kernel function of `fusion` in the ABI above (named "mfk" until
+/// deduplication names it), with `tiles` in kTilesAttr and an entry block
+/// holding only its return.
+mlir::func::FuncOp createKernelFunction(mlir::mf::FusionOp fusion,
+                                       mlir::OpBuilder &builder, int64_t tiles);
+
+/// A dense row-major view of `memref`'s buffer as `shape` (same element
+/// count).
+mlir::Value flattenMemRef(mlir::OpBuilder &builder, mlir::Location loc,
+                          mlir::Value memref, llvm::ArrayRef<int64_t> shape);
+
 /// In a kernel's entry block, the loop over its tiles [tileBegin, tileEnd)
 /// (the first two arguments), clamped to [0, tiles): a corrupt dispatch
 /// cannot make a kernel write outside its buffers. The builder is left at

@@ -37,6 +37,40 @@ namespace mfc {
 using namespace mlir;
 using namespace mfc;
 
+func::FuncOp mfc::createKernelFunction(mf::FusionOp fusion, OpBuilder &builder,
+                                       int64_t tiles) {
+  SmallVector<Type> argumentTypes(2, builder.getI64Type());
+  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
+                                            fusion.getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    argumentTypes.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  auto kernel = func::FuncOp::create(builder, fusion.getLoc(), "mfk",
+                                     builder.getFunctionType(argumentTypes, {}));
+  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
+  Block *entry = kernel.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(entry);
+  func::ReturnOp::create(builder, fusion.getLoc());
+  return kernel;
+}
+
+Value mfc::flattenMemRef(OpBuilder &builder, Location loc, Value memref,
+                         ArrayRef<int64_t> shape) {
+  SmallVector<OpFoldResult> sizes, strides;
+  int64_t stride = 1;
+  for (int64_t dim : llvm::reverse(shape)) {
+    sizes.insert(sizes.begin(), builder.getIndexAttr(dim));
+    strides.insert(strides.begin(), builder.getIndexAttr(stride));
+    stride *= dim;
+  }
+  auto type = cast<MemRefType>(memref.getType());
+  return memref::ReinterpretCastOp::create(
+      builder, loc, MemRefType::get(shape, type.getElementType()), memref,
+      builder.getIndexAttr(0), sizes, strides);
+}
+
 scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
                               int64_t tiles) {
   auto index = [&](int64_t value) -> Value {

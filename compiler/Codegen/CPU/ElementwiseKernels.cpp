@@ -110,18 +110,7 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
     }
   }
 
-  // The kernel: the tile range, memrefs of the region's inputs, then its
-  // results.
-  SmallVector<Type> argumentTypes(2, builder.getI64Type());
-  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
-                                            fusion.getResultTypes())) {
-    auto tensor = cast<RankedTensorType>(type);
-    argumentTypes.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
   Location loc = fusion.getLoc();
-  auto kernel = func::FuncOp::create(builder, loc, "mfk",
-                                     builder.getFunctionType(argumentTypes, {}));
   // Rows of the tiled dimension per tile.
   unsigned tiled = 0;
   while (tiled + 1 < rank && shape[tiled] == 1) {
@@ -135,11 +124,11 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
     rowsPerTile = llvm::divideCeil(rows, kMaxTiles);
   }
   int64_t tiles = std::max<int64_t>(1, llvm::divideCeil(rows, rowsPerTile));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
-  Block *entry = kernel.addEntryBlock();
+  // The kernel: the tile range, memrefs of the region's inputs, then its
+  // results.
+  func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(entry);
-  func::ReturnOp::create(builder, loc);
   builder.setInsertionPointToStart(entry);
   auto index = [&](int64_t value) -> Value {
     return arith::ConstantIndexOp::create(builder, loc, value);

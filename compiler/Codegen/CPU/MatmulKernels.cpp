@@ -229,16 +229,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return failure();
   }
 
-  // The kernel: the tile range, memrefs of the region's inputs, then its
-  // results.
   Type i64 = builder.getI64Type(), f32 = builder.getF32Type();
-  SmallVector<Type> argumentTypes(2, i64);
-  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
-                                            fusion.getResultTypes())) {
-    auto tensor = cast<RankedTensorType>(type);
-    argumentTypes.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
   Location loc = fusion.getLoc();
   int64_t depth = 0;
   for (const MatmulInfo &matmul : matmuls) {
@@ -262,10 +253,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     }
   }
 
-  auto kernel = func::FuncOp::create(builder, loc, "mfk",
-                                     builder.getFunctionType(argumentTypes, {}));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
-  Block *entry = kernel.addEntryBlock();
+  // The kernel: the tile range, memrefs of the region's inputs, then its
+  // results.
+  func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
   auto index = [&](int64_t value) -> Value {
@@ -292,7 +283,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  builder.setInsertionPoint(func::ReturnOp::create(builder, loc));
+  builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
   Value m0 = arith::MulIOp::create(
@@ -336,19 +327,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
 
   // The tile views the epilogue reads and writes.
   OpFoldResult zero = builder.getIndexAttr(0), one = builder.getIndexAttr(1);
-  auto flatten = [&](Value memref, ArrayRef<int64_t> to) -> Value {
-    auto type = cast<MemRefType>(memref.getType());
-    SmallVector<OpFoldResult> sizes, strides;
-    int64_t stride = 1;
-    for (int64_t dim : llvm::reverse(to)) {
-      sizes.insert(sizes.begin(), builder.getIndexAttr(dim));
-      strides.insert(strides.begin(), builder.getIndexAttr(stride));
-      stride *= dim;
-    }
-    return memref::ReinterpretCastOp::create(
-        builder, loc, MemRefType::get(to, type.getElementType()), memref, zero,
-        sizes, strides);
+  auto flatten = [&](Value memref, ArrayRef<int64_t> to) {
+    return flattenMemRef(builder, loc, memref, to);
   };
+
   auto fullTile = [&](Value memref) -> Value {
     return memref::SubViewOp::create(builder, loc, flatten(memref, {rows, cols}),
                                      ArrayRef<OpFoldResult>{m0, n0},

@@ -187,17 +187,8 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
   int64_t rowsPerTile = std::max<int64_t>(1, kTileElements / cols);
   int64_t tiles = std::max<int64_t>(1, llvm::divideCeil(rows, rowsPerTile));
   Location loc = fusion.getLoc();
-  SmallVector<Type> argumentTypes(2, builder.getI64Type());
-  for (Type type : llvm::concat<const Type>(fusion.getInputs().getTypes(),
-                                            fusion.getResultTypes())) {
-    auto tensor = cast<RankedTensorType>(type);
-    argumentTypes.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
-  auto kernel = func::FuncOp::create(
-      builder, loc, "mfk", builder.getFunctionType(argumentTypes, {}));
-  kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
-  Block *entry = kernel.addEntryBlock();
+  func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
+  Block *entry = &kernel.getBody().front();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
   Type f32 = builder.getF32Type(), f64 = builder.getF64Type();
@@ -212,7 +203,7 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
   Value secondStat = stack({rowsPerTile}, f64);
   Value rowScale = stack({rowsPerTile}, f32);
   Value rowCentre = stack({rowsPerTile}, f32);
-  builder.setInsertionPoint(func::ReturnOp::create(builder, loc));
+  builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
 
   auto index = [&](int64_t value) -> Value {
@@ -228,19 +219,10 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
   auto argument = [&](unsigned regionArgument) {
     return entry->getArgument(2 + regionArgument);
   };
-  auto flatten = [&](Value memref, ArrayRef<int64_t> to) -> Value {
-    SmallVector<OpFoldResult> sizes, strides;
-    int64_t stride = 1;
-    for (int64_t dim : llvm::reverse(to)) {
-      sizes.insert(sizes.begin(), builder.getIndexAttr(dim));
-      strides.insert(strides.begin(), builder.getIndexAttr(stride));
-      stride *= dim;
-    }
-    auto type = cast<MemRefType>(memref.getType());
-    return memref::ReinterpretCastOp::create(
-        builder, loc, MemRefType::get(to, type.getElementType()), memref, zero,
-        sizes, strides);
+  auto flatten = [&](Value memref, ArrayRef<int64_t> to) {
+    return flattenMemRef(builder, loc, memref, to);
   };
+
   auto rowsOf = [&](Value memref) -> Value { // the tile's rows
     return memref::SubViewOp::create(
         builder, loc, flatten(memref, {rows, cols}),
