@@ -296,88 +296,171 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
 
 void mfrt::runAttentionGradient(const AttentionGradient &args,
                                 int64_t unitBegin, int64_t unitEnd) {
-  const int64_t dim = args.dim, keys = args.keyRows;
+  const int64_t dim = args.dim, keys = args.keyRows, seq = args.seq;
   const int64_t group = args.heads / args.kvHeads;
   const int64_t queryStride = args.heads * dim, kvStride = args.kvHeads * dim;
-  // The block's softmax weights P and then the gradient of its scores.
+  const bool f32 = args.dtype == DType::F32;
+  const size_t elementBytes = dtypeSize(args.dtype);
+  // Rows of a 16-bit buffer as f32 (dense, stride dim) and back.
+  auto load = [&](const void *base, int64_t element, int64_t stride,
+                  int64_t rows, float *out) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto *from = reinterpret_cast<const uint16_t *>(
+          static_cast<const char *>(base) +
+          (element + r * stride) * elementBytes);
+      (args.dtype == DType::F16 ? widenHalves
+                                : widenBfloat16s)(from, out + r * dim, dim);
+    }
+  };
+  auto store = [&](const float *in, void *base, int64_t element, int64_t stride,
+                   int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) {
+      auto *to = reinterpret_cast<uint16_t *>(
+          static_cast<char *>(base) + (element + r * stride) * elementBytes);
+      (args.dtype == DType::F16 ? narrowToHalves
+                                : narrowToBfloat16s)(in + r * dim, to, dim);
+    }
+  };
+  // The block's softmax weights P and then the gradient of its scores; for
+  // 16-bit buffers the unit's rows in f32.
   std::vector<float> weights(kAttentionRowBlock * keys),
       scoreGrad(kAttentionRowBlock * keys);
+  std::vector<float> keyRows, valueRows, queryRows, outGradRows, queryGradRows,
+      keyGradRows, valueGradRows;
+  if (!f32) {
+    for (auto *rows : {&keyRows, &valueRows, &keyGradRows, &valueGradRows}) {
+      rows->resize(keys * dim);
+    }
+    for (auto *rows : {&queryRows, &outGradRows, &queryGradRows}) {
+      rows->resize(group * seq * dim);
+    }
+  }
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
     int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
     int64_t kvBase = (b * keys * args.kvHeads + kvHead) * dim;
-    const float *key = args.keys + kvBase, *value = args.values + kvBase;
+    // Head `head`'s first query row, as an element offset.
+    auto headBase = [&](int64_t head) {
+      return (b * seq * args.heads + head) * dim;
+    };
+    // f32 views: the buffers in place, or this unit's rows converted.
+    const float *key, *value;
+    float *keyGrad = nullptr, *valueGrad = nullptr;
+    int64_t kStride = kvStride, qStride = queryStride;
+    if (f32) {
+      key = static_cast<const float *>(args.keys) + kvBase;
+      value = static_cast<const float *>(args.values) + kvBase;
+      keyGrad =
+          args.keyGrad ? static_cast<float *>(args.keyGrad) + kvBase : nullptr;
+      valueGrad = args.valueGrad ? static_cast<float *>(args.valueGrad) + kvBase
+                                 : nullptr;
+    } else {
+      load(args.keys, kvBase, kvStride, keys, keyRows.data());
+      load(args.values, kvBase, kvStride, keys, valueRows.data());
+      for (int64_t j = 0; j < group; ++j) {
+        load(args.query, headBase(kvHead * group + j), queryStride, seq,
+             &queryRows[j * seq * dim]);
+        load(args.outGrad, headBase(kvHead * group + j), queryStride, seq,
+             &outGradRows[j * seq * dim]);
+      }
+      key = keyRows.data();
+      value = valueRows.data();
+      keyGrad = args.keyGrad ? keyGradRows.data() : nullptr;
+      valueGrad = args.valueGrad ? valueGradRows.data() : nullptr;
+      kStride = qStride = dim;
+    }
     // Key and value gradients sum over every query row of the group.
-    for (float *grad : {args.keyGrad, args.valueGrad}) {
+    for (float *grad : {keyGrad, valueGrad}) {
       if (grad) {
         for (int64_t row = 0; row < keys; ++row) {
-          std::fill_n(grad + kvBase + row * kvStride, dim, 0.0f);
+          std::fill_n(grad + row * kStride, dim, 0.0f);
         }
       }
     }
-    for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
-      for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {
-        int64_t rows = std::min(kAttentionRowBlock, args.seq - first);
+    for (int64_t j = 0; j < group; ++j) {
+      int64_t head = kvHead * group + j;
+      const float *queryHead =
+          f32 ? static_cast<const float *>(args.query) + headBase(head)
+              : &queryRows[j * seq * dim];
+      const float *outGradHead =
+          f32 ? static_cast<const float *>(args.outGrad) + headBase(head)
+              : &outGradRows[j * seq * dim];
+      float *queryGradHead =
+          !args.queryGrad ? nullptr
+          : f32 ? static_cast<float *>(args.queryGrad) + headBase(head)
+                : &queryGradRows[j * seq * dim];
+      for (int64_t first = 0; first < seq; first += kAttentionRowBlock) {
+        int64_t rows = std::min(kAttentionRowBlock, seq - first);
         auto visibleTo = [&](int64_t r) {
           return args.causal ? std::min(keys, first + r + 1) : keys;
         };
         int64_t width = visibleTo(rows - 1);
-        int64_t offset = ((b * args.seq + first) * args.heads + head) * dim;
-        const float *query = args.query + offset;
-        const float *outGrad = args.outGrad + offset;
+        const float *query = queryHead + first * qStride;
+        const float *outGrad = outGradHead + first * qStride;
+        float *queryGrad =
+            queryGradHead ? queryGradHead + first * qStride : nullptr;
         if (width == 0) { // no keys: no weights, a zero query gradient
-          if (args.queryGrad) {
-            for (int64_t r = 0; r < rows; ++r) {
-              std::fill_n(args.queryGrad + offset + r * queryStride, dim, 0.0f);
-            }
+          for (int64_t r = 0; queryGrad && r < rows; ++r) {
+            std::fill_n(queryGrad + r * qStride, dim, 0.0f);
           }
           continue;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
-                    args.scale, query, queryStride, key, kvStride, 0.0f,
+                    args.scale, query, qStride, key, kStride, 0.0f,
                     weights.data(), width);
         for (int64_t r = 0; r < rows; ++r) {
           float *row = weights.data() + r * width;
           int64_t visible = visibleTo(r);
           float best = *std::max_element(row, row + visible);
           float inverseSum = 1.0f / detail::expShiftedSum(row, visible, best);
-          for (int64_t j = 0; j < visible; ++j) {
-            row[j] *= inverseSum;
+          for (int64_t k = 0; k < visible; ++k) {
+            row[k] *= inverseSum;
           }
           std::fill(row + visible, row + width, 0.0f);
         }
-        if (args.queryGrad || args.keyGrad) {
+        if (queryGrad || keyGrad) {
           // dP = dO V^T; dS = P (dP - rowsum(P dP)), zero where masked.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, width, dim,
-                      1.0f, outGrad, queryStride, value, kvStride, 0.0f,
+                      1.0f, outGrad, qStride, value, kStride, 0.0f,
                       scoreGrad.data(), width);
           for (int64_t r = 0; r < rows; ++r) {
             const float *p = weights.data() + r * width;
             float *ds = scoreGrad.data() + r * width;
             double weighted = 0;
-            for (int64_t j = 0; j < width; ++j) {
-              weighted += static_cast<double>(p[j]) * ds[j];
+            for (int64_t k = 0; k < width; ++k) {
+              weighted += static_cast<double>(p[k]) * ds[k];
             }
-            for (int64_t j = 0; j < width; ++j) {
-              ds[j] = p[j] * (ds[j] - static_cast<float>(weighted));
+            for (int64_t k = 0; k < width; ++k) {
+              ds[k] = p[k] * (ds[k] - static_cast<float>(weighted));
             }
           }
-          if (args.queryGrad) { // dQ = scale dS K: each block's rows once
+          if (queryGrad) { // dQ = scale dS K: each block's rows once
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dim,
                         width, args.scale, scoreGrad.data(), width, key,
-                        kvStride, 0.0f, args.queryGrad + offset, queryStride);
+                        kStride, 0.0f, queryGrad, qStride);
           }
-          if (args.keyGrad) { // dK += scale dS^T Q
+          if (keyGrad) { // dK += scale dS^T Q
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, dim,
                         rows, args.scale, scoreGrad.data(), width, query,
-                        queryStride, 1.0f, args.keyGrad + kvBase, kvStride);
+                        qStride, 1.0f, keyGrad, kStride);
           }
         }
-        if (args.valueGrad) { // dV += P^T dO
+        if (valueGrad) { // dV += P^T dO
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, dim, rows,
-                      1.0f, weights.data(), width, outGrad, queryStride, 1.0f,
-                      args.valueGrad + kvBase, kvStride);
+                      1.0f, weights.data(), width, outGrad, qStride, 1.0f,
+                      valueGrad, kStride);
         }
+      }
+      if (!f32 && queryGradHead) {
+        store(queryGradHead, args.queryGrad, headBase(head), queryStride, seq);
+      }
+    }
+    if (!f32) {
+      if (keyGrad) {
+        store(keyGrad, args.keyGrad, kvBase, kvStride, keys);
+      }
+      if (valueGrad) {
+        store(valueGrad, args.valueGrad, kvBase, kvStride, keys);
       }
     }
   }

@@ -101,11 +101,13 @@ std::string runFusedAttention(const FusedAttention &args, int64_t unitBegin,
 /// softmax again (one GEMM, the whole width the block sees), the gradient
 /// of the weights (one GEMM with dO), then one GEMM per gradient asked.
 struct AttentionGradient {
-  const float *query, *keys, *values, *outGrad; // dO is shaped as the query
-  float *queryGrad, *keyGrad, *valueGrad;       // each may be null
+  // Buffers of `dtype` (f32, f16 or bf16); the math is f32 either way.
+  const void *query, *keys, *values, *outGrad; // dO is shaped as the query
+  void *queryGrad, *keyGrad, *valueGrad;       // each may be null
   int64_t batch, seq, heads, kvHeads, dim, keyRows;
   bool causal;
   float scale;
+  DType dtype;
 };
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: a unit writes its KV

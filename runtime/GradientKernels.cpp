@@ -175,7 +175,8 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
                          dim,
                          keys,
                          causal,
-                         scale};
+                         scale,
+                         DType::F32};
   parallel(batch * kvHeads, [&](int64_t begin, int64_t end) {
     runAttentionGradient(args, begin, end);
   });

@@ -160,17 +160,18 @@ extern "C" void mfrt::mfrtAttentionGradF32(
     int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t keys,
     int64_t values, int64_t outGrad, int64_t queryGrad, int64_t keyGrad,
     int64_t valueGrad, int64_t batch, int64_t seq, int64_t heads,
-    int64_t kvHeads, int64_t dim, int64_t keyRows, int64_t causal,
+    int64_t kvHeads, int64_t dim, int64_t keyRows, int64_t flags,
     int64_t scaleBits) {
-  auto floats = [](int64_t address) {
-    return reinterpret_cast<float *>(address);
+  auto buffer = [](int64_t address) {
+    return reinterpret_cast<void *>(address);
   };
-  runAttentionGradient({floats(query), floats(keys), floats(values),
-                        floats(outGrad), floats(queryGrad), floats(keyGrad),
-                        floats(valueGrad), batch, seq, heads, kvHeads, dim,
-                        keyRows, causal != 0,
-                        static_cast<float>(doubleFromBits(scaleBits))},
-                       unitBegin, unitEnd);
+  runAttentionGradient(
+      {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
+       buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq,
+       heads, kvHeads, dim, keyRows, (flags & 1) != 0,
+       static_cast<float>(doubleFromBits(scaleBits)),
+       (flags & 16) ? DType::F16 : (flags & 32) ? DType::BF16 : DType::F32},
+      unitBegin, unitEnd);
 }
 
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {

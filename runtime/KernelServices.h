@@ -42,8 +42,9 @@ extern "C" void mfrtAttentionF32(
 
 /// mfrt_attention_grad_f32: units [unitBegin, unitEnd) of the gradients
 /// of one attention (FlashAttention.h's AttentionGradient; a gradient's
-/// pointer is 0 when the region does not compute it), `causal` 0 or 1 and
-/// the scale as the bits of a double.
+/// pointer is 0 when the region does not compute it), `flags` (1 causal;
+/// 16 the buffers are f16, 32 bf16, else f32) and the scale as the bits
+/// of a double.
 extern "C" void mfrtAttentionGradF32(int64_t unitBegin, int64_t unitEnd,
                                      int64_t query, int64_t keys,
                                      int64_t values, int64_t outGrad,
@@ -51,7 +52,7 @@ extern "C" void mfrtAttentionGradF32(int64_t unitBegin, int64_t unitEnd,
                                      int64_t valueGrad, int64_t batch,
                                      int64_t seq, int64_t heads,
                                      int64_t kvHeads, int64_t dim,
-                                     int64_t keyRows, int64_t causal,
+                                     int64_t keyRows, int64_t flags,
                                      int64_t scaleBits);
 
 /// Kernels cannot return a status: a service that refuses its arguments

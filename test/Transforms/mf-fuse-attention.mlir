@@ -158,3 +158,14 @@ func.func @gradient_read_between(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf
   %dv = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 2 : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
   return %dk, %dv : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>
 }
+
+// -----
+
+// 16-bit gradients group too (the service converts the rows it reads).
+// CHECK-LABEL: func.func @bf16_gradients
+// CHECK: mf.fusion({{.*}}) {kind = "attention_grad"}
+func.func @bf16_gradients(%q: tensor<1x8x2x16xbf16>, %k: tensor<1x8x2x16xbf16>, %v: tensor<1x8x2x16xbf16>, %do: tensor<1x8x2x16xbf16>) -> (tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>) {
+  %dq = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 0 : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16> -> tensor<1x8x2x16xbf16>
+  %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1 : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16> -> tensor<1x8x2x16xbf16>
+  return %dq, %dk : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>
+}

@@ -211,9 +211,10 @@ void expectGradientsMatchNaive(int64_t batch, int64_t seq, int64_t heads,
   std::vector<float> dq(q.size(), -1.0f), dk(k.size(), -1.0f),
       dv(k.size(), -1.0f);
   const float scale = 0.3f;
-  AttentionGradient args{q.data(),  k.data(),  v.data(), dO.data(), dq.data(),
-                         dk.data(), dv.data(), batch,    seq,       heads,
-                         kvHeads,   dim,       keys,     causal,    scale};
+  AttentionGradient args{q.data(),  k.data(),  v.data(),  dO.data(),
+                         dq.data(), dk.data(), dv.data(), batch,
+                         seq,       heads,     kvHeads,   dim,
+                         keys,      causal,    scale,     DType::F32};
   int64_t units = batch * kvHeads;
   runAttentionGradient(args, 0, units / 2);
   runAttentionGradient(args, units / 2, units);
@@ -328,6 +329,52 @@ TEST(FlashAttention, SixteenBitBuffersMatchF32WithinTheirRounding) {
     }
     for (size_t i = 0; i < ck.size(); ++i) { // the new key row, rotated
       EXPECT_NEAR(cache[i], ck[i], tolerance) << "cache key " << i;
+    }
+  }
+}
+
+TEST(FlashAttention, SixteenBitGradientsMatchF32WithinTheirRounding) {
+  const int64_t seq = 40, heads = 4, kvHeads = 2, dim = 8, keys = 40;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    std::mt19937 random(3);
+    auto narrow = [&](std::vector<float> &wide) {
+      std::vector<uint16_t> bits(wide.size());
+      (dtype == DType::F16 ? narrowToHalves : narrowToBfloat16s)(
+          wide.data(), bits.data(), wide.size());
+      (dtype == DType::F16 ? widenHalves : widenBfloat16s)(
+          bits.data(), wide.data(), wide.size());
+      return bits;
+    };
+    std::vector<float> q = randomValues(seq * heads * dim, random);
+    std::vector<float> dO = randomValues(q.size(), random);
+    std::vector<float> k = randomValues(keys * kvHeads * dim, random);
+    std::vector<float> v = randomValues(k.size(), random);
+    std::vector<uint16_t> q16 = narrow(q), dO16 = narrow(dO), k16 = narrow(k),
+                          v16 = narrow(v);
+    std::vector<float> dq(q.size()), dk(k.size()), dv(k.size());
+    std::vector<uint16_t> dq16(q.size()), dk16(k.size()), dv16(k.size());
+    AttentionGradient wide{q.data(),  k.data(),  v.data(),  dO.data(),
+                           dq.data(), dk.data(), dv.data(), 1,
+                           seq,       heads,     kvHeads,   dim,
+                           keys,      true,      0.3f,      DType::F32};
+    AttentionGradient half{q16.data(),  k16.data(),  v16.data(),  dO16.data(),
+                           dq16.data(), dk16.data(), dv16.data(), 1,
+                           seq,         heads,       kvHeads,     dim,
+                           keys,        true,        0.3f,        dtype};
+    runAttentionGradient(wide, 0, kvHeads);
+    runAttentionGradient(half, 0, 1);
+    runAttentionGradient(half, 1, kvHeads);
+    double tolerance = dtype == DType::F16 ? 1e-2 : 6e-2;
+    for (auto [expected, bits] :
+         {std::pair{&dq, &dq16}, {&dk, &dk16}, {&dv, &dv16}}) {
+      std::vector<float> got(bits->size());
+      (dtype == DType::F16 ? widenHalves : widenBfloat16s)(
+          bits->data(), got.data(), got.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], (*expected)[i],
+                    tolerance * (1 + std::fabs((*expected)[i])))
+            << i;
+      }
     }
   }
 }

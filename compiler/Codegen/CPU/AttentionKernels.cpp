@@ -331,13 +331,14 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
     resultOf[grad.getWrt()] = static_cast<int>(
         fusion.getInputs().size() + (yielded - yield.getValues().begin()));
   }
-  if (!first || llvm::any_of(first->getOperands(), [](Value value) {
+  Type storage = first ? first.getQuery().getType().getElementType() : Type();
+  if (!first || !(storage.isF32() || storage.isF16() || storage.isBF16()) ||
+      llvm::any_of(first->getOperands(), [&](Value value) {
         return !isa<BlockArgument>(value) ||
-               !cast<RankedTensorType>(value.getType())
-                    .getElementType()
-                    .isF32();
+               cast<RankedTensorType>(value.getType()).getElementType() !=
+                   storage;
       })) {
-    why = "only f32 gradients of region inputs have kernels";
+    why = "gradients of region inputs of one type, f32, f16 or bf16";
     return failure();
   }
   ArrayRef<int64_t> query = first.getQuery().getType().getShape();
@@ -372,7 +373,9 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
       constant(key[2]),
       constant(query[3]),
       constant(key[1]),
-      constant(first.getCausal() ? 1 : 0),
+      constant((first.getCausal() ? 1 : 0) | (storage.isF16()    ? 16
+                                              : storage.isBF16() ? 32
+                                                                 : 0)),
       constant(bitsOf(first.getScale().convertToDouble()))};
   func::CallOp::create(builder, loc, kAttentionGradService, TypeRange{},
                        operands);

@@ -35,10 +35,6 @@ using namespace mlir::mf;
 
 namespace {
 
-bool isF32(Value value) {
-  return cast<RankedTensorType>(value.getType()).getElementType().isF32();
-}
-
 /// The forward RoPE producing `value`, if nothing else reads its result.
 RopeOp soleRope(Value value) {
   auto rope = value.getDefiningOp<RopeOp>();
@@ -109,8 +105,12 @@ bool sameAttention(AttentionGradOp a, AttentionGradOp b) {
 void fuseAttentionGradients(func::FuncOp function) {
   SmallVector<SmallVector<Operation *>> groups;
   for (auto grad : function.getBody().front().getOps<AttentionGradOp>()) {
-    if (!llvm::all_of(grad->getOperands(), isF32)) {
-      continue;
+    Type element = getElementTypeOrSelf(grad.getQuery());
+    if (!(element.isF32() || element.isF16() || element.isBF16()) ||
+        !llvm::all_of(grad->getOperands(), [&](Value operand) {
+          return getElementTypeOrSelf(operand) == element;
+        })) {
+      continue; // the gradient service: f32, f16 or bf16, one type
     }
     auto group = llvm::find_if(groups, [&](const auto &ops) {
       return sameAttention(cast<AttentionGradOp>(ops.front()), grad);
