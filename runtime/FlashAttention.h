@@ -3,7 +3,7 @@
 // The one f32 attention of the runtime: the eager mf.attention kernel runs
 // it per (batch, head, block of query rows); the compiled "attention"
 // region (RoPE, KV-cache writes and attention in one kernel) per (batch,
-// KV head) through the mfrt_attention_f32 service.
+// KV head) through the mfrt_attention service.
 //
 // Per block of up to 32 query rows and block of up to 128 keys: the scores
 // are one GEMM (a GEMV in decode) over the keys in place (strided: a KV

@@ -29,7 +29,8 @@ extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
     return;
   }
   const float *lhs = reinterpret_cast<const float *>(a) + m0 * k;
-  const float *rhs = reinterpret_cast<const float *>(b) + (transB ? n0 * k : n0);
+  const float *rhs =
+      reinterpret_cast<const float *>(b) + (transB ? n0 * k : n0);
   float *out = reinterpret_cast<float *>(c);
   int64_t ldb = transB ? k : bigN;
   if (m == 1) {
@@ -38,8 +39,8 @@ extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
       cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, rhs, ldb, lhs, 1,
                   0.0f, out, 1);
     } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, rhs, ldb, lhs, 1,
-                  0.0f, out, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, rhs, ldb, lhs, 1, 0.0f,
+                  out, 1);
     }
     return;
   }
@@ -115,13 +116,14 @@ std::string mfrt::takeKernelServiceError() {
   return std::exchange(serviceError, {});
 }
 
-extern "C" void mfrt::mfrtAttentionF32(
-    int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,
-    int64_t newValues, int64_t cacheKeyIn, int64_t cacheValueIn,
-    int64_t cacheKey, int64_t cacheValue, int64_t positions,
-    int64_t pastPointer, int64_t pastValue, int64_t out, int64_t batch,
-    int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
-    int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits) {
+extern "C" void
+mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
+                    int64_t newKeys, int64_t newValues, int64_t cacheKeyIn,
+                    int64_t cacheValueIn, int64_t cacheKey, int64_t cacheValue,
+                    int64_t positions, int64_t pastPointer, int64_t pastValue,
+                    int64_t out, int64_t batch, int64_t seq, int64_t heads,
+                    int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
+                    int64_t flags, int64_t scaleBits, int64_t thetaBits) {
   auto buffer = [](int64_t address) {
     return reinterpret_cast<void *>(address);
   };
@@ -149,29 +151,34 @@ extern "C" void mfrt::mfrtAttentionF32(
       newRows,
       static_cast<float>(doubleFromBits(scaleBits)),
       static_cast<float>(doubleFromBits(thetaBits)),
-      (flags & 16) ? DType::F16 : (flags & 32) ? DType::BF16 : DType::F32};
+      (flags & 16)   ? DType::F16
+      : (flags & 32) ? DType::BF16
+                     : DType::F32};
   std::string why = runFusedAttention(args, unitBegin, unitEnd);
   if (!why.empty()) {
     recordServiceError(std::move(why));
   }
 }
 
-extern "C" void mfrt::mfrtAttentionGradF32(
-    int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t keys,
-    int64_t values, int64_t outGrad, int64_t queryGrad, int64_t keyGrad,
-    int64_t valueGrad, int64_t batch, int64_t seq, int64_t heads,
-    int64_t kvHeads, int64_t dim, int64_t keyRows, int64_t flags,
-    int64_t scaleBits) {
+extern "C" void
+mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
+                        int64_t keys, int64_t values, int64_t outGrad,
+                        int64_t queryGrad, int64_t keyGrad, int64_t valueGrad,
+                        int64_t batch, int64_t seq, int64_t heads,
+                        int64_t kvHeads, int64_t dim, int64_t keyRows,
+                        int64_t flags, int64_t scaleBits) {
   auto buffer = [](int64_t address) {
     return reinterpret_cast<void *>(address);
   };
-  runAttentionGradient(
-      {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
-       buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq,
-       heads, kvHeads, dim, keyRows, (flags & 1) != 0,
-       static_cast<float>(doubleFromBits(scaleBits)),
-       (flags & 16) ? DType::F16 : (flags & 32) ? DType::BF16 : DType::F32},
-      unitBegin, unitEnd);
+  runAttentionGradient({buffer(query), buffer(keys), buffer(values),
+                        buffer(outGrad), buffer(queryGrad), buffer(keyGrad),
+                        buffer(valueGrad), batch, seq, heads, kvHeads, dim,
+                        keyRows, (flags & 1) != 0,
+                        static_cast<float>(doubleFromBits(scaleBits)),
+                        (flags & 16)   ? DType::F16
+                        : (flags & 32) ? DType::BF16
+                                       : DType::F32},
+                       unitBegin, unitEnd);
 }
 
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
@@ -179,11 +186,11 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   // widening ones are instances of one template, same signature.
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
-      {"mfrt_attention_f32", reinterpret_cast<void *>(&mfrtAttentionF32)},
-      {"mfrt_attention_grad_f32",
-       reinterpret_cast<void *>(&mfrtAttentionGradF32)},
+      {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
+      {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
       {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenHalves>)},
-      {"mfrt_gemm_bf16", reinterpret_cast<void *>(&gemmWidened<widenBfloat16s>)},
+      {"mfrt_gemm_bf16",
+       reinterpret_cast<void *>(&gemmWidened<widenBfloat16s>)},
   };
   return services;
 }

@@ -25,14 +25,14 @@ extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
                             int64_t k, int64_t bigN, int64_t transB,
                             int64_t transA, int64_t bigM);
 
-/// mfrt_attention_f32: units [unitBegin, unitEnd) of a compiled attention
+/// mfrt_attention: units [unitBegin, unitEnd) of a compiled attention
 /// region (FlashAttention.h's FusedAttention, field by field: pointers,
 /// then the past length (read from `pastPointer` unless it is 0), the
 /// shape, `flags` (1 causal, 2 RoPE on the query, 4 RoPE on the new keys,
 /// 8 has a past; 16 the buffers are f16, 32 bf16, else f32) and the scale
 /// and theta as the bits of doubles). A
 /// past_length that does not fit the cache leaves a service error.
-extern "C" void mfrtAttentionF32(
+extern "C" void mfrtAttention(
     int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,
     int64_t newValues, int64_t cacheKeyIn, int64_t cacheValueIn,
     int64_t cacheKey, int64_t cacheValue, int64_t positions,
@@ -40,12 +40,12 @@ extern "C" void mfrtAttentionF32(
     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
     int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits);
 
-/// mfrt_attention_grad_f32: units [unitBegin, unitEnd) of the gradients
+/// mfrt_attention_grad: units [unitBegin, unitEnd) of the gradients
 /// of one attention (FlashAttention.h's AttentionGradient; a gradient's
 /// pointer is 0 when the region does not compute it), `flags` (1 causal;
 /// 16 the buffers are f16, 32 bf16, else f32) and the scale as the bits
 /// of a double.
-extern "C" void mfrtAttentionGradF32(int64_t unitBegin, int64_t unitEnd,
+extern "C" void mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
                                      int64_t query, int64_t keys,
                                      int64_t values, int64_t outGrad,
                                      int64_t queryGrad, int64_t keyGrad,
@@ -61,7 +61,7 @@ extern "C" void mfrtAttentionGradF32(int64_t unitBegin, int64_t unitEnd,
 std::string takeKernelServiceError();
 
 /// The services by global name (without `_ptr`): mfrt_gemm_f32,
-/// mfrt_attention_f32 and mfrt_attention_grad_f32 above, and mfrt_gemm_f16 / mfrt_gemm_bf16, the same
+/// mfrt_attention and mfrt_attention_grad above, and mfrt_gemm_f16 / mfrt_gemm_bf16, the same
 /// as mfrt_gemm_f32 with A and B in f16 / bf16 (C in f32), which widen the
 /// rows of op(A) and the panel of op(B) a tile reads to f32 first.
 struct KernelService {

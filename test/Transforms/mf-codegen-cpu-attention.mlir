@@ -46,18 +46,18 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // the buffers (the caches twice: in and out, the same memory at run time),
 // the past length's buffer or value, the shape, the flags (causal, RoPE on
 // query and keys, a past: 15) and the scale and theta as double bits.
-// KERNELS-DAG: func.func private @mfrt_attention_grad_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
-// KERNELS-DAG: func.func private @mfrt_attention_f32(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// KERNELS-DAG: func.func private @mfrt_attention_grad(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// KERNELS-DAG: func.func private @mfrt_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
 // KERNELS-LABEL: func.func @mfk_0(
 // KERNELS-SAME: mf.tiles = 1 : i64
 // KERNELS: scf.for
-// KERNELS: call @mfrt_attention_f32
+// KERNELS: call @mfrt_attention
 // KERNELS-LABEL: func.func @mfk_1(
 // KERNELS-SAME: mf.tiles = 4 : i64
 // KERNELS-DAG: %[[FLAGS:.+]] = arith.constant 15 : i64
 // KERNELS-DAG: %[[SCALE:.+]] = arith.constant 4593671619917905920 : i64
 // KERNELS-DAG: %[[THETA:.+]] = arith.constant 4692333547057315840 : i64
-// KERNELS: call @mfrt_attention_f32({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
+// KERNELS: call @mfrt_attention({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
 
 // Region results in program order (dv, dq, dk): the gradients by wrt are
 // arguments 7, 8 and 6 (after the tile range and four inputs).
@@ -69,10 +69,10 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-DAG: %[[DQI:.+]] = arith.index_cast %[[DQ]]
 // KERNELS-DAG: %[[DKI:.+]] = arith.index_cast %[[DK]]
 // KERNELS-DAG: %[[DVI:.+]] = arith.index_cast %[[DV]]
-// KERNELS: call @mfrt_attention_grad_f32({{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, %[[DQI]], %[[DKI]], %[[DVI]],
+// KERNELS: call @mfrt_attention_grad({{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, %[[DQI]], %[[DKI]], %[[DVI]],
 
 // OBJECT-DAG: T mfk_0
 // OBJECT-DAG: T mfk_1
 // OBJECT-DAG: T mfk_2
-// OBJECT-DAG: B mfrt_attention_grad_f32_ptr
-// OBJECT-DAG: B mfrt_attention_f32_ptr
+// OBJECT-DAG: B mfrt_attention_grad_ptr
+// OBJECT-DAG: B mfrt_attention_ptr

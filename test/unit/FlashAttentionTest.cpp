@@ -177,7 +177,7 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorAndWritesNothing) {
   std::vector<float> query(4 * 8), keys(2 * 8, 1.0f), cache(2 * 16 * 8, 0.0f);
   std::vector<float> out(query.size(), 0.0f);
   int32_t past = 16; // a 16-row cache is full
-  mfrtAttentionF32(0, 2, reinterpret_cast<int64_t>(query.data()),
+  mfrtAttention(0, 2, reinterpret_cast<int64_t>(query.data()),
                    reinterpret_cast<int64_t>(keys.data()),
                    reinterpret_cast<int64_t>(keys.data()),
                    reinterpret_cast<int64_t>(cache.data()),

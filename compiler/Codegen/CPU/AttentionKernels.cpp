@@ -6,7 +6,7 @@
 // (batch, KV head) units:
 //
 //   for tile t in [tileBegin, tileEnd):
-//     mfrt_attention_f32(units of t, query, new keys, new values, caches
+//     mfrt_attention(units of t, query, new keys, new values, caches
 //                        in and out, positions, past_length, output,
 //                        shape, flags, scale, theta)
 //

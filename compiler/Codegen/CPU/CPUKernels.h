@@ -54,7 +54,7 @@ inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 /// The runtime's attention service (runtime/KernelServices.h): computes
 /// units [begin, end) of (batch, KV head) of an attention region; 23 i64
 /// arguments.
-inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention_f32";
+inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention";
 
 /// Builds the kernel of an attention region (RoPE, KV-cache writes and
 /// attention): one tile per (batch, KV head), or one tile in all for
@@ -65,10 +65,10 @@ buildAttentionKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 
 /// The runtime's attention-gradient service: units [begin, end) of the
 /// gradients of one attention (query, keys, values, dO, then the three
-/// gradients' buffers or 0, the shape, causal, the scale's double bits);
-/// 17 i64 arguments.
+/// gradients' buffers or 0, the shape, flags (1 causal, 16 f16, 32 bf16),
+/// the scale's double bits); 17 i64 arguments.
 inline constexpr llvm::StringLiteral kAttentionGradService =
-    "mfrt_attention_grad_f32";
+    "mfrt_attention_grad";
 
 /// Builds the kernel of an attention_grad region (the gradients of one
 /// attention with respect to any of its inputs, computed together): one
