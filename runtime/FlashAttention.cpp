@@ -19,6 +19,42 @@ namespace {
 /// rows of output it updates.
 constexpr int64_t kKeyBlock = 128;
 
+/// The address of element `element` of a buffer of `dtype`.
+const char *elementAt(DType dtype, const void *base, int64_t element) {
+  return static_cast<const char *>(base) + element * dtypeSize(dtype);
+}
+
+/// `rows` rows of `dim` values of `dtype` (row stride `stride` elements,
+/// from element `element`) into dense f32 rows, and back.
+void loadRows(DType dtype, const void *base, int64_t element, int64_t stride,
+              int64_t rows, int64_t dim, float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    toFloats(dtype, elementAt(dtype, base, element + r * stride), out + r * dim,
+             dim);
+  }
+}
+
+void storeRows(DType dtype, const float *in, void *base, int64_t element,
+               int64_t stride, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    fromFloats(dtype, in + r * dim,
+               const_cast<char *>(elementAt(dtype, base, element + r * stride)),
+               dim);
+  }
+}
+
+/// `rows` rows of `dim` values copied as they are, between buffers of one
+/// dtype.
+void copyRows(DType dtype, const void *from, int64_t fromElement, void *to,
+              int64_t toElement, int64_t stride, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(
+        const_cast<char *>(elementAt(dtype, to, toElement + r * stride)),
+        elementAt(dtype, from, fromElement + r * stride),
+        dim * dtypeSize(dtype));
+  }
+}
+
 } // namespace
 
 void mfrt::attendRows(const AttentionRows &block, std::vector<float> &scratch) {
@@ -121,38 +157,15 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   const int64_t dim = args.dim, half = dim / 2,
                 group = args.heads / args.kvHeads;
   const int64_t kvStride = args.kvHeads * dim, queryStride = args.heads * dim;
-  // Rows of the storage type (f32, f16 or bf16) as f32 and back; a 16-bit
-  // RoPE result is rounded to its type, as PyNative stores it.
-  const bool f32 = args.dtype == DType::F32;
-  const size_t elementBytes = dtypeSize(args.dtype);
-  auto address = [&](const void *base, int64_t element) {
-    return static_cast<const char *>(base) + element * elementBytes;
-  };
-  auto load = [&](const void *base, int64_t element, float *out, int64_t n) {
-    const void *from = address(base, element);
-    if (f32) {
-      std::memcpy(out, from, n * sizeof(float));
-    } else if (args.dtype == DType::F16) {
-      widenHalves(static_cast<const uint16_t *>(from), out, n);
-    } else {
-      widenBfloat16s(static_cast<const uint16_t *>(from), out, n);
-    }
-  };
-  auto store = [&](const float *in, void *base, int64_t element, int64_t n) {
-    void *to = const_cast<char *>(address(base, element));
-    if (f32) {
-      std::memcpy(to, in, n * sizeof(float));
-    } else if (args.dtype == DType::F16) {
-      narrowToHalves(in, static_cast<uint16_t *>(to), n);
-    } else {
-      narrowToBfloat16s(in, static_cast<uint16_t *>(to), n);
-    }
-  };
-  std::vector<uint16_t> narrowed(dim);
+  // A 16-bit RoPE result is rounded to its type, as PyNative stores it.
+  const DType dtype = args.dtype;
+  const bool f32 = dtype == DType::F32;
+  thread_local std::vector<uint16_t> narrowed;
+  narrowed.resize(dim);
   auto roundToStorage = [&](float *row) {
     if (!f32) {
-      store(row, narrowed.data(), 0, dim);
-      load(narrowed.data(), 0, row, dim);
+      fromFloats(dtype, row, narrowed.data(), dim);
+      toFloats(dtype, narrowed.data(), row, dim);
     }
   };
   // The cosines and sines of one batch's positions ([batch, rows] for the
@@ -178,16 +191,21 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     tableBatch = b;
   };
   // A row turned by RoPE (rounded to the storage type).
-  std::vector<float> loaded(dim);
+  thread_local std::vector<float> loaded;
+  loaded.resize(dim);
   auto rotate = [&](const void *base, int64_t element, int64_t row,
                     float *out) {
-    load(base, element, loaded.data(), dim);
+    toFloats(dtype, elementAt(dtype, base, element), loaded.data(), dim);
     ropeRotate(loaded.data(), out, &cosines[row * half], &sines[row * half],
                half);
     roundToStorage(out);
   };
-  std::vector<float> keyRows, valueRows, queries(kAttentionRowBlock * dim),
-      outRows(kAttentionRowBlock * dim), rotated(dim), scratch;
+  // Per thread, reused from call to call (a decode step calls per layer).
+  thread_local std::vector<float> keyRows, valueRows, queries, outRows, rotated,
+      scratch;
+  queries.resize(kAttentionRowBlock * dim);
+  outRows.resize(kAttentionRowBlock * dim);
+  rotated.resize(dim);
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
     int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
@@ -202,26 +220,23 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       for (auto [from, to] : {std::pair{args.cacheKeyIn, args.cacheKey},
                               std::pair{args.cacheValueIn, args.cacheValue}}) {
         if (from != to) { // not in place: the old rows first
-          for (int64_t row = 0; row < args.keys; ++row) {
-            std::memcpy(
-                const_cast<char *>(address(to, headBase + row * kvStride)),
-                address(from, headBase + row * kvStride), dim * elementBytes);
-          }
+          copyRows(dtype, from, headBase, to, headBase, kvStride, args.keys,
+                   dim);
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
         int64_t target = headBase + (args.past + row) * kvStride;
         if (args.ropeKey) {
           rotate(args.newKeys, newBase + row * kvStride, row, rotated.data());
-          store(rotated.data(), args.cacheKey, target, dim);
+          fromFloats(
+              dtype, rotated.data(),
+              const_cast<char *>(elementAt(dtype, args.cacheKey, target)), dim);
         } else {
-          std::memcpy(const_cast<char *>(address(args.cacheKey, target)),
-                      address(args.newKeys, newBase + row * kvStride),
-                      dim * elementBytes);
+          copyRows(dtype, args.newKeys, newBase + row * kvStride, args.cacheKey,
+                   target, 0, 1, dim);
         }
-        std::memcpy(const_cast<char *>(address(args.cacheValue, target)),
-                    address(args.newValues, newBase + row * kvStride),
-                    dim * elementBytes);
+        copyRows(dtype, args.newValues, newBase + row * kvStride,
+                 args.cacheValue, target, 0, 1, dim);
       }
       keySource = args.cacheKey;
       valueSource = args.cacheValue;
@@ -236,25 +251,23 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       for (int64_t row = 0; row < attended; ++row) {
         rotate(keySource, keyBase + row * kvStride, row, &keyRows[row * dim]);
       }
-      keys = keyRows.data();
-      keyStride = dim;
-    } else if (f32) {
-      keys = static_cast<const float *>(keySource) + keyBase;
-    } else {
+    } else if (!f32) {
       keyRows.resize(attended * dim);
-      for (int64_t row = 0; row < attended; ++row) {
-        load(keySource, keyBase + row * kvStride, &keyRows[row * dim], dim);
-      }
+      loadRows(dtype, keySource, keyBase, kvStride, attended, dim,
+               keyRows.data());
+    }
+    if ((args.ropeKey && !cached) || !f32) {
       keys = keyRows.data();
       keyStride = dim;
+    } else {
+      keys = static_cast<const float *>(keySource) + keyBase;
     }
     if (f32) {
       values = static_cast<const float *>(valueSource) + keyBase;
     } else {
       valueRows.resize(attended * dim);
-      for (int64_t row = 0; row < attended; ++row) {
-        load(valueSource, keyBase + row * kvStride, &valueRows[row * dim], dim);
-      }
+      loadRows(dtype, valueSource, keyBase, kvStride, attended, dim,
+               valueRows.data());
       values = valueRows.data();
       valueStride = dim;
     }
@@ -273,9 +286,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
           query = static_cast<const float *>(args.query) + offset;
           stride = queryStride;
         } else {
-          for (int64_t r = 0; r < rows; ++r) {
-            load(args.query, offset + r * queryStride, &queries[r * dim], dim);
-          }
+          loadRows(dtype, args.query, offset, queryStride, rows, dim,
+                   queries.data());
         }
         float *out =
             f32 ? static_cast<float *>(args.out) + offset : outRows.data();
@@ -284,9 +296,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
                     f32 ? queryStride : dim, dim},
                    scratch);
         if (!f32) {
-          for (int64_t r = 0; r < rows; ++r) {
-            store(&outRows[r * dim], args.out, offset + r * queryStride, dim);
-          }
+          storeRows(dtype, outRows.data(), args.out, offset, queryStride, rows,
+                    dim);
         }
       }
     }
@@ -299,34 +310,22 @@ void mfrt::runAttentionGradient(const AttentionGradient &args,
   const int64_t dim = args.dim, keys = args.keyRows, seq = args.seq;
   const int64_t group = args.heads / args.kvHeads;
   const int64_t queryStride = args.heads * dim, kvStride = args.kvHeads * dim;
-  const bool f32 = args.dtype == DType::F32;
-  const size_t elementBytes = dtypeSize(args.dtype);
-  // Rows of a 16-bit buffer as f32 (dense, stride dim) and back.
+  const DType dtype = args.dtype;
+  const bool f32 = dtype == DType::F32;
   auto load = [&](const void *base, int64_t element, int64_t stride,
                   int64_t rows, float *out) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const auto *from = reinterpret_cast<const uint16_t *>(
-          static_cast<const char *>(base) +
-          (element + r * stride) * elementBytes);
-      (args.dtype == DType::F16 ? widenHalves
-                                : widenBfloat16s)(from, out + r * dim, dim);
-    }
+    loadRows(dtype, base, element, stride, rows, dim, out);
   };
   auto store = [&](const float *in, void *base, int64_t element, int64_t stride,
                    int64_t rows) {
-    for (int64_t r = 0; r < rows; ++r) {
-      auto *to = reinterpret_cast<uint16_t *>(
-          static_cast<char *>(base) + (element + r * stride) * elementBytes);
-      (args.dtype == DType::F16 ? narrowToHalves
-                                : narrowToBfloat16s)(in + r * dim, to, dim);
-    }
+    storeRows(dtype, in, base, element, stride, rows, dim);
   };
   // The block's softmax weights P and then the gradient of its scores; for
   // 16-bit buffers the unit's rows in f32.
-  std::vector<float> weights(kAttentionRowBlock * keys),
-      scoreGrad(kAttentionRowBlock * keys);
-  std::vector<float> keyRows, valueRows, queryRows, outGradRows, queryGradRows,
-      keyGradRows, valueGradRows;
+  thread_local std::vector<float> weights, scoreGrad, keyRows, valueRows,
+      queryRows, outGradRows, queryGradRows, keyGradRows, valueGradRows;
+  weights.resize(kAttentionRowBlock * keys);
+  scoreGrad.resize(kAttentionRowBlock * keys);
   if (!f32) {
     for (auto *rows : {&keyRows, &valueRows, &keyGradRows, &valueGradRows}) {
       rows->resize(keys * dim);

@@ -3,7 +3,6 @@
 #include "runtime/GraphExecutor.h"
 
 #include "runtime/KernelServices.h"
-
 #include "runtime/Kernels.h"
 
 #include <cblas.h>

@@ -14,8 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include <immintrin.h>
-
 extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
                                   int64_t m0, int64_t n0, int64_t m, int64_t n,
                                   int64_t k, int64_t bigN, int64_t transB,
@@ -83,10 +81,6 @@ void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
                     k, n, transB, 0, m);
 }
 
-} // namespace
-
-namespace {
-
 std::atomic<bool> serviceFailed{false};
 std::mutex serviceErrorMutex;
 std::string serviceError;
@@ -103,6 +97,14 @@ double doubleFromBits(int64_t bits) {
   double value;
   std::memcpy(&value, &bits, sizeof value);
   return value;
+}
+
+void *buffer(int64_t address) { return reinterpret_cast<void *>(address); }
+
+/// The buffers' type the attention services' flags name (16 f16, 32 bf16).
+mfrt::DType storageOf(int64_t flags) {
+  using mfrt::DType;
+  return (flags & 16) ? DType::F16 : (flags & 32) ? DType::BF16 : DType::F32;
 }
 
 } // namespace
@@ -124,9 +126,6 @@ mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
                     int64_t out, int64_t batch, int64_t seq, int64_t heads,
                     int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
                     int64_t flags, int64_t scaleBits, int64_t thetaBits) {
-  auto buffer = [](int64_t address) {
-    return reinterpret_cast<void *>(address);
-  };
   FusedAttention args{
       buffer(query),
       buffer(newKeys),
@@ -151,9 +150,7 @@ mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
       newRows,
       static_cast<float>(doubleFromBits(scaleBits)),
       static_cast<float>(doubleFromBits(thetaBits)),
-      (flags & 16)   ? DType::F16
-      : (flags & 32) ? DType::BF16
-                     : DType::F32};
+      storageOf(flags)};
   std::string why = runFusedAttention(args, unitBegin, unitEnd);
   if (!why.empty()) {
     recordServiceError(std::move(why));
@@ -167,18 +164,12 @@ mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
                         int64_t batch, int64_t seq, int64_t heads,
                         int64_t kvHeads, int64_t dim, int64_t keyRows,
                         int64_t flags, int64_t scaleBits) {
-  auto buffer = [](int64_t address) {
-    return reinterpret_cast<void *>(address);
-  };
-  runAttentionGradient({buffer(query), buffer(keys), buffer(values),
-                        buffer(outGrad), buffer(queryGrad), buffer(keyGrad),
-                        buffer(valueGrad), batch, seq, heads, kvHeads, dim,
-                        keyRows, (flags & 1) != 0,
-                        static_cast<float>(doubleFromBits(scaleBits)),
-                        (flags & 16)   ? DType::F16
-                        : (flags & 32) ? DType::BF16
-                                       : DType::F32},
-                       unitBegin, unitEnd);
+  runAttentionGradient(
+      {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
+       buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq, heads,
+       kvHeads, dim, keyRows, (flags & 1) != 0,
+       static_cast<float>(doubleFromBits(scaleBits)), storageOf(flags)},
+      unitBegin, unitEnd);
 }
 
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {

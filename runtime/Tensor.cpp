@@ -261,42 +261,48 @@ void Tensor::storeFloat(int64_t i, float value) {
   }
 }
 
-void Tensor::loadFloats(float *out) const {
-  int64_t n = numElements();
-  switch (dtype_) {
+void mfrt::toFloats(DType dtype, const void *from, float *out, int64_t n) {
+  switch (dtype) {
   case DType::F32:
-    std::memcpy(out, data(), n * sizeof(float));
+    std::memcpy(out, from, n * sizeof(float));
     return;
   case DType::F16:
-    widenHalves(as<uint16_t>(), out, n);
+    widenHalves(static_cast<const uint16_t *>(from), out, n);
     return;
   case DType::BF16:
-    widenBfloat16s(as<uint16_t>(), out, n);
+    widenBfloat16s(static_cast<const uint16_t *>(from), out, n);
     return;
   case DType::I32:
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = static_cast<float>(as<int32_t>()[i]);
+      out[i] = static_cast<float>(static_cast<const int32_t *>(from)[i]);
     }
     return;
   }
 }
 
-void Tensor::storeFloats(const float *in) {
-  int64_t n = numElements();
-  switch (dtype_) {
+void mfrt::fromFloats(DType dtype, const float *in, void *to, int64_t n) {
+  switch (dtype) {
   case DType::F32:
-    std::memcpy(data(), in, n * sizeof(float));
+    std::memcpy(to, in, n * sizeof(float));
     return;
   case DType::F16:
-    narrowToHalves(in, as<uint16_t>(), n);
+    narrowToHalves(in, static_cast<uint16_t *>(to), n);
     return;
   case DType::BF16:
-    narrowToBfloat16s(in, as<uint16_t>(), n);
+    narrowToBfloat16s(in, static_cast<uint16_t *>(to), n);
     return;
   case DType::I32:
     for (int64_t i = 0; i < n; ++i) {
-      as<int32_t>()[i] = static_cast<int32_t>(in[i]);
+      static_cast<int32_t *>(to)[i] = static_cast<int32_t>(in[i]);
     }
     return;
   }
+}
+
+void Tensor::loadFloats(float *out) const {
+  toFloats(dtype_, data(), out, numElements());
+}
+
+void Tensor::storeFloats(const float *in) {
+  fromFloats(dtype_, in, data(), numElements());
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/Generation.h"
+#include "runtime/HostProgram.h"
 #include "runtime/Hash.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
@@ -202,4 +203,48 @@ TEST(Allocator, PageBlocksAreAlignedAndZeroed) {
   Tensor again = *allocator.allocate(DType::F32, {1 << 20});
   EXPECT_EQ(again.data(), first); // cached, not mapped anew
   EXPECT_EQ(again.as<float>()[12345], 0.0f);
+}
+
+TEST(HostProgram, AKernelMayUpdateOnlyACacheItTakes) {
+  // One kernel covering a KV-cache write (cache 0, update 1, position 2 ->
+  // value 3) that is an entry output: graph mode binds it to the cache.
+  // With the cache among the kernel's inputs the plan is sound; without it
+  // the kernel would write a cache it was never given.
+  for (bool takesCache : {true, false}) {
+    flatbuffers::FlatBufferBuilder builder;
+    std::vector<flatbuffers::Offset<fb::TensorType>> values;
+    std::vector<int64_t> cache{1, 8, 2, 4}, update{1, 1, 2, 4}, scalar{};
+    for (const auto *shape : {&cache, &update, &scalar, &cache}) {
+      values.push_back(fb::CreateTensorTypeDirect(
+          builder, shape == &scalar ? fb::DType::I32 : fb::DType::F32, shape));
+    }
+    std::vector<uint32_t> operands{0, 1, 2}, results{3};
+    std::vector<flatbuffers::Offset<fb::Op>> ops{fb::CreateOpDirect(
+        builder, fb::OpKind::KvCacheWrite, &operands, &results)};
+    std::vector<uint32_t> dispatchInputs =
+        takesCache ? std::vector<uint32_t>{0, 1, 2} : std::vector<uint32_t>{1, 2};
+    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches{
+        fb::CreateDispatchDirect(builder, 0, 0, 1, &dispatchInputs, &results)};
+    std::vector<uint32_t> inputs{0, 1, 2}, outputs{3};
+    std::vector<int64_t> offsets{-1, -1, -1, -1};
+    builder.Finish(fb::CreateEntryDirect(builder, "decode", &values, &inputs,
+                                         nullptr, &outputs, nullptr, &ops,
+                                         &dispatches, 0, &offsets));
+    const fb::Entry *entry =
+        flatbuffers::GetRoot<fb::Entry>(builder.GetBufferPointer());
+    StatusOr<HostProgram> program = HostProgram::build(*entry);
+    if (takesCache) {
+      ASSERT_TRUE(program) << program.status().message();
+      ASSERT_EQ(program->steps.size(), 1u);
+      EXPECT_EQ(program->steps[0].cacheViews,
+                (std::vector<std::pair<uint32_t, uint32_t>>{{3, 0}}));
+      EXPECT_TRUE(program->outputBuffers.empty()); // the cache, not a copy
+    } else {
+      ASSERT_FALSE(program);
+      EXPECT_NE(program.status().message().find(
+                    "has a kernel update a KV cache it does not take"),
+                std::string::npos)
+          << program.status().message();
+    }
+  }
 }
