@@ -5,19 +5,92 @@
 #include "runtime/KernelServices.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace mfrt;
+
+namespace {
+
+/// The runtime services (`mfrt_X` for a global `mfrt_X_ptr`) the ELF
+/// shared object `image` names in its dynamic symbol table. Bounds are
+/// checked: a malformed image yields what could be read.
+std::vector<std::string> servicesNamedBy(const uint8_t *image, size_t size) {
+  std::vector<std::string> names;
+  auto fits = [&](uint64_t offset, uint64_t bytes) {
+    return offset <= size && bytes <= size - offset;
+  };
+  Elf64_Ehdr header;
+  if (!fits(0, sizeof header)) {
+    return names;
+  }
+  std::memcpy(&header, image, sizeof header);
+  for (uint16_t i = 0; i < header.e_shnum; ++i) {
+    Elf64_Shdr symbols, strings;
+    uint64_t at = header.e_shoff + uint64_t(i) * sizeof symbols;
+    if (!fits(at, sizeof symbols)) {
+      break;
+    }
+    std::memcpy(&symbols, image + at, sizeof symbols);
+    uint64_t linkAt =
+        header.e_shoff + uint64_t(symbols.sh_link) * sizeof strings;
+    if (symbols.sh_type != SHT_DYNSYM || symbols.sh_link >= header.e_shnum ||
+        !fits(linkAt, sizeof strings)) {
+      continue;
+    }
+    std::memcpy(&strings, image + linkAt, sizeof strings);
+    if (!fits(symbols.sh_offset, symbols.sh_size) ||
+        !fits(strings.sh_offset, strings.sh_size)) {
+      continue;
+    }
+    const char *table =
+        reinterpret_cast<const char *>(image + strings.sh_offset);
+    for (uint64_t s = 0; s + sizeof(Elf64_Sym) <= symbols.sh_size;
+         s += sizeof(Elf64_Sym)) {
+      Elf64_Sym symbol;
+      std::memcpy(&symbol, image + symbols.sh_offset + s, sizeof symbol);
+      if (symbol.st_name >= strings.sh_size) {
+        continue;
+      }
+      std::string name(
+          table + symbol.st_name,
+          strnlen(table + symbol.st_name, strings.sh_size - symbol.st_name));
+      if (name.size() > 9 && name.rfind("mfrt_", 0) == 0 &&
+          name.compare(name.size() - 4, 4, "_ptr") == 0) {
+        names.push_back(name.substr(0, name.size() - 4));
+      }
+    }
+  }
+  return names;
+}
+
+} // namespace
 
 StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   KernelLibrary library;
   const fb::Executable &root = executable.root();
   if (!root.kernel_library() || root.kernel_library()->size() == 0) {
     return library;
+  }
+  // A service this runtime does not provide would be called through a
+  // null pointer: a model from another mfc.
+  for (const std::string &name : servicesNamedBy(
+           root.kernel_library()->data(), root.kernel_library()->size())) {
+    bool known = false;
+    for (const KernelService &service : kernelServices()) {
+      known |= name == service.name;
+    }
+    if (!known) {
+      return Status::error("the kernels call the runtime service '" + name +
+                           "', which this mf-run does not provide; recompile "
+                           "the model with the mfc of this mf-run");
+    }
   }
   library.fd_ = memfd_create("mfc-kernels", MFD_CLOEXEC);
   if (library.fd_ < 0) {

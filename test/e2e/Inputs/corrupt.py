@@ -13,6 +13,10 @@
                                             f32 constant OLD replaced by NEW, its hash
                                             fixed: a kernel that loads but computes
                                             something else (for mf-run --check)
+  corrupt.py rename-service IN OUT OLD NEW  model.bin whose kernels call runtime
+                                            service NEW (same length) instead of
+                                            OLD, its hash fixed: a model from
+                                            another mfc
   corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
                                             time and runs mf-run on each copy;
                                             fails if any run crashes
@@ -99,14 +103,19 @@ def main():
         (field,) = struct.unpack_from("<H", data, vtable + 4)  # field 0
         struct.pack_into("<I", data, table + field, int(sys.argv[4]))
         open(sys.argv[3], "wb").write(data)
-    elif command == "miscompile":
+    elif command in ("miscompile", "rename-service"):
         data = bytearray(open(sys.argv[2], "rb").read())
         start = data.find(b"\x7fELF")
         (length,) = struct.unpack("<I", data[start - 4:start])  # the vector's size
         library = bytes(data[start:start + length])
-        old, new = struct.pack("<f", float(sys.argv[4])), struct.pack("<f", float(sys.argv[5]))
-        if library.count(old) != 1:
-            sys.exit(f"the constant occurs {library.count(old)} times in the kernels")
+        if command == "miscompile":
+            old, new = struct.pack("<f", float(sys.argv[4])), struct.pack("<f", float(sys.argv[5]))
+            if library.count(old) != 1:
+                sys.exit(f"the constant occurs {library.count(old)} times in the kernels")
+        else:  # the slot's name in the symbol tables, same length
+            old, new = (sys.argv[4] + "_ptr\0").encode(), (sys.argv[5] + "_ptr\0").encode()
+            if len(old) != len(new) or old not in library:
+                sys.exit("the names differ in length or the library has no such slot")
         old_hash = struct.pack("<Q", fnv1a64(library))
         patched = library.replace(old, new)
         if data.count(old_hash) != 1:
