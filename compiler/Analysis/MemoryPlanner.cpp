@@ -1,6 +1,7 @@
 //===- MemoryPlanner.cpp - static memory planning -------------------------===//
 
 #include "compiler/Analysis/MemoryPlanner.h"
+#include "compiler/Analysis/SkylineSearch.h"
 
 #include <algorithm>
 #include <functional>
@@ -359,6 +360,52 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     tryOrder(skylineOrder(buffers), Fit::Lowest, "skyline");
   }
 
+  // 1b. The skyline search (SkylineSearch.h), bisecting the arena size
+  //     between the bound and the best plan so far, for up to half the
+  //     time: on 600-buffer exact tilings it often finds the bound itself,
+  //     or a plan a little above it, in its first descent, where the
+  //     greedy orders stop 10-20% above.
+  if (best > result.lowerBound && n <= 4096) {
+    SkylineSearch search(buffers, alignment);
+    std::mt19937_64 searchRandom(options.seed ^ 0x5ca1ab1eull);
+    SkylineSearchBudget budget;
+    budget.deadline =
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(options.timeLimitSeconds * 0.5));
+    // Candidate plans stand for n placements each.
+    int64_t phaseNodes =
+        options.maxCandidates > 0 ? options.maxCandidates / 2 * n : INT64_MAX;
+    int64_t tooSmall = result.lowerBound - 1; // an arena size given up on
+    std::vector<int64_t> found;
+    while (best - tooSmall > std::max(alignment, result.lowerBound / 1000) &&
+           !spent(0.5) && search.nodes() < phaseNodes) {
+      int64_t capacity = tooSmall < result.lowerBound
+                             ? result.lowerBound
+                             : tooSmall + (best - tooSmall) / 2;
+      // A few descents' worth each: a capacity the search does not meet
+      // soon it rarely meets at all.
+      budget.maxNodes = std::min(phaseNodes, search.nodes() + 40 * n + 1000);
+      if (!search.run(capacity, budget, searchRandom, found)) {
+        tooSmall = capacity;
+        continue;
+      }
+      int64_t arena = 0;
+      for (int i = 0; i < n; ++i) {
+        arena = std::max(arena, found[i] + buffers[i].size);
+      }
+      if (arena < best) {
+        best = arena;
+        bestOffsets = found;
+        bestOrder.resize(n);
+        std::iota(bestOrder.begin(), bestOrder.end(), 0);
+        std::stable_sort(bestOrder.begin(), bestOrder.end(),
+                         [&](int a, int b) { return found[a] < found[b]; });
+        bestFit = Fit::Lowest;
+        result.strategy = "skyline search";
+      }
+    }
+    result.candidatesTried += search.nodes() / n;
+  }
   // 2. For the first 40% of the time, lowest-first orders with the
   //    lifetime tie-break randomly perturbed: on tight problems the
   //    choice among buffers that could sit equally low decides the

@@ -1,9 +1,11 @@
 //===- MemoryPlannerTest.cpp - static memory planning ---------------------===//
 
 #include "compiler/Analysis/MemoryPlanner.h"
+#include "compiler/Analysis/SkylineSearch.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -76,6 +78,71 @@ TEST(MemoryPlanner, StaysNearTheBoundOnExactTilings) {
     EXPECT_LE(result.ratio(), 1.20) << "instance " << instance;
     std::printf("exact tiling %d: arena / bound %.4f\n", instance, result.ratio());
   }
+}
+
+/// Sets the buffers' offsets from the search's and returns the arena.
+int64_t applyOffsets(std::vector<PlannedBuffer> &buffers,
+                     const std::vector<int64_t> &offsets) {
+  int64_t arena = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    buffers[i].offset = offsets[i];
+    arena = std::max(arena, offsets[i] + buffers[i].size);
+  }
+  return arena;
+}
+
+SkylineSearchBudget nodeBudget(int64_t nodes) {
+  SkylineSearchBudget budget;
+  budget.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  budget.maxNodes = nodes;
+  return budget;
+}
+
+TEST(SkylineSearch, FindsTheBoundOfExactTilings) {
+  std::mt19937_64 random(11);
+  for (int instance = 0; instance < 5; ++instance) {
+    std::vector<PlannedBuffer> buffers;
+    tile(random, 0, 400, 0, 1 << 20, 100, buffers);
+    int64_t bound = livenessLowerBound(buffers);
+    SkylineSearch search(buffers, /*alignment=*/1);
+    std::vector<int64_t> offsets;
+    ASSERT_TRUE(search.run(bound, nodeBudget(200000), random, offsets))
+        << "instance " << instance << ", " << search.nodes() << " placements";
+    EXPECT_EQ(applyOffsets(buffers, offsets), bound);
+    EXPECT_TRUE(isValidPlan(buffers));
+  }
+}
+
+TEST(SkylineSearch, RoomToSpareAndAlignment) {
+  // a and b are alive together, c after them. The search stacks sizes
+  // rounded up to the alignment (128 + 64 for a and b), a little above
+  // what the last buffer of a stack needs.
+  std::vector<PlannedBuffer> buffers = {
+      {"a", 0, 2, 100, -1}, {"b", 1, 3, 50, -1}, {"c", 3, 4, 10, -1}};
+  SkylineSearch search(buffers, /*alignment=*/64);
+  std::mt19937_64 random(1);
+  std::vector<int64_t> offsets;
+  EXPECT_FALSE(search.run(191, nodeBudget(1000), random, offsets));
+  ASSERT_TRUE(search.run(192, nodeBudget(1000), random, offsets));
+  EXPECT_LE(applyOffsets(buffers, offsets), 192);
+  EXPECT_TRUE(isValidPlan(buffers));
+  for (const PlannedBuffer &buffer : buffers) {
+    EXPECT_EQ(buffer.offset % 64, 0) << buffer.id;
+  }
+}
+
+TEST(SkylineSearch, LeavesRoomWhereNothingRests) {
+  // Nothing can rest on the bottom at step 1 once a (steps 0-2) sits
+  // above b (step 0): the search leaves a hole under a at step 1.
+  std::vector<PlannedBuffer> buffers = {
+      {"a", 0, 3, 10, -1}, {"b", 0, 1, 30, -1}, {"c", 2, 3, 30, -1}};
+  SkylineSearch search(buffers, /*alignment=*/1);
+  std::mt19937_64 random(1);
+  std::vector<int64_t> offsets;
+  ASSERT_TRUE(search.run(40, nodeBudget(1000), random, offsets));
+  EXPECT_EQ(applyOffsets(buffers, offsets), 40);
+  EXPECT_TRUE(isValidPlan(buffers));
+  EXPECT_FALSE(search.run(39, nodeBudget(1000), random, offsets));
 }
 
 TEST(MemoryPlanner, CsvRoundTripsAndRejectsBadRows) {
