@@ -338,6 +338,25 @@ bool hasType(const fb::TensorType &type, DType dtype, const Shape &shape) {
   return Executable::dtypeOf(type) == dtype && Executable::shapeOf(type) == shape;
 }
 
+/// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
+/// or -1.
+int64_t prefillLengthOf(const std::string &name) {
+  constexpr const char kPrefix[] = "prefill_";
+  constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
+  if (name.compare(0, kPrefixLength, kPrefix) != 0 ||
+      name.size() == kPrefixLength || name.size() > kPrefixLength + 9) {
+    return -1;
+  }
+  int64_t length = 0;
+  for (size_t i = kPrefixLength; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') {
+      return -1;
+    }
+    length = 10 * length + (name[i] - '0');
+  }
+  return length;
+}
+
 bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
   return a.dtype() == b.dtype() && Executable::shapeOf(a) == Executable::shapeOf(b);
 }
@@ -361,11 +380,18 @@ Status checkEntryContracts(const fb::Executable &root) {
       return Status::error("entry '" + name + "' " + what);
     };
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
-    if (name == "prefill" || name == "decode") {
+    int64_t shorterPrefill = prefillLengthOf(name);
+    if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
       // ids, then past_length (decode) or logits_position (prefill), then
       // the caches; the logits of one position.
       bool decode = name == "decode";
-      int64_t tokens = decode ? 1 : seq;
+      int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
+      if (shorterPrefill == 0 || shorterPrefill >= seq ||
+          (shorterPrefill > 0 && caches == 0)) {
+        return bad("is a prefill for prompts of " + std::to_string(shorterPrefill) +
+                   " tokens: such entries take 1 to seq_length - 1 (" +
+                   std::to_string(seq - 1) + ") tokens and a KV cache");
+      }
       constexpr size_t kFirstCache = 2;
       if (inputs != kFirstCache + caches || outputs != 1 + caches) {
         return bad("has the wrong number of inputs or outputs");
@@ -382,8 +408,9 @@ Status checkEntryContracts(const fb::Executable &root) {
         if (!sameType(inputType(*entry, kFirstCache + i), outputType(*entry, 1 + i))) {
           return bad("returns a KV cache of another type than it takes");
         }
-        if (decode && (!prefill || !sameType(inputType(*entry, kFirstCache + i),
-                                             inputType(*prefill, kFirstCache + i)))) {
+        if ((decode || shorterPrefill > 0) &&
+            (!prefill || !sameType(inputType(*entry, kFirstCache + i),
+                                   inputType(*prefill, kFirstCache + i)))) {
           return bad("takes KV caches of other types than prefill");
         }
       }
@@ -540,6 +567,19 @@ const fb::Entry *Executable::entry(const std::string &name) const {
     }
   }
   return nullptr;
+}
+
+std::string Executable::prefillEntryFor(int64_t tokens) const {
+  std::string chosen = "prefill";
+  int64_t chosenLength = INT64_MAX;
+  for (const fb::Entry *entry : *root_->entries()) {
+    int64_t length = prefillLengthOf(entry->name()->str());
+    if (length >= tokens && length < chosenLength) {
+      chosen = entry->name()->str();
+      chosenLength = length;
+    }
+  }
+  return chosen;
 }
 
 std::vector<std::string> Executable::entryNames() const {

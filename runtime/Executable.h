@@ -43,6 +43,9 @@ public:
   /// The entry called `name`, or null.
   const fb::Entry *entry(const std::string &name) const;
   std::vector<std::string> entryNames() const;
+  /// The prefill entry for a prompt of `tokens` ids: the shortest
+  /// `prefill_<L>` with L >= tokens, else `prefill` (seq_length).
+  std::string prefillEntryFor(int64_t tokens) const;
 
   /// The tensor type of value `id` of `entry` (checked at load).
   static DType dtypeOf(const fb::TensorType &type);

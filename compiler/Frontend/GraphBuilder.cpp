@@ -239,14 +239,14 @@ Value GraphBuilder::withLora(Value input, Value projected,
                            mf::MulOp::create(builder_, loraLoc, up, scale));
 }
 
-void GraphBuilder::buildEntries() {
+void GraphBuilder::buildEntries(const FrontendOptions &options) {
   module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
   module_->setAttr("mf.run_mode",
                    builder_.getStringAttr(toString(spec_.runMode)));
   module_->setAttr("mf.context_mode",
                    builder_.getI64IntegerAttr(spec_.contextMode));
   if (spec_.runMode == RunMode::Predict) {
-    buildPredictEntries();
+    buildPredictEntries(options);
   } else {
     buildLossEntry();
   }
@@ -288,7 +288,7 @@ void GraphBuilder::setOptimizer() {
   module_->setAttr("mf.optimizer", builder_.getDictionaryAttr(settings));
 }
 
-void GraphBuilder::buildPredictEntries() {
+void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   const ModelConfig &model = spec_.model;
   int64_t batch = spec_.entryBatchSize();
   Type ids = builder_.getI32Type();
@@ -360,6 +360,10 @@ void GraphBuilder::buildPredictEntries() {
     finishEntry(entry, results, resultNames);
   };
   build("prefill", model.seqLength, /*takesPastLength=*/false);
+  for (int64_t length : prefillLengthsFor(options, model.seqLength)) {
+    build("prefill_" + std::to_string(length), length,
+          /*takesPastLength=*/false);
+  }
   build("decode", 1, /*takesPastLength=*/true);
   buildAllLogits();
 }
@@ -381,8 +385,23 @@ void GraphBuilder::buildLossEntry() {
   finishEntry(entry, {loss}, {"loss"});
 }
 
+std::vector<int64_t> mfc::prefillLengthsFor(const FrontendOptions &options,
+                                           int64_t seqLength) {
+  if (options.prefillLengths) {
+    return *options.prefillLengths;
+  }
+  // Each length at most doubles the work of the prompts it takes; shorter
+  // than 32, a prefill is mostly per-dispatch cost.
+  std::vector<int64_t> lengths;
+  for (int64_t length = 32; length < seqLength; length *= 2) {
+    lengths.push_back(length);
+  }
+  return lengths;
+}
+
 OwningOpRef<ModuleOp> mfc::buildModelModule(MLIRContext &context,
-                                            const ModelSpec &spec) {
+                                            const ModelSpec &spec,
+                                            const FrontendOptions &options) {
   context.loadDialect<mf::MFDialect, func::FuncDialect>();
   KeyPosition position = spec.positionOf("model");
   OwningOpRef<ModuleOp> module = ModuleOp::create(FileLineColLoc::get(
@@ -390,6 +409,6 @@ OwningOpRef<ModuleOp> mfc::buildModelModule(MLIRContext &context,
   std::unique_ptr<GraphBuilder> builder =
       spec.model.family == ModelFamily::GPT2 ? createGPT2Builder(*module, spec)
                                              : createLlamaBuilder(*module, spec);
-  builder->buildEntries();
+  builder->buildEntries(options);
   return module;
 }

@@ -3,6 +3,7 @@
 #ifndef MFC_COMPILER_FRONTEND_GRAPHBUILDER_H
 #define MFC_COMPILER_FRONTEND_GRAPHBUILDER_H
 
+#include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpec.h"
 #include "dialects/MF/IR/MFOps.h"
 
@@ -37,7 +38,7 @@ public:
   virtual mlir::Value buildForward(mlir::Value ids, KvCache *cache) = 0;
 
   /// Declares all entry points of the spec's run mode.
-  void buildEntries();
+  void buildEntries(const FrontendOptions &options);
 
 protected:
   mlir::MLIRContext *context() { return module_.getContext(); }
@@ -103,7 +104,7 @@ protected:
 private:
   /// The optimizer of a training module, for mf-train-step.
   void setOptimizer();
-  void buildPredictEntries();
+  void buildPredictEntries(const FrontendOptions &options);
   void buildLossEntry();
   mlir::func::FuncOp beginEntry(llvm::StringRef name,
                                 llvm::ArrayRef<std::string> inputNames,

@@ -440,6 +440,11 @@ int predict(const Options &options, Session &session) {
   };
 
   Executor &executor = *session.executor;
+  // With a KV cache, the prompt runs through the shortest prefill that
+  // holds it (mfc --prefill-lengths); the cache rows past it stay unused.
+  const std::string prefillEntry =
+      model.use_past() ? session.executable.prefillEntryFor(promptLength)
+                       : "prefill";
   // Token ids [batch, width]: every row holds the same sequence, padded.
   auto fillIds = [&](Tensor &ids, const std::vector<int32_t> &sequence,
                      int64_t width) {
@@ -465,14 +470,14 @@ int predict(const Options &options, Session &session) {
   for (int64_t run = 0; run < options.repeat; ++run) {
     tokens.resize(promptLength);
     // Prefill.
-    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs("prefill");
+    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(prefillEntry);
     if (!inputs) {
       return fail(inputs.status().message());
     }
-    fillIds((*inputs)[0], tokens, seqLength);
+    fillIds((*inputs)[0], tokens, (*inputs)[0].dim(1));
     (*inputs)[1].as<int32_t>()[0] = static_cast<int32_t>(promptLength - 1);
     auto prefillStart = Clock::now();
-    StatusOr<std::vector<Tensor>> outputs = runEntry("prefill", inputs.take());
+    StatusOr<std::vector<Tensor>> outputs = runEntry(prefillEntry, inputs.take());
     if (!outputs) {
       return fail(outputs.status().message());
     }

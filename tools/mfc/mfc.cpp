@@ -114,6 +114,33 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
   });
 }
 
+/// --prefill-lengths: 'none', or increasing lengths below `seqLength`.
+/// Prints what is wrong and returns nothing on bad input.
+std::optional<std::vector<int64_t>> parsePrefillLengths(llvm::StringRef text,
+                                                        int64_t seqLength) {
+  std::vector<int64_t> lengths;
+  if (text == "none") {
+    return lengths;
+  }
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',');
+  for (llvm::StringRef item : items) {
+    int64_t length = 0;
+    if (item.trim().getAsInteger(10, length) || length < 1 ||
+        length >= seqLength ||
+        (!lengths.empty() && length <= lengths.back())) {
+      printError("--prefill-lengths=" + text.str() + ": '" + item.str() +
+                 "' is not a length in 1.." + std::to_string(seqLength - 1) +
+                 " above the one before it (seq_length " +
+                 std::to_string(seqLength) +
+                 " always has its prefill); write e.g. 64,256 or none");
+      return std::nullopt;
+    }
+    lengths.push_back(length);
+  }
+  return lengths;
+}
+
 int compile(int argc, char **argv) {
   cl::OptionCategory category("mfc compile options");
   // Options are locals: each command registers only its own.
@@ -153,6 +180,12 @@ int compile(int argc, char **argv) {
   cl::opt<std::string> kernelsObject(
       "kernels-object", cl::desc("Write the generated kernels as an ELF object"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<std::string> prefillLengths(
+      "prefill-lengths",
+      cl::desc("Predict with a KV cache: prompt lengths below seq_length that "
+               "get their own prefill entry, e.g. 64,256 ('none': only "
+               "seq_length; default: 32, 64, ... below seq_length)"),
+      cl::value_desc("N,N,...|none"), cl::cat(category));
   cl::opt<std::string>
       dumpIrDir("dump-ir-dir",
                 cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
@@ -197,13 +230,28 @@ int compile(int argc, char **argv) {
         << "ignored (used only by MindSpore's trainer): " << list << "\n";
   }
 
+  FrontendOptions frontendOptions;
+  if (prefillLengths.getNumOccurrences()) {
+    std::optional<std::vector<int64_t>> lengths =
+        parsePrefillLengths(prefillLengths, spec->model.seqLength);
+    if (!lengths) {
+      return 2;
+    }
+    if (spec->runMode != RunMode::Predict || !spec->model.usePast) {
+      llvm::WithColor::note(llvm::errs(), "mfc")
+          << "--prefill-lengths is for predict with use_past: True; ignored\n";
+    }
+    frontendOptions.prefillLengths = std::move(lengths);
+  }
+
   mlir::DialectRegistry registry;
   registry.insert<mlir::mf::MFDialect, mlir::func::FuncDialect>();
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnosticHandler(sourceMgr, &context);
 
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModelModule(context, *spec);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      buildModelModule(context, *spec, frontendOptions);
   if (failed(mlir::verify(*module))) {
     printError("internal error: the frontend built invalid mf IR for '" +
                inputFile + "'; please report it with the config");

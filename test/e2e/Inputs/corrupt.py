@@ -17,6 +17,8 @@
                                             service NEW (same length) instead of
                                             OLD, its hash fixed: a model from
                                             another mfc
+  corrupt.py rename-entry IN OUT OLD NEW    model.bin whose entry OLD is called NEW
+                                            (same length), wherever it is named
   corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
                                             time and runs mf-run on each copy;
                                             fails if any run crashes
@@ -124,6 +126,14 @@ def main():
         at = data.find(old_hash)
         data[at:at + 8] = struct.pack("<Q", fnv1a64(patched))
         open(sys.argv[3], "wb").write(bytes(data))
+    elif command == "rename-entry":
+        data = bytearray(open(sys.argv[2], "rb").read())
+        old, new = sys.argv[4].encode(), sys.argv[5].encode()
+        stored = struct.pack("<I", len(old)) + old + b"\0"  # a flatbuffer string
+        if len(old) != len(new) or stored not in data:
+            sys.exit("the names differ in length or there is no such entry")
+        renamed = bytes(data).replace(stored, struct.pack("<I", len(new)) + new + b"\0")
+        open(sys.argv[3], "wb").write(renamed)
     elif command == "flip-all":
         mfrun, path, args = sys.argv[2], sys.argv[3], sys.argv[4:]
         data = open(path, "rb").read()
