@@ -360,7 +360,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     tryOrder(skylineOrder(buffers), Fit::Lowest, "skyline");
   }
 
-  // 1b. The skyline search (SkylineSearch.h), bisecting the arena size
+  // 2. The skyline search (SkylineSearch.h), bisecting the arena size
   //     between the bound and the best plan so far, for up to half the
   //     time: on 600-buffer exact tilings it often finds the bound itself,
   //     or a plan a little above it, in its first descent, where the
@@ -406,7 +406,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     }
     result.candidatesTried += search.nodes() / n;
   }
-  // 2. For the first 40% of the time, lowest-first orders with the
+  // 3. For the first 40% of the time, lowest-first orders with the
   //    lifetime tie-break randomly perturbed: on tight problems the
   //    choice among buffers that could sit equally low decides the
   //    packing (on 10 generated tilings the worst arena went from 1.19 to
@@ -428,7 +428,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     }
   }
 
-  // 3. Search: perturb the current order and replay it. Moving a buffer
+  // 4. Search: perturb the current order and replay it. Moving a buffer
   //    that touches the top of the arena earlier gives it first pick of
   //    offsets; random swaps escape plateaus (equal arenas are accepted).
   //    After a stall, restart from a randomized lowest-first order (a

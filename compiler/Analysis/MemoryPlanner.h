@@ -57,8 +57,10 @@ int64_t livenessLowerBound(const std::vector<PlannedBuffer> &buffers);
 ///  1. a portfolio of greedy orders (decreasing size, start time, area,
 ///     lifetime), each placed lowest-fit and best-fit, and the order that
 ///     builds the arena from the bottom up, keeping the best;
-///  2. then, until the time limit or the lower bound, a search that perturbs
-///     the best order and replays it.
+///  2. for up to half the time, the skyline search (SkylineSearch.h),
+///     bisecting the arena size between the bound and the best plan;
+///  3. then, until the time limit or the lower bound, randomized greedy
+///     orders and a search that perturbs the best order and replays it.
 MemoryPlanResult planMemory(std::vector<PlannedBuffer> &buffers,
                             const MemoryPlanOptions &options = {});
 
