@@ -212,18 +212,9 @@ std::vector<int> skylineOrder(const std::vector<PlannedBuffer> &buffers,
                               std::mt19937_64 *random = nullptr,
                               bool rightFirst = false) {
   int n = static_cast<int>(buffers.size());
-  std::vector<int64_t> times;
-  for (const PlannedBuffer &buffer : buffers) {
-    times.push_back(buffer.lower);
-    times.push_back(buffer.upper);
-  }
-  std::sort(times.begin(), times.end());
-  times.erase(std::unique(times.begin(), times.end()), times.end());
-  auto slot = [&](int64_t time) {
-    return static_cast<int>(std::lower_bound(times.begin(), times.end(), time) -
-                            times.begin());
-  };
-  int slots = std::max<int>(1, static_cast<int>(times.size()) - 1);
+  TimeSlots timeSlots(buffers);
+  auto slot = [&](int64_t time) { return timeSlots.slotOf(time); };
+  int slots = timeSlots.count();
   std::vector<int64_t> height(slots, 0);
   std::vector<int> order, open;
   for (int i = 0; i < n; ++i) {

@@ -17,21 +17,25 @@ int64_t alignUp(int64_t value, int64_t alignment) {
 
 } // namespace
 
+TimeSlots::TimeSlots(const std::vector<PlannedBuffer> &buffers) {
+  for (const PlannedBuffer &buffer : buffers) {
+    times_.push_back(buffer.lower);
+    times_.push_back(buffer.upper);
+  }
+  std::sort(times_.begin(), times_.end());
+  times_.erase(std::unique(times_.begin(), times_.end()), times_.end());
+}
+
+int TimeSlots::slotOf(int64_t time) const {
+  return static_cast<int>(std::lower_bound(times_.begin(), times_.end(), time) -
+                          times_.begin());
+}
+
 SkylineSearch::SkylineSearch(const std::vector<PlannedBuffer> &buffers,
                              int64_t alignment)
     : numBuffers_(buffers.size()) {
-  std::vector<int64_t> times;
-  for (const PlannedBuffer &buffer : buffers) {
-    times.push_back(buffer.lower);
-    times.push_back(buffer.upper);
-  }
-  std::sort(times.begin(), times.end());
-  times.erase(std::unique(times.begin(), times.end()), times.end());
-  auto slot = [&](int64_t time) {
-    return static_cast<int>(std::lower_bound(times.begin(), times.end(), time) -
-                            times.begin());
-  };
-  slots_ = std::max<int>(1, static_cast<int>(times.size()) - 1);
+  TimeSlots slots(buffers);
+  slots_ = slots.count();
   startingAt_.resize(slots_);
   for (size_t i = 0; i < buffers.size(); ++i) {
     const PlannedBuffer &buffer = buffers[i];
@@ -39,8 +43,8 @@ SkylineSearch::SkylineSearch(const std::vector<PlannedBuffer> &buffers,
       continue; // alive at no step, or empty: offset 0
     }
     Item item;
-    item.lo = slot(buffer.lower);
-    item.hi = slot(buffer.upper);
+    item.lo = slots.slotOf(buffer.lower);
+    item.hi = slots.slotOf(buffer.upper);
     item.size = alignUp(buffer.size, alignment);
     item.buffer = static_cast<int>(i);
     item.twin = static_cast<int>(items_.size());

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <random>
@@ -24,6 +25,19 @@
 #include <vector>
 
 namespace mfc {
+
+/// The steps where some buffer starts or ends, sorted: slot s is the span
+/// [times[s], times[s + 1]), where the set of live buffers is constant.
+class TimeSlots {
+public:
+  explicit TimeSlots(const std::vector<PlannedBuffer> &buffers);
+  /// The slot starting at `time`, one of the buffers' bounds.
+  int slotOf(int64_t time) const;
+  int count() const { return std::max<int>(1, int(times_.size()) - 1); }
+
+private:
+  std::vector<int64_t> times_;
+};
 
 struct SkylineSearchBudget {
   std::chrono::steady_clock::time_point deadline;
