@@ -124,6 +124,21 @@ void mfrt::attendRows(const AttentionRows &block, std::vector<float> &scratch) {
   }
 }
 
+AttentionRows mfrt::attentionOfOnePosition(const float *query,
+                                           const float *keys,
+                                           const float *values,
+                                           int64_t keyStride,
+                                           int64_t valueStride, int64_t heads,
+                                           int64_t past, int64_t attended,
+                                           bool causal, float scale, float *out,
+                                           int64_t dim) {
+  // The position sees the keys up to itself (causal) or all of them: the
+  // same for every row, so the rows attend as one non-causal block.
+  int64_t visible = causal ? std::min(attended, past + 1) : attended;
+  return {query,  dim,  keys,  values, keyStride, valueStride, 0, heads,
+          past,   visible, false, scale, out,    dim,         dim};
+}
+
 std::vector<float> mfrt::ropeInverseFrequencies(float theta, int64_t headDim) {
   std::vector<float> inverseFrequency(headDim / 2);
   for (int64_t i = 0; i < headDim / 2; ++i) {
@@ -203,8 +218,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   // Per thread, reused from call to call (a decode step calls per layer).
   thread_local std::vector<float> keyRows, valueRows, queries, outRows, rotated,
       scratch;
-  queries.resize(kAttentionRowBlock * dim);
-  outRows.resize(kAttentionRowBlock * dim);
+  queries.resize(std::max(kAttentionRowBlock, group) * dim);
+  outRows.resize(std::max(kAttentionRowBlock, group) * dim);
   rotated.resize(dim);
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
@@ -270,6 +285,33 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
                valueRows.data());
       values = valueRows.data();
       valueStride = dim;
+    }
+    if (args.seq == 1) {
+      // One position: the query rows of the group's heads, side by side,
+      // attend together (one GEMM for the group instead of one per head).
+      int64_t offset = (b * args.heads + kvHead * group) * dim;
+      const float *query = queries.data();
+      int64_t stride = dim;
+      if (args.ropeQuery) {
+        for (int64_t r = 0; r < group; ++r) {
+          rotate(args.query, offset + r * dim, 0, &queries[r * dim]);
+        }
+      } else if (f32) {
+        query = static_cast<const float *>(args.query) + offset;
+      } else {
+        loadRows(dtype, args.query, offset, dim, group, dim, queries.data());
+      }
+      float *out =
+          f32 ? static_cast<float *>(args.out) + offset : outRows.data();
+      attendRows(attentionOfOnePosition(query, keys, values, keyStride,
+                                        valueStride, group, args.past,
+                                        attended, args.causal, args.scale,
+                                        out, dim),
+                 scratch);
+      if (!f32) {
+        storeRows(dtype, outRows.data(), args.out, offset, dim, group, dim);
+      }
+      continue;
     }
     for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
       for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {

@@ -46,6 +46,16 @@ void attendRows(const AttentionRows &block, std::vector<float> &scratch);
 /// The most query rows one attendRows call should take.
 inline constexpr int64_t kAttentionRowBlock = 32;
 
+/// The block for the query rows of `heads` heads (rows of `dim`, side by
+/// side) at one position `past` sharing one KV head, as decode has them:
+/// all rows see the same keys, so they attend together.
+AttentionRows attentionOfOnePosition(const float *query, const float *keys,
+                                     const float *values, int64_t keyStride,
+                                     int64_t valueStride, int64_t heads,
+                                     int64_t past, int64_t attended,
+                                     bool causal, float scale, float *out,
+                                     int64_t dim);
+
 /// RoPE's inverse frequencies theta^(-2i / headDim), i < headDim / 2, in
 /// f32 as the Hugging Face reference computes them.
 std::vector<float> ropeInverseFrequencies(float theta, int64_t headDim);

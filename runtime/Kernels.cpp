@@ -446,6 +446,27 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   int64_t attended = hasPast ? past + seq : keys;
   bool small = batch * heads * seq * attended * dim < (1 << 16);
   int64_t queryStride = heads * dim, keyStride = kvHeads * dim;
+  if (seq == 1) {
+    // One position (decode): a KV head's query heads attend together, as
+    // the fused attention does them.
+    (small ? runSerially : parallel)(batch * kvHeads, [&](int64_t begin,
+                                                          int64_t end) {
+      std::vector<float> scratch;
+      for (int64_t unit = begin; unit < end; ++unit) {
+        int64_t b = unit / kvHeads, kvHead = unit % kvHeads;
+        int64_t offset = (b * heads + kvHead * group) * dim;
+        int64_t kvOffset = (b * keys * kvHeads + kvHead) * dim;
+        attendRows(attentionOfOnePosition(
+                       qf.data() + offset, kf.data() + kvOffset,
+                       vf.data() + kvOffset, keyStride, keyStride, group, past,
+                       std::min(attended, keys), causal, scale,
+                       result.data() + offset, dim),
+                   scratch);
+      }
+    });
+    result.finish();
+    return Status::ok();
+  }
   (small ? runSerially : parallel)(batch * heads * rowBlocks,
                                    [&](int64_t begin, int64_t end) {
     std::vector<float> scratch;

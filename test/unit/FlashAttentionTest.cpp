@@ -161,6 +161,12 @@ void expectMatchesNaive(const Shape &s) {
 
 TEST(FlashAttention, DecodeWritesTheCacheAndAttendsOverIt) {
   expectMatchesNaive({2, 1, 4, 2, 16, 200, 150, true, true, true});
+  // One KV head for 40 query heads: more rows than a block of 32 attend
+  // together.
+  expectMatchesNaive({1, 1, 40, 1, 8, 60, 45, true, true, true});
+  // One position without a cache sees itself alone (causal) or all keys.
+  expectMatchesNaive({1, 1, 4, 2, 8, 1, 0, false, true, true});
+  expectMatchesNaive({1, 1, 4, 2, 8, 1, 0, false, false, false});
 }
 
 TEST(FlashAttention, PrefillAcrossQueryAndKeyBlocks) {
