@@ -91,16 +91,14 @@ void mfrt::attendRows(const AttentionRows &block, std::vector<float> &scratch) {
       float *row = scores + r * count;
       int64_t visible = std::clamp<int64_t>(visibleTo(r) - first, 0, count);
       if (visible > 0) {
-        float best =
-            std::max(maximum[r], *std::max_element(row, row + visible));
+        float best = std::max(maximum[r], detail::maximumOf(row, visible));
         // What was summed so far was relative to the old maximum.
         float rescale = std::exp(maximum[r] - best);
         sum[r] = sum[r] * rescale + detail::expShiftedSum(row, visible, best);
         maximum[r] = best;
         if (rescale != 1.0f) {
-          for (int64_t d = 0; d < dim; ++d) {
-            accumulated[r * dim + d] *= rescale;
-          }
+          detail::scaleInto(accumulated + r * dim, rescale,
+                            accumulated + r * dim, dim);
         }
       }
       std::fill(row + visible, row + count, 0.0f); // masked: weight 0
@@ -117,10 +115,8 @@ void mfrt::attendRows(const AttentionRows &block, std::vector<float> &scratch) {
   for (int64_t r = 0; r < rows; ++r) {
     // A row that sees no key (no keys at all) is the weighted sum of none.
     float inverse = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
-    float *target = block.out + r * block.outStride;
-    for (int64_t d = 0; d < dim; ++d) {
-      target[d] = accumulated[r * dim + d] * inverse;
-    }
+    detail::scaleInto(accumulated + r * dim, inverse,
+                      block.out + r * block.outStride, dim);
   }
 }
 

@@ -193,6 +193,12 @@ double sumOf(const float *x, int64_t n);
 /// the loop vectorizes.
 double expShiftedSum(float *x, int64_t n, float shift);
 
+/// The largest of `n` >= 1 floats (none NaN).
+float maximumOf(const float *x, int64_t n);
+
+/// out[i] = in[i] * factor over `n` floats (`out` may be `in`).
+void scaleInto(const float *in, float factor, float *out, int64_t n);
+
 } // namespace mfrt::detail
 
 #endif // MFC_RUNTIME_KERNELSUPPORT_H

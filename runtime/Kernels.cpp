@@ -689,6 +689,48 @@ double mfrt::detail::sumOf(const float *x, int64_t n) {
 
 namespace {
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) float
+maximumOfClones(const float *x, int64_t n) {
+  // Sixteen running maxima: a reduction the vectorizer takes without
+  // reordering NaN comparisons (there are none).
+  float partial[16];
+  std::fill(partial, partial + 16, x[0]);
+  int64_t d = 0;
+  for (; d + 16 <= n; d += 16) {
+    for (int u = 0; u < 16; ++u) {
+      partial[u] = x[d + u] > partial[u] ? x[d + u] : partial[u];
+    }
+  }
+  float best = x[0];
+  for (; d < n; ++d) {
+    best = std::max(best, x[d]);
+  }
+  for (float value : partial) {
+    best = std::max(best, value);
+  }
+  return best;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+scaleIntoClones(const float *in, float factor, float *out, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) {
+    out[d] = in[d] * factor;
+  }
+}
+
+} // namespace
+
+float mfrt::detail::maximumOf(const float *x, int64_t n) {
+  return maximumOfClones(x, n);
+}
+
+void mfrt::detail::scaleInto(const float *in, float factor, float *out,
+                             int64_t n) {
+  scaleIntoClones(in, factor, out, n);
+}
+
+namespace {
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) double
 expShiftedSumClones(float *x, int64_t n, float shift) {
   double partial[16] = {};
