@@ -24,8 +24,11 @@
 #include "dialects/MF/IR/MFOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/MapVector.h"
 
 #include <optional>
 #include <string>
@@ -84,6 +87,38 @@ enum class TileInput { Full, Row, Scalar };
 /// Which, if the input can be read tile by tile (nullopt otherwise).
 std::optional<TileInput> classifyTileInput(llvm::ArrayRef<int64_t> from,
                                            llvm::ArrayRef<int64_t> to);
+
+/// Region values a tiled kernel reads: the region argument of each and how.
+using TileReads =
+    llvm::MapVector<mlir::Value, std::pair<unsigned, TileInput>>;
+
+/// Appends the linalg.generic inputs over a [rows, cols] tile for `reads`,
+/// one per (argument, how): a whole input's tile by `fullTile`, a row
+/// input's [cols] view cut by `rowPart`, a scalar as a [1] view; records in
+/// `inputOf` which input each value is.
+void addTileReads(mlir::OpBuilder &builder, mlir::Location loc,
+                  const TileReads &reads,
+                  llvm::function_ref<mlir::Value(unsigned)> argument,
+                  int64_t cols,
+                  llvm::function_ref<mlir::Value(mlir::Value)> fullTile,
+                  llvm::function_ref<mlir::Value(mlir::Value)> rowPart,
+                  llvm::SmallVectorImpl<mlir::Value> &views,
+                  llvm::SmallVectorImpl<mlir::AffineMap> &maps,
+                  llvm::MapVector<mlir::Value, unsigned> &inputOf);
+
+/// A linalg.generic over `inputs` and `outputs` computing the region
+/// `body` per element: region value `key` is input inputOf[key], loaded by
+/// `load(key, scalar, loc)` into the compute domain. Fails (and says why
+/// in `why`) if an op of the body has no scalar form.
+llvm::LogicalResult buildBodyGeneric(
+    mlir::OpBuilder &builder, mlir::Location loc, mlir::Block &body,
+    mlir::ValueRange inputs, mlir::ValueRange outputs,
+    llvm::ArrayRef<mlir::AffineMap> maps,
+    llvm::ArrayRef<mlir::utils::IteratorType> iterators,
+    const llvm::MapVector<mlir::Value, unsigned> &inputOf,
+    llvm::function_ref<mlir::Value(mlir::Value, mlir::Value, mlir::Location)>
+        load,
+    std::string &why);
 
 /// Builds the kernel of a norm region (an RMSNorm, LayerNorm or softmax
 /// over rows with elementwise producers and consumers): tiles of whole

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Codegen/CPU/CPUKernels.h"
+#include "compiler/Codegen/CPU/ScalarEmitter.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/FusionUtils.h"
@@ -69,6 +70,72 @@ Value mfc::flattenMemRef(OpBuilder &builder, Location loc, Value memref,
   return memref::ReinterpretCastOp::create(
       builder, loc, MemRefType::get(shape, type.getElementType()), memref,
       builder.getIndexAttr(0), sizes, strides);
+}
+
+void mfc::addTileReads(OpBuilder &builder, Location loc,
+                       const TileReads &reads,
+                       function_ref<Value(unsigned)> argument, int64_t cols,
+                       function_ref<Value(Value)> fullTile,
+                       function_ref<Value(Value)> rowPart,
+                       SmallVectorImpl<Value> &views,
+                       SmallVectorImpl<AffineMap> &maps,
+                       llvm::MapVector<Value, unsigned> &inputOf) {
+  MLIRContext *context = builder.getContext();
+  std::map<std::pair<unsigned, TileInput>, unsigned> viewOf;
+  for (auto [value, read] : reads) {
+    auto [it, inserted] = viewOf.try_emplace(read, views.size());
+    inputOf[value] = it->second;
+    if (!inserted) {
+      continue;
+    }
+    Value memref = argument(read.first);
+    switch (read.second) {
+    case TileInput::Full:
+      views.push_back(fullTile(memref));
+      maps.push_back(AffineMap::getMultiDimIdentityMap(2, context));
+      break;
+    case TileInput::Row:
+      views.push_back(rowPart(flattenMemRef(builder, loc, memref, {cols})));
+      maps.push_back(AffineMap::get(2, 0, getAffineDimExpr(1, context)));
+      break;
+    case TileInput::Scalar:
+      views.push_back(flattenMemRef(builder, loc, memref, {1}));
+      maps.push_back(AffineMap::get(2, 0, getAffineConstantExpr(0, context)));
+      break;
+    }
+  }
+}
+
+LogicalResult mfc::buildBodyGeneric(
+    OpBuilder &builder, Location loc, Block &body, ValueRange inputs,
+    ValueRange outputs, ArrayRef<AffineMap> maps,
+    ArrayRef<utils::IteratorType> iterators,
+    const llvm::MapVector<Value, unsigned> &inputOf,
+    function_ref<Value(Value, Value, Location)> load, std::string &why) {
+  auto yield = cast<mf::YieldOp>(body.getTerminator());
+  ScalarEmitter emitter(builder);
+  std::string failure;
+  linalg::GenericOp::create(
+      builder, loc, inputs, outputs, maps, iterators,
+      [&](OpBuilder &, Location bodyLoc, ValueRange scalars) {
+        llvm::DenseMap<Value, Value> scalarOf;
+        for (auto [key, position] : inputOf) {
+          scalarOf[key] = load(key, scalars[position], bodyLoc);
+        }
+        FailureOr<SmallVector<Value>> computed =
+            emitter.emitBody(body, scalarOf, bodyLoc, failure);
+        // On failure the kernel is dropped; the body only has to verify.
+        SmallVector<Value> results =
+            succeeded(computed) ? *computed
+                                : SmallVector<Value>(yield.getValues().size(),
+                                                     scalars[0]);
+        linalg::YieldOp::create(builder, bodyLoc, results);
+      });
+  if (!failure.empty()) {
+    why = failure;
+    return mlir::failure();
+  }
+  return success();
 }
 
 scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,

@@ -174,29 +174,14 @@ FailureOr<func::FuncOp> mfc::buildElementwiseKernel(mf::FusionOp fusion,
     maps.push_back(identity);
   }
   SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  std::string failure;
-  auto yield = cast<mf::YieldOp>(body.getTerminator());
   ScalarEmitter emitter(builder);
-  linalg::GenericOp::create(
-      builder, loc, genericInputs, genericOutputs, maps, iterators,
-      [&](OpBuilder &, Location bodyLoc, ValueRange scalars) {
-        llvm::DenseMap<Value, Value> scalarOf;
-        for (auto [key, index] : inputOf) {
-          scalarOf[key] = emitter.widen(scalars[index], elementTypeOf(key),
-                                        bodyLoc);
-        }
-        FailureOr<SmallVector<Value>> computed =
-            emitter.emitBody(body, scalarOf, bodyLoc, failure);
-        SmallVector<Value> results =
-            succeeded(computed) ? *computed
-                                : SmallVector<Value>(yield.getValues().size(),
-                                                     scalars[0]);
-        linalg::YieldOp::create(builder, bodyLoc, results);
-      });
-  if (!failure.empty()) {
-    why = failure;
+  auto load = [&](Value key, Value scalar, Location at) {
+    return emitter.widen(scalar, elementTypeOf(key), at);
+  };
+  if (failed(buildBodyGeneric(builder, loc, body, genericInputs, genericOutputs,
+                              maps, iterators, inputOf, load, why))) {
     kernel.erase();
-    return mlir::failure();
+    return failure();
   }
   return kernel;
 }

@@ -166,7 +166,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   SmallVector<MatmulInfo> matmuls;
   llvm::DenseMap<Value, unsigned> matmulOf;            // result -> index
   // In insertion order, so that a kernel prints the same in every run.
-  llvm::MapVector<Value, std::pair<unsigned, TileInput>> argumentOf;
+  TileReads argumentOf;
   for (Operation &op : body.without_terminator()) {
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
@@ -338,9 +338,6 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                      ArrayRef<OpFoldResult>{one, one});
   };
   AffineMap identity = AffineMap::getMultiDimIdentityMap(2, context);
-  AffineMap rowMap = AffineMap::get(2, 0, getAffineDimExpr(1, context), context);
-  AffineMap scalarMap =
-      AffineMap::get(2, 0, getAffineConstantExpr(0, context), context);
 
   SmallVector<Value> genericInputs, genericOutputs;
   SmallVector<AffineMap> maps;
@@ -352,64 +349,33 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         ArrayRef<OpFoldResult>{m, n}, ArrayRef<OpFoldResult>{one, one}));
     maps.push_back(identity);
   }
-  std::map<std::pair<unsigned, TileInput>, unsigned> viewOf;
-  for (auto [value, read] : argumentOf) {
-    auto [it, inserted] = viewOf.try_emplace(read, genericInputs.size());
-    inputOf[value] = it->second;
-    if (!inserted) {
-      continue;
-    }
-    Value memref = argument(read.first);
-    switch (read.second) {
-    case TileInput::Full:
-      genericInputs.push_back(fullTile(memref));
-      maps.push_back(identity);
-      break;
-    case TileInput::Row:
-      genericInputs.push_back(memref::SubViewOp::create(
-          builder, loc, flatten(memref, {cols}), ArrayRef<OpFoldResult>{n0},
-          ArrayRef<OpFoldResult>{n}, ArrayRef<OpFoldResult>{one}));
-      maps.push_back(rowMap);
-      break;
-    case TileInput::Scalar:
-      genericInputs.push_back(flatten(memref, {1}));
-      maps.push_back(scalarMap);
-      break;
-    }
-  }
+  addTileReads(
+      builder, loc, argumentOf, argument, cols, fullTile,
+      [&](Value row) -> Value {
+        return memref::SubViewOp::create(builder, loc, row,
+                                         ArrayRef<OpFoldResult>{n0},
+                                         ArrayRef<OpFoldResult>{n},
+                                         ArrayRef<OpFoldResult>{one});
+      },
+      genericInputs, maps, inputOf);
   unsigned resultBase = fusion.getInputs().size();
   for (unsigned i = 0; i < fusion.getNumResults(); ++i) {
     genericOutputs.push_back(fullTile(argument(resultBase + i)));
     maps.push_back(identity);
   }
 
-  std::string failure;
   ScalarEmitter emitter(builder);
   SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
-  linalg::GenericOp::create(
-      builder, loc, genericInputs, genericOutputs, maps, iterators,
-      [&](OpBuilder &, Location bodyLoc, ValueRange scalars) {
-        llvm::DenseMap<Value, Value> scalarOf;
-        // Loaded inputs in the compute domain; a matmul's f32 product
-        // rounded to its result type first, as PyNative stores it.
-        for (auto [key, position] : inputOf) {
-          Type element = elementTypeOf(key);
-          scalarOf[key] =
-              matmulOf.count(key)
-                  ? emitter.widen(emitter.narrow(scalars[position], element, bodyLoc),
-                                  element, bodyLoc)
-                  : emitter.widen(scalars[position], element, bodyLoc);
-        }
-        FailureOr<SmallVector<Value>> computed =
-            emitter.emitBody(body, scalarOf, bodyLoc, failure);
-        SmallVector<Value> results =
-            succeeded(computed) ? *computed
-                                : SmallVector<Value>(yield.getValues().size(),
-                                                     scalars[0]);
-        linalg::YieldOp::create(builder, bodyLoc, results);
-      });
-  if (!failure.empty()) {
-    why = failure;
+  // Loaded inputs in the compute domain; a matmul's f32 product rounded to
+  // its result type first, as PyNative stores it.
+  auto load = [&](Value key, Value scalar, Location at) {
+    Type element = elementTypeOf(key);
+    return emitter.widen(
+        matmulOf.count(key) ? emitter.narrow(scalar, element, at) : scalar,
+        element, at);
+  };
+  if (failed(buildBodyGeneric(builder, loc, body, genericInputs, genericOutputs,
+                              maps, iterators, inputOf, load, why))) {
     kernel.erase();
     return mlir::failure();
   }

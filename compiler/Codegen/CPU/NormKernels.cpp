@@ -32,7 +32,6 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <limits>
-#include <map>
 
 using namespace mlir;
 using namespace mfc;
@@ -111,8 +110,7 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
   // Producers (before the norm) and consumers (after it); what each reads.
   // Splat constants are scalars either side may use.
   SmallVector<Operation *> producers, consumers, splats;
-  llvm::MapVector<Value, std::pair<unsigned, TileInput>> producerReads,
-      consumerReads;
+  TileReads producerReads, consumerReads;
   bool afterNorm = false;
   for (Operation &op : body.without_terminator()) {
     if (&op == norm) {
@@ -240,37 +238,14 @@ FailureOr<func::FuncOp> mfc::buildNormKernel(mf::FusionOp fusion,
       AffineMap::get(2, 0, getAffineDimExpr(1, context), context);
   AffineMap perRow =
       AffineMap::get(2, 0, getAffineDimExpr(0, context), context);
-  AffineMap scalarMap =
-      AffineMap::get(2, 0, getAffineConstantExpr(0, context), context);
   // A generic's inputs for what `reads` loads, one view per (argument, how).
-  auto addReads =
-      [&](const llvm::MapVector<Value, std::pair<unsigned, TileInput>> &reads,
-          SmallVector<Value> &views, SmallVector<AffineMap> &maps,
-          llvm::MapVector<Value, unsigned> &inputOf) {
-        std::map<std::pair<unsigned, TileInput>, unsigned> viewOf;
-        for (auto [value, read] : reads) {
-          auto [it, inserted] = viewOf.try_emplace(read, views.size());
-          inputOf[value] = it->second;
-          if (!inserted) {
-            continue;
-          }
-          Value memref = argument(read.first);
-          switch (read.second) {
-          case TileInput::Full:
-            views.push_back(rowsOf(memref));
-            maps.push_back(identity);
-            break;
-          case TileInput::Row:
-            views.push_back(flatten(memref, {cols}));
-            maps.push_back(rowMap);
-            break;
-          case TileInput::Scalar:
-            views.push_back(flatten(memref, {1}));
-            maps.push_back(scalarMap);
-            break;
-          }
-        }
-      };
+  auto addReads = [&](const TileReads &reads, SmallVector<Value> &views,
+                      SmallVector<AffineMap> &maps,
+                      llvm::MapVector<Value, unsigned> &inputOf) {
+    addTileReads(
+        builder, loc, reads, argument, cols, rowsOf,
+        [](Value row) { return row; }, views, maps, inputOf);
+  };
   ScalarEmitter emitter(builder);
   std::string failure;
   // Computes `ops` in order on loaded scalars (broadcasts are loaded).
