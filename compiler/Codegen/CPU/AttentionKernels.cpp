@@ -205,6 +205,22 @@ struct UnitKernel {
   func::FuncOp kernel;
   Block *entry;
   Value unitBegin, unitEnd; // i64
+  OpBuilder &builder;
+  Location loc;
+
+  /// An i64 constant, and the address of kernel argument `number` as i64
+  /// (0 for an argument the region does not have, number < 0).
+  Value constant(int64_t value) { return i64Constant(builder, loc, value); }
+  Value pointer(int number) {
+    return pointerOfArgument(builder, loc, entry, number);
+  }
+  /// The services' shape arguments: batch, seq, heads, kvHeads, dim and
+  /// key rows, from query [batch, seq, heads, dim] and key [batch, keys,
+  /// kvHeads, dim].
+  SmallVector<Value> shape(ArrayRef<int64_t> query, ArrayRef<int64_t> key) {
+    return {constant(query[0]), constant(query[1]), constant(query[2]),
+            constant(key[2]),   constant(query[3]), constant(key[1])};
+  }
 };
 UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
                            ArrayRef<int64_t> query, ArrayRef<int64_t> key,
@@ -226,7 +242,7 @@ UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
       i64Constant(builder, loc, unitsPerTile));
   Value unitEnd = arith::AddIOp::create(
       builder, loc, unitBegin, i64Constant(builder, loc, unitsPerTile));
-  return {kernel, entry, unitBegin, unitEnd};
+  return {kernel, entry, unitBegin, unitEnd, builder, loc};
 }
 
 int64_t bitsOf(double value) {
@@ -253,22 +269,15 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
       buildUnitKernel(fusion, builder, query, key, kAttentionService, 23);
-  Block *entry = unit.entry;
-  auto constant = [&](int64_t value) {
-    return i64Constant(builder, loc, value);
-  };
-  auto pointer = [&](int number) {
-    return pointerOfArgument(builder, loc, entry, number);
-  };
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
   auto resultPointer = [&](Value value) -> Value {
     for (auto [index, yielded] : llvm::enumerate(yield.getValues())) {
       if (yielded == value) {
-        return pointer(static_cast<int>(fusion.getInputs().size() + index));
+        return unit.pointer(static_cast<int>(fusion.getInputs().size() + index));
       }
     }
-    return constant(0);
+    return unit.constant(0);
   };
   bool cached = bool(parts.writeKey);
   int64_t flags = (parts.attention.getCausal() ? 1 : 0) |
@@ -280,27 +289,25 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   SmallVector<Value> operands{
       unit.unitBegin,
       unit.unitEnd,
-      pointer(parts.query),
-      pointer(parts.newKeys),
-      pointer(parts.newValues),
-      pointer(parts.cacheKey),
-      pointer(parts.cacheValue),
-      cached ? resultPointer(parts.writeKey.getResult()) : constant(0),
-      cached ? resultPointer(parts.writeValue.getResult()) : constant(0),
-      pointer(parts.positions),
-      pointer(parts.past),
-      constant(parts.pastValue),
-      resultPointer(parts.attention.getResult()),
-      constant(query[0]),
-      constant(query[1]),
-      constant(query[2]),
-      constant(key[2]),
-      constant(query[3]),
-      constant(key[1]),
-      constant(newKeysType.getDimSize(1)),
-      constant(flags),
-      constant(bitsOf(parts.attention.getScale().convertToDouble())),
-      constant(bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))};
+      unit.pointer(parts.query),
+      unit.pointer(parts.newKeys),
+      unit.pointer(parts.newValues),
+      unit.pointer(parts.cacheKey),
+      unit.pointer(parts.cacheValue),
+      cached ? resultPointer(parts.writeKey.getResult()) : unit.constant(0),
+      cached ? resultPointer(parts.writeValue.getResult()) : unit.constant(0),
+      unit.pointer(parts.positions),
+      unit.pointer(parts.past),
+      unit.constant(parts.pastValue),
+      resultPointer(parts.attention.getResult())};
+  llvm::append_range(operands, unit.shape(query, key));
+  llvm::append_range(
+      operands,
+      SmallVector<Value>{
+          unit.constant(newKeysType.getDimSize(1)), unit.constant(flags),
+          unit.constant(bitsOf(parts.attention.getScale().convertToDouble())),
+          unit.constant(
+              bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))});
   func::CallOp::create(builder, loc, kAttentionService, TypeRange{}, operands);
   return unit.kernel;
 }
@@ -347,15 +354,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
       buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 17);
-  Block *entry = unit.entry;
-  auto constant = [&](int64_t value) {
-    return i64Constant(builder, loc, value);
-  };
-  auto pointer = [&](int number) {
-    return pointerOfArgument(builder, loc, entry, number);
-  };
   auto operand = [&](Value value) {
-    return pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
+    return unit.pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };
   SmallVector<Value> operands{
       unit.unitBegin,
@@ -364,19 +364,15 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
       operand(first.getKey()),
       operand(first.getValue()),
       operand(first.getGrad()),
-      pointer(resultOf[0]),
-      pointer(resultOf[1]),
-      pointer(resultOf[2]),
-      constant(query[0]),
-      constant(query[1]),
-      constant(query[2]),
-      constant(key[2]),
-      constant(query[3]),
-      constant(key[1]),
-      constant((first.getCausal() ? 1 : 0) | (storage.isF16()    ? 16
-                                              : storage.isBF16() ? 32
-                                                                 : 0)),
-      constant(bitsOf(first.getScale().convertToDouble()))};
+      unit.pointer(resultOf[0]),
+      unit.pointer(resultOf[1]),
+      unit.pointer(resultOf[2])};
+  llvm::append_range(operands, unit.shape(query, key));
+  int64_t flags = (first.getCausal() ? 1 : 0) |
+                  (storage.isF16() ? 16 : storage.isBF16() ? 32 : 0);
+  operands.push_back(unit.constant(flags));
+  operands.push_back(
+      unit.constant(bitsOf(first.getScale().convertToDouble())));
   func::CallOp::create(builder, loc, kAttentionGradService, TypeRange{},
                        operands);
   return unit.kernel;
