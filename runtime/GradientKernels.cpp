@@ -159,27 +159,34 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2);
   float scale = static_cast<float>(op.floats()->Get(0));
+  AttentionGradient args{nullptr, nullptr, nullptr, nullptr, nullptr,
+                         nullptr, nullptr, batch,   seq,     heads,
+                         kvHeads, dim,     keys,    causal,  scale,
+                         q.dtype()};
+  auto run = [&](const void *query, const void *key, const void *value,
+                 const void *outGrad, void *grad) {
+    args.query = query;
+    args.keys = key;
+    args.values = value;
+    args.outGrad = outGrad;
+    (operand == 0 ? args.queryGrad : operand == 1 ? args.keyGrad
+                                                  : args.valueGrad) = grad;
+    parallel(batch * kvHeads, [&](int64_t begin, int64_t end) {
+      runAttentionGradient(args, begin, end);
+    });
+  };
+  bool oneType = q.dtype() != DType::I32 && k.dtype() == q.dtype() &&
+                 v.dtype() == q.dtype() && dO.dtype() == q.dtype() &&
+                 out.dtype() == q.dtype();
+  if (oneType) {
+    // The routine converts a unit's 16-bit rows itself, as the region does.
+    run(q.data(), k.data(), v.data(), dO.data(), out.data());
+    return Status::ok();
+  }
   F32In qf(q), kf(k), vf(v), gf(dO);
   F32Out result(out);
-  AttentionGradient args{qf.data(),
-                         kf.data(),
-                         vf.data(),
-                         gf.data(),
-                         operand == 0 ? result.data() : nullptr,
-                         operand == 1 ? result.data() : nullptr,
-                         operand == 2 ? result.data() : nullptr,
-                         batch,
-                         seq,
-                         heads,
-                         kvHeads,
-                         dim,
-                         keys,
-                         causal,
-                         scale,
-                         DType::F32};
-  parallel(batch * kvHeads, [&](int64_t begin, int64_t end) {
-    runAttentionGradient(args, begin, end);
-  });
+  args.dtype = DType::F32;
+  run(qf.data(), kf.data(), vf.data(), gf.data(), result.data());
   result.finish();
   return Status::ok();
 }
