@@ -170,8 +170,8 @@ SkylineSearch::Outcome SkylineSearch::descend() {
   // the stretch's start (`fromStart_`) and to its end (`toEnd_`).
   auto flat = [&](int i) { return offset_[i] < 0 && floor_[i] == level; };
   auto spare = [&](int s) { return height_[s] + remaining_[s] < capacity_; };
-  int first = -1;
-  llvm::SmallVector<int, 8> candidates, slotCandidates;
+  int first = -1, fewest = 0;
+  llvm::SmallVector<int, 8> candidates;
   for (int begin = 0; begin < slots_;) {
     if (remaining_[begin] == 0 || height_[begin] != level) {
       ++begin;
@@ -205,21 +205,32 @@ SkylineSearch::Outcome SkylineSearch::descend() {
         toEnd_[t] |= flat(i) && toEnd_[items_[i].hi];
       }
     }
-    // Branch on the slot with the fewest buffers that can rest there: one
-    // is a forced move.
+    // Branch on the slot with the fewest buffers that can rest there (one
+    // is a forced move), counted by a difference array over the buffers
+    // that start in the stretch: those that rest at the level lie in it.
+    std::fill(restingAt_.begin() + begin, restingAt_.begin() + end + 1, 0);
     for (int t = begin; t < end; ++t) {
-      slotCandidates.clear();
-      for (int i : covering_[t]) {
-        if (flat(i) && fromStart_[items_[i].lo] && toEnd_[items_[i].hi]) {
-          slotCandidates.push_back(i);
+      for (int i : startingAt_[t]) {
+        if (flat(i) && fromStart_[t] && toEnd_[items_[i].hi]) {
+          ++restingAt_[t];
+          --restingAt_[items_[i].hi];
         }
       }
-      if (first < 0 || slotCandidates.size() < candidates.size()) {
+    }
+    int resting = 0;
+    for (int t = begin; t < end; ++t) {
+      resting += restingAt_[t];
+      if (first < 0 || resting < fewest) {
         first = t;
-        candidates = slotCandidates;
+        fewest = resting;
       }
     }
     begin = end;
+  }
+  for (int i : covering_[first]) {
+    if (flat(i) && fromStart_[items_[i].lo] && toEnd_[items_[i].hi]) {
+      candidates.push_back(i);
+    }
   }
   std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
     return preference_[a] > preference_[b];
@@ -369,6 +380,7 @@ bool SkylineSearch::run(int64_t capacity, const SkylineSearchBudget &budget,
     floor_.assign(n, 0);
     checkedAt_.assign(slots_, -1);
     fromStart_.assign(slots_ + 1, 0);
+    restingAt_.assign(slots_ + 1, 0);
     toEnd_.assign(slots_ + 1, 0);
     trail_.clear();
     unplaced_ = n;

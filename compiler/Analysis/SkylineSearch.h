@@ -92,6 +92,7 @@ private:
   /// highest point over its lifetime.
   std::vector<int64_t> floor_;
   std::vector<char> fromStart_, toEnd_; ///< per slot, scratch of descend()
+  std::vector<int> restingAt_;          ///< per slot, scratch of descend()
   std::vector<int64_t> checkedAt_; ///< per slot, the node that last checked it
   std::vector<double> preference_; ///< per item, the order candidates are tried
   std::vector<std::pair<int64_t *, int64_t>> trail_; ///< (value, previous)
