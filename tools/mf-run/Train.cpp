@@ -286,6 +286,9 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   };
   Progress progress(first, steps);
   auto runStart = std::chrono::steady_clock::now();
+  // The first step also touches every page of the arena and the optimizer
+  // state for the first time: the steps after it are the steady rate.
+  auto firstStepEnd = runStart;
   double lastLoss = 0;
   for (int64_t step = first; step < steps; ++step) {
     double loss = 0;
@@ -322,6 +325,9 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
       loss += (*outputs)[0].loadFloat(0) / accumulation;
     }
     lastLoss = loss;
+    if (step == first) {
+      firstStepEnd = std::chrono::steady_clock::now();
+    }
     progress.step(step, loss, lr, batches.tokensPerBatch() * accumulation);
     bool last = step + 1 == steps;
     bool periodic = options.saveEvery > 0 && (step + 1) % options.saveEvery == 0;
@@ -340,11 +346,20 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   int64_t ran = steps - first;
   std::printf("train: %lld steps, last loss %.6f\n", static_cast<long long>(steps),
               lastLoss);
+  std::string steady;
+  if (ran > 1) {
+    double after = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - firstStepEnd).count();
+    char text[64];
+    std::snprintf(text, sizeof text, ", %.2f ms/step after the first",
+                  after * 1e3 / (ran - 1));
+    steady = text;
+  }
   std::fprintf(stderr,
-               "mf-run: %lld steps in %.1f ms (%.2f ms/step, %.0f tokens/s); "
+               "mf-run: %lld steps in %.1f ms (%.2f ms/step, %.0f tokens/s%s); "
                "peak RSS %.1f MB\n",
                static_cast<long long>(ran), seconds * 1e3, seconds * 1e3 / ran,
                ran * batches.tokensPerBatch() * accumulation / seconds,
-               peakResidentMegabytes());
+               steady.c_str(), peakResidentMegabytes());
   return 0;
 }
