@@ -136,22 +136,46 @@ AttentionRows mfrt::attentionOfOnePosition(const float *query,
 }
 
 std::vector<float> mfrt::ropeInverseFrequencies(float theta, int64_t headDim) {
+  // Every layer asks for the same ones (a pow per pair of dimensions).
+  thread_local float lastTheta = 0;
+  thread_local std::vector<float> last;
+  if (theta == lastTheta && static_cast<int64_t>(last.size()) == headDim / 2) {
+    return last;
+  }
   std::vector<float> inverseFrequency(headDim / 2);
   for (int64_t i = 0; i < headDim / 2; ++i) {
     inverseFrequency[i] =
         1.0f / std::pow(theta, static_cast<float>(2 * i) / headDim);
   }
+  lastTheta = theta;
+  last = inverseFrequency;
   return inverseFrequency;
 }
 
 void mfrt::ropeAngles(const std::vector<float> &inverseFrequency,
                       float position, float direction, float *cosines,
                       float *sines) {
-  for (size_t i = 0; i < inverseFrequency.size(); ++i) {
+  // In decode every layer turns the same position: its angles once a
+  // token, not once a layer.
+  thread_local std::vector<float> lastFrequency, lastCosines, lastSines;
+  thread_local float lastPosition = 0, lastDirection = 0;
+  size_t half = inverseFrequency.size();
+  if (position == lastPosition && direction == lastDirection &&
+      lastFrequency == inverseFrequency) {
+    std::copy(lastCosines.begin(), lastCosines.end(), cosines);
+    std::copy(lastSines.begin(), lastSines.end(), sines);
+    return;
+  }
+  for (size_t i = 0; i < half; ++i) {
     float angle = position * inverseFrequency[i];
     cosines[i] = std::cos(angle);
     sines[i] = direction * std::sin(angle);
   }
+  lastFrequency = inverseFrequency;
+  lastPosition = position;
+  lastDirection = direction;
+  lastCosines.assign(cosines, cosines + half);
+  lastSines.assign(sines, sines + half);
 }
 
 std::string mfrt::runFusedAttention(const FusedAttention &args,
@@ -287,7 +311,6 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       // attend together (one GEMM for the group instead of one per head).
       int64_t offset = (b * args.heads + kvHead * group) * dim;
       const float *query = queries.data();
-      int64_t stride = dim;
       if (args.ropeQuery) {
         for (int64_t r = 0; r < group; ++r) {
           rotate(args.query, offset + r * dim, 0, &queries[r * dim]);

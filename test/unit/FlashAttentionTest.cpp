@@ -384,3 +384,28 @@ TEST(FlashAttention, SixteenBitGradientsMatchF32WithinTheirRounding) {
     }
   }
 }
+
+TEST(FlashAttention, RopeAnglesAreRecomputedWhenAnythingDiffers) {
+  // ropeAngles remembers its last angles (decode turns one position in
+  // every layer): another theta, head size, position or direction must not
+  // get them.
+  auto expectAngles = [](float theta, int64_t dim, float position,
+                         float direction) {
+    std::vector<float> frequencies = ropeInverseFrequencies(theta, dim);
+    ASSERT_EQ(frequencies.size(), static_cast<size_t>(dim / 2));
+    std::vector<float> cosines(dim / 2), sines(dim / 2);
+    ropeAngles(frequencies, position, direction, cosines.data(), sines.data());
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      float frequency = 1.0f / std::pow(theta, static_cast<float>(2 * i) / dim);
+      EXPECT_FLOAT_EQ(frequencies[i], frequency);
+      EXPECT_FLOAT_EQ(cosines[i], std::cos(position * frequency));
+      EXPECT_FLOAT_EQ(sines[i], direction * std::sin(position * frequency));
+    }
+  };
+  expectAngles(10000.0f, 16, 5.0f, 1.0f);
+  expectAngles(10000.0f, 16, 5.0f, 1.0f); // remembered
+  expectAngles(10000.0f, 16, 5.0f, -1.0f);
+  expectAngles(500000.0f, 16, 5.0f, -1.0f);
+  expectAngles(500000.0f, 8, 5.0f, -1.0f);
+  expectAngles(500000.0f, 8, 6.0f, -1.0f);
+}
