@@ -108,7 +108,7 @@ def mfrun_run(build, mode, binary, weights, prompt, new_tokens):
                           "--weights", weights, "--input-ids", ",".join(map(str, prompt)),
                           "--max-new-tokens", str(new_tokens), "--greedy", "--repeat", "3"],
                          capture_output=True, text=True, check=True)
-    match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s\); decode \d+ tokens "
+    match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s[^)]*\); decode \d+ tokens "
                       r"in [\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", run.stderr)
     return float(match.group(1)), float(match.group(2)), float(match.group(3))
 

@@ -585,11 +585,12 @@ int predict(const Options &options, Session &session) {
   }
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   std::fprintf(stderr,
-               "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s); decode "
-               "%lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory %.2f MB "
-               "(tensors %.2f MB, arena %.2f MB), peak RSS %.1f MB\n",
+               "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
+               "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
+               "%.2f MB (tensors %.2f MB, arena %.2f MB), peak RSS %.1f MB\n",
                static_cast<long long>(promptLength), prefillSeconds * 1e3,
                promptLength / std::max(prefillSeconds, 1e-9),
+               prefillEntry.c_str(),
                static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
                decodeSteps / std::max(decodeSeconds, 1e-9),
                options.repeat > 1
