@@ -1,12 +1,13 @@
 //===- SkylineSearch.h - depth-first search for tight memory plans -*- C++ -*-//
 //
 // The memory planner's exact-fit search: buffers are placed bottom-up on the
-// skyline (per time slot, the top of what is placed so far), always at the
-// leftmost lowest slot some unplaced buffer still needs, backtracking when a
-// slot can no longer hold what must still live there within the capacity.
-// On a problem whose bound is reached at every step (an exact tiling), every
-// plan that fits is one of these placements, so the search is complete
-// there; elsewhere it may also leave a stretch of the skyline empty.
+// skyline (per time slot, the top of what is placed so far), each resting on
+// it at its lowest level, at the slot there that the fewest buffers can rest
+// on; it backtracks when a slot can no longer hold what must still live
+// there within the capacity. On a problem whose bound is reached at every
+// step (an exact tiling) every plan that fits is such a sequence of
+// placements (up to swapping identical buffers), so the search is complete
+// there; elsewhere it may also leave a slot empty up to its neighbours.
 //
 //===----------------------------------------------------------------------===//
 
