@@ -128,13 +128,16 @@ bool SkylineSearch::slotsCanHoldTheRest(int lo, int hi) {
       continue;
     }
     checkedAt_[s] = checks_;
-    int64_t lowest = INT64_MAX;
+    // Some unplaced buffer of the slot must be able to sit low enough.
+    int64_t highest = capacity_ - remaining_[s];
+    bool held = false;
     for (int i : covering_[s]) {
-      if (offset_[i] < 0) {
-        lowest = std::min(lowest, floor_[i]);
+      if (offset_[i] < 0 && floor_[i] <= highest) {
+        held = true;
+        break;
       }
     }
-    if (lowest + remaining_[s] > capacity_) {
+    if (!held) {
       return false;
     }
   }
