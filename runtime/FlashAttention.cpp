@@ -241,6 +241,33 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   queries.resize(std::max(kAttentionRowBlock, group) * dim);
   outRows.resize(std::max(kAttentionRowBlock, group) * dim);
   rotated.resize(dim);
+  // Attends `rows` query rows from element `offset` (`rowStride` apart;
+  // RoPE at table row tableRow + r * tableStep) as `block` says for its
+  // keys, and writes the output rows alike: the buffers in place when f32
+  // and not turned, else through rows converted here.
+  auto attendQueries = [&](int64_t offset, int64_t rows, int64_t rowStride,
+                           int64_t tableRow, int64_t tableStep,
+                           AttentionRows block) {
+    block.query = queries.data();
+    block.queryStride = dim;
+    if (args.ropeQuery) {
+      for (int64_t r = 0; r < rows; ++r) {
+        rotate(args.query, offset + r * rowStride, tableRow + r * tableStep,
+               &queries[r * dim]);
+      }
+    } else if (f32) {
+      block.query = static_cast<const float *>(args.query) + offset;
+      block.queryStride = rowStride;
+    } else {
+      loadRows(dtype, args.query, offset, rowStride, rows, dim, queries.data());
+    }
+    block.out = f32 ? static_cast<float *>(args.out) + offset : outRows.data();
+    block.outStride = f32 ? rowStride : dim;
+    attendRows(block, scratch);
+    if (!f32) {
+      storeRows(dtype, outRows.data(), args.out, offset, rowStride, rows, dim);
+    }
+  };
   for (int64_t unit = std::max<int64_t>(unitBegin, 0);
        unit < std::min(unitEnd, args.batch * args.kvHeads); ++unit) {
     int64_t b = unit / args.kvHeads, kvHead = unit % args.kvHeads;
@@ -309,57 +336,21 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     if (args.seq == 1) {
       // One position: the query rows of the group's heads, side by side,
       // attend together (one GEMM for the group instead of one per head).
-      int64_t offset = (b * args.heads + kvHead * group) * dim;
-      const float *query = queries.data();
-      if (args.ropeQuery) {
-        for (int64_t r = 0; r < group; ++r) {
-          rotate(args.query, offset + r * dim, 0, &queries[r * dim]);
-        }
-      } else if (f32) {
-        query = static_cast<const float *>(args.query) + offset;
-      } else {
-        loadRows(dtype, args.query, offset, dim, group, dim, queries.data());
-      }
-      float *out =
-          f32 ? static_cast<float *>(args.out) + offset : outRows.data();
-      attendRows(attentionOfOnePosition(query, keys, values, keyStride,
-                                        valueStride, group, args.past,
-                                        attended, args.causal, args.scale,
-                                        out, dim),
-                 scratch);
-      if (!f32) {
-        storeRows(dtype, outRows.data(), args.out, offset, dim, group, dim);
-      }
+      attendQueries((b * args.heads + kvHead * group) * dim, group, dim, 0, 0,
+                    attentionOfOnePosition(nullptr, keys, values, keyStride,
+                                           valueStride, group, args.past,
+                                           attended, args.causal, args.scale,
+                                           nullptr, dim));
       continue;
     }
     for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
       for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {
         int64_t rows = std::min(kAttentionRowBlock, args.seq - first);
-        int64_t offset = ((b * args.seq + first) * args.heads + head) * dim;
-        const float *query = queries.data();
-        int64_t stride = dim;
-        if (args.ropeQuery) {
-          for (int64_t r = 0; r < rows; ++r) {
-            rotate(args.query, offset + r * queryStride, first + r,
-                   &queries[r * dim]);
-          }
-        } else if (f32) {
-          query = static_cast<const float *>(args.query) + offset;
-          stride = queryStride;
-        } else {
-          loadRows(dtype, args.query, offset, queryStride, rows, dim,
-                   queries.data());
-        }
-        float *out =
-            f32 ? static_cast<float *>(args.out) + offset : outRows.data();
-        attendRows({query, stride, keys, values, keyStride, valueStride, first,
-                    rows, args.past, attended, args.causal, args.scale, out,
-                    f32 ? queryStride : dim, dim},
-                   scratch);
-        if (!f32) {
-          storeRows(dtype, outRows.data(), args.out, offset, queryStride, rows,
-                    dim);
-        }
+        attendQueries(((b * args.seq + first) * args.heads + head) * dim, rows,
+                      queryStride, first, 1,
+                      {nullptr, 0, keys, values, keyStride, valueStride, first,
+                       rows, args.past, attended, args.causal, args.scale,
+                       nullptr, 0, dim});
       }
     }
   }
@@ -471,11 +462,9 @@ void mfrt::runAttentionGradient(const AttentionGradient &args,
         for (int64_t r = 0; r < rows; ++r) {
           float *row = weights.data() + r * width;
           int64_t visible = visibleTo(r);
-          float best = *std::max_element(row, row + visible);
+          float best = detail::maximumOf(row, visible);
           float inverseSum = 1.0f / detail::expShiftedSum(row, visible, best);
-          for (int64_t k = 0; k < visible; ++k) {
-            row[k] *= inverseSum;
-          }
+          detail::scaleInto(row, inverseSum, row, visible);
           std::fill(row + visible, row + width, 0.0f);
         }
         if (queryGrad || keyGrad) {

@@ -222,12 +222,10 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
         continue;
       }
       const float *row = x.data() + t * vocab;
-      float best = *std::max_element(row, row + vocab);
+      float best = maximumOf(row, vocab);
       std::copy(row, row + vocab, target);
       float scale = static_cast<float>(factor / expShiftedSum(target, vocab, best));
-      for (int64_t j = 0; j < vocab; ++j) {
-        target[j] *= scale;
-      }
+      scaleInto(target, scale, target, vocab);
       target[label] -= factor;
     }
   });

@@ -560,7 +560,7 @@ Status crossEntropy(const fb::Op &op, const Tensor &logits,
         continue;
       }
       const float *row = x.data() + t * vocab;
-      float best = *std::max_element(row, row + vocab);
+      float best = maximumOf(row, vocab);
       std::copy(row, row + vocab, exps.begin());
       double sum = expShiftedSum(exps.data(), vocab, best);
       losses[t] = best + std::log(sum) - row[label];

@@ -27,6 +27,8 @@ std::string formatShape(const Shape &shape);
 
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);
+float bfloat16ToFloat(uint16_t bits);
+uint16_t floatToBfloat16(float value);
 
 /// `n` f16 or bf16 values as f32 (F16C eight at a time where the CPU has
 /// it), and f32 values rounded to nearest even into f16 or bf16.
@@ -39,8 +41,6 @@ void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 /// f32 values stored as `dtype` (16-bit types round to nearest even).
 void toFloats(DType dtype, const void *from, float *out, int64_t n);
 void fromFloats(DType dtype, const float *in, void *to, int64_t n);
-float bfloat16ToFloat(uint16_t bits);
-uint16_t floatToBfloat16(float value);
 
 class Allocator;
 

@@ -1,10 +1,9 @@
 //===- FuseAttention.cpp - attention with its RoPE and KV-cache writes ----===//
 //
-// 1. For each mf.attention (f32, f16 or bf16), collect what only it consumes:
-// the RoPE of
-//    its query, the KV-cache writes of its key and value (at the attention's
-//    past_length), and the RoPE of the new keys (into the write, or straight
-//    into the attention without a cache). Both RoPEs must turn by the same
+// 1. For each mf.attention (f32, f16 or bf16), collect what only it
+//    consumes: the RoPE of its query, the KV-cache writes of its key and
+//    value (at the attention's past_length), and the RoPE of the new keys
+//    (into the write, or straight into the attention without a cache). Both RoPEs must turn by the same
 //    positions and theta, or neither joins.
 // 2. Outline them with the attention as one "attention" region when the
 //    cost model says it moves fewer bytes (a lone attention does not: it is
@@ -34,6 +33,18 @@ using namespace mlir;
 using namespace mlir::mf;
 
 namespace {
+
+/// Whether the runtime's attention services take `op`'s buffers: f32, f16
+/// or bf16, all of the query's type (integer operands such as a
+/// past_length aside).
+bool takenByAttentionService(Operation *op, Value query) {
+  Type element = getElementTypeOrSelf(query);
+  return (element.isF32() || element.isF16() || element.isBF16()) &&
+         llvm::all_of(op->getOperands(), [&](Value operand) {
+           Type type = getElementTypeOrSelf(operand);
+           return !isa<FloatType>(type) || type == element;
+         });
+}
 
 /// The forward RoPE producing `value`, if nothing else reads its result.
 RopeOp soleRope(Value value) {
@@ -105,12 +116,8 @@ bool sameAttention(AttentionGradOp a, AttentionGradOp b) {
 void fuseAttentionGradients(func::FuncOp function) {
   SmallVector<SmallVector<Operation *>> groups;
   for (auto grad : function.getBody().front().getOps<AttentionGradOp>()) {
-    Type element = getElementTypeOrSelf(grad.getQuery());
-    if (!(element.isF32() || element.isF16() || element.isBF16()) ||
-        !llvm::all_of(grad->getOperands(), [&](Value operand) {
-          return getElementTypeOrSelf(operand) == element;
-        })) {
-      continue; // the gradient service: f32, f16 or bf16, one type
+    if (!takenByAttentionService(grad, grad.getQuery())) {
+      continue;
     }
     auto group = llvm::find_if(groups, [&](const auto &ops) {
       return sameAttention(cast<AttentionGradOp>(ops.front()), grad);
@@ -142,14 +149,7 @@ struct MFFuseAttentionPass
     SmallVector<AttentionOp> attentions(
         getOperation().getBody().front().getOps<AttentionOp>());
     for (AttentionOp attention : attentions) {
-      // The runtime's attention service takes f32, f16 or bf16 buffers,
-      // all of one type.
-      Type element = getElementTypeOrSelf(attention.getQuery());
-      if (!(element.isF32() || element.isF16() || element.isBF16()) ||
-          !llvm::all_of(attention->getOperands(), [&](Value v) {
-            Type type = getElementTypeOrSelf(v);
-            return !isa<FloatType>(type) || type == element;
-          })) {
+      if (!takenByAttentionService(attention, attention.getQuery())) {
         continue;
       }
       SmallVector<Operation *> group = attentionGroup(attention, true);
