@@ -26,10 +26,10 @@ func.func @layers(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %bias: tensor<16xb
 }
 
 // A matmul no region holds gets one of its own: all matmul work is tiled.
-// 300 rows x 600 columns: tiles of at most 256 x 256 give 2 x 3, too few to
-// share, so 128 x 256: 3 x 3.
+// 300 rows x 600 columns: tiles of at most 256 x 256 give 2 x 3, enough to
+// share.
 // CHECK-LABEL: func.func @projection
-// CHECK: mf.fusion(%{{.*}}, %{{.*}}) {kind = "matmul", mf.kernel = "mfk_2", mf.tiles = 9 : i64}
+// CHECK: mf.fusion(%{{.*}}, %{{.*}}) {kind = "matmul", mf.kernel = "mfk_2", mf.tiles = 6 : i64}
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.matmul
 func.func @projection(%x: tensor<300x64xf32>, %w: tensor<600x64xf32>) -> tensor<300x600xf32> {
@@ -69,6 +69,14 @@ func.func @vector(%x: tensor<1x1x768xf32>, %w: tensor<256x768xf32>, %y: tensor<1
   %0 = mf.matmul %x, %w transpose_rhs : tensor<1x1x768xf32>, tensor<256x768xf32> -> tensor<1x1x256xf32>
   %1 = mf.matmul %y, %v transpose_rhs : tensor<1x1x64xf32>, tensor<128x64xf32> -> tensor<1x1x128xf32>
   return %0, %1 : tensor<1x1x256xf32>, tensor<1x1x128xf32>
+}
+
+// A 16-bit decode product: its kernel reads the f16 weights itself.
+// CHECK-LABEL: func.func @vector_f16
+// CHECK: mf.fusion{{.*}}kind = "matmul", mf.kernel = "mfk_7", mf.tiles = 1 : i64
+func.func @vector_f16(%x: tensor<1x1x64xf16>, %w: tensor<96x64xf16>) -> tensor<1x1x96xf16> {
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<1x1x64xf16>, tensor<96x64xf16> -> tensor<1x1x96xf16>
+  return %0 : tensor<1x1x96xf16>
 }
 
 // A batched matmul (a weight per batch) has no kernel rule: its region is
@@ -115,6 +123,24 @@ func.func @batched(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<2x4x
 // KERNELS: linalg.generic
 // KERNELS: func.func @mfk_4({{.*}}memref<4x32xbf16>
 // KERNELS: func.call @mfrt_gemm_bf16(
+// KERNELS: linalg.generic
+// Decode's products are the kernel's own vector code, no service call:
+// eight weight rows at a time summed by a shuffle tree, then the rows left
+// one at a time.
+// KERNELS: func.func @mfk_5(
+// KERNELS-NOT: func.call
+// KERNELS: vector.load {{.*}} : memref<256x768xf32>, vector<16xf32>
+// KERNELS: vector.fma
+// KERNELS: vector.shuffle
+// KERNELS: vector.store {{.*}} : memref<256xf32>, vector<8xf32>
+// KERNELS: vector.reduction <add>, {{.*}} fastmath<reassoc>
+// KERNELS: func.func @mfk_6(
+// f16 weights are widened in registers; the product is rounded to f16 by
+// the epilogue.
+// KERNELS: func.func @mfk_7({{.*}}memref<96x64xf16>
+// KERNELS-NOT: func.call
+// KERNELS: vector.load {{.*}} : memref<96x64xf16>, vector<16xf16>
+// KERNELS: arith.extf {{.*}} : vector<16xf16> to vector<16xf32>
 // KERNELS: linalg.generic
 // OBJECT: T mfk_0
 // OBJECT: T mfk_1

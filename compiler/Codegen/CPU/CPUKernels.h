@@ -145,6 +145,15 @@ mlir::FailureOr<mlir::func::FuncOp>
 buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
                   std::string &why);
 
+/// Emits out[outOffset + j] = x . w[n0 + j] for j in [0, n): a row x [K]
+/// times rows of a weight w [N, K] (memrefs of f32, f16 or bf16; summed in
+/// f32) into the f32 memref `out` [>= outOffset + n], in vector ops
+/// (VectorMatvec.cpp: eight weight rows at once, 16 lanes a register).
+void emitVectorMatvec(mlir::OpBuilder &builder, mlir::Location loc,
+                      mlir::Value x, mlir::Value w, mlir::Value out,
+                      mlir::Value outOffset, mlir::Value n0, mlir::Value n,
+                      int64_t k);
+
 /// Lowers a module of kernels to the LLVM dialect, services included.
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
 

@@ -119,6 +119,7 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertVectorToLLVMPass()); // the matvec's vector ops
   // LLVM intrinsics first (the approximations' floor and fma become
   // instructions, not libm calls); libm takes what has none.
   pm.addPass(createConvertMathToLLVMPass());

@@ -244,10 +244,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
+  // One row times [N, K] weights (decode) is the kernel's own vector code;
+  // anything else calls the gemm services.
+  bool matvec = rows == 1 && llvm::all_of(matmuls, [](MatmulInfo matmul) {
+    return matmul.op.getTransposeRhs() && !matmul.transposedLhs;
+  });
+
   // The gemm services, each declared once per kernel module.
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
   auto gemmType = builder.getFunctionType(SmallVector<Type>(13, i64), {});
-  for (const MatmulInfo &matmul : matmuls) {
+  for (const MatmulInfo &matmul : matvec ? ArrayRef<MatmulInfo>() : matmuls) {
     StringRef service = gemmServiceFor(
         cast<RankedTensorType>(mf::MatmulOp(matmul.op).getLhs().getType()).getElementType());
     if (!module.lookupSymbol(service)) {
@@ -304,6 +310,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       builder, loc, index(tileCols),
       arith::SubIOp::create(builder, loc, index(cols), n0));
   for (auto [i, matmul] : llvm::enumerate(matmuls)) {
+    if (matvec) {
+      Value x = flattenMemRef(builder, loc, argument(matmul.lhs), {matmul.k});
+      Value out = direct ? flattenMemRef(builder, loc,
+                                         argument(fusion.getInputs().size()), {cols})
+                         : flattenMemRef(builder, loc, scratch[i], {tileCols});
+      emitVectorMatvec(builder, loc, x, argument(matmul.rhs), out,
+                       direct ? n0 : index(0), n0, n, matmul.k);
+      continue;
+    }
     Value target = pointerOf(direct ? argument(fusion.getInputs().size()) : scratch[i]);
     if (direct) { // the tile's corner in the [rows, cols] result
       Value offset = arith::AddIOp::create(

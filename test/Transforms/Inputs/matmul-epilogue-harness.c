@@ -42,9 +42,9 @@ int main(void) {
   for (int i = 0; i < N; ++i) bias[i] = (float)(i % 11) / 10.0f - 0.5f;
   for (int i = 0; i < ROWS * N; ++i) { residual[i] = (float)(i % 7) - 3.0f; out[i] = NAN; }
   mfrt_gemm_f32_ptr = (void *)&gemm;
-  /* 3 x 3 tiles, run as two uneven ranges as two threads would. */
+  /* 2 x 3 tiles, run as two uneven ranges as two threads would. */
   mfk_0(0, 4, x, w, bias, residual, out);
-  mfk_0(4, 9, x, w, bias, residual, out);
+  mfk_0(4, 6, x, w, bias, residual, out);
   double worst = 0;
   for (int r = 0; r < ROWS; ++r) {
     for (int c = 0; c < N; ++c) {

@@ -1,0 +1,191 @@
+//===- VectorMatvec.cpp - one row times a weight panel, in vector ops -----===//
+//
+// Decode multiplies one row by every weight: out[j] = x . w[n0 + j] for the
+// rows of a weight w [N, K] a tile covers. OpenBLAS's sgemv spends as much
+// on its call as on a small panel, and a 16-bit weight had to be widened
+// into a copy first; this is the product as the kernel's own code:
+//
+//   for j in [0, n) by 8:                     // eight weight rows at once
+//     acc[0..7] = 0                            // vector<16xf32> each
+//     for k in [0, K) by 16: xv = x[k..k+16]   // masked at a partial end
+//       acc[r] = fma(w[n0 + j + r][k..k+16], xv, acc[r])
+//     out[j..j+8] = the eight sums             // one shuffle-add tree
+//   for the last n % 8 rows: one accumulator, summed by vector.reduction
+//
+// Loads of f16/bf16 are widened in registers; products are summed in f32,
+// as the gemm services do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/CPUKernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+/// f32 lanes of one AVX-512 register (two AVX2 ones elsewhere).
+constexpr int64_t kLanes = 16;
+/// Weight rows in flight: eight independent FMA chains, and the tree that
+/// sums them costs ~3 ops a row where a reduction costs ~8.
+constexpr int64_t kRowsAtOnce = 8;
+
+class MatvecEmitter {
+public:
+  MatvecEmitter(OpBuilder &builder, Location loc, Value x, Value w, int64_t k)
+      : b_(builder), loc_(loc), x_(x), w_(w), k_(k),
+        storage_(cast<MemRefType>(w.getType()).getElementType()),
+        wide_(VectorType::get({kLanes}, builder.getF32Type())) {}
+
+  /// Sums of x times weight rows row0.., `count` of them, each a vector of
+  /// kLanes partial sums.
+  SmallVector<Value> partialSums(Value row0, int64_t count) {
+    Value zero = arith::ConstantOp::create(
+        b_, loc_, wide_,
+        DenseElementsAttr::get(wide_,
+                               ArrayRef<Attribute>{b_.getF32FloatAttr(0)}));
+    SmallVector<Value> init(count, zero);
+    int64_t whole = k_ / kLanes * kLanes;
+    auto step = [&](OpBuilder &builder, Value kk, ValueRange sums,
+                    int64_t valid) {
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPoint(builder.getInsertionBlock(),
+                           builder.getInsertionPoint());
+      Value xv = load(x_, {kk}, valid);
+      SmallVector<Value> next;
+      for (int64_t r = 0; r < count; ++r) {
+        Value row = arith::AddIOp::create(b_, loc_, row0, index(r));
+        Value wv = load(w_, {row, kk}, valid);
+        next.push_back(vector::FMAOp::create(b_, loc_, wv, xv, sums[r]));
+      }
+      return next;
+    };
+    SmallVector<Value> sums = init;
+    if (whole > 0) {
+      auto loop = scf::ForOp::create(
+          b_, loc_, index(0), index(whole), index(kLanes), init,
+          [&](OpBuilder &builder, Location, Value kk, ValueRange carried) {
+            scf::YieldOp::create(builder, loc_,
+                                 step(builder, kk, carried, kLanes));
+          });
+      sums.assign(loop.getResults().begin(), loop.getResults().end());
+    }
+    if (whole < k_) { // the last k_ % kLanes columns, masked
+      sums = step(b_, index(whole), sums, k_ - whole);
+    }
+    return sums;
+  }
+
+  /// The eight sums of eight vectors of partial sums, in order: pairs are
+  /// halved and added until one lane a vector is left.
+  Value sumEight(ArrayRef<Value> partial) {
+    SmallVector<Value> level(partial.begin(), partial.end());
+    for (int64_t half = kLanes / 2; half > 1; half /= 2) {
+      SmallVector<Value> next;
+      for (size_t i = 0; i < level.size(); i += 2) {
+        next.push_back(addHalves(level[i], level[i + 1], half, kLanes));
+      }
+      level = std::move(next);
+    }
+    // One vector of pairs [a a b b ...]: the even lanes plus the odd ones.
+    return addHalves(level[0], level[0], 1, kRowsAtOnce);
+  }
+
+  /// The sum of one vector of partial sums.
+  Value sumOne(Value partial) {
+    return vector::ReductionOp::create(b_, loc_, vector::CombiningKind::ADD,
+                                       partial, arith::FastMathFlags::reassoc);
+  }
+
+  Value index(int64_t value) {
+    return arith::ConstantIndexOp::create(b_, loc_, value);
+  }
+
+private:
+  /// kLanes elements of `memref` at `indices` in f32; the first `valid`
+  /// only (the rest 0) at the end of a row.
+  Value load(Value memref, ValueRange indices, int64_t valid) {
+    auto stored = VectorType::get({kLanes}, storage_);
+    Value loaded;
+    if (valid == kLanes) {
+      loaded = vector::LoadOp::create(b_, loc_, stored, memref, indices);
+    } else {
+      auto maskType = VectorType::get({kLanes}, b_.getI1Type());
+      Value mask = vector::ConstantMaskOp::create(b_, loc_, maskType,
+                                                  ArrayRef<int64_t>{valid});
+      Value padding = arith::ConstantOp::create(
+          b_, loc_, stored,
+          DenseElementsAttr::get(
+              stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
+      loaded = vector::MaskedLoadOp::create(b_, loc_, stored, memref, indices,
+                                            mask, padding);
+    }
+    return storage_.isF32() ? loaded
+                            : arith::ExtFOp::create(b_, loc_, wide_, loaded);
+  }
+
+  /// For lanes in groups of 2 * half (across a then b), the first halves
+  /// plus the second ones: `lanes` results.
+  Value addHalves(Value a, Value b, int64_t half, int64_t lanes) {
+    SmallVector<int64_t> first, second;
+    for (int64_t group = 0; static_cast<int64_t>(first.size()) < lanes;
+         group += 2 * half) {
+      for (int64_t i = 0; i < half; ++i) {
+        first.push_back(group + i);
+        second.push_back(group + half + i);
+      }
+    }
+    Value low = vector::ShuffleOp::create(b_, loc_, a, b, first);
+    Value high = vector::ShuffleOp::create(b_, loc_, a, b, second);
+    return arith::AddFOp::create(b_, loc_, low, high);
+  }
+
+  OpBuilder &b_;
+  Location loc_;
+  Value x_, w_;
+  int64_t k_;
+  Type storage_;
+  VectorType wide_;
+};
+
+} // namespace
+
+void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
+                           Value out, Value outOffset, Value n0, Value n,
+                           int64_t k) {
+  MatvecEmitter emitter(builder, loc, x, w, k);
+  Value eight = emitter.index(kRowsAtOnce);
+  Value grouped = arith::MulIOp::create(
+      builder, loc, arith::DivUIOp::create(builder, loc, n, eight), eight);
+  auto rowsFrom = [&](Value j) {
+    return arith::AddIOp::create(builder, loc, n0, j);
+  };
+  auto outAt = [&](Value j) {
+    return arith::AddIOp::create(builder, loc, outOffset, j).getResult();
+  };
+  scf::ForOp::create(
+      builder, loc, emitter.index(0), grouped, eight, ValueRange{},
+      [&](OpBuilder &body, Location, Value j, ValueRange) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(body.getInsertionBlock(),
+                                  body.getInsertionPoint());
+        Value sums =
+            emitter.sumEight(emitter.partialSums(rowsFrom(j), kRowsAtOnce));
+        vector::StoreOp::create(builder, loc, sums, out, ValueRange{outAt(j)});
+        scf::YieldOp::create(builder, loc);
+      });
+  scf::ForOp::create(
+      builder, loc, grouped, n, emitter.index(1), ValueRange{},
+      [&](OpBuilder &body, Location, Value j, ValueRange) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(body.getInsertionBlock(),
+                                  body.getInsertionPoint());
+        Value sum = emitter.sumOne(emitter.partialSums(rowsFrom(j), 1)[0]);
+        memref::StoreOp::create(builder, loc, sum, out, ValueRange{outAt(j)});
+        scf::YieldOp::create(builder, loc);
+      });
+}

@@ -1,0 +1,68 @@
+/* Calls the kernels generated for decode-shaped products (one row times a
+   [N, K] weight, in the kernels' own vector code) and prints their largest
+   deviation from the same math in doubles. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K = 72, N = 1900, K16 = 40, N16 = 37 };
+
+void mfk_0(long begin, long end, const float *x, const float *w,
+           const float *residual, float *out);
+void mfk_1(long begin, long end, const uint16_t *x, const uint16_t *w,
+           uint16_t *out);
+
+static float fromBf16(uint16_t bits) {
+  uint32_t word = (uint32_t)bits << 16;
+  float value;
+  memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+static uint16_t toBf16(float value) { /* truncation: inputs only */
+  uint32_t word;
+  memcpy(&word, &value, sizeof word);
+  return (uint16_t)(word >> 16);
+}
+
+int main(void) {
+  float *x = malloc(sizeof(float) * K), *w = malloc(sizeof(float) * N * K);
+  float *residual = malloc(sizeof(float) * N), *out = malloc(sizeof(float) * N);
+  for (int i = 0; i < K; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
+  for (int i = 0; i < N; ++i) { residual[i] = (float)(i % 7) - 3.0f; out[i] = NAN; }
+  /* 8 tiles, run as two uneven ranges as two threads would. */
+  mfk_0(0, 3, x, w, residual, out);
+  mfk_0(3, 8, x, w, residual, out);
+  double worst = 0;
+  for (int c = 0; c < N; ++c) {
+    double sum = residual[c];
+    for (int p = 0; p < K; ++p) sum += (double)x[p] * w[c * K + p];
+    double error = fabs(out[c] - sum);
+    if (!(error <= worst)) worst = error;
+  }
+  printf("f32 + residual: max abs error %.3g: %s\n", worst,
+         worst < 1e-4 ? "OK" : "MISMATCH");
+  int failed = !(worst < 1e-4);
+
+  uint16_t xs[K16], ws[N16 * K16], outs[N16];
+  for (int i = 0; i < K16; ++i) xs[i] = toBf16((float)((i * 29) % 89) / 44.0f - 1.0f);
+  for (int i = 0; i < N16 * K16; ++i) ws[i] = toBf16((float)((i * 31) % 83) / 83.0f - 0.5f);
+  for (int i = 0; i < N16; ++i) outs[i] = 0x7fc0; /* NaN */
+  mfk_1(0, 1, xs, ws, outs);
+  worst = 0;
+  for (int c = 0; c < N16; ++c) {
+    double sum = 0;
+    for (int p = 0; p < K16; ++p) sum += (double)fromBf16(xs[p]) * fromBf16(ws[c * K16 + p]);
+    double error = fabs(fromBf16(outs[c]) - sum) / fmax(fabs(sum), 1e-3);
+    if (!(error <= worst)) worst = error;
+  }
+  /* Rounding to bf16 (8 significant bits) is off by at most 2^-8 relative;
+     the f32 sums add ~1e-7. */
+  double bound = 1.0 / 256 + 1e-5;
+  printf("bf16: max relative error %.3g: %s\n", worst,
+         worst <= bound ? "OK" : "MISMATCH");
+  return failed || !(worst <= bound);
+}
