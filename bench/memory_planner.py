@@ -2,6 +2,7 @@
 """The static memory planner on hard instances: arena / lower bound and time.
 
   bench/memory_planner.py [--build build] [--instances 5] [--buffers 300]
+                          [--first-seed 0]
 
 Instances are exact tilings: a time x offset rectangle cut at random into
 --buffers pieces, each piece a buffer. Every step is fully covered, so the
@@ -42,12 +43,15 @@ def main():
     parser.add_argument("--instances", type=int, default=5)
     parser.add_argument("--buffers", type=int, default=300)
     parser.add_argument("--time-limit", type=float, default=1.0)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="instance i is cut with seed first-seed + i (other seeds: "
+                             "instances the planner was not tuned on)")
     args = parser.parse_args()
     ratios, times = [], []
     print(f"{'instance':>8} {'buffers':>7} {'arena':>8} {'bound':>8} {'ratio':>7} {'time s':>7}  strategy")
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.instances):
-            rng = random.Random(index)
+            rng = random.Random(args.first_seed + index)
             pieces = []
             tile(rng, 0, 4 * args.buffers, 0, 1 << 20, args.buffers, pieces)
             path = os.path.join(tmp, f"tiling{index}.csv")
