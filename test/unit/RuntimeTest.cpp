@@ -4,6 +4,7 @@
 #include "runtime/Generation.h"
 #include "runtime/HostProgram.h"
 #include "runtime/Hash.h"
+#include "runtime/Kernels.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tensor.h"
 #include "runtime/ThreadPool.h"
@@ -203,6 +204,53 @@ TEST(Allocator, PageBlocksAreAlignedAndZeroed) {
   Tensor again = *allocator.allocate(DType::F32, {1 << 20});
   EXPECT_EQ(again.data(), first); // cached, not mapped anew
   EXPECT_EQ(again.as<float>()[12345], 0.0f);
+}
+
+TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
+  // The eager Cast converts floats in chunks (bulk F16C/bf16 conversions on
+  // the pool): the same values as one element at a time, for a size that
+  // is not a whole number of chunks, NaN and infinities included.
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<uint32_t> operands{0}, results{1};
+  builder.Finish(
+      fb::CreateOpDirect(builder, fb::OpKind::Cast, &operands, &results));
+  const fb::Op *op = flatbuffers::GetRoot<fb::Op>(builder.GetBufferPointer());
+  ThreadPool pool(2);
+  ParallelFor parallel = [&](int64_t count, const auto &body) {
+    pool.parallelFor(count, body);
+  };
+  auto tensor = [](DType dtype, int64_t n) {
+    return Tensor(dtype, {n},
+                  std::shared_ptr<void>(::operator new(n * dtypeSize(dtype)),
+                                        [](void *p) { ::operator delete(p); }));
+  };
+  const int64_t n = 40000;
+  Tensor source = tensor(DType::F32, n);
+  for (int64_t i = 0; i < n; ++i) {
+    source.as<float>()[i] = std::ldexp(std::sin(0.37 * i), (i % 41) - 20);
+  }
+  source.as<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  source.as<float>()[8] = std::numeric_limits<float>::infinity();
+  source.as<float>()[9] = 1e30f; // beyond f16: infinity
+  for (auto [from, to] : {std::pair{DType::F32, DType::F16},
+                          std::pair{DType::F32, DType::BF16},
+                          std::pair{DType::F16, DType::F32},
+                          std::pair{DType::BF16, DType::F32},
+                          std::pair{DType::F16, DType::BF16},
+                          std::pair{DType::BF16, DType::F16}}) {
+    Tensor input = tensor(from, n);
+    for (int64_t i = 0; i < n; ++i) {
+      input.storeFloat(i, source.as<float>()[i]);
+    }
+    Tensor bulk = tensor(to, n), expected = tensor(to, n);
+    for (int64_t i = 0; i < n; ++i) {
+      expected.storeFloat(i, input.loadFloat(i));
+    }
+    Status status = runKernel(*op, {&input}, bulk, parallel);
+    ASSERT_TRUE(status) << status.message();
+    EXPECT_EQ(std::memcmp(bulk.data(), expected.data(), bulk.byteSize()), 0)
+        << int(from) << " -> " << int(to);
+  }
 }
 
 TEST(HostProgram, AKernelMayUpdateOnlyACacheItTakes) {
