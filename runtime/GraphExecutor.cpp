@@ -7,6 +7,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -81,8 +83,53 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   for (auto [id, parameter] : prepared->program.inPlace) {
     bind(id, weights_.mutableTensor(parameter));
   }
-  for (const HostStep &step : prepared->program.steps) {
+  prepared->assignsParameters = !prepared->program.inPlace.empty();
+  for (uint32_t i = 0; i < entry.ops()->size(); ++i) {
+    prepared->assignsParameters = prepared->assignsParameters ||
+                                  entry.ops()->Get(i)->kind() == fb::OpKind::Assign;
+  }
+  // Values the weights alone determine (HostProgram::derivedSteps: a
+  // mixed-precision model's weights cast to its compute type, a LoRA
+  // adapter's product) are computed once per change of the weights, not
+  // every run, into memory shared by the entries that compute the same
+  // (every prefill length casts the same weights). A value's key says how
+  // it follows from the weights (empty: it does not).
+  std::vector<std::string> keyOf(valueCount);
+  auto keysOf = [&](const flatbuffers::Vector<uint32_t> *ids) {
+    std::string keys;
+    for (uint32_t i = 0; ids && i < ids->size(); ++i) {
+      keys += "(" + keyOf[ids->Get(i)] + ")";
+    }
+    return keys;
+  };
+  auto typeKey = [&](uint32_t id) {
+    const fb::TensorType &type = *entry.values()->Get(id);
+    return std::string(fb::EnumNameDType(type.dtype())) +
+           formatShape(Executable::shapeOf(type));
+  };
+  std::vector<Derived *> derivedOutputs;
+  auto bindDerived = [&](uint32_t id, std::string key) -> Status {
+    auto [it, inserted] = derived_.try_emplace(key);
+    if (inserted) {
+      const fb::TensorType &type = *entry.values()->Get(id);
+      StatusOr<Tensor> own = allocator_.allocate(Executable::dtypeOf(type),
+                                                 Executable::shapeOf(type));
+      if (!own) {
+        derived_.erase(it);
+        return own.status();
+      }
+      it->second.tensor = own.take();
+    }
+    bind(id, it->second.tensor);
+    keyOf[id] = std::move(key);
+    derivedOutputs.push_back(&it->second);
+    return Status::ok();
+  };
+  for (size_t index = 0; index < prepared->program.steps.size(); ++index) {
+    const HostStep &step = prepared->program.steps[index];
+    bool derived = prepared->program.derivedSteps[index];
     void *kernel = nullptr;
+    derivedOutputs.clear();
     if (step.dispatch) {
       const std::string &kernelName =
           executable_.root().kernels()->Get(step.dispatch->kernel())->str();
@@ -91,11 +138,19 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         return Status::error("kernel '" + kernelName + "' of '" + name +
                              "' is not in the loaded kernel library");
       }
+      const auto *outputs = step.dispatch->outputs();
+      for (uint32_t i = 0; derived && i < outputs->size(); ++i) {
+        MFRT_RETURN_IF_ERROR(bindDerived(
+            outputs->Get(i), kernelName + keysOf(step.dispatch->inputs()) +
+                                 "#" + std::to_string(i) +
+                                 typeKey(outputs->Get(i))));
+      }
     } else {
       const fb::Op &op = *entry.ops()->Get(step.firstOp);
       uint32_t result = op.results()->Get(0);
       if (op.kind() == fb::OpKind::Param) {
         bind(result, weights_[op.ints()->Get(0)]);
+        keyOf[result] = "param " + std::to_string(op.ints()->Get(0));
       } else if (op.kind() == fb::OpKind::Assign) {
         bind(result, weights_.mutableTensor(op.ints()->Get(0)));
       } else if (op.kind() == fb::OpKind::Reshape &&
@@ -103,6 +158,9 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         const fb::TensorType &type = *entry.values()->Get(result);
         bind(result,
              values[op.operands()->Get(0)].reshaped(Executable::shapeOf(type)));
+        if (!keyOf[op.operands()->Get(0)].empty()) {
+          keyOf[result] = keyOf[op.operands()->Get(0)] + " as " + typeKey(result);
+        }
       } else if (op.kind() == fb::OpKind::Constant) {
         const fb::TensorType &type = *entry.values()->Get(result);
         StatusOr<Tensor> constant = allocator_.allocate(
@@ -112,9 +170,26 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         }
         MFRT_RETURN_IF_ERROR(runKernel(op, {}, *constant));
         bind(result, constant.take());
+        keyOf[result] = "constant " + std::to_string(result) + " of " + name;
+      } else if (derived) {
+        std::string attributes;
+        for (uint32_t i = 0; op.ints() && i < op.ints()->size(); ++i) {
+          attributes += " " + std::to_string(op.ints()->Get(i));
+        }
+        for (uint32_t i = 0; op.floats() && i < op.floats()->size(); ++i) {
+          char exact[32]; // every bit of the double
+          std::snprintf(exact, sizeof exact, " %a", op.floats()->Get(i));
+          attributes += exact;
+        }
+        MFRT_RETURN_IF_ERROR(bindDerived(
+            result, std::string(fb::EnumNameOpKind(op.kind())) + attributes +
+                        keysOf(op.operands()) + typeKey(result)));
       }
     }
     prepared->kernelOf.push_back(kernel);
+    if (derived) {
+      prepared->derivedSteps.emplace_back(index, derivedOutputs);
+    }
   }
   Prepared *pointer = prepared.get();
   prepared_[name] = std::move(prepared);
@@ -149,6 +224,64 @@ void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
 }
 
 } // namespace
+
+Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
+                              size_t index) {
+  const HostStep &step = prepared.program.steps[index];
+  std::vector<Tensor> &values = prepared.values;
+  if (step.dispatch) {
+    const fb::Dispatch &dispatch = *step.dispatch;
+    for (auto [id, cache] : step.cacheViews) {
+      values[id] = values[cache]; // updated in place
+    }
+    std::vector<void *> &pointers = prepared.pointers;
+    pointers.clear();
+    if (dispatch.inputs()) {
+      for (uint32_t id : *dispatch.inputs()) {
+        pointers.push_back(values[id].data());
+      }
+    }
+    for (uint32_t id : *dispatch.outputs()) {
+      pointers.push_back(values[id].data());
+    }
+    void *kernel = prepared.kernelOf[index];
+    pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
+      callKernel(kernel, begin, end, pointers);
+    });
+    if (std::string why = takeKernelServiceError(); !why.empty()) {
+      const std::string &name =
+          executable_.root().kernels()->Get(dispatch.kernel())->str();
+      return Status::error("kernel '" + name + "' of '" + entry.name()->str() +
+                           "': " + why);
+    }
+    return Status::ok();
+  }
+  const fb::Op &op = *entry.ops()->Get(step.firstOp);
+  uint32_t result = op.results()->Get(0);
+  if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
+      (op.kind() == fb::OpKind::Reshape && prepared.bound[result])) {
+    return Status::ok(); // bound when the entry was prepared
+  }
+  std::vector<const Tensor *> &operands = prepared.operands;
+  operands.clear();
+  for (uint32_t id : *op.operands()) {
+    operands.push_back(&values[id]);
+  }
+  if (op.kind() == fb::OpKind::Reshape) {
+    const fb::TensorType &type = *entry.values()->Get(result);
+    values[result] = operands[0]->reshaped(Executable::shapeOf(type));
+    return Status::ok();
+  }
+  if (op.kind() == fb::OpKind::KvCacheWrite) {
+    values[result] = *operands[0]; // in place
+  }
+  Status status = runKernel(
+      op, operands, values[result],
+      [this](int64_t count, const std::function<void(int64_t, int64_t)> &body) {
+        pool_.parallelFor(count, body);
+      });
+  return status ? status : status.withContext("in '" + entry.name()->str() + "'");
+}
 
 StatusOr<std::vector<Tensor>>
 GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
@@ -195,47 +328,41 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   // Copies and checks only when a debugging user asked for them.
   bool observed = options.checkNumerics || options.traceEvents ||
                   options.capturedValues || !options.dumpTensorsDir.empty();
-  std::vector<const Tensor *> operands;
-  std::vector<void *> pointers;
+  // What the weights determine was computed when they last changed; a
+  // debugging run computes it again, to observe it.
+  Prepared &ready = **prepared;
+  for (const auto &[index, outputs] : ready.derivedSteps) {
+    if (std::any_of(outputs.begin(), outputs.end(), [&](const Derived *value) {
+          return value->computedFor != weights_.version();
+        })) {
+      MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
+      for (Derived *value : outputs) {
+        value->computedFor = weights_.version();
+      }
+    }
+  }
   for (size_t index = 0; index < program.steps.size(); ++index) {
     const HostStep &step = program.steps[index];
+    if (program.derivedSteps[index] && !observed) {
+      continue;
+    }
     auto began = observed ? std::chrono::steady_clock::now()
                           : std::chrono::steady_clock::time_point();
+    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
+    if (!observed) {
+      continue;
+    }
     if (step.dispatch) {
       const fb::Dispatch &dispatch = *step.dispatch;
-      for (auto [id, cache] : step.cacheViews) {
-        values[id] = values[cache]; // updated in place
-      }
-      pointers.clear();
-      if (dispatch.inputs()) {
-        for (uint32_t id : *dispatch.inputs()) {
-          pointers.push_back(values[id].data());
-        }
-      }
+      const std::string &name =
+          executable_.root().kernels()->Get(dispatch.kernel())->str();
+      const fb::Op &last =
+          *entry->ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
       for (uint32_t id : *dispatch.outputs()) {
-        pointers.push_back(values[id].data());
-      }
-      void *kernel = (*prepared)->kernelOf[index];
-      pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
-        callKernel(kernel, begin, end, pointers);
-      });
-      if (std::string why = takeKernelServiceError(); !why.empty()) {
-        const std::string &name =
-            executable_.root().kernels()->Get(dispatch.kernel())->str();
-        return Status::error("kernel '" + name + "' of '" + entryName +
-                             "': " + why);
-      }
-      if (observed) {
-        const std::string &name =
-            executable_.root().kernels()->Get(dispatch.kernel())->str();
-        const fb::Op &last =
-            *entry->ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
-        for (uint32_t id : *dispatch.outputs()) {
-          MFRT_RETURN_IF_ERROR(observe(
-              entryName, dispatch.first_op(), name,
-              last.location() ? last.location()->str() : "", id, values[id],
-              began, options, id == dispatch.outputs()->Get(0)));
-        }
+        MFRT_RETURN_IF_ERROR(observe(
+            entryName, dispatch.first_op(), name,
+            last.location() ? last.location()->str() : "", id, values[id],
+            began, options, id == dispatch.outputs()->Get(0)));
       }
       continue;
     }
@@ -245,33 +372,13 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         (op.kind() == fb::OpKind::Reshape && bound[result])) {
       continue; // bound when the entry was prepared
     }
-    operands.clear();
-    for (uint32_t id : *op.operands()) {
-      operands.push_back(&values[id]);
-    }
-    if (op.kind() == fb::OpKind::Reshape) {
-      const fb::TensorType &type = *entry->values()->Get(result);
-      values[result] = operands[0]->reshaped(Executable::shapeOf(type));
-    } else {
-      if (op.kind() == fb::OpKind::KvCacheWrite) {
-        values[result] = *operands[0]; // in place
-      }
-      Status status = runKernel(
-          op, operands, values[result],
-          [this](int64_t count,
-                 const std::function<void(int64_t, int64_t)> &body) {
-            pool_.parallelFor(count, body);
-          });
-      if (!status) {
-        return status.withContext("in '" + entryName + "'");
-      }
-    }
-    if (observed) {
-      MFRT_RETURN_IF_ERROR(observe(entryName, step.firstOp,
-                                   fb::EnumNameOpKind(op.kind()),
-                                   op.location() ? op.location()->str() : "",
-                                   result, values[result], began, options));
-    }
+    MFRT_RETURN_IF_ERROR(observe(entryName, step.firstOp,
+                                 fb::EnumNameOpKind(op.kind()),
+                                 op.location() ? op.location()->str() : "",
+                                 result, values[result], began, options));
+  }
+  if (ready.assignsParameters) {
+    weights_.noteUpdated();
   }
 
   // An output that is a view into the arena leaves it (the next run reuses

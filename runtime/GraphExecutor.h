@@ -6,6 +6,8 @@
 // values live in one arena per entry, allocated once, at the offsets the
 // compiler planned; nothing is allocated per op. Outputs are copied out of
 // the arena (KV caches, updated in place, are returned as they came in).
+// What only the weights determine (casts of parameters, say) is computed
+// once per change of the weights, not every run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +41,13 @@ public:
   uint64_t arenaBytes() const override;
 
 private:
+  /// A value derived from the weights alone, and the Weights version it was
+  /// computed for; kept by how it follows from them (the same for every
+  /// entry that computes it).
+  struct Derived {
+    Tensor tensor;
+    uint64_t computedFor = ~uint64_t(0);
+  };
   /// An entry ready to run: its program, arena, and its values, bound once
   /// where they do not change between runs (arena views, parameters,
   /// constants, reshapes of those); `bound` marks them. The other slots
@@ -49,12 +58,25 @@ private:
     std::vector<Tensor> values;
     std::vector<bool> bound;
     std::vector<void *> kernelOf; // per step: the kernel entry point
+    /// The steps of values derived from the weights (program.derivedSteps)
+    /// and where their results are kept.
+    std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
+    /// The entry writes parameters (a training step): nothing is derived,
+    /// and each run changes the weights' version.
+    bool assignsParameters = false;
+    // A step's scratch, kept to save allocations.
+    std::vector<const Tensor *> operands;
+    std::vector<void *> pointers;
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
+  /// Runs step `index` of a prepared entry (a kernel dispatch or an eager
+  /// op) on its values.
+  Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index);
 
   const KernelLibrary &kernels_;
   ThreadPool &pool_;
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
+  std::map<std::string, Derived> derived_; // by how it follows
 };
 
 } // namespace mfrt

@@ -3,9 +3,9 @@
 // 1. Steps: dispatches and the ops outside them, in program order.
 // 2. Storage: each value is in the arena (its offset), a view of another
 //    value's storage (reshape, KV-cache write), or outside (inputs,
-//    parameters and their assignments, constants), or in a parameter when
-//    a kernel computes it for an in-place assignment. Every value a step
-//    writes must have storage.
+//    parameters and their assignments, constants, values the weights alone
+//    determine), or in a parameter when a kernel computes it for an
+//    in-place assignment. Every value a step writes must have storage.
 // 3. Lifetimes per arena buffer, from the step that writes it to the last
 //    step that reads it or any view of it (entry outputs: to the end); no
 //    two buffers alive at the same step may overlap in the arena.
@@ -84,12 +84,49 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
     }
     return nullptr;
   };
+  // Which values the weights and constants alone determine (`fixed`): in
+  // an entry that assigns no parameter, a step computing only from such
+  // values is derived, unless one of its results (or a view of it) is an
+  // output or a KV cache: the caller may write those.
+  bool assigns = false;
+  std::vector<bool> fixed(valueCount, false), excluded = isOutput;
+  for (size_t index = 0; index < opCount; ++index) {
+    const fb::Op &op = *entry.ops()->Get(index);
+    assigns = assigns || op.kind() == fb::OpKind::Assign;
+    if (op.kind() == fb::OpKind::KvCacheWrite) {
+      excluded[op.operands()->Get(0)] = true;
+    }
+  }
+  for (size_t index = opCount; index-- > 0;) {
+    const fb::Op &op = *entry.ops()->Get(index);
+    if (op.kind() == fb::OpKind::Reshape && excluded[op.results()->Get(0)]) {
+      excluded[op.operands()->Get(0)] = true;
+    }
+  }
+  auto derivable = [&](const flatbuffers::Vector<uint32_t> *reads,
+                       const flatbuffers::Vector<uint32_t> &writes) {
+    return !assigns &&
+           (!reads || std::all_of(reads->begin(), reads->end(),
+                                  [&](uint32_t id) { return fixed[id]; })) &&
+           std::none_of(writes.begin(), writes.end(),
+                        [&](uint32_t id) { return excluded[id]; });
+  };
   size_t nextDispatch = 0;
   auto storageOf = [&](uint32_t id, const std::string &what, int64_t step,
-                       bool kernelOutput) -> Status {
+                       bool kernelOutput, bool derived) -> Status {
     int64_t offset = entry.arena_offsets()->Get(id);
     const fb::TensorType &type = *entry.values()->Get(id);
     int64_t bytes = valueBytes(type);
+    if (derived) {
+      fixed[id] = true;
+      if (offset == kDerivedFromWeights) {
+        return Status::ok();
+      }
+    } else if (offset == kDerivedFromWeights) {
+      return bad("keeps " + what + " (value " + std::to_string(id) +
+                 ") outside the arena as derived from the weights alone, "
+                 "which it is not");
+    }
     if (computedInto[id] != kNone) {
       int64_t parameter = computedInto[id];
       if (offset != -1 || isOutput[id] || !kernelOutput ||
@@ -132,6 +169,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
         return bad("has a kernel dispatch with no tiles");
       }
       HostStep host{dispatch, static_cast<uint32_t>(index), {}};
+      bool derived = derivable(dispatch->inputs(), *dispatch->outputs());
       for (uint32_t id : *dispatch->outputs()) {
         definedAt[id] = step;
         // A KV-cache write in the kernel updates its cache input in place.
@@ -146,39 +184,48 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
           }
           root[id] = root[cache];
           host.cacheViews.emplace_back(id, cache);
+          derived = false; // (its cache is no fixed value: read as a cache)
           continue;
         }
         MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step,
-                                       /*kernelOutput=*/true));
+                                       /*kernelOutput=*/true, derived));
       }
       program.steps.push_back(std::move(host));
+      program.derivedSteps.push_back(derived);
       index += dispatch->op_count();
       continue;
     }
     const fb::Op &op = *entry.ops()->Get(index);
     uint32_t result = op.results()->Get(0);
+    bool derived = false;
     switch (op.kind()) {
     case fb::OpKind::Param:
       viewOf[result] = op.ints()->Get(0);
+      fixed[result] = true;
       break;
     case fb::OpKind::Constant:
+      fixed[result] = true;
+      break;
     case fb::OpKind::Assign: // into the parameter's own storage
       break;
     case fb::OpKind::Reshape:
       viewOf[result] = viewOf[op.operands()->Get(0)];
       root[result] = root[op.operands()->Get(0)];
+      fixed[result] = fixed[op.operands()->Get(0)];
       break;
     case fb::OpKind::KvCacheWrite:
       root[result] = root[op.operands()->Get(0)];
       break;
     default:
+      derived = derivable(op.operands(), *op.results());
       MFRT_RETURN_IF_ERROR(storageOf(result,
                                      std::string("the result of ") +
                                          fb::EnumNameOpKind(op.kind()),
-                                     step, /*kernelOutput=*/false));
+                                     step, /*kernelOutput=*/false, derived));
     }
     definedAt[result] = step;
     program.steps.push_back({nullptr, static_cast<uint32_t>(index), {}});
+    program.derivedSteps.push_back(derived);
     ++index;
   }
 

@@ -31,6 +31,10 @@ struct HostStep {
   std::vector<std::pair<uint32_t, uint32_t>> cacheViews;
 };
 
+/// The arena offset of a value the weights alone determine (HostProgram::
+/// derivedSteps): the executor keeps it outside the arena.
+inline constexpr int64_t kDerivedFromWeights = -2;
+
 struct HostProgram {
   std::vector<HostStep> steps;
   uint64_t arenaBytes = 0;
@@ -39,6 +43,13 @@ struct HostProgram {
   std::vector<uint32_t> outputBuffers;
   /// Values computed in place: (value id, parameter index).
   std::vector<std::pair<uint32_t, uint32_t>> inPlace;
+  /// Steps whose results only the weights and constants determine (casts
+  /// of parameters to the compute type, a LoRA adapter's product), in an
+  /// entry that assigns no parameter: the executor computes them when the
+  /// weights change, into storage of its own. Their results are not entry
+  /// outputs nor KV caches; the compiler keeps them out of the arena
+  /// (offset kDerivedFromWeights), an older one gave them arena offsets.
+  std::vector<bool> derivedSteps; // per step
 
   /// The host program of `entry`; an error if it has no memory plan or the
   /// plan is unsound.

@@ -104,6 +104,12 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
 
+  for (size_t index = 0; index < opCount; ++index) {
+    if (entry->ops()->Get(index)->kind() == fb::OpKind::Assign) {
+      weights_.noteUpdated(); // what a Graph Mode executor derived is stale
+      break;
+    }
+  }
   std::vector<Tensor> outputs;
   for (uint32_t id : *entry->outputs()) {
     outputs.push_back(values[id]);

@@ -35,9 +35,15 @@ public:
                                 const std::string &otherPrefix = "");
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
-  /// For the optimizer, which updates the parameters in place.
+  /// For the optimizer, which updates the parameters in place (through
+  /// entries that assign them: their executors call noteUpdated() after).
   Tensor &mutableTensor(size_t index) { return tensors_[index]; }
   size_t size() const { return tensors_.size(); }
+
+  /// Changes with every update of the parameters: what an executor
+  /// computed from them is current while the version is the same.
+  uint64_t version() const { return version_; }
+  void noteUpdated() { ++version_; }
 
   /// Writes the weights with every LoRA adapter pair folded into its base
   /// weight (W += lora_scale * B A, transposed for GPT-2's [in, out]
@@ -50,6 +56,7 @@ public:
 
 private:
   std::vector<Tensor> tensors_;
+  uint64_t version_ = 0;
 };
 
 } // namespace mfrt

@@ -2,7 +2,8 @@
 //
 // 1. Number the ops of an entry; give each transient op result a buffer
 //    (reshapes and KV-cache writes, eager or in an attention kernel, share
-//    their operand's; parameters, constants and assignments have none). A value a kernel computes only
+//    their operand's; parameters, constants and assignments have none, nor
+//    values the weights alone determine: derivedFromWeights). A value a kernel computes only
 //    to assign it to a parameter is computed in place, in the parameter
 //    (the assignment gets `mf.in_place`), when that is safe: see
 //    assignsInPlace.
@@ -97,7 +98,77 @@ bool assignsInPlace(mf::AssignOp assign) {
 struct EntryBuffers {
   std::vector<PlannedBuffer> buffers;
   std::vector<OpResult> definitions;
+  /// Values the weights and constants alone determine: outside the arena.
+  std::vector<OpResult> derived;
 };
+
+/// The arena offset that says "derived from the weights": the runtime
+/// computes the value when the weights change and keeps it itself (the
+/// schema's Entry.arena_offsets; HostProgram::derivedSteps).
+constexpr int64_t kDerivedFromWeights = -2;
+
+/// The values of `entry` that its weights and constants alone determine —
+/// parameters cast to the compute type, a LoRA adapter's product: in an
+/// entry that assigns no parameter, the results of an op or kernel region
+/// that reads only parameters, constants, views of them and such values,
+/// when none of its results (nor a view of one) is returned or updated as a
+/// KV cache. The runtime's HostProgram applies the same rule to the
+/// serialized program.
+llvm::DenseSet<Value> derivedFromWeights(func::FuncOp entry) {
+  Block &body = entry.getBody().front();
+  llvm::DenseSet<Value> derived;
+  if (!body.getOps<mf::AssignOp>().empty()) {
+    return derived;
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseSet<Value> excluded(ret.getOperands().begin(),
+                                 ret.getOperands().end());
+  entry.walk([&](mf::KvCacheWriteOp write) {
+    Value cache = write.getCache();
+    if (auto argument = dyn_cast<BlockArgument>(cache)) {
+      if (auto fusion = dyn_cast<mf::FusionOp>(argument.getOwner()->getParentOp())) {
+        cache = fusion.getInputs()[argument.getArgNumber()];
+      }
+    }
+    excluded.insert(cache);
+    excluded.insert(write.getResult());
+  });
+  // Nor what is returned or updated through a view.
+  for (Operation &op : llvm::reverse(body)) {
+    if (isa<mf::ReshapeOp>(op) && excluded.contains(op.getResult(0))) {
+      excluded.insert(op.getOperand(0));
+    }
+  }
+  llvm::DenseSet<Value> fixed;
+  for (Operation &op : body) {
+    if (isa<mf::ParamOp, mf::ConstantOp>(op)) {
+      fixed.insert(op.getResult(0));
+      continue;
+    }
+    if (isa<mf::ReshapeOp>(op)) {
+      if (fixed.contains(op.getOperand(0))) {
+        fixed.insert(op.getResult(0));
+      }
+      continue;
+    }
+    bool writesCache = isa<mf::FusionOp>(op) &&
+                       op.walk([](mf::KvCacheWriteOp) {
+                           return WalkResult::interrupt();
+                         }).wasInterrupted();
+    if (isa<mf::KvCacheWriteOp, func::ReturnOp>(op) || writesCache ||
+        !llvm::all_of(op.getOperands(),
+                      [&](Value value) { return fixed.contains(value); }) ||
+        llvm::any_of(op.getResults(),
+                     [&](Value value) { return excluded.contains(value); })) {
+      continue;
+    }
+    for (Value value : op.getResults()) {
+      fixed.insert(value);
+      derived.insert(value);
+    }
+  }
+  return derived;
+}
 
 /// The input of a fusion whose result `value` is: a KV cache the region
 /// writes in place (its kernel updates the input's storage).
@@ -115,6 +186,7 @@ Value cacheUpdatedInPlace(OpResult value) {
 
 EntryBuffers collectBuffers(func::FuncOp entry) {
   EntryBuffers result;
+  llvm::DenseSet<Value> derived = derivedFromWeights(entry);
   llvm::DenseMap<Value, int> bufferOf;
   Block &body = entry.getBody().front();
   int64_t end = static_cast<int64_t>(body.getOperations().size()) + 1;
@@ -143,6 +215,10 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
     }
     for (OpResult value : op.getResults()) {
       if (!isa<RankedTensorType>(value.getType())) {
+        continue;
+      }
+      if (derived.contains(value)) {
+        result.derived.push_back(value);
         continue;
       }
       if (Value cache = cacheUpdatedInPlace(value)) {
@@ -175,6 +251,7 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
     }
   }
   EntryBuffers planned;
+  planned.derived = std::move(result.derived);
   for (auto [buffer, value] : llvm::zip(result.buffers, result.definitions)) {
     if (!llvm::is_contained(ret.getOperands(), Value(value)) &&
         !inPlace.contains(value)) {
@@ -251,11 +328,17 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
       }
       MemoryPlanResult result = planMemory(buffers.buffers, options);
       llvm::DenseMap<Operation *, SmallVector<int64_t>> offsets;
-      for (auto [buffer, value] :
-           llvm::zip(buffers.buffers, buffers.definitions)) {
+      auto record = [&](OpResult value, int64_t offset) {
         SmallVector<int64_t> &list = offsets[value.getOwner()];
         list.resize(value.getOwner()->getNumResults(), -1);
-        list[value.getResultNumber()] = buffer.offset;
+        list[value.getResultNumber()] = offset;
+      };
+      for (auto [buffer, value] :
+           llvm::zip(buffers.buffers, buffers.definitions)) {
+        record(value, buffer.offset);
+      }
+      for (OpResult value : buffers.derived) {
+        record(value, kDerivedFromWeights);
       }
       for (auto &[op, list] : offsets) {
         op->setAttr("mf.arena_offsets", builder.getDenseI64ArrayAttr(list));

@@ -90,3 +90,51 @@ func.func @updates(%g: tensor<256xf32>) -> tensor<256xf32> {
   %2 = mf.assign @b, %b1 : tensor<256xf32>
   return %late : tensor<256xf32>
 }
+
+// -----
+
+// What the weights alone determine — a parameter cast to the compute type,
+// a kernel region reading only it — the runtime computes when the weights
+// change and keeps outside the arena (offset -2). Not what reads an input,
+// nor what the entry returns (directly or through a view).
+// CHECK-LABEL: func.func @derived
+// CHECK-SAME: mf.arena_bytes = 512 : i64
+// CHECK: mf.cast %{{.*}} {mf.arena_offsets = array<i64: -2>} : tensor<64x64xf32> to tensor<64x64xbf16>
+// CHECK: mf.fusion{{.*}}mf.arena_offsets = array<i64: -2>
+// CHECK: mf.matmul %{{.*}} {mf.arena_offsets = array<i64: 0>}
+// CHECK: mf.exp %{{.*}} {mf.arena_offsets = array<i64: 0>}
+// CHECK: mf.exp %{{.*}} : tensor<4xf32>{{$}}
+mf.parameter @p : tensor<64x64xf32> init = ones
+mf.parameter @q : tensor<4xf32> init = ones
+func.func @derived(%x: tensor<4x64xbf16>) -> (tensor<4x64xf32>, tensor<2x2xf32>, tensor<4xf32>) {
+  %p = mf.param @p : tensor<64x64xf32>
+  %0 = mf.cast %p : tensor<64x64xf32> to tensor<64x64xbf16>
+  %1 = mf.fusion(%0) {kind = "elementwise", mf.kernel = "mfk_0"} : (tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  ^bb0(%a: tensor<64x64xbf16>):
+    %n = mf.neg %a : tensor<64x64xbf16>
+    mf.yield %n : tensor<64x64xbf16>
+  }
+  %2 = mf.matmul %x, %1 : tensor<4x64xbf16>, tensor<64x64xbf16> -> tensor<4x64xbf16>
+  %3 = mf.cast %2 : tensor<4x64xbf16> to tensor<4x64xf32>
+  %q = mf.param @q : tensor<4xf32>
+  %4 = mf.exp %q : tensor<4xf32>
+  %5 = mf.reshape %4 : tensor<4xf32> to tensor<2x2xf32>
+  %6 = mf.exp %q : tensor<4xf32>
+  return %3, %5, %6 : tensor<4x64xf32>, tensor<2x2xf32>, tensor<4xf32>
+}
+
+// -----
+
+// In an entry that assigns a parameter (a training step), nothing is
+// derived: what it casts keeps its arena buffer.
+// CHECK-LABEL: func.func @cast_while_training
+// CHECK: mf.cast %{{.*}} {mf.arena_offsets = array<i64: 0>}
+mf.parameter @r : tensor<256xf32> init = ones
+func.func @cast_while_training(%g: tensor<256xbf16>) -> tensor<256xbf16> {
+  %r = mf.param @r : tensor<256xf32>
+  %0 = mf.cast %r : tensor<256xf32> to tensor<256xbf16>
+  %1 = mf.mul %0, %g : tensor<256xbf16>
+  %2 = mf.cast %1 : tensor<256xbf16> to tensor<256xf32>
+  %3 = mf.assign @r, %2 : tensor<256xf32>
+  return %1 : tensor<256xbf16>
+}

@@ -253,6 +253,55 @@ TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
   }
 }
 
+TEST(HostProgram, ValuesTheWeightsAloneDetermineAreDerived) {
+  // param 0 -> Cast (1) -> Mul with input 2 (3), returned. The cast is
+  // derived from the weights: it may be kept outside the arena (-2), or
+  // have an arena offset (older executables); the product reads an input,
+  // so -2 there is an error, as is deriving in an entry that assigns.
+  for (int variant = 0; variant < 4; ++variant) {
+    bool castOutside = variant != 1, productOutside = variant == 2,
+         assigns = variant == 3;
+    flatbuffers::FlatBufferBuilder builder;
+    std::vector<int64_t> shape{4};
+    std::vector<flatbuffers::Offset<fb::TensorType>> values;
+    for (fb::DType dtype : {fb::DType::F32, fb::DType::BF16, fb::DType::BF16,
+                            fb::DType::BF16, fb::DType::F32}) {
+      values.push_back(fb::CreateTensorTypeDirect(builder, dtype, &shape));
+    }
+    std::vector<uint32_t> none{}, param{0}, cast{1}, mulIn{1, 2}, mul{3},
+        assign{4};
+    std::vector<int64_t> paramIndex{0}, assignAttrs{0, 0};
+    std::vector<flatbuffers::Offset<fb::Op>> ops{
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param,
+                           &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast),
+        fb::CreateOpDirect(builder, fb::OpKind::Mul, &mulIn, &mul)};
+    if (assigns) {
+      ops.push_back(fb::CreateOpDirect(builder, fb::OpKind::Assign, &param,
+                                       &assign, &assignAttrs));
+    }
+    std::vector<uint32_t> inputs{2}, outputs{3};
+    std::vector<int64_t> offsets{-1, castOutside ? -2 : 0,
+                                 -1, productOutside ? -2 : -1, -1};
+    builder.Finish(fb::CreateEntryDirect(builder, "derive", &values, &inputs,
+                                         nullptr, &outputs, nullptr, &ops,
+                                         nullptr, 64, &offsets));
+    const fb::Entry *entry =
+        flatbuffers::GetRoot<fb::Entry>(builder.GetBufferPointer());
+    StatusOr<HostProgram> program = HostProgram::build(*entry);
+    if (productOutside || assigns) {
+      ASSERT_FALSE(program);
+      EXPECT_NE(program.status().message().find(
+                    "outside the arena as derived from the weights alone"),
+                std::string::npos)
+          << program.status().message();
+      continue;
+    }
+    ASSERT_TRUE(program) << program.status().message();
+    EXPECT_EQ(program->derivedSteps, (std::vector<bool>{false, true, false}));
+  }
+}
+
 TEST(HostProgram, AKernelMayUpdateOnlyACacheItTakes) {
   // One kernel covering a KV-cache write (cache 0, update 1, position 2 ->
   // value 3) that is an entry output: graph mode binds it to the cache.

@@ -2,6 +2,8 @@
 
 #include "tools/mf-run/Dump.h"
 
+#include "runtime/HostProgram.h"
+
 using namespace mfrt;
 
 namespace {
@@ -81,6 +83,8 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       os << "  %" << op.results()->Get(0);
       if (offset >= 0) {
         os << "[arena+" << offset << "]";
+      } else if (offset == kDerivedFromWeights) {
+        os << "[from weights]";
       }
       os << " = " << fb::EnumNameOpKind(op.kind());
       if (op.operands()) {
