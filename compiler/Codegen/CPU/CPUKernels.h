@@ -153,6 +153,12 @@ void emitVectorMatvec(mlir::OpBuilder &builder, mlir::Location loc,
                       mlir::Value x, mlir::Value w, mlir::Value out,
                       mlir::Value outOffset, mlir::Value n0, mlir::Value n,
                       int64_t k);
+/// The same for a weight stored [K, N]: out[outOffset + j] = x . column
+/// n0 + j of w, by rows of w (x[k] times 128 columns at a time).
+void emitVectorMatvecByColumns(mlir::OpBuilder &builder, mlir::Location loc,
+                               mlir::Value x, mlir::Value w, mlir::Value out,
+                               mlir::Value outOffset, mlir::Value n0,
+                               mlir::Value n, int64_t k);
 
 /// Lowers a module of kernels to the LLVM dialect, services included.
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);

@@ -244,10 +244,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
-  // One row times [N, K] weights (decode) is the kernel's own vector code;
+  // One row times the weights (decode) is the kernel's own vector code;
   // anything else calls the gemm services.
-  bool matvec = rows == 1 && llvm::all_of(matmuls, [](MatmulInfo matmul) {
-    return matmul.op.getTransposeRhs() && !matmul.transposedLhs;
+  bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
+    return matmul.transposedLhs;
   });
 
   // The gemm services, each declared once per kernel module.
@@ -315,8 +315,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       Value out = direct ? flattenMemRef(builder, loc,
                                          argument(fusion.getInputs().size()), {cols})
                          : flattenMemRef(builder, loc, scratch[i], {tileCols});
-      emitVectorMatvec(builder, loc, x, argument(matmul.rhs), out,
-                       direct ? n0 : index(0), n0, n, matmul.k);
+      (matmul.op.getTransposeRhs() ? emitVectorMatvec
+                                   : emitVectorMatvecByColumns)(
+          builder, loc, x, argument(matmul.rhs), out, direct ? n0 : index(0),
+          n0, n, matmul.k);
       continue;
     }
     Value target = pointerOf(direct ? argument(fusion.getInputs().size()) : scratch[i]);

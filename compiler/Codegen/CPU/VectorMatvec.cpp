@@ -12,6 +12,10 @@
 //     out[j..j+8] = the eight sums             // one shuffle-add tree
 //   for the last n % 8 rows: one accumulator, summed by vector.reduction
 //
+// A weight stored [K, N] (GPT-2's Conv1D) is read by rows instead, each
+// x[k] broadcast against 128 columns of row k at a time (eight vectors; 16
+// with a mask at the tile's end): no sums across lanes at all.
+//
 // Loads of f16/bf16 are widened in registers; products are summed in f32,
 // as the gemm services do.
 //
@@ -33,6 +37,8 @@ constexpr int64_t kLanes = 16;
 /// Weight rows in flight: eight independent FMA chains, and the tree that
 /// sums them costs ~3 ops a row where a reduction costs ~8.
 constexpr int64_t kRowsAtOnce = 8;
+/// Vectors of columns in flight for a [K, N] weight: eight FMA chains.
+constexpr int64_t kColumnVectors = 8;
 
 class MatvecEmitter {
 public:
@@ -44,11 +50,7 @@ public:
   /// Sums of x times weight rows row0.., `count` of them, each a vector of
   /// kLanes partial sums.
   SmallVector<Value> partialSums(Value row0, int64_t count) {
-    Value zero = arith::ConstantOp::create(
-        b_, loc_, wide_,
-        DenseElementsAttr::get(wide_,
-                               ArrayRef<Attribute>{b_.getF32FloatAttr(0)}));
-    SmallVector<Value> init(count, zero);
+    SmallVector<Value> init(count, zeros());
     int64_t whole = k_ / kLanes * kLanes;
     auto step = [&](OpBuilder &builder, Value kk, ValueRange sums,
                     int64_t valid) {
@@ -95,6 +97,36 @@ public:
     return addHalves(level[0], level[0], 1, kRowsAtOnce);
   }
 
+  /// x . the columns col0.. of a [K, N] weight, `count` vectors of them
+  /// (under `mask`, if given: one vector, the columns the tile still has).
+  SmallVector<Value> columnSums(Value col0, int64_t count, Value mask) {
+    SmallVector<Value> init(count, zeros());
+    auto loop = scf::ForOp::create(
+        b_, loc_, index(0), index(k_), index(1), init,
+        [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
+          OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(builder.getInsertionBlock(),
+                               builder.getInsertionPoint());
+          Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
+          if (!storage_.isF32()) {
+            xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
+          }
+          Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
+          SmallVector<Value> next;
+          for (int64_t c = 0; c < count; ++c) {
+            Value col =
+                arith::AddIOp::create(b_, loc_, col0, index(c * kLanes));
+            Value wv = mask ? loadUnder(w_, {kk, col}, mask)
+                            : load(w_, {kk, col}, kLanes);
+            next.push_back(
+                vector::FMAOp::create(b_, loc_, wv, broadcast, sums[c]));
+          }
+          scf::YieldOp::create(b_, loc_, next);
+        });
+    return SmallVector<Value>(loop.getResults().begin(),
+                              loop.getResults().end());
+  }
+
   /// The sum of one vector of partial sums.
   Value sumOne(Value partial) {
     return vector::ReductionOp::create(b_, loc_, vector::CombiningKind::ADD,
@@ -105,7 +137,28 @@ public:
     return arith::ConstantIndexOp::create(b_, loc_, value);
   }
 
+  Value zeros() {
+    return arith::ConstantOp::create(
+        b_, loc_, wide_,
+        DenseElementsAttr::get(wide_,
+                               ArrayRef<Attribute>{b_.getF32FloatAttr(0)}));
+  }
+
 private:
+  /// kLanes elements of `memref` at `indices` in f32, those `mask` selects
+  /// (the rest 0).
+  Value loadUnder(Value memref, ValueRange indices, Value mask) {
+    auto stored = VectorType::get({kLanes}, storage_);
+    Value padding = arith::ConstantOp::create(
+        b_, loc_, stored,
+        DenseElementsAttr::get(
+            stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
+    Value loaded = vector::MaskedLoadOp::create(b_, loc_, stored, memref,
+                                                indices, mask, padding);
+    return storage_.isF32() ? loaded
+                            : arith::ExtFOp::create(b_, loc_, wide_, loaded);
+  }
+
   /// kLanes elements of `memref` at `indices` in f32; the first `valid`
   /// only (the rest 0) at the end of a row.
   Value load(Value memref, ValueRange indices, int64_t valid) {
@@ -186,6 +239,52 @@ void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
                                   body.getInsertionPoint());
         Value sum = emitter.sumOne(emitter.partialSums(rowsFrom(j), 1)[0]);
         memref::StoreOp::create(builder, loc, sum, out, ValueRange{outAt(j)});
+        scf::YieldOp::create(builder, loc);
+      });
+}
+
+void mfc::emitVectorMatvecByColumns(OpBuilder &builder, Location loc, Value x,
+                                    Value w, Value out, Value outOffset,
+                                    Value n0, Value n, int64_t k) {
+  MatvecEmitter emitter(builder, loc, x, w, k);
+  Value block = emitter.index(kColumnVectors * kLanes);
+  Value whole = arith::MulIOp::create(
+      builder, loc, arith::DivUIOp::create(builder, loc, n, block), block);
+  auto at = [&](Value base, Value j, int64_t c) {
+    return arith::AddIOp::create(builder, loc,
+                                 arith::AddIOp::create(builder, loc, base, j),
+                                 emitter.index(c * kLanes))
+        .getResult();
+  };
+  scf::ForOp::create(
+      builder, loc, emitter.index(0), whole, block, ValueRange{},
+      [&](OpBuilder &body, Location, Value j, ValueRange) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(body.getInsertionBlock(),
+                                  body.getInsertionPoint());
+        SmallVector<Value> sums =
+            emitter.columnSums(at(n0, j, 0), kColumnVectors, Value());
+        for (int64_t c = 0; c < kColumnVectors; ++c) {
+          vector::StoreOp::create(builder, loc, sums[c], out,
+                                  ValueRange{at(outOffset, j, c)});
+        }
+        scf::YieldOp::create(builder, loc);
+      });
+  scf::ForOp::create(
+      builder, loc, whole, n, emitter.index(kLanes), ValueRange{},
+      [&](OpBuilder &body, Location, Value j, ValueRange) {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPoint(body.getInsertionBlock(),
+                                  body.getInsertionPoint());
+        Value left =
+            arith::MinUIOp::create(builder, loc, emitter.index(kLanes),
+                                   arith::SubIOp::create(builder, loc, n, j));
+        Value mask = vector::CreateMaskOp::create(
+            builder, loc, VectorType::get({kLanes}, builder.getI1Type()),
+            ValueRange{left});
+        Value sum = emitter.columnSums(at(n0, j, 0), 1, mask)[0];
+        vector::MaskedStoreOp::create(
+            builder, loc, out, ValueRange{at(outOffset, j, 0)}, mask, sum);
         scf::YieldOp::create(builder, loc);
       });
 }

@@ -13,6 +13,10 @@ void mfk_0(long begin, long end, const float *x, const float *w,
            const float *residual, float *out);
 void mfk_1(long begin, long end, const uint16_t *x, const uint16_t *w,
            uint16_t *out);
+void mfk_2(long begin, long end, const float *x, const float *w,
+           const float *bias, float *out);
+void mfk_3(long begin, long end, const _Float16 *x, const _Float16 *w,
+           _Float16 *out);
 
 static float fromBf16(uint16_t bits) {
   uint32_t word = (uint32_t)bits << 16;
@@ -64,5 +68,45 @@ int main(void) {
   double bound = 1.0 / 256 + 1e-5;
   printf("bf16: max relative error %.3g: %s\n", worst,
          worst <= bound ? "OK" : "MISMATCH");
-  return failed || !(worst <= bound);
+  failed = failed || !(worst <= bound);
+
+  /* [K, N] weights: 100 x 1400 + a bias in 6 tiles of 256 columns (two
+     blocks of 128; the last tile 120 = 7 x 16 + 8, masked), as two ranges. */
+  enum { KC = 100, NC = 1400 };
+  float *xc = malloc(sizeof(float) * KC), *wc = malloc(sizeof(float) * KC * NC);
+  float *bias = malloc(sizeof(float) * NC), *outc = malloc(sizeof(float) * NC);
+  for (int i = 0; i < KC; ++i) xc[i] = (float)((i * 19) % 61) / 30.0f - 1.0f;
+  for (int i = 0; i < KC * NC; ++i) wc[i] = (float)((i * 43) % 89) / 89.0f - 0.5f;
+  for (int i = 0; i < NC; ++i) { bias[i] = (float)(i % 5) - 2.0f; outc[i] = NAN; }
+  mfk_2(0, 4, xc, wc, bias, outc);
+  mfk_2(4, 6, xc, wc, bias, outc);
+  worst = 0;
+  for (int c = 0; c < NC; ++c) {
+    double sum = bias[c];
+    for (int p = 0; p < KC; ++p) sum += (double)xc[p] * wc[p * NC + c];
+    double error = fabs(outc[c] - sum);
+    if (!(error <= worst)) worst = error;
+  }
+  printf("[K, N] f32 + bias: max abs error %.3g: %s\n", worst,
+         worst < 1e-4 ? "OK" : "MISMATCH");
+  failed = failed || !(worst < 1e-4);
+
+  /* f16 [K, N]: 24 x 50 (three vectors and 2 columns masked), the f32 sum
+     rounded to f16 (11 significant bits: within 2^-11 relative). */
+  _Float16 xh[24], wh[24 * 50], outh[50];
+  for (int i = 0; i < 24; ++i) xh[i] = (_Float16)((float)((i * 7) % 23) / 11.0f - 1.0f);
+  for (int i = 0; i < 24 * 50; ++i) wh[i] = (_Float16)((float)((i * 11) % 37) / 37.0f - 0.5f);
+  for (int i = 0; i < 50; ++i) outh[i] = (_Float16)NAN;
+  mfk_3(0, 1, xh, wh, outh);
+  worst = 0;
+  for (int c = 0; c < 50; ++c) {
+    double sum = 0;
+    for (int p = 0; p < 24; ++p) sum += (double)xh[p] * (double)wh[p * 50 + c];
+    double error = fabs((double)outh[c] - sum) / fmax(fabs(sum), 1e-3);
+    if (!(error <= worst)) worst = error;
+  }
+  double halfBound = 1.0 / 2048 + 1e-5;
+  printf("[K, N] f16: max relative error %.3g: %s\n", worst,
+         worst <= halfBound ? "OK" : "MISMATCH");
+  return failed || !(worst <= halfBound);
 }
