@@ -283,6 +283,38 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
   return status ? status : status.withContext("in '" + entry.name()->str() + "'");
 }
 
+Status GraphExecutor::observeStep(const fb::Entry &entry, Prepared &prepared,
+                                  size_t index,
+                                  std::chrono::steady_clock::time_point began,
+                                  const RunOptions &options) {
+  const HostStep &step = prepared.program.steps[index];
+  const std::vector<Tensor> &values = prepared.values;
+  std::string entryName = entry.name()->str();
+  if (step.dispatch) {
+    const fb::Dispatch &dispatch = *step.dispatch;
+    const std::string &name =
+        executable_.root().kernels()->Get(dispatch.kernel())->str();
+    const fb::Op &last =
+        *entry.ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
+    for (uint32_t id : *dispatch.outputs()) {
+      MFRT_RETURN_IF_ERROR(observe(
+          entryName, dispatch.first_op(), name,
+          last.location() ? last.location()->str() : "", id, values[id],
+          began, options, id == dispatch.outputs()->Get(0)));
+    }
+    return Status::ok();
+  }
+  const fb::Op &op = *entry.ops()->Get(step.firstOp);
+  uint32_t result = op.results()->Get(0);
+  if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
+      (op.kind() == fb::OpKind::Reshape && prepared.bound[result])) {
+    return Status::ok(); // bound when the entry was prepared
+  }
+  return observe(entryName, step.firstOp, fb::EnumNameOpKind(op.kind()),
+                 op.location() ? op.location()->str() : "", result,
+                 values[result], began, options);
+}
+
 StatusOr<std::vector<Tensor>>
 GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                    const RunOptions &options) {
@@ -328,54 +360,33 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   // Copies and checks only when a debugging user asked for them.
   bool observed = options.checkNumerics || options.traceEvents ||
                   options.capturedValues || !options.dumpTensorsDir.empty();
-  // What the weights determine was computed when they last changed; a
-  // debugging run computes it again, to observe it.
+  // What the weights determine was computed when they last changed (a
+  // profile shows when it is). A run that checks or keeps values computes
+  // it again, to observe it.
+  bool observeDerived = options.checkNumerics || options.capturedValues ||
+                        !options.dumpTensorsDir.empty();
   Prepared &ready = **prepared;
+  auto runObserved = [&](size_t index, bool observe) -> Status {
+    auto began = observe ? std::chrono::steady_clock::now()
+                         : std::chrono::steady_clock::time_point();
+    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
+    return observe ? observeStep(*entry, ready, index, began, options)
+                   : Status::ok();
+  };
   for (const auto &[index, outputs] : ready.derivedSteps) {
     if (std::any_of(outputs.begin(), outputs.end(), [&](const Derived *value) {
           return value->computedFor != weights_.version();
         })) {
-      MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
+      MFRT_RETURN_IF_ERROR(runObserved(index, observed && !observeDerived));
       for (Derived *value : outputs) {
         value->computedFor = weights_.version();
       }
     }
   }
   for (size_t index = 0; index < program.steps.size(); ++index) {
-    const HostStep &step = program.steps[index];
-    if (program.derivedSteps[index] && !observed) {
-      continue;
+    if (!program.derivedSteps[index] || observeDerived) {
+      MFRT_RETURN_IF_ERROR(runObserved(index, observed));
     }
-    auto began = observed ? std::chrono::steady_clock::now()
-                          : std::chrono::steady_clock::time_point();
-    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
-    if (!observed) {
-      continue;
-    }
-    if (step.dispatch) {
-      const fb::Dispatch &dispatch = *step.dispatch;
-      const std::string &name =
-          executable_.root().kernels()->Get(dispatch.kernel())->str();
-      const fb::Op &last =
-          *entry->ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
-      for (uint32_t id : *dispatch.outputs()) {
-        MFRT_RETURN_IF_ERROR(observe(
-            entryName, dispatch.first_op(), name,
-            last.location() ? last.location()->str() : "", id, values[id],
-            began, options, id == dispatch.outputs()->Get(0)));
-      }
-      continue;
-    }
-    const fb::Op &op = *entry->ops()->Get(step.firstOp);
-    uint32_t result = op.results()->Get(0);
-    if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
-        (op.kind() == fb::OpKind::Reshape && bound[result])) {
-      continue; // bound when the entry was prepared
-    }
-    MFRT_RETURN_IF_ERROR(observe(entryName, step.firstOp,
-                                 fb::EnumNameOpKind(op.kind()),
-                                 op.location() ? op.location()->str() : "",
-                                 result, values[result], began, options));
   }
   if (ready.assignsParameters) {
     weights_.noteUpdated();

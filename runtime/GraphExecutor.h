@@ -72,6 +72,11 @@ private:
   /// Runs step `index` of a prepared entry (a kernel dispatch or an eager
   /// op) on its values.
   Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index);
+  /// Hands what step `index` computed (begun at `began`) to the debugging
+  /// hooks `options` asks for.
+  Status observeStep(const fb::Entry &entry, Prepared &prepared, size_t index,
+                     std::chrono::steady_clock::time_point began,
+                     const RunOptions &options);
 
   const KernelLibrary &kernels_;
   ThreadPool &pool_;
