@@ -398,11 +398,40 @@ Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
   for (int64_t dim : batchShape) {
     batch *= dim;
   }
-  F32In a(lhs), b(rhs);
-  F32Out c(out);
   CBLAS_TRANSPOSE ta = transposeLhs ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = transposeRhs ? CblasTrans : CblasNoTrans;
   int lda = transposeLhs ? m : k, ldb = transposeRhs ? k : n;
+  if (sharedRhs && !transposeLhs && rhs.dtype() != DType::F32) {
+    // A 16-bit weight, widened a panel of columns at a time: widening all
+    // of it took a fresh buffer per call (GPT-2's f16 lm_head, 38.6M
+    // elements: 489 ms a decode step).
+    constexpr int64_t kPanel = 256;
+    F32In a(lhs);
+    F32Out c(out);
+    thread_local std::vector<float> panel;
+    const char *weight = static_cast<const char *>(rhs.data());
+    size_t element = dtypeSize(rhs.dtype());
+    for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
+      int64_t width = std::min(kPanel, n - n0);
+      panel.resize(width * k);
+      if (transposeRhs) { // rows n0.. of [N, K]
+        toFloats(rhs.dtype(), weight + n0 * k * element, panel.data(),
+                 width * k);
+      } else { // columns n0.. of [K, N]
+        for (int64_t row = 0; row < k; ++row) {
+          toFloats(rhs.dtype(), weight + (row * n + n0) * element,
+                   panel.data() + row * width, width);
+        }
+      }
+      cblas_sgemm(CblasRowMajor, ta, tb, batch * m, width, k, 1.0f, a.data(),
+                  lda, panel.data(), transposeRhs ? k : width, 0.0f,
+                  c.data() + n0, n);
+    }
+    c.finish();
+    return Status::ok();
+  }
+  F32In a(lhs), b(rhs);
+  F32Out c(out);
   if (sharedRhs && !transposeLhs) {
     // One GEMM over all rows of all batches.
     cblas_sgemm(CblasRowMajor, ta, tb, batch * m, n, k, 1.0f, a.data(), lda,
@@ -480,11 +509,32 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
     }
   }
   float scale = static_cast<float>(op.floats()->Get(0));
-  F32In qf(q), kf(k), vf(v);
+  F32In qf(q);
   F32Out result(out);
   int64_t rowBlocks = (seq + kAttentionRowBlock - 1) / kAttentionRowBlock;
   // Below ~64K multiply-adds (a few microseconds) one thread is as quick.
   int64_t attended = hasPast ? past + seq : keys;
+  // Keys and values of 16 bits: only the positions attended are widened
+  // (the rest of a cache is never read; widening a 1024-position f16 cache
+  // took GPT-2 11 ms a layer per decode step), so a batch's rows are
+  // keyRows apart in kf/vf.
+  int64_t keyRows = k.dtype() == DType::F32 ? keys : std::min(attended, keys);
+  std::vector<float> widenedKeys, widenedValues;
+  auto widened = [&](const Tensor &t, std::vector<float> &rows) {
+    if (t.dtype() == DType::F32) {
+      return t.as<float>();
+    }
+    int64_t perBatch = keyRows * kvHeads * dim;
+    rows.resize(batch * perBatch);
+    for (int64_t b = 0; b < batch; ++b) {
+      toFloats(t.dtype(),
+               static_cast<const char *>(t.data()) +
+                   b * keys * kvHeads * dim * dtypeSize(t.dtype()),
+               rows.data() + b * perBatch, perBatch);
+    }
+    return static_cast<const float *>(rows.data());
+  };
+  const float *kf = widened(k, widenedKeys), *vf = widened(v, widenedValues);
   bool small = batch * heads * seq * attended * dim < (1 << 16);
   int64_t queryStride = heads * dim, keyStride = kvHeads * dim;
   if (seq == 1) {
@@ -496,10 +546,10 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       for (int64_t unit = begin; unit < end; ++unit) {
         int64_t b = unit / kvHeads, kvHead = unit % kvHeads;
         int64_t offset = (b * heads + kvHead * group) * dim;
-        int64_t kvOffset = (b * keys * kvHeads + kvHead) * dim;
+        int64_t kvOffset = (b * keyRows * kvHeads + kvHead) * dim;
         attendRows(attentionOfOnePosition(
-                       qf.data() + offset, kf.data() + kvOffset,
-                       vf.data() + kvOffset, keyStride, keyStride, group, past,
+                       qf.data() + offset, kf + kvOffset,
+                       vf + kvOffset, keyStride, keyStride, group, past,
                        std::min(attended, keys), causal, scale,
                        result.data() + offset, dim),
                    scratch);
@@ -517,9 +567,9 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       int64_t firstRow = tile % rowBlocks * kAttentionRowBlock;
       int64_t rows = std::min(seq, firstRow + kAttentionRowBlock) - firstRow;
       int64_t offset = ((b * seq + firstRow) * heads + h) * dim;
-      int64_t kvOffset = (b * keys * kvHeads + h / group) * dim;
-      attendRows({qf.data() + offset, queryStride, kf.data() + kvOffset,
-                  vf.data() + kvOffset, keyStride, keyStride, firstRow, rows,
+      int64_t kvOffset = (b * keyRows * kvHeads + h / group) * dim;
+      attendRows({qf.data() + offset, queryStride, kf + kvOffset,
+                  vf + kvOffset, keyStride, keyStride, firstRow, rows,
                   past, std::min(attended, keys), causal, scale,
                   result.data() + offset, queryStride, dim},
                  scratch);
