@@ -347,6 +347,15 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
                      builder.getI64IntegerAttr(result.arenaBytes));
       entry->setAttr("mf.arena_lower_bound",
                      builder.getI64IntegerAttr(result.lowerBound));
+      int64_t derivedBytes = 0;
+      for (OpResult value : buffers.derived) {
+        derivedBytes += tensorBytes(value.getType());
+      }
+      if (derivedBytes > 0) {
+        entry->setAttr("mf.derived_bytes", builder.getI64IntegerAttr(derivedBytes));
+      } else {
+        entry->removeAttr("mf.derived_bytes");
+      }
       planned.emplace_back(entry.getSymName().str(), std::move(buffers));
     }
     if (!csvFile.empty() && failed(writeFile(csvFile, [&](llvm::raw_ostream &os) {

@@ -24,6 +24,7 @@
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -61,13 +62,21 @@ void reportMemoryPlan(mlir::ModuleOp module) {
     if (!arena || !bound) {
       continue;
     }
+    auto derived = entry->getAttrOfType<mlir::IntegerAttr>("mf.derived_bytes");
     llvm::WithColor::note(llvm::errs(), "mfc")
         << llvm::format("memory plan of @%s: arena %.3f MB, liveness lower "
-                        "bound %.3f MB, ratio %.3f\n",
+                        "bound %.3f MB, ratio %.3f",
                         entry.getSymName().str().c_str(), arena.getInt() / 1e6,
                         bound.getInt() / 1e6,
                         bound.getInt() ? double(arena.getInt()) / bound.getInt()
-                                       : 1.0);
+                                       : 1.0)
+        << (derived ? llvm::formatv("; {0:F3} MB derived from the weights "
+                                    "(computed when they change, outside "
+                                    "the arena)",
+                                    derived.getInt() / 1e6)
+                          .str()
+                    : std::string())
+        << "\n";
   }
 }
 
