@@ -89,8 +89,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
                                   entry.ops()->Get(i)->kind() == fb::OpKind::Assign;
   }
   // Values the weights alone determine (HostProgram::derivedSteps: a
-  // mixed-precision model's weights cast to its compute type, a LoRA
-  // adapter's product) are computed once per change of the weights, not
+  // mixed-precision model's weights cast to its compute type, position
+  // tables) are computed once per change of the weights, not
   // every run, into memory shared by the entries that compute the same
   // (every prefill length casts the same weights). A value's key says how
   // it follows from the weights (empty: it does not).

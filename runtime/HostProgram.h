@@ -44,7 +44,7 @@ struct HostProgram {
   /// Values computed in place: (value id, parameter index).
   std::vector<std::pair<uint32_t, uint32_t>> inPlace;
   /// Steps whose results only the weights and constants determine (casts
-  /// of parameters to the compute type, a LoRA adapter's product), in an
+  /// of parameters to the compute type, position tables), in an
   /// entry that assigns no parameter: the executor computes them when the
   /// weights change, into storage of its own. Their results are not entry
   /// outputs nor KV caches; the compiler keeps them out of the arena

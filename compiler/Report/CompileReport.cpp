@@ -206,7 +206,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
     if (entry.arenaBytes >= 0) {
       os << llvm::format(", arena %.4g MB (lower bound %.4g MB)",
                          entry.arenaBytes / 1e6, entry.arenaLowerBound / 1e6);
-      if (entry.derivedBytes > 0) {
+      if (entry.derivedBytes >= 1000) { // not for a few bytes of positions
         os << llvm::format(", %.4g MB derived from the weights",
                            entry.derivedBytes / 1e6);
       }

@@ -108,7 +108,7 @@ struct EntryBuffers {
 constexpr int64_t kDerivedFromWeights = -2;
 
 /// The values of `entry` that its weights and constants alone determine —
-/// parameters cast to the compute type, a LoRA adapter's product: in an
+/// parameters cast to the compute type, position tables: in an
 /// entry that assigns no parameter, the results of an op or kernel region
 /// that reads only parameters, constants, views of them and such values,
 /// when none of its results (nor a view of one) is returned or updated as a

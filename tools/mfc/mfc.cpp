@@ -70,7 +70,8 @@ void reportMemoryPlan(mlir::ModuleOp module) {
                         bound.getInt() / 1e6,
                         bound.getInt() ? double(arena.getInt()) / bound.getInt()
                                        : 1.0)
-        << (derived ? llvm::formatv("; {0:F3} MB derived from the weights "
+        << (derived && derived.getInt() >= 1000 // not for a few bytes of positions
+                ? llvm::formatv("; {0:F3} MB derived from the weights "
                                     "(computed when they change, outside "
                                     "the arena)",
                                     derived.getInt() / 1e6)
