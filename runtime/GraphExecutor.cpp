@@ -225,6 +225,13 @@ void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
 
 } // namespace
 
+bool GraphExecutor::boundWhenPrepared(const fb::Op &op,
+                                      const Prepared &prepared) {
+  return op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
+         (op.kind() == fb::OpKind::Reshape &&
+          prepared.bound[op.results()->Get(0)]);
+}
+
 Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
                               size_t index) {
   const HostStep &step = prepared.program.steps[index];
@@ -258,9 +265,8 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
   }
   const fb::Op &op = *entry.ops()->Get(step.firstOp);
   uint32_t result = op.results()->Get(0);
-  if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
-      (op.kind() == fb::OpKind::Reshape && prepared.bound[result])) {
-    return Status::ok(); // bound when the entry was prepared
+  if (boundWhenPrepared(op, prepared)) {
+    return Status::ok();
   }
   std::vector<const Tensor *> &operands = prepared.operands;
   operands.clear();
@@ -306,9 +312,8 @@ Status GraphExecutor::observeStep(const fb::Entry &entry, Prepared &prepared,
   }
   const fb::Op &op = *entry.ops()->Get(step.firstOp);
   uint32_t result = op.results()->Get(0);
-  if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
-      (op.kind() == fb::OpKind::Reshape && prepared.bound[result])) {
-    return Status::ok(); // bound when the entry was prepared
+  if (boundWhenPrepared(op, prepared)) {
+    return Status::ok();
   }
   return observe(entryName, step.firstOp, fb::EnumNameOpKind(op.kind()),
                  op.location() ? op.location()->str() : "", result,

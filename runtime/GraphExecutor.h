@@ -69,6 +69,9 @@ private:
     std::vector<void *> pointers;
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
+  /// Whether an eager op's result was bound when its entry was prepared
+  /// (a parameter, a constant, a reshape of either): it has no work.
+  static bool boundWhenPrepared(const fb::Op &op, const Prepared &prepared);
   /// Runs step `index` of a prepared entry (a kernel dispatch or an eager
   /// op) on its values.
   Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index);
