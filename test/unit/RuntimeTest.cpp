@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,8 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -147,6 +150,82 @@ TEST(Generation, BytesIdsAndSampling) {
   Sampler sampler(topOne, 42);
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(sampler.next(logits, 4, {}), 1);
+  }
+}
+
+// The sampler orders only the candidates it can pick (the top k, or as
+// many of the best as the top_p nucleus needs): it picks what sorting the
+// whole vocabulary (stably, by descending score) would, draw for draw.
+TEST(Generation, SamplingOrdersOnlyWhatItCanPick) {
+  auto reference = [](const std::vector<float> &logits,
+                      const SamplingOptions &options, std::mt19937_64 &random) {
+    int64_t vocab = static_cast<int64_t>(logits.size());
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return double(logits[a]) > double(logits[b]);
+    });
+    int64_t keep = options.topK > 0 ? std::min(options.topK, vocab) : vocab;
+    std::vector<double> probabilities(keep);
+    double best = logits[order[0]] / options.temperature, sum = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      probabilities[i] = std::exp(logits[order[i]] / options.temperature - best);
+      sum += probabilities[i];
+    }
+    double cumulative = 0;
+    int64_t nucleus = keep;
+    for (int64_t i = 0; i < keep; ++i) {
+      probabilities[i] /= sum;
+      cumulative += probabilities[i];
+      if (cumulative >= options.topP) {
+        nucleus = i + 1;
+        break;
+      }
+    }
+    std::discrete_distribution<int64_t> pick(probabilities.begin(),
+                                             probabilities.begin() + nucleus);
+    return order[pick(random)];
+  };
+  std::mt19937 fill(7);
+  for (float spread : {0.3f, 3.0f}) {
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> logits(5000);
+    for (float &logit : logits) {
+      logit = std::round(normal(fill) * 8) / 8; // ties too
+    }
+    for (auto [topK, topP] : {std::pair<int64_t, double>{20, 0.8},
+                              {50, 1.0}, {1, 1.0}, {0, 0.9}, {0, 0.5}}) {
+      SamplingOptions options;
+      options.doSample = true;
+      options.topK = topK;
+      options.topP = topP;
+      options.temperature = 0.7;
+      Sampler sampler(options, 11);
+      std::mt19937_64 random(11);
+      for (int step = 0; step < 50; ++step) {
+        ASSERT_EQ(sampler.next(logits.data(), 5000, {}),
+                  reference(logits, options, random))
+            << "top_k " << topK << ", top_p " << topP << ", spread " << spread
+            << ", step " << step;
+      }
+    }
+  }
+  // Neither top_k nor top_p: every id, drawn in id order (the same
+  // distribution): frequencies near the softmax's.
+  float four[4] = {0.0f, 1.0f, 2.0f, 0.5f};
+  SamplingOptions all;
+  all.doSample = true;
+  Sampler sampler(all, 3);
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 20000; ++i) {
+    ++counts[sampler.next(four, 4, {})];
+  }
+  double total = 0;
+  for (float logit : four) {
+    total += std::exp(logit);
+  }
+  for (int id = 0; id < 4; ++id) {
+    EXPECT_NEAR(counts[id] / 20000.0, std::exp(four[id]) / total, 0.015) << id;
   }
 }
 
