@@ -98,6 +98,11 @@ StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
 
 int32_t Sampler::next(const float *logits, int64_t vocabSize,
                       const std::vector<int32_t> &history) {
+  if (!options_.doSample && options_.repetitionPenalty == 1.0) {
+    // Greedy: the largest logit (the first of equals), no copy of the row.
+    return static_cast<int32_t>(std::max_element(logits, logits + vocabSize) -
+                                logits);
+  }
   std::vector<double> scores(logits, logits + vocabSize);
   if (options_.repetitionPenalty != 1.0) {
     // As in Hugging Face: shrink the logits of tokens already seen.
