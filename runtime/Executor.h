@@ -41,6 +41,9 @@ public:
 
   /// Bytes of static arenas this executor holds (Graph Mode).
   virtual uint64_t arenaBytes() const { return 0; }
+  /// Bytes of the values derived from the weights it keeps (Graph Mode;
+  /// allocated as tensors).
+  virtual uint64_t derivedBytes() const { return 0; }
 
   /// Zero-filled tensors of an entry's input types (of input `index`).
   StatusOr<std::vector<Tensor>> allocateInputs(const std::string &entryName);

@@ -41,6 +41,14 @@ uint64_t GraphExecutor::arenaBytes() const {
   return total;
 }
 
+uint64_t GraphExecutor::derivedBytes() const {
+  uint64_t total = 0;
+  for (const auto &[key, value] : derived_) {
+    total += value.tensor.byteSize();
+  }
+  return total;
+}
+
 StatusOr<GraphExecutor::Prepared *>
 GraphExecutor::prepare(const fb::Entry &entry) {
   std::string name = entry.name()->str();

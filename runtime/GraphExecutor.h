@@ -39,6 +39,7 @@ public:
 
   /// Bytes of the arenas prepared so far.
   uint64_t arenaBytes() const override;
+  uint64_t derivedBytes() const override;
 
 private:
   /// A value derived from the weights alone, and the Weights version it was

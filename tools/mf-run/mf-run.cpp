@@ -38,6 +38,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+/// Bytes as MB with two decimals.
+std::string formatMegabytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", bytes / 1e6);
+  return text;
+}
+
 struct Options {
   std::string executable;
   std::string mode;
@@ -587,7 +594,7 @@ int predict(const Options &options, Session &session) {
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
                "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
-               "%.2f MB (tensors %.2f MB, arena %.2f MB), peak RSS %.1f MB\n",
+               "%.2f MB (tensors %.2f MB%s, arena %.2f MB), peak RSS %.1f MB\n",
                static_cast<long long>(promptLength), prefillSeconds * 1e3,
                promptLength / std::max(prefillSeconds, 1e-9),
                prefillEntry.c_str(),
@@ -598,6 +605,11 @@ int predict(const Options &options, Session &session) {
                    : "",
                (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
                session.allocator.peakBytes() / 1e6,
+               session.executor->derivedBytes() >= 1000000
+                   ? (", " + formatMegabytes(session.executor->derivedBytes()) +
+                      " MB of them derived from the weights")
+                         .c_str()
+                   : "",
                session.executor->arenaBytes() / 1e6, peakResidentMegabytes());
   return writeTrace(options, session);
 }
