@@ -169,7 +169,12 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
         return bad("has a kernel dispatch with no tiles");
       }
       HostStep host{dispatch, static_cast<uint32_t>(index), {}};
+      // (Not a kernel that updates a KV cache: its cache is no fixed value.)
       bool derived = derivable(dispatch->inputs(), *dispatch->outputs());
+      for (uint32_t id : *dispatch->outputs()) {
+        const fb::Op *write = writerIn(*dispatch, id);
+        derived = derived && !(write && write->kind() == fb::OpKind::KvCacheWrite);
+      }
       for (uint32_t id : *dispatch->outputs()) {
         definedAt[id] = step;
         // A KV-cache write in the kernel updates its cache input in place.
@@ -184,7 +189,6 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
           }
           root[id] = root[cache];
           host.cacheViews.emplace_back(id, cache);
-          derived = false; // (its cache is no fixed value: read as a cache)
           continue;
         }
         MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step,
