@@ -379,6 +379,17 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   bool observeDerived = options.checkNumerics || options.capturedValues ||
                         !options.dumpTensorsDir.empty();
   Prepared &ready = **prepared;
+  // An entry that assigns parameters changes the weights, even if it fails
+  // half way.
+  struct NoteUpdate {
+    Weights &weights;
+    bool assigns;
+    ~NoteUpdate() {
+      if (assigns) {
+        weights.noteUpdated();
+      }
+    }
+  } noteUpdate{weights_, ready.assignsParameters};
   auto runObserved = [&](size_t index, bool observe) -> Status {
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
@@ -400,9 +411,6 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     if (!program.derivedSteps[index] || observeDerived) {
       MFRT_RETURN_IF_ERROR(runObserved(index, observed));
     }
-  }
-  if (ready.assignsParameters) {
-    weights_.noteUpdated();
   }
 
   // An output that is a view into the arena leaves it (the next run reuses
