@@ -64,6 +64,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       }
     } else if (op.kind() == fb::OpKind::Assign) {
       result = weights_.mutableTensor(op.ints()->Get(0));
+      weights_.noteUpdated(); // what a Graph Mode executor derived is stale
       Status status = runKernel(op, operands, result);
       if (!status) {
         return status.withContext("in '" + entryName + "'");
@@ -104,12 +105,6 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
 
-  for (size_t index = 0; index < opCount; ++index) {
-    if (entry->ops()->Get(index)->kind() == fb::OpKind::Assign) {
-      weights_.noteUpdated(); // what a Graph Mode executor derived is stale
-      break;
-    }
-  }
   std::vector<Tensor> outputs;
   for (uint32_t id : *entry->outputs()) {
     outputs.push_back(values[id]);
