@@ -153,30 +153,25 @@ private:
         b_, loc_, stored,
         DenseElementsAttr::get(
             stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
-    Value loaded = vector::MaskedLoadOp::create(b_, loc_, stored, memref,
-                                                indices, mask, padding);
-    return storage_.isF32() ? loaded
-                            : arith::ExtFOp::create(b_, loc_, wide_, loaded);
+    return widen(vector::MaskedLoadOp::create(b_, loc_, stored, memref, indices,
+                                              mask, padding));
   }
 
   /// kLanes elements of `memref` at `indices` in f32; the first `valid`
   /// only (the rest 0) at the end of a row.
   Value load(Value memref, ValueRange indices, int64_t valid) {
-    auto stored = VectorType::get({kLanes}, storage_);
-    Value loaded;
-    if (valid == kLanes) {
-      loaded = vector::LoadOp::create(b_, loc_, stored, memref, indices);
-    } else {
+    if (valid < kLanes) {
       auto maskType = VectorType::get({kLanes}, b_.getI1Type());
-      Value mask = vector::ConstantMaskOp::create(b_, loc_, maskType,
-                                                  ArrayRef<int64_t>{valid});
-      Value padding = arith::ConstantOp::create(
-          b_, loc_, stored,
-          DenseElementsAttr::get(
-              stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
-      loaded = vector::MaskedLoadOp::create(b_, loc_, stored, memref, indices,
-                                            mask, padding);
+      return loadUnder(memref, indices,
+                       vector::ConstantMaskOp::create(
+                           b_, loc_, maskType, ArrayRef<int64_t>{valid}));
     }
+    auto stored = VectorType::get({kLanes}, storage_);
+    return widen(vector::LoadOp::create(b_, loc_, stored, memref, indices));
+  }
+
+  /// A loaded vector in f32.
+  Value widen(Value loaded) {
     return storage_.isF32() ? loaded
                             : arith::ExtFOp::create(b_, loc_, wide_, loaded);
   }
