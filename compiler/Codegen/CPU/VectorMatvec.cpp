@@ -17,7 +17,11 @@
 // with a mask at the tile's end): no sums across lanes at all.
 //
 // Loads of f16/bf16 are widened in registers; products are summed in f32,
-// as the gemm services do.
+// as the gemm services do. bf16 rows go 32 elements a load: a bf16 is the
+// high half of an f32, so a pair's 32 bits give its even element by a
+// shift and its odd one by a mask (x split alike), with no widening
+// shuffle (Qwen2 scaled to 4 layers, bf16: decode 82.6-103.0 -> 84.2-113.8
+// tokens/s, 7 alternating runs, never slower).
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,32 +55,43 @@ public:
   /// kLanes partial sums.
   SmallVector<Value> partialSums(Value row0, int64_t count) {
     SmallVector<Value> init(count, zeros());
-    int64_t whole = k_ / kLanes * kLanes;
+    // bf16 goes 32 at a time: one load, even and odd elements as f32 by a
+    // shift and a mask of their 32-bit pairs (no widening shuffle).
+    bool pairs = storage_.isBF16();
+    int64_t chunk = pairs ? 2 * kLanes : kLanes;
+    int64_t whole = k_ / chunk * chunk;
     auto step = [&](OpBuilder &builder, Value kk, ValueRange sums,
                     int64_t valid) {
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(builder.getInsertionBlock(),
                            builder.getInsertionPoint());
-      Value xv = load(x_, {kk}, valid);
+      SmallVector<Value> xv = pairs ? loadPairs(x_, {kk}, valid)
+                                    : SmallVector<Value>{load(x_, {kk}, valid)};
       SmallVector<Value> next;
       for (int64_t r = 0; r < count; ++r) {
         Value row = arith::AddIOp::create(b_, loc_, row0, index(r));
-        Value wv = load(w_, {row, kk}, valid);
-        next.push_back(vector::FMAOp::create(b_, loc_, wv, xv, sums[r]));
+        SmallVector<Value> wv =
+            pairs ? loadPairs(w_, {row, kk}, valid)
+                  : SmallVector<Value>{load(w_, {row, kk}, valid)};
+        Value sum = sums[r];
+        for (size_t part = 0; part < wv.size(); ++part) {
+          sum = vector::FMAOp::create(b_, loc_, wv[part], xv[part], sum);
+        }
+        next.push_back(sum);
       }
       return next;
     };
     SmallVector<Value> sums = init;
     if (whole > 0) {
       auto loop = scf::ForOp::create(
-          b_, loc_, index(0), index(whole), index(kLanes), init,
+          b_, loc_, index(0), index(whole), index(chunk), init,
           [&](OpBuilder &builder, Location, Value kk, ValueRange carried) {
             scf::YieldOp::create(builder, loc_,
-                                 step(builder, kk, carried, kLanes));
+                                 step(builder, kk, carried, chunk));
           });
       sums.assign(loop.getResults().begin(), loop.getResults().end());
     }
-    if (whole < k_) { // the last k_ % kLanes columns, masked
+    if (whole < k_) { // the last k_ % chunk columns, masked
       sums = step(b_, index(whole), sums, k_ - whole);
     }
     return sums;
@@ -168,6 +183,41 @@ private:
     }
     auto stored = VectorType::get({kLanes}, storage_);
     return widen(vector::LoadOp::create(b_, loc_, stored, memref, indices));
+  }
+
+  /// 2 * kLanes bf16 elements of `memref` at `indices` (the first `valid`,
+  /// the rest 0) as f32: the even ones, then the odd ones.
+  SmallVector<Value> loadPairs(Value memref, ValueRange indices,
+                               int64_t valid) {
+    auto stored = VectorType::get({2 * kLanes}, storage_);
+    Value loaded;
+    if (valid < 2 * kLanes) {
+      Value mask = vector::ConstantMaskOp::create(
+          b_, loc_, VectorType::get({2 * kLanes}, b_.getI1Type()),
+          ArrayRef<int64_t>{valid});
+      Value padding = arith::ConstantOp::create(
+          b_, loc_, stored,
+          DenseElementsAttr::get(
+              stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
+      loaded = vector::MaskedLoadOp::create(b_, loc_, stored, memref, indices,
+                                            mask, padding);
+    } else {
+      loaded = vector::LoadOp::create(b_, loc_, stored, memref, indices);
+    }
+    auto words = VectorType::get({kLanes}, b_.getI32Type());
+    Value both = vector::BitCastOp::create(b_, loc_, words, loaded);
+    auto splat = [&](int32_t value) -> Value {
+      return arith::ConstantOp::create(
+          b_, loc_, words,
+          DenseElementsAttr::get(
+              words, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
+    };
+    // A bf16 is the high half of an f32: the low element of a pair shifted
+    // up, the high one with the low half cleared.
+    Value even = arith::ShLIOp::create(b_, loc_, both, splat(16));
+    Value odd = arith::AndIOp::create(b_, loc_, both, splat(-65536));
+    return {vector::BitCastOp::create(b_, loc_, wide_, even),
+            vector::BitCastOp::create(b_, loc_, wide_, odd)};
   }
 
   /// A loaded vector in f32.
