@@ -121,7 +121,7 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   // only as many as the sampling can pick: sorting the whole vocabulary
   // every step took llama-100m's sampled decode from 131 to 72-83 tokens/s
   // (32000 ids; Qwen2 has 151936). With top_k, the k best; with top_p
-  // alone, the best 256, 1024, ... until they hold top_p of the mass of
+  // alone, the best 256, 2048, ... until they hold top_p of the mass of
   // all (a nucleus is rarely more than a few hundred ids); with neither,
   // every id in id order (the same distribution).
   double temperature = std::max(options_.temperature, 1e-6);

@@ -91,11 +91,6 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   for (auto [id, parameter] : prepared->program.inPlace) {
     bind(id, weights_.mutableTensor(parameter));
   }
-  prepared->assignsParameters = !prepared->program.inPlace.empty();
-  for (uint32_t i = 0; i < entry.ops()->size(); ++i) {
-    prepared->assignsParameters = prepared->assignsParameters ||
-                                  entry.ops()->Get(i)->kind() == fb::OpKind::Assign;
-  }
   // Values the weights alone determine (HostProgram::derivedSteps: a
   // mixed-precision model's weights cast to its compute type, position
   // tables) are computed once per change of the weights, not
@@ -389,7 +384,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         weights.noteUpdated();
       }
     }
-  } noteUpdate{weights_, ready.assignsParameters};
+  } noteUpdate{weights_, program.assignsParameters};
   auto runObserved = [&](size_t index, bool observe) -> Status {
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();

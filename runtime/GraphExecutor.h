@@ -62,9 +62,6 @@ private:
     /// The steps of values derived from the weights (program.derivedSteps)
     /// and where their results are kept.
     std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
-    /// The entry writes parameters (a training step): nothing is derived,
-    /// and each run changes the weights' version.
-    bool assignsParameters = false;
     // A step's scratch, kept to save allocations.
     std::vector<const Tensor *> operands;
     std::vector<void *> pointers;

@@ -88,7 +88,7 @@ StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
   // an entry that assigns no parameter, a step computing only from such
   // values is derived, unless one of its results (or a view of it) is an
   // output or a KV cache: the caller may write those.
-  bool assigns = false;
+  bool &assigns = program.assignsParameters;
   std::vector<bool> fixed(valueCount, false), excluded = isOutput;
   for (size_t index = 0; index < opCount; ++index) {
     const fb::Op &op = *entry.ops()->Get(index);

@@ -43,6 +43,9 @@ struct HostProgram {
   std::vector<uint32_t> outputBuffers;
   /// Values computed in place: (value id, parameter index).
   std::vector<std::pair<uint32_t, uint32_t>> inPlace;
+  /// The entry assigns parameters (a training step): running it changes
+  /// the weights, and nothing in it is derived from them.
+  bool assignsParameters = false;
   /// Steps whose results only the weights and constants determine (casts
   /// of parameters to the compute type, position tables), in an
   /// entry that assigns no parameter: the executor computes them when the

@@ -51,31 +51,25 @@ namespace {
 /// Widens what one tile of a 16-bit gemm reads — rows m0.. of op(A) and
 /// columns n0.. of op(B) — into f32 buffers of this thread (a contiguous
 /// run at a time where the layout has one), then runs the f32 gemm on them.
-template <void (*widen)(const uint16_t *, float *, int64_t)>
+template <mfrt::DType dtype>
 void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
                  int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN,
                  int64_t transB, int64_t transA, int64_t bigM) {
   thread_local std::vector<float> lhs, rhs;
   const auto *A = reinterpret_cast<const uint16_t *>(a);
-  const auto *B = reinterpret_cast<const uint16_t *>(b);
   lhs.resize(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; ++i) {
     if (transA) { // A stored [K x M]: row i of op(A) is column m0 + i
       for (int64_t j = 0; j < k; ++j) {
-        widen(A + j * bigM + m0 + i, &lhs[i * k + j], 1);
+        mfrt::toFloats(dtype, A + j * bigM + m0 + i, &lhs[i * k + j], 1);
       }
     } else {
-      widen(A + (m0 + i) * k, &lhs[i * k], k);
+      mfrt::toFloats(dtype, A + (m0 + i) * k, &lhs[i * k], k);
     }
   }
   rhs.resize(static_cast<size_t>(n * k));
-  if (transB) { // rows n0.. of B [N x K]
-    widen(B + n0 * k, rhs.data(), n * k);
-  } else { // columns n0.. of B [K x N]
-    for (int64_t j = 0; j < k; ++j) {
-      widen(B + j * bigN + n0, &rhs[j * n], n);
-    }
-  }
+  mfrt::panelToFloats(dtype, reinterpret_cast<const void *>(b), transB != 0,
+                      n0, n, k, bigN, rhs.data());
   mfrt::mfrtGemmF32(reinterpret_cast<int64_t>(lhs.data()),
                     reinterpret_cast<int64_t>(rhs.data()), c, ldc, 0, 0, m, n,
                     k, n, transB, 0, m);
@@ -179,9 +173,10 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
       {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
       {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
-      {"mfrt_gemm_f16", reinterpret_cast<void *>(&gemmWidened<widenHalves>)},
+      {"mfrt_gemm_f16",
+       reinterpret_cast<void *>(&gemmWidened<mfrt::DType::F16>)},
       {"mfrt_gemm_bf16",
-       reinterpret_cast<void *>(&gemmWidened<widenBfloat16s>)},
+       reinterpret_cast<void *>(&gemmWidened<mfrt::DType::BF16>)},
   };
   return services;
 }

@@ -409,20 +409,11 @@ Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
     F32In a(lhs);
     F32Out c(out);
     thread_local std::vector<float> panel;
-    const char *weight = static_cast<const char *>(rhs.data());
-    size_t element = dtypeSize(rhs.dtype());
     for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
       int64_t width = std::min(kPanel, n - n0);
       panel.resize(width * k);
-      if (transposeRhs) { // rows n0.. of [N, K]
-        toFloats(rhs.dtype(), weight + n0 * k * element, panel.data(),
-                 width * k);
-      } else { // columns n0.. of [K, N]
-        for (int64_t row = 0; row < k; ++row) {
-          toFloats(rhs.dtype(), weight + (row * n + n0) * element,
-                   panel.data() + row * width, width);
-        }
-      }
+      panelToFloats(rhs.dtype(), rhs.data(), transposeRhs, n0, width, k, n,
+                    panel.data());
       cblas_sgemm(CblasRowMajor, ta, tb, batch * m, width, k, 1.0f, a.data(),
                   lda, panel.data(), transposeRhs ? k : width, 0.0f,
                   c.data() + n0, n);

@@ -280,6 +280,21 @@ void mfrt::toFloats(DType dtype, const void *from, float *out, int64_t n) {
   }
 }
 
+void mfrt::panelToFloats(DType dtype, const void *weight, bool transposed,
+                         int64_t n0, int64_t width, int64_t k, int64_t n,
+                         float *out) {
+  const char *bytes = static_cast<const char *>(weight);
+  size_t element = dtypeSize(dtype);
+  if (transposed) { // rows n0.. of [N, K], one run
+    toFloats(dtype, bytes + n0 * k * element, out, width * k);
+    return;
+  }
+  for (int64_t row = 0; row < k; ++row) { // columns n0.. of [K, N]
+    toFloats(dtype, bytes + (row * n + n0) * element, out + row * width,
+             width);
+  }
+}
+
 void mfrt::fromFloats(DType dtype, const float *in, void *to, int64_t n) {
   switch (dtype) {
   case DType::F32:

@@ -42,6 +42,14 @@ void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 void toFloats(DType dtype, const void *from, float *out, int64_t n);
 void fromFloats(DType dtype, const float *in, void *to, int64_t n);
 
+/// Columns [n0, n0 + width) of op(B) for a weight B of `dtype` with K = `k`
+/// rows of op(B) — stored [K, N] or, `transposed`, [N, K] — as f32 in `out`
+/// laid out as sgemm reads them for the same transB ([K, width], or
+/// [width, K]): a 16-bit gemm's panel, a contiguous run at a time.
+void panelToFloats(DType dtype, const void *weight, bool transposed,
+                   int64_t n0, int64_t width, int64_t k, int64_t n,
+                   float *out);
+
 class Allocator;
 
 /// A dense, row-major tensor that owns its bytes (through an Allocator,

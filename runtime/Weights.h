@@ -36,7 +36,7 @@ public:
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place (through
-  /// entries that assign them: their executors call noteUpdated() after).
+  /// entries that assign them: their executors call noteUpdated()).
   Tensor &mutableTensor(size_t index) { return tensors_[index]; }
   size_t size() const { return tensors_.size(); }
 

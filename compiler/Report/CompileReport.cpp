@@ -2,6 +2,7 @@
 
 #include "compiler/Report/CompileReport.h"
 
+#include "compiler/Analysis/MemoryPlanner.h"
 #include "dialects/MF/IR/MFOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,8 +87,9 @@ std::vector<EntryReport> collect(ModuleOp module) {
       // What the weights alone determine is computed when they change, not
       // in every run (mf-plan-memory marks it with offset -2).
       auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("mf.arena_offsets");
-      bool derived = offsets && llvm::all_of(offsets.asArrayRef(),
-                                             [](int64_t at) { return at == -2; });
+      bool derived = offsets && llvm::all_of(offsets.asArrayRef(), [](int64_t at) {
+                       return at == kDerivedFromWeightsOffset;
+                     });
       if (!derived) {
         entry.flops += cost.getFlops();
         entry.bytes += cost.getBytesAccessed();
@@ -206,7 +208,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
     if (entry.arenaBytes >= 0) {
       os << llvm::format(", arena %.4g MB (lower bound %.4g MB)",
                          entry.arenaBytes / 1e6, entry.arenaLowerBound / 1e6);
-      if (entry.derivedBytes >= 1000) { // not for a few bytes of positions
+      if (entry.derivedBytes > 0) {
         os << llvm::format(", %.4g MB derived from the weights",
                            entry.derivedBytes / 1e6);
       }

@@ -17,8 +17,10 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
     buffer. The buffers are placed by the planner of
     `compiler/Analysis/MemoryPlanner` and the plan is recorded as
     attributes: `mf.arena_offsets` on each defining op (one per result, -1
-    for a result without a buffer), and `mf.arena_bytes`,
-    `mf.arena_lower_bound` on the function. Run after codegen, the program
+    for a result without a buffer, -2 for a value the weights alone
+    determine in an entry that assigns no parameter: the runtime computes
+    it when the weights change, outside the arena), and `mf.arena_bytes`,
+    `mf.arena_lower_bound`, `mf.derived_bytes` on the function. Run after codegen, the program
     it plans is the host program: kernels (regions) and eager ops.
 
     Before:

@@ -102,11 +102,6 @@ struct EntryBuffers {
   std::vector<OpResult> derived;
 };
 
-/// The arena offset that says "derived from the weights": the runtime
-/// computes the value when the weights change and keeps it itself (the
-/// schema's Entry.arena_offsets; HostProgram::derivedSteps).
-constexpr int64_t kDerivedFromWeights = -2;
-
 /// The values of `entry` that its weights and constants alone determine —
 /// parameters cast to the compute type, position tables: in an
 /// entry that assigns no parameter, the results of an op or kernel region
@@ -338,7 +333,7 @@ struct MFPlanMemoryPass : mfc::impl::MFPlanMemoryPassBase<MFPlanMemoryPass> {
         record(value, buffer.offset);
       }
       for (OpResult value : buffers.derived) {
-        record(value, kDerivedFromWeights);
+        record(value, kDerivedFromWeightsOffset);
       }
       for (auto &[op, list] : offsets) {
         op->setAttr("mf.arena_offsets", builder.getDenseI64ArrayAttr(list));

@@ -590,6 +590,11 @@ int predict(const Options &options, Session &session) {
     }
     std::cout << "\n";
   }
+  uint64_t derived = session.executor->derivedBytes();
+  std::string derivedNote =
+      derived >= 1000000 ? ", " + formatMegabytes(derived) +
+                               " MB of them derived from the weights"
+                         : "";
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
@@ -605,11 +610,7 @@ int predict(const Options &options, Session &session) {
                    : "",
                (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
                session.allocator.peakBytes() / 1e6,
-               session.executor->derivedBytes() >= 1000000
-                   ? (", " + formatMegabytes(session.executor->derivedBytes()) +
-                      " MB of them derived from the weights")
-                         .c_str()
-                   : "",
+               derivedNote.c_str(),
                session.executor->arenaBytes() / 1e6, peakResidentMegabytes());
   return writeTrace(options, session);
 }
