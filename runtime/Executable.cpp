@@ -280,6 +280,25 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           }
         }
       }
+      size_t inputCount = dispatch->inputs() ? dispatch->inputs()->size() : 0;
+      std::vector<bool> packed(inputCount, false);
+      for (uint32_t i = 0; dispatch->panel_inputs() &&
+                           i < dispatch->panel_inputs()->size(); ++i) {
+        uint32_t position = dispatch->panel_inputs()->Get(i);
+        if (position >= inputCount || packed[position]) {
+          return Status::error(where + " names input " +
+                               std::to_string(position) + " as panels; it has " +
+                               std::to_string(inputCount) + " inputs");
+        }
+        packed[position] = true;
+        uint32_t id = dispatch->inputs()->Get(position);
+        const fb::TensorType &type = *entry.values()->Get(id);
+        if (viewOf[id] < 0 || type.dtype() != fb::DType::F32 ||
+            Executable::shapeOf(type).size() != 2) {
+          return Status::error(where + " takes value " + std::to_string(id) +
+                               " as panels; only a 2-D f32 parameter is packed");
+        }
+      }
       for (uint32_t index = dispatch->first_op();
            index < dispatch->first_op() + dispatch->op_count(); ++index) {
         if (entry.ops()->Get(index)->kind() == fb::OpKind::Assign) {

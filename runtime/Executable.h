@@ -27,7 +27,7 @@ constexpr size_t kMaxKernelArguments = 16;
 
 /// The format versions this runtime reads.
 constexpr uint32_t kMinFormatVersion = 4;
-constexpr uint32_t kMaxFormatVersion = 5;
+constexpr uint32_t kMaxFormatVersion = 6;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
 class Executable {

@@ -4,6 +4,7 @@
 
 #include "runtime/KernelServices.h"
 #include "runtime/Kernels.h"
+#include "runtime/PanelGemm.h"
 
 #include <cblas.h>
 
@@ -141,6 +142,34 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         return Status::error("kernel '" + kernelName + "' of '" + name +
                              "' is not in the loaded kernel library");
       }
+      std::vector<std::pair<uint32_t, Derived *>> panels;
+      const auto *panelInputs = step.dispatch->panel_inputs();
+      for (uint32_t i = 0; panelInputs && i < panelInputs->size(); ++i) {
+        uint32_t source = step.dispatch->inputs()->Get(panelInputs->Get(i));
+        auto [it, inserted] = derived_.try_emplace("panels of " + keyOf[source]);
+        if (inserted) {
+          const std::vector<int64_t> &shape = values[source].shape();
+          StatusOr<Tensor> own = allocator_.allocate(
+              DType::F32, {panelElements(shape[0], shape[1]) / kPanelWidth /
+                               shape[1],
+                           shape[1], kPanelWidth});
+          if (!own) {
+            derived_.erase(it);
+            return own.status();
+          }
+          it->second.tensor = own.take();
+          prepared->panelSources.emplace_back(&it->second, source);
+        } else if (std::none_of(prepared->panelSources.begin(),
+                                prepared->panelSources.end(),
+                                [&](const auto &known) {
+                                  return known.first == &it->second;
+                                })) {
+          prepared->panelSources.emplace_back(&it->second, source);
+        }
+        panels.emplace_back(panelInputs->Get(i), &it->second);
+      }
+      prepared->panelsOf.resize(index + 1);
+      prepared->panelsOf[index] = std::move(panels);
       const auto *outputs = step.dispatch->outputs();
       for (uint32_t i = 0; derived && i < outputs->size(); ++i) {
         MFRT_RETURN_IF_ERROR(bindDerived(
@@ -249,6 +278,11 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
     if (dispatch.inputs()) {
       for (uint32_t id : *dispatch.inputs()) {
         pointers.push_back(values[id].data());
+      }
+    }
+    if (index < prepared.panelsOf.size()) {
+      for (auto [position, panels] : prepared.panelsOf[index]) {
+        pointers[position] = panels->tensor.data();
       }
     }
     for (uint32_t id : *dispatch.outputs()) {
@@ -392,6 +426,18 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return observe ? observeStep(*entry, ready, index, began, options)
                    : Status::ok();
   };
+  for (auto [panels, source] : ready.panelSources) {
+    if (panels->computedFor != weights_.version()) {
+      const Tensor &weight = values[source];
+      int64_t n = weight.shape()[0], k = weight.shape()[1];
+      const float *from = static_cast<const float *>(weight.data());
+      float *to = static_cast<float *>(panels->tensor.data());
+      pool_.parallelFor(panels->tensor.shape()[0], [&](int64_t begin, int64_t end) {
+        packPanels(from, n, k, to, begin, end);
+      });
+      panels->computedFor = weights_.version();
+    }
+  }
   for (const auto &[index, outputs] : ready.derivedSteps) {
     if (std::any_of(outputs.begin(), outputs.end(), [&](const Derived *value) {
           return value->computedFor != weights_.version();

@@ -6,7 +6,8 @@
 // values live in one arena per entry, allocated once, at the offsets the
 // compiler planned; nothing is allocated per op. Outputs are copied out of
 // the arena (KV caches, updated in place, are returned as they came in).
-// What only the weights determine (casts of parameters, say) is computed
+// What only the weights determine (casts of parameters, say, and the
+// panels that kernels read weights as: runtime/PanelGemm.h) is computed
 // once per change of the weights, not every run.
 //
 //===----------------------------------------------------------------------===//
@@ -62,6 +63,11 @@ private:
     /// The steps of values derived from the weights (program.derivedSteps)
     /// and where their results are kept.
     std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
+    /// Per step: the dispatch inputs it reads as panels (by position in
+    /// its inputs) and where those are kept.
+    std::vector<std::vector<std::pair<uint32_t, Derived *>>> panelsOf;
+    /// Every panel copy of the entry and the parameter value it packs.
+    std::vector<std::pair<Derived *, uint32_t>> panelSources;
     // A step's scratch, kept to save allocations.
     std::vector<const Tensor *> operands;
     std::vector<void *> pointers;

@@ -3,6 +3,7 @@
 #include "runtime/KernelServices.h"
 
 #include "runtime/FlashAttention.h"
+#include "runtime/PanelGemm.h"
 #include "runtime/Tensor.h"
 
 #include <cblas.h>
@@ -171,6 +172,7 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   // widening ones are instances of one template, same signature.
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
+      {"mfrt_gemm_panels_f32", reinterpret_cast<void *>(&mfrtGemmPanelsF32)},
       {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
       {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
       {"mfrt_gemm_f16",

@@ -52,6 +52,7 @@ void addCodegen(OpPassManager &pm, const CompileOptions &options) {
   MFCodegenCPUPassOptions codegenOptions;
   codegenOptions.cpu = options.cpu;
   codegenOptions.objectFile = options.kernelsObject;
+  codegenOptions.packWeights = options.packWeights;
   pm.addPass(createMFCodegenCPUPass(codegenOptions));
 }
 

@@ -44,6 +44,8 @@ struct CompileOptions {
   /// Code generation: the target CPU, and where to write the kernels.
   std::string cpu = "native";
   std::string kernelsObject;
+  /// Inference: products by f32 parameters read panels packed once.
+  bool packWeights = true;
 };
 
 /// Adds every phase up to and including `options.compileTo`, and a pass that

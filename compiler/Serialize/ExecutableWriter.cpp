@@ -242,10 +242,17 @@ private:
               outputs.push_back(ids.lookup(result));
             }
             auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles");
+            std::vector<uint32_t> panelInputs;
+            if (auto panels =
+                    fusion->getAttrOfType<DenseI32ArrayAttr>("mf.panel_inputs")) {
+              panelInputs.assign(panels.asArrayRef().begin(),
+                                 panels.asArrayRef().end());
+            }
             dispatches.push_back(fb::CreateDispatchDirect(
                 builder_, *kernel, firstOp,
                 static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs,
-                tiles ? static_cast<uint32_t>(tiles.getInt()) : 1));
+                tiles ? static_cast<uint32_t>(tiles.getInt()) : 1,
+                panelInputs.empty() ? nullptr : &panelInputs));
           }
           continue;
         }

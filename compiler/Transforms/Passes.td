@@ -54,7 +54,9 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     `void mfk_N(int64_t tileBegin, int64_t tileEnd, T *in..., T *out...)`:
     elementwise regions one linalg.generic, matmul regions a tile loop that
     calls the runtime's gemm service into scratch and applies the epilogue
-    per tile. Identical kernels are shared (`mf.kernel = "mfk_N"` on each
+    per tile (a product of several rows by an f32 parameter, in a module
+    that assigns none, reads the parameter as panels of 32 columns the
+    runtime packs once: the region's `mf.panel_inputs`). Identical kernels are shared (`mf.kernel = "mfk_N"` on each
     region). A region without a kernel rule is inlined back into plain ops
     and counted in the module's `mf.kernels_skipped`. The kernels, lowered
     to the LLVM dialect, go into the nested module `mf_kernels`; with
@@ -66,7 +68,11 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     Option<"objectFile", "object-file", "std::string", /*default=*/"\"\"",
            "Write the kernels as an ELF object">,
     Option<"kernelsFile", "kernels-file", "std::string", /*default=*/"\"\"",
-           "Write the kernels before lowering (linalg, scf, memref)">
+           "Write the kernels before lowering (linalg, scf, memref)">,
+    Option<"packWeights", "pack-weights", "bool", /*default=*/"true",
+           "In a module that assigns no parameter, multiply several rows by "
+           "an f32 parameter [N, K] through its panels, packed once by the "
+           "runtime (mf.panel_inputs on the region)">
   ];
 }
 

@@ -76,7 +76,15 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
           entry->dispatches()->Get(nextDispatch)->first_op() == i) {
         const fb::Dispatch &dispatch = *entry->dispatches()->Get(nextDispatch++);
         os << "  kernel " << root.kernels()->Get(dispatch.kernel())->str()
-           << " (" << dispatch.tiles() << " tiles) computes:\n";
+           << " (" << dispatch.tiles() << " tiles";
+        if (dispatch.panel_inputs()) {
+          os << "; reads";
+          for (uint32_t position : *dispatch.panel_inputs()) {
+            os << " %" << dispatch.inputs()->Get(position);
+          }
+          os << " as panels";
+        }
+        os << ") computes:\n";
       }
       int64_t offset =
           entry->arena_offsets() ? entry->arena_offsets()->Get(op.results()->Get(0)) : -1;

@@ -190,6 +190,13 @@ int compile(int argc, char **argv) {
   cl::opt<std::string> kernelsObject(
       "kernels-object", cl::desc("Write the generated kernels as an ELF object"),
       cl::value_desc("file"), cl::cat(category));
+  cl::opt<bool> packWeights(
+      "pack-weights",
+      cl::desc("Inference: multiply several rows by an f32 weight through a "
+               "copy of it packed once into panels (mf-run's own "
+               "microkernel) instead of OpenBLAS on the weight as stored "
+               "(default: true)"),
+      cl::init(true), cl::cat(category));
   cl::opt<std::string> prefillLengths(
       "prefill-lengths",
       cl::desc("Predict with a KV cache: prompt lengths below seq_length that "
@@ -271,7 +278,8 @@ int compile(int argc, char **argv) {
   frontendTimer.stop();
 
   CompileOptions options{compileTo,     dumpIrDir, memoryPlanCsv,
-                         memoryPlanSvg, cpu,       kernelsObject};
+                         memoryPlanSvg, cpu,       kernelsObject,
+                         packWeights};
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;

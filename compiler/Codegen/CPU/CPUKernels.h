@@ -53,6 +53,14 @@ inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 /// widens the rows and the panel a tile reads, then multiplies in f32.
 inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
 inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
+/// The same for f32 A times an [N x K] parameter B (transB) that the
+/// runtime passes packed once into panels of 32 columns
+/// (runtime/PanelGemm.h): the kernel's argument is memref<P x K x 32>.
+inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
+inline constexpr int64_t kPanelWidth = 32;
+/// On a region whose kernel takes some inputs as panels: their operand
+/// numbers (the executable's Dispatch.panel_inputs).
+inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
 
 /// The runtime's attention service (runtime/KernelServices.h): computes
 /// units [begin, end) of (batch, KV head) of an attention region; 23 i64
@@ -136,14 +144,15 @@ buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 
 /// Builds the kernel of a matmul region (one or more matmuls sharing their
 /// output shape, and an elementwise epilogue): output tiles of at most
-/// 256 x 256 (halved while there are fewer than 8, down to 64 a side, 16
+/// 256 x 256 (halved while there are fewer than 6, down to 64 a side, 16
 /// columns for one row, and 8K multiply-adds; one tile for a kernel under
 /// 128K), each computed by the gemm service into scratch and finished by
 /// the epilogue while it is in cache (a lone matmul straight into its
-/// result).
+/// result). With `packWeights`, a product of more than one row by an f32
+/// parameter [N, K] (transposed) reads it as panels (kGemmPanelsService).
 mlir::FailureOr<mlir::func::FuncOp>
 buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
-                  std::string &why);
+                  bool packWeights, std::string &why);
 
 /// Emits out[outOffset + j] = x . w[n0 + j] for j in [0, n): a row x [K]
 /// times rows of a weight w [N, K] (memrefs of f32, f16 or bf16; summed in

@@ -181,7 +181,7 @@ void outlineLoneMatmuls(ModuleOp graph) {
 }
 
 FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
-                                    std::string &why) {
+                                    bool packWeights, std::string &why) {
   if (fusion.getNumOperands() + fusion.getNumResults() > kMaxKernelBuffers) {
     why = "more than " + std::to_string(kMaxKernelBuffers) +
           " buffers for one kernel";
@@ -192,7 +192,7 @@ FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
     return buildElementwiseKernel(fusion, builder, why);
   }
   if (kind == "matmul" || kind == "matmul_epilogue") {
-    return buildMatmulKernel(fusion, builder, why);
+    return buildMatmulKernel(fusion, builder, packWeights, why);
   }
   if (kind == "norm") {
     return buildNormKernel(fusion, builder, why);
@@ -224,6 +224,11 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
       return signalPassFailure();
     }
     outlineLoneMatmuls(graph);
+    // Parameters packed once stay valid while the weights do not change:
+    // only in a module where no entry assigns them (inference).
+    bool packing = packWeights &&
+                   !graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
+                        .wasInterrupted();
 
     OpBuilder builder(&getContext());
     builder.setInsertionPointToEnd(graph.getBody());
@@ -238,7 +243,8 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     for (auto function : graph.getOps<func::FuncOp>()) {
       for (auto fusion : function.getBody().front().getOps<mf::FusionOp>()) {
         std::string why;
-        FailureOr<func::FuncOp> kernel = buildKernel(fusion, builder, why);
+        FailureOr<func::FuncOp> kernel =
+            buildKernel(fusion, builder, packing, why);
         if (failed(kernel)) {
           ++skipped[fusion.getKind().str() + ": " + why];
           withoutKernel.push_back(fusion);

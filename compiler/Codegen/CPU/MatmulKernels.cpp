@@ -140,6 +140,7 @@ std::optional<TileInput> mfc::classifyTileInput(ArrayRef<int64_t> from,
 
 FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                                OpBuilder &builder,
+                                               bool packWeights,
                                                std::string &why) {
   MLIRContext *context = builder.getContext();
   Block &body = fusion.getBody().front();
@@ -250,12 +251,29 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return matmul.transposedLhs;
   });
 
+  // Products of several rows by an f32 parameter [N, K] read it as panels
+  // the runtime packs once (as it keeps what the weights alone determine):
+  // no packing per call (runtime/PanelGemm.h).
+  auto readsPanels = [&](MatmulInfo matmul) {
+    auto lhsType = cast<RankedTensorType>(matmul.op.getLhs().getType());
+    Value weight = fusion.getInputs()[matmul.rhs];
+    return packWeights && !matvec && !matmul.transposedLhs &&
+           matmul.op.getTransposeRhs() && lhsType.getElementType().isF32() &&
+           weight.getDefiningOp<mf::ParamOp>() &&
+           body.getArgument(matmul.rhs).hasOneUse();
+  };
+  auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
+    return readsPanels(matmul)
+               ? StringRef(kGemmPanelsService)
+               : gemmServiceFor(cast<RankedTensorType>(matmul.op.getLhs().getType())
+                                    .getElementType());
+  };
+
   // The gemm services, each declared once per kernel module.
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
   auto gemmType = builder.getFunctionType(SmallVector<Type>(13, i64), {});
   for (const MatmulInfo &matmul : matvec ? ArrayRef<MatmulInfo>() : matmuls) {
-    StringRef service = gemmServiceFor(
-        cast<RankedTensorType>(mf::MatmulOp(matmul.op).getLhs().getType()).getElementType());
+    StringRef service = serviceOf(matmul);
     if (!module.lookupSymbol(service)) {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToStart(module.getBody());
@@ -268,6 +286,22 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // results.
   func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
   Block *entry = &kernel.getBody().front();
+  SmallVector<int32_t> panelInputs;
+  for (MatmulInfo matmul : matmuls) {
+    if (readsPanels(matmul)) {
+      int64_t n = cast<RankedTensorType>(matmul.op.getRhs().getType()).getShape()[0];
+      entry->getArgument(2 + matmul.rhs).setType(MemRefType::get(
+          {llvm::divideCeil(n, kPanelWidth), matmul.k, kPanelWidth}, f32));
+      panelInputs.push_back(matmul.rhs);
+    }
+  }
+  if (!panelInputs.empty()) {
+    kernel.setFunctionType(
+        builder.getFunctionType(entry->getArgumentTypes(), {}));
+    fusion->setAttr(kPanelInputsAttr, builder.getDenseI32ArrayAttr(panelInputs));
+  } else {
+    fusion->removeAttr(kPanelInputsAttr);
+  }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
   auto index = [&](int64_t value) -> Value {
@@ -339,9 +373,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
         toI64(index(matmul.transposedLhs ? 1 : 0)),
         toI64(index(rows))};
-    StringRef service = gemmServiceFor(
-        cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType());
-    func::CallOp::create(builder, loc, service, TypeRange{}, operands);
+    func::CallOp::create(builder, loc, serviceOf(matmul), TypeRange{}, operands);
   }
   if (direct) {
     return kernel;

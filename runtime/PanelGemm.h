@@ -1,0 +1,42 @@
+//===- PanelGemm.h - products with weights packed once ---------*- C++ -*-===//
+//
+// Graph Mode multiplies by a [N, K] f32 weight (used transposed: a Linear)
+// through a copy of it packed once into panels of kPanelWidth columns of
+// the product: panel p is K rows of the weight's rows 32p .. 32p + 31
+// side by side ([K][32], zeros past N). A microkernel then reads, per step
+// along K, one contiguous 128-byte row of a panel against eight broadcast
+// activations, with no packing per call (OpenBLAS packs both operands in
+// every call: ~20% of its time on llama-100m's prefill tiles).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_PANELGEMM_H
+#define MFC_RUNTIME_PANELGEMM_H
+
+#include <cstdint>
+
+namespace mfrt {
+
+inline constexpr int64_t kPanelWidth = 32;
+
+/// Elements of the panels of an [n, k] weight.
+inline int64_t panelElements(int64_t n, int64_t k) {
+  return (n + kPanelWidth - 1) / kPanelWidth * kPanelWidth * k;
+}
+
+/// Packs panels [panelBegin, panelEnd) of the [n, k] row-major `weight`.
+void packPanels(const float *weight, int64_t n, int64_t k, float *panels,
+                int64_t panelBegin, int64_t panelEnd);
+
+/// mfrt_gemm_panels_f32, with mfrt_gemm_f32's arguments: C[m x n] (row
+/// stride ldc) = rows m0.. of A [M x K] (row-major) times columns n0.. of
+/// B^T, B an [N x K] weight given as its panels. `transB` must be 1 and
+/// `transA` 0 (the only layout packed).
+extern "C" void mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
+                                  int64_t ldc, int64_t m0, int64_t n0,
+                                  int64_t m, int64_t n, int64_t k, int64_t bigN,
+                                  int64_t transB, int64_t transA, int64_t bigM);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_PANELGEMM_H
