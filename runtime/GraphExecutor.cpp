@@ -45,10 +45,70 @@ uint64_t GraphExecutor::arenaBytes() const {
 uint64_t GraphExecutor::derivedBytes() const {
   uint64_t total = 0;
   for (const auto &[key, value] : derived_) {
-    total += value.tensor.byteSize();
+    total += value.parameterItself ? 0 : value.tensor.byteSize();
   }
   return total;
 }
+
+namespace {
+
+/// Per parameter of `root`: whether some entry reads it as stored, that is
+/// otherwise than as a kernel's panel input (every parameter when an
+/// entry assigns any: what is packed must stay valid).
+std::vector<bool> parametersReadAsStored(const fb::Executable &root) {
+  size_t count = root.parameters() ? root.parameters()->size() : 0;
+  std::vector<bool> stored(count, false);
+  for (const fb::Entry *entry : *root.entries()) {
+    size_t opCount = entry->ops() ? entry->ops()->size() : 0;
+    std::vector<int64_t> parameterOf(entry->values()->size(), -1);
+    for (size_t i = 0; i < opCount; ++i) {
+      const fb::Op &op = *entry->ops()->Get(i);
+      if (op.kind() == fb::OpKind::Assign) {
+        return std::vector<bool>(count, true);
+      }
+      if (op.kind() == fb::OpKind::Param) {
+        parameterOf[op.results()->Get(0)] = op.ints()->Get(0);
+      } else if (op.kind() == fb::OpKind::Reshape) {
+        parameterOf[op.results()->Get(0)] = parameterOf[op.operands()->Get(0)];
+      }
+    }
+    auto read = [&](uint32_t id) {
+      if (parameterOf[id] >= 0) {
+        stored[parameterOf[id]] = true;
+      }
+    };
+    size_t dispatchCount = entry->dispatches() ? entry->dispatches()->size() : 0;
+    size_t next = 0;
+    for (size_t i = 0; i < opCount; ++i) {
+      if (next < dispatchCount && entry->dispatches()->Get(next)->first_op() == i) {
+        const fb::Dispatch &dispatch = *entry->dispatches()->Get(next++);
+        std::vector<bool> panels(dispatch.inputs() ? dispatch.inputs()->size() : 0);
+        for (uint32_t i = 0; dispatch.panel_inputs() && i < dispatch.panel_inputs()->size(); ++i) {
+          panels[dispatch.panel_inputs()->Get(i)] = true;
+        }
+        for (size_t position = 0; position < panels.size(); ++position) {
+          if (!panels[position]) {
+            read(dispatch.inputs()->Get(position));
+          }
+        }
+        i += dispatch.op_count() - 1; // the kernel reads only its inputs
+        continue;
+      }
+      const fb::Op &op = *entry->ops()->Get(i);
+      if (op.kind() != fb::OpKind::Param && op.kind() != fb::OpKind::Reshape) {
+        for (uint32_t id : *op.operands()) {
+          read(id);
+        }
+      }
+    }
+    for (uint32_t id : *entry->outputs()) {
+      read(id);
+    }
+  }
+  return stored;
+}
+
+} // namespace
 
 StatusOr<GraphExecutor::Prepared *>
 GraphExecutor::prepare(const fb::Entry &entry) {
@@ -111,6 +171,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     return std::string(fb::EnumNameDType(type.dtype())) +
            formatShape(Executable::shapeOf(type));
   };
+  std::vector<int64_t> parameterOf(valueCount, -1); // views of parameters
   std::vector<Derived *> derivedOutputs;
   auto bindDerived = [&](uint32_t id, std::string key) -> Status {
     auto [it, inserted] = derived_.try_emplace(key);
@@ -148,18 +209,38 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         uint32_t source = step.dispatch->inputs()->Get(panelInputs->Get(i));
         auto [it, inserted] = derived_.try_emplace("panels of " + keyOf[source]);
         if (inserted) {
-          const std::vector<int64_t> &shape = values[source].shape();
-          StatusOr<Tensor> own = allocator_.allocate(
-              DType::F32, {panelElements(shape[0], shape[1]) / kPanelWidth /
-                               shape[1],
-                           shape[1], kPanelWidth});
-          if (!own) {
-            derived_.erase(it);
-            return own.status();
+          const Shape &shape = values[source].shape();
+          int64_t n = shape[0], k = shape[1];
+          Shape panelShape{panelElements(n, k) / kPanelWidth / k, k, kPanelWidth};
+          int64_t parameter = parameterOf[source];
+          if (!readsKnown_) {
+            readAsStored_ = parametersReadAsStored(executable_.root());
+            readsKnown_ = true;
           }
-          it->second.tensor = own.take();
-          prepared->panelSources.emplace_back(&it->second, source);
-        } else if (std::none_of(prepared->panelSources.begin(),
+          if (panelsInPlace_ && parameter >= 0 && !readAsStored_[parameter] &&
+              n % kPanelWidth == 0 && weights_[parameter].shape() == shape) {
+            Tensor &weight = weights_.mutableTensor(parameter);
+            if (!weights_.storedAsPanels(parameter)) {
+              auto *data = static_cast<float *>(weight.data());
+              pool_.parallelFor(n / kPanelWidth, [&](int64_t begin, int64_t end) {
+                packPanelsInPlace(data, k, begin, end);
+              });
+              weights_.noteStoredAsPanels(parameter);
+            }
+            it->second.tensor = weight.reshaped(panelShape);
+            it->second.parameterItself = true;
+            it->second.computedFor = weights_.version();
+          } else {
+            StatusOr<Tensor> own = allocator_.allocate(DType::F32, panelShape);
+            if (!own) {
+              derived_.erase(it);
+              return own.status();
+            }
+            it->second.tensor = own.take();
+            prepared->panelSources.emplace_back(&it->second, source);
+          }
+        } else if (!it->second.parameterItself &&
+                   std::none_of(prepared->panelSources.begin(),
                                 prepared->panelSources.end(),
                                 [&](const auto &known) {
                                   return known.first == &it->second;
@@ -183,6 +264,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       if (op.kind() == fb::OpKind::Param) {
         bind(result, weights_[op.ints()->Get(0)]);
         keyOf[result] = "param " + std::to_string(op.ints()->Get(0));
+        parameterOf[result] = op.ints()->Get(0);
       } else if (op.kind() == fb::OpKind::Assign) {
         bind(result, weights_.mutableTensor(op.ints()->Get(0)));
       } else if (op.kind() == fb::OpKind::Reshape &&
@@ -193,6 +275,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         if (!keyOf[op.operands()->Get(0)].empty()) {
           keyOf[result] = keyOf[op.operands()->Get(0)] + " as " + typeKey(result);
         }
+        parameterOf[result] = parameterOf[op.operands()->Get(0)];
       } else if (op.kind() == fb::OpKind::Constant) {
         const fb::TensorType &type = *entry.values()->Get(result);
         StatusOr<Tensor> constant = allocator_.allocate(

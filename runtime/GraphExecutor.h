@@ -38,6 +38,13 @@ public:
                                     std::vector<Tensor> inputs,
                                     const RunOptions &options = {}) override;
 
+  /// For a process that runs only Graph Mode on these weights: a
+  /// parameter that every entry reads only as kernels' panels (and whose
+  /// rows fill whole panels) is packed in its own storage (Weights::
+  /// storedAsPanels) instead of into a copy, so the weights take their
+  /// size once.
+  void keepParametersAsPanels() { panelsInPlace_ = true; }
+
   /// Bytes of the arenas prepared so far.
   uint64_t arenaBytes() const override;
   uint64_t derivedBytes() const override;
@@ -49,6 +56,8 @@ private:
   struct Derived {
     Tensor tensor;
     uint64_t computedFor = ~uint64_t(0);
+    /// A parameter's own storage, packed (keepParametersAsPanels).
+    bool parameterItself = false;
   };
   /// An entry ready to run: its program, arena, and its values, bound once
   /// where they do not change between runs (arena views, parameters,
@@ -89,6 +98,11 @@ private:
   ThreadPool &pool_;
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
   std::map<std::string, Derived> derived_; // by how it follows
+  bool panelsInPlace_ = false;
+  /// Per parameter: read as stored by some entry (computed when first
+  /// needed).
+  std::vector<bool> readAsStored_;
+  bool readsKnown_ = false;
 };
 
 } // namespace mfrt

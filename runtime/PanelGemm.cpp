@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 using namespace mfrt;
 
@@ -102,6 +103,26 @@ void mfrt::packPanels(const float *weight, int64_t n, int64_t k, float *panels,
       for (int64_t i = 0; i < k; ++i) {
         panel[i * kPanelWidth + j] = row < n ? weight[row * k + i] : 0.0f;
       }
+    }
+  }
+}
+
+void mfrt::packPanelsInPlace(float *weight, int64_t k, int64_t panelBegin,
+                             int64_t panelEnd) {
+  std::vector<float> rows(kPanelWidth * k);
+  for (int64_t p = panelBegin; p < panelEnd; ++p) {
+    float *panel = weight + p * kPanelWidth * k;
+    std::copy(panel, panel + kPanelWidth * k, rows.begin());
+    packPanels(rows.data(), kPanelWidth, k, panel, 0, 1);
+  }
+}
+
+void mfrt::unpackPanels(const float *panels, int64_t n, int64_t k,
+                        float *weight) {
+  for (int64_t row = 0; row < n; ++row) {
+    const float *panel = panels + row / kPanelWidth * kPanelWidth * k;
+    for (int64_t i = 0; i < k; ++i) {
+      weight[row * k + i] = panel[i * kPanelWidth + row % kPanelWidth];
     }
   }
 }

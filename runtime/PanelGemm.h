@@ -28,6 +28,14 @@ inline int64_t panelElements(int64_t n, int64_t k) {
 void packPanels(const float *weight, int64_t n, int64_t k, float *panels,
                 int64_t panelBegin, int64_t panelEnd);
 
+/// The same in the weight's own storage, for n a multiple of kPanelWidth:
+/// panel p takes the place of the 32 rows it holds.
+void packPanelsInPlace(float *weight, int64_t k, int64_t panelBegin,
+                       int64_t panelEnd);
+
+/// The [n, k] weight that `panels` hold.
+void unpackPanels(const float *panels, int64_t n, int64_t k, float *weight);
+
 /// mfrt_gemm_panels_f32, with mfrt_gemm_f32's arguments: C[m x n] (row
 /// stride ldc) = rows m0.. of A [M x K] (row-major) times columns n0.. of
 /// B^T, B an [N x K] weight given as its panels. `transB` must be 1 and

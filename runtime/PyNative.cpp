@@ -54,6 +54,13 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
     Tensor result;
     if (op.kind() == fb::OpKind::Param) {
+      if (weights_.storedAsPanels(op.ints()->Get(0))) {
+        return Status::error(
+            "parameter '" +
+            executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
+            "' is stored as Graph Mode's panels; run PyNative on weights of "
+            "its own");
+      }
       result = weights_[op.ints()->Get(0)];
       if (options.checkNumerics && hasNonFinite(result)) {
         return Status::error(

@@ -3,6 +3,7 @@
 #include "runtime/Weights.h"
 
 #include "runtime/Hash.h"
+#include "runtime/PanelGemm.h"
 #include "runtime/Safetensors.h"
 
 #include <cmath>
@@ -173,12 +174,27 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   return weights;
 }
 
+Tensor Weights::asStored(size_t index) const {
+  const Tensor &tensor = tensors_[index];
+  if (!storedAsPanels(index)) {
+    return tensor;
+  }
+  Tensor stored(tensor.dtype(), tensor.shape(),
+                std::shared_ptr<void>(std::malloc(tensor.byteSize()), std::free));
+  unpackPanels(static_cast<const float *>(tensor.data()), tensor.dim(0),
+               tensor.dim(1), static_cast<float *>(stored.data()));
+  return stored;
+}
+
 Status Weights::save(const Executable &executable,
                      const std::string &path) const {
+  std::vector<Tensor> stored;
+  stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < tensors_.size(); ++i) {
+    stored.push_back(asStored(i));
     named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
-                       &tensors_[i]);
+                       &stored.back());
   }
   return writeSafetensors(path, named);
 }
@@ -197,8 +213,9 @@ Status Weights::saveMerged(const Executable &executable,
   for (size_t i = 0; i < tensors_.size(); ++i) {
     index[root.parameters()->Get(i)->name()->str()] = i;
   }
-  std::vector<Tensor> merged;
+  std::vector<Tensor> merged, stored;
   merged.reserve(tensors_.size());
+  stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   const std::string suffixA = ".lora_A.weight";
   for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -209,11 +226,12 @@ Status Weights::saveMerged(const Executable &executable,
     std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
     auto a = index.find(prefix + suffixA);
     auto b = index.find(prefix + ".lora_B.weight");
+    stored.push_back(asStored(i));
     if (a == index.end() || b == index.end()) {
-      named.emplace_back(name, &tensors_[i]);
+      named.emplace_back(name, &stored.back());
       continue;
     }
-    const Tensor &weight = tensors_[i], &down = tensors_[a->second],
+    const Tensor &weight = stored.back(), &down = tensors_[a->second],
                  &up = tensors_[b->second];
     int64_t rank = down.dim(0), in = down.dim(1), out = up.dim(0);
     Tensor sum(weight.dtype(), weight.shape(),

@@ -40,6 +40,19 @@ public:
   Tensor &mutableTensor(size_t index) { return tensors_[index]; }
   size_t size() const { return tensors_.size(); }
 
+  /// Graph Mode alone (mf-run without --check) keeps a parameter that its
+  /// kernels read only as panels (runtime/PanelGemm.h) as panels, in
+  /// place of the stored layout: no second copy. The executor that packs
+  /// it notes so; PyNative refuses such a parameter, save() and
+  /// saveMerged() write the stored layout.
+  bool storedAsPanels(size_t index) const {
+    return index < asPanels_.size() && asPanels_[index];
+  }
+  void noteStoredAsPanels(size_t index) {
+    asPanels_.resize(tensors_.size());
+    asPanels_[index] = true;
+  }
+
   /// Changes with every update of the parameters: what an executor
   /// computed from them is current while the version is the same.
   uint64_t version() const { return version_; }
@@ -55,7 +68,11 @@ public:
   Status save(const Executable &executable, const std::string &path) const;
 
 private:
+  /// Parameter i as stored (an [N, K] one unpacked from its panels).
+  Tensor asStored(size_t index) const;
+
   std::vector<Tensor> tensors_;
+  std::vector<bool> asPanels_;
   uint64_t version_ = 0;
 };
 

@@ -57,4 +57,21 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   }
 }
 
+/// A weight of whole panels packs in its own storage, to the same panels,
+/// and unpacks to itself.
+TEST(PanelGemm, PacksInPlaceAndUnpacks) {
+  const int64_t N = 96, K = 40;
+  std::vector<float> weight(N * K);
+  for (int64_t i = 0; i < N * K; ++i) weight[i] = static_cast<float>(i % 1000) - 500.0f;
+  std::vector<float> panels(panelElements(N, K));
+  packPanels(weight.data(), N, K, panels.data(), 0, N / kPanelWidth);
+  std::vector<float> inPlace = weight;
+  packPanelsInPlace(inPlace.data(), K, 0, 2);
+  packPanelsInPlace(inPlace.data(), K, 2, 3);
+  EXPECT_EQ(inPlace, panels);
+  std::vector<float> unpacked(N * K);
+  unpackPanels(inPlace.data(), N, K, unpacked.data());
+  EXPECT_EQ(unpacked, weight);
+}
+
 } // namespace

@@ -871,9 +871,13 @@ int main(int argc, char **argv) {
   }
   session.weights = weights.take();
   if (mode == "graph") {
-    session.executor = std::make_unique<GraphExecutor>(
+    auto graph = std::make_unique<GraphExecutor>(
         session.executable, session.weights, session.allocator,
         session.kernels, *session.pool);
+    if (!options.check) { // nothing else reads the weights as stored
+      graph->keepParametersAsPanels();
+    }
+    session.executor = std::move(graph);
   } else {
     session.executor = std::make_unique<PyNativeExecutor>(
         session.executable, session.weights, session.allocator);

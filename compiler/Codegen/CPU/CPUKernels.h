@@ -29,6 +29,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <optional>
 #include <string>
@@ -148,11 +149,12 @@ buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 /// columns for one row, and 8K multiply-adds; one tile for a kernel under
 /// 128K), each computed by the gemm service into scratch and finished by
 /// the epilogue while it is in cache (a lone matmul straight into its
-/// result). With `packWeights`, a product of more than one row by an f32
-/// parameter [N, K] (transposed) reads it as panels (kGemmPanelsService).
+/// result). A product by one of `panelParameters` (f32 [N, K], transposed)
+/// reads it as panels: kGemmPanelsService, or emitVectorMatvecByPanels for
+/// one row.
 mlir::FailureOr<mlir::func::FuncOp>
 buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
-                  bool packWeights, std::string &why);
+                  const llvm::StringSet<> &panelParameters, std::string &why);
 
 /// Emits out[outOffset + j] = x . w[n0 + j] for j in [0, n): a row x [K]
 /// times rows of a weight w [N, K] (memrefs of f32, f16 or bf16; summed in
@@ -168,6 +170,14 @@ void emitVectorMatvecByColumns(mlir::OpBuilder &builder, mlir::Location loc,
                                mlir::Value x, mlir::Value w, mlir::Value out,
                                mlir::Value outOffset, mlir::Value n0,
                                mlir::Value n, int64_t k);
+
+/// The same for an f32 weight [N, K] given as panels [P, K, 32]
+/// (kGemmPanelsService's layout): out[outOffset + j] = x . row n0 + j, n0
+/// a multiple of 32.
+void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
+                              mlir::Value x, mlir::Value panels,
+                              mlir::Value out, mlir::Value outOffset,
+                              mlir::Value n0, mlir::Value n, int64_t k);
 
 /// Lowers a module of kernels to the LLVM dialect, services included.
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);

@@ -180,8 +180,51 @@ void outlineLoneMatmuls(ModuleOp graph) {
   }
 }
 
+/// Parameters that the kernels can read only as panels (runtime/
+/// PanelGemm.h): in a module that assigns none (packed once, they stay
+/// valid), f32 parameters every reader of which is a matmul region
+/// multiplying by them transposed ([N, K], a Linear weight). Graph Mode
+/// then need not keep them as stored.
+llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
+  llvm::StringSet<> seen, otherwise;
+  if (graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
+          .wasInterrupted()) {
+    return {};
+  }
+  auto readAsPanel = [](OpOperand &use) {
+    auto fusion = dyn_cast<mf::FusionOp>(use.getOwner());
+    if (!fusion ||
+        (fusion.getKind() != "matmul" && fusion.getKind() != "matmul_epilogue")) {
+      return false;
+    }
+    Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
+    return llvm::all_of(argument.getUses(), [&](OpOperand &inner) {
+      auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
+      return matmul && inner.getOperandNumber() == 1 &&
+             matmul.getTransposeRhs() && !matmul.getTransposeLhs() &&
+             matmul.getLhs().getType().getElementType().isF32();
+    });
+  };
+  graph.walk([&](mf::ParamOp parameter) {
+    auto type = cast<RankedTensorType>(parameter.getType());
+    seen.insert(parameter.getName());
+    if (type.getRank() != 2 || !type.getElementType().isF32() ||
+        !llvm::all_of(parameter->getUses(), readAsPanel)) {
+      otherwise.insert(parameter.getName());
+    }
+  });
+  llvm::StringSet<> panels;
+  for (const auto &name : seen) {
+    if (!otherwise.contains(name.getKey())) {
+      panels.insert(name.getKey());
+    }
+  }
+  return panels;
+}
+
 FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
-                                    bool packWeights, std::string &why) {
+                                    const llvm::StringSet<> &panelParameters,
+                                    std::string &why) {
   if (fusion.getNumOperands() + fusion.getNumResults() > kMaxKernelBuffers) {
     why = "more than " + std::to_string(kMaxKernelBuffers) +
           " buffers for one kernel";
@@ -192,7 +235,7 @@ FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
     return buildElementwiseKernel(fusion, builder, why);
   }
   if (kind == "matmul" || kind == "matmul_epilogue") {
-    return buildMatmulKernel(fusion, builder, packWeights, why);
+    return buildMatmulKernel(fusion, builder, panelParameters, why);
   }
   if (kind == "norm") {
     return buildNormKernel(fusion, builder, why);
@@ -224,11 +267,10 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
       return signalPassFailure();
     }
     outlineLoneMatmuls(graph);
-    // Parameters packed once stay valid while the weights do not change:
-    // only in a module where no entry assigns them (inference).
-    bool packing = packWeights &&
-                   !graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
-                        .wasInterrupted();
+    llvm::StringSet<> panelParameters;
+    if (packWeights) {
+      panelParameters = parametersReadAsPanels(graph);
+    }
 
     OpBuilder builder(&getContext());
     builder.setInsertionPointToEnd(graph.getBody());
@@ -244,7 +286,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
       for (auto fusion : function.getBody().front().getOps<mf::FusionOp>()) {
         std::string why;
         FailureOr<func::FuncOp> kernel =
-            buildKernel(fusion, builder, packing, why);
+            buildKernel(fusion, builder, panelParameters, why);
         if (failed(kernel)) {
           ++skipped[fusion.getKind().str() + ": " + why];
           withoutKernel.push_back(fusion);

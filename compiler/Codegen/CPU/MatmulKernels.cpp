@@ -25,6 +25,7 @@
 #include "dialects/MF/Transforms/FusionUtils.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -63,9 +64,10 @@ constexpr int64_t kMinParallelWork = int64_t(1) << 17;
 constexpr int64_t kMaxScratchElements = int64_t(1) << 16;
 
 /// The tile shape for a rows x cols output whose matmuls multiply-add
-/// `depth` times per output element (the sum of their K).
+/// `depth` times per output element (the sum of their K); tiles narrower
+/// than the output are a multiple of `columnAlign` wide.
 std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
-                                       int64_t depth) {
+                                       int64_t depth, int64_t columnAlign) {
   if (rows * cols * depth < kMinParallelWork &&
       rows * cols <= kMaxScratchElements) {
     return {rows, cols};
@@ -75,12 +77,18 @@ std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
   auto tiles = [&] {
     return llvm::divideCeil(rows, tileRows) * llvm::divideCeil(cols, tileCols);
   };
-  int64_t minCols = rows == 1 ? kMinVectorTileCols : kMinTileSide;
+  int64_t minCols =
+      std::max(rows == 1 ? kMinVectorTileCols : kMinTileSide, columnAlign);
   while (tiles() < kMinTiles) {
     bool halveCols = tileCols > minCols;
     bool halveRows = !halveCols && tileRows > kMinTileSide;
     int64_t nextRows = halveRows ? llvm::divideCeil(tileRows, 2) : tileRows;
-    int64_t nextCols = halveCols ? llvm::divideCeil(tileCols, 2) : tileCols;
+    int64_t nextCols =
+        halveCols ? llvm::alignTo(llvm::divideCeil(tileCols, 2), columnAlign)
+                  : tileCols;
+    if (nextCols == tileCols && nextRows == tileRows) {
+      break;
+    }
     if ((!halveRows && !halveCols) || nextRows * nextCols * depth < kMinTileWork) {
       break;
     }
@@ -140,7 +148,7 @@ std::optional<TileInput> mfc::classifyTileInput(ArrayRef<int64_t> from,
 
 FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                                OpBuilder &builder,
-                                               bool packWeights,
+                                               const llvm::StringSet<> &panelParameters,
                                                std::string &why) {
   MLIRContext *context = builder.getContext();
   Block &body = fusion.getBody().front();
@@ -235,13 +243,26 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return failure();
   }
 
+  // Products by a parameter every reader of which multiplies by it this
+  // way read it as panels the runtime packs once (runtime/PanelGemm.h):
+  // the gemm service packs nothing per call, a one-row product streams
+  // them, and Graph Mode need not keep the parameter as stored.
+  auto readsPanels = [&](MatmulInfo matmul) {
+    auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
+    return parameter && panelParameters.contains(parameter.getName()) &&
+           !matmul.transposedLhs && matmul.op.getTransposeRhs();
+  };
+  bool anyPanels = llvm::any_of(matmuls, readsPanels);
+
   Type i64 = builder.getI64Type(), f32 = builder.getF32Type();
   Location loc = fusion.getLoc();
   int64_t depth = 0;
   for (const MatmulInfo &matmul : matmuls) {
     depth += matmul.k;
   }
-  auto [tileRows, tileCols] = chooseTile(rows, cols, depth);
+  // A one-row product reads panels whole: its tiles start at a panel.
+  auto [tileRows, tileCols] =
+      chooseTile(rows, cols, depth, rows == 1 && anyPanels ? kPanelWidth : 1);
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
@@ -251,17 +272,6 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return matmul.transposedLhs;
   });
 
-  // Products of several rows by an f32 parameter [N, K] read it as panels
-  // the runtime packs once (as it keeps what the weights alone determine):
-  // no packing per call (runtime/PanelGemm.h).
-  auto readsPanels = [&](MatmulInfo matmul) {
-    auto lhsType = cast<RankedTensorType>(matmul.op.getLhs().getType());
-    Value weight = fusion.getInputs()[matmul.rhs];
-    return packWeights && !matvec && !matmul.transposedLhs &&
-           matmul.op.getTransposeRhs() && lhsType.getElementType().isF32() &&
-           weight.getDefiningOp<mf::ParamOp>() &&
-           body.getArgument(matmul.rhs).hasOneUse();
-  };
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     return readsPanels(matmul)
                ? StringRef(kGemmPanelsService)
@@ -349,8 +359,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       Value out = direct ? flattenMemRef(builder, loc,
                                          argument(fusion.getInputs().size()), {cols})
                          : flattenMemRef(builder, loc, scratch[i], {tileCols});
-      (matmul.op.getTransposeRhs() ? emitVectorMatvec
-                                   : emitVectorMatvecByColumns)(
+      (readsPanels(matmul)              ? emitVectorMatvecByPanels
+       : matmul.op.getTransposeRhs() ? emitVectorMatvec
+                                     : emitVectorMatvecByColumns)(
           builder, loc, x, argument(matmul.rhs), out, direct ? n0 : index(0),
           n0, n, matmul.k);
       continue;

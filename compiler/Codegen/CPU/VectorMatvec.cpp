@@ -16,6 +16,10 @@
 // x[k] broadcast against 128 columns of row k at a time (eight vectors; 16
 // with a mask at the tile's end): no sums across lanes at all.
 //
+// A weight packed into panels [P, K, 32] (an f32 parameter; runtime/
+// PanelGemm.h) is read like the [K, N] one, four panels at a time: each
+// x[k] against the k-th 32 columns of each (four contiguous streams).
+//
 // Loads of f16/bf16 are widened in registers; products are summed in f32,
 // as the gemm services do. bf16 rows go 32 elements a load: a bf16 is the
 // high half of an f32, so a pair's 32 bits give its even element by a
@@ -43,6 +47,8 @@ constexpr int64_t kLanes = 16;
 constexpr int64_t kRowsAtOnce = 8;
 /// Vectors of columns in flight for a [K, N] weight: eight FMA chains.
 constexpr int64_t kColumnVectors = 8;
+/// Panels in flight for packed weights: four, two vectors each.
+constexpr int64_t kPanelsAtOnce = kColumnVectors / 2;
 
 class MatvecEmitter {
 public:
@@ -135,6 +141,34 @@ public:
                             : load(w_, {kk, col}, kLanes);
             next.push_back(
                 vector::FMAOp::create(b_, loc_, wv, broadcast, sums[c]));
+          }
+          scf::YieldOp::create(b_, loc_, next);
+        });
+    return SmallVector<Value>(loop.getResults().begin(),
+                              loop.getResults().end());
+  }
+
+  /// x . the columns of `count` consecutive panels [P, K, 32] from panel
+  /// p0: two vectors a panel, each step along K one broadcast x[k] against
+  /// a contiguous 128-byte row of every panel.
+  SmallVector<Value> panelSums(Value p0, int64_t count) {
+    SmallVector<Value> init(2 * count, zeros());
+    auto loop = scf::ForOp::create(
+        b_, loc_, index(0), index(k_), index(1), init,
+        [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
+          OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(builder.getInsertionBlock(),
+                               builder.getInsertionPoint());
+          Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
+          Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
+          SmallVector<Value> next;
+          for (int64_t q = 0; q < count; ++q) {
+            Value panel = arith::AddIOp::create(b_, loc_, p0, index(q));
+            for (int64_t half = 0; half < 2; ++half) {
+              Value wv = load(w_, {panel, kk, index(half * kLanes)}, kLanes);
+              next.push_back(vector::FMAOp::create(b_, loc_, wv, broadcast,
+                                                   sums[2 * q + half]));
+            }
           }
           scf::YieldOp::create(b_, loc_, next);
         });
@@ -332,4 +366,47 @@ void mfc::emitVectorMatvecByColumns(OpBuilder &builder, Location loc, Value x,
             builder, loc, out, ValueRange{at(outOffset, j, 0)}, mask, sum);
         scf::YieldOp::create(builder, loc);
       });
+}
+
+void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
+                                   Value panels, Value out, Value outOffset,
+                                   Value n0, Value n, int64_t k) {
+  MatvecEmitter emitter(builder, loc, x, panels, k);
+  Value width = emitter.index(kPanelWidth);
+  Value group = emitter.index(kPanelsAtOnce);
+  Value first = arith::DivUIOp::create(builder, loc, n0, width);
+  Value count = arith::CeilDivUIOp::create(builder, loc, n, width);
+  Value whole = arith::MulIOp::create(
+      builder, loc, arith::DivUIOp::create(builder, loc, count, group), group);
+  auto maskType = VectorType::get({kLanes}, builder.getI1Type());
+  // Panels g.. of the tile (`panelsHere` of them): their columns to out,
+  // each vector under a mask of the columns the tile still has (only the
+  // weight's last panel is partial).
+  auto emitPanels = [&](OpBuilder &body, Value g, int64_t panelsHere) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(body.getInsertionBlock(), body.getInsertionPoint());
+    SmallVector<Value> sums = emitter.panelSums(
+        arith::AddIOp::create(builder, loc, first, g), panelsHere);
+    for (int64_t v = 0; v < 2 * panelsHere; ++v) {
+      Value column = arith::AddIOp::create(
+          builder, loc, arith::MulIOp::create(builder, loc, g, width),
+          emitter.index(v * kLanes));
+      Value left = arith::SubIOp::create(builder, loc, n, column);
+      Value mask = vector::CreateMaskOp::create(builder, loc, maskType,
+                                                ValueRange{left});
+      vector::MaskedStoreOp::create(
+          builder, loc, out,
+          ValueRange{arith::AddIOp::create(builder, loc, outOffset, column)},
+          mask, sums[v]);
+    }
+    scf::YieldOp::create(builder, loc);
+  };
+  scf::ForOp::create(builder, loc, emitter.index(0), whole, group, ValueRange{},
+                     [&](OpBuilder &body, Location, Value g, ValueRange) {
+                       emitPanels(body, g, kPanelsAtOnce);
+                     });
+  scf::ForOp::create(builder, loc, whole, count, emitter.index(1), ValueRange{},
+                     [&](OpBuilder &body, Location, Value g, ValueRange) {
+                       emitPanels(body, g, 1);
+                     });
 }
