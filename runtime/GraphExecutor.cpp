@@ -211,19 +211,19 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         if (inserted) {
           const Shape &shape = values[source].shape();
           int64_t n = shape[0], k = shape[1];
-          Shape panelShape{panelElements(n, k) / kPanelWidth / k, k, kPanelWidth};
+          Shape panelShape{n * k}; // the weight's size (PanelGemm.h)
           int64_t parameter = parameterOf[source];
           if (!readsKnown_) {
             readAsStored_ = parametersReadAsStored(executable_.root());
             readsKnown_ = true;
           }
           if (panelsInPlace_ && parameter >= 0 && !readAsStored_[parameter] &&
-              n % kPanelWidth == 0 && weights_[parameter].shape() == shape) {
+              weights_[parameter].shape() == shape) {
             Tensor &weight = weights_.mutableTensor(parameter);
             if (!weights_.storedAsPanels(parameter)) {
               auto *data = static_cast<float *>(weight.data());
-              pool_.parallelFor(n / kPanelWidth, [&](int64_t begin, int64_t end) {
-                packPanelsInPlace(data, k, begin, end);
+              pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
+                packPanelsInPlace(data, n, k, begin, end);
               });
               weights_.noteStoredAsPanels(parameter);
             }
@@ -515,7 +515,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       int64_t n = weight.shape()[0], k = weight.shape()[1];
       const float *from = static_cast<const float *>(weight.data());
       float *to = static_cast<float *>(panels->tensor.data());
-      pool_.parallelFor(panels->tensor.shape()[0], [&](int64_t begin, int64_t end) {
+      pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
         packPanels(from, n, k, to, begin, end);
       });
       panels->computedFor = weights_.version();

@@ -39,10 +39,9 @@ public:
                                     const RunOptions &options = {}) override;
 
   /// For a process that runs only Graph Mode on these weights: a
-  /// parameter that every entry reads only as kernels' panels (and whose
-  /// rows fill whole panels) is packed in its own storage (Weights::
-  /// storedAsPanels) instead of into a copy, so the weights take their
-  /// size once.
+  /// parameter that every entry reads only as kernels' panels is packed in
+  /// its own storage (Weights::storedAsPanels) instead of into a copy, so
+  /// the weights take their size once.
   void keepParametersAsPanels() { panelsInPlace_ = true; }
 
   /// Bytes of the arenas prepared so far.

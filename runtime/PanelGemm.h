@@ -1,10 +1,12 @@
 //===- PanelGemm.h - products with weights packed once ---------*- C++ -*-===//
 //
-// Graph Mode multiplies by a [N, K] f32 weight (used transposed: a Linear)
-// through a copy of it packed once into panels of kPanelWidth columns of
-// the product: panel p is K rows of the weight's rows 32p .. 32p + 31
-// side by side ([K][32], zeros past N). A microkernel then reads, per step
-// along K, one contiguous 128-byte row of a panel against eight broadcast
+// Graph Mode multiplies by an [N, K] f32 weight (used transposed: a Linear)
+// through the weight packed once into panels of kPanelWidth columns of the
+// product: panel p holds the weight's rows 32p .. 32p + w - 1 side by side,
+// [K][w], w = 32 except for a last panel of the N % 32 rows left. Panel p
+// starts at element 32p * K, where its rows started: the panels take the
+// weight's own size and can replace it in place. A microkernel then reads,
+// per step along K, one contiguous row of a panel against eight broadcast
 // activations, with no packing per call (OpenBLAS packs both operands in
 // every call: ~20% of its time on llama-100m's prefill tiles).
 //
@@ -19,18 +21,18 @@ namespace mfrt {
 
 inline constexpr int64_t kPanelWidth = 32;
 
-/// Elements of the panels of an [n, k] weight.
-inline int64_t panelElements(int64_t n, int64_t k) {
-  return (n + kPanelWidth - 1) / kPanelWidth * kPanelWidth * k;
+/// The panels of an [n, k] weight.
+inline int64_t panelCount(int64_t n) {
+  return (n + kPanelWidth - 1) / kPanelWidth;
 }
 
-/// Packs panels [panelBegin, panelEnd) of the [n, k] row-major `weight`.
+/// Packs panels [panelBegin, panelEnd) of the [n, k] row-major `weight`
+/// into `panels` (n * k elements, another buffer).
 void packPanels(const float *weight, int64_t n, int64_t k, float *panels,
                 int64_t panelBegin, int64_t panelEnd);
 
-/// The same in the weight's own storage, for n a multiple of kPanelWidth:
-/// panel p takes the place of the 32 rows it holds.
-void packPanelsInPlace(float *weight, int64_t k, int64_t panelBegin,
+/// The same in the weight's own storage.
+void packPanelsInPlace(float *weight, int64_t n, int64_t k, int64_t panelBegin,
                        int64_t panelEnd);
 
 /// The [n, k] weight that `panels` hold.

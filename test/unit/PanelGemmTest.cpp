@@ -23,13 +23,12 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   std::vector<float> a(M * K), b(N * K);
   for (float &x : a) x = uniform(generator);
   for (float &x : b) x = uniform(generator);
-  std::vector<float> panels(panelElements(N, K), -7.0f);
-  int64_t panelCount = panelElements(N, K) / (kPanelWidth * K);
-  ASSERT_EQ(panelCount, 3);
+  std::vector<float> panels(N * K, -7.0f);
+  ASSERT_EQ(panelCount(N), 3);
   packPanels(b.data(), N, K, panels.data(), 0, 1);
-  packPanels(b.data(), N, K, panels.data(), 1, panelCount);
-  // Past N the last panel is zeros.
-  EXPECT_EQ(panels[(2 * K + 5) * kPanelWidth + 31], 0.0f);
+  packPanels(b.data(), N, K, panels.data(), 1, 3);
+  // The last panel holds the 6 rows left, 6 wide.
+  EXPECT_EQ(panels[2 * kPanelWidth * K + 5 * 6 + 4], b[(2 * kPanelWidth + 4) * K + 5]);
 
   struct Tile { int64_t m0, n0, m, n; };
   for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 30, 60}, Tile{36, 69, 1, 1},
@@ -57,21 +56,23 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   }
 }
 
-/// A weight of whole panels packs in its own storage, to the same panels,
-/// and unpacks to itself.
+/// A weight packs in its own storage (a narrow last panel too), to the
+/// same panels, and unpacks to itself.
 TEST(PanelGemm, PacksInPlaceAndUnpacks) {
-  const int64_t N = 96, K = 40;
-  std::vector<float> weight(N * K);
-  for (int64_t i = 0; i < N * K; ++i) weight[i] = static_cast<float>(i % 1000) - 500.0f;
-  std::vector<float> panels(panelElements(N, K));
-  packPanels(weight.data(), N, K, panels.data(), 0, N / kPanelWidth);
-  std::vector<float> inPlace = weight;
-  packPanelsInPlace(inPlace.data(), K, 0, 2);
-  packPanelsInPlace(inPlace.data(), K, 2, 3);
-  EXPECT_EQ(inPlace, panels);
-  std::vector<float> unpacked(N * K);
-  unpackPanels(inPlace.data(), N, K, unpacked.data());
-  EXPECT_EQ(unpacked, weight);
+  for (int64_t N : {96, 77}) {
+    const int64_t K = 40;
+    std::vector<float> weight(N * K);
+    for (int64_t i = 0; i < N * K; ++i) weight[i] = static_cast<float>(i % 1000) - 500.0f;
+    std::vector<float> panels(N * K);
+    packPanels(weight.data(), N, K, panels.data(), 0, panelCount(N));
+    std::vector<float> inPlace = weight;
+    packPanelsInPlace(inPlace.data(), N, K, 0, 2);
+    packPanelsInPlace(inPlace.data(), N, K, 2, 3);
+    EXPECT_EQ(inPlace, panels) << N << " rows";
+    std::vector<float> unpacked(N * K);
+    unpackPanels(inPlace.data(), N, K, unpacked.data());
+    EXPECT_EQ(unpacked, weight) << N << " rows";
+  }
 }
 
 } // namespace

@@ -55,8 +55,8 @@ inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
 inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 /// The same for f32 A times an [N x K] parameter B (transB) that the
-/// runtime passes packed once into panels of 32 columns
-/// (runtime/PanelGemm.h): the kernel's argument is memref<P x K x 32>.
+/// runtime passes packed once into panels of 32 columns, the last one
+/// narrower (runtime/PanelGemm.h): the kernel's argument is memref<N*K>.
 inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
@@ -171,13 +171,14 @@ void emitVectorMatvecByColumns(mlir::OpBuilder &builder, mlir::Location loc,
                                mlir::Value outOffset, mlir::Value n0,
                                mlir::Value n, int64_t k);
 
-/// The same for an f32 weight [N, K] given as panels [P, K, 32]
-/// (kGemmPanelsService's layout): out[outOffset + j] = x . row n0 + j, n0
-/// a multiple of 32.
+/// The same for an f32 weight [weightRows, K] given as its panels
+/// (kGemmPanelsService's layout, a flat memref): out[outOffset + j] = x .
+/// row n0 + j, n0 a multiple of 32.
 void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
                               mlir::Value x, mlir::Value panels,
                               mlir::Value out, mlir::Value outOffset,
-                              mlir::Value n0, mlir::Value n, int64_t k);
+                              mlir::Value n0, mlir::Value n, int64_t k,
+                              int64_t weightRows);
 
 /// Lowers a module of kernels to the LLVM dialect, services included.
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);

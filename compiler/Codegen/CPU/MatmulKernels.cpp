@@ -300,8 +300,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   for (MatmulInfo matmul : matmuls) {
     if (readsPanels(matmul)) {
       int64_t n = cast<RankedTensorType>(matmul.op.getRhs().getType()).getShape()[0];
-      entry->getArgument(2 + matmul.rhs).setType(MemRefType::get(
-          {llvm::divideCeil(n, kPanelWidth), matmul.k, kPanelWidth}, f32));
+      entry->getArgument(2 + matmul.rhs)
+          .setType(MemRefType::get({n * matmul.k}, f32));
       panelInputs.push_back(matmul.rhs);
     }
   }
@@ -359,11 +359,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       Value out = direct ? flattenMemRef(builder, loc,
                                          argument(fusion.getInputs().size()), {cols})
                          : flattenMemRef(builder, loc, scratch[i], {tileCols});
-      (readsPanels(matmul)              ? emitVectorMatvecByPanels
-       : matmul.op.getTransposeRhs() ? emitVectorMatvec
+      Value offset = direct ? n0 : index(0);
+      if (readsPanels(matmul)) {
+        emitVectorMatvecByPanels(builder, loc, x, argument(matmul.rhs), out,
+                                 offset, n0, n, matmul.k, cols);
+      } else {
+        (matmul.op.getTransposeRhs() ? emitVectorMatvec
                                      : emitVectorMatvecByColumns)(
-          builder, loc, x, argument(matmul.rhs), out, direct ? n0 : index(0),
-          n0, n, matmul.k);
+            builder, loc, x, argument(matmul.rhs), out, offset, n0, n,
+            matmul.k);
+      }
       continue;
     }
     Value target = pointerOf(direct ? argument(fusion.getInputs().size()) : scratch[i]);

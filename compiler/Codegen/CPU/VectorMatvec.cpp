@@ -16,9 +16,10 @@
 // x[k] broadcast against 128 columns of row k at a time (eight vectors; 16
 // with a mask at the tile's end): no sums across lanes at all.
 //
-// A weight packed into panels [P, K, 32] (an f32 parameter; runtime/
-// PanelGemm.h) is read like the [K, N] one, four panels at a time: each
-// x[k] against the k-th 32 columns of each (four contiguous streams).
+// A weight packed into panels (an f32 parameter; runtime/PanelGemm.h) is
+// read like the [K, N] one, four whole panels at a time: each x[k] against
+// the k-th 32 columns of each (four contiguous streams); the rest one panel
+// at a time, a narrow last one under masks.
 //
 // Loads of f16/bf16 are widened in registers; products are summed in f32,
 // as the gemm services do. bf16 rows go 32 elements a load: a bf16 is the
@@ -148,11 +149,22 @@ public:
                               loop.getResults().end());
   }
 
-  /// x . the columns of `count` consecutive panels [P, K, 32] from panel
-  /// p0: two vectors a panel, each step along K one broadcast x[k] against
-  /// a contiguous 128-byte row of every panel.
-  SmallVector<Value> panelSums(Value p0, int64_t count) {
+  /// x . the columns of `count` consecutive panels from panel p0 of a
+  /// weight packed flat (runtime/PanelGemm.h: panel p at element 32p * K,
+  /// [K][width]): two vectors a panel, each step along K one broadcast
+  /// x[k] against a contiguous row of every panel. Whole panels (32 wide)
+  /// when `width` is null, else one panel that wide, read under masks.
+  SmallVector<Value> panelSums(Value p0, int64_t count, Value width) {
     SmallVector<Value> init(2 * count, zeros());
+    Value stride = width ? width : index(kPanelWidth);
+    SmallVector<Value> masks;
+    if (width) {
+      auto maskType = VectorType::get({kLanes}, b_.getI1Type());
+      masks = {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
+               vector::CreateMaskOp::create(
+                   b_, loc_, maskType,
+                   ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
+    }
     auto loop = scf::ForOp::create(
         b_, loc_, index(0), index(k_), index(1), init,
         [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
@@ -161,11 +173,18 @@ public:
                                builder.getInsertionPoint());
           Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
           Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
+          Value row = arith::MulIOp::create(b_, loc_, kk, stride);
           SmallVector<Value> next;
           for (int64_t q = 0; q < count; ++q) {
-            Value panel = arith::AddIOp::create(b_, loc_, p0, index(q));
+            Value panel = arith::MulIOp::create(
+                b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(q)),
+                index(kPanelWidth * k_));
             for (int64_t half = 0; half < 2; ++half) {
-              Value wv = load(w_, {panel, kk, index(half * kLanes)}, kLanes);
+              Value at = arith::AddIOp::create(
+                  b_, loc_, arith::AddIOp::create(b_, loc_, panel, row),
+                  index(half * kLanes));
+              Value wv = width ? loadUnder(w_, {at}, masks[half])
+                               : load(w_, {at}, kLanes);
               next.push_back(vector::FMAOp::create(b_, loc_, wv, broadcast,
                                                    sums[2 * q + half]));
             }
@@ -370,23 +389,39 @@ void mfc::emitVectorMatvecByColumns(OpBuilder &builder, Location loc, Value x,
 
 void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
                                    Value panels, Value out, Value outOffset,
-                                   Value n0, Value n, int64_t k) {
+                                   Value n0, Value n, int64_t k,
+                                   int64_t weightRows) {
   MatvecEmitter emitter(builder, loc, x, panels, k);
   Value width = emitter.index(kPanelWidth);
   Value group = emitter.index(kPanelsAtOnce);
   Value first = arith::DivUIOp::create(builder, loc, n0, width);
   Value count = arith::CeilDivUIOp::create(builder, loc, n, width);
-  Value whole = arith::MulIOp::create(
-      builder, loc, arith::DivUIOp::create(builder, loc, count, group), group);
+  // Groups of whole panels, then one panel at a time: the rest, and a
+  // narrow last panel of the weight.
+  Value whole = arith::MinSIOp::create(
+      builder, loc, count,
+      arith::SubIOp::create(builder, loc,
+                            emitter.index(weightRows / kPanelWidth), first));
+  whole = arith::MulIOp::create(
+      builder, loc, arith::DivUIOp::create(builder, loc, whole, group), group);
   auto maskType = VectorType::get({kLanes}, builder.getI1Type());
-  // Panels g.. of the tile (`panelsHere` of them): their columns to out,
-  // each vector under a mask of the columns the tile still has (only the
-  // weight's last panel is partial).
-  auto emitPanels = [&](OpBuilder &body, Value g, int64_t panelsHere) {
+  // Panels g.. of the tile (`panelsHere` of them, `panelWidth` wide or
+  // whole): their columns to out, each vector under a mask of the columns
+  // the tile still has.
+  auto emitPanels = [&](OpBuilder &body, Value g, int64_t panelsHere,
+                        bool narrow) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPoint(body.getInsertionBlock(), body.getInsertionPoint());
-    SmallVector<Value> sums = emitter.panelSums(
-        arith::AddIOp::create(builder, loc, first, g), panelsHere);
+    Value p = arith::AddIOp::create(builder, loc, first, g);
+    Value panelWidth;
+    if (narrow) {
+      panelWidth = arith::MinSIOp::create(
+          builder, loc, width,
+          arith::SubIOp::create(
+              builder, loc, emitter.index(weightRows),
+              arith::MulIOp::create(builder, loc, p, width)));
+    }
+    SmallVector<Value> sums = emitter.panelSums(p, panelsHere, panelWidth);
     for (int64_t v = 0; v < 2 * panelsHere; ++v) {
       Value column = arith::AddIOp::create(
           builder, loc, arith::MulIOp::create(builder, loc, g, width),
@@ -403,10 +438,10 @@ void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
   };
   scf::ForOp::create(builder, loc, emitter.index(0), whole, group, ValueRange{},
                      [&](OpBuilder &body, Location, Value g, ValueRange) {
-                       emitPanels(body, g, kPanelsAtOnce);
+                       emitPanels(body, g, kPanelsAtOnce, false);
                      });
   scf::ForOp::create(builder, loc, whole, count, emitter.index(1), ValueRange{},
                      [&](OpBuilder &body, Location, Value g, ValueRange) {
-                       emitPanels(body, g, 1);
+                       emitPanels(body, g, 1, true);
                      });
 }

@@ -1,6 +1,7 @@
 /* Calls the kernels generated for products by weights read as panels
-   [P, K, 32] (panel p: the weight's rows 32p .. 32p + 31 side by side, zeros
-   past N): decode's, whose vector code streams the panels, and prefill's,
+   (panel p at element 32p * K: the weight's rows 32p .. 32p + w - 1 side by
+   side, [K][w], w = 32 but for a last panel of the N % 32 rows left):
+   decode's, whose vector code streams the panels, and prefill's,
    which calls the panel gemm service (here a plain C one over the panels),
    each in an uneven split of its tile range, and prints their largest
    deviation from the same math in doubles on the unpacked weight. */
@@ -25,11 +26,12 @@ static void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc,
   float *out = (float *)c;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      int64_t column = n0 + j;
-      const float *panel = panels + column / WIDTH * WIDTH * k;
+      int64_t column = n0 + j, first = column / WIDTH * WIDTH;
+      int64_t width = bigN - first < WIDTH ? bigN - first : WIDTH;
+      const float *panel = panels + first * k;
       float sum = 0;
       for (int64_t p = 0; p < k; ++p) {
-        sum += lhs[(m0 + i) * k + p] * panel[p * WIDTH + column % WIDTH];
+        sum += lhs[(m0 + i) * k + p] * panel[p * width + column % WIDTH];
       }
       out[i * ldc + j] = sum;
     }
@@ -53,19 +55,21 @@ static double worstError(int rows, const float *x, const float *w,
 
 int main(void) {
   float *x = malloc(sizeof(float) * ROWS * K), *w = malloc(sizeof(float) * N * K);
-  float *panels = malloc(sizeof(float) * PANELS * K * WIDTH);
+  float *panels = malloc(sizeof(float) * N * K);
   float *residual = malloc(sizeof(float) * ROWS * N), *out = malloc(sizeof(float) * ROWS * N);
   for (int i = 0; i < ROWS * K; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
   for (int i = 0; i < ROWS * N; ++i) residual[i] = (float)(i % 7) - 3.0f;
-  for (int p = 0; p < PANELS; ++p)
+  for (int p = 0; p < PANELS; ++p) {
+    int width = N - p * WIDTH < WIDTH ? N - p * WIDTH : WIDTH;
     for (int k = 0; k < K; ++k)
-      for (int j = 0; j < WIDTH; ++j)
-        panels[(p * K + k) * WIDTH + j] = p * WIDTH + j < N ? w[(p * WIDTH + j) * K + k] : 0.0f;
+      for (int j = 0; j < width; ++j)
+        panels[p * WIDTH * K + k * width + j] = w[(p * WIDTH + j) * K + k];
+  }
   int failed = 0;
 
   /* One row: 8 tiles of 256 columns (two groups of four panels), the last
-     168 = a group of four and two single panels, the last of 8 columns. */
+     168 = a group of four and two single panels, the last 8 wide. */
   for (int i = 0; i < ROWS * N; ++i) out[i] = NAN;
   mfk_0(0, 3, x, panels, residual, out);
   mfk_0(3, 8, x, panels, residual, out);
