@@ -285,10 +285,14 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       for (uint32_t i = 0; dispatch->panel_inputs() &&
                            i < dispatch->panel_inputs()->size(); ++i) {
         uint32_t position = dispatch->panel_inputs()->Get(i);
-        if (position >= inputCount || packed[position]) {
+        if (position >= inputCount) {
           return Status::error(where + " names input " +
                                std::to_string(position) + " as panels; it has " +
                                std::to_string(inputCount) + " inputs");
+        }
+        if (packed[position]) {
+          return Status::error(where + " names input " +
+                               std::to_string(position) + " as panels twice");
         }
         packed[position] = true;
         uint32_t id = dispatch->inputs()->Get(position);

@@ -1,5 +1,6 @@
 //===- PanelGemmTest.cpp - products with packed weight panels -------------===//
 
+#include "runtime/Executable.h"
 #include "runtime/PanelGemm.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,71 @@ TEST(PanelGemm, PacksInPlaceAndUnpacks) {
     std::vector<float> unpacked(N * K);
     unpackPanels(inPlace.data(), N, K, unpacked.data());
     EXPECT_EQ(unpacked, weight) << N << " rows";
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// An executable whose one entry multiplies its input [2, 8] by parameter
+/// 0 [64, 8] (transposed) in one kernel dispatch that names `panels` as
+/// panel inputs (positions in its inputs: 0 the input, 1 the parameter).
+mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
+  namespace fb = mfbin;
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<int64_t> weightShape{64, 8}, inputShape{2, 8}, outputShape{2, 64};
+  std::vector<flatbuffers::Offset<fb::TensorType>> values{
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &weightShape),
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &inputShape),
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &outputShape)};
+  std::vector<uint32_t> none{}, param{0}, matmulIn{1, 0}, product{2};
+  std::vector<int64_t> paramIndex{0}, transposes{0, 1};
+  std::vector<flatbuffers::Offset<fb::Op>> ops{
+      fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
+      fb::CreateOpDirect(builder, fb::OpKind::Matmul, &matmulIn, &product,
+                         &transposes)};
+  std::vector<uint32_t> dispatchInputs{1, 0}, dispatchOutputs{2};
+  std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches{
+      fb::CreateDispatchDirect(builder, 0, 1, 1, &dispatchInputs,
+                               &dispatchOutputs, 1, &panels)};
+  std::vector<uint32_t> inputs{1}, outputs{2};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> inputNames{
+      builder.CreateString("x")},
+      outputNames{builder.CreateString("y")};
+  std::vector<int64_t> offsets{-1, -1, -1};
+  std::vector<flatbuffers::Offset<fb::Entry>> entries{fb::CreateEntryDirect(
+      builder, "probe", &values, &inputs, &inputNames, &outputs, &outputNames,
+      &ops, &dispatches, 0, &offsets)};
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters{
+      fb::CreateParameterDirect(builder, "w", "w",
+                                fb::CreateTensorTypeDirect(builder, fb::DType::F32,
+                                                           &weightShape))};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> kernels{
+      builder.CreateString("mfk_0")};
+  auto model = fb::CreateModelInfoDirect(builder, "probe", fb::ModelFamily::Llama,
+                                         "predict", 0, 0, 1, 2, 64);
+  builder.Finish(fb::CreateExecutableDirect(builder, 6, "cpu", model, &parameters,
+                                            &entries, nullptr, 0, &kernels),
+                 fb::ExecutableIdentifier());
+  std::vector<uint8_t> bytes(builder.GetBufferPointer(),
+                             builder.GetBufferPointer() + builder.GetSize());
+  return mfrt::Executable::fromBytes(std::move(bytes), "probe.bin");
+}
+
+/// The loader accepts a parameter as panels and refuses anything else there.
+TEST(PanelGemm, OnlyParametersArePanelInputs) {
+  mfrt::StatusOr<mfrt::Executable> good = withPanelInputs({1});
+  ASSERT_TRUE(good) << good.status().message();
+  for (auto [panels, why] :
+       {std::pair<std::vector<uint32_t>, std::string>{
+            {0}, "takes value 1 as panels; only a 2-D f32 parameter is packed"},
+        {{5}, "names input 5 as panels; it has 2 inputs"},
+        {{1, 1}, "names input 1 as panels twice"}}) {
+    mfrt::StatusOr<mfrt::Executable> bad = withPanelInputs(panels);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.status().message().find(why), std::string::npos)
+        << bad.status().message();
   }
 }
 
