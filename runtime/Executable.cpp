@@ -297,10 +297,10 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         packed[position] = true;
         uint32_t id = dispatch->inputs()->Get(position);
         const fb::TensorType &type = *entry.values()->Get(id);
-        if (viewOf[id] < 0 || type.dtype() != fb::DType::F32 ||
+        if (viewOf[id] < 0 || type.dtype() == fb::DType::I32 ||
             Executable::shapeOf(type).size() != 2) {
           return Status::error(where + " takes value " + std::to_string(id) +
-                               " as panels; only a 2-D f32 parameter is packed");
+                               " as panels; only a 2-D float parameter is packed");
         }
       }
       for (uint32_t index = dispatch->first_op();

@@ -212,6 +212,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
           const Shape &shape = values[source].shape();
           int64_t n = shape[0], k = shape[1];
           Shape panelShape{n * k}; // the weight's size (PanelGemm.h)
+          DType dtype = values[source].dtype();
           int64_t parameter = parameterOf[source];
           if (!readsKnown_) {
             readAsStored_ = parametersReadAsStored(executable_.root());
@@ -221,9 +222,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
               weights_[parameter].shape() == shape) {
             Tensor &weight = weights_.mutableTensor(parameter);
             if (!weights_.storedAsPanels(parameter)) {
-              auto *data = static_cast<float *>(weight.data());
               pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-                packPanelsInPlace(data, n, k, begin, end);
+                packPanelsInPlace(dtype, weight.data(), n, k, begin, end);
               });
               weights_.noteStoredAsPanels(parameter);
             }
@@ -231,7 +231,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
             it->second.parameterItself = true;
             it->second.computedFor = weights_.version();
           } else {
-            StatusOr<Tensor> own = allocator_.allocate(DType::F32, panelShape);
+            StatusOr<Tensor> own = allocator_.allocate(dtype, panelShape);
             if (!own) {
               derived_.erase(it);
               return own.status();
@@ -513,10 +513,9 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     if (panels->computedFor != weights_.version()) {
       const Tensor &weight = values[source];
       int64_t n = weight.shape()[0], k = weight.shape()[1];
-      const float *from = static_cast<const float *>(weight.data());
-      float *to = static_cast<float *>(panels->tensor.data());
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-        packPanels(from, n, k, to, begin, end);
+        packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
+                   begin, end);
       });
       panels->computedFor = weights_.version();
     }

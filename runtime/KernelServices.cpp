@@ -173,6 +173,8 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
       {"mfrt_gemm_panels_f32", reinterpret_cast<void *>(&mfrtGemmPanelsF32)},
+      {"mfrt_gemm_panels_f16", reinterpret_cast<void *>(&mfrtGemmPanelsF16)},
+      {"mfrt_gemm_panels_bf16", reinterpret_cast<void *>(&mfrtGemmPanelsBF16)},
       {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
       {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
       {"mfrt_gemm_f16",

@@ -5,6 +5,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 using namespace mfrt;
@@ -20,14 +23,37 @@ constexpr int64_t kDepthBlock = 1024;
 /// tiles, K = 768: 8 rows 215-222 GFLOP/s, 6 rows 198-211, 4 rows 76).
 constexpr int kRowBlock = 8;
 
+/// 16 elements of a panel row as f32, the first of `mask` only when
+/// `Masked` (the rest 0): f32 as they are, f16 converted, bf16 as the high
+/// halves of f32s.
+template <DType Stored, bool Masked>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512
+loadPanelRow(const void *at, __mmask16 mask) {
+  if constexpr (Stored == DType::F32) {
+    return Masked ? _mm512_maskz_loadu_ps(mask, at) : _mm512_loadu_ps(at);
+  } else {
+    __m256i half = Masked ? _mm256_maskz_loadu_epi16(mask, at)
+                          : _mm256_loadu_si256(static_cast<const __m256i *>(at));
+    if constexpr (Stored == DType::F16) {
+      return _mm512_cvtph_ps(half);
+    } else {
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+    }
+  }
+}
+
 /// rows x 32 (the panel's columns in `low` / `high`) of C += or = the
-/// rows of A times `depth` rows of a panel. `out` is column 0 of the
-/// panel in C's first row; only the masked columns are read or written.
-template <int Rows, bool Narrow>
-__attribute__((target("avx512f"), always_inline)) inline void
-panelBlockAvx512(const float *a, int64_t lda, const float *panel,
-                 int64_t width, int64_t depth, float *out, int64_t ldc,
-                 __mmask16 low, __mmask16 high, bool accumulate) {
+/// rows of A (f32) times `depth` rows of a panel of `Stored` elements.
+/// `out` is column 0 of the panel in C's first row; only the masked
+/// columns are read or written.
+template <DType Stored, int Rows, bool Narrow>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+panelRowsAvx512(const float *a, int64_t lda, const void *panelBytes,
+                int64_t width, int64_t depth, float *out, int64_t ldc,
+                __mmask16 low, __mmask16 high, bool accumulate) {
+  const int64_t size = dtypeSize(Stored);
+  const char *panel = static_cast<const char *>(panelBytes);
   __m512 sum[Rows][2];
   for (int r = 0; r < Rows; ++r) {
     sum[r][0] = accumulate ? _mm512_maskz_loadu_ps(low, out + r * ldc)
@@ -37,15 +63,15 @@ panelBlockAvx512(const float *a, int64_t lda, const float *panel,
   }
   // A narrow (last) panel's rows are `width` wide: its columns past that
   // load as zeros.
-  __mmask16 leftColumns = static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
-  __mmask16 rightColumns = static_cast<__mmask16>(
-      (1u << std::max<int64_t>(width - 16, 0)) - 1);
+  __mmask16 leftColumns =
+      static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
+  __mmask16 rightColumns =
+      static_cast<__mmask16>((1u << std::max<int64_t>(width - 16, 0)) - 1);
+  const int64_t stride = (Narrow ? width : kPanelWidth) * size;
   for (int64_t k = 0; k < depth; ++k) {
-    __m512 left = Narrow ? _mm512_maskz_loadu_ps(leftColumns, panel + k * width)
-                         : _mm512_loadu_ps(panel + k * kPanelWidth);
-    __m512 right = Narrow
-                       ? _mm512_maskz_loadu_ps(rightColumns, panel + k * width + 16)
-                       : _mm512_loadu_ps(panel + k * kPanelWidth + 16);
+    __m512 left = loadPanelRow<Stored, Narrow>(panel + k * stride, leftColumns);
+    __m512 right =
+        loadPanelRow<Stored, Narrow>(panel + k * stride + 16 * size, rightColumns);
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       __m512 x = _mm512_set1_ps(a[r * lda + k]);
@@ -60,16 +86,19 @@ panelBlockAvx512(const float *a, int64_t lda, const float *panel,
 }
 
 /// The same for any x86-64: columns [first, last) of the panel.
-void panelBlockPortable(int rows, const float *a, int64_t lda,
-                        const float *panel, int64_t width, int64_t depth,
-                        float *out, int64_t ldc, int64_t first, int64_t last,
-                        bool accumulate) {
+void panelRowsPortable(DType stored, int rows, const float *a, int64_t lda,
+                       const void *panel, int64_t width, int64_t depth,
+                       float *out, int64_t ldc, int64_t first, int64_t last,
+                       bool accumulate) {
+  const char *bytes = static_cast<const char *>(panel);
+  float row[kPanelWidth];
   for (int r = 0; r < rows; ++r) {
     float sum[kPanelWidth] = {};
     for (int64_t k = 0; k < depth; ++k) {
+      toFloats(stored, bytes + k * width * dtypeSize(stored), row, width);
       float x = a[r * lda + k];
       for (int64_t j = 0; j < width; ++j) {
-        sum[j] += x * panel[k * width + j];
+        sum[j] += x * row[j];
       }
     }
     for (int64_t j = first; j < last; ++j) {
@@ -78,85 +107,55 @@ void panelBlockPortable(int rows, const float *a, int64_t lda,
   }
 }
 
-template <int Rows, bool Narrow>
-__attribute__((target("avx512f"))) void
-panelRowsAvx512(const float *a, int64_t lda, const float *panel,
-                int64_t width, int64_t depth, float *out, int64_t ldc,
-                __mmask16 low, __mmask16 high, bool accumulate) {
-  panelBlockAvx512<Rows, Narrow>(a, lda, panel, width, depth, out, ldc, low,
-                                 high, accumulate);
-}
-
-using PanelRows = void (*)(const float *, int64_t, const float *, int64_t,
+using PanelRows = void (*)(const float *, int64_t, const void *, int64_t,
                            int64_t, float *, int64_t, __mmask16, __mmask16,
                            bool);
 /// The microkernel by row count, 1 .. kRowBlock, for whole panels and the
 /// narrow last one.
-constexpr PanelRows kPanelRows[2][kRowBlock] = {
-    {panelRowsAvx512<1, false>, panelRowsAvx512<2, false>,
-     panelRowsAvx512<3, false>, panelRowsAvx512<4, false>,
-     panelRowsAvx512<5, false>, panelRowsAvx512<6, false>,
-     panelRowsAvx512<7, false>, panelRowsAvx512<8, false>},
-    {panelRowsAvx512<1, true>, panelRowsAvx512<2, true>,
-     panelRowsAvx512<3, true>, panelRowsAvx512<4, true>,
-     panelRowsAvx512<5, true>, panelRowsAvx512<6, true>,
-     panelRowsAvx512<7, true>, panelRowsAvx512<8, true>}};
-
-/// `width` rows of k side by side: panel[i][j] = rows[j][i].
-void packPanel(const float *rows, int64_t width, int64_t k, float *panel) {
-  for (int64_t j = 0; j < width; ++j) {
-    for (int64_t i = 0; i < k; ++i) {
-      panel[i * width + j] = rows[j * k + i];
-    }
-  }
+template <DType Stored, int... Rows>
+constexpr std::array<std::array<PanelRows, kRowBlock>, 2>
+panelKernels(std::integer_sequence<int, Rows...>) {
+  return {{{panelRowsAvx512<Stored, Rows + 1, false>...},
+           {panelRowsAvx512<Stored, Rows + 1, true>...}}};
 }
+template <DType Stored>
+constexpr auto kPanelRows =
+    panelKernels<Stored>(std::make_integer_sequence<int, kRowBlock>());
 
 bool hasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
   return has;
 }
 
-} // namespace
-
-void mfrt::packPanels(const float *weight, int64_t n, int64_t k, float *panels,
-                      int64_t panelBegin, int64_t panelEnd) {
-  for (int64_t p = panelBegin; p < panelEnd; ++p) {
-    packPanel(weight + p * kPanelWidth * k,
-              std::min(kPanelWidth, n - p * kPanelWidth), k,
-              panels + p * kPanelWidth * k);
-  }
-}
-
-void mfrt::packPanelsInPlace(float *weight, int64_t n, int64_t k,
-                             int64_t panelBegin, int64_t panelEnd) {
-  std::vector<float> rows(kPanelWidth * k);
-  for (int64_t p = panelBegin; p < panelEnd; ++p) {
-    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
-    float *panel = weight + p * kPanelWidth * k;
-    std::copy(panel, panel + width * k, rows.begin());
-    packPanel(rows.data(), width, k, panel);
-  }
-}
-
-void mfrt::unpackPanels(const float *panels, int64_t n, int64_t k,
-                        float *weight) {
-  for (int64_t row = 0; row < n; ++row) {
-    int64_t p = row / kPanelWidth;
-    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
-    const float *panel = panels + p * kPanelWidth * k;
+/// `width` rows of k elements of `size` bytes side by side:
+/// panel[i][j] = rows[j][i].
+void packPanel(const char *rows, int64_t width, int64_t k, int64_t size,
+               char *panel) {
+  for (int64_t j = 0; j < width; ++j) {
     for (int64_t i = 0; i < k; ++i) {
-      weight[row * k + i] = panel[i * width + row % kPanelWidth];
+      std::memcpy(panel + (i * width + j) * size, rows + (j * k + i) * size,
+                  size);
     }
   }
 }
 
-extern "C" void mfrt::mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
-                                        int64_t ldc, int64_t m0, int64_t n0,
-                                        int64_t m, int64_t n, int64_t k,
-                                        int64_t bigN, int64_t, int64_t,
-                                        int64_t) {
-  const float *lhs = reinterpret_cast<const float *>(a) + m0 * k;
-  const float *panels = reinterpret_cast<const float *>(b);
+template <DType Stored>
+void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
+                int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN) {
+  const int64_t size = dtypeSize(Stored);
+  const float *lhs;
+  if constexpr (Stored == DType::F32) {
+    lhs = reinterpret_cast<const float *>(a) + m0 * k;
+  } else { // the tile's rows of A in f32, once for all its panels
+    thread_local std::vector<float> widened;
+    widened.resize(static_cast<size_t>(m * k));
+    toFloats(Stored, reinterpret_cast<const char *>(a) + m0 * k * size,
+             widened.data(), m * k);
+    lhs = widened.data();
+  }
+  const char *panels = reinterpret_cast<const char *>(b);
   float *tile = reinterpret_cast<float *>(c);
   const bool vector = hasAvx512();
   for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
@@ -166,7 +165,7 @@ extern "C" void mfrt::mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
       int64_t first = std::max<int64_t>(n0 - p * kPanelWidth, 0);
       int64_t last = std::min<int64_t>(n0 + n - p * kPanelWidth, kPanelWidth);
       int64_t width = std::min(kPanelWidth, bigN - p * kPanelWidth);
-      const float *panel = panels + p * kPanelWidth * k + k0 * width;
+      const char *panel = panels + (p * kPanelWidth * k + k0 * width) * size;
       // Column 0 of the panel in the tile (left of it for the first panel
       // of a tile that starts mid-panel: those columns are masked off).
       float *out = tile + (p * kPanelWidth - n0);
@@ -175,15 +174,78 @@ extern "C" void mfrt::mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
       for (int64_t i = 0; i < m; i += kRowBlock) {
         int rows = static_cast<int>(std::min<int64_t>(kRowBlock, m - i));
         if (vector) {
-          kPanelRows[width < kPanelWidth][rows - 1](
+          kPanelRows<Stored>[width < kPanelWidth][rows - 1](
               lhs + i * k + k0, k, panel, width, depth, out + i * ldc, ldc,
               static_cast<__mmask16>(columns),
               static_cast<__mmask16>(columns >> 16), k0 > 0);
         } else {
-          panelBlockPortable(rows, lhs + i * k + k0, k, panel, width, depth,
-                             out + i * ldc, ldc, first, last, k0 > 0);
+          panelRowsPortable(Stored, rows, lhs + i * k + k0, k, panel, width,
+                            depth, out + i * ldc, ldc, first, last, k0 > 0);
         }
       }
     }
   }
+}
+
+} // namespace
+
+void mfrt::packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
+                      void *panels, int64_t panelBegin, int64_t panelEnd) {
+  const int64_t size = dtypeSize(dtype);
+  for (int64_t p = panelBegin; p < panelEnd; ++p) {
+    packPanel(static_cast<const char *>(weight) + p * kPanelWidth * k * size,
+              std::min(kPanelWidth, n - p * kPanelWidth), k, size,
+              static_cast<char *>(panels) + p * kPanelWidth * k * size);
+  }
+}
+
+void mfrt::packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
+                             int64_t panelBegin, int64_t panelEnd) {
+  const int64_t size = dtypeSize(dtype);
+  std::vector<char> rows(kPanelWidth * k * size);
+  for (int64_t p = panelBegin; p < panelEnd; ++p) {
+    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
+    char *panel = static_cast<char *>(weight) + p * kPanelWidth * k * size;
+    std::memcpy(rows.data(), panel, width * k * size);
+    packPanel(rows.data(), width, k, size, panel);
+  }
+}
+
+void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
+                        void *weight) {
+  const int64_t size = dtypeSize(dtype);
+  for (int64_t row = 0; row < n; ++row) {
+    int64_t p = row / kPanelWidth;
+    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
+    const char *panel =
+        static_cast<const char *>(panels) + p * kPanelWidth * k * size;
+    for (int64_t i = 0; i < k; ++i) {
+      std::memcpy(static_cast<char *>(weight) + (row * k + i) * size,
+                  panel + (i * width + row % kPanelWidth) * size, size);
+    }
+  }
+}
+
+extern "C" void mfrt::mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
+                                        int64_t ldc, int64_t m0, int64_t n0,
+                                        int64_t m, int64_t n, int64_t k,
+                                        int64_t bigN, int64_t, int64_t,
+                                        int64_t) {
+  gemmPanels<DType::F32>(a, b, c, ldc, m0, n0, m, n, k, bigN);
+}
+
+extern "C" void mfrt::mfrtGemmPanelsF16(int64_t a, int64_t b, int64_t c,
+                                        int64_t ldc, int64_t m0, int64_t n0,
+                                        int64_t m, int64_t n, int64_t k,
+                                        int64_t bigN, int64_t, int64_t,
+                                        int64_t) {
+  gemmPanels<DType::F16>(a, b, c, ldc, m0, n0, m, n, k, bigN);
+}
+
+extern "C" void mfrt::mfrtGemmPanelsBF16(int64_t a, int64_t b, int64_t c,
+                                         int64_t ldc, int64_t m0, int64_t n0,
+                                         int64_t m, int64_t n, int64_t k,
+                                         int64_t bigN, int64_t, int64_t,
+                                         int64_t) {
+  gemmPanels<DType::BF16>(a, b, c, ldc, m0, n0, m, n, k, bigN);
 }

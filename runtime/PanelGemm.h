@@ -1,6 +1,6 @@
 //===- PanelGemm.h - products with weights packed once ---------*- C++ -*-===//
 //
-// Graph Mode multiplies by an [N, K] f32 weight (used transposed: a Linear)
+// Graph Mode multiplies by an [N, K] weight (used transposed: a Linear)
 // through the weight packed once into panels of kPanelWidth columns of the
 // product: panel p holds the weight's rows 32p .. 32p + w - 1 side by side,
 // [K][w], w = 32 except for a last panel of the N % 32 rows left. Panel p
@@ -15,6 +15,8 @@
 #ifndef MFC_RUNTIME_PANELGEMM_H
 #define MFC_RUNTIME_PANELGEMM_H
 
+#include "runtime/Tensor.h"
+
 #include <cstdint>
 
 namespace mfrt {
@@ -27,16 +29,17 @@ inline int64_t panelCount(int64_t n) {
 }
 
 /// Packs panels [panelBegin, panelEnd) of the [n, k] row-major `weight`
-/// into `panels` (n * k elements, another buffer).
-void packPanels(const float *weight, int64_t n, int64_t k, float *panels,
-                int64_t panelBegin, int64_t panelEnd);
+/// (f32, f16 or bf16) into `panels` (n * k elements, another buffer).
+void packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
+                void *panels, int64_t panelBegin, int64_t panelEnd);
 
 /// The same in the weight's own storage.
-void packPanelsInPlace(float *weight, int64_t n, int64_t k, int64_t panelBegin,
-                       int64_t panelEnd);
+void packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
+                       int64_t panelBegin, int64_t panelEnd);
 
 /// The [n, k] weight that `panels` hold.
-void unpackPanels(const float *panels, int64_t n, int64_t k, float *weight);
+void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
+                  void *weight);
 
 /// mfrt_gemm_panels_f32, with mfrt_gemm_f32's arguments: C[m x n] (row
 /// stride ldc) = rows m0.. of A [M x K] (row-major) times columns n0.. of
@@ -46,6 +49,18 @@ extern "C" void mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
                                   int64_t ldc, int64_t m0, int64_t n0,
                                   int64_t m, int64_t n, int64_t k, int64_t bigN,
                                   int64_t transB, int64_t transA, int64_t bigM);
+/// mfrt_gemm_panels_f16 / _bf16: the same with A and the panels in f16 /
+/// bf16 (C in f32): the tile's rows of A are widened once, the panels in
+/// registers as they are read.
+extern "C" void mfrtGemmPanelsF16(int64_t a, int64_t b, int64_t c,
+                                  int64_t ldc, int64_t m0, int64_t n0,
+                                  int64_t m, int64_t n, int64_t k, int64_t bigN,
+                                  int64_t transB, int64_t transA, int64_t bigM);
+extern "C" void mfrtGemmPanelsBF16(int64_t a, int64_t b, int64_t c,
+                                   int64_t ldc, int64_t m0, int64_t n0,
+                                   int64_t m, int64_t n, int64_t k,
+                                   int64_t bigN, int64_t transB, int64_t transA,
+                                   int64_t bigM);
 
 } // namespace mfrt
 

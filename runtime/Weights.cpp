@@ -181,8 +181,8 @@ Tensor Weights::asStored(size_t index) const {
   }
   Tensor stored(tensor.dtype(), tensor.shape(),
                 std::shared_ptr<void>(std::malloc(tensor.byteSize()), std::free));
-  unpackPanels(static_cast<const float *>(tensor.data()), tensor.dim(0),
-               tensor.dim(1), static_cast<float *>(stored.data()));
+  unpackPanels(tensor.dtype(), tensor.data(), tensor.dim(0), tensor.dim(1),
+               stored.data());
   return stored;
 }
 

@@ -15,43 +15,59 @@ namespace {
 
 /// Tiles of A [M x K] times B^T (B [N x K]) through B's panels equal the
 /// product summed in double, wherever a tile starts and ends: mid-panel
-/// columns, row counts that are not a multiple of the row block, and a K
-/// longer than one pass over a panel (K = 1100 > 1024).
+/// columns, a last panel 6 wide, row counts that are not a multiple of
+/// the row block, and a K longer than one pass over a panel (K = 1100 >
+/// 1024); A and B in f32, f16 and bf16 (the reference on the same
+/// rounded values).
 TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   const int64_t M = 37, N = 70, K = 1100;
-  std::mt19937 generator(7);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> a(M * K), b(N * K);
-  for (float &x : a) x = uniform(generator);
-  for (float &x : b) x = uniform(generator);
-  std::vector<float> panels(N * K, -7.0f);
-  ASSERT_EQ(panelCount(N), 3);
-  packPanels(b.data(), N, K, panels.data(), 0, 1);
-  packPanels(b.data(), N, K, panels.data(), 1, 3);
-  // The last panel holds the 6 rows left, 6 wide.
-  EXPECT_EQ(panels[2 * kPanelWidth * K + 5 * 6 + 4], b[(2 * kPanelWidth + 4) * K + 5]);
+  using Service = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t);
+  for (auto [dtype, service] :
+       {std::pair<DType, Service>{DType::F32, mfrtGemmPanelsF32},
+        {DType::F16, mfrtGemmPanelsF16},
+        {DType::BF16, mfrtGemmPanelsBF16}}) {
+    std::mt19937 generator(7);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> a(M * K), b(N * K);
+    for (float &x : a) x = uniform(generator);
+    for (float &x : b) x = uniform(generator);
+    // Both operands stored in `dtype`; a and b become the values stored.
+    size_t size = dtypeSize(dtype);
+    std::vector<char> storedA(M * K * size), storedB(N * K * size);
+    fromFloats(dtype, a.data(), storedA.data(), M * K);
+    fromFloats(dtype, b.data(), storedB.data(), N * K);
+    toFloats(dtype, storedA.data(), a.data(), M * K);
+    toFloats(dtype, storedB.data(), b.data(), N * K);
+    std::vector<char> panels(N * K * size);
+    ASSERT_EQ(panelCount(N), 3);
+    packPanels(dtype, storedB.data(), N, K, panels.data(), 0, 1);
+    packPanels(dtype, storedB.data(), N, K, panels.data(), 1, 3);
 
-  struct Tile { int64_t m0, n0, m, n; };
-  for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 30, 60}, Tile{36, 69, 1, 1},
-                 Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
-    const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
-    std::vector<float> c(t.m * ldc, 123.0f);
-    mfrtGemmPanelsF32(reinterpret_cast<int64_t>(a.data()),
-                      reinterpret_cast<int64_t>(panels.data()),
-                      reinterpret_cast<int64_t>(c.data()), ldc, t.m0, t.n0,
-                      t.m, t.n, K, N, 1, 0, M);
-    for (int64_t i = 0; i < t.m; ++i) {
-      for (int64_t j = 0; j < ldc; ++j) {
-        if (j >= t.n) { // not the tile's: untouched
-          EXPECT_EQ(c[i * ldc + j], 123.0f);
-          continue;
+    struct Tile { int64_t m0, n0, m, n; };
+    for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 30, 60}, Tile{36, 69, 1, 1},
+                   Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
+      const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
+      std::vector<float> c(t.m * ldc, 123.0f);
+      service(reinterpret_cast<int64_t>(storedA.data()),
+              reinterpret_cast<int64_t>(panels.data()),
+              reinterpret_cast<int64_t>(c.data()), ldc, t.m0, t.n0, t.m, t.n,
+              K, N, 1, 0, M);
+      for (int64_t i = 0; i < t.m; ++i) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          if (j >= t.n) { // not the tile's: untouched
+            EXPECT_EQ(c[i * ldc + j], 123.0f);
+            continue;
+          }
+          double sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            sum += double(a[(t.m0 + i) * K + k]) * b[(t.n0 + j) * K + k];
+          }
+          EXPECT_NEAR(c[i * ldc + j], sum, 1e-3)
+              << dtypeName(dtype) << " tile at " << t.m0 << "," << t.n0
+              << " element " << i << "," << j;
         }
-        double sum = 0;
-        for (int64_t k = 0; k < K; ++k) {
-          sum += double(a[(t.m0 + i) * K + k]) * b[(t.n0 + j) * K + k];
-        }
-        EXPECT_NEAR(c[i * ldc + j], sum, 1e-3)
-            << "tile at " << t.m0 << "," << t.n0 << " element " << i << "," << j;
       }
     }
   }
@@ -65,13 +81,13 @@ TEST(PanelGemm, PacksInPlaceAndUnpacks) {
     std::vector<float> weight(N * K);
     for (int64_t i = 0; i < N * K; ++i) weight[i] = static_cast<float>(i % 1000) - 500.0f;
     std::vector<float> panels(N * K);
-    packPanels(weight.data(), N, K, panels.data(), 0, panelCount(N));
+    packPanels(DType::F32, weight.data(), N, K, panels.data(), 0, panelCount(N));
     std::vector<float> inPlace = weight;
-    packPanelsInPlace(inPlace.data(), N, K, 0, 2);
-    packPanelsInPlace(inPlace.data(), N, K, 2, 3);
+    packPanelsInPlace(DType::F32, inPlace.data(), N, K, 0, 2);
+    packPanelsInPlace(DType::F32, inPlace.data(), N, K, 2, 3);
     EXPECT_EQ(inPlace, panels) << N << " rows";
     std::vector<float> unpacked(N * K);
-    unpackPanels(inPlace.data(), N, K, unpacked.data());
+    unpackPanels(DType::F32, inPlace.data(), N, K, unpacked.data());
     EXPECT_EQ(unpacked, weight) << N << " rows";
   }
 }
@@ -131,7 +147,7 @@ TEST(PanelGemm, OnlyParametersArePanelInputs) {
   ASSERT_TRUE(good) << good.status().message();
   for (auto [panels, why] :
        {std::pair<std::vector<uint32_t>, std::string>{
-            {0}, "takes value 1 as panels; only a 2-D f32 parameter is packed"},
+            {0}, "takes value 1 as panels; only a 2-D float parameter is packed"},
         {{5}, "names input 5 as panels; it has 2 inputs"},
         {{1, 1}, "names input 1 as panels twice"}}) {
     mfrt::StatusOr<mfrt::Executable> bad = withPanelInputs(panels);

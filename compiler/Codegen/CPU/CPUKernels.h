@@ -54,10 +54,13 @@ inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 /// widens the rows and the panel a tile reads, then multiplies in f32.
 inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
 inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
-/// The same for f32 A times an [N x K] parameter B (transB) that the
-/// runtime passes packed once into panels of 32 columns, the last one
-/// narrower (runtime/PanelGemm.h): the kernel's argument is memref<N*K>.
+/// The same for A times an [N x K] parameter B (transB) that the runtime
+/// passes packed once into panels of 32 columns, the last one narrower
+/// (runtime/PanelGemm.h): the kernel's argument is memref<N*K>. f16 and
+/// bf16 A and B have their own services (C stays f32).
 inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceF16 = "mfrt_gemm_panels_f16";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_bf16";
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
 /// numbers (the executable's Dispatch.panel_inputs).
@@ -149,7 +152,7 @@ buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 /// columns for one row, and 8K multiply-adds; one tile for a kernel under
 /// 128K), each computed by the gemm service into scratch and finished by
 /// the epilogue while it is in cache (a lone matmul straight into its
-/// result). A product by one of `panelParameters` (f32 [N, K], transposed)
+/// result). A product by one of `panelParameters` ([N, K], transposed)
 /// reads it as panels: kGemmPanelsService, or emitVectorMatvecByPanels for
 /// one row.
 mlir::FailureOr<mlir::func::FuncOp>
@@ -171,7 +174,7 @@ void emitVectorMatvecByColumns(mlir::OpBuilder &builder, mlir::Location loc,
                                mlir::Value outOffset, mlir::Value n0,
                                mlir::Value n, int64_t k);
 
-/// The same for an f32 weight [weightRows, K] given as its panels
+/// The same for a weight [weightRows, K] given as its panels
 /// (kGemmPanelsService's layout, a flat memref): out[outOffset + j] = x .
 /// row n0 + j, n0 a multiple of 32.
 void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,

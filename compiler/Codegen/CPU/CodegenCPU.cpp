@@ -182,9 +182,9 @@ void outlineLoneMatmuls(ModuleOp graph) {
 
 /// Parameters that the kernels can read only as panels (runtime/
 /// PanelGemm.h): in a module that assigns none (packed once, they stay
-/// valid), f32 parameters every reader of which is a matmul region
-/// multiplying by them transposed ([N, K], a Linear weight). Graph Mode
-/// then need not keep them as stored.
+/// valid), f32, f16 or bf16 parameters every reader of which is a matmul
+/// region multiplying by them transposed ([N, K], a Linear weight). Graph
+/// Mode then need not keep them as stored.
 llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
   llvm::StringSet<> seen, otherwise;
   if (graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
@@ -201,14 +201,15 @@ llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
     return llvm::all_of(argument.getUses(), [&](OpOperand &inner) {
       auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
       return matmul && inner.getOperandNumber() == 1 &&
-             matmul.getTransposeRhs() && !matmul.getTransposeLhs() &&
-             matmul.getLhs().getType().getElementType().isF32();
+             matmul.getTransposeRhs() && !matmul.getTransposeLhs();
     });
   };
   graph.walk([&](mf::ParamOp parameter) {
     auto type = cast<RankedTensorType>(parameter.getType());
     seen.insert(parameter.getName());
-    if (type.getRank() != 2 || !type.getElementType().isF32() ||
+    Type element = type.getElementType();
+    if (type.getRank() != 2 ||
+        !(element.isF32() || element.isF16() || element.isBF16()) ||
         !llvm::all_of(parameter->getUses(), readAsPanel)) {
       otherwise.insert(parameter.getName());
     }

@@ -273,10 +273,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   });
 
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
-    return readsPanels(matmul)
-               ? StringRef(kGemmPanelsService)
-               : gemmServiceFor(cast<RankedTensorType>(matmul.op.getLhs().getType())
-                                    .getElementType());
+    Type element =
+        cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
+    if (!readsPanels(matmul)) {
+      return gemmServiceFor(element);
+    }
+    return element.isF16()    ? kGemmPanelsServiceF16
+           : element.isBF16() ? kGemmPanelsServiceBF16
+                              : kGemmPanelsService;
   };
 
   // The gemm services, each declared once per kernel module.
@@ -301,7 +305,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     if (readsPanels(matmul)) {
       int64_t n = cast<RankedTensorType>(matmul.op.getRhs().getType()).getShape()[0];
       entry->getArgument(2 + matmul.rhs)
-          .setType(MemRefType::get({n * matmul.k}, f32));
+          .setType(MemRefType::get(
+              {n * matmul.k},
+              cast<RankedTensorType>(matmul.op.getRhs().getType()).getElementType()));
       panelInputs.push_back(matmul.rhs);
     }
   }

@@ -16,7 +16,7 @@
 // x[k] broadcast against 128 columns of row k at a time (eight vectors; 16
 // with a mask at the tile's end): no sums across lanes at all.
 //
-// A weight packed into panels (an f32 parameter; runtime/PanelGemm.h) is
+// A weight packed into panels (a parameter; runtime/PanelGemm.h) is
 // read like the [K, N] one, four whole panels at a time: each x[k] against
 // the k-th 32 columns of each (four contiguous streams); the rest one panel
 // at a time, a narrow last one under masks.
@@ -172,6 +172,9 @@ public:
           b_.setInsertionPoint(builder.getInsertionBlock(),
                                builder.getInsertionPoint());
           Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
+          if (!storage_.isF32()) {
+            xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
+          }
           Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
           Value row = arith::MulIOp::create(b_, loc_, kk, stride);
           SmallVector<Value> next;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { K = 72, N = 1960, ROWS = 40, WIDTH = 32, PANELS = (N + WIDTH - 1) / WIDTH };
 
@@ -16,7 +17,58 @@ void mfk_0(long begin, long end, const float *x, const float *panels,
            const float *residual, float *out);
 void mfk_1(long begin, long end, const float *x, const float *panels,
            const float *residual, float *out);
-extern void *mfrt_gemm_panels_f32_ptr;
+void mfk_3(long begin, long end, const uint16_t *x, const uint16_t *panels,
+           uint16_t *out);
+void mfk_4(long begin, long end, const _Float16 *x, const _Float16 *panels,
+           _Float16 *out);
+extern void *mfrt_gemm_panels_f32_ptr, *mfrt_gemm_panels_f16_ptr;
+
+enum { K16 = 40, N16 = 37, R16 = 300, KH = 24, NH = 50 };
+
+static float fromBf16(uint16_t bits) {
+  uint32_t word = (uint32_t)bits << 16;
+  float value;
+  memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+static uint16_t toBf16(float value) { /* truncation: inputs only */
+  uint32_t word;
+  memcpy(&word, &value, sizeof word);
+  return (uint16_t)(word >> 16);
+}
+
+/* Panels of an [n, k] weight of `size`-byte elements (PanelGemm.h). */
+static void pack(const void *weight, int n, int k, int size, void *panels) {
+  for (int p = 0; p * WIDTH < n; ++p) {
+    int width = n - p * WIDTH < WIDTH ? n - p * WIDTH : WIDTH;
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < width; ++j)
+        memcpy((char *)panels + ((size_t)p * WIDTH * k + i * width + j) * size,
+               (const char *)weight + ((size_t)(p * WIDTH + j) * k + i) * size, size);
+  }
+}
+
+/* The f16 panel service: A and the panels f16, C f32. */
+static void gemmPanelsF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
+                          int64_t m0, int64_t n0, int64_t m, int64_t n,
+                          int64_t k, int64_t bigN, int64_t transB,
+                          int64_t transA, int64_t bigM) {
+  const _Float16 *lhs = (const _Float16 *)a, *panels = (const _Float16 *)b;
+  float *out = (float *)c;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t column = n0 + j, first = column / WIDTH * WIDTH;
+      int64_t width = bigN - first < WIDTH ? bigN - first : WIDTH;
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += (float)lhs[(m0 + i) * k + p] *
+               (float)panels[first * k + p * width + column % WIDTH];
+      }
+      out[i * ldc + j] = sum;
+    }
+  }
+}
 
 static void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc,
                        int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
@@ -85,5 +137,44 @@ int main(void) {
   worst = worstError(ROWS, x, w, residual, out);
   printf("40 rows: max abs error %.3g: %s\n", worst, worst < 1e-4 ? "OK" : "MISMATCH");
   failed |= !(worst < 1e-4);
+
+  /* bf16, one row: panels widened as they stream; the f32 sum rounded to
+     bf16 (within 2^-8 relative). */
+  uint16_t xs[K16], ws[N16 * K16], ps[N16 * K16], outs[N16];
+  for (int i = 0; i < K16; ++i) xs[i] = toBf16(x[i]);
+  for (int i = 0; i < N16 * K16; ++i) ws[i] = toBf16(w[i]);
+  pack(ws, N16, K16, 2, ps);
+  mfk_3(0, 1, xs, ps, outs);
+  worst = 0;
+  for (int c = 0; c < N16; ++c) {
+    double sum = 0;
+    for (int p = 0; p < K16; ++p) sum += (double)fromBf16(xs[p]) * fromBf16(ws[c * K16 + p]);
+    double error = fabs(fromBf16(outs[c]) - sum) / (fabs(sum) + 1e-3);
+    if (!(error <= worst)) worst = error;
+  }
+  printf("bf16 one row: max relative error %.3g: %s\n", worst, worst < 0.0079 ? "OK" : "MISMATCH");
+  failed |= !(worst < 0.0079);
+
+  /* f16, 300 rows through the f16 service in 5 tiles (within 2^-11
+     relative). */
+  _Float16 *xh = malloc(sizeof(_Float16) * R16 * KH), wh[NH * KH], ph[NH * KH];
+  _Float16 *outh = malloc(sizeof(_Float16) * R16 * NH);
+  for (int i = 0; i < R16 * KH; ++i) xh[i] = (_Float16)x[i % (ROWS * K)];
+  for (int i = 0; i < NH * KH; ++i) wh[i] = (_Float16)w[i];
+  pack(wh, NH, KH, 2, ph);
+  mfrt_gemm_panels_f16_ptr = (void *)&gemmPanelsF16;
+  mfk_4(0, 2, xh, ph, outh);
+  mfk_4(2, 5, xh, ph, outh);
+  worst = 0;
+  for (int r = 0; r < R16; ++r) {
+    for (int c = 0; c < NH; ++c) {
+      double sum = 0;
+      for (int p = 0; p < KH; ++p) sum += (double)xh[r * KH + p] * (double)wh[c * KH + p];
+      double error = fabs((double)outh[r * NH + c] - sum) / (fabs(sum) + 1e-2);
+      if (!(error <= worst)) worst = error;
+    }
+  }
+  printf("f16 300 rows: max relative error %.3g: %s\n", worst, worst < 0.001 ? "OK" : "MISMATCH");
+  failed |= !(worst < 0.001);
   return failed;
 }

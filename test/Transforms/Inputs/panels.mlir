@@ -27,3 +27,20 @@ func.func @tied(%x: tensor<1x40x72xf32>, %ids: tensor<1x4xi32>) -> (tensor<1x40x
   %0 = mf.matmul %x, %w transpose_rhs : tensor<1x40x72xf32>, tensor<300x72xf32> -> tensor<1x40x300xf32>
   return %0, %e : tensor<1x40x300xf32>, tensor<1x4x72xf32>
 }
+
+// 16-bit parameters: bf16 one row (the kernel widens the panels it
+// streams), f16 rows through the f16 panel service.
+mf.parameter @decode16.weight : tensor<37x40xbf16> init = normal {std = 2.000000e-02 : f64}
+mf.parameter @prefill16.weight : tensor<50x24xf16> init = normal {std = 2.000000e-02 : f64}
+
+func.func @decode_panels_bf16(%x: tensor<1x40xbf16>) -> tensor<1x37xbf16> {
+  %w = mf.param @decode16.weight : tensor<37x40xbf16>
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<1x40xbf16>, tensor<37x40xbf16> -> tensor<1x37xbf16>
+  return %0 : tensor<1x37xbf16>
+}
+
+func.func @prefill_panels_f16(%x: tensor<300x24xf16>) -> tensor<300x50xf16> {
+  %w = mf.param @prefill16.weight : tensor<50x24xf16>
+  %0 = mf.matmul %x, %w transpose_rhs : tensor<300x24xf16>, tensor<50x24xf16> -> tensor<300x50xf16>
+  return %0 : tensor<300x50xf16>
+}
