@@ -207,7 +207,9 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       const auto *panelInputs = step.dispatch->panel_inputs();
       for (uint32_t i = 0; panelInputs && i < panelInputs->size(); ++i) {
         uint32_t source = step.dispatch->inputs()->Get(panelInputs->Get(i));
-        auto [it, inserted] = derived_.try_emplace("panels of " + keyOf[source]);
+        auto emplaced = derived_.try_emplace("panels of " + keyOf[source]);
+        auto it = emplaced.first;
+        bool inserted = emplaced.second;
         if (inserted) {
           const Shape &shape = values[source].shape();
           int64_t n = shape[0], k = shape[1];
@@ -509,9 +511,10 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return observe ? observeStep(*entry, ready, index, began, options)
                    : Status::ok();
   };
-  for (auto [panels, source] : ready.panelSources) {
+  for (const auto &packed : ready.panelSources) {
+    Derived *panels = packed.first;
     if (panels->computedFor != weights_.version()) {
-      const Tensor &weight = values[source];
+      const Tensor &weight = values[packed.second];
       int64_t n = weight.shape()[0], k = weight.shape()[1];
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
         packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
