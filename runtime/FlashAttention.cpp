@@ -135,21 +135,20 @@ AttentionRows mfrt::attentionOfOnePosition(const float *query,
           past,   visible, false, scale, out,    dim,         dim};
 }
 
-std::vector<float> mfrt::ropeInverseFrequencies(float theta, int64_t headDim) {
+const std::vector<float> &mfrt::ropeInverseFrequencies(float theta,
+                                                      int64_t headDim) {
   // Every layer asks for the same ones (a pow per pair of dimensions).
   thread_local float lastTheta = 0;
   thread_local std::vector<float> last;
   if (theta == lastTheta && static_cast<int64_t>(last.size()) == headDim / 2) {
     return last;
   }
-  std::vector<float> inverseFrequency(headDim / 2);
+  last.resize(headDim / 2);
   for (int64_t i = 0; i < headDim / 2; ++i) {
-    inverseFrequency[i] =
-        1.0f / std::pow(theta, static_cast<float>(2 * i) / headDim);
+    last[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / headDim);
   }
   lastTheta = theta;
-  last = inverseFrequency;
-  return inverseFrequency;
+  return last;
 }
 
 void mfrt::ropeAngles(const std::vector<float> &inverseFrequency,
@@ -207,10 +206,11 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   // tensor turned: query or new keys, the same when both are), computed
   // once per batch a call sees and shared by the keys and every head.
   int64_t tableRows = args.ropeQuery ? args.seq : args.newRows;
-  std::vector<float> inverseFrequency, cosines, sines;
+  thread_local std::vector<float> cosines, sines;
+  const std::vector<float> *inverseFrequency = nullptr;
   int64_t tableBatch = -1;
   if (args.positions) {
-    inverseFrequency = ropeInverseFrequencies(args.theta, dim);
+    inverseFrequency = &ropeInverseFrequencies(args.theta, dim);
     cosines.resize(tableRows * half);
     sines.resize(tableRows * half);
   }
@@ -219,7 +219,7 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       return;
     }
     for (int64_t row = 0; row < tableRows; ++row) {
-      ropeAngles(inverseFrequency,
+      ropeAngles(*inverseFrequency,
                  static_cast<float>(args.positions[b * tableRows + row]), 1.0f,
                  &cosines[row * half], &sines[row * half]);
     }

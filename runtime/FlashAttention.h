@@ -57,8 +57,9 @@ AttentionRows attentionOfOnePosition(const float *query, const float *keys,
                                      int64_t dim);
 
 /// RoPE's inverse frequencies theta^(-2i / headDim), i < headDim / 2, in
-/// f32 as the Hugging Face reference computes them.
-std::vector<float> ropeInverseFrequencies(float theta, int64_t headDim);
+/// f32 as the Hugging Face reference computes them: this thread's, valid
+/// until its next call.
+const std::vector<float> &ropeInverseFrequencies(float theta, int64_t headDim);
 
 /// The cosines and sines of `position` times each inverse frequency.
 void ropeAngles(const std::vector<float> &inverseFrequency, float position,

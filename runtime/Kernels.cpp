@@ -449,7 +449,7 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
   int64_t heads = x.dim(2), headDim = x.dim(3), half = headDim / 2;
   // The inverse rotation (the gradient) turns by minus the angle.
   float direction = op.ints()->Get(0) ? -1.0f : 1.0f;
-  std::vector<float> inverseFrequency = ropeInverseFrequencies(
+  const std::vector<float> &inverseFrequency = ropeInverseFrequencies(
       static_cast<float>(op.floats()->Get(0)), headDim);
   F32In in(x);
   F32Out result(out);
