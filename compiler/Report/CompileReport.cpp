@@ -21,6 +21,8 @@ struct FusionGroup {
   std::string kernel; ///< empty before codegen
   int64_t tiles = 0;
   std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
+  /// Parameters its kernel reads packed into panels (mf.panel_inputs).
+  std::vector<std::string> panels;
   int64_t flops = 0;
   int64_t bytes = 0;
 };
@@ -105,6 +107,14 @@ std::vector<EntryReport> collect(ModuleOp module) {
         if (auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles")) {
           group.tiles = tiles.getInt();
         }
+        if (auto panels =
+                fusion->getAttrOfType<DenseI32ArrayAttr>("mf.panel_inputs")) {
+          for (int32_t input : panels.asArrayRef()) {
+            auto parameter =
+                fusion.getInputs()[input].getDefiningOp<mf::ParamOp>();
+            group.panels.push_back(parameter ? parameter.getName().str() : "?");
+          }
+        }
         for (Operation &inner : fusion.getBody().front().without_terminator()) {
           group.ops.push_back(inner.getName().getStringRef().str() + " @ " +
                               mf::getModelPath(inner.getLoc()));
@@ -146,6 +156,13 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
       if (!group.kernel.empty()) {
         object["kernel"] = group.kernel;
         object["tiles"] = group.tiles;
+      }
+      if (!group.panels.empty()) {
+        llvm::json::Array panels;
+        for (const std::string &name : group.panels) {
+          panels.push_back(name);
+        }
+        object["weights_as_panels"] = std::move(panels);
       }
       groups.push_back(std::move(object));
     }
@@ -219,7 +236,11 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
       if (!group.kernel.empty()) {
         os << "kernel " << group.kernel << " in " << group.tiles << " tiles, ";
       }
-      os << group.ops.size() << " ops, " << group.bytes << " bytes):\n";
+      os << group.ops.size() << " ops, " << group.bytes << " bytes";
+      for (auto [i, name] : llvm::enumerate(group.panels)) {
+        os << (i ? ", " : "; weights as panels: ") << name;
+      }
+      os << "):\n";
       for (const std::string &op : group.ops) {
         os << "    " << op << "\n";
       }
