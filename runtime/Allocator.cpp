@@ -96,12 +96,15 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
   size_t bytes = static_cast<size_t>(*count) * dtypeSize(dtype);
   size_t size = sizeClass(bytes);
   void *block = nullptr;
-  {
+  { // a cached block, counted live at once (one lock per tensor: decode
+    // allocates its inputs and outputs every token)
     std::lock_guard<std::mutex> lock(pool_->mutex);
     auto it = pool_->freeBlocks.find(size);
     if (it != pool_->freeBlocks.end()) {
       block = it->second;
       pool_->freeBlocks.erase(it);
+      pool_->live += size;
+      pool_->peak = std::max(pool_->peak, pool_->live);
     }
   }
   bool fresh = !block;
@@ -114,14 +117,11 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
     }
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->reserved += size;
+    pool_->live += size;
+    pool_->peak = std::max(pool_->peak, pool_->live);
   }
   if (zeroed && !(fresh && size >= kPageBlock)) {
     std::memset(block, 0, bytes);
-  }
-  {
-    std::lock_guard<std::mutex> lock(pool_->mutex);
-    pool_->live += size;
-    pool_->peak = std::max(pool_->peak, pool_->live);
   }
   std::shared_ptr<Pool> pool = pool_;
   std::shared_ptr<void> storage(block, [pool, size](void *released) {

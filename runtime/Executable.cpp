@@ -585,7 +585,7 @@ StatusOr<Executable> Executable::load(const std::string &path) {
 
 const fb::Entry *Executable::entry(const std::string &name) const {
   for (const fb::Entry *entry : *root_->entries()) {
-    if (entry->name()->str() == name) {
+    if (entry->name()->string_view() == name) { // no copy per lookup
       return entry;
     }
   }

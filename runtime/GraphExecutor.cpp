@@ -308,6 +308,13 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       prepared->derivedSteps.emplace_back(index, derivedOutputs);
     }
   }
+  for (size_t index = 0; index < prepared->program.steps.size(); ++index) {
+    const HostStep &step = prepared->program.steps[index];
+    if (step.dispatch ||
+        !boundWhenPrepared(*entry.ops()->Get(step.firstOp), *prepared)) {
+      prepared->workSteps.push_back(static_cast<uint32_t>(index));
+    }
+  }
   Prepared *pointer = prepared.get();
   prepared_[name] = std::move(prepared);
   return pointer;
@@ -533,7 +540,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       }
     }
   }
-  for (size_t index = 0; index < program.steps.size(); ++index) {
+  for (uint32_t index : ready.workSteps) {
     if (!program.derivedSteps[index] || observeDerived) {
       MFRT_RETURN_IF_ERROR(runObserved(index, observed));
     }

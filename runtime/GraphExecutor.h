@@ -74,6 +74,10 @@ private:
     /// Per step: the dispatch inputs it reads as panels (by position in
     /// its inputs) and where those are kept.
     std::vector<std::vector<std::pair<uint32_t, Derived *>>> panelsOf;
+    /// The steps a run has work in: not eager ops whose results were bound
+    /// at preparation (parameters, constants, reshapes of those: half of
+    /// a decode step's ops).
+    std::vector<uint32_t> workSteps;
     /// Every panel copy of the entry and the parameter value it packs.
     std::vector<std::pair<Derived *, uint32_t>> panelSources;
     // A step's scratch, kept to save allocations.
