@@ -172,9 +172,12 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
   // widening ones are instances of one template, same signature.
   static const std::vector<KernelService> services = {
       {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
-      {"mfrt_gemm_panels_f32", reinterpret_cast<void *>(&mfrtGemmPanelsF32)},
-      {"mfrt_gemm_panels_f16", reinterpret_cast<void *>(&mfrtGemmPanelsF16)},
-      {"mfrt_gemm_panels_bf16", reinterpret_cast<void *>(&mfrtGemmPanelsBF16)},
+      {"mfrt_gemm_panels_f32",
+       reinterpret_cast<void *>(&gemmPanelsService<DType::F32>)},
+      {"mfrt_gemm_panels_f16",
+       reinterpret_cast<void *>(&gemmPanelsService<DType::F16>)},
+      {"mfrt_gemm_panels_bf16",
+       reinterpret_cast<void *>(&gemmPanelsService<DType::BF16>)},
       {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
       {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
       {"mfrt_gemm_f16",

@@ -243,26 +243,26 @@ void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
   }
 }
 
-extern "C" void mfrt::mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
-                                        int64_t ldc, int64_t m0, int64_t n0,
-                                        int64_t m, int64_t n, int64_t k,
-                                        int64_t bigN, int64_t, int64_t,
-                                        int64_t) {
-  gemmPanels<DType::F32>(a, b, c, ldc, m0, n0, m, n, k, bigN);
+template <DType Stored>
+void mfrt::gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
+                             int64_t m0, int64_t n0, int64_t m, int64_t n,
+                             int64_t k, int64_t bigN, int64_t, int64_t,
+                             int64_t) {
+  gemmPanels<Stored>(a, b, c, ldc, m0, n0, m, n, k, bigN);
 }
 
-extern "C" void mfrt::mfrtGemmPanelsF16(int64_t a, int64_t b, int64_t c,
-                                        int64_t ldc, int64_t m0, int64_t n0,
-                                        int64_t m, int64_t n, int64_t k,
-                                        int64_t bigN, int64_t, int64_t,
-                                        int64_t) {
-  gemmPanels<DType::F16>(a, b, c, ldc, m0, n0, m, n, k, bigN);
-}
-
-extern "C" void mfrt::mfrtGemmPanelsBF16(int64_t a, int64_t b, int64_t c,
-                                         int64_t ldc, int64_t m0, int64_t n0,
-                                         int64_t m, int64_t n, int64_t k,
-                                         int64_t bigN, int64_t, int64_t,
-                                         int64_t) {
-  gemmPanels<DType::BF16>(a, b, c, ldc, m0, n0, m, n, k, bigN);
-}
+template void mfrt::gemmPanelsService<DType::F32>(int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t);
+template void mfrt::gemmPanelsService<DType::F16>(int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t,
+                                                  int64_t);
+template void mfrt::gemmPanelsService<DType::BF16>(int64_t, int64_t, int64_t,
+                                                   int64_t, int64_t, int64_t,
+                                                   int64_t, int64_t, int64_t,
+                                                   int64_t, int64_t, int64_t,
+                                                   int64_t);

@@ -41,26 +41,18 @@ void packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
 void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
                   void *weight);
 
-/// mfrt_gemm_panels_f32, with mfrt_gemm_f32's arguments: C[m x n] (row
-/// stride ldc) = rows m0.. of A [M x K] (row-major) times columns n0.. of
-/// B^T, B an [N x K] weight given as its panels. `transB` must be 1 and
-/// `transA` 0 (the only layout packed).
-extern "C" void mfrtGemmPanelsF32(int64_t a, int64_t b, int64_t c,
-                                  int64_t ldc, int64_t m0, int64_t n0,
-                                  int64_t m, int64_t n, int64_t k, int64_t bigN,
-                                  int64_t transB, int64_t transA, int64_t bigM);
-/// mfrt_gemm_panels_f16 / _bf16: the same with A and the panels in f16 /
-/// bf16 (C in f32): the tile's rows of A are widened once, the panels in
-/// registers as they are read.
-extern "C" void mfrtGemmPanelsF16(int64_t a, int64_t b, int64_t c,
-                                  int64_t ldc, int64_t m0, int64_t n0,
-                                  int64_t m, int64_t n, int64_t k, int64_t bigN,
-                                  int64_t transB, int64_t transA, int64_t bigM);
-extern "C" void mfrtGemmPanelsBF16(int64_t a, int64_t b, int64_t c,
-                                   int64_t ldc, int64_t m0, int64_t n0,
-                                   int64_t m, int64_t n, int64_t k,
-                                   int64_t bigN, int64_t transB, int64_t transA,
-                                   int64_t bigM);
+/// The services mfrt_gemm_panels_f32, _f16 and _bf16 (one instance per
+/// type, called with the C convention like every service), with
+/// mfrt_gemm_f32's arguments: C[m x n] (row stride ldc, f32) = rows m0..
+/// of A [M x K] (row-major) times columns n0.. of B^T, B an [N x K] weight
+/// given as its panels; A and B of type `Stored`. `transB` must be 1 and
+/// `transA` 0 (the only layout packed). A 16-bit tile's rows of A are
+/// widened once, its panels in registers as they are read.
+template <DType Stored>
+void gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
+                       int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
+                       int64_t bigN, int64_t transB, int64_t transA,
+                       int64_t bigM);
 
 } // namespace mfrt
 

@@ -25,9 +25,9 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
                            int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int64_t, int64_t);
   for (auto [dtype, service] :
-       {std::pair<DType, Service>{DType::F32, mfrtGemmPanelsF32},
-        {DType::F16, mfrtGemmPanelsF16},
-        {DType::BF16, mfrtGemmPanelsBF16}}) {
+       {std::pair<DType, Service>{DType::F32, gemmPanelsService<DType::F32>},
+        {DType::F16, gemmPanelsService<DType::F16>},
+        {DType::BF16, gemmPanelsService<DType::BF16>}}) {
     std::mt19937 generator(7);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     std::vector<float> a(M * K), b(N * K);

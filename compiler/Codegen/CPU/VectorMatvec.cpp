@@ -122,31 +122,11 @@ public:
   /// x . the columns col0.. of a [K, N] weight, `count` vectors of them
   /// (under `mask`, if given: one vector, the columns the tile still has).
   SmallVector<Value> columnSums(Value col0, int64_t count, Value mask) {
-    SmallVector<Value> init(count, zeros());
-    auto loop = scf::ForOp::create(
-        b_, loc_, index(0), index(k_), index(1), init,
-        [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
-          OpBuilder::InsertionGuard guard(b_);
-          b_.setInsertionPoint(builder.getInsertionBlock(),
-                               builder.getInsertionPoint());
-          Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
-          if (!storage_.isF32()) {
-            xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
-          }
-          Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
-          SmallVector<Value> next;
-          for (int64_t c = 0; c < count; ++c) {
-            Value col =
-                arith::AddIOp::create(b_, loc_, col0, index(c * kLanes));
-            Value wv = mask ? loadUnder(w_, {kk, col}, mask)
-                            : load(w_, {kk, col}, kLanes);
-            next.push_back(
-                vector::FMAOp::create(b_, loc_, wv, broadcast, sums[c]));
-          }
-          scf::YieldOp::create(b_, loc_, next);
-        });
-    return SmallVector<Value>(loop.getResults().begin(),
-                              loop.getResults().end());
+    return broadcastSums(count, [&](Value kk, int64_t c) {
+      Value col = arith::AddIOp::create(b_, loc_, col0, index(c * kLanes));
+      return mask ? loadUnder(w_, {kk, col}, mask)
+                  : load(w_, {kk, col}, kLanes);
+    });
   }
 
   /// x . the columns of `count` consecutive panels from panel p0 of a
@@ -155,7 +135,6 @@ public:
   /// x[k] against a contiguous row of every panel. Whole panels (32 wide)
   /// when `width` is null, else one panel that wide, read under masks.
   SmallVector<Value> panelSums(Value p0, int64_t count, Value width) {
-    SmallVector<Value> init(2 * count, zeros());
     Value stride = width ? width : index(kPanelWidth);
     SmallVector<Value> masks;
     if (width) {
@@ -165,37 +144,17 @@ public:
                    b_, loc_, maskType,
                    ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
     }
-    auto loop = scf::ForOp::create(
-        b_, loc_, index(0), index(k_), index(1), init,
-        [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
-          OpBuilder::InsertionGuard guard(b_);
-          b_.setInsertionPoint(builder.getInsertionBlock(),
-                               builder.getInsertionPoint());
-          Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
-          if (!storage_.isF32()) {
-            xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
-          }
-          Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
-          Value row = arith::MulIOp::create(b_, loc_, kk, stride);
-          SmallVector<Value> next;
-          for (int64_t q = 0; q < count; ++q) {
-            Value panel = arith::MulIOp::create(
-                b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(q)),
-                index(kPanelWidth * k_));
-            for (int64_t half = 0; half < 2; ++half) {
-              Value at = arith::AddIOp::create(
-                  b_, loc_, arith::AddIOp::create(b_, loc_, panel, row),
-                  index(half * kLanes));
-              Value wv = width ? loadUnder(w_, {at}, masks[half])
-                               : load(w_, {at}, kLanes);
-              next.push_back(vector::FMAOp::create(b_, loc_, wv, broadcast,
-                                                   sums[2 * q + half]));
-            }
-          }
-          scf::YieldOp::create(b_, loc_, next);
-        });
-    return SmallVector<Value>(loop.getResults().begin(),
-                              loop.getResults().end());
+    return broadcastSums(2 * count, [&](Value kk, int64_t v) {
+      Value panel = arith::MulIOp::create(
+          b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
+          index(kPanelWidth * k_));
+      Value at = arith::AddIOp::create(
+          b_, loc_,
+          arith::AddIOp::create(b_, loc_, panel,
+                                arith::MulIOp::create(b_, loc_, kk, stride)),
+          index(v % 2 * kLanes));
+      return width ? loadUnder(w_, {at}, masks[v % 2]) : load(w_, {at}, kLanes);
+    });
   }
 
   /// The sum of one vector of partial sums.
@@ -216,6 +175,34 @@ public:
   }
 
 private:
+  /// Sums over k of x[k] (in f32, broadcast) times the `vectors` vectors
+  /// `loadAt(k, v)` reads: that many FMA chains, no sums across lanes.
+  SmallVector<Value>
+  broadcastSums(int64_t vectors,
+                llvm::function_ref<Value(Value, int64_t)> loadAt) {
+    SmallVector<Value> init(vectors, zeros());
+    auto loop = scf::ForOp::create(
+        b_, loc_, index(0), index(k_), index(1), init,
+        [&](OpBuilder &builder, Location, Value kk, ValueRange sums) {
+          OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(builder.getInsertionBlock(),
+                               builder.getInsertionPoint());
+          Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
+          if (!storage_.isF32()) {
+            xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
+          }
+          Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
+          SmallVector<Value> next;
+          for (int64_t v = 0; v < vectors; ++v) {
+            next.push_back(vector::FMAOp::create(b_, loc_, loadAt(kk, v),
+                                                 broadcast, sums[v]));
+          }
+          scf::YieldOp::create(b_, loc_, next);
+        });
+    return SmallVector<Value>(loop.getResults().begin(),
+                              loop.getResults().end());
+  }
+
   /// kLanes elements of `memref` at `indices` in f32, those `mask` selects
   /// (the rest 0).
   Value loadUnder(Value memref, ValueRange indices, Value mask) {
