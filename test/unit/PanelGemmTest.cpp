@@ -1,7 +1,11 @@
 //===- PanelGemmTest.cpp - products with packed weight panels -------------===//
 
+#include "runtime/Allocator.h"
 #include "runtime/Executable.h"
 #include "runtime/PanelGemm.h"
+#include "runtime/PyNative.h"
+#include "runtime/Safetensors.h"
+#include "runtime/Weights.h"
 
 #include <gtest/gtest.h>
 
@@ -128,7 +132,8 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters{
       fb::CreateParameterDirect(builder, "w", "w",
                                 fb::CreateTensorTypeDirect(builder, fb::DType::F32,
-                                                           &weightShape))};
+                                                           &weightShape),
+                                fb::ParameterInit::Normal, 1.0)};
   std::vector<flatbuffers::Offset<flatbuffers::String>> kernels{
       builder.CreateString("mfk_0")};
   auto model = fb::CreateModelInfoDirect(builder, "probe", fb::ModelFamily::Llama,
@@ -155,6 +160,42 @@ TEST(PanelGemm, OnlyParametersArePanelInputs) {
     EXPECT_NE(bad.status().message().find(why), std::string::npos)
         << bad.status().message();
   }
+}
+
+/// Weights kept as panels in place are saved as stored, and PyNative refuses
+/// to run on them.
+TEST(PanelGemm, WeightsStoredAsPanelsSaveAsStoredAndPyNativeRefusesThem) {
+  mfrt::StatusOr<mfrt::Executable> executable = withPanelInputs({1});
+  ASSERT_TRUE(executable) << executable.status().message();
+  mfrt::Allocator allocator;
+  mfrt::StatusOr<mfrt::Weights> weights =
+      mfrt::Weights::initialize(*executable, allocator, 3);
+  ASSERT_TRUE(weights) << weights.status().message();
+  std::vector<float> stored((*weights)[0].as<float>(),
+                            (*weights)[0].as<float>() + 64 * 8);
+  mfrt::Tensor &weight = weights->mutableTensor(0);
+  packPanelsInPlace(DType::F32, weight.data(), 64, 8, 0, panelCount(64));
+  weights->noteStoredAsPanels(0);
+  ASSERT_NE(std::vector<float>(weight.as<float>(), weight.as<float>() + 64 * 8),
+            stored);
+
+  std::string path = ::testing::TempDir() + "/panels.safetensors";
+  ASSERT_TRUE(weights->save(*executable, path));
+  mfrt::StatusOr<mfrt::SafetensorsFile> file = mfrt::SafetensorsFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  mfrt::StatusOr<mfrt::Tensor> read = allocator.allocate(DType::F32, {64, 8});
+  ASSERT_TRUE(file->read(file->tensors().at("w"), *read));
+  EXPECT_EQ(std::vector<float>(read->as<float>(), read->as<float>() + 64 * 8),
+            stored);
+
+  mfrt::PyNativeExecutor pynative(*executable, *weights, allocator);
+  mfrt::StatusOr<mfrt::Tensor> x = allocator.allocate(DType::F32, {2, 8});
+  mfrt::StatusOr<std::vector<mfrt::Tensor>> out = pynative.run("probe", {*x});
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.status().message().find(
+                "parameter 'w' is stored as Graph Mode's panels"),
+            std::string::npos)
+      << out.status().message();
 }
 
 } // namespace
