@@ -110,6 +110,53 @@ std::vector<bool> parametersReadAsStored(const fb::Executable &root) {
 
 } // namespace
 
+StatusOr<GraphExecutor::Derived *>
+GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
+                        const std::string &key, int64_t parameter) {
+  auto [it, inserted] = derived_.try_emplace("panels of " + key);
+  Derived &panels = it->second;
+  if (!inserted) { // another entry's: this one packs it again if it must
+    bool listed = panels.parameterItself ||
+                  std::any_of(prepared.panelSources.begin(),
+                              prepared.panelSources.end(),
+                              [&](const auto &known) { return known.first == &panels; });
+    if (!listed) {
+      prepared.panelSources.emplace_back(&panels, source);
+    }
+    return &panels;
+  }
+  const Tensor &weight = prepared.values[source];
+  int64_t n = weight.dim(0), k = weight.dim(1);
+  DType dtype = weight.dtype();
+  if (!readsKnown_) {
+    readAsStored_ = parametersReadAsStored(executable_.root());
+    readsKnown_ = true;
+  }
+  if (panelsInPlace_ && parameter >= 0 && !readAsStored_[parameter] &&
+      weights_[parameter].shape() == weight.shape()) {
+    // Nothing reads it as stored: it becomes its panels (the same size).
+    Tensor &stored = weights_.mutableTensor(parameter);
+    if (!weights_.storedAsPanels(parameter)) {
+      pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
+        packPanelsInPlace(dtype, stored.data(), n, k, begin, end);
+      });
+      weights_.noteStoredAsPanels(parameter);
+    }
+    panels.tensor = stored.reshaped({n * k});
+    panels.parameterItself = true;
+    panels.computedFor = weights_.version();
+    return &panels;
+  }
+  StatusOr<Tensor> own = allocator_.allocate(dtype, {n * k});
+  if (!own) {
+    derived_.erase(it);
+    return own.status();
+  }
+  panels.tensor = own.take(); // packed by run() from the source
+  prepared.panelSources.emplace_back(&panels, source);
+  return &panels;
+}
+
 StatusOr<GraphExecutor::Prepared *>
 GraphExecutor::prepare(const fb::Entry &entry) {
   std::string name = entry.name()->str();
@@ -207,49 +254,12 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       const auto *panelInputs = step.dispatch->panel_inputs();
       for (uint32_t i = 0; panelInputs && i < panelInputs->size(); ++i) {
         uint32_t source = step.dispatch->inputs()->Get(panelInputs->Get(i));
-        auto emplaced = derived_.try_emplace("panels of " + keyOf[source]);
-        auto it = emplaced.first;
-        bool inserted = emplaced.second;
-        if (inserted) {
-          const Shape &shape = values[source].shape();
-          int64_t n = shape[0], k = shape[1];
-          Shape panelShape{n * k}; // the weight's size (PanelGemm.h)
-          DType dtype = values[source].dtype();
-          int64_t parameter = parameterOf[source];
-          if (!readsKnown_) {
-            readAsStored_ = parametersReadAsStored(executable_.root());
-            readsKnown_ = true;
-          }
-          if (panelsInPlace_ && parameter >= 0 && !readAsStored_[parameter] &&
-              weights_[parameter].shape() == shape) {
-            Tensor &weight = weights_.mutableTensor(parameter);
-            if (!weights_.storedAsPanels(parameter)) {
-              pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-                packPanelsInPlace(dtype, weight.data(), n, k, begin, end);
-              });
-              weights_.noteStoredAsPanels(parameter);
-            }
-            it->second.tensor = weight.reshaped(panelShape);
-            it->second.parameterItself = true;
-            it->second.computedFor = weights_.version();
-          } else {
-            StatusOr<Tensor> own = allocator_.allocate(dtype, panelShape);
-            if (!own) {
-              derived_.erase(it);
-              return own.status();
-            }
-            it->second.tensor = own.take();
-            prepared->panelSources.emplace_back(&it->second, source);
-          }
-        } else if (!it->second.parameterItself &&
-                   std::none_of(prepared->panelSources.begin(),
-                                prepared->panelSources.end(),
-                                [&](const auto &known) {
-                                  return known.first == &it->second;
-                                })) {
-          prepared->panelSources.emplace_back(&it->second, source);
+        StatusOr<Derived *> packed = panelsOf(*prepared, source, keyOf[source],
+                                              parameterOf[source]);
+        if (!packed) {
+          return packed.status();
         }
-        panels.emplace_back(panelInputs->Get(i), &it->second);
+        panels.emplace_back(panelInputs->Get(i), *packed);
       }
       prepared->panelsOf.resize(index + 1);
       prepared->panelsOf[index] = std::move(panels);

@@ -85,6 +85,13 @@ private:
     std::vector<void *> pointers;
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
+  /// The panels (runtime/PanelGemm.h) of value `source` of a prepared
+  /// entry, a 2-D weight that `key` names by how it follows from the
+  /// weights (parameter `parameter`, or -1): shared by every entry; the
+  /// parameter's own storage when keepParametersAsPanels() allows, else a
+  /// copy that run() packs (listed in prepared.panelSources).
+  StatusOr<Derived *> panelsOf(Prepared &prepared, uint32_t source,
+                               const std::string &key, int64_t parameter);
   /// Whether an eager op's result was bound when its entry was prepared
   /// (a parameter, a constant, a reshape of either): it has no work.
   static bool boundWhenPrepared(const fb::Op &op, const Prepared &prepared);
