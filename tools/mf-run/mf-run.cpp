@@ -474,6 +474,7 @@ int predict(const Options &options, Session &session) {
   std::vector<double> prefillTimes, decodeTimes;
   std::vector<int32_t> generated;
   std::vector<float> stepLogits; // the row each token was picked from
+  Tensor decodeIds, decodePast;
   for (int64_t run = 0; run < options.repeat; ++run) {
     tokens.resize(promptLength);
     // Prefill.
@@ -523,13 +524,18 @@ int predict(const Options &options, Session &session) {
         break;
       }
       if (model.use_past()) {
-        // ids and past_length are new; the caches are the last step's.
-        StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
-        StatusOr<Tensor> past = executor.allocateInput("decode", 1);
-        if (!ids || !past) {
-          return fail((!ids ? ids.status() : past.status()).message());
+        // ids and past_length are new (in tensors allocated once: a run
+        // lets go of its inputs); the caches are the last step's.
+        if (!decodeIds.data()) {
+          StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
+          StatusOr<Tensor> past = executor.allocateInput("decode", 1);
+          if (!ids || !past) {
+            return fail((!ids ? ids.status() : past.status()).message());
+          }
+          decodeIds = ids.take();
+          decodePast = past.take();
         }
-        std::vector<Tensor> arguments{ids.take(), past.take()};
+        std::vector<Tensor> arguments{decodeIds, decodePast};
         fillIds(arguments[0], {next}, 1);
         arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
         for (size_t i = 1; i < state.size(); ++i) {
