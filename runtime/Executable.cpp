@@ -357,9 +357,7 @@ const fb::TensorType &outputType(const fb::Entry &entry, size_t index) {
   return *entry.values()->Get(entry.outputs()->Get(index));
 }
 
-bool hasType(const fb::TensorType &type, DType dtype, const Shape &shape) {
-  return Executable::dtypeOf(type) == dtype && Executable::shapeOf(type) == shape;
-}
+
 
 /// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
 /// or -1.
@@ -419,9 +417,9 @@ Status checkEntryContracts(const fb::Executable &root) {
       if (inputs != kFirstCache + caches || outputs != 1 + caches) {
         return bad("has the wrong number of inputs or outputs");
       }
-      if (!hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
-          !hasType(inputType(*entry, 1), DType::I32, {}) ||
-          !hasType(outputType(*entry, 0), DType::F32, {batch, 1, vocab})) {
+      if (!Executable::hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, 1, vocab})) {
         return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
                    std::to_string(tokens) + "] and a position and return f32 "
                    "logits [" + std::to_string(batch) + ", 1, " +
@@ -439,8 +437,8 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
     } else if (name == "logits") {
       if (inputs != 1 || outputs != 1 ||
-          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !hasType(outputType(*entry, 0), DType::F32, {batch, seq, vocab})) {
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, seq, vocab})) {
         return bad("does not map i32 ids to f32 logits of every position");
       }
     } else if (name == "forward_backward") {
@@ -454,9 +452,9 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
       size_t parameters = trained.size();
       if (inputs != 2 || outputs != 1 + parameters ||
-          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
-          !hasType(outputType(*entry, 0), DType::F32, {})) {
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss and one "
                    "gradient per trained parameter");
       }
@@ -468,20 +466,20 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
     } else if (name == "train_step") {
       if (inputs != 4 || outputs < 1 || outputs > 2 ||
-          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
-          !hasType(inputType(*entry, 2), DType::F32, {}) ||
-          !hasType(inputType(*entry, 3), DType::F32, {}) ||
-          !hasType(outputType(*entry, 0), DType::F32, {}) ||
-          (outputs == 2 && !hasType(outputType(*entry, 1), DType::F32, {}))) {
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 2), DType::F32, {}) ||
+          !Executable::hasType(inputType(*entry, 3), DType::F32, {}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {}) ||
+          (outputs == 2 && !Executable::hasType(outputType(*entry, 1), DType::F32, {}))) {
         return bad("does not map i32 ids and labels, an f32 learning rate and "
                    "step to an f32 loss (and gradient norm)");
       }
     } else if (name == "forward_loss" || name == "accumulate_gradients") {
       if (inputs != 2 || outputs != 1 ||
-          !hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
-          !hasType(outputType(*entry, 0), DType::F32, {})) {
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss");
       }
     }
@@ -541,6 +539,20 @@ Status checkSemantics(const fb::Executable &root) {
 
 DType Executable::dtypeOf(const fb::TensorType &type) {
   return static_cast<DType>(type.dtype());
+}
+
+bool Executable::hasType(const fb::TensorType &type, DType dtype,
+                         const Shape &shape) {
+  size_t rank = type.shape() ? type.shape()->size() : 0;
+  if (dtypeOf(type) != dtype || shape.size() != rank) {
+    return false;
+  }
+  for (size_t d = 0; d < rank; ++d) { // no Shape built: decode checks its
+    if (type.shape()->Get(d) != shape[d]) { // inputs every token
+      return false;
+    }
+  }
+  return true;
 }
 
 Shape Executable::shapeOf(const fb::TensorType &type) {

@@ -50,6 +50,9 @@ public:
   /// The tensor type of value `id` of `entry` (checked at load).
   static DType dtypeOf(const fb::TensorType &type);
   static Shape shapeOf(const fb::TensorType &type);
+  /// Whether `type` is `dtype` of `shape`.
+  static bool hasType(const fb::TensorType &type, DType dtype,
+                      const Shape &shape);
 
 private:
   std::vector<uint8_t> bytes_;

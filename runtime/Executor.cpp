@@ -58,23 +58,9 @@ Executor::checkedEntry(const std::string &entryName,
                          std::to_string(entry->inputs()->size()) +
                          " inputs, got " + std::to_string(inputs.size()));
   }
-  auto sameShape = [](const Shape &shape, const fb::TensorType &type) {
-    const auto *dims = type.shape();
-    size_t rank = dims ? dims->size() : 0;
-    if (shape.size() != rank) {
-      return false;
-    }
-    for (size_t d = 0; d < rank; ++d) {
-      if (shape[d] != dims->Get(d)) {
-        return false;
-      }
-    }
-    return true;
-  };
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(i));
-    if (inputs[i].dtype() != Executable::dtypeOf(type) ||
-        !sameShape(inputs[i].shape(), type)) {
+    if (!Executable::hasType(type, inputs[i].dtype(), inputs[i].shape())) {
       return Status::error("input '" + entry->input_names()->Get(i)->str() +
                            "' of '" + entryName + "' must be " +
                            dtypeName(Executable::dtypeOf(type)) +

@@ -83,8 +83,10 @@ std::vector<bool> parametersReadAsStored(const fb::Executable &root) {
       if (next < dispatchCount && entry->dispatches()->Get(next)->first_op() == i) {
         const fb::Dispatch &dispatch = *entry->dispatches()->Get(next++);
         std::vector<bool> panels(dispatch.inputs() ? dispatch.inputs()->size() : 0);
-        for (uint32_t i = 0; dispatch.panel_inputs() && i < dispatch.panel_inputs()->size(); ++i) {
-          panels[dispatch.panel_inputs()->Get(i)] = true;
+        if (dispatch.panel_inputs()) {
+          for (uint32_t position : *dispatch.panel_inputs()) {
+            panels[position] = true;
+          }
         }
         for (size_t position = 0; position < panels.size(); ++position) {
           if (!panels[position]) {
@@ -110,6 +112,10 @@ std::vector<bool> parametersReadAsStored(const fb::Executable &root) {
 
 } // namespace
 
+void GraphExecutor::keepParametersAsPanels() {
+  readAsStored_ = parametersReadAsStored(executable_.root());
+}
+
 StatusOr<GraphExecutor::Derived *>
 GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
                         const std::string &key, int64_t parameter) {
@@ -128,11 +134,8 @@ GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
   const Tensor &weight = prepared.values[source];
   int64_t n = weight.dim(0), k = weight.dim(1);
   DType dtype = weight.dtype();
-  if (!readsKnown_) {
-    readAsStored_ = parametersReadAsStored(executable_.root());
-    readsKnown_ = true;
-  }
-  if (panelsInPlace_ && parameter >= 0 && !readAsStored_[parameter] &&
+  if (parameter >= 0 && static_cast<size_t>(parameter) < readAsStored_.size() &&
+      !readAsStored_[parameter] &&
       weights_[parameter].shape() == weight.shape()) {
     // Nothing reads it as stored: it becomes its panels (the same size).
     Tensor &stored = weights_.mutableTensor(parameter);
@@ -237,6 +240,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     derivedOutputs.push_back(&it->second);
     return Status::ok();
   };
+  prepared->panelInputs.resize(prepared->program.steps.size());
   for (size_t index = 0; index < prepared->program.steps.size(); ++index) {
     const HostStep &step = prepared->program.steps[index];
     bool derived = prepared->program.derivedSteps[index];
@@ -261,8 +265,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         }
         panels.emplace_back(panelInputs->Get(i), *packed);
       }
-      prepared->panelsOf.resize(index + 1);
-      prepared->panelsOf[index] = std::move(panels);
+      prepared->panelInputs[index] = std::move(panels);
       const auto *outputs = step.dispatch->outputs();
       for (uint32_t i = 0; derived && i < outputs->size(); ++i) {
         MFRT_RETURN_IF_ERROR(bindDerived(
@@ -382,10 +385,8 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
         pointers.push_back(values[id].data());
       }
     }
-    if (index < prepared.panelsOf.size()) {
-      for (auto [position, panels] : prepared.panelsOf[index]) {
-        pointers[position] = panels->tensor.data();
-      }
+    for (auto [position, panels] : prepared.panelInputs[index]) {
+      pointers[position] = panels->tensor.data();
     }
     for (uint32_t id : *dispatch.outputs()) {
       pointers.push_back(values[id].data());
@@ -404,9 +405,6 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
   }
   const fb::Op &op = *entry.ops()->Get(step.firstOp);
   uint32_t result = op.results()->Get(0);
-  if (boundWhenPrepared(op, prepared)) {
-    return Status::ok();
-  }
   std::vector<const Tensor *> &operands = prepared.operands;
   operands.clear();
   for (uint32_t id : *op.operands()) {
@@ -451,9 +449,6 @@ Status GraphExecutor::observeStep(const fb::Entry &entry, Prepared &prepared,
   }
   const fb::Op &op = *entry.ops()->Get(step.firstOp);
   uint32_t result = op.results()->Get(0);
-  if (boundWhenPrepared(op, prepared)) {
-    return Status::ok();
-  }
   return observe(entryName, step.firstOp, fb::EnumNameOpKind(op.kind()),
                  op.location() ? op.location()->str() : "", result,
                  values[result], began, options);

@@ -42,7 +42,7 @@ public:
   /// parameter that every entry reads only as kernels' panels is packed in
   /// its own storage (Weights::storedAsPanels) instead of into a copy, so
   /// the weights take their size once.
-  void keepParametersAsPanels() { panelsInPlace_ = true; }
+  void keepParametersAsPanels();
 
   /// Bytes of the arenas prepared so far.
   uint64_t arenaBytes() const override;
@@ -73,10 +73,10 @@ private:
     std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
     /// Per step: the dispatch inputs it reads as panels (by position in
     /// its inputs) and where those are kept.
-    std::vector<std::vector<std::pair<uint32_t, Derived *>>> panelsOf;
+    std::vector<std::vector<std::pair<uint32_t, Derived *>>> panelInputs;
     /// The steps a run has work in: not eager ops whose results were bound
     /// at preparation (parameters, constants, reshapes of those: half of
-    /// a decode step's ops).
+    /// a decode step's ops). runStep and observeStep take only these.
     std::vector<uint32_t> workSteps;
     /// Every panel copy of the entry and the parameter value it packs.
     std::vector<std::pair<Derived *, uint32_t>> panelSources;
@@ -108,11 +108,9 @@ private:
   ThreadPool &pool_;
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
   std::map<std::string, Derived> derived_; // by how it follows
-  bool panelsInPlace_ = false;
-  /// Per parameter: read as stored by some entry (computed when first
-  /// needed).
+  /// Per parameter: read as stored by some entry (keepParametersAsPanels
+  /// fills it; empty: every parameter keeps its stored layout).
   std::vector<bool> readAsStored_;
-  bool readsKnown_ = false;
 };
 
 } // namespace mfrt

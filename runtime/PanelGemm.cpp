@@ -23,6 +23,13 @@ constexpr int64_t kDepthBlock = 1024;
 /// tiles, K = 768: 8 rows 215-222 GFLOP/s, 6 rows 198-211, 4 rows 76).
 constexpr int kRowBlock = 8;
 
+// GCC 12's AVX-512 conversion intrinsics pass an undefined vector as the
+// unused pass-through operand, which -Wmaybe-uninitialized reports.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 /// 16 elements of a panel row as f32, the first of `mask` only when
 /// `Masked` (the rest 0): f32 as they are, f16 converted, bf16 as the high
 /// halves of f32s.
@@ -42,6 +49,10 @@ loadPanelRow(const void *at, __mmask16 mask) {
     }
   }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /// rows x 32 (the panel's columns in `low` / `high`) of C += or = the
 /// rows of A (f32) times `depth` rows of a panel of `Stored` elements.
@@ -129,32 +140,31 @@ bool hasAvx512() {
   return has;
 }
 
-/// `width` rows of k elements side by side: panel[i][j] = rows[j][i], by
-/// blocks of 64 columns of the rows (a block's reads and writes stay in
-/// L1).
+/// out[c][r] = in[r][c] for an r x c matrix `in`, by blocks of 64 of its
+/// columns (a block's reads and writes stay in L1). A panel is its rows
+/// transposed ([width][K] -> [K][width]), and back.
 template <typename Element>
-void packPanelOf(const Element *rows, int64_t width, int64_t k,
-                 Element *panel) {
+void transposeOf(const Element *in, int64_t rows, int64_t cols, Element *out) {
   constexpr int64_t kBlock = 64;
-  for (int64_t i0 = 0; i0 < k; i0 += kBlock) {
-    int64_t i1 = std::min(k, i0 + kBlock);
-    for (int64_t j = 0; j < width; ++j) {
-      for (int64_t i = i0; i < i1; ++i) {
-        panel[i * width + j] = rows[j * k + i];
+  for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+    int64_t c1 = std::min(cols, c0 + kBlock);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = c0; c < c1; ++c) {
+        out[c * rows + r] = in[r * cols + c];
       }
     }
   }
 }
 
 /// The same for elements of `size` bytes (4 or 2).
-void packPanel(const char *rows, int64_t width, int64_t k, int64_t size,
-               char *panel) {
+void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
+               char *out) {
   if (size == 4) {
-    packPanelOf(reinterpret_cast<const uint32_t *>(rows), width, k,
-                reinterpret_cast<uint32_t *>(panel));
+    transposeOf(reinterpret_cast<const uint32_t *>(in), rows, cols,
+                reinterpret_cast<uint32_t *>(out));
   } else {
-    packPanelOf(reinterpret_cast<const uint16_t *>(rows), width, k,
-                reinterpret_cast<uint16_t *>(panel));
+    transposeOf(reinterpret_cast<const uint16_t *>(in), rows, cols,
+                reinterpret_cast<uint16_t *>(out));
   }
 }
 
@@ -210,7 +220,7 @@ void mfrt::packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
                       void *panels, int64_t panelBegin, int64_t panelEnd) {
   const int64_t size = dtypeSize(dtype);
   for (int64_t p = panelBegin; p < panelEnd; ++p) {
-    packPanel(static_cast<const char *>(weight) + p * kPanelWidth * k * size,
+    transpose(static_cast<const char *>(weight) + p * kPanelWidth * k * size,
               std::min(kPanelWidth, n - p * kPanelWidth), k, size,
               static_cast<char *>(panels) + p * kPanelWidth * k * size);
   }
@@ -224,22 +234,17 @@ void mfrt::packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
     int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
     char *panel = static_cast<char *>(weight) + p * kPanelWidth * k * size;
     std::memcpy(rows.data(), panel, width * k * size);
-    packPanel(rows.data(), width, k, size, panel);
+    transpose(rows.data(), width, k, size, panel);
   }
 }
 
 void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
                         void *weight) {
   const int64_t size = dtypeSize(dtype);
-  for (int64_t row = 0; row < n; ++row) {
-    int64_t p = row / kPanelWidth;
-    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
-    const char *panel =
-        static_cast<const char *>(panels) + p * kPanelWidth * k * size;
-    for (int64_t i = 0; i < k; ++i) {
-      std::memcpy(static_cast<char *>(weight) + (row * k + i) * size,
-                  panel + (i * width + row % kPanelWidth) * size, size);
-    }
+  for (int64_t p = 0; p < panelCount(n); ++p) {
+    transpose(static_cast<const char *>(panels) + p * kPanelWidth * k * size,
+              k, std::min(kPanelWidth, n - p * kPanelWidth), size,
+              static_cast<char *>(weight) + p * kPanelWidth * k * size);
   }
 }
 

@@ -174,13 +174,17 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   return weights;
 }
 
-Tensor Weights::asStored(size_t index) const {
+StatusOr<Tensor> Weights::asStored(size_t index) const {
   const Tensor &tensor = tensors_[index];
   if (!storedAsPanels(index)) {
     return tensor;
   }
-  Tensor stored(tensor.dtype(), tensor.shape(),
-                std::shared_ptr<void>(std::malloc(tensor.byteSize()), std::free));
+  std::shared_ptr<void> bytes(std::malloc(tensor.byteSize()), std::free);
+  if (!bytes) {
+    return Status::error("out of memory unpacking a parameter of " +
+                         std::to_string(tensor.byteSize()) + " bytes");
+  }
+  Tensor stored(tensor.dtype(), tensor.shape(), std::move(bytes));
   unpackPanels(tensor.dtype(), tensor.data(), tensor.dim(0), tensor.dim(1),
                stored.data());
   return stored;
@@ -192,7 +196,11 @@ Status Weights::save(const Executable &executable,
   stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    stored.push_back(asStored(i));
+    StatusOr<Tensor> tensor = asStored(i);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
     named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
                        &stored.back());
   }
@@ -226,7 +234,11 @@ Status Weights::saveMerged(const Executable &executable,
     std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
     auto a = index.find(prefix + suffixA);
     auto b = index.find(prefix + ".lora_B.weight");
-    stored.push_back(asStored(i));
+    StatusOr<Tensor> tensor = asStored(i);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
     if (a == index.end() || b == index.end()) {
       named.emplace_back(name, &stored.back());
       continue;

@@ -69,7 +69,7 @@ public:
 
 private:
   /// Parameter i as stored (an [N, K] one unpacked from its panels).
-  Tensor asStored(size_t index) const;
+  StatusOr<Tensor> asStored(size_t index) const;
 
   std::vector<Tensor> tensors_;
   std::vector<bool> asPanels_;

@@ -61,6 +61,8 @@ inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceF16 = "mfrt_gemm_panels_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_bf16";
+/// Columns of the product per panel: runtime/PanelGemm.h's kPanelWidth,
+/// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
 /// numbers (the executable's Dispatch.panel_inputs).

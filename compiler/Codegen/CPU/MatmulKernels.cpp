@@ -86,9 +86,6 @@ std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
     int64_t nextCols =
         halveCols ? llvm::alignTo(llvm::divideCeil(tileCols, 2), columnAlign)
                   : tileCols;
-    if (nextCols == tileCols && nextRows == tileRows) {
-      break;
-    }
     if ((!halveRows && !halveCols) || nextRows * nextCols * depth < kMinTileWork) {
       break;
     }
@@ -243,14 +240,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return failure();
   }
 
-  // Products by a parameter every reader of which multiplies by it this
-  // way read it as panels the runtime packs once (runtime/PanelGemm.h):
-  // the gemm service packs nothing per call, a one-row product streams
-  // them, and Graph Mode need not keep the parameter as stored.
+  // Products by a parameter every reader of which multiplies by it
+  // transposed (parametersReadAsPanels) read it as panels the runtime packs
+  // once (runtime/PanelGemm.h): the gemm service packs nothing per call, a
+  // one-row product streams them, and Graph Mode need not keep the
+  // parameter as stored.
   auto readsPanels = [&](MatmulInfo matmul) {
     auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
-    return parameter && panelParameters.contains(parameter.getName()) &&
-           !matmul.transposedLhs && matmul.op.getTransposeRhs();
+    return parameter && panelParameters.contains(parameter.getName());
   };
   bool anyPanels = llvm::any_of(matmuls, readsPanels);
 
@@ -302,12 +299,11 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   Block *entry = &kernel.getBody().front();
   SmallVector<int32_t> panelInputs;
   for (MatmulInfo matmul : matmuls) {
-    if (readsPanels(matmul)) {
-      int64_t n = cast<RankedTensorType>(matmul.op.getRhs().getType()).getShape()[0];
+    if (readsPanels(matmul)) { // a flat buffer of the weight's size
+      auto weight = cast<RankedTensorType>(matmul.op.getRhs().getType());
       entry->getArgument(2 + matmul.rhs)
-          .setType(MemRefType::get(
-              {n * matmul.k},
-              cast<RankedTensorType>(matmul.op.getRhs().getType()).getElementType()));
+          .setType(MemRefType::get({weight.getNumElements()},
+                                   weight.getElementType()));
       panelInputs.push_back(matmul.rhs);
     }
   }
@@ -315,8 +311,6 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     kernel.setFunctionType(
         builder.getFunctionType(entry->getArgumentTypes(), {}));
     fusion->setAttr(kPanelInputsAttr, builder.getDenseI32ArrayAttr(panelInputs));
-  } else {
-    fusion->removeAttr(kPanelInputsAttr);
   }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);

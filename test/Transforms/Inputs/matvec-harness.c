@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
+
 enum { K = 72, N = 1900, K16 = 40, N16 = 37 };
 
 void mfk_0(long begin, long end, const float *x, const float *w,
@@ -17,19 +19,6 @@ void mfk_2(long begin, long end, const float *x, const float *w,
            const float *bias, float *out);
 void mfk_3(long begin, long end, const _Float16 *x, const _Float16 *w,
            _Float16 *out);
-
-static float fromBf16(uint16_t bits) {
-  uint32_t word = (uint32_t)bits << 16;
-  float value;
-  memcpy(&value, &word, sizeof value);
-  return value;
-}
-
-static uint16_t toBf16(float value) { /* truncation: inputs only */
-  uint32_t word;
-  memcpy(&word, &value, sizeof word);
-  return (uint16_t)(word >> 16);
-}
 
 int main(void) {
   float *x = malloc(sizeof(float) * K), *w = malloc(sizeof(float) * N * K);

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K = 72, N = 1960, ROWS = 40, WIDTH = 32, PANELS = (N + WIDTH - 1) / WIDTH };
+#include "bf16.h"
+
+enum { K = 72, N = 1960, ROWS = 40, WIDTH = 32 };
 
 void mfk_0(long begin, long end, const float *x, const float *panels,
            const float *residual, float *out);
@@ -25,69 +27,51 @@ extern void *mfrt_gemm_panels_f32_ptr, *mfrt_gemm_panels_f16_ptr;
 
 enum { K16 = 40, N16 = 37, R16 = 300, KH = 24, NH = 50 };
 
-static float fromBf16(uint16_t bits) {
-  uint32_t word = (uint32_t)bits << 16;
-  float value;
-  memcpy(&value, &word, sizeof value);
-  return value;
+/* Where element i of row `row` of an [n, k] weight sits in its panels
+   (PanelGemm.h's layout). */
+static int64_t panelIndex(int64_t row, int64_t i, int64_t n, int64_t k) {
+  int64_t first = row / WIDTH * WIDTH;
+  int64_t width = n - first < WIDTH ? n - first : WIDTH;
+  return first * k + i * width + row % WIDTH;
 }
 
-static uint16_t toBf16(float value) { /* truncation: inputs only */
-  uint32_t word;
-  memcpy(&word, &value, sizeof word);
-  return (uint16_t)(word >> 16);
-}
-
-/* Panels of an [n, k] weight of `size`-byte elements (PanelGemm.h). */
+/* The panels of an [n, k] weight of `size`-byte elements. */
 static void pack(const void *weight, int n, int k, int size, void *panels) {
-  for (int p = 0; p * WIDTH < n; ++p) {
-    int width = n - p * WIDTH < WIDTH ? n - p * WIDTH : WIDTH;
+  for (int row = 0; row < n; ++row)
     for (int i = 0; i < k; ++i)
-      for (int j = 0; j < width; ++j)
-        memcpy((char *)panels + ((size_t)p * WIDTH * k + i * width + j) * size,
-               (const char *)weight + ((size_t)(p * WIDTH + j) * k + i) * size, size);
-  }
+      memcpy((char *)panels + panelIndex(row, i, n, k) * size,
+             (const char *)weight + ((size_t)row * k + i) * size, size);
 }
 
-/* The f16 panel service: A and the panels f16, C f32. */
-static void gemmPanelsF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                          int64_t m0, int64_t n0, int64_t m, int64_t n,
-                          int64_t k, int64_t bigN, int64_t transB,
-                          int64_t transA, int64_t bigM) {
-  const _Float16 *lhs = (const _Float16 *)a, *panels = (const _Float16 *)b;
-  float *out = (float *)c;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t column = n0 + j, first = column / WIDTH * WIDTH;
-      int64_t width = bigN - first < WIDTH ? bigN - first : WIDTH;
-      float sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        sum += (float)lhs[(m0 + i) * k + p] *
-               (float)panels[first * k + p * width + column % WIDTH];
-      }
-      out[i * ldc + j] = sum;
-    }
-  }
-}
-
+/* The panel gemm services over rows m0.. of A and columns n0.. of B^T
+   (C f32), as the runtime's: f32, then f16 operands. */
 static void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc,
                        int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
                        int64_t bigN, int64_t transB, int64_t transA,
                        int64_t bigM) {
   const float *lhs = (const float *)a, *panels = (const float *)b;
-  float *out = (float *)c;
-  for (int64_t i = 0; i < m; ++i) {
+  for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      int64_t column = n0 + j, first = column / WIDTH * WIDTH;
-      int64_t width = bigN - first < WIDTH ? bigN - first : WIDTH;
-      const float *panel = panels + first * k;
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        sum += lhs[(m0 + i) * k + p] * panel[p * width + column % WIDTH];
-      }
-      out[i * ldc + j] = sum;
+      for (int64_t p = 0; p < k; ++p)
+        sum += lhs[(m0 + i) * k + p] * panels[panelIndex(n0 + j, p, bigN, k)];
+      ((float *)c)[i * ldc + j] = sum;
     }
-  }
+}
+
+static void gemmPanelsF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
+                          int64_t m0, int64_t n0, int64_t m, int64_t n,
+                          int64_t k, int64_t bigN, int64_t transB,
+                          int64_t transA, int64_t bigM) {
+  const _Float16 *lhs = (const _Float16 *)a, *panels = (const _Float16 *)b;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += (float)lhs[(m0 + i) * k + p] *
+               (float)panels[panelIndex(n0 + j, p, bigN, k)];
+      ((float *)c)[i * ldc + j] = sum;
+    }
 }
 
 /* Largest |out - (x w^T + residual)| over `rows` rows. */
@@ -112,12 +96,7 @@ int main(void) {
   for (int i = 0; i < ROWS * K; ++i) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
   for (int i = 0; i < ROWS * N; ++i) residual[i] = (float)(i % 7) - 3.0f;
-  for (int p = 0; p < PANELS; ++p) {
-    int width = N - p * WIDTH < WIDTH ? N - p * WIDTH : WIDTH;
-    for (int k = 0; k < K; ++k)
-      for (int j = 0; j < width; ++j)
-        panels[p * WIDTH * K + k * width + j] = w[(p * WIDTH + j) * K + k];
-  }
+  pack(w, N, K, 4, panels);
   int failed = 0;
 
   /* One row: 8 tiles of 256 columns (two groups of four panels), the last
