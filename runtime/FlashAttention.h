@@ -6,10 +6,12 @@
 // KV head) through the mfrt_attention service.
 //
 // Per block of up to 32 query rows and block of up to 128 keys: the scores
-// are one GEMM (a GEMV in decode) over the keys in place (strided: a KV
-// head of a cache), a running maximum and sum per row rescale what was
-// accumulated (the flash-attention recurrence), and one GEMM adds the
-// weighted values. No scores beyond one 32 x 128 block exist at any time.
+// are one GEMM over the keys in place (strided: a KV head of a cache), a
+// running maximum and sum per row rescale what was accumulated (the
+// flash-attention recurrence), and one GEMM adds the weighted values. No
+// scores beyond one 32 x 128 block exist at any time. Decode's few rows
+// (a KV head's group at one position, up to 8) take AVX-512 loops of
+// their own instead of the GEMMs.
 //
 //===----------------------------------------------------------------------===//
 

@@ -169,6 +169,19 @@ TEST(FlashAttention, DecodeWritesTheCacheAndAttendsOverIt) {
   expectMatchesNaive({1, 1, 4, 2, 8, 1, 0, false, false, false});
 }
 
+TEST(FlashAttention, DecodeGroupsOfFewRowsAtEveryWidth) {
+  // Groups of up to 8 rows take their own AVX-512 products: one row, 7
+  // rows of 128 dims (Qwen2's groups), 6 vectors of dims, 160 dims (a
+  // pass of 128 and one of 32), keys that are no multiple of 16 on either
+  // side of a 128-key block; 24 dims (no multiple of 16) take OpenBLAS.
+  expectMatchesNaive({1, 1, 2, 2, 32, 160, 4, true, true, true});
+  expectMatchesNaive({1, 1, 14, 2, 128, 300, 140, true, true, true});
+  expectMatchesNaive({2, 1, 6, 2, 96, 64, 33, true, true, true});
+  expectMatchesNaive({1, 1, 4, 1, 160, 40, 16, true, true, true});
+  expectMatchesNaive({1, 1, 8, 1, 16, 200, 127, true, true, true});
+  expectMatchesNaive({1, 1, 4, 2, 24, 50, 20, true, true, true});
+}
+
 TEST(FlashAttention, PrefillAcrossQueryAndKeyBlocks) {
   // 70 rows: three blocks of queries; 70 + 100 keys: two blocks of keys.
   expectMatchesNaive({1, 70, 6, 3, 8, 256, 100, true, true, true});
