@@ -316,7 +316,13 @@ GraphExecutor::prepare(const fb::Entry &entry) {
                         keysOf(op.operands()) + typeKey(result)));
       }
     }
-    prepared->kernelOf.push_back(kernel);
+    KernelCall &call = prepared->calls.emplace_back();
+    call.entry = kernel;
+    if (step.dispatch) {
+      call.where = "kernel '" +
+                   executable_.root().kernels()->Get(step.dispatch->kernel())->str() +
+                   "' of '" + name + "'";
+    }
     if (derived) {
       prepared->derivedSteps.emplace_back(index, derivedOutputs);
     }
@@ -369,8 +375,25 @@ bool GraphExecutor::boundWhenPrepared(const fb::Op &op,
           prepared.bound[op.results()->Get(0)]);
 }
 
+void GraphExecutor::runKernelTiles(const void *context, int64_t begin,
+                                   int64_t end) {
+  const auto &call = *static_cast<const KernelCall *>(context);
+  callKernel(call.entry, begin, end, call.arguments);
+  if (kernelServiceFailed()) {
+    attributeKernelServiceError(call.where);
+  }
+}
+
+Status GraphExecutor::finishKernels() {
+  pool_.finish();
+  if (std::string why = takeKernelServiceError(); !why.empty()) {
+    return Status::error(why);
+  }
+  return Status::ok();
+}
+
 Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
-                              size_t index) {
+                              size_t index, bool deferred) {
   const HostStep &step = prepared.program.steps[index];
   std::vector<Tensor> &values = prepared.values;
   if (step.dispatch) {
@@ -378,31 +401,44 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
     for (auto [id, cache] : step.cacheViews) {
       values[id] = values[cache]; // updated in place
     }
-    std::vector<void *> &pointers = prepared.pointers;
-    pointers.clear();
-    if (dispatch.inputs()) {
-      for (uint32_t id : *dispatch.inputs()) {
-        pointers.push_back(values[id].data());
+    // Pointers are written only when they change: a worker's copy of the
+    // call's line stays valid from one run to the next.
+    KernelCall &call = prepared.calls[index];
+    size_t count = (dispatch.inputs() ? dispatch.inputs()->size() : 0) +
+                   dispatch.outputs()->size();
+    call.arguments.resize(count);
+    size_t position = 0;
+    auto point = [&](void *pointer) {
+      if (call.arguments[position] != pointer) {
+        call.arguments[position] = pointer;
+      }
+      ++position;
+    };
+    const auto &panelInputs = prepared.panelInputs[index];
+    auto panel = panelInputs.begin();
+    for (uint32_t i = 0; dispatch.inputs() && i < dispatch.inputs()->size(); ++i) {
+      if (panel != panelInputs.end() && panel->first == i) {
+        point(panel->second->tensor.data());
+        ++panel;
+      } else {
+        point(values[dispatch.inputs()->Get(i)].data());
       }
     }
-    for (auto [position, panels] : prepared.panelInputs[index]) {
-      pointers[position] = panels->tensor.data();
-    }
     for (uint32_t id : *dispatch.outputs()) {
-      pointers.push_back(values[id].data());
+      point(values[id].data());
     }
-    void *kernel = prepared.kernelOf[index];
-    pool_.parallelFor(dispatch.tiles(), [&](int64_t begin, int64_t end) {
-      callKernel(kernel, begin, end, pointers);
-    });
-    if (std::string why = takeKernelServiceError(); !why.empty()) {
-      const std::string &name =
-          executable_.root().kernels()->Get(dispatch.kernel())->str();
-      return Status::error("kernel '" + name + "' of '" + entry.name()->str() +
-                           "': " + why);
+    if (deferred) {
+      pool_.dispatch(dispatch.tiles(), runKernelTiles, &call);
+    } else {
+      pool_.parallelFor(dispatch.tiles(), runKernelTiles, &call);
+    }
+    if (kernelServiceFailed()) {
+      return finishKernels();
     }
     return Status::ok();
   }
+  // An eager op reads what the kernels before it wrote.
+  MFRT_RETURN_IF_ERROR(finishKernels());
   const fb::Op &op = *entry.ops()->Get(step.firstOp);
   uint32_t result = op.results()->Get(0);
   std::vector<const Tensor *> &operands = prepared.operands;
@@ -481,6 +517,11 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       }
     }
   } clearRunSlots{values, bound};
+  // Nor may a kernel's tile still run once run() returns (on an error).
+  struct FinishKernels {
+    ThreadPool &pool;
+    ~FinishKernels() { pool.finish(); }
+  } finishKernelsOnReturn{pool_};
   for (size_t i = 0; i < inputs.size(); ++i) {
     values[entry->inputs()->Get(i)] = std::move(inputs[i]);
   }
@@ -519,7 +560,8 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   auto runObserved = [&](size_t index, bool observe) -> Status {
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
-    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index));
+    // An observed step's outputs are looked at right away: it finishes.
+    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index, /*deferred=*/!observe));
     return observe ? observeStep(*entry, ready, index, began, options)
                    : Status::ok();
   };
@@ -550,6 +592,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       MFRT_RETURN_IF_ERROR(runObserved(index, observed));
     }
   }
+  MFRT_RETURN_IF_ERROR(finishKernels());
 
   // An output that is a view into the arena leaves it (the next run reuses
   // it); the others are the caller's own tensors already.

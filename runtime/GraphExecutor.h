@@ -58,6 +58,13 @@ private:
     /// A parameter's own storage, packed (keepParametersAsPanels).
     bool parameterItself = false;
   };
+  /// A kernel dispatch's call: the kernel, its buffers in order, and where
+  /// it is (for a kernel service's error).
+  struct KernelCall {
+    void *entry = nullptr;
+    std::vector<void *> arguments;
+    std::string where;
+  };
   /// An entry ready to run: its program, arena, and its values, bound once
   /// where they do not change between runs (arena views, parameters,
   /// constants, reshapes of those); `bound` marks them. The other slots
@@ -67,7 +74,9 @@ private:
     std::shared_ptr<void> arena;
     std::vector<Tensor> values;
     std::vector<bool> bound;
-    std::vector<void *> kernelOf; // per step: the kernel entry point
+    /// Per step: its kernel and arguments (a dispatch's tiles read them
+    /// from here; the pointers change only when a buffer moves).
+    std::vector<KernelCall> calls;
     /// The steps of values derived from the weights (program.derivedSteps)
     /// and where their results are kept.
     std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
@@ -82,7 +91,6 @@ private:
     std::vector<std::pair<Derived *, uint32_t>> panelSources;
     // A step's scratch, kept to save allocations.
     std::vector<const Tensor *> operands;
-    std::vector<void *> pointers;
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
   /// The panels (runtime/PanelGemm.h) of value `source` of a prepared
@@ -96,8 +104,18 @@ private:
   /// (a parameter, a constant, a reshape of either): it has no work.
   static bool boundWhenPrepared(const fb::Op &op, const Prepared &prepared);
   /// Runs step `index` of a prepared entry (a kernel dispatch or an eager
-  /// op) on its values.
-  Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index);
+  /// op) on its values. A dispatch's tiles on other threads may still run
+  /// when it returns if `deferred` (finishKernels() waits for them).
+  Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index,
+                 bool deferred);
+  /// Waits for the kernels' tiles; the first error a kernel service
+  /// recorded, if any.
+  Status finishKernels();
+  /// Tiles [begin, end) of a dispatch (`context`: its KernelCall); a
+  /// kernel service's error is attributed to the kernel here, on the
+  /// thread that ran it.
+  static void runKernelTiles(const void *context, int64_t begin,
+                             int64_t end);
   /// Hands what step `index` computed (begun at `began`) to the debugging
   /// hooks `options` asks for.
   Status observeStep(const fb::Entry &entry, Prepared &prepared, size_t index,

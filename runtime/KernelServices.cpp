@@ -78,12 +78,14 @@ void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
 
 std::atomic<bool> serviceFailed{false};
 std::mutex serviceErrorMutex;
-std::string serviceError;
+std::string serviceError;     // guarded by serviceErrorMutex
+bool serviceErrorPlaced = false; // says where it happened
 
 void recordServiceError(std::string why) {
   std::lock_guard<std::mutex> lock(serviceErrorMutex);
   if (!serviceFailed.load(std::memory_order_relaxed)) {
     serviceError = std::move(why);
+    serviceErrorPlaced = false;
     serviceFailed.store(true, std::memory_order_release);
   }
 }
@@ -111,6 +113,18 @@ std::string mfrt::takeKernelServiceError() {
   std::lock_guard<std::mutex> lock(serviceErrorMutex);
   serviceFailed.store(false, std::memory_order_relaxed);
   return std::exchange(serviceError, {});
+}
+
+bool mfrt::kernelServiceFailed() {
+  return serviceFailed.load(std::memory_order_acquire);
+}
+
+void mfrt::attributeKernelServiceError(const std::string &where) {
+  std::lock_guard<std::mutex> lock(serviceErrorMutex);
+  if (serviceFailed.load(std::memory_order_relaxed) && !serviceErrorPlaced) {
+    serviceError = where + ": " + serviceError;
+    serviceErrorPlaced = true;
+  }
 }
 
 extern "C" void

@@ -59,6 +59,11 @@ extern "C" void mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
 /// records why here (the first reason wins), and the runtime takes it
 /// after the dispatch. Empty when there is none.
 std::string takeKernelServiceError();
+/// Whether a service recorded an error not yet taken.
+bool kernelServiceFailed();
+/// Prefixes the recorded error with where it happened ("kernel 'mfk_3' of
+/// 'decode'"), unless it already says.
+void attributeKernelServiceError(const std::string &where);
 
 /// The services by global name (without `_ptr`): mfrt_gemm_f32,
 /// mfrt_gemm_panels_f32/_f16/_bf16 (PanelGemm.h: B as packed panels),

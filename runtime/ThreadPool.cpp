@@ -3,25 +3,45 @@
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
-#include <chrono>
 
 using namespace mfrt;
 
 namespace {
 
-/// Busy-waits one step: a few pauses, then a yield each step. The scheduler
+using Clock = std::chrono::steady_clock;
+
+/// Busy-waiting: pauses for the first ~50 us, then a yield each step. A
+/// yield costs ~1.2 us here (a system call), as much as a decode kernel,
+/// so a thread that yields from the start reacts late; but the scheduler
 /// may put a spinning thread on the core of the thread it waits for (it
-/// does so for a new thread, and more so on a busy machine); pausing alone
-/// would then take half that core's time for as long as it spins.
-void spinStep(unsigned &spins) {
-  if (++spins < 64) {
-    __builtin_ia32_pause();
-  } else {
+/// does so for a new thread, and more so on a busy machine), and pausing
+/// alone would then take half that core's time for as long as it spins.
+class Backoff {
+public:
+  void step() {
+    if (!yielding_ && (++pauses_ % 64 != 0 || Clock::now() < yieldFrom_)) {
+      __builtin_ia32_pause();
+      return;
+    }
+    yielding_ = true;
     std::this_thread::yield();
   }
-}
+  /// Whether it has waited `limit` since it began.
+  bool waited(Clock::duration limit) const {
+    return pauses_ >= 64 && Clock::now() > began_ + limit;
+  }
 
-bool isOpen(uint64_t word) { return word & 1; }
+private:
+  Clock::time_point began_ = Clock::now();
+  Clock::time_point yieldFrom_ = began_ + std::chrono::microseconds(50);
+  unsigned pauses_ = 0;
+  bool yielding_ = false;
+};
+
+void callBody(const void *body, int64_t begin, int64_t end) {
+  (*static_cast<const std::function<void(int64_t, int64_t)> *>(body))(begin,
+                                                                     end);
+}
 
 } // namespace
 
@@ -29,13 +49,16 @@ ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
-  shares_ = std::make_unique<Share[]>(threads);
+  threads_ = threads;
+  counters_ = std::make_unique<Counter[]>(threads);
+  finished_ = std::make_unique<Finished[]>(threads);
   for (unsigned i = 1; i < threads; ++i) {
     workers_.emplace_back([this, i] { work(i); });
   }
 }
 
 ThreadPool::~ThreadPool() {
+  finish();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -46,48 +69,149 @@ ThreadPool::~ThreadPool() {
   }
 }
 
-void ThreadPool::runTiles(unsigned self) {
-  unsigned threads = size();
-  for (unsigned k = 0; k < threads; ++k) {
-    Share &share = shares_[(self + k) % threads];
-    for (;;) {
-      int64_t tile = share.next.fetch_add(1, std::memory_order_relaxed);
-      if (tile >= share.end) {
-        break;
-      }
-      (*body_)(tile, tile + 1);
+void ThreadPool::publish(const JobView &job) {
+  Slot &slot = slots_[job.number % 2];
+  slot.sequence.store(2 * job.number - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.tiles.store(job.tiles, std::memory_order_relaxed);
+  slot.context.store(job.context, std::memory_order_relaxed);
+  slot.count.store(job.count, std::memory_order_relaxed);
+  slot.base.store(job.base, std::memory_order_relaxed);
+  slot.callerFinished.store(job.callerFinished, std::memory_order_relaxed);
+  slot.sequence.store(2 * job.number, std::memory_order_release);
+  // No fence between the store and this load (it would wait for the
+  // slot's line): a worker going to sleep just now may miss the job, and
+  // then the caller, which sees it asleep, takes its tiles.
+  if (sleepers_.load(std::memory_order_relaxed) != 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
+  }
+}
+
+bool ThreadPool::nextJob(uint64_t after, JobView &job) const {
+  job.number = 0;
+  for (const Slot &slot : slots_) {
+    uint64_t sequence = slot.sequence.load(std::memory_order_acquire);
+    if (sequence <= 2 * after || (sequence & 1) ||
+        (job.number != 0 && sequence / 2 > job.number)) {
+      continue; // old, being written (looked at again), or later
+    }
+    JobView read;
+    read.tiles = slot.tiles.load(std::memory_order_relaxed);
+    read.context = slot.context.load(std::memory_order_relaxed);
+    read.count = slot.count.load(std::memory_order_relaxed);
+    read.base = slot.base.load(std::memory_order_relaxed);
+    read.callerFinished = slot.callerFinished.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.sequence.load(std::memory_order_relaxed) == sequence) {
+      read.number = sequence / 2;
+      job = read;
+    }
+  }
+  return job.number != 0;
+}
+
+int64_t ThreadPool::runShare(unsigned share, const JobView &job) {
+  int64_t first = shareStart(job.count, share);
+  int64_t end = job.base + shareStart(job.count, share + 1) - first;
+  std::atomic<int64_t> &next = counters_[share].next;
+  int64_t seen = next.load(std::memory_order_relaxed);
+  int64_t ran = 0;
+  for (;;) {
+    int64_t position = std::max(seen, job.base);
+    if (position >= end) {
+      return ran;
+    }
+    if (next.compare_exchange_weak(seen, position + 1,
+                                   std::memory_order_relaxed)) {
+      int64_t tile = first + position - job.base;
+      job.tiles(job.context, tile, tile + 1);
+      ++ran;
+      seen = position + 1;
     }
   }
 }
 
-void ThreadPool::join(uint64_t word, unsigned self) {
-  joined_.fetch_add(1, std::memory_order_seq_cst);
-  // The caller closes the job and then reads joined_: if this join came
-  // after that read, this load sees the job closed (both are seq_cst).
-  if (job_.load(std::memory_order_seq_cst) == word) {
-    runTiles(self);
+void ThreadPool::runJob(unsigned self, const JobView &job) {
+  int64_t ran = runShare(self, job);
+  if (helpsAtOnce(job)) {
+    for (unsigned k = 1; k < threads_; ++k) {
+      ran += runShare((self + k) % threads_, job);
+    }
   }
-  left_.fetch_add(1, std::memory_order_release);
+  addFinished(self, ran);
+}
+
+int64_t ThreadPool::finishedTiles(int64_t caller) const {
+  for (unsigned t = 1; t < threads_; ++t) {
+    caller += finished_[t].tiles.load(std::memory_order_acquire);
+  }
+  return caller;
+}
+
+void ThreadPool::addFinished(unsigned self, int64_t tiles) {
+  if (tiles != 0) {
+    std::atomic<int64_t> &finished = finished_[self].tiles;
+    finished.store(finished.load(std::memory_order_relaxed) + tiles,
+                   std::memory_order_release);
+  }
+}
+
+void ThreadPool::waitForTiles(int64_t tiles, unsigned self,
+                              const JobView *late, Clock::duration shareTime,
+                              int64_t callerFinished) {
+  if (finishedTiles(callerFinished) >= tiles) {
+    return;
+  }
+  auto caller = [&] {
+    return finished_[0].tiles.load(std::memory_order_acquire);
+  };
+  Clock::time_point lateFrom =
+      Clock::now() + 2 * shareTime + std::chrono::microseconds(5);
+  for (Backoff backoff;; backoff.step()) {
+    if (finishedTiles(caller()) >= tiles) {
+      return;
+    }
+    if (late && (sleepers_.load(std::memory_order_relaxed) != 0 ||
+                 Clock::now() > lateFrom)) {
+      // Every share of the last job: its owners either took their tiles
+      // (and finish them) or find none left.
+      int64_t ran = 0;
+      for (unsigned share = 0; share < threads_; ++share) {
+        ran += runShare(share, *late);
+      }
+      addFinished(self, ran);
+      late = nullptr;
+    }
+  }
 }
 
 void ThreadPool::work(unsigned self) {
   uint64_t seen = 0;
+  JobView last;
+  Clock::duration lastShareTime{};
   for (;;) {
+    JobView job;
     // Dispatches come in bursts (one per kernel): look for the next one for
     // ~200 us before sleeping, which costs a wake-up.
-    uint64_t word = job_.load(std::memory_order_acquire);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-    for (unsigned spins = 0; word == seen; spinStep(spins)) {
-      if (spins >= 64 && std::chrono::steady_clock::now() > deadline) {
+    for (Backoff backoff; !nextJob(seen, job); backoff.step()) {
+      if (backoff.waited(std::chrono::microseconds(200))) {
         break;
       }
-      word = job_.load(std::memory_order_acquire);
     }
-    if (word == seen) {
+    if (job.number == 0) {
       std::unique_lock<std::mutex> lock(mutex_);
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
       wake_.wait(lock, [&] {
-        return stopping_ || job_.load(std::memory_order_seq_cst) != seen;
+        if (stopping_) {
+          return true;
+        }
+        for (const Slot &slot : slots_) {
+          if (slot.sequence.load(std::memory_order_seq_cst) > 2 * seen) {
+            return true;
+          }
+        }
+        return false;
       });
       sleepers_.fetch_sub(1, std::memory_order_relaxed);
       if (stopping_) {
@@ -95,46 +219,57 @@ void ThreadPool::work(unsigned self) {
       }
       continue;
     }
-    seen = word;
-    if (isOpen(word)) {
-      join(word, self);
-    }
+    // The jobs before it may have written what its tiles read. This
+    // thread may take the tiles of the one before only if it read it.
+    waitForTiles(job.base, self,
+                 last.number + 1 == job.number ? &last : nullptr,
+                 lastShareTime, job.callerFinished);
+    Clock::time_point began = Clock::now();
+    runJob(self, job);
+    lastShareTime = Clock::now() - began;
+    last = job;
+    seen = job.number;
   }
 }
 
-void ThreadPool::parallelFor(int64_t count,
-                             const std::function<void(int64_t, int64_t)> &body) {
+void ThreadPool::dispatch(int64_t count, Tiles tiles, const void *context) {
   if (count <= 0) {
     return;
   }
   if (count == 1 || workers_.empty()) {
-    body(0, count);
+    finish();
+    tiles(context, 0, count);
     return;
   }
-  // No worker touches the fields below: the last job is closed and all
-  // that joined it have left.
-  body_ = &body;
-  unsigned threads = size();
-  for (unsigned t = 0; t < threads; ++t) {
-    shares_[t].next.store(count * t / threads, std::memory_order_relaxed);
-    shares_[t].end = count * (t + 1) / threads;
+  // Job number - 2, in the slot this one takes, was waited for before the
+  // caller's share of job number - 1.
+  JobView job{++jobs_, tiles, context, count, base_,
+              finished_[0].tiles.load(std::memory_order_relaxed)};
+  base_ += count;
+  publish(job);
+  finish();
+  Clock::time_point began = Clock::now();
+  runJob(0, job);
+  pendingShareTime_ = Clock::now() - began;
+  pending_ = job;
+}
+
+void ThreadPool::finish() {
+  if (pending_.number == 0) {
+    return;
   }
-  uint64_t word = 2 * ++generation_ + 1;
-  job_.store(word, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) != 0) {
-    // Taking the lock orders this wake-up after a sleeper's last look at
-    // job_.
-    { std::lock_guard<std::mutex> lock(mutex_); }
-    wake_.notify_all();
-  }
-  runTiles(0);
-  // Every tile is handed out: close the job and wait for the workers that
-  // joined it (they are awake, finishing their last tile).
-  job_.store(word - 1, std::memory_order_seq_cst);
-  uint64_t joined = joined_.load(std::memory_order_seq_cst);
-  unsigned spins = 0;
-  while (left_.load(std::memory_order_acquire) < joined) {
-    spinStep(spins);
-  }
-  body_ = nullptr;
+  waitForTiles(pending_.base + pending_.count, 0, &pending_,
+               pendingShareTime_,
+               finished_[0].tiles.load(std::memory_order_relaxed));
+  pending_.number = 0;
+}
+
+void ThreadPool::parallelFor(int64_t count, Tiles tiles, const void *context) {
+  dispatch(count, tiles, context);
+  finish();
+}
+
+void ThreadPool::parallelFor(
+    int64_t count, const std::function<void(int64_t, int64_t)> &body) {
+  parallelFor(count, callBody, &body);
 }

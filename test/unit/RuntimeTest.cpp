@@ -259,6 +259,65 @@ TEST(ThreadPool, EveryTileOnceWhetherWorkersSpinOrSleep) {
   }
 }
 
+// Dispatches without waiting: each job's tiles read what every tile of the
+// job before wrote (a chain of prefix steps), workers spinning, asleep
+// (the caller takes their tiles) or woken mid-chain, single-tile jobs run
+// inline between, and the results are final after finish().
+TEST(ThreadPool, DispatchedJobsSeeEveryTileOfTheJobBefore) {
+  for (unsigned threads : {2u, 3u}) {
+    mfrt::ThreadPool pool(threads);
+    struct Chain {
+      std::vector<int64_t> values;
+      std::vector<int64_t> next;
+    } chain;
+    constexpr int64_t kWidth = 12;
+    chain.values.assign(kWidth, 1);
+    chain.next.assign(kWidth, 0);
+    // Tile t of a sum step: next[t] from all of values (every tile of the
+    // copy step before); tile t of a copy step: values[t] = next[t].
+    auto sumStep = [](const void *context, int64_t begin, int64_t end) {
+      auto &c = *const_cast<Chain *>(static_cast<const Chain *>(context));
+      for (int64_t t = begin; t < end; ++t) {
+        // Tiles of unequal length: a late tile must still be waited for.
+        for (volatile int64_t spin = 0; spin < (t % 4) * 300; ++spin) {
+        }
+        int64_t sum = 0;
+        for (int64_t v : c.values) {
+          sum += v;
+        }
+        c.next[t] = sum % 1000003 + t;
+      }
+    };
+    auto copyStep = [](const void *context, int64_t begin, int64_t end) {
+      auto &c = *const_cast<Chain *>(static_cast<const Chain *>(context));
+      for (int64_t t = begin; t < end; ++t) {
+        c.values[t] = c.next[t];
+      }
+    };
+    std::vector<int64_t> expected(kWidth, 1), scratch(kWidth, 0);
+    for (int step = 0; step < 3000; ++step) {
+      int64_t tiles = step % 5 == 4 ? 1 : kWidth; // some run inline
+      pool.dispatch(tiles, sumStep, &chain);
+      pool.dispatch(kWidth, copyStep, &chain);
+      int64_t sum = 0;
+      for (int64_t v : expected) {
+        sum += v;
+      }
+      for (int64_t t = 0; t < tiles; ++t) {
+        scratch[t] = sum % 1000003 + t;
+      }
+      expected = scratch;
+      if (step % 1000 == 999) {
+        pool.finish();
+        ASSERT_EQ(chain.values, expected) << threads << " threads, step " << step;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2)); // workers sleep
+      }
+    }
+    pool.finish();
+    EXPECT_EQ(chain.values, expected) << threads << " threads";
+  }
+}
+
 // Big blocks come from the page allocator: aligned, zeroed, reusable; a
 // reused block is zeroed again when asked.
 TEST(Allocator, PageBlocksAreAlignedAndZeroed) {
