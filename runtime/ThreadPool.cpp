@@ -3,6 +3,7 @@
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
+#include <chrono>
 
 using namespace mfrt;
 
@@ -16,24 +17,28 @@ using Clock = std::chrono::steady_clock;
 /// may put a spinning thread on the core of the thread it waits for (it
 /// does so for a new thread, and more so on a busy machine), and pausing
 /// alone would then take half that core's time for as long as it spins.
+/// The clock is read every 64 pauses: a read costs more than a pause.
 class Backoff {
 public:
   void step() {
-    if (!yielding_ && (++pauses_ % 64 != 0 || Clock::now() < yieldFrom_)) {
+    if (!yielding_ && ++pauses_ % 64 != 0) {
       __builtin_ia32_pause();
       return;
     }
-    yielding_ = true;
-    std::this_thread::yield();
+    waited_ = Clock::now() - began_;
+    yielding_ = waited_ > std::chrono::microseconds(50);
+    if (yielding_) {
+      std::this_thread::yield();
+    } else {
+      __builtin_ia32_pause();
+    }
   }
-  /// Whether it has waited `limit` since it began.
-  bool waited(Clock::duration limit) const {
-    return pauses_ >= 64 && Clock::now() > began_ + limit;
-  }
+  /// How long it has waited, as of its last look at the clock.
+  Clock::duration waited() const { return waited_; }
 
 private:
   Clock::time_point began_ = Clock::now();
-  Clock::time_point yieldFrom_ = began_ + std::chrono::microseconds(50);
+  Clock::duration waited_{};
   unsigned pauses_ = 0;
   bool yielding_ = false;
 };
@@ -158,22 +163,31 @@ void ThreadPool::addFinished(unsigned self, int64_t tiles) {
 }
 
 void ThreadPool::waitForTiles(int64_t tiles, unsigned self,
-                              const JobView *late, Clock::duration shareTime,
-                              int64_t callerFinished) {
+                              const JobView *late, int64_t callerFinished) {
   if (finishedTiles(callerFinished) >= tiles) {
     return;
   }
   auto caller = [&] {
     return finished_[0].tiles.load(std::memory_order_acquire);
   };
-  Clock::time_point lateFrom =
-      Clock::now() + 2 * shareTime + std::chrono::microseconds(5);
+  // Every 5 us the waiter looks at the claim counters: if none moved since
+  // its last look, the owners of the tiles left are asleep or not running.
+  constexpr Clock::duration kLookEvery = std::chrono::microseconds(5);
+  Clock::duration lookedAt{};
+  int64_t claims = -1;
   for (Backoff backoff;; backoff.step()) {
     if (finishedTiles(caller()) >= tiles) {
       return;
     }
-    if (late && (sleepers_.load(std::memory_order_relaxed) != 0 ||
-                 Clock::now() > lateFrom)) {
+    bool asleep = sleepers_.load(std::memory_order_relaxed) != 0;
+    if (!late || (!asleep && backoff.waited() < lookedAt + kLookEvery)) {
+      continue;
+    }
+    int64_t now = 0;
+    for (unsigned share = 0; share < threads_; ++share) {
+      now += counters_[share].next.load(std::memory_order_relaxed);
+    }
+    if (asleep || now == claims) {
       // Every share of the last job: its owners either took their tiles
       // (and finish them) or find none left.
       int64_t ran = 0;
@@ -183,19 +197,20 @@ void ThreadPool::waitForTiles(int64_t tiles, unsigned self,
       addFinished(self, ran);
       late = nullptr;
     }
+    claims = now;
+    lookedAt = backoff.waited();
   }
 }
 
 void ThreadPool::work(unsigned self) {
   uint64_t seen = 0;
   JobView last;
-  Clock::duration lastShareTime{};
   for (;;) {
     JobView job;
     // Dispatches come in bursts (one per kernel): look for the next one for
     // ~200 us before sleeping, which costs a wake-up.
     for (Backoff backoff; !nextJob(seen, job); backoff.step()) {
-      if (backoff.waited(std::chrono::microseconds(200))) {
+      if (backoff.waited() > std::chrono::microseconds(200)) {
         break;
       }
     }
@@ -223,10 +238,8 @@ void ThreadPool::work(unsigned self) {
     // thread may take the tiles of the one before only if it read it.
     waitForTiles(job.base, self,
                  last.number + 1 == job.number ? &last : nullptr,
-                 lastShareTime, job.callerFinished);
-    Clock::time_point began = Clock::now();
+                 job.callerFinished);
     runJob(self, job);
-    lastShareTime = Clock::now() - began;
     last = job;
     seen = job.number;
   }
@@ -248,9 +261,7 @@ void ThreadPool::dispatch(int64_t count, Tiles tiles, const void *context) {
   base_ += count;
   publish(job);
   finish();
-  Clock::time_point began = Clock::now();
   runJob(0, job);
-  pendingShareTime_ = Clock::now() - began;
   pending_ = job;
 }
 
@@ -259,7 +270,6 @@ void ThreadPool::finish() {
     return;
   }
   waitForTiles(pending_.base + pending_.count, 0, &pending_,
-               pendingShareTime_,
                finished_[0].tiles.load(std::memory_order_relaxed));
   pending_.number = 0;
 }

@@ -34,7 +34,6 @@
 #define MFC_RUNTIME_THREADPOOL_H
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -74,7 +73,6 @@ public:
   void finish();
 
 private:
-  using Clock = std::chrono::steady_clock;
   /// A job as a thread reads it: its number (1, 2, ...), what to run, and
   /// the base position of its shares (the tiles of all jobs before it).
   struct JobView {
@@ -101,10 +99,9 @@ private:
   void runJob(unsigned self, const JobView &job);
   /// Waits until `tiles` tiles are finished in all (the caller's at least
   /// `callerFinished`); takes the unclaimed tiles of `late` (the last job,
-  /// or null) from a sleeping worker or from one later than twice
-  /// `shareTime` (the waiter's own share).
+  /// or null) when a worker sleeps or no tile was claimed for 5-10 us.
   void waitForTiles(int64_t tiles, unsigned self, const JobView *late,
-                    Clock::duration shareTime, int64_t callerFinished = 0);
+                    int64_t callerFinished);
   /// The tiles finished in all, the caller's as `caller` (its count, or
   /// a value it had reached) says.
   int64_t finishedTiles(int64_t caller) const;
@@ -156,7 +153,6 @@ private:
   uint64_t jobs_ = 0; // published
   int64_t base_ = 0;  // their tiles
   JobView pending_;   // the last job, until finish() (number 0: none)
-  Clock::duration pendingShareTime_{};
 };
 
 } // namespace mfrt
