@@ -65,10 +65,22 @@ func.func @softmax(%a: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
 
 // -----
 
-// A norm alone moves no fewer bytes as a region: it stays an op.
+// A norm alone moves no fewer bytes as a region, but a kernel dispatch
+// costs less host work than an eager op: RMSNorm and LayerNorm alone are
+// regions; a softmax alone stays an op.
 // CHECK-LABEL: func.func @alone
-// CHECK-NOT: kind = "norm"
-func.func @alone(%x: tensor<8x64xf32>, %w: tensor<64xf32>) -> tensor<8x64xf32> {
+// CHECK: mf.fusion{{.*}}kind = "norm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mf.rms_norm
+// CHECK: mf.fusion{{.*}}kind = "norm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mf.layer_norm
+// CHECK-NOT: mf.fusion
+// CHECK: mf.softmax
+func.func @alone(%x: tensor<8x64xf32>, %w: tensor<64xf32>, %b: tensor<64xf32>)
+    -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) {
   %n = mf.rms_norm %x, %w eps = 1.0e-05 : tensor<8x64xf32>, tensor<64xf32>
-  return %n : tensor<8x64xf32>
+  %l = mf.layer_norm %x, %w, %b eps = 1.0e-05 : tensor<8x64xf32>, tensor<64xf32>
+  %s = mf.softmax %x dim = 1 : tensor<8x64xf32>
+  return %n, %l, %s : tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>
 }
