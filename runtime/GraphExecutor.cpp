@@ -414,15 +414,14 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
       }
       ++position;
     };
-    const auto &panelInputs = prepared.panelInputs[index];
-    auto panel = panelInputs.begin();
     for (uint32_t i = 0; dispatch.inputs() && i < dispatch.inputs()->size(); ++i) {
-      if (panel != panelInputs.end() && panel->first == i) {
-        point(panel->second->tensor.data());
-        ++panel;
-      } else {
-        point(values[dispatch.inputs()->Get(i)].data());
+      void *pointer = values[dispatch.inputs()->Get(i)].data();
+      for (auto [position, panels] : prepared.panelInputs[index]) {
+        if (position == i) {
+          pointer = panels->tensor.data();
+        }
       }
+      point(pointer);
     }
     for (uint32_t id : *dispatch.outputs()) {
       point(values[id].data());
