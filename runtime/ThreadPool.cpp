@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <sched.h>
+
 using namespace mfrt;
 
 namespace {
@@ -52,7 +54,13 @@ void callBody(const void *body, int64_t begin, int64_t end) {
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) {
-    threads = std::max(1u, std::thread::hardware_concurrency());
+    // The CPUs of this process's affinity mask (taskset, a container's
+    // cpuset), not every CPU of the machine.
+    cpu_set_t cpus;
+    threads = sched_getaffinity(0, sizeof cpus, &cpus) == 0
+                  ? static_cast<unsigned>(CPU_COUNT(&cpus))
+                  : std::thread::hardware_concurrency();
+    threads = std::max(1u, threads);
   }
   threads_ = threads;
   counters_ = std::make_unique<Counter[]>(threads);

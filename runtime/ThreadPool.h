@@ -46,7 +46,8 @@ namespace mfrt {
 
 class ThreadPool {
 public:
-  /// `threads` in all, the caller included (0: one per hardware thread).
+  /// `threads` in all, the caller included (0: one per CPU this process
+  /// may run on).
   explicit ThreadPool(unsigned threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
@@ -106,9 +107,12 @@ private:
   /// a value it had reached) says.
   int64_t finishedTiles(int64_t caller) const;
   void addFinished(unsigned self, int64_t tiles);
-  /// Share t of a job of `count` tiles starts at tile count * t / threads.
+  /// Share t of a job of `count` tiles starts at tile ceil(count * t /
+  /// threads): with fewer tiles than threads the first threads, the caller
+  /// first, get one each (with --threads above the cores a worker may not
+  /// be running, but the caller is).
   int64_t shareStart(int64_t count, unsigned t) const {
-    return count * t / threads_;
+    return (count * t + threads_ - 1) / threads_;
   }
   /// With more tiles than threads a thread helps with the others' shares
   /// as soon as its own is done. With one each it takes another's only
