@@ -1,7 +1,7 @@
 //===- ThreadPool.h - the runtime's threads for kernel tiles ----*- C++ -*-===//
 //
 // A fixed set of worker threads that, with the calling thread, run the
-// tiles of kernel dispatches. Thread t owns the t-th equal share of a
+// tiles of kernel dispatches. Thread t owns the t-th share of a
 // dispatch's tiles and takes its own first, one at a time; with more tiles
 // than threads it then helps with the others' shares. Owning a share keeps
 // a kernel's tile on the same core from one call to the next (a decode
@@ -10,8 +10,8 @@
 //
 // Decode dispatches kernels of a microsecond or two back to back, and a
 // cache line takes ~0.3 us to go from one core to the other here, so a
-// dispatch moves as few lines as it can, and none and waits for none it
-// need not:
+// dispatch moves as few cache lines as it can and waits only where it
+// must:
 // - the caller writes a job to one of two slots (a sequence lock) that
 //   spinning workers read; each share's claim counter only ever counts up
 //   (the job names a base position every counter below it jumps to), so
