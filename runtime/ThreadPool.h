@@ -100,7 +100,7 @@ private:
   void runJob(unsigned self, const JobView &job);
   /// Waits until `tiles` tiles are finished in all (the caller's at least
   /// `callerFinished`); takes the unclaimed tiles of `late` (the last job,
-  /// or null) when a worker sleeps or no tile was claimed for 5-10 us.
+  /// or null) when a worker sleeps or no tile was claimed for 1-2 us.
   void waitForTiles(int64_t tiles, unsigned self, const JobView *late,
                     int64_t callerFinished);
   /// The tiles finished in all, the caller's as `caller` (its count, or
