@@ -2,6 +2,8 @@
 
 #include "runtime/PanelGemm.h"
 
+#include "runtime/CpuFeatures.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -132,13 +134,6 @@ panelKernels(std::integer_sequence<int, Rows...>) {
 template <DType Stored>
 constexpr auto kPanelRows =
     panelKernels<Stored>(std::make_integer_sequence<int, kRowBlock>());
-
-bool hasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return has;
-}
 
 /// out[c][r] = in[r][c] for an r x c matrix `in`, by blocks of 64 of its
 /// columns (a block's reads and writes stay in L1). A panel is its rows

@@ -53,8 +53,6 @@ public:
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
-  unsigned size() const { return threads_; }
-
   /// Tile t of a dispatch: tiles(context, t, t + 1). What a worker reads
   /// of a context that does not change between calls stays in its cache.
   using Tiles = void (*)(const void *context, int64_t begin, int64_t end);

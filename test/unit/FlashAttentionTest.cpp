@@ -192,7 +192,7 @@ TEST(FlashAttention, WithoutCacheRopeOrCausality) {
   expectMatchesNaive({1, 33, 4, 4, 8, 33, 0, true, false, true});
 }
 
-TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorAndWritesNothing) {
+TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorNamedOnceAndWritesNothing) {
   std::vector<float> query(4 * 8), keys(2 * 8, 1.0f), cache(2 * 16 * 8, 0.0f);
   std::vector<float> out(query.size(), 0.0f);
   int32_t past = 16; // a 16-row cache is full
@@ -206,10 +206,18 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceErrorAndWritesNothing) {
                    reinterpret_cast<int64_t>(&past), 0,
                    reinterpret_cast<int64_t>(out.data()), 1, 1, 4, 2, 8, 16, 1,
                    /*flags=*/9, 0, 0);
+  // The tile that ran it names its kernel, once (another thread's tile may
+  // try too).
+  ASSERT_TRUE(kernelServiceFailed());
+  attributeKernelServiceError("kernel 'mfk_7' of 'decode'");
+  attributeKernelServiceError("kernel 'mfk_8' of 'decode'");
   std::string why = takeKernelServiceError();
-  EXPECT_NE(why.find("past_length 16 + 1 new tokens exceeds the 16 keys"),
-            std::string::npos)
+  EXPECT_EQ(why.rfind("kernel 'mfk_7' of 'decode': past_length 16 + 1 new "
+                      "tokens exceeds the 16 keys",
+                      0),
+            0u)
       << why;
+  EXPECT_FALSE(kernelServiceFailed());
   EXPECT_EQ(takeKernelServiceError(), ""); // taken
   for (float value : cache) {
     ASSERT_EQ(value, 0.0f);

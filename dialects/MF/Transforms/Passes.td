@@ -174,8 +174,10 @@ def MFFuseNormPass : Pass<"mf-fuse-norm", "::mlir::func::FuncOp"> {
     into one `kind = "norm"` region the elementwise ops of its shape that
     compute its input for it alone (the cast up to f32 in a 16-bit model)
     and the chain of sole elementwise users of its result (the cast back),
-    when the cost model says that moves fewer bytes; a norm alone stays an
-    op. Runs before `mf-fuse-elementwise`.
+    when the cost model says that moves fewer bytes. An RMSNorm or
+    LayerNorm with no such neighbours becomes a one-op region too (in Graph
+    Mode a kernel dispatch costs less host work than the eager op); a
+    softmax alone stays an op. Runs before `mf-fuse-elementwise`.
 
     Before:
     ```mlir
