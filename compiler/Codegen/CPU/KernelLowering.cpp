@@ -12,6 +12,7 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -108,14 +109,78 @@ LogicalResult approximateMath(ModuleOp kernels) {
   return applyPatternsGreedily(kernels, std::move(patterns));
 }
 
+/// Whether `cpu` ("native" or an LLVM CPU name) converts f32 to bf16 in
+/// hardware (AVX512-BF16). Without it LLVM calls __truncsfbf2, which
+/// Debian 12's libgcc does not have: such targets round in integer ops.
+bool convertsBf16InHardware(StringRef cpu) {
+  if (cpu == "native") {
+    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+    return features.lookup("avx512bf16");
+  }
+  llvm::InitializeNativeTarget();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) {
+    return false;
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, cpu, ""));
+  return subtarget && subtarget->isCPUStringValid(cpu) &&
+         subtarget->checkFeatures("+avx512bf16");
+}
+
+/// f32 <-> bf16 conversions as integer ops (round to nearest even, as the
+/// hardware does) for targets without AVX512-BF16.
+LogicalResult expandBf16Conversions(ModuleOp kernels) {
+  RewritePatternSet patterns(kernels.getContext());
+  arith::populateExpandBFloat16Patterns(patterns);
+  return applyPatternsGreedily(kernels, std::move(patterns));
+}
+
+/// Masked loads of bf16 vectors (the matvec's last, partial pair) as loads
+/// of i16: a target without AVX-512 splits them into scalar loads, and
+/// would convert each bf16 through f32 on the way (__truncsfbf2 again).
+void loadBf16AsIntegers(ModuleOp kernels) {
+  kernels.walk([](LLVM::MaskedLoadOp load) {
+    auto type = dyn_cast<VectorType>(load.getType());
+    if (!type || !type.getElementType().isBF16()) {
+      return;
+    }
+    OpBuilder b(load);
+    Location loc = load.getLoc();
+    auto words = VectorType::get(type.getShape(), b.getI16Type());
+    Value padding = load.getPassThru()
+                        ? LLVM::BitcastOp::create(b, loc, words, load.getPassThru())
+                        : Value();
+    auto loaded = LLVM::MaskedLoadOp::create(b, loc, words, load.getData(),
+                                             load.getMask(), padding,
+                                             load.getAlignmentAttr(),
+                                             load.getNontemporalAttr());
+    load.replaceAllUsesWith(
+        LLVM::BitcastOp::create(b, loc, type, loaded.getResult()).getResult());
+    load.erase();
+  });
+}
+
 } // namespace
 
 LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   if (failed(approximateMath(kernels))) {
     return failure();
   }
+  // Loops first: linalg bodies convert to bf16 only once they are loops.
+  PassManager loops(kernels.getContext());
+  loops.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (failed(loops.run(kernels))) {
+    return failure();
+  }
+  auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
+  if (!convertsBf16InHardware(cpu ? cpu.getValue() : "native") &&
+      failed(expandBf16Conversions(kernels))) {
+    return failure();
+  }
   PassManager pm(kernels.getContext());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -134,6 +199,7 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   if (failed(pm.run(kernels))) {
     return failure();
   }
+  loadBf16AsIntegers(kernels);
   defineServiceTrampolines(kernels);
   return success();
 }
