@@ -2,12 +2,11 @@
 
 #include "runtime/Executable.h"
 
-#include "runtime/Hash.h"
+#include "runtime/ContentChecksum.h"
+#include "runtime/FileIO.h"
 #include "runtime/HostProgram.h"
 #include "runtime/OpTypes.h"
 
-#include <fstream>
-#include <iterator>
 
 using namespace mfrt;
 
@@ -487,7 +486,7 @@ Status checkEntryContracts(const fb::Executable &root) {
   return Status::ok();
 }
 
-Status checkSemantics(const fb::Executable &root) {
+Status checkFormatVersion(const fb::Executable &root) {
   uint32_t version = root.format_version();
   if (version < kMinFormatVersion || version > kMaxFormatVersion) {
     return Status::error(
@@ -499,6 +498,70 @@ Status checkSemantics(const fb::Executable &root) {
                    std::to_string(kMaxFormatVersion)) +
         "); recompile with a matching mfc");
   }
+  return Status::ok();
+}
+
+/// Every kernel has a signature, and every dispatch passes exactly it.
+Status checkKernelSignatures(const fb::Executable &root) {
+  size_t kernels = root.kernels() ? root.kernels()->size() : 0;
+  size_t signatures = root.kernel_signatures() ? root.kernel_signatures()->size() : 0;
+  if (kernels != signatures) {
+    return Status::error("the executable lists " + std::to_string(kernels) +
+                         " kernels but " + std::to_string(signatures) +
+                         " kernel signatures");
+  }
+  for (size_t k = 0; k < signatures; ++k) {
+    const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
+    std::string where = "the signature of kernel '" + root.kernels()->Get(k)->str() + "'";
+    for (const auto *types : {signature.inputs(), signature.outputs()}) {
+      for (const fb::TensorType *type : *types) {
+        MFRT_RETURN_IF_ERROR(checkTensorType(type, where));
+      }
+    }
+  }
+  auto sameTypes = [](const fb::Entry &entry, const flatbuffers::Vector<uint32_t> *ids,
+                      const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> &types) {
+    size_t count = ids ? ids->size() : 0;
+    if (count != types.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const fb::TensorType &type = *entry.values()->Get(ids->Get(i));
+      if (!Executable::hasType(type, Executable::dtypeOf(*types.Get(i)),
+                               Executable::shapeOf(*types.Get(i)))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (const fb::Entry *entry : *root.entries()) {
+    if (!entry->dispatches()) {
+      continue;
+    }
+    for (const fb::Dispatch *dispatch : *entry->dispatches()) {
+      const fb::KernelSignature &signature =
+          *root.kernel_signatures()->Get(dispatch->kernel());
+      auto panels = [](const flatbuffers::Vector<uint32_t> *list) {
+        return list ? std::vector<uint32_t>(list->begin(), list->end())
+                    : std::vector<uint32_t>();
+      };
+      if (!sameTypes(*entry, dispatch->inputs(), *signature.inputs()) ||
+          !sameTypes(*entry, dispatch->outputs(), *signature.outputs()) ||
+          dispatch->tiles() != signature.tiles() ||
+          panels(dispatch->panel_inputs()) != panels(signature.panel_inputs())) {
+        return Status::error(
+            "a kernel dispatch of '" + entry->name()->str() + "' (ops " +
+            std::to_string(dispatch->first_op()) + "+" +
+            std::to_string(dispatch->op_count()) + ") does not pass what kernel '" +
+            root.kernels()->Get(dispatch->kernel())->str() +
+            "' takes (its signature: buffer types, tiles, panel inputs)");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status checkSemantics(const fb::Executable &root) {
   const fb::ModelInfo &model = *root.model();
   if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
       model.batch_size() <= 0 || model.num_layers() < 0) {
@@ -524,14 +587,7 @@ Status checkSemantics(const fb::Executable &root) {
       MFRT_RETURN_IF_ERROR(HostProgram::build(*entry).status());
     }
   }
-  if (root.kernel_library()) {
-    uint64_t hash =
-        fnv1a64(root.kernel_library()->data(), root.kernel_library()->size());
-    if (hash != root.kernel_library_hash()) {
-      return Status::error("the kernel library's bytes do not match their "
-                           "hash (the file is corrupt); recompile it");
-    }
-  }
+  MFRT_RETURN_IF_ERROR(checkKernelSignatures(root));
   return checkEntryContracts(root);
 }
 
@@ -575,6 +631,19 @@ StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
     return Status::error("'" + name + "' is corrupt or truncated (the "
                          "flatbuffer verifier rejects it); recompile it");
   }
+  const fb::Executable &root = *fb::GetExecutable(bytes.data());
+  if (Status status = checkFormatVersion(root); !status) {
+    return status.withContext("'" + name + "' is invalid");
+  }
+  const uint8_t *checksum = contentChecksumField(root);
+  if (!checksum) {
+    return Status::error("'" + name + "' has no content checksum; recompile it");
+  }
+  uint32_t stored = flatbuffers::ReadScalar<uint32_t>(checksum);
+  if (contentChecksum(bytes.data(), bytes.size(), checksum) != stored) {
+    return Status::error("'" + name + "' is corrupt: its bytes do not match "
+                         "their checksum (CRC-32); recompile it or copy it again");
+  }
   Executable executable;
   executable.bytes_ = std::move(bytes);
   executable.root_ = fb::GetExecutable(executable.bytes_.data());
@@ -586,13 +655,12 @@ StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
 }
 
 StatusOr<Executable> Executable::load(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return Status::error("cannot open executable '" + path + "'");
+  StatusOr<std::vector<uint8_t>> bytes =
+      readRegularFile(path, "executable", kMaxExecutableBytes);
+  if (!bytes) {
+    return bytes.status();
   }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  return fromBytes(std::move(bytes), path);
+  return fromBytes(bytes.take(), path);
 }
 
 const fb::Entry *Executable::entry(const std::string &name) const {

@@ -2,11 +2,12 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/FileIO.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 using namespace mfrt;
 
@@ -172,23 +173,26 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-  if (!stream) {
-    return Status::error("cannot write '" + path + "'");
-  }
-  stream.write("\x93NUMPY\x01\x00", 8);
-  uint16_t length = static_cast<uint16_t>(header.size());
-  stream.put(static_cast<char>(length & 0xff));
-  stream.put(static_cast<char>(length >> 8));
-  stream.write(header.data(), header.size());
-  for (int64_t i = 0; i < tensor.numElements(); ++i) {
+  return writeFileAtomically(path, "array", [&](FileWriter &out) {
+    out.write("\x93NUMPY\x01\x00", 8);
+    uint8_t length[2] = {static_cast<uint8_t>(header.size() & 0xff),
+                         static_cast<uint8_t>(header.size() >> 8)};
+    out.write(length, 2);
+    out.write(header);
     if (isInt) {
-      int32_t value = tensor.as<int32_t>()[i];
-      stream.write(reinterpret_cast<const char *>(&value), 4);
-    } else {
-      float value = tensor.loadFloat(i);
-      stream.write(reinterpret_cast<const char *>(&value), 4);
+      out.write(tensor.data(), tensor.byteSize());
+      return Status::ok();
     }
-  }
-  return stream ? Status::ok() : Status::error("cannot write '" + path + "'");
+    // f32 rows, converted a block at a time.
+    std::vector<float> block(std::min<int64_t>(tensor.numElements(), 1 << 16));
+    for (int64_t begin = 0; begin < tensor.numElements();
+         begin += static_cast<int64_t>(block.size())) {
+      int64_t count = std::min<int64_t>(block.size(), tensor.numElements() - begin);
+      for (int64_t i = 0; i < count; ++i) {
+        block[i] = tensor.loadFloat(begin + i);
+      }
+      out.write(block.data(), count * sizeof(float));
+    }
+    return Status::ok();
+  });
 }

@@ -2,12 +2,12 @@
 
 #include "runtime/Generation.h"
 
+#include "runtime/FileIO.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -193,12 +193,13 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
 /// "MFTOKENS", then little-endian int32 ids.
 StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
                                                int64_t vocab) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
-    return Status::error("cannot open data file '" + path + "'");
+  StatusOr<std::vector<uint8_t>> read =
+      readRegularFile(path, "data file", kMaxDataFileBytes);
+  if (!read) {
+    return read.status();
   }
-  std::string bytes((std::istreambuf_iterator<char>(stream)),
-                    std::istreambuf_iterator<char>());
+  std::string bytes(read->begin(), read->end());
+  read = std::vector<uint8_t>(); // one copy at a time
   if (bytes.rfind("MFTOKENS", 0) != 0) {
     return encodeBytes(bytes, vocab);
   }

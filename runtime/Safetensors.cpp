@@ -2,14 +2,16 @@
 
 #include "runtime/Safetensors.h"
 
+#include "runtime/FileIO.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
+#include <set>
 
 #include <csetjmp>
 #include <csignal>
@@ -83,10 +85,25 @@ SafetensorsFile::parse(const uint8_t *bytes, size_t size,
                 " bytes but the file has " + std::to_string(size - 8) +
                 " after the length; the file is truncated or not safetensors");
   }
-  json header = json::parse(bytes + 8, bytes + 8 + headerSize,
-                            /*cb=*/nullptr, /*allow_exceptions=*/false);
+  // JSON keeps the last of two equal keys; a tensor named twice is an
+  // error instead (which of the two did the writer mean?).
+  std::set<std::string> names;
+  std::string repeated;
+  auto noteRepeats = [&](int depth, json::parse_event_t event, json &parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && repeated.empty() &&
+        !names.insert(parsed.get<std::string>()).second) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json header = json::parse(bytes + 8, bytes + 8 + headerSize, noteRepeats,
+                            /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return fail("the header is not a JSON object");
+  }
+  if (!repeated.empty()) {
+    return fail("the header names tensor '" + repeated +
+                "' twice; the file is corrupt (rewrite it)");
   }
   SafetensorsFile file;
   size_t dataSize = size - 8 - headerSize;
@@ -298,27 +315,16 @@ Status mfrt::writeSafetensors(
   while ((text.size() + 8) % 8 != 0) {
     text += ' '; // keeps the data 8-byte aligned, as the format recommends
   }
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-    if (!stream) {
-      return Status::error("cannot write '" + temporary + "'");
-    }
-    uint64_t size = text.size();
+  return writeFileAtomically(path, "weights", [&](FileWriter &out) {
+    uint8_t size[8];
     for (int i = 0; i < 8; ++i) {
-      stream.put(static_cast<char>((size >> (8 * i)) & 0xff));
+      size[i] = static_cast<uint8_t>((text.size() >> (8 * i)) & 0xff);
     }
-    stream.write(text.data(), text.size());
+    out.write(size, 8);
+    out.write(text);
     for (const auto &[name, tensor] : tensors) {
-      stream.write(static_cast<const char *>(tensor->data()),
-                   tensor->byteSize());
+      out.write(tensor->data(), tensor->byteSize());
     }
-    if (!stream.flush()) {
-      return Status::error("cannot write '" + temporary + "'");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return Status::error("cannot rename '" + temporary + "' to '" + path + "'");
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 #include <sched.h>
 
@@ -65,13 +66,36 @@ ThreadPool::ThreadPool(unsigned threads) {
   threads_ = threads;
   counters_ = std::make_unique<Counter[]>(threads);
   finished_ = std::make_unique<Finished[]>(threads);
-  for (unsigned i = 1; i < threads; ++i) {
-    workers_.emplace_back([this, i] { work(i); });
+  try {
+    for (unsigned i = 1; i < threads; ++i) {
+      workers_.emplace_back([this, i] { work(i); });
+    }
+  } catch (const std::system_error &error) {
+    // The workers that did start stop again: the pool runs on the caller
+    // alone, and create() reports why.
+    startError_ = "cannot start " + std::to_string(threads) +
+                  " threads (started " + std::to_string(workers_.size() + 1) +
+                  "): " + error.what();
+    stop();
+    threads_ = 1;
   }
+}
+
+StatusOr<std::unique_ptr<ThreadPool>> ThreadPool::create(unsigned threads) {
+  auto pool = std::make_unique<ThreadPool>(threads);
+  if (!pool->startError_.empty()) {
+    return Status::error(pool->startError_ +
+                         "; use --threads with fewer, or raise the limit");
+  }
+  return pool;
 }
 
 ThreadPool::~ThreadPool() {
   finish();
+  stop();
+}
+
+void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -80,6 +104,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread &worker : workers_) {
     worker.join();
   }
+  workers_.clear();
 }
 
 void ThreadPool::publish(const JobView &job) {

@@ -33,6 +33,8 @@
 #ifndef MFC_RUNTIME_THREADPOOL_H
 #define MFC_RUNTIME_THREADPOOL_H
 
+#include "runtime/Status.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -50,6 +52,9 @@ public:
   /// may run on).
   explicit ThreadPool(unsigned threads = 0);
   ~ThreadPool();
+  /// A pool of `threads`, or an error naming the system's refusal when it
+  /// cannot start them all (a thread or memory limit).
+  static StatusOr<std::unique_ptr<ThreadPool>> create(unsigned threads = 0);
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
@@ -87,6 +92,8 @@ private:
   };
 
   void work(unsigned self);
+  /// Stops and joins the workers.
+  void stop();
   void publish(const JobView &job);
   /// The earliest job after job `after` in the slots, if there is one.
   bool nextJob(uint64_t after, JobView &job) const;
@@ -119,6 +126,7 @@ private:
   bool helpsAtOnce(const JobView &job) const { return job.count > threads_; }
 
   unsigned threads_;
+  std::string startError_; ///< why a worker did not start; then none run
   std::vector<std::thread> workers_;
   // Sleeping workers: a condition variable, used only after spinning.
   std::mutex mutex_;

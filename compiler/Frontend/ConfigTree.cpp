@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -110,6 +111,16 @@ public:
   }
 
   std::unique_ptr<ConfigNode> build(const YAML::Node &node, SMLoc fallback) {
+    // Aliases share nodes in yaml-cpp's graph but are copied here: ten
+    // levels of nine aliases would expand to 9^10 nodes from a few lines.
+    if (++built_ > kMaxConfigNodes) {
+      diagnostics_.error(locate(node.Mark(), fallback),
+                         "the config expands to more than " +
+                             llvm::Twine(kMaxConfigNodes) +
+                             " values (YAML aliases repeated within "
+                             "aliases?); a real config has a few hundred");
+      return nullptr;
+    }
     auto result = std::make_unique<ConfigNode>();
     result->loc = locate(node.Mark(), fallback);
     switch (node.Type()) {
@@ -169,6 +180,7 @@ private:
   ConfigDiagnostics &diagnostics_;
   unsigned bufferId_;
   unsigned columnOffset_;
+  size_t built_ = 0;
 };
 
 std::unique_ptr<ConfigNode> parseBuffer(ConfigDiagnostics &diagnostics,
@@ -178,8 +190,15 @@ std::unique_ptr<ConfigNode> parseBuffer(ConfigDiagnostics &diagnostics,
   SMLoc start = llvm::SMLoc::getFromPointer(
       diagnostics.sourceMgr().getMemoryBuffer(bufferId)->getBufferStart());
   try {
-    YAML::Node document = YAML::Load(text.str());
-    return builder.build(document, start);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text.str());
+    if (documents.size() > 1) {
+      diagnostics.error(builder.locate(documents[1].Mark(), start),
+                        "a second YAML document ('---'): a config is one "
+                        "document; remove this one or put it in its own file");
+      return nullptr;
+    }
+    return builder.build(documents.empty() ? YAML::Node() : documents[0],
+                         start);
   } catch (const YAML::ParserException &e) {
     diagnostics.error(builder.locate(e.mark, start),
                       "malformed YAML: " + llvm::Twine(e.msg));
@@ -202,6 +221,30 @@ std::unique_ptr<ConfigNode> mfc::parseConfigText(ConfigDiagnostics &diagnostics,
 
 std::unique_ptr<ConfigNode> mfc::parseConfigFile(ConfigDiagnostics &diagnostics,
                                                  StringRef path) {
+  // Only a regular file of a bounded size: /dev/zero or a directory given
+  // by mistake must not be read until memory runs out.
+  llvm::sys::fs::file_status status;
+  if (std::error_code error = llvm::sys::fs::status(path, status)) {
+    diagnostics.error(SMLoc(), "cannot read config '" + path +
+                                   "': " + error.message());
+    return nullptr;
+  }
+  if (status.type() != llvm::sys::fs::file_type::regular_file) {
+    diagnostics.error(SMLoc(), "cannot read config '" + path + "': it is " +
+                                   (status.type() ==
+                                            llvm::sys::fs::file_type::directory_file
+                                        ? "a directory"
+                                        : "not a regular file") +
+                                   "; give the path of a .yaml file");
+    return nullptr;
+  }
+  if (status.getSize() > kMaxConfigBytes) {
+    diagnostics.error(SMLoc(), "config '" + path + "' is " +
+                                   llvm::Twine(status.getSize()) +
+                                   " bytes; a config is at most " +
+                                   llvm::Twine(kMaxConfigBytes) + " bytes");
+    return nullptr;
+  }
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!file) {
     diagnostics.error(SMLoc(), "cannot read config '" + path +

@@ -87,6 +87,11 @@ private:
   unsigned errors_ = 0;
 };
 
+/// Bounds on what a config may be: the largest real MindFormers config is
+/// ~10 KB and a few hundred values.
+constexpr uint64_t kMaxConfigBytes = 16u << 20;
+constexpr size_t kMaxConfigNodes = 1u << 20;
+
 /// Parses `text` (registered with `diagnostics` under `bufferName`) into a
 /// tree. Returns null after reporting a syntax error.
 std::unique_ptr<ConfigNode> parseConfigText(ConfigDiagnostics &diagnostics,

@@ -94,6 +94,33 @@ KeyPosition ModelSpec::positionOf(const std::string &path) const {
 
 namespace {
 
+// The largest value each size key takes: far above every real model (hidden
+// 16384, 126 layers, a 256K vocabulary, 1M-token contexts), far below what
+// overflows the int64 sizes and FLOP counts every later stage computes.
+constexpr int64_t kMaxWidth = int64_t(1) << 17;      // hidden_size, heads
+constexpr int64_t kMaxFfnWidth = int64_t(1) << 20;   // intermediate_size
+constexpr int64_t kMaxFfnRatio = 64;                 // expand_ratio, ffn_dim_multiplier
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxSequence = int64_t(1) << 20;   // seq_length, max_decode_length
+constexpr int64_t kMaxVocabulary = int64_t(1) << 24;
+constexpr int64_t kMaxBatch = int64_t(1) << 16;
+constexpr int64_t kMaxParallel = int64_t(1) << 14;   // each parallel degree
+constexpr int64_t kMaxSteps = int64_t(1) << 40;
+// Then the model as a whole: its largest tensor and one step's FLOPs.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
+constexpr int64_t kMaxStepFlops = int64_t(1) << 60;
+
+/// a * b * ..., or nothing on overflow.
+std::optional<int64_t> checkedProduct(std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (int64_t factor : factors) {
+    if (__builtin_mul_overflow(product, factor, &product)) {
+      return std::nullopt;
+    }
+  }
+  return product;
+}
+
 //===----------------------------------------------------------------------===//
 // Scalar parsing
 //===----------------------------------------------------------------------===//
@@ -286,7 +313,10 @@ public:
     }
   }
 
-  void readPositive(StringRef key, int64_t &out) { readInt(key, out, 1); }
+  void readPositive(StringRef key, int64_t &out,
+                    int64_t max = std::numeric_limits<int64_t>::max()) {
+    readInt(key, out, 1, max);
+  }
 
   void readFloat(StringRef key, double &out,
                  double min = -std::numeric_limits<double>::infinity(),
@@ -299,9 +329,10 @@ public:
   }
 
   void readFloat(StringRef key, std::optional<double> &out, double min,
-                 bool exclusiveMin) {
-    if (std::optional<double> value = readFloatValue(
-            key, min, std::numeric_limits<double>::infinity(), exclusiveMin)) {
+                 bool exclusiveMin,
+                 double max = std::numeric_limits<double>::infinity()) {
+    if (std::optional<double> value =
+            readFloatValue(key, min, max, exclusiveMin)) {
       out = *value;
     }
   }
@@ -400,13 +431,16 @@ private:
       return std::nullopt;
     }
     std::optional<int64_t> parsed = parseInteger(*value);
-    if (!parsed || *parsed < min || *parsed > max) {
+    if (parsed && *parsed > max) {
+      error(value->loc, childPath(key) + ": " + std::to_string(*parsed) +
+                            " is above the largest value allowed here, " +
+                            std::to_string(max));
+      return std::nullopt;
+    }
+    if (!parsed || *parsed < min) {
       std::string expected = min == 1   ? "a positive integer"
                              : min == 0 ? "a non-negative integer"
                                         : "an integer";
-      if (max != std::numeric_limits<int64_t>::max()) {
-        expected += " <= " + std::to_string(max);
-      }
       std::string message =
           childPath(key) + ": expected " + expected + ", got " + value->describe();
       int64_t unquoted;
@@ -597,22 +631,22 @@ private:
                     expectedType + ", got '" + config.configType + "'");
     }
 
-    cfg.readPositive("batch_size", config.batchSize);
+    cfg.readPositive("batch_size", config.batchSize, kMaxBatch);
     for (StringRef key : {"seq_length", "hidden_size", "num_layers",
                           "num_heads", "vocab_size"}) {
       cfg.require(key, "8");
     }
-    cfg.readPositive("seq_length", config.seqLength);
-    cfg.readPositive("hidden_size", config.hiddenSize);
-    cfg.readPositive("num_layers", config.numLayers);
-    cfg.readPositive("num_heads", config.numHeads);
-    cfg.readPositive("vocab_size", config.vocabSize);
-    cfg.readInt("n_kv_heads", config.numKvHeads, 1);
-    cfg.readInt("intermediate_size", config.intermediateSize, 1);
-    cfg.readPositive("multiple_of", config.multipleOf);
+    cfg.readPositive("seq_length", config.seqLength, kMaxSequence);
+    cfg.readPositive("hidden_size", config.hiddenSize, kMaxWidth);
+    cfg.readPositive("num_layers", config.numLayers, kMaxLayers);
+    cfg.readPositive("num_heads", config.numHeads, kMaxWidth);
+    cfg.readPositive("vocab_size", config.vocabSize, kMaxVocabulary);
+    cfg.readInt("n_kv_heads", config.numKvHeads, 1, kMaxWidth);
+    cfg.readInt("intermediate_size", config.intermediateSize, 1, kMaxFfnWidth);
+    cfg.readPositive("multiple_of", config.multipleOf, kMaxWidth);
     cfg.readFloat("ffn_dim_multiplier", config.ffnDimMultiplier, 0.0,
-                  /*exclusiveMin=*/true);
-    cfg.readPositive("expand_ratio", config.expandRatio);
+                  /*exclusiveMin=*/true, kMaxFfnRatio);
+    cfg.readPositive("expand_ratio", config.expandRatio, kMaxFfnRatio);
     cfg.readFloat("rms_norm_eps", config.rmsNormEps, 0, INFINITY, true);
     cfg.readFloat("layernorm_epsilon", config.layerNormEps, 0, INFINITY, true);
     cfg.readFloat("theta", config.theta, 0, INFINITY, true);
@@ -635,7 +669,7 @@ private:
     cfg.readDType("rotary_dtype", config.rotaryDtype);
     cfg.readBool("use_past", config.usePast);
     cfg.readBool("use_flash_attention", config.useFlashAttention);
-    cfg.readPositive("max_decode_length", config.maxDecodeLength);
+    cfg.readPositive("max_decode_length", config.maxDecodeLength, kMaxSequence);
     cfg.readFloat("init_method_std", config.initMethodStd, 0, INFINITY, true);
     cfg.readFloat("initializer_range", config.initMethodStd, 0, INFINITY, true);
 
@@ -645,7 +679,7 @@ private:
     readTokenIds(cfg, "eos_token_id", config.eosTokenIds);
 
     cfg.readBool("do_sample", config.doSample);
-    cfg.readInt("top_k", config.topK, 0);
+    cfg.readInt("top_k", config.topK, 0, kMaxVocabulary);
     cfg.readFloat("top_p", config.topP, 0, 1, /*exclusiveMin=*/true);
     cfg.readFloat("temperature", config.temperature, 0, INFINITY, true);
     cfg.readFloat("repetition_penalty", config.repetitionPenalty, 0, INFINITY,
@@ -703,7 +737,7 @@ private:
     static const StringRef types[] = {"lora"};
     pet.require("pet_type", "lora");
     pet.readChoice("pet_type", config.petType, types);
-    pet.readPositive("lora_rank", config.loraRank);
+    pet.readPositive("lora_rank", config.loraRank, kMaxWidth);
     pet.readFloat("lora_alpha", config.loraAlpha, 0, INFINITY, true);
     pet.readFloat("lora_dropout", config.loraDropout, 0, 1, false);
     pet.readString("target_modules", config.targetModules);
@@ -727,12 +761,12 @@ private:
   void readParallel() {
     MapReader parallel = section(root_, "parallel_config");
     ParallelConfig &config = spec_.parallel;
-    parallel.readPositive("data_parallel", config.dataParallel);
-    parallel.readPositive("model_parallel", config.modelParallel);
-    parallel.readPositive("pipeline_stage", config.pipelineStage);
-    parallel.readPositive("context_parallel", config.contextParallel);
-    parallel.readPositive("expert_parallel", config.expertParallel);
-    parallel.readPositive("micro_batch_num", config.microBatchNum);
+    parallel.readPositive("data_parallel", config.dataParallel, kMaxParallel);
+    parallel.readPositive("model_parallel", config.modelParallel, kMaxParallel);
+    parallel.readPositive("pipeline_stage", config.pipelineStage, kMaxParallel);
+    parallel.readPositive("context_parallel", config.contextParallel, kMaxParallel);
+    parallel.readPositive("expert_parallel", config.expertParallel, kMaxParallel);
+    parallel.readPositive("micro_batch_num", config.microBatchNum, kMaxBatch);
     parallel.readPositive("gradient_aggregation_group",
                           config.gradientAggregationGroup);
     parallel.readBool("use_seq_parallel", config.useSeqParallel);
@@ -882,9 +916,9 @@ private:
     lr.readFloat("learning_rate", config.learningRate, 0, INFINITY, true);
     lr.readFloat("lr_end", config.lrEnd, 0);
     lr.readFloat("warmup_ratio", config.warmupRatio, 0, 1);
-    lr.readInt("warmup_steps", config.warmupSteps, 0);
+    lr.readInt("warmup_steps", config.warmupSteps, 0, kMaxSteps);
     lr.readFloat("warmup_lr_init", config.warmupLrInit, 0);
-    lr.readInt("total_steps", config.totalSteps, -1);
+    lr.readInt("total_steps", config.totalSteps, -1, kMaxSteps);
     lr.readFloat("power", config.power, 0, INFINITY, true);
     lr.ignore({"decay_steps", "num_cycles", "lr_end1", "decay_ratio"});
     lr.finish();
@@ -893,10 +927,10 @@ private:
   void readRunner() {
     MapReader runner = section(root_, "runner_config");
     RunnerConfig &config = spec_.runner;
-    runner.readPositive("epochs", config.epochs);
-    runner.readInt("batch_size", config.batchSize, 1);
+    runner.readPositive("epochs", config.epochs, kMaxSteps);
+    runner.readInt("batch_size", config.batchSize, 1, kMaxBatch);
     runner.readPositive("gradient_accumulation_steps",
-                        config.gradientAccumulationSteps);
+                        config.gradientAccumulationSteps, kMaxBatch);
     runner.ignore({"sink_mode", "sink_size", "initial_epoch", "initial_step"});
     runner.finish();
   }
@@ -909,6 +943,9 @@ private:
     const ModelConfig &model = spec_.model;
     auto loc = [&](StringRef path) { return locOfKey(path); };
     std::string cfg = "model.model_config";
+    if (!validateSizes()) {
+      return;
+    }
     if (model.hiddenSize % model.numHeads != 0) {
       diagnostics().error(
           loc(cfg + ".num_heads"),
@@ -1007,6 +1044,71 @@ private:
                       "recompute_config.select_recompute");
     validateSelection(spec_.recompute.selectCommRecompute,
                       "recompute_config.select_comm_recompute");
+  }
+
+  /// The model's largest tensors and one step's FLOPs, in overflow-checked
+  /// arithmetic, within what int64 sizes and costs hold everywhere after.
+  bool validateSizes() {
+    const ModelConfig &model = spec_.model;
+    std::string cfg = "model.model_config";
+    int64_t batch = spec_.entryBatchSize(), seq = model.seqLength;
+    int64_t hidden = model.hiddenSize, vocab = model.vocabSize;
+    int64_t ffn = model.ffnHiddenSize();
+    if (model.pet.petType == "lora" && model.pet.loraRank > hidden) {
+      diagnostics().error(locOfKey(cfg + ".pet_config.lora_rank"),
+                          cfg + ".pet_config.lora_rank: " +
+                              llvm::Twine(model.pet.loraRank) +
+                              " is above hidden_size (" + llvm::Twine(hidden) +
+                              "); a low-rank adapter has at most that rank");
+      return false;
+    }
+    struct Tensor {
+      const char *what, *keys, *key;
+      std::optional<int64_t> elements;
+    };
+    const Tensor tensors[] = {
+        {"the logits", "batch_size x seq_length x vocab_size", "seq_length",
+         checkedProduct({batch, seq, vocab})},
+        {"the FFN activations", "batch_size x seq_length x the FFN width",
+         "seq_length", checkedProduct({batch, seq, ffn})},
+        {"the embedding", "vocab_size x hidden_size", "vocab_size",
+         checkedProduct({vocab, hidden})},
+        {"an FFN weight", "hidden_size x the FFN width", "hidden_size",
+         checkedProduct({hidden, ffn})},
+    };
+    for (const Tensor &tensor : tensors) {
+      if (!tensor.elements || *tensor.elements > kMaxTensorElements) {
+        diagnostics().error(
+            locOfKey(cfg + "." + tensor.key),
+            cfg + "." + tensor.key + ": " + tensor.what + " (" + tensor.keys +
+                ") would hold " +
+                (tensor.elements ? llvm::Twine(*tensor.elements)
+                                 : llvm::Twine("more than 2^63")) +
+                " elements; mfc compiles tensors of at most 2^36; lower one of "
+                "these sizes");
+        return false;
+      }
+    }
+    // A train step runs the forward pass and twice its work backward: per
+    // token 2 FLOPs per weight, plus attention over the sequence.
+    std::optional<int64_t> perLayer =
+        checkedProduct({2, hidden, 4 * hidden + 3 * ffn + 2 * seq});
+    std::optional<int64_t> perToken =
+        perLayer ? checkedProduct({*perLayer, model.numLayers}) : std::nullopt;
+    std::optional<int64_t> head = checkedProduct({2, hidden, vocab});
+    std::optional<int64_t> step =
+        perToken && head ? checkedProduct({3, batch, seq, *perToken + *head})
+                         : std::nullopt;
+    if (!step || *step > kMaxStepFlops) {
+      diagnostics().error(locOfKey(cfg + ".num_layers"),
+                          cfg + ": one step of this model (num_layers x "
+                                "hidden_size x the FFN width x batch_size x "
+                                "seq_length) would take more than 2^60 FLOPs; "
+                                "mfc's cost model counts in int64: lower "
+                                "num_layers, the widths or seq_length");
+      return false;
+    }
+    return true;
   }
 
   /// Per-stage layer counts must have one entry per stage, each within the

@@ -11,7 +11,7 @@
 #include "compiler/Serialize/ExecutableWriter.h"
 
 #include "dialects/MF/IR/MFOps.h"
-#include "runtime/Hash.h"
+#include "runtime/ContentChecksum.h"
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,7 +76,7 @@ public:
   Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary,
          ArrayRef<std::string> kernelNames)
       : module_(module), spec_(spec), kernelLibrary_(kernelLibrary),
-        kernelNames_(kernelNames) {}
+        kernelNames_(kernelNames), signatures_(kernelNames.size()) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
@@ -123,17 +123,94 @@ public:
     for (const std::string &name : kernelNames_) {
       names.push_back(builder_.CreateString(name));
     }
+    FailureOr<std::vector<flatbuffers::Offset<fb::KernelSignature>>> signatures =
+        writeKernelSignatures();
+    if (failed(signatures)) {
+      return failure();
+    }
+    // The checksum's field holds a placeholder (not the default, so it is
+    // stored) until the buffer is sealed.
     auto root = fb::CreateExecutableDirect(
         builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
-        library.empty() ? nullptr : &library,
-        mfrt::fnv1a64(library.data(), library.size()),
-        names.empty() ? nullptr : &names);
+        library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
+        signatures->empty() ? nullptr : &*signatures,
+        /*content_crc32=*/1);
     fb::FinishExecutableBuffer(builder_, root);
-    return std::vector<uint8_t>(builder_.GetBufferPointer(),
-                                builder_.GetBufferPointer() + builder_.GetSize());
+    std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
+                               builder_.GetBufferPointer() + builder_.GetSize());
+    if (!mfrt::sealContentChecksum(bytes.data(), bytes.size())) {
+      return module_.emitError("the executable has no checksum field"), failure();
+    }
+    return bytes;
   }
 
 private:
+  /// What each kernel takes, from the dispatches that call it (mf.kernel):
+  /// they must agree, since one kernel has one signature.
+  struct KernelSignature {
+    SmallVector<Type> inputs, outputs;
+    int64_t tiles;
+    SmallVector<int32_t> panelInputs;
+    Location loc;
+    bool operator==(const KernelSignature &other) const {
+      return inputs == other.inputs && outputs == other.outputs &&
+             tiles == other.tiles && panelInputs == other.panelInputs;
+    }
+  };
+
+  LogicalResult noteKernelSignature(uint32_t kernel, KernelSignature signature) {
+    std::optional<KernelSignature> &known = signatures_[kernel];
+    if (!known) {
+      known = std::move(signature);
+      return success();
+    }
+    if (!(*known == signature)) {
+      InFlightDiagnostic diagnostic =
+          mlir::emitError(signature.loc)
+          << "kernel '" << kernelNames_[kernel]
+          << "' is called with another signature than before";
+      diagnostic.attachNote(known->loc) << "first called here";
+      return failure();
+    }
+    return success();
+  }
+
+  FailureOr<std::vector<flatbuffers::Offset<fb::KernelSignature>>>
+  writeKernelSignatures() {
+    std::vector<flatbuffers::Offset<fb::KernelSignature>> written;
+    for (auto [index, signature] : llvm::enumerate(signatures_)) {
+      if (!signature) {
+        return module_.emitError() << "kernel '" << kernelNames_[index]
+                                   << "' is never dispatched",
+               failure();
+      }
+      auto types = [&](ArrayRef<Type> list)
+          -> FailureOr<std::vector<flatbuffers::Offset<fb::TensorType>>> {
+        std::vector<flatbuffers::Offset<fb::TensorType>> encoded;
+        for (Type type : list) {
+          auto tensor = tensorType(cast<RankedTensorType>(type), signature->loc);
+          if (failed(tensor)) {
+            return failure();
+          }
+          encoded.push_back(*tensor);
+        }
+        return encoded;
+      };
+      auto inputs = types(signature->inputs);
+      auto outputs = types(signature->outputs);
+      if (failed(inputs) || failed(outputs)) {
+        return failure();
+      }
+      std::vector<uint32_t> panels(signature->panelInputs.begin(),
+                                   signature->panelInputs.end());
+      written.push_back(fb::CreateKernelSignatureDirect(
+          builder_, &*inputs, &*outputs,
+          static_cast<uint32_t>(signature->tiles),
+          panels.empty() ? nullptr : &panels));
+    }
+    return written;
+  }
+
   /// The schedule and runner settings (schedule names reduced to the four
   /// shapes the runtime implements); the optimizer is in train_step.
   flatbuffers::Offset<fb::Training> writeTraining() {
@@ -248,11 +325,19 @@ private:
               panelInputs.assign(panels.asArrayRef().begin(),
                                  panels.asArrayRef().end());
             }
+            uint32_t tileCount = tiles ? static_cast<uint32_t>(tiles.getInt()) : 1;
+            if (failed(noteKernelSignature(
+                    *kernel,
+                    {SmallVector<Type>(fusion.getInputs().getTypes()),
+                     SmallVector<Type>(fusion.getResultTypes()), tileCount,
+                     SmallVector<int32_t>(panelInputs.begin(), panelInputs.end()),
+                     fusion.getLoc()}))) {
+              return failure();
+            }
             dispatches.push_back(fb::CreateDispatchDirect(
                 builder_, *kernel, firstOp,
                 static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs,
-                tiles ? static_cast<uint32_t>(tiles.getInt()) : 1,
-                panelInputs.empty() ? nullptr : &panelInputs));
+                tileCount, panelInputs.empty() ? nullptr : &panelInputs));
           }
           continue;
         }
@@ -486,6 +571,7 @@ private:
   const ModelSpec &spec_;
   StringRef kernelLibrary_;
   ArrayRef<std::string> kernelNames_;
+  std::vector<std::optional<KernelSignature>> signatures_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };

@@ -13,7 +13,7 @@
 namespace mfc {
 
 /// The executable format version this compiler writes.
-constexpr uint32_t kExecutableFormatVersion = 6;
+constexpr uint32_t kExecutableFormatVersion = 7;
 
 /// Serializes the parameters and entry points of an `mf` module into the
 /// executable flatbuffer: the op-level program of each entry, and, when the

@@ -1,6 +1,7 @@
 //===- PanelGemmTest.cpp - products with packed weight panels -------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/ContentChecksum.h"
 #include "runtime/Executable.h"
 #include "runtime/PanelGemm.h"
 #include "runtime/PyNative.h"
@@ -138,11 +139,20 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
       builder.CreateString("mfk_0")};
   auto model = fb::CreateModelInfoDirect(builder, "probe", fb::ModelFamily::Llama,
                                          "predict", 0, 0, 1, 2, 64);
-  builder.Finish(fb::CreateExecutableDirect(builder, 6, "cpu", model, &parameters,
-                                            &entries, nullptr, 0, &kernels),
+  std::vector<flatbuffers::Offset<fb::TensorType>> kernelInputs{
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &inputShape),
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &weightShape)},
+      kernelOutputs{fb::CreateTensorTypeDirect(builder, fb::DType::F32, &outputShape)};
+  std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures{
+      fb::CreateKernelSignatureDirect(builder, &kernelInputs, &kernelOutputs, 1,
+                                      &panels)};
+  builder.Finish(fb::CreateExecutableDirect(builder, 7, "cpu", model, &parameters,
+                                            &entries, nullptr, &kernels,
+                                            &signatures, /*content_crc32=*/1),
                  fb::ExecutableIdentifier());
   std::vector<uint8_t> bytes(builder.GetBufferPointer(),
                              builder.GetBufferPointer() + builder.GetSize());
+  EXPECT_TRUE(mfrt::sealContentChecksum(bytes.data(), bytes.size()));
   return mfrt::Executable::fromBytes(std::move(bytes), "probe.bin");
 }
 

@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -82,6 +83,11 @@ public:
   int64_t batchesPerEpoch() const {
     return data_.empty() ? 1
                          : (static_cast<int64_t>(data_.size()) - 1) / tokensPerBatch();
+  }
+
+  /// Whether a data position (a checkpoint's) lies within the data.
+  bool holds(int64_t position) const {
+    return data_.empty() || position <= static_cast<int64_t>(data_.size());
   }
 
   /// ids and labels of the batch at `position`; advances it.
@@ -161,8 +167,23 @@ Status loadProgress(const std::string &path, const Executable &executable,
                          "(no mfc.step / mfc.data_position metadata); use it "
                          "with --weights instead");
   }
-  step = std::strtoll(stepEntry->second.c_str(), nullptr, 10);
-  position = std::strtoll(dataEntry->second.c_str(), nullptr, 10);
+  // Metadata is text: whole numbers only, in range, or the run would
+  // restart its schedule or read before its data.
+  auto whole = [&](const std::string &key, const std::string &text,
+                   int64_t least, int64_t &out) -> Status {
+    const char *end = text.data() + text.size();
+    auto [stop, error] = std::from_chars(text.data(), end, out);
+    if (text.empty() || error != std::errc() || stop != end || out < least) {
+      return Status::error("'" + path + "': metadata " + key + " is '" + text +
+                           "', expected a whole number of at least " +
+                           std::to_string(least) +
+                           "; the checkpoint is corrupt");
+    }
+    return Status::ok();
+  };
+  MFRT_RETURN_IF_ERROR(whole("mfc.step", stepEntry->second, 1, step));
+  MFRT_RETURN_IF_ERROR(
+      whole("mfc.data_position", dataEntry->second, 0, position));
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
     if (parameter->state() &&
         file->tensors().find(parameter->name()->str()) == file->tensors().end()) {
@@ -271,6 +292,11 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     if (Status status = loadProgress(options.resume, executable, first, position);
         !status) {
       return fail(status.message());
+    }
+    if (!batches.holds(position)) {
+      return fail("'" + options.resume + "' continues at token " +
+                  std::to_string(position) + ", past the end of '" +
+                  options.data + "'; resume with the data it was trained on");
     }
   }
   if (first >= steps) {

@@ -10,6 +10,7 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/Executable.h"
+#include "runtime/FileIO.h"
 #include "runtime/Generation.h"
 #include "runtime/KernelLibrary.h"
 #include "runtime/GraphExecutor.h"
@@ -21,6 +22,8 @@
 
 #include <getopt.h>
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -130,10 +133,22 @@ int fail(const std::string &message) {
   return 1;
 }
 
+/// The most tokens a count flag takes (--max-new-tokens, --top-k): beyond
+/// any sequence or vocabulary, far below what overflows.
+constexpr double kMaxTokens = 1 << 30;
+
+std::string formatBound(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+/// A finite number, the whole text.
 bool parseNumber(const char *text, double &out) {
   char *rest = nullptr;
+  errno = 0;
   out = std::strtod(text, &rest);
-  return *text && *rest == '\0';
+  return *text && *rest == '\0' && errno == 0 && std::isfinite(out);
 }
 
 std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
@@ -204,6 +219,20 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       }
       return true;
     };
+    // A number in (low, high] (as the YAML's keys are checked), into `number`.
+    auto numberAbove = [&](const char *flag, double low, double high) {
+      if (!numeric(flag)) {
+        return false;
+      }
+      if (number <= low || number > high) {
+        fail(std::string("--") + flag + " must be greater than " +
+             formatBound(low) +
+             (std::isfinite(high) ? " and at most " + formatBound(high) : "") +
+             ", got " + optarg);
+        return false;
+      }
+      return true;
+    };
     switch (code) {
     case kMode:
       options.mode = optarg;
@@ -227,7 +256,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.threads = static_cast<unsigned>(number);
       break;
     case kMaxNewTokens:
-      if (!numeric("max-new-tokens") || number < 0) {
+      if (!wholeNumber("max-new-tokens", 0, kMaxTokens)) {
         return std::nullopt;
       }
       options.maxNewTokens = static_cast<int64_t>(number);
@@ -245,35 +274,42 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.doSample = false;
       break;
     case kTopK:
-      if (!numeric("top-k")) {
+      if (!wholeNumber("top-k", 0, kMaxTokens)) {
         return std::nullopt;
       }
       options.topK = static_cast<int64_t>(number);
       break;
     case kTopP:
-      if (!numeric("top-p")) {
+      if (!numberAbove("top-p", 0, 1)) {
         return std::nullopt;
       }
       options.topP = number;
       break;
     case kTemperature:
-      if (!numeric("temperature")) {
+      if (!numberAbove("temperature", 0, INFINITY)) {
         return std::nullopt;
       }
       options.temperature = number;
       break;
     case kRepetitionPenalty:
-      if (!numeric("repetition-penalty")) {
+      if (!numberAbove("repetition-penalty", 0, INFINITY)) {
         return std::nullopt;
       }
       options.repetitionPenalty = number;
       break;
-    case kSeed:
-      if (!numeric("seed")) {
+    case kSeed: {
+      // Every 64-bit seed, exactly (a double would round above 2^53).
+      uint64_t seed = 0;
+      const char *end = optarg + std::strlen(optarg);
+      auto [stop, error] = std::from_chars(optarg, end, seed);
+      if (!*optarg || error != std::errc() || stop != end) {
+        fail(std::string("--seed must be a whole number from 0 to 2^64 - 1, "
+                         "got '") + optarg + "'");
         return std::nullopt;
       }
-      options.seed = static_cast<uint64_t>(number);
+      options.seed = seed;
       break;
+    }
     case kDumpLogits:
       options.dumpLogits = optarg;
       break;
@@ -368,15 +404,17 @@ int writeTrace(const Options &options, const Session &session) {
   if (options.profile.empty()) {
     return 0;
   }
-  std::ofstream stream(options.profile);
-  stream << "{\"traceEvents\":[\n";
-  for (size_t i = 0; i < session.traceEvents.size(); ++i) {
-    stream << session.traceEvents[i]
-           << (i + 1 < session.traceEvents.size() ? ",\n" : "\n");
-  }
-  stream << "]}\n";
-  if (!stream) {
-    return fail("cannot write '" + options.profile + "'");
+  Status status = writeFileAtomically(options.profile, "profile", [&](FileWriter &out) {
+    out.write("{\"traceEvents\":[\n");
+    for (size_t i = 0; i < session.traceEvents.size(); ++i) {
+      out.write(session.traceEvents[i]);
+      out.write(i + 1 < session.traceEvents.size() ? ",\n" : "\n");
+    }
+    out.write("]}\n");
+    return Status::ok();
+  });
+  if (!status) {
+    return fail(status.message());
   }
   std::cerr << "mf-run: wrote " << session.traceEvents.size()
             << " op slices to " << options.profile << "\n";
@@ -683,23 +721,20 @@ int evaluate(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
-/// Runs the first entry in PyNative and in Graph Mode on the same inputs and
+/// Runs entry `name` in PyNative and in Graph Mode on the same inputs and
 /// compares, dispatch by dispatch, what each kernel wrote with what PyNative
-/// computed for the same values. Names the first kernel that differs.
-int checkModes(const Options &options, Session &session) {
+/// computed for the same values. Fails naming the first kernel that differs;
+/// counts the kernel dispatches compared into `checked`.
+Status checkEntry(const std::string &name, Session &session, size_t &checked) {
   const fb::Executable &root = session.executable.root();
-  const fb::Entry *entry = session.executable.entry("prefill");
-  if (!entry) {
-    entry = root.entries()->Get(0);
-  }
-  std::string name = entry->name()->str();
+  const fb::Entry *entry = session.executable.entry(name);
   PyNativeExecutor executor(session.executable, session.weights,
                             session.allocator);
   GraphExecutor graphExecutor(session.executable, session.weights,
                               session.allocator, session.kernels, *session.pool);
   StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
   if (!inputs) {
-    return fail(inputs.status().message());
+    return Status::error(inputs.status().message());
   }
   // Deterministic token ids (and labels) within the vocabulary.
   int64_t vocab = session.executable.model().vocab_size();
@@ -724,7 +759,7 @@ int checkModes(const Options &options, Session &session) {
   StatusOr<std::vector<Tensor>> graphOut =
       graphExecutor.run(name, std::move(copies), graph);
   if (!eagerOut || !graphOut) {
-    return fail((!eagerOut ? eagerOut.status() : graphOut.status()).message());
+    return Status::error((!eagerOut ? eagerOut.status() : graphOut.status()).message());
   }
   // Values within rtol 1e-4 / atol 1e-5 (kernels sum in another order).
   // Where a kernel computes in f16 or bf16, a product that differs in its
@@ -758,7 +793,6 @@ int checkModes(const Options &options, Session &session) {
     }
     return ulp;
   };
-  size_t checked = 0;
   if (entry->dispatches()) {
     for (const fb::Dispatch *dispatch : *entry->dispatches()) {
       std::vector<uint32_t> computed;
@@ -776,7 +810,7 @@ int checkModes(const Options &options, Session &session) {
             ops += std::string("\n    ") + fb::EnumNameOpKind(op.kind()) +
                    " @ " + (op.location() ? op.location()->str() : "");
           }
-          return fail("graph and pynative differ first in kernel '" +
+          return Status::error("graph and pynative differ first in kernel '" +
                       root.kernels()->Get(dispatch->kernel())->str() +
                       "' of '" + name + "', which computes:" + ops);
         }
@@ -789,21 +823,70 @@ int checkModes(const Options &options, Session &session) {
   double entryUlp = ulpOf(all);
   for (size_t i = 0; i < eagerOut->size(); ++i) {
     if (worst((*eagerOut)[i], (*graphOut)[i], entryUlp) > 0) {
-      return fail("the outputs of '" + name + "' differ between graph and "
+      return Status::error("the outputs of '" + name + "' differ between graph and "
                   "pynative (no kernel output differs)");
     }
   }
-  std::cout << "check: '" << name << "' in graph mode equals pynative (rtol "
-            << rtol << ", atol " << atol << "; kernels computing in f16/bf16: two ulps): "
-            << checked
-            << " kernel dispatches and " << eagerOut->size()
-            << " outputs compared\n";
+  return Status::ok();
+}
+
+/// Whether an entry writes parameters (train_step): run twice, the second
+/// run would start from the first's weights.
+bool assignsParameters(const fb::Entry &entry) {
+  for (const fb::Op *op : *entry.ops()) {
+    if (op->kind() == fb::OpKind::Assign) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// --check: every entry a run may take (each prefill length, decode,
+/// logits, the loss), graph against PyNative.
+int checkModes(Session &session) {
+  size_t checked = 0;
+  std::string compared;
+  std::vector<std::string> skipped;
+  for (const std::string &name : session.executable.entryNames()) {
+    const fb::Entry &entry = *session.executable.entry(name);
+    if (entry.ops() && assignsParameters(entry)) {
+      skipped.push_back(name);
+      continue;
+    }
+    if (Status status = checkEntry(name, session, checked); !status) {
+      return fail(status.message());
+    }
+    compared += (compared.empty() ? "'" : ", '") + name + "'";
+  }
+  std::cout << "check: " << compared << " in graph mode equal pynative "
+            << "(rtol 1e-4, atol 1e-5; kernels computing in f16/bf16: two ulps): "
+            << checked << " kernel dispatches compared";
+  for (const std::string &name : skipped) {
+    std::cout << "; '" << name << "' not compared (it assigns parameters)";
+  }
+  std::cout << "\n";
   return 0;
 }
 
-} // namespace
+/// The files a run will write, checked before any work: a path that cannot
+/// be written is found now, not after a whole training run.
+Status checkOutputs(const Options &options) {
+  const std::pair<const std::string &, const char *> outputs[] = {
+      {options.saveWeights, "--save-weights file"},
+      {options.dumpLogits, "--dump-logits file"},
+      {options.dumpStepLogits, "--dump-step-logits file"},
+      {options.dumpGrads, "--dump-grads file"},
+      {options.profile, "--profile file"},
+      {options.mergeLora, "--merge-lora file"}};
+  for (const auto &[path, what] : outputs) {
+    if (!path.empty()) {
+      MFRT_RETURN_IF_ERROR(checkWritableTarget(path, what));
+    }
+  }
+  return Status::ok();
+}
 
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
   int exitCode = 0;
   std::optional<Options> parsed = parseOptions(argc, argv, exitCode);
   if (!parsed) {
@@ -813,6 +896,9 @@ int main(int argc, char **argv) {
     return exitCode;
   }
   Options &options = *parsed;
+  if (Status status = checkOutputs(options); !status) {
+    return fail(status.message());
+  }
 
   StatusOr<Executable> executable = Executable::load(options.executable);
   if (!executable) {
@@ -858,7 +944,11 @@ int main(int argc, char **argv) {
       return fail(kernels.status().message());
     }
     session.kernels = kernels.take();
-    session.pool = std::make_unique<ThreadPool>(options.threads);
+    StatusOr<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads);
+    if (!pool) {
+      return fail(pool.status().message());
+    }
+    session.pool = pool.take();
   }
   // A training checkpoint also serves as weights (its optimizer state is
   // skipped); --resume continues from one.
@@ -904,7 +994,7 @@ int main(int argc, char **argv) {
     session.runOptions.traceEvents = &session.traceEvents;
   }
   if (options.check) {
-    return checkModes(options, session);
+    return checkModes(session);
   }
   if (task == "predict") {
     if (!session.executable.entry("prefill")) {
@@ -930,4 +1020,17 @@ int main(int argc, char **argv) {
     return code != 0 ? code : writeTrace(options, session);
   }
   return evaluate(options, session);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Sizes are checked before allocating; this is the last line of defence
+  // for an allocation the machine still cannot satisfy.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc &) {
+    return fail("out of memory; run a smaller model (--set at compile time) or "
+                "free memory");
+  }
 }

@@ -4,24 +4,27 @@
   corrupt.py drop-tensor IN OUT NAME        safetensors without NAME
   corrupt.py add-tensor IN OUT NAME         safetensors with an extra tensor
   corrupt.py lie-offsets IN OUT             first tensor's end offset past the data
-  corrupt.py flip-elf IN OUT                model.bin with a byte of its kernel library flipped
+  corrupt.py flip-elf IN OUT                model.bin with a byte of its kernel library
+                                            flipped (not sealed: for the checksum)
   corrupt.py to-mindformers IN OUT          LLaMA safetensors renamed to MindFormers names
   corrupt.py set-version IN OUT N           model.bin with format_version N
+  The other model.bin commands seal their output again (seal()).
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
   corrupt.py fill IN OUT NAME VALUE         safetensors with every value of NAME = VALUE (F32)
   corrupt.py miscompile IN OUT OLD NEW      model.bin whose kernel library has the
-                                            f32 constant OLD replaced by NEW, its hash
-                                            fixed: a kernel that loads but computes
+                                            f32 constant OLD replaced by NEW: a
+                                            kernel that loads but computes
                                             something else (for mf-run --check)
   corrupt.py rename-service IN OUT OLD NEW  model.bin whose kernels call runtime
                                             service NEW (same length) instead of
-                                            OLD, its hash fixed: a model from
-                                            another mfc
+                                            OLD: a model from another mfc
   corrupt.py rename-entry IN OUT OLD NEW    model.bin whose entry OLD is called NEW
                                             (same length), wherever it is named
   corrupt.py flip-all MFRUN IN ARGS...      flips bytes of model.bin one at a
-                                            time and runs mf-run on each copy;
-                                            fails if any run crashes
+                                            time and runs mf-run on each copy,
+                                            as it is and sealed again; fails if
+                                            any run crashes or an unsealed copy
+                                            is not refused
 """
 import json
 import os
@@ -29,6 +32,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 
 def read_safetensors(path):
@@ -43,11 +47,25 @@ def write_safetensors(path, header, body):
         f.write(struct.pack("<Q", len(text)) + text + body)
 
 
-def fnv1a64(data):
-    value = 0xcbf29ce484222325
-    for byte in data:
-        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return value
+CONTENT_CRC32_FIELD = 9  # Executable.content_crc32 in mf_executable.fbs
+
+
+def seal(data):
+    """Writes model.bin's content checksum (runtime/ContentChecksum.h): the
+    CRC-32 of the file with the field's four bytes zero. A corrupt file made
+    on purpose is sealed again so that the check behind it is reached."""
+    data = bytearray(data)
+    (table,) = struct.unpack_from("<I", data, 0)
+    (vtable_back,) = struct.unpack_from("<i", data, table)
+    vtable = table - vtable_back
+    (vtable_size,) = struct.unpack_from("<H", data, vtable)
+    slot = 4 + 2 * CONTENT_CRC32_FIELD
+    if slot >= vtable_size:
+        sys.exit("model.bin has no content checksum field")
+    (field,) = struct.unpack_from("<H", data, vtable + slot)
+    struct.pack_into("<I", data, table + field, 0)
+    struct.pack_into("<I", data, table + field, zlib.crc32(bytes(data)))
+    return bytes(data)
 
 
 def main():
@@ -104,7 +122,7 @@ def main():
         vtable = table - vtable_back
         (field,) = struct.unpack_from("<H", data, vtable + 4)  # field 0
         struct.pack_into("<I", data, table + field, int(sys.argv[4]))
-        open(sys.argv[3], "wb").write(data)
+        open(sys.argv[3], "wb").write(seal(data))
     elif command in ("miscompile", "rename-service"):
         data = bytearray(open(sys.argv[2], "rb").read())
         start = data.find(b"\x7fELF")
@@ -118,14 +136,8 @@ def main():
             old, new = (sys.argv[4] + "_ptr\0").encode(), (sys.argv[5] + "_ptr\0").encode()
             if len(old) != len(new) or old not in library:
                 sys.exit("the names differ in length or the library has no such slot")
-        old_hash = struct.pack("<Q", fnv1a64(library))
-        patched = library.replace(old, new)
-        if data.count(old_hash) != 1:
-            sys.exit("cannot find the library's hash")
-        data[start:start + length] = patched
-        at = data.find(old_hash)
-        data[at:at + 8] = struct.pack("<Q", fnv1a64(patched))
-        open(sys.argv[3], "wb").write(bytes(data))
+        data[start:start + length] = library.replace(old, new)
+        open(sys.argv[3], "wb").write(seal(data))
     elif command == "rename-entry":
         data = bytearray(open(sys.argv[2], "rb").read())
         old, new = sys.argv[4].encode(), sys.argv[5].encode()
@@ -133,10 +145,20 @@ def main():
         if len(old) != len(new) or stored not in data:
             sys.exit("the names differ in length or there is no such entry")
         renamed = bytes(data).replace(stored, struct.pack("<I", len(new)) + new + b"\0")
-        open(sys.argv[3], "wb").write(renamed)
+        open(sys.argv[3], "wb").write(seal(renamed))
     elif command == "flip-all":
+        # Each flipped copy as it is (the checksum must refuse every one),
+        # then sealed again (the checks behind it must hold: no crash).
+        # Machine code changed and sealed again is tampering, which no
+        # loader can tell from a real kernel: those bytes are flipped only
+        # unsealed.
         mfrun, path, args = sys.argv[2], sys.argv[3], sys.argv[4:]
         data = open(path, "rb").read()
+        elf = data.find(b"\x7fELF")
+        code = range(0)
+        if elf >= 4:
+            (length,) = struct.unpack("<I", data[elf - 4:elf])
+            code = range(elf, elf + length)
         step = max(1, len(data) // 400)
         outcomes = {}
         with tempfile.TemporaryDirectory() as tmp:
@@ -144,15 +166,30 @@ def main():
             for offset in range(0, len(data), step):
                 copy = bytearray(data)
                 copy[offset] ^= 0xFF
-                open(broken, "wb").write(copy)
-                run = subprocess.run([mfrun, broken] + args, capture_output=True, text=True, errors="replace")
-                if run.returncode not in (0, 1) or (run.returncode == 1 and
-                                                    "mf-run: error:" not in run.stderr):
-                    print(f"byte {offset}: exit {run.returncode}\n{run.stderr}")
-                    return 1
-                outcomes[run.returncode] = outcomes.get(run.returncode, 0) + 1
-        print(f"flipped {len(range(0, len(data), step))} bytes: "
-              f"{outcomes.get(1, 0)} rejected with an error, {outcomes.get(0, 0)} still ran; no crash")
+                for sealed in (False, True):
+                    if sealed and offset in code:
+                        continue
+                    if sealed:
+                        try:
+                            copy = bytearray(seal(copy))
+                        except (struct.error, SystemExit):
+                            continue  # the flip broke the root table itself
+                    open(broken, "wb").write(copy)
+                    run = subprocess.run([mfrun, broken] + args, capture_output=True,
+                                         text=True, errors="replace")
+                    if run.returncode not in (0, 1) or (run.returncode == 1 and
+                                                        "mf-run: error:" not in run.stderr):
+                        print(f"byte {offset} (sealed: {sealed}): exit {run.returncode}\n{run.stderr}")
+                        return 1
+                    if not sealed and run.returncode == 0:
+                        print(f"byte {offset}: flipped, yet the file was not refused")
+                        return 1
+                    key = (sealed, run.returncode)
+                    outcomes[key] = outcomes.get(key, 0) + 1
+        count = len(range(0, len(data), step))
+        print(f"flipped {count} bytes: {outcomes.get((False, 1), 0)} refused; sealed again: "
+              f"{outcomes.get((True, 1), 0)} rejected with an error, "
+              f"{outcomes.get((True, 0), 0)} still ran; no crash")
     return 0
 
 

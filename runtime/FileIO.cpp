@@ -1,0 +1,280 @@
+//===- FileIO.cpp - reading and writing user files without surprises ------===//
+
+#include "runtime/FileIO.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mfrt;
+
+namespace {
+
+std::string quoted(const std::string &what, const std::string &path) {
+  return what + " '" + path + "'";
+}
+
+/// What a non-regular file is, for messages.
+const char *kindOf(mode_t mode) {
+  if (S_ISDIR(mode)) {
+    return "a directory";
+  }
+  if (S_ISCHR(mode) || S_ISBLK(mode)) {
+    return "a device";
+  }
+  if (S_ISFIFO(mode)) {
+    return "a FIFO";
+  }
+  if (S_ISSOCK(mode)) {
+    return "a socket";
+  }
+  return "not a regular file";
+}
+
+/// The file a write to `path` replaces: `path` itself, or for a symlink the
+/// file it names (the link stays a link).
+StatusOr<std::string> resolveTarget(const std::string &path,
+                                    const std::string &what) {
+  struct stat link;
+  if (lstat(path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) {
+    return path;
+  }
+  char resolved[PATH_MAX];
+  if (!realpath(path.c_str(), resolved)) {
+    return Status::error("cannot write " + quoted(what, path) +
+                         ": it is a symbolic link to a missing file (" +
+                         std::strerror(errno) + "); remove the link or "
+                         "create its target");
+  }
+  return std::string(resolved);
+}
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// A character device is written as it is (it cannot be replaced).
+Status writeDevice(const std::string &path, const std::string &what,
+                   const std::function<Status(FileWriter &)> &produce) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::error("cannot write " + quoted(what, path) + ": " +
+                         std::strerror(errno));
+  }
+  FileWriter writer(fd);
+  Status produced = produce(writer);
+  int closed = ::close(fd);
+  int error = errno;
+  if (!produced) {
+    return produced;
+  }
+  if (writer.failed() || closed != 0) {
+    return Status::error("cannot write " + quoted(what, path) + ": " +
+                         std::strerror(writer.failed() ? writer.error() : error));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
+                                                     const std::string &what,
+                                                     uint64_t maxBytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::error("cannot open " + quoted(what, path) + ": " +
+                         std::strerror(errno));
+  }
+  struct stat info;
+  if (fstat(fd, &info) != 0) {
+    int error = errno;
+    ::close(fd);
+    return Status::error("cannot read " + quoted(what, path) + ": " +
+                         std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return Status::error("cannot read " + quoted(what, path) + ": it is " +
+                         kindOf(info.st_mode) + ", not a file");
+  }
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  if (size > maxBytes) {
+    ::close(fd);
+    return Status::error(quoted(what, path) + " is " + std::to_string(size) +
+                         " bytes; files of this kind are at most " +
+                         std::to_string(maxBytes) + " bytes here");
+  }
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc &) {
+    ::close(fd);
+    return Status::error("out of memory reading " + quoted(what, path) + " (" +
+                         std::to_string(size) + " bytes)");
+  }
+  size_t done = 0;
+  while (done < size) {
+    ssize_t got = ::read(fd, bytes.data() + done, size - done);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      int error = errno;
+      ::close(fd);
+      return Status::error("cannot read " + quoted(what, path) + ": " +
+                           std::strerror(error));
+    }
+    if (got == 0) {
+      break; // shorter than fstat said: it shrank while read
+    }
+    done += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  if (done != size) {
+    return Status::error(quoted(what, path) +
+                         " became shorter while it was read (" +
+                         std::to_string(done) + " of " + std::to_string(size) +
+                         " bytes); read it again once it is complete");
+  }
+  return bytes;
+}
+
+Status mfrt::checkWritableTarget(const std::string &path,
+                                 const std::string &what) {
+  if (path.empty()) {
+    return Status::error("the " + what + " path is empty");
+  }
+  StatusOr<std::string> target = resolveTarget(path, what);
+  if (!target) {
+    return target.status();
+  }
+  struct stat info;
+  if (stat(target->c_str(), &info) == 0) {
+    if (S_ISCHR(info.st_mode)) {
+      if (access(target->c_str(), W_OK) != 0) {
+        return Status::error("cannot write " + quoted(what, path) + ": " +
+                             std::strerror(errno));
+      }
+      return Status::ok();
+    }
+    if (!S_ISREG(info.st_mode)) {
+      return Status::error("cannot write " + quoted(what, path) + ": it is " +
+                           kindOf(info.st_mode) +
+                           "; give the path of a file to write");
+    }
+  } else if (errno != ENOENT) {
+    return Status::error("cannot write " + quoted(what, path) + ": " +
+                         std::strerror(errno));
+  }
+  std::string directory = directoryOf(*target);
+  if (stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return Status::error("cannot write " + quoted(what, path) +
+                         ": the directory '" + directory +
+                         "' does not exist; create it first");
+  }
+  if (access(directory.c_str(), W_OK) != 0) {
+    return Status::error("cannot write " + quoted(what, path) +
+                         ": the directory '" + directory +
+                         "' is not writable (" + std::strerror(errno) + ")");
+  }
+  return Status::ok();
+}
+
+void FileWriter::write(const void *data, size_t size) {
+  const char *bytes = static_cast<const char *>(data);
+  while (error_ == 0 && size > 0) {
+    ssize_t written = ::write(fd_, bytes, size);
+    if (written < 0) {
+      if (errno != EINTR) {
+        error_ = errno;
+      }
+      continue;
+    }
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+Status mfrt::writeFileAtomically(
+    const std::string &path, const std::string &what,
+    const std::function<Status(FileWriter &)> &produce) {
+  MFRT_RETURN_IF_ERROR(checkWritableTarget(path, what));
+  StatusOr<std::string> target = resolveTarget(path, what);
+  if (!target) {
+    return target.status();
+  }
+  struct stat existing;
+  if (stat(target->c_str(), &existing) == 0 && S_ISCHR(existing.st_mode)) {
+    return writeDevice(*target, what, produce);
+  }
+  // A unique name in the target's directory (rename is atomic only within
+  // one file system): concurrent writers never share a temporary.
+  std::string directory = directoryOf(*target);
+  std::string temporary = directory + "/." +
+                          target->substr(target->rfind('/') + 1) +
+                          ".XXXXXX.tmp";
+  int fd = mkstemps(temporary.data(), 4);
+  if (fd < 0) {
+    return Status::error("cannot write " + quoted(what, path) +
+                         ": cannot create a temporary file in '" + directory +
+                         "': " + std::strerror(errno));
+  }
+  auto fail = [&](const std::string &reason) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return Status::error("cannot write " + quoted(what, path) + ": " + reason +
+                         " (nothing was changed)");
+  };
+  // The mode a new file gets (mkstemp makes 0600), or the old file's.
+  struct stat old;
+  mode_t mode;
+  if (stat(target->c_str(), &old) == 0) {
+    mode = old.st_mode & 07777;
+  } else {
+    mode_t mask = umask(0);
+    umask(mask);
+    mode = 0666 & ~mask;
+  }
+  if (fchmod(fd, mode) != 0) {
+    return fail(std::strerror(errno));
+  }
+  FileWriter writer(fd);
+  Status produced = produce(writer);
+  if (!produced) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return produced;
+  }
+  if (writer.failed()) {
+    return fail(std::strerror(writer.error()));
+  }
+  // Durable before it replaces the old file: a crash after the rename never
+  // leaves an empty file in its place.
+  if (fsync(fd) != 0) {
+    return fail(std::strerror(errno));
+  }
+  if (::close(fd) != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    return Status::error("cannot write " + quoted(what, path) + ": " +
+                         std::strerror(error) + " (nothing was changed)");
+  }
+  if (std::rename(temporary.c_str(), target->c_str()) != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    return Status::error("cannot write " + quoted(what, path) +
+                         ": cannot rename the temporary file over it: " +
+                         std::strerror(error) + " (nothing was changed)");
+  }
+  return Status::ok();
+}
