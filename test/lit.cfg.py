@@ -29,3 +29,9 @@ if subprocess.call(["/usr/bin/python3", "-c", "import torch, numpy, yaml"],
     config.available_features.add("torch")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")
+# A tiny file system of our own (a private mount namespace: nothing is left
+# mounted) lets a test fill a disk: root, and a kernel that allows it.
+if subprocess.call(["unshare", "-m", "sh", "-c",
+                    "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("tmpfs-mount")

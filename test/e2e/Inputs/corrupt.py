@@ -8,6 +8,11 @@
                                             flipped (not sealed: for the checksum)
   corrupt.py to-mindformers IN OUT          LLaMA safetensors renamed to MindFormers names
   corrupt.py set-version IN OUT N           model.bin with format_version N
+  corrupt.py edit IN OUT 'doc[...] = V'     model.bin through flatc's JSON with one
+                                            assignment (e.g. a dispatch's kernel)
+  corrupt.py edit-unsealed IN OUT '...'     the same, its checksum left as it was
+  corrupt.py duplicate-tensor IN OUT NAME   safetensors whose header names NAME twice
+  corrupt.py set-metadata IN OUT KEY VALUE  safetensors with metadata KEY = VALUE
   The other model.bin commands seal their output again (seal()).
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
   corrupt.py fill IN OUT NAME VALUE         safetensors with every value of NAME = VALUE (F32)
@@ -146,6 +151,36 @@ def main():
             sys.exit("the names differ in length or there is no such entry")
         renamed = bytes(data).replace(stored, struct.pack("<I", len(new)) + new + b"\0")
         open(sys.argv[3], "wb").write(seal(renamed))
+    elif command in ("edit", "edit-unsealed"):
+        # The executable as JSON (flatc, from the schema), one Python
+        # assignment to it, back to binary, sealed: e.g.
+        #   'doc["entries"][0]["dispatches"][3]["kernel"] = 5'
+        schema = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "../../../runtime/schemas/mf_executable.fbs")
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(["flatc", "--json", "--strict-json", "--raw-binary",
+                            "-o", tmp, schema, "--", sys.argv[2]], check=True)
+            name = os.path.splitext(os.path.basename(sys.argv[2]))[0]
+            doc = json.load(open(os.path.join(tmp, name + ".json")))
+            exec(sys.argv[4], {"doc": doc})
+            json.dump(doc, open(os.path.join(tmp, name + ".json"), "w"))
+            subprocess.run(["flatc", "--binary", "-o", tmp, schema,
+                            os.path.join(tmp, name + ".json")], check=True)
+            data = open(os.path.join(tmp, name + ".bin"), "rb").read()
+        # edit-unsealed keeps the old checksum: the loader must notice.
+        open(sys.argv[3], "wb").write(seal(data) if command == "edit" else data)
+    elif command == "duplicate-tensor":
+        # The header's JSON with NAME written twice (json.dumps would keep one).
+        header, body = read_safetensors(sys.argv[2])
+        info = json.dumps(header[sys.argv[4]])
+        text = json.dumps(header)
+        text = text[:-1] + ", " + json.dumps(sys.argv[4]) + ": " + info + "}"
+        with open(sys.argv[3], "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text.encode() + body)
+    elif command == "set-metadata":
+        header, body = read_safetensors(sys.argv[2])
+        header.setdefault("__metadata__", {})[sys.argv[4]] = sys.argv[5]
+        write_safetensors(sys.argv[3], header, body)
     elif command == "flip-all":
         # Each flipped copy as it is (the checksum must refuse every one),
         # then sealed again (the checks behind it must hold: no crash).
