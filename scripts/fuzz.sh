@@ -1,37 +1,65 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, runtime only) and fuzzes each loader
-# for SECONDS seconds from a seed corpus of real files. Not part of CI.
+# Builds the libFuzzer targets (clang 22, runtime only plus the YAML
+# frontend) and fuzzes each loader for SECONDS seconds from a seed corpus of
+# real files. Not part of CI. Everything it writes (the build, the corpora,
+# crash artifacts) goes under $MFC_FUZZ_DIR (default: $TMPDIR/mfc-fuzz),
+# never into the source tree.
 #   scripts/fuzz.sh [SECONDS]     default 60 per target
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+work=${MFC_FUZZ_DIR:-${TMPDIR:-/tmp}/mfc-fuzz}
+mkdir -p "$work"
 
-if ! command -v clang++-14 >/dev/null || [ ! -e /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a ]; then
-  apt-get install -y -q clang-14 libclang-rt-14-dev
+if ! command -v clang++-22 >/dev/null || ! ls /usr/lib/llvm-22/lib/clang/22/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  apt-get install -y -q clang-22 libclang-rt-22-dev
 fi
 
-cmake -G Ninja -S . -B build-fuzz -DMFC_RUNTIME_ONLY=ON -DMFC_BUILD_FUZZERS=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
-cmake --build build-fuzz
+cmake -G Ninja -S . -B "$work/build-fuzz" -DMFC_RUNTIME_ONLY=ON -DMFC_BUILD_FUZZERS=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-22 -DCMAKE_C_COMPILER=clang-22 \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
+cmake --build "$work/build-fuzz"
 
-# Seeds: executables and weights made by the normal build.
-make build >/dev/null
-corpus=build-fuzz/corpus
-mkdir -p "$corpus/executable" "$corpus/safetensors"
+# Seeds: executables and weights made by a normal build (the tree's build/
+# if there is one; else one of its own under $work).
+build=build
+if [ ! -x build/bin/mfc ]; then
+  build=$work/build
+  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build"
+fi
+corpus=$work/corpus
+mkdir -p "$corpus/executable" "$corpus/safetensors" "$corpus/config" "$work/artifacts"
 for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwen-bias-tied.yaml \
     test/Frontend/train-adamw.yaml test/Frontend/lora.yaml; do
   name=$(basename "$config" .yaml)
-  build/bin/mfc compile "$config" --set model.model_config.num_layers=1 -o "$corpus/executable/$name.bin"
+  "$build/bin/mfc" compile "$config" --set model.model_config.num_layers=1 -o "$corpus/executable/$name.bin" 2>/dev/null
   /usr/bin/python3 test/reference/reference.py make-weights "$config" "$corpus/safetensors/$name.safetensors" \
     --set model.model_config.num_layers=1 >/dev/null
 done
 # f32 parameters computed in f16: values derived from the weights (offset -2).
-build/bin/mfc compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
-  --set model.model_config.compute_dtype=float16 -o "$corpus/executable/gpt2-fp16.bin"
+"$build/bin/mfc" compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
+  --set model.model_config.compute_dtype=float16 -o "$corpus/executable/gpt2-fp16.bin" 2>/dev/null
+# Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
+/usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
+import os, struct, sys, zlib
+for name in sorted(os.listdir(sys.argv[1])):
+    data = open(os.path.join(sys.argv[1], name), "rb").read()
+    start = data.find(b"\x7fELF")
+    (length,) = struct.unpack("<I", data[start - 4:start])
+    print("%08x" % zlib.crc32(data[start:start + length]))
+PY
+export MFC_FUZZ_TRUSTED_KERNELS=$work/trusted-kernels.txt
+cp ../shared/configs/mindformers/*.yaml test/Frontend/*.yaml examples/*.yaml "$corpus/config/"
+printf -- '--set model.model_config.num_layers=2\n' | cat - examples/llama-tiny.yaml > "$corpus/config/with-set.yaml"
 
-for target in ExecutableFuzzer SafetensorsFuzzer; do
-  dir=$corpus/$( [ "$target" = ExecutableFuzzer ] && echo executable || echo safetensors )
+for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer; do
+  case $target in
+    ExecutableFuzzer) dir=$corpus/executable; extra=() ;;
+    SafetensorsFuzzer) dir=$corpus/safetensors; extra=() ;;
+    ConfigFuzzer) dir=$corpus/config; extra=(-dict=fuzz/config.dict) ;;
+  esac
   echo "== $target for ${seconds}s"
-  build-fuzz/bin/$target "$dir" -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=4096 2>&1 | tail -3
+  "$work/build-fuzz/bin/$target" "$dir" "${extra[@]}" -max_total_time="$seconds" -max_len=262144 \
+    -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/$target-" 2>&1 | tail -3
 done

@@ -2,9 +2,10 @@
 
 #include "compiler/Frontend/ConfigTree.h"
 
+#include "compiler/Transforms/InputFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -221,39 +222,16 @@ std::unique_ptr<ConfigNode> mfc::parseConfigText(ConfigDiagnostics &diagnostics,
 
 std::unique_ptr<ConfigNode> mfc::parseConfigFile(ConfigDiagnostics &diagnostics,
                                                  StringRef path) {
-  // Only a regular file of a bounded size: /dev/zero or a directory given
-  // by mistake must not be read until memory runs out.
-  llvm::sys::fs::file_status status;
-  if (std::error_code error = llvm::sys::fs::status(path, status)) {
-    diagnostics.error(SMLoc(), "cannot read config '" + path +
-                                   "': " + error.message());
-    return nullptr;
-  }
-  if (status.type() != llvm::sys::fs::file_type::regular_file) {
-    diagnostics.error(SMLoc(), "cannot read config '" + path + "': it is " +
-                                   (status.type() ==
-                                            llvm::sys::fs::file_type::directory_file
-                                        ? "a directory"
-                                        : "not a regular file") +
-                                   "; give the path of a .yaml file");
-    return nullptr;
-  }
-  if (status.getSize() > kMaxConfigBytes) {
-    diagnostics.error(SMLoc(), "config '" + path + "' is " +
-                                   llvm::Twine(status.getSize()) +
-                                   " bytes; a config is at most " +
-                                   llvm::Twine(kMaxConfigBytes) + " bytes");
-    return nullptr;
-  }
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      readInputFile(path, "config", kMaxConfigBytes, error);
   if (!file) {
-    diagnostics.error(SMLoc(), "cannot read config '" + path +
-                                   "': " + file.getError().message());
+    diagnostics.error(SMLoc(), error);
     return nullptr;
   }
-  StringRef text = (*file)->getBuffer();
+  StringRef text = file->getBuffer();
   unsigned bufferId =
-      diagnostics.sourceMgr().AddNewSourceBuffer(std::move(*file), SMLoc());
+      diagnostics.sourceMgr().AddNewSourceBuffer(std::move(file), SMLoc());
   auto root = parseBuffer(diagnostics, bufferId, text, 0);
   if (root && !root->isMap()) {
     diagnostics.error(root->loc, "expected the config to be a map of "

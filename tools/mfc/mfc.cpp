@@ -12,6 +12,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
+#include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "dialects/MF/IR/MFDialect.h"
 
@@ -38,6 +39,9 @@ namespace cl = llvm::cl;
 using namespace mfc;
 
 namespace {
+
+/// A memory-plan problem: a CSV row per buffer (id,lower,upper,size).
+constexpr uint64_t kMaxPlanCsvBytes = 1u << 30;
 
 void printError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "mfc") << message << "\n";
@@ -332,13 +336,15 @@ int planMemoryCommand(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "mfc plan-memory: static memory planning of a "
                               "MiniMalloc CSV problem (id,lower,upper,size)\n");
-  auto buffer = llvm::MemoryBuffer::getFile(csvFile, /*IsText=*/true);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      readInputFile(csvFile, "memory plan problem", kMaxPlanCsvBytes, error);
   if (!buffer) {
-    printError("cannot read '" + csvFile + "': " + buffer.getError().message());
+    printError(error);
     return 1;
   }
   std::vector<PlannedBuffer> buffers;
-  std::string error = readMemoryPlanCsv((*buffer)->getBuffer().str(), buffers);
+  error = readMemoryPlanCsv(buffer->getBuffer().str(), buffers);
   if (!error.empty()) {
     printError(csvFile + ":" + error);
     return 1;
