@@ -111,7 +111,17 @@ public:
     return loc.isValid() ? loc : fallback;
   }
 
-  std::unique_ptr<ConfigNode> build(const YAML::Node &node, SMLoc fallback) {
+  std::unique_ptr<ConfigNode> build(const YAML::Node &node, SMLoc fallback,
+                                    unsigned depth = 0) {
+    // An alias inside its own anchor makes yaml-cpp's graph a cycle.
+    if (depth > kMaxConfigDepth) {
+      diagnostics_.error(locate(node.Mark(), fallback),
+                         "the config nests more than " +
+                             llvm::Twine(kMaxConfigDepth) +
+                             " levels deep (a YAML alias inside its own "
+                             "anchor?)");
+      return nullptr;
+    }
     // Aliases share nodes in yaml-cpp's graph but are copied here: ten
     // levels of nine aliases would expand to 9^10 nodes from a few lines.
     if (++built_ > kMaxConfigNodes) {
@@ -140,7 +150,7 @@ public:
     case YAML::NodeType::Sequence:
       result->kind = ConfigNode::Kind::Sequence;
       for (const YAML::Node &item : node) {
-        auto child = build(item, result->loc);
+        auto child = build(item, result->loc, depth + 1);
         if (!child) {
           return nullptr;
         }
@@ -166,7 +176,7 @@ public:
           diagnostics_.note(previous->keyLoc, "first defined here");
           return nullptr;
         }
-        auto value = build(pair.second, keyLoc);
+        auto value = build(pair.second, keyLoc, depth + 1);
         if (!value) {
           return nullptr;
         }
