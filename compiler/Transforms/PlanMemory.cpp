@@ -27,7 +27,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace mfc {
 #define GEN_PASS_DEF_MFPLANMEMORYPASS

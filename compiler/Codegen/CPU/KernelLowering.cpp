@@ -277,6 +277,13 @@ FailureOr<std::string> mfc::linkSharedObject(StringRef object, Location loc) {
   {
     llvm::raw_fd_ostream os(objectFd, /*shouldClose=*/true);
     os << object;
+    os.close();
+    if (os.has_error()) { // a full temporary directory: say so, not abort
+      std::string reason = os.error().message();
+      os.clear_error();
+      return emitError(loc) << "cannot write the kernels' object file '"
+                            << objectPath << "' for linking: " << reason;
+    }
   }
   llvm::ErrorOr<std::string> linker =
       llvm::sys::findProgramByName("ld.lld", {MFC_LLVM_TOOLS_DIR});
