@@ -28,8 +28,13 @@ if [ ! -x build/bin/mfc ]; then
   cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build"
 fi
-corpus=$work/corpus
-mkdir -p "$corpus/executable" "$corpus/safetensors" "$corpus/config" "$work/artifacts"
+# The seeds are made afresh in seeds/; what the fuzzers find worth keeping
+# goes to corpus/ (their first directory), so the trusted kernels below are
+# the compiler's, never a mutated copy.
+corpus=$work/seeds
+rm -rf "$corpus"
+mkdir -p "$corpus/executable" "$corpus/safetensors" "$corpus/config" "$work/artifacts" \
+  "$work/corpus/executable" "$work/corpus/safetensors" "$work/corpus/config"
 for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwen-bias-tied.yaml \
     test/Frontend/train-adamw.yaml test/Frontend/lora.yaml; do
   name=$(basename "$config" .yaml)
@@ -55,11 +60,20 @@ printf -- '--set model.model_config.num_layers=2\n' | cat - examples/llama-tiny.
 
 for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer; do
   case $target in
-    ExecutableFuzzer) dir=$corpus/executable; extra=() ;;
-    SafetensorsFuzzer) dir=$corpus/safetensors; extra=() ;;
-    ConfigFuzzer) dir=$corpus/config; extra=(-dict=fuzz/config.dict) ;;
+    ExecutableFuzzer) kind=executable; extra=() ;;
+    SafetensorsFuzzer) kind=safetensors; extra=() ;;
+    ConfigFuzzer) kind=config; extra=(-dict=fuzz/config.dict) ;;
   esac
   echo "== $target for ${seconds}s"
-  "$work/build-fuzz/bin/$target" "$dir" "${extra[@]}" -max_total_time="$seconds" -max_len=262144 \
-    -rss_limit_mb=4096 -artifact_prefix="$work/artifacts/$target-" 2>&1 | tail -3
+  log=$work/$target.log
+  status=0
+  "$work/build-fuzz/bin/$target" "$work/corpus/$kind" "$corpus/$kind" "${extra[@]}" \
+    -max_total_time="$seconds" -max_len=262144 -rss_limit_mb=4096 \
+    -artifact_prefix="$work/artifacts/$target-" > "$log" 2>&1 || status=$?
+  tail -3 "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "$target found a crash (exit $status); its report is in $log"
+    failed=1
+  fi
 done
+exit "${failed:-0}"

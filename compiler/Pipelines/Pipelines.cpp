@@ -33,11 +33,21 @@ void addAutodiff(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
+void addRecompute(OpPassManager &pm, const CompileOptions &options) {
+  mf::MFRecomputePassOptions recompute;
+  recompute.full.assign(options.recomputeFull.begin(),
+                        options.recomputeFull.end());
+  recompute.select.assign(options.recomputeSelect.begin(),
+                          options.recomputeSelect.end());
+  pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));
+}
+
 void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseNormPass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseAttentionPass());
+  pm.addNestedPass<func::FuncOp>(mf::createMFDropRecomputeBarriersPass());
 }
 
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
@@ -63,6 +73,10 @@ const Phase kPhases[] = {
      "gradients) built by reverse-mode differentiation, and train_step "
      "(forward, backward, clipping and the AdamW update)",
      addAutodiff},
+    {"recompute",
+     "training modules: the backward reads recomputed copies of the forward "
+     "values recompute_config selects (mf.recomputed), not the originals",
+     addRecompute},
     {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
      addFusion},
     {"codegen",

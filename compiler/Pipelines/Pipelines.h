@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
+#include <vector>
 
 namespace mfc {
 
@@ -46,6 +47,9 @@ struct CompileOptions {
   std::string kernelsObject;
   /// Inference: products by f32 parameters read panels packed once.
   bool packWeights = true;
+  /// Training: what mf-recompute recomputes (its `full` and `select`).
+  std::vector<std::string> recomputeFull;
+  std::vector<std::string> recomputeSelect;
 };
 
 /// Adds every phase up to and including `options.compileTo`, and a pass that

@@ -9,6 +9,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
+#include <map>
 #include <optional>
 
 using namespace mlir;
@@ -27,6 +28,19 @@ struct FusionGroup {
   int64_t bytes = 0;
 };
 
+/// Model paths in layer order: model.layers.2 before model.layers.10.
+struct LayerOrder {
+  bool operator()(const std::string &a, const std::string &b) const {
+    auto key = [](StringRef path) {
+      auto [prefix, last] = path.rsplit('.');
+      int64_t index;
+      return last.getAsInteger(10, index) ? std::make_pair(path, int64_t(-1))
+                                          : std::make_pair(prefix, index);
+    };
+    return key(a) < key(b);
+  }
+};
+
 struct EntryReport {
   std::string name;
   int64_t ops = 0;
@@ -36,7 +50,23 @@ struct EntryReport {
   int64_t arenaLowerBound = -1;
   int64_t derivedBytes = 0; // values derived from the weights alone
   std::vector<FusionGroup> groups;
+  /// Ops mf-recompute cloned for the backward, by layer ("model.layers.3"),
+  /// each as its path within the layer; and their FLOPs.
+  std::map<std::string, std::vector<std::string>, LayerOrder> recomputed;
+  int64_t recomputedFlops = 0;
 };
+
+/// "model.layers.3.feed_forward.mul" -> {"model.layers.3", "feed_forward.mul"}
+/// (GPT-2: transformer.h.3); a path outside the layers is its own group.
+std::pair<std::string, std::string> splitLayer(StringRef path) {
+  SmallVector<StringRef> names;
+  path.split(names, '.');
+  if (names.size() > 3 && (names[1] == "layers" || names[1] == "h")) {
+    size_t layerEnd = names[0].size() + names[1].size() + names[2].size() + 2;
+    return {path.take_front(layerEnd).str(), path.drop_front(layerEnd + 1).str()};
+  }
+  return {path.str(), ""};
+}
 
 /// What a training step keeps in memory, by kind.
 struct TrainingMemory {
@@ -122,6 +152,16 @@ std::vector<EntryReport> collect(ModuleOp module) {
         entry.groups.push_back(std::move(group));
       }
     }
+    function.walk([&](Operation *op) {
+      if (op->hasAttr("mf.recomputed")) {
+        auto [layer, rest] = splitLayer(mf::getModelPath(op->getLoc()));
+        entry.recomputed[layer].push_back(
+            op->getName().getStringRef().str() + (rest.empty() ? "" : " @ " + rest));
+        if (auto cost = dyn_cast<mf::CostOpInterface>(op)) {
+          entry.recomputedFlops += cost.getFlops();
+        }
+      }
+    });
     if (auto arena = function->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
       entry.arenaBytes = arena.getInt();
     }
@@ -171,6 +211,18 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
                               {"flops", entry.flops},
                               {"bytes", entry.bytes},
                               {"fusion_groups", std::move(groups)}};
+    if (!entry.recomputed.empty()) {
+      llvm::json::Object layers;
+      for (const auto &[layer, ops] : entry.recomputed) {
+        llvm::json::Array list;
+        for (const std::string &op : ops) {
+          list.push_back(op);
+        }
+        layers[layer] = std::move(list);
+      }
+      object["recomputed"] = llvm::json::Object{
+          {"flops", entry.recomputedFlops}, {"ops_by_layer", std::move(layers)}};
+    }
     if (entry.arenaBytes >= 0) {
       object["arena_bytes"] = entry.arenaBytes;
       object["arena_lower_bound"] = entry.arenaLowerBound;
@@ -228,6 +280,23 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
       if (entry.derivedBytes > 0) {
         os << llvm::format(", %.4g MB derived from the weights",
                            entry.derivedBytes / 1e6);
+      }
+    }
+    if (!entry.recomputed.empty()) {
+      size_t count = 0;
+      for (const auto &[layer, ops] : entry.recomputed) {
+        count += ops.size();
+      }
+      os << llvm::format("\n  recomputed for the backward: %zu ops, %.4g "
+                         "GFLOP (%.3g%% of the entry)",
+                         count, entry.recomputedFlops / 1e9,
+                         entry.flops ? 100.0 * entry.recomputedFlops / entry.flops
+                                     : 0.0);
+      for (const auto &[layer, ops] : entry.recomputed) {
+        os << "\n    " << layer << ":";
+        for (auto [i, op] : llvm::enumerate(ops)) {
+          os << (i ? ", " : " ") << op;
+        }
       }
     }
     os << "\n  " << entry.groups.size() << " fusion groups\n";

@@ -9,6 +9,7 @@
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
+#include "compiler/Frontend/RecomputePlan.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
@@ -280,9 +281,19 @@ int compile(int argc, char **argv) {
 
   frontendTimer.stop();
 
-  CompileOptions options{compileTo,     dumpIrDir, memoryPlanCsv,
-                         memoryPlanSvg, cpu,       kernelsObject,
-                         packWeights};
+  CompileOptions options;
+  options.compileTo = compileTo;
+  options.dumpIrDir = dumpIrDir;
+  options.memoryPlanCsv = memoryPlanCsv;
+  options.memoryPlanSvg = memoryPlanSvg;
+  options.cpu = cpu;
+  options.kernelsObject = kernelsObject;
+  options.packWeights = packWeights;
+  if (spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune) {
+    RecomputePlan recompute = planRecompute(*spec);
+    options.recomputeFull = std::move(recompute.fullLayers);
+    options.recomputeSelect = std::move(recompute.selectedOps);
+  }
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;

@@ -357,6 +357,9 @@ void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 int64_t ReshapeOp::getFlops() { return 0; }
 
+int64_t RecomputeBarrierOp::getFlops() { return 0; }
+int64_t RecomputeBarrierOp::getBytesAccessed() { return 0; }
+
 //===----------------------------------------------------------------------===//
 // TransposeOp
 //===----------------------------------------------------------------------===//

@@ -366,6 +366,26 @@ def MF_ReduceMaxOp : MF_ReduceOp<"reduce_max"> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
+def MF_RecomputeBarrierOp : MF_FreeOp<"recompute_barrier",
+    [SameOperandsAndResultType]> {
+  let summary = "The value a recomputation starts from, opaque to CSE and folding";
+  let description = [{
+    mf-recompute clones forward ops for the backward; the clones read their
+    inputs through this op, so no pass finds a clone equal to its original
+    and merges the two (which would keep the activation alive again: the
+    classic recompute bug). It declares no memory effects, so CSE and DCE
+    leave it alone; it has no folder. mf-drop-recompute-barriers replaces it
+    by its input after fusion.
+
+    ```mlir
+    %x2 = mf.recompute_barrier %x : tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_Tensor:$input);
+  let results = (outs MF_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 def MF_ReshapeOp : MF_CostedOp<"reshape", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Reinterprets the shape; the element count is unchanged";

@@ -75,6 +75,58 @@ def MFTrainStepPass : Pass<"mf-train-step", "::mlir::ModuleOp"> {
   }];
 }
 
+def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
+  let summary = "The backward reads recomputed copies of selected forward values";
+  let description = [{
+    In an entry that returns a `loss` and differentiates it (after
+    mf-autodiff and mf-train-step), the forward ops are those the loss
+    depends on; every other op is the backward. Forward ops chosen for
+    recomputation have their results dropped after the forward: each
+    backward use reads a clone (marked `mf.recomputed`), built just before
+    the first backward op that needs it, from the kept values (checkpoints)
+    read through `mf.recompute_barrier`, which stops CSE and folding from
+    finding a clone equal to its original and merging them back.
+
+    - `full`: layer path prefixes (`model.layers.3`): every forward op of
+      the layer except those whose results leave it (its output, the
+      checkpoint) and parameter or constant reads.
+    - `select`: op patterns as in MindFormers' `select_recompute`,
+      optionally after a layer prefix and a colon
+      (`model.layers.3:feed_forward\.mul`): levels split at `\.`, each
+      full-matched against consecutive names of the op's model path.
+
+    ```mlir
+    // before: the backward reads %h, the forward's SwiGLU
+    %h = mf.swiglu %g, %u : tensor<1x8x172xf32>    // model.layers.0.feed_forward.mul
+    ...
+    %dh = mf.matmul %dy, %w2 ...
+    %dg = mf.mul %dh, %h ...
+    // after --mf-recompute="select=feed_forward\.mul"
+    %g2 = mf.recompute_barrier %g : tensor<1x8x172xf32>
+    %u2 = mf.recompute_barrier %u : tensor<1x8x172xf32>
+    %h2 = mf.swiglu %g2, %u2 {mf.recomputed} : tensor<1x8x172xf32>
+    %dg = mf.mul %dh, %h2 ...
+    ```
+  }];
+  let options = [
+    ListOption<"full", "full", "std::string",
+               "Layer path prefixes whose forward is recomputed whole">,
+    ListOption<"select", "select", "std::string",
+               "Op patterns ([layer-prefix:]level\\.level) recomputed alone">
+  ];
+}
+
+def MFDropRecomputeBarriersPass : Pass<"mf-drop-recompute-barriers",
+                                       "::mlir::func::FuncOp"> {
+  let summary = "Removes mf.recompute_barrier once no pass can merge clones";
+  let description = [{
+    After fusion, nothing in mfc's pipeline merges equal values any more: each
+    `mf.recompute_barrier` is replaced by its input, so codegen, the memory
+    plan and the executable see plain values (a barrier inside a fusion
+    region is removed too).
+  }];
+}
+
 def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Groups chains of elementwise ops into mf.fusion regions";
   let description = [{

@@ -1,0 +1,233 @@
+//===- Recompute.cpp - recomputed activations for the backward ------------===//
+//
+// 1. In an entry whose `loss` result is differentiated, the forward ops are
+//    the loss's ancestors; the others are the backward.
+// 2. The recompute set: forward ops of `full` layers whose results stay in
+//    the layer (not the layer's output, the checkpoint), and forward ops that
+//    `select` patterns match; never parameter or constant reads.
+// 3. Walking the backward in order, each operand defined in the set is
+//    replaced by a clone, built (with the clones it needs in turn) just before
+//    that first backward user; a clone's other operands are the kept values,
+//    read through mf.recompute_barrier so that no later CSE or folding merges
+//    clone and original. Clones carry `mf.recomputed`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
+
+#define DEBUG_TYPE "mf-recompute"
+
+namespace mlir::mf {
+#define GEN_PASS_DEF_MFRECOMPUTEPASS
+#include "dialects/MF/Transforms/Passes.h.inc"
+} // namespace mlir::mf
+
+using namespace mlir;
+using namespace mlir::mf;
+
+namespace {
+
+/// A `select` pattern: an optional layer prefix, then regex levels that must
+/// full-match consecutive names of an op's path (after the prefix).
+struct OpPattern {
+  std::string layer;
+  SmallVector<llvm::Regex> levels;
+
+  bool matches(StringRef path) const {
+    if (!layer.empty() && !path.consume_front(layer + ".")) {
+      return false;
+    }
+    SmallVector<StringRef> names;
+    path.split(names, '.');
+    for (size_t first = 0; first + levels.size() <= names.size(); ++first) {
+      bool all = true;
+      for (size_t i = 0; i < levels.size() && all; ++i) {
+        SmallVector<StringRef> groups;
+        all = levels[i].match(names[first + i], &groups) &&
+              groups[0].size() == names[first + i].size();
+      }
+      if (all) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+/// "[layer:]level\.level" -> its prefix and anchored level regexes.
+FailureOr<OpPattern> parsePattern(StringRef text, std::string &error) {
+  OpPattern pattern;
+  auto [head, tail] = text.split(':');
+  StringRef body = text;
+  if (!tail.empty()) {
+    pattern.layer = head.str();
+    body = tail;
+  }
+  SmallVector<StringRef> levels;
+  // Levels are split at an escaped dot; `.` alone stays a regex wildcard.
+  size_t start = 0;
+  for (size_t at = body.find("\\."); at != StringRef::npos;
+       at = body.find("\\.", start)) {
+    levels.push_back(body.slice(start, at));
+    start = at + 2;
+  }
+  levels.push_back(body.drop_front(start));
+  for (StringRef level : levels) {
+    llvm::Regex regex("^(" + level.str() + ")");
+    if (!regex.isValid(error)) {
+      return failure();
+    }
+    pattern.levels.push_back(std::move(regex));
+  }
+  return pattern;
+}
+
+/// The forward ops of `entry`: those its `loss` result depends on.
+llvm::DenseSet<Operation *> forwardOps(func::FuncOp entry, Value loss) {
+  llvm::DenseSet<Operation *> forward;
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !forward.insert(op).second) {
+      continue;
+    }
+    for (Value operand : op->getOperands()) {
+      work.push_back(operand);
+    }
+  }
+  return forward;
+}
+
+struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
+  using MFRecomputePassBase::MFRecomputePassBase;
+
+  void runOnOperation() override {
+    func::FuncOp entry = getOperation();
+    SmallVector<OpPattern> patterns;
+    for (const std::string &text : select) {
+      std::string error;
+      FailureOr<OpPattern> pattern = parsePattern(text, error);
+      if (failed(pattern)) {
+        emitError(entry.getLoc())
+            << "mf-recompute: invalid select pattern '" << text << "': " << error;
+        return signalPassFailure();
+      }
+      patterns.push_back(std::move(*pattern));
+    }
+    std::optional<Value> loss = lossOf(entry);
+    if ((full.empty() && patterns.empty()) || !loss) {
+      return;
+    }
+    llvm::DenseSet<Operation *> forward = forwardOps(entry, *loss);
+    llvm::SetVector<Operation *> recomputed =
+        recomputeSet(entry, forward, patterns);
+    if (recomputed.empty()) {
+      return;
+    }
+    rewriteBackward(entry, forward, recomputed);
+  }
+
+  /// The returned value named `loss`, if the entry differentiates it.
+  static std::optional<Value> lossOf(func::FuncOp entry) {
+    auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
+    for (unsigned i = 0; i < entry.getNumResults(); ++i) {
+      auto name = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
+      if (name && name.getValue() == "loss") {
+        return ret.getOperand(i);
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// The layer prefix among `full` that `path` lies in, or "".
+  StringRef fullLayerOf(StringRef path) const {
+    for (const std::string &layer : full) {
+      if (path.starts_with(layer + ".")) {
+        return layer;
+      }
+    }
+    return "";
+  }
+
+  llvm::SetVector<Operation *>
+  recomputeSet(func::FuncOp entry, const llvm::DenseSet<Operation *> &forward,
+               ArrayRef<OpPattern> patterns) const {
+    llvm::SetVector<Operation *> chosen;
+    for (Operation &op : entry.getBody().front()) {
+      if (!forward.contains(&op) || isa<ParamOp, ConstantOp>(op) ||
+          op.getNumResults() == 0) {
+        continue;
+      }
+      std::string path = getModelPath(op.getLoc());
+      StringRef layer = fullLayerOf(path);
+      if (!layer.empty()) {
+        // The layer's output is its checkpoint: kept, not recomputed.
+        bool leaves = llvm::any_of(op.getUsers(), [&](Operation *user) {
+          return forward.contains(user) &&
+                 fullLayerOf(getModelPath(user->getLoc())) != layer;
+        });
+        if (!leaves) {
+          chosen.insert(&op);
+        }
+        continue;
+      }
+      if (llvm::any_of(patterns,
+                       [&](const OpPattern &p) { return p.matches(path); })) {
+        chosen.insert(&op);
+      }
+    }
+    return chosen;
+  }
+
+  void rewriteBackward(func::FuncOp entry,
+                       const llvm::DenseSet<Operation *> &forward,
+                       const llvm::SetVector<Operation *> &recomputed) {
+    IRMapping clones;
+    llvm::DenseMap<Value, Value> barriers;
+    OpBuilder builder(entry.getContext());
+    // The clone of `value` (or the kept value through its barrier),
+    // building what is missing at the builder's insertion point.
+    std::function<Value(Value)> recompute = [&](Value value) -> Value {
+      Operation *def = value.getDefiningOp();
+      if (!def || !recomputed.contains(def)) {
+        Value &barrier = barriers[value];
+        if (!barrier) {
+          barrier = RecomputeBarrierOp::create(builder, value.getLoc(), value);
+        }
+        return barrier;
+      }
+      if (!clones.contains(value)) {
+        for (Value operand : def->getOperands()) {
+          clones.map(operand, recompute(operand));
+        }
+        Operation *clone = builder.clone(*def, clones);
+        clone->setAttr("mf.recomputed", builder.getUnitAttr());
+      }
+      return clones.lookup(value);
+    };
+    SmallVector<Operation *> backward;
+    for (Operation &op : entry.getBody().front()) {
+      if (!forward.contains(&op)) {
+        backward.push_back(&op);
+      }
+    }
+    for (Operation *op : backward) {
+      for (OpOperand &use : op->getOpOperands()) {
+        Operation *def = use.get().getDefiningOp();
+        if (def && recomputed.contains(def)) {
+          builder.setInsertionPoint(op);
+          use.set(recompute(use.get()));
+        }
+      }
+    }
+  }
+};
+
+} // namespace
