@@ -52,3 +52,42 @@ func.func @shared_result(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> (tensor
   %2 = mf.softmax %0 dim = 1 : tensor<8x16xf32>
   return %1, %2 : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A weight gradient (x^T dy) whose consumer waits for a value computed later
+// (an optimizer update that needs the global norm): fusing would move the
+// product down and keep x and dy, far larger than the gradient, alive until
+// then. It stays a product of its own; its consumer does not wait for it.
+// CHECK-LABEL: func.func @late_consumer
+// CHECK: %[[DW:.+]] = mf.matmul %{{.*}}, %{{.*}} transpose_lhs
+// CHECK: mf.exp
+// CHECK: mf.fusion(%[[DW]], {{.*}}) {kind = "elementwise"}
+// CHECK-NOT: matmul_epilogue
+func.func @late_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tensor<64x8xf32>) -> tensor<8x8xf32> {
+  %x2 = mf.exp %x : tensor<64x8xf32>
+  %dy2 = mf.exp %dy : tensor<64x8xf32>
+  %dw = mf.matmul %x2, %dy2 transpose_lhs : tensor<64x8xf32>, tensor<64x8xf32> -> tensor<8x8xf32>
+  %later = mf.exp %z : tensor<64x8xf32>
+  %s = mf.reduce_sum %later dim = 0 : tensor<64x8xf32> -> tensor<1x8xf32>
+  %sb = mf.broadcast %s : tensor<1x8xf32> to tensor<8x8xf32>
+  %u = mf.mul %dw, %sb : tensor<8x8xf32>
+  return %u : tensor<8x8xf32>
+}
+
+// -----
+
+// The same product with everything its consumer needs computed before it:
+// nothing runs in between, so it fuses.
+// CHECK-LABEL: func.func @early_consumer
+// CHECK: mf.fusion({{.*}}) {kind = "matmul_epilogue"}
+func.func @early_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tensor<64x8xf32>) -> tensor<8x8xf32> {
+  %later = mf.exp %z : tensor<64x8xf32>
+  %s = mf.reduce_sum %later dim = 0 : tensor<64x8xf32> -> tensor<1x8xf32>
+  %x2 = mf.exp %x : tensor<64x8xf32>
+  %dy2 = mf.exp %dy : tensor<64x8xf32>
+  %dw = mf.matmul %x2, %dy2 transpose_lhs : tensor<64x8xf32>, tensor<64x8xf32> -> tensor<8x8xf32>
+  %sb = mf.broadcast %s : tensor<1x8xf32> to tensor<8x8xf32>
+  %u = mf.mul %dw, %sb : tensor<8x8xf32>
+  return %u : tensor<8x8xf32>
+}

@@ -33,6 +33,50 @@ bool isEpilogue(Operation *op) {
   return isElementwiseOp(op);
 }
 
+int64_t bytesOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+/// Whether moving `matmul` down to `consumer` keeps the peak memory: its
+/// operands then stay alive until the consumer. That is free when nothing
+/// that allocates runs in between, or when the operands are read there or
+/// later anyway, or they are no larger than the result it no longer stores.
+/// (A weight gradient fused into an optimizer update that waits for the
+/// global norm would otherwise keep every layer's activations, recomputed or
+/// not, alive to the end of train_step.)
+bool movingKeepsMemory(MatmulOp matmul, Operation *consumer,
+                       ArrayRef<Operation *> fused) {
+  bool adjacent = true;
+  for (Operation *op = matmul->getNextNode(); op && op != consumer;
+       op = op->getNextNode()) {
+    if (!isa<ParamOp, ConstantOp, ReshapeOp>(op) && !llvm::is_contained(fused, op)) {
+      adjacent = false;
+      break;
+    }
+  }
+  if (adjacent) {
+    return true;
+  }
+  int64_t extended = 0;
+  for (Value operand : matmul->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || isa<ParamOp, ConstantOp>(def)) {
+      continue; // entry inputs and weights live throughout
+    }
+    bool readLater = llvm::any_of(operand.getUsers(), [&](Operation *user) {
+      Operation *at = consumer->getBlock()->findAncestorOpInBlock(*user);
+      return at && at != matmul.getOperation() &&
+             (at == consumer || consumer->isBeforeInBlock(at));
+    });
+    if (!readLater) {
+      extended += bytesOf(operand);
+    }
+  }
+  return extended <= bytesOf(matmul.getResult());
+}
+
 struct MFFuseMatmulEpiloguePass
     : mf::impl::MFFuseMatmulEpiloguePassBase<MFFuseMatmulEpiloguePass> {
   void runOnOperation() override {
@@ -58,6 +102,11 @@ struct MFFuseMatmulEpiloguePass
       llvm::sort(matmuls, [](Operation *a, Operation *b) {
         return a->isBeforeInBlock(b);
       });
+      if (llvm::any_of(matmuls, [&](Operation *matmul) {
+            return !movingKeepsMemory(cast<MatmulOp>(matmul), consumer, matmuls);
+          })) {
+        continue;
+      }
       SmallVector<Operation *> ops(matmuls);
       if (auto fusion = dyn_cast<FusionOp>(consumer)) {
         ops.append(inlineFusion(fusion));
