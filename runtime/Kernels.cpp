@@ -699,6 +699,9 @@ namespace {
 /// remainder, p Cephes' expf polynomial; clamped where exp(x) leaves the
 /// normal floats.
 inline float expNonPositive(float x) {
+  if (x != x) {
+    return x; // NaN: no exponent to build (its int conversion is undefined)
+  }
   x = std::max(x, -87.0f);
   float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f + n * 2.12194440e-4f;

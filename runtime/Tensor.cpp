@@ -153,6 +153,14 @@ bool f16c() {
   return value;
 }
 
+/// A 16-bit element that may lie at an odd address (a tensor mapped
+/// straight from a safetensors file whose header has an odd length).
+inline uint16_t load16(const uint16_t *at) {
+  uint16_t value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
 __attribute__((target("avx,f16c"))) void
 widenHalvesF16C(const uint16_t *in, float *out, int64_t n) {
   int64_t i = 0;
@@ -161,7 +169,7 @@ widenHalvesF16C(const uint16_t *in, float *out, int64_t n) {
     _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
   }
   for (; i < n; ++i) {
-    out[i] = mfrt::halfToFloat(in[i]);
+    out[i] = mfrt::halfToFloat(load16(in + i));
   }
 }
 
@@ -186,13 +194,13 @@ void mfrt::widenHalves(const uint16_t *in, float *out, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = halfToFloat(in[i]);
+    out[i] = halfToFloat(load16(in + i));
   }
 }
 
 void mfrt::widenBfloat16s(const uint16_t *in, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) { // the high half of an f32 (vectorizes)
-    uint32_t word = static_cast<uint32_t>(in[i]) << 16;
+    uint32_t word = static_cast<uint32_t>(load16(in + i)) << 16;
     std::memcpy(out + i, &word, sizeof word);
   }
 }

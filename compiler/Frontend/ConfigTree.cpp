@@ -143,6 +143,16 @@ public:
       result->loc = fallback;
       break;
     case YAML::NodeType::Scalar:
+      // An alias copies its text too: a long scalar behind many aliases.
+      copiedBytes_ += node.Scalar().size();
+      if (copiedBytes_ > kMaxConfigBytes) {
+        diagnostics_.error(result->loc,
+                           "the config expands to more than " +
+                               llvm::Twine(kMaxConfigBytes) +
+                               " bytes of values (YAML aliases of long "
+                               "values?)");
+        return nullptr;
+      }
       result->kind = ConfigNode::Kind::Scalar;
       result->scalar = node.Scalar();
       result->quoted = node.Tag() == "!";
@@ -192,6 +202,7 @@ private:
   unsigned bufferId_;
   unsigned columnOffset_;
   size_t built_ = 0;
+  uint64_t copiedBytes_ = 0;
 };
 
 std::unique_ptr<ConfigNode> parseBuffer(ConfigDiagnostics &diagnostics,
