@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFDialect.h"
 #include "dialects/MF/Transforms/Passes.h"
@@ -30,6 +31,7 @@
 namespace {
 
 constexpr unsigned kMaxNesting = 2048;
+constexpr uint64_t kMaxInputBytes = 1ull << 30;
 /// Measured: MLIR's parser takes ~3 KB of stack per level of nested ops.
 constexpr unsigned kParserStackBytes = 256u << 20;
 
@@ -86,8 +88,11 @@ int main(int argc, char **argv) {
       mlir::registerAndParseCLIOptions(argc, argv, "mfc pass driver\n", registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
 
+  // A file (not /dev/zero, not a directory) of a bounded size, or stdin.
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input = mlir::openInputFile(inputFile, &error);
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      inputFile == "-" ? mlir::openInputFile(inputFile, &error)
+                       : mfc::readInputFile(inputFile, "input", kMaxInputBytes, error);
   if (!input) {
     llvm::WithColor::error(llvm::errs(), "mf-opt") << error << "\n";
     return 1;
