@@ -85,6 +85,15 @@ struct ModelConfig {
 
   PetConfig pet;
 
+  /// Pipeline stage offsets (`offset`): stage i holds num_layers /
+  /// pipeline_stage + offset[i] layers. Empty: offsetForEveryStage for each.
+  std::vector<int64_t> offset;
+  int64_t offsetForEveryStage = 0;
+  std::vector<int64_t> stageOffsets(int64_t stages) const {
+    return offset.empty() ? std::vector<int64_t>(stages, offsetForEveryStage)
+                          : offset;
+  }
+
   int64_t kvHeads() const { return numKvHeads ? numKvHeads : numHeads; }
   int64_t headDim() const { return hiddenSize / numHeads; }
   /// The FFN hidden width for this family and config.

@@ -11,6 +11,8 @@
 
 #include "compiler/Frontend/ModelSpecReader.h"
 
+#include "compiler/Frontend/RecomputePlan.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -502,10 +504,10 @@ constexpr StringRef kTrainerOnlyKeys[] = {
     "load_ckpt_format", "swap_config", "monitor_config", "ckpt_config"};
 
 /// Keys of model_config that exist in MindFormers but change nothing that mfc
-/// compiles (runtime paging, checkpoint names, dropout, pipeline offsets...).
+/// compiles (runtime paging, checkpoint names, dropout, ...).
 constexpr StringRef kIgnoredModelKeys[] = {
     "scaling_factor", "block_size", "num_blocks", "is_dynamic", "qkv_concat",
-    "offset", "checkpoint_name_or_path", "use_past_shard", "emb_dropout_prob",
+    "checkpoint_name_or_path", "use_past_shard", "emb_dropout_prob",
     "fine_grain_interleave", "auto_map", "use_prompt_flash_attention",
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
     "max_position_embeddings", "parallel_decoding", "use_rope_slice",
@@ -694,12 +696,47 @@ private:
                     ": RoPE extension '" + extendMethod +
                     "' is not supported yet; use \"None\"");
     }
+    readOffset(cfg);
     readPetConfig(cfg);
     for (StringRef key : kIgnoredModelKeys) {
       cfg.ignore({key});
     }
     cfg.finish();
     model.finish();
+  }
+
+  /// `offset`: an int (every stage) or one int per pipeline stage; a 2-D
+  /// list belongs to pp_interleave_num, not supported yet.
+  void readOffset(MapReader &cfg) {
+    const ConfigNode *value = cfg.get("offset");
+    if (!value) {
+      return;
+    }
+    std::string path = cfg.childPath("offset");
+    offsetLoc_ = value->loc;
+    if (std::optional<int64_t> each = parseInteger(*value)) {
+      spec_.model.offsetForEveryStage = *each;
+      return;
+    }
+    if (value->isSequence()) {
+      for (const auto &item : value->items) {
+        std::optional<int64_t> shift = parseInteger(*item);
+        if (!shift) {
+          cfg.error(item->loc,
+                    path + ": expected an integer per pipeline stage, got " +
+                        item->describe() +
+                        (item->isSequence() ? " (a 2-D offset is for "
+                                              "pp_interleave_num > 1, which mfc "
+                                              "does not support yet)"
+                                            : ""));
+          return;
+        }
+        spec_.model.offset.push_back(*shift);
+      }
+      return;
+    }
+    cfg.error(value->loc, path + ": expected an integer or one integer per "
+                                 "pipeline stage, got " + value->describe());
   }
 
   void readTokenIds(MapReader &cfg, StringRef key, std::vector<int64_t> &out) {
@@ -1039,11 +1076,15 @@ private:
                               " pipeline stages; use at least " +
                               llvm::Twine(parallel.pipelineStage));
     }
-    validateSelection(spec_.recompute.recompute, "recompute_config.recompute");
+    // Fewer layers than stages is reported above; the mapping needs both.
+    bool stagesKnown =
+        parallel.pipelineStage <= model.numLayers && validateStages();
+    validateSelection(spec_.recompute.recompute, "recompute_config.recompute",
+                      stagesKnown);
     validateSelection(spec_.recompute.selectRecompute,
-                      "recompute_config.select_recompute");
+                      "recompute_config.select_recompute", stagesKnown);
     validateSelection(spec_.recompute.selectCommRecompute,
-                      "recompute_config.select_comm_recompute");
+                      "recompute_config.select_comm_recompute", stagesKnown);
   }
 
   /// The model's largest tensors and one step's FLOPs, in overflow-checked
@@ -1111,13 +1152,62 @@ private:
     return true;
   }
 
+  /// Layers per stage as MindFormers assigns them: num_layers /
+  /// pipeline_stage each plus the stage's offset; the offsets must add up to
+  /// the remainder, and every stage must keep a layer.
+  bool validateStages() {
+    const ModelConfig &model = spec_.model;
+    int64_t stages = spec_.parallel.pipelineStage;
+    int64_t remainder = model.numLayers % stages;
+    std::string cfg = "model.model_config";
+    std::vector<int64_t> offsets = model.stageOffsets(stages);
+    if (!model.offset.empty() &&
+        static_cast<int64_t>(model.offset.size()) != stages) {
+      diagnostics().error(offsetLoc_, cfg + ".offset: " +
+                                          llvm::Twine(model.offset.size()) +
+                                          " entries, but pipeline_stage is " +
+                                          llvm::Twine(stages) +
+                                          "; give one offset per stage");
+      return false;
+    }
+    int64_t sum = 0;
+    for (int64_t shift : offsets) {
+      sum += shift;
+    }
+    if (sum != remainder) {
+      SMLoc loc = offsetLoc_.isValid() ? offsetLoc_
+                                       : locOfKey("parallel_config.pipeline_stage");
+      diagnostics().error(
+          loc, (offsetLoc_.isValid() ? cfg + ".offset: the offsets add up to " +
+                                           std::to_string(sum) + ", but"
+                                     : std::string("parallel_config.pipeline_stage:")) +
+                   " num_layers % pipeline_stage = " +
+                   std::to_string(model.numLayers) + " % " +
+                   std::to_string(stages) + " = " + std::to_string(remainder) +
+                   " layers must go to some stages: give model_config.offset, "
+                   "one integer per stage, adding up to " +
+                   std::to_string(remainder));
+      return false;
+    }
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      if (model.numLayers / stages + offsets[stage] < 1) {
+        diagnostics().error(offsetLoc_, cfg + ".offset: stage " +
+                                            llvm::Twine(stage) +
+                                            " would have no layer; every stage "
+                                            "needs at least one");
+        return false;
+      }
+    }
+    return true;
+  }
+
   /// Per-stage layer counts must have one entry per stage, each within the
   /// stage's layers.
   void validateSelection(const RecomputeSelection &selection,
-                         const std::string &path) {
+                         const std::string &path, bool stagesKnown) {
     int64_t stages = spec_.parallel.pipelineStage;
-    int64_t layersPerStage =
-        (spec_.model.numLayers + stages - 1) / stages;
+    std::vector<StageLayers> stageSizes =
+        stagesKnown ? stageLayers(spec_) : std::vector<StageLayers>();
     auto check = [&](const std::vector<int64_t> &counts) {
       if (static_cast<int64_t>(counts.size()) != stages) {
         diagnostics().error(selectionLocs_[path],
@@ -1127,13 +1217,13 @@ private:
                                 "; give one count per stage");
         return;
       }
-      for (int64_t count : counts) {
-        if (count > layersPerStage) {
+      for (auto [stage, count] : llvm::enumerate(counts)) {
+        if (stagesKnown && count > stageSizes[stage].count) {
           diagnostics().error(selectionLocs_[path],
                               path + ": " + llvm::Twine(count) +
-                                  " layers in one stage, but each of the " +
-                                  llvm::Twine(stages) + " stages has at most " +
-                                  llvm::Twine(layersPerStage) +
+                                  " layers in stage " + llvm::Twine(stage) +
+                                  ", which has " +
+                                  llvm::Twine(stageSizes[stage].count) +
                                   "; lower the count or raise num_layers");
           return;
         }
@@ -1188,6 +1278,7 @@ private:
   ReadContext context_;
   MapReader root_;
   std::map<std::string, SMLoc> selectionLocs_;
+  SMLoc offsetLoc_;
 };
 
 } // namespace

@@ -12,12 +12,15 @@ const char *const mfc::kDefaultSelectPatterns[2] = {
 
 std::vector<StageLayers> mfc::stageLayers(const ModelSpec &spec) {
   int64_t stages = std::max<int64_t>(1, spec.parallel.pipelineStage);
-  int64_t layers = spec.model.numLayers;
-  int64_t each = layers / stages;
+  int64_t each = spec.model.numLayers / stages;
+  std::vector<int64_t> offsets = spec.model.stageOffsets(stages);
   std::vector<StageLayers> result;
+  int64_t first = 0;
   for (int64_t stage = 0; stage < stages; ++stage) {
-    int64_t count = stage + 1 == stages ? layers - each * stage : each;
-    result.push_back({each * stage, count});
+    int64_t count =
+        each + (stage < static_cast<int64_t>(offsets.size()) ? offsets[stage] : 0);
+    result.push_back({first, count});
+    first += count;
   }
   return result;
 }

@@ -24,8 +24,8 @@ struct StageLayers {
 };
 
 /// The layers of each pipeline stage as MindFormers assigns them:
-/// num_layers / pipeline_stage each, the last stage also taking the
-/// remainder. (`offset` is not read yet.) Shared with pipeline sharding.
+/// num_layers / pipeline_stage each, plus the stage's `offset` (validated:
+/// the offsets add up to the remainder). Shared with pipeline sharding.
 std::vector<StageLayers> stageLayers(const ModelSpec &spec);
 
 /// The model path of layer `index` ("model.layers.3", "transformer.h.3").
