@@ -179,6 +179,14 @@ public:
           return nullptr;
         }
         std::string key = pair.first.Scalar();
+        copiedBytes_ += key.size(); // keys are copied with their map too
+        if (copiedBytes_ > kMaxConfigBytes) {
+          diagnostics_.error(keyLoc, "the config expands to more than " +
+                                         llvm::Twine(kMaxConfigBytes) +
+                                         " bytes of values (YAML aliases of "
+                                         "long values?)");
+          return nullptr;
+        }
         if (const ConfigNode::Entry *previous = result->find(key)) {
           diagnostics_.error(keyLoc, "duplicate key '" + key +
                                          "': YAML keeps only one of them; "
