@@ -144,13 +144,7 @@ public:
       break;
     case YAML::NodeType::Scalar:
       // An alias copies its text too: a long scalar behind many aliases.
-      copiedBytes_ += node.Scalar().size();
-      if (copiedBytes_ > kMaxConfigBytes) {
-        diagnostics_.error(result->loc,
-                           "the config expands to more than " +
-                               llvm::Twine(kMaxConfigBytes) +
-                               " bytes of values (YAML aliases of long "
-                               "values?)");
+      if (!copyText(node.Scalar().size(), result->loc)) {
         return nullptr;
       }
       result->kind = ConfigNode::Kind::Scalar;
@@ -179,12 +173,7 @@ public:
           return nullptr;
         }
         std::string key = pair.first.Scalar();
-        copiedBytes_ += key.size(); // keys are copied with their map too
-        if (copiedBytes_ > kMaxConfigBytes) {
-          diagnostics_.error(keyLoc, "the config expands to more than " +
-                                         llvm::Twine(kMaxConfigBytes) +
-                                         " bytes of values (YAML aliases of "
-                                         "long values?)");
+        if (!copyText(key.size(), keyLoc)) { // keys are copied with their map
           return nullptr;
         }
         if (const ConfigNode::Entry *previous = result->find(key)) {
@@ -206,6 +195,19 @@ public:
   }
 
 private:
+  /// Counts `bytes` of copied text; false after an error past the bound.
+  bool copyText(size_t bytes, SMLoc loc) {
+    copiedBytes_ += bytes;
+    if (copiedBytes_ <= kMaxConfigBytes) {
+      return true;
+    }
+    diagnostics_.error(loc, "the config expands to more than " +
+                                llvm::Twine(kMaxConfigBytes) +
+                                " bytes of values (YAML aliases of long "
+                                "values?)");
+    return false;
+  }
+
   ConfigDiagnostics &diagnostics_;
   unsigned bufferId_;
   unsigned columnOffset_;
