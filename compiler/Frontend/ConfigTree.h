@@ -90,7 +90,7 @@ private:
 /// Bounds on what a config may be: the largest real MindFormers config is
 /// ~10 KB, a few hundred values and 5 levels deep.
 constexpr uint64_t kMaxConfigBytes = 16u << 20;
-constexpr size_t kMaxConfigNodes = 1u << 20;
+constexpr size_t kMaxConfigNodes = 1u << 16;
 constexpr unsigned kMaxConfigDepth = 256;
 
 /// Parses `text` (registered with `diagnostics` under `bufferName`) into a
