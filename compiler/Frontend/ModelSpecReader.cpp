@@ -112,6 +112,36 @@ constexpr int64_t kMaxSteps = int64_t(1) << 40;
 constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
 constexpr int64_t kMaxStepFlops = int64_t(1) << 60;
 
+/// The bounds a regex may have: real op-path patterns are a few dozen
+/// characters with no counted repetition.
+constexpr size_t kMaxRegexLength = 1024;
+constexpr uint64_t kMaxRegexExpansion = 4096;
+
+/// The product of a regex's repetition counts ({n}, {m,n}: n; {m,}: m),
+/// saturating: an upper bound of how often regcomp copies an atom.
+uint64_t repetitionExpansion(StringRef pattern) {
+  uint64_t product = 1;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\') {
+      ++i;
+      continue;
+    }
+    size_t close = pattern[i] == '{' ? pattern.find('}', i) : StringRef::npos;
+    if (close == StringRef::npos) {
+      continue;
+    }
+    auto [low, high] = pattern.slice(i + 1, close).split(',');
+    uint64_t count = 0;
+    if ((high.empty() ? low : high).trim().getAsInteger(10, count)) {
+      count = 255; // not a count regcomp accepts: the most it would copy
+    }
+    product = std::min<uint64_t>(product * std::max<uint64_t>(count, 1),
+                                 uint64_t(1) << 40);
+    i = close;
+  }
+  return product;
+}
+
 /// a * b * ..., or nothing on overflow.
 std::optional<int64_t> checkedProduct(std::initializer_list<int64_t> factors) {
   int64_t product = 1;
@@ -787,6 +817,21 @@ private:
 
   void checkRegex(MapReader &reader, StringRef key, StringRef pattern,
                   SMLoc loc = SMLoc()) {
+    // LLVM's (BSD) regcomp copies a repeated atom once per count, so nested
+    // counts multiply: (((a{0,100}){0,100}){0,100}){0,100} took 2.5 GB and
+    // 20 s. Refuse such patterns before compiling them.
+    uint64_t expansion = repetitionExpansion(pattern);
+    if (pattern.size() > kMaxRegexLength || expansion > kMaxRegexExpansion) {
+      reader.error(loc.isValid() ? loc : reader.valueLoc(key),
+                   reader.childPath(key) + ": regex '" + pattern.take_front(80) +
+                       (pattern.size() > 80 ? "...'" : "'") +
+                       " is too complex (" + llvm::Twine(pattern.size()) +
+                       " characters, repetition counts multiplying to " +
+                       llvm::Twine(expansion) + "; at most " +
+                       llvm::Twine(kMaxRegexLength) + " and " +
+                       llvm::Twine(kMaxRegexExpansion) + "); simplify it");
+      return;
+    }
     std::string error;
     if (!llvm::Regex(pattern).isValid(error)) {
       reader.error(loc.isValid() ? loc : reader.valueLoc(key),
