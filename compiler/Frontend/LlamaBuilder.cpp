@@ -132,8 +132,12 @@ private:
                             hiddenSize, false, ffnKey);
     Value up = projection(normed, hf + ".mlp.up_proj", ffn + ".w3", ffnSize,
                           hiddenSize, false, ffnKey);
-    Value activated =
-        mf::SwiGluOp::create(builder_, loc(ffn + ".mul", ffnKey), gate, up);
+    // One op for MindFormers' w1 activation and mul: it answers to both
+    // names (select_recompute's default patterns name each).
+    Location swigluLoc = mf::getModelPathsLoc(
+        builder_.getContext(),
+        {loc(ffn + ".mul", ffnKey), loc(ffn + ".w1.activation.silu", ffnKey)});
+    Value activated = mf::SwiGluOp::create(builder_, swigluLoc, gate, up);
     Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
                             hiddenSize, ffnSize, false, ffnKey);
     return mf::AddOp::create(builder_, loc(path + ".ffn_add", "num_layers"),

@@ -85,13 +85,23 @@ struct ModelConfig {
 
   PetConfig pet;
 
-  /// Pipeline stage offsets (`offset`): stage i holds num_layers /
-  /// pipeline_stage + offset[i] layers. Empty: offsetForEveryStage for each.
-  std::vector<int64_t> offset;
-  int64_t offsetForEveryStage = 0;
-  std::vector<int64_t> stageOffsets(int64_t stages) const {
-    return offset.empty() ? std::vector<int64_t>(stages, offsetForEveryStage)
-                          : offset;
+  /// `pp_interleave_num`: the layers of each pipeline stage come in this
+  /// many chunks (MindFormers' interleaved pipeline); 1 unless
+  /// parallel.pipeline_config.pipeline_interleave is on, as in MindFormers.
+  int64_t ppInterleaveNum = 1;
+  /// `offset` as written: one row (an int for every stage, or one per
+  /// stage, for every chunk) or one row per chunk ([interleave][stage]).
+  /// Chunk v of stage s holds num_layers / (stages * interleave) +
+  /// offset[v][s] layers.
+  std::vector<std::vector<int64_t>> offset;
+  bool offsetForEveryStage = false; ///< a single int: offset[0][0] everywhere
+  int64_t chunkOffset(int64_t chunk, int64_t stage) const {
+    if (offset.empty()) {
+      return 0;
+    }
+    const std::vector<int64_t> &row =
+        offset[offset.size() == 1 ? 0 : static_cast<size_t>(chunk)];
+    return offsetForEveryStage ? row[0] : row[static_cast<size_t>(stage)];
   }
 
   int64_t kvHeads() const { return numKvHeads ? numKvHeads : numHeads; }
@@ -117,22 +127,34 @@ struct ParallelConfig {
   }
 };
 
+/// Layer counts as MindFormers writes them: one row, a count per pipeline
+/// stage (spread over the stage's chunks round-robin when
+/// pp_interleave_num > 1), or one row per chunk ([interleave][stage]). A
+/// count means the first layers of its stage or chunk; kAllLayers stands
+/// for a `True` entry, 0 for `False`.
+struct LayerCounts {
+  static constexpr int64_t kAllLayers = INT64_MAX;
+  std::vector<std::vector<int64_t>> rows;
+  bool perChunk = false;
+  bool empty() const { return rows.empty(); }
+};
+
 /// One of MindFormers' forms for `recompute` / `select_recompute` /
-/// `select_comm_recompute`.
+/// `select_comm_recompute` and their `_exclude`s.
 struct RecomputeSelection {
   enum class Kind {
     None,          ///< false
     All,           ///< true: every layer
-    LayersPerStage,///< [n0, n1, ...]: the first n_i layers of stage i
+    LayersPerStage,///< [n0, n1, ...] or [[...], ...]: the first layers
     OpPatterns     ///< regexes over op paths, each with its own layer counts
   };
   struct Pattern {
     std::string regex;
-    /// Empty: every layer; else layers per pipeline stage.
-    std::vector<int64_t> layersPerStage;
+    /// Empty: every layer.
+    LayerCounts layers;
   };
   Kind kind = Kind::None;
-  std::vector<int64_t> layersPerStage;
+  LayerCounts layers;
   std::vector<Pattern> patterns;
 };
 
@@ -140,6 +162,10 @@ struct RecomputeConfig {
   RecomputeSelection recompute;
   RecomputeSelection selectRecompute;
   RecomputeSelection selectCommRecompute;
+  /// Highest priority: the ops these match are kept, even in layers
+  /// recomputed whole.
+  RecomputeSelection selectRecomputeExclude;
+  RecomputeSelection selectCommRecomputeExclude;
   bool parallelOptimizerCommRecompute = false;
   bool mpCommRecompute = true;
   bool recomputeSliceActivation = false;

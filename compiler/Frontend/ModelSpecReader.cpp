@@ -727,6 +727,7 @@ private:
                     "' is not supported yet; use \"None\"");
     }
     readOffset(cfg);
+    readInterleave(cfg);
     readPetConfig(cfg);
     for (StringRef key : kIgnoredModelKeys) {
       cfg.ignore({key});
@@ -735,8 +736,8 @@ private:
     model.finish();
   }
 
-  /// `offset`: an int (every stage) or one int per pipeline stage; a 2-D
-  /// list belongs to pp_interleave_num, not supported yet.
+  /// `offset`: an int (every stage), one int per pipeline stage, or one
+  /// such list per interleave chunk.
   void readOffset(MapReader &cfg) {
     const ConfigNode *value = cfg.get("offset");
     if (!value) {
@@ -744,29 +745,79 @@ private:
     }
     std::string path = cfg.childPath("offset");
     offsetLoc_ = value->loc;
+    std::vector<std::vector<int64_t>> &offset = spec_.model.offset;
     if (std::optional<int64_t> each = parseInteger(*value)) {
-      spec_.model.offsetForEveryStage = *each;
+      offset = {{*each}};
+      spec_.model.offsetForEveryStage = true;
       return;
     }
-    if (value->isSequence()) {
-      for (const auto &item : value->items) {
+    auto readRow = [&](const ConfigNode &row) {
+      offset.emplace_back();
+      for (const auto &item : row.items) {
         std::optional<int64_t> shift = parseInteger(*item);
         if (!shift) {
-          cfg.error(item->loc,
-                    path + ": expected an integer per pipeline stage, got " +
-                        item->describe() +
-                        (item->isSequence() ? " (a 2-D offset is for "
-                                              "pp_interleave_num > 1, which mfc "
-                                              "does not support yet)"
-                                            : ""));
+          cfg.error(item->loc, path + ": expected an integer per pipeline "
+                                      "stage, got " + item->describe());
           return;
         }
-        spec_.model.offset.push_back(*shift);
+        offset.back().push_back(*shift);
+      }
+    };
+    if (value->isSequence() && !value->items.empty() &&
+        value->items.front()->isSequence()) {
+      for (const auto &row : value->items) {
+        if (!row->isSequence()) {
+          cfg.error(row->loc, path + ": expected one list of offsets per "
+                                     "interleave chunk, got " +
+                                  row->describe());
+          return;
+        }
+        readRow(*row);
       }
       return;
     }
-    cfg.error(value->loc, path + ": expected an integer or one integer per "
-                                 "pipeline stage, got " + value->describe());
+    if (value->isSequence()) {
+      readRow(*value);
+      return;
+    }
+    cfg.error(value->loc, path + ": expected an integer, one integer per "
+                                 "pipeline stage, or one such list per "
+                                 "interleave chunk, got " + value->describe());
+  }
+
+  /// `pp_interleave_num`, effective (as in MindFormers) only with
+  /// parallel.pipeline_config.pipeline_interleave: True.
+  void readInterleave(MapReader &cfg) {
+    int64_t interleave = 1;
+    cfg.readPositive("pp_interleave_num", interleave, kMaxLayers);
+    if (interleave == 1) {
+      return;
+    }
+    interleaveLoc_ = cfg.valueLoc("pp_interleave_num");
+    const ConfigNode *flag = nullptr;
+    if (const ConfigNode::Entry *parallel = rootNode_.find("parallel")) {
+      if (parallel->value->isMap()) {
+        if (const ConfigNode::Entry *pipeline =
+                parallel->value->find("pipeline_config")) {
+          if (pipeline->value->isMap()) {
+            if (const ConfigNode::Entry *on =
+                    pipeline->value->find("pipeline_interleave")) {
+              flag = on->value.get();
+            }
+          }
+        }
+      }
+    }
+    if (!flag || parseBool(*flag) != std::optional<bool>(true)) {
+      context_.diagnostics.warning(
+          interleaveLoc_,
+          cfg.childPath("pp_interleave_num") + ": " + llvm::Twine(interleave) +
+              " is used only with parallel.pipeline_config."
+              "pipeline_interleave: True (as in MindFormers); without it each "
+              "stage's layers are one chunk");
+      return;
+    }
+    spec_.model.ppInterleaveNum = interleave;
   }
 
   void readTokenIds(MapReader &cfg, StringRef key, std::vector<int64_t> &out) {
@@ -858,7 +909,74 @@ private:
     parallel.finish();
   }
 
-  /// Reads one of: bool; [ints] per stage; [regex, ...]; {regex: bool|[ints]}.
+  /// Whether `value` is layer counts: a list of ints/bools, or of such lists
+  /// (and bools) per interleave chunk; anything else is op patterns.
+  static bool isLayerCounts(const ConfigNode &value) {
+    auto countOrBool = [](const ConfigNode &item) {
+      return item.isScalar() && (parseInteger(item) || parseBool(item));
+    };
+    return value.isSequence() && !value.items.empty() &&
+           llvm::all_of(value.items, [&](const auto &item) {
+             return countOrBool(*item) ||
+                    (item->isSequence() &&
+                     llvm::all_of(item->items, [&](const auto &inner) {
+                       return countOrBool(*inner);
+                     }));
+           });
+  }
+
+  /// [n0, n1, ...] per stage or [[...], ...] per chunk and stage: counts
+  /// >= 0, True (all of the stage's layers) or False (none); a True/False
+  /// row stands for every stage of its chunk.
+  LayerCounts readLayerCounts(MapReader &reader, const std::string &path,
+                              const ConfigNode &list) {
+    LayerCounts counts;
+    auto count = [&](const ConfigNode &item) -> int64_t {
+      if (std::optional<bool> flag = parseBool(item)) {
+        return *flag ? LayerCounts::kAllLayers : 0;
+      }
+      std::optional<int64_t> value = parseInteger(item);
+      if (!value || *value < 0) {
+        reader.error(item.loc, path + ": expected a layer count >= 0, "
+                                      "True or False, got " +
+                                   item.describe());
+        return 0;
+      }
+      return *value;
+    };
+    counts.perChunk = llvm::any_of(
+        list.items, [](const auto &item) { return item->isSequence(); });
+    if (!counts.perChunk) {
+      counts.rows.emplace_back();
+      for (const auto &item : list.items) {
+        counts.rows.back().push_back(count(*item));
+      }
+      return counts;
+    }
+    for (const auto &row : list.items) {
+      counts.rows.emplace_back();
+      if (!row->isSequence()) {
+        // A whole chunk on or off; parseBool held (isLayerCounts), ints
+        // between rows are an error as in MindFormers.
+        if (!parseBool(*row)) {
+          reader.error(row->loc, path + ": expected a list of layer counts "
+                                        "per stage (one list per interleave "
+                                        "chunk), or True/False, got " +
+                                     row->describe());
+          continue;
+        }
+        counts.rows.back().assign(
+            static_cast<size_t>(spec_.parallel.pipelineStage), count(*row));
+        continue;
+      }
+      for (const auto &item : row->items) {
+        counts.rows.back().push_back(count(*item));
+      }
+    }
+    return counts;
+  }
+
+  /// Reads one of: bool; layer counts; [regex, ...]; {regex: bool|counts}.
   RecomputeSelection readSelection(MapReader &reader, StringRef key) {
     RecomputeSelection selection;
     const ConfigNode *value = reader.get(key);
@@ -866,28 +984,12 @@ private:
       return selection;
     }
     std::string path = reader.childPath(key);
-    auto readCounts = [&](const ConfigNode &list,
-                          std::vector<int64_t> &out) -> bool {
-      for (const auto &item : list.items) {
-        std::optional<int64_t> count = parseInteger(*item);
-        if (!count || *count < 0) {
-          reader.error(item->loc, path + ": expected a layer count >= 0 per "
-                                         "pipeline stage, got " +
-                                      item->describe());
-          return false;
-        }
-        out.push_back(*count);
-      }
-      return true;
-    };
     if (std::optional<bool> flag = parseBool(*value)) {
       selection.kind =
           *flag ? RecomputeSelection::Kind::All : RecomputeSelection::Kind::None;
-    } else if (value->isSequence() && !value->items.empty() &&
-               value->items.front()->isScalar() &&
-               parseInteger(*value->items.front())) {
+    } else if (isLayerCounts(*value)) {
       selection.kind = RecomputeSelection::Kind::LayersPerStage;
-      readCounts(*value, selection.layersPerStage);
+      selection.layers = readLayerCounts(reader, path, *value);
     } else if (value->isSequence()) {
       selection.kind = RecomputeSelection::Kind::OpPatterns;
       for (const auto &item : value->items) {
@@ -908,8 +1010,9 @@ private:
           if (!*flag) {
             continue;
           }
-        } else if (entry.value->isSequence()) {
-          readCounts(*entry.value, pattern.layersPerStage);
+        } else if (isLayerCounts(*entry.value)) {
+          pattern.layers =
+              readLayerCounts(reader, path + "." + entry.key, *entry.value);
         } else {
           reader.error(entry.value->loc,
                        path + "." + entry.key +
@@ -934,11 +1037,34 @@ private:
     MapReader recompute = section(root_, "recompute_config");
     RecomputeConfig &config = spec_.recompute;
     config.recompute = readSelection(recompute, "recompute");
+    if (config.recompute.kind == RecomputeSelection::Kind::OpPatterns) {
+      // MindFormers' _format_recompute_list: names recompute every layer
+      // whole; a map is an error there too.
+      const ConfigNode *value = recompute.get("recompute");
+      if (value->isMap()) {
+        recompute.error(value->loc,
+                        "recompute_config.recompute: expected True/False or "
+                        "layer counts per stage; op patterns go in "
+                        "select_recompute");
+      } else {
+        diagnostics().warning(
+            value->loc, "recompute_config.recompute: a list of names "
+                        "recomputes every layer whole in MindFormers, and so "
+                        "here; to recompute the ops they name, move them to "
+                        "select_recompute");
+      }
+      config.recompute = RecomputeSelection{RecomputeSelection::Kind::All, {}, {}};
+    }
     config.selectRecompute = readSelection(recompute, "select_recompute");
     config.selectCommRecompute =
         readSelection(recompute, "select_comm_recompute");
+    config.selectRecomputeExclude =
+        readSelection(recompute, "select_recompute_exclude");
+    config.selectCommRecomputeExclude =
+        readSelection(recompute, "select_comm_recompute_exclude");
     recompute.readBool("parallel_optimizer_comm_recompute",
                        config.parallelOptimizerCommRecompute);
+    mpCommRecomputeGiven_ = recompute.get("mp_comm_recompute") != nullptr;
     recompute.readBool("mp_comm_recompute", config.mpCommRecompute);
     recompute.readBool("recompute_slice_activation",
                        config.recomputeSliceActivation);
@@ -1130,6 +1256,12 @@ private:
                       "recompute_config.select_recompute", stagesKnown);
     validateSelection(spec_.recompute.selectCommRecompute,
                       "recompute_config.select_comm_recompute", stagesKnown);
+    validateSelection(spec_.recompute.selectRecomputeExclude,
+                      "recompute_config.select_recompute_exclude", stagesKnown);
+    validateSelection(spec_.recompute.selectCommRecomputeExclude,
+                      "recompute_config.select_comm_recompute_exclude",
+                      stagesKnown);
+    warnAboutMindFormersQuirks();
   }
 
   /// The model's largest tensors and one step's FLOPs, in overflow-checked
@@ -1197,89 +1329,209 @@ private:
     return true;
   }
 
-  /// Layers per stage as MindFormers assigns them: num_layers /
-  /// pipeline_stage each plus the stage's offset; the offsets must add up to
-  /// the remainder, and every stage must keep a layer.
+  /// Layers per stage (and interleave chunk) as MindFormers assigns them:
+  /// num_layers / (pipeline_stage * pp_interleave_num) each plus the
+  /// chunk's offset; the offsets must add up to the remainder, and every
+  /// chunk must keep a layer.
   bool validateStages() {
     const ModelConfig &model = spec_.model;
     int64_t stages = spec_.parallel.pipelineStage;
-    int64_t remainder = model.numLayers % stages;
+    int64_t chunks = model.ppInterleaveNum;
+    int64_t remainder = model.numLayers % (stages * chunks);
     std::string cfg = "model.model_config";
-    std::vector<int64_t> offsets = model.stageOffsets(stages);
-    if (!model.offset.empty() &&
-        static_cast<int64_t>(model.offset.size()) != stages) {
-      diagnostics().error(offsetLoc_, cfg + ".offset: " +
-                                          llvm::Twine(model.offset.size()) +
-                                          " entries, but pipeline_stage is " +
-                                          llvm::Twine(stages) +
-                                          "; give one offset per stage");
+    std::string divisor =
+        chunks == 1 ? "pipeline_stage"
+                    : "(pipeline_stage * pp_interleave_num)";
+    std::string divisorValue =
+        chunks == 1 ? std::to_string(stages)
+                    : "(" + std::to_string(stages) + " * " +
+                          std::to_string(chunks) + ")";
+    if (chunks > 1 && stages * chunks > model.numLayers) {
+      diagnostics().error(interleaveLoc_,
+                          cfg + ".pp_interleave_num: " + llvm::Twine(stages) +
+                              " stages of " + llvm::Twine(chunks) +
+                              " chunks need at least " +
+                              llvm::Twine(stages * chunks) +
+                              " layers, but num_layers is " +
+                              llvm::Twine(model.numLayers));
       return false;
     }
+    if (!model.offsetForEveryStage) {
+      if (model.offset.size() > 1 &&
+          static_cast<int64_t>(model.offset.size()) != chunks) {
+        diagnostics().error(offsetLoc_,
+                            cfg + ".offset: " +
+                                llvm::Twine(model.offset.size()) +
+                                " rows, but pp_interleave_num is " +
+                                llvm::Twine(chunks) +
+                                "; give one row of offsets per chunk");
+        return false;
+      }
+      for (const std::vector<int64_t> &row : model.offset) {
+        if (static_cast<int64_t>(row.size()) != stages) {
+          diagnostics().error(offsetLoc_, cfg + ".offset: " +
+                                              llvm::Twine(row.size()) +
+                                              " entries, but pipeline_stage "
+                                              "is " + llvm::Twine(stages) +
+                                              "; give one offset per stage");
+          return false;
+        }
+      }
+    }
     int64_t sum = 0;
-    for (int64_t shift : offsets) {
-      sum += shift;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      for (int64_t stage = 0; stage < stages; ++stage) {
+        sum += model.chunkOffset(chunk, stage);
+      }
     }
     if (sum != remainder) {
       SMLoc loc = offsetLoc_.isValid() ? offsetLoc_
                                        : locOfKey("parallel_config.pipeline_stage");
       diagnostics().error(
-          loc, (offsetLoc_.isValid() ? cfg + ".offset: the offsets add up to " +
-                                           std::to_string(sum) + ", but"
-                                     : std::string("parallel_config.pipeline_stage:")) +
-                   " num_layers % pipeline_stage = " +
-                   std::to_string(model.numLayers) + " % " +
-                   std::to_string(stages) + " = " + std::to_string(remainder) +
+          loc, (offsetLoc_.isValid()
+                    ? cfg + ".offset: the offsets add up to " +
+                          std::to_string(sum) +
+                          (chunks > 1 && model.offset.size() == 1
+                               ? " (one row, for each of the " +
+                                     std::to_string(chunks) + " chunks)"
+                               : "") +
+                          ", but"
+                    : std::string("parallel_config.pipeline_stage:")) +
+                   " num_layers % " + divisor + " = " +
+                   std::to_string(model.numLayers) + " % " + divisorValue +
+                   " = " + std::to_string(remainder) +
                    " layers must go to some stages: give model_config.offset, "
-                   "one integer per stage, adding up to " +
+                   "one integer per stage" +
+                   (chunks > 1 ? " for each chunk" : "") + ", adding up to " +
                    std::to_string(remainder));
       return false;
     }
-    for (int64_t stage = 0; stage < stages; ++stage) {
-      if (model.numLayers / stages + offsets[stage] < 1) {
-        diagnostics().error(offsetLoc_, cfg + ".offset: stage " +
-                                            llvm::Twine(stage) +
-                                            " would have no layer; every stage "
-                                            "needs at least one");
-        return false;
+    int64_t each = model.numLayers / (stages * chunks);
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      for (int64_t stage = 0; stage < stages; ++stage) {
+        if (each + model.chunkOffset(chunk, stage) < 1) {
+          diagnostics().error(
+              offsetLoc_,
+              cfg + ".offset: " +
+                  (chunks > 1 ? "chunk " + std::to_string(chunk) + " of " : "") +
+                  "stage " + llvm::Twine(stage) +
+                  " would have no layer; every stage needs at least one");
+          return false;
+        }
       }
     }
     return true;
   }
 
-  /// Per-stage layer counts must have one entry per stage, each within the
-  /// stage's layers.
+  /// Where MindFormers' LLaMA does more or less than its keys say, mfc does
+  /// the same (or says why it need not) and warns once, at the key.
+  void warnAboutMindFormersQuirks() {
+    const RecomputeConfig &config = spec_.recompute;
+    if (spec_.model.family != ModelFamily::Llama ||
+        (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune)) {
+      return;
+    }
+    using Kind = RecomputeSelection::Kind;
+    const RecomputeSelection &select = config.selectRecompute;
+    bool selectSet = select.kind == Kind::All ||
+                     select.kind == Kind::LayersPerStage ||
+                     (select.kind == Kind::OpPatterns && !select.patterns.empty());
+    if (selectSet && !spec_.model.useFlashAttention) {
+      diagnostics().warning(
+          selectionLocs_["recompute_config.select_recompute"],
+          "recompute_config.select_recompute: without use_flash_attention, "
+          "MindFormers' LLaMA recomputes the attention scores and softmax of "
+          "every layer whenever select_recompute is set, whatever its counts "
+          "or patterns; mfc's attention never keeps them (its backward "
+          "recomputes them, as flash attention does), so every layer's are "
+          "recomputed here too");
+    }
+    if (mpCommRecomputeGiven_ && spec_.parallel.modelParallel > 1) {
+      diagnostics().warning(
+          locOfKey("recompute_config.mp_comm_recompute"),
+          "recompute_config.mp_comm_recompute: MindFormers' LLaMA ignores "
+          "this key (its model-parallel communication is recomputed only as "
+          "select_comm_recompute says), and so does mfc");
+    }
+    for (const char *key : {"select_recompute_exclude",
+                            "select_comm_recompute_exclude"}) {
+      std::string path = std::string("recompute_config.") + key;
+      const RecomputeSelection &exclude =
+          path == "recompute_config.select_recompute_exclude"
+              ? config.selectRecomputeExclude
+              : config.selectCommRecomputeExclude;
+      if (exclude.kind == Kind::All || exclude.kind == Kind::LayersPerStage) {
+        diagnostics().warning(
+            selectionLocs_[path],
+            path + ": True or layer counts exclude nothing (MindFormers has "
+                   "no default patterns to exclude); give the op patterns "
+                   "to keep, e.g. ['feed_forward\\.mul']");
+      }
+    }
+  }
+
+  /// Layer counts must have one entry per stage (and one row per chunk),
+  /// each within its stage's (chunk's) layers.
   void validateSelection(const RecomputeSelection &selection,
                          const std::string &path, bool stagesKnown) {
     int64_t stages = spec_.parallel.pipelineStage;
-    std::vector<StageLayers> stageSizes =
-        stagesKnown ? stageLayers(spec_) : std::vector<StageLayers>();
-    auto check = [&](const std::vector<int64_t> &counts) {
-      if (static_cast<int64_t>(counts.size()) != stages) {
+    int64_t chunks = spec_.model.ppInterleaveNum;
+    std::vector<LayerChunk> layout =
+        stagesKnown ? layerChunks(spec_) : std::vector<LayerChunk>();
+    auto layersOf = [&](int64_t chunk, int64_t stage) {
+      int64_t layers = 0;
+      for (const LayerChunk &c : layout) {
+        if (c.stage == stage && (chunk < 0 || c.chunk == chunk)) {
+          layers += c.count;
+        }
+      }
+      return layers;
+    };
+    auto check = [&](const LayerCounts &counts) {
+      if (counts.perChunk &&
+          static_cast<int64_t>(counts.rows.size()) != chunks) {
         diagnostics().error(selectionLocs_[path],
-                            path + ": " + llvm::Twine(counts.size()) +
-                                " layer counts given, but pipeline_stage is " +
-                                llvm::Twine(stages) +
-                                "; give one count per stage");
+                            path + ": " + llvm::Twine(counts.rows.size()) +
+                                " rows of layer counts, but "
+                                "pp_interleave_num is " +
+                                llvm::Twine(chunks) +
+                                "; give one row per chunk");
         return;
       }
-      for (auto [stage, count] : llvm::enumerate(counts)) {
-        if (stagesKnown && count > stageSizes[stage].count) {
+      for (auto [chunk, row] : llvm::enumerate(counts.rows)) {
+        if (static_cast<int64_t>(row.size()) != stages) {
           diagnostics().error(selectionLocs_[path],
-                              path + ": " + llvm::Twine(count) +
-                                  " layers in stage " + llvm::Twine(stage) +
-                                  ", which has " +
-                                  llvm::Twine(stageSizes[stage].count) +
-                                  "; lower the count or raise num_layers");
+                              path + ": " + llvm::Twine(row.size()) +
+                                  " layer counts given, but pipeline_stage "
+                                  "is " + llvm::Twine(stages) +
+                                  "; give one count per stage");
           return;
+        }
+        for (auto [stage, count] : llvm::enumerate(row)) {
+          int64_t layers = layersOf(
+              counts.perChunk ? static_cast<int64_t>(chunk) : -1, stage);
+          if (stagesKnown && count != LayerCounts::kAllLayers &&
+              count > layers) {
+            diagnostics().error(
+                selectionLocs_[path],
+                path + ": " + llvm::Twine(count) + " layers in " +
+                    (counts.perChunk ? "chunk " + std::to_string(chunk) +
+                                           " of "
+                                     : "") +
+                    "stage " + llvm::Twine(stage) + ", which has " +
+                    llvm::Twine(layers) +
+                    "; lower the count or raise num_layers");
+            return;
+          }
         }
       }
     };
     if (selection.kind == RecomputeSelection::Kind::LayersPerStage) {
-      check(selection.layersPerStage);
+      check(selection.layers);
     }
     for (const RecomputeSelection::Pattern &pattern : selection.patterns) {
-      if (!pattern.layersPerStage.empty()) {
-        check(pattern.layersPerStage);
+      if (!pattern.layers.empty()) {
+        check(pattern.layers);
       }
     }
   }
@@ -1324,6 +1576,8 @@ private:
   MapReader root_;
   std::map<std::string, SMLoc> selectionLocs_;
   SMLoc offsetLoc_;
+  SMLoc interleaveLoc_;
+  bool mpCommRecomputeGiven_ = false;
 };
 
 } // namespace

@@ -39,6 +39,8 @@ void addRecompute(OpPassManager &pm, const CompileOptions &options) {
                         options.recomputeFull.end());
   recompute.select.assign(options.recomputeSelect.begin(),
                           options.recomputeSelect.end());
+  recompute.exclude.assign(options.recomputeExclude.begin(),
+                           options.recomputeExclude.end());
   pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));
 }
 
@@ -142,10 +144,28 @@ LogicalResult mfc::dumpModule(Operation *module, StringRef dir, unsigned index,
   return success();
 }
 
-void mfc::buildCompilePipeline(OpPassManager &pm,
-                               const CompileOptions &options) {
-  unsigned index = 1;
+bool mfc::runsPhase(const CompileOptions &options, StringRef name) {
   for (const Phase &phase : kPhases) {
+    if (phase.name == name) {
+      return true;
+    }
+    if (phase.name == options.compileTo) {
+      return false;
+    }
+  }
+  return false;
+}
+
+void mfc::buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
+                               StringRef firstPhase) {
+  unsigned index = 1;
+  bool started = firstPhase.empty();
+  for (const Phase &phase : kPhases) {
+    started = started || phase.name == firstPhase;
+    if (!started) {
+      ++index;
+      continue;
+    }
     phase.addPasses(pm, options);
     if (!options.dumpIrDir.empty()) {
       pm.addPass(std::make_unique<DumpIRPass>(options.dumpIrDir, index,

@@ -47,15 +47,22 @@ struct CompileOptions {
   std::string kernelsObject;
   /// Inference: products by f32 parameters read panels packed once.
   bool packWeights = true;
-  /// Training: what mf-recompute recomputes (its `full` and `select`).
+  /// Training: what mf-recompute recomputes and keeps (its `full`,
+  /// `select` and `exclude`).
   std::vector<std::string> recomputeFull;
   std::vector<std::string> recomputeSelect;
+  std::vector<std::string> recomputeExclude;
 };
 
-/// Adds every phase up to and including `options.compileTo`, and a pass that
-/// writes the IR to `dumpIrDir/NN-<phase>.mlir` after each when asked.
+/// Adds every phase from `firstPhase` ("": the first) up to and including
+/// `options.compileTo`, and a pass that writes the IR to
+/// `dumpIrDir/NN-<phase>.mlir` after each when asked.
 void buildCompilePipeline(mlir::OpPassManager &pm,
-                          const CompileOptions &options);
+                          const CompileOptions &options,
+                          llvm::StringRef firstPhase = "");
+
+/// Whether the pipeline up to `options.compileTo` runs phase `name`.
+bool runsPhase(const CompileOptions &options, llvm::StringRef name);
 
 /// Writes `module` to `dumpIrDir/NN-<name>.mlir`. Fails with a diagnostic if
 /// the file cannot be written.

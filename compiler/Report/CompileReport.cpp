@@ -105,6 +105,22 @@ std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
   return memory;
 }
 
+/// "none 0-3, selective 4-5, full 6-11": runs of equal choices.
+std::string describeChoices(const std::vector<std::string> &choices) {
+  std::string text;
+  for (size_t first = 0; first < choices.size();) {
+    size_t last = first;
+    while (last + 1 < choices.size() && choices[last + 1] == choices[first]) {
+      ++last;
+    }
+    text += (text.empty() ? "" : ", ") + choices[first] + " " +
+            std::to_string(first) +
+            (last > first ? "-" + std::to_string(last) : "");
+    first = last + 1;
+  }
+  return text;
+}
+
 std::vector<EntryReport> collect(ModuleOp module) {
   std::vector<EntryReport> entries;
   for (auto function : module.getOps<func::FuncOp>()) {
@@ -180,7 +196,26 @@ std::vector<EntryReport> collect(ModuleOp module) {
 
 } // namespace
 
-void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
+std::optional<TrainStepCost> mfc::trainStepCost(ModuleOp module) {
+  std::optional<TrainingMemory> memory = trainingMemory(module);
+  if (!memory || memory->activations < 0) {
+    return std::nullopt;
+  }
+  TrainStepCost cost;
+  cost.peakBytes = memory->trainedParameters + memory->frozenParameters +
+                   memory->optimizerState + memory->activations;
+  for (const EntryReport &entry : collect(module)) {
+    if (entry.name == "train_step") {
+      cost.peakBytes += entry.derivedBytes;
+      cost.flops = entry.flops;
+      cost.recomputedFlops = entry.recomputedFlops;
+    }
+  }
+  return cost;
+}
+
+void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
+                                 const RecomputeSummary *recompute) {
   llvm::json::Array entries;
   for (const EntryReport &entry : collect(module)) {
     llvm::json::Array groups;
@@ -239,6 +274,22 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
         {"optimizer_state", memory->optimizerState},
         {"activations_arena", memory->activations}};
   }
+  if (recompute) {
+    llvm::json::Object object{{"peak_bytes_without", recompute->peakWithout},
+                              {"peak_bytes", recompute->peakWith},
+                              {"bytes_saved",
+                               recompute->peakWithout - recompute->peakWith}};
+    if (recompute->budget >= 0) {
+      llvm::json::Array layers;
+      for (const std::string &choice : recompute->layerChoices) {
+        layers.push_back(choice);
+      }
+      object["memory_budget_bytes"] = recompute->budget;
+      object["layers"] = std::move(layers);
+      object["plans_compiled"] = recompute->plansCompiled;
+    }
+    root["recompute"] = std::move(object);
+  }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
     llvm::json::Object reasons;
     for (NamedAttribute reason : skipped) {
@@ -253,15 +304,32 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os) {
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 
-void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os) {
+void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
+                                 const RecomputeSummary *recompute) {
   if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
     os << llvm::format(
         "training step memory: parameters %.4g MB trained + %.4g MB frozen, "
-        "optimizer state (fp32) %.4g MB, gradients %.4g MB, arena of "
-        "train_step (activations, gradients, temporaries) %.4g MB\n",
+        "optimizer state (fp32) %.4g MB, gradients %.4g MB",
         memory->trainedParameters / 1e6, memory->frozenParameters / 1e6,
-        memory->optimizerState / 1e6, memory->gradients / 1e6,
-        memory->activations / 1e6);
+        memory->optimizerState / 1e6, memory->gradients / 1e6);
+    if (memory->activations >= 0) {
+      os << llvm::format(", arena of train_step (activations, gradients, "
+                         "temporaries) %.4g MB",
+                         memory->activations / 1e6);
+    }
+    os << "\n";
+  }
+  if (recompute) {
+    os << llvm::format("recompute: planned step peak %.4g MB without "
+                       "recompute, %.4g MB with it (%.4g MB saved)",
+                       recompute->peakWithout / 1e6, recompute->peakWith / 1e6,
+                       (recompute->peakWithout - recompute->peakWith) / 1e6);
+    if (recompute->budget >= 0) {
+      os << llvm::format("; --memory-budget %.4g MB, %d plans compiled: ",
+                         recompute->budget / 1e6, recompute->plansCompiled)
+         << describeChoices(recompute->layerChoices);
+    }
+    os << "\n";
   }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
     for (NamedAttribute reason : skipped) {

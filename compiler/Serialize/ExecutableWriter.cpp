@@ -56,13 +56,6 @@ fb::DType toDType(DType type) {
   return fb::DType::F32;
 }
 
-std::string locationName(Location loc) {
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    return named.getName().str();
-  }
-  return "";
-}
-
 /// The op kind and attributes of one mf op.
 struct EncodedOp {
   fb::OpKind kind;
@@ -362,7 +355,7 @@ private:
         ops.push_back(fb::CreateOpDirect(
             builder_, encoded->kind, &operands, &results, &encoded->ints,
             &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
-            locationName(op.getLoc()).c_str()));
+            mf::getModelPath(op.getLoc()).c_str()));
       }
       return success();
     };

@@ -256,7 +256,22 @@ EntryBuffers collectBuffers(func::FuncOp entry) {
   return planned;
 }
 
-/// Draws each entry's plan as rectangles, time across and offset down.
+/// Whether `value` is recomputed for the backward (mf-recompute's clones,
+/// alone or inside the kernel region that computes it).
+bool isRecomputed(OpResult value) {
+  Operation *op = value.getOwner();
+  if (op->hasAttr("mf.recomputed")) {
+    return true;
+  }
+  bool inside = false;
+  op->walk([&](Operation *nested) {
+    inside = inside || nested->hasAttr("mf.recomputed");
+  });
+  return inside;
+}
+
+/// Draws each entry's plan as rectangles, time across and offset down;
+/// recomputed buffers have a red dashed outline.
 void writeSvg(llvm::raw_ostream &os,
               const std::vector<std::pair<std::string, EntryBuffers>> &entries) {
   const int width = 1200, rowHeight = 300, margin = 30;
@@ -270,9 +285,15 @@ void writeSvg(llvm::raw_ostream &os,
       steps = std::max(steps, buffer.upper);
       arena = std::max(arena, buffer.offset + buffer.size);
     }
+    size_t recomputed = llvm::count_if(entry.definitions, isRecomputed);
     os << "<text x='" << margin << "' y='" << top - 8 << "'>" << name
        << ": arena " << arena << " bytes, " << entry.buffers.size()
-       << " buffers</text>\n";
+       << " buffers";
+    if (recomputed) {
+      os << ", " << recomputed
+         << " recomputed for the backward (red dashed outline)";
+    }
+    os << "</text>\n";
     os << "<rect x='" << margin << "' y='" << top << "' width='" << width
        << "' height='" << rowHeight << "' fill='none' stroke='#888'/>\n";
     for (size_t i = 0; i < entry.buffers.size(); ++i) {
@@ -281,12 +302,16 @@ void writeSvg(llvm::raw_ostream &os,
       double w = std::max(1.0, double(width) * (buffer.upper - buffer.lower) / steps);
       double y = top + double(rowHeight) * buffer.offset / arena;
       double h = std::max(0.5, double(rowHeight) * buffer.size / arena);
+      bool again = isRecomputed(entry.definitions[i]);
       os << llvm::format("<rect x='%.1f' y='%.2f' width='%.1f' height='%.2f' "
-                         "fill='hsl(%d,60%%,60%%)' stroke='#333' "
-                         "stroke-width='0.3'><title>",
-                         x, y, w, h, static_cast<int>(i * 47 % 360))
+                         "fill='hsl(%d,60%%,60%%)' %s><title>",
+                         x, y, w, h, static_cast<int>(i * 47 % 360),
+                         again ? "stroke='#d00' stroke-width='1.5' "
+                                 "stroke-dasharray='4,2' class='recomputed'"
+                               : "stroke='#333' stroke-width='0.3'")
          << buffer.id << " [" << buffer.lower << ", " << buffer.upper << ") "
          << buffer.size << " bytes at " << buffer.offset
+         << (again ? ", recomputed for the backward" : "")
          << "</title></rect>\n";
       if (w > 90 && h > 14) { // label rectangles that have room for it
         os << llvm::format("<text x='%.1f' y='%.1f' font-size='10'>", x + 3,

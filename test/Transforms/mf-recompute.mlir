@@ -4,9 +4,20 @@
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul}),canonicalize,cse)' | FileCheck %s --check-prefix=SELECT
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{full=model.layers.0}))' | FileCheck %s --check-prefix=FULL
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=model.layers.1:feed_forward\.mul}))' | FileCheck %s --check-prefix=OTHER
-// Levels are matched against consecutive path names: w1.activation.silu
-// selects the silu, not feed_forward.mul.
-// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=w1\.activation\.silu}))' | FileCheck %s --check-prefix=SILU
+// Levels match the path's names within its layer from the first, as
+// MindFormers walks a layer's cells: feed_forward.w1.activation.silu selects
+// the silu, not feed_forward.mul; w1.activation.silu names nothing.
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.w1\.activation\.silu}))' | FileCheck %s --check-prefix=SILU
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=w1\.activation\.silu}))' | FileCheck %s --check-prefix=OTHER
+// A pattern naming a cell selects every op in it (not the layer's output).
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward}))' | FileCheck %s --check-prefix=CELL
+// Exclusions win over everything, full recompute included; they name ops
+// (the whole path): the silu is kept, the rest of the layer recomputed.
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{full=model.layers.0 exclude=feed_forward\.w1\.activation\.silu}))' | FileCheck %s --check-prefix=EXCLUDE
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul exclude=model.layers.0:feed_forward\.mul}))' | FileCheck %s --check-prefix=OTHER
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul exclude=model.layers.1:feed_forward\.mul}))' | FileCheck %s --check-prefix=SELECT
+// An op with a fused<"model-paths"> location answers to each of its names.
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.gate}))' | FileCheck %s --check-prefix=ALIAS
 // After fusion the barriers go; the clone stays.
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul},mf-drop-recompute-barriers))' | FileCheck %s --check-prefix=DROPPED
 // RUN: not mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.(}))' 2>&1 | FileCheck %s --check-prefix=BAD
@@ -40,6 +51,23 @@
 // SILU: mf.silu %{{.*}} {mf.recomputed}
 // SILU-NOT: mf.mul {{.*}} {mf.recomputed}
 
+// CELL-LABEL: func.func @forward_backward
+// CELL: mf.cross_entropy_grad
+// CELL-DAG: mf.mul %{{.*}}, %{{.*}} {mf.recomputed}
+// CELL-DAG: mf.silu %{{.*}} {mf.recomputed}
+// CELL-DAG: mf.add %{{.*}}, %{{.*}} {mf.recomputed}
+// CELL-NOT: mf.matmul {{.*}} {mf.recomputed}
+
+// EXCLUDE-LABEL: func.func @forward_backward
+// EXCLUDE: mf.cross_entropy_grad
+// EXCLUDE-NOT: mf.silu %{{.*}} {mf.recomputed}
+// EXCLUDE: mf.mul %{{.*}}, %{{.*}} {mf.recomputed}
+// EXCLUDE-NOT: mf.silu %{{.*}} {mf.recomputed}
+
+// ALIAS-LABEL: func.func @forward_backward
+// ALIAS: mf.cross_entropy_grad
+// ALIAS: mf.mul %{{.*}}, %{{.*}} {mf.recomputed}
+
 // DROPPED-LABEL: func.func @forward_backward
 // DROPPED-NOT: mf.recompute_barrier
 // DROPPED: mf.mul %{{.*}}, %{{.*}} {mf.recomputed}
@@ -56,7 +84,7 @@ module attributes {mf.run_mode = "train"} {
     %g = mf.mul %w1, %w1 : tensor<4x8xf32> loc("model.layers.0.feed_forward.w1")
     %u = mf.add %w3, %w1 : tensor<4x8xf32> loc("model.layers.0.feed_forward.w3")
     %a = mf.silu %g : tensor<4x8xf32> loc("model.layers.0.feed_forward.w1.activation.silu")
-    %h = mf.mul %a, %u : tensor<4x8xf32> loc("model.layers.0.feed_forward.mul")
+    %h = mf.mul %a, %u : tensor<4x8xf32> loc(fused<"model-paths">["model.layers.0.feed_forward.mul", "model.layers.0.feed_forward.gate"])
     %d = mf.matmul %h, %w2 transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32> loc("model.layers.0.feed_forward.w2")
     %o = mf.add %d, %w1 : tensor<4x8xf32> loc("model.layers.0.ffn_add")
     %flat = mf.reshape %labels : tensor<1x4xi32> to tensor<4xi32> loc("loss")

@@ -23,6 +23,7 @@ import sys
 
 import numpy as np
 import torch
+import torch.utils.checkpoint
 import yaml
 
 torch.set_grad_enabled(False)
@@ -270,34 +271,45 @@ MF_PROJECTIONS = {"self_attn.q_proj": "attention.wq", "self_attn.k_proj": "atten
                   "mlp.up_proj": "feed_forward.w3"}
 
 
-def llama_logits(cfg, w, ids):
+def llama_layer(cfg, w, i, x, positions):
     c = cfg.compute_dtype
-    b, s = ids.shape
+    b, s = x.shape[0], x.shape[1]
+    p = f"model.layers.{i}."
+
+    def linear(inp, name, bias=False):
+        out = inp.to(c) @ w[p + name + ".weight"].to(c).T
+        if bias:
+            out = out + w[p + name + ".bias"].to(c)
+        if cfg.lora_targets(f"model.layers.{i}." + MF_PROJECTIONS[name]):
+            a, bb = w[p + name + ".lora_A.weight"].to(c), w[p + name + ".lora_B.weight"].to(c)
+            out = out + cfg.lora_scale * ((inp.to(c) @ a.T) @ bb.T)
+        return out
+
+    h = rms_norm(x, w[p + "input_layernorm.weight"], cfg.eps).to(c)
+    q = linear(h, "self_attn.q_proj", cfg.qkv_bias).reshape(b, s, cfg.heads, cfg.head_dim)
+    k = linear(h, "self_attn.k_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+    v = linear(h, "self_attn.v_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+    q = rope(q, positions, cfg.theta).to(c)
+    k = rope(k, positions, cfg.theta).to(c)
+    a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
+    x = x + linear(a, "self_attn.o_proj")
+    h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
+    gate, up = linear(h, "mlp.gate_proj"), linear(h, "mlp.up_proj")
+    return x + linear((torch.nn.functional.silu(gate.float()) * up.float()).to(c), "mlp.down_proj")
+
+
+def llama_logits(cfg, w, ids, checkpoint=False):
+    """checkpoint: each layer under torch.utils.checkpoint (its input kept,
+    the rest recomputed in the backward), as full recompute does."""
+    c = cfg.compute_dtype
     x = w["model.embed_tokens.weight"][ids].to(c)
-    positions = torch.arange(s)
+    positions = torch.arange(ids.shape[1])
     for i in range(cfg.layers):
-        p = f"model.layers.{i}."
-
-        def linear(inp, name, bias=False):
-            out = inp.to(c) @ w[p + name + ".weight"].to(c).T
-            if bias:
-                out = out + w[p + name + ".bias"].to(c)
-            if cfg.lora_targets(f"model.layers.{i}." + MF_PROJECTIONS[name]):
-                a, bb = w[p + name + ".lora_A.weight"].to(c), w[p + name + ".lora_B.weight"].to(c)
-                out = out + cfg.lora_scale * ((inp.to(c) @ a.T) @ bb.T)
-            return out
-
-        h = rms_norm(x, w[p + "input_layernorm.weight"], cfg.eps).to(c)
-        q = linear(h, "self_attn.q_proj", cfg.qkv_bias).reshape(b, s, cfg.heads, cfg.head_dim)
-        k = linear(h, "self_attn.k_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
-        v = linear(h, "self_attn.v_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
-        q = rope(q, positions, cfg.theta).to(c)
-        k = rope(k, positions, cfg.theta).to(c)
-        a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
-        x = x + linear(a, "self_attn.o_proj")
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
-        gate, up = linear(h, "mlp.gate_proj"), linear(h, "mlp.up_proj")
-        x = x + linear((torch.nn.functional.silu(gate.float()) * up.float()).to(c), "mlp.down_proj")
+        if checkpoint:
+            x = torch.utils.checkpoint.checkpoint(llama_layer, cfg, w, i, x, positions,
+                                                  use_reentrant=False)
+        else:
+            x = llama_layer(cfg, w, i, x, positions)
     x = rms_norm(x, w["model.norm.weight"], cfg.eps).to(c)
     head = w["model.embed_tokens.weight"] if cfg.tied else w["lm_head.weight"]
     return (x @ head.to(c).T).float()
@@ -330,8 +342,11 @@ def gpt2_logits(cfg, w, ids):
     return (x @ w["transformer.wte.weight"].to(c).T).float()
 
 
-def logits_of(cfg, w, ids):
-    return gpt2_logits(cfg, w, ids) if cfg.gpt2 else llama_logits(cfg, w, ids)
+def logits_of(cfg, w, ids, checkpoint=False):
+    if cfg.gpt2:
+        assert not checkpoint, "per-layer checkpointing is written for LLaMA"
+        return gpt2_logits(cfg, w, ids)
+    return llama_logits(cfg, w, ids, checkpoint)
 
 
 # ---------------------------------------------------------------- commands

@@ -11,6 +11,7 @@
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Frontend/RecomputePlan.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Pipelines/RecomputeBudget.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
 #include "compiler/Transforms/InputFile.h"
@@ -207,6 +208,23 @@ int compile(int argc, char **argv) {
                "get their own prefill entry, e.g. 64,256 ('none': only "
                "seq_length; default: 32, 64, ... below seq_length)"),
       cl::value_desc("N,N,...|none"), cl::cat(category));
+  cl::opt<std::string> memoryBudget(
+      "memory-budget",
+      cl::desc("Training: recompute what the step needs to fit SIZE (e.g. "
+               "40MB, 12GiB) with the fewest recomputed FLOPs; replaces "
+               "recompute_config's choices"),
+      cl::value_desc("SIZE"), cl::cat(category));
+  cl::opt<BudgetSearch> memoryBudgetSearch(
+      "memory-budget-search",
+      cl::desc("How --memory-budget searches per-layer choices (none, "
+               "selective, full)"),
+      cl::values(clEnumValN(BudgetSearch::Prefix, "prefix",
+                            "the first layers whole, the next selective "
+                            "(default)"),
+                 clEnumValN(BudgetSearch::Exhaustive, "exhaustive",
+                            "every assignment: 3^num_layers plans, the true "
+                            "optimum (at most 8 layers)")),
+      cl::init(BudgetSearch::Prefix), cl::cat(category));
   cl::opt<std::string>
       dumpIrDir("dump-ir-dir",
                 cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
@@ -289,32 +307,144 @@ int compile(int argc, char **argv) {
   options.cpu = cpu;
   options.kernelsObject = kernelsObject;
   options.packWeights = packWeights;
-  if (spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune) {
-    RecomputePlan recompute = planRecompute(*spec);
-    options.recomputeFull = std::move(recompute.fullLayers);
-    options.recomputeSelect = std::move(recompute.selectedOps);
+  bool training =
+      spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
+  std::optional<int64_t> budgetBytes;
+  if (memoryBudget.getNumOccurrences()) {
+    budgetBytes = parseByteSize(memoryBudget);
+    if (!budgetBytes || *budgetBytes <= 0) {
+      printError("--memory-budget: '" + memoryBudget +
+                 "' is not a size; write e.g. 40MB, 512MiB or 12GiB");
+      return 2;
+    }
+    if (!training) {
+      printError("--memory-budget chooses what a training step recomputes, "
+                 "but run_mode is " + llvm::Twine(toString(spec->runMode)) +
+                 "; use it with run_mode train or finetune");
+      return 2;
+    }
+    if (memoryBudgetSearch == BudgetSearch::Exhaustive &&
+        spec->model.numLayers > 8) {
+      printError("--memory-budget-search=exhaustive compiles 3^num_layers "
+                 "plans; at most 8 layers (num_layers is " +
+                 llvm::Twine(spec->model.numLayers) + ")");
+      return 2;
+    }
   }
+  RecomputePlan recompute;
+  if (training) {
+    recompute = planRecompute(*spec);
+  }
+  bool recomputes = !recompute.fullLayers.empty() || !recompute.selectedOps.empty();
+  if (budgetBytes && recomputes) {
+    llvm::WithColor::warning(llvm::errs(), "mfc")
+        << "--memory-budget replaces what recompute_config's recompute and "
+           "select_recompute choose (its exclusions still hold)\n";
+  }
+  auto useRecompute = [&](RecomputePlan plan) {
+    options.recomputeFull = std::move(plan.fullLayers);
+    options.recomputeSelect = std::move(plan.selectedOps);
+    options.recomputeExclude = std::move(plan.excludedOps);
+  };
+  useRecompute(recompute);
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;
   }
-  mlir::PassManager pm(&context);
-  if (failed(mlir::applyPassManagerCLOptions(pm))) {
-    return 1;
-  }
-  pm.enableTiming(rootTimer);
-  buildCompilePipeline(pm, options);
-  if (failed(pm.run(*module))) {
-    printError("compilation of '" + inputFile + "' failed");
-    return 1;
+  auto runPhases = [&](llvm::StringRef firstPhase,
+                       const CompileOptions &phaseOptions) {
+    mlir::PassManager pm(&context);
+    if (failed(mlir::applyPassManagerCLOptions(pm))) {
+      return false;
+    }
+    pm.enableTiming(rootTimer);
+    buildCompilePipeline(pm, phaseOptions, firstPhase);
+    if (failed(pm.run(*module))) {
+      printError("compilation of '" + inputFile + "' failed");
+      return false;
+    }
+    return true;
+  };
+  // The budget search, and the report's peak without recompute, compile
+  // copies of the module after autodiff with other recompute plans.
+  std::optional<RecomputeSummary> summary;
+  bool searches = training && runsPhase(options, "recompute") &&
+                  (budgetBytes || (recomputes && !reportFile.empty()));
+  if (!searches) {
+    if (!runPhases("", options)) {
+      return 1;
+    }
+  } else {
+    CompileOptions throughAutodiff = options;
+    throughAutodiff.compileTo = "autodiff";
+    if (!runPhases("", throughAutodiff)) {
+      return 1;
+    }
+    mlir::TimingScope searchTimer =
+        rootTimer.nest("Recompute plans (--memory-budget, --report)");
+    RecomputeEvaluator evaluator(*module, *spec, options);
+    summary.emplace();
+    std::vector<LayerRecompute> noRecompute(spec->model.numLayers,
+                                            LayerRecompute::None);
+    if (budgetBytes) {
+      std::string error;
+      std::optional<BudgetChoice> choice = chooseRecompute(
+          evaluator, *budgetBytes, memoryBudgetSearch, error);
+      if (!choice) {
+        printError(error);
+        return 1;
+      }
+      useRecompute(planRecompute(*spec, choice->layers));
+      summary->budget = *budgetBytes;
+      summary->peakWith = choice->step.peakBytes;
+      for (LayerRecompute layer : choice->layers) {
+        summary->layerChoices.push_back(toString(layer));
+      }
+      llvm::WithColor::note(llvm::errs(), "mfc")
+          << llvm::formatv("--memory-budget {0:F3} MB: planned step peak "
+                           "{1:F3} MB, recomputing {2:F2}% of its FLOPs ({3} "
+                           "plans compiled)\n",
+                           *budgetBytes / 1e6, choice->step.peakBytes / 1e6,
+                           100.0 * choice->step.recomputedFlops /
+                               std::max<int64_t>(1, choice->step.flops),
+                           evaluator.plansCompiled());
+    } else if (std::optional<TrainStepCost> with =
+                   evaluator.evaluate(recompute)) {
+      summary->peakWith = with->peakBytes;
+    }
+    std::optional<TrainStepCost> without = evaluator.evaluate(noRecompute);
+    if (!without || summary->peakWith < 0) {
+      printError("compilation of '" + inputFile +
+                 "' failed while planning recompute");
+      return 1;
+    }
+    summary->peakWithout = without->peakBytes;
+    summary->plansCompiled = evaluator.plansCompiled();
+    searchTimer.stop();
+    if (!runPhases("recompute", options)) {
+      return 1;
+    }
+    // The whole module's plan is the truth; the search planned train_step
+    // alone, which must come out the same.
+    if (std::optional<TrainStepCost> compiled = trainStepCost(*module)) {
+      if (compiled->peakBytes != summary->peakWith) {
+        llvm::WithColor::warning(llvm::errs(), "mfc")
+            << llvm::formatv("the recompute search planned a step peak of "
+                             "{0} bytes, the compiled module has {1}; please "
+                             "report it with the config\n",
+                             summary->peakWith, compiled->peakBytes);
+      }
+      summary->peakWith = compiled->peakBytes;
+    }
   }
 
   reportMemoryPlan(*module);
   if (!reportFile.empty()) {
     bool json = llvm::StringRef(reportFile).ends_with(".json");
+    const RecomputeSummary *recomputeSummary = summary ? &*summary : nullptr;
     if (writeFile(reportFile, [&](llvm::raw_ostream &os) {
-          json ? writeCompileReportJson(*module, os)
-               : writeCompileReportText(*module, os);
+          json ? writeCompileReportJson(*module, os, recomputeSummary)
+               : writeCompileReportText(*module, os, recomputeSummary);
         })) {
       return 1;
     }

@@ -122,11 +122,33 @@ LogicalResult verifyBox(Operation *op, ArrayRef<int64_t> box,
 
 } // namespace
 
-std::string mf::getModelPath(Location loc) {
+static constexpr StringLiteral kModelPathsTag = "model-paths";
+
+std::vector<std::string> mf::getModelPaths(Location loc) {
   if (auto named = dyn_cast<NameLoc>(loc)) {
-    return named.getName().str();
+    return {named.getName().str()};
   }
-  return "";
+  std::vector<std::string> paths;
+  auto fused = dyn_cast<FusedLoc>(loc);
+  auto tag = fused ? dyn_cast_or_null<StringAttr>(fused.getMetadata()) : nullptr;
+  if (tag && tag.getValue() == kModelPathsTag) {
+    for (Location part : fused.getLocations()) {
+      if (auto named = dyn_cast<NameLoc>(part)) {
+        paths.push_back(named.getName().str());
+      }
+    }
+  }
+  return paths;
+}
+
+std::string mf::getModelPath(Location loc) {
+  std::vector<std::string> paths = getModelPaths(loc);
+  return paths.empty() ? "" : paths.front();
+}
+
+Location mf::getModelPathsLoc(MLIRContext *context, ArrayRef<Location> paths) {
+  return FusedLoc::get(paths, StringAttr::get(context, kModelPathsTag),
+                       context);
 }
 
 int64_t mf::detail::countResultElements(Operation *op) {

@@ -23,8 +23,16 @@ int64_t countOperandAndResultBytes(Operation *op);
 
 namespace mlir::mf {
 /// The model path an op's location names (`model.layers.3.attention.wq`),
-/// or "" when it has none.
+/// or "" when it has none. An op that stands for several of MindFormers'
+/// ops has a `fused<"model-paths">` location of their names; its path is
+/// the first.
 std::string getModelPath(Location loc);
+
+/// Every model path the location names (one, several, or none).
+std::vector<std::string> getModelPaths(Location loc);
+
+/// The location of an op named by each of `paths` (the first is its path).
+Location getModelPathsLoc(MLIRContext *context, ArrayRef<Location> paths);
 
 /// The storage of the module's parameters, which mf.assign writes.
 struct ParameterResource

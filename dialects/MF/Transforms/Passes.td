@@ -92,8 +92,17 @@ def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
       checkpoint) and parameter or constant reads.
     - `select`: op patterns as in MindFormers' `select_recompute`,
       optionally after a layer prefix and a colon
-      (`model.layers.3:feed_forward\.mul`): levels split at `\.`, each
-      full-matched against consecutive names of the op's model path.
+      (`model.layers.3:feed_forward\.mul`; without one, any layer): levels
+      split at `\.`, full-matched against the names of the op's path within
+      its layer, from the first; a pattern naming a cell
+      (`feed_forward`) selects every op in it.
+    - `exclude`: patterns of the same form naming ops (the whole path
+      within the layer) that are kept whatever `full` and `select` say, as
+      MindFormers' `select_recompute_exclude`.
+
+    An op answers to each name of its location (a `fused<"model-paths">`
+    location has several: mfc's SwiGLU is both `feed_forward.mul` and the
+    silu inside it, `feed_forward.w1.activation.silu`).
 
     ```mlir
     // before: the backward reads %h, the forward's SwiGLU
@@ -112,7 +121,9 @@ def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
     ListOption<"full", "full", "std::string",
                "Layer path prefixes whose forward is recomputed whole">,
     ListOption<"select", "select", "std::string",
-               "Op patterns ([layer-prefix:]level\\.level) recomputed alone">
+               "Op patterns ([layer-prefix:]level\\.level) recomputed alone">,
+    ListOption<"exclude", "exclude", "std::string",
+               "Op patterns ([layer-prefix:]level\\.level) never recomputed">
   ];
 }
 

@@ -4,7 +4,8 @@
 //    the loss's ancestors; the others are the backward.
 // 2. The recompute set: forward ops of `full` layers whose results stay in
 //    the layer (not the layer's output, the checkpoint), and forward ops that
-//    `select` patterns match; never parameter or constant reads.
+//    `select` patterns match; never parameter or constant reads, nor what
+//    `exclude` patterns match.
 // 3. Walking the backward in order, each operand defined in the set is
 //    replaced by a clone, built (with the clones it needs in turn) just before
 //    that first backward user; a clone's other operands are the kept values,
@@ -22,6 +23,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
 
+#include <tuple>
+
 #define DEBUG_TYPE "mf-recompute"
 
 namespace mlir::mf {
@@ -34,30 +37,46 @@ using namespace mlir::mf;
 
 namespace {
 
-/// A `select` pattern: an optional layer prefix, then regex levels that must
-/// full-match consecutive names of an op's path (after the prefix).
+/// "model.layers.3.feed_forward.mul" -> {"model.layers.3",
+/// "feed_forward.mul"} (GPT-2: transformer.h.3); {"", ""} outside layers.
+std::pair<StringRef, StringRef> splitLayer(StringRef path) {
+  SmallVector<StringRef, 4> names;
+  path.split(names, '.', /*MaxSplit=*/3);
+  unsigned index;
+  if (names.size() == 4 && (names[1] == "layers" || names[1] == "h") &&
+      !names[2].getAsInteger(10, index)) {
+    size_t end = names[0].size() + names[1].size() + names[2].size() + 2;
+    return {path.take_front(end), path.drop_front(end + 1)};
+  }
+  return {"", ""};
+}
+
+/// A `select` / `exclude` pattern: an optional layer prefix, then regex
+/// levels that full-match the names of an op's path within its layer, from
+/// the first: all of them (`wholePath`: an op), or a prefix (a cell).
 struct OpPattern {
   std::string layer;
   SmallVector<llvm::Regex> levels;
 
-  bool matches(StringRef path) const {
-    if (!layer.empty() && !path.consume_front(layer + ".")) {
+  bool matches(StringRef path, bool wholePath) const {
+    auto [layerOfPath, inLayer] = splitLayer(path);
+    if (layerOfPath.empty() || (!layer.empty() && layerOfPath != layer)) {
       return false;
     }
     SmallVector<StringRef> names;
-    path.split(names, '.');
-    for (size_t first = 0; first + levels.size() <= names.size(); ++first) {
-      bool all = true;
-      for (size_t i = 0; i < levels.size() && all; ++i) {
-        SmallVector<StringRef> groups;
-        all = levels[i].match(names[first + i], &groups) &&
-              groups[0].size() == names[first + i].size();
-      }
-      if (all) {
-        return true;
+    inLayer.split(names, '.');
+    if (names.size() < levels.size() ||
+        (wholePath && names.size() != levels.size())) {
+      return false;
+    }
+    for (size_t i = 0; i < levels.size(); ++i) {
+      SmallVector<StringRef> groups;
+      if (!levels[i].match(names[i], &groups) ||
+          groups[0].size() != names[i].size()) {
+        return false;
       }
     }
-    return false;
+    return true;
   }
 };
 
@@ -110,24 +129,28 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
 
   void runOnOperation() override {
     func::FuncOp entry = getOperation();
-    SmallVector<OpPattern> patterns;
-    for (const std::string &text : select) {
-      std::string error;
-      FailureOr<OpPattern> pattern = parsePattern(text, error);
-      if (failed(pattern)) {
-        emitError(entry.getLoc())
-            << "mf-recompute: invalid select pattern '" << text << "': " << error;
-        return signalPassFailure();
+    SmallVector<OpPattern> selected, excluded;
+    for (auto [option, name, patterns] :
+         {std::tuple(&select, "select", &selected),
+          std::tuple(&exclude, "exclude", &excluded)}) {
+      for (const std::string &text : *option) {
+        std::string error;
+        FailureOr<OpPattern> pattern = parsePattern(text, error);
+        if (failed(pattern)) {
+          emitError(entry.getLoc()) << "mf-recompute: invalid " << name
+                                    << " pattern '" << text << "': " << error;
+          return signalPassFailure();
+        }
+        patterns->push_back(std::move(*pattern));
       }
-      patterns.push_back(std::move(*pattern));
     }
     std::optional<Value> loss = lossOf(entry);
-    if ((full.empty() && patterns.empty()) || !loss) {
+    if ((full.empty() && selected.empty()) || !loss) {
       return;
     }
     llvm::DenseSet<Operation *> forward = forwardOps(entry, *loss);
     llvm::SetVector<Operation *> recomputed =
-        recomputeSet(entry, forward, patterns);
+        recomputeSet(entry, forward, selected, excluded);
     if (recomputed.empty()) {
       return;
     }
@@ -158,11 +181,23 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
 
   llvm::SetVector<Operation *>
   recomputeSet(func::FuncOp entry, const llvm::DenseSet<Operation *> &forward,
-               ArrayRef<OpPattern> patterns) const {
+               ArrayRef<OpPattern> selected,
+               ArrayRef<OpPattern> excluded) const {
     llvm::SetVector<Operation *> chosen;
     for (Operation &op : entry.getBody().front()) {
       if (!forward.contains(&op) || isa<ParamOp, ConstantOp>(op) ||
           op.getNumResults() == 0) {
+        continue;
+      }
+      std::vector<std::string> names = getModelPaths(op.getLoc());
+      auto anyName = [&](ArrayRef<OpPattern> patterns, bool wholePath) {
+        return llvm::any_of(patterns, [&](const OpPattern &pattern) {
+          return llvm::any_of(names, [&](const std::string &name) {
+            return pattern.matches(name, wholePath);
+          });
+        });
+      };
+      if (anyName(excluded, /*wholePath=*/true)) {
         continue;
       }
       std::string path = getModelPath(op.getLoc());
@@ -178,8 +213,7 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
         }
         continue;
       }
-      if (llvm::any_of(patterns,
-                       [&](const OpPattern &p) { return p.matches(path); })) {
+      if (anyName(selected, /*wholePath=*/false)) {
         chosen.insert(&op);
       }
     }
