@@ -1,7 +1,18 @@
-//===- CpuFeatures.h - what the runtime's hand-written loops need -*- C++ -*-===//
+//===- CpuFeatures.h - what this CPU runs -----------------------*- C++ -*-===//
+//
+// The runtime's own AVX-512 loops ask hasAvx512(); a kernel library asks
+// missingCpuFeatures() for the features its kernels were compiled with
+// (LLVM's names, recorded in model.bin) before it is loaded, so that a
+// model.bin compiled for another CPU is refused instead of dying of an
+// illegal instruction.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef MFC_RUNTIME_CPUFEATURES_H
 #define MFC_RUNTIME_CPUFEATURES_H
+
+#include <string>
+#include <vector>
 
 namespace mfrt {
 
@@ -14,6 +25,16 @@ inline bool hasAvx512() {
                           __builtin_cpu_supports("avx512vl");
   return has;
 }
+
+/// This machine's architecture as a target triple names it ("x86_64").
+const char *hostArchitecture();
+
+/// Of `features` (LLVM feature names, "avx2", "amx-tile"), those this CPU
+/// lacks, in order. Only instruction-set features the CPU can be asked
+/// about (cpuid, through GCC's __builtin_cpu_supports) are checked; the
+/// others (64bit, cx16, sahf, ...) are baseline on every CPU of the
+/// architecture that runs this mf-run.
+std::vector<std::string> missingCpuFeatures(const std::vector<std::string> &features);
 
 } // namespace mfrt
 

@@ -588,6 +588,12 @@ Status checkSemantics(const fb::Executable &root) {
     }
   }
   MFRT_RETURN_IF_ERROR(checkKernelSignatures(root));
+  if (root.kernel_library() && root.kernel_library()->size() != 0 &&
+      (!root.kernel_target() || root.kernel_target()->triple()->size() == 0 ||
+       root.kernel_target()->cpu()->size() == 0)) {
+    return Status::error("the kernel library does not say what CPU it was "
+                         "compiled for");
+  }
   return checkEntryContracts(root);
 }
 

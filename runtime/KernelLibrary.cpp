@@ -2,6 +2,8 @@
 
 #include "runtime/KernelLibrary.h"
 
+#include "runtime/CpuFeatures.h"
+
 #include "runtime/KernelServices.h"
 
 #include <dlfcn.h>
@@ -77,6 +79,35 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   const fb::Executable &root = executable.root();
   if (!root.kernel_library() || root.kernel_library()->size() == 0) {
     return library;
+  }
+  // Kernels for another CPU would die of an illegal instruction: refuse
+  // them before they are loaded (Executable::load checked the record).
+  const fb::KernelTarget &target = *root.kernel_target();
+  std::string triple = target.triple()->str();
+  std::string compiledFor = "the kernels were compiled for " + triple +
+                            ", CPU '" + target.cpu()->str() + "'";
+  if (triple.substr(0, triple.find('-')) != hostArchitecture()) {
+    return Status::error(compiledFor + ", not this " + hostArchitecture() +
+                         " machine; recompile the model here, or run it with "
+                         "--mode pynative, which needs no kernels");
+  }
+  std::vector<std::string> features;
+  if (target.features()) {
+    for (const flatbuffers::String *feature : *target.features()) {
+      features.push_back(feature->str());
+    }
+  }
+  std::vector<std::string> missing = missingCpuFeatures(features);
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &feature : missing) {
+      list += (list.empty() ? "" : ", ") + feature;
+    }
+    return Status::error(compiledFor + " and use " + list +
+                         ", which this CPU lacks; recompile with --cpu=native "
+                         "on this machine or a CPU it matches (--cpu=x86-64-v2 "
+                         "or x86-64-v3 run on most x86-64 machines), or run "
+                         "with --mode pynative, which needs no kernels");
   }
   // A service this runtime does not provide would be called through a
   // null pointer: a model from another mfc.

@@ -35,3 +35,19 @@ if subprocess.call(["unshare", "-m", "sh", "-c",
                     "mount -t tmpfs -o size=64k tmpfs /mnt"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("tmpfs-mount")
+# A CPU whose kernels this machine cannot run (a feature it lacks, in
+# LLVM's name): mf-run must refuse such a model.bin (test/e2e/cpu-target.test).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                      if line.startswith("flags")), [])
+except OSError:
+    flags = []
+for cpu, linux_flag, llvm_feature in (("skylake-avx512", "avx512f", "avx512f"),
+                                       ("sapphirerapids", "amx_tile", "amx-tile"),
+                                       ("diamondrapids", "amx_fp8", "amx-fp8")):
+    if flags and linux_flag not in flags:
+        config.available_features.add("foreign-cpu")
+        config.substitutions.append(("%foreign-cpu", cpu))
+        config.substitutions.append(("%foreign-feature", llvm_feature))
+        break

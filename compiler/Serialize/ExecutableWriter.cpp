@@ -66,10 +66,10 @@ struct EncodedOp {
 
 class Writer {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary,
-         ArrayRef<std::string> kernelNames)
-      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary),
-        kernelNames_(kernelNames), signatures_(kernelNames.size()) {}
+  Writer(ModuleOp module, const ModelSpec &spec, const ExecutableKernels &kernels)
+      : module_(module), spec_(spec), kernels_(kernels),
+        kernelNames_(kernels.names),
+        signatures_(kernels.names.size()) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
@@ -111,7 +111,7 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype), training);
-    std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
+    std::vector<uint8_t> library(kernels_.library.begin(), kernels_.library.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     for (const std::string &name : kernelNames_) {
       names.push_back(builder_.CreateString(name));
@@ -123,11 +123,20 @@ public:
     }
     // The checksum's field holds a placeholder (not the default, so it is
     // stored) until the buffer is sealed.
+    flatbuffers::Offset<fb::KernelTarget> target;
+    if (!library.empty()) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> features;
+      for (const std::string &feature : kernels_.features) {
+        features.push_back(builder_.CreateString(feature));
+      }
+      target = fb::CreateKernelTargetDirect(builder_, kernels_.triple.str().c_str(),
+                                            kernels_.cpu.str().c_str(), &features);
+    }
     auto root = fb::CreateExecutableDirect(
         builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures->empty() ? nullptr : &*signatures,
-        /*content_crc32=*/1);
+        /*content_crc32=*/1, target);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
                                builder_.GetBufferPointer() + builder_.GetSize());
@@ -562,7 +571,7 @@ private:
 
   ModuleOp module_;
   const ModelSpec &spec_;
-  StringRef kernelLibrary_;
+  const ExecutableKernels &kernels_;
   ArrayRef<std::string> kernelNames_;
   std::vector<std::optional<KernelSignature>> signatures_;
   flatbuffers::FlatBufferBuilder builder_;
@@ -573,6 +582,6 @@ private:
 
 FailureOr<std::vector<uint8_t>>
 mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
-                     StringRef kernelLibrary, ArrayRef<std::string> kernelNames) {
-  return Writer(module, spec, kernelLibrary, kernelNames).write();
+                     const ExecutableKernels &kernels) {
+  return Writer(module, spec, kernels).write();
 }

@@ -146,7 +146,7 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
   std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures{
       fb::CreateKernelSignatureDirect(builder, &kernelInputs, &kernelOutputs, 1,
                                       &panels)};
-  builder.Finish(fb::CreateExecutableDirect(builder, 7, "cpu", model, &parameters,
+  builder.Finish(fb::CreateExecutableDirect(builder, mfrt::kMaxFormatVersion, "cpu", model, &parameters,
                                             &entries, nullptr, &kernels,
                                             &signatures, /*content_crc32=*/1),
                  fb::ExecutableIdentifier());

@@ -18,6 +18,15 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
   const fb::ModelInfo &model = executable.model();
   os << "mfc executable, format version " << root.format_version()
      << ", target " << (root.target() ? root.target()->str() : "?") << "\n";
+  if (const fb::KernelTarget *kernels = root.kernel_target()) {
+    os << "kernels compiled for " << kernels->triple()->str() << ", CPU "
+       << kernels->cpu()->str() << ", features";
+    size_t count = kernels->features() ? kernels->features()->size() : 0;
+    for (size_t i = 0; i < count; ++i) {
+      os << (i ? "," : " ") << kernels->features()->Get(i)->str();
+    }
+    os << (count ? "" : " (none)") << "\n";
+  }
   os << "model " << (model.name() ? model.name()->str() : "?") << ": "
      << fb::EnumNameModelFamily(model.family()) << ", run_mode "
      << (model.run_mode() ? model.run_mode()->str() : "?") << ", batch "

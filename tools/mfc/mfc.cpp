@@ -119,7 +119,9 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
     return 1;
   }
   mlir::FailureOr<std::vector<uint8_t>> bytes = writeExecutable(
-      module, spec, kernels->sharedObject, kernels->names);
+      module, spec,
+      {kernels->sharedObject, kernels->names, kernels->target.triple,
+       kernels->target.cpu, kernels->target.features});
   if (failed(bytes)) {
     printError("cannot serialize '" + inputFile + "'");
     return 1;

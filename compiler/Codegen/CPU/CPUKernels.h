@@ -188,10 +188,26 @@ void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
 /// Lowers a module of kernels to the LLVM dialect, services included.
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
 
+/// What kernels are compiled for: the triple, the LLVM CPU name and every
+/// feature it enables (LLVM's names), recorded in model.bin so that mf-run
+/// refuses a CPU that lacks one; `featureString` is what LLVM's target
+/// machine is given beyond the CPU (the host's features, natively).
+struct KernelTarget {
+  std::string triple;
+  std::string cpu;
+  std::vector<std::string> features;
+  std::string featureString;
+};
+
+/// `cpu` ("native" = this machine, or an LLVM CPU name) resolved; an error
+/// at `loc` for a CPU LLVM does not know.
+mlir::FailureOr<KernelTarget> resolveKernelTarget(llvm::StringRef cpu,
+                                                  mlir::Location loc);
+
 /// Translates an LLVM-dialect module, optimizes it (O3) and emits an ELF
-/// object for `cpu` ("native" = this machine). Returns the object's bytes.
+/// object for `target`. Returns the object's bytes.
 mlir::FailureOr<std::string> emitKernelObject(mlir::ModuleOp kernels,
-                                              llvm::StringRef cpu);
+                                              const KernelTarget &target);
 
 /// Links an object file into an ELF shared object with LLVM's lld.
 mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
@@ -228,6 +244,7 @@ mlir::ModuleOp findKernelModule(mlir::ModuleOp graph);
 struct KernelLibrary {
   std::string sharedObject;
   std::vector<std::string> names;
+  KernelTarget target;
 };
 mlir::FailureOr<KernelLibrary> buildKernelLibrary(mlir::ModuleOp graph);
 

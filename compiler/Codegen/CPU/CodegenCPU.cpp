@@ -331,7 +331,11 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     if (objectFile.empty()) {
       return;
     }
-    FailureOr<std::string> object = emitKernelObject(kernels, cpu);
+    FailureOr<KernelTarget> target = resolveKernelTarget(cpu, graph.getLoc());
+    if (failed(target)) {
+      return signalPassFailure();
+    }
+    FailureOr<std::string> object = emitKernelObject(kernels, *target);
     if (failed(object) ||
         failed(writeFile(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
       return signalPassFailure();

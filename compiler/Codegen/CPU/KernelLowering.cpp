@@ -109,27 +109,6 @@ LogicalResult approximateMath(ModuleOp kernels) {
   return applyPatternsGreedily(kernels, std::move(patterns));
 }
 
-/// Whether `cpu` ("native" or an LLVM CPU name) converts f32 to bf16 in
-/// hardware (AVX512-BF16). Without it LLVM calls __truncsfbf2, which
-/// Debian 12's libgcc does not have: such targets round in integer ops.
-bool convertsBf16InHardware(StringRef cpu) {
-  if (cpu == "native") {
-    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-    return features.lookup("avx512bf16");
-  }
-  llvm::InitializeNativeTarget();
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  std::string error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target) {
-    return false;
-  }
-  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, cpu, ""));
-  return subtarget && subtarget->isCPUStringValid(cpu) &&
-         subtarget->checkFeatures("+avx512bf16");
-}
-
 /// f32 <-> bf16 conversions as integer ops (round to nearest even, as the
 /// hardware does) for targets without AVX512-BF16.
 LogicalResult expandBf16Conversions(ModuleOp kernels) {
@@ -175,8 +154,15 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   if (failed(loops.run(kernels))) {
     return failure();
   }
+  // Without AVX512-BF16 LLVM calls __truncsfbf2 for f32 -> bf16, which
+  // Debian 12's libgcc does not have: such targets round in integer ops.
   auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
-  if (!convertsBf16InHardware(cpu ? cpu.getValue() : "native") &&
+  FailureOr<KernelTarget> target =
+      resolveKernelTarget(cpu ? cpu.getValue() : "native", kernels.getLoc());
+  if (failed(target)) {
+    return failure();
+  }
+  if (!llvm::is_contained(target->features, "avx512bf16") &&
       failed(expandBf16Conversions(kernels))) {
     return failure();
   }
@@ -204,7 +190,51 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   return success();
 }
 
-FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
+FailureOr<KernelTarget> mfc::resolveKernelTarget(StringRef cpu, Location loc) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  KernelTarget resolved;
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  resolved.triple = triple.str();
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) {
+    return emitError(loc) << "no LLVM target for " << triple.str() << ": "
+                          << error;
+  }
+  resolved.cpu = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
+  std::string hostFeatures;
+  if (cpu == "native") {
+    llvm::SubtargetFeatures featureSet;
+    for (auto &[feature, enabled] : llvm::sys::getHostCPUFeatures()) {
+      featureSet.AddFeature(feature, enabled);
+    }
+    hostFeatures = featureSet.getString();
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> probe(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!probe || !probe->isCPUStringValid(resolved.cpu)) {
+    return emitError(loc)
+           << "unknown CPU '" << resolved.cpu << "' for " << triple.str()
+           << "; use native or an LLVM CPU name such as x86-64-v3 or "
+              "skylake-avx512";
+  }
+  // Every feature the CPU (and, natively, the host) enables: what the
+  // kernels may use, so what the machine that runs them must have.
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, resolved.cpu, hostFeatures));
+  for (const llvm::SubtargetFeatureKV &feature :
+       subtarget->getAllProcessorFeatures()) {
+    if (subtarget->getFeatureBits().test(feature.Value)) {
+      resolved.features.push_back(feature.Key);
+    }
+  }
+  resolved.featureString = hostFeatures;
+  return resolved;
+}
+
+FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels,
+                                             const KernelTarget &resolved) {
   MLIRContext *context = kernels.getContext();
   registerBuiltinDialectTranslation(*context);
   registerLLVMDialectTranslation(*context);
@@ -214,33 +244,15 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels, StringRef cpu) {
   if (!module) {
     return emitError(kernels.getLoc()) << "cannot translate the kernels to LLVM IR";
   }
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  llvm::Triple triple(resolved.triple);
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
-    return emitError(kernels.getLoc()) << "no LLVM target for " << triple.str() << ": "
-                               << error;
+    return emitError(kernels.getLoc()) << "no LLVM target for " << triple.str()
+                                       << ": " << error;
   }
-  std::string cpuName =
-      cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
-  std::string features;
-  if (cpu == "native") {
-    llvm::SubtargetFeatures featureSet;
-    for (auto &[feature, enabled] : llvm::sys::getHostCPUFeatures()) {
-      featureSet.AddFeature(feature, enabled);
-    }
-    features = featureSet.getString();
-  }
-  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, "", ""));
-  if (!subtarget || !subtarget->isCPUStringValid(cpuName)) {
-    return emitError(kernels.getLoc())
-           << "unknown CPU '" << cpuName << "' for " << triple.str()
-           << "; use native or an LLVM CPU name such as x86-64-v3 or "
-              "skylake-avx512";
-  }
+  const std::string &cpuName = resolved.cpu;
+  const std::string &features = resolved.featureString;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
@@ -322,11 +334,16 @@ FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph) {
     return library;
   }
   auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
-  FailureOr<std::string> object =
-      emitKernelObject(kernels, cpu ? cpu.getValue() : "native");
+  FailureOr<KernelTarget> target =
+      resolveKernelTarget(cpu ? cpu.getValue() : "native", graph.getLoc());
+  if (failed(target)) {
+    return failure();
+  }
+  FailureOr<std::string> object = emitKernelObject(kernels, *target);
   if (failed(object)) {
     return failure();
   }
+  library.target = std::move(*target);
   FailureOr<std::string> shared = linkSharedObject(*object, graph.getLoc());
   if (failed(shared)) {
     return failure();
