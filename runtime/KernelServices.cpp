@@ -2,6 +2,8 @@
 
 #include "runtime/KernelServices.h"
 
+#include "runtime/BlasThread.h"
+
 #include "runtime/FlashAttention.h"
 #include "runtime/PanelGemm.h"
 #include "runtime/Tensor.h"
@@ -19,6 +21,7 @@ extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
                                   int64_t m0, int64_t n0, int64_t m, int64_t n,
                                   int64_t k, int64_t bigN, int64_t transB,
                                   int64_t transA, int64_t bigM) {
+  prepareBlasThread();
   if (transA) {
     // op(A) = A^T with A [K x M]: rows m0.. of op(A) are columns m0.. of A.
     cblas_sgemm(CblasRowMajor, CblasTrans, transB ? CblasTrans : CblasNoTrans,
@@ -135,6 +138,7 @@ mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
                     int64_t out, int64_t batch, int64_t seq, int64_t heads,
                     int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
                     int64_t flags, int64_t scaleBits, int64_t thetaBits) {
+  prepareBlasThread();
   FusedAttention args{
       buffer(query),
       buffer(newKeys),
@@ -173,6 +177,7 @@ mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
                         int64_t batch, int64_t seq, int64_t heads,
                         int64_t kvHeads, int64_t dim, int64_t keyRows,
                         int64_t flags, int64_t scaleBits) {
+  prepareBlasThread();
   runAttentionGradient(
       {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
        buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq, heads,
