@@ -1427,16 +1427,16 @@ private:
   /// the same (or says why it need not) and warns once, at the key.
   void warnAboutMindFormersQuirks() {
     const RecomputeConfig &config = spec_.recompute;
-    if (spec_.model.family != ModelFamily::Llama ||
-        (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune)) {
+    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
       return;
     }
     using Kind = RecomputeSelection::Kind;
+    bool llama = spec_.model.family == ModelFamily::Llama;
     const RecomputeSelection &select = config.selectRecompute;
     bool selectSet = select.kind == Kind::All ||
                      select.kind == Kind::LayersPerStage ||
                      (select.kind == Kind::OpPatterns && !select.patterns.empty());
-    if (selectSet && !spec_.model.useFlashAttention) {
+    if (llama && selectSet && !spec_.model.useFlashAttention) {
       diagnostics().warning(
           selectionLocs_["recompute_config.select_recompute"],
           "recompute_config.select_recompute: without use_flash_attention, "
@@ -1446,12 +1446,30 @@ private:
           "recomputes them, as flash attention does), so every layer's are "
           "recomputed here too");
     }
-    if (mpCommRecomputeGiven_ && spec_.parallel.modelParallel > 1) {
+    if (llama && mpCommRecomputeGiven_ && spec_.parallel.modelParallel > 1) {
       diagnostics().warning(
           locOfKey("recompute_config.mp_comm_recompute"),
           "recompute_config.mp_comm_recompute: MindFormers' LLaMA ignores "
           "this key (its model-parallel communication is recomputed only as "
           "select_comm_recompute says), and so does mfc");
+    }
+    // Communication recompute selects collectives, which the single-device
+    // program does not have yet.
+    for (auto [key, set] :
+         {std::pair("select_comm_recompute",
+                    config.selectCommRecompute.kind != Kind::None),
+          std::pair("select_comm_recompute_exclude",
+                    config.selectCommRecomputeExclude.kind != Kind::None),
+          std::pair("parallel_optimizer_comm_recompute",
+                    config.parallelOptimizerCommRecompute)}) {
+      if (set) {
+        std::string path = std::string("recompute_config.") + key;
+        diagnostics().note(locOfKey(path),
+                           path + " selects communication ops; this program "
+                                  "has none (it runs on one device until "
+                                  "parallel sharding exists), so it "
+                                  "recomputes nothing here");
+      }
     }
     for (const char *key : {"select_recompute_exclude",
                             "select_comm_recompute_exclude"}) {
