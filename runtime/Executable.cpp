@@ -510,6 +510,16 @@ Status checkKernelSignatures(const fb::Executable &root) {
                          " kernels but " + std::to_string(signatures) +
                          " kernel signatures");
   }
+  for (size_t k = 0; k < kernels; ++k) {
+    // mfc numbers its kernels in order; a name moved to another index would
+    // call a kernel with another's signature.
+    std::string expected = "mfk_" + std::to_string(k);
+    if (root.kernels()->Get(k)->str() != expected) {
+      return Status::error("kernel " + std::to_string(k) + " is named '" +
+                           root.kernels()->Get(k)->str() + "', not '" +
+                           expected + "'");
+    }
+  }
   for (size_t k = 0; k < signatures; ++k) {
     const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
     std::string where = "the signature of kernel '" + root.kernels()->Get(k)->str() + "'";
@@ -555,6 +565,71 @@ Status checkKernelSignatures(const fb::Executable &root) {
             std::to_string(dispatch->op_count()) + ") does not pass what kernel '" +
             root.kernels()->Get(dispatch->kernel())->str() +
             "' takes (its signature: buffer types, tiles, panel inputs)");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+/// Whether a vector's elements sit at their alignment. flatbuffers 2.0's
+/// verifier checks only the length field's (4 bytes), so a hostile file
+/// can put a vector of 8-byte values at a 4-byte boundary.
+template <typename T> bool aligned(const flatbuffers::Vector<T> *vector) {
+  // An empty vector has no element to read (flatbuffers does not align it).
+  return !vector || vector->size() == 0 ||
+         reinterpret_cast<uintptr_t>(vector->data()) % alignof(T) == 0;
+}
+
+bool alignedShapes(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> *types) {
+  if (types) {
+    for (const fb::TensorType *type : *types) {
+      if (!aligned(type->shape())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Every vector of 8-byte values (shapes, op attributes, arena offsets)
+/// is 8-byte aligned, as mfc writes them.
+Status checkAlignment(const fb::Executable &root) {
+  auto misaligned = [](const std::string &what) {
+    return Status::error(what + " is misaligned (a vector of 8-byte values "
+                                "at a 4-byte boundary; mfc never writes one)");
+  };
+  if (root.parameters()) {
+    for (const fb::Parameter *parameter : *root.parameters()) {
+      if (!aligned(parameter->type()->shape())) {
+        return misaligned("the shape of parameter '" +
+                          parameter->name()->str() + "'");
+      }
+    }
+  }
+  if (root.entries()) {
+    for (const fb::Entry *entry : *root.entries()) {
+      std::string where = "entry '" + entry->name()->str() + "'";
+      if (!alignedShapes(entry->values())) {
+        return misaligned("a value type of " + where);
+      }
+      if (!aligned(entry->arena_offsets())) {
+        return misaligned("the arena offsets of " + where);
+      }
+      if (entry->ops()) {
+        for (const fb::Op *op : *entry->ops()) {
+          if (!aligned(op->ints()) || !aligned(op->floats())) {
+            return misaligned("an op's attributes in " + where);
+          }
+        }
+      }
+    }
+  }
+  if (root.kernel_signatures()) {
+    for (const fb::KernelSignature *signature : *root.kernel_signatures()) {
+      if (!alignedShapes(signature->inputs()) ||
+          !alignedShapes(signature->outputs())) {
+        return misaligned("a kernel signature's type");
       }
     }
   }
@@ -638,6 +713,9 @@ StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
                          "flatbuffer verifier rejects it); recompile it");
   }
   const fb::Executable &root = *fb::GetExecutable(bytes.data());
+  if (Status status = checkAlignment(root); !status) {
+    return status.withContext("'" + name + "' is corrupt");
+  }
   if (Status status = checkFormatVersion(root); !status) {
     return status.withContext("'" + name + "' is invalid");
   }

@@ -333,6 +333,23 @@ FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph) {
   if (library.names.empty()) {
     return library;
   }
+  // In index order (mfk_0, mfk_1, ...): the loader requires kernel i to be
+  // mfk_i, so that no name can be moved to another kernel's signature.
+  auto indexOf = [](const std::string &name) {
+    unsigned index = 0;
+    StringRef(name).drop_front(4).getAsInteger(10, index);
+    return index;
+  };
+  llvm::sort(library.names, [&](const std::string &a, const std::string &b) {
+    return indexOf(a) < indexOf(b);
+  });
+  for (auto [index, name] : llvm::enumerate(library.names)) {
+    if (name != "mfk_" + std::to_string(index)) {
+      return emitError(graph.getLoc())
+             << "internal error: the kernels are not numbered 0.."
+             << library.names.size() - 1 << " (found '" << name << "')";
+    }
+  }
   auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
   FailureOr<KernelTarget> target =
       resolveKernelTarget(cpu ? cpu.getValue() : "native", graph.getLoc());

@@ -12,6 +12,7 @@
                                             assignment (e.g. a dispatch's kernel)
   corrupt.py edit-unsealed IN OUT '...'     the same, its checksum left as it was
   corrupt.py duplicate-tensor IN OUT NAME   safetensors whose header names NAME twice
+  corrupt.py misalign-ints IN OUT           model.bin with an op's ints at a 4-byte boundary
   corrupt.py set-metadata IN OUT KEY VALUE  safetensors with metadata KEY = VALUE
   The other model.bin commands seal their output again (seal()).
   corrupt.py nan IN OUT NAME                safetensors with NAME's first value NaN (F32)
@@ -151,6 +152,37 @@ def main():
             sys.exit("the names differ in length or there is no such entry")
         renamed = bytes(data).replace(stored, struct.pack("<I", len(new)) + new + b"\0")
         open(sys.argv[3], "wb").write(seal(renamed))
+    elif command == "misalign-ints":
+        # An op's `ints` vector pointed 4 bytes later: its elements then
+        # sit at a 4-byte boundary, which flatbuffers' verifier accepts.
+        data = bytearray(open(sys.argv[2], "rb").read())
+        u32 = lambda at: struct.unpack_from("<I", data, at)[0]
+
+        def field(table, index):
+            vtable = table - struct.unpack_from("<i", data, table)[0]
+            if 4 + 2 * index >= struct.unpack_from("<H", data, vtable)[0]:
+                return None
+            offset = struct.unpack_from("<H", data, vtable + 4 + 2 * index)[0]
+            return table + offset if offset else None
+
+        def target(at):
+            return at + u32(at)
+
+        def elements(vector):
+            return [vector + 4 + 4 * i + u32(vector + 4 + 4 * i) for i in range(u32(vector))]
+
+        root = u32(0)
+        for entry in elements(target(field(root, 4))):
+            for op in elements(target(field(entry, 6))):
+                at = field(op, 3)
+                if at is None:
+                    continue
+                vector = target(at)
+                if 1 <= u32(vector + 4) <= 3:
+                    struct.pack_into("<I", data, at, u32(at) + 4)
+                    open(sys.argv[3], "wb").write(seal(bytes(data)))
+                    return
+        sys.exit("no op with a small first int")
     elif command in ("edit", "edit-unsealed"):
         # The executable as JSON (flatc, from the schema), one Python
         # assignment to it, back to binary, sealed: e.g.
