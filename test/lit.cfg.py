@@ -27,6 +27,8 @@ config.substitutions.append(("%reference", "/usr/bin/python3 " + os.path.join(
 if subprocess.call(["/usr/bin/python3", "-c", "import torch, numpy, yaml"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("torch")
+if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
+    config.available_features.add("sanitizers")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")
 # A tiny file system of our own (a private mount namespace: nothing is left
