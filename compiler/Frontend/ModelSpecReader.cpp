@@ -794,20 +794,8 @@ private:
       return;
     }
     interleaveLoc_ = cfg.valueLoc("pp_interleave_num");
-    const ConfigNode *flag = nullptr;
-    if (const ConfigNode::Entry *parallel = rootNode_.find("parallel")) {
-      if (parallel->value->isMap()) {
-        if (const ConfigNode::Entry *pipeline =
-                parallel->value->find("pipeline_config")) {
-          if (pipeline->value->isMap()) {
-            if (const ConfigNode::Entry *on =
-                    pipeline->value->find("pipeline_interleave")) {
-              flag = on->value.get();
-            }
-          }
-        }
-      }
-    }
+    const ConfigNode *flag =
+        nodeAtPath("parallel.pipeline_config.pipeline_interleave");
     if (!flag || parseBool(*flag) != std::optional<bool>(true)) {
       context_.diagnostics.warning(
           interleaveLoc_,
@@ -1471,14 +1459,12 @@ private:
                                   "recomputes nothing here");
       }
     }
-    for (const char *key : {"select_recompute_exclude",
-                            "select_comm_recompute_exclude"}) {
+    for (auto [key, exclude] :
+         {std::pair("select_recompute_exclude", &config.selectRecomputeExclude),
+          std::pair("select_comm_recompute_exclude",
+                    &config.selectCommRecomputeExclude)}) {
       std::string path = std::string("recompute_config.") + key;
-      const RecomputeSelection &exclude =
-          path == "recompute_config.select_recompute_exclude"
-              ? config.selectRecomputeExclude
-              : config.selectCommRecomputeExclude;
-      if (exclude.kind == Kind::All || exclude.kind == Kind::LayersPerStage) {
+      if (exclude->kind == Kind::All || exclude->kind == Kind::LayersPerStage) {
         diagnostics().warning(
             selectionLocs_[path],
             path + ": True or layer counts exclude nothing (MindFormers has "
@@ -1552,6 +1538,19 @@ private:
         check(pattern.layers);
       }
     }
+  }
+
+  /// The value at dotted `path` (through maps only), or null.
+  const ConfigNode *nodeAtPath(StringRef path) const {
+    const ConfigNode *node = &rootNode_;
+    llvm::SmallVector<StringRef> segments;
+    path.split(segments, '.');
+    for (StringRef segment : segments) {
+      const ConfigNode::Entry *entry =
+          node && node->isMap() ? node->find(segment) : nullptr;
+      node = entry ? entry->value.get() : nullptr;
+    }
+    return node;
   }
 
   /// The location of the key at dotted `path`, or of its closest ancestor.

@@ -81,15 +81,11 @@ std::vector<LayerRecompute> prefixChoice(int64_t layers, int64_t full,
 
 std::optional<BudgetChoice>
 mfc::chooseRecompute(RecomputeEvaluator &evaluator, int64_t budgetBytes,
-                     BudgetSearch search, std::string &error,
-                     const std::function<void(int)> &progress) {
+                     BudgetSearch search, std::string &error) {
   int64_t layers = evaluator.numLayers();
   auto evaluate = [&](const std::vector<LayerRecompute> &choice)
       -> std::optional<TrainStepCost> {
     std::optional<TrainStepCost> cost = evaluator.evaluate(choice);
-    if (progress) {
-      progress(evaluator.plansCompiled());
-    }
     if (!cost) {
       error = "--memory-budget: a candidate recompute plan failed to compile "
               "(see the diagnostics above)";
@@ -159,6 +155,7 @@ mfc::chooseRecompute(RecomputeEvaluator &evaluator, int64_t budgetBytes,
       continue;
     }
     // The fewest selective layers that fit: the peak falls as they grow.
+    TrainStepCost fitting = *most;
     int64_t lo = 0;
     while (lo < hi) {
       int64_t mid = (lo + hi) / 2;
@@ -169,12 +166,12 @@ mfc::chooseRecompute(RecomputeEvaluator &evaluator, int64_t budgetBytes,
       }
       if (cost->peakBytes <= budgetBytes) {
         hi = mid;
+        fitting = *cost;
       } else {
         lo = mid + 1;
       }
     }
-    std::vector<LayerRecompute> choice = prefixChoice(layers, whole, hi);
-    consider(choice, *evaluate(choice));
+    consider(prefixChoice(layers, whole, hi), fitting);
   }
   return best;
 }

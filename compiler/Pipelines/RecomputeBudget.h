@@ -17,7 +17,6 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -69,8 +68,7 @@ struct BudgetChoice {
 /// compile.
 std::optional<BudgetChoice>
 chooseRecompute(RecomputeEvaluator &evaluator, int64_t budgetBytes,
-                BudgetSearch search, std::string &error,
-                const std::function<void(int)> &progress = {});
+                BudgetSearch search, std::string &error);
 
 /// "40MB", "12GiB", "512k", "1e9": bytes (k/M/G/T decimal, Ki/Mi/Gi/Ti
 /// binary, an optional trailing B), or nullopt.

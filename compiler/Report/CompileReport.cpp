@@ -56,18 +56,6 @@ struct EntryReport {
   int64_t recomputedFlops = 0;
 };
 
-/// "model.layers.3.feed_forward.mul" -> {"model.layers.3", "feed_forward.mul"}
-/// (GPT-2: transformer.h.3); a path outside the layers is its own group.
-std::pair<std::string, std::string> splitLayer(StringRef path) {
-  SmallVector<StringRef> names;
-  path.split(names, '.');
-  if (names.size() > 3 && (names[1] == "layers" || names[1] == "h")) {
-    size_t layerEnd = names[0].size() + names[1].size() + names[2].size() + 2;
-    return {path.take_front(layerEnd).str(), path.drop_front(layerEnd + 1).str()};
-  }
-  return {path.str(), ""};
-}
-
 /// What a training step keeps in memory, by kind.
 struct TrainingMemory {
   int64_t trainedParameters = 0, frozenParameters = 0;
@@ -170,9 +158,12 @@ std::vector<EntryReport> collect(ModuleOp module) {
     }
     function.walk([&](Operation *op) {
       if (op->hasAttr("mf.recomputed")) {
-        auto [layer, rest] = splitLayer(mf::getModelPath(op->getLoc()));
-        entry.recomputed[layer].push_back(
-            op->getName().getStringRef().str() + (rest.empty() ? "" : " @ " + rest));
+        // A path outside the layers is its own group.
+        std::string path = mf::getModelPath(op->getLoc());
+        auto [layer, rest] = mf::splitLayerPath(path);
+        entry.recomputed[layer.empty() ? path : layer.str()].push_back(
+            op->getName().getStringRef().str() +
+            (rest.empty() ? "" : " @ " + rest.str()));
         if (auto cost = dyn_cast<mf::CostOpInterface>(op)) {
           entry.recomputedFlops += cost.getFlops();
         }

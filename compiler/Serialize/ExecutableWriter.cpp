@@ -68,7 +68,6 @@ class Writer {
 public:
   Writer(ModuleOp module, const ModelSpec &spec, const ExecutableKernels &kernels)
       : module_(module), spec_(spec), kernels_(kernels),
-        kernelNames_(kernels.names),
         signatures_(kernels.names.size()) {}
 
   FailureOr<std::vector<uint8_t>> write() {
@@ -113,7 +112,7 @@ public:
         model.maxDecodeLength, toDType(model.computeDtype), training);
     std::vector<uint8_t> library(kernels_.library.begin(), kernels_.library.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
-    for (const std::string &name : kernelNames_) {
+    for (const std::string &name : kernels_.names) {
       names.push_back(builder_.CreateString(name));
     }
     FailureOr<std::vector<flatbuffers::Offset<fb::KernelSignature>>> signatures =
@@ -169,7 +168,7 @@ private:
     if (!(*known == signature)) {
       InFlightDiagnostic diagnostic =
           mlir::emitError(signature.loc)
-          << "kernel '" << kernelNames_[kernel]
+          << "kernel '" << kernels_.names[kernel]
           << "' is called with another signature than before";
       diagnostic.attachNote(known->loc) << "first called here";
       return failure();
@@ -182,7 +181,7 @@ private:
     std::vector<flatbuffers::Offset<fb::KernelSignature>> written;
     for (auto [index, signature] : llvm::enumerate(signatures_)) {
       if (!signature) {
-        return module_.emitError() << "kernel '" << kernelNames_[index]
+        return module_.emitError() << "kernel '" << kernels_.names[index]
                                    << "' is never dispatched",
                failure();
       }
@@ -404,11 +403,11 @@ private:
     if (!name) {
       return std::nullopt;
     }
-    auto position = llvm::find(kernelNames_, name.str());
-    if (position == kernelNames_.end()) {
+    auto position = llvm::find(kernels_.names, name.str());
+    if (position == kernels_.names.end()) {
       return std::nullopt;
     }
-    return static_cast<uint32_t>(position - kernelNames_.begin());
+    return static_cast<uint32_t>(position - kernels_.names.begin());
   }
 
   FailureOr<EncodedOp> encode(Operation *op) {
@@ -572,7 +571,6 @@ private:
   ModuleOp module_;
   const ModelSpec &spec_;
   const ExecutableKernels &kernels_;
-  ArrayRef<std::string> kernelNames_;
   std::vector<std::optional<KernelSignature>> signatures_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;

@@ -158,6 +158,60 @@ std::optional<std::vector<int64_t>> parsePrefillLengths(llvm::StringRef text,
   return lengths;
 }
 
+/// mf-recompute's options from `plan`.
+void useRecompute(CompileOptions &options, RecomputePlan plan) {
+  options.recomputeFull = std::move(plan.fullLayers);
+  options.recomputeSelect = std::move(plan.selectedOps);
+  options.recomputeExclude = std::move(plan.excludedOps);
+}
+
+/// With `module` compiled through autodiff: chooses the recompute plan for
+/// a budget (into `options`), and plans the step's peak with the plan and
+/// without recompute for the report. nullopt after printing why it failed.
+std::optional<RecomputeSummary>
+planRecomputeSearch(mlir::ModuleOp module, const ModelSpec &spec,
+                    CompileOptions &options, const RecomputePlan &configured,
+                    std::optional<int64_t> budgetBytes, BudgetSearch search,
+                    const std::string &inputFile) {
+  RecomputeEvaluator evaluator(module, spec, options);
+  RecomputeSummary summary;
+  if (budgetBytes) {
+    std::string error;
+    std::optional<BudgetChoice> choice =
+        chooseRecompute(evaluator, *budgetBytes, search, error);
+    if (!choice) {
+      printError(error);
+      return std::nullopt;
+    }
+    useRecompute(options, planRecompute(spec, choice->layers));
+    summary.budget = *budgetBytes;
+    summary.peakWith = choice->step.peakBytes;
+    for (LayerRecompute layer : choice->layers) {
+      summary.layerChoices.push_back(toString(layer));
+    }
+    llvm::WithColor::note(llvm::errs(), "mfc")
+        << llvm::formatv("--memory-budget {0:F3} MB: planned step peak "
+                         "{1:F3} MB, recomputing {2:F2}% of its FLOPs ({3} "
+                         "plans compiled)\n",
+                         *budgetBytes / 1e6, choice->step.peakBytes / 1e6,
+                         100.0 * choice->step.recomputedFlops /
+                             std::max<int64_t>(1, choice->step.flops),
+                         evaluator.plansCompiled());
+  } else if (std::optional<TrainStepCost> with = evaluator.evaluate(configured)) {
+    summary.peakWith = with->peakBytes;
+  }
+  std::optional<TrainStepCost> without = evaluator.evaluate(
+      std::vector<LayerRecompute>(spec.model.numLayers, LayerRecompute::None));
+  if (!without || summary.peakWith < 0) {
+    printError("compilation of '" + inputFile +
+               "' failed while planning recompute");
+    return std::nullopt;
+  }
+  summary.peakWithout = without->peakBytes;
+  summary.plansCompiled = evaluator.plansCompiled();
+  return summary;
+}
+
 int compile(int argc, char **argv) {
   cl::OptionCategory category("mfc compile options");
   // Options are locals: each command registers only its own.
@@ -343,12 +397,7 @@ int compile(int argc, char **argv) {
         << "--memory-budget replaces what recompute_config's recompute and "
            "select_recompute choose (its exclusions still hold)\n";
   }
-  auto useRecompute = [&](RecomputePlan plan) {
-    options.recomputeFull = std::move(plan.fullLayers);
-    options.recomputeSelect = std::move(plan.selectedOps);
-    options.recomputeExclude = std::move(plan.excludedOps);
-  };
-  useRecompute(recompute);
+  useRecompute(options, recompute);
   if (!dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;
@@ -384,44 +433,11 @@ int compile(int argc, char **argv) {
     }
     mlir::TimingScope searchTimer =
         rootTimer.nest("Recompute plans (--memory-budget, --report)");
-    RecomputeEvaluator evaluator(*module, *spec, options);
-    summary.emplace();
-    std::vector<LayerRecompute> noRecompute(spec->model.numLayers,
-                                            LayerRecompute::None);
-    if (budgetBytes) {
-      std::string error;
-      std::optional<BudgetChoice> choice = chooseRecompute(
-          evaluator, *budgetBytes, memoryBudgetSearch, error);
-      if (!choice) {
-        printError(error);
-        return 1;
-      }
-      useRecompute(planRecompute(*spec, choice->layers));
-      summary->budget = *budgetBytes;
-      summary->peakWith = choice->step.peakBytes;
-      for (LayerRecompute layer : choice->layers) {
-        summary->layerChoices.push_back(toString(layer));
-      }
-      llvm::WithColor::note(llvm::errs(), "mfc")
-          << llvm::formatv("--memory-budget {0:F3} MB: planned step peak "
-                           "{1:F3} MB, recomputing {2:F2}% of its FLOPs ({3} "
-                           "plans compiled)\n",
-                           *budgetBytes / 1e6, choice->step.peakBytes / 1e6,
-                           100.0 * choice->step.recomputedFlops /
-                               std::max<int64_t>(1, choice->step.flops),
-                           evaluator.plansCompiled());
-    } else if (std::optional<TrainStepCost> with =
-                   evaluator.evaluate(recompute)) {
-      summary->peakWith = with->peakBytes;
-    }
-    std::optional<TrainStepCost> without = evaluator.evaluate(noRecompute);
-    if (!without || summary->peakWith < 0) {
-      printError("compilation of '" + inputFile +
-                 "' failed while planning recompute");
+    summary = planRecomputeSearch(*module, *spec, options, recompute,
+                                  budgetBytes, memoryBudgetSearch, inputFile);
+    if (!summary) {
       return 1;
     }
-    summary->peakWithout = without->peakBytes;
-    summary->plansCompiled = evaluator.plansCompiled();
     searchTimer.stop();
     if (!runPhases("recompute", options)) {
       return 1;

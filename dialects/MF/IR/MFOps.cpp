@@ -141,6 +141,18 @@ std::vector<std::string> mf::getModelPaths(Location loc) {
   return paths;
 }
 
+std::pair<StringRef, StringRef> mf::splitLayerPath(StringRef path) {
+  SmallVector<StringRef, 4> names;
+  path.split(names, '.', /*MaxSplit=*/3);
+  unsigned index;
+  if (names.size() == 4 && (names[1] == "layers" || names[1] == "h") &&
+      !names[2].getAsInteger(10, index)) {
+    size_t end = names[0].size() + names[1].size() + names[2].size() + 2;
+    return {path.take_front(end), path.drop_front(end + 1)};
+  }
+  return {"", ""};
+}
+
 std::string mf::getModelPath(Location loc) {
   std::vector<std::string> paths = getModelPaths(loc);
   return paths.empty() ? "" : paths.front();

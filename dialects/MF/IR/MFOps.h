@@ -28,6 +28,11 @@ namespace mlir::mf {
 /// the first.
 std::string getModelPath(Location loc);
 
+/// "model.layers.3.feed_forward.mul" -> {"model.layers.3",
+/// "feed_forward.mul"} (GPT-2: "transformer.h.3"); {"", ""} for a path
+/// outside the layers.
+std::pair<StringRef, StringRef> splitLayerPath(StringRef path);
+
 /// Every model path the location names (one, several, or none).
 std::vector<std::string> getModelPaths(Location loc);
 

@@ -37,20 +37,6 @@ using namespace mlir::mf;
 
 namespace {
 
-/// "model.layers.3.feed_forward.mul" -> {"model.layers.3",
-/// "feed_forward.mul"} (GPT-2: transformer.h.3); {"", ""} outside layers.
-std::pair<StringRef, StringRef> splitLayer(StringRef path) {
-  SmallVector<StringRef, 4> names;
-  path.split(names, '.', /*MaxSplit=*/3);
-  unsigned index;
-  if (names.size() == 4 && (names[1] == "layers" || names[1] == "h") &&
-      !names[2].getAsInteger(10, index)) {
-    size_t end = names[0].size() + names[1].size() + names[2].size() + 2;
-    return {path.take_front(end), path.drop_front(end + 1)};
-  }
-  return {"", ""};
-}
-
 /// A `select` / `exclude` pattern: an optional layer prefix, then regex
 /// levels that full-match the names of an op's path within its layer, from
 /// the first: all of them (`wholePath`: an op), or a prefix (a cell).
@@ -59,7 +45,7 @@ struct OpPattern {
   SmallVector<llvm::Regex> levels;
 
   bool matches(StringRef path, bool wholePath) const {
-    auto [layerOfPath, inLayer] = splitLayer(path);
+    auto [layerOfPath, inLayer] = splitLayerPath(path);
     if (layerOfPath.empty() || (!layer.empty() && layerOfPath != layer)) {
       return false;
     }
