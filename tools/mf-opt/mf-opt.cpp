@@ -14,6 +14,7 @@
 #include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFDialect.h"
+#include "dialects/MFExec/IR/MFExecDialect.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,7 +79,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   // The LLVM dialect too: after codegen the graph holds its kernels in a
   // nested LLVM-dialect module.
-  registry.insert<mlir::mf::MFDialect, mlir::func::FuncDialect,
+  registry.insert<mlir::mf::MFDialect, mlir::mfexec::MFExecDialect, mlir::func::FuncDialect,
                   mlir::LLVM::LLVMDialect>();
   mlir::registerTransformsPasses();
   mlir::mf::registerMFPasses();

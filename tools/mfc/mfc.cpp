@@ -17,6 +17,7 @@
 #include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "dialects/MF/IR/MFDialect.h"
+#include "dialects/MFExec/IR/MFExecDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -340,7 +341,8 @@ int compile(int argc, char **argv) {
   }
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::mf::MFDialect, mlir::func::FuncDialect>();
+  registry.insert<mlir::mf::MFDialect, mlir::mfexec::MFExecDialect,
+                  mlir::func::FuncDialect>();
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnosticHandler(sourceMgr, &context);

@@ -1,0 +1,354 @@
+//===- MFExecOps.cpp - mfexec operations and their verifiers --------------===//
+
+#include "dialects/MFExec/IR/MFExecOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::mfexec;
+
+int64_t mlir::mfexec::bufferBytes(MemRefType type) {
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+//===----------------------------------------------------------------------===//
+// Bindings: `(read %a : memref<...>, write %b : memref<...>)`
+//===----------------------------------------------------------------------===//
+
+static ParseResult
+parseBindings(OpAsmParser &parser,
+              SmallVectorImpl<OpAsmParser::UnresolvedOperand> &bindings,
+              SmallVectorImpl<Type> &types, ArrayAttr &accesses) {
+  SmallVector<Attribute> parsed;
+  MLIRContext *context = parser.getContext();
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+            StringRef keyword;
+            SMLoc at = parser.getCurrentLocation();
+            if (parser.parseKeyword(&keyword)) {
+              return failure();
+            }
+            std::optional<Access> access = symbolizeAccess(keyword);
+            if (!access) {
+              return parser.emitError(at)
+                     << "expected read, write or readwrite, not '" << keyword
+                     << "'";
+            }
+            parsed.push_back(AccessAttr::get(context, *access));
+            return failure(parser.parseOperand(bindings.emplace_back()) ||
+                           parser.parseColonType(types.emplace_back()));
+          })) {
+    return failure();
+  }
+  accesses = ArrayAttr::get(context, parsed);
+  return success();
+}
+
+static void printBindings(OpAsmPrinter &printer, Operation *,
+                          OperandRange bindings, TypeRange types,
+                          ArrayAttr accesses) {
+  printer << "(";
+  for (auto [index, binding] : llvm::enumerate(bindings)) {
+    if (index) {
+      printer << ", ";
+    }
+    printer << stringifyAccess(cast<AccessAttr>(accesses[index]).getValue())
+            << " " << binding << " : " << types[index];
+  }
+  printer << ")";
+}
+
+/// The rules every command's bindings follow: one access and one op-level
+/// value per binding; the first `inputs` bindings are read (or readwrite),
+/// the rest written; and a buffer bound twice is an input updated in place
+/// (readwrite) and the output tied to it (write), nothing else.
+static LogicalResult verifyBindings(Operation *op, ValueRange bindings,
+                                    ArrayAttr accesses, ArrayRef<int64_t> values,
+                                    size_t inputs) {
+  if (accesses.size() != bindings.size() || values.size() != bindings.size()) {
+    return op->emitOpError() << "has " << bindings.size() << " bindings but "
+                             << accesses.size() << " accesses and "
+                             << values.size() << " op-level values";
+  }
+  if (inputs > bindings.size()) {
+    return op->emitOpError() << "binds " << bindings.size()
+                             << " buffers, fewer than its " << inputs
+                             << " inputs";
+  }
+  llvm::DenseMap<Value, unsigned> firstBound;
+  for (auto [index, binding] : llvm::enumerate(bindings)) {
+    Access access = cast<AccessAttr>(accesses[index]).getValue();
+    bool isInput = index < inputs;
+    if (values[index] < 0) {
+      return op->emitOpError() << "binding " << index
+                               << " names no op-level value";
+    }
+    if (isInput ? access == Access::write : access != Access::write) {
+      return op->emitOpError()
+             << "binding " << index << " is "
+             << (isInput ? "an input" : "an output") << " but has access "
+             << stringifyAccess(access);
+    }
+    auto [it, first] = firstBound.try_emplace(binding, index);
+    if (first) {
+      continue;
+    }
+    unsigned earlier = it->second;
+    if (isInput || earlier >= inputs ||
+        cast<AccessAttr>(accesses[earlier]).getValue() != Access::readwrite) {
+      return op->emitOpError()
+             << "binds one buffer as " << earlier << " and " << index
+             << ": only an input updated in place (readwrite) and the output "
+                "tied to it may share a buffer";
+    }
+    it->second = bindings.size(); // tied: a third binding is an error
+  }
+  for (auto [index, binding] : llvm::enumerate(bindings.take_front(inputs))) {
+    if (cast<AccessAttr>(accesses[index]).getValue() == Access::readwrite &&
+        firstBound.lookup(binding) != bindings.size()) {
+      return op->emitOpError() << "binding " << index
+                               << " is readwrite but no output is tied to it";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef triple, StringRef cpu,
+                                 ArrayAttr features) {
+  if (triple.empty() || cpu.empty()) {
+    return emitError() << "a target needs a triple and a CPU name";
+  }
+  for (Attribute feature : features) {
+    auto name = dyn_cast<StringAttr>(feature);
+    if (!name || name.size() < 2 ||
+        (name.getValue()[0] != '+' && name.getValue()[0] != '-')) {
+      return emitError() << "target feature " << feature
+                         << " is not an LLVM feature such as \"+avx2\"";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+ModuleOp ExecutableOp::getCode() {
+  auto modules = getBody().front().getOps<ModuleOp>();
+  return modules.empty() ? ModuleOp() : *modules.begin();
+}
+
+LogicalResult ExecutableOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (llvm::range_size(body.getOps<ModuleOp>()) != 1) {
+    return emitOpError() << "needs exactly one nested module with the kernels' "
+                            "code";
+  }
+  ModuleOp code = getCode();
+  for (Operation &op : body) {
+    auto kernel = dyn_cast<KernelOp>(op);
+    if (!kernel) {
+      if (!isa<ModuleOp>(op)) {
+        return op.emitOpError() << "does not belong in an mfexec.executable";
+      }
+      continue;
+    }
+    auto function = dyn_cast_or_null<FunctionOpInterface>(
+        ::mlir::SymbolTable::lookupSymbolIn(code, kernel.getSymNameAttr()));
+    if (!function) {
+      return kernel.emitOpError() << "has no function '" << kernel.getSymName()
+                                  << "' in the executable's code";
+    }
+  }
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  FunctionType type = getFunctionType();
+  for (Type buffer : llvm::concat<const Type>(type.getInputs(), type.getResults())) {
+    auto memref = dyn_cast<MemRefType>(buffer);
+    if (!memref || !memref.hasStaticShape()) {
+      return emitOpError() << "takes " << buffer
+                           << ": kernels take static-shape memrefs";
+    }
+  }
+  if (type.getNumResults() == 0) {
+    return emitOpError() << "has no outputs";
+  }
+  std::optional<ArrayRef<int32_t>> panels = getPanelInputs();
+  if (!panels) {
+    return success();
+  }
+  int64_t previous = -1;
+  for (int32_t position : *panels) {
+    if (position <= previous ||
+        position >= static_cast<int64_t>(type.getNumInputs())) {
+      return emitOpError() << "panel inputs must be increasing input positions "
+                              "below "
+                           << type.getNumInputs();
+    }
+    previous = position;
+    auto weight = cast<MemRefType>(type.getInput(position));
+    Type element = weight.getElementType();
+    if (weight.getRank() != 2 ||
+        !(element.isF32() || element.isF16() || element.isBF16())) {
+      return emitOpError() << "reads input " << position << " (" << weight
+                           << ") as panels: only a 2-D float weight can be";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Host programs
+//===----------------------------------------------------------------------===//
+
+/// The buffer type a tensor of `type` is stored as.
+static Type bufferTypeOf(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor ? MemRefType::get(tensor.getShape(), tensor.getElementType())
+                : Type();
+}
+
+LogicalResult EntryOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto function =
+      symbols.lookupNearestSymbolFrom<func::FuncOp>(*this, getFunctionAttr());
+  if (!function) {
+    return emitOpError() << "'" << getFunction()
+                         << "' does not name an entry function";
+  }
+  Block &body = getBody().front();
+  FunctionType type = function.getFunctionType();
+  auto matches = [](TypeRange tensors, TypeRange buffers) {
+    return tensors.size() == buffers.size() &&
+           llvm::all_of(llvm::zip(tensors, buffers), [](auto pair) {
+             return bufferTypeOf(std::get<0>(pair)) == std::get<1>(pair);
+           });
+  };
+  if (!matches(type.getInputs(), body.getArgumentTypes())) {
+    return emitOpError() << "takes other inputs than @" << getFunction();
+  }
+  if (!matches(type.getResults(),
+               body.getTerminator()->getOperandTypes())) {
+    return emitOpError() << "returns other outputs than @" << getFunction();
+  }
+  return success();
+}
+
+LogicalResult EntryOp::verifyRegions() {
+  for (Type type : getBody().front().getArgumentTypes()) {
+    auto memref = dyn_cast<MemRefType>(type);
+    if (!memref || !memref.hasStaticShape()) {
+      return emitOpError() << "takes " << type
+                           << ": entry inputs are static-shape memrefs";
+    }
+  }
+  return success();
+}
+
+LogicalResult ArenaOp::verify() {
+  auto entry = (*this)->getParentOfType<EntryOp>();
+  MemRefType type = getBuffer().getType();
+  int64_t bytes = bufferBytes(type);
+  int64_t element = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  int64_t offset = getOffset();
+  int64_t arena = entry.getArenaBytes();
+  if (offset % element != 0) {
+    return emitOpError() << "offset " << offset << " is not a multiple of "
+                         << element << ", the element size";
+  }
+  if (offset > arena || bytes > arena - offset) {
+    return emitOpError() << "places " << bytes << " bytes at offset " << offset
+                         << " of an arena of " << arena << " bytes";
+  }
+  return success();
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Operation *parameter =
+      symbols.lookupNearestSymbolFrom(getOperation()->getParentOfType<EntryOp>(),
+                                      getNameAttr());
+  auto type = parameter ? parameter->getAttrOfType<TypeAttr>("type") : nullptr;
+  if (!type) {
+    return emitOpError() << "'" << getName() << "' does not name a parameter";
+  }
+  if (bufferTypeOf(type.getValue()) != getBuffer().getType()) {
+    return emitOpError() << "type " << getBuffer().getType()
+                         << " does not match " << type.getValue()
+                         << " of parameter '" << getName() << "'";
+  }
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  MemRefType from = getSource().getType(), to = getBuffer().getType();
+  if (from.getElementType() != to.getElementType() ||
+      from.getNumElements() != to.getNumElements()) {
+    return emitOpError() << "views " << from << " as " << to
+                         << ": a view keeps the element type and count";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Commands
+//===----------------------------------------------------------------------===//
+
+LogicalResult DispatchOp::verify() {
+  // The kernel tells inputs from outputs (verifySymbolUses).
+  if (getAccesses().size() != getBindings().size() ||
+      getValues().size() != getBindings().size()) {
+    return emitOpError() << "has " << getBindings().size() << " bindings but "
+                         << getAccesses().size() << " accesses and "
+                         << getValues().size() << " op-level values";
+  }
+  return success();
+}
+
+LogicalResult DispatchOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto kernel = symbols.lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());
+  if (!kernel) {
+    return emitOpError() << getKernel() << " does not name a kernel";
+  }
+  FunctionType type = kernel.getFunctionType();
+  SmallVector<Type> expected(type.getInputs());
+  llvm::append_range(expected, type.getResults());
+  if (TypeRange(getBindings().getTypes()) != TypeRange(expected)) {
+    return emitOpError() << "binds other buffers than kernel "
+                         << kernel.getSymName() << " takes: " << type;
+  }
+  return verifyBindings(*this, getBindings(), getAccesses(), getValues(),
+                        type.getNumInputs());
+}
+
+LogicalResult LibraryOp::verify() {
+  if (getBindings().empty()) {
+    return emitOpError() << "binds no buffer for its result";
+  }
+  return verifyBindings(*this, getBindings(), getAccesses(), getValues(),
+                        getBindings().size() - 1);
+}
+
+LogicalResult CopyOp::verify() {
+  if (getBindings().size() != 2 ||
+      getBindings()[0].getType() != getBindings()[1].getType()) {
+    return emitOpError() << "copies one buffer into another of its type";
+  }
+  return verifyBindings(*this, getBindings(), getAccesses(), getValues(), 1);
+}
+
+#include "dialects/MFExec/IR/MFExecEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/MFExec/IR/MFExecOps.cpp.inc"
