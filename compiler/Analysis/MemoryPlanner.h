@@ -17,11 +17,6 @@
 
 namespace mfc {
 
-/// The arena offset (`mf.arena_offsets`, the executable's
-/// Entry.arena_offsets) of a value the weights alone determine: the runtime
-/// computes it when the weights change and keeps it outside the arena.
-inline constexpr int64_t kDerivedFromWeightsOffset = -2;
-
 struct PlannedBuffer {
   std::string id;
   int64_t lower = 0; ///< first step the buffer is alive

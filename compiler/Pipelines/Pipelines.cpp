@@ -52,11 +52,15 @@ void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFDropRecomputeBarriersPass());
 }
 
+void addHostPrograms(OpPassManager &pm, const CompileOptions &) {
+  pm.addPass(createMFLowerToMFExecPass());
+}
+
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
-  MFPlanMemoryPassOptions planOptions;
+  MFExecPlanMemoryPassOptions planOptions;
   planOptions.csvFile = options.memoryPlanCsv;
   planOptions.svgFile = options.memoryPlanSvg;
-  pm.addPass(createMFPlanMemoryPass(planOptions));
+  pm.addPass(createMFExecPlanMemoryPass(planOptions));
 }
 
 void addCodegen(OpPassManager &pm, const CompileOptions &options) {
@@ -82,11 +86,15 @@ const Phase kPhases[] = {
     {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
      addFusion},
     {"codegen",
-     "native kernels for the regions (in the nested module mf_kernels); "
-     "each entry becomes a host program of kernels and eager ops",
+     "native kernels for the regions, in an mfexec.executable for the target "
+     "CPU; regions without a kernel become eager ops again",
      addCodegen},
+    {"mfexec",
+     "each entry's host program (mfexec.entry): kernel dispatches, library "
+     "ops and copies on the buffers of its values",
+     addHostPrograms},
     {"memory-plan",
-     "every transient tensor of each host program placed in one static arena",
+     "every transient buffer of each host program placed in one static arena",
      addMemoryPlanning},
 };
 

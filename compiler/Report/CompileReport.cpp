@@ -2,8 +2,9 @@
 
 #include "compiler/Report/CompileReport.h"
 
-#include "compiler/Analysis/MemoryPlanner.h"
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/IR/OpLevelProgram.h"
+#include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
@@ -22,7 +23,7 @@ struct FusionGroup {
   std::string kernel; ///< empty before codegen
   int64_t tiles = 0;
   std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
-  /// Parameters its kernel reads packed into panels (mf.panel_inputs).
+  /// Parameters its kernel reads packed into panels.
   std::vector<std::string> panels;
   int64_t flops = 0;
   int64_t bytes = 0;
@@ -56,6 +57,16 @@ struct EntryReport {
   int64_t recomputedFlops = 0;
 };
 
+/// The host program of entry function `name`, if the module has one.
+mfexec::EntryOp hostProgramOf(ModuleOp module, StringRef name) {
+  for (auto host : module.getOps<mfexec::EntryOp>()) {
+    if (host.getFunction() == name) {
+      return host;
+    }
+  }
+  return {};
+}
+
 /// What a training step keeps in memory, by kind.
 struct TrainingMemory {
   int64_t trainedParameters = 0, frozenParameters = 0;
@@ -87,8 +98,9 @@ std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
       memory.gradients += bytes;
     }
   }
-  if (auto arena = step->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
-    memory.activations = arena.getInt();
+  mfexec::EntryOp host = hostProgramOf(module, "train_step");
+  if (host && host.getArenaBytes()) {
+    memory.activations = *host.getArenaBytes();
   }
   return memory;
 }
@@ -109,11 +121,41 @@ std::string describeChoices(const std::vector<std::string> &choices) {
   return text;
 }
 
+/// The op-level values `host` keeps as derived from the weights.
+llvm::DenseSet<int64_t> derivedValues(mfexec::EntryOp host) {
+  llvm::DenseSet<int64_t> derived;
+  auto note = [&](ValueRange bindings, ArrayRef<int64_t> values) {
+    for (auto [binding, value] : llvm::zip(bindings, values)) {
+      if (binding.getDefiningOp<mfexec::DerivedOp>()) {
+        derived.insert(value);
+      }
+    }
+  };
+  host.walk([&](Operation *op) {
+    if (auto dispatch = dyn_cast<mfexec::DispatchOp>(op)) {
+      note(dispatch.getBindings(), dispatch.getValues());
+    } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
+      note(library.getBindings(), library.getValues());
+    }
+  });
+  return derived;
+}
+
 std::vector<EntryReport> collect(ModuleOp module) {
   std::vector<EntryReport> entries;
+  mfexec::ExecutableOp executable;
+  for (auto op : module.getOps<mfexec::ExecutableOp>()) {
+    executable = op;
+  }
   for (auto function : module.getOps<func::FuncOp>()) {
     EntryReport entry;
     entry.name = function.getSymName().str();
+    mfexec::EntryOp host = hostProgramOf(module, function.getSymName());
+    mf::OpLevelProgram program(function);
+    llvm::DenseSet<int64_t> derivedIds;
+    if (host) {
+      derivedIds = derivedValues(host);
+    }
     for (Operation &op : function.getBody().front()) {
       auto cost = dyn_cast<mf::CostOpInterface>(&op);
       if (!cost) {
@@ -121,10 +163,10 @@ std::vector<EntryReport> collect(ModuleOp module) {
       }
       ++entry.ops;
       // What the weights alone determine is computed when they change, not
-      // in every run (mf-plan-memory marks it with offset -2).
-      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("mf.arena_offsets");
-      bool derived = offsets && llvm::all_of(offsets.asArrayRef(), [](int64_t at) {
-                       return at == kDerivedFromWeightsOffset;
+      // in every run.
+      bool derived = op.getNumResults() > 0 &&
+                     llvm::all_of(op.getResults(), [&](Value result) {
+                       return derivedIds.contains(program.idOf(result));
                      });
       if (!derived) {
         entry.flops += cost.getFlops();
@@ -135,15 +177,14 @@ std::vector<EntryReport> collect(ModuleOp module) {
         group.kind = fusion.getKind().str();
         group.flops = cost.getFlops();
         group.bytes = cost.getBytesAccessed();
-        if (auto kernel = fusion->getAttrOfType<StringAttr>("mf.kernel")) {
-          group.kernel = kernel.str();
-        }
-        if (auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles")) {
-          group.tiles = tiles.getInt();
-        }
-        if (auto panels =
-                fusion->getAttrOfType<DenseI32ArrayAttr>("mf.panel_inputs")) {
-          for (int32_t input : panels.asArrayRef()) {
+        auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
+        auto kernel = name && executable
+                          ? executable.lookupSymbol<mfexec::KernelOp>(name)
+                          : nullptr;
+        if (kernel) {
+          group.kernel = kernel.getSymName().str();
+          group.tiles = kernel.getTiles();
+          for (int32_t input : kernel.getPanelInputs().value_or(ArrayRef<int32_t>())) {
             auto parameter =
                 fusion.getInputs()[input].getDefiningOp<mf::ParamOp>();
             group.panels.push_back(parameter ? parameter.getName().str() : "?");
@@ -169,16 +210,12 @@ std::vector<EntryReport> collect(ModuleOp module) {
         }
       }
     });
-    if (auto arena = function->getAttrOfType<IntegerAttr>("mf.arena_bytes")) {
-      entry.arenaBytes = arena.getInt();
-    }
-    if (auto bound =
-            function->getAttrOfType<IntegerAttr>("mf.arena_lower_bound")) {
-      entry.arenaLowerBound = bound.getInt();
-    }
-    if (auto derived =
-            function->getAttrOfType<IntegerAttr>("mf.derived_bytes")) {
-      entry.derivedBytes = derived.getInt();
+    if (host && host.getArenaBytes()) {
+      entry.arenaBytes = *host.getArenaBytes();
+      entry.arenaLowerBound = host.getArenaLowerBound().value_or(-1);
+      host.walk([&](mfexec::DerivedOp derived) {
+        entry.derivedBytes += mfexec::bufferBytes(derived.getType());
+      });
     }
     entries.push_back(std::move(entry));
   }

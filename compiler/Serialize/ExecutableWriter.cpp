@@ -1,31 +1,40 @@
-//===- ExecutableWriter.cpp - mf module -> model.bin flatbuffer -----------===//
+//===- ExecutableWriter.cpp - mf + mfexec module -> model.bin -------------===//
 //
 // 1. Parameters become a table indexed by position; `mf.param` refers to it.
-// 2. Each entry function becomes an op list over numbered values: block
-//    arguments first, then op results in order. Every value has its type.
-// 3. Op attributes go into the generic `ints` / `floats` / `data` slots that
+// 2. Each entry function becomes its op-level program (mf::OpLevelProgram):
+//    an op list over numbered values, every value with its type. Op
+//    attributes go into the generic `ints` / `floats` / `data` slots that
 //    the schema documents per op kind.
+// 3. Each entry's host program (mfexec.entry) becomes its Graph Mode
+//    program: a Dispatch per mfexec.dispatch, and per value the arena
+//    offset of the buffer a command writes it into (-2: derived from the
+//    weights; -1: outside the arena). The kernel table is the
+//    mfexec.executable's kernels, in order, and its target.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Serialize/ExecutableWriter.h"
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/IR/OpLevelProgram.h"
+#include "dialects/MFExec/IR/MFExecOps.h"
 #include "runtime/ContentChecksum.h"
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
-
-#include <functional>
 
 using namespace mlir;
 using namespace mfc;
 namespace fb = ::mfbin;
 
 namespace {
+
+/// Entry.arena_offsets of a value the weights alone determine (format 5).
+constexpr int64_t kDerivedFromWeightsOffset = -2;
 
 FailureOr<fb::DType> toDType(Type type, Location loc) {
   if (type.isF32()) {
@@ -66,11 +75,38 @@ struct EncodedOp {
 
 class Writer {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec, const ExecutableKernels &kernels)
-      : module_(module), spec_(spec), kernels_(kernels),
-        signatures_(kernels.names.size()) {}
+  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary)
+      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary) {}
 
   FailureOr<std::vector<uint8_t>> write() {
+    mfexec::ExecutableOp executable;
+    for (auto op : module_.getOps<mfexec::ExecutableOp>()) {
+      executable = op;
+    }
+    if (executable) {
+      for (auto kernel : executable.getBody().front().getOps<mfexec::KernelOp>()) {
+        // The loader requires kernel i to be mfk_i.
+        if (kernel.getSymName() != "mfk_" + std::to_string(kernels_.size())) {
+          return kernel.emitOpError() << "is kernel " << kernels_.size()
+                                      << " of the executable: it must be "
+                                         "named mfk_"
+                                      << kernels_.size(),
+                 failure();
+        }
+        kernelIndex_[kernel.getSymName()] = kernels_.size();
+        kernels_.push_back(kernel);
+      }
+    }
+    if (kernelLibrary_.empty() != kernels_.empty()) {
+      return module_.emitError() << "the executable has " << kernels_.size()
+                                 << " kernels and a kernel library of "
+                                 << kernelLibrary_.size() << " bytes",
+             failure();
+    }
+    llvm::StringMap<mfexec::EntryOp> hostPrograms;
+    for (auto host : module_.getOps<mfexec::EntryOp>()) {
+      hostPrograms[host.getFunction()] = host;
+    }
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
     for (auto parameter : module_.getOps<mf::ParameterOp>()) {
       auto type = tensorType(parameter.getTensorType(), parameter.getLoc());
@@ -91,7 +127,7 @@ public:
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
     for (auto function : module_.getOps<func::FuncOp>()) {
-      auto entry = writeEntry(function);
+      auto entry = writeEntry(function, hostPrograms.lookup(function.getSymName()));
       if (failed(entry)) {
         return failure();
       }
@@ -110,31 +146,36 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype), training);
-    std::vector<uint8_t> library(kernels_.library.begin(), kernels_.library.end());
+    std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
-    for (const std::string &name : kernels_.names) {
-      names.push_back(builder_.CreateString(name));
-    }
-    FailureOr<std::vector<flatbuffers::Offset<fb::KernelSignature>>> signatures =
-        writeKernelSignatures();
-    if (failed(signatures)) {
-      return failure();
+    std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;
+    for (mfexec::KernelOp kernel : kernels_) {
+      names.push_back(builder_.CreateString(kernel.getSymName().str()));
+      FailureOr<flatbuffers::Offset<fb::KernelSignature>> signature =
+          writeKernelSignature(kernel);
+      if (failed(signature)) {
+        return failure();
+      }
+      signatures.push_back(*signature);
     }
     // The checksum's field holds a placeholder (not the default, so it is
     // stored) until the buffer is sealed.
     flatbuffers::Offset<fb::KernelTarget> target;
     if (!library.empty()) {
+      mfexec::TargetAttr kernelTarget = executable.getTarget();
       std::vector<flatbuffers::Offset<flatbuffers::String>> features;
-      for (const std::string &feature : kernels_.features) {
-        features.push_back(builder_.CreateString(feature));
+      for (Attribute feature : kernelTarget.getFeatures()) {
+        features.push_back(
+            builder_.CreateString(cast<StringAttr>(feature).str()));
       }
-      target = fb::CreateKernelTargetDirect(builder_, kernels_.triple.str().c_str(),
-                                            kernels_.cpu.str().c_str(), &features);
+      target = fb::CreateKernelTargetDirect(
+          builder_, kernelTarget.getTriple().str().c_str(),
+          kernelTarget.getCpu().str().c_str(), &features);
     }
     auto root = fb::CreateExecutableDirect(
         builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
-        signatures->empty() ? nullptr : &*signatures,
+        signatures.empty() ? nullptr : &signatures,
         /*content_crc32=*/1, target);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
@@ -146,70 +187,38 @@ public:
   }
 
 private:
-  /// What each kernel takes, from the dispatches that call it (mf.kernel):
-  /// they must agree, since one kernel has one signature.
-  struct KernelSignature {
-    SmallVector<Type> inputs, outputs;
-    int64_t tiles;
-    SmallVector<int32_t> panelInputs;
-    Location loc;
-    bool operator==(const KernelSignature &other) const {
-      return inputs == other.inputs && outputs == other.outputs &&
-             tiles == other.tiles && panelInputs == other.panelInputs;
-    }
-  };
-
-  LogicalResult noteKernelSignature(uint32_t kernel, KernelSignature signature) {
-    std::optional<KernelSignature> &known = signatures_[kernel];
-    if (!known) {
-      known = std::move(signature);
-      return success();
-    }
-    if (!(*known == signature)) {
-      InFlightDiagnostic diagnostic =
-          mlir::emitError(signature.loc)
-          << "kernel '" << kernels_.names[kernel]
-          << "' is called with another signature than before";
-      diagnostic.attachNote(known->loc) << "first called here";
+  /// What a kernel takes: its mfexec.kernel, as the loader checks every
+  /// dispatch of it against.
+  FailureOr<flatbuffers::Offset<fb::KernelSignature>>
+  writeKernelSignature(mfexec::KernelOp kernel) {
+    auto types = [&](TypeRange list)
+        -> FailureOr<std::vector<flatbuffers::Offset<fb::TensorType>>> {
+      std::vector<flatbuffers::Offset<fb::TensorType>> encoded;
+      for (Type type : list) {
+        auto buffer = cast<MemRefType>(type);
+        auto tensor = tensorType(
+            RankedTensorType::get(buffer.getShape(), buffer.getElementType()),
+            kernel.getLoc());
+        if (failed(tensor)) {
+          return failure();
+        }
+        encoded.push_back(*tensor);
+      }
+      return encoded;
+    };
+    FunctionType type = kernel.getFunctionType();
+    auto inputs = types(type.getInputs());
+    auto outputs = types(type.getResults());
+    if (failed(inputs) || failed(outputs)) {
       return failure();
     }
-    return success();
-  }
-
-  FailureOr<std::vector<flatbuffers::Offset<fb::KernelSignature>>>
-  writeKernelSignatures() {
-    std::vector<flatbuffers::Offset<fb::KernelSignature>> written;
-    for (auto [index, signature] : llvm::enumerate(signatures_)) {
-      if (!signature) {
-        return module_.emitError() << "kernel '" << kernels_.names[index]
-                                   << "' is never dispatched",
-               failure();
-      }
-      auto types = [&](ArrayRef<Type> list)
-          -> FailureOr<std::vector<flatbuffers::Offset<fb::TensorType>>> {
-        std::vector<flatbuffers::Offset<fb::TensorType>> encoded;
-        for (Type type : list) {
-          auto tensor = tensorType(cast<RankedTensorType>(type), signature->loc);
-          if (failed(tensor)) {
-            return failure();
-          }
-          encoded.push_back(*tensor);
-        }
-        return encoded;
-      };
-      auto inputs = types(signature->inputs);
-      auto outputs = types(signature->outputs);
-      if (failed(inputs) || failed(outputs)) {
-        return failure();
-      }
-      std::vector<uint32_t> panels(signature->panelInputs.begin(),
-                                   signature->panelInputs.end());
-      written.push_back(fb::CreateKernelSignatureDirect(
-          builder_, &*inputs, &*outputs,
-          static_cast<uint32_t>(signature->tiles),
-          panels.empty() ? nullptr : &panels));
+    std::vector<uint32_t> panels;
+    if (std::optional<ArrayRef<int32_t>> positions = kernel.getPanelInputs()) {
+      panels.assign(positions->begin(), positions->end());
     }
-    return written;
+    return fb::CreateKernelSignatureDirect(
+        builder_, &*inputs, &*outputs, static_cast<uint32_t>(kernel.getTiles()),
+        panels.empty() ? nullptr : &panels);
   }
 
   /// The schedule and runner settings (schedule names reduced to the four
@@ -247,13 +256,14 @@ private:
     return fb::CreateTensorTypeDirect(builder_, *dtype, &shape);
   }
 
-  FailureOr<flatbuffers::Offset<fb::Entry>> writeEntry(func::FuncOp function) {
-    llvm::DenseMap<Value, uint32_t> ids;
+  FailureOr<flatbuffers::Offset<fb::Entry>>
+  writeEntry(func::FuncOp function, mfexec::EntryOp host) {
+    mf::OpLevelProgram program(function);
     std::vector<flatbuffers::Offset<fb::TensorType>> values;
-    std::vector<int64_t> offsets; // per value: its arena offset or -1
-    auto number = [&](Value value, Location loc,
-                      int64_t offset = -1) -> LogicalResult {
+    for (Value value : program.values()) {
       auto type = dyn_cast<RankedTensorType>(value.getType());
+      Location loc = value.getDefiningOp() ? value.getDefiningOp()->getLoc()
+                                           : function.getLoc();
       if (!type) {
         return emitError(loc) << "only tensor values can be serialized";
       }
@@ -261,114 +271,42 @@ private:
       if (failed(encoded)) {
         return failure();
       }
-      ids[value] = values.size();
       values.push_back(*encoded);
-      offsets.push_back(offset);
-      return success();
-    };
-
+    }
     std::vector<uint32_t> inputs;
     std::vector<std::string> inputNames;
     for (BlockArgument argument : function.getArguments()) {
-      if (failed(number(argument, function.getLoc()))) {
-        return failure();
-      }
-      inputs.push_back(ids[argument]);
+      inputs.push_back(program.idOf(argument));
       auto name = function.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
                                                         "mf.name");
       inputNames.push_back(name ? name.str() : "");
     }
-
-    std::vector<flatbuffers::Offset<fb::Op>> ops;
-    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches;
     std::vector<uint32_t> outputs;
-    // The op-level program is the graph with fusion regions flattened:
-    // PyNative runs the same ops a fused kernel computes, one by one.
-    std::function<LogicalResult(Block &)> writeBlock = [&](Block &block) {
-      for (Operation &op : block) {
-        if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-          for (Value operand : ret.getOperands()) {
-            outputs.push_back(ids.lookup(operand));
-          }
-          continue;
-        }
-        if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
-          Block &body = fusion.getBody().front();
-          for (auto [argument, input] :
-               llvm::zip(body.getArguments(), fusion.getInputs())) {
-            ids[argument] = ids.lookup(input);
-          }
-          uint32_t firstOp = ops.size();
-          if (failed(writeBlock(body))) {
-            return failure();
-          }
-          auto yield = cast<mf::YieldOp>(body.getTerminator());
-          for (auto [result, yielded] :
-               llvm::zip(fusion.getResults(), yield.getValues())) {
-            ids[result] = ids.lookup(yielded);
-          }
-          for (auto [result, offset] :
-               llvm::zip(fusion.getResults(), arenaOffsetsOf(fusion))) {
-            offsets[ids[result]] = offset;
-          }
-          if (std::optional<uint32_t> kernel = kernelIndexOf(fusion)) {
-            std::vector<uint32_t> inputs, outputs;
-            for (Value input : fusion.getInputs()) {
-              inputs.push_back(ids.lookup(input));
-            }
-            for (Value result : fusion.getResults()) {
-              outputs.push_back(ids.lookup(result));
-            }
-            auto tiles = fusion->getAttrOfType<IntegerAttr>("mf.tiles");
-            std::vector<uint32_t> panelInputs;
-            if (auto panels =
-                    fusion->getAttrOfType<DenseI32ArrayAttr>("mf.panel_inputs")) {
-              panelInputs.assign(panels.asArrayRef().begin(),
-                                 panels.asArrayRef().end());
-            }
-            uint32_t tileCount = tiles ? static_cast<uint32_t>(tiles.getInt()) : 1;
-            if (failed(noteKernelSignature(
-                    *kernel,
-                    {SmallVector<Type>(fusion.getInputs().getTypes()),
-                     SmallVector<Type>(fusion.getResultTypes()), tileCount,
-                     SmallVector<int32_t>(panelInputs.begin(), panelInputs.end()),
-                     fusion.getLoc()}))) {
-              return failure();
-            }
-            dispatches.push_back(fb::CreateDispatchDirect(
-                builder_, *kernel, firstOp,
-                static_cast<uint32_t>(ops.size()) - firstOp, &inputs, &outputs,
-                tileCount, panelInputs.empty() ? nullptr : &panelInputs));
-          }
-          continue;
-        }
-        if (isa<mf::YieldOp>(op)) {
-          continue;
-        }
-        FailureOr<EncodedOp> encoded = encode(&op);
-        if (failed(encoded)) {
-          return failure();
-        }
-        std::vector<uint32_t> operands, results;
-        for (Value operand : op.getOperands()) {
-          operands.push_back(ids.lookup(operand));
-        }
-        for (auto [result, offset] :
-             llvm::zip(op.getResults(), arenaOffsetsOf(&op))) {
-          if (failed(number(result, op.getLoc(), offset))) {
-            return failure();
-          }
-          results.push_back(ids[result]);
-        }
-        ops.push_back(fb::CreateOpDirect(
-            builder_, encoded->kind, &operands, &results, &encoded->ints,
-            &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
-            mf::getModelPath(op.getLoc()).c_str()));
-      }
-      return success();
-    };
-    if (failed(writeBlock(function.getBody().front()))) {
+    for (Value output : function.getBody().front().getTerminator()->getOperands()) {
+      outputs.push_back(program.idOf(output));
+    }
+
+    GraphProgram graph;
+    if (host && failed(writeHostProgram(host, program, graph))) {
       return failure();
+    }
+    std::vector<flatbuffers::Offset<fb::Op>> ops;
+    for (Operation *op : program.ops()) {
+      FailureOr<EncodedOp> encoded = encode(op, graph);
+      if (failed(encoded)) {
+        return failure();
+      }
+      std::vector<uint32_t> operands, results;
+      for (Value operand : op->getOperands()) {
+        operands.push_back(program.idOf(operand));
+      }
+      for (Value result : op->getResults()) {
+        results.push_back(program.idOf(result));
+      }
+      ops.push_back(fb::CreateOpDirect(
+          builder_, encoded->kind, &operands, &results, &encoded->ints,
+          &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
+          mf::getModelPath(op->getLoc()).c_str()));
     }
     std::vector<std::string> outputNames;
     for (unsigned i = 0; i < function.getNumResults(); ++i) {
@@ -377,40 +315,103 @@ private:
     }
     auto inputNameOffsets = builder_.CreateVectorOfStrings(inputNames);
     auto outputNameOffsets = builder_.CreateVectorOfStrings(outputNames);
-    auto arena = function->getAttrOfType<IntegerAttr>("mf.arena_bytes");
+    std::vector<int64_t> offsets(values.size(), -1);
+    for (auto [id, offset] : graph.offsets) {
+      offsets[id] = offset;
+    }
     return fb::CreateEntry(
         builder_, builder_.CreateString(function.getSymName().str()),
         builder_.CreateVector(values), builder_.CreateVector(inputs),
         inputNameOffsets, builder_.CreateVector(outputs), outputNameOffsets,
-        builder_.CreateVector(ops), builder_.CreateVector(dispatches),
-        arena ? static_cast<uint64_t>(arena.getInt()) : 0,
-        arena ? builder_.CreateVector(offsets) : 0);
+        builder_.CreateVector(ops), builder_.CreateVector(graph.dispatches),
+        host ? static_cast<uint64_t>(*host.getArenaBytes()) : 0,
+        host ? builder_.CreateVector(offsets) : 0);
   }
 
-  /// The planned arena offset of each result of `op` (-1: none).
-  SmallVector<int64_t> arenaOffsetsOf(Operation *op) {
-    SmallVector<int64_t> offsets(op->getNumResults(), -1);
-    if (auto planned = op->getAttrOfType<DenseI64ArrayAttr>("mf.arena_offsets")) {
-      llvm::copy(planned.asArrayRef().take_front(offsets.size()),
-                 offsets.begin());
+  /// An entry's Graph Mode program, from its host program.
+  struct GraphProgram {
+    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches;
+    /// The arena offsets of the values commands write (the others: -1).
+    std::vector<std::pair<uint32_t, int64_t>> offsets;
+    /// The op-level assignments that a copy stores (the others are in place).
+    llvm::DenseSet<Operation *> copiedAssigns;
+    bool planned = false; ///< there is a host program
+  };
+
+  LogicalResult writeHostProgram(mfexec::EntryOp host,
+                                 const mf::OpLevelProgram &program,
+                                 GraphProgram &graph) {
+    if (!host.getArenaBytes()) {
+      return host.emitOpError()
+             << "has no memory plan: run mfexec-plan-memory first";
     }
-    return offsets;
+    graph.planned = true;
+    size_t valueCount = program.values().size();
+    size_t opCount = program.ops().size();
+    // Where a command writes: an arena slice's offset, or outside.
+    auto record = [&](Value buffer, int64_t value) {
+      Operation *storage = buffer.getDefiningOp();
+      int64_t offset = -1;
+      if (auto slice = dyn_cast_or_null<mfexec::ArenaOp>(storage)) {
+        offset = slice.getOffset();
+      } else if (isa_and_nonnull<mfexec::DerivedOp>(storage)) {
+        offset = kDerivedFromWeightsOffset;
+      }
+      graph.offsets.emplace_back(static_cast<uint32_t>(value), offset);
+    };
+    for (Operation &op : host.getBody().front()) {
+      auto checkValues = [&](ArrayRef<int64_t> ids) -> LogicalResult {
+        for (int64_t id : ids) {
+          if (id >= static_cast<int64_t>(valueCount)) {
+            return op.emitOpError() << "names value " << id << " of an entry with "
+                                    << valueCount << " values";
+          }
+        }
+        return success();
+      };
+      if (isa<mfexec::TransientOp>(op)) {
+        return op.emitOpError() << "is not placed in the arena";
+      }
+      if (auto dispatch = dyn_cast<mfexec::DispatchOp>(op)) {
+        auto kernel = kernelIndex_.find(dispatch.getKernel().getLeafReference());
+        if (kernel == kernelIndex_.end() || failed(checkValues(dispatch.getValues())) ||
+            dispatch.getFirstOp() + dispatch.getOpCount() > opCount) {
+          return dispatch.emitOpError() << "names a kernel, value or op range "
+                                           "the module does not have";
+        }
+        ArrayRef<int64_t> ids = dispatch.getValues();
+        size_t inputCount = kernels_[kernel->second].getFunctionType().getNumInputs();
+        std::vector<uint32_t> inputs(ids.begin(), ids.begin() + inputCount);
+        std::vector<uint32_t> outputs(ids.begin() + inputCount, ids.end());
+        for (size_t i = inputCount; i < ids.size(); ++i) {
+          record(dispatch.getBindings()[i], ids[i]);
+        }
+        mfexec::KernelOp signature = kernels_[kernel->second];
+        std::vector<uint32_t> panels;
+        if (std::optional<ArrayRef<int32_t>> positions = signature.getPanelInputs()) {
+          panels.assign(positions->begin(), positions->end());
+        }
+        graph.dispatches.push_back(fb::CreateDispatchDirect(
+            builder_, kernel->second, dispatch.getFirstOp(),
+            dispatch.getOpCount(), &inputs, &outputs, signature.getTiles(),
+            panels.empty() ? nullptr : &panels));
+      } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
+        if (failed(checkValues(library.getValues()))) {
+          return failure();
+        }
+        record(library.getBindings().back(), library.getValues().back());
+      } else if (auto copy = dyn_cast<mfexec::CopyOp>(op)) {
+        if (copy.getOpIndex() >= opCount) {
+          return copy.emitOpError() << "names op " << copy.getOpIndex()
+                                    << " of an entry with " << opCount << " ops";
+        }
+        graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
+      }
+    }
+    return success();
   }
 
-  /// The index of the kernel a fusion region runs, if it has one.
-  std::optional<uint32_t> kernelIndexOf(mf::FusionOp fusion) {
-    auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
-    if (!name) {
-      return std::nullopt;
-    }
-    auto position = llvm::find(kernels_.names, name.str());
-    if (position == kernels_.names.end()) {
-      return std::nullopt;
-    }
-    return static_cast<uint32_t>(position - kernels_.names.begin());
-  }
-
-  FailureOr<EncodedOp> encode(Operation *op) {
+  FailureOr<EncodedOp> encode(Operation *op, const GraphProgram &graph) {
     auto simple = [](fb::OpKind kind) { return EncodedOp{kind, {}, {}, {}}; };
     auto withDim = [](fb::OpKind kind, int64_t dim) {
       return EncodedOp{kind, {dim}, {}, {}};
@@ -434,8 +435,11 @@ private:
                 return std::nullopt;
               }
               return EncodedOp{fb::OpKind::Assign,
+                               // In place when no copy stores it (only
+                               // with a host program).
                                {static_cast<int64_t>(it->second),
-                                assign->hasAttr("mf.in_place")},
+                                graph.planned &&
+                                    !graph.copiedAssigns.contains(assign)},
                                {},
                                {}};
             })
@@ -570,8 +574,9 @@ private:
 
   ModuleOp module_;
   const ModelSpec &spec_;
-  const ExecutableKernels &kernels_;
-  std::vector<std::optional<KernelSignature>> signatures_;
+  StringRef kernelLibrary_;
+  std::vector<mfexec::KernelOp> kernels_;
+  llvm::StringMap<uint32_t> kernelIndex_;
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };
@@ -580,6 +585,6 @@ private:
 
 FailureOr<std::vector<uint8_t>>
 mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
-                     const ExecutableKernels &kernels) {
-  return Writer(module, spec, kernels).write();
+                     StringRef kernelLibrary) {
+  return Writer(module, spec, kernelLibrary).write();
 }

@@ -15,25 +15,15 @@ namespace mfc {
 /// The executable format version this compiler writes.
 constexpr uint32_t kExecutableFormatVersion = 8;
 
-/// The native kernels an executable carries: their shared object, symbol
-/// names, and what they were compiled for (triple, LLVM CPU, its features).
-struct ExecutableKernels {
-  llvm::StringRef library;
-  llvm::ArrayRef<std::string> names;
-  llvm::StringRef triple;
-  llvm::StringRef cpu;
-  llvm::ArrayRef<std::string> features;
-};
-
-/// Serializes the parameters and entry points of an `mf` module into the
-/// executable flatbuffer: the op-level program of each entry, and, when the
-/// module went through codegen and memory planning, its kernel dispatches
-/// (`mf.kernel`, `mf.tiles` on regions) and arena plan (`mf.arena_offsets`,
-/// `mf.arena_bytes`), with `kernels`. Fails with a diagnostic on the first
-/// op the format cannot express.
+/// Serializes a module into the executable flatbuffer: its parameters, the
+/// op-level program of each entry function (mf::OpLevelProgram) and, when
+/// the module went through code generation and memory planning, each
+/// entry's host program (mfexec.entry) and the kernels of its
+/// mfexec.executable, whose code `kernelLibrary` is (an ELF shared object).
+/// Fails with a diagnostic on the first op the format cannot express.
 mlir::FailureOr<std::vector<uint8_t>>
 writeExecutable(mlir::ModuleOp module, const ModelSpec &spec,
-                const ExecutableKernels &kernels = {});
+                llvm::StringRef kernelLibrary = {});
 
 } // namespace mfc
 

@@ -3,6 +3,8 @@
 #ifndef MFC_COMPILER_TRANSFORMS_PASSES_H
 #define MFC_COMPILER_TRANSFORMS_PASSES_H
 
+#include "dialects/MFExec/IR/MFExecDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

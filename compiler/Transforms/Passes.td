@@ -5,33 +5,27 @@
 
 include "mlir/Pass/PassBase.td"
 
-def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
-  let summary = "Plans every transient tensor of each entry into one arena";
+def MFExecPlanMemoryPass : Pass<"mfexec-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Places every transient buffer of each host program in one arena";
   let description = [{
-    For every entry function, each op result that is a transient tensor
-    becomes a buffer alive from its defining op to its last use. Results the
-    entry returns are not planned (the runtime writes them into the
-    caller's tensors), except through views, which keep their buffer alive
-    to the end. Parameters and constants live
-    outside the arena; reshapes and KV-cache writes reuse their operand's
-    buffer. The buffers are placed by the planner of
-    `compiler/Analysis/MemoryPlanner` and the plan is recorded as
-    attributes: `mf.arena_offsets` on each defining op (one per result, -1
-    for a result without a buffer, -2 for a value the weights alone
-    determine in an entry that assigns no parameter: the runtime computes
-    it when the weights change, outside the arena), and `mf.arena_bytes`,
-    `mf.arena_lower_bound`, `mf.derived_bytes` on the function. Run after codegen, the program
-    it plans is the host program: kernels (regions) and eager ops.
+    For every `mfexec.entry`, each `mfexec.transient` buffer lives from the
+    first command that binds it (or a view of it) to the last; one the
+    entry returns through a view lives to the end. The buffers are placed
+    by the planner of `compiler/Analysis/MemoryPlanner`: each transient
+    becomes an `mfexec.arena` slice at its offset, and the entry records
+    `arena_bytes` and `arena_lower_bound` (the most bytes alive at once).
 
     Before:
     ```mlir
-    %0 = mf.exp %arg0 : tensor<256xf32>
-    %1 = mf.exp %0 : tensor<256xf32>
+    mfexec.entry @f {
+      %0 = mfexec.transient : memref<256xf32>
+      ...
     ```
     After:
     ```mlir
-    %0 = mf.exp %arg0 {mf.arena_offsets = array<i64: 0>} : tensor<256xf32>
-    %1 = mf.exp %0 {mf.arena_offsets = array<i64: 1024>} : tensor<256xf32>
+    mfexec.entry @f arena(2048) attributes {arena_lower_bound = 2048 : i64} {
+      %0 = mfexec.arena[0] : memref<256xf32>
+      ...
     ```
   }];
   let options = [
@@ -46,8 +40,21 @@ def MFPlanMemoryPass : Pass<"mf-plan-memory", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFLowerToMFExecPass : Pass<"mf-lower-to-mfexec", "::mlir::ModuleOp"> {
+  let summary = "Writes each entry's host program in mfexec";
+  let description = [{
+    For every entry function after code generation, an `mfexec.entry`: a
+    dispatch per kernel region, a library call per eager op, a copy per
+    parameter update no kernel computes in place, and the storage of every
+    value (parameter, constant, view, caller's buffer, weight-derived, or
+    transient for memory planning). Commands name the op-level values of
+    their bindings.
+  }];
+  let dependentDialects = ["::mlir::mfexec::MFExecDialect"];
+}
+
 def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
-  let summary = "Generates native kernels and turns each entry into a host program";
+  let summary = "Generates native kernels for the fusion regions";
   let description = [{
     Every f32 `mf.matmul` outside a region first becomes a one-op `matmul`
     region. Each region then gets a kernel with the ABI
@@ -56,11 +63,14 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     calls the runtime's gemm service into scratch and applies the epilogue
     per tile (a product of several rows by an f32 parameter, in a module
     that assigns none, reads the parameter as panels of 32 columns the
-    runtime packs once: the region's `mf.panel_inputs`). Identical kernels are shared (`mf.kernel = "mfk_N"` on each
-    region). A region without a kernel rule is inlined back into plain ops
-    and counted in the module's `mf.kernels_skipped`. The kernels, lowered
-    to the LLVM dialect, go into the nested module `mf_kernels`; with
-    `object-file` they are also emitted as an ELF object for `cpu`.
+    runtime packs once: a panel input of the kernel). Structurally
+    equivalent kernels are shared (`mf.kernel = "mfk_N"` on each region). A
+    region without a kernel rule is inlined back into plain ops and counted
+    in the module's `mf.kernels_skipped`. The kernels go into an
+    `mfexec.executable @cpu` for the target CPU, an `mfexec.kernel` each
+    (buffers, tiles, panel inputs), their code lowered to the LLVM dialect
+    in its nested module; with `object-file` they are also emitted as an
+    ELF object.
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",

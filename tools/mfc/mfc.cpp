@@ -17,7 +17,7 @@
 #include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "dialects/MF/IR/MFDialect.h"
-#include "dialects/MFExec/IR/MFExecDialect.h"
+#include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -60,29 +60,29 @@ int writeFile(const std::string &path,
   return 0;
 }
 
-/// One line per planned entry: arena, lower bound, ratio.
+/// One line per planned host program: arena, lower bound, ratio.
 void reportMemoryPlan(mlir::ModuleOp module) {
-  for (auto entry : module.getOps<mlir::func::FuncOp>()) {
-    auto arena = entry->getAttrOfType<mlir::IntegerAttr>("mf.arena_bytes");
-    auto bound = entry->getAttrOfType<mlir::IntegerAttr>("mf.arena_lower_bound");
-    if (!arena || !bound) {
+  for (auto entry : module.getOps<mlir::mfexec::EntryOp>()) {
+    if (!entry.getArenaBytes() || !entry.getArenaLowerBound()) {
       continue;
     }
-    auto derived = entry->getAttrOfType<mlir::IntegerAttr>("mf.derived_bytes");
+    double arena = *entry.getArenaBytes(), bound = *entry.getArenaLowerBound();
+    int64_t derived = 0;
+    entry.walk([&](mlir::mfexec::DerivedOp value) {
+      derived += mlir::mfexec::bufferBytes(value.getType());
+    });
     llvm::WithColor::note(llvm::errs(), "mfc")
         << llvm::format("memory plan of @%s: arena %.3f MB, liveness lower "
                         "bound %.3f MB, ratio %.3f",
-                        entry.getSymName().str().c_str(), arena.getInt() / 1e6,
-                        bound.getInt() / 1e6,
-                        bound.getInt() ? double(arena.getInt()) / bound.getInt()
-                                       : 1.0)
-        << (derived && derived.getInt() >= 1000 // not for a few bytes of positions
+                        entry.getFunction().str().c_str(), arena / 1e6,
+                        bound / 1e6, bound ? arena / bound : 1.0)
+        << (derived >= 1000 // not for a few bytes of positions
                 ? llvm::formatv("; {0:F3} MB derived from the weights "
-                                    "(computed when they change, outside "
-                                    "the arena)",
-                                    derived.getInt() / 1e6)
-                          .str()
-                    : std::string())
+                                "(computed when they change, outside "
+                                "the arena)",
+                                derived / 1e6)
+                      .str()
+                : std::string())
         << "\n";
   }
 }
@@ -114,15 +114,13 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
                "(or print IR with --compile-to=" + phaseList() + ")");
     return 2;
   }
-  mlir::FailureOr<KernelLibrary> kernels = buildKernelLibrary(module);
+  mlir::FailureOr<std::string> kernels = buildKernelLibrary(module);
   if (failed(kernels)) {
     printError("cannot build the kernels of '" + inputFile + "'");
     return 1;
   }
-  mlir::FailureOr<std::vector<uint8_t>> bytes = writeExecutable(
-      module, spec,
-      {kernels->sharedObject, kernels->names, kernels->target.triple,
-       kernels->target.cpu, kernels->target.features});
+  mlir::FailureOr<std::vector<uint8_t>> bytes =
+      writeExecutable(module, spec, *kernels);
   if (failed(bytes)) {
     printError("cannot serialize '" + inputFile + "'");
     return 1;

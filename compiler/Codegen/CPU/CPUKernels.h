@@ -22,6 +22,7 @@
 #define MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
@@ -185,38 +186,26 @@ void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
                               mlir::Value n0, mlir::Value n, int64_t k,
                               int64_t weightRows);
 
-/// Lowers a module of kernels to the LLVM dialect, services included.
-llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
+/// Lowers a module of kernels for `target` to the LLVM dialect, services
+/// included.
+llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels,
+                                       mlir::mfexec::TargetAttr target);
 
-/// What kernels are compiled for: the triple, the LLVM CPU name and every
-/// feature it enables (LLVM's names), recorded in model.bin so that mf-run
-/// refuses a CPU that lacks one; `featureString` is what LLVM's target
-/// machine is given beyond the CPU (the host's features, natively).
-struct KernelTarget {
-  std::string triple;
-  std::string cpu;
-  std::vector<std::string> features;
-  std::string featureString;
-};
-
-/// `cpu` ("native" = this machine, or an LLVM CPU name) resolved; an error
-/// at `loc` for a CPU LLVM does not know.
-mlir::FailureOr<KernelTarget> resolveKernelTarget(llvm::StringRef cpu,
-                                                  mlir::Location loc);
+/// What kernels are compiled for (`cpu`: "native" = this machine, or an
+/// LLVM CPU name): the triple, the CPU and every feature it enables (LLVM's
+/// names), which model.bin records so that mf-run refuses a CPU that lacks
+/// one. An error at `loc` for a CPU LLVM does not know.
+mlir::FailureOr<mlir::mfexec::TargetAttr>
+resolveKernelTarget(llvm::StringRef cpu, mlir::Location loc);
 
 /// Translates an LLVM-dialect module, optimizes it (O3) and emits an ELF
 /// object for `target`. Returns the object's bytes.
 mlir::FailureOr<std::string> emitKernelObject(mlir::ModuleOp kernels,
-                                              const KernelTarget &target);
+                                              mlir::mfexec::TargetAttr target);
 
 /// Links an object file into an ELF shared object with LLVM's lld.
 mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
                                               mlir::Location loc);
-
-/// The name of the module, nested in the graph, that holds the kernels after
-/// the codegen phase (in the LLVM dialect), with its target CPU in
-/// `mf.cpu`.
-inline constexpr llvm::StringLiteral kKernelModuleName = "mf_kernels";
 
 /// The kernel function of `fusion` in the ABI above (named "mfk" until
 /// deduplication names it), with `tiles` in kTilesAttr and an entry block
@@ -236,17 +225,12 @@ mlir::Value flattenMemRef(mlir::OpBuilder &builder, mlir::Location loc,
 mlir::scf::ForOp buildTileLoop(mlir::OpBuilder &builder, mlir::Location loc,
                                mlir::Block *entry, int64_t tiles);
 
-/// The graph's kernel module, if codegen ran.
-mlir::ModuleOp findKernelModule(mlir::ModuleOp graph);
+/// The graph's kernel executable, if codegen ran.
+mlir::mfexec::ExecutableOp findExecutable(mlir::ModuleOp graph);
 
-/// The graph's kernels as one shared object (empty without kernels) and
-/// their names, for model.bin.
-struct KernelLibrary {
-  std::string sharedObject;
-  std::vector<std::string> names;
-  KernelTarget target;
-};
-mlir::FailureOr<KernelLibrary> buildKernelLibrary(mlir::ModuleOp graph);
+/// The graph's kernels as one ELF shared object (empty without kernels),
+/// for model.bin.
+mlir::FailureOr<std::string> buildKernelLibrary(mlir::ModuleOp graph);
 
 } // namespace mfc
 

@@ -6,8 +6,9 @@
 //    a region without a kernel rule is inlined back into plain ops, which
 //    the runtime's eager library runs, and the reason is counted in
 //    `mf.kernels_skipped`.
-// 3. The kernels are lowered to the LLVM dialect into a module nested in
-//    the graph (`mf_kernels`); model.bin's writer emits and links it.
+// 3. The kernels are lowered to the LLVM dialect, in the code module of an
+//    `mfexec.executable` for the target CPU that declares each kernel's
+//    buffers, tiles and panel inputs; mfc emits and links it.
 //
 // After this pass the host program of each entry is kernels and eager ops,
 // which is what memory planning schedules.
@@ -28,6 +29,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/OperationSupport.h"
 
 #include <map>
 
@@ -256,6 +258,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
 
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
+                    mfexec::MFExecDialect,
                     linalg::LinalgDialect, math::MathDialect,
                     memref::MemRefDialect, scf::SCFDialect,
                     vector::VectorDialect>();
@@ -263,8 +266,12 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
 
   void runOnOperation() override {
     ModuleOp graph = getOperation();
-    if (ModuleOp existing = findKernelModule(graph)) {
+    if (mfexec::ExecutableOp existing = findExecutable(graph)) {
       emitError(existing.getLoc()) << "the graph has kernels already";
+      return signalPassFailure();
+    }
+    FailureOr<mfexec::TargetAttr> target = resolveKernelTarget(cpu, graph.getLoc());
+    if (failed(target)) {
       return signalPassFailure();
     }
     outlineLoneMatmuls(graph);
@@ -275,14 +282,16 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
 
     OpBuilder builder(&getContext());
     builder.setInsertionPointToEnd(graph.getBody());
-    auto kernels = ModuleOp::create(builder, graph.getLoc(),
-                                    StringRef(kKernelModuleName));
-    kernels->setAttr("mf.cpu", builder.getStringAttr(cpu));
+    auto executable = mfexec::ExecutableOp::create(builder, graph.getLoc(),
+                                                   "cpu", *target);
+    builder.createBlock(&executable.getBody());
+    auto kernels = ModuleOp::create(builder, graph.getLoc());
+    OpBuilder declarations = OpBuilder::atBlockBegin(kernels->getBlock());
     builder.setInsertionPointToEnd(kernels.getBody());
 
-    std::map<std::string, std::string> kernelByText;
     std::map<std::string, int64_t> skipped;
     SmallVector<mf::FusionOp> withoutKernel;
+    SmallVector<func::FuncOp> unique;
     for (auto function : graph.getOps<func::FuncOp>()) {
       for (auto fusion : function.getBody().front().getOps<mf::FusionOp>()) {
         std::string why;
@@ -293,20 +302,30 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
           withoutKernel.push_back(fusion);
           continue;
         }
-        // Identical regions (every layer's) share one kernel. Printed on
-        // its own: the default walks up to (and verifies) the whole graph.
-        std::string text;
-        llvm::raw_string_ostream os(text);
-        kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
-        auto [it, inserted] = kernelByText.try_emplace(
-            text, "mfk_" + std::to_string(kernelByText.size()));
-        fusion->setAttr("mf.kernel", builder.getStringAttr(it->second));
-        fusion->setAttr(kTilesAttr, (*kernel)->getAttr(kTilesAttr));
-        if (inserted) {
-          kernel->setSymName(it->second);
-        } else {
+        auto panels = fusion->getAttrOfType<DenseI32ArrayAttr>(kPanelInputsAttr);
+        fusion->removeAttr(kPanelInputsAttr);
+        // Identical regions (every layer's) share one kernel.
+        func::FuncOp same = findEquivalentKernel(*kernel, unique);
+        if (same) {
           kernel->erase();
+          fusion->setAttr("mf.kernel", same.getSymNameAttr());
+          continue;
         }
+        std::string name = "mfk_" + std::to_string(unique.size());
+        kernel->setSymName(name);
+        unique.push_back(*kernel);
+        fusion->setAttr("mf.kernel", builder.getStringAttr(name));
+        SmallVector<Type> inputs, outputs;
+        for (Type type : fusion.getInputs().getTypes()) {
+          inputs.push_back(bufferTypeOf(type));
+        }
+        for (Type type : fusion.getResultTypes()) {
+          outputs.push_back(bufferTypeOf(type));
+        }
+        mfexec::KernelOp::create(
+            declarations, fusion.getLoc(), name,
+            builder.getFunctionType(inputs, outputs),
+            cast<IntegerAttr>((*kernel)->getAttr(kTilesAttr)).getInt(), panels);
       }
     }
     for (mf::FusionOp fusion : withoutKernel) {
@@ -324,22 +343,46 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
         }))) {
       return signalPassFailure();
     }
-    if (failed(lowerKernelsToLLVM(kernels))) {
+    if (failed(lowerKernelsToLLVM(kernels, *target))) {
       emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
       return signalPassFailure();
     }
     if (objectFile.empty()) {
       return;
     }
-    FailureOr<KernelTarget> target = resolveKernelTarget(cpu, graph.getLoc());
-    if (failed(target)) {
-      return signalPassFailure();
-    }
     FailureOr<std::string> object = emitKernelObject(kernels, *target);
     if (failed(object) ||
         failed(writeFile(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
       return signalPassFailure();
     }
+  }
+
+  /// A kernel of `known` that computes what `kernel` does: the same
+  /// operations on the same types in the same order, whatever their
+  /// locations (every layer's copy of a region is one).
+  static func::FuncOp findEquivalentKernel(func::FuncOp kernel,
+                                           ArrayRef<func::FuncOp> known) {
+    for (func::FuncOp candidate : known) {
+      if (candidate.getFunctionType() != kernel.getFunctionType() ||
+          candidate->getAttr(kTilesAttr) != kernel->getAttr(kTilesAttr)) {
+        continue;
+      }
+      // Alike but for the name, which equivalence would compare.
+      StringAttr name = kernel.getSymNameAttr();
+      kernel.setSymNameAttr(candidate.getSymNameAttr());
+      bool same = OperationEquivalence::isEquivalentTo(
+          kernel, candidate, OperationEquivalence::IgnoreLocations);
+      kernel.setSymNameAttr(name);
+      if (same) {
+        return candidate;
+      }
+    }
+    return {};
+  }
+
+  static Type bufferTypeOf(Type type) {
+    auto tensor = cast<RankedTensorType>(type);
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
   }
 
   LogicalResult writeFile(StringRef path,

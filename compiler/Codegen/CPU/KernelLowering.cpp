@@ -86,13 +86,9 @@ void defineServiceTrampolines(ModuleOp kernels) {
 
 } // namespace
 
-ModuleOp mfc::findKernelModule(ModuleOp graph) {
-  for (auto module : graph.getOps<ModuleOp>()) {
-    if (module.getSymName() == kKernelModuleName) {
-      return module;
-    }
-  }
-  return {};
+mfexec::ExecutableOp mfc::findExecutable(ModuleOp graph) {
+  auto executables = graph.getOps<mfexec::ExecutableOp>();
+  return executables.empty() ? mfexec::ExecutableOp() : *executables.begin();
 }
 
 namespace {
@@ -144,7 +140,8 @@ void loadBf16AsIntegers(ModuleOp kernels) {
 
 } // namespace
 
-LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
+LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels,
+                                      mfexec::TargetAttr target) {
   if (failed(approximateMath(kernels))) {
     return failure();
   }
@@ -156,13 +153,8 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   }
   // Without AVX512-BF16 LLVM calls __truncsfbf2 for f32 -> bf16, which
   // Debian 12's libgcc does not have: such targets round in integer ops.
-  auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
-  FailureOr<KernelTarget> target =
-      resolveKernelTarget(cpu ? cpu.getValue() : "native", kernels.getLoc());
-  if (failed(target)) {
-    return failure();
-  }
-  if (!llvm::is_contained(target->features, "avx512bf16") &&
+  if (!llvm::is_contained(target.getFeatures(),
+                          StringAttr::get(kernels.getContext(), "avx512bf16")) &&
       failed(expandBf16Conversions(kernels))) {
     return failure();
   }
@@ -190,19 +182,19 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels) {
   return success();
 }
 
-FailureOr<KernelTarget> mfc::resolveKernelTarget(StringRef cpu, Location loc) {
+FailureOr<mfexec::TargetAttr> mfc::resolveKernelTarget(StringRef cpu,
+                                                      Location loc) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-  KernelTarget resolved;
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  resolved.triple = triple.str();
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
     return emitError(loc) << "no LLVM target for " << triple.str() << ": "
                           << error;
   }
-  resolved.cpu = cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
+  std::string cpuName =
+      cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
   std::string hostFeatures;
   if (cpu == "native") {
     llvm::SubtargetFeatures featureSet;
@@ -213,28 +205,30 @@ FailureOr<KernelTarget> mfc::resolveKernelTarget(StringRef cpu, Location loc) {
   }
   std::unique_ptr<llvm::MCSubtargetInfo> probe(
       target->createMCSubtargetInfo(triple, "", ""));
-  if (!probe || !probe->isCPUStringValid(resolved.cpu)) {
+  if (!probe || !probe->isCPUStringValid(cpuName)) {
     return emitError(loc)
-           << "unknown CPU '" << resolved.cpu << "' for " << triple.str()
+           << "unknown CPU '" << cpuName << "' for " << triple.str()
            << "; use native or an LLVM CPU name such as x86-64-v3 or "
               "skylake-avx512";
   }
   // Every feature the CPU (and, natively, the host) enables: what the
   // kernels may use, so what the machine that runs them must have.
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, resolved.cpu, hostFeatures));
+      target->createMCSubtargetInfo(triple, cpuName, hostFeatures));
+  MLIRContext *context = loc.getContext();
+  SmallVector<Attribute> features;
   for (const llvm::SubtargetFeatureKV &feature :
        subtarget->getAllProcessorFeatures()) {
     if (subtarget->getFeatureBits().test(feature.Value)) {
-      resolved.features.push_back(feature.Key);
+      features.push_back(StringAttr::get(context, feature.Key));
     }
   }
-  resolved.featureString = hostFeatures;
-  return resolved;
+  return mfexec::TargetAttr::get(context, triple.str(), cpuName,
+                                 ArrayAttr::get(context, features));
 }
 
 FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels,
-                                             const KernelTarget &resolved) {
+                                             mfexec::TargetAttr resolved) {
   MLIRContext *context = kernels.getContext();
   registerBuiltinDialectTranslation(*context);
   registerLLVMDialectTranslation(*context);
@@ -244,15 +238,27 @@ FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels,
   if (!module) {
     return emitError(kernels.getLoc()) << "cannot translate the kernels to LLVM IR";
   }
-  llvm::Triple triple(resolved.triple);
+  llvm::Triple triple(resolved.getTriple());
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) {
     return emitError(kernels.getLoc()) << "no LLVM target for " << triple.str()
                                        << ": " << error;
   }
-  const std::string &cpuName = resolved.cpu;
-  const std::string &features = resolved.featureString;
+  std::string cpuName = resolved.getCpu().str();
+  // Every processor feature set explicitly, on or off, as the target
+  // records it: what the CPU name alone implies may be more (a virtual
+  // machine that hides AVX-512 from a CPU that has it).
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, cpuName, ""));
+  llvm::SubtargetFeatures featureSet;
+  for (const llvm::SubtargetFeatureKV &feature :
+       subtarget->getAllProcessorFeatures()) {
+    featureSet.AddFeature(
+        feature.Key, llvm::is_contained(resolved.getFeatures(),
+                                        StringAttr::get(context, feature.Key)));
+  }
+  std::string features = featureSet.getString();
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpuName, features, llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
@@ -319,52 +325,15 @@ FailureOr<std::string> mfc::linkSharedObject(StringRef object, Location loc) {
 }
 
 
-FailureOr<KernelLibrary> mfc::buildKernelLibrary(ModuleOp graph) {
-  KernelLibrary library;
-  ModuleOp kernels = findKernelModule(graph);
-  if (!kernels) {
-    return library;
+FailureOr<std::string> mfc::buildKernelLibrary(ModuleOp graph) {
+  mfexec::ExecutableOp executable = findExecutable(graph);
+  if (!executable || executable.getBody().front().getOps<mfexec::KernelOp>().empty()) {
+    return std::string();
   }
-  for (auto function : kernels.getOps<LLVM::LLVMFuncOp>()) {
-    if (!function.isExternal() && function.getName().starts_with("mfk_")) {
-      library.names.push_back(function.getName().str());
-    }
-  }
-  if (library.names.empty()) {
-    return library;
-  }
-  // In index order (mfk_0, mfk_1, ...): the loader requires kernel i to be
-  // mfk_i, so that no name can be moved to another kernel's signature.
-  auto indexOf = [](const std::string &name) {
-    unsigned index = 0;
-    StringRef(name).drop_front(4).getAsInteger(10, index);
-    return index;
-  };
-  llvm::sort(library.names, [&](const std::string &a, const std::string &b) {
-    return indexOf(a) < indexOf(b);
-  });
-  for (auto [index, name] : llvm::enumerate(library.names)) {
-    if (name != "mfk_" + std::to_string(index)) {
-      return emitError(graph.getLoc())
-             << "internal error: the kernels are not numbered 0.."
-             << library.names.size() - 1 << " (found '" << name << "')";
-    }
-  }
-  auto cpu = kernels->getAttrOfType<StringAttr>("mf.cpu");
-  FailureOr<KernelTarget> target =
-      resolveKernelTarget(cpu ? cpu.getValue() : "native", graph.getLoc());
-  if (failed(target)) {
-    return failure();
-  }
-  FailureOr<std::string> object = emitKernelObject(kernels, *target);
+  FailureOr<std::string> object =
+      emitKernelObject(executable.getCode(), executable.getTarget());
   if (failed(object)) {
     return failure();
   }
-  library.target = std::move(*target);
-  FailureOr<std::string> shared = linkSharedObject(*object, graph.getLoc());
-  if (failed(shared)) {
-    return failure();
-  }
-  library.sharedObject = std::move(*shared);
-  return library;
+  return linkSharedObject(*object, graph.getLoc());
 }

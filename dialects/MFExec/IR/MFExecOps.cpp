@@ -7,7 +7,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace mlir::mfexec;
@@ -66,8 +68,9 @@ static void printBindings(OpAsmPrinter &printer, Operation *,
 
 /// The rules every command's bindings follow: one access and one op-level
 /// value per binding; the first `inputs` bindings are read (or readwrite),
-/// the rest written; and a buffer bound twice is an input updated in place
-/// (readwrite) and the output tied to it (write), nothing else.
+/// the rest written; and a buffer written and bound again is an input
+/// updated in place (readwrite) and the output tied to it (write), nothing
+/// else. Inputs may read one buffer several times.
 static LogicalResult verifyBindings(Operation *op, ValueRange bindings,
                                     ArrayAttr accesses, ArrayRef<int64_t> values,
                                     size_t inputs) {
@@ -81,9 +84,12 @@ static LogicalResult verifyBindings(Operation *op, ValueRange bindings,
                              << " buffers, fewer than its " << inputs
                              << " inputs";
   }
-  llvm::DenseMap<Value, unsigned> firstBound;
+  auto accessOf = [&](unsigned index) {
+    return cast<AccessAttr>(accesses[index]).getValue();
+  };
+  llvm::MapVector<Value, SmallVector<unsigned, 2>> uses;
   for (auto [index, binding] : llvm::enumerate(bindings)) {
-    Access access = cast<AccessAttr>(accesses[index]).getValue();
+    Access access = accessOf(index);
     bool isInput = index < inputs;
     if (values[index] < 0) {
       return op->emitOpError() << "binding " << index
@@ -95,24 +101,21 @@ static LogicalResult verifyBindings(Operation *op, ValueRange bindings,
              << (isInput ? "an input" : "an output") << " but has access "
              << stringifyAccess(access);
     }
-    auto [it, first] = firstBound.try_emplace(binding, index);
-    if (first) {
-      continue;
-    }
-    unsigned earlier = it->second;
-    if (isInput || earlier >= inputs ||
-        cast<AccessAttr>(accesses[earlier]).getValue() != Access::readwrite) {
-      return op->emitOpError()
-             << "binds one buffer as " << earlier << " and " << index
-             << ": only an input updated in place (readwrite) and the output "
-                "tied to it may share a buffer";
-    }
-    it->second = bindings.size(); // tied: a third binding is an error
+    uses[binding].push_back(index);
   }
-  for (auto [index, binding] : llvm::enumerate(bindings.take_front(inputs))) {
-    if (cast<AccessAttr>(accesses[index]).getValue() == Access::readwrite &&
-        firstBound.lookup(binding) != bindings.size()) {
-      return op->emitOpError() << "binding " << index
+  for (auto &[binding, indices] : uses) {
+    bool written = llvm::any_of(
+        indices, [&](unsigned index) { return accessOf(index) != Access::read; });
+    bool tied = indices.size() == 2 && accessOf(indices[0]) == Access::readwrite &&
+                accessOf(indices[1]) == Access::write;
+    if (indices.size() > 1 && written && !tied) {
+      return op->emitOpError()
+             << "binds one buffer as " << indices[0] << " and " << indices[1]
+             << ": only an input updated in place (readwrite) and the output "
+                "tied to it may share a buffer that is written";
+    }
+    if (indices.size() == 1 && accessOf(indices[0]) == Access::readwrite) {
+      return op->emitOpError() << "binding " << indices[0]
                                << " is readwrite but no output is tied to it";
     }
   }
@@ -131,10 +134,12 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   }
   for (Attribute feature : features) {
     auto name = dyn_cast<StringAttr>(feature);
-    if (!name || name.size() < 2 ||
-        (name.getValue()[0] != '+' && name.getValue()[0] != '-')) {
+    if (!name || name.empty() ||
+        !llvm::all_of(name.getValue(), [](char c) {
+          return llvm::isAlnum(c) || c == '.' || c == '-' || c == '_';
+        })) {
       return emitError() << "target feature " << feature
-                         << " is not an LLVM feature such as \"+avx2\"";
+                         << " is not an LLVM feature name such as \"avx2\"";
     }
   }
   return success();
@@ -262,8 +267,12 @@ LogicalResult ArenaOp::verify() {
   MemRefType type = getBuffer().getType();
   int64_t bytes = bufferBytes(type);
   int64_t element = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (!entry.getArenaBytes()) {
+    return emitOpError() << "is a slice of an arena that has no size: the "
+                            "entry's memory is not planned";
+  }
   int64_t offset = getOffset();
-  int64_t arena = entry.getArenaBytes();
+  int64_t arena = *entry.getArenaBytes();
   if (offset % element != 0) {
     return emitOpError() << "offset " << offset << " is not a multiple of "
                          << element << ", the element size";

@@ -61,12 +61,12 @@ def MFExec_TargetAttr : AttrDef<MFExec_Dialect, "Target"> {
   let summary = "What a kernel executable is compiled for";
   let description = [{
     The target triple, the LLVM CPU name and every feature it enables
-    (LLVM's names, `+avx2`): the runtime refuses kernels whose features its
+    (LLVM's names, `avx2`): the runtime refuses kernels whose features its
     CPU lacks.
 
     ```mlir
     #mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "znver3",
-                   features = ["+avx2", "+fma"]>
+                   features = ["avx2", "fma"]>
     ```
   }];
   let parameters = (ins StringRefParameter<"target triple">:$triple,
@@ -143,9 +143,10 @@ def MFExec_EntryOp : MFExec_Op<"entry", [IsolatedFromAbove, SingleBlock,
   let description = [{
     Graph Mode's program for entry `function` (an `mf` function, the
     op-level program): the block arguments are the entry's inputs, the
-    commands run in order, and `mfexec.return` names the outputs. Every
-    transient value lives in the entry's arena of `arena_bytes` bytes;
-    `arena_lower_bound` is the most bytes alive at once.
+    commands run in order, and `mfexec.return` names the outputs. Once
+    memory is planned, every transient value lives in the entry's arena of
+    `arena_bytes` bytes (`arena_lower_bound` is the most bytes alive at
+    once); before, its buffers are `mfexec.transient`.
 
     ```mlir
     mfexec.entry @prefill arena(4096) {
@@ -156,11 +157,11 @@ def MFExec_EntryOp : MFExec_Op<"entry", [IsolatedFromAbove, SingleBlock,
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$function,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$arena_bytes,
-                       OptionalAttr<I64Attr>:$arena_lower_bound);
+      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$arena_bytes,
+      OptionalAttr<I64Attr>:$arena_lower_bound);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $function `arena` `(` $arena_bytes `)` attr-dict-with-keyword $body
+    $function (`arena` `(` $arena_bytes^ `)`)? attr-dict-with-keyword $body
   }];
   let hasRegionVerifier = 1;
 }
@@ -180,6 +181,19 @@ class MFExec_StorageOp<string mnemonic, list<Trait> traits = []>
     : MFExec_Op<mnemonic, !listconcat(traits, [Pure,
                                                HasParent<"EntryOp">])> {
   let results = (outs AnyStaticShapeMemRef:$buffer);
+}
+
+def MFExec_TransientOp : MFExec_StorageOp<"transient"> {
+  let summary = "A transient buffer, not yet placed in the arena";
+  let description = [{
+    Memory planning (`mfexec-plan-memory`) gives each an offset in the
+    entry's arena: it becomes an `mfexec.arena` slice.
+
+    ```mlir
+    %b = mfexec.transient : memref<16x64xf32>
+    ```
+  }];
+  let assemblyFormat = "attr-dict `:` type($buffer)";
 }
 
 def MFExec_ArenaOp : MFExec_StorageOp<"arena"> {

@@ -1,7 +1,7 @@
 // RUN: mf-opt %s --split-input-file --verify-diagnostics
 
-// expected-error @+1 {{target feature "avx2" is not an LLVM feature such as "+avx2"}}
-mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "znver3", features = ["avx2"]>) {
+// expected-error @+1 {{target feature "+avx2" is not an LLVM feature name such as "avx2"}}
+mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "znver3", features = ["+avx2"]>) {
   builtin.module {}
 }
 
@@ -258,7 +258,7 @@ mfexec.entry @f arena(64) {
 ^bb0(%x: memref<4xf32>, %c: memref<4xf32>):
   %a = mfexec.arena[0] : memref<4xf32>
   %b = mfexec.arena[16] : memref<8xf32>
-  // expected-error @+1 {{binds one buffer as 0 and 2: only an input updated in place (readwrite) and the output tied to it may share a buffer}}
+  // expected-error @+1 {{binds one buffer as 0 and 2: only an input updated in place (readwrite) and the output tied to it may share a buffer that is written}}
   mfexec.dispatch @cpu::@mfk_0 ops(0, 1) values [0, 1, 2] (read %x : memref<4xf32>, read %c : memref<4xf32>, write %x : memref<4xf32>)
   mfexec.return
 }
@@ -368,5 +368,16 @@ mfexec.entry @f arena(64) {
   %a = mfexec.arena[0] : memref<8xf32>
   // expected-error @+1 {{copies one buffer into another of its type}}
   mfexec.copy op(0) values [0, 1] (read %x : memref<4xf32>, write %a : memref<8xf32>)
+  mfexec.return
+}
+
+// -----
+
+func.func @f() {
+  return
+}
+mfexec.entry @f {
+  // expected-error @+1 {{is a slice of an arena that has no size: the entry's memory is not planned}}
+  %a = mfexec.arena[0] : memref<4xf32>
   mfexec.return
 }

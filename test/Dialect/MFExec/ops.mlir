@@ -7,10 +7,10 @@
 // library, a KV cache updated in place, a view, and a parameter's new value
 // copied in.
 
-// CHECK-LABEL: mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "x86-64-v3", features = ["+avx2", "+fma"]>)
+// CHECK-LABEL: mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "x86-64-v3", features = ["avx2", "fma"]>)
 // CHECK: mfexec.kernel @mfk_0 tiles(2) panels [1] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
 // CHECK: mfexec.kernel @mfk_1 tiles(1) : (memref<2x8xf32>, memref<4x8xf32>) -> memref<2x8xf32>
-mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "x86-64-v3", features = ["+avx2", "+fma"]>) {
+mfexec.executable @cpu target(#mfexec.target<triple = "x86_64-unknown-linux-gnu", cpu = "x86-64-v3", features = ["avx2", "fma"]>) {
   mfexec.kernel @mfk_0 tiles(2) panels [1] : (memref<4x8xf32>, memref<8x8xf32>) -> memref<4x8xf32>
   mfexec.kernel @mfk_1 tiles(1) : (memref<2x8xf32>, memref<4x8xf32>) -> memref<2x8xf32>
   builtin.module {
@@ -75,4 +75,15 @@ mfexec.entry @storage arena(0) {
   %d = mfexec.derived : memref<8x8xbf16>
   %c = mfexec.constant op(0) : memref<16xi32>
   mfexec.return %c : memref<16xi32>
+}
+
+// Before memory planning: transient buffers, no arena size.
+// CHECK-LABEL: mfexec.entry @unplanned {
+// CHECK: mfexec.transient : memref<16xi32>
+func.func @unplanned() {
+  return
+}
+mfexec.entry @unplanned {
+  %t = mfexec.transient : memref<16xi32>
+  mfexec.return
 }

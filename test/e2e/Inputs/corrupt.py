@@ -178,7 +178,7 @@ def main():
                 if at is None:
                     continue
                 vector = target(at)
-                if 1 <= u32(vector + 4) <= 3:
+                if u32(vector) >= 1 and 1 <= u32(vector + 4) <= 3:
                     struct.pack_into("<I", data, at, u32(at) + 4)
                     open(sys.argv[3], "wb").write(seal(bytes(data)))
                     return

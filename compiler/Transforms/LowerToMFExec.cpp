@@ -1,0 +1,424 @@
+//===- LowerToMFExec.cpp - mf entries -> mfexec host programs -------------===//
+//
+// After code generation each entry is kernel regions and eager ops. This
+// pass writes, beside each entry function, its host program
+// (`mfexec.entry`), deciding where every value is stored:
+//
+// - parameters, constants and the entry's inputs are their own storage; a
+//   reshape is a view of its operand's buffer;
+// - a KV-cache write, eager or in a kernel, updates its cache in place (the
+//   cache is bound readwrite and the result tied to it);
+// - a value a kernel computes only to assign it to a parameter is computed
+//   in the parameter when that is safe (assignsInPlace), else copied in;
+// - in an entry that assigns no parameter, what the weights and constants
+//   alone determine (casts of weights, position tables) is `derived`:
+//   computed when the weights change, outside the arena;
+// - what the entry returns is written straight into buffers the caller
+//   receives; every other value is transient, for memory planning to place.
+//
+// Commands name the op-level values (mf::OpLevelProgram) of their bindings.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/CPUKernels.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/IR/OpLevelProgram.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
+#include "dialects/MFExec/IR/MFExecOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mfc {
+#define GEN_PASS_DEF_MFLOWERTOMFEXECPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace mfc
+
+using namespace mlir;
+using namespace mfc;
+
+namespace {
+
+/// Whether `assign`'s value can be written by its kernel straight into the
+/// parameter: the value is a result of a kernel region used only by the
+/// assignment; the region reads the parameter's old value, if at all, only
+/// elementwise at the same shape (so each element is read before it is
+/// overwritten); and nothing after the region reads the old value.
+bool assignsInPlace(mf::AssignOp assign) {
+  Value value = assign.getValue();
+  auto region = value.getDefiningOp<mf::FusionOp>();
+  if (!region || !region->hasAttr("mf.kernel") || !value.hasOneUse() ||
+      (region.getKind() != "elementwise" && region.getKind() != "matmul_epilogue")) {
+    return false;
+  }
+  Block &body = region.getBody().front();
+  // Reads of the old value: mf.param results and views of them.
+  SmallVector<Value> oldValues;
+  region->getParentOfType<func::FuncOp>().walk([&](mf::ParamOp read) {
+    if (read.getName() == assign.getName()) {
+      oldValues.push_back(read.getResult());
+    }
+  });
+  for (size_t i = 0; i < oldValues.size(); ++i) {
+    for (Operation *user : oldValues[i].getUsers()) {
+      if (isa<mf::ReshapeOp>(user)) {
+        oldValues.push_back(user->getResult(0));
+      }
+    }
+  }
+  for (Value old : oldValues) {
+    for (OpOperand &use : old.getUses()) {
+      Operation *user = use.getOwner();
+      if (user == region.getOperation()) {
+        BlockArgument argument = body.getArgument(use.getOperandNumber());
+        bool elementwise = argument.getType() == value.getType() &&
+                           llvm::all_of(argument.getUsers(), [](Operation *op) {
+                             return mf::isElementwiseOp(op);
+                           });
+        if (!elementwise) {
+          return false;
+        }
+      } else if (!isa<mf::ReshapeOp>(user) && !user->isBeforeInBlock(region)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// The values of `entry` that its weights and constants alone determine:
+/// in an entry that assigns no parameter, the results of an op or kernel
+/// region that reads only parameters, constants, views of them and such
+/// values, when none of its results (nor a view of one) is returned or
+/// updated as a KV cache.
+llvm::DenseSet<Value> derivedFromWeights(func::FuncOp entry) {
+  Block &body = entry.getBody().front();
+  llvm::DenseSet<Value> derived;
+  if (!body.getOps<mf::AssignOp>().empty()) {
+    return derived;
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseSet<Value> excluded(ret.getOperands().begin(),
+                                 ret.getOperands().end());
+  entry.walk([&](mf::KvCacheWriteOp write) {
+    Value cache = write.getCache();
+    if (auto argument = dyn_cast<BlockArgument>(cache)) {
+      if (auto fusion = dyn_cast<mf::FusionOp>(argument.getOwner()->getParentOp())) {
+        cache = fusion.getInputs()[argument.getArgNumber()];
+      }
+    }
+    excluded.insert(cache);
+    excluded.insert(write.getResult());
+  });
+  // Nor what is returned or updated through a view.
+  for (Operation &op : llvm::reverse(body)) {
+    if (isa<mf::ReshapeOp>(op) && excluded.contains(op.getResult(0))) {
+      excluded.insert(op.getOperand(0));
+    }
+  }
+  llvm::DenseSet<Value> fixed;
+  for (Operation &op : body) {
+    if (isa<mf::ParamOp, mf::ConstantOp>(op)) {
+      fixed.insert(op.getResult(0));
+      continue;
+    }
+    if (isa<mf::ReshapeOp>(op)) {
+      if (fixed.contains(op.getOperand(0))) {
+        fixed.insert(op.getResult(0));
+      }
+      continue;
+    }
+    bool writesCache = isa<mf::FusionOp>(op) &&
+                       op.walk([](mf::KvCacheWriteOp) {
+                           return WalkResult::interrupt();
+                         }).wasInterrupted();
+    if (isa<mf::KvCacheWriteOp, func::ReturnOp>(op) || writesCache ||
+        !llvm::all_of(op.getOperands(),
+                      [&](Value value) { return fixed.contains(value); }) ||
+        llvm::any_of(op.getResults(),
+                     [&](Value value) { return excluded.contains(value); })) {
+      continue;
+    }
+    for (Value value : op.getResults()) {
+      fixed.insert(value);
+      derived.insert(value);
+    }
+  }
+  return derived;
+}
+
+/// The input of `fusion` that its result `index` is the new value of: a KV
+/// cache the region writes in place.
+std::optional<unsigned> cacheUpdatedInPlace(mf::FusionOp fusion,
+                                            unsigned index) {
+  auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
+  auto write = yield.getValues()[index].getDefiningOp<mf::KvCacheWriteOp>();
+  auto cache = write ? dyn_cast<BlockArgument>(write.getCache()) : nullptr;
+  if (!cache) {
+    return std::nullopt;
+  }
+  return cache.getArgNumber();
+}
+
+MemRefType bufferTypeOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+/// Builds the host program of one entry function.
+class HostProgramBuilder {
+public:
+  HostProgramBuilder(func::FuncOp function, mfexec::ExecutableOp executable)
+      : function_(function), executable_(executable), program_(function),
+        builder_(function.getContext()) {}
+
+  LogicalResult build() {
+    Block &body = function_.getBody().front();
+    derived_ = derivedFromWeights(function_);
+    for (auto assign : body.getOps<mf::AssignOp>()) {
+      if (assignsInPlace(assign)) {
+        inPlace_[assign.getValue()] = assign.getName();
+      }
+    }
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    returned_.insert(ret.getOperands().begin(), ret.getOperands().end());
+
+    builder_.setInsertionPointAfter(function_);
+    auto entry = mfexec::EntryOp::create(
+        builder_, function_.getLoc(), FlatSymbolRefAttr::get(function_),
+        /*arena_bytes=*/nullptr, /*arena_lower_bound=*/nullptr);
+    Block *block = builder_.createBlock(&entry.getBody());
+    for (BlockArgument argument : function_.getArguments()) {
+      bufferOf_[argument] =
+          block->addArgument(bufferTypeOf(argument.getType()), argument.getLoc());
+    }
+    for (Operation &op : body) {
+      if (failed(lower(op))) {
+        return failure();
+      }
+    }
+    return success();
+  }
+
+private:
+  LogicalResult lower(Operation &op) {
+    Location loc = op.getLoc();
+    if (auto param = dyn_cast<mf::ParamOp>(op)) {
+      bufferOf_[param] = parameter(param.getName(), param.getType(), loc);
+      return success();
+    }
+    if (auto constant = dyn_cast<mf::ConstantOp>(op)) {
+      bufferOf_[constant] = mfexec::ConstantOp::create(
+          builder_, loc, bufferTypeOf(constant.getType()),
+          program_.indexOf(constant));
+      return success();
+    }
+    if (auto reshape = dyn_cast<mf::ReshapeOp>(op)) {
+      bufferOf_[reshape] = mfexec::ViewOp::create(
+          builder_, loc, bufferTypeOf(reshape.getType()),
+          bufferOf_.at(reshape.getOperand()));
+      return success();
+    }
+    if (auto assign = dyn_cast<mf::AssignOp>(op)) {
+      Value target = parameter(assign.getName(), assign.getType(), loc);
+      if (!inPlace_.count(assign.getValue())) {
+        command<mfexec::CopyOp>(loc, program_.indexOf(assign),
+                                {assign.getValue()}, {assign.getResult()},
+                                {bufferOf_.at(assign.getValue())}, {target});
+      }
+      bufferOf_[assign] = target;
+      return success();
+    }
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      SmallVector<Value> outputs;
+      for (Value value : ret.getOperands()) {
+        outputs.push_back(bufferOf_.at(value));
+      }
+      mfexec::ReturnOp::create(builder_, loc, outputs);
+      return success();
+    }
+    if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
+      return lowerKernelRegion(fusion);
+    }
+    return lowerLibraryOp(op);
+  }
+
+  /// An op the runtime's library runs: it reads its operands' buffers and
+  /// writes its result's (a KV-cache write: its cache, in place).
+  LogicalResult lowerLibraryOp(Operation &op) {
+    if (op.getNumResults() != 1 ||
+        !isa<RankedTensorType>(op.getResult(0).getType())) {
+      return op.emitOpError() << "has no library kernel with one tensor result";
+    }
+    Value result = op.getResult(0);
+    SmallVector<Value> reads;
+    for (Value operand : op.getOperands()) {
+      reads.push_back(bufferOf_.at(operand));
+    }
+    SmallVector<mfexec::Access> readAccess(reads.size(), mfexec::Access::read);
+    Value storage;
+    if (auto write = dyn_cast<mf::KvCacheWriteOp>(op)) {
+      storage = bufferOf_.at(write.getCache());
+      readAccess[0] = mfexec::Access::readwrite;
+    } else {
+      storage = storageFor(result, op.getLoc());
+    }
+    bufferOf_[result] = storage;
+    SmallVector<Value> bindings(reads);
+    bindings.push_back(storage);
+    SmallVector<int64_t> values = idsOf(op.getOperands());
+    values.push_back(program_.idOf(result));
+    mfexec::LibraryOp::create(
+        builder_, op.getLoc(), op.getName().getStringRef(),
+        program_.indexOf(&op), values,
+        accessesOf(readAccess, /*outputs=*/1), bindings);
+    return success();
+  }
+
+  /// A region with a kernel: one dispatch on its inputs' buffers and its
+  /// results' (a KV cache it writes: the cache's, tied).
+  LogicalResult lowerKernelRegion(mf::FusionOp fusion) {
+    auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
+    auto kernel = name && executable_
+                      ? executable_.lookupSymbol<mfexec::KernelOp>(name)
+                      : nullptr;
+    if (!kernel) {
+      return fusion.emitOpError()
+             << "has no kernel in the executable: run mf-codegen-cpu first";
+    }
+    SmallVector<Value> bindings;
+    for (Value input : fusion.getInputs()) {
+      bindings.push_back(bufferOf_.at(input));
+    }
+    SmallVector<mfexec::Access> inputAccess(bindings.size(),
+                                            mfexec::Access::read);
+    for (auto [index, result] : llvm::enumerate(fusion.getResults())) {
+      Value storage;
+      if (std::optional<unsigned> cache = cacheUpdatedInPlace(fusion, index)) {
+        storage = bindings[*cache];
+        inputAccess[*cache] = mfexec::Access::readwrite;
+      } else {
+        storage = storageFor(result, fusion.getLoc());
+        // Computed in place into a parameter the region also reads (an
+        // optimizer update): that input is updated, tied to the result.
+        for (size_t input = 0; input < fusion.getNumOperands(); ++input) {
+          if (bindings[input] == storage) {
+            inputAccess[input] = mfexec::Access::readwrite;
+            break;
+          }
+        }
+      }
+      bufferOf_[result] = storage;
+      bindings.push_back(storage);
+    }
+    SmallVector<int64_t> values = idsOf(fusion.getInputs());
+    llvm::append_range(values, idsOf(fusion.getResults()));
+    auto [first, count] = program_.rangeOf(fusion);
+    mfexec::DispatchOp::create(
+        builder_, fusion.getLoc(),
+        SymbolRefAttr::get(executable_.getSymNameAttr(),
+                           {FlatSymbolRefAttr::get(kernel.getSymNameAttr())}),
+        first, count, values,
+        accessesOf(inputAccess, fusion.getNumResults()), bindings);
+    return success();
+  }
+
+  template <typename CommandOp>
+  void command(Location loc, int64_t opIndex, ValueRange reads,
+               ValueRange writes, ValueRange readBuffers,
+               ValueRange writeBuffers) {
+    SmallVector<int64_t> values = idsOf(reads);
+    llvm::append_range(values, idsOf(writes));
+    SmallVector<Value> bindings(readBuffers);
+    llvm::append_range(bindings, writeBuffers);
+    SmallVector<mfexec::Access> readAccess(reads.size(), mfexec::Access::read);
+    CommandOp::create(builder_, loc, opIndex, values,
+                      accessesOf(readAccess, writes.size()), bindings);
+  }
+
+  /// Where a value a command computes is kept (see the file comment).
+  Value storageFor(Value value, Location loc) {
+    MemRefType type = bufferTypeOf(value.getType());
+    if (derived_.contains(value)) {
+      return mfexec::DerivedOp::create(builder_, loc, type);
+    }
+    auto inPlace = inPlace_.find(value);
+    if (inPlace != inPlace_.end()) {
+      return parameter(inPlace->second, value.getType(), loc);
+    }
+    if (returned_.contains(value)) {
+      return mfexec::OutputBufferOp::create(builder_, loc, type);
+    }
+    return mfexec::TransientOp::create(builder_, loc, type);
+  }
+
+  /// The storage of parameter `name` (one op per parameter and entry).
+  Value parameter(StringRef name, Type type, Location loc) {
+    Value &buffer = parameters_[name];
+    if (!buffer) {
+      buffer = mfexec::ParamOp::create(builder_, loc, bufferTypeOf(type),
+                                       FlatSymbolRefAttr::get(
+                                           builder_.getContext(), name));
+    }
+    return buffer;
+  }
+
+  SmallVector<int64_t> idsOf(ValueRange values) {
+    SmallVector<int64_t> ids;
+    for (Value value : values) {
+      ids.push_back(program_.idOf(value));
+    }
+    return ids;
+  }
+
+  ArrayAttr accessesOf(ArrayRef<mfexec::Access> inputs, size_t outputs) {
+    MLIRContext *context = builder_.getContext();
+    SmallVector<Attribute> accesses;
+    for (mfexec::Access access : inputs) {
+      accesses.push_back(mfexec::AccessAttr::get(context, access));
+    }
+    accesses.append(outputs,
+                    mfexec::AccessAttr::get(context, mfexec::Access::write));
+    return ArrayAttr::get(context, accesses);
+  }
+
+  func::FuncOp function_;
+  mfexec::ExecutableOp executable_;
+  mf::OpLevelProgram program_;
+  OpBuilder builder_;
+  llvm::DenseMap<Value, Value> bufferOf_;
+  llvm::StringMap<Value> parameters_;
+  llvm::DenseSet<Value> derived_;
+  llvm::DenseMap<Value, StringRef> inPlace_;
+  llvm::DenseSet<Value> returned_;
+};
+
+struct MFLowerToMFExecPass
+    : mfc::impl::MFLowerToMFExecPassBase<MFLowerToMFExecPass> {
+  using MFLowerToMFExecPassBase::MFLowerToMFExecPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!module.getOps<mfexec::EntryOp>().empty()) {
+      module.emitError() << "the module has host programs already";
+      return signalPassFailure();
+    }
+    mfexec::ExecutableOp executable = findExecutable(module);
+    SmallVector<func::FuncOp> entries;
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (!function.isExternal()) {
+        entries.push_back(function);
+      }
+    }
+    for (func::FuncOp function : entries) {
+      if (failed(HostProgramBuilder(function, executable).build())) {
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace
