@@ -46,7 +46,7 @@ struct CompileOptions {
   std::string cpu = "native";
   std::string kernelsObject;
   /// Inference: products by f32 parameters read panels packed once.
-  bool packWeights = true;
+  std::string packWeights = "auto"; ///< auto, true or false
   /// Training: what mf-recompute recomputes and keeps (its `full`,
   /// `select` and `exclude`).
   std::vector<std::string> recomputeFull;

@@ -79,10 +79,11 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
            "Write the kernels as an ELF object">,
     Option<"kernelsFile", "kernels-file", "std::string", /*default=*/"\"\"",
            "Write the kernels before lowering (linalg, scf, memref)">,
-    Option<"packWeights", "pack-weights", "bool", /*default=*/"true",
-           "In a module that assigns no parameter, multiply several rows by "
-           "an f32 parameter [N, K] through its panels, packed once by the "
-           "runtime (mf.panel_inputs on the region)">
+    Option<"packWeights", "pack-weights", "std::string", /*default=*/"\"auto\"",
+           "In a module that assigns no parameter, multiply by an f32, f16 or "
+           "bf16 parameter [N, K] through its panels, packed once by the "
+           "runtime: true, false, or auto (when the target has AVX-512, "
+           "which the runtime's panel microkernel needs)">
   ];
 }
 

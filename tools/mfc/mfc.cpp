@@ -250,13 +250,13 @@ int compile(int argc, char **argv) {
   cl::opt<std::string> kernelsObject(
       "kernels-object", cl::desc("Write the generated kernels as an ELF object"),
       cl::value_desc("file"), cl::cat(category));
-  cl::opt<bool> packWeights(
+  cl::opt<std::string> packWeights(
       "pack-weights",
-      cl::desc("Inference: multiply several rows by an f32 weight through a "
-               "copy of it packed once into panels (mf-run's own "
-               "microkernel) instead of OpenBLAS on the weight as stored "
-               "(default: true)"),
-      cl::init(true), cl::cat(category));
+      cl::desc("Inference: multiply by a weight through panels packed once "
+               "(mf-run's own microkernel) instead of OpenBLAS on the weight "
+               "as stored: auto (when the target CPU has AVX-512, which the "
+               "microkernel needs), true or false (default: auto)"),
+      cl::value_desc("auto|true|false"), cl::init("auto"), cl::cat(category));
   cl::opt<std::string> prefillLengths(
       "prefill-lengths",
       cl::desc("Predict with a KV cache: prompt lengths below seq_length that "
