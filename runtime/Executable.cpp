@@ -252,66 +252,6 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       }
     }
   }
-  if (entry.dispatches()) {
-    size_t kernelCount = root.kernels() ? root.kernels()->size() : 0;
-    size_t opCount = entry.ops() ? entry.ops()->size() : 0;
-    size_t previousEnd = 0;
-    for (const fb::Dispatch *dispatch : *entry.dispatches()) {
-      std::string where = "a kernel dispatch of '" + name + "'";
-      size_t arguments = (dispatch->inputs() ? dispatch->inputs()->size() : 0) +
-                         (dispatch->outputs() ? dispatch->outputs()->size() : 0);
-      if (dispatch->kernel() >= kernelCount || dispatch->op_count() == 0 ||
-          dispatch->first_op() < previousEnd ||
-          dispatch->first_op() + static_cast<size_t>(dispatch->op_count()) >
-              opCount ||
-          !dispatch->outputs()) {
-        return Status::error(where + " is out of range or out of order");
-      }
-      if (arguments > kMaxKernelArguments) {
-        return Status::error(where + " passes " + std::to_string(arguments) +
-                             " buffers; kernels take at most " +
-                             std::to_string(kMaxKernelArguments));
-      }
-      for (const auto *ids : {dispatch->inputs(), dispatch->outputs()}) {
-        if (ids) {
-          for (uint32_t id : *ids) {
-            MFRT_RETURN_IF_ERROR(checkId(id, where));
-          }
-        }
-      }
-      size_t inputCount = dispatch->inputs() ? dispatch->inputs()->size() : 0;
-      std::vector<bool> packed(inputCount, false);
-      for (uint32_t i = 0; dispatch->panel_inputs() &&
-                           i < dispatch->panel_inputs()->size(); ++i) {
-        uint32_t position = dispatch->panel_inputs()->Get(i);
-        if (position >= inputCount) {
-          return Status::error(where + " names input " +
-                               std::to_string(position) + " as panels; it has " +
-                               std::to_string(inputCount) + " inputs");
-        }
-        if (packed[position]) {
-          return Status::error(where + " names input " +
-                               std::to_string(position) + " as panels twice");
-        }
-        packed[position] = true;
-        uint32_t id = dispatch->inputs()->Get(position);
-        const fb::TensorType &type = *entry.values()->Get(id);
-        if (viewOf[id] < 0 || type.dtype() == fb::DType::I32 ||
-            Executable::shapeOf(type).size() != 2) {
-          return Status::error(where + " takes value " + std::to_string(id) +
-                               " as panels; only a 2-D float parameter is packed");
-        }
-      }
-      for (uint32_t index = dispatch->first_op();
-           index < dispatch->first_op() + dispatch->op_count(); ++index) {
-        if (entry.ops()->Get(index)->kind() == fb::OpKind::Assign) {
-          return Status::error(where + " covers an assignment; kernels do not "
-                                       "assign parameters");
-        }
-      }
-      previousEnd = dispatch->first_op() + dispatch->op_count();
-    }
-  }
   for (uint32_t id : *entry.outputs()) {
     MFRT_RETURN_IF_ERROR(checkId(id, "an output of '" + name + "'"));
     if (!defined[id]) {
@@ -501,7 +441,7 @@ Status checkFormatVersion(const fb::Executable &root) {
   return Status::ok();
 }
 
-/// Every kernel has a signature, and every dispatch passes exactly it.
+/// Every kernel has a signature (HostProgram checks each dispatch against it).
 Status checkKernelSignatures(const fb::Executable &root) {
   size_t kernels = root.kernels() ? root.kernels()->size() : 0;
   size_t signatures = root.kernel_signatures() ? root.kernel_signatures()->size() : 0;
@@ -529,42 +469,30 @@ Status checkKernelSignatures(const fb::Executable &root) {
       }
     }
   }
-  auto sameTypes = [](const fb::Entry &entry, const flatbuffers::Vector<uint32_t> *ids,
-                      const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> &types) {
-    size_t count = ids ? ids->size() : 0;
-    if (count != types.size()) {
-      return false;
+  for (size_t k = 0; k < signatures; ++k) {
+    const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
+    std::string kernel = "kernel '" + root.kernels()->Get(k)->str() + "'";
+    if (signature.tiles() == 0) {
+      return Status::error(kernel + " has no tiles");
     }
-    for (size_t i = 0; i < count; ++i) {
-      const fb::TensorType &type = *entry.values()->Get(ids->Get(i));
-      if (!Executable::hasType(type, Executable::dtypeOf(*types.Get(i)),
-                               Executable::shapeOf(*types.Get(i)))) {
-        return false;
+    // Panel inputs: increasing input positions of 2-D float weights.
+    int64_t previous = -1;
+    for (uint32_t i = 0; signature.panel_inputs() &&
+                         i < signature.panel_inputs()->size(); ++i) {
+      uint32_t position = signature.panel_inputs()->Get(i);
+      if (static_cast<int64_t>(position) <= previous ||
+          position >= signature.inputs()->size()) {
+        return Status::error(kernel + " names panel inputs out of order, "
+                             "twice or past its " +
+                             std::to_string(signature.inputs()->size()) +
+                             " inputs");
       }
-    }
-    return true;
-  };
-  for (const fb::Entry *entry : *root.entries()) {
-    if (!entry->dispatches()) {
-      continue;
-    }
-    for (const fb::Dispatch *dispatch : *entry->dispatches()) {
-      const fb::KernelSignature &signature =
-          *root.kernel_signatures()->Get(dispatch->kernel());
-      auto panels = [](const flatbuffers::Vector<uint32_t> *list) {
-        return list ? std::vector<uint32_t>(list->begin(), list->end())
-                    : std::vector<uint32_t>();
-      };
-      if (!sameTypes(*entry, dispatch->inputs(), *signature.inputs()) ||
-          !sameTypes(*entry, dispatch->outputs(), *signature.outputs()) ||
-          dispatch->tiles() != signature.tiles() ||
-          panels(dispatch->panel_inputs()) != panels(signature.panel_inputs())) {
-        return Status::error(
-            "a kernel dispatch of '" + entry->name()->str() + "' (ops " +
-            std::to_string(dispatch->first_op()) + "+" +
-            std::to_string(dispatch->op_count()) + ") does not pass what kernel '" +
-            root.kernels()->Get(dispatch->kernel())->str() +
-            "' takes (its signature: buffer types, tiles, panel inputs)");
+      previous = position;
+      const fb::TensorType &type = *signature.inputs()->Get(position);
+      if (type.dtype() == fb::DType::I32 ||
+          Executable::shapeOf(type).size() != 2) {
+        return Status::error(kernel + " reads input " + std::to_string(position) +
+                             " as panels; only a 2-D float weight is packed");
       }
     }
   }
@@ -613,8 +541,12 @@ Status checkAlignment(const fb::Executable &root) {
       if (!alignedShapes(entry->values())) {
         return misaligned("a value type of " + where);
       }
-      if (!aligned(entry->arena_offsets())) {
-        return misaligned("the arena offsets of " + where);
+      if (entry->host()) {
+        for (const fb::Buffer *buffer : *entry->host()->buffers()) {
+          if (!aligned(buffer->type()->shape())) {
+            return misaligned("a buffer type of " + where);
+          }
+        }
       }
       if (entry->ops()) {
         for (const fb::Op *op : *entry->ops()) {
@@ -624,6 +556,9 @@ Status checkAlignment(const fb::Executable &root) {
         }
       }
     }
+  }
+  if (!alignedShapes(root.derived())) {
+    return misaligned("a derived value's type");
   }
   if (root.kernel_signatures()) {
     for (const fb::KernelSignature *signature : *root.kernel_signatures()) {
@@ -656,13 +591,18 @@ Status checkSemantics(const fb::Executable &root) {
   if (!root.entries() || root.entries()->size() == 0) {
     return Status::error("the executable has no entry points");
   }
-  for (const fb::Entry *entry : *root.entries()) {
-    MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
-    if (entry->arena_offsets()) {
-      MFRT_RETURN_IF_ERROR(HostProgram::build(*entry).status());
+  MFRT_RETURN_IF_ERROR(checkKernelSignatures(root));
+  if (root.derived()) {
+    for (const fb::TensorType *type : *root.derived()) {
+      MFRT_RETURN_IF_ERROR(checkTensorType(type, "a derived value"));
     }
   }
-  MFRT_RETURN_IF_ERROR(checkKernelSignatures(root));
+  for (const fb::Entry *entry : *root.entries()) {
+    MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+    if (entry->host()) {
+      MFRT_RETURN_IF_ERROR(HostProgram::build(root, *entry).status());
+    }
+  }
   if (root.kernel_library() && root.kernel_library()->size() != 0 &&
       (!root.kernel_target() || root.kernel_target()->triple()->size() == 0 ||
        root.kernel_target()->cpu()->size() == 0)) {

@@ -26,8 +26,8 @@ namespace fb = ::mfbin;
 constexpr size_t kMaxKernelArguments = 16;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 8;
-constexpr uint32_t kMaxFormatVersion = 8;
+constexpr uint32_t kMinFormatVersion = 9;
+constexpr uint32_t kMaxFormatVersion = 9;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
 class Executable {

@@ -44,82 +44,59 @@ uint64_t GraphExecutor::arenaBytes() const {
 
 uint64_t GraphExecutor::derivedBytes() const {
   uint64_t total = 0;
-  for (const auto &[key, value] : derived_) {
-    total += value.parameterItself ? 0 : value.tensor.byteSize();
+  for (const Derived &slot : slots_) {
+    total += slot.tensor.byteSize();
+  }
+  for (const auto &[parameter, panels] : panels_) {
+    total += panels.parameterItself ? 0 : panels.tensor.byteSize();
   }
   return total;
 }
 
-namespace {
-
-/// Per parameter of `root`: whether some entry reads it as stored, that is
-/// otherwise than as a kernel's panel input (every parameter when an
-/// entry assigns any: what is packed must stay valid).
-std::vector<bool> parametersReadAsStored(const fb::Executable &root) {
+void GraphExecutor::keepParametersAsPanels() {
+  // Read as stored: bound other than as a kernel's panel input, or in a
+  // module whose entries write parameters (what is packed must stay valid).
+  const fb::Executable &root = executable_.root();
   size_t count = root.parameters() ? root.parameters()->size() : 0;
   std::vector<bool> stored(count, false);
   for (const fb::Entry *entry : *root.entries()) {
-    size_t opCount = entry->ops() ? entry->ops()->size() : 0;
-    std::vector<int64_t> parameterOf(entry->values()->size(), -1);
-    for (size_t i = 0; i < opCount; ++i) {
-      const fb::Op &op = *entry->ops()->Get(i);
-      if (op.kind() == fb::OpKind::Assign) {
-        return std::vector<bool>(count, true);
-      }
-      if (op.kind() == fb::OpKind::Param) {
-        parameterOf[op.results()->Get(0)] = op.ints()->Get(0);
-      } else if (op.kind() == fb::OpKind::Reshape) {
-        parameterOf[op.results()->Get(0)] = parameterOf[op.operands()->Get(0)];
-      }
+    const fb::HostProgram *host = entry->host();
+    if (!host) {
+      continue;
     }
-    auto read = [&](uint32_t id) {
-      if (parameterOf[id] >= 0) {
-        stored[parameterOf[id]] = true;
-      }
+    StatusOr<HostProgram> program = HostProgram::build(root, *entry);
+    if (!program || program->assignsParameters) {
+      readAsStored_.assign(count, true);
+      return;
+    }
+    auto parameterOf = [&](uint32_t buffer) -> int64_t {
+      const fb::Buffer &storage = *host->buffers()->Get(program->root[buffer]);
+      return storage.kind() == fb::BufferKind::Parameter ? storage.index() : -1;
     };
-    size_t dispatchCount = entry->dispatches() ? entry->dispatches()->size() : 0;
-    size_t next = 0;
-    for (size_t i = 0; i < opCount; ++i) {
-      if (next < dispatchCount && entry->dispatches()->Get(next)->first_op() == i) {
-        const fb::Dispatch &dispatch = *entry->dispatches()->Get(next++);
-        std::vector<bool> panels(dispatch.inputs() ? dispatch.inputs()->size() : 0);
-        if (dispatch.panel_inputs()) {
-          for (uint32_t position : *dispatch.panel_inputs()) {
-            panels[position] = true;
-          }
-        }
-        for (size_t position = 0; position < panels.size(); ++position) {
-          if (!panels[position]) {
-            read(dispatch.inputs()->Get(position));
-          }
-        }
-        i += dispatch.op_count() - 1; // the kernel reads only its inputs
-        continue;
-      }
-      const fb::Op &op = *entry->ops()->Get(i);
-      if (op.kind() != fb::OpKind::Param && op.kind() != fb::OpKind::Reshape) {
-        for (uint32_t id : *op.operands()) {
-          read(id);
+    for (uint32_t c = 0; c < host->commands()->size(); ++c) {
+      const auto &bindings = *host->commands()->Get(c)->bindings();
+      const std::vector<uint32_t> &panels = program->panelBindings[c];
+      for (uint32_t b = 0; b < bindings.size(); ++b) {
+        int64_t parameter = parameterOf(bindings.Get(b)->buffer());
+        if (parameter >= 0 &&
+            std::find(panels.begin(), panels.end(), b) == panels.end()) {
+          stored[parameter] = true;
         }
       }
     }
-    for (uint32_t id : *entry->outputs()) {
-      read(id);
+    for (uint32_t buffer : *host->outputs()) {
+      int64_t parameter = parameterOf(buffer);
+      if (parameter >= 0) {
+        stored[parameter] = true;
+      }
     }
   }
-  return stored;
-}
-
-} // namespace
-
-void GraphExecutor::keepParametersAsPanels() {
-  readAsStored_ = parametersReadAsStored(executable_.root());
+  readAsStored_ = std::move(stored);
 }
 
 StatusOr<GraphExecutor::Derived *>
-GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
-                        const std::string &key, int64_t parameter) {
-  auto [it, inserted] = derived_.try_emplace("panels of " + key);
+GraphExecutor::panelsOf(Prepared &prepared, uint32_t source, int64_t parameter) {
+  auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
   if (!inserted) { // another entry's: this one packs it again if it must
     bool listed = panels.parameterItself ||
@@ -131,12 +108,11 @@ GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
     }
     return &panels;
   }
-  const Tensor &weight = prepared.values[source];
+  const Tensor &weight = prepared.buffers[source];
   int64_t n = weight.dim(0), k = weight.dim(1);
   DType dtype = weight.dtype();
-  if (parameter >= 0 && static_cast<size_t>(parameter) < readAsStored_.size() &&
-      !readAsStored_[parameter] &&
-      weights_[parameter].shape() == weight.shape()) {
+  if (static_cast<size_t>(parameter) < readAsStored_.size() &&
+      !readAsStored_[parameter]) {
     // Nothing reads it as stored: it becomes its panels (the same size).
     Tensor &stored = weights_.mutableTensor(parameter);
     if (!weights_.storedAsPanels(parameter)) {
@@ -152,7 +128,7 @@ GraphExecutor::panelsOf(Prepared &prepared, uint32_t source,
   }
   StatusOr<Tensor> own = allocator_.allocate(dtype, {n * k});
   if (!own) {
-    derived_.erase(it);
+    panels_.erase(it);
     return own.status();
   }
   panels.tensor = own.take(); // packed by run() from the source
@@ -167,7 +143,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   if (found != prepared_.end()) {
     return found->second.get();
   }
-  StatusOr<HostProgram> program = HostProgram::build(entry);
+  StatusOr<HostProgram> program = HostProgram::build(executable_.root(), entry);
   if (!program) {
     return program.status();
   }
@@ -182,156 +158,99 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   prepared->arena = std::shared_ptr<void>(
       arena, [arenaBytes](void *block) { freePages(block, arenaBytes); });
 
-  size_t valueCount = entry.values()->size();
-  std::vector<Tensor> &values = prepared->values;
-  values.resize(valueCount);
-  prepared->bound.assign(valueCount, false);
-  auto bind = [&](uint32_t id, Tensor tensor) {
-    values[id] = std::move(tensor);
-    prepared->bound[id] = true;
-  };
-  for (uint32_t id = 0; id < valueCount; ++id) {
-    int64_t offset = entry.arena_offsets()->Get(id);
-    if (offset >= 0) {
-      const fb::TensorType &type = *entry.values()->Get(id);
-      bind(id, Tensor(Executable::dtypeOf(type), Executable::shapeOf(type),
-                      std::shared_ptr<void>(prepared->arena,
-                                            static_cast<char *>(arena) + offset)));
+  const fb::HostProgram &host = *entry.host();
+  const fb::Executable &root = executable_.root();
+  if (slots_.empty() && root.derived()) {
+    slots_.resize(root.derived()->size());
+  }
+  std::vector<Tensor> &buffers = prepared->buffers;
+  buffers.resize(host.buffers()->size());
+  for (uint32_t i = 0; i < host.buffers()->size(); ++i) {
+    const fb::Buffer &buffer = *host.buffers()->Get(i);
+    DType dtype = Executable::dtypeOf(*buffer.type());
+    Shape shape = Executable::shapeOf(*buffer.type());
+    switch (buffer.kind()) {
+    case fb::BufferKind::Arena:
+      buffers[i] = Tensor(dtype, shape,
+                          std::shared_ptr<void>(prepared->arena,
+                                                static_cast<char *>(arena) +
+                                                    buffer.index()));
+      break;
+    case fb::BufferKind::Parameter:
+      buffers[i] = prepared->program.writesParameter[buffer.index()]
+                       ? weights_.mutableTensor(buffer.index())
+                       : weights_[buffer.index()];
+      break;
+    case fb::BufferKind::Constant: {
+      StatusOr<Tensor> constant = allocator_.allocate(dtype, shape);
+      if (!constant) {
+        return constant.status();
+      }
+      MFRT_RETURN_IF_ERROR(
+          runKernel(*entry.ops()->Get(buffer.index()), {}, *constant));
+      buffers[i] = constant.take();
+      break;
+    }
+    case fb::BufferKind::Derived: {
+      Derived &slot = slots_[buffer.index()];
+      if (!slot.tensor.data()) {
+        StatusOr<Tensor> storage = allocator_.allocate(dtype, shape);
+        if (!storage) {
+          return storage.status();
+        }
+        slot.tensor = storage.take();
+      }
+      buffers[i] = slot.tensor;
+      break;
+    }
+    case fb::BufferKind::View: {
+      uint32_t source = buffer.index();
+      if (std::find(prepared->perRun.begin(), prepared->perRun.end(), source) !=
+          prepared->perRun.end()) {
+        prepared->perRun.push_back(i);
+      } else {
+        buffers[i] = buffers[source].reshaped(shape);
+      }
+      break;
+    }
+    default: // inputs and outputs: bound by each run
+      prepared->perRun.push_back(i);
     }
   }
-  for (auto [id, parameter] : prepared->program.inPlace) {
-    bind(id, weights_.mutableTensor(parameter));
-  }
-  // Values the weights alone determine (HostProgram::derivedSteps: a
-  // mixed-precision model's weights cast to its compute type, position
-  // tables) are computed once per change of the weights, not
-  // every run, into memory shared by the entries that compute the same
-  // (every prefill length casts the same weights). A value's key says how
-  // it follows from the weights (empty: it does not).
-  std::vector<std::string> keyOf(valueCount);
-  auto keysOf = [&](const flatbuffers::Vector<uint32_t> *ids) {
-    std::string keys;
-    for (uint32_t i = 0; ids && i < ids->size(); ++i) {
-      keys += "(" + keyOf[ids->Get(i)] + ")";
-    }
-    return keys;
-  };
-  auto typeKey = [&](uint32_t id) {
-    const fb::TensorType &type = *entry.values()->Get(id);
-    return std::string(fb::EnumNameDType(type.dtype())) +
-           formatShape(Executable::shapeOf(type));
-  };
-  std::vector<int64_t> parameterOf(valueCount, -1); // views of parameters
-  std::vector<Derived *> derivedOutputs;
-  auto bindDerived = [&](uint32_t id, std::string key) -> Status {
-    auto [it, inserted] = derived_.try_emplace(key);
-    if (inserted) {
-      const fb::TensorType &type = *entry.values()->Get(id);
-      StatusOr<Tensor> own = allocator_.allocate(Executable::dtypeOf(type),
-                                                 Executable::shapeOf(type));
-      if (!own) {
-        derived_.erase(it);
-        return own.status();
-      }
-      it->second.tensor = own.take();
-    }
-    bind(id, it->second.tensor);
-    keyOf[id] = std::move(key);
-    derivedOutputs.push_back(&it->second);
-    return Status::ok();
-  };
-  prepared->panelInputs.resize(prepared->program.steps.size());
-  for (size_t index = 0; index < prepared->program.steps.size(); ++index) {
-    const HostStep &step = prepared->program.steps[index];
-    bool derived = prepared->program.derivedSteps[index];
-    void *kernel = nullptr;
-    derivedOutputs.clear();
-    if (step.dispatch) {
-      const std::string &kernelName =
-          executable_.root().kernels()->Get(step.dispatch->kernel())->str();
-      kernel = kernels_.symbol(kernelName);
-      if (!kernel) {
-        return Status::error("kernel '" + kernelName + "' of '" + name +
-                             "' is not in the loaded kernel library");
-      }
-      std::vector<std::pair<uint32_t, Derived *>> panels;
-      const auto *panelInputs = step.dispatch->panel_inputs();
-      for (uint32_t i = 0; panelInputs && i < panelInputs->size(); ++i) {
-        uint32_t source = step.dispatch->inputs()->Get(panelInputs->Get(i));
-        StatusOr<Derived *> packed = panelsOf(*prepared, source, keyOf[source],
-                                              parameterOf[source]);
-        if (!packed) {
-          return packed.status();
+  size_t commandCount = host.commands()->size();
+  prepared->calls.resize(commandCount);
+  prepared->panels.resize(commandCount);
+  prepared->computes.resize(commandCount);
+  for (uint32_t c = 0; c < commandCount; ++c) {
+    const fb::Command &command = *host.commands()->Get(c);
+    if (prepared->program.derived[c]) {
+      for (const fb::Binding *binding : *command.bindings()) {
+        if (binding->access() == fb::Access::Write) {
+          const fb::Buffer &storage =
+              *host.buffers()->Get(prepared->program.root[binding->buffer()]);
+          prepared->computes[c].push_back(&slots_[storage.index()]);
         }
-        panels.emplace_back(panelInputs->Get(i), *packed);
-      }
-      prepared->panelInputs[index] = std::move(panels);
-      const auto *outputs = step.dispatch->outputs();
-      for (uint32_t i = 0; derived && i < outputs->size(); ++i) {
-        MFRT_RETURN_IF_ERROR(bindDerived(
-            outputs->Get(i), kernelName + keysOf(step.dispatch->inputs()) +
-                                 "#" + std::to_string(i) +
-                                 typeKey(outputs->Get(i))));
-      }
-    } else {
-      const fb::Op &op = *entry.ops()->Get(step.firstOp);
-      uint32_t result = op.results()->Get(0);
-      if (op.kind() == fb::OpKind::Param) {
-        bind(result, weights_[op.ints()->Get(0)]);
-        keyOf[result] = "param " + std::to_string(op.ints()->Get(0));
-        parameterOf[result] = op.ints()->Get(0);
-      } else if (op.kind() == fb::OpKind::Assign) {
-        bind(result, weights_.mutableTensor(op.ints()->Get(0)));
-      } else if (op.kind() == fb::OpKind::Reshape &&
-                 prepared->bound[op.operands()->Get(0)]) {
-        const fb::TensorType &type = *entry.values()->Get(result);
-        bind(result,
-             values[op.operands()->Get(0)].reshaped(Executable::shapeOf(type)));
-        if (!keyOf[op.operands()->Get(0)].empty()) {
-          keyOf[result] = keyOf[op.operands()->Get(0)] + " as " + typeKey(result);
-        }
-        parameterOf[result] = parameterOf[op.operands()->Get(0)];
-      } else if (op.kind() == fb::OpKind::Constant) {
-        const fb::TensorType &type = *entry.values()->Get(result);
-        StatusOr<Tensor> constant = allocator_.allocate(
-            Executable::dtypeOf(type), Executable::shapeOf(type));
-        if (!constant) {
-          return constant.status();
-        }
-        MFRT_RETURN_IF_ERROR(runKernel(op, {}, *constant));
-        bind(result, constant.take());
-        keyOf[result] = "constant " + std::to_string(result) + " of " + name;
-      } else if (derived) {
-        std::string attributes;
-        for (uint32_t i = 0; op.ints() && i < op.ints()->size(); ++i) {
-          attributes += " " + std::to_string(op.ints()->Get(i));
-        }
-        for (uint32_t i = 0; op.floats() && i < op.floats()->size(); ++i) {
-          char exact[32]; // every bit of the double
-          std::snprintf(exact, sizeof exact, " %a", op.floats()->Get(i));
-          attributes += exact;
-        }
-        MFRT_RETURN_IF_ERROR(bindDerived(
-            result, std::string(fb::EnumNameOpKind(op.kind())) + attributes +
-                        keysOf(op.operands()) + typeKey(result)));
       }
     }
-    KernelCall &call = prepared->calls.emplace_back();
-    call.entry = kernel;
-    if (step.dispatch) {
-      call.where = "kernel '" +
-                   executable_.root().kernels()->Get(step.dispatch->kernel())->str() +
-                   "' of '" + name + "'";
+    if (command.kind() != fb::CommandKind::Dispatch) {
+      continue;
     }
-    if (derived) {
-      prepared->derivedSteps.emplace_back(index, derivedOutputs);
+    const std::string &kernelName = root.kernels()->Get(command.kernel())->str();
+    KernelCall &call = prepared->calls[c];
+    call.entry = kernels_.symbol(kernelName);
+    if (!call.entry) {
+      return Status::error("kernel '" + kernelName + "' of '" + name +
+                           "' is not in the loaded kernel library");
     }
-  }
-  for (size_t index = 0; index < prepared->program.steps.size(); ++index) {
-    const HostStep &step = prepared->program.steps[index];
-    if (step.dispatch ||
-        !boundWhenPrepared(*entry.ops()->Get(step.firstOp), *prepared)) {
-      prepared->workSteps.push_back(static_cast<uint32_t>(index));
+    call.where = "kernel '" + kernelName + "' of '" + name + "'";
+    for (uint32_t position : prepared->program.panelBindings[c]) {
+      uint32_t source = command.bindings()->Get(position)->buffer();
+      StatusOr<Derived *> packed = panelsOf(
+          *prepared, source, host.buffers()->Get(source)->index());
+      if (!packed) {
+        return packed.status();
+      }
+      prepared->panels[c].emplace_back(position, *packed);
     }
   }
   Prepared *pointer = prepared.get();
@@ -368,13 +287,6 @@ void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
 
 } // namespace
 
-bool GraphExecutor::boundWhenPrepared(const fb::Op &op,
-                                      const Prepared &prepared) {
-  return op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
-         (op.kind() == fb::OpKind::Reshape &&
-          prepared.bound[op.results()->Get(0)]);
-}
-
 void GraphExecutor::runKernelTiles(const void *context, int64_t begin,
                                    int64_t end) {
   const auto &call = *static_cast<const KernelCall *>(context);
@@ -392,44 +304,32 @@ Status GraphExecutor::finishKernels() {
   return Status::ok();
 }
 
-Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
-                              size_t index, bool deferred) {
-  const HostStep &step = prepared.program.steps[index];
-  std::vector<Tensor> &values = prepared.values;
-  if (step.dispatch) {
-    const fb::Dispatch &dispatch = *step.dispatch;
-    for (auto [id, cache] : step.cacheViews) {
-      values[id] = values[cache]; // updated in place
-    }
+Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
+                                 size_t index, bool deferred) {
+  const fb::Command &command = *entry.host()->commands()->Get(index);
+  const auto &bindings = *command.bindings();
+  std::vector<Tensor> &buffers = prepared.buffers;
+  if (command.kind() == fb::CommandKind::Dispatch) {
     // Pointers are written only when they change: a worker's copy of the
     // call's line stays valid from one run to the next.
     KernelCall &call = prepared.calls[index];
-    size_t count = (dispatch.inputs() ? dispatch.inputs()->size() : 0) +
-                   dispatch.outputs()->size();
-    call.arguments.resize(count);
-    size_t position = 0;
-    auto point = [&](void *pointer) {
-      if (call.arguments[position] != pointer) {
-        call.arguments[position] = pointer;
-      }
-      ++position;
-    };
-    for (uint32_t i = 0; dispatch.inputs() && i < dispatch.inputs()->size(); ++i) {
-      void *pointer = values[dispatch.inputs()->Get(i)].data();
-      for (auto [position, panels] : prepared.panelInputs[index]) {
+    call.arguments.resize(bindings.size());
+    for (uint32_t i = 0; i < bindings.size(); ++i) {
+      void *pointer = buffers[bindings.Get(i)->buffer()].data();
+      for (auto [position, panels] : prepared.panels[index]) {
         if (position == i) {
           pointer = panels->tensor.data();
         }
       }
-      point(pointer);
+      if (call.arguments[i] != pointer) {
+        call.arguments[i] = pointer;
+      }
     }
-    for (uint32_t id : *dispatch.outputs()) {
-      point(values[id].data());
-    }
+    int64_t tiles = executable_.root().kernel_signatures()->Get(command.kernel())->tiles();
     if (deferred) {
-      pool_.dispatch(dispatch.tiles(), runKernelTiles, &call);
+      pool_.dispatch(tiles, runKernelTiles, &call);
     } else {
-      pool_.parallelFor(dispatch.tiles(), runKernelTiles, &call);
+      pool_.parallelFor(tiles, runKernelTiles, &call);
     }
     if (kernelServiceFailed()) {
       return finishKernels();
@@ -438,55 +338,45 @@ Status GraphExecutor::runStep(const fb::Entry &entry, Prepared &prepared,
   }
   // An eager op reads what the kernels before it wrote.
   MFRT_RETURN_IF_ERROR(finishKernels());
-  const fb::Op &op = *entry.ops()->Get(step.firstOp);
-  uint32_t result = op.results()->Get(0);
+  const fb::Op &op = *entry.ops()->Get(command.first_op());
   std::vector<const Tensor *> &operands = prepared.operands;
   operands.clear();
-  for (uint32_t id : *op.operands()) {
-    operands.push_back(&values[id]);
+  for (uint32_t i = 0; i + 1 < bindings.size(); ++i) {
+    operands.push_back(&buffers[bindings.Get(i)->buffer()]);
   }
-  if (op.kind() == fb::OpKind::Reshape) {
-    const fb::TensorType &type = *entry.values()->Get(result);
-    values[result] = operands[0]->reshaped(Executable::shapeOf(type));
-    return Status::ok();
-  }
-  if (op.kind() == fb::OpKind::KvCacheWrite) {
-    values[result] = *operands[0]; // in place
-  }
+  Tensor &result = buffers[bindings.Get(bindings.size() - 1)->buffer()];
   Status status = runKernel(
-      op, operands, values[result],
+      op, operands, result,
       [this](int64_t count, const std::function<void(int64_t, int64_t)> &body) {
         pool_.parallelFor(count, body);
       });
   return status ? status : status.withContext("in '" + entry.name()->str() + "'");
 }
 
-Status GraphExecutor::observeStep(const fb::Entry &entry, Prepared &prepared,
-                                  size_t index,
-                                  std::chrono::steady_clock::time_point began,
-                                  const RunOptions &options) {
-  const HostStep &step = prepared.program.steps[index];
-  const std::vector<Tensor> &values = prepared.values;
+Status GraphExecutor::observeCommand(const fb::Entry &entry, Prepared &prepared,
+                                     size_t index,
+                                     std::chrono::steady_clock::time_point began,
+                                     const RunOptions &options) {
+  const fb::Command &command = *entry.host()->commands()->Get(index);
   std::string entryName = entry.name()->str();
-  if (step.dispatch) {
-    const fb::Dispatch &dispatch = *step.dispatch;
-    const std::string &name =
-        executable_.root().kernels()->Get(dispatch.kernel())->str();
-    const fb::Op &last =
-        *entry.ops()->Get(dispatch.first_op() + dispatch.op_count() - 1);
-    for (uint32_t id : *dispatch.outputs()) {
-      MFRT_RETURN_IF_ERROR(observe(
-          entryName, dispatch.first_op(), name,
-          last.location() ? last.location()->str() : "", id, values[id],
-          began, options, id == dispatch.outputs()->Get(0)));
+  std::string what =
+      command.kind() == fb::CommandKind::Dispatch
+          ? executable_.root().kernels()->Get(command.kernel())->str()
+          : fb::EnumNameOpKind(entry.ops()->Get(command.first_op())->kind());
+  const fb::Op &last =
+      *entry.ops()->Get(command.first_op() + command.op_count() - 1);
+  bool first = true;
+  for (const fb::Binding *binding : *command.bindings()) {
+    if (binding->access() != fb::Access::Write) {
+      continue;
     }
-    return Status::ok();
+    MFRT_RETURN_IF_ERROR(observe(
+        entryName, command.first_op(), what,
+        last.location() ? last.location()->str() : "", binding->value(),
+        prepared.buffers[binding->buffer()], began, options, first));
+    first = false;
   }
-  const fb::Op &op = *entry.ops()->Get(step.firstOp);
-  uint32_t result = op.results()->Get(0);
-  return observe(entryName, step.firstOp, fb::EnumNameOpKind(op.kind()),
-                 op.location() ? op.location()->str() : "", result,
-                 values[result], began, options);
+  return Status::ok();
 }
 
 StatusOr<std::vector<Tensor>>
@@ -502,40 +392,42 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return prepared.status();
   }
   MFRT_RETURN_IF_ERROR(beginRun(*entry, options));
-  std::vector<Tensor> &values = (*prepared)->values;
-  const std::vector<bool> &bound = (*prepared)->bound;
-  // Whatever happens, the run's slots let go of the caller's tensors.
-  struct ClearRunSlots {
-    std::vector<Tensor> &values;
-    const std::vector<bool> &bound;
-    ~ClearRunSlots() {
-      for (size_t id = 0; id < values.size(); ++id) {
-        if (!bound[id]) {
-          values[id] = Tensor();
-        }
+  Prepared &ready = **prepared;
+  const fb::HostProgram &host = *entry->host();
+  std::vector<Tensor> &buffers = ready.buffers;
+  // Whatever happens, the run's buffers let go of the caller's tensors.
+  struct ClearRunBuffers {
+    Prepared &prepared;
+    ~ClearRunBuffers() {
+      for (uint32_t buffer : prepared.perRun) {
+        prepared.buffers[buffer] = Tensor();
       }
     }
-  } clearRunSlots{values, bound};
+  } clearRunBuffers{ready};
   // Nor may a kernel's tile still run once run() returns (on an error).
   struct FinishKernels {
     ThreadPool &pool;
     ~FinishKernels() { pool.finish(); }
   } finishKernelsOnReturn{pool_};
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    values[entry->inputs()->Get(i)] = std::move(inputs[i]);
-  }
-  // Outputs are written straight into tensors the caller keeps.
-  for (uint32_t id : (*prepared)->program.outputBuffers) {
-    const fb::TensorType &type = *entry->values()->Get(id);
-    StatusOr<Tensor> output = allocator_.allocate(
-        Executable::dtypeOf(type), Executable::shapeOf(type), /*zeroed=*/false);
-    if (!output) {
-      return output.status();
+  for (uint32_t i : ready.perRun) {
+    const fb::Buffer &buffer = *host.buffers()->Get(i);
+    const fb::TensorType &type = *buffer.type();
+    if (buffer.kind() == fb::BufferKind::Input) {
+      buffers[i] = inputs[buffer.index()];
+    } else if (buffer.kind() == fb::BufferKind::Output) {
+      // Outputs are written straight into tensors the caller keeps.
+      StatusOr<Tensor> output = allocator_.allocate(
+          Executable::dtypeOf(type), Executable::shapeOf(type), /*zeroed=*/false);
+      if (!output) {
+        return output.status();
+      }
+      buffers[i] = output.take();
+    } else { // a view of one of those, bound after it
+      buffers[i] = buffers[buffer.index()].reshaped(Executable::shapeOf(type));
     }
-    values[id] = output.take();
   }
 
-  const HostProgram &program = (*prepared)->program;
+  const HostProgram &program = ready.program;
   // Copies and checks only when a debugging user asked for them.
   bool observed = options.checkNumerics || options.traceEvents ||
                   options.capturedValues || !options.dumpTensorsDir.empty();
@@ -544,7 +436,6 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   // it again, to observe it.
   bool observeDerived = options.checkNumerics || options.capturedValues ||
                         !options.dumpTensorsDir.empty();
-  Prepared &ready = **prepared;
   // An entry that assigns parameters changes the weights, even if it fails
   // half way.
   struct NoteUpdate {
@@ -559,15 +450,14 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   auto runObserved = [&](size_t index, bool observe) -> Status {
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
-    // An observed step's outputs are looked at right away: it finishes.
-    MFRT_RETURN_IF_ERROR(runStep(*entry, ready, index, /*deferred=*/!observe));
-    return observe ? observeStep(*entry, ready, index, began, options)
+    // An observed command's outputs are looked at right away: it finishes.
+    MFRT_RETURN_IF_ERROR(runCommand(*entry, ready, index, /*deferred=*/!observe));
+    return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };
-  for (const auto &packed : ready.panelSources) {
-    Derived *panels = packed.first;
+  for (const auto &[panels, source] : ready.panelSources) {
     if (panels->computedFor != weights_.version()) {
-      const Tensor &weight = values[packed.second];
+      const Tensor &weight = buffers[source];
       int64_t n = weight.shape()[0], k = weight.shape()[1];
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
         packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
@@ -576,30 +466,34 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       panels->computedFor = weights_.version();
     }
   }
-  for (const auto &[index, outputs] : ready.derivedSteps) {
-    if (std::any_of(outputs.begin(), outputs.end(), [&](const Derived *value) {
-          return value->computedFor != weights_.version();
+  size_t commandCount = host.commands()->size();
+  for (size_t index = 0; index < commandCount; ++index) {
+    const std::vector<Derived *> &computes = ready.computes[index];
+    if (program.derived[index] &&
+        std::any_of(computes.begin(), computes.end(), [&](const Derived *slot) {
+          return slot->computedFor != weights_.version();
         })) {
       MFRT_RETURN_IF_ERROR(runObserved(index, observed && !observeDerived));
-      for (Derived *value : outputs) {
-        value->computedFor = weights_.version();
+      for (Derived *slot : computes) {
+        slot->computedFor = weights_.version();
       }
     }
   }
-  for (uint32_t index : ready.workSteps) {
-    if (!program.derivedSteps[index] || observeDerived) {
+  for (size_t index = 0; index < commandCount; ++index) {
+    if (!program.derived[index] || observeDerived) {
       MFRT_RETURN_IF_ERROR(runObserved(index, observed));
     }
   }
   MFRT_RETURN_IF_ERROR(finishKernels());
 
-  // An output that is a view into the arena leaves it (the next run reuses
-  // it); the others are the caller's own tensors already.
-  const char *arenaBegin = static_cast<const char *>((*prepared)->arena.get());
+  // An output in the arena leaves it (the next run reuses it); the others
+  // are the caller's own tensors already (inputs updated in place, output
+  // buffers) or storage of the executor's that outlives the run.
+  const char *arenaBegin = static_cast<const char *>(ready.arena.get());
   const char *arenaEnd = arenaBegin + program.arenaBytes;
   std::vector<Tensor> outputs;
-  for (uint32_t id : *entry->outputs()) {
-    const Tensor &value = values[id];
+  for (uint32_t buffer : *host.outputs()) {
+    const Tensor &value = buffers[buffer];
     const char *data = static_cast<const char *>(value.data());
     if (data < arenaBegin || data >= arenaEnd) {
       outputs.push_back(value);

@@ -1,14 +1,14 @@
 //===- GraphExecutor.h - Graph Mode: kernels out of one arena ---*- C++ -*-===//
 //
-// Runs an entry's host program (runtime/HostProgram.h): each kernel dispatch
-// calls a native kernel from the executable's library, its tiles spread over
-// the thread pool; every other op runs its eager kernel. All transient
-// values live in one arena per entry, allocated once, at the offsets the
-// compiler planned; nothing is allocated per op. Outputs are copied out of
-// the arena (KV caches, updated in place, are returned as they came in).
-// What only the weights determine (casts of parameters, say, and the
-// panels that kernels read weights as: runtime/PanelGemm.h) is computed
-// once per change of the weights, not every run.
+// Runs an entry's host program (runtime/HostProgram.h) as the compiler
+// wrote it: each dispatch calls a native kernel from the executable's
+// library, its tiles spread over the thread pool; each library command
+// runs an op's eager kernel; a copy stores an assignment. Buffers are bound
+// once where they do not change between runs (arena slices, parameters,
+// constants, derived slots); inputs and outputs each run. Nothing is
+// allocated per op. Commands that derive values from the weights (slots
+// shared by the entries that name them) run when the weights change, as
+// does packing the weights kernels read as panels (runtime/PanelGemm.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,65 +49,49 @@ public:
   uint64_t derivedBytes() const override;
 
 private:
-  /// A value derived from the weights alone, and the Weights version it was
-  /// computed for; kept by how it follows from them (the same for every
-  /// entry that computes it).
+  /// Storage computed from the weights (a derived slot, a parameter's
+  /// panels) and the Weights version it was computed for.
   struct Derived {
     Tensor tensor;
     uint64_t computedFor = ~uint64_t(0);
     /// A parameter's own storage, packed (keepParametersAsPanels).
     bool parameterItself = false;
   };
-  /// A kernel dispatch's call: the kernel, its buffers in order, and where
-  /// it is (for a kernel service's error).
+  /// A dispatch's call: the kernel, its buffers in order, and where it is
+  /// (for a kernel service's error).
   struct KernelCall {
     void *entry = nullptr;
     std::vector<void *> arguments;
     std::string where;
   };
-  /// An entry ready to run: its program, arena, and its values, bound once
-  /// where they do not change between runs (arena views, parameters,
-  /// constants, reshapes of those); `bound` marks them. The other slots
-  /// (inputs, outputs, views of them) are filled by a run and cleared after.
+  /// An entry ready to run: its program, arena and buffers (those bound
+  /// per run, inputs and outputs and views of them, are cleared after).
   struct Prepared {
     HostProgram program;
     std::shared_ptr<void> arena;
-    std::vector<Tensor> values;
-    std::vector<bool> bound;
-    /// Per step: its kernel and arguments (a dispatch's tiles read them
-    /// from here; the pointers change only when a buffer moves).
+    std::vector<Tensor> buffers;
+    /// Buffers rebound by each run: inputs, outputs, views of them.
+    std::vector<uint32_t> perRun;
+    /// Per command: its kernel call (dispatches), the panels it reads per
+    /// panel binding, and the derived slots it computes.
     std::vector<KernelCall> calls;
-    /// The steps of values derived from the weights (program.derivedSteps)
-    /// and where their results are kept.
-    std::vector<std::pair<size_t, std::vector<Derived *>>> derivedSteps;
-    /// Per step: the dispatch inputs it reads as panels (by position in
-    /// its inputs) and where those are kept.
-    std::vector<std::vector<std::pair<uint32_t, Derived *>>> panelInputs;
-    /// The steps a run has work in: not eager ops whose results were bound
-    /// at preparation (parameters, constants, reshapes of those: half of
-    /// a decode step's ops). runStep and observeStep take only these.
-    std::vector<uint32_t> workSteps;
-    /// Every panel copy of the entry and the parameter value it packs.
+    std::vector<std::vector<std::pair<uint32_t, Derived *>>> panels;
+    std::vector<std::vector<Derived *>> computes;
+    /// Every panel copy of the entry and the buffer (a parameter) it packs.
     std::vector<std::pair<Derived *, uint32_t>> panelSources;
-    // A step's scratch, kept to save allocations.
-    std::vector<const Tensor *> operands;
+    std::vector<const Tensor *> operands; // a command's scratch
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
-  /// The panels (runtime/PanelGemm.h) of value `source` of a prepared
-  /// entry, a 2-D weight that `key` names by how it follows from the
-  /// weights (parameter `parameter`, or -1): shared by every entry; the
-  /// parameter's own storage when keepParametersAsPanels() allows, else a
-  /// copy that run() packs (listed in prepared.panelSources).
+  /// The panels of parameter `parameter` (bound as buffer `source`),
+  /// shared by every entry: the parameter's own storage when
+  /// keepParametersAsPanels() allows, else a copy that run() packs.
   StatusOr<Derived *> panelsOf(Prepared &prepared, uint32_t source,
-                               const std::string &key, int64_t parameter);
-  /// Whether an eager op's result was bound when its entry was prepared
-  /// (a parameter, a constant, a reshape of either): it has no work.
-  static bool boundWhenPrepared(const fb::Op &op, const Prepared &prepared);
-  /// Runs step `index` of a prepared entry (a kernel dispatch or an eager
-  /// op) on its values. A dispatch's tiles on other threads may still run
-  /// when it returns if `deferred` (finishKernels() waits for them).
-  Status runStep(const fb::Entry &entry, Prepared &prepared, size_t index,
-                 bool deferred);
+                               int64_t parameter);
+  /// Runs command `index` of a prepared entry. A dispatch's tiles on other
+  /// threads may still run when it returns if `deferred` (finishKernels()
+  /// waits for them).
+  Status runCommand(const fb::Entry &entry, Prepared &prepared, size_t index,
+                    bool deferred);
   /// Waits for the kernels' tiles; the first error a kernel service
   /// recorded, if any.
   Status finishKernels();
@@ -116,16 +100,18 @@ private:
   /// thread that ran it.
   static void runKernelTiles(const void *context, int64_t begin,
                              int64_t end);
-  /// Hands what step `index` computed (begun at `began`) to the debugging
-  /// hooks `options` asks for.
-  Status observeStep(const fb::Entry &entry, Prepared &prepared, size_t index,
-                     std::chrono::steady_clock::time_point began,
-                     const RunOptions &options);
+  /// Hands what command `index` computed (begun at `began`) to the
+  /// debugging hooks `options` asks for.
+  Status observeCommand(const fb::Entry &entry, Prepared &prepared,
+                        size_t index,
+                        std::chrono::steady_clock::time_point began,
+                        const RunOptions &options);
 
   const KernelLibrary &kernels_;
   ThreadPool &pool_;
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
-  std::map<std::string, Derived> derived_; // by how it follows
+  std::vector<Derived> slots_;          // per derived slot
+  std::map<int64_t, Derived> panels_;   // per parameter
   /// Per parameter: read as stored by some entry (keepParametersAsPanels
   /// fills it; empty: every parameter keeps its stored layout).
   std::vector<bool> readAsStored_;

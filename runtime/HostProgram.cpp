@@ -1,14 +1,14 @@
-//===- HostProgram.cpp - an entry as Graph Mode runs it -------------------===//
+//===- HostProgram.cpp - an entry's Graph Mode program, verified ----------===//
 //
-// 1. Steps: dispatches and the ops outside them, in program order.
-// 2. Storage: each value is in the arena (its offset), a view of another
-//    value's storage (reshape, KV-cache write), or outside (inputs,
-//    parameters and their assignments, constants, values the weights alone
-//    determine), or in a parameter when a kernel computes it for an
-//    in-place assignment. Every value a step writes must have storage.
-// 3. Lifetimes per arena buffer, from the step that writes it to the last
-//    step that reads it or any view of it (entry outputs: to the end); no
-//    two buffers alive at the same step may overlap in the arena.
+// 1. Buffers: each where its kind says, of a valid type; views to roots.
+// 2. Commands in order: bindings against the op-level program (which
+//    values each command reads and writes, and where they live), the kernel
+//    signatures, the access rules and the derived-value rules.
+// 3. Lifetimes of arena buffers, first write to last use (outputs through
+//    views: the end): none alive at once may overlap.
+//
+// The loader checked the op-level program first (Executable.cpp): ids in
+// range, each value defined once by one op, types that fit the ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,314 +16,562 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 using namespace mfrt;
 
 namespace {
 
-int64_t valueBytes(const fb::TensorType &type) {
+int64_t bytesOf(const fb::TensorType &type) {
   return *checkedElementCount(Executable::shapeOf(type)) *
          dtypeSize(Executable::dtypeOf(type));
 }
 
+bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
+  return a.dtype() == b.dtype() &&
+         Executable::shapeOf(a) == Executable::shapeOf(b);
+}
+
+/// Where a value lives, to compare a binding's buffer with: a kind and an
+/// index for storage of its own (input, parameter, constant, derived slot,
+/// output), an arena buffer's root for a slice.
+struct Storage {
+  fb::BufferKind kind;
+  int64_t index;
+  bool operator==(const Storage &other) const {
+    return kind == other.kind && index == other.index;
+  }
+};
+
+class Verifier {
+public:
+  Verifier(const fb::Executable &root, const fb::Entry &entry)
+      : root_(root), entry_(entry), name_(entry.name()->str()) {}
+
+  StatusOr<HostProgram> run() {
+    const fb::HostProgram *host = entry_.host();
+    if (!host) {
+      return Status::error("'" + name_ + "' has no host program, so it cannot "
+                           "run in graph mode; run it with --mode pynative");
+    }
+    program_.arenaBytes = host->arena_bytes();
+    program_.writesParameter.assign(sizeOf(root_.parameters()), false);
+    MFRT_RETURN_IF_ERROR(checkBuffers(*host));
+    noteOpLevelValues();
+    for (uint32_t i = 0; i < host->commands()->size(); ++i) {
+      MFRT_RETURN_IF_ERROR(checkCommand(i, *host->commands()->Get(i)));
+    }
+    MFRT_RETURN_IF_ERROR(checkOutputs(*host));
+    MFRT_RETURN_IF_ERROR(checkDerived(*host));
+    MFRT_RETURN_IF_ERROR(checkOverlaps(*host));
+    return std::move(program_);
+  }
+
+private:
+  Status bad(const std::string &what) const {
+    return Status::error("the host program of '" + name_ + "' " + what +
+                         "; recompile the model");
+  }
+
+  template <typename T> static size_t sizeOf(const flatbuffers::Vector<T> *v) {
+    return v ? v->size() : 0;
+  }
+
+  const fb::TensorType &valueType(uint32_t id) const {
+    return *entry_.values()->Get(id);
+  }
+
+  Status checkBuffers(const fb::HostProgram &host) {
+    size_t count = host.buffers()->size();
+    program_.root.resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      const fb::Buffer &buffer = *host.buffers()->Get(i);
+      std::string what = "buffer " + std::to_string(i);
+      const fb::TensorType &type = *buffer.type();
+      if (type.dtype() < fb::DType::MIN || type.dtype() > fb::DType::MAX ||
+          !checkedElementCount(Executable::shapeOf(type))) {
+        return bad("gives " + what + " an invalid type");
+      }
+      int64_t index = buffer.index();
+      auto expect = [&](size_t bound, const fb::TensorType *of) -> Status {
+        if (index < 0 || static_cast<size_t>(index) >= bound) {
+          return bad("gives " + what + " (" +
+                     fb::EnumNameBufferKind(buffer.kind()) + ") index " +
+                     std::to_string(index) + " of " + std::to_string(bound));
+        }
+        if (of && !sameType(type, *of)) {
+          return bad("gives " + what + " another type than what it holds");
+        }
+        return Status::ok();
+      };
+      program_.root[i] = i;
+      switch (buffer.kind()) {
+      case fb::BufferKind::Input:
+        MFRT_RETURN_IF_ERROR(expect(entry_.inputs()->size(), nullptr));
+        MFRT_RETURN_IF_ERROR(
+            expect(entry_.inputs()->size(), &valueType(entry_.inputs()->Get(index))));
+        break;
+      case fb::BufferKind::Output:
+        MFRT_RETURN_IF_ERROR(expect(entry_.outputs()->size(), nullptr));
+        MFRT_RETURN_IF_ERROR(expect(entry_.outputs()->size(),
+                                    &valueType(entry_.outputs()->Get(index))));
+        break;
+      case fb::BufferKind::Parameter:
+        MFRT_RETURN_IF_ERROR(expect(sizeOf(root_.parameters()), nullptr));
+        MFRT_RETURN_IF_ERROR(expect(sizeOf(root_.parameters()),
+                                    root_.parameters()->Get(index)->type()));
+        break;
+      case fb::BufferKind::Derived:
+        MFRT_RETURN_IF_ERROR(expect(sizeOf(root_.derived()), nullptr));
+        MFRT_RETURN_IF_ERROR(
+            expect(sizeOf(root_.derived()), root_.derived()->Get(index)));
+        break;
+      case fb::BufferKind::Constant: {
+        MFRT_RETURN_IF_ERROR(expect(sizeOf(entry_.ops()), nullptr));
+        const fb::Op &op = *entry_.ops()->Get(index);
+        if (op.kind() != fb::OpKind::Constant) {
+          return bad("gives " + what + " the value of op " +
+                     std::to_string(index) + ", which is no constant");
+        }
+        MFRT_RETURN_IF_ERROR(expect(sizeOf(entry_.ops()),
+                                    &valueType(op.results()->Get(0))));
+        break;
+      }
+      case fb::BufferKind::Arena: {
+        int64_t element = static_cast<int64_t>(dtypeSize(Executable::dtypeOf(type)));
+        int64_t bytes = bytesOf(type);
+        if (index < 0 || index % element != 0 ||
+            static_cast<uint64_t>(index) > program_.arenaBytes ||
+            static_cast<uint64_t>(bytes) > program_.arenaBytes - index) {
+          return bad("places " + what + " (" + std::to_string(bytes) +
+                     " bytes) at offset " + std::to_string(index) +
+                     " of an arena of " + std::to_string(program_.arenaBytes) +
+                     " bytes");
+        }
+        break;
+      }
+      case fb::BufferKind::View: {
+        MFRT_RETURN_IF_ERROR(expect(i, nullptr)); // an earlier buffer
+        const fb::TensorType &source = *host.buffers()->Get(index)->type();
+        if (source.dtype() != type.dtype() ||
+            *checkedElementCount(Executable::shapeOf(source)) !=
+                *checkedElementCount(Executable::shapeOf(type))) {
+          return bad("views buffer " + std::to_string(index) + " as " + what +
+                     " of another element type or count");
+        }
+        program_.root[i] = program_.root[index];
+        break;
+      }
+      default:
+        return bad("gives " + what + " an unknown kind");
+      }
+    }
+    return Status::ok();
+  }
+
+  Storage storageOf(uint32_t buffer) const {
+    uint32_t rootIndex = program_.root[buffer];
+    const fb::Buffer &root = *entry_.host()->buffers()->Get(rootIndex);
+    if (root.kind() == fb::BufferKind::Arena) {
+      return {fb::BufferKind::Arena, rootIndex};
+    }
+    return {root.kind(), root.index()};
+  }
+
+  /// Where the op-level program's inputs, parameters, constants and views
+  /// of them live; the op that defines each other value.
+  void noteOpLevelValues() {
+    size_t valueCount = entry_.values()->size();
+    definedBy_.assign(valueCount, -1);
+    held_.assign(valueCount, std::nullopt);
+    views_.assign(valueCount, {});
+    for (uint32_t i = 0; i < entry_.inputs()->size(); ++i) {
+      held_[entry_.inputs()->Get(i)] = Storage{fb::BufferKind::Input, i};
+    }
+    for (uint32_t index = 0; index < sizeOf(entry_.ops()); ++index) {
+      const fb::Op &op = *entry_.ops()->Get(index);
+      uint32_t result = op.results()->Get(0);
+      definedBy_[result] = index;
+      if (op.kind() == fb::OpKind::Param) {
+        held_[result] = Storage{fb::BufferKind::Parameter, op.ints()->Get(0)};
+      } else if (op.kind() == fb::OpKind::Constant) {
+        held_[result] = Storage{fb::BufferKind::Constant, index};
+      } else if (op.kind() == fb::OpKind::Reshape) {
+        held_[result] = held_[op.operands()->Get(0)];
+        views_[op.operands()->Get(0)].push_back(result);
+      }
+    }
+  }
+
+  /// `value` and the reshapes of it are in `storage`.
+  void hold(uint32_t value, Storage storage) {
+    held_[value] = storage;
+    for (uint32_t view : views_[value]) {
+      hold(view, storage);
+    }
+  }
+
+  /// A read of `value` through `buffer` at command `at`.
+  Status checkRead(uint32_t value, uint32_t buffer, uint32_t at,
+                   const std::string &where) {
+    if (!held_[value] || !(*held_[value] == storageOf(buffer))) {
+      return bad("has " + where + " read value " + std::to_string(value) +
+                 " from a buffer that does not hold it");
+    }
+    if (overwritten_.count(value) && overwritten_[value] < at) {
+      return bad("has " + where + " read value " + std::to_string(value) +
+                 " after a command updated its buffer in place");
+    }
+    Storage storage = storageOf(buffer);
+    if (storage.kind == fb::BufferKind::Parameter) {
+      auto written = parameterWrittenAt_.find(storage.index);
+      if (written != parameterWrittenAt_.end() && written->second < at) {
+        return bad("has " + where + " read a parameter after it was written");
+      }
+    }
+    use(buffer, at);
+    return Status::ok();
+  }
+
+  /// A write of `value` into `buffer` at command `at` (`tied`: the buffer
+  /// is an input the command updates in place).
+  Status checkWrite(uint32_t value, uint32_t buffer, uint32_t at, bool tied,
+                    const std::string &where) {
+    Storage storage = storageOf(buffer);
+    switch (storage.kind) {
+    case fb::BufferKind::Arena:
+    case fb::BufferKind::Output:
+    case fb::BufferKind::Derived:
+      break;
+    case fb::BufferKind::Input: // a KV cache the caller passed in
+      if (!tied) {
+        return bad("has " + where + " overwrite an input it does not update "
+                   "in place");
+      }
+      break;
+    case fb::BufferKind::Parameter: {
+      // Only a parameter's new value, once: the assignment's.
+      bool assigned = false;
+      for (uint32_t index = 0; index < sizeOf(entry_.ops()); ++index) {
+        const fb::Op &op = *entry_.ops()->Get(index);
+        assigned = assigned || (op.kind() == fb::OpKind::Assign &&
+                                op.ints()->Get(0) == storage.index &&
+                                (op.operands()->Get(0) == value ||
+                                 op.results()->Get(0) == value));
+      }
+      if (!assigned || program_.writesParameter[storage.index]) {
+        return bad("has " + where + " write a parameter other than with its "
+                   "assignment's value, once");
+      }
+      program_.writesParameter[storage.index] = true;
+      program_.assignsParameters = true;
+      parameterWrittenAt_[storage.index] = at;
+      break;
+    }
+    default:
+      return bad("has " + where + " write a constant");
+    }
+    if (held_[value]) {
+      return bad("has " + where + " write value " + std::to_string(value) +
+                 ", which is already computed");
+    }
+    hold(value, storage);
+    if (storage.kind == fb::BufferKind::Arena && !firstWrite_.count(program_.root[buffer])) {
+      firstWrite_[program_.root[buffer]] = at;
+    }
+    use(buffer, at);
+    return Status::ok();
+  }
+
+  void use(uint32_t buffer, uint32_t at) {
+    uint32_t root = program_.root[buffer];
+    lastUse_[root] = std::max(lastUse_[root], static_cast<int64_t>(at));
+  }
+
+  /// Accesses and ties: the first `inputs` bindings are read (or an input
+  /// updated in place), the rest written; a written buffer bound again is
+  /// only the readwrite input tied to it.
+  Status checkAccesses(const fb::Command &command, size_t inputs,
+                       const std::string &where) {
+    const auto &bindings = *command.bindings();
+    for (uint32_t i = 0; i < bindings.size(); ++i) {
+      const fb::Binding &binding = *bindings.Get(i);
+      bool input = i < inputs;
+      fb::Access access = binding.access();
+      if (access < fb::Access::MIN || access > fb::Access::MAX ||
+          (input ? access == fb::Access::Write : access != fb::Access::Write)) {
+        return bad("gives " + where + " binding " + std::to_string(i) +
+                   " an access its position does not allow");
+      }
+      if (binding.buffer() >= program_.root.size() ||
+          binding.value() >= entry_.values()->size()) {
+        return bad("gives " + where + " a binding out of range");
+      }
+      if (!sameType(*entry_.host()->buffers()->Get(binding.buffer())->type(),
+                    valueType(binding.value()))) {
+        return bad("has " + where + " bind value " +
+                   std::to_string(binding.value()) +
+                   " to a buffer of another type");
+      }
+    }
+    for (uint32_t i = 0; i < bindings.size(); ++i) {
+      const fb::Binding &a = *bindings.Get(i);
+      for (uint32_t j = i + 1; j < bindings.size(); ++j) {
+        const fb::Binding &b = *bindings.Get(j);
+        bool aliased = storageOf(a.buffer()) == storageOf(b.buffer());
+        bool written = a.access() != fb::Access::Read || b.access() != fb::Access::Read;
+        bool tied = a.access() == fb::Access::ReadWrite &&
+                    b.access() == fb::Access::Write && a.buffer() == b.buffer();
+        if (aliased && written && !tied) {
+          return bad("has " + where + " bind one buffer as " + std::to_string(i) +
+                     " and " + std::to_string(j) + " where it writes it");
+        }
+      }
+      if (a.access() == fb::Access::ReadWrite) {
+        bool tiedOutput = false;
+        for (uint32_t j = i + 1; j < bindings.size(); ++j) {
+          tiedOutput = tiedOutput || (bindings.Get(j)->buffer() == a.buffer() &&
+                                      bindings.Get(j)->access() == fb::Access::Write);
+        }
+        if (!tiedOutput) {
+          return bad("has " + where + " update binding " + std::to_string(i) +
+                     " in place with no output tied to it");
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkCommand(uint32_t at, const fb::Command &command) {
+    std::string where = "command " + std::to_string(at);
+    size_t opCount = sizeOf(entry_.ops());
+    const auto &bindings = *command.bindings();
+    program_.derived.push_back(false);
+    program_.panelBindings.emplace_back();
+    if (command.first_op() >= opCount || command.op_count() == 0 ||
+        command.op_count() > opCount - command.first_op()) {
+      return bad("gives " + where + " ops outside the program");
+    }
+    size_t inputs = 0;
+    switch (command.kind()) {
+    case fb::CommandKind::Dispatch: {
+      if (command.kernel() >= sizeOf(root_.kernel_signatures())) {
+        return bad("has " + where + " dispatch kernel " +
+                   std::to_string(command.kernel()) + ", which does not exist");
+      }
+      const fb::KernelSignature &signature =
+          *root_.kernel_signatures()->Get(command.kernel());
+      inputs = signature.inputs()->size();
+      size_t count = inputs + signature.outputs()->size();
+      if (bindings.size() != count || count > kMaxKernelArguments) {
+        return bad("has " + where + " bind " + std::to_string(bindings.size()) +
+                   " buffers to kernel '" +
+                   root_.kernels()->Get(command.kernel())->str() +
+                   "', which takes " + std::to_string(count));
+      }
+      MFRT_RETURN_IF_ERROR(checkAccesses(command, inputs, where));
+      for (uint32_t i = 0; i < count; ++i) {
+        const fb::TensorType &expected =
+            i < inputs ? *signature.inputs()->Get(i)
+                       : *signature.outputs()->Get(i - inputs);
+        if (!sameType(*entry_.host()->buffers()->Get(bindings.Get(i)->buffer())->type(),
+                      expected)) {
+          return bad("has " + where + " bind other buffers than kernel '" +
+                     root_.kernels()->Get(command.kernel())->str() + "' takes");
+        }
+      }
+      for (uint32_t i = 0; signature.panel_inputs() &&
+                           i < signature.panel_inputs()->size(); ++i) {
+        uint32_t position = signature.panel_inputs()->Get(i);
+        if (position >= inputs ||
+            entry_.host()->buffers()->Get(bindings.Get(position)->buffer())->kind() !=
+                fb::BufferKind::Parameter) {
+          return bad("has " + where + " read a panel input that is no parameter");
+        }
+        program_.panelBindings.back().push_back(position);
+      }
+      // Its inputs come from before its ops; its outputs are their results.
+      for (uint32_t i = 0; i < count; ++i) {
+        int64_t by = definedBy_[bindings.Get(i)->value()];
+        bool inside = by >= command.first_op() &&
+                      by < command.first_op() + command.op_count();
+        if (i < inputs ? inside : !inside) {
+          return bad("has " + where + " name value " +
+                     std::to_string(bindings.Get(i)->value()) +
+                     (i < inputs ? " as an input its own ops compute"
+                                 : " as an output its ops do not compute"));
+        }
+      }
+      for (uint32_t op = command.first_op();
+           op < command.first_op() + command.op_count(); ++op) {
+        if (entry_.ops()->Get(op)->kind() == fb::OpKind::Assign) {
+          return bad("has " + where + " compute an assignment in a kernel");
+        }
+      }
+      break;
+    }
+    case fb::CommandKind::Library:
+    case fb::CommandKind::Copy: {
+      const fb::Op &op = *entry_.ops()->Get(command.first_op());
+      bool copy = command.kind() == fb::CommandKind::Copy;
+      fb::OpKind kind = op.kind();
+      if (command.op_count() != 1 ||
+          (copy ? kind != fb::OpKind::Assign
+                : kind == fb::OpKind::Param || kind == fb::OpKind::Constant ||
+                      kind == fb::OpKind::Reshape ||
+                      kind == fb::OpKind::Assign)) {
+        return bad("has " + where + " run op " +
+                   std::to_string(command.first_op()) + " (" +
+                   fb::EnumNameOpKind(kind) + "), which it cannot");
+      }
+      inputs = sizeOf(op.operands());
+      if (bindings.size() != inputs + 1) {
+        return bad("has " + where + " bind other than its op's operands and result");
+      }
+      MFRT_RETURN_IF_ERROR(checkAccesses(command, inputs, where));
+      for (uint32_t i = 0; i < bindings.size(); ++i) {
+        uint32_t expected =
+            i < inputs ? op.operands()->Get(i) : op.results()->Get(0);
+        if (bindings.Get(i)->value() != expected) {
+          return bad("has " + where + " bind another value than its op's");
+        }
+      }
+      bool cacheWrite = kind == fb::OpKind::KvCacheWrite;
+      if (cacheWrite != (bindings.Get(0)->access() == fb::Access::ReadWrite)) {
+        return bad("has " + where + " update in place what is not a KV cache");
+      }
+      if (copy && storageOf(bindings.Get(1)->buffer()).kind !=
+                      fb::BufferKind::Parameter) {
+        return bad("has " + where + " store an assignment elsewhere than in "
+                                    "its parameter");
+      }
+      break;
+    }
+    default:
+      return bad("has " + where + " of an unknown kind");
+    }
+    for (uint32_t i = 0; i < bindings.size(); ++i) {
+      const fb::Binding &binding = *bindings.Get(i);
+      if (i < inputs) {
+        MFRT_RETURN_IF_ERROR(checkRead(binding.value(), binding.buffer(), at, where));
+        if (binding.access() == fb::Access::ReadWrite) {
+          overwritten_[binding.value()] = at; // its new value replaces it
+        }
+      } else {
+        bool tied = false;
+        for (uint32_t j = 0; j < inputs; ++j) {
+          tied = tied || (bindings.Get(j)->buffer() == binding.buffer() &&
+                          bindings.Get(j)->access() == fb::Access::ReadWrite);
+        }
+        MFRT_RETURN_IF_ERROR(
+            checkWrite(binding.value(), binding.buffer(), at, tied, where));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkOutputs(const fb::HostProgram &host) {
+    if (host.outputs()->size() != entry_.outputs()->size()) {
+      return bad("returns " + std::to_string(host.outputs()->size()) +
+                 " buffers for " + std::to_string(entry_.outputs()->size()) +
+                 " outputs");
+    }
+    uint32_t end = host.commands()->size();
+    for (uint32_t i = 0; i < host.outputs()->size(); ++i) {
+      uint32_t buffer = host.outputs()->Get(i);
+      if (buffer >= program_.root.size()) {
+        return bad("returns a buffer out of range");
+      }
+      MFRT_RETURN_IF_ERROR(checkRead(entry_.outputs()->Get(i), buffer, end,
+                                     "output " + std::to_string(i)));
+    }
+    return Status::ok();
+  }
+
+  /// What derives from the weights writes only derived values from
+  /// parameters, constants and derived values, in an entry that assigns
+  /// none.
+  Status checkDerived(const fb::HostProgram &host) {
+    for (uint32_t at = 0; at < host.commands()->size(); ++at) {
+      const fb::Command &command = *host.commands()->Get(at);
+      bool writesDerived = false, writesOther = false, readsOther = false;
+      for (const fb::Binding *binding : *command.bindings()) {
+        fb::BufferKind kind = storageOf(binding->buffer()).kind;
+        bool derived = kind == fb::BufferKind::Derived;
+        if (binding->access() == fb::Access::Read) {
+          readsOther = readsOther || !(derived || kind == fb::BufferKind::Parameter ||
+                                       kind == fb::BufferKind::Constant);
+        } else {
+          writesDerived = writesDerived || derived;
+          writesOther = writesOther || !derived;
+        }
+      }
+      if (writesDerived && (writesOther || readsOther || program_.assignsParameters)) {
+        return bad("derives a value from the weights from, or together with, "
+                   "something else");
+      }
+      program_.derived[at] = writesDerived;
+    }
+    return Status::ok();
+  }
+
+  Status checkOverlaps(const fb::HostProgram &host) {
+    struct Live {
+      int64_t first, last, begin, end;
+      uint32_t buffer;
+    };
+    std::vector<Live> live;
+    for (auto [buffer, first] : firstWrite_) {
+      const fb::Buffer &slice = *host.buffers()->Get(buffer);
+      live.push_back({first, std::max<int64_t>(first, lastUse_[buffer]),
+                      slice.index(), slice.index() + bytesOf(*slice.type()),
+                      buffer});
+    }
+    for (auto [buffer, last] : lastUse_) {
+      if (host.buffers()->Get(buffer)->kind() == fb::BufferKind::Arena &&
+          !firstWrite_.count(buffer)) {
+        return bad("reads arena buffer " + std::to_string(buffer) +
+                   " before any command writes it");
+      }
+    }
+    std::sort(live.begin(), live.end(),
+              [](const Live &a, const Live &b) { return a.first < b.first; });
+    std::vector<const Live *> alive;
+    for (const Live &buffer : live) {
+      alive.erase(std::remove_if(alive.begin(), alive.end(),
+                                 [&](const Live *other) {
+                                   return other->last < buffer.first;
+                                 }),
+                  alive.end());
+      for (const Live *other : alive) {
+        if (buffer.begin < other->end && other->begin < buffer.end &&
+            buffer.begin != buffer.end && other->begin != other->end) {
+          return bad("gives buffers " + std::to_string(other->buffer) + " and " +
+                     std::to_string(buffer.buffer) +
+                     " overlapping bytes while both are alive");
+        }
+      }
+      alive.push_back(&buffer);
+    }
+    return Status::ok();
+  }
+
+  const fb::Executable &root_;
+  const fb::Entry &entry_;
+  std::string name_;
+  HostProgram program_;
+  std::vector<int64_t> definedBy_;             // per value: its op, or -1
+  std::vector<std::optional<Storage>> held_;   // per value: where it is
+  std::vector<std::vector<uint32_t>> views_;   // per value: its reshapes
+  std::map<uint32_t, uint32_t> overwritten_;   // value -> command
+  std::map<int64_t, uint32_t> parameterWrittenAt_;
+  std::map<uint32_t, int64_t> firstWrite_;     // arena root -> command
+  std::map<uint32_t, int64_t> lastUse_;        // root -> command
+};
+
 } // namespace
 
-StatusOr<HostProgram> HostProgram::build(const fb::Entry &entry) {
-  std::string name = entry.name()->str();
-  auto bad = [&](const std::string &what) {
-    return Status::error("the memory plan of '" + name + "' " + what +
-                         "; recompile the model");
-  };
-  size_t valueCount = entry.values()->size();
-  if (!entry.arena_offsets()) {
-    return Status::error("'" + name + "' has no memory plan, so it cannot run "
-                         "in graph mode; run it with --mode pynative");
-  }
-  if (entry.arena_offsets()->size() != valueCount) {
-    return bad("has " + std::to_string(entry.arena_offsets()->size()) +
-               " offsets for " + std::to_string(valueCount) + " values");
-  }
-  HostProgram program;
-  program.arenaBytes = entry.arena_bytes();
-
-  // Steps, and the step that defines each value.
-  constexpr int64_t kOutside = -1;
-  std::vector<int64_t> definedAt(valueCount, kOutside);
-  std::vector<int64_t> root(valueCount); // whose storage a value uses
-  for (size_t id = 0; id < valueCount; ++id) {
-    root[id] = static_cast<int64_t>(id);
-  }
-  std::vector<bool> inArena(valueCount, false);
-  std::vector<bool> isOutput(valueCount, false);
-  for (uint32_t id : *entry.outputs()) {
-    isOutput[id] = true;
-  }
-  size_t opCount = entry.ops() ? entry.ops()->size() : 0;
-  // In-place assignments: the parameter each such value is computed into,
-  // and (below) the step that computes it.
-  constexpr int64_t kNone = -1;
-  std::vector<int64_t> computedInto(valueCount, kNone);
-  for (size_t index = 0; index < opCount; ++index) {
-    const fb::Op &op = *entry.ops()->Get(index);
-    if (op.kind() == fb::OpKind::Assign && op.ints()->Get(1) != 0) {
-      computedInto[op.operands()->Get(0)] = op.ints()->Get(0);
-    }
-  }
-  std::map<int64_t, int64_t> updatedAt; // parameter -> step computing it
-  std::vector<int64_t> viewOf(valueCount, kNone); // parameter a value reads
-  // The op in a dispatch's range that defines `id`.
-  auto writerIn = [&](const fb::Dispatch &dispatch,
-                      uint32_t id) -> const fb::Op * {
-    for (uint32_t index = dispatch.first_op();
-         index < dispatch.first_op() + dispatch.op_count(); ++index) {
-      const fb::Op *op = entry.ops()->Get(index);
-      if (op->results() && op->results()->size() == 1 &&
-          op->results()->Get(0) == id) {
-        return op;
-      }
-    }
-    return nullptr;
-  };
-  // Which values the weights and constants alone determine (`fixed`): in
-  // an entry that assigns no parameter, a step computing only from such
-  // values is derived, unless one of its results (or a view of it) is an
-  // output or a KV cache: the caller may write those.
-  bool &assigns = program.assignsParameters;
-  std::vector<bool> fixed(valueCount, false), excluded = isOutput;
-  for (size_t index = 0; index < opCount; ++index) {
-    const fb::Op &op = *entry.ops()->Get(index);
-    assigns = assigns || op.kind() == fb::OpKind::Assign;
-    if (op.kind() == fb::OpKind::KvCacheWrite) {
-      excluded[op.operands()->Get(0)] = true;
-    }
-  }
-  for (size_t index = opCount; index-- > 0;) {
-    const fb::Op &op = *entry.ops()->Get(index);
-    if (op.kind() == fb::OpKind::Reshape && excluded[op.results()->Get(0)]) {
-      excluded[op.operands()->Get(0)] = true;
-    }
-  }
-  auto derivable = [&](const flatbuffers::Vector<uint32_t> *reads,
-                       const flatbuffers::Vector<uint32_t> &writes) {
-    return !assigns &&
-           (!reads || std::all_of(reads->begin(), reads->end(),
-                                  [&](uint32_t id) { return fixed[id]; })) &&
-           std::none_of(writes.begin(), writes.end(),
-                        [&](uint32_t id) { return excluded[id]; });
-  };
-  size_t nextDispatch = 0;
-  auto storageOf = [&](uint32_t id, const std::string &what, int64_t step,
-                       bool kernelOutput, bool derived) -> Status {
-    int64_t offset = entry.arena_offsets()->Get(id);
-    const fb::TensorType &type = *entry.values()->Get(id);
-    int64_t bytes = valueBytes(type);
-    if (derived) {
-      fixed[id] = true;
-      if (offset == kDerivedFromWeights) {
-        return Status::ok();
-      }
-    } else if (offset == kDerivedFromWeights) {
-      return bad("keeps " + what + " (value " + std::to_string(id) +
-                 ") outside the arena as derived from the weights alone, "
-                 "which it is not");
-    }
-    if (computedInto[id] != kNone) {
-      int64_t parameter = computedInto[id];
-      if (offset != -1 || isOutput[id] || !kernelOutput ||
-          updatedAt.count(parameter)) {
-        return bad("assigns value " + std::to_string(id) +
-                   " in place, which only a kernel's own output outside the "
-                   "arena can be, once per parameter");
-      }
-      updatedAt[parameter] = step;
-      program.inPlace.emplace_back(id, static_cast<uint32_t>(parameter));
-      return Status::ok();
-    }
-    if (offset == -1 && isOutput[id]) {
-      if (std::find(program.outputBuffers.begin(), program.outputBuffers.end(),
-                    id) == program.outputBuffers.end()) {
-        program.outputBuffers.push_back(id);
-      }
-      return Status::ok();
-    }
-    if (offset < 0 || offset % dtypeSize(Executable::dtypeOf(type)) != 0 ||
-        static_cast<uint64_t>(offset) + bytes > program.arenaBytes) {
-      return bad("places " + what + " (value " + std::to_string(id) +
-                 ", " + std::to_string(bytes) + " bytes) at offset " +
-                 std::to_string(offset) + " of an arena of " +
-                 std::to_string(program.arenaBytes) + " bytes");
-    }
-    inArena[id] = true;
-    return Status::ok();
-  };
-  for (size_t index = 0; index < opCount;) {
-    int64_t step = static_cast<int64_t>(program.steps.size());
-    const fb::Dispatch *dispatch =
-        entry.dispatches() && nextDispatch < entry.dispatches()->size() &&
-                entry.dispatches()->Get(nextDispatch)->first_op() == index
-            ? entry.dispatches()->Get(nextDispatch)
-            : nullptr;
-    if (dispatch) {
-      ++nextDispatch;
-      if (dispatch->tiles() == 0) {
-        return bad("has a kernel dispatch with no tiles");
-      }
-      HostStep host{dispatch, static_cast<uint32_t>(index), {}};
-      // (Not a kernel that updates a KV cache: its cache is no fixed value.)
-      bool derived = derivable(dispatch->inputs(), *dispatch->outputs());
-      for (uint32_t id : *dispatch->outputs()) {
-        const fb::Op *write = writerIn(*dispatch, id);
-        derived = derived && !(write && write->kind() == fb::OpKind::KvCacheWrite);
-      }
-      for (uint32_t id : *dispatch->outputs()) {
-        definedAt[id] = step;
-        // A KV-cache write in the kernel updates its cache input in place.
-        const fb::Op *write = writerIn(*dispatch, id);
-        if (write && write->kind() == fb::OpKind::KvCacheWrite) {
-          uint32_t cache = write->operands()->Get(0);
-          if (!dispatch->inputs() ||
-              std::find(dispatch->inputs()->begin(), dispatch->inputs()->end(),
-                        cache) == dispatch->inputs()->end() ||
-              computedInto[id] != kNone) {
-            return bad("has a kernel update a KV cache it does not take");
-          }
-          root[id] = root[cache];
-          host.cacheViews.emplace_back(id, cache);
-          continue;
-        }
-        MFRT_RETURN_IF_ERROR(storageOf(id, "a kernel's output", step,
-                                       /*kernelOutput=*/true, derived));
-      }
-      program.steps.push_back(std::move(host));
-      program.derivedSteps.push_back(derived);
-      index += dispatch->op_count();
-      continue;
-    }
-    const fb::Op &op = *entry.ops()->Get(index);
-    uint32_t result = op.results()->Get(0);
-    bool derived = false;
-    switch (op.kind()) {
-    case fb::OpKind::Param:
-      viewOf[result] = op.ints()->Get(0);
-      fixed[result] = true;
-      break;
-    case fb::OpKind::Constant:
-      fixed[result] = true;
-      break;
-    case fb::OpKind::Assign: // into the parameter's own storage
-      break;
-    case fb::OpKind::Reshape:
-      viewOf[result] = viewOf[op.operands()->Get(0)];
-      root[result] = root[op.operands()->Get(0)];
-      fixed[result] = fixed[op.operands()->Get(0)];
-      break;
-    case fb::OpKind::KvCacheWrite:
-      root[result] = root[op.operands()->Get(0)];
-      break;
-    default:
-      derived = derivable(op.operands(), *op.results());
-      MFRT_RETURN_IF_ERROR(storageOf(result,
-                                     std::string("the result of ") +
-                                         fb::EnumNameOpKind(op.kind()),
-                                     step, /*kernelOutput=*/false, derived));
-    }
-    definedAt[result] = step;
-    program.steps.push_back({nullptr, static_cast<uint32_t>(index), {}});
-    program.derivedSteps.push_back(derived);
-    ++index;
-  }
-
-  // Lifetimes of arena buffers, in steps, through views.
-  int64_t stepCount = static_cast<int64_t>(program.steps.size());
-  std::vector<int64_t> lastUse(valueCount, kOutside);  // per buffer (root)
-  std::vector<int64_t> lastRead(valueCount, kOutside); // per value
-  std::vector<bool> isInput(valueCount, false);
-  for (uint32_t id : *entry.inputs()) {
-    isInput[id] = true;
-  }
-  // A value a step reads must be an input or the result of an earlier
-  // step (not a value that only lives inside a kernel).
-  auto use = [&](uint32_t id, int64_t step) -> Status {
-    if (!isInput[id] && (definedAt[id] == kOutside || definedAt[id] >= step)) {
-      return bad("reads value " + std::to_string(id) +
-                 " at a step where graph mode has not computed it");
-    }
-    auto updated = viewOf[id] == kNone ? updatedAt.end() : updatedAt.find(viewOf[id]);
-    if (updated != updatedAt.end() && step > updated->second) {
-      return bad("reads a parameter's old value after a kernel updated it in "
-                 "place");
-    }
-    lastUse[root[id]] = std::max(lastUse[root[id]], step);
-    lastRead[id] = std::max(lastRead[id], step);
-    return Status::ok();
-  };
-  for (int64_t step = 0; step < stepCount; ++step) {
-    const HostStep &host = program.steps[step];
-    if (host.dispatch) {
-      if (host.dispatch->inputs()) {
-        for (uint32_t id : *host.dispatch->inputs()) {
-          MFRT_RETURN_IF_ERROR(use(id, step));
-        }
-      }
-      continue;
-    }
-    const fb::Op &op = *entry.ops()->Get(host.firstOp);
-    if (op.operands()) {
-      for (uint32_t id : *op.operands()) {
-        MFRT_RETURN_IF_ERROR(use(id, step));
-      }
-    }
-  }
-  for (uint32_t id : *entry.outputs()) {
-    MFRT_RETURN_IF_ERROR(use(id, stepCount));
-  }
-  // An in-place KV-cache write overwrites its operand: nothing may read
-  // the old cache afterwards.
-  for (int64_t step = 0; step < stepCount; ++step) {
-    const HostStep &host = program.steps[step];
-    bool readLater =
-        !host.dispatch &&
-        entry.ops()->Get(host.firstOp)->kind() == fb::OpKind::KvCacheWrite &&
-        lastRead[entry.ops()->Get(host.firstOp)->operands()->Get(0)] > step;
-    for (auto [id, cache] : host.cacheViews) {
-      readLater = readLater || lastRead[cache] > step;
-    }
-    if (readLater) {
-      return bad("updates a KV cache in place that is read later");
-    }
-  }
-
-  struct Buffer {
-    int64_t first, last, begin, end; // steps [first, last], bytes [begin, end)
-    uint32_t id;
-  };
-  std::vector<Buffer> buffers;
-  for (uint32_t id = 0; id < valueCount; ++id) {
-    if (inArena[id]) {
-      int64_t offset = entry.arena_offsets()->Get(id);
-      buffers.push_back({definedAt[id], std::max(definedAt[id], lastUse[id]),
-                         offset,
-                         offset + valueBytes(*entry.values()->Get(id)), id});
-    }
-  }
-  std::sort(buffers.begin(), buffers.end(),
-            [](const Buffer &a, const Buffer &b) { return a.first < b.first; });
-  std::vector<const Buffer *> live;
-  for (const Buffer &buffer : buffers) {
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Buffer *other) {
-                                return other->last < buffer.first;
-                              }),
-               live.end());
-    for (const Buffer *other : live) {
-      if (buffer.begin < other->end && other->begin < buffer.end &&
-          buffer.begin != buffer.end && other->begin != other->end) {
-        return bad("gives values " + std::to_string(other->id) + " and " +
-                   std::to_string(buffer.id) +
-                   " overlapping bytes while both are alive");
-      }
-    }
-    live.push_back(&buffer);
-  }
-  return program;
+StatusOr<HostProgram> HostProgram::build(const fb::Executable &root,
+                                         const fb::Entry &entry) {
+  return Verifier(root, entry).run();
 }

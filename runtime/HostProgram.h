@@ -1,15 +1,26 @@
-//===- HostProgram.h - an entry as Graph Mode runs it -----------*- C++ -*-===//
+//===- HostProgram.h - an entry's Graph Mode program, verified --*- C++ -*-===//
 //
-// Graph Mode runs an entry's op-level program as a host program: each kernel
-// dispatch is one step (it replaces the ops it covers), every other op is a
-// step of its own. Values live at their planned arena offsets, except
-// inputs, parameters and constants (their own memory), views (a reshape
-// shares its operand's memory, a KV-cache write updates its cache in
-// place, in an eager op or in a kernel) and values a kernel computes
-// straight into the parameter they are assigned to.
+// Graph Mode runs an entry's host program as the compiler wrote it
+// (runtime/schemas/mf_executable.fbs: HostProgram, the compiler's
+// mfexec.entry): buffers, and commands that bind them. Building it checks
+// every command against the op-level program, the kernel signatures and
+// the memory plan, so a corrupt model.bin can neither make two live
+// buffers share bytes nor make a command read a value it does not hold:
 //
-// Building the host program checks the plan, so a corrupt model.bin cannot
-// make two live values share bytes or a value overrun the arena.
+// - each buffer is where its kind says, of its value's type (an arena
+//   slice inside the arena and aligned; a view of an earlier buffer, of
+//   the same element type and count);
+// - each binding holds the op-level value it names: an input, parameter or
+//   constant where that value lives, a computed value where an earlier
+//   command wrote it; a command writes exactly the values of its ops;
+// - a dispatch binds what its kernel takes (types, panel inputs as
+//   parameters), inputs read, outputs written; a buffer written and bound
+//   again is the input it updates in place and its tied output;
+// - commands that write values derived from the weights write nothing
+//   else and read only parameters, constants and derived values, in an
+//   entry that assigns no parameter; a parameter is written once, by a
+//   kernel in place or a copy of its assignment, and not read after;
+// - no two arena buffers alive at the same command overlap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,41 +33,25 @@
 
 namespace mfrt {
 
-struct HostStep {
-  /// The dispatch this step runs, or null for op `firstOp`'s eager kernel.
-  const fb::Dispatch *dispatch = nullptr;
-  uint32_t firstOp = 0;
-  /// Outputs of the dispatch that are KV caches it updates in place:
-  /// (output id, the cache input it shares storage with).
-  std::vector<std::pair<uint32_t, uint32_t>> cacheViews;
-};
-
-/// The arena offset of a value the weights alone determine (HostProgram::
-/// derivedSteps): the executor keeps it outside the arena.
-inline constexpr int64_t kDerivedFromWeights = -2;
-
 struct HostProgram {
-  std::vector<HostStep> steps;
   uint64_t arenaBytes = 0;
-  /// Entry outputs that live outside the arena: each run allocates them
-  /// and the steps write them directly.
-  std::vector<uint32_t> outputBuffers;
-  /// Values computed in place: (value id, parameter index).
-  std::vector<std::pair<uint32_t, uint32_t>> inPlace;
+  /// Per buffer: the buffer whose storage it is (itself, or a view's root).
+  std::vector<uint32_t> root;
+  /// Per command: it writes values derived from the weights, and runs when
+  /// they change, before the others.
+  std::vector<bool> derived;
+  /// Per command: the bindings that are kernel panel inputs.
+  std::vector<std::vector<uint32_t>> panelBindings;
   /// The entry assigns parameters (a training step): running it changes
-  /// the weights, and nothing in it is derived from them.
+  /// the weights.
   bool assignsParameters = false;
-  /// Steps whose results only the weights and constants determine (casts
-  /// of parameters to the compute type, position tables), in an
-  /// entry that assigns no parameter: the executor computes them when the
-  /// weights change, into storage of its own. Their results are not entry
-  /// outputs nor KV caches; the compiler keeps them out of the arena
-  /// (offset kDerivedFromWeights), an older one gave them arena offsets.
-  std::vector<bool> derivedSteps; // per step
+  /// Per parameter: some command writes it.
+  std::vector<bool> writesParameter;
 
-  /// The host program of `entry`; an error if it has no memory plan or the
-  /// plan is unsound.
-  static StatusOr<HostProgram> build(const fb::Entry &entry);
+  /// The verified host program of `entry`; an error if it has none or it
+  /// breaks a rule above.
+  static StatusOr<HostProgram> build(const fb::Executable &root,
+                                     const fb::Entry &entry);
 };
 
 } // namespace mfrt

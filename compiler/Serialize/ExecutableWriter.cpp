@@ -6,10 +6,10 @@
 //    attributes go into the generic `ints` / `floats` / `data` slots that
 //    the schema documents per op kind.
 // 3. Each entry's host program (mfexec.entry) becomes its Graph Mode
-//    program: a Dispatch per mfexec.dispatch, and per value the arena
-//    offset of the buffer a command writes it into (-2: derived from the
-//    weights; -1: outside the arena). The kernel table is the
-//    mfexec.executable's kernels, in order, and its target.
+//    program 1:1: a Buffer per block argument and storage op, a Command
+//    per command with its bindings. The kernel table is the
+//    mfexec.executable's kernels, in order, and its target; the derived
+//    slots are those the host programs name.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,9 +32,6 @@ using namespace mfc;
 namespace fb = ::mfbin;
 
 namespace {
-
-/// Entry.arena_offsets of a value the weights alone determine (format 5).
-constexpr int64_t kDerivedFromWeightsOffset = -2;
 
 FailureOr<fb::DType> toDType(Type type, Location loc) {
   if (type.isF32()) {
@@ -172,11 +169,24 @@ public:
           builder_, kernelTarget.getTriple().str().c_str(),
           kernelTarget.getCpu().str().c_str(), &features);
     }
+    std::vector<flatbuffers::Offset<fb::TensorType>> derived;
+    for (auto [slot, type] : llvm::enumerate(derivedSlots_)) {
+      if (!type) {
+        return module_.emitError() << "derived slot " << slot
+                                   << " is named by no host program",
+               failure();
+      }
+      auto encoded = tensorType(type, module_.getLoc());
+      if (failed(encoded)) {
+        return failure();
+      }
+      derived.push_back(*encoded);
+    }
     auto root = fb::CreateExecutableDirect(
         builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures.empty() ? nullptr : &signatures,
-        /*content_crc32=*/1, target);
+        /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
                                builder_.GetBufferPointer() + builder_.GetSize());
@@ -315,29 +325,26 @@ private:
     }
     auto inputNameOffsets = builder_.CreateVectorOfStrings(inputNames);
     auto outputNameOffsets = builder_.CreateVectorOfStrings(outputNames);
-    std::vector<int64_t> offsets(values.size(), -1);
-    for (auto [id, offset] : graph.offsets) {
-      offsets[id] = offset;
-    }
-    return fb::CreateEntry(
-        builder_, builder_.CreateString(function.getSymName().str()),
-        builder_.CreateVector(values), builder_.CreateVector(inputs),
-        inputNameOffsets, builder_.CreateVector(outputs), outputNameOffsets,
-        builder_.CreateVector(ops), builder_.CreateVector(graph.dispatches),
-        host ? static_cast<uint64_t>(*host.getArenaBytes()) : 0,
-        host ? builder_.CreateVector(offsets) : 0);
+    auto name = builder_.CreateString(function.getSymName().str());
+    auto valueTypes = builder_.CreateVector(values);
+    auto inputIds = builder_.CreateVector(inputs);
+    auto outputIds = builder_.CreateVector(outputs);
+    auto opList = builder_.CreateVector(ops);
+    return fb::CreateEntry(builder_, name, valueTypes, inputIds,
+                           inputNameOffsets, outputIds, outputNameOffsets,
+                           opList, graph.host);
   }
 
   /// An entry's Graph Mode program, from its host program.
   struct GraphProgram {
-    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches;
-    /// The arena offsets of the values commands write (the others: -1).
-    std::vector<std::pair<uint32_t, int64_t>> offsets;
+    flatbuffers::Offset<fb::HostProgram> host;
     /// The op-level assignments that a copy stores (the others are in place).
     llvm::DenseSet<Operation *> copiedAssigns;
     bool planned = false; ///< there is a host program
   };
 
+  /// The host program, 1:1: a buffer per block argument and storage op, a
+  /// command per command.
   LogicalResult writeHostProgram(mfexec::EntryOp host,
                                  const mf::OpLevelProgram &program,
                                  GraphProgram &graph) {
@@ -348,67 +355,151 @@ private:
     graph.planned = true;
     size_t valueCount = program.values().size();
     size_t opCount = program.ops().size();
-    // Where a command writes: an arena slice's offset, or outside.
-    auto record = [&](Value buffer, int64_t value) {
-      Operation *storage = buffer.getDefiningOp();
-      int64_t offset = -1;
-      if (auto slice = dyn_cast_or_null<mfexec::ArenaOp>(storage)) {
-        offset = slice.getOffset();
-      } else if (isa_and_nonnull<mfexec::DerivedOp>(storage)) {
-        offset = kDerivedFromWeightsOffset;
+    Block &body = host.getBody().front();
+    auto returned = cast<mfexec::ReturnOp>(body.getTerminator()).getOutputs();
+    llvm::DenseMap<Value, uint32_t> bufferIndex;
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+    auto addBuffer = [&](Value buffer, fb::BufferKind kind,
+                         int64_t index) -> LogicalResult {
+      auto type = cast<MemRefType>(buffer.getType());
+      auto encoded = tensorType(
+          RankedTensorType::get(type.getShape(), type.getElementType()),
+          host.getLoc());
+      if (failed(encoded)) {
+        return failure();
       }
-      graph.offsets.emplace_back(static_cast<uint32_t>(value), offset);
+      bufferIndex[buffer] = buffers.size();
+      buffers.push_back(fb::CreateBuffer(builder_, kind, index, *encoded));
+      return success();
     };
-    for (Operation &op : host.getBody().front()) {
-      auto checkValues = [&](ArrayRef<int64_t> ids) -> LogicalResult {
-        for (int64_t id : ids) {
-          if (id >= static_cast<int64_t>(valueCount)) {
-            return op.emitOpError() << "names value " << id << " of an entry with "
-                                    << valueCount << " values";
-          }
-        }
-        return success();
-      };
-      if (isa<mfexec::TransientOp>(op)) {
-        return op.emitOpError() << "is not placed in the arena";
-      }
-      if (auto dispatch = dyn_cast<mfexec::DispatchOp>(op)) {
-        auto kernel = kernelIndex_.find(dispatch.getKernel().getLeafReference());
-        if (kernel == kernelIndex_.end() || failed(checkValues(dispatch.getValues())) ||
-            dispatch.getFirstOp() + dispatch.getOpCount() > opCount) {
-          return dispatch.emitOpError() << "names a kernel, value or op range "
-                                           "the module does not have";
-        }
-        ArrayRef<int64_t> ids = dispatch.getValues();
-        size_t inputCount = kernels_[kernel->second].getFunctionType().getNumInputs();
-        std::vector<uint32_t> inputs(ids.begin(), ids.begin() + inputCount);
-        std::vector<uint32_t> outputs(ids.begin() + inputCount, ids.end());
-        for (size_t i = inputCount; i < ids.size(); ++i) {
-          record(dispatch.getBindings()[i], ids[i]);
-        }
-        mfexec::KernelOp signature = kernels_[kernel->second];
-        std::vector<uint32_t> panels;
-        if (std::optional<ArrayRef<int32_t>> positions = signature.getPanelInputs()) {
-          panels.assign(positions->begin(), positions->end());
-        }
-        graph.dispatches.push_back(fb::CreateDispatchDirect(
-            builder_, kernel->second, dispatch.getFirstOp(),
-            dispatch.getOpCount(), &inputs, &outputs, signature.getTiles(),
-            panels.empty() ? nullptr : &panels));
-      } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
-        if (failed(checkValues(library.getValues()))) {
-          return failure();
-        }
-        record(library.getBindings().back(), library.getValues().back());
-      } else if (auto copy = dyn_cast<mfexec::CopyOp>(op)) {
-        if (copy.getOpIndex() >= opCount) {
-          return copy.emitOpError() << "names op " << copy.getOpIndex()
-                                    << " of an entry with " << opCount << " ops";
-        }
-        graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
+    for (BlockArgument argument : body.getArguments()) {
+      if (failed(addBuffer(argument, fb::BufferKind::Input,
+                           argument.getArgNumber()))) {
+        return failure();
       }
     }
+    std::vector<flatbuffers::Offset<fb::Command>> commands;
+    for (Operation &op : body) {
+      LogicalResult added = success();
+      if (isa<mfexec::TransientOp>(op)) {
+        return op.emitOpError() << "is not placed in the arena";
+      } else if (auto slice = dyn_cast<mfexec::ArenaOp>(op)) {
+        added = addBuffer(slice, fb::BufferKind::Arena, slice.getOffset());
+      } else if (auto param = dyn_cast<mfexec::ParamOp>(op)) {
+        auto it = parameterIndex_.find(param.getName());
+        if (it == parameterIndex_.end()) {
+          return param.emitOpError() << "names no parameter of the module";
+        }
+        added = addBuffer(param, fb::BufferKind::Parameter, it->second);
+      } else if (auto output = dyn_cast<mfexec::OutputBufferOp>(op)) {
+        auto position = llvm::find(returned, output.getBuffer());
+        if (position == returned.end()) {
+          return output.emitOpError() << "is not an output of the entry";
+        }
+        added = addBuffer(output, fb::BufferKind::Output,
+                          position - returned.begin());
+      } else if (auto derived = dyn_cast<mfexec::DerivedOp>(op)) {
+        size_t slot = derived.getSlot();
+        derivedSlots_.resize(std::max(derivedSlots_.size(), slot + 1));
+        RankedTensorType type = RankedTensorType::get(
+            derived.getType().getShape(), derived.getType().getElementType());
+        if (derivedSlots_[slot] && derivedSlots_[slot] != type) {
+          return derived.emitOpError() << "names slot " << slot << " as "
+                                       << type << ", another entry as "
+                                       << derivedSlots_[slot];
+        }
+        derivedSlots_[slot] = type;
+        added = addBuffer(derived, fb::BufferKind::Derived, slot);
+      } else if (auto constant = dyn_cast<mfexec::ConstantOp>(op)) {
+        added = addBuffer(constant, fb::BufferKind::Constant,
+                          constant.getOpIndex());
+      } else if (auto view = dyn_cast<mfexec::ViewOp>(op)) {
+        added = addBuffer(view, fb::BufferKind::View,
+                          bufferIndex.lookup(view.getSource()));
+      } else if (auto dispatch = dyn_cast<mfexec::DispatchOp>(op)) {
+        auto kernel = kernelIndex_.find(dispatch.getKernel().getLeafReference());
+        if (kernel == kernelIndex_.end()) {
+          return dispatch.emitOpError() << "names a kernel the module does not have";
+        }
+        auto command = writeCommand(op, fb::CommandKind::Dispatch, kernel->second,
+                                    dispatch.getFirstOp(), dispatch.getOpCount(),
+                                    dispatch.getBindings(), dispatch.getAccesses(),
+                                    dispatch.getValues(), bufferIndex, valueCount,
+                                    opCount);
+        if (failed(command)) {
+          return failure();
+        }
+        commands.push_back(*command);
+      } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
+        auto command = writeCommand(op, fb::CommandKind::Library, 0,
+                                    library.getOpIndex(), 1, library.getBindings(),
+                                    library.getAccesses(), library.getValues(),
+                                    bufferIndex, valueCount, opCount);
+        if (failed(command)) {
+          return failure();
+        }
+        commands.push_back(*command);
+      } else if (auto copy = dyn_cast<mfexec::CopyOp>(op)) {
+        auto command = writeCommand(op, fb::CommandKind::Copy, 0,
+                                    copy.getOpIndex(), 1, copy.getBindings(),
+                                    copy.getAccesses(), copy.getValues(),
+                                    bufferIndex, valueCount, opCount);
+        if (failed(command)) {
+          return failure();
+        }
+        commands.push_back(*command);
+        graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
+      }
+      if (failed(added)) {
+        return failure();
+      }
+    }
+    std::vector<uint32_t> outputs;
+    for (Value output : returned) {
+      outputs.push_back(bufferIndex.lookup(output));
+    }
+    graph.host = fb::CreateHostProgramDirect(
+        builder_, static_cast<uint64_t>(*host.getArenaBytes()), &buffers,
+        &commands, &outputs);
     return success();
+  }
+
+  FailureOr<flatbuffers::Offset<fb::Command>>
+  writeCommand(Operation &op, fb::CommandKind kind, uint32_t kernel,
+               uint64_t firstOp, uint64_t opCount, ValueRange bindings,
+               ArrayAttr accesses, ArrayRef<int64_t> values,
+               const llvm::DenseMap<Value, uint32_t> &bufferIndex,
+               size_t valueCount, size_t programOps) {
+    if (firstOp + opCount > programOps) {
+      return op.emitOpError() << "names ops " << firstOp << ".."
+                              << firstOp + opCount << " of an entry with "
+                              << programOps << " ops";
+    }
+    std::vector<fb::Binding> written;
+    for (auto [binding, access, value] : llvm::zip(bindings, accesses, values)) {
+      if (value >= static_cast<int64_t>(valueCount)) {
+        return op.emitOpError() << "names value " << value
+                                << " of an entry with " << valueCount
+                                << " values";
+      }
+      fb::Access encoded;
+      switch (cast<mfexec::AccessAttr>(access).getValue()) {
+      case mfexec::Access::read:
+        encoded = fb::Access::Read;
+        break;
+      case mfexec::Access::write:
+        encoded = fb::Access::Write;
+        break;
+      case mfexec::Access::readwrite:
+        encoded = fb::Access::ReadWrite;
+        break;
+      }
+      written.emplace_back(bufferIndex.lookup(binding),
+                           static_cast<uint32_t>(value), encoded);
+    }
+    return fb::CreateCommandDirect(builder_, kind, kernel,
+                                   static_cast<uint32_t>(firstOp),
+                                   static_cast<uint32_t>(opCount), &written);
   }
 
   FailureOr<EncodedOp> encode(Operation *op, const GraphProgram &graph) {
@@ -577,6 +668,7 @@ private:
   StringRef kernelLibrary_;
   std::vector<mfexec::KernelOp> kernels_;
   llvm::StringMap<uint32_t> kernelIndex_;
+  std::vector<RankedTensorType> derivedSlots_; // by slot
   flatbuffers::FlatBufferBuilder builder_;
   llvm::StringMap<size_t> parameterIndex_;
 };

@@ -12,7 +12,8 @@
 //   in the parameter when that is safe (assignsInPlace), else copied in;
 // - in an entry that assigns no parameter, what the weights and constants
 //   alone determine (casts of weights, position tables) is `derived`:
-//   computed when the weights change, outside the arena;
+//   computed when the weights change, outside the arena, in a slot shared
+//   by every entry that computes the same value (derivationOf);
 // - what the entry returns is written straight into buffers the caller
 //   receives; every other value is transient, for memory planning to place.
 //
@@ -168,12 +169,54 @@ MemRefType bufferTypeOf(Type type) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
+/// The derived-value slots of a module: one per distinct derivation.
+using DerivedSlots = llvm::StringMap<int64_t>;
+
+/// How `value`, which the weights and constants alone determine, follows
+/// from them: equal strings for equal values, whatever entry computes them.
+/// A parameter by name, a constant by its value, a view by its source, an
+/// op by its name, attributes and operands, a kernel's result by the
+/// kernel (structurally equivalent regions share one) and its inputs.
+std::string derivationOf(Value value,
+                         llvm::DenseMap<Value, std::string> &known) {
+  auto it = known.find(value);
+  if (it != known.end()) {
+    return it->second;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  Operation *op = value.getDefiningOp();
+  auto operands = [&](ValueRange values) {
+    os << "(";
+    for (Value operand : values) {
+      os << "[" << derivationOf(operand, known) << "]";
+    }
+    os << ")";
+  };
+  if (auto param = dyn_cast<mf::ParamOp>(op)) {
+    os << "param @" << param.getName();
+  } else if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
+    os << "kernel " << fusion->getAttrOfType<StringAttr>("mf.kernel").getValue();
+    operands(fusion.getInputs());
+    os << "#" << cast<OpResult>(value).getResultNumber();
+  } else {
+    // The op's own attributes (not its location), printed: a constant's
+    // value, an epsilon, a permutation.
+    os << op->getName() << " " << op->getAttrDictionary();
+    operands(op->getOperands());
+    os << "#" << cast<OpResult>(value).getResultNumber();
+  }
+  os << " : " << value.getType();
+  return known[value] = text;
+}
+
 /// Builds the host program of one entry function.
 class HostProgramBuilder {
 public:
-  HostProgramBuilder(func::FuncOp function, mfexec::ExecutableOp executable)
+  HostProgramBuilder(func::FuncOp function, mfexec::ExecutableOp executable,
+                     DerivedSlots &slots)
       : function_(function), executable_(executable), program_(function),
-        builder_(function.getContext()) {}
+        builder_(function.getContext()), slots_(slots) {}
 
   LogicalResult build() {
     Block &body = function_.getBody().front();
@@ -343,7 +386,9 @@ private:
   Value storageFor(Value value, Location loc) {
     MemRefType type = bufferTypeOf(value.getType());
     if (derived_.contains(value)) {
-      return mfexec::DerivedOp::create(builder_, loc, type);
+      auto [slot, inserted] = slots_.try_emplace(
+          derivationOf(value, derivations_), slots_.size());
+      return mfexec::DerivedOp::create(builder_, loc, type, slot->second);
     }
     auto inPlace = inPlace_.find(value);
     if (inPlace != inPlace_.end()) {
@@ -389,6 +434,8 @@ private:
   mfexec::ExecutableOp executable_;
   mf::OpLevelProgram program_;
   OpBuilder builder_;
+  DerivedSlots &slots_;
+  llvm::DenseMap<Value, std::string> derivations_;
   llvm::DenseMap<Value, Value> bufferOf_;
   llvm::StringMap<Value> parameters_;
   llvm::DenseSet<Value> derived_;
@@ -413,8 +460,9 @@ struct MFLowerToMFExecPass
         entries.push_back(function);
       }
     }
+    DerivedSlots slots;
     for (func::FuncOp function : entries) {
-      if (failed(HostProgramBuilder(function, executable).build())) {
+      if (failed(HostProgramBuilder(function, executable, slots).build())) {
         return signalPassFailure();
       }
     }

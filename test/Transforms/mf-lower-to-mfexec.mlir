@@ -85,9 +85,9 @@ func.func @updates(%g: tensor<256xf32>) -> tensor<256xf32> {
 // change, outside the arena. Not what reads an input, nor what the entry
 // returns (directly or through a view).
 // CHECK-LABEL: mfexec.entry @derived
-// CHECK: %[[C:.+]] = mfexec.derived : memref<64x64xbf16>
+// CHECK: %[[C:.+]] = mfexec.derived slot(0) : memref<64x64xbf16>
 // CHECK-NEXT: mfexec.library "mf.cast" op(1) values [1, 2] (read %{{.*}}, write %[[C]] : memref<64x64xbf16>)
-// CHECK-NEXT: %[[N:.+]] = mfexec.derived : memref<64x64xbf16>
+// CHECK-NEXT: %[[N:.+]] = mfexec.derived slot(1) : memref<64x64xbf16>
 // CHECK-NEXT: mfexec.dispatch @cpu::@mfk_0 ops(2, 1) values [2, 3] (read %[[C]] : memref<64x64xbf16>, write %[[N]] : memref<64x64xbf16>)
 // CHECK-NEXT: mfexec.transient : memref<4x64xbf16>
 // CHECK-NEXT: mfexec.library "mf.matmul"

@@ -102,8 +102,9 @@ TEST(PanelGemm, PacksInPlaceAndUnpacks) {
 namespace {
 
 /// An executable whose one entry multiplies its input [2, 8] by parameter
-/// 0 [64, 8] (transposed) in one kernel dispatch that names `panels` as
-/// panel inputs (positions in its inputs: 0 the input, 1 the parameter).
+/// 0 [64, 8] (transposed) in one kernel dispatch, the kernel reading
+/// `panels` as panels (positions in its inputs: 0 the input, 1 the
+/// parameter).
 mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
   namespace fb = mfbin;
   flatbuffers::FlatBufferBuilder builder;
@@ -118,18 +119,29 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
       fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
       fb::CreateOpDirect(builder, fb::OpKind::Matmul, &matmulIn, &product,
                          &transposes)};
-  std::vector<uint32_t> dispatchInputs{1, 0}, dispatchOutputs{2};
-  std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches{
-      fb::CreateDispatchDirect(builder, 0, 1, 1, &dispatchInputs,
-                               &dispatchOutputs, 1, &panels)};
+  // Buffers: the input, the parameter, the output; one dispatch.
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
+      fb::CreateBuffer(builder, fb::BufferKind::Input, 0,
+                       fb::CreateTensorTypeDirect(builder, fb::DType::F32, &inputShape)),
+      fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0,
+                       fb::CreateTensorTypeDirect(builder, fb::DType::F32, &weightShape)),
+      fb::CreateBuffer(builder, fb::BufferKind::Output, 0,
+                       fb::CreateTensorTypeDirect(builder, fb::DType::F32, &outputShape))};
+  std::vector<fb::Binding> bindings{{0, 1, fb::Access::Read},
+                                    {1, 0, fb::Access::Read},
+                                    {2, 2, fb::Access::Write}};
+  std::vector<flatbuffers::Offset<fb::Command>> commands{fb::CreateCommandDirect(
+      builder, fb::CommandKind::Dispatch, 0, 1, 1, &bindings)};
+  std::vector<uint32_t> hostOutputs{2};
+  auto host = fb::CreateHostProgramDirect(builder, 0, &buffers, &commands,
+                                          &hostOutputs);
   std::vector<uint32_t> inputs{1}, outputs{2};
   std::vector<flatbuffers::Offset<flatbuffers::String>> inputNames{
       builder.CreateString("x")},
       outputNames{builder.CreateString("y")};
-  std::vector<int64_t> offsets{-1, -1, -1};
   std::vector<flatbuffers::Offset<fb::Entry>> entries{fb::CreateEntryDirect(
       builder, "probe", &values, &inputs, &inputNames, &outputs, &outputNames,
-      &ops, &dispatches, 0, &offsets)};
+      &ops, host)};
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters{
       fb::CreateParameterDirect(builder, "w", "w",
                                 fb::CreateTensorTypeDirect(builder, fb::DType::F32,
@@ -162,9 +174,9 @@ TEST(PanelGemm, OnlyParametersArePanelInputs) {
   ASSERT_TRUE(good) << good.status().message();
   for (auto [panels, why] :
        {std::pair<std::vector<uint32_t>, std::string>{
-            {0}, "takes value 1 as panels; only a 2-D float parameter is packed"},
-        {{5}, "names input 5 as panels; it has 2 inputs"},
-        {{1, 1}, "names input 1 as panels twice"}}) {
+            {0}, "read a panel input that is no parameter"},
+        {{5}, "names panel inputs out of order, twice or past its 2 inputs"},
+        {{1, 1}, "names panel inputs out of order, twice or past its 2 inputs"}}) {
     mfrt::StatusOr<mfrt::Executable> bad = withPanelInputs(panels);
     ASSERT_FALSE(bad);
     EXPECT_NE(bad.status().message().find(why), std::string::npos)

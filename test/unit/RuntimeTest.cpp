@@ -391,95 +391,163 @@ TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
   }
 }
 
-TEST(HostProgram, ValuesTheWeightsAloneDetermineAreDerived) {
-  // param 0 -> Cast (1) -> Mul with input 2 (3), returned. The cast is
-  // derived from the weights: it may be kept outside the arena (-2), or
-  // have an arena offset (older executables); the product reads an input,
-  // so -2 there is an error, as is deriving in an entry that assigns.
-  for (int variant = 0; variant < 4; ++variant) {
-    bool castOutside = variant != 1, productOutside = variant == 2,
-         assigns = variant == 3;
-    flatbuffers::FlatBufferBuilder builder;
-    std::vector<int64_t> shape{4};
-    std::vector<flatbuffers::Offset<fb::TensorType>> values;
-    for (fb::DType dtype : {fb::DType::F32, fb::DType::BF16, fb::DType::BF16,
-                            fb::DType::BF16, fb::DType::F32}) {
-      values.push_back(fb::CreateTensorTypeDirect(builder, dtype, &shape));
+/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]
+/// derived slots, kernel `signature` (if given) and one entry, and verifies
+/// the entry's host program.
+struct HostProgramProbe {
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<int64_t> four{4};
+
+  flatbuffers::Offset<fb::TensorType> type(fb::DType dtype,
+                                           const std::vector<int64_t> &shape) {
+    return fb::CreateTensorTypeDirect(builder, dtype, &shape);
+  }
+
+  StatusOr<HostProgram> build(
+      const std::vector<flatbuffers::Offset<fb::TensorType>> &values,
+      const std::vector<uint32_t> &inputs, const std::vector<uint32_t> &outputs,
+      const std::vector<flatbuffers::Offset<fb::Op>> &ops,
+      const std::vector<flatbuffers::Offset<fb::Buffer>> &buffers,
+      const std::vector<flatbuffers::Offset<fb::Command>> &commands,
+      const std::vector<uint32_t> &hostOutputs,
+      flatbuffers::Offset<fb::KernelSignature> signature = 0) {
+    auto host = fb::CreateHostProgramDirect(builder, 64, &buffers, &commands,
+                                            &hostOutputs);
+    std::vector<flatbuffers::Offset<fb::Entry>> entries{fb::CreateEntryDirect(
+        builder, "probe", &values, &inputs, nullptr, &outputs, nullptr, &ops,
+        host)};
+    std::vector<flatbuffers::Offset<fb::Parameter>> parameters{
+        fb::CreateParameterDirect(builder, "p0", "p0", type(fb::DType::F32, four)),
+        fb::CreateParameterDirect(builder, "p1", "p1", type(fb::DType::F32, four))};
+    std::vector<flatbuffers::Offset<fb::TensorType>> derived{
+        type(fb::DType::BF16, four), type(fb::DType::BF16, four)};
+    std::vector<flatbuffers::Offset<flatbuffers::String>> kernels;
+    std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;
+    if (!signature.IsNull()) {
+      kernels.push_back(builder.CreateString("mfk_0"));
+      signatures.push_back(signature);
     }
+    auto model = fb::CreateModelInfoDirect(builder, "probe");
+    builder.Finish(fb::CreateExecutableDirect(
+        builder, kMaxFormatVersion, "cpu", model, &parameters, &entries,
+        nullptr, &kernels, &signatures, 0, 0, &derived));
+    const fb::Executable &root =
+        *flatbuffers::GetRoot<fb::Executable>(builder.GetBufferPointer());
+    return HostProgram::build(root, *root.entries()->Get(0));
+  }
+};
+
+TEST(HostProgram, ValuesTheWeightsAloneDetermineAreDerived) {
+  // p0 (value 0) -> Cast (1) -> Mul with input 2 (3), returned. The cast
+  // may be derived (into the slot); the product, which reads an input, may
+  // not; nor may anything be derived in an entry that assigns (p1 <- p0).
+  for (int variant = 0; variant < 3; ++variant) {
+    bool productDerived = variant == 1, assigns = variant == 2;
+    HostProgramProbe probe;
+    auto &builder = probe.builder;
+    auto f32 = [&] { return probe.type(fb::DType::F32, probe.four); };
+    auto bf16 = [&] { return probe.type(fb::DType::BF16, probe.four); };
+    std::vector<flatbuffers::Offset<fb::TensorType>> values{f32(), bf16(), bf16(),
+                                                            bf16(), f32()};
     std::vector<uint32_t> none{}, param{0}, cast{1}, mulIn{1, 2}, mul{3},
         assign{4};
-    std::vector<int64_t> paramIndex{0}, assignAttrs{0, 0};
+    std::vector<int64_t> paramIndex{0}, assignAttrs{1, 0};
     std::vector<flatbuffers::Offset<fb::Op>> ops{
-        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param,
-                           &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
         fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast),
         fb::CreateOpDirect(builder, fb::OpKind::Mul, &mulIn, &mul)};
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
+        fb::CreateBuffer(builder, fb::BufferKind::Input, 0, bf16()),
+        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0, f32()),
+        fb::CreateBuffer(builder, fb::BufferKind::Derived, 0, bf16()),
+        productDerived
+            ? fb::CreateBuffer(builder, fb::BufferKind::Derived, 1, bf16())
+            : fb::CreateBuffer(builder, fb::BufferKind::Output, 0, bf16()),
+        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 1, f32())};
+    std::vector<fb::Binding> castBindings{{1, 0, fb::Access::Read},
+                                          {2, 1, fb::Access::Write}},
+        mulBindings{{2, 1, fb::Access::Read},
+                    {0, 2, fb::Access::Read},
+                    {3, 3, fb::Access::Write}},
+        copyBindings{{1, 0, fb::Access::Read}, {4, 4, fb::Access::Write}};
+    std::vector<flatbuffers::Offset<fb::Command>> commands{
+        fb::CreateCommandDirect(builder, fb::CommandKind::Library, 0, 1, 1,
+                                &castBindings),
+        fb::CreateCommandDirect(builder, fb::CommandKind::Library, 0, 2, 1,
+                                &mulBindings)};
     if (assigns) {
       ops.push_back(fb::CreateOpDirect(builder, fb::OpKind::Assign, &param,
                                        &assign, &assignAttrs));
+      commands.push_back(fb::CreateCommandDirect(
+          builder, fb::CommandKind::Copy, 0, 3, 1, &copyBindings));
     }
-    std::vector<uint32_t> inputs{2}, outputs{3};
-    std::vector<int64_t> offsets{-1, castOutside ? -2 : 0,
-                                 -1, productOutside ? -2 : -1, -1};
-    builder.Finish(fb::CreateEntryDirect(builder, "derive", &values, &inputs,
-                                         nullptr, &outputs, nullptr, &ops,
-                                         nullptr, 64, &offsets));
-    const fb::Entry *entry =
-        flatbuffers::GetRoot<fb::Entry>(builder.GetBufferPointer());
-    StatusOr<HostProgram> program = HostProgram::build(*entry);
-    if (productOutside || assigns) {
+    StatusOr<HostProgram> program =
+        probe.build(values, {2}, {3}, ops, buffers, commands, {3});
+    if (productDerived || assigns) {
       ASSERT_FALSE(program);
       EXPECT_NE(program.status().message().find(
-                    "outside the arena as derived from the weights alone"),
+                    "derives a value from the weights from, or together "
+                    "with, something else"),
                 std::string::npos)
           << program.status().message();
       continue;
     }
     ASSERT_TRUE(program) << program.status().message();
-    EXPECT_EQ(program->derivedSteps, (std::vector<bool>{false, true, false}));
+    EXPECT_EQ(program->derived, (std::vector<bool>{true, false}));
   }
 }
 
-TEST(HostProgram, AKernelMayUpdateOnlyACacheItTakes) {
+TEST(HostProgram, AKernelUpdatesInPlaceOnlyACacheItTakesReadWrite) {
   // One kernel covering a KV-cache write (cache 0, update 1, position 2 ->
-  // value 3) that is an entry output: graph mode binds it to the cache.
-  // With the cache among the kernel's inputs the plan is sound; without it
-  // the kernel would write a cache it was never given.
-  for (bool takesCache : {true, false}) {
-    flatbuffers::FlatBufferBuilder builder;
-    std::vector<flatbuffers::Offset<fb::TensorType>> values;
+  // value 3, an entry output, in the cache's buffer). Tied (the cache bound
+  // readwrite and again for the output) the program is sound; the cache
+  // bound only for reading, or not taken at all, it is not.
+  for (int variant = 0; variant < 3; ++variant) {
+    HostProgramProbe probe;
+    auto &builder = probe.builder;
     std::vector<int64_t> cache{1, 8, 2, 4}, update{1, 1, 2, 4}, scalar{};
-    for (const auto *shape : {&cache, &update, &scalar, &cache}) {
-      values.push_back(fb::CreateTensorTypeDirect(
-          builder, shape == &scalar ? fb::DType::I32 : fb::DType::F32, shape));
-    }
+    auto cacheType = [&] { return probe.type(fb::DType::F32, cache); };
+    auto updateType = [&] { return probe.type(fb::DType::F32, update); };
+    auto scalarType = [&] { return probe.type(fb::DType::I32, scalar); };
+    std::vector<flatbuffers::Offset<fb::TensorType>> values{
+        cacheType(), updateType(), scalarType(), cacheType()};
     std::vector<uint32_t> operands{0, 1, 2}, results{3};
     std::vector<flatbuffers::Offset<fb::Op>> ops{fb::CreateOpDirect(
         builder, fb::OpKind::KvCacheWrite, &operands, &results)};
-    std::vector<uint32_t> dispatchInputs =
-        takesCache ? std::vector<uint32_t>{0, 1, 2} : std::vector<uint32_t>{1, 2};
-    std::vector<flatbuffers::Offset<fb::Dispatch>> dispatches{
-        fb::CreateDispatchDirect(builder, 0, 0, 1, &dispatchInputs, &results)};
-    std::vector<uint32_t> inputs{0, 1, 2}, outputs{3};
-    std::vector<int64_t> offsets{-1, -1, -1, -1};
-    builder.Finish(fb::CreateEntryDirect(builder, "decode", &values, &inputs,
-                                         nullptr, &outputs, nullptr, &ops,
-                                         &dispatches, 0, &offsets));
-    const fb::Entry *entry =
-        flatbuffers::GetRoot<fb::Entry>(builder.GetBufferPointer());
-    StatusOr<HostProgram> program = HostProgram::build(*entry);
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
+        fb::CreateBuffer(builder, fb::BufferKind::Input, 0, cacheType()),
+        fb::CreateBuffer(builder, fb::BufferKind::Input, 1, updateType()),
+        fb::CreateBuffer(builder, fb::BufferKind::Input, 2, scalarType())};
+    bool takesCache = variant != 2;
+    std::vector<flatbuffers::Offset<fb::TensorType>> kernelInputs,
+        kernelOutputs{cacheType()};
+    std::vector<fb::Binding> bindings;
     if (takesCache) {
-      ASSERT_TRUE(program) << program.status().message();
-      ASSERT_EQ(program->steps.size(), 1u);
-      EXPECT_EQ(program->steps[0].cacheViews,
-                (std::vector<std::pair<uint32_t, uint32_t>>{{3, 0}}));
-      EXPECT_TRUE(program->outputBuffers.empty()); // the cache, not a copy
-    } else {
-      ASSERT_FALSE(program);
-      EXPECT_NE(program.status().message().find(
-                    "has a kernel update a KV cache it does not take"),
-                std::string::npos)
-          << program.status().message();
+      kernelInputs.push_back(cacheType());
+      bindings.push_back(
+          {0, 0, variant == 0 ? fb::Access::ReadWrite : fb::Access::Read});
     }
+    kernelInputs.push_back(updateType());
+    kernelInputs.push_back(scalarType());
+    bindings.push_back({1, 1, fb::Access::Read});
+    bindings.push_back({2, 2, fb::Access::Read});
+    bindings.push_back({0, 3, fb::Access::Write});
+    auto signature = fb::CreateKernelSignatureDirect(builder, &kernelInputs,
+                                                     &kernelOutputs, 1);
+    std::vector<flatbuffers::Offset<fb::Command>> commands{fb::CreateCommandDirect(
+        builder, fb::CommandKind::Dispatch, 0, 0, 1, &bindings)};
+    StatusOr<HostProgram> program = probe.build(
+        values, {0, 1, 2}, {3}, ops, buffers, commands, {0}, signature);
+    if (variant == 0) {
+      ASSERT_TRUE(program) << program.status().message();
+      EXPECT_EQ(program->derived, (std::vector<bool>{false}));
+      continue;
+    }
+    ASSERT_FALSE(program);
+    EXPECT_NE(program.status().message().find(
+                  variant == 1 ? "bind one buffer as 0 and 3 where it writes it"
+                               : "overwrite an input it does not update in place"),
+              std::string::npos)
+        << program.status().message();
   }
 }

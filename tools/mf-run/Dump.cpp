@@ -73,36 +73,63 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
     size_t opCount = entry->ops() ? entry->ops()->size() : 0;
     os << "), " << opCount << " ops\n";
-    size_t dispatchCount = entry->dispatches() ? entry->dispatches()->size() : 0;
-    if (entry->arena_offsets()) {
-      os << "  graph mode: " << dispatchCount << " kernel dispatches, arena "
-         << entry->arena_bytes() << " bytes\n";
+    const fb::HostProgram *host = entry->host();
+    // Per op: the command that computes it (-1: none) and where each value
+    // is stored.
+    std::vector<int64_t> commandOf(opCount, -1);
+    std::vector<std::string> storedAt(entry->values()->size());
+    size_t dispatchCount = 0;
+    if (host) {
+      for (uint32_t c = 0; c < host->commands()->size(); ++c) {
+        const fb::Command &command = *host->commands()->Get(c);
+        dispatchCount += command.kind() == fb::CommandKind::Dispatch;
+        for (uint32_t i = 0; i < command.op_count() &&
+                             command.first_op() + i < opCount; ++i) {
+          commandOf[command.first_op() + i] = c;
+        }
+        for (const fb::Binding *binding : *command.bindings()) {
+          if (binding->access() != fb::Access::Write ||
+              binding->value() >= storedAt.size() ||
+              binding->buffer() >= host->buffers()->size()) {
+            continue;
+          }
+          const fb::Buffer &buffer = *host->buffers()->Get(binding->buffer());
+          if (buffer.kind() == fb::BufferKind::Arena) {
+            storedAt[binding->value()] = "[arena+" + std::to_string(buffer.index()) + "]";
+          } else if (buffer.kind() == fb::BufferKind::Derived) {
+            storedAt[binding->value()] = "[from weights]";
+          }
+        }
+      }
+      os << "  graph mode: " << dispatchCount << " kernel dispatches, "
+         << host->commands()->size() << " commands, arena "
+         << host->arena_bytes() << " bytes\n";
     }
-    size_t nextDispatch = 0;
+    int64_t shown = -1;
     for (size_t i = 0; i < opCount; ++i) {
       const fb::Op &op = *entry->ops()->Get(i);
-      if (nextDispatch < dispatchCount &&
-          entry->dispatches()->Get(nextDispatch)->first_op() == i) {
-        const fb::Dispatch &dispatch = *entry->dispatches()->Get(nextDispatch++);
-        os << "  kernel " << root.kernels()->Get(dispatch.kernel())->str()
-           << " (" << dispatch.tiles() << " tiles";
-        if (dispatch.panel_inputs()) {
-          os << "; reads";
-          for (uint32_t position : *dispatch.panel_inputs()) {
-            os << " %" << dispatch.inputs()->Get(position);
+      if (commandOf[i] >= 0 && commandOf[i] != shown) {
+        shown = commandOf[i];
+        const fb::Command &command = *host->commands()->Get(shown);
+        if (command.kind() == fb::CommandKind::Dispatch &&
+            command.kernel() < root.kernels()->size()) {
+          const fb::KernelSignature &signature =
+              *root.kernel_signatures()->Get(command.kernel());
+          os << "  kernel " << root.kernels()->Get(command.kernel())->str()
+             << " (" << signature.tiles() << " tiles";
+          if (signature.panel_inputs()) {
+            os << "; reads";
+            for (uint32_t position : *signature.panel_inputs()) {
+              if (position < command.bindings()->size()) {
+                os << " %" << command.bindings()->Get(position)->value();
+              }
+            }
+            os << " as panels";
           }
-          os << " as panels";
+          os << ") computes:\n";
         }
-        os << ") computes:\n";
       }
-      int64_t offset =
-          entry->arena_offsets() ? entry->arena_offsets()->Get(op.results()->Get(0)) : -1;
-      os << "  %" << op.results()->Get(0);
-      if (offset >= 0) {
-        os << "[arena+" << offset << "]";
-      } else if (offset == kDerivedFromWeights) {
-        os << "[from weights]";
-      }
+      os << "  %" << op.results()->Get(0) << storedAt[op.results()->Get(0)];
       os << " = " << fb::EnumNameOpKind(op.kind());
       if (op.operands()) {
         for (size_t j = 0; j < op.operands()->size(); ++j) {

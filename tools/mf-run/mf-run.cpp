@@ -792,25 +792,32 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
     }
     return ulp;
   };
-  if (entry->dispatches()) {
-    for (const fb::Dispatch *dispatch : *entry->dispatches()) {
+  if (entry->host()) {
+    for (const fb::Command *command : *entry->host()->commands()) {
+      if (command->kind() != fb::CommandKind::Dispatch) {
+        continue;
+      }
       std::vector<uint32_t> computed;
-      for (uint32_t i = 0; i < dispatch->op_count(); ++i) {
-        const fb::Op &op = *entry->ops()->Get(dispatch->first_op() + i);
+      for (uint32_t i = 0; i < command->op_count(); ++i) {
+        const fb::Op &op = *entry->ops()->Get(command->first_op() + i);
         computed.insert(computed.end(), op.results()->begin(), op.results()->end());
       }
       double ulp = ulpOf(computed);
-      for (uint32_t id : *dispatch->outputs()) {
+      for (const fb::Binding *binding : *command->bindings()) {
+        uint32_t id = binding->value();
+        if (binding->access() != fb::Access::Write) {
+          continue;
+        }
         if (!eagerValues[id].defined() || !graphValues[id].defined() ||
             worst(eagerValues[id], graphValues[id], ulp) > 0) {
           std::string ops;
-          for (uint32_t i = 0; i < dispatch->op_count(); ++i) {
-            const fb::Op &op = *entry->ops()->Get(dispatch->first_op() + i);
+          for (uint32_t i = 0; i < command->op_count(); ++i) {
+            const fb::Op &op = *entry->ops()->Get(command->first_op() + i);
             ops += std::string("\n    ") + fb::EnumNameOpKind(op.kind()) +
                    " @ " + (op.location() ? op.location()->str() : "");
           }
           return Status::error("graph and pynative differ first in kernel '" +
-                      root.kernels()->Get(dispatch->kernel())->str() +
+                      root.kernels()->Get(command->kernel())->str() +
                       "' of '" + name + "', which computes:" + ops);
         }
       }

@@ -245,13 +245,16 @@ def MFExec_DerivedOp : MFExec_StorageOp<"derived"> {
     Storage outside the arena for a value that only parameters and
     constants determine (a weight cast to the compute type, a position
     table), in an entry that assigns no parameter: the commands that write
-    it run when the weights change, not every run.
+    it run when the weights change, not every run. Entries that compute the
+    same value (every prefill length casts the same weights) name the same
+    `slot` and share it.
 
     ```mlir
-    %c = mfexec.derived : memref<64x64xbf16>
+    %c = mfexec.derived slot(0) : memref<64x64xbf16>
     ```
   }];
-  let assemblyFormat = "attr-dict `:` type($buffer)";
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
+  let assemblyFormat = "`slot` `(` $slot `)` attr-dict `:` type($buffer)";
 }
 
 def MFExec_ConstantOp : MFExec_StorageOp<"constant"> {

@@ -64,7 +64,7 @@ mfexec.entry @step arena(256) attributes {arena_lower_bound = 256 : i64} {
 // The other storage kinds.
 // CHECK-LABEL: mfexec.entry @storage
 // CHECK: mfexec.output_buffer : memref<16xi32>
-// CHECK: mfexec.derived : memref<8x8xbf16>
+// CHECK: mfexec.derived slot(0) : memref<8x8xbf16>
 // CHECK: mfexec.constant op(0) : memref<16xi32>
 func.func @storage() -> tensor<16xi32> {
   %c = mf.constant dense<1> : tensor<16xi32>
@@ -72,7 +72,7 @@ func.func @storage() -> tensor<16xi32> {
 }
 mfexec.entry @storage arena(0) {
   %o = mfexec.output_buffer : memref<16xi32>
-  %d = mfexec.derived : memref<8x8xbf16>
+  %d = mfexec.derived slot(0) : memref<8x8xbf16>
   %c = mfexec.constant op(0) : memref<16xi32>
   mfexec.return %c : memref<16xi32>
 }
