@@ -353,8 +353,6 @@ private:
              << "has no memory plan: run mfexec-plan-memory first";
     }
     graph.planned = true;
-    size_t valueCount = program.values().size();
-    size_t opCount = program.ops().size();
     Block &body = host.getBody().front();
     auto returned = cast<mfexec::ReturnOp>(body.getTerminator()).getOutputs();
     llvm::DenseMap<Value, uint32_t> bufferIndex;
@@ -421,34 +419,21 @@ private:
         if (kernel == kernelIndex_.end()) {
           return dispatch.emitOpError() << "names a kernel the module does not have";
         }
-        auto command = writeCommand(op, fb::CommandKind::Dispatch, kernel->second,
-                                    dispatch.getFirstOp(), dispatch.getOpCount(),
-                                    dispatch.getBindings(), dispatch.getAccesses(),
-                                    dispatch.getValues(), bufferIndex, valueCount,
-                                    opCount);
-        if (failed(command)) {
-          return failure();
-        }
-        commands.push_back(*command);
+        added = writeCommand(op, fb::CommandKind::Dispatch, kernel->second,
+                             dispatch.getFirstOp(), dispatch.getOpCount(),
+                             dispatch.getBindings(), dispatch.getAccesses(),
+                             dispatch.getValues(), bufferIndex, program, commands);
       } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
-        auto command = writeCommand(op, fb::CommandKind::Library, 0,
-                                    library.getOpIndex(), 1, library.getBindings(),
-                                    library.getAccesses(), library.getValues(),
-                                    bufferIndex, valueCount, opCount);
-        if (failed(command)) {
-          return failure();
-        }
-        commands.push_back(*command);
+        added = writeCommand(op, fb::CommandKind::Library, 0, library.getOpIndex(),
+                             1, library.getBindings(), library.getAccesses(),
+                             library.getValues(), bufferIndex, program, commands);
       } else if (auto copy = dyn_cast<mfexec::CopyOp>(op)) {
-        auto command = writeCommand(op, fb::CommandKind::Copy, 0,
-                                    copy.getOpIndex(), 1, copy.getBindings(),
-                                    copy.getAccesses(), copy.getValues(),
-                                    bufferIndex, valueCount, opCount);
-        if (failed(command)) {
-          return failure();
+        added = writeCommand(op, fb::CommandKind::Copy, 0, copy.getOpIndex(), 1,
+                             copy.getBindings(), copy.getAccesses(),
+                             copy.getValues(), bufferIndex, program, commands);
+        if (succeeded(added)) {
+          graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
         }
-        commands.push_back(*command);
-        graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
       }
       if (failed(added)) {
         return failure();
@@ -464,12 +449,17 @@ private:
     return success();
   }
 
-  FailureOr<flatbuffers::Offset<fb::Command>>
+  /// Appends the command of `op` (ops [firstOp, firstOp + opCount) of
+  /// `program`) to `commands`.
+  LogicalResult
   writeCommand(Operation &op, fb::CommandKind kind, uint32_t kernel,
                uint64_t firstOp, uint64_t opCount, ValueRange bindings,
                ArrayAttr accesses, ArrayRef<int64_t> values,
                const llvm::DenseMap<Value, uint32_t> &bufferIndex,
-               size_t valueCount, size_t programOps) {
+               const mf::OpLevelProgram &program,
+               std::vector<flatbuffers::Offset<fb::Command>> &commands) {
+    size_t valueCount = program.values().size();
+    size_t programOps = program.ops().size();
     if (firstOp + opCount > programOps) {
       return op.emitOpError() << "names ops " << firstOp << ".."
                               << firstOp + opCount << " of an entry with "
@@ -497,9 +487,10 @@ private:
       written.emplace_back(bufferIndex.lookup(binding),
                            static_cast<uint32_t>(value), encoded);
     }
-    return fb::CreateCommandDirect(builder_, kind, kernel,
-                                   static_cast<uint32_t>(firstOp),
-                                   static_cast<uint32_t>(opCount), &written);
+    commands.push_back(fb::CreateCommandDirect(
+        builder_, kind, kernel, static_cast<uint32_t>(firstOp),
+        static_cast<uint32_t>(opCount), &written));
+    return success();
   }
 
   FailureOr<EncodedOp> encode(Operation *op, const GraphProgram &graph) {

@@ -66,7 +66,7 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
-/// numbers (the executable's Dispatch.panel_inputs).
+/// numbers, which mf-codegen-cpu moves into the kernel's mfexec.kernel.
 inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
 
 /// The runtime's attention service (runtime/KernelServices.h): computes
