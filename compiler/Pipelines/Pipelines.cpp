@@ -64,11 +64,14 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
 }
 
 void addCodegen(OpPassManager &pm, const CompileOptions &options) {
+  pm.addPass(createMFOutlineLoneMatmulsPass());
   MFCodegenCPUPassOptions codegenOptions;
   codegenOptions.cpu = options.cpu;
-  codegenOptions.objectFile = options.kernelsObject;
   codegenOptions.packWeights = options.packWeights;
   pm.addPass(createMFCodegenCPUPass(codegenOptions));
+  MFExecLowerKernelsPassOptions lowering;
+  lowering.objectFile = options.kernelsObject;
+  pm.addPass(createMFExecLowerKernelsPass(lowering));
 }
 
 const Phase kPhases[] = {

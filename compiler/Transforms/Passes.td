@@ -53,37 +53,55 @@ def MFLowerToMFExecPass : Pass<"mf-lower-to-mfexec", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::mfexec::MFExecDialect"];
 }
 
+def MFOutlineLoneMatmulsPass : Pass<"mf-outline-lone-matmuls", "::mlir::ModuleOp"> {
+  let summary = "Gives every float matmul outside a region a region of its own";
+  let description = [{
+    An f32, f16 or bf16 `mf.matmul` with a 2-D right operand that no fusion
+    region holds becomes a one-op `matmul` region, so that all matmul-class
+    work runs in the tiled kernels.
+  }];
+}
+
 def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
   let summary = "Generates native kernels for the fusion regions";
   let description = [{
-    Every f32 `mf.matmul` outside a region first becomes a one-op `matmul`
-    region. Each region then gets a kernel with the ABI
+    Each region gets a kernel with the ABI
     `void mfk_N(int64_t tileBegin, int64_t tileEnd, T *in..., T *out...)`:
     elementwise regions one linalg.generic, matmul regions a tile loop that
     calls the runtime's gemm service into scratch and applies the epilogue
-    per tile (a product of several rows by an f32 parameter, in a module
-    that assigns none, reads the parameter as panels of 32 columns the
-    runtime packs once: a panel input of the kernel). Structurally
-    equivalent kernels are shared (`mf.kernel = "mfk_N"` on each region). A
-    region without a kernel rule is inlined back into plain ops and counted
-    in the module's `mf.kernels_skipped`. The kernels go into an
+    per tile (a product of several rows by a parameter, in a module that
+    assigns none, may read the parameter as panels of 32 columns the
+    runtime packs once: a panel input of the kernel; `pack-weights`).
+    Structurally equivalent kernels are shared (`mf.kernel = "mfk_N"` on each
+    region). A region without a kernel rule is inlined back into plain ops
+    and counted in the module's `mf.kernels_skipped`. The kernels go into an
     `mfexec.executable @cpu` for the target CPU, an `mfexec.kernel` each
-    (buffers, tiles, panel inputs), their code lowered to the LLVM dialect
-    in its nested module; with `object-file` they are also emitted as an
-    ELF object.
+    (buffers, tiles, panel inputs), their code in its nested module
+    (func/linalg/scf on memrefs; `mfexec-lower-kernels` lowers it).
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
            "Target CPU: native (this machine), x86-64-v3, skylake-avx512, ...">,
-    Option<"objectFile", "object-file", "std::string", /*default=*/"\"\"",
-           "Write the kernels as an ELF object">,
-    Option<"kernelsFile", "kernels-file", "std::string", /*default=*/"\"\"",
-           "Write the kernels before lowering (linalg, scf, memref)">,
     Option<"packWeights", "pack-weights", "std::string", /*default=*/"\"auto\"",
            "In a module that assigns no parameter, multiply by an f32, f16 or "
            "bf16 parameter [N, K] through its panels, packed once by the "
            "runtime: true, false, or auto (when the target has AVX-512, "
            "which the runtime's panel microkernel needs)">
+  ];
+}
+
+def MFExecLowerKernelsPass : Pass<"mfexec-lower-kernels", "::mlir::ModuleOp"> {
+  let summary = "Lowers the kernels of the graph's executable to the LLVM dialect";
+  let description = [{
+    The code module of the `mfexec.executable`: linalg to loops, math to
+    polynomial approximations and intrinsics, memref/func (bare pointers)
+    to the LLVM dialect, each runtime service a trampoline through a
+    pointer the runtime sets; with `object-file`, LLVM's O3 pipeline for the
+    executable's target and an ELF object.
+  }];
+  let options = [
+    Option<"objectFile", "object-file", "std::string", /*default=*/"\"\"",
+           "Write the kernels as an ELF object">
   ];
 }
 

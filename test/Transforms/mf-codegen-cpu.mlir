@@ -1,5 +1,5 @@
-// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-elementwise,mf-fuse-matmul-epilogue),mf-codegen-cpu{kernels-file=%t.kernels.mlir object-file=%t.o})' | FileCheck %s
-// RUN: FileCheck %s --check-prefix=KERNELS < %t.kernels.mlir
+// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-elementwise,mf-fuse-matmul-epilogue),mf-outline-lone-matmuls,mf-codegen-cpu,mfexec-lower-kernels{object-file=%t.o})' | FileCheck %s
+// RUN: mf-opt %s --pass-pipeline='builtin.module(func.func(mf-fuse-elementwise,mf-fuse-matmul-epilogue),mf-outline-lone-matmuls,mf-codegen-cpu)' | FileCheck %s --check-prefix=KERNELS
 // RUN: llvm-nm %t.o | FileCheck %s --check-prefix=OBJECT
 
 // Regions without a kernel rule go back to plain ops, counted by reason.

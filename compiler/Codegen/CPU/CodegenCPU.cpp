@@ -1,23 +1,23 @@
 //===- CodegenCPU.cpp - native kernels for the host program ---------------===//
 //
-// 1. Every f32 matmul outside a region becomes a one-op `matmul` region:
-//    all matmul-class work goes through the tiled kernels.
-// 2. Each region gets a kernel (identical ones, every layer's, are shared);
-//    a region without a kernel rule is inlined back into plain ops, which
-//    the runtime's eager library runs, and the reason is counted in
-//    `mf.kernels_skipped`.
-// 3. The kernels are lowered to the LLVM dialect, in the code module of an
-//    `mfexec.executable` for the target CPU that declares each kernel's
-//    buffers, tiles and panel inputs; mfc emits and links it.
+// 1. The target CPU is resolved, and with it which parameters the kernels
+//    read packed into panels (parametersReadAsPanels).
+// 2. Each region gets a kernel (structurally equivalent ones, every
+//    layer's, are shared); a region without a kernel rule is inlined back
+//    into plain ops, which the runtime's eager library runs, and the reason
+//    is counted in `mf.kernels_skipped`.
+// 3. The kernels go into the code module of an `mfexec.executable` for the
+//    target that declares each kernel's buffers, tiles and panel inputs.
 //
-// After this pass the host program of each entry is kernels and eager ops,
-// which is what memory planning schedules.
+// Before it, mf-outline-lone-matmuls gives every matmul a region; after it,
+// mfexec-lower-kernels lowers the code to the LLVM dialect. Each entry is
+// then kernel regions and eager ops: what mf-lower-to-mfexec turns into a
+// host program.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Codegen/CPU/ScalarEmitter.h"
-#include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/FusionUtils.h"
 
@@ -159,29 +159,6 @@ scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
 
 namespace {
 
-/// f32, f16 or bf16 elements: what matmul kernels take.
-bool isKernelFloatTensor(Type type) {
-  Type element = cast<RankedTensorType>(type).getElementType();
-  return element.isF32() || element.isF16() || element.isBF16();
-}
-
-/// Wraps each float matmul with a 2-D weight that no region holds.
-void outlineLoneMatmuls(ModuleOp graph) {
-  SmallVector<mf::MatmulOp> matmuls;
-  for (auto function : graph.getOps<func::FuncOp>()) {
-    for (auto matmul : function.getBody().front().getOps<mf::MatmulOp>()) {
-      if (isKernelFloatTensor(matmul.getType()) &&
-          isKernelFloatTensor(matmul.getLhs().getType()) &&
-          cast<RankedTensorType>(matmul.getRhs().getType()).getRank() == 2) {
-        matmuls.push_back(matmul);
-      }
-    }
-  }
-  for (mf::MatmulOp matmul : matmuls) {
-    mf::outlineIntoFusion({matmul.getOperation()}, "matmul");
-  }
-}
-
 /// Parameters that the kernels can read only as panels (runtime/
 /// PanelGemm.h): in a module that assigns none (packed once, they stay
 /// valid), f32, f16 or bf16 parameters every reader of which is a matmul
@@ -279,7 +256,6 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
                                 << packWeights << "'";
       return signalPassFailure();
     }
-    outlineLoneMatmuls(graph);
     // Several rows times panels run the runtime's AVX-512 microkernel;
     // without AVX-512 its portable loop is ~6x slower than OpenBLAS on the
     // stored layout (llama-100m prefill on an AVX2 Zen: 39 against 229-273
@@ -349,25 +325,6 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
       counts.push_back(builder.getNamedAttr(why, builder.getI64IntegerAttr(count)));
     }
     graph->setAttr("mf.kernels_skipped", builder.getDictionaryAttr(counts));
-
-    if (!kernelsFile.empty() &&
-        failed(writeFile(kernelsFile, [&](llvm::raw_ostream &os) {
-          kernels.print(os);
-        }))) {
-      return signalPassFailure();
-    }
-    if (failed(lowerKernelsToLLVM(kernels, *target))) {
-      emitError(graph.getLoc()) << "lowering the kernels to LLVM failed";
-      return signalPassFailure();
-    }
-    if (objectFile.empty()) {
-      return;
-    }
-    FailureOr<std::string> object = emitKernelObject(kernels, *target);
-    if (failed(object) ||
-        failed(writeFile(objectFile, [&](llvm::raw_ostream &os) { os << *object; }))) {
-      return signalPassFailure();
-    }
   }
 
   /// A kernel of `known` that computes what `kernel` does: the same
@@ -396,11 +353,6 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
   static Type bufferTypeOf(Type type) {
     auto tensor = cast<RankedTensorType>(type);
     return MemRefType::get(tensor.getShape(), tensor.getElementType());
-  }
-
-  LogicalResult writeFile(StringRef path,
-                          llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    return writeOutputFile(getOperation(), path, write);
   }
 };
 
