@@ -455,9 +455,10 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };
-  for (const auto &[panels, source] : ready.panelSources) {
+  for (const auto &packed : ready.panelSources) {
+    Derived *panels = packed.first;
     if (panels->computedFor != weights_.version()) {
-      const Tensor &weight = buffers[source];
+      const Tensor &weight = buffers[packed.second];
       int64_t n = weight.shape()[0], k = weight.shape()[1];
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
         packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
