@@ -174,7 +174,7 @@ std::vector<EntryReport> collect(ModuleOp module) {
       }
       if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
         FusionGroup group;
-        group.kind = fusion.getKind().str();
+        group.kind = mf::stringifyFusionKind(fusion.getKind()).str();
         group.flops = cost.getFlops();
         group.bytes = cost.getBytesAccessed();
         auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");

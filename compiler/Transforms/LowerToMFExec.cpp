@@ -52,7 +52,8 @@ bool assignsInPlace(mf::AssignOp assign) {
   Value value = assign.getValue();
   auto region = value.getDefiningOp<mf::FusionOp>();
   if (!region || !region->hasAttr("mf.kernel") || !value.hasOneUse() ||
-      (region.getKind() != "elementwise" && region.getKind() != "matmul_epilogue")) {
+      (region.getKind() != mf::FusionKind::elementwise &&
+       region.getKind() != mf::FusionKind::matmul_epilogue)) {
     return false;
   }
   Block &body = region.getBody().front();

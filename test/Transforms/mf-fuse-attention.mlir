@@ -4,7 +4,7 @@
 // the updated caches are its results (read after it, by the return).
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: (%[[Q:[^:]+]]: tensor<1x1x4x16xf32>, %[[K:[^:]+]]: tensor<1x1x2x16xf32>, %[[V:[^:]+]]: tensor<1x1x2x16xf32>, %[[POS:[^:]+]]: tensor<1x1xi32>, %[[PAST:[^:]+]]: tensor<i32>, %[[CK:[^:]+]]: tensor<1x32x2x16xf32>, %[[CV:[^:]+]]: tensor<1x32x2x16xf32>)
-// CHECK: %[[F:.+]]:3 = mf.fusion(%[[Q]], %[[POS]], %[[K]], %[[CK]], %[[PAST]], %[[CV]], %[[V]]) {kind = "attention"}
+// CHECK: %[[F:.+]]:3 = mf.fusion attention(%[[Q]], %[[POS]], %[[K]], %[[CK]], %[[PAST]], %[[CV]], %[[V]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.rope
 // CHECK-NEXT: mf.rope
@@ -26,7 +26,7 @@ func.func @decode(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %v: tensor
 
 // Without a cache (training's forward): the RoPEs join the attention.
 // CHECK-LABEL: func.func @no_cache
-// CHECK: %[[F:.+]] = mf.fusion({{.*}}) {kind = "attention"}
+// CHECK: %[[F:.+]] = mf.fusion attention({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.rope
 // CHECK-NEXT: mf.rope
@@ -45,7 +45,7 @@ func.func @no_cache(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tens
 // the query's RoPE still joins.
 // CHECK-LABEL: func.func @key_read_elsewhere
 // CHECK: %[[KR:.+]] = mf.rope %{{.+}}, %{{.+}} theta
-// CHECK: mf.fusion({{.*}}%[[KR]]{{.*}}) {kind = "attention"}
+// CHECK: mf.fusion attention({{.*}}%[[KR]]{{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.rope
 // CHECK-NEXT: mf.attention
@@ -74,7 +74,7 @@ func.func @lone(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1
 // CHECK-LABEL: func.func @different_positions
 // CHECK: mf.rope
 // CHECK: mf.rope
-// CHECK: mf.fusion({{.*}}) {kind = "attention"}
+// CHECK: mf.fusion attention({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.kv_cache_write
 // CHECK-NEXT: mf.kv_cache_write
@@ -95,7 +95,7 @@ func.func @different_positions(%q: tensor<1x1x2x16xf32>, %k: tensor<1x1x2x16xf32
 // CHECK: mf.kv_cache_write
 // CHECK: mf.kv_cache_write
 // CHECK: mf.reduce_sum
-// CHECK: mf.fusion({{.*}}) {kind = "attention"}
+// CHECK: mf.fusion attention({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.rope
 // CHECK-NEXT: mf.attention
@@ -109,7 +109,7 @@ func.func @cache_read_between(%q: tensor<1x1x2x16xf32>, %v: tensor<1x1x2x16xf32>
 }
 
 // CHECK-LABEL: func.func @f16
-// CHECK: mf.fusion({{.*}}) {kind = "attention"}
+// CHECK: mf.fusion attention({{.*}})
 func.func @f16(%q: tensor<1x8x2x16xf16>, %k: tensor<1x8x2x16xf16>, %v: tensor<1x8x2x16xf16>, %pos: tensor<1x8xi32>) -> tensor<1x8x2x16xf16> {
   %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x8x2x16xf16>, tensor<1x8xi32>
   %o = mf.attention %qr, %k, %v causal scale = 2.5e-01 : tensor<1x8x2x16xf16>, tensor<1x8x2x16xf16>
@@ -129,7 +129,7 @@ func.func @mixed_types(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf16>, %v: t
 // The three gradients of one attention become one region (the softmax is
 // recomputed once); a gradient of another attention stays out.
 // CHECK-LABEL: func.func @gradients
-// CHECK: %[[G:.+]]:3 = mf.fusion({{.*}}) {kind = "attention_grad"}
+// CHECK: %[[G:.+]]:3 = mf.fusion attention_grad({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.attention_grad {{.*}} wrt = 0
 // CHECK-NEXT: mf.attention_grad {{.*}} wrt = 1
@@ -163,7 +163,7 @@ func.func @gradient_read_between(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf
 
 // 16-bit gradients group too (the service converts the rows it reads).
 // CHECK-LABEL: func.func @bf16_gradients
-// CHECK: mf.fusion({{.*}}) {kind = "attention_grad"}
+// CHECK: mf.fusion attention_grad({{.*}})
 func.func @bf16_gradients(%q: tensor<1x8x2x16xbf16>, %k: tensor<1x8x2x16xbf16>, %v: tensor<1x8x2x16xbf16>, %do: tensor<1x8x2x16xbf16>) -> (tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>) {
   %dq = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 0 : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16> -> tensor<1x8x2x16xbf16>
   %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1 : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16> -> tensor<1x8x2x16xbf16>

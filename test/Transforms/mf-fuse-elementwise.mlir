@@ -7,7 +7,7 @@
 // COST: entry @chain: 1 ops, 2.4e-08 GFLOP, 9.6e-05 MB moved
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: (%[[A:.+]]: tensor<8xf32>, %[[B:.+]]: tensor<8xf32>)
-// CHECK: %[[F:.+]] = mf.fusion(%[[A]], %[[B]]) {kind = "elementwise"} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+// CHECK: %[[F:.+]] = mf.fusion elementwise(%[[A]], %[[B]]) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
 // CHECK-NEXT: ^bb0(%[[X:.+]]: tensor<8xf32>, %[[Y:.+]]: tensor<8xf32>):
 // CHECK-NEXT: %[[S:.+]] = mf.add %[[X]], %[[Y]]
 // CHECK-NEXT: %[[E:.+]] = mf.exp %[[S]]

@@ -3,7 +3,7 @@
 // The SwiGLU gate: both projections and the gate in one region.
 // CHECK-LABEL: func.func @swiglu
 // CHECK-SAME: (%[[X:.+]]: tensor<8x16xf32>, %[[WG:.+]]: tensor<32x16xf32>, %[[WU:.+]]: tensor<32x16xf32>)
-// CHECK: %[[F:.+]] = mf.fusion(%[[X]], %[[WG]], %[[WU]]) {kind = "matmul_epilogue"}
+// CHECK: %[[F:.+]] = mf.fusion matmul_epilogue(%[[X]], %[[WG]], %[[WU]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.matmul
 // CHECK-NEXT: mf.matmul
@@ -21,7 +21,7 @@ func.func @swiglu(%x: tensor<8x16xf32>, %wg: tensor<32x16xf32>, %wu: tensor<32x1
 
 // Bias, activation and residual: the elementwise region grows a matmul.
 // CHECK-LABEL: func.func @bias_gelu_residual
-// CHECK: mf.fusion({{.*}}) {kind = "matmul_epilogue"}
+// CHECK: mf.fusion matmul_epilogue({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.matmul
 // CHECK-NEXT: mf.broadcast
@@ -62,7 +62,7 @@ func.func @shared_result(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> (tensor
 // CHECK-LABEL: func.func @late_consumer
 // CHECK: %[[DW:.+]] = mf.matmul %{{.*}}, %{{.*}} transpose_lhs
 // CHECK: mf.exp
-// CHECK: mf.fusion(%[[DW]], {{.*}}) {kind = "elementwise"}
+// CHECK: mf.fusion elementwise(%[[DW]], {{.*}})
 // CHECK-NOT: matmul_epilogue
 func.func @late_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tensor<64x8xf32>) -> tensor<8x8xf32> {
   %x2 = mf.exp %x : tensor<64x8xf32>
@@ -80,7 +80,7 @@ func.func @late_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tensor
 // The same product with everything its consumer needs computed before it:
 // nothing runs in between, so it fuses.
 // CHECK-LABEL: func.func @early_consumer
-// CHECK: mf.fusion({{.*}}) {kind = "matmul_epilogue"}
+// CHECK: mf.fusion matmul_epilogue({{.*}})
 func.func @early_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tensor<64x8xf32>) -> tensor<8x8xf32> {
   %later = mf.exp %z : tensor<64x8xf32>
   %s = mf.reduce_sum %later dim = 0 : tensor<64x8xf32> -> tensor<1x8xf32>

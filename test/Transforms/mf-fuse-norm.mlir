@@ -4,7 +4,7 @@
 // cast (a row, not the input) stays outside, for the elementwise pass.
 // CHECK-LABEL: func.func @f16_rms
 // CHECK: %[[W:.+]] = mf.cast %{{.+}} : tensor<64xf16> to tensor<64xf32>
-// CHECK: mf.fusion(%{{.+}}, %[[W]]) {kind = "norm"}
+// CHECK: mf.fusion norm(%{{.+}}, %[[W]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.cast {{.*}} to tensor<1x8x64xf32>
 // CHECK-NEXT: mf.rms_norm
@@ -25,7 +25,7 @@ func.func @f16_rms(%x: tensor<1x8x64xf16>, %w: tensor<64xf16>) -> tensor<1x8x64x
 // joins until a value has two users.
 // CHECK-LABEL: func.func @residual_layer_norm
 // CHECK: %[[T:.+]] = mf.tanh
-// CHECK: %[[F:.+]] = mf.fusion(%[[T]], %{{.+}}, %{{.+}}, %{{.+}}) {kind = "norm"}
+// CHECK: %[[F:.+]] = mf.fusion norm(%[[T]], %{{.+}}, %{{.+}}, %{{.+}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.add
 // CHECK-NEXT: mf.layer_norm
@@ -48,7 +48,7 @@ func.func @residual_layer_norm(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>, %w: t
 // A softmax over the last dimension with its scale; one over another
 // dimension is no row reduction and stays.
 // CHECK-LABEL: func.func @softmax
-// CHECK: mf.fusion({{.*}}) {kind = "norm"}
+// CHECK: mf.fusion norm({{.*}})
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.constant
 // CHECK-NEXT: mf.mul
@@ -69,10 +69,10 @@ func.func @softmax(%a: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>)
 // costs less host work than an eager op: RMSNorm and LayerNorm alone are
 // regions; a softmax alone stays an op.
 // CHECK-LABEL: func.func @alone
-// CHECK: mf.fusion{{.*}}kind = "norm"
+// CHECK: mf.fusion norm
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.rms_norm
-// CHECK: mf.fusion{{.*}}kind = "norm"
+// CHECK: mf.fusion norm
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.layer_norm
 // CHECK-NOT: mf.fusion

@@ -10,7 +10,7 @@
 // OBJECT: T mfk_0
 // NONE: error: there are no kernels to write to '{{.*}}none.o'
 func.func @f(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
-  %0 = mf.fusion(%x) {kind = "elementwise"} : (tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %0 = mf.fusion elementwise(%x) : (tensor<4x16xf32>) -> tensor<4x16xf32> {
   ^bb0(%a: tensor<4x16xf32>):
     %e = mf.exp %a : tensor<4x16xf32>
     mf.yield %e : tensor<4x16xf32>

@@ -173,7 +173,8 @@ llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
   auto readAsPanel = [](OpOperand &use) {
     auto fusion = dyn_cast<mf::FusionOp>(use.getOwner());
     if (!fusion ||
-        (fusion.getKind() != "matmul" && fusion.getKind() != "matmul_epilogue")) {
+        (fusion.getKind() != mf::FusionKind::matmul &&
+         fusion.getKind() != mf::FusionKind::matmul_epilogue)) {
       return false;
     }
     Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
@@ -210,23 +211,20 @@ FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
           " buffers for one kernel";
     return failure();
   }
-  StringRef kind = fusion.getKind();
-  if (kind == "elementwise") {
+  switch (fusion.getKind()) {
+  case mf::FusionKind::elementwise:
     return buildElementwiseKernel(fusion, builder, why);
-  }
-  if (kind == "matmul" || kind == "matmul_epilogue") {
+  case mf::FusionKind::matmul:
+  case mf::FusionKind::matmul_epilogue:
     return buildMatmulKernel(fusion, builder, panelParameters, why);
-  }
-  if (kind == "norm") {
+  case mf::FusionKind::norm:
     return buildNormKernel(fusion, builder, why);
-  }
-  if (kind == "attention") {
+  case mf::FusionKind::attention:
     return buildAttentionKernel(fusion, builder, why);
-  }
-  if (kind == "attention_grad") {
+  case mf::FusionKind::attention_grad:
     return buildAttentionGradKernel(fusion, builder, why);
   }
-  why = "no code generator for '" + kind.str() + "' regions";
+  why = "no code generator for the region's kind";
   return failure();
 }
 
@@ -287,7 +285,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
         FailureOr<func::FuncOp> kernel =
             buildKernel(fusion, builder, panelParameters, why);
         if (failed(kernel)) {
-          ++skipped[fusion.getKind().str() + ": " + why];
+          ++skipped[mf::stringifyFusionKind(fusion.getKind()).str() + ": " + why];
           withoutKernel.push_back(fusion);
           continue;
         }

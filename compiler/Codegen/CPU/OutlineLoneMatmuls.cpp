@@ -41,7 +41,7 @@ void outlineLoneMatmuls(ModuleOp graph) {
     }
   }
   for (mf::MatmulOp matmul : matmuls) {
-    mf::outlineIntoFusion({matmul.getOperation()}, "matmul");
+    mf::outlineIntoFusion({matmul.getOperation()}, mf::FusionKind::matmul);
   }
 }
 

@@ -25,4 +25,16 @@ def MF_ParameterInit : I32EnumAttr<"ParameterInit",
   let cppNamespace = "::mlir::mf";
 }
 
+def MF_FusionKind : I32EnumAttr<"FusionKind",
+    "the fusion rule that formed an mf.fusion region, which decides its kernel", [
+      I32EnumAttrCase<"elementwise", 0>,
+      I32EnumAttrCase<"matmul", 1>,
+      I32EnumAttrCase<"matmul_epilogue", 2>,
+      I32EnumAttrCase<"norm", 3>,
+      I32EnumAttrCase<"attention", 4>,
+      I32EnumAttrCase<"attention_grad", 5>
+    ]> {
+  let cppNamespace = "::mlir::mf";
+}
+
 #endif // MF_ATTRS_TD

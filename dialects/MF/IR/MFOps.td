@@ -853,11 +853,11 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
     The body computes the results from the inputs (bound to the block
     arguments) and yields them; nothing else crosses the boundary, so the
     values inside never reach memory. `kind` names the fusion rule that
-    formed the group. Its FLOPs are its body's; its bytes are only its
-    inputs and results.
+    formed the group, which code generation builds its kernel by. Its
+    FLOPs are its body's; its bytes are only its inputs and results.
 
     ```mlir
-    %r = mf.fusion (%a, %b) {kind = "elementwise"}
+    %r = mf.fusion elementwise (%a, %b)
         : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
     ^bb0(%x: tensor<8xf32>, %y: tensor<8xf32>):
       %s = mf.add %x, %y : tensor<8xf32>
@@ -866,11 +866,11 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<MF_Tensor>:$inputs, StrAttr:$kind);
+  let arguments = (ins Variadic<MF_Tensor>:$inputs, MF_FusionKind:$kind);
   let results = (outs Variadic<MF_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+    $kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
   }];
   let hasVerifier = 1;
 }

@@ -137,7 +137,7 @@ void fuseAttentionGradients(func::FuncOp function) {
       });
     });
     if (group.size() > 1 && !readBetween && fusionCost(group).pays()) {
-      outlineIntoFusion(group, "attention_grad");
+      outlineIntoFusion(group, FusionKind::attention_grad);
     }
   }
 }
@@ -157,7 +157,7 @@ struct MFFuseAttentionPass
         group = attentionGroup(attention, false);
       }
       if (group.size() > 1 && fusionCost(group).pays()) {
-        outlineIntoFusion(group, "attention");
+        outlineIntoFusion(group, FusionKind::attention);
       }
     }
   }

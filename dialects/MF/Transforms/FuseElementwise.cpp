@@ -135,7 +135,7 @@ struct MFFuseElementwisePass
                                 << " ops: no bytes saved\n");
         continue;
       }
-      outlineIntoFusion(group.ops, "elementwise");
+      outlineIntoFusion(group.ops, FusionKind::elementwise);
     }
   }
 };

@@ -28,7 +28,7 @@ namespace {
 
 bool isEpilogue(Operation *op) {
   if (auto fusion = dyn_cast<FusionOp>(op)) {
-    return fusion.getKind() == "elementwise";
+    return fusion.getKind() == FusionKind::elementwise;
   }
   return isElementwiseOp(op);
 }
@@ -118,7 +118,7 @@ struct MFFuseMatmulEpiloguePass
       if (!fusionCost(ops).pays()) {
         continue;
       }
-      outlineIntoFusion(ops, "matmul_epilogue");
+      outlineIntoFusion(ops, FusionKind::matmul_epilogue);
     }
   }
 };

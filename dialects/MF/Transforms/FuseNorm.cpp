@@ -110,7 +110,7 @@ struct MFFuseNormPass : mf::impl::MFFuseNormPassBase<MFFuseNormPass> {
       bool outline = group.size() > 1 ? fusionCost(group).pays()
                                       : isa<RmsNormOp, LayerNormOp>(norm);
       if (outline) {
-        outlineIntoFusion(group, "norm");
+        outlineIntoFusion(group, FusionKind::norm);
       }
     }
   }

@@ -113,7 +113,7 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   return cost;
 }
 
-FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, StringRef kind) {
+FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   Boundary boundary = boundaryOf(ops);
   Operation *last = ops.back();
   OpBuilder builder(last);
@@ -123,7 +123,7 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, StringRef kind) {
   }
   SmallVector<Value> inputs(boundary.inputs.begin(), boundary.inputs.end());
   auto fusion = FusionOp::create(builder, last->getLoc(), resultTypes, inputs,
-                                 builder.getStringAttr(kind));
+                                 kind);
   Block *body = builder.createBlock(&fusion.getBody());
   IRMapping mapping;
   for (Value input : inputs) {

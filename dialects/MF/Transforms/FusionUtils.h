@@ -29,7 +29,7 @@ FusionCost fusionCost(llvm::ArrayRef<Operation *> ops);
 /// Moves `ops` (in program order, one block) into an mf.fusion of `kind`
 /// placed at the last of them. The caller guarantees that no value of the
 /// ops is used outside them before the last one.
-FusionOp outlineIntoFusion(llvm::ArrayRef<Operation *> ops, StringRef kind);
+FusionOp outlineIntoFusion(llvm::ArrayRef<Operation *> ops, FusionKind kind);
 
 /// Moves a fusion's body back into its block, before it, and erases it.
 /// Returns the body's ops, in order.

@@ -143,7 +143,7 @@ def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> 
   let description = [{
     Elementwise ops (and the broadcasts feeding them) join the group of a
     producer when no value of the group is needed, in between, by an op
-    outside it. A group becomes an `mf.fusion {kind = "elementwise"}` when the
+    outside it. A group becomes an `mf.fusion elementwise` when the
     cost model says it moves fewer bytes fused than op by op (its
     intermediates never reach memory). Nothing is duplicated.
 
@@ -154,7 +154,7 @@ def MFFuseElementwisePass : Pass<"mf-fuse-elementwise", "::mlir::func::FuncOp"> 
     ```
     After:
     ```mlir
-    %1 = mf.fusion (%a, %b) {kind = "elementwise"} : (...) -> tensor<8xf32> {
+    %1 = mf.fusion elementwise(%a, %b) : (...) -> tensor<8xf32> {
     ^bb0(%x: tensor<8xf32>, %y: tensor<8xf32>):
       %0 = mf.add %x, %y : tensor<8xf32>
       %1 = mf.exp %0 : tensor<8xf32>
@@ -183,7 +183,7 @@ def MFFuseMatmulEpiloguePass
     ```
     After:
     ```mlir
-    %h = mf.fusion (%x, %wg, %wu) {kind = "matmul_epilogue"} : ... {
+    %h = mf.fusion matmul_epilogue(%x, %wg, %wu) : ... {
       %g = mf.matmul ...
       %u = mf.matmul ...
       %h = mf.swiglu %g, %u : tensor<1x8x172xf32>
@@ -198,7 +198,7 @@ def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
   let summary = "Fuses attention with the RoPE and KV-cache writes it alone "
                 "reads, and the gradients of one attention together";
   let description = [{
-    An f32 `mf.attention` takes into one `kind = "attention"` region the
+    An f32 `mf.attention` takes into one kind `attention` region the
     RoPE of its query, the KV-cache writes of its key and value at its
     `past_length`, and the RoPE of the new keys, when nothing else reads
     them (the updated caches may be read after it). The region's kernel
@@ -209,7 +209,7 @@ def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
 
     The gradients of one attention with respect to its query, keys and
     values (`mf.attention_grad` ops with the same operands) become one
-    `kind = "attention_grad"` region: its kernel recomputes the softmax once
+    kind `attention_grad` region: its kernel recomputes the softmax once
     for all three.
 
     Before:
@@ -222,8 +222,8 @@ def MFFuseAttentionPass : Pass<"mf-fuse-attention", "::mlir::func::FuncOp"> {
     ```
     After:
     ```mlir
-    %r:3 = mf.fusion (%q0, %pos, %k0, %cache_k, %past, %cache_v, %v)
-        {kind = "attention"} : ... { ... }
+    %r:3 = mf.fusion attention(%q0, %pos, %k0, %cache_k, %past, %cache_v, %v)
+        : ... { ... }
     ```
   }];
   let dependentDialects = ["::mlir::mf::MFDialect"];
@@ -234,7 +234,7 @@ def MFFuseNormPass : Pass<"mf-fuse-norm", "::mlir::func::FuncOp"> {
                 "producers and consumers";
   let description = [{
     An `mf.rms_norm`, `mf.layer_norm` or last-dimension `mf.softmax` takes
-    into one `kind = "norm"` region the elementwise ops of its shape that
+    into one kind `norm` region the elementwise ops of its shape that
     compute its input for it alone (the cast up to f32 in a 16-bit model)
     and the chain of sole elementwise users of its result (the cast back),
     when the cost model says that moves fewer bytes. An RMSNorm or
@@ -250,7 +250,7 @@ def MFFuseNormPass : Pass<"mf-fuse-norm", "::mlir::func::FuncOp"> {
     ```
     After:
     ```mlir
-    %y = mf.fusion (%x, %w) {kind = "norm"} : ... { ... }
+    %y = mf.fusion norm(%x, %w) : ... { ... }
     ```
   }];
   let dependentDialects = ["::mlir::mf::MFDialect"];

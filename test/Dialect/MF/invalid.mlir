@@ -237,7 +237,7 @@ func.func @iota(%x: tensor<2x4xf32>) -> tensor<2x4xi32> {
 
 func.func @fusion_args(%a: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{expected block arguments of the input types 'tensor<8xf32>'}}
-  %0 = mf.fusion(%a) {kind = "elementwise"} : (tensor<8xf32>) -> tensor<8xf32> {
+  %0 = mf.fusion elementwise(%a) : (tensor<8xf32>) -> tensor<8xf32> {
   ^bb0(%x: tensor<4xf32>):
     %e = mf.exp %x : tensor<4xf32>
     %b = mf.broadcast %e : tensor<4xf32> to tensor<2x4xf32>
@@ -251,7 +251,7 @@ func.func @fusion_args(%a: tensor<8xf32>) -> tensor<8xf32> {
 
 func.func @fusion_yield(%a: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{yields 'tensor<4xf32>' but its results are 'tensor<8xf32>'}}
-  %0 = mf.fusion(%a) {kind = "elementwise"} : (tensor<8xf32>) -> tensor<8xf32> {
+  %0 = mf.fusion elementwise(%a) : (tensor<8xf32>) -> tensor<8xf32> {
   ^bb0(%x: tensor<8xf32>):
     %s = mf.slice %x [0] : tensor<8xf32> -> tensor<4xf32>
     mf.yield %s : tensor<4xf32>
@@ -315,4 +315,15 @@ func.func @assign_frozen(%v: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{assigns frozen parameter 'base'; frozen parameters are never updated}}
   %0 = mf.assign @base, %v : tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @fusion_kind(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [elementwise, matmul, matmul_epilogue, norm, attention, attention_grad]}}
+  %0 = mf.fusion blend(%a) : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%x: tensor<8xf32>):
+    mf.yield %x : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32>
 }

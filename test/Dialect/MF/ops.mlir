@@ -133,10 +133,10 @@ func.func @loss(%logits: tensor<8x256xf32>, %labels: tensor<8xi32>) -> tensor<f3
 // -----
 
 // CHECK-LABEL: func.func @fusion
-// CHECK: %[[F:.+]]:2 = mf.fusion(%{{.*}}, %{{.*}}) {kind = "elementwise"} : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+// CHECK: %[[F:.+]]:2 = mf.fusion elementwise(%{{.*}}, %{{.*}}) : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
 // CHECK: mf.yield %{{.*}}, %{{.*}} : tensor<8xf32>, tensor<8xf32>
 func.func @fusion(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
-  %0:2 = mf.fusion(%a, %b) {kind = "elementwise"} : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %0:2 = mf.fusion elementwise(%a, %b) : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   ^bb0(%x: tensor<8xf32>, %y: tensor<8xf32>):
     %s = mf.add %x, %y : tensor<8xf32>
     %e = mf.exp %s : tensor<8xf32>
