@@ -472,7 +472,7 @@ private:
                                 << " of an entry with " << valueCount
                                 << " values";
       }
-      fb::Access encoded;
+      fb::Access encoded = fb::Access::Read;
       switch (cast<mfexec::AccessAttr>(access).getValue()) {
       case mfexec::Access::read:
         encoded = fb::Access::Read;
