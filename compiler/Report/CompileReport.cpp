@@ -177,9 +177,9 @@ std::vector<EntryReport> collect(ModuleOp module) {
         group.kind = mf::stringifyFusionKind(fusion.getKind()).str();
         group.flops = cost.getFlops();
         group.bytes = cost.getBytesAccessed();
-        auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
-        auto kernel = name && executable
-                          ? executable.lookupSymbol<mfexec::KernelOp>(name)
+        auto kernel = fusion.getKernelAttr()
+                          ? SymbolTable::lookupNearestSymbolFrom<mfexec::KernelOp>(
+                                fusion, fusion.getKernelAttr())
                           : nullptr;
         if (kernel) {
           group.kernel = kernel.getSymName().str();

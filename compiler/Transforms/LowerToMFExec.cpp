@@ -51,7 +51,7 @@ namespace {
 bool assignsInPlace(mf::AssignOp assign) {
   Value value = assign.getValue();
   auto region = value.getDefiningOp<mf::FusionOp>();
-  if (!region || !region->hasAttr("mf.kernel") || !value.hasOneUse() ||
+  if (!region || !region.getKernel() || !value.hasOneUse() ||
       (region.getKind() != mf::FusionKind::elementwise &&
        region.getKind() != mf::FusionKind::matmul_epilogue)) {
     return false;
@@ -197,7 +197,7 @@ std::string derivationOf(Value value,
   if (auto param = dyn_cast<mf::ParamOp>(op)) {
     os << "param @" << param.getName();
   } else if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
-    os << "kernel " << fusion->getAttrOfType<StringAttr>("mf.kernel").getValue();
+    os << "kernel " << fusion.getKernelAttr();
     operands(fusion.getInputs());
     os << "#" << cast<OpResult>(value).getResultNumber();
   } else {
@@ -325,9 +325,9 @@ private:
   /// A region with a kernel: one dispatch on its inputs' buffers and its
   /// results' (a KV cache it writes: the cache's, tied).
   LogicalResult lowerKernelRegion(mf::FusionOp fusion) {
-    auto name = fusion->getAttrOfType<StringAttr>("mf.kernel");
-    auto kernel = name && executable_
-                      ? executable_.lookupSymbol<mfexec::KernelOp>(name)
+    auto kernel = fusion.getKernelAttr()
+                      ? SymbolTable::lookupNearestSymbolFrom<mfexec::KernelOp>(
+                            fusion, fusion.getKernelAttr())
                       : nullptr;
     if (!kernel) {
       return fusion.emitOpError()

@@ -72,8 +72,8 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     per tile (a product of several rows by a parameter, in a module that
     assigns none, may read the parameter as panels of 32 columns the
     runtime packs once: a panel input of the kernel; `pack-weights`).
-    Structurally equivalent kernels are shared (`mf.kernel = "mfk_N"` on each
-    region). A region without a kernel rule is inlined back into plain ops
+    Structurally equivalent kernels are shared (`kernel = @cpu::@mfk_N` on
+    each region). A region without a kernel rule is inlined back into plain ops
     and counted in the module's `mf.kernels_skipped`. The kernels go into an
     `mfexec.executable @cpu` for the target CPU, an `mfexec.kernel` each
     (buffers, tiles, panel inputs), their code in its nested module

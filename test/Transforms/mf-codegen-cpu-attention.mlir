@@ -7,7 +7,7 @@
 
 // Decode: little work, one tile for both (batch, KV head) units.
 // CHECK-LABEL: func.func @decode
-// CHECK: mf.fusion attention{{.*}}mf.kernel = "mfk_0"
+// CHECK: mf.fusion attention{{.*}}kernel = @cpu::@mfk_0
 func.func @decode(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %v: tensor<1x1x2x16xf32>, %pos: tensor<1x1xi32>, %past: tensor<i32>, %ck: tensor<1x32x2x16xf32>, %cv: tensor<1x32x2x16xf32>) -> (tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>) {
   %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
   %kr = mf.rope %k, %pos theta = 1.0e+04 : tensor<1x1x2x16xf32>, tensor<1x1xi32>
@@ -20,7 +20,7 @@ func.func @decode(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %v: tensor
 // Prefill of two sequences into a cache at a constant position: a tile
 // per (batch, KV head).
 // CHECK-LABEL: func.func @prefill
-// CHECK: mf.fusion attention{{.*}}mf.kernel = "mfk_1"
+// CHECK: mf.fusion attention{{.*}}kernel = @cpu::@mfk_1
 func.func @prefill(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: tensor<2x64x2x32xf32>, %pos: tensor<2x64xi32>, %ck: tensor<2x128x2x32xf32>, %cv: tensor<2x128x2x32xf32>) -> (tensor<2x64x4x32xf32>, tensor<2x128x2x32xf32>, tensor<2x128x2x32xf32>) {
   %past = mf.constant dense<0> : tensor<i32>
   %qr = mf.rope %q, %pos theta = 5.0e+05 : tensor<2x64x4x32xf32>, tensor<2x64xi32>
@@ -34,7 +34,7 @@ func.func @prefill(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: ten
 // The three gradients of an attention: one kernel, a tile per (batch, KV
 // head); a gradient the region does not return would be passed as 0.
 // CHECK-LABEL: func.func @gradients
-// CHECK: mf.fusion attention_grad{{.*}}mf.kernel = "mfk_2"
+// CHECK: mf.fusion attention_grad{{.*}}kernel = @cpu::@mfk_2
 func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: tensor<2x64x2x32xf32>, %do: tensor<2x64x4x32xf32>) -> (tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32>, tensor<2x64x2x32xf32>) {
   %dv = mf.attention_grad %q, %k, %v, %do causal scale = 1.25e-01 wrt = 2 : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32> -> tensor<2x64x2x32xf32>
   %dq = mf.attention_grad %q, %k, %v, %do causal scale = 1.25e-01 wrt = 0 : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32> -> tensor<2x64x4x32xf32>

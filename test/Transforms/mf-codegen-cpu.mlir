@@ -8,9 +8,9 @@
 // Two identical regions (as in every layer) share one kernel; a region with
 // a broadcast input gets its own.
 // CHECK-LABEL: func.func @layers
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0"
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_0"
-// CHECK: mf.fusion{{.*}}mf.kernel = "mfk_1"
+// CHECK: mf.fusion{{.*}}kernel = @cpu::@mfk_0
+// CHECK: mf.fusion{{.*}}kernel = @cpu::@mfk_0
+// CHECK: mf.fusion{{.*}}kernel = @cpu::@mfk_1
 func.func @layers(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %bias: tensor<16xbf16>) -> tensor<4x16xbf16> {
   %0 = mf.add %a, %b : tensor<4x16xf32>
   %1 = mf.silu %0 : tensor<4x16xf32>
@@ -29,7 +29,7 @@ func.func @layers(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>, %bias: tensor<16xb
 // 300 rows x 600 columns: tiles of at most 256 x 256 give 2 x 3, enough to
 // share.
 // CHECK-LABEL: func.func @projection
-// CHECK: mf.fusion matmul(%{{.*}}, %{{.*}}) {mf.kernel = "mfk_2"}
+// CHECK: mf.fusion matmul(%{{.*}}, %{{.*}}) {kernel = @cpu::@mfk_2}
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: mf.matmul
 func.func @projection(%x: tensor<300x64xf32>, %w: tensor<600x64xf32>) -> tensor<300x600xf32> {
@@ -40,7 +40,7 @@ func.func @projection(%x: tensor<300x64xf32>, %w: tensor<600x64xf32>) -> tensor<
 // The SwiGLU gate: both matmuls and the gate in one kernel; with 88K
 // multiply-adds in all it is one tile (sharing it measured slower).
 // CHECK-LABEL: func.func @gate
-// CHECK: mf.fusion matmul_epilogue{{.*}}mf.kernel = "mfk_3"
+// CHECK: mf.fusion matmul_epilogue{{.*}}kernel = @cpu::@mfk_3
 func.func @gate(%x: tensor<1x4x32xf32>, %wg: tensor<344x32xf32>, %wu: tensor<344x32xf32>) -> tensor<1x4x344xf32> {
   %0 = mf.matmul %x, %wg transpose_rhs : tensor<1x4x32xf32>, tensor<344x32xf32> -> tensor<1x4x344xf32>
   %1 = mf.matmul %x, %wu transpose_rhs : tensor<1x4x32xf32>, tensor<344x32xf32> -> tensor<1x4x344xf32>
@@ -52,7 +52,7 @@ func.func @gate(%x: tensor<1x4x32xf32>, %wg: tensor<344x32xf32>, %wu: tensor<344
 // rows and panel to f32, the product is rounded to bf16 as PyNative stores
 // it, then the epilogue runs in f32 and rounds again.
 // CHECK-LABEL: func.func @bf16
-// CHECK: mf.fusion matmul_epilogue{{.*}}mf.kernel = "mfk_4"
+// CHECK: mf.fusion matmul_epilogue{{.*}}kernel = @cpu::@mfk_4
 func.func @bf16(%x: tensor<4x32xbf16>, %w: tensor<32x32xbf16>, %r: tensor<4x32xbf16>) -> tensor<4x32xbf16> {
   %0 = mf.matmul %x, %w transpose_rhs : tensor<4x32xbf16>, tensor<32x32xbf16> -> tensor<4x32xbf16>
   %1 = mf.add %0, %r : tensor<4x32xbf16>
@@ -63,8 +63,8 @@ func.func @bf16(%x: tensor<4x32xbf16>, %w: tensor<32x32xbf16>, %r: tensor<4x32xb
 // AVX-512 vector): 1 x 768 x 256, 196K multiply-adds, in 8 tiles of 32;
 // one with 8K multiply-adds (under a microsecond) stays one tile.
 // CHECK-LABEL: func.func @vector
-// CHECK: mf.fusion matmul{{.*}}mf.kernel = "mfk_5"
-// CHECK: mf.fusion matmul{{.*}}mf.kernel = "mfk_6"
+// CHECK: mf.fusion matmul{{.*}}kernel = @cpu::@mfk_5
+// CHECK: mf.fusion matmul{{.*}}kernel = @cpu::@mfk_6
 func.func @vector(%x: tensor<1x1x768xf32>, %w: tensor<256x768xf32>, %y: tensor<1x1x64xf32>, %v: tensor<128x64xf32>) -> (tensor<1x1x256xf32>, tensor<1x1x128xf32>) {
   %0 = mf.matmul %x, %w transpose_rhs : tensor<1x1x768xf32>, tensor<256x768xf32> -> tensor<1x1x256xf32>
   %1 = mf.matmul %y, %v transpose_rhs : tensor<1x1x64xf32>, tensor<128x64xf32> -> tensor<1x1x128xf32>
@@ -73,7 +73,7 @@ func.func @vector(%x: tensor<1x1x768xf32>, %w: tensor<256x768xf32>, %y: tensor<1
 
 // A 16-bit decode product: its kernel reads the f16 weights itself.
 // CHECK-LABEL: func.func @vector_f16
-// CHECK: mf.fusion matmul{{.*}}mf.kernel = "mfk_7"
+// CHECK: mf.fusion matmul{{.*}}kernel = @cpu::@mfk_7
 func.func @vector_f16(%x: tensor<1x1x64xf16>, %w: tensor<96x64xf16>) -> tensor<1x1x96xf16> {
   %0 = mf.matmul %x, %w transpose_rhs : tensor<1x1x64xf16>, tensor<96x64xf16> -> tensor<1x1x96xf16>
   return %0 : tensor<1x1x96xf16>

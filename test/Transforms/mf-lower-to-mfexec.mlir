@@ -58,14 +58,14 @@ mf.parameter @u : tensor<256xf32> init = ones
 mf.parameter @b : tensor<256xf32> init = ones
 func.func @updates(%g: tensor<256xf32>) -> tensor<256xf32> {
   %w = mf.param @w : tensor<256xf32>
-  %w1 = mf.fusion elementwise(%w, %g) {mf.kernel = "mfk_0"} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
+  %w1 = mf.fusion elementwise(%w, %g) {kernel = @cpu::@mfk_0} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
   ^bb0(%a: tensor<256xf32>, %b: tensor<256xf32>):
     %d = mf.sub %a, %b : tensor<256xf32>
     mf.yield %d : tensor<256xf32>
   }
   %0 = mf.assign @w, %w1 : tensor<256xf32>
   %u = mf.param @u : tensor<256xf32>
-  %u1 = mf.fusion elementwise(%u, %g) {mf.kernel = "mfk_0"} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
+  %u1 = mf.fusion elementwise(%u, %g) {kernel = @cpu::@mfk_0} : (tensor<256xf32>, tensor<256xf32>) -> tensor<256xf32> {
   ^bb0(%a: tensor<256xf32>, %b: tensor<256xf32>):
     %d = mf.sub %a, %b : tensor<256xf32>
     mf.yield %d : tensor<256xf32>
@@ -110,7 +110,7 @@ mf.parameter @q : tensor<4xf32> init = ones
 func.func @derived(%x: tensor<4x64xbf16>) -> (tensor<4x64xf32>, tensor<2x2xf32>, tensor<4xf32>) {
   %p = mf.param @p : tensor<64x64xf32>
   %0 = mf.cast %p : tensor<64x64xf32> to tensor<64x64xbf16>
-  %1 = mf.fusion elementwise(%0) {mf.kernel = "mfk_0"} : (tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  %1 = mf.fusion elementwise(%0) {kernel = @cpu::@mfk_0} : (tensor<64x64xbf16>) -> tensor<64x64xbf16> {
   ^bb0(%a: tensor<64x64xbf16>):
     %n = mf.neg %a : tensor<64x64xbf16>
     mf.yield %n : tensor<64x64xbf16>

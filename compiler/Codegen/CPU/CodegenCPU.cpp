@@ -295,13 +295,17 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
         func::FuncOp same = findEquivalentKernel(*kernel, unique);
         if (same) {
           kernel->erase();
-          fusion->setAttr("mf.kernel", same.getSymNameAttr());
+          fusion.setKernelAttr(SymbolRefAttr::get(
+              executable.getSymNameAttr(),
+              {FlatSymbolRefAttr::get(same.getSymNameAttr())}));
           continue;
         }
         std::string name = "mfk_" + std::to_string(unique.size());
         kernel->setSymName(name);
         unique.push_back(*kernel);
-        fusion->setAttr("mf.kernel", builder.getStringAttr(name));
+        fusion.setKernelAttr(SymbolRefAttr::get(
+            executable.getSymNameAttr(),
+            {FlatSymbolRefAttr::get(builder.getStringAttr(name))}));
         SmallVector<Type> inputs, outputs;
         for (Type type : fusion.getInputs().getTypes()) {
           inputs.push_back(bufferTypeOf(type));

@@ -886,6 +886,15 @@ int64_t PadOp::getFlops() { return 0; }
 // FusionOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult FusionOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (getKernelAttr() &&
+      !symbols.lookupNearestSymbolFrom(getOperation(), getKernelAttr())) {
+    return emitOpError() << "names kernel " << getKernelAttr()
+                         << ", which the module does not have";
+  }
+  return success();
+}
+
 LogicalResult FusionOp::verify() {
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes()) {

@@ -846,15 +846,18 @@ def MF_PadOp : MF_CostedOp<"pad", [Pure, SameOperandsAndResultElementType]> {
 //===----------------------------------------------------------------------===//
 
 def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
-    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects],
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
     ["getFlops", "getBytesAccessed"]> {
   let summary = "A group of ops that becomes one kernel";
   let description = [{
     The body computes the results from the inputs (bound to the block
     arguments) and yields them; nothing else crosses the boundary, so the
     values inside never reach memory. `kind` names the fusion rule that
-    formed the group, which code generation builds its kernel by. Its
-    FLOPs are its body's; its bytes are only its inputs and results.
+    formed the group, which code generation builds its kernel by; `kernel`
+    (after code generation) the kernel that computes it, in the module's
+    `mfexec.executable`. Its FLOPs are its body's; its bytes are only its
+    inputs and results.
 
     ```mlir
     %r = mf.fusion elementwise (%a, %b)
@@ -866,7 +869,8 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<MF_Tensor>:$inputs, MF_FusionKind:$kind);
+  let arguments = (ins Variadic<MF_Tensor>:$inputs, MF_FusionKind:$kind,
+                       OptionalAttr<SymbolRefAttr>:$kernel);
   let results = (outs Variadic<MF_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -123,7 +123,7 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   }
   SmallVector<Value> inputs(boundary.inputs.begin(), boundary.inputs.end());
   auto fusion = FusionOp::create(builder, last->getLoc(), resultTypes, inputs,
-                                 kind);
+                                 kind, /*kernel=*/nullptr);
   Block *body = builder.createBlock(&fusion.getBody());
   IRMapping mapping;
   for (Value input : inputs) {

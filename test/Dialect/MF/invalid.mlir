@@ -327,3 +327,14 @@ func.func @fusion_kind(%a: tensor<8xf32>) -> tensor<8xf32> {
   }
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+func.func @fusion_kernel(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{names kernel @cpu::@mfk_9, which the module does not have}}
+  %0 = mf.fusion elementwise(%a) {kernel = @cpu::@mfk_9} : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%x: tensor<8xf32>):
+    mf.yield %x : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32>
+}
