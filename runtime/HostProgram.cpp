@@ -196,6 +196,9 @@ private:
         held_[result] = Storage{fb::BufferKind::Parameter, op.ints()->Get(0)};
       } else if (op.kind() == fb::OpKind::Constant) {
         held_[result] = Storage{fb::BufferKind::Constant, index};
+      } else if (op.kind() == fb::OpKind::Assign) {
+        // (The loader allows one assignment per parameter and entry.)
+        assignOf_[op.ints()->Get(0)] = {op.operands()->Get(0), result};
       } else if (op.kind() == fb::OpKind::Reshape) {
         held_[result] = held_[op.operands()->Get(0)];
         views_[op.operands()->Get(0)].push_back(result);
@@ -251,14 +254,10 @@ private:
       break;
     case fb::BufferKind::Parameter: {
       // Only a parameter's new value, once: the assignment's.
-      bool assigned = false;
-      for (uint32_t index = 0; index < sizeOf(entry_.ops()); ++index) {
-        const fb::Op &op = *entry_.ops()->Get(index);
-        assigned = assigned || (op.kind() == fb::OpKind::Assign &&
-                                op.ints()->Get(0) == storage.index &&
-                                (op.operands()->Get(0) == value ||
-                                 op.results()->Get(0) == value));
-      }
+      auto assign = assignOf_.find(storage.index);
+      bool assigned = assign != assignOf_.end() &&
+                      (assign->second.first == value ||
+                       assign->second.second == value);
       if (!assigned || program_.writesParameter[storage.index]) {
         return bad("has " + where + " write a parameter other than with its "
                    "assignment's value, once");
@@ -565,6 +564,8 @@ private:
   std::vector<std::vector<uint32_t>> views_;   // per value: its reshapes
   std::map<uint32_t, uint32_t> overwritten_;   // value -> command
   std::map<int64_t, uint32_t> parameterWrittenAt_;
+  /// Per assigned parameter: its new value and the assignment's result.
+  std::map<int64_t, std::pair<uint32_t, uint32_t>> assignOf_;
   std::map<uint32_t, int64_t> firstWrite_;     // arena root -> command
   std::map<uint32_t, int64_t> lastUse_;        // root -> command
 };

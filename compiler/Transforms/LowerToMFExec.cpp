@@ -165,11 +165,6 @@ std::optional<unsigned> cacheUpdatedInPlace(mf::FusionOp fusion,
   return cache.getArgNumber();
 }
 
-MemRefType bufferTypeOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return MemRefType::get(tensor.getShape(), tensor.getElementType());
-}
-
 /// The derived-value slots of a module: one per distinct derivation.
 using DerivedSlots = llvm::StringMap<int64_t>;
 
@@ -237,7 +232,7 @@ public:
     Block *block = builder_.createBlock(&entry.getBody());
     for (BlockArgument argument : function_.getArguments()) {
       bufferOf_[argument] =
-          block->addArgument(bufferTypeOf(argument.getType()), argument.getLoc());
+          block->addArgument(mfexec::bufferTypeOf(argument.getType()), argument.getLoc());
     }
     for (Operation &op : body) {
       if (failed(lower(op))) {
@@ -256,13 +251,13 @@ private:
     }
     if (auto constant = dyn_cast<mf::ConstantOp>(op)) {
       bufferOf_[constant] = mfexec::ConstantOp::create(
-          builder_, loc, bufferTypeOf(constant.getType()),
+          builder_, loc, mfexec::bufferTypeOf(constant.getType()),
           program_.indexOf(constant));
       return success();
     }
     if (auto reshape = dyn_cast<mf::ReshapeOp>(op)) {
       bufferOf_[reshape] = mfexec::ViewOp::create(
-          builder_, loc, bufferTypeOf(reshape.getType()),
+          builder_, loc, mfexec::bufferTypeOf(reshape.getType()),
           bufferOf_.at(reshape.getOperand()));
       return success();
     }
@@ -385,7 +380,7 @@ private:
 
   /// Where a value a command computes is kept (see the file comment).
   Value storageFor(Value value, Location loc) {
-    MemRefType type = bufferTypeOf(value.getType());
+    MemRefType type = mfexec::bufferTypeOf(value.getType());
     if (derived_.contains(value)) {
       auto [slot, inserted] = slots_.try_emplace(
           derivationOf(value, derivations_), slots_.size());
@@ -405,7 +400,7 @@ private:
   Value parameter(StringRef name, Type type, Location loc) {
     Value &buffer = parameters_[name];
     if (!buffer) {
-      buffer = mfexec::ParamOp::create(builder_, loc, bufferTypeOf(type),
+      buffer = mfexec::ParamOp::create(builder_, loc, mfexec::bufferTypeOf(type),
                                        FlatSymbolRefAttr::get(
                                            builder_.getContext(), name));
     }

@@ -308,10 +308,10 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
             {FlatSymbolRefAttr::get(builder.getStringAttr(name))}));
         SmallVector<Type> inputs, outputs;
         for (Type type : fusion.getInputs().getTypes()) {
-          inputs.push_back(bufferTypeOf(type));
+          inputs.push_back(mfexec::bufferTypeOf(type));
         }
         for (Type type : fusion.getResultTypes()) {
-          outputs.push_back(bufferTypeOf(type));
+          outputs.push_back(mfexec::bufferTypeOf(type));
         }
         mfexec::KernelOp::create(
             declarations, fusion.getLoc(), name,

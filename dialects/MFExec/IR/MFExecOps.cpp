@@ -219,11 +219,10 @@ LogicalResult KernelOp::verify() {
 // Host programs
 //===----------------------------------------------------------------------===//
 
-/// The buffer type a tensor of `type` is stored as.
-static Type bufferTypeOf(Type type) {
+MemRefType mlir::mfexec::bufferTypeOf(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor ? MemRefType::get(tensor.getShape(), tensor.getElementType())
-                : Type();
+                : MemRefType();
 }
 
 LogicalResult EntryOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -24,6 +24,9 @@
 namespace mlir::mfexec {
 /// The bytes of a buffer of `type` (a static-shape memref).
 int64_t bufferBytes(MemRefType type);
+/// The buffer type a ranked tensor of `type` is stored as (null for any
+/// other type).
+MemRefType bufferTypeOf(Type type);
 } // namespace mlir::mfexec
 
 #endif // MFC_DIALECTS_MFEXEC_IR_MFEXECOPS_H
