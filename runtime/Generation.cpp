@@ -192,7 +192,8 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
 /// Token ids from a text file (bytes) or an MFTOKENS file: the 8 bytes
 /// "MFTOKENS", then little-endian int32 ids.
 StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
-                                               int64_t vocab) {
+                                               int64_t vocab,
+                                               const TextEncoder &encodeText) {
   StatusOr<std::vector<uint8_t>> read =
       readRegularFile(path, "data file", kMaxDataFileBytes);
   if (!read) {
@@ -201,7 +202,7 @@ StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
   std::string bytes(read->begin(), read->end());
   read = std::vector<uint8_t>(); // one copy at a time
   if (bytes.rfind("MFTOKENS", 0) != 0) {
-    return encodeBytes(bytes, vocab);
+    return encodeText(bytes);
   }
   if ((bytes.size() - 8) % 4 != 0) {
     return Status::error("'" + path + "': an MFTOKENS file holds whole int32 "

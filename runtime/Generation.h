@@ -6,6 +6,7 @@
 #include "runtime/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,12 +18,15 @@ StatusOr<std::vector<int32_t>> encodeBytes(const std::string &text,
                                            int64_t vocabSize);
 /// Ids back to text; control bytes print as \xNN, ids above 255 as <id>.
 std::string decodeBytes(const std::vector<int32_t> &ids);
-/// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary.
-/// Token ids from a text file (bytes, through the byte tokenizer) or an
-/// MFTOKENS file: the 8 bytes "MFTOKENS", then little-endian int32 ids.
+/// Token ids from a text file (through `encodeText`) or an MFTOKENS file:
+/// the 8 bytes "MFTOKENS", then little-endian int32 ids.
+using TextEncoder =
+    std::function<StatusOr<std::vector<int32_t>>(const std::string &)>;
 StatusOr<std::vector<int32_t>> readTokens(const std::string &path,
-                                          int64_t vocab);
+                                          int64_t vocab,
+                                          const TextEncoder &encodeText);
 
+/// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary.
 StatusOr<std::vector<int32_t>> parseIds(const std::string &text,
                                         int64_t vocabSize);
 

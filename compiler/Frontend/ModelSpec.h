@@ -225,6 +225,9 @@ struct ModelSpec {
   std::map<std::string, KeyPosition> keyPositions;
   /// Top-level sections accepted but only meaningful to MindSpore's trainer.
   std::vector<std::string> ignoredSections;
+  /// The tokenizer mf-run reads text with (processor.tokenizer's file, an
+  /// absolute path), or empty.
+  std::string tokenizerPath;
 
   /// The batch size of the compiled entry points: runner_config.batch_size
   /// for train/finetune/eval, model_config.batch_size for predict.

@@ -142,7 +142,8 @@ public:
         model.numLayers, model.usePast, model.bosTokenId, &model.eosTokenIds,
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
-        model.maxDecodeLength, toDType(model.computeDtype), training);
+        model.maxDecodeLength, toDType(model.computeDtype), training,
+        spec_.tokenizerPath.empty() ? nullptr : spec_.tokenizerPath.c_str());
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;

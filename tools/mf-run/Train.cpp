@@ -61,7 +61,7 @@ public:
                            "file) or --input-ids 1,2,3");
     }
     StatusOr<std::vector<int32_t>> data =
-        readTokens(options.data, model_.vocab_size());
+        readTokens(options.data, model_.vocab_size(), options.encodeText);
     if (!data) {
       return data.status();
     }

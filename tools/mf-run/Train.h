@@ -4,6 +4,7 @@
 #define MFC_TOOLS_MF_RUN_TRAIN_H
 
 #include "runtime/Executor.h"
+#include "runtime/Generation.h"
 
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ struct TrainOptions {
   int64_t saveEvery = 0;
   std::string resume;       ///< checkpoint to continue from
   std::string dumpGrads;    ///< the first step's gradients and loss
+  TextEncoder encodeText;   ///< a text --data file's tokenizer
 };
 
 /// Trains `weights` in place (the executor's) with the compiled

@@ -16,6 +16,7 @@
 #include "runtime/GraphExecutor.h"
 #include "runtime/PyNative.h"
 #include "runtime/Safetensors.h"
+#include "runtime/Tokenizer.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
 #include "tools/mf-run/Train.h"
@@ -53,6 +54,7 @@ struct Options {
   std::vector<std::string> weights;
   std::string task;
   std::optional<std::string> prompt;
+  std::string tokenizer;
   std::optional<std::string> inputIds;
   int64_t maxNewTokens = -1;
   int64_t repeat = 1;
@@ -88,7 +90,10 @@ void usage(std::ostream &os) {
         "from --seed); repeatable:\n"
         "                             base weights, then LoRA adapters\n"
         "  --task predict|eval        (default: the YAML's run_mode)\n"
-        "  --prompt TEXT              predict: text through the byte tokenizer\n"
+        "  --prompt TEXT              predict: text, through the tokenizer "
+        "(or bytes, for a vocabulary of 256)\n"
+        "  --tokenizer PATH           a tokenizer.json or a Hugging Face model "
+        "folder (default: the YAML's processor.tokenizer)\n"
         "  --input-ids 1,2,3          predict: token ids\n"
         "  --max-new-tokens N         predict: tokens to generate (default: "
         "32)\n"
@@ -156,7 +161,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
     kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
-    kMergeLora, kBatchSize, kHelp
+    kMergeLora, kBatchSize, kTokenizer, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -189,6 +194,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"resume", required_argument, nullptr, kResume},
       {"merge-lora", required_argument, nullptr, kMergeLora},
       {"batch-size", required_argument, nullptr, kBatchSize},
+      {"tokenizer", required_argument, nullptr, kTokenizer},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -247,6 +253,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kInputIds:
       options.inputIds = optarg;
+      break;
+    case kTokenizer:
+      options.tokenizer = optarg;
       break;
     case kThreads:
       if (!wholeNumber("threads", 1, 1024)) {
@@ -397,7 +406,75 @@ struct Session {
   KernelLibrary kernels;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Executor> executor; // the --mode's
+  std::unique_ptr<Tokenizer> tokenizer; // read when text is first needed
 };
+
+/// The tokenizer of --tokenizer, else of the YAML's processor.tokenizer;
+/// null when neither names one. Read once; its ids must fit the model.
+StatusOr<const Tokenizer *> tokenizerOf(const Options &options,
+                                        Session &session) {
+  if (session.tokenizer) {
+    return session.tokenizer.get();
+  }
+  const fb::ModelInfo &model = session.executable.model();
+  std::string path = !options.tokenizer.empty() ? options.tokenizer
+                     : model.tokenizer()        ? model.tokenizer()->str()
+                                                : "";
+  if (path.empty()) {
+    return static_cast<const Tokenizer *>(nullptr);
+  }
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(path);
+  if (!tokenizer) {
+    return tokenizer.status().withContext(
+        options.tokenizer.empty() ? "the YAML's processor.tokenizer (give "
+                                    "--tokenizer PATH to use another)"
+                                  : "--tokenizer");
+  }
+  if ((*tokenizer)->vocabSize() > model.vocab_size()) {
+    return Status::error("tokenizer " + (*tokenizer)->path() + " has " +
+                         std::to_string((*tokenizer)->vocabSize()) +
+                         " tokens but the model's vocabulary is " +
+                         std::to_string(model.vocab_size()) +
+                         ": it belongs to another model");
+  }
+  session.tokenizer = tokenizer.take();
+  return session.tokenizer.get();
+}
+
+/// Text to ids: the tokenizer's, or bytes for a model without one.
+/// `addSpecialTokens`: the tokenizer's BOS and the like (prompts).
+StatusOr<std::vector<int32_t>> encodeText(const Options &options,
+                                          Session &session,
+                                          const std::string &text,
+                                          bool addSpecialTokens,
+                                          const std::string &what) {
+  StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
+  if (!tokenizer) {
+    return tokenizer.status();
+  }
+  int64_t vocab = session.executable.model().vocab_size();
+  if (*tokenizer) {
+    StatusOr<std::vector<int32_t>> ids =
+        (*tokenizer)->encode(text, addSpecialTokens);
+    return ids ? ids : ids.status().withContext(what);
+  }
+  if (vocab > 256 && what == "--prompt") {
+    return Status::error(
+        "--prompt needs this model's tokenizer (its vocabulary has " +
+        std::to_string(vocab) +
+        " tokens, not 256 bytes): give --tokenizer PATH (a tokenizer.json "
+        "or a Hugging Face model folder), set processor.tokenizer."
+        "tokenizer_file in the YAML, or pass --input-ids 1,2,3");
+  }
+  if (vocab > 256) {
+    std::fprintf(stderr,
+                 "mf-run: note: no tokenizer: %s is read as bytes (ids "
+                 "0-255) of this model's %lld; give --tokenizer PATH for "
+                 "its own tokens\n",
+                 what.c_str(), static_cast<long long>(vocab));
+  }
+  return encodeBytes(text, vocab);
+}
 
 int writeTrace(const Options &options, const Session &session) {
   if (options.profile.empty()) {
@@ -443,9 +520,11 @@ int predict(const Options &options, Session &session) {
   int64_t batch = model.batch_size();
   StatusOr<std::vector<int32_t>> prompt =
       options.inputIds ? parseIds(*options.inputIds, vocab)
-      : options.prompt ? encodeBytes(*options.prompt, vocab)
-                       : StatusOr<std::vector<int32_t>>(Status::error(
-                             "predict needs --prompt TEXT or --input-ids 1,2,3"));
+      : options.prompt
+          ? encodeText(options, session, *options.prompt,
+                       /*addSpecialTokens=*/true, "--prompt")
+          : StatusOr<std::vector<int32_t>>(Status::error(
+                "predict needs --prompt TEXT or --input-ids 1,2,3"));
   if (!prompt) {
     return fail(prompt.status().message());
   }
@@ -509,6 +588,17 @@ int predict(const Options &options, Session &session) {
   // --repeat: the same generation again from the prompt (a benchmark's
   // warm runs); the output is the last run's, the times are medians.
   std::vector<double> prefillTimes, decodeTimes;
+  // A text prompt through a tokenizer: the text streams out as it is made.
+  const Tokenizer *textTokenizer = nullptr;
+  if (options.prompt && !options.inputIds) {
+    StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
+    textTokenizer = tokenizer ? *tokenizer : nullptr;
+  }
+  std::optional<TokenStreamDecoder> stream;
+  auto print = [](const std::string &text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
   std::vector<int32_t> generated;
   std::vector<float> stepLogits; // the row each token was picked from
   Tensor decodeIds, decodePast;
@@ -547,6 +637,15 @@ int predict(const Options &options, Session &session) {
 
     generated.clear();
     stepLogits.clear();
+    if (textTokenizer && run + 1 == options.repeat) {
+      std::vector<int32_t> promptIds(tokens.begin(), tokens.begin() + promptLength);
+      StatusOr<std::string> text = textTokenizer->decodeText(promptIds, true);
+      if (!text) {
+        return fail(text.status().message());
+      }
+      print(*text);
+      stream.emplace(*textTokenizer, std::move(promptIds));
+    }
     auto decodeStart = Clock::now();
     Tensor logits = state[0]; // [batch, 1, vocab]
     for (int64_t step = 0; step < maxNew; ++step) {
@@ -557,6 +656,13 @@ int predict(const Options &options, Session &session) {
       int32_t next = sampler.next(row, vocab, tokens);
       generated.push_back(next);
       tokens.push_back(next);
+      if (stream) {
+        StatusOr<std::string> piece = stream->push(next);
+        if (!piece) {
+          return fail(piece.status().message());
+        }
+        print(*piece);
+      }
       if (isEos(next) || step + 1 == maxNew) {
         break;
       }
@@ -622,7 +728,13 @@ int predict(const Options &options, Session &session) {
     }
   }
   bool bytes = vocab >= 256 && options.prompt.has_value();
-  if (bytes) {
+  if (stream) {
+    StatusOr<std::string> rest = stream->finish();
+    if (!rest) {
+      return fail(rest.status().message());
+    }
+    print(*rest + "\n");
+  } else if (bytes) {
     std::cout << decodeBytes(std::vector<int32_t>(tokens.begin(),
                                                   tokens.begin() + promptLength))
               << decodeBytes(generated) << "\n";
@@ -664,7 +776,11 @@ int evaluate(const Options &options, Session &session) {
   if (options.data.empty()) {
     return fail("eval needs --data FILE (text, or an MFTOKENS file)");
   }
-  StatusOr<std::vector<int32_t>> data = readTokens(options.data, model.vocab_size());
+  StatusOr<std::vector<int32_t>> data = readTokens(
+      options.data, model.vocab_size(), [&](const std::string &text) {
+        return encodeText(options, session, text, /*addSpecialTokens=*/false,
+                          "'" + options.data + "'");
+      });
   if (!data) {
     return fail(data.status().message());
   }
@@ -1020,7 +1136,12 @@ int run(int argc, char **argv) {
     }
     TrainOptions train{options.inputIds, options.data,  options.steps,
                        options.saveWeights, options.saveEvery, options.resume,
-                       options.dumpGrads};
+                       options.dumpGrads,
+                       [&](const std::string &text) {
+                         return encodeText(options, session, text,
+                                           /*addSpecialTokens=*/false,
+                                           "'" + options.data + "'");
+                       }};
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);
