@@ -11,6 +11,7 @@
 #include <cstring>
 #include <cstdio>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include <csetjmp>
@@ -57,6 +58,37 @@ const char *dtypeTag(DType type) {
   return "F32";
 }
 
+/// What a file that is not safetensors is, by its first bytes, and how to
+/// get safetensors from it; nullopt when it is none of those.
+std::optional<std::string> otherCheckpointFormat(const uint8_t *bytes,
+                                                 size_t size,
+                                                 const std::string &name) {
+  auto endsWith = [&](const std::string &suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const std::string convert =
+      "; convert it with python3: torch.load it and save the state dict with "
+      "safetensors.torch.save_file";
+  if (size >= 4 && std::memcmp(bytes, "PK\x03\x04", 4) == 0) {
+    return "a PyTorch checkpoint (torch.save's zip archive), not safetensors" +
+           convert;
+  }
+  if (size >= 2 && bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5) {
+    return "a Python pickle (an older torch.save), not safetensors" + convert;
+  }
+  if (endsWith(".json") || (size >= 1 && bytes[0] == '{')) {
+    return "a JSON file, not safetensors; for a sharded Hugging Face "
+           "checkpoint give its model.safetensors.index.json's folder or the "
+           "index itself to --weights, which follows its shards";
+  }
+  if (endsWith(".ckpt")) {
+    return "a MindSpore checkpoint (.ckpt), which mf-run does not read yet; "
+           "convert it to Hugging Face safetensors";
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
@@ -81,6 +113,9 @@ SafetensorsFile::parse(const uint8_t *bytes, size_t size,
     headerSize = (headerSize << 8) | bytes[i];
   }
   if (headerSize > size - 8) {
+    if (std::optional<std::string> other = otherCheckpointFormat(bytes, size, name)) {
+      return fail(*other);
+    }
     return fail("the header claims " + std::to_string(headerSize) +
                 " bytes but the file has " + std::to_string(size - 8) +
                 " after the length; the file is truncated or not safetensors");
@@ -327,4 +362,59 @@ Status mfrt::writeSafetensors(
     }
     return Status::ok();
   });
+}
+
+StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path) {
+  struct stat info;
+  std::string index = path;
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    index = path + "/model.safetensors.index.json";
+    if (::stat(index.c_str(), &info) != 0) {
+      std::string single = path + "/model.safetensors";
+      if (::stat(single.c_str(), &info) != 0) {
+        return Status::error("folder '" + path +
+                             "' has neither model.safetensors nor "
+                             "model.safetensors.index.json");
+      }
+      return std::vector<std::string>{single};
+    }
+  } else if (path.size() < 11 ||
+             path.compare(path.size() - 11, 11, ".index.json") != 0) {
+    return std::vector<std::string>{path};
+  }
+  StatusOr<std::vector<uint8_t>> bytes =
+      readRegularFile(index, "checkpoint index", 64ull << 20);
+  if (!bytes) {
+    return bytes.status();
+  }
+  json parsed = json::parse(bytes->begin(), bytes->end(), nullptr,
+                            /*allow_exceptions=*/false);
+  const json *map = nullptr;
+  if (parsed.is_object()) {
+    auto found = parsed.find("weight_map");
+    map = found != parsed.end() && found->is_object() ? &*found : nullptr;
+  }
+  if (!map) {
+    return Status::error("'" + index + "': expected a JSON object with a "
+                         "weight_map of tensor name: shard file");
+  }
+  std::set<std::string> shards;
+  for (auto item = map->begin(); item != map->end(); ++item) {
+    const json &shard = item.value();
+    if (!shard.is_string() || shard.get<std::string>().empty() ||
+        shard.get<std::string>().find('/') != std::string::npos) {
+      return Status::error("'" + index + "': weight_map['" + item.key() +
+                           "'] must name a shard file beside the index");
+    }
+    shards.insert(shard.get<std::string>());
+  }
+  if (shards.empty()) {
+    return Status::error("'" + index + "': the weight_map is empty");
+  }
+  std::string folder = index.substr(0, index.find_last_of('/') + 1);
+  std::vector<std::string> files;
+  for (const std::string &shard : shards) {
+    files.push_back(folder + shard);
+  }
+  return files;
 }

@@ -71,6 +71,12 @@ private:
 
 /// Writes `tensors` (name -> tensor) and `metadata` strings to `path`
 /// atomically (temp + rename).
+/// The safetensors files `path` stands for: itself; for a Hugging Face
+/// folder its model.safetensors or the shards its
+/// model.safetensors.index.json lists; for an index, its shards (sorted,
+/// each once, beside the index).
+StatusOr<std::vector<std::string>> checkpointFiles(const std::string &path);
+
 Status writeSafetensors(const std::string &path,
                         const std::vector<std::pair<std::string, const Tensor *>>
                             &tensors,

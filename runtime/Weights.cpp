@@ -79,15 +79,23 @@ StatusOr<Weights> Weights::load(const Executable &executable,
 
 StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
-                                const std::vector<std::string> &paths,
+                                const std::vector<std::string> &givenPaths,
                                 const std::string &otherPrefix) {
   std::vector<SafetensorsFile> files;
-  for (const std::string &path : paths) {
-    StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
-    if (!file) {
-      return file.status();
+  std::vector<std::string> paths;
+  for (const std::string &given : givenPaths) {
+    StatusOr<std::vector<std::string>> expanded = checkpointFiles(given);
+    if (!expanded) {
+      return expanded.status();
     }
-    files.push_back(file.take());
+    for (const std::string &path : *expanded) {
+      StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+      if (!file) {
+        return file.status();
+      }
+      files.push_back(file.take());
+      paths.push_back(path);
+    }
   }
   std::string described = paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
   Weights weights;

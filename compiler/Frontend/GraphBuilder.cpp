@@ -212,9 +212,14 @@ Value GraphBuilder::withLora(Value input, Value projected,
                              const std::string &path, int64_t outFeatures,
                              int64_t inFeatures) {
   const PetConfig &pet = spec_.model.pet;
-  if (pet.petType != "lora" || !llvm::Regex("^(" + pet.targetModules + ")$").match(path)) {
+  if (pet.petType != "lora") {
     return projected;
   }
+  loraCandidates_.push_back(path);
+  if (!llvm::Regex("^(" + pet.targetModules + ")$").match(path)) {
+    return projected;
+  }
+  ++loraAdapters_;
   Location loraLoc = loc(path + ".lora", "target_modules");
   if (pet.loraDropout > 0 && spec_.runMode != RunMode::Predict && !warnedLoraDropout_) {
     warnedLoraDropout_ = true;
@@ -239,7 +244,7 @@ Value GraphBuilder::withLora(Value input, Value projected,
                            mf::MulOp::create(builder_, loraLoc, up, scale));
 }
 
-void GraphBuilder::buildEntries(const FrontendOptions &options) {
+LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
   module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
   module_->setAttr("mf.run_mode",
                    builder_.getStringAttr(toString(spec_.runMode)));
@@ -252,6 +257,19 @@ void GraphBuilder::buildEntries(const FrontendOptions &options) {
   }
   if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
     setOptimizer();
+  }
+  if (spec_.model.pet.petType == "lora" && loraAdapters_ == 0) {
+    std::string examples;
+    for (size_t i = 0; i < loraCandidates_.size() && i < 6; ++i) {
+      examples += (i ? ", " : "") + loraCandidates_[i];
+    }
+    emitError(loc("pet_config", "model.model_config.pet_config.target_modules"))
+        << "target_modules '" << spec_.model.pet.targetModules
+        << "' matches none of the model's " << loraCandidates_.size()
+        << " projections (" << examples
+        << ", ...), so LoRA would train nothing; write a regex over these "
+           "paths";
+    return failure();
   }
   // LoRA trains only the adapters: everything else is frozen.
   if (spec_.model.pet.petType == "lora") {
@@ -267,6 +285,7 @@ void GraphBuilder::buildEntries(const FrontendOptions &options) {
   for (auto entry : llvm::to_vector(body->getOps<func::FuncOp>())) {
     entry->moveBefore(body, body->end());
   }
+  return success();
 }
 
 void GraphBuilder::setOptimizer() {
@@ -409,6 +428,8 @@ OwningOpRef<ModuleOp> mfc::buildModelModule(MLIRContext &context,
   std::unique_ptr<GraphBuilder> builder =
       spec.model.family == ModelFamily::GPT2 ? createGPT2Builder(*module, spec)
                                              : createLlamaBuilder(*module, spec);
-  builder->buildEntries(options);
+  if (failed(builder->buildEntries(options))) {
+    return nullptr;
+  }
   return module;
 }

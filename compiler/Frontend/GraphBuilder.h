@@ -38,7 +38,9 @@ public:
   virtual mlir::Value buildForward(mlir::Value ids, KvCache *cache) = 0;
 
   /// Declares all entry points of the spec's run mode.
-  void buildEntries(const FrontendOptions &options);
+  /// Fails (with an error at the YAML key) on a config that builds nothing
+  /// sensible, such as LoRA target_modules that match no projection.
+  mlir::LogicalResult buildEntries(const FrontendOptions &options);
 
 protected:
   mlir::MLIRContext *context() { return module_.getContext(); }
@@ -119,6 +121,10 @@ private:
   mlir::Value logitsPosition_;
   llvm::StringMap<mlir::mf::ParameterOp> parameters_;
   bool warnedLoraDropout_ = false;
+  /// The projections LoRA's target_modules was matched against, and how
+  /// many it matched.
+  std::vector<std::string> loraCandidates_;
+  int64_t loraAdapters_ = 0;
   mlir::OpBuilder parameterBuilder_;
 };
 

@@ -34,6 +34,7 @@ std::vector<int64_t> prefillLengthsFor(const FrontendOptions &options,
 ///    the KV cache when use_past), `logits`;
 ///  - train / finetune / eval: `forward_loss` (and the training entries).
 /// Every op is located at its model path fused with the YAML key behind it.
+/// Null after an error (reported through the context's diagnostics).
 mlir::OwningOpRef<mlir::ModuleOp>
 buildModelModule(mlir::MLIRContext &context, const ModelSpec &spec,
                  const FrontendOptions &options = {});

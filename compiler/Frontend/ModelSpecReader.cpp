@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
@@ -526,7 +527,7 @@ constexpr StringRef kTrainerOnlyKeys[] = {
     "auto_trans_ckpt", "only_save_strategy", "resume_training",
     "do_eval", "eval_step_interval", "eval_epoch_interval", "train_dataset",
     "train_dataset_task", "eval_dataset", "eval_dataset_task", "callbacks",
-    "eval_callbacks", "processor", "metric", "parallel", "moe_config",
+    "eval_callbacks", "metric", "parallel",
     "auto_tune", "filepath_prefix", "autotune_per_step", "profile",
     "profile_start_step", "profile_stop_step", "init_start_profile",
     "profile_communication", "profile_memory", "layer_scale", "layer_decay",
@@ -536,13 +537,13 @@ constexpr StringRef kTrainerOnlyKeys[] = {
 /// Keys of model_config that exist in MindFormers but change nothing that mfc
 /// compiles (runtime paging, checkpoint names, dropout, ...).
 constexpr StringRef kIgnoredModelKeys[] = {
-    "scaling_factor", "block_size", "num_blocks", "is_dynamic", "qkv_concat",
+    "block_size", "num_blocks", "is_dynamic", "auto_map",
     "checkpoint_name_or_path", "use_past_shard", "emb_dropout_prob",
-    "fine_grain_interleave", "auto_map", "use_prompt_flash_attention",
+    "fine_grain_interleave", "use_prompt_flash_attention",
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
     "max_position_embeddings", "parallel_decoding", "use_rope_slice",
     "use_flash_attention_grad", "fused_rms_norm", "fused_kernel",
-    "extend_method", "use_attn_mask_compression", "post_process",
+    "use_attn_mask_compression", "post_process",
     "rotary_emb_base", "batch_valid_length", "input_sliced_sig",
     "is_encoder_decoder", "attention_probs_dropout_prob"};
 
@@ -559,6 +560,8 @@ public:
   std::optional<ModelSpec> read() {
     readTopLevel();
     readModel();
+    readMoe();
+    readProcessor();
     readParallel();
     readRecompute();
     readOptimizer();
@@ -674,6 +677,7 @@ private:
     cfg.readPositive("num_heads", config.numHeads, kMaxWidth);
     cfg.readPositive("vocab_size", config.vocabSize, kMaxVocabulary);
     cfg.readInt("n_kv_heads", config.numKvHeads, 1, kMaxWidth);
+    readHuggingFaceSpellings(cfg);
     cfg.readInt("intermediate_size", config.intermediateSize, 1, kMaxFfnWidth);
     cfg.readPositive("multiple_of", config.multipleOf, kMaxWidth);
     cfg.readFloat("ffn_dim_multiplier", config.ffnDimMultiplier, 0.0,
@@ -717,14 +721,22 @@ private:
     cfg.readFloat("repetition_penalty", config.repetitionPenalty, 0, INFINITY,
                   true);
 
-    std::string extendMethod = "None";
-    static const StringRef extendMethods[] = {"None", "PI", "NTK"};
-    if (cfg.readChoice("extend_method", extendMethod, extendMethods) &&
-        extendMethod != "None") {
-      cfg.error(cfg.valueLoc("extend_method"),
-                cfg.childPath("extend_method") +
-                    ": RoPE extension '" + extendMethod +
-                    "' is not supported yet; use \"None\"");
+    readRopeExtension(cfg);
+    bool qkvConcat = false;
+    cfg.readBool("qkv_concat", qkvConcat);
+    if (qkvConcat) {
+      context_.diagnostics.note(
+          cfg.keyLoc("qkv_concat"),
+          cfg.childPath("qkv_concat") +
+              ": MindFormers then stores wq/wk/wv as one w_qkv (and w1/w3 "
+              "as w_gate_hidden) in its checkpoints; the model is the same, "
+              "and mf-run reads weights by Hugging Face's separate names");
+    }
+    if (const ConfigNode *quantization = cfg.get("quantization_config")) {
+      cfg.error(quantization->loc,
+                cfg.childPath("quantization_config") +
+                    ": quantized weights and activations are not supported "
+                    "yet; remove the key to compile the float model");
     }
     readOffset(cfg);
     readInterleave(cfg);
@@ -879,6 +891,148 @@ private:
     }
   }
 
+  /// Hugging Face's names for keys MindFormers spells otherwise: read as
+  /// MindFormers' key, with a note; both given is an error (which wins
+  /// would be a guess).
+  void readHuggingFaceSpellings(MapReader &cfg) {
+    ModelConfig &config = spec_.model;
+    struct Spelling {
+      const char *huggingFace, *mindFormers;
+    };
+    static const Spelling spellings[] = {
+        {"num_kv_heads", "n_kv_heads"},
+        {"num_key_value_heads", "n_kv_heads"},
+        {"num_hidden_layers", "num_layers"},
+        {"num_attention_heads", "num_heads"},
+        {"rope_theta", "theta"}};
+    for (const Spelling &spelling : spellings) {
+      if (!cfg.get(spelling.huggingFace)) {
+        continue;
+      }
+      if (cfg.get(spelling.mindFormers)) {
+        cfg.error(cfg.keyLoc(spelling.huggingFace),
+                  cfg.childPath(spelling.huggingFace) + ": Hugging Face's name "
+                      "for " + spelling.mindFormers + ", which is given too; "
+                      "keep one of them");
+        continue;
+      }
+      context_.diagnostics.note(cfg.keyLoc(spelling.huggingFace),
+                                cfg.childPath(spelling.huggingFace) +
+                                    ": read as " + spelling.mindFormers +
+                                    " (Hugging Face's name for it)");
+      StringRef key = spelling.huggingFace;
+      StringRef target = spelling.mindFormers;
+      if (target == "n_kv_heads") {
+        cfg.readInt(key, config.numKvHeads, 1, kMaxWidth);
+      } else if (target == "num_layers") {
+        cfg.readPositive(key, config.numLayers, kMaxLayers);
+      } else if (target == "num_heads") {
+        cfg.readPositive(key, config.numHeads, kMaxWidth);
+      } else {
+        cfg.readFloat(key, config.theta, 0, INFINITY, true);
+      }
+    }
+  }
+
+  /// `extend_method` (MindFormers' RoPE extension) with its scaling_factor.
+  /// NTK-aware scaling raises the base: theta * factor^(d / (d - 2)), as
+  /// MindFormers' FreqsMgr does; PI and LLAMA3 rescale each frequency, which
+  /// mf.rope cannot express yet.
+  void readRopeExtension(MapReader &cfg) {
+    std::string method = "None";
+    static const StringRef methods[] = {"None", "PI", "NTK", "LLAMA3", "YARN"};
+    if (!cfg.readChoice("extend_method", method, methods) || method == "None") {
+      cfg.ignore({"scaling_factor"});
+      return;
+    }
+    if (method != "NTK") {
+      cfg.error(cfg.valueLoc("extend_method"),
+                cfg.childPath("extend_method") + ": RoPE extension '" + method +
+                    "' is not supported yet (mfc implements \"NTK\"); "
+                    "compiling without it would be a different model");
+      cfg.ignore({"scaling_factor"});
+      return;
+    }
+    if (cfg.require("scaling_factor", "4.0")) {
+      cfg.readFloat("scaling_factor", ntkScalingFactor_, 0, /*exclusiveMin=*/true);
+    }
+  }
+
+  /// `moe_config`: one expert is the dense model; more are a mixture of
+  /// experts, which mfc does not compile yet.
+  void readMoe() {
+    MapReader moe = section(root_, "moe_config");
+    if (!moe.present()) {
+      return;
+    }
+    int64_t experts = 1;
+    moe.readInt("expert_num", experts, 1, kMaxWidth);
+    if (experts > 1) {
+      moe.error(moe.valueLoc("expert_num"),
+                "moe_config.expert_num: " + llvm::Twine(experts).str() +
+                    " experts (a mixture of experts) are not supported yet; "
+                    "mfc would otherwise compile a dense model");
+    }
+  }
+
+  /// `processor.tokenizer`: the file mf-run reads text with, relative to
+  /// the YAML (tokenizer_file, or vocab_file when it is a tokenizer.json or
+  /// a Hugging Face folder). Its other keys configure MindSpore's Python
+  /// tokenizer classes and are not read.
+  void readProcessor() {
+    MapReader processor = section(root_, "processor");
+    MapReader tokenizer = section(processor, "tokenizer");
+    if (!tokenizer.present()) {
+      return;
+    }
+    std::string key = tokenizer.get("tokenizer_file") ? "tokenizer_file"
+                      : tokenizer.get("vocab_file")   ? "vocab_file"
+                                                      : "";
+    if (key.empty()) {
+      return;
+    }
+    std::string file;
+    tokenizer.readString(key, file);
+    SMLoc loc = tokenizer.valueLoc(key);
+    std::string path = tokenizer.childPath(key);
+    llvm::SmallString<256> resolved(file);
+    if (!llvm::sys::path::is_absolute(resolved)) {
+      resolved = llvm::sys::path::parent_path(spec_.sourceFile);
+      llvm::sys::path::append(resolved, file);
+    }
+    llvm::sys::fs::make_absolute(resolved);
+    llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
+    StringRef name = llvm::sys::path::filename(resolved);
+    bool folder = llvm::sys::fs::is_directory(resolved);
+    if (!folder && !name.ends_with(".json")) {
+      // vocab.json + merges.txt or a SentencePiece .model: a tokenizer.json
+      // beside it describes the same tokenizer.
+      llvm::SmallString<256> beside = llvm::sys::path::parent_path(resolved);
+      llvm::sys::path::append(beside, "tokenizer.json");
+      if (llvm::sys::fs::exists(beside)) {
+        context_.diagnostics.note(loc, path + ": mf-run reads the "
+                                            "tokenizer.json beside it");
+        spec_.tokenizerPath = beside.str().str();
+        return;
+      }
+    }
+    if (!folder && (name == "vocab.json" || !name.ends_with(".json"))) {
+      context_.diagnostics.warning(
+          loc, path + ": '" + name +
+                   "' is not read yet (mf-run reads Hugging Face "
+                   "tokenizer.json files); put a tokenizer.json beside it, "
+                   "set tokenizer_file, or give mf-run --tokenizer");
+      return;
+    }
+    if (!llvm::sys::fs::exists(resolved)) {
+      context_.diagnostics.warning(loc, path + ": '" + resolved +
+                                            "' does not exist; mf-run will "
+                                            "look for it there (or give "
+                                            "mf-run --tokenizer)");
+    }
+    spec_.tokenizerPath = resolved.str().str();
+  }
+
   void readParallel() {
     MapReader parallel = section(root_, "parallel_config");
     ParallelConfig &config = spec_.parallel;
@@ -895,6 +1049,19 @@ private:
     parallel.ignore({"optimizer_shard", "context_parallel_algo",
                      "ulysses_degree_in_cp", "mem_coeff"});
     parallel.finish();
+    int64_t devices = config.dataParallel * config.modelParallel *
+                      config.pipelineStage * config.contextParallel;
+    if (devices > 1) {
+      context_.diagnostics.warning(
+          parallel.loc(),
+          "parallel_config asks for " + llvm::Twine(devices).str() +
+              " devices (data_parallel " + llvm::Twine(config.dataParallel).str() +
+              ", model_parallel " + llvm::Twine(config.modelParallel).str() +
+              ", pipeline_stage " + llvm::Twine(config.pipelineStage).str() +
+              ", context_parallel " + llvm::Twine(config.contextParallel).str() +
+              "); the program is compiled for one device (sharding is not "
+              "built yet), with the same math");
+    }
   }
 
   /// Whether `value` is layer counts: a list of ints/bools, or of such lists
@@ -1155,6 +1322,18 @@ private:
                                 "num_heads = " +
                               llvm::Twine(model.headDim()) +
                               " must be even for rotary embeddings");
+    }
+    if (ntkScalingFactor_) {
+      int64_t dim = model.headDim();
+      if (model.family == ModelFamily::GPT2 || dim <= 2) {
+        diagnostics().error(loc(cfg + ".extend_method"),
+                            cfg + ".extend_method: NTK scales rotary "
+                                  "embeddings, which this model has none "
+                                  "of (GPT-2) or whose head dim is 2");
+      } else {
+        spec_.model.theta *= std::pow(*ntkScalingFactor_,
+                                      static_cast<double>(dim) / (dim - 2));
+      }
     }
     if (model.numHeads % model.kvHeads() != 0) {
       diagnostics().error(
@@ -1593,6 +1772,9 @@ private:
   MapReader root_;
   std::map<std::string, SMLoc> selectionLocs_;
   SMLoc offsetLoc_;
+  /// extend_method NTK's scaling_factor, applied to theta once the head
+  /// dim is known.
+  std::optional<double> ntkScalingFactor_;
   SMLoc interleaveLoc_;
   bool mpCommRecomputeGiven_ = false;
 };

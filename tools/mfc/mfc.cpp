@@ -347,6 +347,10 @@ int compile(int argc, char **argv) {
 
   mlir::OwningOpRef<mlir::ModuleOp> module =
       buildModelModule(context, *spec, frontendOptions);
+  if (!module) {
+    printError("'" + inputFile + "': nothing compiled");
+    return 1;
+  }
   if (failed(mlir::verify(*module))) {
     printError("internal error: the frontend built invalid mf IR for '" +
                inputFile + "'; please report it with the config");
