@@ -1,14 +1,16 @@
-//===- SafetensorsFuzzer.cpp - fuzz the safetensors reader ----------------===//
+//===- SafetensorsFuzzer.cpp - fuzz the checkpoint readers ----------------===//
+//
+// The same bytes go to the safetensors reader and to the MindSpore .ckpt
+// reader.
+//
 
 #include "runtime/Safetensors.h"
 
 #include <cstddef>
 #include <cstdint>
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::vector<uint8_t> bytes(data, data + size);
-  mfrt::StatusOr<mfrt::SafetensorsFile> file =
-      mfrt::SafetensorsFile::fromBytes(std::move(bytes), "fuzz");
+namespace {
+void readAll(const mfrt::StatusOr<mfrt::CheckpointFile> &file) {
   if (file) {
     // Read every byte the reader claims is a tensor (ASan checks the reads).
     uint8_t checksum = 0;
@@ -20,5 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     [[maybe_unused]] static volatile uint8_t sink;
     sink = checksum;
   }
+}
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  readAll(mfrt::CheckpointFile::fromBytes(
+      std::vector<uint8_t>(data, data + size), "fuzz"));
+  readAll(mfrt::CheckpointFile::fromMindSporeBytes(
+      std::vector<uint8_t>(data, data + size), "fuzz.ckpt"));
   return 0;
 }

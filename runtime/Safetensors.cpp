@@ -82,23 +82,24 @@ std::optional<std::string> otherCheckpointFormat(const uint8_t *bytes,
            "checkpoint give its model.safetensors.index.json's folder or the "
            "index itself to --weights, which follows its shards";
   }
-  if (endsWith(".ckpt")) {
-    return "a MindSpore checkpoint (.ckpt), which mf-run does not read yet; "
-           "convert it to Hugging Face safetensors";
+  if (size >= 1 && bytes[0] == 0x0a) {
+    return "not safetensors; if it is a MindSpore checkpoint (a protobuf "
+           "starting with byte 0x0a, as this file does), give it a name "
+           "ending in .ckpt";
   }
   return std::nullopt;
 }
 
 } // namespace
 
-StatusOr<SafetensorsFile> SafetensorsFile::fromBytes(std::vector<uint8_t> bytes,
+StatusOr<CheckpointFile> CheckpointFile::fromBytes(std::vector<uint8_t> bytes,
                                                      const std::string &name) {
   auto storage = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return parse(storage->data(), storage->size(), storage, name);
 }
 
-StatusOr<SafetensorsFile>
-SafetensorsFile::parse(const uint8_t *bytes, size_t size,
+StatusOr<CheckpointFile>
+CheckpointFile::parse(const uint8_t *bytes, size_t size,
                        std::shared_ptr<const void> storage,
                        const std::string &name) {
   auto fail = [&](const std::string &message) {
@@ -140,7 +141,7 @@ SafetensorsFile::parse(const uint8_t *bytes, size_t size,
     return fail("the header names tensor '" + repeated +
                 "' twice; the file is corrupt (rewrite it)");
   }
-  SafetensorsFile file;
+  CheckpointFile file;
   size_t dataSize = size - 8 - headerSize;
   std::vector<std::pair<size_t, size_t>> ranges;
   for (auto &[tensorName, info] : header.items()) {
@@ -207,7 +208,7 @@ SafetensorsFile::parse(const uint8_t *bytes, size_t size,
   return file;
 }
 
-StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
+StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return Status::error("cannot open weights '" + path +
@@ -223,9 +224,10 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
                          "; pass a .safetensors file");
   }
   size_t size = static_cast<size_t>(info.st_size);
+  bool mindSpore = path.size() >= 5 && path.compare(path.size() - 5, 5, ".ckpt") == 0;
   if (size == 0) {
     ::close(fd);
-    return fromBytes({}, path);
+    return mindSpore ? fromMindSporeBytes({}, path) : fromBytes({}, path);
   }
   // Mapped, read ahead in order (a page fault costs ~12 us on this kind of
   // machine; the kernel maps file pages 16 at a time) and released tensor
@@ -240,8 +242,11 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
   madvise(mapped, size, MADV_WILLNEED);
   std::shared_ptr<const void> storage(
       mapped, [size](const void *block) { munmap(const_cast<void *>(block), size); });
-  StatusOr<SafetensorsFile> file =
-      parse(static_cast<const uint8_t *>(mapped), size, std::move(storage), path);
+  StatusOr<CheckpointFile> file =
+      mindSpore ? parseMindSpore(static_cast<const uint8_t *>(mapped), size,
+                                 std::move(storage), path)
+                : parse(static_cast<const uint8_t *>(mapped), size,
+                        std::move(storage), path);
   if (file) {
     file->mapped_ = true;
   }
@@ -263,7 +268,7 @@ void onBusError(int signal, siginfo_t *, void *) {
 
 } // namespace
 
-Status SafetensorsFile::read(const SafetensorsEntry &entry,
+Status CheckpointFile::read(const CheckpointEntry &entry,
                              Tensor &into) const {
   if (static_cast<size_t>(into.numElements()) !=
       entry.size / dtypeSize(entry.dtype)) {
@@ -315,8 +320,8 @@ Status SafetensorsFile::read(const SafetensorsEntry &entry,
   return Status::ok();
 }
 
-void SafetensorsFile::release(const SafetensorsEntry &entry) const {
-  if (!mapped_ || entry.size == 0) {
+void CheckpointFile::release(const CheckpointEntry &entry) const {
+  if (!mapped_ || entry.size == 0 || entry.joined) {
     return;
   }
   // Whole pages inside the tensor only: its neighbours may still be read.

@@ -22,34 +22,41 @@
 namespace mfrt {
 
 /// One tensor of a file: its type and where its bytes are in the file.
-struct SafetensorsEntry {
+struct CheckpointEntry {
   DType dtype;
   Shape shape;
   size_t offset; ///< from the start of the data section
   size_t size;
   const uint8_t *data; ///< into the file's bytes
+  bool joined = false; ///< data is a copy (a .ckpt tensor stored in slices)
 };
 
-class SafetensorsFile {
+/// A checkpoint file: named tensors over the file's mapped bytes. Reads
+/// safetensors, and MindSpore's .ckpt files (MindSporeCheckpoint.cpp).
+class CheckpointFile {
 public:
-  static StatusOr<SafetensorsFile> open(const std::string &path);
-  /// Parses bytes already in memory (the fuzzer's entry point).
-  static StatusOr<SafetensorsFile> fromBytes(std::vector<uint8_t> bytes,
+  /// A `.ckpt` file is read as MindSpore's; any other as safetensors.
+  static StatusOr<CheckpointFile> open(const std::string &path);
+  /// Parses safetensors bytes already in memory (the fuzzer's entry point).
+  static StatusOr<CheckpointFile> fromBytes(std::vector<uint8_t> bytes,
                                              const std::string &name);
+  /// Parses MindSpore checkpoint bytes already in memory.
+  static StatusOr<CheckpointFile> fromMindSporeBytes(std::vector<uint8_t> bytes,
+                                                     const std::string &name);
 
-  const std::map<std::string, SafetensorsEntry> &tensors() const {
+  const std::map<std::string, CheckpointEntry> &tensors() const {
     return tensors_;
   }
   /// Copies a tensor's bytes into `into` (same element count; a float
   /// dtype other than the entry's is converted). A mapped file that became
   /// shorter since it was opened is an error, not a SIGBUS.
-  Status read(const SafetensorsEntry &entry, Tensor &into) const;
+  Status read(const CheckpointEntry &entry, Tensor &into) const;
 
   /// Tells the system a tensor's bytes are no longer needed (a mapped
   /// file's pages leave this process's resident set; reading them again
   /// reads the file). Loading calls it after copying each tensor, so the
   /// peak is the weights, not the weights plus the file.
-  void release(const SafetensorsEntry &entry) const;
+  void release(const CheckpointEntry &entry) const;
 
   /// The header's `__metadata__` strings.
   const std::map<std::string, std::string> &metadata() const {
@@ -58,14 +65,20 @@ public:
 
 private:
   /// Parses the `size` bytes at `data`, which `storage` keeps alive.
-  static StatusOr<SafetensorsFile> parse(const uint8_t *data, size_t size,
+  static StatusOr<CheckpointFile> parse(const uint8_t *data, size_t size,
                                          std::shared_ptr<const void> storage,
                                          const std::string &name);
+  /// The same for a MindSpore checkpoint (MindSporeCheckpoint.cpp).
+  static StatusOr<CheckpointFile>
+  parseMindSpore(const uint8_t *data, size_t size,
+                 std::shared_ptr<const void> storage, const std::string &name);
 
   std::shared_ptr<const void> storage_; // the file's bytes
   bool mapped_ = false;                  // storage_ is a file mapping
   std::string name_;                     // for errors
-  std::map<std::string, SafetensorsEntry> tensors_;
+  std::map<std::string, CheckpointEntry> tensors_;
+  /// Tensors a .ckpt stores in slices, joined (entries point into them).
+  std::vector<std::vector<uint8_t>> joined_;
   std::map<std::string, std::string> metadata_;
 };
 

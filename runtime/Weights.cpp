@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -53,6 +54,98 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
   return tensor;
 }
 
+/// Where a MindFormers checkpoint written with qkv_concat keeps a
+/// parameter: wq/wk/wv rows inside w_qkv, interleaved per KV group
+/// ([q of the group's heads, its k, its v] per group), and w1/w3 rows
+/// alternating inside w_gate_hidden (MindFormers r1.5.0's
+/// qkv_concat_hf2mg / ffn_concat_hf2mg layouts).
+struct FusedSource {
+  std::string name;  ///< the fused tensor
+  int part = 0;      ///< q, k, v = 0, 1, 2; w1, w3 = 0, 1
+  bool qkv = false;
+};
+
+std::optional<FusedSource> fusedSourceOf(const std::string &mfName) {
+  for (const char *suffix : {".weight", ".bias"}) {
+    size_t suffixLength = std::strlen(suffix);
+    if (mfName.size() <= suffixLength ||
+        mfName.compare(mfName.size() - suffixLength, suffixLength, suffix) != 0) {
+      continue;
+    }
+    std::string stem = mfName.substr(0, mfName.size() - suffixLength);
+    for (int part = 0; part < 3; ++part) {
+      std::string projection = std::string(".attention.w") + "qkv"[part];
+      if (stem.size() > projection.size() &&
+          stem.compare(stem.size() - projection.size(), projection.size(),
+                       projection) == 0) {
+        return FusedSource{stem.substr(0, stem.size() - projection.size()) +
+                               ".attention.w_qkv" + suffix,
+                           part, true};
+      }
+    }
+    for (int part = 0; part < 2; ++part) {
+      std::string projection = part == 0 ? ".feed_forward.w1" : ".feed_forward.w3";
+      if (std::string(suffix) == ".weight" && stem.size() > projection.size() &&
+          stem.compare(stem.size() - projection.size(), projection.size(),
+                       projection) == 0) {
+        return FusedSource{stem.substr(0, stem.size() - projection.size()) +
+                               ".feed_forward.w_gate_hidden.weight",
+                           part, false};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// Copies the rows of `part` out of a fused tensor of `fusedRows` rows
+/// (see FusedSource) into `into`, whose rows are `rowBytes` long.
+Status unfuseRows(const FusedSource &source, const Tensor &fused,
+                  int64_t fusedRows, int64_t heads, int64_t kvHeads,
+                  Tensor &into, const std::string &path) {
+  int64_t rows = into.shape().empty() ? 1 : into.shape()[0];
+  size_t rowBytes = into.byteSize() / static_cast<size_t>(rows);
+  auto *out = static_cast<uint8_t *>(into.data());
+  auto *in = static_cast<const uint8_t *>(fused.data());
+  auto copyRow = [&](int64_t to, int64_t from) {
+    std::memcpy(out + to * rowBytes, in + from * rowBytes, rowBytes);
+  };
+  if (!source.qkv) {
+    if (fusedRows != 2 * rows) {
+      return Status::error("'" + path + "': tensor '" + source.name + "' has " +
+                           std::to_string(fusedRows) + " rows, not 2 x " +
+                           std::to_string(rows));
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      copyRow(row, 2 * row + source.part);
+    }
+    return Status::ok();
+  }
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
+      fusedRows % (heads + 2 * kvHeads) != 0) {
+    return Status::error("'" + path + "': tensor '" + source.name + "' has " +
+                         std::to_string(fusedRows) + " rows, which " +
+                         std::to_string(heads) + " heads and " +
+                         std::to_string(kvHeads) +
+                         " KV heads do not split evenly");
+  }
+  int64_t headDim = fusedRows / (heads + 2 * kvHeads);
+  int64_t repeats = heads / kvHeads;
+  int64_t partRows = source.part == 0 ? repeats * headDim : headDim;
+  if (rows != kvHeads * partRows) {
+    return Status::error("'" + path + "': tensor '" + source.name +
+                         "' does not hold the " + std::to_string(rows) +
+                         " rows the model needs");
+  }
+  int64_t within = source.part == 0 ? 0 : (repeats + source.part - 1) * headDim;
+  for (int64_t group = 0; group < kvHeads; ++group) {
+    for (int64_t row = 0; row < partRows; ++row) {
+      copyRow(group * partRows + row,
+              group * (repeats + 2) * headDim + within + row);
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 StatusOr<Weights> Weights::initialize(const Executable &executable,
@@ -81,7 +174,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &givenPaths,
                                 const std::string &otherPrefix) {
-  std::vector<SafetensorsFile> files;
+  std::vector<CheckpointFile> files;
   std::vector<std::string> paths;
   for (const std::string &given : givenPaths) {
     StatusOr<std::vector<std::string>> expanded = checkpointFiles(given);
@@ -89,7 +182,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       return expanded.status();
     }
     for (const std::string &path : *expanded) {
-      StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+      StatusOr<CheckpointFile> file = CheckpointFile::open(path);
       if (!file) {
         return file.status();
       }
@@ -111,8 +204,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (name.rfind(prefix, 0) == 0) {
         candidates.push_back(name.substr(prefix.size())); // GPT-2's original files
       }
-      const SafetensorsEntry *found = nullptr;
-      const SafetensorsFile *foundFile = nullptr;
+      size_t tensorsBefore = weights.tensors_.size();
+      const CheckpointEntry *found = nullptr;
+      const CheckpointFile *foundFile = nullptr;
       std::string foundName, foundPath;
       for (size_t f = files.size(); f-- > 0 && !found;) {
         for (const std::string &candidate : candidates) {
@@ -125,6 +219,47 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             used[f].insert(candidate);
             break;
           }
+        }
+      }
+      if (!found && parameter->mf_name()) {
+        // A MindFormers checkpoint written with qkv_concat.
+        std::optional<FusedSource> source =
+            fusedSourceOf(parameter->mf_name()->str());
+        for (size_t f = files.size(); source && f-- > 0;) {
+          auto it = files[f].tensors().find(source->name);
+          if (it == files[f].tensors().end()) {
+            continue;
+          }
+          const CheckpointEntry &fused = it->second;
+          DType dtype = Executable::dtypeOf(*parameter->type());
+          Shape shape = Executable::shapeOf(*parameter->type());
+          Shape expected = fused.shape;
+          if (expected.empty() || shape.size() != expected.size() ||
+              !std::equal(shape.begin() + 1, shape.end(), expected.begin() + 1) ||
+              fused.dtype == DType::I32) {
+            return Status::error("'" + paths[f] + "': tensor '" + source->name +
+                                 "' has shape " + formatShape(fused.shape) +
+                                 ", which does not hold '" +
+                                 parameter->mf_name()->str() + "' of shape " +
+                                 formatShape(shape));
+          }
+          StatusOr<Tensor> whole = allocator.allocate(dtype, fused.shape, false);
+          StatusOr<Tensor> tensor = allocator.allocate(dtype, shape, false);
+          if (!whole || !tensor) {
+            return (!whole ? whole : tensor).status();
+          }
+          MFRT_RETURN_IF_ERROR(files[f].read(fused, *whole));
+          const fb::ModelInfo &model = executable.model();
+          MFRT_RETURN_IF_ERROR(unfuseRows(*source, *whole, fused.shape[0],
+                                          model.num_heads(),
+                                          model.num_kv_heads(), *tensor,
+                                          paths[f]));
+          used[f].insert(source->name);
+          weights.tensors_.push_back(tensor.take());
+          break;
+        }
+        if (weights.tensors_.size() == tensorsBefore + 1) {
+          continue;
         }
       }
       if (!found && parameter->state()) {

@@ -143,7 +143,8 @@ public:
         model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype), training,
-        spec_.tokenizerPath.empty() ? nullptr : spec_.tokenizerPath.c_str());
+        spec_.tokenizerPath.empty() ? nullptr : spec_.tokenizerPath.c_str(),
+        model.numHeads, model.kvHeads());
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;

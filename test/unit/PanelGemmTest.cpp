@@ -203,7 +203,7 @@ TEST(PanelGemm, WeightsStoredAsPanelsSaveAsStoredAndPyNativeRefusesThem) {
 
   std::string path = ::testing::TempDir() + "/panels.safetensors";
   ASSERT_TRUE(weights->save(*executable, path));
-  mfrt::StatusOr<mfrt::SafetensorsFile> file = mfrt::SafetensorsFile::open(path);
+  mfrt::StatusOr<mfrt::CheckpointFile> file = mfrt::CheckpointFile::open(path);
   ASSERT_TRUE(file) << file.status().message();
   mfrt::StatusOr<mfrt::Tensor> read = allocator.allocate(DType::F32, {64, 8});
   ASSERT_TRUE(file->read(file->tensors().at("w"), *read));

@@ -83,9 +83,9 @@ TEST(Safetensors, RoundTripsAndRejectsLies) {
   b.storeFloat(3, -1.0f);
   std::string path = ::testing::TempDir() + "/roundtrip.safetensors";
   ASSERT_TRUE(writeSafetensors(path, {{"a", &a}, {"b", &b}}).isOk());
-  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  StatusOr<CheckpointFile> file = CheckpointFile::open(path);
   ASSERT_TRUE(file) << file.status().message();
-  const SafetensorsEntry &entry = file->tensors().at("a");
+  const CheckpointEntry &entry = file->tensors().at("a");
   EXPECT_EQ(entry.shape, (Shape{2, 3}));
   float value;
   std::memcpy(&value, entry.data + 5 * 4, 4);
@@ -96,11 +96,11 @@ TEST(Safetensors, RoundTripsAndRejectsLies) {
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(stream)),
                              std::istreambuf_iterator<char>());
   std::vector<uint8_t> truncated(bytes.begin(), bytes.end() - 3);
-  EXPECT_FALSE(SafetensorsFile::fromBytes(truncated, "t"));
+  EXPECT_FALSE(CheckpointFile::fromBytes(truncated, "t"));
   std::vector<uint8_t> hugeHeader = bytes;
   hugeHeader[7] = 0x7f;
-  EXPECT_FALSE(SafetensorsFile::fromBytes(hugeHeader, "t"));
-  EXPECT_FALSE(SafetensorsFile::fromBytes({1, 2, 3}, "t"));
+  EXPECT_FALSE(CheckpointFile::fromBytes(hugeHeader, "t"));
+  EXPECT_FALSE(CheckpointFile::fromBytes({1, 2, 3}, "t"));
 }
 
 TEST(Safetensors, ReadsConvertAndAFileTruncatedAfterOpeningIsAnError) {
@@ -111,9 +111,9 @@ TEST(Safetensors, ReadsConvertAndAFileTruncatedAfterOpeningIsAnError) {
   }
   std::string path = ::testing::TempDir() + "/truncated.safetensors";
   ASSERT_TRUE(writeSafetensors(path, {{"big", &big}}).isOk());
-  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  StatusOr<CheckpointFile> file = CheckpointFile::open(path);
   ASSERT_TRUE(file) << file.status().message();
-  const SafetensorsEntry &entry = file->tensors().at("big");
+  const CheckpointEntry &entry = file->tensors().at("big");
   // Read as it is, and converted to bf16.
   Tensor same = *allocator.allocate(DType::F32, {1 << 20});
   ASSERT_TRUE(file->read(entry, same).isOk());

@@ -155,7 +155,7 @@ Status saveCheckpoint(const std::string &path, const Executable &executable,
 /// piece of optimizer state (the weights came from it already).
 Status loadProgress(const std::string &path, const Executable &executable,
                     int64_t &step, int64_t &position) {
-  StatusOr<SafetensorsFile> file = SafetensorsFile::open(path);
+  StatusOr<CheckpointFile> file = CheckpointFile::open(path);
   if (!file) {
     return file.status();
   }

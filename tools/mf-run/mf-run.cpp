@@ -1059,7 +1059,7 @@ int run(int argc, char **argv) {
   }
 
   Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
-                  KernelLibrary(), nullptr, nullptr};
+                  KernelLibrary(), nullptr, nullptr, nullptr};
   if (mode == "graph" || options.check) {
     StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
     if (!kernels) {
