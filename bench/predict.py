@@ -63,7 +63,7 @@ class CachedLlama:
             q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(b, s, cfg.heads, cfg.head_dim)
             k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(b, s, cfg.kv_heads, cfg.head_dim)
             v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(b, s, cfg.kv_heads, cfg.head_dim)
-            q, k = reference.rope(q, positions, cfg.theta), reference.rope(k, positions, cfg.theta)
+            q, k = reference.rope(q, positions, cfg.inv_freq), reference.rope(k, positions, cfg.inv_freq)
             if start:
                 k = torch.cat([self.keys[i], k], dim=1)
                 v = torch.cat([self.values[i], v], dim=1)

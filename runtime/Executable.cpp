@@ -62,7 +62,7 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Matmul:
     return {2, 2, 1, 2, 0};
   case fb::OpKind::Rope:
-    return {2, 2, 1, 1, 1};
+    return {2, 2, 1, 1, -1}; // theta and head_dim / 2 scales or none: OpTypes
   case fb::OpKind::Attention:
     return {3, 4, 1, 2, 1};
   case fb::OpKind::KvCacheWrite:
@@ -173,7 +173,8 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       if (operands < arity.operandsMin || operands > arity.operandsMax ||
           static_cast<int>(sizeOf(op.results())) != arity.results ||
           (arity.ints >= 0 && static_cast<int>(sizeOf(op.ints())) != arity.ints) ||
-          static_cast<int>(sizeOf(op.floats())) != arity.floats) {
+          (arity.floats >= 0 &&
+           static_cast<int>(sizeOf(op.floats())) != arity.floats)) {
         return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
                              ") has the wrong number of operands, results or "
                              "attributes");

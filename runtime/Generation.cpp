@@ -16,9 +16,12 @@ using namespace mfrt;
 StatusOr<std::vector<int32_t>> mfrt::encodeBytes(const std::string &text,
                                                  int64_t vocabSize) {
   if (vocabSize < 256) {
-    return Status::error("--prompt uses the byte tokenizer, which needs a "
-                         "vocabulary of at least 256; this model has " +
-                         std::to_string(vocabSize) + ": use --input-ids");
+    return Status::error("without a tokenizer text is read as bytes (ids "
+                         "0-255), which needs a vocabulary of at least 256; "
+                         "this model has " +
+                         std::to_string(vocabSize) +
+                         ": give token ids (--input-ids, or an MFTOKENS file "
+                         "for --data)");
   }
   std::vector<int32_t> ids;
   for (unsigned char c : text) {

@@ -449,8 +449,15 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
   int64_t heads = x.dim(2), headDim = x.dim(3), half = headDim / 2;
   // The inverse rotation (the gradient) turns by minus the angle.
   float direction = op.ints()->Get(0) ? -1.0f : 1.0f;
-  const std::vector<float> &inverseFrequency = ropeInverseFrequencies(
+  std::vector<float> inverseFrequency = ropeInverseFrequencies(
       static_cast<float>(op.floats()->Get(0)), headDim);
+  // Context extension (PI, LLaMA-3): a scale per frequency (OpTypes checked
+  // there are head_dim / 2 of them).
+  if (op.floats()->size() > 1) {
+    for (int64_t i = 0; i < half; ++i) {
+      inverseFrequency[i] *= static_cast<float>(op.floats()->Get(1 + i));
+    }
+  }
   F32In in(x);
   F32Out result(out);
   std::vector<float> cosines(half), sines(half);

@@ -2,6 +2,8 @@
 
 #include "runtime/OpTypes.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 using namespace mfrt;
@@ -180,14 +182,27 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     expected.push_back(n);
     return expected == out.shape ? "" : "unexpected result shape";
   }
-  case fb::OpKind::Rope:
-    return sameType(in[0], out) && rank == 4 &&
-                   (intAttr(op, 0) == 0 || intAttr(op, 0) == 1) && out.shape[3] % 2 == 0 &&
-                   isFloat(out.dtype) && in[1].dtype == DType::I32 &&
-                   in[1].shape == Shape{out.shape[0], out.shape[1]}
-               ? ""
-               : "expected [batch, seq, heads, even head_dim] and positions "
-                 "[batch, seq]";
+  case fb::OpKind::Rope: {
+    if (!(sameType(in[0], out) && rank == 4 &&
+          (intAttr(op, 0) == 0 || intAttr(op, 0) == 1) && out.shape[3] % 2 == 0 &&
+          isFloat(out.dtype) && in[1].dtype == DType::I32 &&
+          in[1].shape == Shape{out.shape[0], out.shape[1]})) {
+      return "expected [batch, seq, heads, even head_dim] and positions "
+             "[batch, seq]";
+    }
+    // theta, then a scale per frequency (head_dim / 2) or none.
+    size_t floats = op.floats() ? op.floats()->size() : 0;
+    if (floats != 1 && floats != 1 + static_cast<size_t>(out.shape[3] / 2)) {
+      return "expected theta and head_dim / 2 frequency scales or none";
+    }
+    for (size_t i = 0; i < floats; ++i) {
+      double value = op.floats()->Get(i);
+      if (!(value > 0) || !std::isfinite(value)) {
+        return "theta and the frequency scales must be positive and finite";
+      }
+    }
+    return "";
+  }
   case fb::OpKind::Attention: {
     const Shape &q = in[0].shape, &k = in[1].shape;
     bool hasPast = intAttr(op, 1);

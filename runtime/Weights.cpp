@@ -375,30 +375,50 @@ Status Weights::saveMerged(const Executable &executable,
       continue;
     }
     std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
-    auto a = index.find(prefix + suffixA);
-    auto b = index.find(prefix + ".lora_B.weight");
     StatusOr<Tensor> tensor = asStored(i);
     if (!tensor) {
       return tensor.status();
     }
     stored.push_back(tensor.take());
-    if (a == index.end() || b == index.end()) {
+    const Tensor &weight = stored.back();
+    // The adapters of this weight: on all of its outputs, or (GPT-2's
+    // c_attn, MindFormers' dense1-3) on the q, k or v third.
+    struct Adapter {
+      size_t down, up;
+      int64_t outOffset;
+    };
+    std::vector<Adapter> adapters;
+    int64_t outputs = transposed ? weight.dim(1) : weight.dim(0);
+    for (auto [suffix, third] : {std::pair("", -1), std::pair(".q", 0),
+                                 std::pair(".k", 1), std::pair(".v", 2)}) {
+      auto a = index.find(prefix + suffix + suffixA);
+      auto b = index.find(prefix + suffix + ".lora_B.weight");
+      if (a != index.end() && b != index.end()) {
+        adapters.push_back({a->second, b->second,
+                            third < 0 ? 0 : third * (outputs / 3)});
+      }
+    }
+    if (adapters.empty()) {
       named.emplace_back(name, &stored.back());
       continue;
     }
-    const Tensor &weight = stored.back(), &down = tensors_[a->second],
-                 &up = tensors_[b->second];
-    int64_t rank = down.dim(0), in = down.dim(1), out = up.dim(0);
     Tensor sum(weight.dtype(), weight.shape(),
                std::shared_ptr<void>(std::malloc(weight.byteSize()), std::free));
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t k = 0; k < in; ++k) {
-        double delta = 0;
-        for (int64_t r = 0; r < rank; ++r) {
-          delta += up.loadFloat(o * rank + r) * down.loadFloat(r * in + k);
+    std::memcpy(sum.data(), weight.data(), weight.byteSize());
+    int64_t in = transposed ? weight.dim(0) : weight.dim(1);
+    for (const Adapter &adapter : adapters) {
+      const Tensor &down = tensors_[adapter.down], &up = tensors_[adapter.up];
+      int64_t rank = down.dim(0);
+      for (int64_t o = 0; o < up.dim(0); ++o) {
+        int64_t column = adapter.outOffset + o;
+        for (int64_t k = 0; k < in; ++k) {
+          double delta = 0;
+          for (int64_t r = 0; r < rank; ++r) {
+            delta += up.loadFloat(o * rank + r) * down.loadFloat(r * in + k);
+          }
+          int64_t at = transposed ? k * outputs + column : column * in + k;
+          sum.storeFloat(at, static_cast<float>(sum.loadFloat(at) + scale * delta));
         }
-        int64_t at = transposed ? k * out + o : o * in + k;
-        sum.storeFloat(at, static_cast<float>(weight.loadFloat(at) + scale * delta));
       }
     }
     merged.push_back(std::move(sum));

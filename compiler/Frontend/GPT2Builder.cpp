@@ -59,15 +59,17 @@ private:
     return castTo(normed, computeType(), normLoc);
   }
 
-  /// A Conv1D: x W + b with W stored [in, out].
+  /// A Conv1D: x W + b with W stored [in, out]. `mindFormersPath` names
+  /// the module in MindFormers' GPT-2 (LoRA's target_modules may use it).
   Value conv1d(Value input, const std::string &path, int64_t inFeatures,
-               int64_t outFeatures, StringRef yamlKey) {
+               int64_t outFeatures, StringRef yamlKey,
+               const std::string &mindFormersPath = "") {
     Location convLoc = loc(path, yamlKey);
     Value w = weight(path + ".weight", "", {inFeatures, outFeatures}, convLoc);
     Value b = param(path + ".bias", "", {outFeatures}, mf::ParameterInit::zeros,
                     convLoc);
     return withLora(input, linear(input, w, b, /*transposed=*/false, convLoc),
-                    path, path, outFeatures, inFeatures);
+                    path, path, outFeatures, inFeatures, mindFormersPath);
   }
 
   Value block(int64_t layer, Value hidden, KvCache *cache) {
@@ -77,6 +79,9 @@ private:
     int64_t hiddenSize = model.hiddenSize;
     std::string path = "transformer.h." + std::to_string(layer);
     std::string attn = path + ".attn";
+    // MindFormers' GPT-2 names: q, k, v are dense1-3 of `attention`, the
+    // MLP is `output` (mapping, projection).
+    std::string mindFormers = "backbone.blocks." + std::to_string(layer);
 
     Value normed = layerNorm(hidden, path + ".ln_1");
     Value qkv = conv1d(normed, attn + ".c_attn", hiddenSize, 3 * hiddenSize,
@@ -86,25 +91,31 @@ private:
       Value slice = mf::SliceOp::create(
           builder_, splitLoc, tensorType({batch, seq, hiddenSize}, computeType()),
           qkv, ArrayRef<int64_t>{0, 0, index * hiddenSize});
+      // A LoRA adapter on one of q, k, v (MindFormers' dense1-3).
+      slice = withLora(normed, slice,
+                       attn + ".c_attn." + std::string(1, "qkv"[index]),
+                       mindFormers + ".attention.dense" +
+                           std::to_string(index + 1),
+                       hiddenSize, hiddenSize);
       return reshape(slice, {batch, seq, heads, headDim}, splitLoc);
     };
     Value q = part(0), k = part(1), v = part(2);
 
     Value attended = causalAttention(q, k, v, cache, layer, attn);
-    Value output =
-        conv1d(attended, attn + ".c_proj", hiddenSize, hiddenSize, "hidden_size");
+    Value output = conv1d(attended, attn + ".c_proj", hiddenSize, hiddenSize,
+                          "hidden_size", mindFormers + ".attention.projection");
     hidden = mf::AddOp::create(builder_, loc(path + ".attn_add", "num_layers"),
                                hidden, output);
 
     normed = layerNorm(hidden, path + ".ln_2");
     int64_t ffnSize = model.ffnHiddenSize();
     std::string mlp = path + ".mlp";
-    Value expanded =
-        conv1d(normed, mlp + ".c_fc", hiddenSize, ffnSize, "expand_ratio");
+    Value expanded = conv1d(normed, mlp + ".c_fc", hiddenSize, ffnSize,
+                            "expand_ratio", mindFormers + ".output.mapping");
     Value activated = mf::GeluOp::create(builder_, loc(mlp + ".act", "hidden_act"),
                                          expanded, mf::GeluApproximation::tanh);
-    Value projected =
-        conv1d(activated, mlp + ".c_proj", ffnSize, hiddenSize, "expand_ratio");
+    Value projected = conv1d(activated, mlp + ".c_proj", ffnSize, hiddenSize,
+                             "expand_ratio", mindFormers + ".output.projection");
     return mf::AddOp::create(builder_, loc(path + ".mlp_add", "num_layers"),
                              hidden, projected);
   }

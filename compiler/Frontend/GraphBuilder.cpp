@@ -210,13 +210,14 @@ void GraphBuilder::finishEntry(func::FuncOp entry, ArrayRef<Value> results,
 Value GraphBuilder::withLora(Value input, Value projected,
                              const std::string &hfPrefix,
                              const std::string &path, int64_t outFeatures,
-                             int64_t inFeatures) {
+                             int64_t inFeatures, const std::string &alias) {
   const PetConfig &pet = spec_.model.pet;
   if (pet.petType != "lora") {
     return projected;
   }
-  loraCandidates_.push_back(path);
-  if (!llvm::Regex("^(" + pet.targetModules + ")$").match(path)) {
+  loraCandidates_.push_back(alias.empty() ? path : path + " (" + alias + ")");
+  llvm::Regex targets("^(" + pet.targetModules + ")$");
+  if (!targets.match(path) && (alias.empty() || !targets.match(alias))) {
     return projected;
   }
   ++loraAdapters_;

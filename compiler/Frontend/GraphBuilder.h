@@ -72,13 +72,15 @@ protected:
   mlir::Value linear(mlir::Value input, mlir::Value weight, mlir::Value bias,
                      bool transposed, mlir::Location loc);
   /// `projected` plus, when pet_config's target_modules matches the
-  /// projection's MindFormers path, the LoRA branch
+  /// projection's path or `alias` (MindFormers' module name where `path` is
+  /// Hugging Face's, as for GPT-2), the LoRA branch
   /// (lora_alpha / lora_rank) * (x A^T) B^T with A [rank, in] (normal init)
   /// and B [out, rank] (zeros), parameters `<hfPrefix>.lora_A.weight` /
   /// `.lora_B.weight`.
   mlir::Value withLora(mlir::Value input, mlir::Value projected,
                        const std::string &hfPrefix, const std::string &path,
-                       int64_t outFeatures, int64_t inFeatures);
+                       int64_t outFeatures, int64_t inFeatures,
+                       const std::string &alias = "");
   /// Positions [batch, seq] of the tokens: past_length + 0, 1, ...
   mlir::Value positions(int64_t batch, int64_t seq, mlir::Value pastLength,
                           mlir::Location loc);

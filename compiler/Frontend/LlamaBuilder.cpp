@@ -80,9 +80,11 @@ private:
   Value rope(Value heads, Value positionIds, const std::string &path) {
     Location ropeLoc = loc(path, "theta");
     Type rotary = elementType(spec_.model.rotaryDtype);
+    const std::vector<double> &scale = spec_.model.ropeFrequencyScale;
     Value rotated = mf::RopeOp::create(
         builder_, ropeLoc, castTo(heads, rotary, ropeLoc), positionIds,
-        builder_.getF64FloatAttr(spec_.model.theta));
+        builder_.getF64FloatAttr(spec_.model.theta), UnitAttr(),
+        scale.empty() ? DenseF64ArrayAttr() : builder_.getDenseF64ArrayAttr(scale));
     return castTo(rotated, computeType(), ropeLoc);
   }
 

@@ -56,6 +56,9 @@ struct ModelConfig {
   double rmsNormEps = 1e-5;
   double layerNormEps = 1e-5;
   double theta = 10000.0;
+  /// extend_method's scale of each RoPE inverse frequency (head_dim / 2
+  /// values; empty without PI, linear or LLAMA3 scaling).
+  std::vector<double> ropeFrequencyScale;
   bool qkvHasBias = false;
   bool tieWordEmbeddings = false;
   std::string hiddenAct = "silu";

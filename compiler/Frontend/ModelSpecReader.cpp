@@ -934,27 +934,92 @@ private:
     }
   }
 
-  /// `extend_method` (MindFormers' RoPE extension) with its scaling_factor.
-  /// NTK-aware scaling raises the base: theta * factor^(d / (d - 2)), as
-  /// MindFormers' FreqsMgr does; PI and LLAMA3 rescale each frequency, which
-  /// mf.rope cannot express yet.
+  /// `extend_method` (MindFormers' RoPE context extension) with its
+  /// `scaling_factor`, read as MindFormers' FreqsMgr reads them: NTK
+  /// multiplies theta by the factor; PI (positions / factor) and "linear"
+  /// (scaling_factor.factor) divide every frequency; LLAMA3 (a map of
+  /// factor, low_freq_factor, high_freq_factor and
+  /// original_max_position_embeddings) divides the low frequencies, keeps
+  /// the high ones and ramps between. validate() applies them once the
+  /// head dim is known.
   void readRopeExtension(MapReader &cfg) {
     std::string method = "None";
-    static const StringRef methods[] = {"None", "PI", "NTK", "LLAMA3", "YARN"};
+    static const StringRef methods[] = {"None",   "PI",   "NTK",        "linear",
+                                        "LLAMA3", "YARN", "DYNAMIC_NTK"};
     if (!cfg.readChoice("extend_method", method, methods) || method == "None") {
       cfg.ignore({"scaling_factor"});
       return;
     }
-    if (method != "NTK") {
+    if (method == "YARN" || method == "DYNAMIC_NTK") {
       cfg.error(cfg.valueLoc("extend_method"),
                 cfg.childPath("extend_method") + ": RoPE extension '" + method +
-                    "' is not supported yet (mfc implements \"NTK\"); "
-                    "compiling without it would be a different model");
+                    "' is not supported yet (mfc implements PI, NTK, linear "
+                    "and LLAMA3); compiling without it would be a different "
+                    "model");
       cfg.ignore({"scaling_factor"});
       return;
     }
-    if (cfg.require("scaling_factor", "4.0")) {
-      cfg.readFloat("scaling_factor", ntkScalingFactor_, 0, /*exclusiveMin=*/true);
+    ropeExtension_ = method;
+    extendMethodLoc_ = cfg.valueLoc("extend_method");
+    bool map = method == "linear" || method == "LLAMA3";
+    if (!cfg.require("scaling_factor", map ? "{factor: 8.0}" : "4.0")) {
+      return;
+    }
+    if (!map) {
+      cfg.readFloat("scaling_factor", ropeFactor_, 0, /*exclusiveMin=*/true);
+      return;
+    }
+    MapReader factors = section(cfg, "scaling_factor");
+    factors.require("factor", "8.0");
+    factors.readFloat("factor", ropeFactor_, method == "LLAMA3" ? 1.0 : 0.0,
+                      /*exclusiveMin=*/method != "LLAMA3");
+    if (method == "LLAMA3") {
+      for (StringRef key : {"low_freq_factor", "high_freq_factor",
+                            "original_max_position_embeddings"}) {
+        factors.require(key, "1.0");
+      }
+      factors.readFloat("low_freq_factor", llama3LowFreqFactor_, 0, true);
+      factors.readFloat("high_freq_factor", llama3HighFreqFactor_, 0, true);
+      factors.readFloat("original_max_position_embeddings",
+                        llama3OriginalContext_, 0, true);
+      if (llama3LowFreqFactor_ && llama3HighFreqFactor_ &&
+          *llama3LowFreqFactor_ == *llama3HighFreqFactor_) {
+        factors.error(factors.valueLoc("high_freq_factor"),
+                      factors.childPath("high_freq_factor") +
+                          ": must differ from low_freq_factor (the ramp "
+                          "between them divides by their difference)");
+      }
+    }
+    factors.finish();
+  }
+
+  /// The RoPE extension's effect for head dim `dim`: theta (NTK) or a scale
+  /// per inverse frequency.
+  void applyRopeExtension(int64_t dim) {
+    ModelConfig &model = spec_.model;
+    if (ropeExtension_ == "NTK") {
+      model.theta *= *ropeFactor_;
+      return;
+    }
+    model.ropeFrequencyScale.assign(static_cast<size_t>(dim / 2),
+                                    1.0 / *ropeFactor_);
+    if (ropeExtension_ != "LLAMA3") {
+      return; // PI, linear: every frequency divided by the factor
+    }
+    double lowWavelength = *llama3OriginalContext_ / *llama3LowFreqFactor_;
+    double highWavelength = *llama3OriginalContext_ / *llama3HighFreqFactor_;
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      double frequency = 1.0 / std::pow(model.theta, 2.0 * i / dim);
+      double wavelength = 2 * M_PI / frequency;
+      double &scale = model.ropeFrequencyScale[i];
+      if (wavelength < highWavelength) {
+        scale = 1.0;
+      } else if (wavelength <= lowWavelength) {
+        double smooth = (*llama3OriginalContext_ / wavelength -
+                         *llama3LowFreqFactor_) /
+                        (*llama3HighFreqFactor_ - *llama3LowFreqFactor_);
+        scale = (1 - smooth) / *ropeFactor_ + smooth;
+      }
     }
   }
 
@@ -1323,16 +1388,16 @@ private:
                               llvm::Twine(model.headDim()) +
                               " must be even for rotary embeddings");
     }
-    if (ntkScalingFactor_) {
-      int64_t dim = model.headDim();
-      if (model.family == ModelFamily::GPT2 || dim <= 2) {
-        diagnostics().error(loc(cfg + ".extend_method"),
-                            cfg + ".extend_method: NTK scales rotary "
-                                  "embeddings, which this model has none "
-                                  "of (GPT-2) or whose head dim is 2");
+    if (!ropeExtension_.empty() && ropeFactor_ &&
+        (ropeExtension_ != "LLAMA3" ||
+         (llama3LowFreqFactor_ && llama3HighFreqFactor_ &&
+          llama3OriginalContext_))) {
+      if (model.family == ModelFamily::GPT2) {
+        diagnostics().error(extendMethodLoc_,
+                            cfg + ".extend_method: GPT-2 has no rotary "
+                                  "embedding to extend; remove the key");
       } else {
-        spec_.model.theta *= std::pow(*ntkScalingFactor_,
-                                      static_cast<double>(dim) / (dim - 2));
+        applyRopeExtension(model.headDim());
       }
     }
     if (model.numHeads % model.kvHeads() != 0) {
@@ -1772,9 +1837,12 @@ private:
   MapReader root_;
   std::map<std::string, SMLoc> selectionLocs_;
   SMLoc offsetLoc_;
-  /// extend_method NTK's scaling_factor, applied to theta once the head
-  /// dim is known.
-  std::optional<double> ntkScalingFactor_;
+  /// extend_method and its scaling_factor, applied once the head dim is
+  /// known (applyRopeExtension).
+  std::string ropeExtension_;
+  SMLoc extendMethodLoc_;
+  std::optional<double> ropeFactor_, llama3LowFreqFactor_,
+      llama3HighFreqFactor_, llama3OriginalContext_;
   SMLoc interleaveLoc_;
   bool mpCommRecomputeGiven_ = false;
 };

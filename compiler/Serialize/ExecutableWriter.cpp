@@ -597,10 +597,14 @@ private:
               return withDim(fb::OpKind::Softmax, softmax.getDimension());
             })
             .Case([&](mf::RopeOp rope) {
-              return EncodedOp{fb::OpKind::Rope,
-                               {rope.getInverse()},
-                               {rope.getTheta().convertToDouble()},
-                               {}};
+              // theta, then the frequency scales when there are any.
+              std::vector<double> floats{rope.getTheta().convertToDouble()};
+              if (std::optional<ArrayRef<double>> scale =
+                      rope.getFrequencyScale()) {
+                floats.insert(floats.end(), scale->begin(), scale->end());
+              }
+              return EncodedOp{fb::OpKind::Rope, {rope.getInverse()},
+                               std::move(floats), {}};
             })
             .Case([&](mf::AttentionOp attention) {
               return EncodedOp{fb::OpKind::Attention,

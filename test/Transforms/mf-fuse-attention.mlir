@@ -169,3 +169,19 @@ func.func @bf16_gradients(%q: tensor<1x8x2x16xbf16>, %k: tensor<1x8x2x16xbf16>, 
   %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1 : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16> -> tensor<1x8x2x16xbf16>
   return %dq, %dk : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>
 }
+
+// -----
+
+// Scaled RoPEs (a context extension) stay ops of their own: the attention
+// service computes plain frequencies (and a lone attention is left as it is).
+// CHECK-LABEL: func.func @scaled_rope
+// CHECK: %[[QR:.+]] = mf.rope %{{.+}}, %{{.+}} theta = {{.*}} frequency_scale
+// CHECK: %[[KR:.+]] = mf.rope %{{.+}}, %{{.+}} theta = {{.*}} frequency_scale
+// CHECK-NOT: mf.fusion
+// CHECK: mf.attention %[[QR]], %[[KR]]
+func.func @scaled_rope(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x4xf32>, %pos: tensor<1x8xi32>) -> tensor<1x8x2x4xf32> {
+  %qr = mf.rope %q, %pos theta = 1.0e+04 frequency_scale = [1.0, 0.25] : tensor<1x8x2x4xf32>, tensor<1x8xi32>
+  %kr = mf.rope %k, %pos theta = 1.0e+04 frequency_scale = [1.0, 0.25] : tensor<1x8x2x4xf32>, tensor<1x8xi32>
+  %o = mf.attention %qr, %kr, %v causal scale = 5.0e-01 : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
+  return %o : tensor<1x8x2x4xf32>
+}

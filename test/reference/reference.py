@@ -64,6 +64,9 @@ class Config:
         self.eps = cfg.get("rms_norm_eps", 1e-5)
         self.ln_eps = cfg.get("layernorm_epsilon", 1e-5)
         self.theta = float(cfg.get("theta", 10000.0))
+        self.inv_freq = rope_frequencies(self.theta, self.head_dim,
+                                         cfg.get("extend_method", "None"),
+                                         cfg.get("scaling_factor"))
         self.qkv_bias = bool(cfg.get("qkv_has_bias", False))
         self.tied = bool(cfg.get("tie_word_embeddings", False)) or self.gpt2
         self.param_dtype = DTYPES[cfg.get("param_init_type", "float32")]
@@ -147,6 +150,9 @@ class Config:
                 shapes[p + "mlp.c_fc.bias"] = (self.ffn,)
                 shapes[p + "mlp.c_proj.weight"] = (self.ffn, h)
                 shapes[p + "mlp.c_proj.bias"] = (h,)
+                for name, (inp, out, _) in gpt2_lora_sites(self, i).items():
+                    shapes[p + name + ".lora_A.weight"] = (self.lora_rank, inp)
+                    shapes[p + name + ".lora_B.weight"] = (out, self.lora_rank)
             shapes["transformer.ln_f.weight"] = (h,)
             shapes["transformer.ln_f.bias"] = (h,)
             return shapes
@@ -238,10 +244,37 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope(x, positions, theta):
+def rope_frequencies(theta, dim, extend_method, scaling_factor):
+    """RoPE's inverse frequencies with MindFormers' context extensions
+    (its FreqsMgr): NTK raises theta, PI divides positions by the factor,
+    linear divides the frequencies, LLAMA3 divides the low ones and ramps."""
+    if extend_method == "NTK":
+        theta *= scaling_factor
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    if extend_method == "PI":
+        inv_freq = inv_freq / scaling_factor
+    elif extend_method == "linear":
+        inv_freq = inv_freq / scaling_factor["factor"]
+    elif extend_method == "LLAMA3":
+        factor = scaling_factor["factor"]
+        low, high = scaling_factor["low_freq_factor"], scaling_factor["high_freq_factor"]
+        old = scaling_factor["original_max_position_embeddings"]
+        scaled = []
+        for freq in inv_freq.tolist():
+            wavelen = 2 * math.pi / freq
+            if wavelen < old / high:
+                scaled.append(freq)
+            elif wavelen > old / low:
+                scaled.append(freq / factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                scaled.append((1 - smooth) * freq / factor + smooth * freq)
+        inv_freq = torch.tensor(scaled, dtype=torch.float64)
+    return inv_freq.float()
+
+
+def rope(x, positions, inv_freq):
     # x: [batch, seq, heads, dim]; positions: [seq]
-    dim = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
@@ -289,8 +322,8 @@ def llama_layer(cfg, w, i, x, positions):
     q = linear(h, "self_attn.q_proj", cfg.qkv_bias).reshape(b, s, cfg.heads, cfg.head_dim)
     k = linear(h, "self_attn.k_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
     v = linear(h, "self_attn.v_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
-    q = rope(q, positions, cfg.theta).to(c)
-    k = rope(k, positions, cfg.theta).to(c)
+    q = rope(q, positions, cfg.inv_freq).to(c)
+    k = rope(k, positions, cfg.inv_freq).to(c)
     a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
     x = x + linear(a, "self_attn.o_proj")
     h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
@@ -320,19 +353,46 @@ def layer_norm(x, weight, bias, eps):
                                           bias.float(), eps)
 
 
+def gpt2_lora_sites(cfg, i):
+    """GPT-2's LoRA adapters of layer i that target_modules selects, by
+    Hugging Face path or MindFormers' module name (dense1-3 are q, k, v of
+    the fused c_attn): {name: (in, out, q/k/v index or None)}."""
+    h, mf = cfg.hidden, f"backbone.blocks.{i}."
+    sites = {"attn.c_attn": (h, 3 * h, None, None),
+             "attn.c_attn.q": (h, h, 0, mf + "attention.dense1"),
+             "attn.c_attn.k": (h, h, 1, mf + "attention.dense2"),
+             "attn.c_attn.v": (h, h, 2, mf + "attention.dense3"),
+             "attn.c_proj": (h, h, None, mf + "attention.projection"),
+             "mlp.c_fc": (h, cfg.ffn, None, mf + "output.mapping"),
+             "mlp.c_proj": (cfg.ffn, h, None, mf + "output.projection")}
+    hf = f"transformer.h.{i}."
+    return {name: (inp, out, part) for name, (inp, out, part, alias) in sites.items()
+            if (part is None and cfg.lora_targets(hf + name))
+            or (alias is not None and cfg.lora_targets(alias))}
+
+
 def gpt2_logits(cfg, w, ids):
     c = cfg.compute_dtype
     b, s = ids.shape
     x = (w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(s)][None]).to(c)
     for i in range(cfg.layers):
         p = f"transformer.h.{i}."
+        sites = gpt2_lora_sites(cfg, i)
+
+        def lora(inp, name):
+            a, bb = w[p + name + ".lora_A.weight"].to(c), w[p + name + ".lora_B.weight"].to(c)
+            return cfg.lora_scale * ((inp.to(c) @ a.T) @ bb.T)
 
         def conv1d(inp, name):
-            return inp.to(c) @ w[p + name + ".weight"].to(c) + w[p + name + ".bias"].to(c)
+            out = inp.to(c) @ w[p + name + ".weight"].to(c) + w[p + name + ".bias"].to(c)
+            return out + lora(inp, name) if name in sites else out
 
         h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], cfg.ln_eps).to(c)
-        qkv = conv1d(h, "attn.c_attn")
-        q, k, v = (t.reshape(b, s, cfg.heads, cfg.head_dim) for t in qkv.split(cfg.hidden, dim=-1))
+        qkv = list(conv1d(h, "attn.c_attn").split(cfg.hidden, dim=-1))
+        for index, name in enumerate(("attn.c_attn.q", "attn.c_attn.k", "attn.c_attn.v")):
+            if name in sites:
+                qkv[index] = qkv[index] + lora(h, name)
+        q, k, v = (t.reshape(b, s, cfg.heads, cfg.head_dim) for t in qkv)
         a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
         x = x + conv1d(a, "attn.c_proj")
         h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg.ln_eps).to(c)

@@ -314,7 +314,8 @@ LogicalResult RopeOp::buildGradients(OpBuilder &b, Value g,
                                      SmallVectorImpl<Value> &grads) {
   grads.push_back(RopeOp::create(b, getLoc(), getType(), g, getPositions(),
                                  getThetaAttr(),
-                                 getInverse() ? UnitAttr() : b.getUnitAttr()));
+                                 getInverse() ? UnitAttr() : b.getUnitAttr(),
+                                 getFrequencyScaleAttr()));
   grads.push_back(Value());
   return success();
 }

@@ -8,6 +8,8 @@
 
 #include "dialects/MF/IR/MFOps.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -652,6 +654,16 @@ LogicalResult RopeOp::verify() {
   }
   if (getTheta().convertToDouble() <= 0.0) {
     return emitOpError() << "theta must be positive";
+  }
+  if (std::optional<ArrayRef<double>> scale = getFrequencyScale()) {
+    if (static_cast<int64_t>(scale->size()) != input.getDimSize(3) / 2) {
+      return emitOpError() << "frequency_scale has " << scale->size()
+                           << " values; head_dim " << input.getDimSize(3)
+                           << " needs " << input.getDimSize(3) / 2;
+    }
+    if (llvm::any_of(*scale, [](double v) { return !(v > 0.0) || !std::isfinite(v); })) {
+      return emitOpError() << "frequency_scale values must be positive and finite";
+    }
   }
   return success();
 }

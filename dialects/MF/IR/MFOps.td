@@ -588,16 +588,25 @@ def MF_RopeOp : MF_CostedOp<"rope", [DeclareOpInterfaceMethods<MF_GradientOpInte
     `rotate_half` convention). With `inverse` the rotation is by minus the
     angle: that is the rotation's transpose, so it is also its gradient.
 
+    `frequency_scale` (head_dim / 2 positive values) multiplies each
+    inverse frequency: the context extensions position interpolation
+    (every frequency divided by the factor) and LLaMA-3's (low frequencies
+    divided, high ones kept, a ramp between) are such scales, which the
+    frontend computes from the YAML.
+
     ```mlir
     %q = mf.rope %x, %pos theta = 1.0e+04
         : tensor<1x8x4x16xf32>, tensor<1x8xi32>
+    %k = mf.rope %x, %pos theta = 5.0e+05 frequency_scale = [1.0, 0.5, 0.125, 0.125]
+        : tensor<1x8x4x8xf32>, tensor<1x8xi32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$input, MF_IndexTensor:$positions,
-                       F64Attr:$theta, UnitAttr:$inverse);
+                       F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<DenseF64ArrayAttr>:$frequency_scale);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $positions `theta` `=` $theta (`inverse` $inverse^)? attr-dict `:` type($input) `,` type($positions)
+    $input `,` $positions `theta` `=` $theta (`frequency_scale` `=` $frequency_scale^)? (`inverse` $inverse^)? attr-dict `:` type($input) `,` type($positions)
   }];
   let hasVerifier = 1;
 }

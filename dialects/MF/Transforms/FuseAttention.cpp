@@ -49,7 +49,12 @@ bool takenByAttentionService(Operation *op, Value query) {
 /// The forward RoPE producing `value`, if nothing else reads its result.
 RopeOp soleRope(Value value) {
   auto rope = value.getDefiningOp<RopeOp>();
-  return rope && rope->hasOneUse() && !rope.getInverse() ? rope : RopeOp();
+  // The attention service computes plain frequencies: a scaled RoPE stays
+  // an op of its own.
+  return rope && rope->hasOneUse() && !rope.getInverse() &&
+                 !rope.getFrequencyScale()
+             ? rope
+             : RopeOp();
 }
 
 /// The write of new rows into a cache at `position` producing `value`.

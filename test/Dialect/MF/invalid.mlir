@@ -163,6 +163,22 @@ func.func @rope_odd(%x: tensor<1x8x4x15xf32>, %p: tensor<1x8xi32>) -> tensor<1x8
 
 // -----
 
+func.func @rope_scale_count(%x: tensor<1x8x4x8xf32>, %p: tensor<1x8xi32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{frequency_scale has 3 values; head_dim 8 needs 4}}
+  %0 = mf.rope %x, %p theta = 1.0e+04 frequency_scale = [1.0, 0.5, 0.25] : tensor<1x8x4x8xf32>, tensor<1x8xi32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
+func.func @rope_scale_value(%x: tensor<1x8x4x8xf32>, %p: tensor<1x8xi32>) -> tensor<1x8x4x8xf32> {
+  // expected-error @+1 {{frequency_scale values must be positive and finite}}
+  %0 = mf.rope %x, %p theta = 1.0e+04 frequency_scale = [1.0, 0.5, 0.0, 0.25] : tensor<1x8x4x8xf32>, tensor<1x8xi32>
+  return %0 : tensor<1x8x4x8xf32>
+}
+
+// -----
+
 func.func @rope_positions(%x: tensor<1x8x4x16xf32>, %p: tensor<1x4xi32>) -> tensor<1x8x4x16xf32> {
   // expected-error @+1 {{expected positions of shape [1, 8] ([batch, seq]), got [1, 4]}}
   %0 = mf.rope %x, %p theta = 1.0e+04 : tensor<1x8x4x16xf32>, tensor<1x4xi32>

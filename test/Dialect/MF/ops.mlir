@@ -112,6 +112,8 @@ func.func @model_ops(%ids: tensor<1x8xi32>, %table: tensor<256x64xf32>, %w: tens
 func.func @attention_with_cache(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %kc: tensor<1x32x2x16xf32>, %pos: tensor<1x1xi32>, %n: tensor<i32>) -> tensor<1x1x4x16xf32> {
   // CHECK: mf.rope %{{.*}}, %{{.*}} theta = 1.000000e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
   %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<1x1x4x16xf32>, tensor<1x1xi32>
+  // CHECK: mf.rope %{{.*}}, %{{.*}} theta = 5.000000e+05 frequency_scale = [1.000000e+00, 5.000000e-01, 1.250000e-01, 1.250000e-01, 1.250000e-01, 1.250000e-01, 1.250000e-01, 1.250000e-01] inverse : tensor<1x1x4x16xf32>, tensor<1x1xi32>
+  %qs = mf.rope %q, %pos theta = 5.0e+05 frequency_scale = [1.0, 0.5, 0.125, 0.125, 0.125, 0.125, 0.125, 0.125] inverse : tensor<1x1x4x16xf32>, tensor<1x1xi32>
   // CHECK: mf.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
   %kc1 = mf.kv_cache_write %kc, %k, %n : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
   // CHECK: mf.attention %{{.*}}, %{{.*}}, %{{.*}} past_length(%{{.*}}) causal scale = 2.500000e-01 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
