@@ -12,7 +12,7 @@ packages=(
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
   libopenblas-dev libopenmpi-dev libpcre2-dev libutf8proc-dev libprotobuf-dev protobuf-compiler openmpi-bin nlohmann-json3-dev zlib1g-dev
   # reference tests
-  python3 python3-numpy python3-torch python3-yaml
+  python3 python3-numpy python3-torch python3-yaml python3-jinja2
 )
 
 missing=()

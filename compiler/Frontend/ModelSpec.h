@@ -231,6 +231,8 @@ struct ModelSpec {
   /// The tokenizer mf-run reads text with (processor.tokenizer's file, an
   /// absolute path), or empty.
   std::string tokenizerPath;
+  /// processor.tokenizer's chat_template, bos_token, eos_token (or empty).
+  std::string chatTemplate, bosToken, eosToken;
 
   /// The batch size of the compiled entry points: runner_config.batch_size
   /// for train/finetune/eval, model_config.batch_size for predict.

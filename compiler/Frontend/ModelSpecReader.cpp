@@ -1050,6 +1050,14 @@ private:
     if (!tokenizer.present()) {
       return;
     }
+    for (auto [key, out] : {std::pair("chat_template", &spec_.chatTemplate),
+                            std::pair("bos_token", &spec_.bosToken),
+                            std::pair("eos_token", &spec_.eosToken)}) {
+      const ConfigNode *value = tokenizer.get(key);
+      if (value && value->isScalar()) {
+        *out = value->scalar;
+      }
+    }
     std::string key = tokenizer.get("tokenizer_file") ? "tokenizer_file"
                       : tokenizer.get("vocab_file")   ? "vocab_file"
                                                       : "";

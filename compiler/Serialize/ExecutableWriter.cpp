@@ -144,7 +144,10 @@ public:
         model.topP, model.temperature, model.repetitionPenalty,
         model.maxDecodeLength, toDType(model.computeDtype), training,
         spec_.tokenizerPath.empty() ? nullptr : spec_.tokenizerPath.c_str(),
-        model.numHeads, model.kvHeads());
+        model.numHeads, model.kvHeads(),
+        spec_.chatTemplate.empty() ? nullptr : spec_.chatTemplate.c_str(),
+        spec_.bosToken.empty() ? nullptr : spec_.bosToken.c_str(),
+        spec_.eosToken.empty() ? nullptr : spec_.eosToken.c_str());
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;

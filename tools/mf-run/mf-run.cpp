@@ -16,12 +16,15 @@
 #include "runtime/GraphExecutor.h"
 #include "runtime/PyNative.h"
 #include "runtime/Safetensors.h"
+#include "runtime/ChatTemplate.h"
 #include "runtime/Tokenizer.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
 #include "tools/mf-run/Train.h"
 
 #include <getopt.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <charconv>
@@ -54,6 +57,8 @@ struct Options {
   std::vector<std::string> weights;
   std::string task;
   std::optional<std::string> prompt;
+  std::optional<std::string> chat;  ///< a user message through the chat template
+  std::optional<std::string> system; ///< its system message
   std::string tokenizer;
   std::optional<std::string> inputIds;
   int64_t maxNewTokens = -1;
@@ -94,6 +99,8 @@ void usage(std::ostream &os) {
         "(or bytes, for a vocabulary of 256)\n"
         "  --tokenizer PATH           a tokenizer.json or a Hugging Face model "
         "folder (default: the YAML's processor.tokenizer)\n"
+        "  --chat TEXT [--system S]   predict: a user message through the "
+        "model's chat template; prints the reply\n"
         "  --input-ids 1,2,3          predict: token ids\n"
         "  --max-new-tokens N         predict: tokens to generate (default: "
         "32)\n"
@@ -161,7 +168,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
     kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
-    kMergeLora, kBatchSize, kTokenizer, kHelp
+    kMergeLora, kBatchSize, kTokenizer, kChat, kSystem, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -195,6 +202,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"merge-lora", required_argument, nullptr, kMergeLora},
       {"batch-size", required_argument, nullptr, kBatchSize},
       {"tokenizer", required_argument, nullptr, kTokenizer},
+      {"chat", required_argument, nullptr, kChat},
+      {"system", required_argument, nullptr, kSystem},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
@@ -256,6 +265,12 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kTokenizer:
       options.tokenizer = optarg;
+      break;
+    case kChat:
+      options.chat = optarg;
+      break;
+    case kSystem:
+      options.system = optarg;
       break;
     case kThreads:
       if (!wholeNumber("threads", 1, 1024)) {
@@ -441,6 +456,94 @@ StatusOr<const Tokenizer *> tokenizerOf(const Options &options,
   return session.tokenizer.get();
 }
 
+/// `--system` and `--chat` through the model's chat template: the YAML's
+/// processor.tokenizer.chat_template, else the tokenizer_config.json beside
+/// the tokenizer (with its bos_token and eos_token), rendered as Hugging
+/// Face's apply_chat_template(add_generation_prompt=True) does.
+StatusOr<std::string> chatPrompt(const Options &options, Session &session,
+                                 const Tokenizer &tokenizer) {
+  const fb::ModelInfo &model = session.executable.model();
+  std::string source = model.chat_template() ? model.chat_template()->str() : "";
+  std::string bos = model.bos_token() ? model.bos_token()->str() : "";
+  std::string eos = model.eos_token() ? model.eos_token()->str() : "";
+  std::string folder = tokenizer.path().substr(0, tokenizer.path().find_last_of('/') + 1);
+  std::string configPath = folder + "tokenizer_config.json";
+  struct stat info;
+  if (::stat(configPath.c_str(), &info) == 0) {
+    StatusOr<std::vector<uint8_t>> bytes =
+        readRegularFile(configPath, "tokenizer config", 64ull << 20);
+    if (!bytes) {
+      return bytes.status();
+    }
+    nlohmann::json config =
+        nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
+    if (!config.is_object()) {
+      return Status::error(configPath + ": not a JSON object");
+    }
+    // A token is a string or {"content": ...}.
+    auto token = [&](const char *key) -> std::string {
+      auto found = config.find(key);
+      if (found == config.end()) {
+        return "";
+      }
+      if (found->is_string()) {
+        return found->get<std::string>();
+      }
+      if (found->is_object() && found->contains("content") &&
+          (*found)["content"].is_string()) {
+        return (*found)["content"].get<std::string>();
+      }
+      return "";
+    };
+    auto templateOf = [&]() -> std::string {
+      auto found = config.find("chat_template");
+      if (found == config.end()) {
+        return "";
+      }
+      if (found->is_string()) {
+        return found->get<std::string>();
+      }
+      // A list of named templates: the "default" one.
+      if (found->is_array()) {
+        for (const auto &named : *found) {
+          if (named.is_object() && named.value("name", "") == "default" &&
+              named.contains("template") && named["template"].is_string()) {
+            return named["template"].get<std::string>();
+          }
+        }
+      }
+      return "";
+    };
+    if (source.empty()) {
+      source = templateOf();
+    }
+    if (bos.empty()) {
+      bos = token("bos_token");
+    }
+    if (eos.empty()) {
+      eos = token("eos_token");
+    }
+  }
+  if (source.empty()) {
+    return Status::error("--chat needs a chat template: set "
+                         "processor.tokenizer.chat_template in the YAML, or "
+                         "give --tokenizer a Hugging Face folder whose "
+                         "tokenizer_config.json has one (" +
+                         configPath + " has none)");
+  }
+  StatusOr<ChatTemplate> chat = ChatTemplate::parse(source);
+  if (!chat) {
+    return chat.status();
+  }
+  std::vector<ChatMessage> messages;
+  if (options.system) {
+    messages.push_back({"system", *options.system});
+  }
+  messages.push_back({"user", *options.chat});
+  return chat->render(messages, /*addGenerationPrompt=*/true,
+                      {{"bos_token", bos}, {"eos_token", eos}});
+}
+
 /// Text to ids: the tokenizer's, or bytes for a model without one.
 /// `addSpecialTokens`: the tokenizer's BOS and the like (prompts).
 StatusOr<std::vector<int32_t>> encodeText(const Options &options,
@@ -518,13 +621,32 @@ int predict(const Options &options, Session &session) {
   const fb::ModelInfo &model = session.executable.model();
   int64_t vocab = model.vocab_size(), seqLength = model.seq_length();
   int64_t batch = model.batch_size();
+  std::optional<std::string> chatText;
+  if (options.chat && !options.inputIds) {
+    StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
+    if (!tokenizer) {
+      return fail(tokenizer.status().message());
+    }
+    if (!*tokenizer) {
+      return fail("--chat needs the model's tokenizer: give --tokenizer PATH "
+                  "(a Hugging Face model folder) or set "
+                  "processor.tokenizer.tokenizer_file in the YAML");
+    }
+    StatusOr<std::string> text = chatPrompt(options, session, **tokenizer);
+    if (!text) {
+      return fail(text.status().message());
+    }
+    chatText = text.take();
+  }
   StatusOr<std::vector<int32_t>> prompt =
       options.inputIds ? parseIds(*options.inputIds, vocab)
+      : chatText ? encodeText(options, session, *chatText,
+                              /*addSpecialTokens=*/false, "--chat")
       : options.prompt
           ? encodeText(options, session, *options.prompt,
                        /*addSpecialTokens=*/true, "--prompt")
           : StatusOr<std::vector<int32_t>>(Status::error(
-                "predict needs --prompt TEXT or --input-ids 1,2,3"));
+                "predict needs --prompt TEXT, --chat TEXT or --input-ids 1,2,3"));
   if (!prompt) {
     return fail(prompt.status().message());
   }
@@ -590,7 +712,7 @@ int predict(const Options &options, Session &session) {
   std::vector<double> prefillTimes, decodeTimes;
   // A text prompt through a tokenizer: the text streams out as it is made.
   const Tokenizer *textTokenizer = nullptr;
-  if (options.prompt && !options.inputIds) {
+  if ((options.prompt || chatText) && !options.inputIds) {
     StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
     textTokenizer = tokenizer ? *tokenizer : nullptr;
   }
@@ -639,11 +761,14 @@ int predict(const Options &options, Session &session) {
     stepLogits.clear();
     if (textTokenizer && run + 1 == options.repeat) {
       std::vector<int32_t> promptIds(tokens.begin(), tokens.begin() + promptLength);
-      StatusOr<std::string> text = textTokenizer->decodeText(promptIds, true);
-      if (!text) {
-        return fail(text.status().message());
+      // A chat prints the reply alone; a prompt, itself and what follows.
+      if (!chatText) {
+        StatusOr<std::string> text = textTokenizer->decodeText(promptIds, true);
+        if (!text) {
+          return fail(text.status().message());
+        }
+        print(*text);
       }
-      print(*text);
       stream.emplace(*textTokenizer, std::move(promptIds));
     }
     auto decodeStart = Clock::now();

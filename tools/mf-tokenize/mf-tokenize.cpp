@@ -3,6 +3,7 @@
 //   mf-tokenize PATH --encode TEXT [--add-special-tokens]
 //   mf-tokenize PATH --decode 1,2,3 [--skip-special-tokens]
 //   mf-tokenize PATH --write-mftokens IN.txt OUT.mftokens
+//   mf-tokenize --render-template T.jinja --messages M.json [--variables V.json]
 //
 // PATH is a tokenizer.json or a Hugging Face model folder. --encode prints
 // the ids comma-separated on one line; --encode-file reads the text from a
@@ -11,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ChatTemplate.h"
 #include "runtime/FileIO.h"
 #include "runtime/Tokenizer.h"
 
@@ -46,7 +48,10 @@ void usage() {
       "                            file OUT (for mf-run --data)\n"
       "  --json-lines FILE         each line a JSON string: print its ids\n"
       "                            and, after a tab, the decoded ids as JSON\n"
-      "  --vocab-size              print the tokenizer's vocabulary size\n");
+      "  --vocab-size              print the tokenizer's vocabulary size\n"
+      "  --render-template T --messages M.json [--variables V.json]\n"
+      "                            render a chat template (no PATH): M a JSON\n"
+      "                            list of messages, V an object of variables\n");
 }
 
 StatusOr<std::vector<int32_t>> parseIdList(const std::string &text) {
@@ -87,7 +92,7 @@ std::string joinIds(const std::vector<int32_t> &ids) {
 int main(int argc, char **argv) {
   enum {
     kEncode = 256, kDecode, kAddSpecial, kSkipSpecial, kWriteTokens,
-    kJsonLines, kVocabSize, kHelp
+    kJsonLines, kVocabSize, kRenderTemplate, kMessages, kVariables, kHelp
   };
   static const option longOptions[] = {
       {"encode", required_argument, nullptr, kEncode},
@@ -97,9 +102,13 @@ int main(int argc, char **argv) {
       {"write-mftokens", required_argument, nullptr, kWriteTokens},
       {"json-lines", required_argument, nullptr, kJsonLines},
       {"vocab-size", no_argument, nullptr, kVocabSize},
+      {"render-template", required_argument, nullptr, kRenderTemplate},
+      {"messages", required_argument, nullptr, kMessages},
+      {"variables", required_argument, nullptr, kVariables},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   std::optional<std::string> encode, decode, writeInput, jsonLines;
+  std::optional<std::string> renderTemplate, messagesFile, variablesFile;
   bool addSpecial = false, skipSpecial = false, vocabSize = false;
   int code;
   opterr = 0;
@@ -126,6 +135,15 @@ int main(int argc, char **argv) {
     case kVocabSize:
       vocabSize = true;
       break;
+    case kRenderTemplate:
+      renderTemplate = optarg;
+      break;
+    case kMessages:
+      messagesFile = optarg;
+      break;
+    case kVariables:
+      variablesFile = optarg;
+      break;
     case kHelp:
     case 'h':
       usage();
@@ -136,6 +154,48 @@ int main(int argc, char **argv) {
     }
   }
   std::vector<std::string> positional(argv + optind, argv + argc);
+  if (renderTemplate) {
+    auto read = [](const std::string &path, const char *what) -> StatusOr<std::string> {
+      StatusOr<std::vector<uint8_t>> bytes = readRegularFile(path, what, 64ull << 20);
+      if (!bytes) {
+        return bytes.status();
+      }
+      return std::string(bytes->begin(), bytes->end());
+    };
+    if (!messagesFile) {
+      return fail("--render-template needs --messages M.json");
+    }
+    StatusOr<std::string> source = read(*renderTemplate, "chat template");
+    StatusOr<std::string> messages = read(*messagesFile, "messages file");
+    StatusOr<std::string> variables =
+        variablesFile ? read(*variablesFile, "variables file")
+                      : StatusOr<std::string>(std::string("{}"));
+    for (const auto *status : {&source, &messages, &variables}) {
+      if (!*status) {
+        return fail(status->status().message());
+      }
+    }
+    // A tokenizer_config.json stands for its chat_template.
+    if (renderTemplate->size() >= 5 &&
+        renderTemplate->compare(renderTemplate->size() - 5, 5, ".json") == 0) {
+      nlohmann::json config = nlohmann::json::parse(*source, nullptr, false);
+      if (!config.is_object() || !config.contains("chat_template") ||
+          !config["chat_template"].is_string()) {
+        return fail(*renderTemplate + ": no chat_template string");
+      }
+      *source = config["chat_template"].get<std::string>();
+    }
+    StatusOr<ChatTemplate> chat = ChatTemplate::parse(*source);
+    if (!chat) {
+      return fail(chat.status().message());
+    }
+    StatusOr<std::string> text = chat->renderJson(*messages, *variables);
+    if (!text) {
+      return fail(text.status().message());
+    }
+    std::fwrite(text->data(), 1, text->size(), stdout);
+    return 0;
+  }
   size_t wanted = writeInput ? 2 : 1;
   if (positional.size() != wanted) {
     return fail(writeInput ? "usage: mf-tokenize PATH --write-mftokens IN OUT"
