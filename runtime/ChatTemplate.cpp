@@ -493,6 +493,12 @@ StatusOr<std::vector<Token>> tokenize(const std::string &source, int line) {
     }
     return fail(std::string("unexpected character '") + c + "'");
   }
+  // Real tags hold tens of tokens; the bound keeps the trees (whose depth
+  // a chain like a + b + c + ... grows) far from the stack's limit.
+  if (tokens.size() > 4096) {
+    return fail("a tag of " + std::to_string(tokens.size()) +
+                " tokens; at most 4096");
+  }
   tokens.push_back({Token::Kind::End, ""});
   return tokens;
 }
@@ -560,7 +566,21 @@ private:
     }
   }
 
+  /// Nesting bound: a hostile template of a million '(' would otherwise
+  /// overflow the stack.
+  static constexpr int kMaxDepth = 200;
+
   std::unique_ptr<Expr> conditional() {
+    if (++depth_ > kMaxDepth) {
+      setError("expressions nest deeper than " + std::to_string(kMaxDepth));
+      --depth_;
+      return node(Expr::Kind::Literal);
+    }
+    std::unique_ptr<Expr> value = conditionalBody();
+    --depth_;
+    return value;
+  }
+  std::unique_ptr<Expr> conditionalBody() {
     std::unique_ptr<Expr> value = orExpr();
     if (peek().kind == Token::Kind::Name && peek().text == "if") {
       ++position_;
@@ -587,10 +607,17 @@ private:
     return left;
   }
   std::unique_ptr<Expr> notExpr() {
+    if (peek().kind == Token::Kind::Name && peek().text == "not" &&
+        depth_ + 1 > kMaxDepth) {
+      setError("expressions nest deeper than " + std::to_string(kMaxDepth));
+      return node(Expr::Kind::Literal);
+    }
     if (acceptName("not")) {
+      ++depth_;
       auto expr = node(Expr::Kind::Unary);
       expr->name = "not";
       expr->args.push_back(notExpr());
+      --depth_;
       return expr;
     }
     return compare();
@@ -660,9 +687,15 @@ private:
   }
   std::unique_ptr<Expr> unary() {
     if (acceptOp("-")) {
+      if (++depth_ > kMaxDepth) {
+        setError("expressions nest deeper than " + std::to_string(kMaxDepth));
+        --depth_;
+        return node(Expr::Kind::Literal);
+      }
       auto expr = node(Expr::Kind::Unary);
       expr->name = "-";
       expr->args.push_back(unary());
+      --depth_;
       return expr;
     }
     acceptOp("+");
@@ -866,6 +899,7 @@ private:
   std::vector<Token> tokens_;
   size_t position_ = 0;
   int line_;
+  int depth_ = 0;
   std::string error_;
 };
 
@@ -1061,6 +1095,18 @@ private:
 
   Status parseStatement(std::vector<std::unique_ptr<Node>> &out) {
     const Segment segment = segments_[position_++];
+    if (depth_ >= 200) {
+      return Status::error("chat template line " + std::to_string(segment.line) +
+                           ": blocks nest deeper than 200");
+    }
+    ++depth_;
+    Status status = parseStatementAt(segment, out);
+    --depth_;
+    return status;
+  }
+
+  Status parseStatementAt(const Segment &segment,
+                          std::vector<std::unique_ptr<Node>> &out) {
     StatusOr<std::vector<Token>> tokens = tokenize(segment.content, segment.line);
     if (!tokens) {
       return tokens.status();
@@ -1179,6 +1225,7 @@ private:
 
   std::vector<Segment> segments_;
   size_t position_ = 0;
+  int depth_ = 0;
 };
 
 //===----------------------------------------------------------------------===//

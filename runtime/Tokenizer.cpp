@@ -381,7 +381,8 @@ Status unsupported(const std::string &where, const std::string &type,
 //===----------------------------------------------------------------------===//
 
 struct NormalizerStep {
-  enum class Kind { Unicode, Prepend, Replace, Lowercase, Strip } kind;
+  enum class Kind { Unicode, Prepend, Replace, Lowercase, Strip };
+  Kind kind = Kind::Unicode;
   int unicodeOptions = 0; // utf8proc_option_t for NFC/NFD/NFKC/NFKD
   std::string text;       // Prepend's prefix, Replace's content
   Pattern pattern;
@@ -391,7 +392,7 @@ struct NormalizerStep {
 StatusOr<NormalizerStep> readNormalizerStep(const json &step,
                                             const std::string &where) {
   std::string type = stringMember(step, "type").value_or("");
-  NormalizerStep out{NormalizerStep::Kind::Unicode};
+  NormalizerStep out;
   const int stable = UTF8PROC_STABLE;
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     out.unicodeOptions = stable |
@@ -521,7 +522,8 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
 enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext };
 
 struct PreTokenizerStep {
-  enum class Kind { Split, ByteLevel, Metaspace, Digits } kind;
+  enum class Kind { Split, ByteLevel, Metaspace, Digits };
+  Kind kind = Kind::Split;
   Pattern pattern;
   SplitBehavior behavior = SplitBehavior::Isolated;
   bool invert = false;
@@ -541,7 +543,7 @@ constexpr const char *kGpt2Split =
 StatusOr<PreTokenizerStep> readPreTokenizerStep(const json &step,
                                                 const std::string &where) {
   std::string type = stringMember(step, "type").value_or("");
-  PreTokenizerStep out{PreTokenizerStep::Kind::Split};
+  PreTokenizerStep out;
   if (type == "Split") {
     StatusOr<Pattern> pattern = readPattern(step, where);
     if (!pattern) {
@@ -965,7 +967,8 @@ struct PostProcessor {
 };
 
 struct DecoderStep {
-  enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace } kind;
+  enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace };
+  Kind kind = Kind::ByteLevel;
   std::string from, to; // Replace; Metaspace's replacement in `from`
   size_t start = 0, stop = 0;
   bool prependSpace = true; // Metaspace: the first token's space was added
@@ -973,7 +976,7 @@ struct DecoderStep {
 
 StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where) {
   std::string type = stringMember(step, "type").value_or("");
-  DecoderStep out{DecoderStep::Kind::ByteLevel};
+  DecoderStep out;
   if (type == "ByteLevel") {
     return out;
   }
@@ -1233,7 +1236,12 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string &path) {
   if (!bytes) {
     return bytes.status();
   }
-  json root = json::parse(bytes->begin(), bytes->end(), nullptr,
+  return fromJson(*bytes, file);
+}
+
+StatusOr<std::unique_ptr<Tokenizer>>
+Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) {
+  json root = json::parse(bytes.begin(), bytes.end(), nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
     return Status::error(file + ": not a JSON object (expected a Hugging Face "

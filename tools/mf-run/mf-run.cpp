@@ -1200,6 +1200,13 @@ int run(int argc, char **argv) {
   // A training checkpoint also serves as weights (its optimizer state is
   // skipped); --resume continues from one.
   std::vector<std::string> weightFiles = options.weights;
+  // Without --weights, the YAML's load_checkpoint (MindFormers' key).
+  bool fromYaml = weightFiles.empty() && model.load_checkpoint();
+  if (fromYaml) {
+    weightFiles.push_back(model.load_checkpoint()->str());
+    std::fprintf(stderr, "mf-run: note: weights from the YAML's load_checkpoint: %s\n",
+                 weightFiles.back().c_str());
+  }
   if (!options.resume.empty()) {
     weightFiles.push_back(options.resume);
   }
@@ -1210,7 +1217,10 @@ int run(int argc, char **argv) {
           : Weights::load(session.executable, session.allocator, weightFiles,
                           "optimizer.");
   if (!weights) {
-    return fail(weights.status().message());
+    return fail(fromYaml ? weights.status().message() +
+                               " (the YAML's load_checkpoint; give --weights "
+                               "to use other weights)"
+                         : weights.status().message());
   }
   session.weights = weights.take();
   if (mode == "graph") {
