@@ -1220,16 +1220,26 @@ struct Tokenizer::Impl {
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string &path) {
+StatusOr<std::unique_ptr<Tokenizer>>
+Tokenizer::load(const std::string &path, const std::string &tokenizerClass) {
   std::string file = path;
   struct stat info;
-  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+  bool folder = ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+  std::string base = folder ? path + "/" : path.substr(0, path.find_last_of('/') + 1);
+  if (folder) {
     file = path + "/tokenizer.json";
     if (::stat(file.c_str(), &info) != 0) {
+      // A "slow" tokenizer's files: vocab.json and merges.txt.
+      if (::stat((base + "vocab.json").c_str(), &info) == 0) {
+        return fromVocabAndMerges(base + "vocab.json", tokenizerClass);
+      }
       return Status::error("tokenizer folder " + path +
-                           " has no tokenizer.json (mfc reads Hugging Face "
-                           "tokenizer.json files)");
+                           " has neither tokenizer.json nor vocab.json + "
+                           "merges.txt");
     }
+  } else if (path.size() >= 10 &&
+             path.compare(path.size() - 10, 10, "vocab.json") == 0) {
+    return fromVocabAndMerges(path, tokenizerClass);
   }
   StatusOr<std::vector<uint8_t>> bytes =
       readRegularFile(file, "tokenizer", kMaxTokenizerBytes);
@@ -1237,6 +1247,118 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string &path) {
     return bytes.status();
   }
   return fromJson(*bytes, file);
+}
+
+namespace {
+/// Qwen2's pre-tokenization regex (Qwen2Tokenizer's PRETOKENIZE_REGEX): one
+/// digit a piece, letters with one leading non-letter, newline runs.
+constexpr const char *kQwen2Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+} // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>>
+Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
+                              const std::string &tokenizerClass) {
+  std::string folder = vocabPath.substr(0, vocabPath.find_last_of('/') + 1);
+  auto read = [](const std::string &path, const char *what)
+      -> StatusOr<std::vector<uint8_t>> {
+    return readRegularFile(path, what, kMaxTokenizerBytes);
+  };
+  StatusOr<std::vector<uint8_t>> vocabBytes = read(vocabPath, "tokenizer vocabulary");
+  if (!vocabBytes) {
+    return vocabBytes.status();
+  }
+  StatusOr<std::vector<uint8_t>> mergesBytes = read(folder + "merges.txt", "tokenizer merges");
+  if (!mergesBytes) {
+    return mergesBytes.status().withContext(
+        "a vocab.json needs the merges.txt beside it");
+  }
+  json vocab = json::parse(vocabBytes->begin(), vocabBytes->end(), nullptr, false);
+  if (!vocab.is_object()) {
+    return Status::error(vocabPath + ": not a JSON object of token: id");
+  }
+  // merges.txt: one "left right" a line after an optional "#version" line.
+  json merges = json::array();
+  std::string text(mergesBytes->begin(), mergesBytes->end());
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.empty() || line.rfind("#version", 0) == 0) {
+      continue;
+    }
+    merges.push_back(line);
+  }
+  // The class and added tokens: tokenizer_config.json beside it, else the
+  // caller's class (the YAML's processor.tokenizer.type).
+  std::string tokenizerClassName = tokenizerClass;
+  json added = json::array();
+  StatusOr<std::vector<uint8_t>> configBytes =
+      read(folder + "tokenizer_config.json", "tokenizer config");
+  if (configBytes) {
+    json config = json::parse(configBytes->begin(), configBytes->end(), nullptr, false);
+    if (config.is_object()) {
+      if (auto found = config.find("tokenizer_class");
+          found != config.end() && found->is_string()) {
+        tokenizerClassName = found->get<std::string>();
+      }
+      if (auto decoder = config.find("added_tokens_decoder");
+          decoder != config.end() && decoder->is_object()) {
+        for (auto item = decoder->begin(); item != decoder->end(); ++item) {
+          json token = item.value();
+          char *rest = nullptr;
+          long long id = std::strtoll(item.key().c_str(), &rest, 10);
+          if (!token.is_object() || *rest != '\0') {
+            return Status::error(folder + "tokenizer_config.json: "
+                                          "added_tokens_decoder['" +
+                                 item.key() + "'] is not an id and a token");
+          }
+          token["id"] = id;
+          added.push_back(token);
+        }
+      }
+    }
+  }
+  json root = json::object();
+  root["added_tokens"] = added;
+  json model = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}};
+  root["model"] = model;
+  root["decoder"] = {{"type", "ByteLevel"}};
+  if (tokenizerClassName == "Qwen2Tokenizer" ||
+      tokenizerClassName == "Qwen2TokenizerFast") {
+    root["normalizer"] = {{"type", "NFC"}};
+    root["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         json::array({{{"type", "Split"},
+                       {"pattern", {{"Regex", kQwen2Split}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
+                      {{"type", "ByteLevel"},
+                       {"add_prefix_space", false},
+                       {"use_regex", false}}})}};
+  } else if (tokenizerClassName == "GPT2Tokenizer" ||
+             tokenizerClassName == "GPT2TokenizerFast") {
+    root["pre_tokenizer"] = {{"type", "ByteLevel"},
+                             {"add_prefix_space", false},
+                             {"use_regex", true}};
+  } else {
+    return Status::error(
+        vocabPath + ": a vocab.json + merges.txt tokenizer of class '" +
+        (tokenizerClassName.empty() ? std::string("(none given)") : tokenizerClassName) +
+        "'; mfc reads these files for GPT2Tokenizer and Qwen2Tokenizer "
+        "(tokenizer_config.json's tokenizer_class or the YAML's "
+        "processor.tokenizer.type)");
+  }
+  std::string dumped = root.dump();
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      fromJson(std::vector<uint8_t>(dumped.begin(), dumped.end()), vocabPath);
+  return tokenizer;
 }
 
 StatusOr<std::unique_ptr<Tokenizer>>

@@ -27,7 +27,17 @@ class Tokenizer {
 public:
   /// Reads `path`: a tokenizer.json, or a folder (a Hugging Face model
   /// folder) that holds one.
-  static StatusOr<std::unique_ptr<Tokenizer>> load(const std::string &path);
+  /// A vocab.json (or a folder with vocab.json + merges.txt and no
+  /// tokenizer.json) is read by fromVocabAndMerges with `tokenizerClass`.
+  static StatusOr<std::unique_ptr<Tokenizer>>
+  load(const std::string &path, const std::string &tokenizerClass = "");
+  /// A "slow" tokenizer: `vocabPath` (vocab.json) with the merges.txt
+  /// beside it, as GPT2Tokenizer or Qwen2Tokenizer read them: the class
+  /// and added tokens from a tokenizer_config.json beside them, else
+  /// `tokenizerClass`.
+  static StatusOr<std::unique_ptr<Tokenizer>>
+  fromVocabAndMerges(const std::string &vocabPath,
+                     const std::string &tokenizerClass);
   /// Parses tokenizer.json bytes already in memory (the fuzzer's entry);
   /// `name` is for messages.
   static StatusOr<std::unique_ptr<Tokenizer>>

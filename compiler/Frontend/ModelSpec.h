@@ -233,6 +233,8 @@ struct ModelSpec {
   std::string tokenizerPath;
   /// processor.tokenizer's chat_template, bos_token, eos_token (or empty).
   std::string chatTemplate, bosToken, eosToken;
+  /// processor.tokenizer.type: GPT2Tokenizer, Qwen2Tokenizer, ...
+  std::string tokenizerClass;
   /// load_checkpoint resolved against the YAML's folder (or empty).
   std::string loadCheckpoint;
 

@@ -1084,7 +1084,8 @@ private:
     }
     for (auto [key, out] : {std::pair("chat_template", &spec_.chatTemplate),
                             std::pair("bos_token", &spec_.bosToken),
-                            std::pair("eos_token", &spec_.eosToken)}) {
+                            std::pair("eos_token", &spec_.eosToken),
+                            std::pair("type", &spec_.tokenizerClass)}) {
       const ConfigNode *value = tokenizer.get(key);
       if (value && value->isScalar()) {
         *out = value->scalar;
@@ -1115,13 +1116,23 @@ private:
         return;
       }
     }
-    if (!folder && (name == "vocab.json" || !name.ends_with(".json"))) {
+    if (!folder && !name.ends_with(".json")) {
       context_.diagnostics.warning(
           loc, path + ": '" + name +
                    "' is not read yet (mf-run reads Hugging Face "
-                   "tokenizer.json files); put a tokenizer.json beside it, "
-                   "set tokenizer_file, or give mf-run --tokenizer");
+                   "tokenizer.json files and vocab.json + merges.txt); put a "
+                   "tokenizer.json beside it, set tokenizer_file, or give "
+                   "mf-run --tokenizer");
       return;
+    }
+    if (name == "vocab.json" && spec_.tokenizerClass != "GPT2Tokenizer" &&
+        spec_.tokenizerClass != "Qwen2Tokenizer") {
+      context_.diagnostics.warning(
+          loc, path + ": a vocab.json tokenizer of type '" +
+                   spec_.tokenizerClass +
+                   "'; mf-run reads vocab.json + merges.txt as GPT2Tokenizer "
+                   "and Qwen2Tokenizer do, unless a tokenizer_config.json "
+                   "beside them names another class");
     }
     if (!llvm::sys::fs::exists(resolved)) {
       context_.diagnostics.warning(loc, path + ": '" + resolved +

@@ -438,7 +438,8 @@ StatusOr<const Tokenizer *> tokenizerOf(const Options &options,
   if (path.empty()) {
     return static_cast<const Tokenizer *>(nullptr);
   }
-  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(path);
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(
+      path, model.tokenizer_class() ? model.tokenizer_class()->str() : "");
   if (!tokenizer) {
     return tokenizer.status().withContext(
         options.tokenizer.empty() ? "the YAML's processor.tokenizer (give "

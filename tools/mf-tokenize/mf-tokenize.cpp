@@ -39,7 +39,10 @@ void usage() {
   std::printf(
       "usage: mf-tokenize PATH (--encode TEXT | --decode IDS | "
       "--write-mftokens IN OUT | --json-lines FILE)\n"
-      "  PATH                      tokenizer.json, or a folder holding one\n"
+      "  PATH                      tokenizer.json, a folder holding one, or\n"
+      "                            a vocab.json with merges.txt beside it\n"
+      "  --tokenizer-class C       GPT2Tokenizer or Qwen2Tokenizer, for a\n"
+      "                            vocab.json without tokenizer_config.json\n"
       "  --encode TEXT             print TEXT's ids, comma-separated\n"
       "  --add-special-tokens      add the post-processor's tokens (BOS, ...)\n"
       "  --decode 1,2,3            print the ids' text\n"
@@ -92,7 +95,8 @@ std::string joinIds(const std::vector<int32_t> &ids) {
 int main(int argc, char **argv) {
   enum {
     kEncode = 256, kDecode, kAddSpecial, kSkipSpecial, kWriteTokens,
-    kJsonLines, kVocabSize, kRenderTemplate, kMessages, kVariables, kHelp
+    kJsonLines, kVocabSize, kRenderTemplate, kMessages, kVariables,
+    kTokenizerClass, kHelp
   };
   static const option longOptions[] = {
       {"encode", required_argument, nullptr, kEncode},
@@ -105,10 +109,12 @@ int main(int argc, char **argv) {
       {"render-template", required_argument, nullptr, kRenderTemplate},
       {"messages", required_argument, nullptr, kMessages},
       {"variables", required_argument, nullptr, kVariables},
+      {"tokenizer-class", required_argument, nullptr, kTokenizerClass},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   std::optional<std::string> encode, decode, writeInput, jsonLines;
   std::optional<std::string> renderTemplate, messagesFile, variablesFile;
+  std::string tokenizerClass;
   bool addSpecial = false, skipSpecial = false, vocabSize = false;
   int code;
   opterr = 0;
@@ -143,6 +149,9 @@ int main(int argc, char **argv) {
       break;
     case kVariables:
       variablesFile = optarg;
+      break;
+    case kTokenizerClass:
+      tokenizerClass = optarg;
       break;
     case kHelp:
     case 'h':
@@ -206,7 +215,8 @@ int main(int argc, char **argv) {
     return fail("give one of --encode, --decode, --write-mftokens, "
                 "--json-lines, --vocab-size");
   }
-  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(positional[0]);
+  StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::load(positional[0], tokenizerClass);
   if (!tokenizer) {
     return fail(tokenizer.status().message());
   }
