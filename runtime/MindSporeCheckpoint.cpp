@@ -8,33 +8,96 @@
 //   TensorProto { repeated int64 dims = 1; string tensor_type = 2;
 //                 bytes tensor_content = 3; }
 //
-// A 7B model's file is over protobuf's 2 GB message limit, so the outer
-// message is walked record by record with protobuf's CodedInputStream, and
-// each tensor's bytes stay where they are in the mapped file (a bytes field
-// is stored raw). MindSpore writes a large tensor as consecutive values
-// with the same tag; those are joined. Every length and count is checked
-// against the file before use; an error names the tensor.
+// The wire format is read here directly: a 7B model's file is past
+// protobuf's 2 GB message limit, a tensor's bytes must stay where they are
+// in the mapped file (a bytes field is stored raw), and Debian 12's
+// libsentencepiece carries a protobuf 3.14 of its own whose exported
+// symbols make a process that also loads the system's libprotobuf 3.21
+// abort at start (measured: mf-run with both died in protobuf's version
+// check). The schema is three messages of one to three fields, so a
+// bounds-checked varint and length reader is all it takes. MindSpore
+// writes a large tensor as consecutive values with the same tag; those are
+// joined. Every length and count is checked against the file before use;
+// an error names the tensor.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Safetensors.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
-
 #include <climits>
 #include <cstring>
+#include <optional>
 
 using namespace mfrt;
-using google::protobuf::io::CodedInputStream;
-using google::protobuf::internal::WireFormatLite;
 
 namespace {
 
-constexpr uint32_t kLengthDelimited = 2;
+constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2,
+                   kFixed32 = 5;
 constexpr uint32_t tagOf(uint32_t field, uint32_t wireType) {
   return field << 3 | wireType;
 }
+
+/// Protobuf's wire format over [data + position, data + end): varints,
+/// tags, length-delimited fields, skips. Every read checks the end.
+class WireReader {
+public:
+  WireReader(const uint8_t *data, size_t begin, size_t end)
+      : data_(data), position_(begin), end_(end) {}
+
+  bool atEnd() const { return position_ >= end_; }
+  size_t position() const { return position_; }
+
+  std::optional<uint64_t> varint() {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (position_ >= end_) {
+        return std::nullopt;
+      }
+      uint8_t byte = data_[position_++];
+      value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+      if (!(byte & 0x80)) {
+        return value;
+      }
+    }
+    return std::nullopt; // more than 10 bytes
+  }
+  /// A length-delimited field's [begin, end), checked against the end.
+  std::optional<std::pair<size_t, size_t>> delimited() {
+    std::optional<uint64_t> length = varint();
+    if (!length || *length > end_ - position_) {
+      return std::nullopt;
+    }
+    size_t begin = position_;
+    position_ += *length;
+    return std::make_pair(begin, position_);
+  }
+  bool skip(uint32_t tag) {
+    switch (tag & 7) {
+    case kVarint:
+      return varint().has_value();
+    case kFixed64:
+      return advance(8);
+    case kLengthDelimited:
+      return delimited().has_value();
+    case kFixed32:
+      return advance(4);
+    default:
+      return false; // groups and invalid wire types
+    }
+  }
+
+private:
+  bool advance(size_t bytes) {
+    if (bytes > end_ - position_) {
+      return false;
+    }
+    position_ += bytes;
+    return true;
+  }
+  const uint8_t *data_;
+  size_t position_, end_;
+};
 
 /// MindSpore's tensor_type names of the float types mf-run reads.
 std::optional<DType> dtypeOf(const std::string &type) {
@@ -79,85 +142,91 @@ struct Record {
   bool hasTensor = false;
 };
 
-/// Reads the TensorProto that `in` is limited to.
-bool readTensor(CodedInputStream &in, size_t base, Record &record) {
+/// Reads the TensorProto in data[begin, end).
+bool readTensor(const uint8_t *data, size_t begin, size_t end, Record &record) {
   record.hasTensor = true;
-  while (uint32_t tag = in.ReadTag()) {
-    uint32_t length = 0;
-    switch (tag) {
-    case tagOf(1, 0): { // dims, unpacked
-      uint64_t dim;
-      if (!in.ReadVarint64(&dim)) {
+  WireReader in(data, begin, end);
+  while (!in.atEnd()) {
+    std::optional<uint64_t> tag = in.varint();
+    if (!tag || *tag > UINT32_MAX) {
+      return false;
+    }
+    switch (static_cast<uint32_t>(*tag)) {
+    case tagOf(1, kVarint): { // dims, unpacked
+      std::optional<uint64_t> dim = in.varint();
+      if (!dim) {
         return false;
       }
-      record.dims.push_back(static_cast<int64_t>(dim));
+      record.dims.push_back(static_cast<int64_t>(*dim));
       break;
     }
     case tagOf(1, kLengthDelimited): { // dims, packed
-      if (!in.ReadVarint32(&length)) {
+      auto field = in.delimited();
+      if (!field) {
         return false;
       }
-      CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
-      while (in.BytesUntilLimit() > 0) {
-        uint64_t dim;
-        if (!in.ReadVarint64(&dim)) {
+      WireReader dims(data, field->first, field->second);
+      while (!dims.atEnd()) {
+        std::optional<uint64_t> dim = dims.varint();
+        if (!dim) {
           return false;
         }
-        record.dims.push_back(static_cast<int64_t>(dim));
+        record.dims.push_back(static_cast<int64_t>(*dim));
       }
-      in.PopLimit(limit);
       break;
     }
-    case tagOf(2, kLengthDelimited):
-      if (!in.ReadVarint32(&length) ||
-          !in.ReadString(&record.type, static_cast<int>(length))) {
+    case tagOf(2, kLengthDelimited): {
+      auto field = in.delimited();
+      if (!field) {
         return false;
       }
+      record.type.assign(reinterpret_cast<const char *>(data + field->first),
+                         field->second - field->first);
       break;
-    case tagOf(3, kLengthDelimited):
-      if (!in.ReadVarint32(&length)) {
+    }
+    case tagOf(3, kLengthDelimited): {
+      auto field = in.delimited();
+      if (!field) {
         return false;
       }
-      record.contentOffset = base + static_cast<size_t>(in.CurrentPosition());
-      record.contentSize = length;
-      if (!in.Skip(static_cast<int>(length))) {
-        return false;
-      }
+      record.contentOffset = field->first;
+      record.contentSize = field->second - field->first;
       break;
+    }
     default:
-      if (!WireFormatLite::SkipField(&in, tag)) {
+      if (!in.skip(static_cast<uint32_t>(*tag))) {
         return false;
       }
     }
   }
-  return in.ConsumedEntireMessage();
+  return true;
 }
 
-/// Reads one Value record of `length` bytes at data[base].
-bool readRecord(const uint8_t *data, size_t base, size_t length,
-                Record &record) {
-  CodedInputStream in(data + base, static_cast<int>(length));
-  while (uint32_t tag = in.ReadTag()) {
-    uint32_t size = 0;
-    if (tag == tagOf(1, kLengthDelimited)) {
-      if (!in.ReadVarint32(&size) ||
-          !in.ReadString(&record.name, static_cast<int>(size))) {
+/// Reads one Value record in data[begin, end).
+bool readRecord(const uint8_t *data, size_t begin, size_t end, Record &record) {
+  WireReader in(data, begin, end);
+  while (!in.atEnd()) {
+    std::optional<uint64_t> tag = in.varint();
+    if (!tag || *tag > UINT32_MAX) {
+      return false;
+    }
+    if (*tag == tagOf(1, kLengthDelimited)) {
+      auto field = in.delimited();
+      if (!field) {
         return false;
       }
-    } else if (tag == tagOf(2, kLengthDelimited)) {
-      if (!in.ReadVarint32(&size)) {
+      record.name.assign(reinterpret_cast<const char *>(data + field->first),
+                         field->second - field->first);
+    } else if (*tag == tagOf(2, kLengthDelimited)) {
+      auto field = in.delimited();
+      if (!field || !readTensor(data, field->first, field->second, record)) {
         return false;
       }
-      CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(size));
-      if (!readTensor(in, base, record)) {
-        return false;
-      }
-      in.PopLimit(limit);
-    } else if (!WireFormatLite::SkipField(&in, tag)) {
+    } else if (!in.skip(static_cast<uint32_t>(*tag))) {
       return false;
     }
   }
-  return in.ConsumedEntireMessage();
+  return true;
 }
 
 } // namespace
@@ -187,35 +256,29 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
   size_t offset = 0;
   while (offset < size) {
     // The record's header: field 1 of Checkpoint, length-delimited.
-    CodedInputStream header(data + offset,
-                            static_cast<int>(std::min<size_t>(size - offset, 16)));
-    uint32_t tag = header.ReadTag();
-    uint32_t length = 0;
-    if (tag != tagOf(1, kLengthDelimited) || !header.ReadVarint32(&length)) {
+    WireReader header(data, offset, size);
+    std::optional<uint64_t> tag = header.varint();
+    std::optional<uint64_t> length = header.varint();
+    if (tag != std::optional<uint64_t>(tagOf(1, kLengthDelimited)) || !length) {
       return fail("byte " + std::to_string(offset) +
                   " is not a Checkpoint value" + after() +
                   "; the file is corrupt or not a MindSpore checkpoint");
     }
-    size_t begin = offset + static_cast<size_t>(header.CurrentPosition());
-    if (length > static_cast<uint32_t>(INT_MAX)) {
-      return fail("a value at byte " + std::to_string(offset) + after() +
-                  " claims " + std::to_string(length) +
-                  " bytes, more than protobuf's 2 GiB limit");
-    }
-    if (length > size - begin) {
+    size_t begin = header.position();
+    if (*length > size - begin) {
       // The tag comes first: name the tensor if what remains holds it.
       Record partial;
-      readRecord(data, begin, size - begin, partial);
+      readRecord(data, begin, size, partial);
       std::string what = partial.name.empty()
                              ? "a value" + after()
                              : "tensor '" + partial.name + "'";
       return fail(what + " at byte " + std::to_string(offset) + " claims " +
-                  std::to_string(length) + " bytes but " +
+                  std::to_string(*length) + " bytes but " +
                   std::to_string(size - begin) +
                   " remain; the file is truncated");
     }
     Record record;
-    bool read = readRecord(data, begin, length, record);
+    bool read = readRecord(data, begin, begin + *length, record);
     std::string what =
         record.name.empty() ? "a value" + after() : "tensor '" + record.name + "'";
     if (!read || record.name.empty() || !record.hasTensor) {
@@ -226,7 +289,7 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
                                          : "no tensor") +
                   ")");
     }
-    offset = begin + length;
+    offset = begin + *length;
 
     if (isTrainerState(record.name)) {
       ++skipped;

@@ -19,6 +19,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <sentencepiece_processor.h>
 #include <utf8proc.h>
 
 #include <nlohmann/json.hpp>
@@ -97,8 +98,19 @@ size_t maximalSubpart(std::string_view text, size_t i) {
 }
 
 /// Where the text stops being whole characters: an incomplete character at
-/// the end is left out (it may be completed by the next token).
+/// the end is left out (it may be completed by the next token), and so is
+/// a trailing U+FFFD (SentencePiece decodes an incomplete byte sequence to
+/// it; the next token may complete the character).
+size_t completeBytes(std::string_view text);
 size_t completePrefix(std::string_view text) {
+  size_t end = completeBytes(text);
+  while (end >= 3 && text.substr(end - 3, 3) == "\xEF\xBF\xBD") {
+    end -= 3;
+  }
+  return end;
+}
+
+size_t completeBytes(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     size_t length = wellFormedLength(text, i);
@@ -1150,6 +1162,11 @@ bool isWordChar(std::string_view text, size_t at) {
 
 struct Tokenizer::Impl {
   std::string path;
+  /// A SentencePiece model (.model) instead of the pipeline below; with
+  /// `spmBos`, encoding with special tokens prepends it (LlamaTokenizer's
+  /// add_bos_token).
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> spm;
+  int32_t spmBos = -1;
   std::vector<NormalizerStep> normalizer;
   std::vector<PreTokenizerStep> preTokenizer;
   Bpe model;
@@ -1229,17 +1246,23 @@ Tokenizer::load(const std::string &path, const std::string &tokenizerClass) {
   if (folder) {
     file = path + "/tokenizer.json";
     if (::stat(file.c_str(), &info) != 0) {
-      // A "slow" tokenizer's files: vocab.json and merges.txt.
+      // A "slow" tokenizer's files: vocab.json and merges.txt, or a
+      // SentencePiece model.
       if (::stat((base + "vocab.json").c_str(), &info) == 0) {
         return fromVocabAndMerges(base + "vocab.json", tokenizerClass);
       }
+      if (::stat((base + "tokenizer.model").c_str(), &info) == 0) {
+        return fromSentencePiece(base + "tokenizer.model");
+      }
       return Status::error("tokenizer folder " + path +
-                           " has neither tokenizer.json nor vocab.json + "
-                           "merges.txt");
+                           " has neither tokenizer.json, vocab.json + "
+                           "merges.txt nor tokenizer.model");
     }
   } else if (path.size() >= 10 &&
              path.compare(path.size() - 10, 10, "vocab.json") == 0) {
     return fromVocabAndMerges(path, tokenizerClass);
+  } else if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".model") == 0) {
+    return fromSentencePiece(path);
   }
   StatusOr<std::vector<uint8_t>> bytes =
       readRegularFile(file, "tokenizer", kMaxTokenizerBytes);
@@ -1256,6 +1279,31 @@ constexpr const char *kQwen2Split =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 } // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>>
+Tokenizer::fromSentencePiece(const std::string &modelPath) {
+  StatusOr<std::vector<uint8_t>> bytes =
+      readRegularFile(modelPath, "SentencePiece model", kMaxTokenizerBytes);
+  if (!bytes) {
+    return bytes.status();
+  }
+  return fromSentencePieceBytes(*bytes, modelPath);
+}
+
+StatusOr<std::unique_ptr<Tokenizer>>
+Tokenizer::fromSentencePieceBytes(const std::vector<uint8_t> &bytes,
+                                  const std::string &name) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = name;
+  impl->spm = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  auto status = impl->spm->LoadFromSerializedProto(
+      std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+  if (!status.ok()) {
+    return Status::error("SentencePiece model " + name + ": " + status.ToString());
+  }
+  impl->spmBos = impl->spm->bos_id();
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
 
 StatusOr<std::unique_ptr<Tokenizer>>
 Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
@@ -1540,6 +1588,18 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
                          std::to_string(*bad) + ")");
   }
   std::vector<int32_t> ids;
+  if (impl_->spm) {
+    std::vector<int> pieces;
+    auto status = impl_->spm->Encode(text, &pieces);
+    if (!status.ok()) {
+      return Status::error("SentencePiece: " + status.ToString());
+    }
+    if (addSpecialTokens && impl_->spmBos >= 0) {
+      ids.push_back(impl_->spmBos);
+    }
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    return ids;
+  }
   if (addSpecialTokens) {
     ids = impl_->postProcessor.before;
   }
@@ -1582,8 +1642,34 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
 }
 
 
+namespace {
+/// SentencePiece's text of `ids` (control pieces such as <s> decode to
+/// nothing); ids outside its vocabulary are left out, as for tokenizer.json.
+StatusOr<std::string> decodeSentencePiece(const sentencepiece::SentencePieceProcessor &spm,
+                                          const std::vector<int32_t> &ids) {
+  std::vector<int> known;
+  for (int32_t id : ids) {
+    if (id < 0) {
+      return Status::error("token id " + std::to_string(id) + " is negative");
+    }
+    if (id < spm.GetPieceSize()) {
+      known.push_back(id);
+    }
+  }
+  std::string text;
+  auto status = spm.Decode(known, &text);
+  if (!status.ok()) {
+    return Status::error("SentencePiece: " + status.ToString());
+  }
+  return text;
+}
+} // namespace
+
 StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
                                              bool skipSpecialTokens) const {
+  if (impl_->spm) {
+    return decodeSentencePiece(*impl_->spm, ids);
+  }
   StatusOr<std::vector<std::string>> tokens =
       impl_->tokensOf(ids, skipSpecialTokens);
   if (!tokens) {
@@ -1594,6 +1680,9 @@ StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
 
 StatusOr<std::string> Tokenizer::decodeText(const std::vector<int32_t> &ids,
                                             bool skipSpecialTokens) const {
+  if (impl_->spm) {
+    return decodeSentencePiece(*impl_->spm, ids);
+  }
   StatusOr<std::vector<std::string>> tokens =
       impl_->tokensOf(ids, skipSpecialTokens);
   if (!tokens) {
@@ -1603,10 +1692,19 @@ StatusOr<std::string> Tokenizer::decodeText(const std::vector<int32_t> &ids,
 }
 
 int64_t Tokenizer::vocabSize() const {
+  if (impl_->spm) {
+    return impl_->spm->GetPieceSize();
+  }
   return static_cast<int64_t>(impl_->tokenOf.size());
 }
 
 std::optional<int32_t> Tokenizer::tokenId(std::string_view token) const {
+  if (impl_->spm) {
+    int id = impl_->spm->PieceToId(token);
+    return id == impl_->spm->unk_id() && token != impl_->spm->IdToPiece(id)
+               ? std::nullopt
+               : std::optional<int32_t>(id);
+  }
   for (const AddedToken &added : impl_->added) {
     if (added.content == token) {
       return added.id;

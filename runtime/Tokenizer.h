@@ -38,6 +38,13 @@ public:
   static StatusOr<std::unique_ptr<Tokenizer>>
   fromVocabAndMerges(const std::string &vocabPath,
                      const std::string &tokenizerClass);
+  /// A SentencePiece model (LLaMA-2's tokenizer.model), through Debian's
+  /// libsentencepiece; encoding with special tokens prepends its BOS.
+  static StatusOr<std::unique_ptr<Tokenizer>>
+  fromSentencePiece(const std::string &modelPath);
+  static StatusOr<std::unique_ptr<Tokenizer>>
+  fromSentencePieceBytes(const std::vector<uint8_t> &bytes,
+                         const std::string &name);
   /// Parses tokenizer.json bytes already in memory (the fuzzer's entry);
   /// `name` is for messages.
   static StatusOr<std::unique_ptr<Tokenizer>>

@@ -10,9 +10,9 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools lld-22
   # libraries
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
-  libopenblas-dev libopenmpi-dev libpcre2-dev libutf8proc-dev libprotobuf-dev protobuf-compiler openmpi-bin nlohmann-json3-dev zlib1g-dev
+  libopenblas-dev libopenmpi-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece openmpi-bin nlohmann-json3-dev zlib1g-dev
   # reference tests
-  python3 python3-numpy python3-torch python3-yaml python3-jinja2
+  python3 python3-numpy python3-torch python3-yaml python3-jinja2 python3-sentencepiece
 )
 
 missing=()

@@ -1116,13 +1116,12 @@ private:
         return;
       }
     }
-    if (!folder && !name.ends_with(".json")) {
+    if (!folder && !name.ends_with(".json") && !name.ends_with(".model")) {
       context_.diagnostics.warning(
           loc, path + ": '" + name +
-                   "' is not read yet (mf-run reads Hugging Face "
-                   "tokenizer.json files and vocab.json + merges.txt); put a "
-                   "tokenizer.json beside it, set tokenizer_file, or give "
-                   "mf-run --tokenizer");
+                   "' is not a tokenizer mf-run reads (Hugging Face "
+                   "tokenizer.json, vocab.json + merges.txt, SentencePiece "
+                   ".model); set tokenizer_file, or give mf-run --tokenizer");
       return;
     }
     if (name == "vocab.json" && spec_.tokenizerClass != "GPT2Tokenizer" &&
