@@ -948,8 +948,8 @@ StatusOr<std::vector<Segment>> segment(const std::string &source) {
            source[open + 1] != '{' && source[open + 1] != '%' && source[open + 1] != '#') {
       open = source.find('{', open + 1);
     }
-    if (open + 1 >= source.size()) {
-      open = std::string::npos;
+    if (open != std::string::npos && open + 1 >= source.size()) {
+      open = std::string::npos; // a '{' that ends the text
     }
     std::string text = source.substr(i, open == std::string::npos ? std::string::npos : open - i);
     int textLine = line;
@@ -981,10 +981,11 @@ StatusOr<std::vector<Segment>> segment(const std::string &source) {
     std::string inside = source.substr(open + 2, close - open - 2);
     bool leftTrim = !inside.empty() && inside.front() == '-';
     bool keepLeft = !inside.empty() && inside.front() == '+';
-    bool rightTrim = !inside.empty() && inside.back() == '-';
     if (leftTrim || keepLeft) {
       inside.erase(0, 1);
     }
+    // After the left marker: "{%-%}" has one '-', not two.
+    bool rightTrim = !inside.empty() && inside.back() == '-';
     if (rightTrim) {
       inside.pop_back();
     }
