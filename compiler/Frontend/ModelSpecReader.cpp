@@ -642,6 +642,26 @@ private:
     MapReader arch = section(model, "arch");
     ModelConfig &config = spec_.model;
     static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel"};
+    // MindFormers' newest configs name no arch: they take it, and the
+    // sizes, from the Hugging Face config.json in pretrained_model_dir.
+    const ConfigNode *pretrained = root_.get("pretrained_model_dir");
+    if (!arch.present() && pretrained) {
+      diagnostics().error(
+          pretrained->loc,
+          "pretrained_model_dir: this config takes its architecture and "
+          "sizes from the Hugging Face config.json in '" +
+              (pretrained->isScalar() ? pretrained->scalar : pretrained->describe()) +
+              "', which mfc does not read yet; add model.arch (e.g. {type: "
+                "LlamaForCausalLM}) and the model_config sizes (seq_length, "
+                "hidden_size, num_layers, num_heads, vocab_size) to the YAML");
+      return;
+    }
+    if (pretrained) {
+      context_.diagnostics.note(pretrained->loc,
+                                "pretrained_model_dir: not read; the model is "
+                                "model.arch and model_config as the YAML "
+                                "gives them");
+    }
     if (!arch.present()) {
       model.require("arch", "{type: LlamaForCausalLM}");
     } else if (arch.require("type", "LlamaForCausalLM") &&
