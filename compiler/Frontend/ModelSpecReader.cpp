@@ -662,7 +662,18 @@ private:
                                 "model.arch and model_config as the YAML "
                                 "gives them");
     }
-    if (!arch.present()) {
+    // Another architecture is not a misspelling: no did-you-mean (it would
+    // suggest compiling a different model).
+    const ConfigNode *archType = arch.present() ? arch.get("type") : nullptr;
+    if (archType && archType->isScalar() &&
+        !llvm::is_contained(archs, archType->scalar)) {
+      diagnostics().error(archType->loc,
+                          "model.arch.type: '" + archType->scalar +
+                              "' is an architecture mfc does not compile yet "
+                              "(it compiles LlamaForCausalLM, which covers "
+                              "LLaMA, Qwen, Yi, DeepSeek-Coder and the like, "
+                              "and GPT2LMHeadModel)");
+    } else if (!arch.present()) {
       model.require("arch", "{type: LlamaForCausalLM}");
     } else if (arch.require("type", "LlamaForCausalLM") &&
                arch.readChoice("type", config.archType, archs)) {
