@@ -703,7 +703,7 @@ private:
   }
   /// `value | filter(args)` and `value is [not] test`.
   std::unique_ptr<Expr> filtered(std::unique_ptr<Expr> value) {
-    while (true) {
+    while (error_.empty()) {
       if (acceptOp("|")) {
         std::optional<std::string> name = takeName();
         if (!name) {
@@ -738,10 +738,11 @@ private:
       }
       return value;
     }
+    return value;
   }
   void callArguments(Expr &call) {
     while (!acceptOp(")")) {
-      if (atEnd()) {
+      if (atEnd() || !error_.empty()) {
         setError("a call's '(' is not closed");
         return;
       }
@@ -760,7 +761,7 @@ private:
     }
   }
   std::unique_ptr<Expr> postfix(std::unique_ptr<Expr> value) {
-    while (true) {
+    while (error_.empty()) {
       if (acceptOp(".")) {
         std::optional<std::string> name = takeName();
         if (!name) {
@@ -776,7 +777,7 @@ private:
         std::unique_ptr<Expr> parts[3];
         int colons = 0;
         while (!acceptOp("]")) {
-          if (atEnd()) {
+          if (atEnd() || !error_.empty()) {
             setError("a '[' is not closed");
             return value;
           }
@@ -811,6 +812,7 @@ private:
         return value;
       }
     }
+    return value;
   }
   std::unique_ptr<Expr> primary() {
     const Token token = peek();
@@ -861,7 +863,7 @@ private:
       if (token.text == "[") {
         auto expr = node(Expr::Kind::ListLiteral);
         while (!acceptOp("]")) {
-          if (atEnd()) {
+          if (atEnd() || !error_.empty()) {
             setError("a list's '[' is not closed");
             return expr;
           }
@@ -873,7 +875,7 @@ private:
       if (token.text == "{") {
         auto expr = node(Expr::Kind::DictLiteral);
         while (!acceptOp("}")) {
-          if (atEnd()) {
+          if (atEnd() || !error_.empty()) {
             setError("a dict's '{' is not closed");
             return expr;
           }
