@@ -71,7 +71,8 @@ std::string mfrt::decodeBytes(const std::vector<int32_t> &ids) {
 }
 
 StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
-                                              int64_t vocabSize) {
+                                              int64_t vocabSize,
+                                              const std::string &flag) {
   std::vector<int32_t> ids;
   size_t start = 0;
   while (start <= text.size()) {
@@ -82,11 +83,11 @@ StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
     char *rest = nullptr;
     long value = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0') {
-      return Status::error("--input-ids: '" + item +
+      return Status::error(flag + ": '" + item +
                            "' is not a token id (expected e.g. 1,2,3)");
     }
     if (value < 0 || value >= vocabSize) {
-      return Status::error("--input-ids: token id " + std::to_string(value) +
+      return Status::error(flag + ": token id " + std::to_string(value) +
                            " is outside the vocabulary [0, " +
                            std::to_string(vocabSize) + ")");
     }

@@ -26,9 +26,11 @@ StatusOr<std::vector<int32_t>> readTokens(const std::string &path,
                                           int64_t vocab,
                                           const TextEncoder &encodeText);
 
-/// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary.
+/// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary; `flag` names
+/// where they came from in messages.
 StatusOr<std::vector<int32_t>> parseIds(const std::string &text,
-                                        int64_t vocabSize);
+                                        int64_t vocabSize,
+                                        const std::string &flag = "--input-ids");
 
 struct SamplingOptions {
   bool doSample = false;

@@ -14,6 +14,7 @@
 
 #include "runtime/ChatTemplate.h"
 #include "runtime/FileIO.h"
+#include "runtime/Generation.h"
 #include "runtime/Tokenizer.h"
 
 #include <getopt.h>
@@ -55,31 +56,6 @@ void usage() {
       "  --render-template T --messages M.json [--variables V.json]\n"
       "                            render a chat template (no PATH): M a JSON\n"
       "                            list of messages, V an object of variables\n");
-}
-
-StatusOr<std::vector<int32_t>> parseIdList(const std::string &text) {
-  std::vector<int32_t> ids;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos
-                                              ? std::string::npos
-                                              : comma - start);
-    char *rest = nullptr;
-    errno = 0;
-    long long value = std::strtoll(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || errno != 0 || value < 0 ||
-        value > INT32_MAX) {
-      return Status::error("--decode expects ids like 1,2,3, got '" + item +
-                           "'");
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    if (comma == std::string::npos) {
-      break;
-    }
-    start = comma + 1;
-  }
-  return ids;
 }
 
 std::string joinIds(const std::vector<int32_t> &ids) {
@@ -233,7 +209,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (decode) {
-    StatusOr<std::vector<int32_t>> ids = parseIdList(*decode);
+    StatusOr<std::vector<int32_t>> ids =
+        parseIds(*decode, (*tokenizer)->vocabSize(), "--decode");
     if (!ids) {
       return fail(ids.status().message());
     }
