@@ -407,6 +407,14 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     fail("expected exactly one executable (model.bin); see mf-run --help");
     return std::nullopt;
   }
+  if (!!options.prompt + !!options.chat + !!options.inputIds > 1) {
+    fail("give one of --prompt, --chat and --input-ids");
+    return std::nullopt;
+  }
+  if (options.system && !options.chat) {
+    fail("--system goes with --chat");
+    return std::nullopt;
+  }
   options.executable = argv[optind];
   return options;
 }
@@ -623,7 +631,7 @@ int predict(const Options &options, Session &session) {
   int64_t vocab = model.vocab_size(), seqLength = model.seq_length();
   int64_t batch = model.batch_size();
   std::optional<std::string> chatText;
-  if (options.chat && !options.inputIds) {
+  if (options.chat) {
     StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
     if (!tokenizer) {
       return fail(tokenizer.status().message());
@@ -713,7 +721,7 @@ int predict(const Options &options, Session &session) {
   std::vector<double> prefillTimes, decodeTimes;
   // A text prompt through a tokenizer: the text streams out as it is made.
   const Tokenizer *textTokenizer = nullptr;
-  if ((options.prompt || chatText) && !options.inputIds) {
+  if (options.prompt || chatText) {
     StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
     textTokenizer = tokenizer ? *tokenizer : nullptr;
   }
