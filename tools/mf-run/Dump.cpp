@@ -33,6 +33,21 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
      << model.batch_size() << ", seq_length " << model.seq_length()
      << ", vocab " << model.vocab_size() << ", layers " << model.num_layers()
      << (model.use_past() ? ", KV cache" : "") << "\n";
+  // Where text and weights come from when mf-run is not told.
+  if (model.tokenizer()) {
+    os << "tokenizer: " << model.tokenizer()->str();
+    if (model.tokenizer_class()) {
+      os << " (" << model.tokenizer_class()->str() << ")";
+    }
+    os << "\n";
+  }
+  if (model.chat_template()) {
+    os << "chat template: " << model.chat_template()->size()
+       << " characters from the YAML\n";
+  }
+  if (model.load_checkpoint()) {
+    os << "weights (load_checkpoint): " << model.load_checkpoint()->str() << "\n";
+  }
   size_t parameterCount = root.parameters() ? root.parameters()->size() : 0;
   int64_t values = 0;
   for (size_t i = 0; i < parameterCount; ++i) {
