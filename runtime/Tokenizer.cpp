@@ -323,6 +323,11 @@ struct Tokenizer::Impl {
     return nullptr;
   }
 
+  /// The text of `ids` through the decoder chain (or SentencePiece); `raw`
+  /// keeps incomplete byte sequences for streaming.
+  StatusOr<std::string> decode(const std::vector<int32_t> &ids,
+                               bool skipSpecialTokens, bool raw) const;
+
   /// The token texts of `ids`. Ids past the tokenizer's (rows a model pads
   /// its vocabulary with) have no text and are left out, as in Hugging
   /// Face's decode.
@@ -779,30 +784,28 @@ StatusOr<std::string> decodeSentencePiece(const sentencepiece::SentencePieceProc
 }
 } // namespace
 
-StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
-                                             bool skipSpecialTokens) const {
-  if (impl_->spm) {
-    return decodeSentencePiece(*impl_->spm, ids);
+StatusOr<std::string> Tokenizer::Impl::decode(const std::vector<int32_t> &ids,
+                                              bool skipSpecialTokens,
+                                              bool raw) const {
+  if (spm) {
+    return decodeSentencePiece(*spm, ids);
   }
-  StatusOr<std::vector<std::string>> tokens =
-      impl_->tokensOf(ids, skipSpecialTokens);
+  StatusOr<std::vector<std::string>> tokens = tokensOf(ids, skipSpecialTokens);
   if (!tokens) {
     return tokens.status();
   }
-  return runDecoder(impl_->decoder, tokens.take(), /*raw=*/true);
+  return runDecoder(decoder, tokens.take(), raw);
+}
+
+StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
+                                             bool skipSpecialTokens) const {
+  return impl_->decode(ids, skipSpecialTokens, /*raw=*/true);
 }
 
 StatusOr<std::string> Tokenizer::decodeText(const std::vector<int32_t> &ids,
                                             bool skipSpecialTokens) const {
-  if (impl_->spm) {
-    return decodeSentencePiece(*impl_->spm, ids);
-  }
-  StatusOr<std::vector<std::string>> tokens =
-      impl_->tokensOf(ids, skipSpecialTokens);
-  if (!tokens) {
-    return tokens.status();
-  }
-  return toValidUtf8(runDecoder(impl_->decoder, tokens.take(), /*raw=*/false));
+  StatusOr<std::string> text = impl_->decode(ids, skipSpecialTokens, /*raw=*/false);
+  return text ? StatusOr<std::string>(toValidUtf8(*text)) : text;
 }
 
 int64_t Tokenizer::vocabSize() const {
