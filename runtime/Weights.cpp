@@ -193,6 +193,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   std::string described = paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
   Weights weights;
   std::vector<std::set<std::string>> used(files.size());
+  // The last fused qkv_concat tensor read (see below).
+  std::string fusedName;
+  Tensor fusedTensor;
   if (executable.root().parameters()) {
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
       std::string name = parameter->name()->str();
@@ -243,14 +246,23 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  parameter->mf_name()->str() + "' of shape " +
                                  formatShape(shape));
           }
-          StatusOr<Tensor> whole = allocator.allocate(dtype, fused.shape, false);
-          StatusOr<Tensor> tensor = allocator.allocate(dtype, shape, false);
-          if (!whole || !tensor) {
-            return (!whole ? whole : tensor).status();
+          // wq, wk and wv (w1, w3) come one after the other: the fused
+          // tensor is read once for all of them.
+          if (fusedName != source->name || fusedTensor.dtype() != dtype) {
+            StatusOr<Tensor> whole = allocator.allocate(dtype, fused.shape, false);
+            if (!whole) {
+              return whole.status();
+            }
+            MFRT_RETURN_IF_ERROR(files[f].read(fused, *whole));
+            fusedTensor = whole.take();
+            fusedName = source->name;
           }
-          MFRT_RETURN_IF_ERROR(files[f].read(fused, *whole));
+          StatusOr<Tensor> tensor = allocator.allocate(dtype, shape, false);
+          if (!tensor) {
+            return tensor.status();
+          }
           const fb::ModelInfo &model = executable.model();
-          MFRT_RETURN_IF_ERROR(unfuseRows(*source, *whole, fused.shape[0],
+          MFRT_RETURN_IF_ERROR(unfuseRows(*source, fusedTensor, fused.shape[0],
                                           model.num_heads(),
                                           model.num_kv_heads(), *tensor,
                                           paths[f]));

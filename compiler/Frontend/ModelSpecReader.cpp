@@ -762,7 +762,7 @@ private:
           cfg.childPath("qkv_concat") +
               ": MindFormers then stores wq/wk/wv as one w_qkv (and w1/w3 "
               "as w_gate_hidden) in its checkpoints; the model is the same, "
-              "and mf-run reads weights by Hugging Face's separate names");
+              "and mf-run splits them back when it reads such a .ckpt");
     }
     if (const ConfigNode *quantization = cfg.get("quantization_config")) {
       cfg.error(quantization->loc,
@@ -1200,7 +1200,9 @@ private:
               ", pipeline_stage " + llvm::Twine(config.pipelineStage).str() +
               ", context_parallel " + llvm::Twine(config.contextParallel).str() +
               "); the program is compiled for one device (sharding is not "
-              "built yet), with the same math");
+              "built yet): it runs one data-parallel rank's batch, so a "
+              "training step sees runner_config.batch_size sequences, not "
+              "batch_size x data_parallel");
     }
   }
 
