@@ -85,6 +85,8 @@ Arity arityOf(fb::OpKind kind) {
     return {1, 1, 1, -1, 0};
   case fb::OpKind::Assign:
     return {1, 1, 1, 2, 0};
+  case fb::OpKind::AllReduce:
+    return {1, 1, 1, -1, 0}; // grid axes, checked against the grid: OpTypes
   }
   return {-1, -1, -1, -1, -1};
 }
@@ -204,6 +206,19 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           {Executable::dtypeOf(resultType), Executable::shapeOf(resultType)});
       if (!typesFit) {
         return typesFit.withContext(where);
+      }
+      if (op.kind() == fb::OpKind::AllReduce) {
+        size_t gridRank = root.grid() ? root.grid()->size() : 0;
+        std::vector<bool> seen(gridRank, false);
+        for (int64_t axis : *op.ints()) {
+          if (axis < 0 || static_cast<size_t>(axis) >= gridRank || seen[axis]) {
+            return Status::error(where + " sums over grid axis " +
+                                 std::to_string(axis) + ", but the grid has " +
+                                 std::to_string(gridRank) +
+                                 " axes (or it is named twice)");
+          }
+          seen[axis] = true;
+        }
       }
       for (uint32_t id : *op.results()) { // arity checked: results exist
         MFRT_RETURN_IF_ERROR(checkId(id, where));
@@ -572,12 +587,67 @@ Status checkAlignment(const fb::Executable &root) {
   return Status::ok();
 }
 
+/// A grid of positive extents with at most kMaxRanks ranks.
+Status checkGrid(const fb::Executable &root) {
+  if (!root.grid()) {
+    return Status::ok();
+  }
+  constexpr int64_t kMaxRanks = 1 << 20;
+  int64_t ranks = 1;
+  for (int64_t extent : *root.grid()) {
+    if (extent <= 0 || extent > kMaxRanks || ranks * extent > kMaxRanks) {
+      return Status::error("the device grid has an extent of " +
+                           std::to_string(extent) +
+                           " (extents are positive, at most " +
+                           std::to_string(kMaxRanks) + " ranks in all)");
+    }
+    ranks *= extent;
+  }
+  return Status::ok();
+}
+
+/// Distinct axes of the grid.
+Status checkGridAxes(const fb::Executable &root,
+                     const flatbuffers::Vector<int16_t> *axes,
+                     const std::string &where) {
+  size_t rank = root.grid() ? root.grid()->size() : 0;
+  std::vector<bool> seen(rank, false);
+  for (int16_t axis : *axes) {
+    if (axis < 0 || static_cast<size_t>(axis) >= rank || seen[axis]) {
+      return Status::error(where + " names grid axis " + std::to_string(axis) +
+                           ", but the grid has " + std::to_string(rank) +
+                           " axes (or names it twice)");
+    }
+    seen[axis] = true;
+  }
+  return Status::ok();
+}
+
+/// A split parameter splits one dimension of its block over grid axes.
+Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
+  std::string where = "parameter '" + parameter.name()->str() + "'";
+  if (parameter.split_dim() < 0) {
+    return parameter.split_axes() && parameter.split_axes()->size()
+               ? Status::error(where + " has split axes but no split dimension")
+               : Status::ok();
+  }
+  if (static_cast<size_t>(parameter.split_dim()) >=
+          sizeOf(parameter.type()->shape()) ||
+      !parameter.split_axes() || parameter.split_axes()->size() == 0) {
+    return Status::error(where + " is split along dimension " +
+                         std::to_string(parameter.split_dim()) +
+                         ", which its type does not have (or over no axes)");
+  }
+  return checkGridAxes(root, parameter.split_axes(), where);
+}
+
 Status checkSemantics(const fb::Executable &root) {
   const fb::ModelInfo &model = *root.model();
   if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
       model.batch_size() <= 0 || model.num_layers() < 0) {
     return Status::error("model info has non-positive sizes");
   }
+  MFRT_RETURN_IF_ERROR(checkGrid(root));
   if (root.parameters()) {
     for (const fb::Parameter *parameter : *root.parameters()) {
       MFRT_RETURN_IF_ERROR(checkTensorType(
@@ -587,6 +657,7 @@ Status checkSemantics(const fb::Executable &root) {
         return Status::error("parameter '" + parameter->name()->str() +
                              "' has an unknown init kind");
       }
+      MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
     }
   }
   if (!root.entries() || root.entries()->size() == 0) {

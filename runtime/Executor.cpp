@@ -196,3 +196,16 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
     return Status::ok();
   });
 }
+
+Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+                       Tensor &output, const ParallelFor &parallel) {
+  if (op.kind() != fb::OpKind::AllReduce) {
+    return runKernel(op, inputs, output, parallel);
+  }
+  if (!communicator_) {
+    return Status::error("an all-reduce needs the program's ranks (mf-run "
+                         "starts them under mpirun)");
+  }
+  std::vector<int64_t> axes(op.ints()->begin(), op.ints()->end());
+  return communicator_->allReduceSum(*inputs[0], output, axes);
+}

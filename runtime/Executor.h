@@ -4,7 +4,9 @@
 #define MFC_RUNTIME_EXECUTOR_H
 
 #include "runtime/Allocator.h"
+#include "runtime/Communicator.h"
 #include "runtime/Executable.h"
+#include "runtime/Kernels.h"
 #include "runtime/Weights.h"
 
 #include <chrono>
@@ -45,6 +47,12 @@ public:
   /// allocated as tensors).
   virtual uint64_t derivedBytes() const { return 0; }
 
+  /// The ranks a sharded program's collectives run over (mf-run's; not
+  /// owned). Without one, a program with collectives fails at its first.
+  void setCommunicator(Communicator *communicator) {
+    communicator_ = communicator;
+  }
+
   /// Zero-filled tensors of an entry's input types (of input `index`).
   StatusOr<std::vector<Tensor>> allocateInputs(const std::string &entryName);
   StatusOr<Tensor> allocateInput(const std::string &entryName, size_t index);
@@ -67,9 +75,15 @@ protected:
   /// Prepares what `options` need before a run of `entry`.
   Status beginRun(const fb::Entry &entry, const RunOptions &options);
 
+  /// Runs one op of the eager library: a collective through the
+  /// communicator, any other op's kernel.
+  Status runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+               Tensor &output, const ParallelFor &parallel = runSerially);
+
   const Executable &executable_;
   Weights &weights_; // entries that assign parameters update them
   Allocator &allocator_;
+  Communicator *communicator_ = nullptr;
   std::chrono::steady_clock::time_point start_;
 };
 

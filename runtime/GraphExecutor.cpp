@@ -345,7 +345,7 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
     operands.push_back(&buffers[bindings.Get(i)->buffer()]);
   }
   Tensor &result = buffers[bindings.Get(bindings.size() - 1)->buffer()];
-  Status status = runKernel(
+  Status status = runOp(
       op, operands, result,
       [this](int64_t count, const std::function<void(int64_t, int64_t)> &body) {
         pool_.parallelFor(count, body);

@@ -285,6 +285,11 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
                  "scalar gradient, and the logits' type";
+  case fb::OpKind::AllReduce: // its axes are checked against the grid
+    return sameType(in[0], out) && isFloat(out.dtype) && op.ints() &&
+                   op.ints()->size() > 0
+               ? ""
+               : "expected a float operand of the result's type and grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;
     if (op.ints()->size() != from.size() || out.shape.size() != from.size() ||

@@ -72,7 +72,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     } else if (op.kind() == fb::OpKind::Assign) {
       result = weights_.mutableTensor(op.ints()->Get(0));
       weights_.noteUpdated(); // what a Graph Mode executor derived is stale
-      Status status = runKernel(op, operands, result);
+      Status status = runOp(op, operands, result);
       if (!status) {
         return status.withContext("in '" + entryName + "'");
       }
@@ -95,7 +95,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         }
         result = allocated.take();
       }
-      Status status = runKernel(op, operands, result);
+      Status status = runOp(op, operands, result);
       if (!status) {
         return status.withContext("in '" + entryName + "'");
       }

@@ -268,10 +268,29 @@ void onBusError(int signal, siginfo_t *, void *) {
 
 } // namespace
 
-Status CheckpointFile::read(const CheckpointEntry &entry,
-                             Tensor &into) const {
-  if (static_cast<size_t>(into.numElements()) !=
-      entry.size / dtypeSize(entry.dtype)) {
+Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
+                             const TensorBlock *block) const {
+  // The block as `runs` runs of `runLength` contiguous elements, `stride`
+  // apart (the whole tensor: one run).
+  int64_t elements = static_cast<int64_t>(entry.size / dtypeSize(entry.dtype));
+  int64_t runs = 1, runLength = elements, stride = elements, first = 0;
+  if (block) {
+    int64_t dim = block->dim, extent = entry.shape.at(dim);
+    if (block->begin < 0 || block->length < 0 ||
+        block->begin + block->length > extent) {
+      return Status::error("'" + name_ + "': a block outside a tensor of " +
+                           formatShape(entry.shape));
+    }
+    int64_t inner = 1;
+    for (size_t d = dim + 1; d < entry.shape.size(); ++d) {
+      inner *= entry.shape[d];
+    }
+    runs = extent == 0 || inner == 0 ? 0 : elements / (extent * inner);
+    runLength = block->length * inner;
+    stride = extent * inner;
+    first = block->begin * inner;
+  }
+  if (into.numElements() != runs * runLength) {
     return Status::error("'" + name_ + "': a tensor of " +
                          formatShape(entry.shape) + " read into " +
                          formatShape(into.shape()));
@@ -282,14 +301,22 @@ Status CheckpointFile::read(const CheckpointEntry &entry,
   if (entry.dtype != into.dtype()) {
     widened.resize(into.numElements());
   }
-  Tensor source(entry.dtype, entry.shape,
-                std::shared_ptr<void>(const_cast<uint8_t *>(entry.data),
-                                      [](void *) {}));
+  size_t sourceSize = dtypeSize(entry.dtype), intoSize = dtypeSize(into.dtype());
   auto copy = [&] {
-    if (widened.empty()) {
-      std::memcpy(into.data(), entry.data, entry.size);
-    } else {
-      source.loadFloats(widened.data());
+    for (int64_t run = 0; run < runs; ++run) {
+      const uint8_t *from = entry.data + (run * stride + first) * sourceSize;
+      if (widened.empty()) {
+        std::memcpy(static_cast<uint8_t *>(into.data()) +
+                        run * runLength * intoSize,
+                    from, runLength * sourceSize);
+      } else {
+        Tensor source(entry.dtype, {runLength},
+                      std::shared_ptr<void>(const_cast<uint8_t *>(from),
+                                            [](void *) {}));
+        source.loadFloats(widened.data() + run * runLength);
+      }
+    }
+    if (!widened.empty()) {
       into.storeFloats(widened.data());
     }
   };

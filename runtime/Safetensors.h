@@ -31,6 +31,14 @@ struct CheckpointEntry {
   bool joined = false; ///< data is a copy (a .ckpt tensor stored in slices)
 };
 
+/// Indices [begin, begin + length) along dimension `dim` of a tensor and
+/// everything along the others: a sharded program's block of a weight.
+struct TensorBlock {
+  int64_t dim = 0;
+  int64_t begin = 0;
+  int64_t length = 0;
+};
+
 /// A checkpoint file: named tensors over the file's mapped bytes. Reads
 /// safetensors, and MindSpore's .ckpt files (MindSporeCheckpoint.cpp).
 class CheckpointFile {
@@ -49,8 +57,10 @@ public:
   }
   /// Copies a tensor's bytes into `into` (same element count; a float
   /// dtype other than the entry's is converted). A mapped file that became
-  /// shorter since it was opened is an error, not a SIGBUS.
-  Status read(const CheckpointEntry &entry, Tensor &into) const;
+  /// shorter since it was opened is an error, not a SIGBUS. With `block`,
+  /// only that block of the tensor (one rank's shard) is read.
+  Status read(const CheckpointEntry &entry, Tensor &into,
+              const TensorBlock *block = nullptr) const;
 
   /// Tells the system a tensor's bytes are no longer needed (a mapped
   /// file's pages leave this process's resident set; reading them again

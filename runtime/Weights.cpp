@@ -18,12 +18,36 @@ using namespace mfrt;
 
 namespace {
 
-/// A parameter's value as its `init` says.
+/// The block of a split parameter this rank holds (nullopt: the whole).
+std::optional<TensorBlock> blockOf(const fb::Parameter &parameter,
+                                   const Communicator *ranks) {
+  if (parameter.split_dim() < 0) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> axes(parameter.split_axes()->begin(),
+                            parameter.split_axes()->end());
+  int64_t length = parameter.type()->shape()->Get(parameter.split_dim());
+  int64_t index = ranks ? ranks->indexAlong(axes) : 0;
+  return TensorBlock{parameter.split_dim(), index * length, length};
+}
+
+/// The whole weight's shape: the block's, times the ranks along the split.
+Shape wholeShapeOf(const fb::Parameter &parameter, const Executable &executable) {
+  Shape shape = Executable::shapeOf(*parameter.type());
+  if (parameter.split_dim() >= 0) {
+    for (int16_t axis : *parameter.split_axes()) {
+      shape[parameter.split_dim()] *= executable.root().grid()->Get(axis);
+    }
+  }
+  return shape;
+}
+
+/// A parameter's value as its `init` says (of `shape`: the whole weight).
 StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
-                              Allocator &allocator, uint64_t seed) {
+                              Allocator &allocator, uint64_t seed,
+                              const Shape &shape) {
   StatusOr<Tensor> tensor =
-      allocator.allocate(Executable::dtypeOf(*parameter.type()),
-                         Executable::shapeOf(*parameter.type()));
+      allocator.allocate(Executable::dtypeOf(*parameter.type()), shape);
   if (!tensor) {
     return tensor.status();
   }
@@ -146,16 +170,57 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   return Status::ok();
 }
 
+/// This rank's block of `whole`.
+StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
+                               Allocator &allocator) {
+  Shape shape = whole.shape();
+  shape[block.dim] = block.length;
+  StatusOr<Tensor> part = allocator.allocate(whole.dtype(), shape, false);
+  if (!part) {
+    return part.status();
+  }
+  int64_t inner = 1;
+  for (size_t d = block.dim + 1; d < shape.size(); ++d) {
+    inner *= shape[d];
+  }
+  size_t size = dtypeSize(whole.dtype());
+  int64_t runs = part->numElements() / std::max<int64_t>(1, block.length * inner);
+  for (int64_t run = 0; run < runs; ++run) {
+    std::memcpy(static_cast<uint8_t *>(part->data()) + run * block.length * inner * size,
+                static_cast<const uint8_t *>(whole.data()) +
+                    (run * whole.shape()[block.dim] + block.begin) * inner * size,
+                block.length * inner * size);
+  }
+  return part;
+}
+
+/// A parameter's initial value on this rank: its block of the whole
+/// weight's (so every layout starts from the same model).
+StatusOr<Tensor> initialBlock(const Executable &executable,
+                              const fb::Parameter &parameter,
+                              Allocator &allocator, uint64_t seed,
+                              const Communicator *ranks) {
+  StatusOr<Tensor> whole = initialValue(
+      parameter, allocator, seed, wholeShapeOf(parameter, executable));
+  std::optional<TensorBlock> block = blockOf(parameter, ranks);
+  if (!whole || !block) {
+    return whole;
+  }
+  return blockOfTensor(*whole, *block, allocator);
+}
+
 } // namespace
 
 StatusOr<Weights> Weights::initialize(const Executable &executable,
-                                      Allocator &allocator, uint64_t seed) {
+                                      Allocator &allocator, uint64_t seed,
+                                      const Communicator *ranks) {
   Weights weights;
   if (!executable.root().parameters()) {
     return weights;
   }
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
-    StatusOr<Tensor> tensor = initialValue(*parameter, allocator, seed);
+    StatusOr<Tensor> tensor =
+        initialBlock(executable, *parameter, allocator, seed, ranks);
     if (!tensor) {
       return tensor.status();
     }
@@ -173,7 +238,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
 StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &givenPaths,
-                                const std::string &otherPrefix) {
+                                const std::string &otherPrefix,
+                                const Communicator *ranks) {
   std::vector<CheckpointFile> files;
   std::vector<std::string> paths;
   for (const std::string &given : givenPaths) {
@@ -234,6 +300,12 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             continue;
           }
           const CheckpointEntry &fused = it->second;
+          if (parameter->split_dim() >= 0) {
+            return Status::error("'" + paths[f] + "': '" + source->name +
+                                 "' (qkv_concat) is not read by a sharded "
+                                 "program yet; convert the checkpoint to "
+                                 "separate wq/wk/wv and w1/w3 tensors");
+          }
           DType dtype = Executable::dtypeOf(*parameter->type());
           Shape shape = Executable::shapeOf(*parameter->type());
           Shape expected = fused.shape;
@@ -276,7 +348,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (!found && parameter->state()) {
         // Training state a fresh run starts from (a checkpoint has it).
-        StatusOr<Tensor> initial = initialValue(*parameter, allocator, 0);
+        StatusOr<Tensor> initial =
+            initialBlock(executable, *parameter, allocator, 0, ranks);
         if (!initial) {
           return initial.status();
         }
@@ -291,12 +364,14 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                  : std::string()) +
             "; the model needs it");
       }
-      Shape shape = Executable::shapeOf(*parameter->type());
+      Shape shape = wholeShapeOf(*parameter, executable);
       if (found->shape != shape) {
         return Status::error("'" + foundPath + "': tensor '" + foundName +
                              "' has shape " + formatShape(found->shape) +
                              ", the model needs " + formatShape(shape));
       }
+      std::optional<TensorBlock> block = blockOf(*parameter, ranks);
+      shape = Executable::shapeOf(*parameter->type());
       if (found->dtype == DType::I32) {
         return Status::error("'" + foundPath + "': tensor '" + foundName +
                              "' is I32, parameters are floating point");
@@ -307,7 +382,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (!tensor) {
         return tensor.status();
       }
-      MFRT_RETURN_IF_ERROR(foundFile->read(*found, *tensor));
+      MFRT_RETURN_IF_ERROR(
+          foundFile->read(*found, *tensor, block ? &*block : nullptr));
       foundFile->release(*found);
       weights.tensors_.push_back(tensor.take());
     }
@@ -347,6 +423,10 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
 
 Status Weights::save(const Executable &executable,
                      const std::string &path) const {
+  if (executable.root().grid()) {
+    return Status::error("saving the weights of a sharded program is not "
+                         "built yet (each rank holds blocks of them)");
+  }
   std::vector<Tensor> stored;
   stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;

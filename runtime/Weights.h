@@ -4,6 +4,7 @@
 #define MFC_RUNTIME_WEIGHTS_H
 
 #include "runtime/Allocator.h"
+#include "runtime/Communicator.h"
 #include "runtime/Executable.h"
 
 #include <string>
@@ -17,8 +18,13 @@ public:
   /// Deterministic values: zeros/ones as declared, normal(0, std) from a
   /// generator seeded by `seed` and the parameter's name, so a parameter's
   /// values do not depend on which others exist.
+  ///
+  /// In a sharded program (`ranks` given), a split parameter is this
+  /// rank's block of the whole weight, with the same values as the
+  /// whole weight of a single-rank run.
   static StatusOr<Weights> initialize(const Executable &executable,
-                                      Allocator &allocator, uint64_t seed);
+                                      Allocator &allocator, uint64_t seed,
+                                      const Communicator *ranks = nullptr);
 
   /// Values from a safetensors file, by Hugging Face name or MindFormers
   /// name, converted to the declared dtype. A missing tensor, an extra one
@@ -29,10 +35,12 @@ public:
                                 const std::string &otherPrefix = "");
   /// The same over several files (base weights and LoRA adapters, say): a
   /// parameter comes from the last file that has it.
+  /// A sharded program's rank reads only its block of a split parameter.
   static StatusOr<Weights> load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &paths,
-                                const std::string &otherPrefix = "");
+                                const std::string &otherPrefix = "",
+                                const Communicator *ranks = nullptr);
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place (through

@@ -61,3 +61,12 @@ for cpu, linux_flag, llvm_feature in (("skylake-avx512", "avx512f", "avx512f"),
         config.substitutions.append(("%foreign-cpu", cpu))
         config.substitutions.append(("%foreign-feature", llvm_feature))
         break
+# Sharded programs run as MPI ranks: one thread each, oversubscribed on
+# this 2-core machine, as root where the tests run as root.
+if subprocess.call(["sh", "-c", "command -v mpirun"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("mpi")
+    # A hang (ranks disagreeing on their collectives) fails the test, not CI.
+    config.substitutions.append(("%mpirun", "timeout --kill-after=10 300 mpirun --oversubscribe "
+                                 "--allow-run-as-root --bind-to none "
+                                 "-x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1"))

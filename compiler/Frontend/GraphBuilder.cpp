@@ -18,6 +18,16 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
       parameterBuilder_(module.getContext()) {
   parameterBuilder_.setInsertionPointToStart(module.getBody());
   builder_.setInsertionPointToEnd(module.getBody());
+  if (spec.shardedModelParallel > 1) {
+    // MindFormers' device grid: data_parallel x model_parallel (axis 1 is
+    // the one tensor parallelism splits over; data parallelism is not
+    // built yet, so axis 0 has one rank).
+    grid_ = mlir::shard::GridOp::create(
+        parameterBuilder_,
+        loc("parallel_config", "parallel_config.model_parallel"), "grid",
+        parameterBuilder_.getDenseI64ArrayAttr(
+            {1, spec.shardedModelParallel}));
+  }
 }
 
 Type GraphBuilder::elementType(DType type) {
@@ -54,7 +64,7 @@ Location GraphBuilder::loc(const Twine &modelPath, StringRef yamlKey) {
 
 Value GraphBuilder::param(StringRef name, StringRef mfName,
                           ArrayRef<int64_t> shape, mf::ParameterInit init,
-                          Location loc) {
+                          Location loc, int64_t splitDim) {
   RankedTensorType type = tensorType(shape, paramType());
   mf::ParameterOp &parameter = parameters_[name];
   if (!parameter) {
@@ -62,16 +72,27 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     if (init == mf::ParameterInit::normal) {
       std = builder_.getF64FloatAttr(spec_.model.initMethodStd);
     }
+    FlatSymbolRefAttr grid;
+    mlir::shard::GridAxesArrayAttr splitAxes;
+    if (grid_ && splitDim >= 0) {
+      SmallVector<DenseI16ArrayAttr> axes(
+          splitDim + 1, builder_.getDenseI16ArrayAttr({}));
+      axes[splitDim] = builder_.getDenseI16ArrayAttr({kModelParallelAxis});
+      grid = FlatSymbolRefAttr::get(grid_.getSymNameAttr());
+      splitAxes = mlir::shard::GridAxesArrayAttr::get(context(), axes);
+    }
     parameter = mf::ParameterOp::create(
         parameterBuilder_, loc, name, type, init, std,
-        mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName));
+        mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
+        /*frozen=*/false, /*state=*/false, grid, splitAxes);
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
 
 Value GraphBuilder::weight(StringRef name, StringRef mfName,
-                           ArrayRef<int64_t> shape, Location loc) {
-  return param(name, mfName, shape, mf::ParameterInit::normal, loc);
+                           ArrayRef<int64_t> shape, Location loc,
+                           int64_t splitDim) {
+  return param(name, mfName, shape, mf::ParameterInit::normal, loc, splitDim);
 }
 
 Value GraphBuilder::castTo(Value value, Type elementType, Location loc) {

@@ -54,13 +54,16 @@ protected:
   mlir::Location loc(const llvm::Twine &modelPath, llvm::StringRef yamlKey);
 
   /// Declares (once) and reads a parameter. `name` is the Hugging Face name,
-  /// `mfName` the MindFormers one (may be empty).
+  /// `mfName` the MindFormers one (may be empty). In a tensor-parallel
+  /// program, `splitDim` (when not -1) is split over the model-parallel
+  /// axis; mf-partition derives the rest of the layout from these splits.
   mlir::Value param(llvm::StringRef name, llvm::StringRef mfName,
                     llvm::ArrayRef<int64_t> shape, mlir::mf::ParameterInit init,
-                      mlir::Location loc);
+                    mlir::Location loc, int64_t splitDim = -1);
   /// A normal-initialized weight with the config's init std.
   mlir::Value weight(llvm::StringRef name, llvm::StringRef mfName,
-                     llvm::ArrayRef<int64_t> shape, mlir::Location loc);
+                     llvm::ArrayRef<int64_t> shape, mlir::Location loc,
+                     int64_t splitDim = -1);
 
   mlir::Value castTo(mlir::Value value, mlir::Type elementType,
                      mlir::Location loc);
@@ -128,6 +131,9 @@ private:
   std::vector<std::string> loraCandidates_;
   int64_t loraAdapters_ = 0;
   mlir::OpBuilder parameterBuilder_;
+  /// The device grid of a tensor-parallel program (else null).
+  mlir::shard::GridOp grid_;
+  static constexpr int16_t kModelParallelAxis = 1;
 };
 
 /// The LLaMA family (LLaMA 1/2/3, Qwen2, Baichuan-style decoders).

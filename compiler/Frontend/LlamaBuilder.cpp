@@ -61,17 +61,26 @@ private:
     return castTo(normed, computeType(), normLoc);
   }
 
+  /// How model_parallel splits a projection (Megatron-LM's layout, which
+  /// MindFormers' LLaMA uses): column-parallel weights by output features
+  /// (rows of the [out, in] weight, and the bias), row-parallel ones by
+  /// input features, followed by an all-reduce that mf-partition adds.
+  enum class Parallel { Column, Row };
+
   /// A projection `x W^T (+ b)` of a Linear stored [out, in].
   Value projection(Value input, const std::string &hfPrefix,
                    const std::string &path, int64_t outFeatures,
-                   int64_t inFeatures, bool hasBias, StringRef yamlKey) {
+                   int64_t inFeatures, bool hasBias, StringRef yamlKey,
+                   Parallel parallel) {
     Location projLoc = loc(path, yamlKey);
     Value w = weight(hfPrefix + ".weight", path + ".weight",
-                     {outFeatures, inFeatures}, projLoc);
+                     {outFeatures, inFeatures}, projLoc,
+                     parallel == Parallel::Column ? 0 : 1);
     Value b;
     if (hasBias) {
       b = param(hfPrefix + ".bias", path + ".bias", {outFeatures},
-                mf::ParameterInit::zeros, projLoc);
+                mf::ParameterInit::zeros, projLoc,
+                parallel == Parallel::Column ? 0 : -1);
     }
     return withLora(input, linear(input, w, b, /*transposed=*/true, projLoc),
                     hfPrefix, path, outFeatures, inFeatures);
@@ -104,11 +113,13 @@ private:
     std::string attn = path + ".attention";
     Value q = projection(normed, hf + ".self_attn.q_proj", attn + ".wq",
                          heads * headDim, hiddenSize, model.qkvHasBias,
-                         "num_heads");
+                         "num_heads", Parallel::Column);
     Value k = projection(normed, hf + ".self_attn.k_proj", attn + ".wk",
-                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey);
+                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey,
+                         Parallel::Column);
     Value v = projection(normed, hf + ".self_attn.v_proj", attn + ".wv",
-                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey);
+                         kvHeads * headDim, hiddenSize, model.qkvHasBias, kvKey,
+                         Parallel::Column);
     Location splitLoc = loc(attn + ".split_heads", "num_heads");
     q = reshape(q, {batch, seq, heads, headDim}, splitLoc);
     k = reshape(k, {batch, seq, kvHeads, headDim}, splitLoc);
@@ -118,7 +129,8 @@ private:
 
     Value attended = causalAttention(q, k, v, cache, layer, attn);
     Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
-                              hiddenSize, heads * headDim, false, "hidden_size");
+                              hiddenSize, heads * headDim, false, "hidden_size",
+                              Parallel::Row);
     hidden = mf::AddOp::create(builder_, loc(path + ".attention_add", "num_layers"),
                                hidden, output);
 
@@ -131,9 +143,9 @@ private:
                        : model.ffnDimMultiplier ? "ffn_dim_multiplier"
                                                 : "multiple_of";
     Value gate = projection(normed, hf + ".mlp.gate_proj", ffn + ".w1", ffnSize,
-                            hiddenSize, false, ffnKey);
+                            hiddenSize, false, ffnKey, Parallel::Column);
     Value up = projection(normed, hf + ".mlp.up_proj", ffn + ".w3", ffnSize,
-                          hiddenSize, false, ffnKey);
+                          hiddenSize, false, ffnKey, Parallel::Column);
     // One op for MindFormers' w1 activation and mul: it answers to both
     // names (select_recompute's default patterns name each).
     Location swigluLoc = mf::getModelPathsLoc(
@@ -141,7 +153,7 @@ private:
         {loc(ffn + ".mul", ffnKey), loc(ffn + ".w1.activation.silu", ffnKey)});
     Value activated = mf::SwiGluOp::create(builder_, swigluLoc, gate, up);
     Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
-                            hiddenSize, ffnSize, false, ffnKey);
+                            hiddenSize, ffnSize, false, ffnKey, Parallel::Row);
     return mf::AddOp::create(builder_, loc(path + ".ffn_add", "num_layers"),
                              hidden, down);
   }

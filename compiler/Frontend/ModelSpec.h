@@ -219,6 +219,9 @@ struct ModelSpec {
   int contextMode = 0; ///< 0 graph, 1 pynative
   ModelConfig model;
   ParallelConfig parallel;
+  /// The ranks model_parallel splits the program over (tensor parallelism
+  /// as mf-partition builds it), or 1 when the program is not sharded.
+  int64_t shardedModelParallel = 1;
   RecomputeConfig recompute;
   OptimizerConfig optimizer;
   LrScheduleConfig lrSchedule;

@@ -1191,7 +1191,36 @@ private:
     parallel.finish();
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
-    if (devices > 1) {
+    std::string unsharded = whyNotTensorParallel();
+    if (config.modelParallel > 1 && unsharded.empty()) {
+      // Tensor parallelism is built (mf-partition, run on MPI ranks).
+      spec_.shardedModelParallel = config.modelParallel;
+      if (devices > config.modelParallel) {
+        context_.diagnostics.warning(
+            parallel.loc(),
+            "parallel_config asks for " + llvm::Twine(devices).str() +
+                " devices; the program is compiled for model_parallel's " +
+                llvm::Twine(config.modelParallel).str() +
+                " ranks only (data_parallel, pipeline_stage and "
+                "context_parallel are not built yet)");
+      }
+      if (!config.vocabEmbDp) {
+        context_.diagnostics.warning(
+            parallel.loc(),
+            "vocab_emb_dp: False is not built yet: the embedding and lm_head "
+            "are replicated on every rank (the same math, more memory than "
+            "MindFormers' vocabulary-parallel layout)");
+      }
+      if (config.useSeqParallel) {
+        context_.diagnostics.warning(
+            parallel.loc(),
+            "use_seq_parallel is not built yet: norms and residual adds run "
+            "on the whole sequence on every rank (the same math)");
+      }
+    } else if (devices > 1) {
+      if (config.modelParallel > 1) {
+        unsharded = " (model_parallel is built " + unsharded + ")";
+      }
       context_.diagnostics.warning(
           parallel.loc(),
           "parallel_config asks for " + llvm::Twine(devices).str() +
@@ -1199,11 +1228,29 @@ private:
               ", model_parallel " + llvm::Twine(config.modelParallel).str() +
               ", pipeline_stage " + llvm::Twine(config.pipelineStage).str() +
               ", context_parallel " + llvm::Twine(config.contextParallel).str() +
-              "); the program is compiled for one device (sharding is not "
-              "built yet): it runs one data-parallel rank's batch, so a "
-              "training step sees runner_config.batch_size sequences, not "
-              "batch_size x data_parallel");
+              "); the program is compiled for one device" + unsharded +
+              ": it runs one data-parallel rank's batch, so a training step "
+              "sees runner_config.batch_size sequences, not batch_size x "
+              "data_parallel");
     }
+  }
+
+  /// Why the config's model_parallel does not shard the program (empty when
+  /// it does): what mf-partition and the runtime support so far.
+  std::string whyNotTensorParallel() const {
+    if (!spec_.useParallel) {
+      return "only with use_parallel: True, as in MindFormers";
+    }
+    if (spec_.runMode != RunMode::Predict) {
+      return "for run_mode predict only so far";
+    }
+    if (spec_.model.family != ModelFamily::Llama) {
+      return "for LLaMA-family models only so far";
+    }
+    if (!spec_.model.pet.petType.empty()) {
+      return "without pet_config only so far";
+    }
+    return "";
   }
 
   /// Whether `value` is layer counts: a list of ints/bools, or of such lists

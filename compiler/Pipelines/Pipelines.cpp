@@ -26,6 +26,10 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
+void addSharding(OpPassManager &pm, const CompileOptions &) {
+  pm.addPass(mf::createMFPartitionPass());
+}
+
 void addAutodiff(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(mf::createMFAutodiffPass());
   pm.addPass(mf::createMFTrainStepPass());
@@ -77,6 +81,11 @@ void addCodegen(OpPassManager &pm, const CompileOptions &options) {
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
+    {"sharding",
+     "tensor-parallel modules (parallel_config.model_parallel > 1): one "
+     "rank's program, with per-rank types and an mf.all_reduce after each "
+     "row-parallel matmul (mf-partition); other modules unchanged",
+     addSharding},
     {"autodiff",
      "training modules: the forward_backward entry (loss and parameter "
      "gradients) built by reverse-mode differentiation, and train_step "

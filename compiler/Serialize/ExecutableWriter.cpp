@@ -104,9 +104,15 @@ public:
     for (auto host : module_.getOps<mfexec::EntryOp>()) {
       hostPrograms[host.getFunction()] = host;
     }
+    // A sharded program (mf-partition) runs on its grid's ranks; each holds
+    // a block of the split parameters.
+    shard::GridOp grid;
+    for (auto candidate : module_.getOps<shard::GridOp>()) {
+      grid = candidate;
+    }
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
     for (auto parameter : module_.getOps<mf::ParameterOp>()) {
-      auto type = tensorType(parameter.getTensorType(), parameter.getLoc());
+      auto type = tensorType(parameter.getShardType(grid), parameter.getLoc());
       if (failed(type)) {
         return failure();
       }
@@ -116,10 +122,27 @@ public:
           : parameter.getInit() == mf::ParameterInit::ones ? fb::ParameterInit::Ones
                                                            : fb::ParameterInit::Normal;
       double std = parameter.getStd() ? parameter.getStd()->convertToDouble() : 0;
+      int32_t splitDim = -1;
+      std::vector<int16_t> splitAxes;
+      if (parameter.getSplitAxesAttr()) {
+        for (auto [dim, axes] :
+             llvm::enumerate(parameter.getSplitAxesAttr().getAxes())) {
+          if (axes.empty()) {
+            continue;
+          }
+          if (splitDim >= 0) {
+            return parameter.emitOpError()
+                   << "is split along two dimensions; model.bin records one";
+          }
+          splitDim = static_cast<int32_t>(dim);
+          splitAxes.assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
+        }
+      }
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
-          *type, init, std, parameter.getFrozen(), parameter.getState()));
+          *type, init, std, parameter.getFrozen(), parameter.getState(),
+          splitDim, splitAxes.empty() ? nullptr : &splitAxes));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
@@ -189,11 +212,16 @@ public:
       }
       derived.push_back(*encoded);
     }
+    std::vector<int64_t> gridShape;
+    if (grid) {
+      gridShape.assign(grid.getShape().begin(), grid.getShape().end());
+    }
     auto root = fb::CreateExecutableDirect(
         builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures.empty() ? nullptr : &signatures,
-        /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived);
+        /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived,
+        gridShape.empty() ? nullptr : &gridShape);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
                                builder_.GetBufferPointer() + builder_.GetSize());
@@ -620,6 +648,11 @@ private:
             })
             .Case([&](mf::KvCacheWriteOp) {
               return simple(fb::OpKind::KvCacheWrite);
+            })
+            .Case([&](mf::AllReduceOp reduce) {
+              std::vector<int64_t> axes(reduce.getGridAxes().begin(),
+                                        reduce.getGridAxes().end());
+              return EncodedOp{fb::OpKind::AllReduce, axes, {}, {}};
             })
             .Case([&](mf::CrossEntropyOp loss) {
               return withDim(fb::OpKind::CrossEntropy, loss.getIgnoreIndex());

@@ -19,6 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
   // The LLVM dialect too: after codegen the graph holds its kernels in a
   // nested LLVM-dialect module.
   registry.insert<mlir::mf::MFDialect, mlir::mfexec::MFExecDialect, mlir::func::FuncDialect,
-                  mlir::LLVM::LLVMDialect>();
+                  mlir::LLVM::LLVMDialect, mlir::shard::ShardDialect>();
   mlir::registerTransformsPasses();
   mlir::mf::registerMFPasses();
   mfc::registerMFCPasses();

@@ -27,6 +27,16 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
     os << (count ? "" : " (none)") << "\n";
   }
+  if (root.grid()) {
+    int64_t ranks = 1;
+    os << "device grid ";
+    for (size_t i = 0; i < root.grid()->size(); ++i) {
+      os << (i ? "x" : "") << root.grid()->Get(i);
+      ranks *= root.grid()->Get(i);
+    }
+    os << " (data_parallel x model_parallel): run with mpirun -n " << ranks
+       << "\n";
+  }
   os << "model " << (model.name() ? model.name()->str() : "?") << ": "
      << fb::EnumNameModelFamily(model.family()) << ", run_mode "
      << (model.run_mode() ? model.run_mode()->str() : "?") << ", batch "
@@ -60,6 +70,17 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     const fb::Parameter &parameter = *root.parameters()->Get(i);
     os << "  " << parameter.name()->str() << " : " << typeText(*parameter.type())
        << " init " << fb::EnumNameParameterInit(parameter.init());
+    if (parameter.split_dim() >= 0) {
+      // A rank's block of the whole weight a checkpoint holds.
+      Shape whole = Executable::shapeOf(*parameter.type());
+      os << " split along dim " << parameter.split_dim() << " over grid axes [";
+      for (size_t a = 0; a < parameter.split_axes()->size(); ++a) {
+        int16_t axis = parameter.split_axes()->Get(a);
+        os << (a ? ", " : "") << axis;
+        whole[parameter.split_dim()] *= root.grid()->Get(axis);
+      }
+      os << "] (whole " << formatShape(whole) << ")";
+    }
     if (parameter.mf_name()) {
       os << " (mindformers: " << parameter.mf_name()->str() << ")";
     }

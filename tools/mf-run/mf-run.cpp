@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/Communicator.h"
 #include "runtime/Executable.h"
 #include "runtime/FileIO.h"
 #include "runtime/Generation.h"
@@ -139,8 +140,19 @@ void usage(std::ostream &os) {
 }
 
 
+/// The ranks of a sharded program (one, without MPI, for any other).
+std::unique_ptr<Communicator> ranks;
+
+/// Rank 0 writes what every rank holds whole (logits, the trace); the
+/// others compute it too (the same collectives) and write nothing.
+bool writesFiles() { return !ranks || ranks->rank() == 0; }
+
 int fail(const std::string &message) {
-  std::cerr << "mf-run: error: " << message << "\n";
+  std::cerr << "mf-run: error: "
+            << (ranks && ranks->size() > 1
+                    ? "rank " + std::to_string(ranks->rank()) + ": "
+                    : "")
+            << message << "\n";
   return 1;
 }
 
@@ -589,7 +601,7 @@ StatusOr<std::vector<int32_t>> encodeText(const Options &options,
 }
 
 int writeTrace(const Options &options, const Session &session) {
-  if (options.profile.empty()) {
+  if (options.profile.empty() || !writesFiles()) {
     return 0;
   }
   Status status = writeFileAtomically(options.profile, "profile", [&](FileWriter &out) {
@@ -758,9 +770,10 @@ int predict(const Options &options, Session &session) {
         fillIds((*all)[0], tokens, seqLength);
         all = runEntry("logits", all.take());
       }
-      Status status = all ? dumpLogits(options.dumpLogits, (*all)[0], promptLength,
-                                       session.allocator)
-                          : all.status();
+      Status status = !all          ? all.status()
+                      : !writesFiles() ? Status::ok()
+                                       : dumpLogits(options.dumpLogits, (*all)[0],
+                                                    promptLength, session.allocator);
       if (!status) {
         return fail(status.message());
       }
@@ -852,7 +865,7 @@ int predict(const Options &options, Session &session) {
   double prefillSeconds = median(prefillTimes);
   double decodeSeconds = median(decodeTimes);
 
-  if (!options.dumpStepLogits.empty()) {
+  if (!options.dumpStepLogits.empty() && writesFiles()) {
     int64_t steps = static_cast<int64_t>(stepLogits.size()) / vocab;
     Tensor table(DType::F32, {steps, vocab},
                  std::shared_ptr<void>(stepLogits.data(), [](void *) {}));
@@ -981,6 +994,8 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
                             session.allocator);
   GraphExecutor graphExecutor(session.executable, session.weights,
                               session.allocator, session.kernels, *session.pool);
+  executor.setCommunicator(ranks.get());
+  graphExecutor.setCommunicator(ranks.get());
   StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
   if (!inputs) {
     return Status::error(inputs.status().message());
@@ -1170,6 +1185,31 @@ int run(int argc, char **argv) {
               << " kernels resolved\n";
     return 0;
   }
+  std::vector<int64_t> grid;
+  if (executable->root().grid()) {
+    grid.assign(executable->root().grid()->begin(),
+                executable->root().grid()->end());
+  }
+  StatusOr<std::unique_ptr<Communicator>> started = Communicator::start(grid);
+  if (!started) {
+    return fail(started.status().message());
+  }
+  ranks = started.take();
+  if (ranks->rank() != 0) {
+    // Tokens, progress and summaries are printed once, by rank 0; every
+    // rank's errors still reach stderr.
+    if (!std::freopen("/dev/null", "w", stdout)) {
+      return fail("cannot silence rank " + std::to_string(ranks->rank()) +
+                  "'s output");
+    }
+  }
+  if (ranks->size() > 1 &&
+      (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
+       !options.saveWeights.empty() || !options.mergeLora.empty())) {
+    return fail("--dump-tensors, --dump-grads, --save-weights and "
+                "--merge-lora are not built for sharded programs yet (each "
+                "rank holds blocks of the values)");
+  }
   const fb::ModelInfo &model = executable->model();
   std::string mode = options.mode.empty()
                          ? (model.context_mode() == 1 ? "pynative" : "graph")
@@ -1222,9 +1262,10 @@ int run(int argc, char **argv) {
   StatusOr<Weights> weights =
       weightFiles.empty()
           ? Weights::initialize(session.executable, session.allocator,
-                                options.seed.value_or(model.seed()))
+                                options.seed.value_or(model.seed()),
+                                ranks.get())
           : Weights::load(session.executable, session.allocator, weightFiles,
-                          "optimizer.");
+                          "optimizer.", ranks.get());
   if (!weights) {
     return fail(fromYaml ? weights.status().message() +
                                " (the YAML's load_checkpoint; give --weights "
@@ -1244,6 +1285,7 @@ int run(int argc, char **argv) {
     session.executor = std::make_unique<PyNativeExecutor>(
         session.executable, session.weights, session.allocator);
   }
+  session.executor->setCommunicator(ranks.get());
   if (!options.mergeLora.empty()) {
     Status status = session.weights.saveMerged(session.executable, options.mergeLora);
     return status ? 0 : fail(status.message());
@@ -1298,10 +1340,15 @@ int run(int argc, char **argv) {
 int main(int argc, char **argv) {
   // Sizes are checked before allocating; this is the last line of defence
   // for an allocation the machine still cannot satisfy.
+  int code;
   try {
-    return run(argc, argv);
+    code = run(argc, argv);
   } catch (const std::bad_alloc &) {
-    return fail("out of memory; run a smaller model (--set at compile time) or "
+    code = fail("out of memory; run a smaller model (--set at compile time) or "
                 "free memory");
   }
+  if (code != 0 && ranks && ranks->size() > 1) {
+    ranks->abort(code); // the other ranks may wait in a collective
+  }
+  return code;
 }

@@ -20,6 +20,7 @@
 #include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -340,7 +341,7 @@ int compile(int argc, char **argv) {
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::mf::MFDialect, mlir::mfexec::MFExecDialect,
-                  mlir::func::FuncDialect>();
+                  mlir::func::FuncDialect, mlir::shard::ShardDialect>();
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnosticHandler(sourceMgr, &context);

@@ -29,6 +29,9 @@ def MF_Dialect : Dialect {
     (`model.layers.3.attention.wq`) fused with the YAML line that defined it.
   }];
   let hasConstantMaterializer = 1;
+  // Sharded programs name their device grid (shard.grid) and split their
+  // parameters as upstream's shard.sharding does (#shard.axisarray).
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
 //===----------------------------------------------------------------------===//
@@ -39,6 +42,18 @@ def MF_FloatElement : AnyTypeOf<[F32, F16, BF16]>;
 def MF_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def MF_IndexTensor : StaticShapeTensorOf<[I32]>;
 def MF_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32]>;
+/// Upstream's shard.sharding split_axes (#shard.axisarray): per tensor
+/// dimension, the grid axes it is split over. (Not ShardBase.td's own
+/// definition: including that file would make mf's enum generator emit
+/// shard's enums a second time.)
+def MF_GridAxesArrayAttr : Attr<
+    CPred<"::llvm::isa<::mlir::shard::GridAxesArrayAttr>($_self)">,
+    "split axes per dimension (#shard.axisarray)"> {
+  let storageType = "::mlir::shard::GridAxesArrayAttr";
+  let returnType = "::mlir::shard::GridAxesArrayAttr";
+  let convertFromStorage = "$_self";
+}
+
 /// A rank-0 tensor<i32>: a position or a length.
 def MF_ScalarIndexTensor : 0DTensorOf<[I32]> {
   let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getI32Type())";

@@ -342,3 +342,15 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, Value g,
   grads.push_back(Value());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::buildGradients(OpBuilder &, Value g,
+                                          SmallVectorImpl<Value> &grads) {
+  // Every rank holds the same result gradient, and each partial sum
+  // contributed to the result with weight one.
+  grads.push_back(g);
+  return success();
+}

@@ -17,6 +17,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -198,7 +199,91 @@ LogicalResult ParameterOp::verify() {
   } else if (getStd()) {
     return emitOpError() << "'std' is only meaningful with init = normal";
   }
+  if (getGrid().has_value() != (getSplitAxesAttr() != nullptr)) {
+    return emitOpError() << "needs both a grid and split_axes, or neither";
+  }
+  if (getSplitAxesAttr() && getSplitAxesAttr().size() > getTensorType().getRank()) {
+    return emitOpError() << "split_axes has " << getSplitAxesAttr().size()
+                         << " entries for a rank-" << getTensorType().getRank()
+                         << " parameter";
+  }
   return success();
+}
+
+/// The shard.grid `name` refers to from `op`, or a diagnostic.
+static FailureOr<shard::GridOp> lookUpGrid(Operation *op, FlatSymbolRefAttr name,
+                                           SymbolTableCollection &symbolTable) {
+  auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(op, name);
+  if (!grid) {
+    return op->emitOpError() << "'" << name.getValue()
+                             << "' does not name a shard.grid";
+  }
+  if (ShapedType::isDynamicShape(grid.getShape())) {
+    return op->emitOpError() << "grid '" << name.getValue()
+                             << "' must have a static shape";
+  }
+  return grid;
+}
+
+/// Checks that `axes` are distinct axes of `grid`, none used before (in
+/// `seen`).
+static LogicalResult verifyGridAxes(Operation *op, shard::GridOp grid,
+                                    ArrayRef<int16_t> axes,
+                                    llvm::SmallBitVector &seen) {
+  for (int16_t axis : axes) {
+    if (axis < 0 || axis >= grid.getRank()) {
+      return op->emitOpError() << "grid axis " << axis << " is not an axis of '"
+                               << grid.getSymName() << "' (rank "
+                               << grid.getRank() << ")";
+    }
+    if (seen.test(axis)) {
+      return op->emitOpError() << "grid axis " << axis << " is used twice";
+    }
+    seen.set(axis);
+  }
+  return success();
+}
+
+LogicalResult
+ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!getGrid()) {
+    return success();
+  }
+  FailureOr<shard::GridOp> grid = lookUpGrid(*this, getGridAttr(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  llvm::SmallBitVector seen(grid->getRank());
+  ArrayRef<int64_t> shape = getTensorType().getShape();
+  ArrayRef<int64_t> gridShape = grid->getShape();
+  for (auto [dim, axes] : llvm::enumerate(getSplitAxesAttr().getAxes())) {
+    if (failed(verifyGridAxes(*this, *grid, axes.asArrayRef(), seen))) {
+      return failure();
+    }
+    int64_t ways = 1;
+    for (int16_t axis : axes.asArrayRef()) {
+      ways *= gridShape[axis];
+    }
+    if (shape[dim] % ways != 0) {
+      return emitOpError() << "dimension " << dim << " (" << shape[dim]
+                           << ") cannot be split " << ways << " ways";
+    }
+  }
+  return success();
+}
+
+RankedTensorType ParameterOp::getShardType(shard::GridOp grid) {
+  RankedTensorType type = getTensorType();
+  if (!getSplitAxesAttr() || !grid) {
+    return type;
+  }
+  SmallVector<int64_t> shape(type.getShape());
+  for (auto [dim, axes] : llvm::enumerate(getSplitAxesAttr().getAxes())) {
+    for (int16_t axis : axes.asArrayRef()) {
+      shape[dim] /= grid.getShape()[axis];
+    }
+  }
+  return type.clone(shape);
 }
 
 /// The mf.parameter `name` that `op` reads or writes as a value of `type`.
@@ -210,12 +295,26 @@ lookUpParameter(Operation *op, FlatSymbolRefAttr name, Type type,
     return op->emitOpError() << "'" << name.getValue()
                              << "' does not name an mf.parameter";
   }
-  if (parameter.getType() != type) {
-    return op->emitOpError() << "type " << type << " does not match "
-                             << parameter.getType() << " of parameter '"
-                             << name.getValue() << "'";
+  if (parameter.getType() == type) {
+    return parameter;
   }
-  return parameter;
+  // A sharded program reads each rank's block.
+  if (parameter.getGrid()) {
+    auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
+        op, parameter.getGridAttr());
+    if (grid && parameter.getShardType(grid) == type) {
+      return parameter;
+    }
+    return op->emitOpError() << "type " << type << " is neither "
+                             << parameter.getType() << " of parameter '"
+                             << name.getValue() << "' nor its block "
+                             << (grid ? Type(parameter.getShardType(grid))
+                                      : Type())
+                             << " on one rank";
+  }
+  return op->emitOpError() << "type " << type << " does not match "
+                           << parameter.getType() << " of parameter '"
+                           << name.getValue() << "'";
 }
 
 LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -934,3 +1033,26 @@ int64_t FusionOp::getBytesAccessed() {
 
 #define GET_OP_CLASSES
 #include "dialects/MF/IR/MFOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid = lookUpGrid(*this, getGridAttr(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  if (getGridAxes().empty()) {
+    return emitOpError() << "needs at least one grid axis";
+  }
+  llvm::SmallBitVector seen(grid->getRank());
+  return verifyGridAxes(*this, *grid, getGridAxes(), seen);
+}
+
+// The sum itself: one add per element; every byte read and written once
+// (what crosses the network is the report's, not the cost model's).
+int64_t AllReduceOp::getFlops() { return detail::countResultElements(*this); }
+int64_t AllReduceOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}

@@ -4,6 +4,8 @@
 #define MFC_DIALECTS_MF_IR_MFOPS_H
 
 #include "dialects/MF/IR/MFDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -17,7 +17,8 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 def MF_ParameterResource : Resource<"::mlir::mf::ParameterResource">;
 
-def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A trainable model parameter";
   let description = [{
     Declares a model weight. Weights are not part of the program: the runtime
@@ -30,9 +31,17 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     at its init when no weight file has it, and training checkpoints keep
     it.
 
+    A parameter of a sharded program names the device grid (`shard.grid`)
+    and, as `shard.sharding`'s `split_axes` does, the grid axes each
+    dimension is split over: `type` stays the whole weight (what a
+    checkpoint holds) and each rank reads its block, which is the type of
+    the `mf.param` that reads it once `mf-partition` has run.
+
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
+    mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
+        init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     ```
   }];
   let arguments = (ins
@@ -42,11 +51,13 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     OptionalAttr<F64Attr>:$std,
     OptionalAttr<StrAttr>:$mf_name,
     UnitAttr:$frozen,
-    UnitAttr:$state
+    UnitAttr:$state,
+    OptionalAttr<FlatSymbolRefAttr>:$grid,
+    OptionalAttr<MF_GridAxesArrayAttr>:$split_axes
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
-    attr-dict
+    (`sharding` `(` $grid^ `,` $split_axes `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -55,6 +66,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     }
     /// Whether training computes a gradient for it and updates it.
     bool isTrained() { return !getFrozen() && !getState(); }
+    /// The block of the parameter one rank holds: each split dimension
+    /// divided by the product of its grid axes' sizes (the whole type
+    /// when the parameter is not split).
+    ::mlir::RankedTensorType getShardType(::mlir::shard::GridOp grid);
   }];
 }
 
@@ -666,6 +681,37 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
     $cache `,` $update `,` $position attr-dict `:` type($cache) `,` type($update)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (sharded programs: every rank runs the same program)
+//===----------------------------------------------------------------------===//
+
+def MF_AllReduceOp : MF_CostedOp<"all_reduce", [
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["getFlops", "getBytesAccessed"]> {
+  let summary = "Sums a tensor over the ranks of grid axes";
+  let description = [{
+    Each rank holds a partial sum (the result of a row-parallel matmul); the
+    result, on every rank of the group, is the sum over the ranks that
+    differ only in the coordinates of `grid_axes` of `grid` (a
+    `shard.grid`). Sums are accumulated in f32 whatever the element type.
+    Its gradient is the identity (Megatron's `g`): the result is replicated,
+    so each rank's gradient of it is already the gradient of its partial
+    sum.
+
+    ```mlir
+    %y = mf.all_reduce %partial on @grid axes = [1] : tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes attr-dict `:` type($result)
+  }];
 }
 
 def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {

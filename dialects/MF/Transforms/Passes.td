@@ -27,6 +27,38 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
+  let summary = "Turns a graph with sharded parameters into one rank's program";
+  let description = [{
+    Tensor parallelism as Megatron-LM and MindFormers lay it out, derived
+    from the parameters' `sharding` (the frontend splits `wq/wk/wv`, `w1/w3`
+    and their biases by rows, `wo` and `w2` by columns): from each split
+    parameter, a split is propagated forward through every op by the op's
+    rule (elementwise ops keep it, `mf.reshape` moves it to the dimension
+    with the same outer extent, `mf.attention` needs query, key and value
+    split by heads, a matmul of a replicated input by a weight split along
+    its output features is split along its last dimension). A matmul whose
+    operands are both split along the contracted dimension yields partial
+    sums: an `mf.all_reduce` over the split's grid axes follows it. Every
+    split value then gets its per-rank type (its split dimension divided
+    by the number of ranks), KV-cache arguments and results included, and
+    the entries' signatures follow.
+
+    An op that meets a split operand it has no rule for is an error at its
+    location: the pass never replicates or gathers behind the user's back.
+    Modules without split parameters are unchanged.
+
+    ```mlir
+    // before
+    %w = mf.param @wq : tensor<64x64xf32>   // sharding(@grid, [[1], []])
+    %q = mf.matmul %x, %w transpose_rhs : ... -> tensor<1x8x64xf32>
+    // after, on a 1x2 grid
+    %w = mf.param @wq : tensor<32x64xf32>
+    %q = mf.matmul %x, %w transpose_rhs : ... -> tensor<1x8x32xf32>
+    ```
+  }];
+}
+
 def MFAutodiffPass : Pass<"mf-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the forward_backward entry: loss and parameter gradients";
   let description = [{

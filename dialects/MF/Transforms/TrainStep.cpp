@@ -201,7 +201,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       return ParameterOp::create(
           builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
           type, ParameterInit::zeros, FloatAttr(), StringAttr(),
-          /*frozen=*/false, /*state=*/true);
+          /*frozen=*/false, /*state=*/true,
+          // Split like its parameter: each rank updates its block.
+          of.getGridAttr(), of.getSplitAxesAttr());
     };
     for (Trained &entry : trained) {
       entry.m = declare(entry.parameter, "m");

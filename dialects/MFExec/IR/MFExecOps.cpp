@@ -2,6 +2,7 @@
 
 #include "dialects/MFExec/IR/MFExecOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
@@ -291,10 +292,30 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!type) {
     return emitOpError() << "'" << getName() << "' does not name a parameter";
   }
-  if (bufferTypeOf(type.getValue()) != getBuffer().getType()) {
+  // A sharded program's parameter (split as upstream's shard.sharding
+  // says: `grid`, `split_axes`) is bound as the rank's block.
+  auto parameterType = cast<RankedTensorType>(type.getValue());
+  auto grid = parameter->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto splitAxes = parameter->getAttrOfType<shard::GridAxesArrayAttr>("split_axes");
+  if (grid && splitAxes) {
+    auto gridOp = symbols.lookupNearestSymbolFrom<shard::GridOp>(parameter, grid);
+    if (!gridOp) {
+      return emitOpError() << "parameter '" << getName()
+                           << "' is split over a grid that does not exist";
+    }
+    SmallVector<int64_t> shape(parameterType.getShape());
+    for (auto [dim, axes] : llvm::enumerate(splitAxes.getAxes())) {
+      for (int16_t axis : axes.asArrayRef()) {
+        shape[dim] /= gridOp.getShape()[axis];
+      }
+    }
+    parameterType = parameterType.clone(shape);
+  }
+  if (bufferTypeOf(parameterType) != getBuffer().getType()) {
     return emitOpError() << "type " << getBuffer().getType()
-                         << " does not match " << type.getValue()
-                         << " of parameter '" << getName() << "'";
+                         << " does not match " << parameterType
+                         << " of parameter '" << getName() << "'"
+                         << (grid ? " (its block on one rank)" : "");
   }
   return success();
 }

@@ -354,3 +354,69 @@ func.func @fusion_kernel(%a: tensor<8xf32>) -> tensor<8xf32> {
   }
   return %0 : tensor<8xf32>
 }
+
+// -----
+
+// Sharded parameters and collectives.
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@nogrid, [[1]])
+// expected-error @-1 {{'nogrid' does not name a shard.grid}}
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{grid axis 2 is not an axis of 'grid' (rank 2)}}
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@grid, [[2]])
+
+// -----
+
+shard.grid @grid(shape = 1x3)
+// expected-error @+1 {{dimension 0 (8) cannot be split 3 ways}}
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@grid, [[1]])
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{grid axis 1 is used twice}}
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@grid, [[1], [1]])
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{split_axes has 3 entries for a rank-2 parameter}}
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@grid, [[], [], [1]])
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+mf.parameter @w : tensor<8x4xf32> init = ones sharding(@grid, [[1], []])
+func.func @param_block() -> tensor<8x2xf32> {
+  // expected-error @+1 {{type 'tensor<8x2xf32>' is neither 'tensor<8x4xf32>' of parameter 'w' nor its block 'tensor<4x4xf32>' on one rank}}
+  %0 = mf.param @w : tensor<8x2xf32>
+  return %0 : tensor<8x2xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+func.func @all_reduce_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{grid axis 5 is not an axis of 'grid' (rank 2)}}
+  %0 = mf.all_reduce %x on @grid axes = [5] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'grid' does not name a shard.grid}}
+  %0 = mf.all_reduce %x on @grid axes = [1] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+func.func @all_reduce_no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{needs at least one grid axis}}
+  %0 = mf.all_reduce %x on @grid axes = [] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,350 @@
+//===- Partition.cpp - one rank's program of a tensor-parallel graph ------===//
+//
+// The frontend declares how parameters are split over the device grid
+// (mf.parameter ... sharding(@grid, split_axes)); this pass propagates the
+// splits forward through the graph, op by op, with one rule per op kind,
+// gives every split value its per-rank type and puts an mf.all_reduce after
+// each matmul that leaves partial sums. Every rank runs the result (SPMD):
+// only the blocks of the weights it reads differ.
+//
+// A value is split along at most one dimension here, which is all that
+// Megatron's tensor-parallel layout needs; upstream's shard-partition
+// handles more general shardings but only for ops implementing its
+// ShardingInterface, which mf's model-level ops (attention, rope, KV-cache
+// writes) do not, and it reshards on 1-D grids only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::mf {
+#define GEN_PASS_DEF_MFPARTITIONPASS
+#include "dialects/MF/Transforms/Passes.h.inc"
+} // namespace mlir::mf
+
+using namespace mlir;
+using namespace mlir::mf;
+
+namespace {
+
+/// How one rank holds a value: whole (replicated), one dimension split over
+/// grid axes, or a partial sum over grid axes.
+struct Split {
+  int64_t dim = -1;
+  SmallVector<int16_t> axes;
+  bool partial = false;
+
+  bool replicated() const { return axes.empty(); }
+  bool operator==(const Split &other) const {
+    return dim == other.dim && axes == other.axes && partial == other.partial;
+  }
+  bool operator!=(const Split &other) const { return !(*this == other); }
+  static Split along(int64_t dim, ArrayRef<int16_t> axes) {
+    return Split{dim, SmallVector<int16_t>(axes), false};
+  }
+};
+
+class Partitioner {
+public:
+  Partitioner(shard::GridOp grid) : grid_(grid) {}
+
+  LogicalResult run(func::FuncOp func) {
+    for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
+      if (failed(visit(&op))) {
+        return failure();
+      }
+    }
+    // The signature follows the arguments and what is returned.
+    auto returnOp = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    func.setFunctionType(FunctionType::get(
+        func.getContext(), func.getBody().front().getArgumentTypes(),
+        returnOp.getOperandTypes()));
+    return success();
+  }
+
+private:
+  const Split &splitOf(Value value) {
+    static const Split replicated;
+    auto it = splits_.find(value);
+    return it == splits_.end() ? replicated : it->second;
+  }
+
+  int64_t ways(ArrayRef<int16_t> axes) {
+    int64_t product = 1;
+    for (int16_t axis : axes) {
+      product *= grid_.getShape()[axis];
+    }
+    return product;
+  }
+
+  /// Records `split` for `value` and gives it its per-rank type.
+  LogicalResult assign(Value value, Split split, Operation *at) {
+    if (!split.replicated() && !split.partial) {
+      auto type = cast<RankedTensorType>(value.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      int64_t n = ways(split.axes);
+      if (shape[split.dim] % n != 0) {
+        return at->emitOpError()
+               << "cannot be partitioned: dimension " << split.dim << " ("
+               << shape[split.dim] << ") of its result does not split " << n
+               << " ways";
+      }
+      shape[split.dim] /= n;
+      value.setType(type.clone(shape));
+    }
+    splits_[value] = std::move(split);
+    return success();
+  }
+
+  LogicalResult noRule(Operation *op) {
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "cannot be partitioned: no sharding rule for "
+                                 "its operands' splits (";
+    llvm::interleaveComma(op->getOperands(), diag, [&](Value operand) {
+      const Split &split = splitOf(operand);
+      if (split.replicated()) {
+        diag << "replicated";
+      } else {
+        diag << (split.partial ? "partial" : "dim " + std::to_string(split.dim));
+      }
+    });
+    diag << ")";
+    return failure();
+  }
+
+  LogicalResult visit(Operation *op) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      return visitParam(param);
+    }
+    bool anySplit = llvm::any_of(op->getOperands(), [&](Value operand) {
+      return !splitOf(operand).replicated();
+    });
+    if (!anySplit || isa<func::ReturnOp>(op)) {
+      return success();
+    }
+    return TypeSwitch<Operation *, LogicalResult>(op)
+        .Case<MatmulOp>([&](MatmulOp matmul) { return visitMatmul(matmul); })
+        .Case<ReshapeOp>([&](ReshapeOp reshape) { return visitReshape(reshape); })
+        .Case<BroadcastOp>([&](BroadcastOp broadcast) {
+          return visitBroadcast(broadcast);
+        })
+        .Case<RopeOp>([&](RopeOp rope) {
+          const Split &input = splitOf(rope.getInput());
+          int64_t headDim = rope.getInput().getType().getRank() - 1;
+          if (!splitOf(rope.getPositions()).replicated() ||
+              input.dim == headDim) {
+            return (noRule(rope));
+          }
+          return assign(rope.getResult(), input, rope);
+        })
+        .Case<AttentionOp>([&](AttentionOp attention) {
+          // Query, key and value split by heads (dimension 2) the same way:
+          // each rank attends with its heads (and its KV heads).
+          const Split &query = splitOf(attention.getQuery());
+          if (query.dim != 2 || splitOf(attention.getKey()) != query ||
+              splitOf(attention.getValue()) != query ||
+              (attention.getPastLength() &&
+               !splitOf(attention.getPastLength()).replicated())) {
+            return (noRule(attention));
+          }
+          return assign(attention.getResult(), query, attention);
+        })
+        .Case<AllReduceOp>([&](AllReduceOp reduce) {
+          const Split &input = splitOf(reduce.getInput());
+          if (!input.partial || ArrayRef<int16_t>(input.axes) !=
+                                    reduce.getGridAxes()) {
+            return (noRule(reduce));
+          }
+          return success(); // replicated
+        })
+        .Case<KvCacheWriteOp>([&](KvCacheWriteOp write) {
+          return visitKvCacheWrite(write);
+        })
+        .Case<EmbeddingOp>([&](EmbeddingOp embedding) {
+          const Split &ids = splitOf(embedding.getIds());
+          if (!splitOf(embedding.getTable()).replicated()) {
+            return (noRule(embedding));
+          }
+          return assign(embedding.getResult(), ids, embedding);
+        })
+        .Default([&](Operation *other) {
+          if (other->hasTrait<OpTrait::Elementwise>()) {
+            return visitElementwise(other);
+          }
+          return (noRule(other));
+        });
+  }
+
+  LogicalResult visitParam(ParamOp param) {
+    auto parameter = SymbolTable::lookupNearestSymbolFrom<ParameterOp>(
+        param, param.getNameAttr());
+    if (!parameter || !parameter.getSplitAxesAttr()) {
+      return success();
+    }
+    Split split;
+    for (auto [dim, axes] : llvm::enumerate(parameter.getSplitAxesAttr().getAxes())) {
+      if (axes.empty()) {
+        continue;
+      }
+      if (!split.replicated()) {
+        return parameter.emitOpError()
+               << "is split along two dimensions; mf-partition splits one";
+      }
+      split = Split::along(dim, axes.asArrayRef());
+    }
+    param.getResult().setType(parameter.getTensorType());
+    return assign(param.getResult(), split, param);
+  }
+
+  /// Elementwise ops keep a split when every operand has the same one.
+  LogicalResult visitElementwise(Operation *op) {
+    const Split &first = splitOf(op->getOperand(0));
+    for (Value operand : op->getOperands()) {
+      if (splitOf(operand) != first || first.partial) {
+        return noRule(op);
+      }
+    }
+    for (Value result : op->getResults()) {
+      if (failed(assign(result, first, op))) {
+        return failure();
+      }
+    }
+    return success();
+  }
+
+  LogicalResult visitMatmul(MatmulOp matmul) {
+    const Split &lhs = splitOf(matmul.getLhs());
+    const Split &rhs = splitOf(matmul.getRhs());
+    int64_t lhsRank = matmul.getLhs().getType().getRank();
+    int64_t rhsRank = matmul.getRhs().getType().getRank();
+    int64_t resultRank = matmul.getResult().getType().getRank();
+    int64_t lhsK = matmul.getTransposeLhs() ? lhsRank - 2 : lhsRank - 1;
+    int64_t lhsM = matmul.getTransposeLhs() ? lhsRank - 1 : lhsRank - 2;
+    int64_t rhsK = matmul.getTransposeRhs() ? rhsRank - 1 : rhsRank - 2;
+    int64_t rhsN = matmul.getTransposeRhs() ? rhsRank - 2 : rhsRank - 1;
+    if (lhs.partial || rhs.partial) {
+      return noRule(matmul);
+    }
+    // Column parallel: a weight split along its output features.
+    if (lhs.replicated() && rhsRank == 2 && rhs.dim == rhsN) {
+      return assign(matmul.getResult(), Split::along(resultRank - 1, rhs.axes),
+                    matmul);
+    }
+    // Row parallel: both split along the contracted dimension; each rank
+    // holds a partial sum, which an all-reduce over the same axes sums.
+    if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes) {
+      OpBuilder builder(matmul->getContext());
+      builder.setInsertionPointAfter(matmul);
+      auto reduced = AllReduceOp::create(
+          builder, matmul.getLoc(), matmul.getResult(), grid_.getSymName(),
+          builder.getDenseI16ArrayAttr(lhs.axes));
+      matmul.getResult().replaceAllUsesExcept(reduced, reduced);
+      return assign(matmul.getResult(), Split{-1, lhs.axes, true}, matmul);
+    }
+    // Rows (or a batch dimension) of the input split, the weight whole.
+    if (rhs.replicated() && rhsRank == 2 && lhs.dim != lhsK &&
+        (lhs.dim < lhsRank - 2 || lhs.dim == lhsM)) {
+      int64_t dim = lhs.dim < lhsRank - 2 ? lhs.dim : resultRank - 2;
+      return assign(matmul.getResult(), Split::along(dim, lhs.axes), matmul);
+    }
+    return noRule(matmul);
+  }
+
+  /// A split moves to the result dimension with the same outer extent (the
+  /// product of the dimensions before it): [B, S, H*D] split along H*D is
+  /// [B, S, H, D] split along H, when H (and H*D) divide by the ranks.
+  LogicalResult visitReshape(ReshapeOp reshape) {
+    const Split &input = splitOf(reshape.getInput());
+    if (input.partial) {
+      return noRule(reshape);
+    }
+    ArrayRef<int64_t> from = reshape.getInput().getType().getShape();
+    ArrayRef<int64_t> to = reshape.getResult().getType().getShape();
+    int64_t n = ways(input.axes);
+    // Per rank the input's split dimension is already divided: the global
+    // extent is n times larger.
+    int64_t outer = 1;
+    for (int64_t d = 0; d < input.dim; ++d) {
+      outer *= from[d];
+    }
+    int64_t resultOuter = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
+      if (resultOuter == outer && to[d] % n == 0 && to[d] > 1) {
+        return assign(reshape.getResult(), Split::along(d, input.axes), reshape);
+      }
+      resultOuter *= to[d];
+    }
+    return noRule(reshape);
+  }
+
+  /// A bias broadcast to the rows of a split matmul result.
+  LogicalResult visitBroadcast(BroadcastOp broadcast) {
+    const Split &input = splitOf(broadcast.getInput());
+    ArrayRef<int64_t> from = broadcast.getInput().getType().getShape();
+    ArrayRef<int64_t> to = broadcast.getResult().getType().getShape();
+    int64_t dim = input.dim + static_cast<int64_t>(to.size() - from.size());
+    if (input.partial || to[dim] != from[input.dim] * ways(input.axes)) {
+      return noRule(broadcast);
+    }
+    return assign(broadcast.getResult(), Split::along(dim, input.axes),
+                  broadcast);
+  }
+
+  /// The cache holds the rank's KV heads: a cache that is an entry argument
+  /// takes the split of what is written into it.
+  LogicalResult visitKvCacheWrite(KvCacheWriteOp write) {
+    const Split &update = splitOf(write.getUpdate());
+    Value cache = write.getCache();
+    if (update.dim != 2 || !splitOf(write.getPosition()).replicated()) {
+      return noRule(write);
+    }
+    if (splitOf(cache).replicated() && isa<BlockArgument>(cache)) {
+      if (failed(assign(cache, update, write))) {
+        return failure();
+      }
+    }
+    if (splitOf(cache) != update) {
+      return noRule(write);
+    }
+    return assign(write.getResult(), update, write);
+  }
+
+  shard::GridOp grid_;
+  DenseMap<Value, Split> splits_;
+};
+
+struct MFPartitionPass : mf::impl::MFPartitionPassBase<MFPartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    shard::GridOp grid;
+    for (ParameterOp parameter : module.getOps<ParameterOp>()) {
+      if (!parameter.getGrid()) {
+        continue;
+      }
+      auto named = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+          module, parameter.getGridAttr());
+      if (grid && named != grid) {
+        parameter.emitOpError() << "names another grid than the parameters "
+                                   "before it; one program has one grid";
+        return signalPassFailure();
+      }
+      grid = named;
+    }
+    if (!grid) {
+      return;
+    }
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      if (failed(Partitioner(grid).run(func))) {
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,173 @@
+//===- Communicator.cpp - the ranks of a sharded program over MPI ---------===//
+
+#include "runtime/Communicator.h"
+
+// MPI's C API only: OpenMPI's deprecated C++ bindings need a library of
+// their own.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+using namespace mfrt;
+
+/// The communicators of the rank groups collectives have used, by axes.
+struct Communicator::Groups {
+  std::map<std::vector<int64_t>, MPI_Comm> byAxes;
+};
+
+namespace {
+
+std::string gridText(const std::vector<int64_t> &grid) {
+  std::string text;
+  for (int64_t extent : grid) {
+    text += (text.empty() ? "" : "x") + std::to_string(extent);
+  }
+  return text;
+}
+
+/// Whether an MPI launcher (OpenMPI's mpirun, or a PMI one) started us.
+bool startedByMpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Communicator>>
+Communicator::start(const std::vector<int64_t> &grid) {
+  std::unique_ptr<Communicator> communicator(new Communicator());
+  communicator->grid_ = grid;
+  int64_t ranks = 1;
+  for (int64_t extent : grid) {
+    ranks *= extent;
+  }
+  if (ranks == 1) {
+    return communicator;
+  }
+  std::string compiled = "model.bin is compiled for " + std::to_string(ranks) +
+                         " ranks (a " + gridText(grid) +
+                         " grid: data_parallel x model_parallel)";
+  if (!startedByMpirun()) {
+    return Status::error(compiled + ": run mpirun -n " + std::to_string(ranks) +
+                         " mf-run ...");
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
+    return Status::error("MPI_Init failed");
+  }
+  communicator->groups_ = std::make_unique<Groups>();
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  communicator->rank_ = rank;
+  communicator->size_ = size;
+  if (size != ranks) {
+    return Status::error(compiled + ", but mpirun started " +
+                         std::to_string(size) + ": run mpirun -n " +
+                         std::to_string(ranks) + " mf-run ...");
+  }
+  return communicator;
+}
+
+Communicator::~Communicator() {
+  if (!groups_) {
+    return;
+  }
+  for (auto &[axes, comm] : groups_->byAxes) {
+    if (comm != MPI_COMM_NULL) {
+      MPI_Comm_free(&comm);
+    }
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    MPI_Finalize();
+  }
+}
+
+int64_t Communicator::indexAlong(const std::vector<int64_t> &axes) const {
+  int64_t index = 0;
+  for (int64_t axis : axes) {
+    int64_t stride = 1;
+    for (size_t later = axis + 1; later < grid_.size(); ++later) {
+      stride *= grid_[later];
+    }
+    index = index * grid_[axis] + (rank_ / stride) % grid_[axis];
+  }
+  return index;
+}
+
+int64_t Communicator::extentAlong(const std::vector<int64_t> &axes) const {
+  int64_t extent = 1;
+  for (int64_t axis : axes) {
+    extent *= grid_[axis];
+  }
+  return extent;
+}
+
+Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
+                                  const std::vector<int64_t> &axes) {
+  if (input.numElements() != output.numElements() ||
+      input.dtype() != output.dtype()) {
+    return Status::error("all_reduce: the result's type differs from its operand's");
+  }
+  int64_t count = input.numElements();
+  if (extentAlong(axes) == 1) {
+    if (output.data() != input.data()) {
+      std::memcpy(output.data(), input.data(), input.byteSize());
+    }
+    return Status::ok();
+  }
+  if (!groups_) {
+    return Status::error("all_reduce outside an MPI run");
+  }
+  if (count > INT_MAX) {
+    return Status::error("all_reduce of " + std::to_string(count) +
+                         " elements: more than MPI's int count");
+  }
+  // The group's communicator: ranks with the same coordinates off `axes`.
+  // Made by the first all-reduce over them; every rank runs the same
+  // program, so every rank makes it at the same point.
+  auto [it, made] = groups_->byAxes.try_emplace(axes, MPI_COMM_NULL);
+  MPI_Comm &group = it->second;
+  if (made) {
+    std::vector<int64_t> others;
+    for (int64_t axis = 0; axis < static_cast<int64_t>(grid_.size()); ++axis) {
+      if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
+        others.push_back(axis);
+      }
+    }
+    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
+                       static_cast<int>(indexAlong(axes)), &group) != MPI_SUCCESS) {
+      return Status::error("MPI_Comm_split failed");
+    }
+  }
+  int status;
+  if (input.dtype() == DType::F32) {
+    status = MPI_Allreduce(output.data() == input.data() ? MPI_IN_PLACE : input.data(),
+                           output.data(), static_cast<int>(count), MPI_FLOAT,
+                           MPI_SUM, group);
+  } else {
+    std::vector<float> sums(count);
+    input.loadFloats(sums.data());
+    status = MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(count),
+                           MPI_FLOAT, MPI_SUM, group);
+    output.storeFloats(sums.data());
+  }
+  return status == MPI_SUCCESS ? Status::ok()
+                               : Status::error("MPI_Allreduce failed");
+}
+
+void Communicator::abort(int exitCode) {
+  if (groups_) {
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
+  }
+  std::exit(exitCode);
+}

@@ -1,0 +1,63 @@
+//===- Communicator.h - the ranks of a sharded program ----------*- C++ -*-===//
+//
+// A program compiled for a device grid (model.bin's `grid`, upstream MLIR's
+// shard.grid) runs as one MPI process per rank: `mpirun -n N mf-run ...`.
+// This is the runtime's only door to MPI; everything else sees ranks,
+// coordinates and collectives on tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_COMMUNICATOR_H
+#define MFC_RUNTIME_COMMUNICATOR_H
+
+#include "runtime/Status.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace mfrt {
+
+class Communicator {
+public:
+  /// The ranks of `grid` (row-major: rank r sits at r's coordinates). For
+  /// one rank, no MPI. Otherwise the process must have been started by
+  /// mpirun with as many ranks as the grid has (else an error that says
+  /// how to launch it); MPI is initialized here.
+  static StatusOr<std::unique_ptr<Communicator>>
+  start(const std::vector<int64_t> &grid);
+  ~Communicator();
+
+  int64_t rank() const { return rank_; }
+  int64_t size() const { return size_; }
+  /// The index of this rank among the ranks that differ only along `axes`
+  /// (row-major over `axes` in order), and how many such ranks there are.
+  int64_t indexAlong(const std::vector<int64_t> &axes) const;
+  int64_t extentAlong(const std::vector<int64_t> &axes) const;
+
+  /// `output` = the sum of `input` over the ranks that differ only along
+  /// `axes`. Sums are accumulated in f32: f16 and bf16 tensors are widened
+  /// first (MPI has no 16-bit float types).
+  Status allReduceSum(const Tensor &input, Tensor &output,
+                      const std::vector<int64_t> &axes);
+
+  /// Ends every rank's process after one failed: the message is printed
+  /// by the failing rank, and no rank is left waiting in a collective.
+  [[noreturn]] void abort(int exitCode);
+
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+private:
+  Communicator() = default;
+  struct Groups;
+
+  std::vector<int64_t> grid_;
+  int64_t rank_ = 0, size_ = 1;
+  std::unique_ptr<Groups> groups_;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_COMMUNICATOR_H

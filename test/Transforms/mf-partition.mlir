@@ -1,0 +1,73 @@
+// RUN: mf-opt %s --split-input-file --mf-partition --verify-diagnostics | FileCheck %s
+
+// Megatron's attention block on 2 ranks: column-parallel q/k/v (with a
+// bias), heads split by the reshape, attention on the rank's heads, a
+// row-parallel output projection and its all-reduce; the KV cache argument
+// and result take the rank's KV heads.
+shard.grid @grid(shape = 1x2)
+mf.parameter @wq : tensor<8x8xf32> init = ones sharding(@grid, [[1], []])
+mf.parameter @bq : tensor<8xf32> init = zeros sharding(@grid, [[1]])
+mf.parameter @wk : tensor<4x8xf32> init = ones sharding(@grid, [[1], []])
+mf.parameter @wo : tensor<8x8xf32> init = ones sharding(@grid, [[], [1]])
+mf.parameter @norm : tensor<8xf32> init = ones
+
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: (%{{.*}}: tensor<1x3x8xf32>, %[[CACHE:.*]]: tensor<1x3x1x2xf32>, %{{.*}}: tensor<i32>) -> (tensor<1x3x8xf32>, tensor<1x3x1x2xf32>)
+func.func @block(%x: tensor<1x3x8xf32>, %cache: tensor<1x3x2x2xf32>, %past: tensor<i32>)
+    -> (tensor<1x3x8xf32>, tensor<1x3x2x2xf32>) {
+  %g = mf.param @norm : tensor<8xf32>
+  %n = mf.rms_norm %x, %g eps = 1.0e-05 : tensor<1x3x8xf32>, tensor<8xf32>
+  // CHECK: mf.param @wq : tensor<4x8xf32>
+  %wq = mf.param @wq : tensor<8x8xf32>
+  %bq = mf.param @bq : tensor<8xf32>
+  // CHECK: mf.matmul {{.*}} -> tensor<1x3x4xf32>
+  %q0 = mf.matmul %n, %wq transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
+  // CHECK: mf.broadcast {{.*}} : tensor<4xf32> to tensor<1x3x4xf32>
+  %b = mf.broadcast %bq : tensor<8xf32> to tensor<1x3x8xf32>
+  %q1 = mf.add %q0, %b : tensor<1x3x8xf32>
+  // CHECK: mf.reshape {{.*}} to tensor<1x3x2x2xf32>
+  %q = mf.reshape %q1 : tensor<1x3x8xf32> to tensor<1x3x4x2xf32>
+  %wk = mf.param @wk : tensor<4x8xf32>
+  %k0 = mf.matmul %n, %wk transpose_rhs : tensor<1x3x8xf32>, tensor<4x8xf32> -> tensor<1x3x4xf32>
+  %k = mf.reshape %k0 : tensor<1x3x4xf32> to tensor<1x3x2x2xf32>
+  // CHECK: mf.kv_cache_write %[[CACHE]], {{.*}} : tensor<1x3x1x2xf32>, tensor<1x3x1x2xf32>
+  %c = mf.kv_cache_write %cache, %k, %past : tensor<1x3x2x2xf32>, tensor<1x3x2x2xf32>
+  // CHECK: mf.attention {{.*}} : tensor<1x3x2x2xf32>, tensor<1x3x1x2xf32>
+  %a = mf.attention %q, %c, %c past_length(%past) causal scale = 0.5 : tensor<1x3x4x2xf32>, tensor<1x3x2x2xf32>
+  %a1 = mf.reshape %a : tensor<1x3x4x2xf32> to tensor<1x3x8xf32>
+  // CHECK: mf.param @wo : tensor<8x4xf32>
+  %wo = mf.param @wo : tensor<8x8xf32>
+  // CHECK: %[[PARTIAL:.*]] = mf.matmul {{.*}} : tensor<1x3x4xf32>, tensor<8x4xf32> -> tensor<1x3x8xf32>
+  // CHECK-NEXT: %[[SUM:.*]] = mf.all_reduce %[[PARTIAL]] on @grid axes = [1] : tensor<1x3x8xf32>
+  // CHECK-NEXT: mf.add %{{.*}}, %[[SUM]] : tensor<1x3x8xf32>
+  %o = mf.matmul %a1, %wo transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
+  %y = mf.add %x, %o : tensor<1x3x8xf32>
+  return %y, %c : tensor<1x3x8xf32>, tensor<1x3x2x2xf32>
+}
+
+// -----
+
+// A split value meeting an op with no rule for it is an error: the pass
+// never gathers behind the user's back.
+shard.grid @grid(shape = 1x2)
+mf.parameter @w : tensor<8x8xf32> init = ones sharding(@grid, [[1], []])
+func.func @softmax_over_split(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %w = mf.param @w : tensor<8x8xf32>
+  %y = mf.matmul %x, %w transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
+  // expected-error @+1 {{cannot be partitioned: no sharding rule for its operands' splits (dim 2)}}
+  %s = mf.softmax %y dim = 2 : tensor<1x3x8xf32>
+  return %s : tensor<1x3x8xf32>
+}
+
+// -----
+
+// Without split parameters nothing changes.
+mf.parameter @w : tensor<8x8xf32> init = ones
+// CHECK-LABEL: func.func @unsharded
+// CHECK: mf.matmul {{.*}} -> tensor<1x3x8xf32>
+// CHECK-NOT: mf.all_reduce
+func.func @unsharded(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %w = mf.param @w : tensor<8x8xf32>
+  %y = mf.matmul %x, %w transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
+  return %y : tensor<1x3x8xf32>
+}
