@@ -92,9 +92,14 @@ Communicator::~Communicator() {
   }
 }
 
+// An axis the grid does not have (a program without a grid has none) has
+// one rank.
 int64_t Communicator::indexAlong(const std::vector<int64_t> &axes) const {
   int64_t index = 0;
   for (int64_t axis : axes) {
+    if (axis >= static_cast<int64_t>(grid_.size())) {
+      continue;
+    }
     int64_t stride = 1;
     for (size_t later = axis + 1; later < grid_.size(); ++later) {
       stride *= grid_[later];
@@ -107,7 +112,7 @@ int64_t Communicator::indexAlong(const std::vector<int64_t> &axes) const {
 int64_t Communicator::extentAlong(const std::vector<int64_t> &axes) const {
   int64_t extent = 1;
   for (int64_t axis : axes) {
-    extent *= grid_[axis];
+    extent *= axis < static_cast<int64_t>(grid_.size()) ? grid_[axis] : 1;
   }
   return extent;
 }

@@ -423,9 +423,11 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
 
 Status Weights::save(const Executable &executable,
                      const std::string &path) const {
-  if (executable.root().grid()) {
-    return Status::error("saving the weights of a sharded program is not "
-                         "built yet (each rank holds blocks of them)");
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (executable.root().parameters()->Get(i)->split_dim() >= 0) {
+      return Status::error("saving split weights is not built yet (each "
+                           "rank holds blocks of them)");
+    }
   }
   std::vector<Tensor> stored;
   stored.reserve(tensors_.size());

@@ -18,15 +18,14 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
       parameterBuilder_(module.getContext()) {
   parameterBuilder_.setInsertionPointToStart(module.getBody());
   builder_.setInsertionPointToEnd(module.getBody());
-  if (spec.shardedModelParallel > 1) {
-    // MindFormers' device grid: data_parallel x model_parallel (axis 1 is
-    // the one tensor parallelism splits over; data parallelism is not
-    // built yet, so axis 0 has one rank).
+  if (spec.shardedModelParallel > 1 || spec.shardedDataParallel > 1) {
+    // MindFormers' device grid: data_parallel x model_parallel. Tensor
+    // parallelism splits parameters over axis 1; mf-train-step averages
+    // gradients over axis 0.
     grid_ = mlir::shard::GridOp::create(
-        parameterBuilder_,
-        loc("parallel_config", "parallel_config.model_parallel"), "grid",
+        parameterBuilder_, loc("parallel_config", "parallel_config"), "grid",
         parameterBuilder_.getDenseI64ArrayAttr(
-            {1, spec.shardedModelParallel}));
+            {spec.shardedDataParallel, spec.shardedModelParallel}));
   }
 }
 
@@ -74,7 +73,7 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     }
     FlatSymbolRefAttr grid;
     mlir::shard::GridAxesArrayAttr splitAxes;
-    if (grid_ && splitDim >= 0) {
+    if (grid_ && spec_.shardedModelParallel > 1 && splitDim >= 0) {
       SmallVector<DenseI16ArrayAttr> axes(
           splitDim + 1, builder_.getDenseI16ArrayAttr({}));
       axes[splitDim] = builder_.getDenseI16ArrayAttr({kModelParallelAxis});

@@ -222,6 +222,10 @@ struct ModelSpec {
   /// The ranks model_parallel splits the program over (tensor parallelism
   /// as mf-partition builds it), or 1 when the program is not sharded.
   int64_t shardedModelParallel = 1;
+  /// The data-parallel ranks of a training program (each runs
+  /// runner_config.batch_size sequences; gradients and the loss are
+  /// averaged over them), or 1.
+  int64_t shardedDataParallel = 1;
   RecomputeConfig recompute;
   OptimizerConfig optimizer;
   LrScheduleConfig lrSchedule;

@@ -1192,7 +1192,20 @@ private:
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
     std::string unsharded = whyNotTensorParallel();
-    if (config.modelParallel > 1 && unsharded.empty()) {
+    if (config.dataParallel > 1 && whyNotDataParallel().empty()) {
+      // Data parallelism is built (gradients and loss averaged over the
+      // ranks by mf-train-step, each rank reading its part of the batch).
+      spec_.shardedDataParallel = config.dataParallel;
+      if (devices > config.dataParallel) {
+        context_.diagnostics.warning(
+            parallel.loc(),
+            "parallel_config asks for " + llvm::Twine(devices).str() +
+                " devices; the program is compiled for data_parallel's " +
+                llvm::Twine(config.dataParallel).str() +
+                " ranks only (model_parallel, pipeline_stage and "
+                "context_parallel in training are not built yet)");
+      }
+    } else if (config.modelParallel > 1 && unsharded.empty()) {
       // Tensor parallelism is built (mf-partition, run on MPI ranks).
       spec_.shardedModelParallel = config.modelParallel;
       if (devices > config.modelParallel) {
@@ -1233,6 +1246,18 @@ private:
               "sees runner_config.batch_size sequences, not batch_size x "
               "data_parallel");
     }
+  }
+
+  /// Why data_parallel does not make a multi-rank program (empty when it
+  /// does): what mf-train-step and the runtime support so far.
+  std::string whyNotDataParallel() const {
+    if (!spec_.useParallel) {
+      return "only with use_parallel: True, as in MindFormers";
+    }
+    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
+      return "for training only (predict and eval run one rank's batch)";
+    }
+    return "";
   }
 
   /// Why the config's model_parallel does not shard the program (empty when

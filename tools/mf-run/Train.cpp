@@ -41,6 +41,8 @@ public:
       : model_(executable.model()), executor_(executor) {}
 
   Status open(const TrainOptions &options) {
+    rank_ = options.dataRank;
+    ranks_ = options.dataRanks;
     int64_t seq = model_.seq_length();
     if (options.inputIds) {
       StatusOr<std::vector<int32_t>> ids =
@@ -66,23 +68,26 @@ public:
       return data.status();
     }
     data_ = data.take();
-    if (static_cast<int64_t>(data_.size()) < tokensPerBatch() + 1) {
-      return Status::error("'" + options.data + "' has " +
-                           std::to_string(data_.size()) +
-                           " tokens; one training batch needs batch_size x "
-                           "seq_length + 1 = " +
-                           std::to_string(tokensPerBatch() + 1));
+    if (static_cast<int64_t>(data_.size()) < globalTokensPerBatch() + 1) {
+      return Status::error(
+          "'" + options.data + "' has " + std::to_string(data_.size()) +
+          " tokens; one training batch needs batch_size x " +
+          (ranks_ > 1 ? "data_parallel x " : "") + "seq_length + 1 = " +
+          std::to_string(globalTokensPerBatch() + 1));
     }
     return Status::ok();
   }
 
+  /// Tokens of one rank's batch, and of all data-parallel ranks' batches.
   int64_t tokensPerBatch() const {
     return model_.batch_size() * model_.seq_length();
   }
-  /// Whole batches in the data (1 for --input-ids).
+  int64_t globalTokensPerBatch() const { return tokensPerBatch() * ranks_; }
+  /// Whole global batches in the data (1 for --input-ids).
   int64_t batchesPerEpoch() const {
     return data_.empty() ? 1
-                         : (static_cast<int64_t>(data_.size()) - 1) / tokensPerBatch();
+                         : (static_cast<int64_t>(data_.size()) - 1) /
+                               globalTokensPerBatch();
   }
 
   /// Whether a data position (a checkpoint's) lies within the data.
@@ -117,14 +122,15 @@ public:
       }
       return inputs;
     }
-    if (position + tokensPerBatch() + 1 > static_cast<int64_t>(data_.size())) {
+    if (position + globalTokensPerBatch() + 1 > static_cast<int64_t>(data_.size())) {
       position = 0; // the next epoch
     }
+    int64_t first = position + rank_ * tokensPerBatch(); // this rank's part
     for (int64_t i = 0; i < tokensPerBatch(); ++i) {
-      ids[i] = data_[position + i];
-      labels[i] = data_[position + i + 1];
+      ids[i] = data_[first + i];
+      labels[i] = data_[first + i + 1];
     }
-    position += tokensPerBatch();
+    position += globalTokensPerBatch();
     return inputs;
   }
 
@@ -132,6 +138,7 @@ private:
   const fb::ModelInfo &model_;
   Executor &executor_;
   std::vector<int32_t> sequence_, data_;
+  int64_t rank_ = 0, ranks_ = 1;
 };
 
 /// What a checkpoint holds: the trained parameters (all of them, or LoRA's
@@ -208,8 +215,8 @@ std::string periodicCheckpointPath(const std::string &path, int64_t step) {
 /// A bar redrawn in place on a terminal, else about 20 log lines a run.
 class Progress {
 public:
-  Progress(int64_t first, int64_t total)
-      : first_(first), total_(total), tty_(isatty(fileno(stderr))),
+  Progress(int64_t first, int64_t total, bool shown)
+      : first_(first), total_(total), shown_(shown), tty_(isatty(fileno(stderr))),
         interval_(std::max<int64_t>(1, (total - first) / 20)),
         start_(std::chrono::steady_clock::now()) {}
 
@@ -219,6 +226,9 @@ public:
     int64_t done = step + 1 - first_;
     double eta = elapsed / done * (total_ - step - 1);
     double rate = tokens * done / std::max(elapsed, 1e-9);
+    if (!shown_) {
+      return;
+    }
     if (tty_) {
       int width = 24, filled = static_cast<int>(width * (step + 1) / total_);
       std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %.0fs ",
@@ -239,7 +249,7 @@ public:
 
 private:
   int64_t first_, total_;
-  bool tty_;
+  bool shown_, tty_;
   int64_t interval_; // log lines: about 20 per run when not a terminal
   std::chrono::steady_clock::time_point start_;
 };
@@ -310,7 +320,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     }
     return tensor;
   };
-  Progress progress(first, steps);
+  Progress progress(first, steps, options.primaryRank);
   auto runStart = std::chrono::steady_clock::now();
   // The first step also touches every page of the arena and the optimizer
   // state for the first time: the steps after it are the steady rate.
@@ -354,10 +364,10 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     if (step == first) {
       firstStepEnd = std::chrono::steady_clock::now();
     }
-    progress.step(step, loss, lr, batches.tokensPerBatch() * accumulation);
+    progress.step(step, loss, lr, batches.globalTokensPerBatch() * accumulation);
     bool last = step + 1 == steps;
     bool periodic = options.saveEvery > 0 && (step + 1) % options.saveEvery == 0;
-    if (!options.saveWeights.empty() && (last || periodic)) {
+    if (!options.saveWeights.empty() && options.primaryRank && (last || periodic)) {
       std::string path = last ? options.saveWeights
                               : periodicCheckpointPath(options.saveWeights, step + 1);
       if (Status status =
@@ -381,11 +391,14 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                   after * 1e3 / (ran - 1));
     steady = text;
   }
+  if (!options.primaryRank) {
+    return 0;
+  }
   std::fprintf(stderr,
                "mf-run: %lld steps in %.1f ms (%.2f ms/step, %.0f tokens/s%s); "
                "peak RSS %.1f MB\n",
                static_cast<long long>(ran), seconds * 1e3, seconds * 1e3 / ran,
-               ran * batches.tokensPerBatch() * accumulation / seconds,
+               ran * batches.globalTokensPerBatch() * accumulation / seconds,
                steady.c_str(), peakResidentMegabytes());
   return 0;
 }

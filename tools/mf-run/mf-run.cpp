@@ -1203,12 +1203,19 @@ int run(int argc, char **argv) {
                   "'s output");
     }
   }
+  bool splitParameters = false;
+  if (executable->root().parameters()) {
+    for (const fb::Parameter *parameter : *executable->root().parameters()) {
+      splitParameters |= parameter->split_dim() >= 0;
+    }
+  }
   if (ranks->size() > 1 &&
       (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
-       !options.saveWeights.empty() || !options.mergeLora.empty())) {
-    return fail("--dump-tensors, --dump-grads, --save-weights and "
-                "--merge-lora are not built for sharded programs yet (each "
-                "rank holds blocks of the values)");
+       (splitParameters &&
+        (!options.saveWeights.empty() || !options.mergeLora.empty())))) {
+    return fail("--dump-tensors and --dump-grads (and, with split weights, "
+                "--save-weights and --merge-lora) are not built for "
+                "multi-rank programs yet: each rank holds its own values");
   }
   const fb::ModelInfo &model = executable->model();
   std::string mode = options.mode.empty()
@@ -1290,7 +1297,7 @@ int run(int argc, char **argv) {
     Status status = session.weights.saveMerged(session.executable, options.mergeLora);
     return status ? 0 : fail(status.message());
   }
-  if (!options.saveWeights.empty() && task != "train") {
+  if (!options.saveWeights.empty() && task != "train" && writesFiles()) {
     Status status = session.weights.save(session.executable, options.saveWeights);
     if (!status) {
       return fail(status.message());
@@ -1327,7 +1334,9 @@ int run(int argc, char **argv) {
                          return encodeText(options, session, text,
                                            /*addSpecialTokens=*/false,
                                            "'" + options.data + "'");
-                       }};
+                       },
+                       ranks->indexAlong({0}), ranks->extentAlong({0}),
+                       writesFiles()};
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);

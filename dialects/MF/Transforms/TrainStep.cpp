@@ -141,6 +141,9 @@ public:
 };
 
 struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
+  /// The grid whose axis 0 (data_parallel) has several ranks, or null.
+  shard::GridOp dataGrid_;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto mode = module->getAttrOfType<StringAttr>("mf.run_mode");
@@ -165,6 +168,13 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                               "trained parameter ("
                            << trained.size() << ")";
       return signalPassFailure();
+    }
+    // Data parallelism: axis 0 of the module's grid (MindFormers'
+    // data_parallel x model_parallel).
+    for (auto grid : module.getOps<shard::GridOp>()) {
+      if (grid.getShape()[0] > 1) {
+        dataGrid_ = grid;
+      }
     }
     OpBuilder builder(module.getContext());
     builder.setInsertionPointToEnd(module.getBody());
@@ -227,6 +237,20 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                            parameter.getSymName());
   }
 
+  /// The mean over the data-parallel ranks of `value` (each rank's is of
+  /// its own part of the global batch), as MindFormers averages gradients
+  /// and the loss; `value` itself on one rank.
+  Value meanOverDataParallel(MathBuilder &math, Value value) {
+    if (!dataGrid_) {
+      return value;
+    }
+    Value sum = AllReduceOp::create(math.b, math.loc, value,
+                                    dataGrid_.getSymName(),
+                                    math.b.getDenseI16ArrayAttr({0}));
+    return math.mul(sum, math.scalar(1.0 / static_cast<double>(
+                                               dataGrid_.getShape()[0])));
+  }
+
   /// A micro-batch's gradient in f32, divided by the number of micro-batches.
   static Value microBatchShare(MathBuilder &math, Value gradient,
                                const OptimizerSettings &settings) {
@@ -248,7 +272,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       Value sum = math.add(read(builder, parameter.gradientSum, loc), share);
       AssignOp::create(builder, loc, parameter.gradientSum.getSymName(), sum);
     }
-    setResults(entry, ret, {ret.getOperand(0)}, {"loss"});
+    MathBuilder shared(builder, entry.getLoc());
+    setResults(entry, ret, {meanOverDataParallel(shared, ret.getOperand(0))},
+               {"loss"});
   }
 
   void buildUpdate(func::FuncOp entry, MutableArrayRef<Trained> trained,
@@ -282,7 +308,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (settings.accumulation > 1) {
         g = math.add(read(builder, parameter.gradientSum, math.loc), g);
       }
-      gradients.push_back(g);
+      gradients.push_back(meanOverDataParallel(math, g));
     }
 
     // Global-norm clipping, as torch.nn.utils.clip_grad_norm_.
@@ -355,7 +381,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
     }
 
-    SmallVector<Value> results{ret.getOperand(0)};
+    SmallVector<Value> results{meanOverDataParallel(shared, ret.getOperand(0))};
     SmallVector<StringRef> names{"loss"};
     if (norm) {
       results.push_back(norm);
