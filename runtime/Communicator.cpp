@@ -137,23 +137,11 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
     return Status::error("all_reduce of " + std::to_string(count) +
                          " elements: more than MPI's int count");
   }
-  // The group's communicator: ranks with the same coordinates off `axes`.
-  // Made by the first all-reduce over them; every rank runs the same
-  // program, so every rank makes it at the same point.
-  auto [it, made] = groups_->byAxes.try_emplace(axes, MPI_COMM_NULL);
-  MPI_Comm &group = it->second;
-  if (made) {
-    std::vector<int64_t> others;
-    for (int64_t axis = 0; axis < static_cast<int64_t>(grid_.size()); ++axis) {
-      if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
-        others.push_back(axis);
-      }
-    }
-    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
-                       static_cast<int>(indexAlong(axes)), &group) != MPI_SUCCESS) {
-      return Status::error("MPI_Comm_split failed");
-    }
+  StatusOr<void *> made = this->group(axes);
+  if (!made) {
+    return made.status();
   }
+  MPI_Comm group = static_cast<MPI_Comm>(*made);
   int status;
   if (input.dtype() == DType::F32) {
     status = MPI_Allreduce(output.data() == input.data() ? MPI_IN_PLACE : input.data(),
@@ -168,6 +156,76 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
   }
   return status == MPI_SUCCESS ? Status::ok()
                                : Status::error("MPI_Allreduce failed");
+}
+
+StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
+  if (!groups_) {
+    return Status::error("a collective outside an MPI run");
+  }
+  // The ranks with the same coordinates off `axes`, ordered by theirs
+  // along `axes`.
+  auto [it, made] = groups_->byAxes.try_emplace(axes, MPI_COMM_NULL);
+  if (made) {
+    std::vector<int64_t> others;
+    for (int64_t axis = 0; axis < static_cast<int64_t>(grid_.size()); ++axis) {
+      if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
+        others.push_back(axis);
+      }
+    }
+    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
+                       static_cast<int>(indexAlong(axes)),
+                       &it->second) != MPI_SUCCESS) {
+      return Status::error("MPI_Comm_split failed");
+    }
+  }
+  return static_cast<void *>(it->second);
+}
+
+StatusOr<Tensor> Communicator::allGather(const Tensor &block, int64_t dim,
+                                         const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  Shape shape = block.shape();
+  shape.at(dim) *= ranks;
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, block.byteSize() * ranks)),
+                              std::free);
+  if (!bytes) {
+    return Status::error("out of memory gathering a tensor of " +
+                         formatShape(shape));
+  }
+  Tensor whole(block.dtype(), shape, std::move(bytes));
+  if (ranks == 1) {
+    std::memcpy(whole.data(), block.data(), block.byteSize());
+    return whole;
+  }
+  if (block.byteSize() > static_cast<size_t>(INT_MAX)) {
+    return Status::error("a block of " + std::to_string(block.byteSize()) +
+                         " bytes: more than MPI's int count");
+  }
+  StatusOr<void *> made = group(axes);
+  if (!made) {
+    return made.status();
+  }
+  // Every rank's block one after the other, then interleaved along `dim`.
+  std::vector<uint8_t> blocks(block.byteSize() * ranks);
+  int count = static_cast<int>(block.byteSize());
+  if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks.data(), count, MPI_BYTE,
+                    static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+    return Status::error("MPI_Allgather failed");
+  }
+  int64_t outer = 1, run = dtypeSize(block.dtype());
+  for (int64_t d = 0; d < dim; ++d) {
+    outer *= block.shape()[d];
+  }
+  for (size_t d = dim; d < block.shape().size(); ++d) {
+    run *= block.shape()[d];
+  }
+  for (int64_t r = 0; r < ranks; ++r) {
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(static_cast<uint8_t *>(whole.data()) + (o * ranks + r) * run,
+                  blocks.data() + r * block.byteSize() + o * run, run);
+    }
+  }
+  return whole;
 }
 
 void Communicator::abort(int exitCode) {

@@ -42,6 +42,11 @@ public:
   Status allReduceSum(const Tensor &input, Tensor &output,
                       const std::vector<int64_t> &axes);
 
+  /// The whole tensor whose blocks along `dim` the ranks that differ only
+  /// along `axes` hold (`block` is this rank's), on every one of them.
+  StatusOr<Tensor> allGather(const Tensor &block, int64_t dim,
+                             const std::vector<int64_t> &axes);
+
   /// Ends every rank's process after one failed: the message is printed
   /// by the failing rank, and no rank is left waiting in a collective.
   [[noreturn]] void abort(int exitCode);
@@ -52,6 +57,10 @@ public:
 private:
   Communicator() = default;
   struct Groups;
+  /// The communicator of the ranks that differ only along `axes` (made at
+  /// first use: every rank runs the same program, so every rank makes it
+  /// at the same point), or an error.
+  StatusOr<void *> group(const std::vector<int64_t> &axes);
 
   std::vector<int64_t> grid_;
   int64_t rank_ = 0, size_ = 1;

@@ -421,25 +421,39 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
   return stored;
 }
 
-Status Weights::save(const Executable &executable,
-                     const std::string &path) const {
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (executable.root().parameters()->Get(i)->split_dim() >= 0) {
-      return Status::error("saving split weights is not built yet (each "
-                           "rank holds blocks of them)");
-    }
+StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
+                                Communicator *ranks) const {
+  StatusOr<Tensor> stored = asStored(index);
+  const fb::Parameter &parameter = *executable.root().parameters()->Get(index);
+  if (!stored || parameter.split_dim() < 0) {
+    return stored;
   }
+  if (!ranks) {
+    return Status::error("parameter '" + parameter.name()->str() +
+                         "' is split over ranks that are not running");
+  }
+  return ranks->allGather(
+      *stored, parameter.split_dim(),
+      std::vector<int64_t>(parameter.split_axes()->begin(),
+                           parameter.split_axes()->end()));
+}
+
+Status Weights::save(const Executable &executable, const std::string &path,
+                     Communicator *ranks) const {
   std::vector<Tensor> stored;
   stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    StatusOr<Tensor> tensor = asStored(i);
+    StatusOr<Tensor> tensor = whole(i, executable, ranks);
     if (!tensor) {
       return tensor.status();
     }
     stored.push_back(tensor.take());
     named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
                        &stored.back());
+  }
+  if (ranks && ranks->rank() != 0) {
+    return Status::ok(); // rank 0 writes the whole weights
   }
   return writeSafetensors(path, named);
 }

@@ -72,8 +72,16 @@ public:
   /// without pet_config.
   Status saveMerged(const Executable &executable, const std::string &path) const;
 
-  /// Writes every parameter under its Hugging Face name.
-  Status save(const Executable &executable, const std::string &path) const;
+  /// Writes every parameter under its Hugging Face name. In a sharded run
+  /// every rank calls it (split parameters are gathered whole) and rank 0
+  /// writes the file a single-rank run would.
+  Status save(const Executable &executable, const std::string &path,
+              Communicator *ranks = nullptr) const;
+
+  /// Parameter `index` whole, as stored: a split one gathered from the
+  /// ranks holding its blocks (a collective: every rank calls it).
+  StatusOr<Tensor> whole(size_t index, const Executable &executable,
+                         Communicator *ranks) const;
 
 private:
   /// Parameter i as stored (an [N, K] one unpacked from its panels).

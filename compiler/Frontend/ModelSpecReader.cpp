@@ -1192,39 +1192,37 @@ private:
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
     std::string unsharded = whyNotTensorParallel();
+    // What is built: data parallelism in training (mf-train-step averages
+    // gradients and the loss, each rank reads its part of the batch) and
+    // tensor parallelism (mf-partition), on MPI ranks.
     if (config.dataParallel > 1 && whyNotDataParallel().empty()) {
-      // Data parallelism is built (gradients and loss averaged over the
-      // ranks by mf-train-step, each rank reading its part of the batch).
       spec_.shardedDataParallel = config.dataParallel;
-      if (devices > config.dataParallel) {
-        context_.diagnostics.warning(
-            parallel.loc(),
-            "parallel_config asks for " + llvm::Twine(devices).str() +
-                " devices; the program is compiled for data_parallel's " +
-                llvm::Twine(config.dataParallel).str() +
-                " ranks only (model_parallel, pipeline_stage and "
-                "context_parallel in training are not built yet)");
-      }
-    } else if (config.modelParallel > 1 && unsharded.empty()) {
-      // Tensor parallelism is built (mf-partition, run on MPI ranks).
+    }
+    if (config.modelParallel > 1 && unsharded.empty()) {
       spec_.shardedModelParallel = config.modelParallel;
-      if (devices > config.modelParallel) {
+    }
+    int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel;
+    if (ranks > 1) {
+      if (devices > ranks) {
         context_.diagnostics.warning(
             parallel.loc(),
             "parallel_config asks for " + llvm::Twine(devices).str() +
-                " devices; the program is compiled for model_parallel's " +
-                llvm::Twine(config.modelParallel).str() +
-                " ranks only (data_parallel, pipeline_stage and "
-                "context_parallel are not built yet)");
+                " devices; the program is compiled for " +
+                llvm::Twine(ranks).str() + " ranks (data_parallel " +
+                llvm::Twine(spec_.shardedDataParallel).str() +
+                " x model_parallel " +
+                llvm::Twine(spec_.shardedModelParallel).str() +
+                "): pipeline_stage, context_parallel and data_parallel "
+                "outside training are not built yet");
       }
-      if (!config.vocabEmbDp) {
+      if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
         context_.diagnostics.warning(
             parallel.loc(),
             "vocab_emb_dp: False is not built yet: the embedding and lm_head "
             "are replicated on every rank (the same math, more memory than "
             "MindFormers' vocabulary-parallel layout)");
       }
-      if (config.useSeqParallel) {
+      if (spec_.shardedModelParallel > 1 && config.useSeqParallel) {
         context_.diagnostics.warning(
             parallel.loc(),
             "use_seq_parallel is not built yet: norms and residual adds run "
@@ -1265,9 +1263,6 @@ private:
   std::string whyNotTensorParallel() const {
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
-    }
-    if (spec_.runMode != RunMode::Predict) {
-      return "for run_mode predict only so far";
     }
     if (spec_.model.family != ModelFamily::Llama) {
       return "for LLaMA-family models only so far";

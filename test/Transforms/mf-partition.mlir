@@ -17,10 +17,14 @@ func.func @block(%x: tensor<1x3x8xf32>, %cache: tensor<1x3x2x2xf32>, %past: tens
     -> (tensor<1x3x8xf32>, tensor<1x3x2x2xf32>) {
   %g = mf.param @norm : tensor<8xf32>
   %n = mf.rms_norm %x, %g eps = 1.0e-05 : tensor<1x3x8xf32>, tensor<8xf32>
+  // The input of the column-parallel q and k projections: one mf.replicate,
+  // whose gradient rule sums their partial gradients over the ranks.
+  // CHECK: %[[N:.*]] = mf.rms_norm
+  // CHECK-NEXT: %[[R:.*]] = mf.replicate %[[N]] on @grid axes = [1] : tensor<1x3x8xf32>
   // CHECK: mf.param @wq : tensor<4x8xf32>
   %wq = mf.param @wq : tensor<8x8xf32>
   %bq = mf.param @bq : tensor<8xf32>
-  // CHECK: mf.matmul {{.*}} -> tensor<1x3x4xf32>
+  // CHECK: mf.matmul %[[R]], {{.*}} -> tensor<1x3x4xf32>
   %q0 = mf.matmul %n, %wq transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
   // CHECK: mf.broadcast {{.*}} : tensor<4xf32> to tensor<1x3x4xf32>
   %b = mf.broadcast %bq : tensor<8xf32> to tensor<1x3x8xf32>
@@ -28,6 +32,7 @@ func.func @block(%x: tensor<1x3x8xf32>, %cache: tensor<1x3x2x2xf32>, %past: tens
   // CHECK: mf.reshape {{.*}} to tensor<1x3x2x2xf32>
   %q = mf.reshape %q1 : tensor<1x3x8xf32> to tensor<1x3x4x2xf32>
   %wk = mf.param @wk : tensor<4x8xf32>
+  // CHECK: mf.matmul %[[R]], {{.*}} -> tensor<1x3x2xf32>
   %k0 = mf.matmul %n, %wk transpose_rhs : tensor<1x3x8xf32>, tensor<4x8xf32> -> tensor<1x3x4xf32>
   %k = mf.reshape %k0 : tensor<1x3x4xf32> to tensor<1x3x2x2xf32>
   // CHECK: mf.kv_cache_write %[[CACHE]], {{.*}} : tensor<1x3x1x2xf32>, tensor<1x3x1x2xf32>

@@ -144,14 +144,31 @@ private:
 /// What a checkpoint holds: the trained parameters (all of them, or LoRA's
 /// adapters alone: the frozen base is not part of it) and the optimizer
 /// state, with the step and the data position.
+/// Every rank calls it (split parameters are gathered); the primary rank
+/// writes the checkpoint a single-rank run would.
 Status saveCheckpoint(const std::string &path, const Executable &executable,
-                      const Weights &weights, int64_t step, int64_t position) {
+                      const Weights &weights, int64_t step, int64_t position,
+                      const TrainOptions &options) {
   const auto &parameters = *executable.root().parameters();
+  std::vector<Tensor> tensors(parameters.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (!parameters.Get(i)->frozen()) {
-      named.emplace_back(parameters.Get(i)->name()->str(), &weights[i]);
+    if (parameters.Get(i)->frozen()) {
+      continue;
     }
+    if (parameters.Get(i)->split_dim() < 0) {
+      tensors[i] = weights[i];
+    } else {
+      StatusOr<Tensor> whole = weights.whole(i, executable, options.ranks);
+      if (!whole) {
+        return whole.status();
+      }
+      tensors[i] = whole.take();
+    }
+    named.emplace_back(parameters.Get(i)->name()->str(), &tensors[i]);
+  }
+  if (!options.primaryRank) {
+    return Status::ok();
   }
   return writeSafetensors(path, named,
                           {{"mfc.step", std::to_string(step)},
@@ -367,11 +384,12 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     progress.step(step, loss, lr, batches.globalTokensPerBatch() * accumulation);
     bool last = step + 1 == steps;
     bool periodic = options.saveEvery > 0 && (step + 1) % options.saveEvery == 0;
-    if (!options.saveWeights.empty() && options.primaryRank && (last || periodic)) {
+    if (!options.saveWeights.empty() && (last || periodic)) {
       std::string path = last ? options.saveWeights
                               : periodicCheckpointPath(options.saveWeights, step + 1);
       if (Status status =
-              saveCheckpoint(path, executable, weights, step + 1, position);
+              saveCheckpoint(path, executable, weights, step + 1, position,
+                             options);
           !status) {
         return fail(status.message());
       }

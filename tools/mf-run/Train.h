@@ -27,6 +27,8 @@ struct TrainOptions {
   /// Rank 0 of a multi-rank run (or the only rank): writes checkpoints
   /// and prints progress; the others only compute.
   bool primaryRank = true;
+  /// The ranks of a sharded program (checkpoints gather split weights).
+  Communicator *ranks = nullptr;
 };
 
 /// Trains `weights` in place (the executor's) with the compiled

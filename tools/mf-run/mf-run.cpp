@@ -1211,11 +1211,10 @@ int run(int argc, char **argv) {
   }
   if (ranks->size() > 1 &&
       (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
-       (splitParameters &&
-        (!options.saveWeights.empty() || !options.mergeLora.empty())))) {
+       (splitParameters && !options.mergeLora.empty()))) {
     return fail("--dump-tensors and --dump-grads (and, with split weights, "
-                "--save-weights and --merge-lora) are not built for "
-                "multi-rank programs yet: each rank holds its own values");
+                "--merge-lora) are not built for multi-rank programs yet: "
+                "each rank holds its own values");
   }
   const fb::ModelInfo &model = executable->model();
   std::string mode = options.mode.empty()
@@ -1297,8 +1296,9 @@ int run(int argc, char **argv) {
     Status status = session.weights.saveMerged(session.executable, options.mergeLora);
     return status ? 0 : fail(status.message());
   }
-  if (!options.saveWeights.empty() && task != "train" && writesFiles()) {
-    Status status = session.weights.save(session.executable, options.saveWeights);
+  if (!options.saveWeights.empty() && task != "train") {
+    Status status = session.weights.save(session.executable, options.saveWeights,
+                                         ranks.get());
     if (!status) {
       return fail(status.message());
     }
@@ -1336,7 +1336,7 @@ int run(int argc, char **argv) {
                                            "'" + options.data + "'");
                        },
                        ranks->indexAlong({0}), ranks->extentAlong({0}),
-                       writesFiles()};
+                       writesFiles(), ranks.get()};
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);

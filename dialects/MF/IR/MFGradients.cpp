@@ -354,3 +354,10 @@ LogicalResult AllReduceOp::buildGradients(OpBuilder &, Value g,
   grads.push_back(g);
   return success();
 }
+
+LogicalResult ReplicateOp::buildGradients(OpBuilder &b, Value g,
+                                          SmallVectorImpl<Value> &grads) {
+  // Each rank's consumers gave only their part of the gradient.
+  grads.push_back(AllReduceOp::create(b, getLoc(), g, getGrid(), getGridAxes()));
+  return success();
+}

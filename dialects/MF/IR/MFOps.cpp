@@ -1050,6 +1050,24 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   return verifyGridAxes(*this, *grid, getGridAxes(), seen);
 }
 
+LogicalResult ReplicateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid = lookUpGrid(*this, getGridAttr(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  if (getGridAxes().empty()) {
+    return emitOpError() << "needs at least one grid axis";
+  }
+  llvm::SmallBitVector seen(grid->getRank());
+  return verifyGridAxes(*this, *grid, getGridAxes(), seen);
+}
+
+// Only its gradient rule is of use: folded away after autodiff (no pass
+// between mf-partition and mf-autodiff folds).
+OpFoldResult ReplicateOp::fold(FoldAdaptor) { return getInput(); }
+int64_t ReplicateOp::getFlops() { return 0; }
+int64_t ReplicateOp::getBytesAccessed() { return 0; }
+
 // The sum itself: one add per element; every byte read and written once
 // (what crosses the network is the report's, not the cost model's).
 int64_t AllReduceOp::getFlops() { return detail::countResultElements(*this); }

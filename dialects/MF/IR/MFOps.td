@@ -714,6 +714,32 @@ def MF_AllReduceOp : MF_CostedOp<"all_reduce", [
   }];
 }
 
+def MF_ReplicateOp : MF_FreeOp<"replicate", [
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A replicated value read by split computation (Megatron's f)";
+  let description = [{
+    The identity on `input`, which every rank of the group holds whole, where
+    each rank's consumers compute with its block of split weights (the
+    input of column-parallel matmuls): each rank's gradient of the value is
+    then only its part, and the gradient rule sums them over the ranks of
+    `grid_axes` with `mf.all_reduce`. `mf-partition` puts it there; once
+    `mf-autodiff` has used it, canonicalization folds it away.
+
+    ```mlir
+    %x1 = mf.replicate %x on @grid axes = [1] : tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes attr-dict `:` type($result)
+  }];
+  let hasFolder = 1;
+}
+
 def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{

@@ -127,7 +127,13 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
       }
       Value gradient = parameterGradients.lookup(parameter.getSymName());
       if (!gradient) {
-        gradient = zerosOf(builder, parameter.getLoc(), parameter.getTensorType());
+        shard::GridOp grid;
+        if (parameter.getGrid()) { // a sharded program's: the rank's block
+          grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+              parameter, parameter.getGridAttr());
+        }
+        gradient = zerosOf(builder, parameter.getLoc(),
+                           parameter.getShardType(grid));
       }
       results.push_back(gradient);
       resultTypes.push_back(gradient.getType());

@@ -3,8 +3,10 @@
 // The frontend declares how parameters are split over the device grid
 // (mf.parameter ... sharding(@grid, split_axes)); this pass propagates the
 // splits forward through the graph, op by op, with one rule per op kind,
-// gives every split value its per-rank type and puts an mf.all_reduce after
-// each matmul that leaves partial sums. Every rank runs the result (SPMD):
+// gives every split value its per-rank type, puts an mf.all_reduce after
+// each matmul that leaves partial sums (Megatron's g) and an mf.replicate
+// before the replicated input of column-parallel matmuls (Megatron's f,
+// whose gradient is the all-reduce). Every rank runs the result (SPMD):
 // only the blocks of the weights it reads differ.
 //
 // A value is split along at most one dimension here, which is all that
@@ -231,8 +233,11 @@ private:
     if (lhs.partial || rhs.partial) {
       return noRule(matmul);
     }
-    // Column parallel: a weight split along its output features.
+    // Column parallel: a weight split along its output features. The input
+    // goes through mf.replicate, so that its gradient is summed over the
+    // ranks (each computes it from its block of the weight).
     if (lhs.replicated() && rhsRank == 2 && rhs.dim == rhsN) {
+      matmul.getLhsMutable().assign(replicated(matmul.getLhs(), rhs.axes));
       return assign(matmul.getResult(), Split::along(resultRank - 1, rhs.axes),
                     matmul);
     }
@@ -254,6 +259,23 @@ private:
       return assign(matmul.getResult(), Split::along(dim, lhs.axes), matmul);
     }
     return noRule(matmul);
+  }
+
+  /// `value` through one mf.replicate over `axes` (shared by all the
+  /// column-parallel matmuls that read it: q, k and v read one).
+  Value replicated(Value value, ArrayRef<int16_t> axes) {
+    if (auto existing = value.getDefiningOp<ReplicateOp>()) {
+      return existing; // a matmul visited again reads it already
+    }
+    Value &replica = replicas_[value];
+    if (!replica) {
+      OpBuilder builder(value.getContext());
+      builder.setInsertionPointAfterValue(value);
+      replica = ReplicateOp::create(builder, value.getLoc(), value,
+                                    grid_.getSymName(),
+                                    builder.getDenseI16ArrayAttr(axes));
+    }
+    return replica;
   }
 
   /// A split moves to the result dimension with the same outer extent (the
@@ -317,6 +339,7 @@ private:
 
   shard::GridOp grid_;
   DenseMap<Value, Split> splits_;
+  DenseMap<Value, Value> replicas_;
 };
 
 struct MFPartitionPass : mf::impl::MFPartitionPassBase<MFPartitionPass> {

@@ -39,7 +39,10 @@ def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
     split by heads, a matmul of a replicated input by a weight split along
     its output features is split along its last dimension). A matmul whose
     operands are both split along the contracted dimension yields partial
-    sums: an `mf.all_reduce` over the split's grid axes follows it. Every
+    sums: an `mf.all_reduce` over the split's grid axes follows it
+    (Megatron's `g`). The replicated input of column-parallel matmuls goes
+    through one `mf.replicate` (Megatron's `f`: the identity, whose gradient
+    rule all-reduces the partial gradients each rank computes). Every
     split value then gets its per-rank type (its split dimension divided
     by the number of ranks), KV-cache arguments and results included, and
     the entries' signatures follow.

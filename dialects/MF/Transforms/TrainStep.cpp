@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <cmath>
+#include <map>
 
 namespace mlir::mf {
 #define GEN_PASS_DEF_MFTRAINSTEPPASS
@@ -141,8 +142,9 @@ public:
 };
 
 struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
-  /// The grid whose axis 0 (data_parallel) has several ranks, or null.
-  shard::GridOp dataGrid_;
+  /// The module's device grid (a sharded program's), or null; the same
+  /// grid when its axis 0 (data_parallel) has several ranks, else null.
+  shard::GridOp grid_, dataGrid_;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -172,6 +174,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     // Data parallelism: axis 0 of the module's grid (MindFormers'
     // data_parallel x model_parallel).
     for (auto grid : module.getOps<shard::GridOp>()) {
+      grid_ = grid;
       if (grid.getShape()[0] > 1) {
         dataGrid_ = grid;
       }
@@ -232,8 +235,23 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         parameter.getLoc());
   }
 
-  static Value read(OpBuilder &builder, ParameterOp parameter, Location loc) {
-    return ParamOp::create(builder, loc, parameter.getTensorType(),
+  /// Every grid axis a split parameter is split over.
+  static SmallVector<int16_t> splitAxesOf(ParameterOp parameter) {
+    SmallVector<int16_t> axes;
+    for (DenseI16ArrayAttr dim : parameter.getSplitAxesAttr().getAxes()) {
+      axes.append(dim.asArrayRef().begin(), dim.asArrayRef().end());
+    }
+    llvm::sort(axes);
+    return axes;
+  }
+
+  /// A parameter as this rank holds it (its block, when it is split).
+  RankedTensorType blockType(ParameterOp parameter) {
+    return parameter.getShardType(grid_);
+  }
+
+  Value read(OpBuilder &builder, ParameterOp parameter, Location loc) {
+    return ParamOp::create(builder, loc, blockType(parameter),
                            parameter.getSymName());
   }
 
@@ -314,10 +332,22 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     // Global-norm clipping, as torch.nn.utils.clip_grad_norm_.
     Value norm;
     if (settings.maxGradNorm) {
+      // A split parameter's squares are summed over the ranks holding its
+      // blocks; a replicated one's count once.
       Value total;
-      for (Value g : gradients) {
+      std::map<SmallVector<int16_t>, Value> splitTotals;
+      for (auto [parameter, g] : llvm::zip(trained, gradients)) {
         Value squares = shared.sumAll(shared.mul(g, g));
-        total = total ? shared.add(total, squares) : squares;
+        Value &sum = parameter.parameter.getSplitAxesAttr()
+                         ? splitTotals[splitAxesOf(parameter.parameter)]
+                         : total;
+        sum = sum ? shared.add(sum, squares) : squares;
+      }
+      for (auto &[axes, sum] : splitTotals) {
+        Value whole = AllReduceOp::create(builder, optimizerLoc, sum,
+                                          grid_.getSymName(),
+                                          builder.getDenseI16ArrayAttr(axes));
+        total = total ? shared.add(total, whole) : whole;
       }
       norm = shared.sqrt(total);
       Value scale =
@@ -346,7 +376,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto [parameter, g] : llvm::zip(trained, gradients)) {
       Location loc = locationOf(parameter.parameter);
       MathBuilder math(builder, loc);
-      auto type = math.f32(parameter.parameter.getTensorType());
+      auto type = math.f32(blockType(parameter.parameter));
       Value weight = math.castTo(read(builder, parameter.parameter, loc),
                                  builder.getF32Type());
       Value m = math.add(math.mul(read(builder, parameter.m, loc),

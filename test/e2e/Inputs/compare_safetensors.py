@@ -1,8 +1,13 @@
-"""Compares every tensor of safetensors files with the first's: the largest
-|a - b| / max |a| over the tensors must be within the tolerance (1e-5)."""
+"""Compares every tensor of safetensors files with the first's: |a - b| /
+max |a| per tensor must be within 1e-5, or, with --noise FILE (the same
+run's weights from the other mode: Graph Mode against PyNative), within
+twice what that run differs from the first, where that is more: a tensor
+whose AdamW updates amplify rounding (a small one, such as the key bias
+under RoPE) is held to the agreement of the two single-rank modes, of
+which each side of the comparison carries its own share."""
+import argparse
 import json
 import struct
-import sys
 
 import numpy
 
@@ -24,13 +29,31 @@ def read(path):
     return tensors
 
 
-expected = read(sys.argv[1])
-for path in sys.argv[2:]:
+def differences(expected, actual):
+    return {n: float(abs(actual[n].astype(numpy.float64) - expected[n]).max()) /
+            max(float(abs(expected[n]).max()), 1e-30) for n in expected}
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("expected")
+parser.add_argument("actual", nargs="+")
+parser.add_argument("--noise")
+args = parser.parse_args()
+expected = read(args.expected)
+bound = {n: 1e-5 for n in expected}
+if args.noise:
+    for n, d in differences(expected, read(args.noise)).items():
+        bound[n] = max(bound[n], 2 * d)
+for path in args.actual:
     actual = read(path)
+    name = path.rsplit('/', 1)[-1]
     if sorted(actual) != sorted(expected):
-        print(f"{path.rsplit('/', 1)[-1]}: other tensors: MISMATCH")
+        print(f"{name}: other tensors: MISMATCH")
         continue
-    worst = max(float(abs(actual[n].astype(numpy.float64) - expected[n]).max()) /
-                max(float(abs(expected[n]).max()), 1e-30) for n in expected)
-    verdict = "OK" if worst <= 1e-5 else "MISMATCH"
-    print(f"{path.rsplit('/', 1)[-1]}: {len(expected)} tensors, worst relative difference {worst:.3g}: {verdict}")
+    found = differences(expected, actual)
+    worst = max(found, key=lambda n: found[n] / bound[n])
+    over = [n for n in found if found[n] > bound[n]]
+    verdict = "OK" if not over else "MISMATCH in " + ", ".join(over)
+    print(f"{name}: {len(expected)} tensors, worst relative difference "
+          f"{max(found.values()):.3g} ({worst}: {found[worst]:.3g}, bound "
+          f"{bound[worst]:.3g}): {verdict}")
