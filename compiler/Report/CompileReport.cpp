@@ -81,14 +81,22 @@ int64_t bytesOf(Type type) {
          std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
 }
 
+/// The device grid of a sharded program, or null.
+shard::GridOp gridOf(ModuleOp module) {
+  auto grids = module.getOps<shard::GridOp>();
+  return grids.empty() ? shard::GridOp() : *grids.begin();
+}
+
+/// Per rank: a split parameter's block.
 std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step) {
     return std::nullopt;
   }
   TrainingMemory memory;
+  shard::GridOp grid = gridOf(module);
   for (auto parameter : module.getOps<mf::ParameterOp>()) {
-    int64_t bytes = bytesOf(parameter.getTensorType());
+    int64_t bytes = bytesOf(parameter.getShardType(grid));
     if (parameter.getFrozen()) {
       memory.frozenParameters += bytes;
     } else if (parameter.getState()) {
@@ -103,6 +111,49 @@ std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
     memory.activations = *host.getArenaBytes();
   }
   return memory;
+}
+
+/// The collectives one run of an entry performs, by grid axes: how many
+/// and their payload (the tensor each rank contributes).
+struct Collectives {
+  std::string axes; ///< "model_parallel", "data_parallel", ...
+  int64_t count = 0, bytes = 0, ranks = 1;
+  /// What a ring all-reduce sends from each rank: 2 (n - 1) / n payloads.
+  int64_t wireBytes() const {
+    return ranks <= 1 ? 0 : 2 * (ranks - 1) * bytes / ranks;
+  }
+};
+
+/// Per entry, its all-reduces grouped by axes (entries without are left out).
+std::vector<std::pair<std::string, std::vector<Collectives>>>
+collectivesOf(ModuleOp module, shard::GridOp grid) {
+  static const char *const axisNames[] = {"data_parallel", "model_parallel"};
+  std::vector<std::pair<std::string, std::vector<Collectives>>> entries;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    std::map<std::string, Collectives> byAxes;
+    function.walk([&](mf::AllReduceOp reduce) {
+      std::string axes;
+      int64_t ranks = 1;
+      for (int16_t axis : reduce.getGridAxes()) {
+        axes += (axes.empty() ? "" : " x ") +
+                std::string(axis < 2 ? axisNames[axis] : "axis " + std::to_string(axis));
+        ranks *= grid.getShape()[axis];
+      }
+      Collectives &collectives = byAxes[axes];
+      collectives.axes = axes;
+      collectives.ranks = ranks;
+      ++collectives.count;
+      collectives.bytes += bytesOf(reduce.getType());
+    });
+    if (!byAxes.empty()) {
+      std::vector<Collectives> list;
+      for (auto &[axes, collectives] : byAxes) {
+        list.push_back(collectives);
+      }
+      entries.emplace_back(function.getSymName().str(), std::move(list));
+    }
+  }
+  return entries;
 }
 
 /// "none 0-3, selective 4-5, full 6-11": runs of equal choices.
@@ -329,11 +380,62 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
   if (auto name = module->getAttrOfType<StringAttr>("mf.model_name")) {
     root["model"] = name.str();
   }
+  if (shard::GridOp grid = gridOf(module)) {
+    llvm::json::Array shape;
+    for (int64_t extent : grid.getShape()) {
+      shape.push_back(extent);
+    }
+    int64_t parameters = 0;
+    for (auto parameter : module.getOps<mf::ParameterOp>()) {
+      parameters += bytesOf(parameter.getShardType(grid));
+    }
+    llvm::json::Object perEntry;
+    for (auto &[name, list] : collectivesOf(module, grid)) {
+      llvm::json::Array collectives;
+      for (const Collectives &c : list) {
+        collectives.push_back(llvm::json::Object{
+            {"collective", "all_reduce"}, {"axes", c.axes}, {"ranks", c.ranks},
+            {"count", c.count}, {"payload_bytes", c.bytes},
+            {"ring_bytes_sent_per_rank", c.wireBytes()}});
+      }
+      perEntry[name] = std::move(collectives);
+    }
+    root["parallel"] = llvm::json::Object{
+        {"grid", std::move(shape)},
+        {"parameter_bytes_per_rank", parameters},
+        {"collectives", std::move(perEntry)}};
+  }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 
 void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
                                  const RecomputeSummary *recompute) {
+  if (shard::GridOp grid = gridOf(module)) {
+    int64_t parameters = 0, whole = 0;
+    for (auto parameter : module.getOps<mf::ParameterOp>()) {
+      parameters += bytesOf(parameter.getShardType(grid));
+      whole += bytesOf(parameter.getTensorType());
+    }
+    os << "parallel: grid " << grid.getShape()[0];
+    for (int64_t extent : grid.getShape().drop_front()) {
+      os << "x" << extent;
+    }
+    os << llvm::format(" (data_parallel x model_parallel); each rank holds "
+                       "%.4g MB of weights and optimizer state (whole: %.4g "
+                       "MB)\n",
+                       parameters / 1e6, whole / 1e6);
+    for (auto &[name, list] : collectivesOf(module, grid)) {
+      os << "  @" << name << ":";
+      for (const Collectives &c : list) {
+        os << llvm::format(" %lld all-reduces over %s (%lld ranks) of %.4g MB, "
+                           "%.4g MB sent per rank by a ring;",
+                           static_cast<long long>(c.count), c.axes.c_str(),
+                           static_cast<long long>(c.ranks), c.bytes / 1e6,
+                           c.wireBytes() / 1e6);
+      }
+      os << "\n";
+    }
+  }
   if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
     os << llvm::format(
         "training step memory: parameters %.4g MB trained + %.4g MB frozen, "

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Data and tensor parallelism: per-rank memory and communication, and speed.
+
+  bench/parallel.py [--build build] [--config PATH] [--runs 3] [--steps 3]
+                    [--tables layout,speed]
+
+layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
+(compile only) with its own parallel_config (data_parallel 8) and as
+model_parallel 8 and data_parallel 2 x model_parallel 4 (--set), and prints,
+from mfc's --report, what each rank holds (parameters, gradients, AdamW
+state, train_step's arena) and what one train_step all-reduces, by grid
+axis, next to Megatron-LM's formulas for the same layout:
+  - tensor parallelism (Shoeybi et al. 2019; Narayanan et al. 2021): per
+    layer two all-reduces of the b x s x h activations forward (after the
+    attention output and the FFN down projection, g) and two backward (the
+    gradients of the attention and FFN inputs, f), in the compute dtype;
+  - data parallelism: one all-reduce of every gradient a rank holds (the
+    parameters / model_parallel, in fp32: mfc casts gradients to fp32
+    before averaging them), plus the loss;
+  - the scalars mfc adds: the loss (data parallel) and the global norm's
+    sum of squares of the split gradients (tensor parallel), 4 bytes each.
+  A ring all-reduce of n ranks sends 2 (n - 1) / n of the payload per rank.
+
+speed: trains bench/configs/llama-100m.yaml (run_mode train, batch 2 x 256)
+on one rank with 2 threads against 2 data-parallel ranks of batch 1 with
+one thread each (mpirun), alternating within each run, and prints the
+medians of time per step (after the first) and their ratio.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+          "-x", "OPENBLAS_NUM_THREADS=1"]
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def compile_report(build, config, binary, overrides):
+    report = binary + ".json"
+    args = [os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
+            "--report", report]
+    for override in overrides:
+        args += ["--set", override]
+    subprocess.run(args, check=True, capture_output=True)
+    with open(report) as f:
+        return json.load(f)
+
+
+def megatron(config, overrides, report):
+    """Megatron-LM's per-step payloads for this layout, in bytes."""
+    with open(config) as f:
+        doc = yaml.safe_load(f)
+    for override in overrides:
+        key, value = override.split("=", 1)
+        node = doc
+        *path, last = key.split(".")
+        for part in path:
+            node = node[part]
+        node[last] = yaml.safe_load(value)
+    model = doc["model"]["model_config"]
+    parallel = doc.get("parallel_config", {})
+    dp = parallel.get("data_parallel", 1) if doc.get("use_parallel") else 1
+    tp = parallel.get("model_parallel", 1) if doc.get("use_parallel") else 1
+    b = doc["runner_config"]["batch_size"]
+    s, h, layers = model["seq_length"], model["hidden_size"], model["num_layers"]
+    compute = DTYPE_BYTES[model.get("compute_dtype", "float16")]
+    formulas = {}
+    if tp > 1:
+        formulas["model_parallel"] = (4 * layers * b * s * h * compute + 4, tp)
+    if dp > 1:
+        trained = report["training_memory_bytes"]["trained_parameters"]
+        param_bytes = DTYPE_BYTES[model.get("param_init_type", "float32")]
+        # The gradients in fp32 (trained parameter bytes are per rank) and the loss.
+        formulas["data_parallel"] = (trained // param_bytes * 4 + 4, dp)
+    return formulas
+
+
+def layout_table(args, tmp):
+    config = os.path.join(args.mindformers, "pretrain_llama2_7b.yaml")
+    layouts = [("its own (dp 8)", []),
+               ("tp 8", ["parallel_config.data_parallel=1", "parallel_config.model_parallel=8"]),
+               ("dp 2 x tp 4", ["parallel_config.data_parallel=2", "parallel_config.model_parallel=4"])]
+    print(f"pretrain_llama2_7b.yaml at full size, compiled only; per rank, one train_step")
+    print(f"{'layout':16} {'params MB':>10} {'grads MB':>9} {'AdamW MB':>9} {'arena MB':>9}  "
+          f"{'axis':15} {'all-reduces':>11} {'payload MB':>11} {'Megatron MB':>12} {'ring sent MB':>13}")
+    for name, overrides in layouts:
+        binary = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".bin")
+        report = compile_report(args.build, config, binary, overrides)
+        memory = report["training_memory_bytes"]
+        formulas = megatron(config, overrides, report)
+        steps = {c["axes"]: c for c in report.get("parallel", {}).get("collectives", {}).get("train_step", [])}
+        first = True
+        for axis in sorted(set(steps) | set(formulas)):
+            c = steps.get(axis, {"count": 0, "payload_bytes": 0, "ring_bytes_sent_per_rank": 0})
+            formula, ranks = formulas.get(axis, (0, 1))
+            head = (f"{name:16} {memory['trained_parameters'] / 1e6:10.1f} {memory['gradients'] / 1e6:9.1f} "
+                    f"{memory['optimizer_state'] / 1e6:9.1f} {memory['activations_arena'] / 1e6:9.1f}"
+                    if first else " " * 58)
+            verdict = "equal" if c["payload_bytes"] == formula else "DIFFERENT"
+            print(f"{head}  {axis:15} {c['count']:11d} {c['payload_bytes'] / 1e6:11.3f} "
+                  f"{formula / 1e6:12.3f} {c['ring_bytes_sent_per_rank'] / 1e6:13.3f}  {verdict}")
+            first = False
+
+
+def step_ms(stderr):
+    match = re.search(r"\(([\d.]+) ms/step.*?(?:, ([\d.]+) ms/step after the first)?\); ", stderr)
+    return float(match.group(2) or match.group(1))
+
+
+def speed_table(args, tmp):
+    config = os.path.join(HERE, "configs", "llama-100m.yaml")
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as out:
+        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+            if name.endswith(".md"):
+                with open(os.path.join(ROOT, "docs", name)) as f:
+                    out.write(f.read())
+    common = ["run_mode=train", "runner_config.batch_size=2"]
+    one = os.path.join(tmp, "one.bin")
+    dp2 = os.path.join(tmp, "dp2.bin")
+    compile_report(args.build, config, one, common)
+    compile_report(args.build, config, dp2, ["run_mode=train", "runner_config.batch_size=1",
+                                             "use_parallel=True", "parallel_config.data_parallel=2"])
+    mfrun = os.path.join(args.build, "bin", "mf-run")
+    run = ["--data", corpus, "--steps", str(args.steps)]
+    times = {"one rank, 2 threads": [], "dp2, 1 thread a rank": []}
+    for _ in range(args.runs):
+        r = subprocess.run([mfrun, one, "--threads", "2"] + run, capture_output=True, text=True, check=True)
+        times["one rank, 2 threads"].append(step_ms(r.stderr))
+        r = subprocess.run(MPIRUN + ["-n", "2", mfrun, dp2, "--threads", "1"] + run,
+                           capture_output=True, text=True, check=True)
+        times["dp2, 1 thread a rank"].append(step_ms(r.stderr))
+    print(f"\nllama-100m train step, batch 2 x 256 (global), medians of {args.runs} alternating runs "
+          f"of {args.steps} steps")
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    for name, ms in medians.items():
+        print(f"  {name:22} {ms:9.1f} ms/step   runs: {', '.join(f'{t:.0f}' for t in times[name])}")
+    print(f"  dp2 / one rank: {medians['dp2, 1 thread a rank'] / medians['one rank, 2 threads']:.2f}x the time")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--mindformers", default=os.path.join(ROOT, "..", "shared", "configs", "mindformers"))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--tables", default="layout,speed")
+    args = parser.parse_args()
+    tables = args.tables.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        if "layout" in tables:
+            layout_table(args, tmp)
+        if "speed" in tables:
+            speed_table(args, tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
