@@ -4,11 +4,12 @@ family, the configs mfc accepts, the ones it refuses (with the reason) and
 the ones it crashes on (a signal, an internal error, a time-out).
 
   MINDFORMERS_DIR=~/mindformers python3 scripts/config-zoo.py [--build build]
-      [--jobs 2] [--timeout 300] [--compile-to mf] [--list]
+      [--jobs 2] [--timeout 300] [--compile-to sharding] [--list]
 
 The YAMLs under configs/ and research/ are compiled as they are, full size,
-to the `mf` phase (the graph: every key is read and checked, no kernels are
-built). The family is the directory under configs/ or research/; the
+to the `sharding` phase (the graph, partitioned for the config's
+parallel_config where that is built: every key is read and checked, no
+kernels are built). The family is the directory under configs/ or research/; the
 architecture is the YAML's model.arch.type. --list prints every file's
 outcome."""
 import argparse
@@ -56,7 +57,7 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300)
-    parser.add_argument("--compile-to", default="mf")
+    parser.add_argument("--compile-to", default="sharding")
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     root = os.environ.get("MINDFORMERS_DIR")

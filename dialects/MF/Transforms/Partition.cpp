@@ -71,10 +71,11 @@ public:
   }
 
 private:
-  const Split &splitOf(Value value) {
-    static const Split replicated;
+  /// By value: assigning a split to another value may move the map's
+  /// entries.
+  Split splitOf(Value value) const {
     auto it = splits_.find(value);
-    return it == splits_.end() ? replicated : it->second;
+    return it == splits_.end() ? Split() : it->second;
   }
 
   int64_t ways(ArrayRef<int16_t> axes) {
@@ -109,7 +110,7 @@ private:
                               << "cannot be partitioned: no sharding rule for "
                                  "its operands' splits (";
     llvm::interleaveComma(op->getOperands(), diag, [&](Value operand) {
-      const Split &split = splitOf(operand);
+      const Split split = splitOf(operand);
       if (split.replicated()) {
         diag << "replicated";
       } else {
@@ -137,7 +138,7 @@ private:
           return visitBroadcast(broadcast);
         })
         .Case<RopeOp>([&](RopeOp rope) {
-          const Split &input = splitOf(rope.getInput());
+          const Split input = splitOf(rope.getInput());
           int64_t headDim = rope.getInput().getType().getRank() - 1;
           if (!splitOf(rope.getPositions()).replicated() ||
               input.dim == headDim) {
@@ -148,7 +149,7 @@ private:
         .Case<AttentionOp>([&](AttentionOp attention) {
           // Query, key and value split by heads (dimension 2) the same way:
           // each rank attends with its heads (and its KV heads).
-          const Split &query = splitOf(attention.getQuery());
+          const Split query = splitOf(attention.getQuery());
           if (query.dim != 2 || splitOf(attention.getKey()) != query ||
               splitOf(attention.getValue()) != query ||
               (attention.getPastLength() &&
@@ -158,7 +159,7 @@ private:
           return assign(attention.getResult(), query, attention);
         })
         .Case<AllReduceOp>([&](AllReduceOp reduce) {
-          const Split &input = splitOf(reduce.getInput());
+          const Split input = splitOf(reduce.getInput());
           if (!input.partial || ArrayRef<int16_t>(input.axes) !=
                                     reduce.getGridAxes()) {
             return (noRule(reduce));
@@ -169,7 +170,7 @@ private:
           return visitKvCacheWrite(write);
         })
         .Case<EmbeddingOp>([&](EmbeddingOp embedding) {
-          const Split &ids = splitOf(embedding.getIds());
+          const Split ids = splitOf(embedding.getIds());
           if (!splitOf(embedding.getTable()).replicated()) {
             return (noRule(embedding));
           }
@@ -206,7 +207,7 @@ private:
 
   /// Elementwise ops keep a split when every operand has the same one.
   LogicalResult visitElementwise(Operation *op) {
-    const Split &first = splitOf(op->getOperand(0));
+    const Split first = splitOf(op->getOperand(0));
     for (Value operand : op->getOperands()) {
       if (splitOf(operand) != first || first.partial) {
         return noRule(op);
@@ -221,8 +222,8 @@ private:
   }
 
   LogicalResult visitMatmul(MatmulOp matmul) {
-    const Split &lhs = splitOf(matmul.getLhs());
-    const Split &rhs = splitOf(matmul.getRhs());
+    const Split lhs = splitOf(matmul.getLhs());
+    const Split rhs = splitOf(matmul.getRhs());
     int64_t lhsRank = matmul.getLhs().getType().getRank();
     int64_t rhsRank = matmul.getRhs().getType().getRank();
     int64_t resultRank = matmul.getResult().getType().getRank();
@@ -282,7 +283,7 @@ private:
   /// product of the dimensions before it): [B, S, H*D] split along H*D is
   /// [B, S, H, D] split along H, when H (and H*D) divide by the ranks.
   LogicalResult visitReshape(ReshapeOp reshape) {
-    const Split &input = splitOf(reshape.getInput());
+    const Split input = splitOf(reshape.getInput());
     if (input.partial) {
       return noRule(reshape);
     }
@@ -307,7 +308,7 @@ private:
 
   /// A bias broadcast to the rows of a split matmul result.
   LogicalResult visitBroadcast(BroadcastOp broadcast) {
-    const Split &input = splitOf(broadcast.getInput());
+    const Split input = splitOf(broadcast.getInput());
     ArrayRef<int64_t> from = broadcast.getInput().getType().getShape();
     ArrayRef<int64_t> to = broadcast.getResult().getType().getShape();
     int64_t dim = input.dim + static_cast<int64_t>(to.size() - from.size());
@@ -321,7 +322,7 @@ private:
   /// The cache holds the rank's KV heads: a cache that is an entry argument
   /// takes the split of what is written into it.
   LogicalResult visitKvCacheWrite(KvCacheWriteOp write) {
-    const Split &update = splitOf(write.getUpdate());
+    const Split update = splitOf(write.getUpdate());
     Value cache = write.getCache();
     if (update.dim != 2 || !splitOf(write.getPosition()).replicated()) {
       return noRule(write);
