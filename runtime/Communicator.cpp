@@ -228,6 +228,86 @@ StatusOr<Tensor> Communicator::allGather(const Tensor &block, int64_t dim,
   return whole;
 }
 
+namespace {
+
+/// Copies block `index` of `count` along `dim` of `whole` to `block` (or
+/// back, with `intoWhole`). Element size `size`.
+void copyBlock(const uint8_t *from, uint8_t *to, const Shape &wholeShape,
+               int64_t dim, int64_t count, int64_t index, size_t size,
+               bool intoWhole) {
+  int64_t outer = 1, inner = size;
+  for (int64_t d = 0; d < dim; ++d) {
+    outer *= wholeShape[d];
+  }
+  for (size_t d = dim + 1; d < wholeShape.size(); ++d) {
+    inner *= wholeShape[d];
+  }
+  int64_t run = wholeShape[dim] / count * inner; // one block's row, in bytes
+  for (int64_t o = 0; o < outer; ++o) {
+    size_t wholeAt = (o * wholeShape[dim] * inner) + index * run;
+    size_t blockAt = o * run;
+    if (intoWhole) {
+      std::memcpy(to + wholeAt, from + blockAt, run);
+    } else {
+      std::memcpy(to + blockAt, from + wholeAt, run);
+    }
+  }
+}
+
+} // namespace
+
+Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
+                               const std::vector<int64_t> &axes) const {
+  int64_t ranks = extentAlong(axes);
+  if (input.dtype() != output.dtype() ||
+      input.numElements() != output.numElements() * ranks) {
+    return Status::error("scatter: the result is not one block of its operand");
+  }
+  copyBlock(static_cast<const uint8_t *>(input.data()),
+            static_cast<uint8_t *>(output.data()), input.shape(), dim, ranks,
+            indexAlong(axes), dtypeSize(input.dtype()), false);
+  return Status::ok();
+}
+
+Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
+                                      int64_t dim,
+                                      const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (input.dtype() != output.dtype() ||
+      input.numElements() != output.numElements() * ranks) {
+    return Status::error("reduce_scatter: the result is not one block of its operand");
+  }
+  if (ranks == 1) {
+    std::memcpy(output.data(), input.data(), output.byteSize());
+    return Status::ok();
+  }
+  if (input.numElements() > INT_MAX) {
+    return Status::error("reduce_scatter of " + std::to_string(input.numElements()) +
+                         " elements: more than MPI's int count");
+  }
+  StatusOr<void *> made = group(axes);
+  if (!made) {
+    return made.status();
+  }
+  // The blocks one after the other in rank order, as f32.
+  std::vector<float> values(input.numElements()), ordered(input.numElements());
+  input.loadFloats(values.data());
+  int64_t blockElements = output.numElements();
+  for (int64_t r = 0; r < ranks; ++r) {
+    copyBlock(reinterpret_cast<const uint8_t *>(values.data()),
+              reinterpret_cast<uint8_t *>(ordered.data() + r * blockElements),
+              input.shape(), dim, ranks, r, sizeof(float), false);
+  }
+  std::vector<float> mine(blockElements);
+  if (MPI_Reduce_scatter_block(ordered.data(), mine.data(),
+                               static_cast<int>(blockElements), MPI_FLOAT,
+                               MPI_SUM, static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+    return Status::error("MPI_Reduce_scatter_block failed");
+  }
+  output.storeFloats(mine.data());
+  return Status::ok();
+}
+
 void Communicator::abort(int exitCode) {
   if (groups_) {
     MPI_Abort(MPI_COMM_WORLD, exitCode);

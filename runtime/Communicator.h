@@ -47,6 +47,15 @@ public:
   StatusOr<Tensor> allGather(const Tensor &block, int64_t dim,
                              const std::vector<int64_t> &axes);
 
+  /// `output` = this rank's block along `dim` of the sum of `input` over
+  /// the ranks that differ only along `axes` (summed in f32).
+  Status reduceScatterSum(const Tensor &input, Tensor &output, int64_t dim,
+                          const std::vector<int64_t> &axes);
+  /// `output` = this rank's block along `dim` of `input` (no
+  /// communication: every rank holds `input` whole).
+  Status keepBlock(const Tensor &input, Tensor &output, int64_t dim,
+                   const std::vector<int64_t> &axes) const;
+
   /// Ends every rank's process after one failed: the message is printed
   /// by the failing rank, and no rank is left waiting in a collective.
   [[noreturn]] void abort(int exitCode);

@@ -86,7 +86,10 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Assign:
     return {1, 1, 1, 2, 0};
   case fb::OpKind::AllReduce:
-    return {1, 1, 1, -1, 0}; // grid axes, checked against the grid: OpTypes
+  case fb::OpKind::AllGather:
+  case fb::OpKind::ReduceScatter:
+  case fb::OpKind::Scatter:
+    return {1, 1, 1, -1, 0}; // grid axes, checked against the grid below
   }
   return {-1, -1, -1, -1, -1};
 }
@@ -106,6 +109,43 @@ Status checkTensorType(const fb::TensorType *type, const std::string &where) {
   StatusOr<int64_t> count =
       checkedElementCount(Executable::shapeOf(*type));
   return count ? Status::ok() : count.status().withContext(where);
+}
+
+/// A collective's grid axes (distinct axes of the grid) and, along one
+/// dimension, blocks whose count is the ranks of those axes.
+Status checkCollective(const fb::Executable &root, const fb::Op &op,
+                       const Shape &input, const Shape &result,
+                       const std::string &where) {
+  size_t gridRank = root.grid() ? root.grid()->size() : 0;
+  bool alongDim = op.kind() != fb::OpKind::AllReduce;
+  std::vector<bool> seen(gridRank, false);
+  int64_t ranks = 1;
+  for (size_t i = alongDim ? 1 : 0; i < op.ints()->size(); ++i) {
+    int64_t axis = op.ints()->Get(i);
+    if (axis < 0 || static_cast<size_t>(axis) >= gridRank || seen[axis]) {
+      return Status::error(where + " sums over grid axis " +
+                           std::to_string(axis) + ", but the grid has " +
+                           std::to_string(gridRank) +
+                           " axes (or it is named twice)");
+    }
+    seen[axis] = true;
+    ranks *= root.grid()->Get(axis);
+  }
+  if (!alongDim) {
+    return Status::ok();
+  }
+  const Shape &block = op.kind() == fb::OpKind::AllGather ? input : result;
+  const Shape &whole = op.kind() == fb::OpKind::AllGather ? result : input;
+  int64_t dim = op.ints()->Get(0);
+  Shape expected = block;
+  if (dim < 0 || static_cast<size_t>(dim) >= block.size() ||
+      (expected[dim] *= ranks, expected != whole)) {
+    return Status::error(where + ": " + formatShape(whole) + " is not " +
+                         std::to_string(ranks) + " blocks " +
+                         formatShape(block) + " along dimension " +
+                         std::to_string(dim));
+  }
+  return Status::ok();
 }
 
 Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
@@ -207,18 +247,10 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       if (!typesFit) {
         return typesFit.withContext(where);
       }
-      if (op.kind() == fb::OpKind::AllReduce) {
-        size_t gridRank = root.grid() ? root.grid()->size() : 0;
-        std::vector<bool> seen(gridRank, false);
-        for (int64_t axis : *op.ints()) {
-          if (axis < 0 || static_cast<size_t>(axis) >= gridRank || seen[axis]) {
-            return Status::error(where + " sums over grid axis " +
-                                 std::to_string(axis) + ", but the grid has " +
-                                 std::to_string(gridRank) +
-                                 " axes (or it is named twice)");
-          }
-          seen[axis] = true;
-        }
+      if (op.kind() >= fb::OpKind::AllReduce) { // collectives
+        MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
+                                             Executable::shapeOf(resultType),
+                                             where));
       }
       for (uint32_t id : *op.results()) { // arity checked: results exist
         MFRT_RETURN_IF_ERROR(checkId(id, where));

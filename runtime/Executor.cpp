@@ -199,13 +199,31 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
 
 Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                        Tensor &output, const ParallelFor &parallel) {
-  if (op.kind() != fb::OpKind::AllReduce) {
+  if (op.kind() < fb::OpKind::AllReduce) { // not a collective
     return runKernel(op, inputs, output, parallel);
   }
   if (!communicator_) {
-    return Status::error("an all-reduce needs the program's ranks (mf-run "
+    return Status::error("a collective needs the program's ranks (mf-run "
                          "starts them under mpirun)");
   }
-  std::vector<int64_t> axes(op.ints()->begin(), op.ints()->end());
-  return communicator_->allReduceSum(*inputs[0], output, axes);
+  if (op.kind() == fb::OpKind::AllReduce) {
+    std::vector<int64_t> axes(op.ints()->begin(), op.ints()->end());
+    return communicator_->allReduceSum(*inputs[0], output, axes);
+  }
+  int64_t dim = op.ints()->Get(0);
+  std::vector<int64_t> axes(op.ints()->begin() + 1, op.ints()->end());
+  switch (op.kind()) {
+  case fb::OpKind::AllGather: {
+    StatusOr<Tensor> whole = communicator_->allGather(*inputs[0], dim, axes);
+    if (!whole) {
+      return whole.status();
+    }
+    std::memcpy(output.data(), whole->data(), output.byteSize());
+    return Status::ok();
+  }
+  case fb::OpKind::ReduceScatter:
+    return communicator_->reduceScatterSum(*inputs[0], output, dim, axes);
+  default:
+    return communicator_->keepBlock(*inputs[0], output, dim, axes);
+  }
 }

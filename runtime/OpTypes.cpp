@@ -285,6 +285,15 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
                  "scalar gradient, and the logits' type";
+  case fb::OpKind::AllGather: // shapes and axes: against the grid
+  case fb::OpKind::ReduceScatter:
+  case fb::OpKind::Scatter:
+    return in[0].dtype == out.dtype && isFloat(out.dtype) &&
+                   in[0].shape.size() == out.shape.size() && op.ints() &&
+                   op.ints()->size() > 1
+               ? ""
+               : "expected a float operand of the result's dtype and rank, a "
+                 "dimension and grid axes";
   case fb::OpKind::AllReduce: // its axes are checked against the grid
     return sameType(in[0], out) && isFloat(out.dtype) && op.ints() &&
                    op.ints()->size() > 0

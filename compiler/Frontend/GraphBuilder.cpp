@@ -325,6 +325,10 @@ void GraphBuilder::setOptimizer() {
     settings.push_back(builder_.getNamedAttr(
         "max_grad_norm", builder_.getF64FloatAttr(spec_.runner.maxGradNorm)));
   }
+  if (spec_.parallelOptimizer) {
+    settings.push_back(
+        builder_.getNamedAttr("parallel_optimizer", builder_.getUnitAttr()));
+  }
   module_->setAttr("mf.optimizer", builder_.getDictionaryAttr(settings));
 }
 

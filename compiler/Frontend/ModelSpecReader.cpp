@@ -586,7 +586,12 @@ private:
   void readTopLevel() {
     for (StringRef key : kTrainerOnlyKeys) {
       if (root_.get(key)) {
-        spec_.ignoredSections.push_back(key.str());
+        // readParallel reads parallel.enable_parallel_optimizer.
+        bool shardsOptimizer =
+            key == "parallel" && nodeAtPath("parallel.enable_parallel_optimizer");
+        spec_.ignoredSections.push_back(
+            shardsOptimizer ? "parallel (but enable_parallel_optimizer)"
+                            : key.str());
       } else if (root_.present()) {
         root_.ignore({key});
       }
@@ -1202,6 +1207,23 @@ private:
       spec_.shardedModelParallel = config.modelParallel;
     }
     int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel;
+    // MindSpore's parallel context, otherwise the trainer's: the one key
+    // that changes the layout mfc builds.
+    if (const ConfigNode *shard = nodeAtPath("parallel.enable_parallel_optimizer")) {
+      std::optional<bool> enabled = parseBool(*shard);
+      if (!enabled) {
+        diagnostics().error(locOfKey("parallel.enable_parallel_optimizer"),
+                            "parallel.enable_parallel_optimizer: expected True "
+                            "or False, got " + shard->describe());
+      } else if (*enabled && spec_.shardedDataParallel > 1) {
+        spec_.parallelOptimizer = true;
+      } else if (*enabled && config.dataParallel > 1) {
+        context_.diagnostics.warning(
+            locOfKey("parallel.enable_parallel_optimizer"),
+            "parallel.enable_parallel_optimizer: the optimizer state is not "
+            "sharded: the program does not run data_parallel ranks");
+      }
+    }
     if (ranks > 1) {
       if (devices > ranks) {
         context_.diagnostics.warning(

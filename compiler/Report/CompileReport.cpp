@@ -113,14 +113,18 @@ std::optional<TrainingMemory> trainingMemory(ModuleOp module) {
   return memory;
 }
 
-/// The collectives one run of an entry performs, by grid axes: how many
-/// and their payload (the tensor each rank contributes).
+/// The collectives of one kind one run of an entry performs over some grid
+/// axes: how many and their payload (the whole tensor: what an all-reduce
+/// sums, a reduce-scatter reduces, an all-gather assembles).
 struct Collectives {
+  std::string kind; ///< all_reduce, reduce_scatter, all_gather
   std::string axes; ///< "model_parallel", "data_parallel", ...
   int64_t count = 0, bytes = 0, ranks = 1;
-  /// What a ring all-reduce sends from each rank: 2 (n - 1) / n payloads.
+  /// What a ring algorithm sends from each rank: 2 (n - 1) / n payloads
+  /// for an all-reduce, (n - 1) / n for a reduce-scatter or an all-gather.
   int64_t wireBytes() const {
-    return ranks <= 1 ? 0 : 2 * (ranks - 1) * bytes / ranks;
+    int64_t passes = kind == "all_reduce" ? 2 : 1;
+    return ranks <= 1 ? 0 : passes * (ranks - 1) * bytes / ranks;
   }
 };
 
@@ -130,20 +134,30 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
   static const char *const axisNames[] = {"data_parallel", "model_parallel"};
   std::vector<std::pair<std::string, std::vector<Collectives>>> entries;
   for (auto function : module.getOps<func::FuncOp>()) {
-    std::map<std::string, Collectives> byAxes;
-    function.walk([&](mf::AllReduceOp reduce) {
+    std::map<std::pair<std::string, std::string>, Collectives> byAxes;
+    auto count = [&](StringRef kind, ArrayRef<int16_t> gridAxes, Type whole) {
       std::string axes;
       int64_t ranks = 1;
-      for (int16_t axis : reduce.getGridAxes()) {
+      for (int16_t axis : gridAxes) {
         axes += (axes.empty() ? "" : " x ") +
                 std::string(axis < 2 ? axisNames[axis] : "axis " + std::to_string(axis));
         ranks *= grid.getShape()[axis];
       }
-      Collectives &collectives = byAxes[axes];
+      Collectives &collectives = byAxes[{kind.str(), axes}];
+      collectives.kind = kind.str();
       collectives.axes = axes;
       collectives.ranks = ranks;
       ++collectives.count;
-      collectives.bytes += bytesOf(reduce.getType());
+      collectives.bytes += bytesOf(whole);
+    };
+    function.walk([&](Operation *op) {
+      if (auto reduce = dyn_cast<mf::AllReduceOp>(op)) {
+        count("all_reduce", reduce.getGridAxes(), reduce.getType());
+      } else if (auto scatter = dyn_cast<mf::ReduceScatterOp>(op)) {
+        count("reduce_scatter", scatter.getGridAxes(), scatter.getInput().getType());
+      } else if (auto gather = dyn_cast<mf::AllGatherOp>(op)) {
+        count("all_gather", gather.getGridAxes(), gather.getType());
+      }
     });
     if (!byAxes.empty()) {
       std::vector<Collectives> list;
@@ -394,7 +408,7 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
       llvm::json::Array collectives;
       for (const Collectives &c : list) {
         collectives.push_back(llvm::json::Object{
-            {"collective", "all_reduce"}, {"axes", c.axes}, {"ranks", c.ranks},
+            {"collective", c.kind}, {"axes", c.axes}, {"ranks", c.ranks},
             {"count", c.count}, {"payload_bytes", c.bytes},
             {"ring_bytes_sent_per_rank", c.wireBytes()}});
       }
@@ -427,9 +441,10 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     for (auto &[name, list] : collectivesOf(module, grid)) {
       os << "  @" << name << ":";
       for (const Collectives &c : list) {
-        os << llvm::format(" %lld all-reduces over %s (%lld ranks) of %.4g MB, "
+        os << llvm::format(" %lld %s over %s (%lld ranks) of %.4g MB, "
                            "%.4g MB sent per rank by a ring;",
-                           static_cast<long long>(c.count), c.axes.c_str(),
+                           static_cast<long long>(c.count), c.kind.c_str(),
+                           c.axes.c_str(),
                            static_cast<long long>(c.ranks), c.bytes / 1e6,
                            c.wireBytes() / 1e6);
       }

@@ -649,6 +649,19 @@ private:
             .Case([&](mf::KvCacheWriteOp) {
               return simple(fb::OpKind::KvCacheWrite);
             })
+            .Case<mf::AllGatherOp, mf::ReduceScatterOp, mf::ScatterOp>(
+                [&](auto collective) {
+                  std::vector<int64_t> ints{collective.getDimension()};
+                  ints.insert(ints.end(), collective.getGridAxes().begin(),
+                              collective.getGridAxes().end());
+                  fb::OpKind kind =
+                      isa<mf::AllGatherOp>(collective.getOperation())
+                          ? fb::OpKind::AllGather
+                      : isa<mf::ReduceScatterOp>(collective.getOperation())
+                          ? fb::OpKind::ReduceScatter
+                          : fb::OpKind::Scatter;
+                  return EncodedOp{kind, ints, {}, {}};
+                })
             .Case([&](mf::AllReduceOp reduce) {
               std::vector<int64_t> axes(reduce.getGridAxes().begin(),
                                         reduce.getGridAxes().end());

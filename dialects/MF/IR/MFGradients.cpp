@@ -361,3 +361,27 @@ LogicalResult ReplicateOp::buildGradients(OpBuilder &b, Value g,
   grads.push_back(AllReduceOp::create(b, getLoc(), g, getGrid(), getGridAxes()));
   return success();
 }
+
+LogicalResult AllGatherOp::buildGradients(OpBuilder &b, Value g,
+                                          SmallVectorImpl<Value> &grads) {
+  // The result is replicated: each rank's gradient of it is whole, and the
+  // input's is its block. (Where consumers compute only part of it,
+  // mf.replicate after the gather sums the parts first.)
+  grads.push_back(ScatterOp::create(b, getLoc(), getInput().getType(), g,
+                                    getGrid(), getGridAxes(), getDimension()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildGradients(OpBuilder &b, Value g,
+                                              SmallVectorImpl<Value> &grads) {
+  grads.push_back(AllGatherOp::create(b, getLoc(), getInput().getType(), g,
+                                      getGrid(), getGridAxes(), getDimension()));
+  return success();
+}
+
+LogicalResult ScatterOp::buildGradients(OpBuilder &b, Value g,
+                                        SmallVectorImpl<Value> &grads) {
+  grads.push_back(AllGatherOp::create(b, getLoc(), getInput().getType(), g,
+                                      getGrid(), getGridAxes(), getDimension()));
+  return success();
+}

@@ -1062,6 +1062,70 @@ LogicalResult ReplicateOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   return verifyGridAxes(*this, *grid, getGridAxes(), seen);
 }
 
+/// Checks a collective along one dimension: the grid and axes, and that
+/// the `whole` side's `dimension` is the `block` side's times the ranks.
+static LogicalResult verifyDimCollective(Operation *op, FlatSymbolRefAttr gridName,
+                                         ArrayRef<int16_t> axes, int64_t dimension,
+                                         RankedTensorType whole,
+                                         RankedTensorType block,
+                                         SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid = lookUpGrid(op, gridName, symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  if (axes.empty()) {
+    return op->emitOpError() << "needs at least one grid axis";
+  }
+  llvm::SmallBitVector seen(grid->getRank());
+  if (failed(verifyGridAxes(op, *grid, axes, seen))) {
+    return failure();
+  }
+  int64_t ranks = 1;
+  for (int16_t axis : axes) {
+    ranks *= grid->getShape()[axis];
+  }
+  SmallVector<int64_t> expected(block.getShape());
+  if (dimension >= block.getRank()) {
+    return op->emitOpError() << "dimension " << dimension
+                             << " is not a dimension of " << block;
+  }
+  expected[dimension] *= ranks;
+  if (ArrayRef<int64_t>(expected) != whole.getShape()) {
+    return op->emitOpError() << "expects the whole " << whole << " to be "
+                             << ranks << " blocks " << block
+                             << " along dimension " << dimension;
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyDimCollective(*this, getGridAttr(), getGridAxes(), getDimension(),
+                             getResult().getType(), getInput().getType(),
+                             symbolTable);
+}
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyDimCollective(*this, getGridAttr(), getGridAxes(), getDimension(),
+                             getInput().getType(), getResult().getType(),
+                             symbolTable);
+}
+LogicalResult ScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyDimCollective(*this, getGridAttr(), getGridAxes(), getDimension(),
+                             getInput().getType(), getResult().getType(),
+                             symbolTable);
+}
+int64_t AllGatherOp::getFlops() { return 0; }
+int64_t AllGatherOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}
+int64_t ReduceScatterOp::getFlops() { return getInput().getType().getNumElements(); }
+int64_t ReduceScatterOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}
+int64_t ScatterOp::getFlops() { return 0; }
+int64_t ScatterOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}
+
 // Only its gradient rule is of use: folded away after autodiff (no pass
 // between mf-partition and mf-autodiff folds).
 OpFoldResult ReplicateOp::fold(FoldAdaptor) { return getInput(); }

@@ -714,6 +714,69 @@ def MF_AllReduceOp : MF_CostedOp<"all_reduce", [
   }];
 }
 
+/// A collective along one dimension: `dimension` of the tensor is split
+/// over the ranks of `grid_axes` on one side of the op and whole on the
+/// other.
+class MF_DimCollectiveOp<string mnemonic, string summary_, string description_>
+    : MF_CostedOp<mnemonic, [DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+                             Pure, SameOperandsAndResultElementType,
+                             DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+                  ["getFlops", "getBytesAccessed"]> {
+  let summary = summary_;
+  let description = description_;
+  let arguments = (ins MF_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dimension);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes `dim` `=` $dimension attr-dict
+    `:` type($input) `->` type($result)
+  }];
+}
+
+def MF_AllGatherOp : MF_DimCollectiveOp<"all_gather",
+    "Joins the ranks' blocks along a dimension",
+    [{
+    Each rank holds a block of the result along `dimension`; the result, on
+    every rank of the group (the ranks that differ only in the coordinates
+    of `grid_axes`), is the blocks in the order of those coordinates. Its
+    gradient keeps the rank's block of the result's gradient (`mf.scatter`):
+    the result is replicated, so each rank's gradient of it is whole.
+
+    ```mlir
+    %w = mf.all_gather %block on @grid axes = [0] dim = 0
+        : tensor<32x64xf32> -> tensor<64x64xf32>
+    ```
+    }]>;
+
+def MF_ReduceScatterOp : MF_DimCollectiveOp<"reduce_scatter",
+    "Sums over the ranks and keeps this rank's block along a dimension",
+    [{
+    The sum of `input` over the ranks of the group, of which each rank keeps
+    the block along `dimension` at its coordinates (ZeRO's gradient
+    reduction; the all-reduce's second half). Sums are accumulated in f32.
+    Its gradient is the all-gather of the result's gradient.
+
+    ```mlir
+    %g = mf.reduce_scatter %grad on @grid axes = [0] dim = 0
+        : tensor<64x64xf32> -> tensor<32x64xf32>
+    ```
+    }]>;
+
+def MF_ScatterOp : MF_DimCollectiveOp<"scatter",
+    "Keeps this rank's block of a replicated tensor along a dimension",
+    [{
+    No communication: every rank holds `input` whole and keeps the block
+    along `dimension` at its coordinates on `grid_axes` (the shard of the
+    weights a rank updates with ZeRO). Its gradient is the all-gather of the
+    result's gradient.
+
+    ```mlir
+    %shard = mf.scatter %w on @grid axes = [0] dim = 0
+        : tensor<64x64xf32> -> tensor<32x64xf32>
+    ```
+    }]>;
+
 def MF_ReplicateOp : MF_FreeOp<"replicate", [
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultType,

@@ -37,6 +37,8 @@ struct OptimizerSettings {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
   std::optional<double> maxGradNorm;
   int64_t accumulation = 1;
+  /// ZeRO-1: AdamW's state and update sharded over the data-parallel ranks.
+  bool parallelOptimizer = false;
 };
 
 FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
@@ -74,6 +76,7 @@ FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
   if (auto steps = dict.getAs<IntegerAttr>("gradient_accumulation_steps")) {
     settings.accumulation = steps.getInt();
   }
+  settings.parallelOptimizer = dict.get("parallel_optimizer") != nullptr;
   if (settings.accumulation < 1 || settings.beta1 < 0 || settings.beta1 >= 1 ||
       settings.beta2 < 0 || settings.beta2 >= 1 ||
       (settings.maxGradNorm && *settings.maxGradNorm <= 0)) {
@@ -88,6 +91,9 @@ FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
 struct Trained {
   ParameterOp parameter;
   ParameterOp m, v, gradientSum; // gradientSum: only with accumulation
+  /// With the parallel optimizer: the dimension m and v (and the update)
+  /// are split along over the data-parallel ranks, when it divides.
+  std::optional<int64_t> shardedDim;
 };
 
 /// mf ops on f32 tensors, at one location.
@@ -163,14 +169,6 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     if (failed(settings)) {
       return signalPassFailure();
     }
-    SmallVector<Trained> trained = declareState(module, *settings);
-    if (trained.size() + 1 != backward.getNumResults()) {
-      backward.emitError() << "returns " << backward.getNumResults()
-                           << " values; expected the loss and one gradient per "
-                              "trained parameter ("
-                           << trained.size() << ")";
-      return signalPassFailure();
-    }
     // Data parallelism: axis 0 of the module's grid (MindFormers'
     // data_parallel x model_parallel).
     for (auto grid : module.getOps<shard::GridOp>()) {
@@ -178,6 +176,14 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (grid.getShape()[0] > 1) {
         dataGrid_ = grid;
       }
+    }
+    SmallVector<Trained> trained = declareState(module, *settings);
+    if (trained.size() + 1 != backward.getNumResults()) {
+      backward.emitError() << "returns " << backward.getNumResults()
+                           << " values; expected the loss and one gradient per "
+                              "trained parameter ("
+                           << trained.size() << ")";
+      return signalPassFailure();
     }
     OpBuilder builder(module.getContext());
     builder.setInsertionPointToEnd(module.getBody());
@@ -208,21 +214,39 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     } else {
       builder.setInsertionPointToStart(module.getBody());
     }
-    auto declare = [&](ParameterOp of, StringRef kind) {
+    // Split like its parameter (each rank updates its block), and with the
+    // parallel optimizer also over the data-parallel ranks along
+    // `shardedDim`.
+    auto declare = [&](ParameterOp of, StringRef kind,
+                       std::optional<int64_t> shardedDim) {
       auto type = RankedTensorType::get(of.getTensorType().getShape(),
                                         builder.getF32Type());
+      FlatSymbolRefAttr grid = of.getGridAttr();
+      shard::GridAxesArrayAttr splitAxes = of.getSplitAxesAttr();
+      if (shardedDim) {
+        SmallVector<DenseI16ArrayAttr> axes;
+        if (splitAxes) {
+          axes.assign(splitAxes.getAxes().begin(), splitAxes.getAxes().end());
+        }
+        axes.resize(std::max<size_t>(axes.size(), *shardedDim + 1),
+                    builder.getDenseI16ArrayAttr({}));
+        SmallVector<int16_t> dimAxes(axes[*shardedDim].asArrayRef());
+        dimAxes.push_back(0); // within the model-parallel block, if any
+        axes[*shardedDim] = builder.getDenseI16ArrayAttr(dimAxes);
+        grid = FlatSymbolRefAttr::get(dataGrid_.getSymNameAttr());
+        splitAxes = shard::GridAxesArrayAttr::get(builder.getContext(), axes);
+      }
       return ParameterOp::create(
           builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
           type, ParameterInit::zeros, FloatAttr(), StringAttr(),
-          /*frozen=*/false, /*state=*/true,
-          // Split like its parameter: each rank updates its block.
-          of.getGridAttr(), of.getSplitAxesAttr());
+          /*frozen=*/false, /*state=*/true, grid, splitAxes);
     };
     for (Trained &entry : trained) {
-      entry.m = declare(entry.parameter, "m");
-      entry.v = declare(entry.parameter, "v");
+      entry.shardedDim = shardedDimOf(entry.parameter, settings);
+      entry.m = declare(entry.parameter, "m", entry.shardedDim);
+      entry.v = declare(entry.parameter, "v", entry.shardedDim);
       if (settings.accumulation > 1) {
-        entry.gradientSum = declare(entry.parameter, "grad_sum");
+        entry.gradientSum = declare(entry.parameter, "grad_sum", std::nullopt);
       }
     }
     return trained;
@@ -233,6 +257,30 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         StringAttr::get(parameter.getContext(),
                         "optimizer." + parameter.getSymName().str()),
         parameter.getLoc());
+  }
+
+  /// The dimension the parallel optimizer shards a parameter's state along:
+  /// its model-parallel split dimension if it has one, else 0; none when
+  /// the rank's block does not divide by the data-parallel ranks.
+  std::optional<int64_t> shardedDimOf(ParameterOp parameter,
+                                      const OptimizerSettings &settings) {
+    if (!settings.parallelOptimizer || !dataGrid_) {
+      return std::nullopt;
+    }
+    int64_t dim = 0;
+    if (auto axes = parameter.getSplitAxesAttr()) {
+      for (auto [index, dimAxes] : llvm::enumerate(axes.getAxes())) {
+        if (!dimAxes.empty()) {
+          dim = index;
+        }
+      }
+    }
+    RankedTensorType block = blockType(parameter);
+    if (block.getRank() == 0 ||
+        block.getShape()[dim] % dataGrid_.getShape()[0] != 0) {
+      return std::nullopt;
+    }
+    return dim;
   }
 
   /// Every grid axis a split parameter is split over.
@@ -326,7 +374,18 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (settings.accumulation > 1) {
         g = math.add(read(builder, parameter.gradientSum, math.loc), g);
       }
-      gradients.push_back(meanOverDataParallel(math, g));
+      if (parameter.shardedDim) {
+        // ZeRO-1: the rank's shard of the data-parallel mean.
+        auto shardType = blockType(parameter.m);
+        g = ReduceScatterOp::create(builder, math.loc, shardType, g,
+                                    dataGrid_.getSymName(),
+                                    builder.getDenseI16ArrayAttr({0}),
+                                    *parameter.shardedDim);
+        gradients.push_back(math.mul(g, math.scalar(1.0 / static_cast<double>(
+                                                             dataGrid_.getShape()[0]))));
+      } else {
+        gradients.push_back(meanOverDataParallel(math, g));
+      }
     }
 
     // Global-norm clipping, as torch.nn.utils.clip_grad_norm_.
@@ -338,9 +397,12 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       std::map<SmallVector<int16_t>, Value> splitTotals;
       for (auto [parameter, g] : llvm::zip(trained, gradients)) {
         Value squares = shared.sumAll(shared.mul(g, g));
-        Value &sum = parameter.parameter.getSplitAxesAttr()
-                         ? splitTotals[splitAxesOf(parameter.parameter)]
-                         : total;
+        SmallVector<int16_t> axes =
+            parameter.shardedDim ? splitAxesOf(parameter.m)
+            : parameter.parameter.getSplitAxesAttr()
+                ? splitAxesOf(parameter.parameter)
+                : SmallVector<int16_t>();
+        Value &sum = axes.empty() ? total : splitTotals[axes];
         sum = sum ? shared.add(sum, squares) : squares;
       }
       for (auto &[axes, sum] : splitTotals) {
@@ -376,9 +438,16 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto [parameter, g] : llvm::zip(trained, gradients)) {
       Location loc = locationOf(parameter.parameter);
       MathBuilder math(builder, loc);
-      auto type = math.f32(blockType(parameter.parameter));
+      // The rank's state and weights: its shard with the parallel optimizer.
+      auto type = math.f32(blockType(parameter.m));
       Value weight = math.castTo(read(builder, parameter.parameter, loc),
                                  builder.getF32Type());
+      if (parameter.shardedDim) {
+        weight = ScatterOp::create(builder, loc, type, weight,
+                                   dataGrid_.getSymName(),
+                                   builder.getDenseI16ArrayAttr({0}),
+                                   *parameter.shardedDim);
+      }
       Value m = math.add(math.mul(read(builder, parameter.m, loc),
                                   math.splat(settings.beta1, type)),
                          math.mul(g, math.splat(1.0 - settings.beta1, type)));
@@ -402,9 +471,15 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
       AssignOp::create(builder, loc, parameter.m.getSymName(), m);
       AssignOp::create(builder, loc, parameter.v.getSymName(), v);
-      AssignOp::create(
-          builder, loc, parameter.parameter.getSymName(),
-          math.castTo(next, parameter.parameter.getTensorType().getElementType()));
+      next = math.castTo(next, parameter.parameter.getTensorType().getElementType());
+      if (parameter.shardedDim) {
+        // Every rank's updated shard, to every rank.
+        next = AllGatherOp::create(builder, loc, blockType(parameter.parameter),
+                                   next, dataGrid_.getSymName(),
+                                   builder.getDenseI16ArrayAttr({0}),
+                                   *parameter.shardedDim);
+      }
+      AssignOp::create(builder, loc, parameter.parameter.getSymName(), next);
       if (parameter.gradientSum) {
         AssignOp::create(builder, loc, parameter.gradientSum.getSymName(),
                          math.splat(0.0, type));
