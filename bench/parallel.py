@@ -16,10 +16,14 @@ axis, next to Megatron-LM's formulas for the same layout:
     gradients of the attention and FFN inputs, f), in the compute dtype;
   - data parallelism: one all-reduce of every gradient a rank holds (the
     parameters / model_parallel, in fp32: mfc casts gradients to fp32
-    before averaging them), plus the loss;
+    before averaging them), plus the loss; with the parallel optimizer
+    (ZeRO-1, which the config enables) a reduce-scatter of the same fp32
+    gradients and an all-gather of the updated weights in their dtype
+    instead (Rajbhandari et al. 2020);
   - the scalars mfc adds: the loss (data parallel) and the global norm's
-    sum of squares of the split gradients (tensor parallel), 4 bytes each.
-  A ring all-reduce of n ranks sends 2 (n - 1) / n of the payload per rank.
+    sums of squares of gradients split over ranks, 4 bytes each.
+  A ring all-reduce of n ranks sends 2 (n - 1) / n of the payload per rank,
+  a reduce-scatter or all-gather (n - 1) / n.
 
 speed: trains bench/configs/llama-100m.yaml (run_mode train, batch 2 x 256)
 on one rank with 2 threads against 2 data-parallel ranks of batch 1 with
@@ -56,7 +60,8 @@ def compile_report(build, config, binary, overrides):
 
 
 def megatron(config, overrides, report):
-    """Megatron-LM's per-step payloads for this layout, in bytes."""
+    """Megatron-LM's and ZeRO's per-step payloads for this layout, in bytes,
+    by (collective, grid axis)."""
     with open(config) as f:
         doc = yaml.safe_load(f)
     for override in overrides:
@@ -64,50 +69,60 @@ def megatron(config, overrides, report):
         node = doc
         *path, last = key.split(".")
         for part in path:
-            node = node[part]
+            node = node.setdefault(part, {})
         node[last] = yaml.safe_load(value)
     model = doc["model"]["model_config"]
     parallel = doc.get("parallel_config", {})
     dp = parallel.get("data_parallel", 1) if doc.get("use_parallel") else 1
     tp = parallel.get("model_parallel", 1) if doc.get("use_parallel") else 1
+    zero = dp > 1 and doc.get("parallel", {}).get("enable_parallel_optimizer", False)
     b = doc["runner_config"]["batch_size"]
     s, h, layers = model["seq_length"], model["hidden_size"], model["num_layers"]
     compute = DTYPE_BYTES[model.get("compute_dtype", "float16")]
+    param_bytes = DTYPE_BYTES[model.get("param_init_type", "float32")]
+    params = report["training_memory_bytes"]["trained_parameters"] // param_bytes  # per rank
     formulas = {}
     if tp > 1:
-        formulas["model_parallel"] = (4 * layers * b * s * h * compute + 4, tp)
-    if dp > 1:
-        trained = report["training_memory_bytes"]["trained_parameters"]
-        param_bytes = DTYPE_BYTES[model.get("param_init_type", "float32")]
-        # The gradients in fp32 (trained parameter bytes are per rank) and the loss.
-        formulas["data_parallel"] = (trained // param_bytes * 4 + 4, dp)
+        # g and f per layer, forward and backward; the global norm's scalar.
+        formulas[("all_reduce", "model_parallel")] = 4 * layers * b * s * h * compute + 4
+    if dp > 1 and zero:
+        # Every dimension of LLaMA-2 7B's blocks divides by these dp: all
+        # state is sharded. The loss and the norm's scalar stay all-reduces.
+        formulas[("reduce_scatter", "data_parallel")] = 4 * params
+        formulas[("all_gather", "data_parallel")] = param_bytes * params
+        formulas[("all_reduce", "data_parallel")] = 4 + 4
+    elif dp > 1:
+        formulas[("all_reduce", "data_parallel")] = 4 * params + 4
     return formulas
 
 
 def layout_table(args, tmp):
     config = os.path.join(args.mindformers, "pretrain_llama2_7b.yaml")
     layouts = [("its own (dp 8)", []),
+               ("dp 8, no ZeRO", ["parallel.enable_parallel_optimizer=False"]),
                ("tp 8", ["parallel_config.data_parallel=1", "parallel_config.model_parallel=8"]),
                ("dp 2 x tp 4", ["parallel_config.data_parallel=2", "parallel_config.model_parallel=4"])]
     print(f"pretrain_llama2_7b.yaml at full size, compiled only; per rank, one train_step")
     print(f"{'layout':16} {'params MB':>10} {'grads MB':>9} {'AdamW MB':>9} {'arena MB':>9}  "
-          f"{'axis':15} {'all-reduces':>11} {'payload MB':>11} {'Megatron MB':>12} {'ring sent MB':>13}")
+          f"{'collective':15} {'axis':15} {'count':>5} {'payload MB':>11} {'formula MB':>11} "
+          f"{'ring sent MB':>13}")
     for name, overrides in layouts:
         binary = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".bin")
         report = compile_report(args.build, config, binary, overrides)
         memory = report["training_memory_bytes"]
         formulas = megatron(config, overrides, report)
-        steps = {c["axes"]: c for c in report.get("parallel", {}).get("collectives", {}).get("train_step", [])}
+        steps = {(c["collective"], c["axes"]): c
+                 for c in report.get("parallel", {}).get("collectives", {}).get("train_step", [])}
         first = True
-        for axis in sorted(set(steps) | set(formulas)):
-            c = steps.get(axis, {"count": 0, "payload_bytes": 0, "ring_bytes_sent_per_rank": 0})
-            formula, ranks = formulas.get(axis, (0, 1))
+        for key in sorted(set(steps) | set(formulas)):
+            c = steps.get(key, {"count": 0, "payload_bytes": 0, "ring_bytes_sent_per_rank": 0})
+            formula = formulas.get(key, 0)
             head = (f"{name:16} {memory['trained_parameters'] / 1e6:10.1f} {memory['gradients'] / 1e6:9.1f} "
                     f"{memory['optimizer_state'] / 1e6:9.1f} {memory['activations_arena'] / 1e6:9.1f}"
                     if first else " " * 58)
             verdict = "equal" if c["payload_bytes"] == formula else "DIFFERENT"
-            print(f"{head}  {axis:15} {c['count']:11d} {c['payload_bytes'] / 1e6:11.3f} "
-                  f"{formula / 1e6:12.3f} {c['ring_bytes_sent_per_rank'] / 1e6:13.3f}  {verdict}")
+            print(f"{head}  {key[0]:15} {key[1]:15} {c['count']:5d} {c['payload_bytes'] / 1e6:11.3f} "
+                  f"{formula / 1e6:11.3f} {c['ring_bytes_sent_per_rank'] / 1e6:13.3f}  {verdict}")
             first = False
 
 

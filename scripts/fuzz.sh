@@ -46,6 +46,12 @@ done
 # f32 parameters computed in f16: values derived from the weights (offset -2).
 "$build/bin/mfc" compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
   --set model.model_config.compute_dtype=float16 -o "$corpus/executable/gpt2-fp16.bin" 2>/dev/null
+# Sharded programs: a device grid, split parameters, collectives.
+"$build/bin/mfc" compile test/e2e/Inputs/tp-llama.yaml --set model.model_config.num_layers=1 \
+  -o "$corpus/executable/tp2.bin" 2>/dev/null
+"$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
+  --set use_parallel=True --set parallel_config.data_parallel=2 --set parallel_config.model_parallel=2 \
+  --set parallel.enable_parallel_optimizer=True -o "$corpus/executable/dp2tp2-zero.bin" 2>/dev/null
 # Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
 /usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
 import os, struct, sys, zlib

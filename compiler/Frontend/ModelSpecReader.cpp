@@ -1244,12 +1244,6 @@ private:
             "are replicated on every rank (the same math, more memory than "
             "MindFormers' vocabulary-parallel layout)");
       }
-      if (spec_.shardedModelParallel > 1 && config.useSeqParallel) {
-        context_.diagnostics.warning(
-            parallel.loc(),
-            "use_seq_parallel is not built yet: norms and residual adds run "
-            "on the whole sequence on every rank (the same math)");
-      }
     } else if (devices > 1) {
       if (config.modelParallel > 1) {
         unsharded = " (model_parallel is built " + unsharded + ")";

@@ -26,8 +26,10 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
-void addSharding(OpPassManager &pm, const CompileOptions &) {
-  pm.addPass(mf::createMFPartitionPass());
+void addSharding(OpPassManager &pm, const CompileOptions &options) {
+  mf::MFPartitionPassOptions partition;
+  partition.sequenceParallel = options.sequenceParallel;
+  pm.addPass(mf::createMFPartitionPass(partition));
 }
 
 void addAutodiff(OpPassManager &pm, const CompileOptions &) {

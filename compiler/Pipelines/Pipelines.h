@@ -52,6 +52,9 @@ struct CompileOptions {
   std::vector<std::string> recomputeFull;
   std::vector<std::string> recomputeSelect;
   std::vector<std::string> recomputeExclude;
+  /// Tensor-parallel modules: mf-partition's sequence parallelism
+  /// (parallel_config.use_seq_parallel).
+  bool sequenceParallel = false;
 };
 
 /// Adds every phase from `firstPhase` ("": the first) up to and including

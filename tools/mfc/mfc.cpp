@@ -368,6 +368,8 @@ int compile(int argc, char **argv) {
   options.cpu = cpu;
   options.kernelsObject = kernelsObject;
   options.packWeights = packWeights;
+  options.sequenceParallel =
+      spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
   bool training =
       spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
   std::optional<int64_t> budgetBytes;

@@ -1121,6 +1121,18 @@ int64_t ReduceScatterOp::getFlops() { return getInput().getType().getNumElements
 int64_t ReduceScatterOp::getBytesAccessed() {
   return detail::countOperandAndResultBytes(*this);
 }
+LogicalResult ScatterOp::canonicalize(ScatterOp op, PatternRewriter &rewriter) {
+  auto sum = op.getInput().getDefiningOp<AllReduceOp>();
+  if (!sum || !sum->hasOneUse() || sum.getGrid() != op.getGrid() ||
+      sum.getGridAxes() != op.getGridAxes()) {
+    return failure();
+  }
+  rewriter.replaceOpWithNewOp<ReduceScatterOp>(
+      op, op.getType(), sum.getInput(), op.getGridAttr(), op.getGridAxesAttr(),
+      op.getDimensionAttr());
+  return success();
+}
+
 int64_t ScatterOp::getFlops() { return 0; }
 int64_t ScatterOp::getBytesAccessed() {
   return detail::countOperandAndResultBytes(*this);

@@ -775,7 +775,13 @@ def MF_ScatterOp : MF_DimCollectiveOp<"scatter",
     %shard = mf.scatter %w on @grid axes = [0] dim = 0
         : tensor<64x64xf32> -> tensor<32x64xf32>
     ```
-    }]>;
+
+    The block of an all-reduce over the same ranks is their reduce-scatter
+    (canonicalization: the gradient of an all-gather whose consumers
+    compute parts of its gradient, as under sequence parallelism).
+    }]> {
+  let hasCanonicalizeMethod = 1;
+}
 
 def MF_ReplicateOp : MF_FreeOp<"replicate", [
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,

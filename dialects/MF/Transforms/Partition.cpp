@@ -54,9 +54,11 @@ struct Split {
 
 class Partitioner {
 public:
-  Partitioner(shard::GridOp grid) : grid_(grid) {}
+  Partitioner(shard::GridOp grid, bool sequenceParallel)
+      : grid_(grid), sequenceParallel_(sequenceParallel) {}
 
   LogicalResult run(func::FuncOp func) {
+    sequenceSplit_ = sequenceParallel_ && splitsSequence(func);
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
       if (failed(visit(&op))) {
         return failure();
@@ -71,6 +73,43 @@ public:
   }
 
 private:
+  /// The model-parallel axis sequence parallelism splits along.
+  static constexpr int16_t kModelAxis = 1;
+  static constexpr int64_t kSequenceDim = 1;
+
+  /// Whether sequence parallelism applies to `func`: no KV cache (one
+  /// decode token does not split) and a sequence the ranks divide.
+  bool splitsSequence(func::FuncOp func) {
+    bool cache = false, divides = true;
+    func.walk([&](Operation *op) {
+      cache |= isa<KvCacheWriteOp>(op);
+      if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+        divides &= embedding.getType().getShape()[kSequenceDim] %
+                       grid_.getShape()[kModelAxis] == 0;
+      }
+    });
+    return !cache && divides;
+  }
+
+  /// `value`, split along the sequence and replicated, all-gathered (the
+  /// input of the column-parallel projections, or of the lm_head).
+  Value gathered(Value value, const Split &split) {
+    Value &gather = gathers_[value]; // one for q, k and v (and w1, w3)
+    if (gather) {
+      return gather;
+    }
+    OpBuilder builder(value.getContext());
+    builder.setInsertionPointAfterValue(value);
+    auto local = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(local.getShape());
+    shape[split.dim] *= ways(split.axes);
+    gather = AllGatherOp::create(builder, value.getLoc(), local.clone(shape),
+                                 value, grid_.getSymName(),
+                                 builder.getDenseI16ArrayAttr(split.axes),
+                                 split.dim);
+    return gather;
+  }
+
   /// By value: assigning a split to another value may move the map's
   /// entries.
   Split splitOf(Value value) const {
@@ -125,6 +164,9 @@ private:
     if (auto param = dyn_cast<ParamOp>(op)) {
       return visitParam(param);
     }
+    if (auto embedding = dyn_cast<EmbeddingOp>(op); embedding && sequenceSplit_) {
+      return scatterSequence(embedding);
+    }
     bool anySplit = llvm::any_of(op->getOperands(), [&](Value operand) {
       return !splitOf(operand).replicated();
     });
@@ -158,6 +200,9 @@ private:
           }
           return assign(attention.getResult(), query, attention);
         })
+        .Case<ReduceScatterOp, AllGatherOp, ScatterOp>([&](Operation *) {
+          return success(); // made by this pass, their splits assigned
+        })
         .Case<AllReduceOp>([&](AllReduceOp reduce) {
           const Split input = splitOf(reduce.getInput());
           if (!input.partial || ArrayRef<int16_t>(input.axes) !=
@@ -176,12 +221,43 @@ private:
           }
           return assign(embedding.getResult(), ids, embedding);
         })
+        .Case<RmsNormOp>([&](RmsNormOp norm) {
+          // Sequence parallelism: the norm of the rank's tokens. Its weight
+          // goes through mf.replicate: each rank's gradient of it is the
+          // part from its tokens.
+          const Split input = splitOf(norm.getInput());
+          int64_t last = norm.getInput().getType().getRank() - 1;
+          if (input.partial || input.dim == last ||
+              !splitOf(norm.getWeight()).replicated()) {
+            return noRule(norm);
+          }
+          norm.getWeightMutable().assign(replicated(norm.getWeight(), input.axes));
+          return assign(norm.getResult(), input, norm);
+        })
         .Default([&](Operation *other) {
           if (other->hasTrait<OpTrait::Elementwise>()) {
             return visitElementwise(other);
           }
           return (noRule(other));
         });
+  }
+
+  /// Sequence parallelism starts at the embedding: each rank keeps its
+  /// part of the sequence (mf.scatter; no communication).
+  LogicalResult scatterSequence(EmbeddingOp embedding) {
+    if (!splitOf(embedding.getIds()).replicated() ||
+        !splitOf(embedding.getTable()).replicated()) {
+      return noRule(embedding);
+    }
+    OpBuilder builder(embedding->getContext());
+    builder.setInsertionPointAfter(embedding);
+    auto scatter = ScatterOp::create(
+        builder, embedding.getLoc(), embedding.getType(), embedding.getResult(),
+        grid_.getSymName(), builder.getDenseI16ArrayAttr({kModelAxis}),
+        kSequenceDim);
+    embedding.getResult().replaceAllUsesExcept(scatter, scatter);
+    return assign(scatter.getResult(), Split::along(kSequenceDim, {kModelAxis}),
+                  scatter);
   }
 
   LogicalResult visitParam(ParamOp param) {
@@ -234,6 +310,16 @@ private:
     if (lhs.partial || rhs.partial) {
       return noRule(matmul);
     }
+    if (lhs.replicated() && rhs.replicated()) {
+      return success(); // gathered just now
+    }
+    // Sequence parallelism: the projections (and the lm_head) read the
+    // whole sequence.
+    if (sequenceSplit_ && !lhs.replicated() && lhs.dim != lhsK &&
+        rhsRank == 2 && (rhs.replicated() || rhs.dim == rhsN)) {
+      matmul.getLhsMutable().assign(gathered(matmul.getLhs(), lhs));
+      return visitMatmul(matmul);
+    }
     // Column parallel: a weight split along its output features. The input
     // goes through mf.replicate, so that its gradient is summed over the
     // ranks (each computes it from its block of the weight).
@@ -244,6 +330,23 @@ private:
     }
     // Row parallel: both split along the contracted dimension; each rank
     // holds a partial sum, which an all-reduce over the same axes sums.
+    if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes &&
+        sequenceSplit_) {
+      // Sequence parallelism: the sum, of which each rank keeps its part
+      // of the sequence.
+      OpBuilder builder(matmul->getContext());
+      builder.setInsertionPointAfter(matmul);
+      auto whole = matmul.getType();
+      SmallVector<int64_t> shape(whole.getShape());
+      shape[kSequenceDim] /= ways(lhs.axes);
+      auto reduced = ReduceScatterOp::create(
+          builder, matmul.getLoc(), whole.clone(shape), matmul.getResult(),
+          grid_.getSymName(), builder.getDenseI16ArrayAttr(lhs.axes),
+          kSequenceDim);
+      matmul.getResult().replaceAllUsesExcept(reduced, reduced);
+      splits_[reduced.getResult()] = Split::along(kSequenceDim, lhs.axes);
+      return assign(matmul.getResult(), Split{-1, lhs.axes, true}, matmul);
+    }
     if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes) {
       OpBuilder builder(matmul->getContext());
       builder.setInsertionPointAfter(matmul);
@@ -339,11 +442,14 @@ private:
   }
 
   shard::GridOp grid_;
+  bool sequenceParallel_ = false, sequenceSplit_ = false;
   DenseMap<Value, Split> splits_;
-  DenseMap<Value, Value> replicas_;
+  DenseMap<Value, Value> replicas_, gathers_;
 };
 
 struct MFPartitionPass : mf::impl::MFPartitionPassBase<MFPartitionPass> {
+  using MFPartitionPassBase::MFPartitionPassBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     shard::GridOp grid;
@@ -364,7 +470,7 @@ struct MFPartitionPass : mf::impl::MFPartitionPassBase<MFPartitionPass> {
       return;
     }
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      if (failed(Partitioner(grid).run(func))) {
+      if (failed(Partitioner(grid, sequenceParallel).run(func))) {
         return signalPassFailure();
       }
     }

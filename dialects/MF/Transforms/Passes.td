@@ -29,6 +29,11 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
 
 def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
   let summary = "Turns a graph with sharded parameters into one rank's program";
+  let options = [
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Split norms and residual adds along the sequence (reduce-scatter "
+           "and all-gather instead of all-reduce)">
+  ];
   let description = [{
     Tensor parallelism as Megatron-LM and MindFormers lay it out, derived
     from the parameters' `sharding` (the frontend splits `wq/wk/wv`, `w1/w3`
@@ -50,6 +55,16 @@ def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
     An op that meets a split operand it has no rule for is an error at its
     location: the pass never replicates or gathers behind the user's back.
     Modules without split parameters are unchanged.
+
+    With `sequence-parallel` (Korthikanti et al. 2022), in the entries
+    without a KV cache whose sequence divides by the ranks: the embedding's
+    output is split along the sequence (`mf.scatter`), so norms and residual
+    adds run on the rank's part of it; the input of column-parallel matmuls
+    is all-gathered first (`mf.all_gather`, whose gradient becomes a
+    reduce-scatter), the row-parallel matmuls' partial sums are
+    reduce-scattered (`mf.reduce_scatter`) instead of all-reduced, and a
+    norm's weight is read through `mf.replicate` (its gradient is summed over
+    the ranks' parts of the sequence).
 
     ```mlir
     // before
