@@ -126,7 +126,7 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
   int64_t count = input.numElements();
   if (extentAlong(axes) == 1) {
     if (output.data() != input.data()) {
-      std::memcpy(output.data(), input.data(), input.byteSize());
+      std::memmove(output.data(), input.data(), input.byteSize());
     }
     return Status::ok();
   }
@@ -144,9 +144,17 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
   MPI_Comm group = static_cast<MPI_Comm>(*made);
   int status;
   if (input.dtype() == DType::F32) {
-    status = MPI_Allreduce(output.data() == input.data() ? MPI_IN_PLACE : input.data(),
-                           output.data(), static_cast<int>(count), MPI_FLOAT,
-                           MPI_SUM, group);
+    // The memory plan may place the result over the operand, which dies
+    // here (MPI wants the same buffer or disjoint ones).
+    const uint8_t *in = static_cast<const uint8_t *>(input.data());
+    uint8_t *out = static_cast<uint8_t *>(output.data());
+    size_t bytes = input.byteSize();
+    bool overlap = in < out + bytes && out < in + bytes;
+    if (overlap && in != out) {
+      std::memmove(out, in, bytes);
+    }
+    status = MPI_Allreduce(overlap ? MPI_IN_PLACE : input.data(), output.data(),
+                           static_cast<int>(count), MPI_FLOAT, MPI_SUM, group);
   } else {
     std::vector<float> sums(count);
     input.loadFloats(sums.data());
@@ -263,9 +271,12 @@ Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
       input.numElements() != output.numElements() * ranks) {
     return Status::error("scatter: the result is not one block of its operand");
   }
-  copyBlock(static_cast<const uint8_t *>(input.data()),
-            static_cast<uint8_t *>(output.data()), input.shape(), dim, ranks,
-            indexAlong(axes), dtypeSize(input.dtype()), false);
+  // Through a copy: the result may lie over the operand.
+  std::vector<uint8_t> whole(static_cast<const uint8_t *>(input.data()),
+                             static_cast<const uint8_t *>(input.data()) +
+                                 input.byteSize());
+  copyBlock(whole.data(), static_cast<uint8_t *>(output.data()), input.shape(),
+            dim, ranks, indexAlong(axes), dtypeSize(input.dtype()), false);
   return Status::ok();
 }
 
