@@ -1038,37 +1038,11 @@ int64_t FusionOp::getBytesAccessed() {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<shard::GridOp> grid = lookUpGrid(*this, getGridAttr(), symbolTable);
-  if (failed(grid)) {
-    return failure();
-  }
-  if (getGridAxes().empty()) {
-    return emitOpError() << "needs at least one grid axis";
-  }
-  llvm::SmallBitVector seen(grid->getRank());
-  return verifyGridAxes(*this, *grid, getGridAxes(), seen);
-}
-
-LogicalResult ReplicateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<shard::GridOp> grid = lookUpGrid(*this, getGridAttr(), symbolTable);
-  if (failed(grid)) {
-    return failure();
-  }
-  if (getGridAxes().empty()) {
-    return emitOpError() << "needs at least one grid axis";
-  }
-  llvm::SmallBitVector seen(grid->getRank());
-  return verifyGridAxes(*this, *grid, getGridAxes(), seen);
-}
-
-/// Checks a collective along one dimension: the grid and axes, and that
-/// the `whole` side's `dimension` is the `block` side's times the ranks.
-static LogicalResult verifyDimCollective(Operation *op, FlatSymbolRefAttr gridName,
-                                         ArrayRef<int16_t> axes, int64_t dimension,
-                                         RankedTensorType whole,
-                                         RankedTensorType block,
-                                         SymbolTableCollection &symbolTable) {
+/// The grid a collective names, after checking that its axes are some
+/// distinct axes of it.
+static FailureOr<shard::GridOp>
+verifyCollectiveAxes(Operation *op, FlatSymbolRefAttr gridName,
+                     ArrayRef<int16_t> axes, SymbolTableCollection &symbolTable) {
   FailureOr<shard::GridOp> grid = lookUpGrid(op, gridName, symbolTable);
   if (failed(grid)) {
     return failure();
@@ -1078,6 +1052,29 @@ static LogicalResult verifyDimCollective(Operation *op, FlatSymbolRefAttr gridNa
   }
   llvm::SmallBitVector seen(grid->getRank());
   if (failed(verifyGridAxes(op, *grid, axes, seen))) {
+    return failure();
+  }
+  return grid;
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+
+LogicalResult ReplicateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+
+/// Checks a collective along one dimension: the grid and axes, and that
+/// the `whole` side's `dimension` is the `block` side's times the ranks.
+static LogicalResult verifyDimCollective(Operation *op, FlatSymbolRefAttr gridName,
+                                         ArrayRef<int16_t> axes, int64_t dimension,
+                                         RankedTensorType whole,
+                                         RankedTensorType block,
+                                         SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid =
+      verifyCollectiveAxes(op, gridName, axes, symbolTable);
+  if (failed(grid)) {
     return failure();
   }
   int64_t ranks = 1;
