@@ -73,3 +73,25 @@ func.func @splats(%i: tensor<4xi32>, %f: tensor<4xf32>) -> (tensor<2x4xf32>, ten
   %2 = mf.add %f, %zf : tensor<4xf32>
   return %0, %1, %2 : tensor<2x4xf32>, tensor<4xi32>, tensor<4xf32>
 }
+
+// -----
+
+// The block of an all-reduce is a reduce-scatter over the same ranks (the
+// backward of an all-gather read by column-parallel matmuls).
+shard.grid @grid(shape = 1x2)
+// CHECK-LABEL: func.func @scatter_of_all_reduce
+func.func @scatter_of_all_reduce(%g: tensor<1x8x4xf32>) -> tensor<1x4x4xf32> {
+  // CHECK-NEXT: %[[R:.*]] = mf.reduce_scatter %{{.*}} on @grid axes = [1] dim = 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  // CHECK-NEXT: return %[[R]]
+  %0 = mf.all_reduce %g on @grid axes = [1] : tensor<1x8x4xf32>
+  %1 = mf.scatter %0 on @grid axes = [1] dim = 1 : tensor<1x8x4xf32> -> tensor<1x4x4xf32>
+  return %1 : tensor<1x4x4xf32>
+}
+
+// mf.replicate is the identity once autodiff has used it.
+// CHECK-LABEL: func.func @replicate_folds
+func.func @replicate_folds(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK-NEXT: return %arg0
+  %0 = mf.replicate %x on @grid axes = [1] : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -420,3 +420,30 @@ func.func @all_reduce_no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = mf.all_reduce %x on @grid axes = [] : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+shard.grid @grid(shape = 2x2)
+func.func @all_gather_shape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{expects the whole 'tensor<4x8xf32>' to be 2 blocks 'tensor<4x8xf32>' along dimension 0}}
+  %0 = mf.all_gather %x on @grid axes = [0] dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x2)
+func.func @reduce_scatter_dim(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{dimension 2 is not a dimension of 'tensor<2x8xf32>'}}
+  %0 = mf.reduce_scatter %x on @grid axes = [1] dim = 2 : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x2)
+func.func @scatter_axes(%x: tensor<4x8xf32>) -> tensor<1x8xf32> {
+  // expected-error @+1 {{grid axis 0 is used twice}}
+  %0 = mf.scatter %x on @grid axes = [0, 0] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  return %0 : tensor<1x8xf32>
+}

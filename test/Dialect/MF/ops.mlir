@@ -173,3 +173,24 @@ func.func @gradients(%x: tensor<1x4x16xf32>, %g: tensor<1x4x16xf32>, %ids: tenso
   %8 = mf.rope %q, %ids theta = 1.0e+04 inverse : tensor<1x4x2x8xf32>, tensor<1x4xi32>
   return
 }
+
+// -----
+
+// Collectives of a sharded program round-trip.
+shard.grid @grid(shape = 2x2)
+mf.parameter @split_w : tensor<8x4xf32> init = ones sharding(@grid, [[1], []])
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: mf.all_reduce %{{.*}} on @grid axes = [1] : tensor<4x8xf32>
+  %0 = mf.all_reduce %x on @grid axes = [1] : tensor<4x8xf32>
+  // CHECK: mf.replicate %{{.*}} on @grid axes = [1] : tensor<4x8xf32>
+  %1 = mf.replicate %0 on @grid axes = [1] : tensor<4x8xf32>
+  // CHECK: mf.reduce_scatter %{{.*}} on @grid axes = [0] dim = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %2 = mf.reduce_scatter %1 on @grid axes = [0] dim = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  // CHECK: mf.all_gather %{{.*}} on @grid axes = [0] dim = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %3 = mf.all_gather %2 on @grid axes = [0] dim = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  // CHECK: mf.scatter %{{.*}} on @grid axes = [0, 1] dim = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  %4 = mf.scatter %3 on @grid axes = [0, 1] dim = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  %w = mf.param @split_w : tensor<4x4xf32>
+  return %3 : tensor<4x8xf32>
+}
