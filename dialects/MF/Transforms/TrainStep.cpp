@@ -482,7 +482,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       AssignOp::create(builder, loc, parameter.parameter.getSymName(), next);
       if (parameter.gradientSum) {
         AssignOp::create(builder, loc, parameter.gradientSum.getSymName(),
-                         math.splat(0.0, type));
+                         math.splat(0.0, blockType(parameter.gradientSum)));
       }
     }
 
