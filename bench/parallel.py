@@ -83,8 +83,13 @@ def megatron(config, overrides, report):
     params = report["training_memory_bytes"]["trained_parameters"] // param_bytes  # per rank
     formulas = {}
     if tp > 1:
-        # g and f per layer, forward and backward; the global norm's scalar.
-        formulas[("all_reduce", "model_parallel")] = 4 * layers * b * s * h * compute + 4
+        # g and f per layer, forward and backward; the global norm's scalar
+        # (over both axes when ZeRO splits the split gradients further).
+        formulas[("all_reduce", "model_parallel")] = 4 * layers * b * s * h * compute
+        if zero:
+            formulas[("all_reduce", "data_parallel x model_parallel")] = 4
+        else:
+            formulas[("all_reduce", "model_parallel")] += 4
     if dp > 1 and zero:
         # Every dimension of LLaMA-2 7B's blocks divides by these dp: all
         # state is sharded. The loss and the norm's scalar stay all-reduces.
@@ -104,7 +109,7 @@ def layout_table(args, tmp):
                ("dp 2 x tp 4", ["parallel_config.data_parallel=2", "parallel_config.model_parallel=4"])]
     print(f"pretrain_llama2_7b.yaml at full size, compiled only; per rank, one train_step")
     print(f"{'layout':16} {'params MB':>10} {'grads MB':>9} {'AdamW MB':>9} {'arena MB':>9}  "
-          f"{'collective':15} {'axis':15} {'count':>5} {'payload MB':>11} {'formula MB':>11} "
+          f"{'collective':15} {'axis':30} {'count':>5} {'payload MB':>11} {'formula MB':>11} "
           f"{'ring sent MB':>13}")
     for name, overrides in layouts:
         binary = os.path.join(tmp, re.sub(r"\W+", "_", name) + ".bin")
@@ -121,7 +126,7 @@ def layout_table(args, tmp):
                     f"{memory['optimizer_state'] / 1e6:9.1f} {memory['activations_arena'] / 1e6:9.1f}"
                     if first else " " * 58)
             verdict = "equal" if c["payload_bytes"] == formula else "DIFFERENT"
-            print(f"{head}  {key[0]:15} {key[1]:15} {c['count']:5d} {c['payload_bytes'] / 1e6:11.3f} "
+            print(f"{head}  {key[0]:15} {key[1]:30} {c['count']:5d} {c['payload_bytes'] / 1e6:11.3f} "
                   f"{formula / 1e6:11.3f} {c['ring_bytes_sent_per_rank'] / 1e6:13.3f}  {verdict}")
             first = False
 
