@@ -205,7 +205,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto parameter : module.getOps<ParameterOp>()) {
       lastParameter = parameter;
       if (parameter.isTrained()) {
-        trained.push_back({parameter, {}, {}, {}});
+        trained.push_back({parameter, {}, {}, {}, std::nullopt});
       }
     }
     OpBuilder builder(module.getContext());
