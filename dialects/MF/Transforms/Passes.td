@@ -53,7 +53,8 @@ def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
     the entries' signatures follow.
 
     An op that meets a split operand it has no rule for is an error at its
-    location: the pass never replicates or gathers behind the user's back.
+    location: the pass gathers only where sequence parallelism's layout
+    does (below), never to get past an op it has no rule for.
     Modules without split parameters are unchanged.
 
     With `sequence-parallel` (Korthikanti et al. 2022), in the entries
