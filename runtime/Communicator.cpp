@@ -189,21 +189,16 @@ StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
   return static_cast<void *>(it->second);
 }
 
-StatusOr<Tensor> Communicator::allGather(const Tensor &block, int64_t dim,
-                                         const std::vector<int64_t> &axes) {
+Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
+                               const std::vector<int64_t> &axes) {
   int64_t ranks = extentAlong(axes);
-  Shape shape = block.shape();
-  shape.at(dim) *= ranks;
-  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, block.byteSize() * ranks)),
-                              std::free);
-  if (!bytes) {
-    return Status::error("out of memory gathering a tensor of " +
-                         formatShape(shape));
+  if (block.dtype() != whole.dtype() ||
+      whole.numElements() != block.numElements() * ranks) {
+    return Status::error("all_gather: the result is not the operand's blocks");
   }
-  Tensor whole(block.dtype(), shape, std::move(bytes));
   if (ranks == 1) {
-    std::memcpy(whole.data(), block.data(), block.byteSize());
-    return whole;
+    std::memmove(whole.data(), block.data(), block.byteSize());
+    return Status::ok();
   }
   if (block.byteSize() > static_cast<size_t>(INT_MAX)) {
     return Status::error("a block of " + std::to_string(block.byteSize()) +
@@ -213,56 +208,22 @@ StatusOr<Tensor> Communicator::allGather(const Tensor &block, int64_t dim,
   if (!made) {
     return made.status();
   }
-  // Every rank's block one after the other, then interleaved along `dim`.
+  // Every rank's block one after the other (the result may lie over the
+  // operand, so not into it), then each put in its place along `dim`.
   std::vector<uint8_t> blocks(block.byteSize() * ranks);
   int count = static_cast<int>(block.byteSize());
   if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks.data(), count, MPI_BYTE,
                     static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
     return Status::error("MPI_Allgather failed");
   }
-  int64_t outer = 1, run = dtypeSize(block.dtype());
-  for (int64_t d = 0; d < dim; ++d) {
-    outer *= block.shape()[d];
-  }
-  for (size_t d = dim; d < block.shape().size(); ++d) {
-    run *= block.shape()[d];
-  }
+  int64_t length = block.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
-    for (int64_t o = 0; o < outer; ++o) {
-      std::memcpy(static_cast<uint8_t *>(whole.data()) + (o * ranks + r) * run,
-                  blocks.data() + r * block.byteSize() + o * run, run);
-    }
+    copyBlock(blocks.data() + r * block.byteSize(), whole.data(), whole.shape(),
+              dim, r * length, length, dtypeSize(block.dtype()),
+              /*intoWhole=*/true);
   }
-  return whole;
+  return Status::ok();
 }
-
-namespace {
-
-/// Copies block `index` of `count` along `dim` of `whole` to `block` (or
-/// back, with `intoWhole`). Element size `size`.
-void copyBlock(const uint8_t *from, uint8_t *to, const Shape &wholeShape,
-               int64_t dim, int64_t count, int64_t index, size_t size,
-               bool intoWhole) {
-  int64_t outer = 1, inner = size;
-  for (int64_t d = 0; d < dim; ++d) {
-    outer *= wholeShape[d];
-  }
-  for (size_t d = dim + 1; d < wholeShape.size(); ++d) {
-    inner *= wholeShape[d];
-  }
-  int64_t run = wholeShape[dim] / count * inner; // one block's row, in bytes
-  for (int64_t o = 0; o < outer; ++o) {
-    size_t wholeAt = (o * wholeShape[dim] * inner) + index * run;
-    size_t blockAt = o * run;
-    if (intoWhole) {
-      std::memcpy(to + wholeAt, from + blockAt, run);
-    } else {
-      std::memcpy(to + blockAt, from + wholeAt, run);
-    }
-  }
-}
-
-} // namespace
 
 Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                                const std::vector<int64_t> &axes) const {
@@ -275,8 +236,10 @@ Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
   std::vector<uint8_t> whole(static_cast<const uint8_t *>(input.data()),
                              static_cast<const uint8_t *>(input.data()) +
                                  input.byteSize());
-  copyBlock(whole.data(), static_cast<uint8_t *>(output.data()), input.shape(),
-            dim, ranks, indexAlong(axes), dtypeSize(input.dtype()), false);
+  int64_t length = output.shape()[dim];
+  copyBlock(whole.data(), output.data(), input.shape(), dim,
+            indexAlong(axes) * length, length, dtypeSize(input.dtype()),
+            /*intoWhole=*/false);
   return Status::ok();
 }
 
@@ -289,7 +252,7 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
     return Status::error("reduce_scatter: the result is not one block of its operand");
   }
   if (ranks == 1) {
-    std::memcpy(output.data(), input.data(), output.byteSize());
+    std::memmove(output.data(), input.data(), output.byteSize());
     return Status::ok();
   }
   if (input.numElements() > INT_MAX) {
@@ -303,11 +266,10 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   // The blocks one after the other in rank order, as f32.
   std::vector<float> values(input.numElements()), ordered(input.numElements());
   input.loadFloats(values.data());
-  int64_t blockElements = output.numElements();
+  int64_t blockElements = output.numElements(), length = output.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
-    copyBlock(reinterpret_cast<const uint8_t *>(values.data()),
-              reinterpret_cast<uint8_t *>(ordered.data() + r * blockElements),
-              input.shape(), dim, ranks, r, sizeof(float), false);
+    copyBlock(values.data(), ordered.data() + r * blockElements, input.shape(),
+              dim, r * length, length, sizeof(float), /*intoWhole=*/false);
   }
   std::vector<float> mine(blockElements);
   if (MPI_Reduce_scatter_block(ordered.data(), mine.data(),

@@ -42,10 +42,10 @@ public:
   Status allReduceSum(const Tensor &input, Tensor &output,
                       const std::vector<int64_t> &axes);
 
-  /// The whole tensor whose blocks along `dim` the ranks that differ only
-  /// along `axes` hold (`block` is this rank's), on every one of them.
-  StatusOr<Tensor> allGather(const Tensor &block, int64_t dim,
-                             const std::vector<int64_t> &axes);
+  /// `whole` = the tensor whose blocks along `dim` the ranks that differ
+  /// only along `axes` hold (`block` is this rank's), on every one of them.
+  Status allGather(const Tensor &block, Tensor &whole, int64_t dim,
+                   const std::vector<int64_t> &axes);
 
   /// `output` = this rank's block along `dim` of the sum of `input` over
   /// the ranks that differ only along `axes` (summed in f32).

@@ -113,35 +113,44 @@ Status checkTensorType(const fb::TensorType *type, const std::string &where) {
 
 /// A collective's grid axes (distinct axes of the grid) and, along one
 /// dimension, blocks whose count is the ranks of those axes.
-Status checkCollective(const fb::Executable &root, const fb::Op &op,
-                       const Shape &input, const Shape &result,
-                       const std::string &where) {
+/// The number of ranks along `axes`, after checking that they are distinct
+/// axes of the grid (`where` names what names them).
+template <typename Axes>
+StatusOr<int64_t> ranksAlong(const fb::Executable &root, const Axes &axes,
+                             const std::string &where) {
   size_t gridRank = root.grid() ? root.grid()->size() : 0;
-  bool alongDim = op.kind() != fb::OpKind::AllReduce;
   std::vector<bool> seen(gridRank, false);
   int64_t ranks = 1;
-  for (size_t i = alongDim ? 1 : 0; i < op.ints()->size(); ++i) {
-    int64_t axis = op.ints()->Get(i);
+  for (int64_t axis : axes) {
     if (axis < 0 || static_cast<size_t>(axis) >= gridRank || seen[axis]) {
-      return Status::error(where + " sums over grid axis " +
-                           std::to_string(axis) + ", but the grid has " +
-                           std::to_string(gridRank) +
-                           " axes (or it is named twice)");
+      return Status::error(where + " names grid axis " + std::to_string(axis) +
+                           ", but the grid has " + std::to_string(gridRank) +
+                           " axes (or names it twice)");
     }
     seen[axis] = true;
     ranks *= root.grid()->Get(axis);
   }
-  if (!alongDim) {
-    return Status::ok();
+  return ranks;
+}
+
+Status checkCollective(const fb::Executable &root, const fb::Op &op,
+                       const Shape &input, const Shape &result,
+                       const std::string &where) {
+  bool alongDim = op.kind() != fb::OpKind::AllReduce;
+  std::vector<int64_t> axes(op.ints()->begin() + (alongDim ? 1 : 0),
+                            op.ints()->end());
+  StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
+  if (!ranks || !alongDim) {
+    return ranks.status();
   }
   const Shape &block = op.kind() == fb::OpKind::AllGather ? input : result;
   const Shape &whole = op.kind() == fb::OpKind::AllGather ? result : input;
   int64_t dim = op.ints()->Get(0);
   Shape expected = block;
   if (dim < 0 || static_cast<size_t>(dim) >= block.size() ||
-      (expected[dim] *= ranks, expected != whole)) {
+      (expected[dim] *= *ranks, expected != whole)) {
     return Status::error(where + ": " + formatShape(whole) + " is not " +
-                         std::to_string(ranks) + " blocks " +
+                         std::to_string(*ranks) + " blocks " +
                          formatShape(block) + " along dimension " +
                          std::to_string(dim));
   }
@@ -247,7 +256,7 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       if (!typesFit) {
         return typesFit.withContext(where);
       }
-      if (op.kind() >= fb::OpKind::AllReduce) { // collectives
+      if (isCollective(op.kind())) {
         MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
                                              Executable::shapeOf(resultType),
                                              where));
@@ -638,23 +647,6 @@ Status checkGrid(const fb::Executable &root) {
   return Status::ok();
 }
 
-/// Distinct axes of the grid.
-Status checkGridAxes(const fb::Executable &root,
-                     const flatbuffers::Vector<int16_t> *axes,
-                     const std::string &where) {
-  size_t rank = root.grid() ? root.grid()->size() : 0;
-  std::vector<bool> seen(rank, false);
-  for (int16_t axis : *axes) {
-    if (axis < 0 || static_cast<size_t>(axis) >= rank || seen[axis]) {
-      return Status::error(where + " names grid axis " + std::to_string(axis) +
-                           ", but the grid has " + std::to_string(rank) +
-                           " axes (or names it twice)");
-    }
-    seen[axis] = true;
-  }
-  return Status::ok();
-}
-
 /// A split parameter splits one dimension of its block over grid axes.
 Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   std::string where = "parameter '" + parameter.name()->str() + "'";
@@ -670,7 +662,7 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
                          std::to_string(parameter.split_dim()) +
                          ", which its type does not have (or over no axes)");
   }
-  return checkGridAxes(root, parameter.split_axes(), where);
+  return ranksAlong(root, *parameter.split_axes(), where).status();
 }
 
 Status checkSemantics(const fb::Executable &root) {

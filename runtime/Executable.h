@@ -30,6 +30,13 @@ constexpr uint32_t kMinFormatVersion = 9;
 constexpr uint32_t kMaxFormatVersion = 9;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
+/// Whether ops of `kind` communicate between ranks (run by the
+/// Communicator, not by a kernel).
+inline bool isCollective(fb::OpKind kind) {
+  return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
+         kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter;
+}
+
 class Executable {
 public:
   /// Reads and verifies a file.

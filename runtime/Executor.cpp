@@ -199,7 +199,7 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
 
 Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                        Tensor &output, const ParallelFor &parallel) {
-  if (op.kind() < fb::OpKind::AllReduce) { // not a collective
+  if (!isCollective(op.kind())) {
     return runKernel(op, inputs, output, parallel);
   }
   if (!communicator_) {
@@ -213,14 +213,8 @@ Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inpu
   int64_t dim = op.ints()->Get(0);
   std::vector<int64_t> axes(op.ints()->begin() + 1, op.ints()->end());
   switch (op.kind()) {
-  case fb::OpKind::AllGather: {
-    StatusOr<Tensor> whole = communicator_->allGather(*inputs[0], dim, axes);
-    if (!whole) {
-      return whole.status();
-    }
-    std::memcpy(output.data(), whole->data(), output.byteSize());
-    return Status::ok();
-  }
+  case fb::OpKind::AllGather:
+    return communicator_->allGather(*inputs[0], output, dim, axes);
   case fb::OpKind::ReduceScatter:
     return communicator_->reduceScatterSum(*inputs[0], output, dim, axes);
   default:

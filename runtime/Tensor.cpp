@@ -50,6 +50,29 @@ StatusOr<int64_t> mfrt::checkedElementCount(const Shape &shape) {
   return count;
 }
 
+void mfrt::copyBlock(const void *from, void *to, const Shape &wholeShape,
+                     int64_t dim, int64_t begin, int64_t length,
+                     size_t elementSize, bool intoWhole) {
+  int64_t outer = 1, inner = static_cast<int64_t>(elementSize);
+  for (int64_t d = 0; d < dim; ++d) {
+    outer *= wholeShape[d];
+  }
+  for (size_t d = dim + 1; d < wholeShape.size(); ++d) {
+    inner *= wholeShape[d];
+  }
+  int64_t run = length * inner; // bytes of the block in one outer row
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t wholeAt = (o * wholeShape[dim] + begin) * inner, blockAt = o * run;
+    if (intoWhole) {
+      std::memcpy(static_cast<uint8_t *>(to) + wholeAt,
+                  static_cast<const uint8_t *>(from) + blockAt, run);
+    } else {
+      std::memcpy(static_cast<uint8_t *>(to) + blockAt,
+                  static_cast<const uint8_t *>(from) + wholeAt, run);
+    }
+  }
+}
+
 std::string mfrt::formatShape(const Shape &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

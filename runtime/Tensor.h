@@ -50,6 +50,14 @@ void panelToFloats(DType dtype, const void *weight, bool transposed,
                    int64_t n0, int64_t width, int64_t k, int64_t n,
                    float *out);
 
+/// Copies indices [begin, begin + length) along dimension `dim` of a
+/// row-major tensor of `wholeShape` (elements of `elementSize` bytes) to a
+/// dense block, or back into the whole with `intoWhole`: a rank's block of
+/// a split tensor.
+void copyBlock(const void *from, void *to, const Shape &wholeShape, int64_t dim,
+               int64_t begin, int64_t length, size_t elementSize,
+               bool intoWhole);
+
 class Allocator;
 
 /// A dense, row-major tensor that owns its bytes (through an Allocator,

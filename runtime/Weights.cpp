@@ -179,18 +179,8 @@ StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
   if (!part) {
     return part.status();
   }
-  int64_t inner = 1;
-  for (size_t d = block.dim + 1; d < shape.size(); ++d) {
-    inner *= shape[d];
-  }
-  size_t size = dtypeSize(whole.dtype());
-  int64_t runs = part->numElements() / std::max<int64_t>(1, block.length * inner);
-  for (int64_t run = 0; run < runs; ++run) {
-    std::memcpy(static_cast<uint8_t *>(part->data()) + run * block.length * inner * size,
-                static_cast<const uint8_t *>(whole.data()) +
-                    (run * whole.shape()[block.dim] + block.begin) * inner * size,
-                block.length * inner * size);
-  }
+  copyBlock(whole.data(), part->data(), whole.shape(), block.dim, block.begin,
+            block.length, dtypeSize(whole.dtype()), /*intoWhole=*/false);
   return part;
 }
 
@@ -432,10 +422,21 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
     return Status::error("parameter '" + parameter.name()->str() +
                          "' is split over ranks that are not running");
   }
-  return ranks->allGather(
-      *stored, parameter.split_dim(),
+  Shape shape = wholeShapeOf(parameter, executable);
+  // The whole weight, as loading checked it fits (its block times ranks).
+  size_t size = static_cast<size_t>(*checkedElementCount(shape)) *
+                dtypeSize(stored->dtype());
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
+  if (!bytes) {
+    return Status::error("out of memory gathering parameter '" +
+                         parameter.name()->str() + "'");
+  }
+  Tensor gathered(stored->dtype(), shape, std::move(bytes));
+  MFRT_RETURN_IF_ERROR(ranks->allGather(
+      *stored, gathered, parameter.split_dim(),
       std::vector<int64_t>(parameter.split_axes()->begin(),
-                           parameter.split_axes()->end()));
+                           parameter.split_axes()->end())));
+  return gathered;
 }
 
 Status Weights::save(const Executable &executable, const std::string &path,

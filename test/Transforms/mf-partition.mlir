@@ -76,3 +76,27 @@ func.func @unsharded(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
   %y = mf.matmul %x, %w transpose_rhs : tensor<1x3x8xf32>, tensor<8x8xf32> -> tensor<1x3x8xf32>
   return %y : tensor<1x3x8xf32>
 }
+
+// -----
+
+// A parameter split along two dimensions is refused (one split a value).
+shard.grid @grid(shape = 2x2)
+// expected-error @+1 {{is split along two dimensions; mf-partition splits one}}
+mf.parameter @w : tensor<8x8xf32> init = ones sharding(@grid, [[0], [1]])
+func.func @two_dims() -> tensor<4x4xf32> {
+  %w = mf.param @w : tensor<4x4xf32>
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+// A split that does not divide the value it reaches.
+shard.grid @grid(shape = 1x2)
+mf.parameter @w : tensor<6x8xf32> init = ones sharding(@grid, [[1], []])
+func.func @odd_reshape(%x: tensor<1x3x8xf32>) -> tensor<1x3x3x2xf32> {
+  %w = mf.param @w : tensor<6x8xf32>
+  %y = mf.matmul %x, %w transpose_rhs : tensor<1x3x8xf32>, tensor<6x8xf32> -> tensor<1x3x6xf32>
+  // expected-error @+1 {{cannot be partitioned: no sharding rule for its operands' splits (dim 2)}}
+  %h = mf.reshape %y : tensor<1x3x6xf32> to tensor<1x3x3x2xf32>
+  return %h : tensor<1x3x3x2xf32>
+}

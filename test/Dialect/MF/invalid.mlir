@@ -447,3 +447,9 @@ func.func @scatter_axes(%x: tensor<4x8xf32>) -> tensor<1x8xf32> {
   %0 = mf.scatter %x on @grid axes = [0, 0] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
   return %0 : tensor<1x8xf32>
 }
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{needs both a grid and split_axes, or neither}}
+mf.parameter @w : tensor<4xf32> init = ones {split_axes = #shard<axisarray[[1]]>}
