@@ -440,11 +440,15 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
 }
 
 Status Weights::save(const Executable &executable, const std::string &path,
-                     Communicator *ranks) const {
+                     Communicator *ranks, bool withFrozen,
+                     const std::map<std::string, std::string> &metadata) const {
   std::vector<Tensor> stored;
   stored.reserve(tensors_.size());
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!withFrozen && executable.root().parameters()->Get(i)->frozen()) {
+      continue;
+    }
     StatusOr<Tensor> tensor = whole(i, executable, ranks);
     if (!tensor) {
       return tensor.status();
@@ -456,7 +460,7 @@ Status Weights::save(const Executable &executable, const std::string &path,
   if (ranks && ranks->rank() != 0) {
     return Status::ok(); // rank 0 writes the whole weights
   }
-  return writeSafetensors(path, named);
+  return writeSafetensors(path, named, metadata);
 }
 
 Status Weights::saveMerged(const Executable &executable,

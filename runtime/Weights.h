@@ -7,6 +7,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Executable.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,11 +73,13 @@ public:
   /// without pet_config.
   Status saveMerged(const Executable &executable, const std::string &path) const;
 
-  /// Writes every parameter under its Hugging Face name. In a sharded run
-  /// every rank calls it (split parameters are gathered whole) and rank 0
-  /// writes the file a single-rank run would.
+  /// Writes every parameter (but the frozen ones, unless `withFrozen`)
+  /// under its Hugging Face name, with `metadata`. In a sharded run every
+  /// rank calls it (split parameters are gathered whole) and rank 0 writes
+  /// the file a single-rank run would.
   Status save(const Executable &executable, const std::string &path,
-              Communicator *ranks = nullptr) const;
+              Communicator *ranks = nullptr, bool withFrozen = true,
+              const std::map<std::string, std::string> &metadata = {}) const;
 
   /// Parameter `index` whole, as stored: a split one gathered from the
   /// ranks holding its blocks (a collective: every rank calls it).

@@ -149,30 +149,9 @@ private:
 Status saveCheckpoint(const std::string &path, const Executable &executable,
                       const Weights &weights, int64_t step, int64_t position,
                       const TrainOptions &options) {
-  const auto &parameters = *executable.root().parameters();
-  std::vector<Tensor> tensors(parameters.size());
-  std::vector<std::pair<std::string, const Tensor *>> named;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    if (parameters.Get(i)->frozen()) {
-      continue;
-    }
-    if (parameters.Get(i)->split_dim() < 0) {
-      tensors[i] = weights[i];
-    } else {
-      StatusOr<Tensor> whole = weights.whole(i, executable, options.ranks);
-      if (!whole) {
-        return whole.status();
-      }
-      tensors[i] = whole.take();
-    }
-    named.emplace_back(parameters.Get(i)->name()->str(), &tensors[i]);
-  }
-  if (!options.primaryRank) {
-    return Status::ok();
-  }
-  return writeSafetensors(path, named,
-                          {{"mfc.step", std::to_string(step)},
-                           {"mfc.data_position", std::to_string(position)}});
+  return weights.save(executable, path, options.ranks, /*withFrozen=*/false,
+                      {{"mfc.step", std::to_string(step)},
+                       {"mfc.data_position", std::to_string(position)}});
 }
 
 /// The step and data position of a checkpoint, which must hold every
