@@ -1191,8 +1191,17 @@ private:
                           config.gradientAggregationGroup);
     parallel.readBool("use_seq_parallel", config.useSeqParallel);
     parallel.readBool("vocab_emb_dp", config.vocabEmbDp);
-    parallel.ignore({"optimizer_shard", "context_parallel_algo",
-                     "ulysses_degree_in_cp", "mem_coeff"});
+    bool optimizerShard = false;
+    parallel.readBool("optimizer_shard", optimizerShard);
+    if (optimizerShard && !nodeAtPath("parallel.enable_parallel_optimizer")) {
+      context_.diagnostics.warning(
+          locOfKey("parallel_config.optimizer_shard"),
+          "parallel_config.optimizer_shard: the optimizer state is sharded by "
+          "parallel.enable_parallel_optimizer: True (as in MindFormers), which "
+          "this config does not set");
+    }
+    parallel.ignore({"context_parallel_algo", "ulysses_degree_in_cp",
+                     "mem_coeff"});
     parallel.finish();
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;

@@ -41,8 +41,10 @@ public:
       : model_(executable.model()), executor_(executor) {}
 
   Status open(const TrainOptions &options) {
-    rank_ = options.dataRank;
-    ranks_ = options.dataRanks;
+    if (options.ranks) {
+      rank_ = options.ranks->indexAlong({0});
+      ranks_ = options.ranks->extentAlong({0});
+    }
     int64_t seq = model_.seq_length();
     if (options.inputIds) {
       StatusOr<std::vector<int32_t>> ids =
@@ -316,7 +318,8 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     }
     return tensor;
   };
-  Progress progress(first, steps, options.primaryRank);
+  bool primaryRank = !options.ranks || options.ranks->rank() == 0;
+  Progress progress(first, steps, primaryRank);
   auto runStart = std::chrono::steady_clock::now();
   // The first step also touches every page of the arena and the optimizer
   // state for the first time: the steps after it are the steady rate.
@@ -388,7 +391,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                   after * 1e3 / (ran - 1));
     steady = text;
   }
-  if (!options.primaryRank) {
+  if (!primaryRank) {
     return 0;
   }
   std::fprintf(stderr,

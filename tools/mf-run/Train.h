@@ -20,14 +20,10 @@ struct TrainOptions {
   std::string resume;       ///< checkpoint to continue from
   std::string dumpGrads;    ///< the first step's gradients and loss
   TextEncoder encodeText;   ///< a text --data file's tokenizer
-  /// Data parallelism: this rank's index among `dataRanks` ranks, each of
-  /// which trains on its batch_size consecutive sequences of every global
-  /// batch (batch_size x dataRanks sequences), as MindFormers splits it.
-  int64_t dataRank = 0, dataRanks = 1;
-  /// Rank 0 of a multi-rank run (or the only rank): writes checkpoints
-  /// and prints progress; the others only compute.
-  bool primaryRank = true;
-  /// The ranks of a sharded program (checkpoints gather split weights).
+  /// The program's ranks (null: one). Each data-parallel rank (grid axis
+  /// 0) trains on its batch_size consecutive sequences of every global
+  /// batch, as MindFormers splits it; checkpoints gather split weights;
+  /// rank 0 prints progress and writes the checkpoint.
   Communicator *ranks = nullptr;
 };
 

@@ -1335,8 +1335,7 @@ int run(int argc, char **argv) {
                                            /*addSpecialTokens=*/false,
                                            "'" + options.data + "'");
                        },
-                       ranks->indexAlong({0}), ranks->extentAlong({0}),
-                       writesFiles(), ranks.get()};
+                       ranks.get()};
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);
