@@ -148,11 +148,14 @@ std::unique_ptr<Communicator> ranks;
 bool writesFiles() { return !ranks || ranks->rank() == 0; }
 
 int fail(const std::string &message) {
-  std::cerr << "mf-run: error: "
-            << (ranks && ranks->size() > 1
-                    ? "rank " + std::to_string(ranks->rank()) + ": "
-                    : "")
-            << message << "\n";
+  // One write: the ranks of a multi-rank run share stderr, and their
+  // messages must not interleave.
+  std::string line = "mf-run: error: " +
+                     (ranks && ranks->size() > 1
+                          ? "rank " + std::to_string(ranks->rank()) + ": "
+                          : std::string()) +
+                     message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
   return 1;
 }
 
