@@ -166,6 +166,26 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
                                : Status::error("MPI_Allreduce failed");
 }
 
+Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
+                                      const std::vector<int64_t> &axes) {
+  if (extentAlong(axes) == 1) {
+    return Status::ok();
+  }
+  if (count > INT_MAX) {
+    return Status::error("all_reduce of " + std::to_string(count) +
+                         " values: more than MPI's int count");
+  }
+  StatusOr<void *> made = group(axes);
+  if (!made) {
+    return made.status();
+  }
+  return MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count),
+                       MPI_DOUBLE, max ? MPI_MAX : MPI_SUM,
+                       static_cast<MPI_Comm>(*made)) == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error("MPI_Allreduce failed");
+}
+
 StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
   if (!groups_) {
     return Status::error("a collective outside an MPI run");

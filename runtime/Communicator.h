@@ -42,6 +42,12 @@ public:
   Status allReduceSum(const Tensor &input, Tensor &output,
                       const std::vector<int64_t> &axes);
 
+  /// `values` = their elementwise max (or sum) over the ranks that differ
+  /// only along `axes`, in place: a vocabulary-parallel kernel's per-token
+  /// statistics.
+  Status allReduceInPlace(double *values, int64_t count, bool max,
+                          const std::vector<int64_t> &axes);
+
   /// `whole` = the tensor whose blocks along `dim` the ranks that differ
   /// only along `axes` hold (`block` is this rank's), on every one of them.
   Status allGather(const Tensor &block, Tensor &whole, int64_t dim,

@@ -32,8 +32,12 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::Max:
   case fb::OpKind::Min:
   case fb::OpKind::SwiGlu:
-  case fb::OpKind::Embedding:
     return {2, 2, 1, 0, 0};
+  case fb::OpKind::Embedding:
+  case fb::OpKind::EmbeddingGrad:
+    return {2, 2, 1, -1, 0}; // the vocabulary's grid axes, if split
+  case fb::OpKind::CrossEntropy:
+    return {2, 2, 1, -1, 0}; // ignore_index, then as Embedding
   case fb::OpKind::Neg:
   case fb::OpKind::Exp:
   case fb::OpKind::Log:
@@ -67,10 +71,7 @@ Arity arityOf(fb::OpKind kind) {
     return {3, 4, 1, 2, 1};
   case fb::OpKind::KvCacheWrite:
     return {3, 3, 1, 0, 0};
-  case fb::OpKind::CrossEntropy:
-    return {2, 2, 1, 1, 0};
   case fb::OpKind::SiluGrad:
-  case fb::OpKind::EmbeddingGrad:
     return {2, 2, 1, 0, 0};
   case fb::OpKind::GeluGrad:
     return {2, 2, 1, 1, 0};
@@ -80,7 +81,7 @@ Arity arityOf(fb::OpKind kind) {
   case fb::OpKind::AttentionGrad:
     return {4, 4, 1, 2, 1};
   case fb::OpKind::CrossEntropyGrad:
-    return {3, 3, 1, 1, 0};
+    return {3, 3, 1, -1, 0}; // as CrossEntropy
   case fb::OpKind::Pad:
     return {1, 1, 1, -1, 0};
   case fb::OpKind::Assign:
@@ -260,6 +261,12 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
                                              Executable::shapeOf(resultType),
                                              where));
+      }
+      if (std::vector<int64_t> axes = vocabularyAxes(op); !axes.empty()) {
+        StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
+        if (!ranks) {
+          return ranks.status();
+        }
       }
       for (uint32_t id : *op.results()) { // arity checked: results exist
         MFRT_RETURN_IF_ERROR(checkId(id, where));

@@ -30,11 +30,35 @@ constexpr uint32_t kMinFormatVersion = 9;
 constexpr uint32_t kMaxFormatVersion = 9;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
-/// Whether ops of `kind` communicate between ranks (run by the
-/// Communicator, not by a kernel).
+/// Whether ops of `kind` only move data between ranks (run by the
+/// Communicator, not by a kernel; vocabulary-parallel kernels communicate
+/// too, through it).
 inline bool isCollective(fb::OpKind kind) {
   return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
          kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter;
+}
+
+/// The grid axes a vocabulary-parallel op (Embedding, EmbeddingGrad,
+/// CrossEntropy, CrossEntropyGrad) splits the vocabulary over: its ints
+/// after the kind's own. Empty when the vocabulary is whole.
+inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
+  size_t own;
+  switch (op.kind()) {
+  case fb::OpKind::Embedding:
+  case fb::OpKind::EmbeddingGrad:
+    own = 0;
+    break;
+  case fb::OpKind::CrossEntropy:
+  case fb::OpKind::CrossEntropyGrad:
+    own = 1;
+    break;
+  default:
+    return {};
+  }
+  if (!op.ints() || op.ints()->size() <= own) {
+    return {};
+  }
+  return std::vector<int64_t>(op.ints()->begin() + own, op.ints()->end());
 }
 
 class Executable {

@@ -199,12 +199,30 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
 
 Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                        Tensor &output, const ParallelFor &parallel) {
-  if (!isCollective(op.kind())) {
+  std::vector<int64_t> vocabulary = vocabularyAxes(op);
+  if (!isCollective(op.kind()) && vocabulary.empty()) {
     return runKernel(op, inputs, output, parallel);
   }
   if (!communicator_) {
     return Status::error("a collective needs the program's ranks (mf-run "
                          "starts them under mpirun)");
+  }
+  if (!vocabulary.empty()) {
+    // This rank's block of the vocabulary: the table's rows, the logits'
+    // columns (the gradient of the table: its result's rows).
+    int64_t rows = op.kind() == fb::OpKind::Embedding ? inputs[0]->dim(0)
+                   : op.kind() == fb::OpKind::EmbeddingGrad
+                       ? output.dim(0)
+                       : inputs[0]->dim(1);
+    VocabularyBlock block;
+    block.first = communicator_->indexAlong(vocabulary) * rows;
+    block.vocabulary = communicator_->extentAlong(vocabulary) * rows;
+    block.combine = [&](double *values, int64_t count,
+                        VocabularyBlock::Combine how) {
+      return communicator_->allReduceInPlace(
+          values, count, how == VocabularyBlock::Combine::Max, vocabulary);
+    };
+    return runKernel(op, inputs, output, parallel, block);
   }
   if (op.kind() == fb::OpKind::AllReduce) {
     std::vector<int64_t> axes(op.ints()->begin(), op.ints()->end());

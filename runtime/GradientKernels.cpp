@@ -44,27 +44,38 @@ Status mfrt::detail::geluGrad(const fb::Op &op, const Tensor &x, const Tensor &d
   });
 }
 
-Status mfrt::detail::embeddingGrad(const fb::Op &op, const Tensor &ids, const Tensor &dy,
-                     Tensor &out) {
+/// Vocabulary parallel, the rank's block of rows: ids of other blocks add
+/// nothing.
+Status mfrt::detail::embeddingGrad(const fb::Op &op, const Tensor &ids,
+                                   const Tensor &dy, Tensor &out,
+                                   const VocabularyBlock &block) {
   if (out.rank() != 2 || ids.dtype() != DType::I32) {
     return shapeError(op, "expected i32 ids and a [vocab, hidden] result");
   }
   Shape expected = ids.shape();
   expected.push_back(out.dim(1));
   MFRT_RETURN_IF_ERROR(expectShape(op, dy, expected, "the gradient"));
-  int64_t vocab = out.dim(0), hidden = out.dim(1);
+  int64_t rows = out.dim(0), hidden = out.dim(1);
+  StatusOr<int64_t> vocab = wholeVocabulary(op, block, rows);
+  if (!vocab) {
+    return vocab.status();
+  }
   F32In g(dy);
   F32Out table(out);
   std::fill(table.data(), table.data() + out.numElements(), 0.0f);
   for (int64_t i = 0; i < ids.numElements(); ++i) {
     int32_t id = ids.as<int32_t>()[i];
-    if (id < 0 || id >= vocab) {
+    if (id < 0 || id >= *vocab) {
       return shapeError(op, "token id " + std::to_string(id) +
                                 " is outside the table's [0, " +
-                                std::to_string(vocab) + ")");
+                                std::to_string(*vocab) + ")");
+    }
+    int64_t local = id - block.first;
+    if (local < 0 || local >= rows) {
+      continue;
     }
     for (int64_t k = 0; k < hidden; ++k) {
-      table[id * hidden + k] += g[i * hidden + k];
+      table[local * hidden + k] += g[i * hidden + k];
     }
   }
   table.finish();
@@ -191,10 +202,12 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
   return Status::ok();
 }
 
+/// Vocabulary parallel, the rank's block: each token's maximum and sum of
+/// exponentials are combined over the ranks first.
 Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
                                       const Tensor &labels, const Tensor &dloss,
-                                      Tensor &out,
-                                      const ParallelFor &parallel) {
+                                      Tensor &out, const ParallelFor &parallel,
+                                      const VocabularyBlock &block) {
   if (logits.rank() != 2 || labels.dtype() != DType::I32 ||
       dloss.numElements() != 1) {
     return shapeError(op, "expected [tokens, vocab] logits, i32 labels and a "
@@ -204,7 +217,11 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
   MFRT_RETURN_IF_ERROR(expectSameShape(op, logits, out));
   int64_t ignore = op.ints()->Get(0);
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
-  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, vocab, ignore));
+  StatusOr<int64_t> whole = wholeVocabulary(op, block, vocab);
+  if (!whole) {
+    return whole.status();
+  }
+  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, *whole, ignore));
   int64_t counted = 0;
   for (int64_t t = 0; t < tokens; ++t) {
     counted += labels.as<int32_t>()[t] != ignore;
@@ -212,7 +229,24 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
   float factor = counted ? dloss.loadFloat(0) / static_cast<float>(counted) : 0.0f;
   F32In x(logits);
   F32Out z(out);
-  // (softmax - one-hot(label)) * factor per row, rows on the pool.
+  std::vector<double> best(tokens), sums(tokens, 0.0);
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      best[t] = maximumOf(x.data() + t * vocab, vocab);
+    }
+  });
+  MFRT_RETURN_IF_ERROR(combine(block, best, VocabularyBlock::Combine::Max));
+  // exp(x - max) into the result, rows on the pool.
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float *row = x.data() + t * vocab;
+      float *target = z.data() + t * vocab;
+      std::copy(row, row + vocab, target);
+      sums[t] = expShiftedSum(target, vocab, static_cast<float>(best[t]));
+    }
+  });
+  MFRT_RETURN_IF_ERROR(combine(block, sums, VocabularyBlock::Combine::Sum));
+  // (softmax - one-hot(label)) * factor per row.
   parallel(tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       int64_t label = labels.as<int32_t>()[t];
@@ -221,12 +255,12 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
         std::fill(target, target + vocab, 0.0f);
         continue;
       }
-      const float *row = x.data() + t * vocab;
-      float best = maximumOf(row, vocab);
-      std::copy(row, row + vocab, target);
-      float scale = static_cast<float>(factor / expShiftedSum(target, vocab, best));
+      float scale = static_cast<float>(factor / sums[t]);
       scaleInto(target, scale, target, vocab);
-      target[label] -= factor;
+      int64_t local = label - block.first;
+      if (local >= 0 && local < vocab) {
+        target[local] -= factor;
+      }
     }
   });
   z.finish();

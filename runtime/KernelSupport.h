@@ -10,6 +10,7 @@
 #define MFC_RUNTIME_KERNELSUPPORT_H
 
 #include "runtime/Executable.h"
+#include "runtime/Kernels.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 
@@ -169,6 +170,15 @@ void walkStrided(const Shape &shape, const std::vector<int64_t> &strides,
 /// An error naming the first label outside [0, vocab) that is not `ignore`.
 Status checkLabels(const fb::Op &op, const Tensor &labels, int64_t vocab,
                    int64_t ignore);
+
+/// `block`'s whole vocabulary for a block of `rows` ids (an error when the
+/// block does not lie in it), and its rows' offset in it.
+StatusOr<int64_t> wholeVocabulary(const fb::Op &op, const VocabularyBlock &block,
+                                  int64_t rows);
+
+/// `values` combined over the ranks of `block` (unchanged on one rank).
+Status combine(const VocabularyBlock &block, std::vector<double> &values,
+               VocabularyBlock::Combine how);
 
 // The loops below are built for the widest vector ISA the machine has
 // (target clones, chosen at load time, private to Kernels.cpp: GCC's

@@ -345,8 +345,9 @@ Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
 // Model-level kernels
 //===----------------------------------------------------------------------===//
 
+/// Vocabulary parallel, the ids of other blocks give zero rows.
 Status embedding(const fb::Op &op, const Tensor &table, const Tensor &ids,
-                 Tensor &out) {
+                 Tensor &out, const VocabularyBlock &block) {
   if (table.rank() != 2 || ids.dtype() != DType::I32 ||
       table.dtype() != out.dtype()) {
     return shapeError(op, "expected a [vocab, hidden] table and i32 ids");
@@ -354,17 +355,25 @@ Status embedding(const fb::Op &op, const Tensor &table, const Tensor &ids,
   Shape expected = ids.shape();
   expected.push_back(table.dim(1));
   MFRT_RETURN_IF_ERROR(expectShape(op, out, expected, "the result"));
-  int64_t vocab = table.dim(0);
+  StatusOr<int64_t> vocab = wholeVocabulary(op, block, table.dim(0));
+  if (!vocab) {
+    return vocab.status();
+  }
   size_t rowBytes = table.dim(1) * dtypeSize(table.dtype());
   for (int64_t i = 0; i < ids.numElements(); ++i) {
     int32_t id = ids.as<int32_t>()[i];
-    if (id < 0 || id >= vocab) {
+    if (id < 0 || id >= *vocab) {
       return shapeError(op, "token id " + std::to_string(id) +
                                 " is outside the table's [0, " +
-                                std::to_string(vocab) + ")");
+                                std::to_string(*vocab) + ")");
     }
-    std::memcpy(static_cast<char *>(out.data()) + i * rowBytes,
-                static_cast<const char *>(table.data()) + id * rowBytes,
+    char *row = static_cast<char *>(out.data()) + i * rowBytes;
+    int64_t local = id - block.first;
+    if (local < 0 || local >= table.dim(0)) {
+      std::memset(row, 0, rowBytes);
+      continue;
+    }
+    std::memcpy(row, static_cast<const char *>(table.data()) + local * rowBytes,
                 rowBytes);
   }
   return Status::ok();
@@ -626,9 +635,12 @@ Status mfrt::detail::checkLabels(const fb::Op &op, const Tensor &labels,
 
 namespace {
 
+/// Vocabulary parallel (Megatron's vocab-parallel cross-entropy), each
+/// rank holds a block of every row: the ranks combine each token's maximum,
+/// then its sum of exponentials and its label's logit (0 off the block).
 Status crossEntropy(const fb::Op &op, const Tensor &logits,
                     const Tensor &labels, Tensor &out,
-                    const ParallelFor &parallel) {
+                    const ParallelFor &parallel, const VocabularyBlock &block) {
   if (logits.rank() != 2 || labels.dtype() != DType::I32 ||
       out.numElements() != 1) {
     return shapeError(op, "expected [tokens, vocab] logits and i32 labels");
@@ -636,11 +648,20 @@ Status crossEntropy(const fb::Op &op, const Tensor &logits,
   MFRT_RETURN_IF_ERROR(expectShape(op, labels, {logits.dim(0)}, "labels"));
   int64_t ignore = op.ints()->Get(0);
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
-  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, vocab, ignore));
+  StatusOr<int64_t> whole = wholeVocabulary(op, block, vocab);
+  if (!whole) {
+    return whole.status();
+  }
+  MFRT_RETURN_IF_ERROR(checkLabels(op, labels, *whole, ignore));
   F32In x(logits);
-  // Each row's -log softmax at its label (rows on the pool), summed in
-  // order afterwards: the same loss however the rows were split.
-  std::vector<double> losses(tokens, 0.0);
+  std::vector<double> best(tokens), sums(2 * tokens, 0.0);
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      best[t] = maximumOf(x.data() + t * vocab, vocab);
+    }
+  });
+  MFRT_RETURN_IF_ERROR(combine(block, best, VocabularyBlock::Combine::Max));
+  // Per token: the sum of exponentials, then the label's logit.
   parallel(tokens, [&](int64_t begin, int64_t end) {
     std::vector<float> exps(vocab);
     for (int64_t t = begin; t < end; ++t) {
@@ -649,23 +670,53 @@ Status crossEntropy(const fb::Op &op, const Tensor &logits,
         continue;
       }
       const float *row = x.data() + t * vocab;
-      float best = maximumOf(row, vocab);
       std::copy(row, row + vocab, exps.begin());
-      double sum = expShiftedSum(exps.data(), vocab, best);
-      losses[t] = best + std::log(sum) - row[label];
+      sums[t] = expShiftedSum(exps.data(), vocab, static_cast<float>(best[t]));
+      int64_t local = label - block.first;
+      sums[tokens + t] = local >= 0 && local < vocab ? row[local] : 0.0;
     }
   });
+  MFRT_RETURN_IF_ERROR(combine(block, sums, VocabularyBlock::Combine::Sum));
+  // Summed in order: the same loss however the rows were split.
   double total = 0;
   int64_t counted = 0;
   for (int64_t t = 0; t < tokens; ++t) {
-    total += losses[t];
-    counted += labels.as<int32_t>()[t] != ignore;
+    if (labels.as<int32_t>()[t] == ignore) {
+      continue;
+    }
+    total += static_cast<float>(best[t]) + std::log(sums[t]) -
+             static_cast<float>(sums[tokens + t]);
+    ++counted;
   }
   out.storeFloat(0, counted ? static_cast<float>(total / counted) : 0.0f);
   return Status::ok();
 }
 
 } // namespace
+
+StatusOr<int64_t> mfrt::detail::wholeVocabulary(const fb::Op &op,
+                                                const VocabularyBlock &block,
+                                                int64_t rows) {
+  if (block.vocabulary == 0) {
+    return rows;
+  }
+  if (block.first < 0 || block.first + rows > block.vocabulary) {
+    return shapeError(op, "the vocabulary block [" + std::to_string(block.first) +
+                              ", " + std::to_string(block.first + rows) +
+                              ") is outside the vocabulary [0, " +
+                              std::to_string(block.vocabulary) + ")");
+  }
+  return block.vocabulary;
+}
+
+Status mfrt::detail::combine(const VocabularyBlock &block,
+                             std::vector<double> &values,
+                             VocabularyBlock::Combine how) {
+  if (!block.combine) {
+    return Status::ok();
+  }
+  return block.combine(values.data(), static_cast<int64_t>(values.size()), how);
+}
 
 std::vector<int64_t> mfrt::detail::rowMajorStrides(const Shape &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
@@ -874,7 +925,8 @@ void mfrt::runSerially(int64_t count,
 
 Status mfrt::runKernel(const fb::Op &op,
                        const std::vector<const Tensor *> &inputs,
-                       Tensor &output, const ParallelFor &parallel) {
+                       Tensor &output, const ParallelFor &parallel,
+                       const VocabularyBlock &block) {
   auto in = [&](size_t i) -> const Tensor & { return *inputs[i]; };
   switch (op.kind()) {
   case fb::OpKind::Param:
@@ -962,7 +1014,7 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Concat:
     return concat(op, inputs, output);
   case fb::OpKind::Embedding:
-    return embedding(op, in(0), in(1), output);
+    return embedding(op, in(0), in(1), output, block);
   case fb::OpKind::RmsNorm:
     return norm(op, inputs, output, /*layerNorm=*/false, parallel);
   case fb::OpKind::LayerNorm:
@@ -978,13 +1030,13 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::KvCacheWrite:
     return kvCacheWrite(op, in(0), in(1), in(2), output);
   case fb::OpKind::CrossEntropy:
-    return crossEntropy(op, in(0), in(1), output, parallel);
+    return crossEntropy(op, in(0), in(1), output, parallel, block);
   case fb::OpKind::SiluGrad:
     return siluGrad(op, in(0), in(1), output);
   case fb::OpKind::GeluGrad:
     return geluGrad(op, in(0), in(1), output);
   case fb::OpKind::EmbeddingGrad:
-    return embeddingGrad(op, in(0), in(1), output);
+    return embeddingGrad(op, in(0), in(1), output, block);
   case fb::OpKind::RmsNormGrad:
     return normGrad(op, inputs, output, /*layerNorm=*/false);
   case fb::OpKind::LayerNormGrad:
@@ -992,7 +1044,7 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::AttentionGrad:
     return attentionGrad(op, inputs, output, parallel);
   case fb::OpKind::CrossEntropyGrad:
-    return crossEntropyGrad(op, in(0), in(1), in(2), output, parallel);
+    return crossEntropyGrad(op, in(0), in(1), in(2), output, parallel, block);
   case fb::OpKind::Pad:
     return pad(op, in(0), output);
   case fb::OpKind::Assign:

@@ -28,12 +28,26 @@ using ParallelFor = std::function<void(
 void runSerially(int64_t count,
                  const std::function<void(int64_t, int64_t)> &body);
 
+/// Where a vocabulary-parallel op's block (Embedding, EmbeddingGrad,
+/// CrossEntropy, CrossEntropyGrad with grid axes) sits in the whole
+/// vocabulary, and how its rank combines per-token numbers with the ranks
+/// that hold the other blocks. The default is a whole vocabulary.
+struct VocabularyBlock {
+  enum class Combine { Max, Sum };
+  int64_t first = 0;      ///< the block's first id
+  int64_t vocabulary = 0; ///< the whole vocabulary; 0: the block's rows
+  /// Replaces `values` by their elementwise max or sum over the ranks;
+  /// none: one rank.
+  std::function<Status(double *values, int64_t count, Combine how)> combine;
+};
+
 /// Computes `op` from `inputs` into `output`, which the caller allocated
 /// with the result's type (KvCacheWrite may receive its cache operand's
 /// storage as `output`, to update in place). Param is not a kernel. Kernels
 /// with independent tiles (attention) spread them with `parallel`.
 Status runKernel(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                 Tensor &output, const ParallelFor &parallel = runSerially);
+                 Tensor &output, const ParallelFor &parallel = runSerially,
+                 const VocabularyBlock &block = {});
 
 } // namespace mfrt
 

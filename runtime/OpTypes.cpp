@@ -225,13 +225,14 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "the update does not fit the cache";
   }
   case fb::OpKind::CrossEntropy:
-    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+    return op.ints() && op.ints()->size() >= 1 && in[0].shape.size() == 2 &&
+                   isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
                    out.dtype == DType::F32 && out.shape.empty()
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
-                 "scalar";
+                 "scalar and ignore_index";
   case fb::OpKind::SiluGrad:
   case fb::OpKind::GeluGrad:
     return sameType(in[0], out) && sameType(in[1], out) && isFloat(out.dtype)
@@ -277,14 +278,15 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "expected the result to have the operand's type";
   }
   case fb::OpKind::CrossEntropyGrad:
-    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+    return op.ints() && op.ints()->size() >= 1 && in[0].shape.size() == 2 &&
+                   isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
                    in[2].dtype == DType::F32 && in[2].shape.empty() &&
                    sameType(in[0], out)
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
-                 "scalar gradient, and the logits' type";
+                 "scalar gradient, the logits' type and ignore_index";
   case fb::OpKind::AllGather: // shapes and axes: against the grid
   case fb::OpKind::ReduceScatter:
   case fb::OpKind::Scatter:

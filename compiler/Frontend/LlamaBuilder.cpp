@@ -24,9 +24,12 @@ public:
     int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
 
     Location embedLoc = loc("model.tok_embeddings", "vocab_size");
+    // vocab_emb_dp: False splits the table (and the lm_head) by vocabulary.
+    int64_t vocabSplit = spec_.vocabParallel ? 0 : -1;
     Value table = weight("model.embed_tokens.weight",
                          "model.tok_embeddings.embedding_weight",
-                         {model.vocabSize, model.hiddenSize}, embedLoc);
+                         {model.vocabSize, model.hiddenSize}, embedLoc,
+                         vocabSplit);
     Value hidden = mf::EmbeddingOp::create(
         builder_, embedLoc,
         tensorType({batch, seq, model.hiddenSize}, paramType()), table, ids);
@@ -44,7 +47,8 @@ public:
     Value head = model.tieWordEmbeddings
                      ? table
                      : weight("lm_head.weight", "lm_head.weight",
-                              {model.vocabSize, model.hiddenSize}, headLoc);
+                              {model.vocabSize, model.hiddenSize}, headLoc,
+                              vocabSplit);
     return logits(normed, head, headLoc);
   }
 

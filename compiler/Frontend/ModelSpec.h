@@ -226,6 +226,9 @@ struct ModelSpec {
   /// runner_config.batch_size sequences; gradients and the loss are
   /// averaged over them), or 1.
   int64_t shardedDataParallel = 1;
+  /// vocab_emb_dp: False under tensor parallelism: the embedding, lm_head
+  /// and cross-entropy split by vocabulary over the model-parallel ranks.
+  bool vocabParallel = false;
   /// parallel.enable_parallel_optimizer with data parallelism: AdamW's state
   /// and update sharded over the data-parallel ranks (ZeRO-1).
   bool parallelOptimizer = false;

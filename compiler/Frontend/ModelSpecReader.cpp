@@ -1247,11 +1247,21 @@ private:
                 "outside training are not built yet");
       }
       if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
-        context_.diagnostics.warning(
-            parallel.loc(),
-            "vocab_emb_dp: False is not built yet: the embedding and lm_head "
-            "are replicated on every rank (the same math, more memory than "
-            "MindFormers' vocabulary-parallel layout)");
+        // As MindFormers' LLaMA: a vocabulary the ranks do not divide stays
+        // replicated.
+        if (spec_.model.vocabSize % spec_.shardedModelParallel == 0) {
+          spec_.vocabParallel = true;
+        } else {
+          context_.diagnostics.warning(
+              locOfKey("parallel_config.vocab_emb_dp"),
+              "vocab_emb_dp: False: vocab_size " +
+                  llvm::Twine(spec_.model.vocabSize).str() +
+                  " does not divide by model_parallel " +
+                  llvm::Twine(spec_.shardedModelParallel).str() +
+                  ", so the embedding, lm_head and loss stay replicated on "
+                  "every rank (as MindFormers does; pad the vocabulary to a "
+                  "multiple of model_parallel to split it)");
+        }
       }
     } else if (devices > 1) {
       if (config.modelParallel > 1) {

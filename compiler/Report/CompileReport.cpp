@@ -135,7 +135,7 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
   std::vector<std::pair<std::string, std::vector<Collectives>>> entries;
   for (auto function : module.getOps<func::FuncOp>()) {
     std::map<std::pair<std::string, std::string>, Collectives> byAxes;
-    auto count = [&](StringRef kind, ArrayRef<int16_t> gridAxes, Type whole) {
+    auto count = [&](StringRef kind, ArrayRef<int16_t> gridAxes, int64_t bytes) {
       std::string axes;
       int64_t ranks = 1;
       for (int16_t axis : gridAxes) {
@@ -148,15 +148,30 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       collectives.axes = axes;
       collectives.ranks = ranks;
       ++collectives.count;
-      collectives.bytes += bytesOf(whole);
+      collectives.bytes += bytes;
     };
     function.walk([&](Operation *op) {
+      // A vocabulary-parallel cross-entropy all-reduces f64 statistics per
+      // token: the maximum, then the sum of exponentials and (forward) the
+      // label's logit.
+      auto tokenBytes = [](Value logits) {
+        return cast<RankedTensorType>(logits.getType()).getDimSize(0) * 8;
+      };
       if (auto reduce = dyn_cast<mf::AllReduceOp>(op)) {
-        count("all_reduce", reduce.getGridAxes(), reduce.getType());
+        count("all_reduce", reduce.getGridAxes(), bytesOf(reduce.getType()));
       } else if (auto scatter = dyn_cast<mf::ReduceScatterOp>(op)) {
-        count("reduce_scatter", scatter.getGridAxes(), scatter.getInput().getType());
+        count("reduce_scatter", scatter.getGridAxes(),
+              bytesOf(scatter.getInput().getType()));
       } else if (auto gather = dyn_cast<mf::AllGatherOp>(op)) {
-        count("all_gather", gather.getGridAxes(), gather.getType());
+        count("all_gather", gather.getGridAxes(), bytesOf(gather.getType()));
+      } else if (auto loss = dyn_cast<mf::CrossEntropyOp>(op);
+                 loss && loss.getGridAxes()) {
+        count("all_reduce", *loss.getGridAxes(), tokenBytes(loss.getLogits()));
+        count("all_reduce", *loss.getGridAxes(), 2 * tokenBytes(loss.getLogits()));
+      } else if (auto grad = dyn_cast<mf::CrossEntropyGradOp>(op);
+                 grad && grad.getGridAxes()) {
+        count("all_reduce", *grad.getGridAxes(), tokenBytes(grad.getLogits()));
+        count("all_reduce", *grad.getGridAxes(), tokenBytes(grad.getLogits()));
       }
     });
     if (!byAxes.empty()) {

@@ -536,6 +536,14 @@ private:
     auto withFloat = [](fb::OpKind kind, double value) {
       return EncodedOp{kind, {}, {value}, {}};
     };
+    // A vocabulary-parallel op's grid axes follow its other ints.
+    auto withVocabAxes = [](fb::OpKind kind, std::vector<int64_t> ints,
+                            std::optional<ArrayRef<int16_t>> axes) {
+      if (axes) {
+        ints.insert(ints.end(), axes->begin(), axes->end());
+      }
+      return EncodedOp{kind, std::move(ints), {}, {}};
+    };
     std::optional<EncodedOp> encoded =
         llvm::TypeSwitch<Operation *, std::optional<EncodedOp>>(op)
             .Case([&](mf::ParamOp param) -> std::optional<EncodedOp> {
@@ -611,7 +619,10 @@ private:
             .Case([&](mf::ConcatOp concat) {
               return withDim(fb::OpKind::Concat, concat.getDimension());
             })
-            .Case([&](mf::EmbeddingOp) { return simple(fb::OpKind::Embedding); })
+            .Case([&](mf::EmbeddingOp embedding) {
+              return withVocabAxes(fb::OpKind::Embedding, {},
+                                   embedding.getGridAxes());
+            })
             .Case([&](mf::RmsNormOp norm) {
               return withFloat(fb::OpKind::RmsNorm,
                                norm.getEpsilon().convertToDouble());
@@ -668,15 +679,17 @@ private:
               return EncodedOp{fb::OpKind::AllReduce, axes, {}, {}};
             })
             .Case([&](mf::CrossEntropyOp loss) {
-              return withDim(fb::OpKind::CrossEntropy, loss.getIgnoreIndex());
+              return withVocabAxes(fb::OpKind::CrossEntropy,
+                                   {loss.getIgnoreIndex()}, loss.getGridAxes());
             })
             .Case([&](mf::SiluGradOp) { return simple(fb::OpKind::SiluGrad); })
             .Case([&](mf::GeluGradOp gelu) {
               return withDim(fb::OpKind::GeluGrad,
                              gelu.getApproximate() == mf::GeluApproximation::tanh);
             })
-            .Case([&](mf::EmbeddingGradOp) {
-              return simple(fb::OpKind::EmbeddingGrad);
+            .Case([&](mf::EmbeddingGradOp embedding) {
+              return withVocabAxes(fb::OpKind::EmbeddingGrad, {},
+                                   embedding.getGridAxes());
             })
             .Case([&](mf::RmsNormGradOp norm) {
               return EncodedOp{fb::OpKind::RmsNormGrad,
@@ -697,7 +710,8 @@ private:
                                {}};
             })
             .Case([&](mf::CrossEntropyGradOp loss) {
-              return withDim(fb::OpKind::CrossEntropyGrad, loss.getIgnoreIndex());
+              return withVocabAxes(fb::OpKind::CrossEntropyGrad,
+                                   {loss.getIgnoreIndex()}, loss.getGridAxes());
             })
             .Case([&](mf::PadOp pad) {
               std::vector<int64_t> offsets(pad.getOffsets());

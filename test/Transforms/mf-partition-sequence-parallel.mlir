@@ -35,3 +35,18 @@ func.func @block(%ids: tensor<1x4xi32>) -> tensor<1x4x16xf32> {
   %logits = mf.matmul %y, %emb transpose_rhs : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
   return %logits : tensor<1x4x16xf32>
 }
+
+// A vocabulary-parallel table: the lookup's partial sums are
+// reduce-scattered along the sequence.
+mf.parameter @vocab_emb : tensor<16x8xf32> init = ones sharding(@grid, [[1]])
+
+// CHECK-LABEL: func.func @vocab_parallel
+func.func @vocab_parallel(%ids: tensor<1x4xi32>) -> tensor<1x4x8xf32> {
+  %emb = mf.param @vocab_emb : tensor<16x8xf32>
+  // CHECK: %[[E:.*]] = mf.embedding %{{.*}}, %{{.*}} vocab on @grid axes = [1] : tensor<8x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
+  // CHECK-NEXT: %[[S:.*]] = mf.reduce_scatter %[[E]] on @grid axes = [1] dim = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+  %x = mf.embedding %emb, %ids : tensor<16x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
+  // CHECK: %[[W:.*]] = mf.all_gather %[[S]] on @grid axes = [1] dim = 1 : tensor<1x2x8xf32> -> tensor<1x4x8xf32>
+  // CHECK-NEXT: return %[[W]]
+  return %x : tensor<1x4x8xf32>
+}

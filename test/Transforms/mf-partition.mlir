@@ -100,3 +100,53 @@ func.func @odd_reshape(%x: tensor<1x3x8xf32>) -> tensor<1x3x3x2xf32> {
   %h = mf.reshape %y : tensor<1x3x6xf32> to tensor<1x3x3x2xf32>
   return %h : tensor<1x3x3x2xf32>
 }
+
+// -----
+
+// vocab_emb_dp: False (Megatron's vocabulary parallelism): the tied table is
+// split by rows. The lookup of the rank's rows is a partial sum,
+// all-reduced; the lm_head is column-parallel, its logits all-gathered
+// where an entry returns them, and the loss of a vocabulary block is the
+// vocab-parallel cross-entropy.
+shard.grid @grid(shape = 1x2)
+mf.parameter @table : tensor<8x4xf32> init = ones sharding(@grid, [[1]])
+
+// CHECK-LABEL: func.func @vocab_parallel_logits
+// CHECK-SAME: -> tensor<1x3x8xf32>
+func.func @vocab_parallel_logits(%ids: tensor<1x3xi32>) -> tensor<1x3x8xf32> {
+  %t = mf.param @table : tensor<8x4xf32>
+  // CHECK: %[[PARTIAL:.*]] = mf.embedding %{{.*}}, %{{.*}} vocab on @grid axes = [1] : tensor<4x4xf32>, tensor<1x3xi32> -> tensor<1x3x4xf32>
+  // CHECK-NEXT: %[[H:.*]] = mf.all_reduce %[[PARTIAL]] on @grid axes = [1] : tensor<1x3x4xf32>
+  %h = mf.embedding %t, %ids : tensor<8x4xf32>, tensor<1x3xi32> -> tensor<1x3x4xf32>
+  // CHECK: mf.replicate %[[H]] on @grid axes = [1]
+  // CHECK: %[[BLOCK:.*]] = mf.matmul {{.*}} transpose_rhs : tensor<1x3x4xf32>, tensor<4x4xf32> -> tensor<1x3x4xf32>
+  // CHECK-NEXT: %[[WHOLE:.*]] = mf.all_gather %[[BLOCK]] on @grid axes = [1] dim = 2 : tensor<1x3x4xf32> -> tensor<1x3x8xf32>
+  // CHECK-NEXT: return %[[WHOLE]]
+  %logits = mf.matmul %h, %t transpose_rhs : tensor<1x3x4xf32>, tensor<8x4xf32> -> tensor<1x3x8xf32>
+  return %logits : tensor<1x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @vocab_parallel_loss
+func.func @vocab_parallel_loss(%ids: tensor<1x3xi32>, %labels: tensor<3xi32>) -> tensor<f32> {
+  %t = mf.param @table : tensor<8x4xf32>
+  %h = mf.embedding %t, %ids : tensor<8x4xf32>, tensor<1x3xi32> -> tensor<1x3x4xf32>
+  %logits = mf.matmul %h, %t transpose_rhs : tensor<1x3x4xf32>, tensor<8x4xf32> -> tensor<1x3x8xf32>
+  // CHECK: mf.reshape %{{.*}} : tensor<1x3x4xf32> to tensor<3x4xf32>
+  // CHECK-NEXT: mf.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 vocab on @grid axes = [1] : tensor<3x4xf32>, tensor<3xi32> -> tensor<f32>
+  // CHECK-NOT: mf.all_gather
+  %flat = mf.reshape %logits : tensor<1x3x8xf32> to tensor<3x8xf32>
+  %loss = mf.cross_entropy %flat, %labels ignore_index = -100 : tensor<3x8xf32>, tensor<3xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A table split by columns has no rule (the frontend splits rows).
+shard.grid @grid(shape = 1x2)
+mf.parameter @table : tensor<8x4xf32> init = ones sharding(@grid, [[], [1]])
+func.func @table_by_columns(%ids: tensor<1x3xi32>) -> tensor<1x3x4xf32> {
+  %t = mf.param @table : tensor<8x4xf32>
+  // expected-error @+1 {{cannot be partitioned: no sharding rule for its operands' splits (dim 1, replicated)}}
+  %h = mf.embedding %t, %ids : tensor<8x4xf32>, tensor<1x3xi32> -> tensor<1x3x4xf32>
+  return %h : tensor<1x3x4xf32>
+}

@@ -143,9 +143,10 @@ void usage(std::ostream &os) {
 /// The ranks of a sharded program (one, without MPI, for any other).
 std::unique_ptr<Communicator> ranks;
 
-/// Rank 0 writes what every rank holds whole (logits, the trace); the
-/// others compute it too (the same collectives) and write nothing.
-bool writesFiles() { return !ranks || ranks->rank() == 0; }
+/// Rank 0 writes what every rank holds whole (logits, the trace) and
+/// prints notes and summaries; the others compute it too (the same
+/// collectives) and print only their errors.
+bool primaryRank() { return !ranks || ranks->rank() == 0; }
 
 int fail(const std::string &message) {
   // One write: the ranks of a multi-rank run share stderr, and their
@@ -593,7 +594,7 @@ StatusOr<std::vector<int32_t>> encodeText(const Options &options,
         "or a Hugging Face model folder), set processor.tokenizer."
         "tokenizer_file in the YAML, or pass --input-ids 1,2,3");
   }
-  if (vocab > 256) {
+  if (vocab > 256 && primaryRank()) {
     std::fprintf(stderr,
                  "mf-run: note: no tokenizer: %s is read as bytes (ids "
                  "0-255) of this model's %lld; give --tokenizer PATH for "
@@ -604,7 +605,7 @@ StatusOr<std::vector<int32_t>> encodeText(const Options &options,
 }
 
 int writeTrace(const Options &options, const Session &session) {
-  if (options.profile.empty() || !writesFiles()) {
+  if (options.profile.empty() || !primaryRank()) {
     return 0;
   }
   Status status = writeFileAtomically(options.profile, "profile", [&](FileWriter &out) {
@@ -774,7 +775,7 @@ int predict(const Options &options, Session &session) {
         all = runEntry("logits", all.take());
       }
       Status status = !all          ? all.status()
-                      : !writesFiles() ? Status::ok()
+                      : !primaryRank() ? Status::ok()
                                        : dumpLogits(options.dumpLogits, (*all)[0],
                                                     promptLength, session.allocator);
       if (!status) {
@@ -868,7 +869,7 @@ int predict(const Options &options, Session &session) {
   double prefillSeconds = median(prefillTimes);
   double decodeSeconds = median(decodeTimes);
 
-  if (!options.dumpStepLogits.empty() && writesFiles()) {
+  if (!options.dumpStepLogits.empty() && primaryRank()) {
     int64_t steps = static_cast<int64_t>(stepLogits.size()) / vocab;
     Tensor table(DType::F32, {steps, vocab},
                  std::shared_ptr<void>(stepLogits.data(), [](void *) {}));
@@ -901,6 +902,9 @@ int predict(const Options &options, Session &session) {
                                " MB of them derived from the weights"
                          : "";
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
+  if (!primaryRank()) {
+    return writeTrace(options, session);
+  }
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
                "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
@@ -1262,6 +1266,8 @@ int run(int argc, char **argv) {
   bool fromYaml = weightFiles.empty() && model.load_checkpoint();
   if (fromYaml) {
     weightFiles.push_back(model.load_checkpoint()->str());
+  }
+  if (fromYaml && primaryRank()) {
     std::fprintf(stderr, "mf-run: note: weights from the YAML's load_checkpoint: %s\n",
                  weightFiles.back().c_str());
   }

@@ -240,8 +240,10 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b, Value g,
 
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, Value g,
                                           SmallVectorImpl<Value> &grads) {
+  // Vocabulary parallel: the gradient of the rank's block of rows.
   grads.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
-                                          getIds(), g));
+                                          getIds(), g, getGridAttr(),
+                                          getGridAxesAttr()));
   grads.push_back(Value());
   return success();
 }
@@ -338,7 +340,8 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, Value g,
                                              SmallVectorImpl<Value> &grads) {
   grads.push_back(CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
                                              getLogits(), getLabels(), g,
-                                             getIgnoreIndexAttr()));
+                                             getIgnoreIndexAttr(), getGridAttr(),
+                                             getGridAxesAttr()));
   grads.push_back(Value());
   return success();
 }

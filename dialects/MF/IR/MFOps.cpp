@@ -1057,6 +1057,33 @@ verifyCollectiveAxes(Operation *op, FlatSymbolRefAttr gridName,
   return grid;
 }
 
+/// A vocabulary-parallel op names a grid and its axes together, or neither.
+static LogicalResult verifyVocabSplit(Operation *op, FlatSymbolRefAttr gridName,
+                                      std::optional<ArrayRef<int16_t>> axes,
+                                      SymbolTableCollection &symbolTable) {
+  if (!gridName && !axes) {
+    return success();
+  }
+  if (!gridName || !axes) {
+    return op->emitOpError() << "names the vocabulary's grid and its axes "
+                                "together (`vocab on @grid axes = [...]`)";
+  }
+  return verifyCollectiveAxes(op, gridName, *axes, symbolTable);
+}
+
+LogicalResult EmbeddingOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyVocabSplit(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+LogicalResult EmbeddingGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyVocabSplit(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+LogicalResult CrossEntropyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyVocabSplit(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+LogicalResult CrossEntropyGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyVocabSplit(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
 }

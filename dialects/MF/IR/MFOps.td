@@ -479,23 +479,41 @@ def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOp
 // Model-level operations
 //===----------------------------------------------------------------------===//
 
-def MF_EmbeddingOp : MF_CostedOp<"embedding", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure],
+def MF_EmbeddingOp : MF_CostedOp<"embedding", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
     ["getFlops", "getBytesAccessed"]> {
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]`. An id outside `[0, vocab)` is an
     error at run time.
 
+    Vocabulary parallel (`vocab on @grid axes = [...]`): the table is this
+    rank's block of rows of the whole table, split over the ranks that
+    differ along those grid axes. Ids in other blocks give zero rows, so
+    the result is a partial sum over those ranks (mf-partition adds the
+    all-reduce).
+
     ```mlir
     %h = mf.embedding %table, %ids
         : tensor<256x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+    %partial = mf.embedding %block, %ids vocab on @grid axes = [1]
+        : tensor<128x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
     ```
   }];
-  let arguments = (ins MF_FloatTensor:$table, MF_IndexTensor:$ids);
+  let arguments = (ins MF_FloatTensor:$table, MF_IndexTensor:$ids,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)
+    $table `,` $ids (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
   }];
+  let builders = [
+    // Not vocabulary parallel.
+    OpBuilder<(ins "Type":$result, "Value":$table, "Value":$ids), [{
+      build($_builder, $_state, result, table, ids, FlatSymbolRefAttr(),
+            DenseI16ArrayAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -809,24 +827,45 @@ def MF_ReplicateOp : MF_FreeOp<"replicate", [
   let hasFolder = 1;
 }
 
-def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
+def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{
     `logits` is `[tokens, vocab]`, `labels` is `[tokens]`. Tokens whose label
     equals `ignore_index` do not count; the result is the mean negative
     log-likelihood over the others (0 when there are none).
 
+    Vocabulary parallel (`vocab on @grid axes = [...]`, Megatron's
+    vocab-parallel cross-entropy): `logits` is this rank's block of the
+    vocabulary, split over the ranks that differ along those grid axes. The
+    ranks combine each token's maximum, sum of exponentials and label logit
+    (two all-reduces of a few numbers per token), and every one of them
+    computes the loss of the whole vocabulary.
+
     ```mlir
     %loss = mf.cross_entropy %logits, %labels ignore_index = -100
         : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>
+    %same = mf.cross_entropy %block, %labels ignore_index = -100
+        vocab on @grid axes = [1] : tensor<8x128xf32>, tensor<8xi32> -> tensor<f32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$logits, MF_IndexTensor:$labels,
-                       I64Attr:$ignore_index);
+                       I64Attr:$ignore_index,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs 0DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+    $logits `,` $labels `ignore_index` `=` $ignore_index (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
+  let builders = [
+    // Not vocabulary parallel.
+    OpBuilder<(ins "Type":$result, "Value":$logits, "Value":$labels,
+                   "int64_t":$ignoreIndex), [{
+      build($_builder, $_state, result, logits, labels,
+            $_builder.getI64IntegerAttr(ignoreIndex), FlatSymbolRefAttr(),
+            DenseI16ArrayAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -864,21 +903,26 @@ def MF_GeluGradOp : MF_CostedOp<"gelu_grad", [Pure, Elementwise,
       "$input `,` $grad `approximate` `=` $approximate attr-dict `:` type($result)";
 }
 
-def MF_EmbeddingGradOp : MF_CostedOp<"embedding_grad", [Pure]> {
+def MF_EmbeddingGradOp : MF_CostedOp<"embedding_grad", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Gradient of an embedding lookup: rows scattered and summed";
   let description = [{
     `result[v, :] = sum of grad[b, s, :] over every (b, s) with ids[b, s] = v`;
-    the result has the table's type.
+    the result has the table's type. Vocabulary parallel (`vocab on`, as in
+    mf.embedding), the result is this rank's block of rows: ids in other
+    blocks add nothing.
 
     ```mlir
     %dtable = mf.embedding_grad %ids, %dy
         : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<256x64xf32>
     ```
   }];
-  let arguments = (ins MF_IndexTensor:$ids, MF_FloatTensor:$grad);
+  let arguments = (ins MF_IndexTensor:$ids, MF_FloatTensor:$grad,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+    $ids `,` $grad (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($ids) `,` type($grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -953,11 +997,14 @@ def MF_AttentionGradOp : MF_CostedOp<"attention_grad", [Pure,
 }
 
 def MF_CrossEntropyGradOp : MF_CostedOp<"cross_entropy_grad", [Pure,
-    AllTypesMatch<["logits", "result"]>]> {
+    AllTypesMatch<["logits", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Gradient of the mean cross-entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(label)) * dloss / count` per counted token,
-    zero for tokens labelled `ignore_index`.
+    zero for tokens labelled `ignore_index`. Vocabulary parallel (`vocab
+    on`, as in mf.cross_entropy), this rank's block of it: the softmax's
+    statistics are combined over the ranks.
 
     ```mlir
     %dlogits = mf.cross_entropy_grad %logits, %labels, %dloss ignore_index = -100
@@ -965,10 +1012,12 @@ def MF_CrossEntropyGradOp : MF_CostedOp<"cross_entropy_grad", [Pure,
     ```
   }];
   let arguments = (ins MF_FloatTensor:$logits, MF_IndexTensor:$labels,
-                       0DTensorOf<[F32]>:$grad, I64Attr:$ignore_index);
+                       0DTensorOf<[F32]>:$grad, I64Attr:$ignore_index,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $grad `ignore_index` `=` $ignore_index attr-dict `:` type($logits) `,` type($labels) `,` type($grad)
+    $logits `,` $labels `,` $grad `ignore_index` `=` $ignore_index (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($logits) `,` type($labels) `,` type($grad)
   }];
   let hasVerifier = 1;
 }

@@ -164,14 +164,17 @@ private:
     if (auto param = dyn_cast<ParamOp>(op)) {
       return visitParam(param);
     }
-    if (auto embedding = dyn_cast<EmbeddingOp>(op); embedding && sequenceSplit_) {
-      return scatterSequence(embedding);
+    if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+      return visitEmbedding(embedding);
     }
     bool anySplit = llvm::any_of(op->getOperands(), [&](Value operand) {
       return !splitOf(operand).replicated();
     });
-    if (!anySplit || isa<func::ReturnOp>(op)) {
+    if (!anySplit) {
       return success();
+    }
+    if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      return visitReturn(returnOp);
     }
     return TypeSwitch<Operation *, LogicalResult>(op)
         .Case<MatmulOp>([&](MatmulOp matmul) { return visitMatmul(matmul); })
@@ -214,12 +217,16 @@ private:
         .Case<KvCacheWriteOp>([&](KvCacheWriteOp write) {
           return visitKvCacheWrite(write);
         })
-        .Case<EmbeddingOp>([&](EmbeddingOp embedding) {
-          const Split ids = splitOf(embedding.getIds());
-          if (!splitOf(embedding.getTable()).replicated()) {
-            return (noRule(embedding));
+        .Case<CrossEntropyOp>([&](CrossEntropyOp loss) {
+          // Megatron's vocab-parallel cross-entropy: each rank holds a
+          // block of the vocabulary; the loss is whole on every rank.
+          const Split logits = splitOf(loss.getLogits());
+          if (logits.partial || logits.dim != 1 ||
+              !splitOf(loss.getLabels()).replicated()) {
+            return noRule(loss);
           }
-          return assign(embedding.getResult(), ids, embedding);
+          setVocabSplit(loss, logits.axes);
+          return success();
         })
         .Case<RmsNormOp>([&](RmsNormOp norm) {
           // Sequence parallelism: the norm of the rank's tokens. Its weight
@@ -242,22 +249,85 @@ private:
         });
   }
 
-  /// Sequence parallelism starts at the embedding: each rank keeps its
-  /// part of the sequence (mf.scatter; no communication).
-  LogicalResult scatterSequence(EmbeddingOp embedding) {
-    if (!splitOf(embedding.getIds()).replicated() ||
-        !splitOf(embedding.getTable()).replicated()) {
+  template <typename OpT>
+  void setVocabSplit(OpT op, ArrayRef<int16_t> axes) {
+    OpBuilder builder(op->getContext());
+    op.setGridAttr(FlatSymbolRefAttr::get(grid_.getSymNameAttr()));
+    op.setGridAxesAttr(builder.getDenseI16ArrayAttr(axes));
+  }
+
+  /// The token embedding: a vocabulary-parallel table (rows split) gives
+  /// partial sums, all-reduced; under sequence parallelism each rank keeps
+  /// its part of the sequence (reduce-scatter, or mf.scatter of a
+  /// replicated lookup, which needs no communication).
+  LogicalResult visitEmbedding(EmbeddingOp embedding) {
+    const Split table = splitOf(embedding.getTable());
+    const Split ids = splitOf(embedding.getIds());
+    if (table.partial || ids.partial || (!table.replicated() && table.dim != 0) ||
+        (!table.replicated() && !ids.replicated())) {
       return noRule(embedding);
+    }
+    if (!ids.replicated()) {
+      return assign(embedding.getResult(), ids, embedding);
     }
     OpBuilder builder(embedding->getContext());
     builder.setInsertionPointAfter(embedding);
-    auto scatter = ScatterOp::create(
-        builder, embedding.getLoc(), embedding.getType(), embedding.getResult(),
-        grid_.getSymName(), builder.getDenseI16ArrayAttr({kModelAxis}),
-        kSequenceDim);
-    embedding.getResult().replaceAllUsesExcept(scatter, scatter);
-    return assign(scatter.getResult(), Split::along(kSequenceDim, {kModelAxis}),
-                  scatter);
+    Location loc = embedding.getLoc();
+    Value result = embedding.getResult();
+    SmallVector<int16_t> sequenceAxes = {kModelAxis};
+    Operation *after = nullptr;
+    if (!table.replicated()) {
+      setVocabSplit(embedding, table.axes);
+      sequenceAxes = table.axes;
+      auto axes = builder.getDenseI16ArrayAttr(table.axes);
+      if (sequenceSplit_) {
+        after = ReduceScatterOp::create(
+            builder, loc, sequenceBlock(embedding.getType(), table.axes),
+            result, grid_.getSymName(), axes, kSequenceDim);
+      } else {
+        after = AllReduceOp::create(builder, loc, result, grid_.getSymName(),
+                                    axes);
+      }
+      splits_[result] = Split{-1, table.axes, true};
+    } else if (sequenceSplit_) {
+      after = ScatterOp::create(builder, loc,
+                                sequenceBlock(embedding.getType(), sequenceAxes),
+                                result, grid_.getSymName(),
+                                builder.getDenseI16ArrayAttr(sequenceAxes),
+                                kSequenceDim);
+    }
+    if (!after) {
+      return success();
+    }
+    result.replaceAllUsesExcept(after->getResult(0), after);
+    if (sequenceSplit_) {
+      splits_[after->getResult(0)] = Split::along(kSequenceDim, sequenceAxes);
+    }
+    return success();
+  }
+
+  /// `whole` with its sequence split over `axes`.
+  RankedTensorType sequenceBlock(RankedTensorType whole, ArrayRef<int16_t> axes) {
+    SmallVector<int64_t> shape(whole.getShape());
+    shape[kSequenceDim] /= ways(axes);
+    return whole.clone(shape);
+  }
+
+  /// What an entry returns is whole (the logits of a vocabulary-parallel
+  /// lm_head are all-gathered), except the KV caches: each rank keeps its
+  /// heads' block, which the runtime passes back in.
+  LogicalResult visitReturn(func::ReturnOp returnOp) {
+    for (OpOperand &operand : returnOp->getOpOperands()) {
+      const Split split = splitOf(operand.get());
+      if (split.replicated() || operand.get().getDefiningOp<KvCacheWriteOp>()) {
+        continue;
+      }
+      if (split.partial) {
+        return noRule(returnOp);
+      }
+      operand.set(gathered(operand.get(), split));
+    }
+    return success();
   }
 
   LogicalResult visitParam(ParamOp param) {
@@ -336,11 +406,9 @@ private:
       // of the sequence.
       OpBuilder builder(matmul->getContext());
       builder.setInsertionPointAfter(matmul);
-      auto whole = matmul.getType();
-      SmallVector<int64_t> shape(whole.getShape());
-      shape[kSequenceDim] /= ways(lhs.axes);
       auto reduced = ReduceScatterOp::create(
-          builder, matmul.getLoc(), whole.clone(shape), matmul.getResult(),
+          builder, matmul.getLoc(), sequenceBlock(matmul.getType(), lhs.axes),
+          matmul.getResult(),
           grid_.getSymName(), builder.getDenseI16ArrayAttr(lhs.axes),
           kSequenceDim);
       matmul.getResult().replaceAllUsesExcept(reduced, reduced);

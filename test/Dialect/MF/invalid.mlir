@@ -453,3 +453,29 @@ func.func @scatter_axes(%x: tensor<4x8xf32>) -> tensor<1x8xf32> {
 shard.grid @grid(shape = 1x2)
 // expected-error @+1 {{needs both a grid and split_axes, or neither}}
 mf.parameter @w : tensor<4xf32> init = ones {split_axes = #shard<axisarray[[1]]>}
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+func.func @vocab_axis(%t: tensor<128x64xf32>, %ids: tensor<1x8xi32>) -> tensor<1x8x64xf32> {
+  // expected-error @+1 {{grid axis 2 is not an axis of 'grid' (rank 2)}}
+  %0 = mf.embedding %t, %ids vocab on @grid axes = [2] : tensor<128x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+  return %0 : tensor<1x8x64xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+func.func @vocab_axes_alone(%l: tensor<8x128xf32>, %y: tensor<8xi32>) -> tensor<f32> {
+  // expected-error @+1 {{names the vocabulary's grid and its axes together (`vocab on @grid axes = [...]`)}}
+  %0 = "mf.cross_entropy"(%l, %y) {ignore_index = -100 : i64, grid_axes = array<i16: 1>} : (tensor<8x128xf32>, tensor<8xi32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @vocab_grid(%ids: tensor<1x8xi32>, %g: tensor<1x8x64xf32>) -> tensor<128x64xf32> {
+  // expected-error @+1 {{'grid' does not name a shard.grid}}
+  %0 = mf.embedding_grad %ids, %g vocab on @grid axes = [1] : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<128x64xf32>
+  return %0 : tensor<128x64xf32>
+}

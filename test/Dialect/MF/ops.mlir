@@ -194,3 +194,24 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w = mf.param @split_w : tensor<4x4xf32>
   return %3 : tensor<4x8xf32>
 }
+
+// -----
+
+// Vocabulary-parallel lookups and losses name the grid axes the vocabulary
+// is split over.
+shard.grid @grid(shape = 1x2)
+// CHECK-LABEL: func.func @vocab_parallel
+func.func @vocab_parallel(%table: tensor<128x64xf32>, %ids: tensor<1x8xi32>,
+                          %logits: tensor<8x128xf32>, %labels: tensor<8xi32>,
+                          %dloss: tensor<f32>, %dy: tensor<1x8x64xf32>)
+    -> (tensor<1x8x64xf32>, tensor<f32>, tensor<8x128xf32>, tensor<128x64xf32>) {
+  // CHECK: mf.embedding %{{.*}}, %{{.*}} vocab on @grid axes = [1] : tensor<128x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+  %h = mf.embedding %table, %ids vocab on @grid axes = [1] : tensor<128x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
+  // CHECK: mf.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 vocab on @grid axes = [1] : tensor<8x128xf32>, tensor<8xi32> -> tensor<f32>
+  %loss = mf.cross_entropy %logits, %labels ignore_index = -100 vocab on @grid axes = [1] : tensor<8x128xf32>, tensor<8xi32> -> tensor<f32>
+  // CHECK: mf.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} ignore_index = -100 vocab on @grid axes = [1] : tensor<8x128xf32>, tensor<8xi32>, tensor<f32>
+  %dlogits = mf.cross_entropy_grad %logits, %labels, %dloss ignore_index = -100 vocab on @grid axes = [1] : tensor<8x128xf32>, tensor<8xi32>, tensor<f32>
+  // CHECK: mf.embedding_grad %{{.*}}, %{{.*}} vocab on @grid axes = [1] : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<128x64xf32>
+  %dtable = mf.embedding_grad %ids, %dy vocab on @grid axes = [1] : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<128x64xf32>
+  return %h, %loss, %dlogits, %dtable : tensor<1x8x64xf32>, tensor<f32>, tensor<8x128xf32>, tensor<128x64xf32>
+}
