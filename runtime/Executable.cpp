@@ -657,6 +657,10 @@ Status checkGrid(const fb::Executable &root) {
 /// A split parameter splits one dimension of its block over grid axes.
 Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   std::string where = "parameter '" + parameter.name()->str() + "'";
+  if (parameter.split_parts() < 1) {
+    return Status::error(where + " is split in " +
+                         std::to_string(parameter.split_parts()) + " parts");
+  }
   if (parameter.split_dim() < 0) {
     return parameter.split_axes() && parameter.split_axes()->size()
                ? Status::error(where + " has split axes but no split dimension")
@@ -669,7 +673,16 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
                          std::to_string(parameter.split_dim()) +
                          ", which its type does not have (or over no axes)");
   }
-  return ranksAlong(root, *parameter.split_axes(), where).status();
+  MFRT_RETURN_IF_ERROR(ranksAlong(root, *parameter.split_axes(), where).status());
+  // The block holds its share of each part.
+  if (parameter.type()->shape()->Get(parameter.split_dim()) %
+          parameter.split_parts() !=
+      0) {
+    return Status::error(where + "'s block does not hold its " +
+                         std::to_string(parameter.split_parts()) +
+                         " parts' shares");
+  }
+  return Status::ok();
 }
 
 Status checkSemantics(const fb::Executable &root) {

@@ -33,10 +33,13 @@ struct CheckpointEntry {
 
 /// Indices [begin, begin + length) along dimension `dim` of a tensor and
 /// everything along the others: a sharded program's block of a weight.
+/// With `parts` > 1 the dimension is that many equal parts (GPT-2's fused
+/// q, k, v) and the block is [begin, begin + length) of each.
 struct TensorBlock {
   int64_t dim = 0;
   int64_t begin = 0;
   int64_t length = 0;
+  int64_t parts = 1;
 };
 
 /// A checkpoint file: named tensors over the file's mapped bytes. Reads

@@ -26,9 +26,19 @@ std::optional<TensorBlock> blockOf(const fb::Parameter &parameter,
   }
   std::vector<int64_t> axes(parameter.split_axes()->begin(),
                             parameter.split_axes()->end());
-  int64_t length = parameter.type()->shape()->Get(parameter.split_dim());
+  int64_t parts = parameter.split_parts();
+  int64_t length = parameter.type()->shape()->Get(parameter.split_dim()) / parts;
   int64_t index = ranks ? ranks->indexAlong(axes) : 0;
-  return TensorBlock{parameter.split_dim(), index * length, length};
+  return TensorBlock{parameter.split_dim(), index * length, length, parts};
+}
+
+/// `shape` with dimension `dim` seen as `parts` equal parts: [.., parts,
+/// extent / parts, ..], so that a block of each part is one block along
+/// dimension dim + 1.
+Shape partsView(Shape shape, int64_t dim, int64_t parts) {
+  shape[dim] /= parts;
+  shape.insert(shape.begin() + dim, parts);
+  return shape;
 }
 
 /// The whole weight's shape: the block's, times the ranks along the split.
@@ -174,13 +184,15 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
 StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
                                Allocator &allocator) {
   Shape shape = whole.shape();
-  shape[block.dim] = block.length;
+  shape[block.dim] = block.length * block.parts;
   StatusOr<Tensor> part = allocator.allocate(whole.dtype(), shape, false);
   if (!part) {
     return part.status();
   }
-  copyBlock(whole.data(), part->data(), whole.shape(), block.dim, block.begin,
-            block.length, dtypeSize(whole.dtype()), /*intoWhole=*/false);
+  copyBlock(whole.data(), part->data(),
+            partsView(whole.shape(), block.dim, block.parts), block.dim + 1,
+            block.begin, block.length, dtypeSize(whole.dtype()),
+            /*intoWhole=*/false);
   return part;
 }
 
@@ -432,8 +444,12 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
                          parameter.name()->str() + "'");
   }
   Tensor gathered(stored->dtype(), shape, std::move(bytes));
+  // Gathered part by part: each part's blocks side by side.
+  int64_t dim = parameter.split_dim(), parts = parameter.split_parts();
+  Tensor gatheredParts = gathered.reshaped(partsView(shape, dim, parts));
   MFRT_RETURN_IF_ERROR(ranks->allGather(
-      *stored, gathered, parameter.split_dim(),
+      stored->reshaped(partsView(stored->shape(), dim, parts)), gatheredParts,
+      dim + 1,
       std::vector<int64_t>(parameter.split_axes()->begin(),
                            parameter.split_axes()->end())));
   return gathered;

@@ -24,8 +24,9 @@ public:
     RankedTensorType embedded = tensorType({batch, seq, hiddenSize}, paramType());
 
     Location wteLoc = loc("transformer.wte", "vocab_size");
+    // vocab_emb_dp: False splits the tied table by vocabulary.
     Value wte = weight("transformer.wte.weight", "", {model.vocabSize, hiddenSize},
-                       wteLoc);
+                       wteLoc, spec_.vocabParallel ? 0 : -1);
     Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte, ids);
     Location wpeLoc = loc("transformer.wpe", "seq_length");
     Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
@@ -59,15 +60,25 @@ private:
     return castTo(normed, computeType(), normLoc);
   }
 
+  /// How model_parallel splits a Conv1D (Megatron's layout): column-parallel
+  /// by output features (columns of the [in, out] weight, and the bias; in
+  /// each of c_attn's q, k and v parts), row-parallel by input features
+  /// (rows; the bias is added after the all-reduce), or not at all.
+  enum class Parallel { None, Column, Row };
+
   /// A Conv1D: x W + b with W stored [in, out]. `mindFormersPath` names
   /// the module in MindFormers' GPT-2 (LoRA's target_modules may use it).
   Value conv1d(Value input, const std::string &path, int64_t inFeatures,
-               int64_t outFeatures, StringRef yamlKey,
-               const std::string &mindFormersPath = "") {
+               int64_t outFeatures, StringRef yamlKey, Parallel parallel,
+               int64_t parts = 1, const std::string &mindFormersPath = "") {
     Location convLoc = loc(path, yamlKey);
-    Value w = weight(path + ".weight", "", {inFeatures, outFeatures}, convLoc);
+    Value w = weight(path + ".weight", "", {inFeatures, outFeatures}, convLoc,
+                     parallel == Parallel::Column ? 1
+                     : parallel == Parallel::Row  ? 0
+                                                  : -1,
+                     parts);
     Value b = param(path + ".bias", "", {outFeatures}, mf::ParameterInit::zeros,
-                    convLoc);
+                    convLoc, parallel == Parallel::Column ? 0 : -1, parts);
     return withLora(input, linear(input, w, b, /*transposed=*/false, convLoc),
                     path, path, outFeatures, inFeatures, mindFormersPath);
   }
@@ -84,8 +95,9 @@ private:
     std::string mindFormers = "backbone.blocks." + std::to_string(layer);
 
     Value normed = layerNorm(hidden, path + ".ln_1");
+    // Each rank's heads' q, k and v: its share of each third.
     Value qkv = conv1d(normed, attn + ".c_attn", hiddenSize, 3 * hiddenSize,
-                       "num_heads");
+                       "num_heads", Parallel::Column, /*parts=*/3);
     Location splitLoc = loc(attn + ".split_heads", "num_heads");
     auto part = [&](int64_t index) {
       Value slice = mf::SliceOp::create(
@@ -103,7 +115,8 @@ private:
 
     Value attended = causalAttention(q, k, v, cache, layer, attn);
     Value output = conv1d(attended, attn + ".c_proj", hiddenSize, hiddenSize,
-                          "hidden_size", mindFormers + ".attention.projection");
+                          "hidden_size", Parallel::Row, 1,
+                          mindFormers + ".attention.projection");
     hidden = mf::AddOp::create(builder_, loc(path + ".attn_add", "num_layers"),
                                hidden, output);
 
@@ -111,11 +124,13 @@ private:
     int64_t ffnSize = model.ffnHiddenSize();
     std::string mlp = path + ".mlp";
     Value expanded = conv1d(normed, mlp + ".c_fc", hiddenSize, ffnSize,
-                            "expand_ratio", mindFormers + ".output.mapping");
+                            "expand_ratio", Parallel::Column, 1,
+                            mindFormers + ".output.mapping");
     Value activated = mf::GeluOp::create(builder_, loc(mlp + ".act", "hidden_act"),
                                          expanded, mf::GeluApproximation::tanh);
     Value projected = conv1d(activated, mlp + ".c_proj", ffnSize, hiddenSize,
-                             "expand_ratio", mindFormers + ".output.projection");
+                             "expand_ratio", Parallel::Row, 1,
+                             mindFormers + ".output.projection");
     return mf::AddOp::create(builder_, loc(path + ".mlp_add", "num_layers"),
                              hidden, projected);
   }

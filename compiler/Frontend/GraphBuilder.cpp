@@ -63,7 +63,8 @@ Location GraphBuilder::loc(const Twine &modelPath, StringRef yamlKey) {
 
 Value GraphBuilder::param(StringRef name, StringRef mfName,
                           ArrayRef<int64_t> shape, mf::ParameterInit init,
-                          Location loc, int64_t splitDim) {
+                          Location loc, int64_t splitDim,
+                          int64_t splitParts) {
   RankedTensorType type = tensorType(shape, paramType());
   mf::ParameterOp &parameter = parameters_[name];
   if (!parameter) {
@@ -73,7 +74,11 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     }
     FlatSymbolRefAttr grid;
     mlir::shard::GridAxesArrayAttr splitAxes;
+    IntegerAttr splitGroups;
     if (grid_ && spec_.shardedModelParallel > 1 && splitDim >= 0) {
+      if (splitParts > 1) {
+        splitGroups = builder_.getI64IntegerAttr(splitParts);
+      }
       SmallVector<DenseI16ArrayAttr> axes(
           splitDim + 1, builder_.getDenseI16ArrayAttr({}));
       axes[splitDim] = builder_.getDenseI16ArrayAttr({kModelParallelAxis});
@@ -83,15 +88,16 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     parameter = mf::ParameterOp::create(
         parameterBuilder_, loc, name, type, init, std,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
-        /*frozen=*/false, /*state=*/false, grid, splitAxes);
+        /*frozen=*/false, /*state=*/false, grid, splitAxes, splitGroups);
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
 
 Value GraphBuilder::weight(StringRef name, StringRef mfName,
                            ArrayRef<int64_t> shape, Location loc,
-                           int64_t splitDim) {
-  return param(name, mfName, shape, mf::ParameterInit::normal, loc, splitDim);
+                           int64_t splitDim, int64_t splitParts) {
+  return param(name, mfName, shape, mf::ParameterInit::normal, loc, splitDim,
+               splitParts);
 }
 
 Value GraphBuilder::castTo(Value value, Type elementType, Location loc) {

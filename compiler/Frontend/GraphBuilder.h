@@ -56,14 +56,16 @@ protected:
   /// Declares (once) and reads a parameter. `name` is the Hugging Face name,
   /// `mfName` the MindFormers one (may be empty). In a tensor-parallel
   /// program, `splitDim` (when not -1) is split over the model-parallel
-  /// axis; mf-partition derives the rest of the layout from these splits.
+  /// axis, in each of its `splitParts` equal parts (GPT-2's fused q, k,
+  /// v); mf-partition derives the rest of the layout from these splits.
   mlir::Value param(llvm::StringRef name, llvm::StringRef mfName,
                     llvm::ArrayRef<int64_t> shape, mlir::mf::ParameterInit init,
-                    mlir::Location loc, int64_t splitDim = -1);
+                    mlir::Location loc, int64_t splitDim = -1,
+                    int64_t splitParts = 1);
   /// A normal-initialized weight with the config's init std.
   mlir::Value weight(llvm::StringRef name, llvm::StringRef mfName,
                      llvm::ArrayRef<int64_t> shape, mlir::Location loc,
-                     int64_t splitDim = -1);
+                     int64_t splitDim = -1, int64_t splitParts = 1);
 
   mlir::Value castTo(mlir::Value value, mlir::Type elementType,
                      mlir::Location loc);

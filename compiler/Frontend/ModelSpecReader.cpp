@@ -1299,8 +1299,9 @@ private:
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
     }
-    if (spec_.model.family != ModelFamily::Llama) {
-      return "for LLaMA-family models only so far";
+    if (spec_.model.family != ModelFamily::Llama &&
+        spec_.model.family != ModelFamily::GPT2) {
+      return "for LLaMA-family and GPT-2 models only so far";
     }
     if (!spec_.model.pet.petType.empty()) {
       return "without pet_config only so far";

@@ -142,7 +142,8 @@ public:
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
           *type, init, std, parameter.getFrozen(), parameter.getState(),
-          splitDim, splitAxes.empty() ? nullptr : &splitAxes));
+          splitDim, splitAxes.empty() ? nullptr : &splitAxes,
+          static_cast<int32_t>(parameter.getSplitPartCount())));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

@@ -50,3 +50,26 @@ func.func @vocab_parallel(%ids: tensor<1x4xi32>) -> tensor<1x4x8xf32> {
   // CHECK-NEXT: return %[[W]]
   return %x : tensor<1x4x8xf32>
 }
+
+// A bias added after a reduce-scattered row-parallel sum: each rank adds
+// its tokens' share of the broadcast bias (mf.scatter, no communication).
+mf.parameter @proj : tensor<8x8xf32> init = ones sharding(@grid, [[1], []])
+mf.parameter @proj_bias : tensor<8xf32> init = zeros
+
+// CHECK-LABEL: func.func @row_parallel_bias
+func.func @row_parallel_bias(%ids: tensor<1x4xi32>) -> tensor<1x4x8xf32> {
+  %emb = mf.param @emb : tensor<16x8xf32>
+  %x = mf.embedding %emb, %ids : tensor<16x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
+  %w1 = mf.param @w1 : tensor<8x8xf32>
+  %h = mf.matmul %x, %w1 transpose_rhs : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %w = mf.param @proj : tensor<8x8xf32>
+  // CHECK: %[[SUM:.*]] = mf.reduce_scatter %{{.*}} on @grid axes = [1] dim = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+  %o = mf.matmul %h, %w : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %b = mf.param @proj_bias : tensor<8xf32>
+  // CHECK: %[[B:.*]] = mf.broadcast
+  // CHECK-NEXT: %[[MINE:.*]] = mf.scatter %[[B]] on @grid axes = [1] dim = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+  // CHECK: mf.add %[[SUM]], %[[MINE]] : tensor<1x2x8xf32>
+  %bb = mf.broadcast %b : tensor<8xf32> to tensor<1x4x8xf32>
+  %y = mf.add %o, %bb : tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}

@@ -150,3 +150,35 @@ func.func @table_by_columns(%ids: tensor<1x3xi32>) -> tensor<1x3x4xf32> {
   %h = mf.embedding %t, %ids : tensor<8x4xf32>, tensor<1x3xi32> -> tensor<1x3x4xf32>
   return %h : tensor<1x3x4xf32>
 }
+
+// -----
+
+// GPT-2's fused q, k, v: the weight is split in each of its three parts, so
+// that a third of the column-parallel result is the rank's heads' share of
+// q, k or v.
+shard.grid @grid(shape = 1x2)
+mf.parameter @c_attn : tensor<8x24xf32> init = ones sharding(@grid, [[], [1]] groups = 3)
+
+// CHECK-LABEL: func.func @fused_qkv
+func.func @fused_qkv(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %w = mf.param @c_attn : tensor<8x24xf32>
+  // CHECK: mf.matmul %{{.*}}, %{{.*}} : tensor<1x3x8xf32>, tensor<8x12xf32> -> tensor<1x3x12xf32>
+  %qkv = mf.matmul %x, %w : tensor<1x3x8xf32>, tensor<8x24xf32> -> tensor<1x3x24xf32>
+  // CHECK: %[[K:.*]] = mf.slice %{{.*}} [0, 0, 4] : tensor<1x3x12xf32> -> tensor<1x3x4xf32>
+  %k = mf.slice %qkv [0, 0, 8] : tensor<1x3x24xf32> -> tensor<1x3x8xf32>
+  // CHECK: mf.all_gather %[[K]] on @grid axes = [1] dim = 2 : tensor<1x3x4xf32> -> tensor<1x3x8xf32>
+  return %k : tensor<1x3x8xf32>
+}
+
+// -----
+
+// A slice across the parts has no rule.
+shard.grid @grid(shape = 1x2)
+mf.parameter @c_attn : tensor<8x24xf32> init = ones sharding(@grid, [[], [1]] groups = 3)
+func.func @across_parts(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %w = mf.param @c_attn : tensor<8x24xf32>
+  %qkv = mf.matmul %x, %w : tensor<1x3x8xf32>, tensor<8x24xf32> -> tensor<1x3x24xf32>
+  // expected-error @+1 {{cannot be partitioned: no sharding rule for its operands' splits (dim 2 in 3 parts)}}
+  %k = mf.slice %qkv [0, 0, 4] : tensor<1x3x24xf32> -> tensor<1x3x8xf32>
+  return %k : tensor<1x3x8xf32>
+}

@@ -79,7 +79,11 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
         os << (a ? ", " : "") << axis;
         whole[parameter.split_dim()] *= root.grid()->Get(axis);
       }
-      os << "] (whole " << formatShape(whole) << ")";
+      os << "]";
+      if (parameter.split_parts() > 1) {
+        os << " in each of " << parameter.split_parts() << " parts";
+      }
+      os << " (whole " << formatShape(whole) << ")";
     }
     if (parameter.mf_name()) {
       os << " (mindformers: " << parameter.mf_name()->str() << ")";

@@ -207,6 +207,18 @@ LogicalResult ParameterOp::verify() {
                          << " entries for a rank-" << getTensorType().getRank()
                          << " parameter";
   }
+  if (getSplitGroups()) {
+    int64_t splitDims = getSplitAxesAttr()
+                            ? llvm::count_if(getSplitAxesAttr().getAxes(),
+                                             [](DenseI16ArrayAttr axes) {
+                                               return !axes.empty();
+                                             })
+                            : 0;
+    if (splitDims != 1) {
+      return emitOpError() << "groups = " << *getSplitGroups()
+                           << " needs exactly one split dimension";
+    }
+  }
   return success();
 }
 
@@ -264,9 +276,13 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     for (int16_t axis : axes.asArrayRef()) {
       ways *= gridShape[axis];
     }
-    if (shape[dim] % ways != 0) {
+    int64_t parts = axes.empty() ? 1 : getSplitPartCount();
+    if (shape[dim] % (ways * parts) != 0) {
       return emitOpError() << "dimension " << dim << " (" << shape[dim]
-                           << ") cannot be split " << ways << " ways";
+                           << ") cannot be split " << ways << " ways"
+                           << (parts > 1 ? " in each of its " +
+                                               std::to_string(parts) + " parts"
+                                         : std::string());
     }
   }
   return success();

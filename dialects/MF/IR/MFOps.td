@@ -35,13 +35,19 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     and, as `shard.sharding`'s `split_axes` does, the grid axes each
     dimension is split over: `type` stays the whole weight (what a
     checkpoint holds) and each rank reads its block, which is the type of
-    the `mf.param` that reads it once `mf-partition` has run.
+    the `mf.param` that reads it once `mf-partition` has run. With
+    `groups = G`, the split dimension holds G equal parts (GPT-2's fused
+    q, k and v) each split the same way: a rank's block is its share of
+    every part, in order (vLLM's merged column-parallel layout), so that it
+    holds its heads' q, k and v.
 
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
     mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
+    mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
+        init = normal sharding(@grid, [[], [1]] groups = 3) {std = 2.0e-02 : f64}
     ```
   }];
   let arguments = (ins
@@ -53,11 +59,12 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     UnitAttr:$frozen,
     UnitAttr:$state,
     OptionalAttr<FlatSymbolRefAttr>:$grid,
-    OptionalAttr<MF_GridAxesArrayAttr>:$split_axes
+    OptionalAttr<MF_GridAxesArrayAttr>:$split_axes,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
-    (`sharding` `(` $grid^ `,` $split_axes `)`)? attr-dict
+    (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -70,6 +77,9 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     /// divided by the product of its grid axes' sizes (the whole type
     /// when the parameter is not split).
     ::mlir::RankedTensorType getShardType(::mlir::shard::GridOp grid);
+    /// The parts its split dimension holds, each split the same way (1:
+    /// one block of the whole dimension).
+    int64_t getSplitPartCount() { return getSplitGroups().value_or(1); }
   }];
 }
 

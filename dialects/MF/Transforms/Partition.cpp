@@ -36,19 +36,23 @@ using namespace mlir::mf;
 namespace {
 
 /// How one rank holds a value: whole (replicated), one dimension split over
-/// grid axes, or a partial sum over grid axes.
+/// grid axes, or a partial sum over grid axes. A split dimension may hold
+/// `parts` equal parts each split the same way (GPT-2's fused q, k, v: the
+/// rank holds its share of each).
 struct Split {
   int64_t dim = -1;
   SmallVector<int16_t> axes;
   bool partial = false;
+  int64_t parts = 1;
 
   bool replicated() const { return axes.empty(); }
   bool operator==(const Split &other) const {
-    return dim == other.dim && axes == other.axes && partial == other.partial;
+    return dim == other.dim && axes == other.axes && partial == other.partial &&
+           parts == other.parts;
   }
   bool operator!=(const Split &other) const { return !(*this == other); }
-  static Split along(int64_t dim, ArrayRef<int16_t> axes) {
-    return Split{dim, SmallVector<int16_t>(axes), false};
+  static Split along(int64_t dim, ArrayRef<int16_t> axes, int64_t parts = 1) {
+    return Split{dim, SmallVector<int16_t>(axes), false, parts};
   }
 };
 
@@ -131,11 +135,11 @@ private:
       auto type = cast<RankedTensorType>(value.getType());
       SmallVector<int64_t> shape(type.getShape());
       int64_t n = ways(split.axes);
-      if (shape[split.dim] % n != 0) {
+      if (shape[split.dim] % (n * split.parts) != 0) {
         return at->emitOpError()
                << "cannot be partitioned: dimension " << split.dim << " ("
                << shape[split.dim] << ") of its result does not split " << n
-               << " ways";
+               << " ways" << (split.parts > 1 ? " in each part" : "");
       }
       shape[split.dim] /= n;
       value.setType(type.clone(shape));
@@ -152,8 +156,13 @@ private:
       const Split split = splitOf(operand);
       if (split.replicated()) {
         diag << "replicated";
+      } else if (split.partial) {
+        diag << "partial";
       } else {
-        diag << (split.partial ? "partial" : "dim " + std::to_string(split.dim));
+        diag << "dim " << split.dim;
+        if (split.parts > 1) {
+          diag << " in " << split.parts << " parts";
+        }
       }
     });
     diag << ")";
@@ -228,19 +237,25 @@ private:
           setVocabSplit(loss, logits.axes);
           return success();
         })
-        .Case<RmsNormOp>([&](RmsNormOp norm) {
+        .Case<RmsNormOp, LayerNormOp>([&](Operation *norm) {
           // Sequence parallelism: the norm of the rank's tokens. Its weight
-          // goes through mf.replicate: each rank's gradient of it is the
-          // part from its tokens.
-          const Split input = splitOf(norm.getInput());
-          int64_t last = norm.getInput().getType().getRank() - 1;
-          if (input.partial || input.dim == last ||
-              !splitOf(norm.getWeight()).replicated()) {
+          // (and bias) go through mf.replicate: each rank's gradient of
+          // them is the part from its tokens.
+          Value input = norm->getOperand(0);
+          const Split split = splitOf(input);
+          int64_t last = cast<RankedTensorType>(input.getType()).getRank() - 1;
+          if (split.partial || split.dim == last) {
             return noRule(norm);
           }
-          norm.getWeightMutable().assign(replicated(norm.getWeight(), input.axes));
-          return assign(norm.getResult(), input, norm);
+          for (OpOperand &operand : llvm::drop_begin(norm->getOpOperands())) {
+            if (!splitOf(operand.get()).replicated()) {
+              return noRule(norm);
+            }
+            operand.set(replicated(operand.get(), split.axes));
+          }
+          return assign(norm->getResult(0), split, norm);
         })
+        .Case<SliceOp>([&](SliceOp slice) { return visitSlice(slice); })
         .Default([&](Operation *other) {
           if (other->hasTrait<OpTrait::Elementwise>()) {
             return visitElementwise(other);
@@ -322,7 +337,7 @@ private:
       if (split.replicated() || operand.get().getDefiningOp<KvCacheWriteOp>()) {
         continue;
       }
-      if (split.partial) {
+      if (split.partial || split.parts > 1) {
         return noRule(returnOp);
       }
       operand.set(gathered(operand.get(), split));
@@ -345,17 +360,30 @@ private:
         return parameter.emitOpError()
                << "is split along two dimensions; mf-partition splits one";
       }
-      split = Split::along(dim, axes.asArrayRef());
+      split = Split::along(dim, axes.asArrayRef(), parameter.getSplitPartCount());
     }
     param.getResult().setType(parameter.getTensorType());
     return assign(param.getResult(), split, param);
   }
 
-  /// Elementwise ops keep a split when every operand has the same one.
+  /// Elementwise ops keep a split when every operand has the same one. A
+  /// replicated operand among split ones (a bias added after a
+  /// reduce-scatter) is scattered: each rank keeps its block.
   LogicalResult visitElementwise(Operation *op) {
-    const Split first = splitOf(op->getOperand(0));
+    Split first;
     for (Value operand : op->getOperands()) {
-      if (splitOf(operand) != first || first.partial) {
+      if (!splitOf(operand).replicated()) {
+        first = splitOf(operand);
+        break;
+      }
+    }
+    for (OpOperand &operand : op->getOpOperands()) {
+      const Split split = splitOf(operand.get());
+      if (split.replicated() && !first.partial && first.parts == 1) {
+        operand.set(scattered(operand.get(), first));
+        continue;
+      }
+      if (split != first || first.partial) {
         return noRule(op);
       }
     }
@@ -395,13 +423,14 @@ private:
     // ranks (each computes it from its block of the weight).
     if (lhs.replicated() && rhsRank == 2 && rhs.dim == rhsN) {
       matmul.getLhsMutable().assign(replicated(matmul.getLhs(), rhs.axes));
-      return assign(matmul.getResult(), Split::along(resultRank - 1, rhs.axes),
-                    matmul);
+      return assign(matmul.getResult(),
+                    Split::along(resultRank - 1, rhs.axes, rhs.parts), matmul);
     }
     // Row parallel: both split along the contracted dimension; each rank
     // holds a partial sum, which an all-reduce over the same axes sums.
-    if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes &&
-        sequenceSplit_) {
+    bool rowParallel = lhs.dim == lhsK && rhs.dim == rhsK &&
+                       lhs.axes == rhs.axes && lhs.parts == 1 && rhs.parts == 1;
+    if (rowParallel && sequenceSplit_) {
       // Sequence parallelism: the sum, of which each rank keeps its part
       // of the sequence.
       OpBuilder builder(matmul->getContext());
@@ -415,7 +444,7 @@ private:
       splits_[reduced.getResult()] = Split::along(kSequenceDim, lhs.axes);
       return assign(matmul.getResult(), Split{-1, lhs.axes, true}, matmul);
     }
-    if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes) {
+    if (rowParallel) {
       OpBuilder builder(matmul->getContext());
       builder.setInsertionPointAfter(matmul);
       auto reduced = AllReduceOp::create(
@@ -428,7 +457,8 @@ private:
     if (rhs.replicated() && rhsRank == 2 && lhs.dim != lhsK &&
         (lhs.dim < lhsRank - 2 || lhs.dim == lhsM)) {
       int64_t dim = lhs.dim < lhsRank - 2 ? lhs.dim : resultRank - 2;
-      return assign(matmul.getResult(), Split::along(dim, lhs.axes), matmul);
+      return assign(matmul.getResult(), Split::along(dim, lhs.axes, lhs.parts),
+                    matmul);
     }
     return noRule(matmul);
   }
@@ -450,12 +480,54 @@ private:
     return replica;
   }
 
+  /// A slice that keeps the split dimension whole keeps the split; one
+  /// that takes exactly one part of a split in parts (q of the fused q, k,
+  /// v) is that part's split: the rank's share of it, at the part's offset
+  /// in the rank's block.
+  LogicalResult visitSlice(SliceOp slice) {
+    const Split input = splitOf(slice.getInput());
+    if (input.partial) {
+      return noRule(slice);
+    }
+    RankedTensorType from = slice.getInput().getType();
+    int64_t whole = from.getShape()[input.dim] * ways(input.axes);
+    int64_t taken = slice.getType().getShape()[input.dim];
+    int64_t offset = slice.getOffsets()[input.dim];
+    if (taken == whole && offset == 0) {
+      return assign(slice.getResult(), input, slice);
+    }
+    int64_t part = whole / input.parts;
+    if (input.parts == 1 || taken != part || offset % part != 0) {
+      return noRule(slice);
+    }
+    SmallVector<int64_t> offsets(slice.getOffsets());
+    offsets[input.dim] = offset / part * from.getShape()[input.dim] / input.parts;
+    slice.setOffsets(offsets);
+    return assign(slice.getResult(), Split::along(input.dim, input.axes), slice);
+  }
+
+  /// `value`, replicated, as `split`'s block on this rank (mf.scatter, no
+  /// communication; its gradient all-gathers).
+  Value scattered(Value value, const Split &split) {
+    OpBuilder builder(value.getContext());
+    builder.setInsertionPointAfterValue(value);
+    auto whole = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(whole.getShape());
+    shape[split.dim] /= ways(split.axes);
+    auto scatter = ScatterOp::create(builder, value.getLoc(), whole.clone(shape),
+                                     value, grid_.getSymName(),
+                                     builder.getDenseI16ArrayAttr(split.axes),
+                                     split.dim);
+    splits_[scatter.getResult()] = split;
+    return scatter;
+  }
+
   /// A split moves to the result dimension with the same outer extent (the
   /// product of the dimensions before it): [B, S, H*D] split along H*D is
   /// [B, S, H, D] split along H, when H (and H*D) divide by the ranks.
   LogicalResult visitReshape(ReshapeOp reshape) {
     const Split input = splitOf(reshape.getInput());
-    if (input.partial) {
+    if (input.partial || input.parts > 1) {
       return noRule(reshape);
     }
     ArrayRef<int64_t> from = reshape.getInput().getType().getShape();
@@ -486,8 +558,8 @@ private:
     if (input.partial || to[dim] != from[input.dim] * ways(input.axes)) {
       return noRule(broadcast);
     }
-    return assign(broadcast.getResult(), Split::along(dim, input.axes),
-                  broadcast);
+    return assign(broadcast.getResult(),
+                  Split::along(dim, input.axes, input.parts), broadcast);
   }
 
   /// The cache holds the rank's KV heads: a cache that is an entry argument

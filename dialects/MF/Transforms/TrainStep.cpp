@@ -239,7 +239,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       return ParameterOp::create(
           builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
           type, ParameterInit::zeros, FloatAttr(), StringAttr(),
-          /*frozen=*/false, /*state=*/true, grid, splitAxes);
+          /*frozen=*/false, /*state=*/true, grid, splitAxes,
+          of.getSplitGroupsAttr());
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);
@@ -261,10 +262,13 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
 
   /// The dimension the parallel optimizer shards a parameter's state along:
   /// its model-parallel split dimension if it has one, else 0; none when
-  /// the rank's block does not divide by the data-parallel ranks.
+  /// the rank's block does not divide by the data-parallel ranks, or is
+  /// its share of several parts (fused q, k, v: a block of it would not
+  /// be one block of the whole).
   std::optional<int64_t> shardedDimOf(ParameterOp parameter,
                                       const OptimizerSettings &settings) {
-    if (!settings.parallelOptimizer || !dataGrid_) {
+    if (!settings.parallelOptimizer || !dataGrid_ ||
+        parameter.getSplitPartCount() > 1) {
       return std::nullopt;
     }
     int64_t dim = 0;

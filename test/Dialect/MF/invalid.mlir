@@ -479,3 +479,15 @@ func.func @vocab_grid(%ids: tensor<1x8xi32>, %g: tensor<1x8x64xf32>) -> tensor<1
   %0 = mf.embedding_grad %ids, %g vocab on @grid axes = [1] : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<128x64xf32>
   return %0 : tensor<128x64xf32>
 }
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{groups = 3 needs exactly one split dimension}}
+mf.parameter @w : tensor<8x24xf32> init = ones sharding(@grid, [[], []] groups = 3)
+
+// -----
+
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{dimension 1 (9) cannot be split 2 ways in each of its 3 parts}}
+mf.parameter @w : tensor<8x9xf32> init = ones sharding(@grid, [[], [1]] groups = 3)

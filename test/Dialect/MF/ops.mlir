@@ -179,6 +179,8 @@ func.func @gradients(%x: tensor<1x4x16xf32>, %g: tensor<1x4x16xf32>, %ids: tenso
 // Collectives of a sharded program round-trip.
 shard.grid @grid(shape = 2x2)
 mf.parameter @split_w : tensor<8x4xf32> init = ones sharding(@grid, [[1], []])
+// CHECK: mf.parameter @fused_w : tensor<4x24xf32> init = ones sharding(@grid, {{\[\[}}], [1]] groups = 3)
+mf.parameter @fused_w : tensor<4x24xf32> init = ones sharding(@grid, [[], [1]] groups = 3)
 // CHECK-LABEL: func.func @collectives
 func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // CHECK: mf.all_reduce %{{.*}} on @grid axes = [1] : tensor<4x8xf32>
