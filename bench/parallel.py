@@ -6,7 +6,8 @@
 
 layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
 (compile only) with its own parallel_config (data_parallel 8) and as
-model_parallel 8 and data_parallel 2 x model_parallel 4 (--set), and prints,
+model_parallel 8 (with and without vocab_emb_dp) and data_parallel 2 x
+model_parallel 4 (--set), and prints,
 from mfc's --report, what each rank holds (parameters, gradients, AdamW
 state, train_step's arena) and what one train_step all-reduces, by grid
 axis, next to Megatron-LM's formulas for the same layout:
@@ -20,6 +21,9 @@ axis, next to Megatron-LM's formulas for the same layout:
     (ZeRO-1, which the config enables) a reduce-scatter of the same fp32
     gradients and an all-gather of the updated weights in their dtype
     instead (Rajbhandari et al. 2020);
+  - vocabulary parallelism (vocab_emb_dp: False): the embedding's
+    all-reduce, the lm_head input's gradient, the cross-entropy's per-token
+    statistics;
   - the scalars mfc adds: the loss (data parallel) and the global norm's
     sums of squares of gradients split over ranks, 4 bytes each.
   A ring all-reduce of n ranks sends 2 (n - 1) / n of the payload per rank,
@@ -86,6 +90,14 @@ def megatron(config, overrides, report):
         # g and f per layer, forward and backward; the global norm's scalar
         # (over both axes when ZeRO splits the split gradients further).
         formulas[("all_reduce", "model_parallel")] = 4 * layers * b * s * h * compute
+        if not parallel.get("vocab_emb_dp", True) and model["vocab_size"] % tp == 0:
+            # Vocabulary parallelism: the embedding's partial lookup (g, in
+            # the table's dtype), the lm_head's input gradient (f), and the
+            # cross-entropy's per-token statistics in f64 (the maximum and
+            # two sums forward, the maximum and a sum backward; Megatron
+            # sends three f32 forward and keeps the softmax for backward).
+            formulas[("all_reduce", "model_parallel")] += (
+                b * s * h * param_bytes + b * s * h * compute + 5 * 8 * b * s)
         if zero:
             formulas[("all_reduce", "data_parallel x model_parallel")] = 4
         else:
@@ -106,6 +118,8 @@ def layout_table(args, tmp):
     layouts = [("its own (dp 8)", []),
                ("dp 8, no ZeRO", ["parallel.enable_parallel_optimizer=False"]),
                ("tp 8", ["parallel_config.data_parallel=1", "parallel_config.model_parallel=8"]),
+               ("tp 8, vocab", ["parallel_config.data_parallel=1", "parallel_config.model_parallel=8",
+                                "parallel_config.vocab_emb_dp=False"]),
                ("dp 2 x tp 4", ["parallel_config.data_parallel=2", "parallel_config.model_parallel=4"])]
     print(f"pretrain_llama2_7b.yaml at full size, compiled only; per rank, one train_step")
     print(f"{'layout':16} {'params MB':>10} {'grads MB':>9} {'AdamW MB':>9} {'arena MB':>9}  "

@@ -60,12 +60,6 @@ private:
     return castTo(normed, computeType(), normLoc);
   }
 
-  /// How model_parallel splits a Conv1D (Megatron's layout): column-parallel
-  /// by output features (columns of the [in, out] weight, and the bias; in
-  /// each of c_attn's q, k and v parts), row-parallel by input features
-  /// (rows; the bias is added after the all-reduce), or not at all.
-  enum class Parallel { None, Column, Row };
-
   /// A Conv1D: x W + b with W stored [in, out]. `mindFormersPath` names
   /// the module in MindFormers' GPT-2 (LoRA's target_modules may use it).
   Value conv1d(Value input, const std::string &path, int64_t inFeatures,
@@ -80,7 +74,8 @@ private:
     Value b = param(path + ".bias", "", {outFeatures}, mf::ParameterInit::zeros,
                     convLoc, parallel == Parallel::Column ? 0 : -1, parts);
     return withLora(input, linear(input, w, b, /*transposed=*/false, convLoc),
-                    path, path, outFeatures, inFeatures, mindFormersPath);
+                    path, path, outFeatures, inFeatures, mindFormersPath,
+                    parallel, parts);
   }
 
   Value block(int64_t layer, Value hidden, KvCache *cache) {
@@ -108,7 +103,7 @@ private:
                        attn + ".c_attn." + std::string(1, "qkv"[index]),
                        mindFormers + ".attention.dense" +
                            std::to_string(index + 1),
-                       hiddenSize, hiddenSize);
+                       hiddenSize, hiddenSize, "", Parallel::Column);
       return reshape(slice, {batch, seq, heads, headDim}, splitLoc);
     };
     Value q = part(0), k = part(1), v = part(2);

@@ -236,7 +236,8 @@ void GraphBuilder::finishEntry(func::FuncOp entry, ArrayRef<Value> results,
 Value GraphBuilder::withLora(Value input, Value projected,
                              const std::string &hfPrefix,
                              const std::string &path, int64_t outFeatures,
-                             int64_t inFeatures, const std::string &alias) {
+                             int64_t inFeatures, const std::string &alias,
+                             Parallel parallel, int64_t parts) {
   const PetConfig &pet = spec_.model.pet;
   if (pet.petType != "lora") {
     return projected;
@@ -257,9 +258,11 @@ Value GraphBuilder::withLora(Value input, Value projected,
   }
   int64_t rank = pet.loraRank;
   Value a = weight(hfPrefix + ".lora_A.weight", path + ".lora_a.weight",
-                   {rank, inFeatures}, loraLoc);
+                   {rank, inFeatures}, loraLoc,
+                   parallel == Parallel::Row ? 1 : -1);
   Value b = param(hfPrefix + ".lora_B.weight", path + ".lora_b.weight",
-                  {outFeatures, rank}, mf::ParameterInit::zeros, loraLoc);
+                  {outFeatures, rank}, mf::ParameterInit::zeros, loraLoc,
+                  parallel == Parallel::Column ? 0 : -1, parts);
   Value down = linear(input, a, Value(), /*transposed=*/true, loraLoc);
   Value up = linear(down, b, Value(), /*transposed=*/true, loraLoc);
   auto type = cast<RankedTensorType>(up.getType());
@@ -334,6 +337,11 @@ void GraphBuilder::setOptimizer() {
   if (spec_.parallelOptimizer) {
     settings.push_back(
         builder_.getNamedAttr("parallel_optimizer", builder_.getUnitAttr()));
+  }
+  if (spec_.shardedDataParallel > 1) {
+    settings.push_back(builder_.getNamedAttr(
+        "gradient_aggregation_group",
+        builder_.getI64IntegerAttr(spec_.parallel.gradientAggregationGroup)));
   }
   module_->setAttr("mf.optimizer", builder_.getDictionaryAttr(settings));
 }

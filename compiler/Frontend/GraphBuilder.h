@@ -76,16 +76,25 @@ protected:
   /// x . W (+ bias) in the compute dtype; `transposed` for [out, in] weights.
   mlir::Value linear(mlir::Value input, mlir::Value weight, mlir::Value bias,
                      bool transposed, mlir::Location loc);
+  /// How model_parallel splits a projection (Megatron-LM's layout, which
+  /// MindFormers uses): column-parallel by output features, row-parallel by
+  /// input features (mf-partition adds the all-reduce after it), or not.
+  enum class Parallel { None, Column, Row };
+
   /// `projected` plus, when pet_config's target_modules matches the
   /// projection's path or `alias` (MindFormers' module name where `path` is
   /// Hugging Face's, as for GPT-2), the LoRA branch
   /// (lora_alpha / lora_rank) * (x A^T) B^T with A [rank, in] (normal init)
   /// and B [out, rank] (zeros), parameters `<hfPrefix>.lora_A.weight` /
-  /// `.lora_B.weight`.
+  /// `.lora_B.weight`. Under tensor parallelism the adapter follows its
+  /// projection: B split by output features (in `parts`, as the
+  /// projection's) for a column-parallel one, A by input features for a
+  /// row-parallel one.
   mlir::Value withLora(mlir::Value input, mlir::Value projected,
                        const std::string &hfPrefix, const std::string &path,
                        int64_t outFeatures, int64_t inFeatures,
-                       const std::string &alias = "");
+                       const std::string &alias = "",
+                       Parallel parallel = Parallel::None, int64_t parts = 1);
   /// Positions [batch, seq] of the tokens: past_length + 0, 1, ...
   mlir::Value positions(int64_t batch, int64_t seq, mlir::Value pastLength,
                           mlir::Location loc);

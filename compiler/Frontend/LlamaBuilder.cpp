@@ -65,12 +65,6 @@ private:
     return castTo(normed, computeType(), normLoc);
   }
 
-  /// How model_parallel splits a projection (Megatron-LM's layout, which
-  /// MindFormers' LLaMA uses): column-parallel weights by output features
-  /// (rows of the [out, in] weight, and the bias), row-parallel ones by
-  /// input features, followed by an all-reduce that mf-partition adds.
-  enum class Parallel { Column, Row };
-
   /// A projection `x W^T (+ b)` of a Linear stored [out, in].
   Value projection(Value input, const std::string &hfPrefix,
                    const std::string &path, int64_t outFeatures,
@@ -87,7 +81,7 @@ private:
                 parallel == Parallel::Column ? 0 : -1);
     }
     return withLora(input, linear(input, w, b, /*transposed=*/true, projLoc),
-                    hfPrefix, path, outFeatures, inFeatures);
+                    hfPrefix, path, outFeatures, inFeatures, "", parallel);
   }
 
   Value rope(Value heads, Value positionIds, const std::string &path) {

@@ -1303,9 +1303,6 @@ private:
         spec_.model.family != ModelFamily::GPT2) {
       return "for LLaMA-family and GPT-2 models only so far";
     }
-    if (!spec_.model.pet.petType.empty()) {
-      return "without pet_config only so far";
-    }
     return "";
   }
 

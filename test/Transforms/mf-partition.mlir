@@ -182,3 +182,22 @@ func.func @across_parts(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
   %k = mf.slice %qkv [0, 0, 4] : tensor<1x3x24xf32> -> tensor<1x3x8xf32>
   return %k : tensor<1x3x8xf32>
 }
+
+// -----
+
+// A splat constant (LoRA's scale) meeting a split value takes the rank's
+// block type: it is the same everywhere.
+shard.grid @grid(shape = 1x2)
+mf.parameter @b : tensor<24x4xf32> init = zeros sharding(@grid, [[1]] groups = 3)
+
+// CHECK-LABEL: func.func @scaled
+func.func @scaled(%x: tensor<1x3x4xf32>) -> tensor<1x3x8xf32> {
+  %b = mf.param @b : tensor<24x4xf32>
+  %up = mf.matmul %x, %b transpose_rhs : tensor<1x3x4xf32>, tensor<24x4xf32> -> tensor<1x3x24xf32>
+  // CHECK: %[[S:.*]] = mf.constant dense<2.000000e+00> : tensor<1x3x12xf32>
+  // CHECK: mf.mul %{{.*}}, %[[S]] : tensor<1x3x12xf32>
+  %s = mf.constant dense<2.0> : tensor<1x3x24xf32>
+  %y = mf.mul %up, %s : tensor<1x3x24xf32>
+  %k = mf.slice %y [0, 0, 0] : tensor<1x3x24xf32> -> tensor<1x3x8xf32>
+  return %k : tensor<1x3x8xf32>
+}

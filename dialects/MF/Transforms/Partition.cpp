@@ -367,8 +367,9 @@ private:
   }
 
   /// Elementwise ops keep a split when every operand has the same one. A
-  /// replicated operand among split ones (a bias added after a
-  /// reduce-scatter) is scattered: each rank keeps its block.
+  /// replicated operand among split ones is a splat of the block's type (a
+  /// constant: LoRA's scale) or scattered (a bias added after a
+  /// reduce-scatter): each rank keeps its block.
   LogicalResult visitElementwise(Operation *op) {
     Split first;
     for (Value operand : op->getOperands()) {
@@ -379,6 +380,12 @@ private:
     }
     for (OpOperand &operand : op->getOpOperands()) {
       const Split split = splitOf(operand.get());
+      if (split.replicated() && !first.partial) {
+        if (Value splat = splatBlock(operand.get(), first)) {
+          operand.set(splat);
+          continue;
+        }
+      }
       if (split.replicated() && !first.partial && first.parts == 1) {
         operand.set(scattered(operand.get(), first));
         continue;
@@ -504,6 +511,24 @@ private:
     offsets[input.dim] = offset / part * from.getShape()[input.dim] / input.parts;
     slice.setOffsets(offsets);
     return assign(slice.getResult(), Split::along(input.dim, input.axes), slice);
+  }
+
+  /// A splat constant `value` of `split`'s block type on this rank (a
+  /// splat is the same on every rank), or null for any other value.
+  Value splatBlock(Value value, const Split &split) {
+    auto constant = value.getDefiningOp<ConstantOp>();
+    auto splat = constant ? dyn_cast<SplatElementsAttr>(constant.getValue())
+                          : SplatElementsAttr();
+    if (!splat) {
+      return Value();
+    }
+    auto whole = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(whole.getShape());
+    shape[split.dim] /= ways(split.axes);
+    OpBuilder builder(value.getContext());
+    builder.setInsertionPointAfterValue(value);
+    return ConstantOp::create(builder, value.getLoc(),
+                              splat.resizeSplat(whole.clone(shape)));
   }
 
   /// `value`, replicated, as `split`'s block on this rank (mf.scatter, no

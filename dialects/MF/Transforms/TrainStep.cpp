@@ -39,6 +39,9 @@ struct OptimizerSettings {
   int64_t accumulation = 1;
   /// ZeRO-1: AdamW's state and update sharded over the data-parallel ranks.
   bool parallelOptimizer = false;
+  /// The all-reduces that average the (unsharded) gradients over the
+  /// data-parallel ranks (MindFormers' gradient_aggregation_group).
+  int64_t gradientBuckets = 1;
 };
 
 FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
@@ -77,12 +80,17 @@ FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
     settings.accumulation = steps.getInt();
   }
   settings.parallelOptimizer = dict.get("parallel_optimizer") != nullptr;
+  if (auto buckets = dict.getAs<IntegerAttr>("gradient_aggregation_group")) {
+    settings.gradientBuckets = buckets.getInt();
+  }
   if (settings.accumulation < 1 || settings.beta1 < 0 || settings.beta1 >= 1 ||
       settings.beta2 < 0 || settings.beta2 >= 1 ||
-      (settings.maxGradNorm && *settings.maxGradNorm <= 0)) {
+      (settings.maxGradNorm && *settings.maxGradNorm <= 0) ||
+      settings.gradientBuckets < 1) {
     return emitError(module.getLoc())
-           << "mf.optimizer needs betas in [0, 1), a positive max_grad_norm "
-              "and gradient_accumulation_steps >= 1";
+           << "mf.optimizer needs betas in [0, 1), a positive max_grad_norm, "
+              "gradient_accumulation_steps >= 1 and "
+              "gradient_aggregation_group >= 1";
   }
   return settings;
 }
@@ -321,6 +329,63 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                                                dataGrid_.getShape()[0])));
   }
 
+  /// The data-parallel means of `gradients` in at most `buckets`
+  /// all-reduces (MindSpore's communication fusion, which MindFormers'
+  /// gradient_aggregation_group sets): consecutive gradients, up to an
+  /// equal share of the elements a bucket, are flattened, concatenated,
+  /// averaged at once and sliced back. Sums are elementwise, so the values
+  /// are those of one all-reduce per gradient; the messages are fewer.
+  SmallVector<Value> bucketedMeans(MathBuilder &math, ArrayRef<Value> gradients,
+                                   int64_t buckets) {
+    int64_t total = 0;
+    for (Value g : gradients) {
+      total += cast<RankedTensorType>(g.getType()).getNumElements();
+    }
+    int64_t share = std::max<int64_t>(1, llvm::divideCeil(total, buckets));
+    SmallVector<Value> means;
+    auto flush = [&](ArrayRef<Value> bucket) {
+      if (bucket.size() == 1) {
+        means.push_back(meanOverDataParallel(math, bucket.front()));
+        return;
+      }
+      SmallVector<Value> flat;
+      int64_t elements = 0;
+      for (Value g : bucket) {
+        auto type = cast<RankedTensorType>(g.getType());
+        flat.push_back(ReshapeOp::create(
+            math.b, math.loc, type.clone({type.getNumElements()}), g));
+        elements += type.getNumElements();
+      }
+      auto joinedType = RankedTensorType::get({elements}, math.b.getF32Type());
+      Value joined = ConcatOp::create(math.b, math.loc, joinedType, flat, 0);
+      Value mean = meanOverDataParallel(math, joined);
+      int64_t offset = 0;
+      for (Value g : bucket) {
+        auto type = cast<RankedTensorType>(g.getType());
+        Value part = SliceOp::create(
+            math.b, math.loc, type.clone({type.getNumElements()}), mean,
+            math.b.getDenseI64ArrayAttr({offset}));
+        means.push_back(ReshapeOp::create(math.b, math.loc, type, part));
+        offset += type.getNumElements();
+      }
+    };
+    SmallVector<Value> bucket;
+    int64_t filled = 0;
+    for (Value g : gradients) {
+      bucket.push_back(g);
+      filled += cast<RankedTensorType>(g.getType()).getNumElements();
+      if (filled >= share) {
+        flush(bucket);
+        bucket.clear();
+        filled = 0;
+      }
+    }
+    if (!bucket.empty()) {
+      flush(bucket);
+    }
+    return means;
+  }
+
   /// A micro-batch's gradient in f32, divided by the number of micro-batches.
   static Value microBatchShare(MathBuilder &math, Value gradient,
                                const OptimizerSettings &settings) {
@@ -370,8 +435,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         NameLoc::get(StringAttr::get(context, "optimizer"), entryLoc);
     MathBuilder shared(builder, optimizerLoc);
 
-    // This step's gradients, in f32.
-    SmallVector<Value> gradients;
+    // This step's gradients, in f32, averaged over the data-parallel ranks
+    // (the unsharded ones in buckets, after this loop).
+    SmallVector<Value> gradients, unsharded;
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       MathBuilder math(builder, locationOf(parameter.parameter));
       Value g = microBatchShare(math, ret.getOperand(1 + index), settings);
@@ -388,7 +454,17 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         gradients.push_back(math.mul(g, math.scalar(1.0 / static_cast<double>(
                                                              dataGrid_.getShape()[0]))));
       } else {
-        gradients.push_back(meanOverDataParallel(math, g));
+        gradients.push_back(g);
+        unsharded.push_back(g);
+      }
+    }
+    if (dataGrid_) {
+      SmallVector<Value> means =
+          bucketedMeans(shared, unsharded, settings.gradientBuckets);
+      for (Value &g : gradients) {
+        if (auto *at = llvm::find(unsharded, g); at != unsharded.end()) {
+          g = means[at - unsharded.begin()];
+        }
       }
     }
 
