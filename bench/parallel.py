@@ -31,8 +31,9 @@ axis, next to Megatron-LM's formulas for the same layout:
 
 speed: trains bench/configs/llama-100m.yaml (run_mode train, batch 2 x 256)
 on one rank with 2 threads against 2 data-parallel ranks of batch 1 with
-one thread each (mpirun), alternating within each run, and prints the
-medians of time per step (after the first) and their ratio.
+one thread each (mpirun), with gradient_aggregation_group's 4 buckets and
+with one all-reduce a gradient, alternating within each run, and prints the
+medians of time per step (after the first) and their ratios.
 """
 import argparse
 import json
@@ -162,23 +163,33 @@ def speed_table(args, tmp):
     one = os.path.join(tmp, "one.bin")
     dp2 = os.path.join(tmp, "dp2.bin")
     compile_report(args.build, config, one, common)
-    compile_report(args.build, config, dp2, ["run_mode=train", "runner_config.batch_size=1",
-                                             "use_parallel=True", "parallel_config.data_parallel=2"])
+    dp2_common = ["run_mode=train", "runner_config.batch_size=1", "use_parallel=True",
+                  "parallel_config.data_parallel=2"]
+    compile_report(args.build, config, dp2, dp2_common)
+    # So many buckets that each holds about one gradient: an all-reduce a
+    # tensor, against gradient_aggregation_group's default 4.
+    unbucketed = os.path.join(tmp, "dp2-unbucketed.bin")
+    compile_report(args.build, config, unbucketed,
+                   dp2_common + ["parallel_config.gradient_aggregation_group=100000"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
     run = ["--data", corpus, "--steps", str(args.steps)]
-    times = {"one rank, 2 threads": [], "dp2, 1 thread a rank": []}
+    times = {"one rank, 2 threads": [], "dp2, 1 thread a rank": [],
+             "dp2, a bucket a tensor": []}
     for _ in range(args.runs):
         r = subprocess.run([mfrun, one, "--threads", "2"] + run, capture_output=True, text=True, check=True)
         times["one rank, 2 threads"].append(step_ms(r.stderr))
-        r = subprocess.run(MPIRUN + ["-n", "2", mfrun, dp2, "--threads", "1"] + run,
-                           capture_output=True, text=True, check=True)
-        times["dp2, 1 thread a rank"].append(step_ms(r.stderr))
+        for name, binary in (("dp2, 1 thread a rank", dp2), ("dp2, a bucket a tensor", unbucketed)):
+            r = subprocess.run(MPIRUN + ["-n", "2", mfrun, binary, "--threads", "1"] + run,
+                               capture_output=True, text=True, check=True)
+            times[name].append(step_ms(r.stderr))
     print(f"\nllama-100m train step, batch 2 x 256 (global), medians of {args.runs} alternating runs "
           f"of {args.steps} steps")
     medians = {k: statistics.median(v) for k, v in times.items()}
     for name, ms in medians.items():
         print(f"  {name:22} {ms:9.1f} ms/step   runs: {', '.join(f'{t:.0f}' for t in times[name])}")
     print(f"  dp2 / one rank: {medians['dp2, 1 thread a rank'] / medians['one rank, 2 threads']:.2f}x the time")
+    print(f"  dp2 with 4 buckets / a bucket a tensor: "
+          f"{medians['dp2, 1 thread a rank'] / medians['dp2, a bucket a tensor']:.2f}x the time")
 
 
 def main():

@@ -52,6 +52,12 @@ done
 "$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
   --set use_parallel=True --set parallel_config.data_parallel=2 --set parallel_config.model_parallel=2 \
   --set parallel.enable_parallel_optimizer=True -o "$corpus/executable/dp2tp2-zero.bin" 2>/dev/null
+# Vocabulary-parallel lookups and losses; GPT-2's c_attn split in parts.
+"$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
+  --set use_parallel=True --set parallel_config.model_parallel=2 --set parallel_config.vocab_emb_dp=False \
+  -o "$corpus/executable/tp2-vocab.bin" 2>/dev/null
+"$build/bin/mfc" compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
+  --set use_parallel=True --set parallel_config.model_parallel=2 -o "$corpus/executable/gpt2-tp2.bin" 2>/dev/null
 # Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
 /usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
 import os, struct, sys, zlib

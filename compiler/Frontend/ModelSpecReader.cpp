@@ -1203,6 +1203,21 @@ private:
     parallel.ignore({"context_parallel_algo", "ulysses_degree_in_cp",
                      "mem_coeff"});
     parallel.finish();
+    // Degrees that split the math in ways mf-partition has no rules for:
+    // refused, not compiled as fewer ranks.
+    for (auto [key, degree] :
+         {std::pair{"context_parallel", config.contextParallel},
+          std::pair{"expert_parallel", config.expertParallel}}) {
+      if (spec_.useParallel && degree > 1) {
+        diagnostics().error(
+            locOfKey("parallel_config." + std::string(key)),
+            "parallel_config." + std::string(key) + ": " +
+                llvm::Twine(degree).str() +
+                " is not built yet (mfc builds data, tensor, sequence and "
+                "vocabulary parallelism); set it to 1 (--set "
+                "parallel_config." + key + "=1)");
+      }
+    }
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
     std::string unsharded = whyNotTensorParallel();

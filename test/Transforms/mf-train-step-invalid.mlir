@@ -47,8 +47,18 @@ module attributes {mf.run_mode = "train", mf.optimizer = {type = "AdamW", beta1 
 
 // -----
 
-// expected-error @below {{mf.optimizer needs betas in [0, 1), a positive max_grad_norm and gradient_accumulation_steps >= 1}}
+// expected-error @below {{mf.optimizer needs betas in [0, 1), a positive max_grad_norm, gradient_accumulation_steps >= 1 and gradient_aggregation_group >= 1}}
 module attributes {mf.run_mode = "train", mf.optimizer = {type = "AdamW", beta1 = 1.0 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64}} {
+  func.func @forward_backward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
+    %loss = mf.constant dense<1.0> : tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// expected-error @below {{mf.optimizer needs betas in [0, 1), a positive max_grad_norm, gradient_accumulation_steps >= 1 and gradient_aggregation_group >= 1}}
+module attributes {mf.run_mode = "train", mf.optimizer = {type = "AdamW", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, gradient_aggregation_group = 0 : i64}} {
   func.func @forward_backward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
     %loss = mf.constant dense<1.0> : tensor<f32>
     return %loss : tensor<f32>

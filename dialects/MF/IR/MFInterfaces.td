@@ -52,4 +52,25 @@ def MF_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def MF_ShardingOpInterface : OpInterface<"ShardingOpInterface"> {
+  let cppNamespace = "::mlir::mf";
+  let description = [{
+    The op's rule for tensor, sequence and vocabulary parallelism
+    (`mf-partition`): given how each operand is held on a rank (whole, a
+    block along one dimension, a partial sum; `Partitioning::splitOf`), say
+    how the result is held, turning the op into its per-rank form and
+    adding the collectives the layout needs (Megatron's f and g). Ops
+    without the interface keep a layout only when they are elementwise.
+  }];
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{Assigns the result's split through `partitioning`, or fails
+                 with `partitioning.noRule(op)` for operand splits the rule
+                 does not cover. Called for every op of the interface, also
+                 when no operand is split.}],
+      /*retTy=*/"::llvm::LogicalResult", /*methodName=*/"partition",
+      /*args=*/(ins "::mlir::mf::Partitioning &":$partitioning)>,
+  ];
+}
+
 #endif // MF_INTERFACES_TD

@@ -41,6 +41,9 @@ std::vector<std::string> getModelPaths(Location loc);
 /// The location of an op named by each of `paths` (the first is its path).
 Location getModelPathsLoc(MLIRContext *context, ArrayRef<Location> paths);
 
+/// What mf-partition offers the ops' sharding rules (Sharding.h).
+class Partitioning;
+
 /// The storage of the module's parameters, which mf.assign writes.
 struct ParameterResource
     : public SideEffects::Resource::Base<ParameterResource> {

@@ -340,7 +340,8 @@ def MF_CastOp : MF_Op<"cast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>
   let hasFolder = 1;
 }
 
-def MF_BroadcastOp : MF_CostedOp<"broadcast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
+def MF_BroadcastOp : MF_CostedOp<"broadcast", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Broadcasts a tensor to a larger shape, numpy style";
   let description = [{
     Dimensions are aligned at the right; each input dimension is 1 or equal
@@ -411,7 +412,8 @@ def MF_RecomputeBarrierOp : MF_FreeOp<"recompute_barrier",
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def MF_ReshapeOp : MF_CostedOp<"reshape", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_ReshapeOp : MF_CostedOp<"reshape", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Reinterprets the shape; the element count is unchanged";
   let description = [{
@@ -448,7 +450,8 @@ def MF_TransposeOp : MF_CostedOp<"transpose", [DeclareOpInterfaceMethods<MF_Grad
   let hasCanonicalizer = 1;
 }
 
-def MF_SliceOp : MF_CostedOp<"slice", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
+def MF_SliceOp : MF_CostedOp<"slice", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, SameOperandsAndResultElementType]> {
   let summary = "A contiguous box of a tensor";
   let description = [{
     Takes the box starting at `offsets` with the result's shape (stride 1).
@@ -489,7 +492,8 @@ def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOp
 // Model-level operations
 //===----------------------------------------------------------------------===//
 
-def MF_EmbeddingOp : MF_CostedOp<"embedding", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_EmbeddingOp : MF_CostedOp<"embedding", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>],
     ["getFlops", "getBytesAccessed"]> {
   let summary = "Looks up rows of an embedding table";
@@ -527,7 +531,8 @@ def MF_EmbeddingOp : MF_CostedOp<"embedding", [DeclareOpInterfaceMethods<MF_Grad
   let hasVerifier = 1;
 }
 
-def MF_RmsNormOp : MF_CostedOp<"rms_norm", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_RmsNormOp : MF_CostedOp<"rms_norm", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>,
     AllElementTypesMatch<["input", "weight"]>]> {
   let summary = "RMSNorm over the last dimension";
@@ -548,7 +553,8 @@ def MF_RmsNormOp : MF_CostedOp<"rms_norm", [DeclareOpInterfaceMethods<MF_Gradien
   let hasVerifier = 1;
 }
 
-def MF_LayerNormOp : MF_CostedOp<"layer_norm", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_LayerNormOp : MF_CostedOp<"layer_norm", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["weight", "bias"]>,
     AllElementTypesMatch<["input", "weight"]>]> {
@@ -571,7 +577,8 @@ def MF_LayerNormOp : MF_CostedOp<"layer_norm", [DeclareOpInterfaceMethods<MF_Gra
   let hasVerifier = 1;
 }
 
-def MF_MatmulOp : MF_CostedOp<"matmul", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
+def MF_MatmulOp : MF_CostedOp<"matmul", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
   let summary = "Matrix multiplication, batched over leading dimensions";
   let description = [{
     Multiplies the last two dimensions of `lhs` and `rhs`, after transposing
@@ -622,7 +629,8 @@ def MF_SoftmaxOp : MF_CostedOp<"softmax", [DeclareOpInterfaceMethods<MF_Gradient
   let hasVerifier = 1;
 }
 
-def MF_RopeOp : MF_CostedOp<"rope", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, AllTypesMatch<["input", "result"]>]> {
+def MF_RopeOp : MF_CostedOp<"rope", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "Rotary position embedding, rotate-half form";
   let description = [{
     `input` is `[batch, seq, heads, head_dim]`, `positions` is `[batch, seq]`.
@@ -654,7 +662,8 @@ def MF_RopeOp : MF_CostedOp<"rope", [DeclareOpInterfaceMethods<MF_GradientOpInte
   let hasVerifier = 1;
 }
 
-def MF_AttentionOp : MF_CostedOp<"attention", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_AttentionOp : MF_CostedOp<"attention", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["query", "result"]>,
     AllTypesMatch<["key", "value"]>]> {
   let summary = "Scaled dot-product attention, causal, with grouped KV heads";
@@ -686,7 +695,8 @@ def MF_AttentionOp : MF_CostedOp<"attention", [DeclareOpInterfaceMethods<MF_Grad
   let hasVerifier = 1;
 }
 
-def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
+def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, Pure,
     AllTypesMatch<["cache", "result"]>,
     AllElementTypesMatch<["cache", "update"]>],
     ["getFlops", "getBytesAccessed"]> {
@@ -716,6 +726,7 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [Pure,
 //===----------------------------------------------------------------------===//
 
 def MF_AllReduceOp : MF_CostedOp<"all_reduce", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, 
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>],
@@ -747,6 +758,7 @@ def MF_AllReduceOp : MF_CostedOp<"all_reduce", [
 /// other.
 class MF_DimCollectiveOp<string mnemonic, string summary_, string description_>
     : MF_CostedOp<mnemonic, [DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+                             DeclareOpInterfaceMethods<MF_ShardingOpInterface>,
                              Pure, SameOperandsAndResultElementType,
                              DeclareOpInterfaceMethods<SymbolUserOpInterface>],
                   ["getFlops", "getBytesAccessed"]> {
@@ -837,7 +849,8 @@ def MF_ReplicateOp : MF_FreeOp<"replicate", [
   let hasFolder = 1;
 }
 
-def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{

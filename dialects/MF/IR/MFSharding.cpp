@@ -1,0 +1,367 @@
+//===- MFSharding.cpp - the sharding rules of mf ops ----------------------===//
+//
+// One rule per op (ShardingOpInterface), for Megatron-LM's layouts: column-
+// and row-parallel matmuls, attention by heads, sequence parallelism
+// (Korthikanti et al. 2022) and vocabulary parallelism. mf-partition calls
+// them in program order; Sharding.h says what a Partitioning offers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/MF/IR/Sharding.h"
+
+using namespace mlir;
+using namespace mlir::mf;
+
+//===----------------------------------------------------------------------===//
+// Partitioning helpers
+//===----------------------------------------------------------------------===//
+
+int64_t Partitioning::ways(ArrayRef<int16_t> axes) const {
+  int64_t product = 1;
+  for (int16_t axis : axes) {
+    product *= grid().getShape()[axis];
+  }
+  return product;
+}
+
+bool Partitioning::anySplit(Operation *op) const {
+  return llvm::any_of(op->getOperands(), [&](Value operand) {
+    return !splitOf(operand).replicated();
+  });
+}
+
+RankedTensorType Partitioning::sequenceBlock(RankedTensorType whole,
+                                             ArrayRef<int16_t> axes) const {
+  SmallVector<int64_t> shape(whole.getShape());
+  shape[kSequenceDim] /= ways(axes);
+  return whole.clone(shape);
+}
+
+LogicalResult Partitioning::sumPartial(Value partial, ArrayRef<int16_t> axes,
+                                       Operation *at) {
+  OpBuilder builder(partial.getContext());
+  builder.setInsertionPointAfterValue(partial);
+  auto type = cast<RankedTensorType>(partial.getType());
+  auto gridName = grid().getSymName();
+  auto axesAttr = builder.getDenseI16ArrayAttr(axes);
+  Operation *sum;
+  if (splitsSequence()) {
+    sum = ReduceScatterOp::create(builder, partial.getLoc(),
+                                  sequenceBlock(type, axes), partial, gridName,
+                                  axesAttr, kSequenceDim);
+    record(sum->getResult(0), Split::along(kSequenceDim, axes));
+  } else {
+    sum = AllReduceOp::create(builder, partial.getLoc(), partial, gridName,
+                              axesAttr);
+  }
+  partial.replaceAllUsesExcept(sum->getResult(0), sum);
+  return assign(partial, Split::partialSum(axes), at);
+}
+
+LogicalResult mlir::mf::partitionElementwise(Operation *op,
+                                             Partitioning &partitioning) {
+  Split first;
+  for (Value operand : op->getOperands()) {
+    if (!partitioning.splitOf(operand).replicated()) {
+      first = partitioning.splitOf(operand);
+      break;
+    }
+  }
+  for (OpOperand &operand : op->getOpOperands()) {
+    const Split split = partitioning.splitOf(operand.get());
+    if (split.replicated() && !first.partial) {
+      if (Value block = partitioning.blockOf(operand.get(), first)) {
+        operand.set(block);
+        continue;
+      }
+    }
+    if (split != first || first.partial) {
+      return partitioning.noRule(op);
+    }
+  }
+  for (Value result : op->getResults()) {
+    if (failed(partitioning.assign(result, first, op))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Marks a lookup or loss as vocabulary parallel over `axes`.
+template <typename OpT>
+void setVocabularySplit(OpT op, Partitioning &p, ArrayRef<int16_t> axes) {
+  OpBuilder builder(op->getContext());
+  op.setGridAttr(FlatSymbolRefAttr::get(p.grid().getSymNameAttr()));
+  op.setGridAxesAttr(builder.getDenseI16ArrayAttr(axes));
+}
+
+/// RMSNorm and LayerNorm under sequence parallelism: the norm of the rank's
+/// tokens. The weight (and bias) go through mf.replicate: each rank's
+/// gradient of them is the part from its tokens.
+LogicalResult partitionNorm(Operation *norm, Partitioning &p) {
+  if (!p.anySplit(norm)) {
+    return success();
+  }
+  Value input = norm->getOperand(0);
+  const Split split = p.splitOf(input);
+  int64_t last = cast<RankedTensorType>(input.getType()).getRank() - 1;
+  if (split.replicated() || split.partial || split.dim == last) {
+    return p.noRule(norm);
+  }
+  for (OpOperand &operand : llvm::drop_begin(norm->getOpOperands())) {
+    if (!p.splitOf(operand.get()).replicated()) {
+      return p.noRule(norm);
+    }
+    operand.set(p.replicated(operand.get(), split.axes));
+  }
+  return p.assign(norm->getResult(0), split, norm);
+}
+
+} // namespace
+
+LogicalResult MatmulOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split lhs = p.splitOf(getLhs());
+  const Split rhs = p.splitOf(getRhs());
+  int64_t lhsRank = getLhs().getType().getRank();
+  int64_t rhsRank = getRhs().getType().getRank();
+  int64_t resultRank = getType().getRank();
+  int64_t lhsK = getTransposeLhs() ? lhsRank - 2 : lhsRank - 1;
+  int64_t lhsM = getTransposeLhs() ? lhsRank - 1 : lhsRank - 2;
+  int64_t rhsK = getTransposeRhs() ? rhsRank - 1 : rhsRank - 2;
+  int64_t rhsN = getTransposeRhs() ? rhsRank - 2 : rhsRank - 1;
+  if (lhs.partial || rhs.partial) {
+    return p.noRule(*this);
+  }
+  // Sequence parallelism: the projections (and the lm_head) read the whole
+  // sequence.
+  if (p.splitsSequence() && !lhs.replicated() && lhs.dim != lhsK &&
+      rhsRank == 2 && (rhs.replicated() || rhs.dim == rhsN)) {
+    getLhsMutable().assign(p.gathered(getLhs(), lhs));
+    return partition(p);
+  }
+  // Column parallel: a weight split along its output features. The input
+  // goes through mf.replicate, so that its gradient is summed over the
+  // ranks (each computes it from its block of the weight).
+  if (lhs.replicated() && rhsRank == 2 && rhs.dim == rhsN) {
+    getLhsMutable().assign(p.replicated(getLhs(), rhs.axes));
+    return p.assign(getResult(),
+                    Split::along(resultRank - 1, rhs.axes, rhs.parts), *this);
+  }
+  // Row parallel: both split along the contracted dimension; each rank
+  // holds a partial sum.
+  if (lhs.dim == lhsK && rhs.dim == rhsK && lhs.axes == rhs.axes &&
+      lhs.parts == 1 && rhs.parts == 1) {
+    return p.sumPartial(getResult(), lhs.axes, *this);
+  }
+  // Rows (or a batch dimension) of the input split, the weight whole.
+  if (rhs.replicated() && rhsRank == 2 && lhs.dim != lhsK &&
+      (lhs.dim < lhsRank - 2 || lhs.dim == lhsM)) {
+    int64_t dim = lhs.dim < lhsRank - 2 ? lhs.dim : resultRank - 2;
+    return p.assign(getResult(), Split::along(dim, lhs.axes, lhs.parts),
+                    *this);
+  }
+  return p.noRule(*this);
+}
+
+/// A split moves to the result dimension with the same outer extent (the
+/// product of the dimensions before it): [B, S, H*D] split along H*D is
+/// [B, S, H, D] split along H, when H (and H*D) divide by the ranks.
+LogicalResult ReshapeOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.partial || input.parts > 1) {
+    return p.noRule(*this);
+  }
+  ArrayRef<int64_t> from = getInput().getType().getShape();
+  ArrayRef<int64_t> to = getType().getShape();
+  int64_t n = p.ways(input.axes);
+  // Per rank the input's split dimension is already divided: the global
+  // extent is n times larger.
+  int64_t outer = 1;
+  for (int64_t d = 0; d < input.dim; ++d) {
+    outer *= from[d];
+  }
+  int64_t resultOuter = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(to.size()); ++d) {
+    if (resultOuter == outer && to[d] % n == 0 && to[d] > 1) {
+      return p.assign(getResult(), Split::along(d, input.axes), *this);
+    }
+    resultOuter *= to[d];
+  }
+  return p.noRule(*this);
+}
+
+/// A bias broadcast to the rows of a split matmul result.
+LogicalResult BroadcastOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  ArrayRef<int64_t> from = getInput().getType().getShape();
+  ArrayRef<int64_t> to = getType().getShape();
+  int64_t dim = input.dim + static_cast<int64_t>(to.size() - from.size());
+  if (input.partial || to[dim] != from[input.dim] * p.ways(input.axes)) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), Split::along(dim, input.axes, input.parts),
+                  *this);
+}
+
+/// A slice that keeps the split dimension whole keeps the split; one that
+/// takes exactly one part of a split in parts (q of the fused q, k, v) is
+/// that part's split: the rank's share, at the part's offset in its block.
+LogicalResult SliceOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.partial) {
+    return p.noRule(*this);
+  }
+  RankedTensorType from = getInput().getType();
+  int64_t whole = from.getShape()[input.dim] * p.ways(input.axes);
+  int64_t taken = getType().getShape()[input.dim];
+  int64_t offset = getOffsets()[input.dim];
+  if (taken == whole && offset == 0) {
+    return p.assign(getResult(), input, *this);
+  }
+  int64_t part = whole / input.parts;
+  if (input.parts == 1 || taken != part || offset % part != 0) {
+    return p.noRule(*this);
+  }
+  SmallVector<int64_t> offsets(getOffsets());
+  offsets[input.dim] = offset / part * from.getShape()[input.dim] / input.parts;
+  setOffsets(offsets);
+  return p.assign(getResult(), Split::along(input.dim, input.axes), *this);
+}
+
+/// Rotation within each head: heads (or tokens) may be split, not the head
+/// dimension.
+LogicalResult RopeOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  int64_t headDim = getInput().getType().getRank() - 1;
+  if (!p.splitOf(getPositions()).replicated() || input.partial ||
+      input.dim == headDim) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), input, *this);
+}
+
+/// Query, key and value split by heads (dimension 2) the same way: each
+/// rank attends with its heads (and its KV heads).
+LogicalResult AttentionOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split query = p.splitOf(getQuery());
+  if (query.dim != 2 || query.partial || p.splitOf(getKey()) != query ||
+      p.splitOf(getValue()) != query ||
+      (getPastLength() && !p.splitOf(getPastLength()).replicated())) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), query, *this);
+}
+
+/// The cache holds the rank's KV heads: a cache that is an entry argument
+/// takes the split of what is written into it.
+LogicalResult KvCacheWriteOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split update = p.splitOf(getUpdate());
+  Value cache = getCache();
+  if (update.dim != 2 || update.partial ||
+      !p.splitOf(getPosition()).replicated()) {
+    return p.noRule(*this);
+  }
+  if (p.splitOf(cache).replicated() && isa<BlockArgument>(cache) &&
+      failed(p.assign(cache, update, *this))) {
+    return failure();
+  }
+  if (p.splitOf(cache) != update) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), update, *this);
+}
+
+/// The token embedding: a vocabulary-parallel table (rows split) gives
+/// partial sums, completed by an all-reduce (a reduce-scatter under
+/// sequence parallelism); a replicated lookup under sequence parallelism
+/// keeps the rank's tokens (mf.scatter, no communication).
+LogicalResult EmbeddingOp::partition(Partitioning &p) {
+  const Split table = p.splitOf(getTable());
+  const Split ids = p.splitOf(getIds());
+  if (table.partial || ids.partial ||
+      (!table.replicated() && (table.dim != 0 || !ids.replicated()))) {
+    return p.noRule(*this);
+  }
+  if (!ids.replicated()) {
+    return p.assign(getResult(), ids, *this);
+  }
+  if (!table.replicated()) {
+    setVocabularySplit(*this, p, table.axes);
+    return p.sumPartial(getResult(), table.axes, *this);
+  }
+  if (!p.splitsSequence()) {
+    return success();
+  }
+  Value block = p.blockOf(getResult(),
+                          Split::along(Partitioning::kSequenceDim,
+                                       {Partitioning::kModelAxis}));
+  getResult().replaceAllUsesExcept(block, block.getDefiningOp());
+  return success();
+}
+
+/// Megatron's vocab-parallel cross-entropy: each rank holds a block of the
+/// vocabulary; the loss is whole on every rank.
+LogicalResult CrossEntropyOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split logits = p.splitOf(getLogits());
+  if (logits.partial || logits.dim != 1 || logits.parts > 1 ||
+      !p.splitOf(getLabels()).replicated()) {
+    return p.noRule(*this);
+  }
+  setVocabularySplit(*this, p, logits.axes);
+  return success();
+}
+
+LogicalResult RmsNormOp::partition(Partitioning &p) {
+  return partitionNorm(*this, p);
+}
+
+LogicalResult LayerNormOp::partition(Partitioning &p) {
+  return partitionNorm(*this, p);
+}
+
+/// An all-reduce completes the partial sum over its axes.
+LogicalResult AllReduceOp::partition(Partitioning &p) {
+  const Split input = p.splitOf(getInput());
+  if (input.replicated()) {
+    return success();
+  }
+  if (!input.partial || ArrayRef<int16_t>(input.axes) != getGridAxes()) {
+    return p.noRule(*this);
+  }
+  return success(); // replicated
+}
+
+// The collectives mf-partition makes record their results' splits.
+LogicalResult AllGatherOp::partition(Partitioning &) { return success(); }
+LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
+LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
