@@ -329,19 +329,27 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                                                dataGrid_.getShape()[0])));
   }
 
-  /// The data-parallel means of `gradients` in at most `buckets`
-  /// all-reduces (MindSpore's communication fusion, which MindFormers'
+  /// The most elements one fused all-reduce carries: bigger ones are
+  /// slower than their tensors' own all-reduces on this project's machines
+  /// (OpenMPI over shared memory: a 100 MB bucket took 4.3x the time of its
+  /// tensors' all-reduces, bench/parallel.py) and cost their copy's memory.
+  static constexpr int64_t kMaxBucketElements = 1 << 22; // 16 MB of f32
+
+  /// The data-parallel means of `gradients` in `buckets` groups
+  /// (MindSpore's communication fusion, which MindFormers'
   /// gradient_aggregation_group sets): consecutive gradients, up to an
-  /// equal share of the elements a bucket, are flattened, concatenated,
-  /// averaged at once and sliced back. Sums are elementwise, so the values
-  /// are those of one all-reduce per gradient; the messages are fewer.
+  /// equal share of the elements a group (and kMaxBucketElements a
+  /// message), are flattened, concatenated, averaged at once and sliced
+  /// back. Sums are elementwise, so the values are those of one all-reduce
+  /// per gradient; the messages are fewer.
   SmallVector<Value> bucketedMeans(MathBuilder &math, ArrayRef<Value> gradients,
                                    int64_t buckets) {
     int64_t total = 0;
     for (Value g : gradients) {
       total += cast<RankedTensorType>(g.getType()).getNumElements();
     }
-    int64_t share = std::max<int64_t>(1, llvm::divideCeil(total, buckets));
+    int64_t share = std::clamp<int64_t>(llvm::divideCeil(total, buckets), 1,
+                                        kMaxBucketElements);
     SmallVector<Value> means;
     auto flush = [&](ArrayRef<Value> bucket) {
       if (bucket.size() == 1) {
@@ -372,8 +380,14 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     SmallVector<Value> bucket;
     int64_t filled = 0;
     for (Value g : gradients) {
+      int64_t elements = cast<RankedTensorType>(g.getType()).getNumElements();
+      if (!bucket.empty() && filled + elements > kMaxBucketElements) {
+        flush(bucket);
+        bucket.clear();
+        filled = 0;
+      }
       bucket.push_back(g);
-      filled += cast<RankedTensorType>(g.getType()).getNumElements();
+      filled += elements;
       if (filled >= share) {
         flush(bucket);
         bucket.clear();
