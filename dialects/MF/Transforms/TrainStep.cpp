@@ -337,56 +337,66 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
 
   /// The data-parallel means of `gradients` in `buckets` groups
   /// (MindSpore's communication fusion, which MindFormers'
-  /// gradient_aggregation_group sets): consecutive gradients, up to an
-  /// equal share of the elements a group (and kMaxBucketElements a
-  /// message), are flattened, concatenated, averaged at once and sliced
-  /// back. Sums are elementwise, so the values are those of one all-reduce
-  /// per gradient; the messages are fewer.
+  /// gradient_aggregation_group sets): gradients smaller than a message's
+  /// limit, in order, up to an equal share of the elements a group (and
+  /// kMaxBucketElements a message), are flattened, concatenated, averaged
+  /// at once and sliced back; a bigger one is a message of its own, and
+  /// does not close the group the smaller ones around it fill. Sums
+  /// are elementwise, so the values are those of one all-reduce per
+  /// gradient; the messages are fewer.
   SmallVector<Value> bucketedMeans(MathBuilder &math, ArrayRef<Value> gradients,
                                    int64_t buckets) {
+    auto elementsOf = [](Value g) {
+      return cast<RankedTensorType>(g.getType()).getNumElements();
+    };
     int64_t total = 0;
     for (Value g : gradients) {
-      total += cast<RankedTensorType>(g.getType()).getNumElements();
+      total += elementsOf(g);
     }
     int64_t share = std::clamp<int64_t>(llvm::divideCeil(total, buckets), 1,
                                         kMaxBucketElements);
-    SmallVector<Value> means;
-    auto flush = [&](ArrayRef<Value> bucket) {
+    SmallVector<Value> means(gradients.size());
+    auto flush = [&](ArrayRef<size_t> bucket) {
       if (bucket.size() == 1) {
-        means.push_back(meanOverDataParallel(math, bucket.front()));
+        means[bucket.front()] = meanOverDataParallel(math, gradients[bucket.front()]);
         return;
       }
       SmallVector<Value> flat;
       int64_t elements = 0;
-      for (Value g : bucket) {
-        auto type = cast<RankedTensorType>(g.getType());
-        flat.push_back(ReshapeOp::create(
-            math.b, math.loc, type.clone({type.getNumElements()}), g));
+      for (size_t index : bucket) {
+        auto type = cast<RankedTensorType>(gradients[index].getType());
+        flat.push_back(ReshapeOp::create(math.b, math.loc,
+                                         type.clone({type.getNumElements()}),
+                                         gradients[index]));
         elements += type.getNumElements();
       }
       auto joinedType = RankedTensorType::get({elements}, math.b.getF32Type());
       Value joined = ConcatOp::create(math.b, math.loc, joinedType, flat, 0);
       Value mean = meanOverDataParallel(math, joined);
       int64_t offset = 0;
-      for (Value g : bucket) {
-        auto type = cast<RankedTensorType>(g.getType());
+      for (size_t index : bucket) {
+        auto type = cast<RankedTensorType>(gradients[index].getType());
         Value part = SliceOp::create(
             math.b, math.loc, type.clone({type.getNumElements()}), mean,
             math.b.getDenseI64ArrayAttr({offset}));
-        means.push_back(ReshapeOp::create(math.b, math.loc, type, part));
+        means[index] = ReshapeOp::create(math.b, math.loc, type, part);
         offset += type.getNumElements();
       }
     };
-    SmallVector<Value> bucket;
+    SmallVector<size_t> bucket;
     int64_t filled = 0;
-    for (Value g : gradients) {
-      int64_t elements = cast<RankedTensorType>(g.getType()).getNumElements();
-      if (!bucket.empty() && filled + elements > kMaxBucketElements) {
+    for (auto [index, g] : llvm::enumerate(gradients)) {
+      int64_t elements = elementsOf(g);
+      if (elements >= kMaxBucketElements) {
+        flush({index});
+        continue;
+      }
+      if (filled + elements > kMaxBucketElements) {
         flush(bucket);
         bucket.clear();
         filled = 0;
       }
-      bucket.push_back(g);
+      bucket.push_back(index);
       filled += elements;
       if (filled >= share) {
         flush(bucket);
