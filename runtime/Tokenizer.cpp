@@ -855,7 +855,29 @@ StatusOr<std::string> TokenStreamDecoder::push(int32_t id) {
   }
   std::string out = toValidUtf8(std::string_view(*text).substr(emitted_, complete - emitted_));
   emitted_ = complete;
+  shrink(*text);
   return out;
+}
+
+void TokenStreamDecoder::shrink(const std::string &decoded) {
+  // Enough ids for any decoder's context (a stripped leading space, byte
+  // tokens of one character); shrunk in halves, so each id is decoded a
+  // bounded number of times.
+  constexpr size_t kKept = 8;
+  if (ids_.size() <= 2 * kKept) {
+    return;
+  }
+  std::vector<int32_t> kept(ids_.end() - kKept, ids_.end());
+  StatusOr<std::string> text = tokenizer_.decodeBytes(kept, true);
+  // The bytes not yet returned end both decodings (only the start of a
+  // window decodes differently); else keep the whole window.
+  std::string_view pending = std::string_view(decoded).substr(emitted_);
+  if (!text || text->size() < pending.size() ||
+      std::string_view(*text).substr(text->size() - pending.size()) != pending) {
+    return;
+  }
+  ids_ = std::move(kept);
+  emitted_ = text->size() - pending.size();
 }
 
 StatusOr<std::string> TokenStreamDecoder::finish() {

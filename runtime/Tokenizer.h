@@ -80,7 +80,10 @@ private:
 /// Turns generated ids into text as they arrive: each push returns the text
 /// that became final (whole UTF-8 characters), decoding after the prompt so
 /// that decoders that treat the first token apart (a stripped leading
-/// space) see the whole sequence. Special tokens are skipped.
+/// space) see the whole sequence. Special tokens are skipped. Each push
+/// decodes a window of the last ids, not the whole sequence (Hugging
+/// Face's DecodeStream does the same), so a long generation costs linear
+/// time.
 class TokenStreamDecoder {
 public:
   TokenStreamDecoder(const Tokenizer &tokenizer, std::vector<int32_t> prompt);
@@ -89,9 +92,13 @@ public:
   StatusOr<std::string> finish();
 
 private:
+  /// Drops the window's oldest ids but the last few once it is long,
+  /// keeping the bytes not yet returned.
+  void shrink(const std::string &decoded);
+
   const Tokenizer &tokenizer_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0; // bytes of the decoded sequence already returned
+  std::vector<int32_t> ids_; // the window: the last ids
+  size_t emitted_ = 0; // bytes of the window's decoding already returned
 };
 
 /// Replaces each maximal ill-formed UTF-8 subsequence by U+FFFD (the
