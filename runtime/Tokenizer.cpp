@@ -19,6 +19,7 @@
 #include "runtime/Tokenizer.h"
 
 #include "runtime/FileIO.h"
+#include "runtime/TokenizerConfig.h"
 #include "runtime/TokenizerSteps.h"
 
 #include <sentencepiece_processor.h>
@@ -465,31 +466,16 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
   // caller's class (the YAML's processor.tokenizer.type).
   std::string tokenizerClassName = tokenizerClass;
   json added = json::array();
-  StatusOr<std::vector<uint8_t>> configBytes =
-      read(folder + "tokenizer_config.json", "tokenizer config");
-  if (configBytes) {
-    json config = json::parse(configBytes->begin(), configBytes->end(), nullptr, false);
-    if (config.is_object()) {
-      if (auto found = config.find("tokenizer_class");
-          found != config.end() && found->is_string()) {
-        tokenizerClassName = found->get<std::string>();
-      }
-      if (auto decoder = config.find("added_tokens_decoder");
-          decoder != config.end() && decoder->is_object()) {
-        for (auto item = decoder->begin(); item != decoder->end(); ++item) {
-          json token = item.value();
-          char *rest = nullptr;
-          long long id = std::strtoll(item.key().c_str(), &rest, 10);
-          if (!token.is_object() || *rest != '\0') {
-            return Status::error(folder + "tokenizer_config.json: "
-                                          "added_tokens_decoder['" +
-                                 item.key() + "'] is not an id and a token");
-          }
-          token["id"] = id;
-          added.push_back(token);
-        }
-      }
+  StatusOr<std::optional<TokenizerConfig>> config =
+      TokenizerConfig::beside(vocabPath);
+  if (!config) {
+    return config.status();
+  }
+  if (*config) {
+    if (!(*config)->tokenizerClass.empty()) {
+      tokenizerClassName = (*config)->tokenizerClass;
     }
+    added = (*config)->addedTokens;
   }
   json root = json::object();
   root["added_tokens"] = added;

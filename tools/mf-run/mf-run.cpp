@@ -19,12 +19,12 @@
 #include "runtime/Safetensors.h"
 #include "runtime/ChatTemplate.h"
 #include "runtime/Tokenizer.h"
+#include "runtime/TokenizerConfig.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
 #include "tools/mf-run/Train.h"
 
 #include <getopt.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -491,70 +491,24 @@ StatusOr<std::string> chatPrompt(const Options &options, Session &session,
   std::string source = model.chat_template() ? model.chat_template()->str() : "";
   std::string bos = model.bos_token() ? model.bos_token()->str() : "";
   std::string eos = model.eos_token() ? model.eos_token()->str() : "";
-  std::string folder = tokenizer.path().substr(0, tokenizer.path().find_last_of('/') + 1);
-  std::string configPath = folder + "tokenizer_config.json";
-  struct stat info;
-  if (::stat(configPath.c_str(), &info) == 0) {
-    StatusOr<std::vector<uint8_t>> bytes =
-        readRegularFile(configPath, "tokenizer config", 64ull << 20);
-    if (!bytes) {
-      return bytes.status();
-    }
-    nlohmann::json config =
-        nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
-    if (!config.is_object()) {
-      return Status::error(configPath + ": not a JSON object");
-    }
-    // A token is a string or {"content": ...}.
-    auto token = [&](const char *key) -> std::string {
-      auto found = config.find(key);
-      if (found == config.end()) {
-        return "";
-      }
-      if (found->is_string()) {
-        return found->get<std::string>();
-      }
-      if (found->is_object() && found->contains("content") &&
-          (*found)["content"].is_string()) {
-        return (*found)["content"].get<std::string>();
-      }
-      return "";
-    };
-    auto templateOf = [&]() -> std::string {
-      auto found = config.find("chat_template");
-      if (found == config.end()) {
-        return "";
-      }
-      if (found->is_string()) {
-        return found->get<std::string>();
-      }
-      // A list of named templates: the "default" one.
-      if (found->is_array()) {
-        for (const auto &named : *found) {
-          if (named.is_object() && named.value("name", "") == "default" &&
-              named.contains("template") && named["template"].is_string()) {
-            return named["template"].get<std::string>();
-          }
-        }
-      }
-      return "";
-    };
-    if (source.empty()) {
-      source = templateOf();
-    }
-    if (bos.empty()) {
-      bos = token("bos_token");
-    }
-    if (eos.empty()) {
-      eos = token("eos_token");
-    }
+  StatusOr<std::optional<TokenizerConfig>> config =
+      TokenizerConfig::beside(tokenizer.path());
+  if (!config) {
+    return config.status();
+  }
+  if (*config) {
+    source = source.empty() ? (*config)->chatTemplate : source;
+    bos = bos.empty() ? (*config)->bosToken : bos;
+    eos = eos.empty() ? (*config)->eosToken : eos;
   }
   if (source.empty()) {
     return Status::error("--chat needs a chat template: set "
                          "processor.tokenizer.chat_template in the YAML, or "
                          "give --tokenizer a Hugging Face folder whose "
                          "tokenizer_config.json has one (" +
-                         configPath + " has none)");
+                         (*config ? (*config)->path + " has none"
+                                  : "there is none beside " + tokenizer.path()) +
+                         ")");
   }
   StatusOr<ChatTemplate> chat = ChatTemplate::parse(source);
   if (!chat) {

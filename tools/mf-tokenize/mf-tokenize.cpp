@@ -16,6 +16,7 @@
 #include "runtime/FileIO.h"
 #include "runtime/Generation.h"
 #include "runtime/Tokenizer.h"
+#include "runtime/TokenizerConfig.h"
 
 #include <getopt.h>
 #include <nlohmann/json.hpp>
@@ -163,12 +164,14 @@ int main(int argc, char **argv) {
     // A tokenizer_config.json stands for its chat_template.
     if (renderTemplate->size() >= 5 &&
         renderTemplate->compare(renderTemplate->size() - 5, 5, ".json") == 0) {
-      nlohmann::json config = nlohmann::json::parse(*source, nullptr, false);
-      if (!config.is_object() || !config.contains("chat_template") ||
-          !config["chat_template"].is_string()) {
-        return fail(*renderTemplate + ": no chat_template string");
+      StatusOr<TokenizerConfig> config = TokenizerConfig::read(*renderTemplate);
+      if (!config) {
+        return fail(config.status().message());
       }
-      *source = config["chat_template"].get<std::string>();
+      if (config->chatTemplate.empty()) {
+        return fail(*renderTemplate + ": no chat_template");
+      }
+      *source = config->chatTemplate;
     }
     StatusOr<ChatTemplate> chat = ChatTemplate::parse(*source);
     if (!chat) {
