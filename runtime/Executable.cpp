@@ -685,7 +685,10 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   return Status::ok();
 }
 
-Status checkSemantics(const fb::Executable &root) {
+/// `programs` receives each entry's verified host program (null for an
+/// entry without one), in entry order.
+Status checkSemantics(const fb::Executable &root,
+                      std::vector<std::shared_ptr<const HostProgram>> &programs) {
   const fb::ModelInfo &model = *root.model();
   if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
       model.batch_size() <= 0 || model.num_layers() < 0) {
@@ -715,8 +718,13 @@ Status checkSemantics(const fb::Executable &root) {
   }
   for (const fb::Entry *entry : *root.entries()) {
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+    programs.emplace_back();
     if (entry->host()) {
-      MFRT_RETURN_IF_ERROR(HostProgram::build(root, *entry).status());
+      StatusOr<HostProgram> program = HostProgram::build(root, *entry);
+      if (!program) {
+        return program.status();
+      }
+      programs.back() = std::make_shared<const HostProgram>(program.take());
     }
   }
   if (root.kernel_library() && root.kernel_library()->size() != 0 &&
@@ -787,11 +795,20 @@ StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
   Executable executable;
   executable.bytes_ = std::move(bytes);
   executable.root_ = fb::GetExecutable(executable.bytes_.data());
-  Status status = checkSemantics(*executable.root_);
+  Status status = checkSemantics(*executable.root_, executable.hostPrograms_);
   if (!status) {
     return status.withContext("'" + name + "' is invalid");
   }
   return executable;
+}
+
+const HostProgram *Executable::hostProgram(const fb::Entry &entry) const {
+  for (uint32_t i = 0; i < root_->entries()->size(); ++i) {
+    if (root_->entries()->Get(i) == &entry) {
+      return hostPrograms_[i].get();
+    }
+  }
+  return nullptr;
 }
 
 StatusOr<Executable> Executable::load(const std::string &path) {

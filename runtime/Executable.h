@@ -15,6 +15,7 @@
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,8 @@ inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
   return std::vector<int64_t>(op.ints()->begin() + own, op.ints()->end());
 }
 
+struct HostProgram;
+
 class Executable {
 public:
   /// Reads and verifies a file.
@@ -73,6 +76,9 @@ public:
   const fb::ModelInfo &model() const { return *root_->model(); }
   /// The entry called `name`, or null.
   const fb::Entry *entry(const std::string &name) const;
+  /// `entry`'s host program (Graph Mode), verified at load; null when it
+  /// has none.
+  const HostProgram *hostProgram(const fb::Entry &entry) const;
   std::vector<std::string> entryNames() const;
   /// The prefill entry for a prompt of `tokens` ids: the shortest
   /// `prefill_<L>` with L >= tokens, else `prefill` (seq_length).
@@ -88,6 +94,7 @@ public:
 private:
   std::vector<uint8_t> bytes_;
   const fb::Executable *root_ = nullptr;
+  std::vector<std::shared_ptr<const HostProgram>> hostPrograms_; // by entry
 };
 
 } // namespace mfrt

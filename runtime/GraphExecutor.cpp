@@ -37,7 +37,7 @@ GraphExecutor::GraphExecutor(const Executable &executable,
 uint64_t GraphExecutor::arenaBytes() const {
   uint64_t total = 0;
   for (const auto &[name, prepared] : prepared_) {
-    total += prepared->program.arenaBytes;
+    total += prepared->program->arenaBytes;
   }
   return total;
 }
@@ -64,8 +64,8 @@ void GraphExecutor::keepParametersAsPanels() {
     if (!host) {
       continue;
     }
-    StatusOr<HostProgram> program = HostProgram::build(root, *entry);
-    if (!program || program->assignsParameters) {
+    const HostProgram *program = executable_.hostProgram(*entry);
+    if (program->assignsParameters) {
       readAsStored_.assign(count, true);
       return;
     }
@@ -143,13 +143,14 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   if (found != prepared_.end()) {
     return found->second.get();
   }
-  StatusOr<HostProgram> program = HostProgram::build(executable_.root(), entry);
+  const HostProgram *program = executable_.hostProgram(entry);
   if (!program) {
-    return program.status();
+    return Status::error("entry '" + name + "' has no host program: Graph "
+                         "Mode needs one (recompile model.bin)");
   }
   auto prepared = std::make_unique<Prepared>();
-  prepared->program = program.take();
-  size_t arenaBytes = prepared->program.arenaBytes; // allocatePages: page-aligned
+  prepared->program = program;
+  size_t arenaBytes = prepared->program->arenaBytes; // allocatePages: page-aligned
   void *arena = allocatePages(arenaBytes);
   if (!arena) {
     return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
@@ -177,7 +178,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
                                                     buffer.index()));
       break;
     case fb::BufferKind::Parameter:
-      buffers[i] = prepared->program.writesParameter[buffer.index()]
+      buffers[i] = prepared->program->writesParameter[buffer.index()]
                        ? weights_.mutableTensor(buffer.index())
                        : weights_[buffer.index()];
       break;
@@ -223,11 +224,11 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   prepared->computes.resize(commandCount);
   for (uint32_t c = 0; c < commandCount; ++c) {
     const fb::Command &command = *host.commands()->Get(c);
-    if (prepared->program.derived[c]) {
+    if (prepared->program->derived[c]) {
       for (const fb::Binding *binding : *command.bindings()) {
         if (binding->access() == fb::Access::Write) {
           const fb::Buffer &storage =
-              *host.buffers()->Get(prepared->program.root[binding->buffer()]);
+              *host.buffers()->Get(prepared->program->root[binding->buffer()]);
           prepared->computes[c].push_back(&slots_[storage.index()]);
         }
       }
@@ -243,7 +244,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
                            "' is not in the loaded kernel library");
     }
     call.where = "kernel '" + kernelName + "' of '" + name + "'";
-    for (uint32_t position : prepared->program.panelBindings[c]) {
+    for (uint32_t position : prepared->program->panelBindings[c]) {
       uint32_t source = command.bindings()->Get(position)->buffer();
       StatusOr<Derived *> packed = panelsOf(
           *prepared, source, host.buffers()->Get(source)->index());
@@ -427,7 +428,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
 
-  const HostProgram &program = ready.program;
+  const HostProgram &program = *ready.program;
   // Copies and checks only when a debugging user asked for them.
   bool observed = options.checkNumerics || options.traceEvents ||
                   options.capturedValues || !options.dumpTensorsDir.empty();

@@ -67,7 +67,7 @@ private:
   /// An entry ready to run: its program, arena and buffers (those bound
   /// per run, inputs and outputs and views of them, are cleared after).
   struct Prepared {
-    HostProgram program;
+    const HostProgram *program = nullptr; // the Executable's, verified at load
     std::shared_ptr<void> arena;
     std::vector<Tensor> buffers;
     /// Buffers rebound by each run: inputs, outputs, views of them.
