@@ -1258,8 +1258,8 @@ private:
                 llvm::Twine(spec_.shardedDataParallel).str() +
                 " x model_parallel " +
                 llvm::Twine(spec_.shardedModelParallel).str() +
-                "): pipeline_stage, context_parallel and data_parallel "
-                "outside training are not built yet");
+                "): pipeline_stage and data_parallel in predict are not "
+                "built yet");
       }
       if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
         // As MindFormers' LLaMA: a vocabulary the ranks do not divide stays
@@ -1302,8 +1302,8 @@ private:
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
     }
-    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
-      return "for training only (predict and eval run one rank's batch)";
+    if (spec_.runMode == RunMode::Predict) {
+      return "for training and eval only (predict runs one rank's batch)";
     }
     return "";
   }

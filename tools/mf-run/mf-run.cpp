@@ -907,16 +907,24 @@ int evaluate(const Options &options, Session &session) {
                 std::to_string(seq + 1));
   }
   Executor &executor = *session.executor;
+  // Data parallelism: each global batch is batch_size windows a
+  // data-parallel rank, rank r taking the r-th; every rank runs every step
+  // (a rank past the end runs padding), and the sums are combined at the
+  // end.
+  const std::vector<int64_t> dataAxis = {0};
+  int64_t dataRanks = ranks ? ranks->extentAlong(dataAxis) : 1;
+  int64_t dataIndex = ranks ? ranks->indexAlong(dataAxis) : 0;
   double totalLoss = 0;
   int64_t totalTokens = 0;
-  for (int64_t first = 0; first < windows; first += batch) {
+  for (int64_t step = 0; step < windows; step += batch * dataRanks) {
     StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
     if (!inputs) {
       return fail(inputs.status().message());
     }
     Tensor &ids = (*inputs)[0];
     Tensor &labels = (*inputs)[1];
-    int64_t rows = std::min(batch, windows - first);
+    int64_t first = step + dataIndex * batch;
+    int64_t rows = std::clamp<int64_t>(windows - first, 0, batch);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < seq; ++i) {
         bool real = b < rows;
@@ -934,6 +942,15 @@ int evaluate(const Options &options, Session &session) {
     }
     totalLoss += (*outputs)[0].loadFloat(0) * rows * seq;
     totalTokens += rows * seq;
+  }
+  if (dataRanks > 1) {
+    double sums[2] = {totalLoss, static_cast<double>(totalTokens)};
+    if (Status status = ranks->allReduceInPlace(sums, 2, /*max=*/false, dataAxis);
+        !status) {
+      return fail(status.message());
+    }
+    totalLoss = sums[0];
+    totalTokens = static_cast<int64_t>(sums[1]);
   }
   double loss = totalLoss / totalTokens;
   std::printf("eval: %lld tokens in %lld windows of %lld: loss %.6f, "
