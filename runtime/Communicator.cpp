@@ -156,11 +156,11 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
     status = MPI_Allreduce(overlap ? MPI_IN_PLACE : input.data(), output.data(),
                            static_cast<int>(count), MPI_FLOAT, MPI_SUM, group);
   } else {
-    std::vector<float> sums(count);
-    input.loadFloats(sums.data());
-    status = MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(count),
+    float *sums = reinterpret_cast<float *>(scratch(count * sizeof(float)));
+    input.loadFloats(sums);
+    status = MPI_Allreduce(MPI_IN_PLACE, sums, static_cast<int>(count),
                            MPI_FLOAT, MPI_SUM, group);
-    output.storeFloats(sums.data());
+    output.storeFloats(sums);
   }
   return status == MPI_SUCCESS ? Status::ok()
                                : Status::error("MPI_Allreduce failed");
@@ -230,15 +230,15 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   }
   // Every rank's block one after the other (the result may lie over the
   // operand, so not into it), then each put in its place along `dim`.
-  std::vector<uint8_t> blocks(block.byteSize() * ranks);
+  uint8_t *blocks = scratch(block.byteSize() * ranks);
   int count = static_cast<int>(block.byteSize());
-  if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks.data(), count, MPI_BYTE,
+  if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks, count, MPI_BYTE,
                     static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
     return Status::error("MPI_Allgather failed");
   }
   int64_t length = block.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
-    copyBlock(blocks.data() + r * block.byteSize(), whole.data(), whole.shape(),
+    copyBlock(blocks + r * block.byteSize(), whole.data(), whole.shape(),
               dim, r * length, length, dtypeSize(block.dtype()),
               /*intoWhole=*/true);
   }
@@ -253,11 +253,10 @@ Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
     return Status::error("scatter: the result is not one block of its operand");
   }
   // Through a copy: the result may lie over the operand.
-  std::vector<uint8_t> whole(static_cast<const uint8_t *>(input.data()),
-                             static_cast<const uint8_t *>(input.data()) +
-                                 input.byteSize());
+  uint8_t *whole = scratch(input.byteSize());
+  std::memcpy(whole, input.data(), input.byteSize());
   int64_t length = output.shape()[dim];
-  copyBlock(whole.data(), output.data(), input.shape(), dim,
+  copyBlock(whole, output.data(), input.shape(), dim,
             indexAlong(axes) * length, length, dtypeSize(input.dtype()),
             /*intoWhole=*/false);
   return Status::ok();
@@ -283,22 +282,34 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   if (!made) {
     return made.status();
   }
-  // The blocks one after the other in rank order, as f32.
-  std::vector<float> values(input.numElements()), ordered(input.numElements());
-  input.loadFloats(values.data());
-  int64_t blockElements = output.numElements(), length = output.shape()[dim];
+  // The blocks one after the other in rank order, as f32, then the rank's
+  // sum: three regions of one scratch buffer.
+  int64_t elements = input.numElements(), blockElements = output.numElements();
+  float *values = reinterpret_cast<float *>(
+      scratch((2 * elements + blockElements) * sizeof(float)));
+  float *ordered = values + elements, *mine = ordered + elements;
+  input.loadFloats(values);
+  int64_t length = output.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
-    copyBlock(values.data(), ordered.data() + r * blockElements, input.shape(),
-              dim, r * length, length, sizeof(float), /*intoWhole=*/false);
+    copyBlock(values, ordered + r * blockElements, input.shape(), dim,
+              r * length, length, sizeof(float), /*intoWhole=*/false);
   }
-  std::vector<float> mine(blockElements);
-  if (MPI_Reduce_scatter_block(ordered.data(), mine.data(),
-                               static_cast<int>(blockElements), MPI_FLOAT,
-                               MPI_SUM, static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+  if (MPI_Reduce_scatter_block(ordered, mine, static_cast<int>(blockElements),
+                               MPI_FLOAT, MPI_SUM,
+                               static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
     return Status::error("MPI_Reduce_scatter_block failed");
   }
-  output.storeFloats(mine.data());
+  output.storeFloats(mine);
   return Status::ok();
+}
+
+uint8_t *Communicator::scratch(size_t bytes) const {
+  if (bytes > scratchBytes_) {
+    // Left uninitialized: every caller writes what it reads.
+    scratch_.reset(new uint8_t[bytes]);
+    scratchBytes_ = bytes;
+  }
+  return scratch_.get();
 }
 
 void Communicator::abort(int exitCode) {

@@ -77,9 +77,16 @@ private:
   /// at the same point), or an error.
   StatusOr<void *> group(const std::vector<int64_t> &axes);
 
+  /// `bytes` of scratch memory, reused by every collective (a step's
+  /// collectives would otherwise allocate and zero their staging buffers
+  /// each time); valid until the next call.
+  uint8_t *scratch(size_t bytes) const;
+
   std::vector<int64_t> grid_;
   int64_t rank_ = 0, size_ = 1;
   std::unique_ptr<Groups> groups_;
+  mutable std::unique_ptr<uint8_t[]> scratch_;
+  mutable size_t scratchBytes_ = 0;
 };
 
 } // namespace mfrt
