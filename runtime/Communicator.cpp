@@ -130,14 +130,7 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
     }
     return Status::ok();
   }
-  if (!groups_) {
-    return Status::error("all_reduce outside an MPI run");
-  }
-  if (count > INT_MAX) {
-    return Status::error("all_reduce of " + std::to_string(count) +
-                         " elements: more than MPI's int count");
-  }
-  StatusOr<void *> made = this->group(axes);
+  StatusOr<void *> made = groupFor(axes, count, "all_reduce of elements");
   if (!made) {
     return made.status();
   }
@@ -171,11 +164,7 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
   if (extentAlong(axes) == 1) {
     return Status::ok();
   }
-  if (count > INT_MAX) {
-    return Status::error("all_reduce of " + std::to_string(count) +
-                         " values: more than MPI's int count");
-  }
-  StatusOr<void *> made = group(axes);
+  StatusOr<void *> made = groupFor(axes, count, "all_reduce of values");
   if (!made) {
     return made.status();
   }
@@ -184,6 +173,15 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
                        static_cast<MPI_Comm>(*made)) == MPI_SUCCESS
              ? Status::ok()
              : Status::error("MPI_Allreduce failed");
+}
+
+StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,
+                                        int64_t count, const char *what) {
+  if (count > INT_MAX) {
+    return Status::error(std::string(what) + ": " + std::to_string(count) +
+                         ", more than MPI's int count");
+  }
+  return group(axes);
 }
 
 StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
@@ -220,11 +218,8 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
     std::memmove(whole.data(), block.data(), block.byteSize());
     return Status::ok();
   }
-  if (block.byteSize() > static_cast<size_t>(INT_MAX)) {
-    return Status::error("a block of " + std::to_string(block.byteSize()) +
-                         " bytes: more than MPI's int count");
-  }
-  StatusOr<void *> made = group(axes);
+  StatusOr<void *> made = groupFor(
+      axes, static_cast<int64_t>(block.byteSize()), "all_gather of a block of bytes");
   if (!made) {
     return made.status();
   }
@@ -274,11 +269,8 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
     std::memmove(output.data(), input.data(), output.byteSize());
     return Status::ok();
   }
-  if (input.numElements() > INT_MAX) {
-    return Status::error("reduce_scatter of " + std::to_string(input.numElements()) +
-                         " elements: more than MPI's int count");
-  }
-  StatusOr<void *> made = group(axes);
+  StatusOr<void *> made =
+      groupFor(axes, input.numElements(), "reduce_scatter of elements");
   if (!made) {
     return made.status();
   }

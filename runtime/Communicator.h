@@ -76,6 +76,10 @@ private:
   /// first use: every rank runs the same program, so every rank makes it
   /// at the same point), or an error.
   StatusOr<void *> group(const std::vector<int64_t> &axes);
+  /// group(axes) for a call of `count` MPI items (an error beyond MPI's
+  /// int counts, `what` naming them).
+  StatusOr<void *> groupFor(const std::vector<int64_t> &axes, int64_t count,
+                            const char *what);
 
   /// `bytes` of scratch memory, reused by every collective (a step's
   /// collectives would otherwise allocate and zero their staging buffers

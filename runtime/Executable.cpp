@@ -678,9 +678,8 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   if (parameter.type()->shape()->Get(parameter.split_dim()) %
           parameter.split_parts() !=
       0) {
-    return Status::error(where + "'s block does not hold its " +
-                         std::to_string(parameter.split_parts()) +
-                         " parts' shares");
+    return Status::error(where + " has a block that does not split into its " +
+                         std::to_string(parameter.split_parts()) + " parts");
   }
   return Status::ok();
 }

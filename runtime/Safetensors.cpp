@@ -276,9 +276,14 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
   int64_t runs = 1, runLength = elements, stride = elements, first = 0;
   if (block) {
     // Each part is `extent` long: its runs are the block's.
-    int64_t dim = block->dim, extent = entry.shape.at(dim) / block->parts;
-    if (block->parts < 1 || entry.shape[dim] % block->parts != 0 ||
-        block->begin < 0 || block->length < 0 ||
+    int64_t dim = block->dim;
+    if (block->parts < 1 || entry.shape.at(dim) % block->parts != 0) {
+      return Status::error("'" + name_ + "': a tensor of " +
+                           formatShape(entry.shape) + " read in " +
+                           std::to_string(block->parts) + " parts");
+    }
+    int64_t extent = entry.shape[dim] / block->parts;
+    if (block->begin < 0 || block->length < 0 ||
         block->begin + block->length > extent) {
       return Status::error("'" + name_ + "': a block outside a tensor of " +
                            formatShape(entry.shape));

@@ -462,6 +462,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     // This step's gradients, in f32, averaged over the data-parallel ranks
     // (the unsharded ones in buckets, after this loop).
     SmallVector<Value> gradients, unsharded;
+    SmallVector<size_t> unshardedAt; // their positions in `gradients`
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       MathBuilder math(builder, locationOf(parameter.parameter));
       Value g = microBatchShare(math, ret.getOperand(1 + index), settings);
@@ -478,17 +479,16 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         gradients.push_back(math.mul(g, math.scalar(1.0 / static_cast<double>(
                                                              dataGrid_.getShape()[0]))));
       } else {
-        gradients.push_back(g);
+        unshardedAt.push_back(gradients.size());
         unsharded.push_back(g);
+        gradients.push_back(g);
       }
     }
     if (dataGrid_) {
       SmallVector<Value> means =
           bucketedMeans(shared, unsharded, settings.gradientBuckets);
-      for (Value &g : gradients) {
-        if (auto *at = llvm::find(unsharded, g); at != unsharded.end()) {
-          g = means[at - unsharded.begin()];
-        }
+      for (auto [at, mean] : llvm::zip(unshardedAt, means)) {
+        gradients[at] = mean;
       }
     }
 
