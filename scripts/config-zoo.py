@@ -5,13 +5,17 @@ the ones it crashes on (a signal, an internal error, a time-out).
 
   MINDFORMERS_DIR=~/mindformers python3 scripts/config-zoo.py [--build build]
       [--jobs 2] [--timeout 300] [--compile-to sharding] [--list]
+      [--pretrained-model-dir DIR]
 
 The YAMLs under configs/ and research/ are compiled as they are, full size,
 to the `sharding` phase (the graph, partitioned for the config's
 parallel_config where that is built: every key is read and checked, no
 kernels are built). The family is the directory under configs/ or research/; the
-architecture is the YAML's model.arch.type. --list prints every file's
-outcome."""
+architecture is the YAML's model.arch.type (or, in MindFormers' newest
+configs, model_config.architectures). --list prints every file's outcome.
+MindFormers' newest configs take the model from a Hugging Face folder's
+config.json (pretrained_model_dir, a placeholder path in the checkout):
+--pretrained-model-dir DIR compiles those with DIR as that folder."""
 import argparse
 import collections
 import concurrent.futures
@@ -23,16 +27,30 @@ import sys
 import yaml
 
 
-def architecture(path):
+def load(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)["model"]["arch"]["type"]
+            return yaml.safe_load(f)
     except Exception:  # noqa: BLE001 -- any YAML mfc must judge itself
+        return None
+
+
+def architecture(path):
+    try:
+        model = load(path)["model"]
+        if model.get("arch"):
+            return model["arch"]["type"]
+        names = model["model_config"]["architectures"]
+        return names[0] if isinstance(names, list) else names
+    except Exception:  # noqa: BLE001
         return "(none)"
 
 
-def compile_one(mfc, path, compile_to, timeout):
+def compile_one(mfc, path, compile_to, timeout, pretrained_model_dir):
     command = [mfc, "compile", path, f"--compile-to={compile_to}", "-o", os.devnull]
+    root = load(path)
+    if pretrained_model_dir and isinstance(root, dict) and root.get("pretrained_model_dir"):
+        command += ["--set", f"pretrained_model_dir={os.path.abspath(pretrained_model_dir)}"]
     try:
         run = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              timeout=timeout)
@@ -59,6 +77,7 @@ def main():
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--compile-to", default="sharding")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--pretrained-model-dir")
     args = parser.parse_args()
     root = os.environ.get("MINDFORMERS_DIR")
     if not root or not os.path.isdir(root):
@@ -72,7 +91,8 @@ def main():
     print(f"config-zoo: {len(paths)} YAML files in {root}", file=sys.stderr)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(
-            lambda p: compile_one(mfc, p, args.compile_to, args.timeout), paths))
+            lambda p: compile_one(mfc, p, args.compile_to, args.timeout,
+                                  args.pretrained_model_dir), paths))
 
     by_family = collections.defaultdict(collections.Counter)
     reasons = collections.Counter()
@@ -93,7 +113,7 @@ def main():
         c = by_family[family]
         print(f"{family:24} {c['accepted']:8} {c['refused']:7} {c['crashed']:7}")
     print(f"{'total':24} {total['accepted']:8} {total['refused']:7} {total['crashed']:7}")
-    print(f"\n{'model.arch.type':32} accepted refused crashed")
+    print(f"\n{'architecture':32} accepted refused crashed")
     for arch in sorted(by_arch, key=lambda a: -sum(by_arch[a].values())):
         c = by_arch[arch]
         print(f"{arch:32} {c['accepted']:8} {c['refused']:7} {c['crashed']:7}")

@@ -281,7 +281,8 @@ std::unique_ptr<ConfigNode> mfc::parseConfigText(ConfigDiagnostics &diagnostics,
 }
 
 std::unique_ptr<ConfigNode> mfc::parseConfigFile(ConfigDiagnostics &diagnostics,
-                                                 StringRef path) {
+                                                 StringRef path,
+                                                 StringRef expectedMap) {
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> file =
       readInputFile(path, "config", kMaxConfigBytes, error);
@@ -294,8 +295,7 @@ std::unique_ptr<ConfigNode> mfc::parseConfigFile(ConfigDiagnostics &diagnostics,
       diagnostics.sourceMgr().AddNewSourceBuffer(std::move(file), SMLoc());
   auto root = parseBuffer(diagnostics, bufferId, text, 0);
   if (root && !root->isMap()) {
-    diagnostics.error(root->loc, "expected the config to be a map of "
-                                 "sections (run_mode, model, ...), got " +
+    diagnostics.error(root->loc, "expected " + expectedMap + ", got " +
                                      root->describe());
     return nullptr;
   }

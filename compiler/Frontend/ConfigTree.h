@@ -99,9 +99,13 @@ std::unique_ptr<ConfigNode> parseConfigText(ConfigDiagnostics &diagnostics,
                                             llvm::StringRef text,
                                             llvm::StringRef bufferName);
 
-/// Reads and parses a YAML file. Returns null after reporting why not.
-std::unique_ptr<ConfigNode> parseConfigFile(ConfigDiagnostics &diagnostics,
-                                            llvm::StringRef path);
+/// Reads and parses a YAML (or JSON) file whose top level must be a map,
+/// described to the user as `expectedMap`. Returns null after reporting why
+/// not.
+std::unique_ptr<ConfigNode> parseConfigFile(
+    ConfigDiagnostics &diagnostics, llvm::StringRef path,
+    llvm::StringRef expectedMap =
+        "the config to be a map of sections (run_mode, model, ...)");
 
 /// Applies one `--set a.b.c=value` override to `root`. Missing maps on the
 /// path are created (the schema then rejects keys it does not know, since

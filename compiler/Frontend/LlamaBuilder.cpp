@@ -1,8 +1,9 @@
 //===- LlamaBuilder.cpp - mf IR for LLaMA-family decoders -----------------===//
 //
-// LLaMA 1/2/3, Qwen2 and Baichuan-style decoders: RMSNorm, rotary embeddings
-// (rotate-half), grouped-query attention with optional q/k/v bias, a SwiGLU
-// feed-forward, optionally tied embeddings. Parameters carry Hugging Face
+// LLaMA 1/2/3, Qwen2/3 and Baichuan-style decoders: RMSNorm, rotary
+// embeddings (rotate-half), grouped-query attention with optional q/k/v bias
+// and per-head q/k RMSNorm (Qwen3), a SwiGLU feed-forward, optionally tied
+// embeddings and a float32 residual stream. Parameters carry Hugging Face
 // names with the MindFormers name alongside; op locations use MindFormers'
 // module paths (model.layers.3.attention.wq).
 //
@@ -33,7 +34,7 @@ public:
     Value hidden = mf::EmbeddingOp::create(
         builder_, embedLoc,
         tensorType({batch, seq, model.hiddenSize}, paramType()), table, ids);
-    hidden = castTo(hidden, computeType(), embedLoc);
+    hidden = castTo(hidden, residualType(), embedLoc);
 
     Value positionIds =
         positions(batch, seq, cache ? cache->pastLength : Value(),
@@ -53,10 +54,25 @@ public:
   }
 
 private:
-  Value rmsNorm(Value input, StringRef weightName, StringRef path) {
-    Location normLoc = loc(path, "rms_norm_eps");
+  /// fp32_residual_connection keeps the residual stream in float32.
+  Type residualType() {
+    return spec_.model.fp32ResidualConnection ? builder_.getF32Type()
+                                              : computeType();
+  }
+
+  Value residualAdd(Value hidden, Value branch, StringRef path) {
+    Location addLoc = loc(path, "num_layers");
+    return mf::AddOp::create(builder_, addLoc, hidden,
+                             castTo(branch, residualType(), addLoc));
+  }
+
+  /// RMSNorm over the last dimension, `size` wide (the hidden size, or a
+  /// head's for qk_layernorm).
+  Value rmsNorm(Value input, StringRef weightName, StringRef path,
+                StringRef yamlKey = "rms_norm_eps") {
+    Location normLoc = loc(path, yamlKey);
     std::string mfName = (path + ".weight").str();
-    Value gamma = param(weightName, mfName, {spec_.model.hiddenSize},
+    Value gamma = param(weightName, mfName, {shapeOf(input).back()},
                         mf::ParameterInit::ones, normLoc);
     Value normed = mf::RmsNormOp::create(
         builder_, normLoc, castTo(input, normType(), normLoc),
@@ -122,6 +138,12 @@ private:
     q = reshape(q, {batch, seq, heads, headDim}, splitLoc);
     k = reshape(k, {batch, seq, kvHeads, headDim}, splitLoc);
     v = reshape(v, {batch, seq, kvHeads, headDim}, splitLoc);
+    if (model.qkLayernorm) {
+      q = rmsNorm(q, hf + ".self_attn.q_norm.weight", attn + ".q_layernorm",
+                  "qk_layernorm");
+      k = rmsNorm(k, hf + ".self_attn.k_norm.weight", attn + ".k_layernorm",
+                  "qk_layernorm");
+    }
     q = rope(q, positionIds, attn + ".rotary_embedding.q");
     k = rope(k, positionIds, attn + ".rotary_embedding.k");
 
@@ -129,8 +151,7 @@ private:
     Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
                               hiddenSize, heads * headDim, false, "hidden_size",
                               Parallel::Row);
-    hidden = mf::AddOp::create(builder_, loc(path + ".attention_add", "num_layers"),
-                               hidden, output);
+    hidden = residualAdd(hidden, output, path + ".attention_add");
 
     // Feed-forward block: w2(silu(w1 x) * w3 x).
     normed = rmsNorm(hidden, hf + ".post_attention_layernorm.weight",
@@ -152,8 +173,7 @@ private:
     Value activated = mf::SwiGluOp::create(builder_, swigluLoc, gate, up);
     Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
                             hiddenSize, ffnSize, false, ffnKey, Parallel::Row);
-    return mf::AddOp::create(builder_, loc(path + ".ffn_add", "num_layers"),
-                             hidden, down);
+    return residualAdd(hidden, down, path + ".ffn_add");
   }
 };
 

@@ -46,6 +46,8 @@ struct ModelConfig {
   int64_t numLayers = 32;
   int64_t numHeads = 32;
   int64_t numKvHeads = 0; ///< 0: same as numHeads (n_kv_heads: null).
+  /// `head_dim` when given (Qwen3's differs from hidden_size / num_heads).
+  std::optional<int64_t> headDimension;
   int64_t vocabSize = 32000;
   /// LLaMA FFN width: intermediate_size if given, else derived from
   /// multiple_of and ffn_dim_multiplier as MindFormers does.
@@ -60,6 +62,10 @@ struct ModelConfig {
   /// values; empty without PI, linear or LLAMA3 scaling).
   std::vector<double> ropeFrequencyScale;
   bool qkvHasBias = false;
+  /// `qk_layernorm`: RMSNorm of each query and key head before RoPE (Qwen3).
+  bool qkLayernorm = false;
+  /// `fp32_residual_connection`: the residual stream stays float32.
+  bool fp32ResidualConnection = false;
   bool tieWordEmbeddings = false;
   std::string hiddenAct = "silu";
 
@@ -108,7 +114,9 @@ struct ModelConfig {
   }
 
   int64_t kvHeads() const { return numKvHeads ? numKvHeads : numHeads; }
-  int64_t headDim() const { return hiddenSize / numHeads; }
+  int64_t headDim() const {
+    return headDimension ? *headDimension : hiddenSize / numHeads;
+  }
   /// The FFN hidden width for this family and config.
   int64_t ffnHiddenSize() const;
 };

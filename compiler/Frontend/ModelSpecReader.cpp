@@ -11,6 +11,7 @@
 
 #include "compiler/Frontend/ModelSpecReader.h"
 
+#include "compiler/Frontend/HuggingFaceConfig.h"
 #include "compiler/Frontend/RecomputePlan.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -270,10 +271,7 @@ public:
   /// The value of `key` (null if absent or `null`); marks the key known.
   const ConfigNode *get(StringRef key) {
     known_.insert(key);
-    if (!node_) {
-      return nullptr;
-    }
-    const ConfigNode::Entry *entry = node_->find(key);
+    const ConfigNode::Entry *entry = findEntry(key);
     if (!entry) {
       return nullptr;
     }
@@ -281,33 +279,45 @@ public:
     SMLoc where = context_.diagnostics.isOverride(entry->value->loc)
                       ? entry->value->loc
                       : entry->keyLoc;
-    std::string keyPath = childPath(key);
     ConfigDiagnostics::Position position = context_.diagnostics.position(where);
-    context_.spec.keyPositions[keyPath] = {position.file, position.line,
-                                           position.column};
+    KeyPosition keyPosition{position.file, position.line, position.column};
+    context_.spec.keyPositions[childPath(key)] = keyPosition;
+    context_.spec.keyPositions[canonicalPath(key)] = keyPosition;
     return entry->value->isNull() ? nullptr : entry->value.get();
   }
 
-  SMLoc keyLoc(StringRef key) const {
-    if (node_) {
-      if (const ConfigNode::Entry *entry = node_->find(key)) {
-        return entry->keyLoc;
-      }
+  /// Reads `other`, another spelling of `key`, wherever `key` is asked for
+  /// (and names it in messages). Both given is an error: which one wins
+  /// would be a guess. Returns true if `other` is read.
+  bool alias(StringRef key, StringRef other) {
+    known_.insert(other);
+    if (!node_ || !node_->find(other)) {
+      return false;
     }
-    return loc();
+    if (findEntry(key)) {
+      error(node_->find(other)->keyLoc,
+            childPath(other) + ": another name for " + childPath(key) +
+                ", which is given too; keep one of them");
+      return false;
+    }
+    aliases_[key] = other.str();
+    return true;
+  }
+
+  SMLoc keyLoc(StringRef key) const {
+    const ConfigNode::Entry *entry = findEntry(key);
+    return entry ? entry->keyLoc : loc();
   }
 
   SMLoc valueLoc(StringRef key) const {
-    if (node_) {
-      if (const ConfigNode::Entry *entry = node_->find(key)) {
-        return entry->value->loc;
-      }
-    }
-    return loc();
+    const ConfigNode::Entry *entry = findEntry(key);
+    return entry ? entry->value->loc : loc();
   }
 
+  /// The dotted path of `key` as the config spells it.
   std::string childPath(StringRef key) const {
-    return path_.empty() ? key.str() : path_ + "." + key.str();
+    auto alias = aliases_.find(key);
+    return canonicalPath(alias == aliases_.end() ? key : StringRef(alias->second));
   }
 
   void error(SMLoc loc, const llvm::Twine &message) {
@@ -319,7 +329,7 @@ public:
     if (get(key)) {
       return true;
     }
-    if (node_ && node_->find(key)) {
+    if (findEntry(key)) {
       error(valueLoc(key), childPath(key) + ": must not be null; set it, e.g. '" +
                                key + ": " + example + "'");
     } else {
@@ -458,6 +468,18 @@ public:
   }
 
 private:
+  std::string canonicalPath(StringRef key) const {
+    return path_.empty() ? key.str() : path_ + "." + key.str();
+  }
+
+  const ConfigNode::Entry *findEntry(StringRef key) const {
+    if (!node_) {
+      return nullptr;
+    }
+    auto alias = aliases_.find(key);
+    return node_->find(alias == aliases_.end() ? key : StringRef(alias->second));
+  }
+
   std::optional<int64_t> readIntValue(StringRef key, int64_t min, int64_t max) {
     const ConfigNode *value = get(key);
     if (!value) {
@@ -515,6 +537,7 @@ private:
   std::string path_;
   SMLoc sectionLoc_;
   llvm::StringSet<> known_;
+  llvm::StringMap<std::string> aliases_; ///< key -> the spelling present
 };
 
 //===----------------------------------------------------------------------===//
@@ -545,7 +568,20 @@ constexpr StringRef kIgnoredModelKeys[] = {
     "use_flash_attention_grad", "fused_rms_norm", "fused_kernel",
     "use_attn_mask_compression", "post_process",
     "rotary_emb_base", "batch_valid_length", "input_sliced_sig",
-    "is_encoder_decoder", "attention_probs_dropout_prob"};
+    "is_encoder_decoder", "attention_probs_dropout_prob",
+    // Hugging Face config.json: bookkeeping, or (sliding_window,
+    // max_window_layers) unused without use_sliding_window, or
+    // (pretraining_tp) the same products summed in slices.
+    "torch_dtype", "dtype", "transformers_version", "_name_or_path",
+    "pretraining_tp", "max_window_layers", "sliding_window",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript",
+    "tokenizer_class",
+    // MindFormers' transformer configs: fused kernels and the layout of its
+    // own fused checkpoints (mf-run reads Hugging Face's layout).
+    "use_contiguous_weight_layout_attention",
+    "use_interleaved_weight_layout_mlp", "fused_norm", "apply_rope_fusion",
+    "use_fused_rope", "use_fused_swiglu", "bias_swiglu_fusion",
+    "input_layout", "sparse_mode", "router_dense_type"};
 
 class SpecReader {
 public:
@@ -645,50 +681,20 @@ private:
       return;
     }
     MapReader arch = section(model, "arch");
+    MapReader cfg = section(model, "model_config");
     ModelConfig &config = spec_.model;
-    static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel"};
-    // MindFormers' newest configs name no arch: they take it, and the
-    // sizes, from the Hugging Face config.json in pretrained_model_dir.
-    const ConfigNode *pretrained = root_.get("pretrained_model_dir");
-    if (!arch.present() && pretrained) {
-      diagnostics().error(
-          pretrained->loc,
-          "pretrained_model_dir: this config takes its architecture and "
-          "sizes from the Hugging Face config.json in '" +
-              (pretrained->isScalar() ? pretrained->scalar : pretrained->describe()) +
-              "', which mfc does not read yet; add model.arch (e.g. {type: "
-                "LlamaForCausalLM}) and the model_config sizes (seq_length, "
-                "hidden_size, num_layers, num_heads, vocab_size) to the YAML");
-      return;
-    }
-    if (pretrained) {
-      context_.diagnostics.note(pretrained->loc,
-                                "pretrained_model_dir: not read; the model is "
-                                "model.arch and model_config as the YAML "
-                                "gives them");
-    }
-    // Another architecture is not a misspelling: no did-you-mean (it would
-    // suggest compiling a different model).
-    const ConfigNode *archType = arch.present() ? arch.get("type") : nullptr;
-    if (archType && archType->isScalar() &&
-        !llvm::is_contained(archs, archType->scalar)) {
-      diagnostics().error(archType->loc,
-                          "model.arch.type: '" + archType->scalar +
-                              "' is an architecture mfc does not compile yet "
-                              "(it compiles LlamaForCausalLM, which covers "
-                              "LLaMA, Qwen, Yi, DeepSeek-Coder and the like, "
-                              "and GPT2LMHeadModel)");
-    } else if (!arch.present()) {
+    // MindFormers' newest configs name no arch: model_config (merged with
+    // the config.json of pretrained_model_dir by loadModelSpec) names it.
+    root_.get("pretrained_model_dir");
+    if (arch.present()) {
+      readArch(arch);
+      cfg.ignore({"architectures", "model_type"});
+    } else if (cfg.get("architectures") || cfg.get("model_type")) {
+      readArchitectures(cfg);
+    } else {
       model.require("arch", "{type: LlamaForCausalLM}");
-    } else if (arch.require("type", "LlamaForCausalLM") &&
-               arch.readChoice("type", config.archType, archs)) {
-      config.family = config.archType == "GPT2LMHeadModel"
-                          ? ModelFamily::GPT2
-                          : ModelFamily::Llama;
     }
     arch.finish();
-
-    MapReader cfg = section(model, "model_config");
     if (!cfg.present()) {
       model.require("model_config", "{type: LlamaConfig, ...}");
       return;
@@ -703,18 +709,24 @@ private:
                     expectedType + ", got '" + config.configType + "'");
     }
 
-    cfg.readPositive("batch_size", config.batchSize, kMaxBatch);
+    readOtherSpellings(cfg);
     for (StringRef key : {"seq_length", "hidden_size", "num_layers",
                           "num_heads", "vocab_size"}) {
-      cfg.require(key, "8");
+      // MindFormers' transformer configs default seq_length to 4096.
+      if (key != "seq_length" || !archFromConfig_) {
+        cfg.require(key, "8");
+      }
     }
+    cfg.readPositive("batch_size", config.batchSize, kMaxBatch);
     cfg.readPositive("seq_length", config.seqLength, kMaxSequence);
     cfg.readPositive("hidden_size", config.hiddenSize, kMaxWidth);
     cfg.readPositive("num_layers", config.numLayers, kMaxLayers);
     cfg.readPositive("num_heads", config.numHeads, kMaxWidth);
     cfg.readPositive("vocab_size", config.vocabSize, kMaxVocabulary);
     cfg.readInt("n_kv_heads", config.numKvHeads, 1, kMaxWidth);
-    readHuggingFaceSpellings(cfg);
+    cfg.readInt("head_dim", config.headDimension, 1, kMaxWidth);
+    cfg.readBool("qk_layernorm", config.qkLayernorm);
+    cfg.readBool("fp32_residual_connection", config.fp32ResidualConnection);
     cfg.readInt("intermediate_size", config.intermediateSize, 1, kMaxFfnWidth);
     cfg.readPositive("multiple_of", config.multipleOf, kMaxWidth);
     cfg.readFloat("ffn_dim_multiplier", config.ffnDimMultiplier, 0.0,
@@ -724,7 +736,8 @@ private:
     cfg.readFloat("layernorm_epsilon", config.layerNormEps, 0, INFINITY, true);
     cfg.readFloat("theta", config.theta, 0, INFINITY, true);
     cfg.readBool("qkv_has_bias", config.qkvHasBias);
-    cfg.readBool("tie_word_embeddings", config.tieWordEmbeddings);
+    readTiedEmbeddings(cfg);
+    readRefusedSettings(cfg);
     if (gpt2) {
       // GPT-2 always shares the token embedding with the LM head.
       config.tieWordEmbeddings = true;
@@ -783,6 +796,184 @@ private:
     }
     cfg.finish();
     model.finish();
+  }
+
+  /// `model.arch.type`. Another architecture is not a misspelling: no
+  /// did-you-mean (it would suggest compiling a different model).
+  void readArch(MapReader &arch) {
+    ModelConfig &config = spec_.model;
+    static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel"};
+    const ConfigNode *archType = arch.get("type");
+    if (archType && archType->isScalar() &&
+        !llvm::is_contained(archs, archType->scalar)) {
+      diagnostics().error(archType->loc,
+                          "model.arch.type: '" + archType->scalar +
+                              "' is an architecture mfc does not compile yet "
+                              "(it compiles LlamaForCausalLM, which covers "
+                              "LLaMA, Qwen, Yi, DeepSeek-Coder and the like, "
+                              "and GPT2LMHeadModel)");
+    } else if (arch.require("type", "LlamaForCausalLM") &&
+               arch.readChoice("type", config.archType, archs)) {
+      config.family = config.archType == "GPT2LMHeadModel"
+                          ? ModelFamily::GPT2
+                          : ModelFamily::Llama;
+    }
+  }
+
+  /// Hugging Face's `architectures` (the first one, as MindFormers takes it)
+  /// and `model_type`, which MindFormers' newest configs name the model by.
+  /// Their model families set what Hugging Face's classes always do.
+  void readArchitectures(MapReader &cfg) {
+    struct Architecture {
+      StringRef name, modelType;
+    };
+    static const Architecture known[] = {{"LlamaForCausalLM", "llama"},
+                                         {"Qwen2ForCausalLM", "qwen2"},
+                                         {"Qwen3ForCausalLM", "qwen3"}};
+    archFromConfig_ = true;
+    ModelConfig &config = spec_.model;
+    // MindFormers' transformer configs' defaults (MFModelConfig).
+    config.computeDtype = DType::BF16;
+    config.seqLength = 4096;
+    const ConfigNode *names = cfg.get("architectures");
+    const ConfigNode *name = names;
+    if (names && names->isSequence() && !names->items.empty()) {
+      name = names->items.front().get();
+    }
+    if (name && !name->isScalar()) {
+      cfg.error(name->loc, cfg.childPath("architectures") +
+                               ": expected an architecture name or a list of "
+                               "them, got " + name->describe());
+      return;
+    }
+    std::string modelType;
+    cfg.readString("model_type", modelType);
+    const Architecture *found = llvm::find_if(known, [&](const Architecture &a) {
+      return name ? a.name == name->scalar : a.modelType == modelType;
+    });
+    if (found == std::end(known)) {
+      cfg.error(name ? name->loc : cfg.valueLoc("model_type"),
+                (name ? cfg.childPath("architectures") + ": '" + name->scalar
+                      : cfg.childPath("model_type") + ": '" + modelType) +
+                    "' is an architecture mfc does not compile yet (from a "
+                    "Hugging Face config it compiles LlamaForCausalLM, "
+                    "Qwen2ForCausalLM and Qwen3ForCausalLM)");
+      return;
+    }
+    if (name && !modelType.empty() && modelType != found->modelType) {
+      cfg.error(cfg.valueLoc("model_type"),
+                cfg.childPath("model_type") + ": '" + modelType + "' is not " +
+                    found->name + "'s model type ('" + found->modelType + "')");
+      return;
+    }
+    config.family = ModelFamily::Llama;
+    config.archType = found->name.str();
+    // Hugging Face's Qwen2 always has q/k/v biases; its Qwen3 always
+    // normalizes queries and keys per head. Explicit keys still win.
+    config.qkvHasBias = found->modelType == "qwen2";
+    config.qkLayernorm = found->modelType == "qwen3";
+  }
+
+  /// `tie_word_embeddings`, or MindFormers' negated
+  /// `untie_embeddings_and_output_weights`; MindFormers' models follow the
+  /// first when both are given.
+  void readTiedEmbeddings(MapReader &cfg) {
+    ModelConfig &config = spec_.model;
+    std::optional<bool> untie;
+    if (cfg.get("untie_embeddings_and_output_weights")) {
+      bool value = false;
+      cfg.readBool("untie_embeddings_and_output_weights", value);
+      untie = value;
+    }
+    if (!cfg.get("tie_word_embeddings")) {
+      if (untie) {
+        config.tieWordEmbeddings = !*untie;
+      }
+      return;
+    }
+    cfg.readBool("tie_word_embeddings", config.tieWordEmbeddings);
+    if (untie && *untie == config.tieWordEmbeddings) {
+      context_.diagnostics.warning(
+          cfg.keyLoc("untie_embeddings_and_output_weights"),
+          cfg.childPath("untie_embeddings_and_output_weights") + ": " +
+              (*untie ? "True" : "False") + " contradicts " +
+              cfg.childPath("tie_word_embeddings") +
+              ", which MindFormers' models follow; compiled with the "
+              "embeddings " + (config.tieWordEmbeddings ? "tied" : "untied"));
+    }
+  }
+
+  /// Settings of Hugging Face and MindFormers' transformer configs that
+  /// change the model and that mfc does not build: errors unless they are
+  /// off (or, for dropout, unless nothing trains).
+  void readRefusedSettings(MapReader &cfg) {
+    auto refuseTrue = [&](StringRef key, StringRef what) {
+      bool on = false;
+      cfg.readBool(key, on);
+      if (on) {
+        cfg.error(cfg.valueLoc(key), cfg.childPath(key) + ": " + what +
+                                         " are not built yet; compiling "
+                                         "without them would be a different "
+                                         "model");
+      }
+    };
+    refuseTrue("add_bias_linear",
+               "biases on the attention output and feed-forward projections");
+    refuseTrue("mlp_bias", "biases on the feed-forward projections");
+    refuseTrue("use_sliding_window", "sliding-window attention layers");
+    // Experts named in model_config (Hugging Face's and MindFormers'
+    // transformer configs' names; moe_config is readMoe's).
+    for (StringRef key :
+         {"num_experts", "num_moe_experts", "n_routed_experts", "expert_num"}) {
+      int64_t experts = 1;
+      cfg.readInt(key, experts, 0);
+      if (experts > 1) {
+        cfg.error(cfg.valueLoc(key),
+                  cfg.childPath(key) + ": " + llvm::Twine(experts) +
+                      " experts: mixture-of-experts layers are not built yet; "
+                      "compiling a dense model instead would be a different "
+                      "model");
+      }
+    }
+    bool gated = true;
+    cfg.readBool("gated_linear_unit", gated);
+    if (!gated && spec_.model.family == ModelFamily::Llama) {
+      cfg.error(cfg.valueLoc("gated_linear_unit"),
+                cfg.childPath("gated_linear_unit") +
+                    ": a LLaMA feed-forward is gated (SwiGLU); an ungated one "
+                    "is not built yet");
+    }
+    std::string positions = "rope";
+    static const StringRef positionKinds[] = {"rope"};
+    cfg.readChoice("position_embedding_type", positions, positionKinds);
+    std::string norm = "RMSNorm";
+    static const StringRef norms[] = {"RMSNorm"};
+    if (spec_.model.family == ModelFamily::Llama) {
+      cfg.readChoice("normalization", norm, norms);
+    }
+    if (const ConfigNode *layers = cfg.get("layer_types")) {
+      for (const auto &layer : layers->items) {
+        if (!layer->isScalar() || layer->scalar != "full_attention") {
+          cfg.error(layer->loc, cfg.childPath("layer_types") + ": " +
+                                    layer->describe() +
+                                    " layers are not built yet (mfc builds "
+                                    "full_attention)");
+          break;
+        }
+      }
+    }
+    bool trains = spec_.runMode == RunMode::Train ||
+                  spec_.runMode == RunMode::Finetune;
+    for (StringRef key : {"hidden_dropout", "attention_dropout"}) {
+      double rate = 0.0;
+      cfg.readFloat(key, rate, 0.0, 1.0);
+      if (rate > 0 && trains) {
+        cfg.error(cfg.valueLoc(key), cfg.childPath(key) + ": dropout is not "
+                                                          "built yet; set it "
+                                                          "to 0 to train "
+                                                          "without it");
+      }
+    }
   }
 
   /// `offset`: an int (every stage), one int per pipeline stage, or one
@@ -928,45 +1119,16 @@ private:
     }
   }
 
-  /// Hugging Face's names for keys MindFormers spells otherwise: read as
-  /// MindFormers' key, with a note; both given is an error (which wins
-  /// would be a guess).
-  void readHuggingFaceSpellings(MapReader &cfg) {
-    ModelConfig &config = spec_.model;
-    struct Spelling {
-      const char *huggingFace, *mindFormers;
-    };
-    static const Spelling spellings[] = {
-        {"num_kv_heads", "n_kv_heads"},
-        {"num_key_value_heads", "n_kv_heads"},
-        {"num_hidden_layers", "num_layers"},
-        {"num_attention_heads", "num_heads"},
-        {"rope_theta", "theta"}};
-    for (const Spelling &spelling : spellings) {
-      if (!cfg.get(spelling.huggingFace)) {
-        continue;
-      }
-      if (cfg.get(spelling.mindFormers)) {
-        cfg.error(cfg.keyLoc(spelling.huggingFace),
-                  cfg.childPath(spelling.huggingFace) + ": Hugging Face's name "
-                      "for " + spelling.mindFormers + ", which is given too; "
-                      "keep one of them");
-        continue;
-      }
-      context_.diagnostics.note(cfg.keyLoc(spelling.huggingFace),
-                                cfg.childPath(spelling.huggingFace) +
-                                    ": read as " + spelling.mindFormers +
-                                    " (Hugging Face's name for it)");
-      StringRef key = spelling.huggingFace;
-      StringRef target = spelling.mindFormers;
-      if (target == "n_kv_heads") {
-        cfg.readInt(key, config.numKvHeads, 1, kMaxWidth);
-      } else if (target == "num_layers") {
-        cfg.readPositive(key, config.numLayers, kMaxLayers);
-      } else if (target == "num_heads") {
-        cfg.readPositive(key, config.numHeads, kMaxWidth);
-      } else {
-        cfg.readFloat(key, config.theta, 0, INFINITY, true);
+  /// Other spellings of model_config keys (Hugging Face's, and those of
+  /// MindFormers' transformer configs) are read as mfc's key; in a config
+  /// that names model.arch, with a note.
+  void readOtherSpellings(MapReader &cfg) {
+    for (const KeySpelling &spelling : modelKeySpellings()) {
+      if (cfg.alias(spelling.canonical, spelling.other) && !archFromConfig_) {
+        context_.diagnostics.note(cfg.keyLoc(spelling.canonical),
+                                  cfg.childPath(spelling.canonical) +
+                                      ": read as " + spelling.canonical +
+                                      " (another name for it)");
       }
     }
   }
@@ -980,6 +1142,10 @@ private:
   /// the high ones and ramps between. validate() applies them once the
   /// head dim is known.
   void readRopeExtension(MapReader &cfg) {
+    if (cfg.get("rope_scaling")) {
+      readRopeScaling(cfg);
+      return;
+    }
     std::string method = "None";
     static const StringRef methods[] = {"None",   "PI",   "NTK",        "linear",
                                         "LLAMA3", "YARN", "DYNAMIC_NTK"};
@@ -1011,23 +1177,73 @@ private:
     factors.readFloat("factor", ropeFactor_, method == "LLAMA3" ? 1.0 : 0.0,
                       /*exclusiveMin=*/method != "LLAMA3");
     if (method == "LLAMA3") {
-      for (StringRef key : {"low_freq_factor", "high_freq_factor",
-                            "original_max_position_embeddings"}) {
-        factors.require(key, "1.0");
-      }
-      factors.readFloat("low_freq_factor", llama3LowFreqFactor_, 0, true);
-      factors.readFloat("high_freq_factor", llama3HighFreqFactor_, 0, true);
-      factors.readFloat("original_max_position_embeddings",
-                        llama3OriginalContext_, 0, true);
-      if (llama3LowFreqFactor_ && llama3HighFreqFactor_ &&
-          *llama3LowFreqFactor_ == *llama3HighFreqFactor_) {
-        factors.error(factors.valueLoc("high_freq_factor"),
-                      factors.childPath("high_freq_factor") +
-                          ": must differ from low_freq_factor (the ramp "
-                          "between them divides by their difference)");
-      }
+      readLlama3Factors(factors);
     }
     factors.finish();
+  }
+
+  /// Hugging Face's `rope_scaling`: {rope_type (or type), factor, ...},
+  /// the same extensions as extend_method and scaling_factor.
+  void readRopeScaling(MapReader &cfg) {
+    MapReader scaling = section(cfg, "rope_scaling");
+    if (cfg.get("extend_method")) {
+      cfg.error(cfg.keyLoc("extend_method"),
+                cfg.childPath("extend_method") + ": given with " +
+                    cfg.childPath("rope_scaling") +
+                    ", which says the same; keep one of them");
+    }
+    cfg.ignore({"extend_method", "scaling_factor"});
+    std::string type;
+    static const StringRef types[] = {"default", "linear",  "llama3",
+                                      "dynamic", "yarn",    "longrope"};
+    scaling.alias("rope_type", "type");
+    if (!scaling.require("rope_type", "llama3") ||
+        !scaling.readChoice("rope_type", type, types)) {
+      return;
+    }
+    scaling.ignore({"factor", "low_freq_factor", "high_freq_factor",
+                    "original_max_position_embeddings", "attention_factor",
+                    "beta_fast", "beta_slow", "short_factor", "long_factor",
+                    "mscale", "mscale_all_dim"});
+    if (type == "default") {
+      scaling.finish();
+      return;
+    }
+    if (type != "linear" && type != "llama3") {
+      scaling.error(scaling.valueLoc("rope_type"),
+                    scaling.childPath("rope_type") + ": RoPE scaling '" + type +
+                        "' is not supported yet (mfc implements linear and "
+                        "llama3); compiling without it would be a different "
+                        "model");
+      return;
+    }
+    ropeExtension_ = type == "linear" ? "linear" : "LLAMA3";
+    extendMethodLoc_ = scaling.valueLoc("rope_type");
+    scaling.require("factor", "8.0");
+    scaling.readFloat("factor", ropeFactor_, type == "llama3" ? 1.0 : 0.0,
+                      /*exclusiveMin=*/type != "llama3");
+    if (type == "llama3") {
+      readLlama3Factors(scaling);
+    }
+    scaling.finish();
+  }
+
+  void readLlama3Factors(MapReader &factors) {
+    for (StringRef key : {"low_freq_factor", "high_freq_factor",
+                          "original_max_position_embeddings"}) {
+      factors.require(key, "1.0");
+    }
+    factors.readFloat("low_freq_factor", llama3LowFreqFactor_, 0, true);
+    factors.readFloat("high_freq_factor", llama3HighFreqFactor_, 0, true);
+    factors.readFloat("original_max_position_embeddings",
+                      llama3OriginalContext_, 0, true);
+    if (llama3LowFreqFactor_ && llama3HighFreqFactor_ &&
+        *llama3LowFreqFactor_ == *llama3HighFreqFactor_) {
+      factors.error(factors.valueLoc("high_freq_factor"),
+                    factors.childPath("high_freq_factor") +
+                        ": must differ from low_freq_factor (the ramp "
+                        "between them divides by their difference)");
+    }
   }
 
   /// The RoPE extension's effect for head dim `dim`: theta (NTK) or a scale
@@ -1108,6 +1324,24 @@ private:
     return resolved.str().str();
   }
 
+  /// Without processor.tokenizer, MindFormers' newest configs load the
+  /// tokenizer of pretrained_model_dir, as Hugging Face's AutoTokenizer.
+  void tokenizerFromPretrainedModelDir() {
+    const ConfigNode *dir = root_.get("pretrained_model_dir");
+    if (!dir || !dir->isScalar() || dir->scalar.empty()) {
+      return;
+    }
+    std::string folder = resolvePretrainedModelDir(dir->scalar, spec_.sourceFile);
+    for (StringRef file : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
+      llvm::SmallString<256> path(folder);
+      llvm::sys::path::append(path, file);
+      if (llvm::sys::fs::exists(path)) {
+        spec_.tokenizerPath = folder;
+        return;
+      }
+    }
+  }
+
   /// `processor.tokenizer`: the file mf-run reads text with, relative to
   /// the YAML (tokenizer_file, or vocab_file when it is a tokenizer.json or
   /// a Hugging Face folder). Its other keys configure MindSpore's Python
@@ -1116,6 +1350,7 @@ private:
     MapReader processor = section(root_, "processor");
     MapReader tokenizer = section(processor, "tokenizer");
     if (!tokenizer.present()) {
+      tokenizerFromPretrainedModelDir();
       return;
     }
     for (auto [key, out] : {std::pair("chat_template", &spec_.chatTemplate),
@@ -1131,6 +1366,7 @@ private:
                       : tokenizer.get("vocab_file")   ? "vocab_file"
                                                       : "";
     if (key.empty()) {
+      tokenizerFromPretrainedModelDir();
       return;
     }
     std::string file;
@@ -1566,19 +1802,33 @@ private:
     if (!validateSizes()) {
       return;
     }
-    if (model.hiddenSize % model.numHeads != 0) {
+    if (model.headDimension && model.family == ModelFamily::GPT2 &&
+        *model.headDimension * model.numHeads != model.hiddenSize) {
+      diagnostics().error(loc(cfg + ".head_dim"),
+                          cfg + ".head_dim: GPT-2's heads split hidden_size; "
+                                "remove the key");
+    } else if (!model.headDimension && model.hiddenSize % model.numHeads != 0) {
       diagnostics().error(
           loc(cfg + ".num_heads"),
           cfg + ".num_heads: hidden_size (" + llvm::Twine(model.hiddenSize) +
               ") must be divisible by num_heads (" +
               llvm::Twine(model.numHeads) + "); choose num_heads among " +
-              divisors(model.hiddenSize));
+              divisors(model.hiddenSize) + ", or give head_dim");
     } else if (model.headDim() % 2 != 0 && model.family == ModelFamily::Llama) {
-      diagnostics().error(loc(cfg + ".num_heads"),
-                          cfg + ".num_heads: the head dim hidden_size / "
-                                "num_heads = " +
+      std::string key = model.headDimension ? ".head_dim" : ".num_heads";
+      diagnostics().error(loc(cfg + key),
+                          cfg + key + ": the head dim " +
+                              (model.headDimension ? "" : "hidden_size / num_heads = ") +
                               llvm::Twine(model.headDim()) +
                               " must be even for rotary embeddings");
+    }
+    if (model.family == ModelFamily::GPT2 &&
+        (model.qkLayernorm || model.fp32ResidualConnection)) {
+      std::string key = model.qkLayernorm ? ".qk_layernorm"
+                                          : ".fp32_residual_connection";
+      diagnostics().error(loc(cfg + key),
+                          cfg + key + ": built for LLaMA-family models, not "
+                                      "GPT-2 yet; remove the key");
     }
     if (!ropeExtension_.empty() && ropeFactor_ &&
         (ropeExtension_ != "LLAMA3" ||
@@ -1717,6 +1967,12 @@ private:
          checkedProduct({vocab, hidden})},
         {"an FFN weight", "hidden_size x the FFN width", "hidden_size",
          checkedProduct({hidden, ffn})},
+        {"the query projection", "num_heads x head_dim x hidden_size",
+         model.headDimension ? "head_dim" : "num_heads",
+         checkedProduct({model.numHeads, model.headDim(), hidden})},
+        {"the queries", "batch_size x seq_length x num_heads x head_dim",
+         "seq_length",
+         checkedProduct({batch, seq, model.numHeads, model.headDim()})},
     };
     for (const Tensor &tensor : tensors) {
       if (!tensor.elements || *tensor.elements > kMaxTensorElements) {
@@ -2033,6 +2289,9 @@ private:
   /// known (applyRopeExtension).
   std::string ropeExtension_;
   SMLoc extendMethodLoc_;
+  /// The model is named by model_config (architectures, model_type), as in
+  /// MindFormers' newest configs, not by model.arch.
+  bool archFromConfig_ = false;
   std::optional<double> ropeFactor_, llama3LowFreqFactor_,
       llama3HighFreqFactor_, llama3OriginalContext_;
   SMLoc interleaveLoc_;
@@ -2059,7 +2318,7 @@ mfc::loadModelSpec(ConfigDiagnostics &diagnostics, StringRef path,
   for (const std::string &assignment : overrides) {
     overridesApplied &= applyOverride(diagnostics, *root, assignment);
   }
-  if (!overridesApplied) {
+  if (!overridesApplied || !mergePretrainedModelDir(diagnostics, *root, path)) {
     return std::nullopt;
   }
   return readModelSpec(diagnostics, *root, path);

@@ -17,6 +17,7 @@ tolerance is exceeded.
 import argparse
 import json
 import math
+import os
 import re
 import struct
 import sys
@@ -49,18 +50,23 @@ class Config:
             node[parts[-1]] = yaml.safe_load(value)
         model = root["model"]
         cfg = model["model_config"]
-        self.gpt2 = model["arch"]["type"] == "GPT2LMHeadModel"
+        arch = (model.get("arch") or {}).get("type")
+        if arch is None:
+            cfg = hugging_face_model_config(path, root, cfg)
+        self.gpt2 = arch == "GPT2LMHeadModel"
         self.run_mode = root["run_mode"]
         self.hidden = cfg["hidden_size"]
         self.layers = cfg["num_layers"]
         self.heads = cfg["num_heads"]
         self.kv_heads = cfg.get("n_kv_heads") or self.heads
         self.vocab = cfg["vocab_size"]
-        self.seq = cfg["seq_length"]
+        self.seq = cfg.get("seq_length", 4096)
         self.batch = cfg.get("batch_size", 1)
         if self.run_mode != "predict":
             self.batch = root.get("runner_config", {}).get("batch_size", self.batch)
-        self.head_dim = self.hidden // self.heads
+        self.head_dim = cfg.get("head_dim") or self.hidden // self.heads
+        self.qk_norm = bool(cfg.get("qk_layernorm", False))
+        self.fp32_residual = bool(cfg.get("fp32_residual_connection", False))
         self.eps = cfg.get("rms_norm_eps", 1e-5)
         self.ln_eps = cfg.get("layernorm_epsilon", 1e-5)
         self.theta = float(cfg.get("theta", 10000.0))
@@ -70,7 +76,8 @@ class Config:
         self.qkv_bias = bool(cfg.get("qkv_has_bias", False))
         self.tied = bool(cfg.get("tie_word_embeddings", False)) or self.gpt2
         self.param_dtype = DTYPES[cfg.get("param_init_type", "float32")]
-        self.compute_dtype = DTYPES[cfg.get("compute_dtype", "float16")]
+        self.compute_dtype = DTYPES[cfg.get("compute_dtype",
+                                            "float16" if arch else "bfloat16")]
         self.ignore_index = cfg.get("ignore_token_id", -100)
         self.pad = cfg.get("pad_token_id", 0)
         eos = cfg.get("eos_token_id", 2)
@@ -111,6 +118,11 @@ class Config:
         self.lora_scale = float(pet.get("lora_alpha", 16)) / self.lora_rank
         self.lora_pattern = re.compile("^(" + pet["target_modules"] + ")$") \
             if pet.get("pet_type") == "lora" else None
+
+    def parameter_shapes_qk_norm(self, shapes, p):
+        if self.qk_norm:
+            shapes[p + "self_attn.q_norm.weight"] = (self.head_dim,)
+            shapes[p + "self_attn.k_norm.weight"] = (self.head_dim,)
 
     def lora_targets(self, path):
         return self.lora_pattern is not None and self.lora_pattern.match(path) is not None
@@ -167,6 +179,7 @@ class Config:
                 shapes[p + "self_attn.q_proj.bias"] = (self.heads * d,)
                 shapes[p + "self_attn.k_proj.bias"] = (self.kv_heads * d,)
                 shapes[p + "self_attn.v_proj.bias"] = (self.kv_heads * d,)
+            self.parameter_shapes_qk_norm(shapes, p)
             shapes[p + "self_attn.o_proj.weight"] = (h, self.heads * d)
             shapes[p + "post_attention_layernorm.weight"] = (h,)
             shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
@@ -181,6 +194,52 @@ class Config:
         if not self.tied:
             shapes["lm_head.weight"] = (self.vocab, h)
         return shapes
+
+
+# Other spellings of model_config keys, as Hugging Face and MindFormers'
+# transformer configs write them.
+SPELLINGS = {"num_kv_heads": "n_kv_heads", "num_key_value_heads": "n_kv_heads",
+             "num_query_groups": "n_kv_heads", "num_hidden_layers": "num_layers",
+             "num_attention_heads": "num_heads", "rope_theta": "theta",
+             "kv_channels": "head_dim", "ffn_hidden_size": "intermediate_size",
+             "params_dtype": "param_init_type",
+             "layernorm_compute_dtype": "layernorm_compute_type",
+             "softmax_compute_dtype": "softmax_compute_type",
+             "add_qkv_bias": "qkv_has_bias", "attention_bias": "qkv_has_bias",
+             "use_qk_norm": "qk_layernorm", "use_cache": "use_past"}
+
+
+def hugging_face_model_config(path, root, yaml_cfg):
+    """MindFormers' newest configs: config.json (and generation_config.json)
+    of pretrained_model_dir, the YAML's keys winning; keys renamed to
+    MindFormers' spellings and the model family's fixed settings added."""
+    merged = {}
+    folder = root.get("pretrained_model_dir")
+    if folder:
+        folder = os.path.join(os.path.dirname(os.path.abspath(path)), folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            merged.update(json.load(f))
+        generation = os.path.join(folder, "generation_config.json")
+        if os.path.exists(generation):
+            with open(generation) as f:
+                merged.update({k: v for k, v in json.load(f).items()
+                               if k in ("eos_token_id", "bos_token_id", "pad_token_id")})
+    merged.update(yaml_cfg)
+    cfg = {SPELLINGS.get(k, k): v for k, v in merged.items()}
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        architecture = cfg["architectures"][0]
+        model_type = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
+                      "Qwen3ForCausalLM": "qwen3"}[architecture]
+    cfg.setdefault("qkv_has_bias", model_type == "qwen2")
+    cfg.setdefault("qk_layernorm", model_type == "qwen3")
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind in ("llama3", "linear"):
+            cfg["extend_method"] = "LLAMA3" if kind == "llama3" else "linear"
+            cfg["scaling_factor"] = scaling
+    return cfg
 
 
 # ---------------------------------------------------------------- safetensors
@@ -322,9 +381,12 @@ def llama_layer(cfg, w, i, x, positions):
     q = linear(h, "self_attn.q_proj", cfg.qkv_bias).reshape(b, s, cfg.heads, cfg.head_dim)
     k = linear(h, "self_attn.k_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
     v = linear(h, "self_attn.v_proj", cfg.qkv_bias).reshape(b, s, cfg.kv_heads, cfg.head_dim)
+    if cfg.qk_norm:  # Qwen3: each head's query and key normalized
+        q = rms_norm(q, w[p + "self_attn.q_norm.weight"], cfg.eps).to(c)
+        k = rms_norm(k, w[p + "self_attn.k_norm.weight"], cfg.eps).to(c)
     q = rope(q, positions, cfg.inv_freq).to(c)
     k = rope(k, positions, cfg.inv_freq).to(c)
-    a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
+    a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.heads * cfg.head_dim)
     x = x + linear(a, "self_attn.o_proj")
     h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
     gate, up = linear(h, "mlp.gate_proj"), linear(h, "mlp.up_proj")
@@ -335,7 +397,7 @@ def llama_logits(cfg, w, ids, checkpoint=False):
     """checkpoint: each layer under torch.utils.checkpoint (its input kept,
     the rest recomputed in the backward), as full recompute does."""
     c = cfg.compute_dtype
-    x = w["model.embed_tokens.weight"][ids].to(c)
+    x = w["model.embed_tokens.weight"][ids].to(torch.float32 if cfg.fp32_residual else c)
     positions = torch.arange(ids.shape[1])
     for i in range(cfg.layers):
         if checkpoint:
@@ -393,7 +455,7 @@ def gpt2_logits(cfg, w, ids):
             if name in sites:
                 qkv[index] = qkv[index] + lora(h, name)
         q, k, v = (t.reshape(b, s, cfg.heads, cfg.head_dim) for t in qkv)
-        a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.hidden)
+        a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.heads * cfg.head_dim)
         x = x + conv1d(a, "attn.c_proj")
         h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg.ln_eps).to(c)
         m = torch.nn.functional.gelu(conv1d(h, "mlp.c_fc").float(), approximate="tanh").to(c)

@@ -43,6 +43,24 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
      << model.batch_size() << ", seq_length " << model.seq_length()
      << ", vocab " << model.vocab_size() << ", layers " << model.num_layers()
      << (model.use_past() ? ", KV cache" : "") << "\n";
+  // The generation defaults mf-run's flags override.
+  os << "generation: bos " << model.bos_token_id() << ", eos";
+  if (model.eos_token_ids()) {
+    for (int64_t id : *model.eos_token_ids()) {
+      os << " " << id;
+    }
+  }
+  os << ", pad " << model.pad_token_id() << ", ";
+  if (model.do_sample()) {
+    os << "sampling (top_k " << model.top_k() << ", top_p " << model.top_p()
+       << ", temperature " << model.temperature() << ")";
+  } else {
+    os << "greedy";
+  }
+  if (model.repetition_penalty() != 1.0) {
+    os << ", repetition_penalty " << model.repetition_penalty();
+  }
+  os << "\n";
   // Where text and weights come from when mf-run is not told.
   if (model.tokenizer()) {
     os << "tokenizer: " << model.tokenizer()->str();
