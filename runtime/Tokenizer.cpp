@@ -282,6 +282,11 @@ struct Tokenizer::Impl {
   /// add_bos_token).
   std::unique_ptr<sentencepiece::SentencePieceProcessor> spm;
   int32_t spmBos = -1;
+  /// The model's control and unknown pieces (<s>, </s>, <unk>), longest
+  /// first: Hugging Face's LlamaTokenizer reads them in the text as their
+  /// ids (libsentencepiece would spell them out), and encodes the text
+  /// between them piece by piece.
+  std::vector<std::pair<std::string, int32_t>> spmSpecials;
   std::vector<NormalizerStep> normalizer;
   std::vector<PreTokenizerStep> preTokenizer;
   Bpe model;
@@ -422,6 +427,16 @@ Tokenizer::fromSentencePieceBytes(const std::vector<uint8_t> &bytes,
     return Status::error("SentencePiece model " + name + ": " + status.ToString());
   }
   impl->spmBos = impl->spm->bos_id();
+  for (int id = 0; id < impl->spm->GetPieceSize(); ++id) {
+    const std::string &piece = impl->spm->IdToPiece(id);
+    if ((impl->spm->IsControl(id) || impl->spm->IsUnknown(id)) && !piece.empty()) {
+      impl->spmSpecials.emplace_back(piece, id);
+    }
+  }
+  std::stable_sort(impl->spmSpecials.begin(), impl->spmSpecials.end(),
+                   [](const auto &a, const auto &b) {
+                     return a.first.size() > b.first.size();
+                   });
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
 }
 
@@ -694,15 +709,39 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
   }
   std::vector<int32_t> ids;
   if (impl_->spm) {
-    std::vector<int> pieces;
-    auto status = impl_->spm->Encode(text, &pieces);
-    if (!status.ok()) {
-      return Status::error("SentencePiece: " + status.ToString());
-    }
     if (addSpecialTokens && impl_->spmBos >= 0) {
       ids.push_back(impl_->spmBos);
     }
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    // The special pieces (leftmost, then longest) are ids; each run of text
+    // between them is encoded on its own (with SentencePiece's dummy
+    // prefix, as the legacy LlamaTokenizer does).
+    auto encodeRun = [&](std::string_view run) -> Status {
+      if (run.empty()) {
+        return Status::ok();
+      }
+      std::vector<int> pieces;
+      auto status = impl_->spm->Encode(run, &pieces);
+      if (!status.ok()) {
+        return Status::error("SentencePiece: " + status.ToString());
+      }
+      ids.insert(ids.end(), pieces.begin(), pieces.end());
+      return Status::ok();
+    };
+    size_t runStart = 0;
+    for (size_t at = 0; at < text.size();) {
+      auto special = std::find_if(
+          impl_->spmSpecials.begin(), impl_->spmSpecials.end(),
+          [&](const auto &piece) { return text.compare(at, piece.first.size(), piece.first) == 0; });
+      if (special == impl_->spmSpecials.end()) {
+        ++at;
+        continue;
+      }
+      MFRT_RETURN_IF_ERROR(encodeRun(text.substr(runStart, at - runStart)));
+      ids.push_back(special->second);
+      at += special->first.size();
+      runStart = at;
+    }
+    MFRT_RETURN_IF_ERROR(encodeRun(text.substr(runStart)));
     return ids;
   }
   if (addSpecialTokens) {
