@@ -46,11 +46,11 @@ StringRef mfc::canonicalModelKey(StringRef key) {
   return key;
 }
 
-std::string mfc::resolvePretrainedModelDir(StringRef dir, StringRef yamlPath) {
-  llvm::SmallString<256> resolved(dir);
+std::string mfc::resolveBesideConfig(StringRef path, StringRef yamlPath) {
+  llvm::SmallString<256> resolved(path);
   if (!llvm::sys::path::is_absolute(resolved)) {
     resolved = llvm::sys::path::parent_path(yamlPath);
-    llvm::sys::path::append(resolved, dir);
+    llvm::sys::path::append(resolved, path);
   }
   llvm::sys::fs::make_absolute(resolved);
   llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
@@ -197,7 +197,7 @@ bool mfc::mergePretrainedModelDir(ConfigDiagnostics &diagnostics,
       model && model->value->isMap() ? model->value->find("arch") : nullptr;
   bool hasArch = arch && !arch->value->isNull();
   SMLoc dirLoc = dirEntry->value->loc;
-  std::string dir = resolvePretrainedModelDir(dirEntry->value->scalar, yamlPath);
+  std::string dir = resolveBesideConfig(dirEntry->value->scalar, yamlPath);
   llvm::SmallString<256> configPath(dir);
   llvm::sys::path::append(configPath, "config.json");
   if (!llvm::sys::fs::exists(configPath)) {

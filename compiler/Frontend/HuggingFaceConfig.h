@@ -29,10 +29,10 @@ llvm::ArrayRef<KeySpelling> modelKeySpellings();
 /// The name mfc reads `key` as (itself unless it is another spelling).
 llvm::StringRef canonicalModelKey(llvm::StringRef key);
 
-/// The folder `pretrained_model_dir` names, relative to the YAML's folder
-/// when it is relative.
-std::string resolvePretrainedModelDir(llvm::StringRef dir,
-                                      llvm::StringRef yamlPath);
+/// A path the YAML names (pretrained_model_dir, load_checkpoint, a
+/// tokenizer file), relative to the YAML's folder when it is relative;
+/// absolute and without dots.
+std::string resolveBesideConfig(llvm::StringRef path, llvm::StringRef yamlPath);
 
 /// With a top-level `pretrained_model_dir`: reads the folder's config.json
 /// and generation_config.json. When the YAML names no model.arch, their

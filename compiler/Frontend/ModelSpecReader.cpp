@@ -1314,14 +1314,7 @@ private:
 
   /// `path` relative to the YAML's folder, absolute and without dots.
   std::string resolveBesideConfig(const std::string &path) const {
-    llvm::SmallString<256> resolved(path);
-    if (!llvm::sys::path::is_absolute(resolved)) {
-      resolved = llvm::sys::path::parent_path(spec_.sourceFile);
-      llvm::sys::path::append(resolved, path);
-    }
-    llvm::sys::fs::make_absolute(resolved);
-    llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
-    return resolved.str().str();
+    return mfc::resolveBesideConfig(path, spec_.sourceFile);
   }
 
   /// Without processor.tokenizer, MindFormers' newest configs load the
@@ -1331,7 +1324,7 @@ private:
     if (!dir || !dir->isScalar() || dir->scalar.empty()) {
       return;
     }
-    std::string folder = resolvePretrainedModelDir(dir->scalar, spec_.sourceFile);
+    std::string folder = resolveBesideConfig(dir->scalar);
     for (StringRef file : {"tokenizer.json", "tokenizer.model", "vocab.json"}) {
       llvm::SmallString<256> path(folder);
       llvm::sys::path::append(path, file);
