@@ -7,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
 #include <iterator>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -208,6 +210,85 @@ CheckpointFile::parse(const uint8_t *bytes, size_t size,
   return file;
 }
 
+namespace {
+
+/// Where a SIGBUS while this thread reads a mapped file jumps back to.
+thread_local sigjmp_buf *readingMapping = nullptr;
+
+/// The mapped weight files, for the SIGBUS a file that shrinks under a
+/// running model raises when a kernel reads a parameter served in place:
+/// reported by name instead of a bare crash.
+struct MappedFile {
+  std::atomic<uintptr_t> begin{0};
+  uintptr_t end = 0;
+  char name[240] = {};
+};
+constexpr size_t kMaxMappedFiles = 256;
+MappedFile mappedFiles[kMaxMappedFiles];
+std::mutex mappedFilesLock;
+
+void writeString(const char *text) {
+  ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void onBusError(int signal, siginfo_t *info, void *) {
+  if (readingMapping) {
+    siglongjmp(*readingMapping, 1);
+  }
+  uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const MappedFile &file : mappedFiles) {
+    uintptr_t begin = file.begin.load(std::memory_order_acquire);
+    if (begin != 0 && address >= begin && address < file.end) {
+      // Async-signal-safe: write(2) and _exit(2) only.
+      writeString("error: weights file '");
+      writeString(file.name);
+      writeString("' became shorter while its tensors were in use "
+                  "(truncated or rewritten in place?); parameters are read "
+                  "in place from the file, so keep it unchanged while a run "
+                  "uses it (write new weights to another file)\n");
+      _exit(1);
+    }
+  }
+  std::signal(signal, SIG_DFL); // not ours: the default, a crash
+  std::raise(signal);
+}
+
+void registerMapping(const void *begin, size_t size, const std::string &name) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction handler = {};
+    handler.sa_sigaction = onBusError;
+    handler.sa_flags = SA_SIGINFO;
+    sigemptyset(&handler.sa_mask);
+    sigaction(SIGBUS, &handler, nullptr);
+  });
+  std::lock_guard<std::mutex> lock(mappedFilesLock);
+  for (MappedFile &file : mappedFiles) {
+    if (file.begin.load(std::memory_order_relaxed) == 0) {
+      std::snprintf(file.name, sizeof(file.name), "%s", name.c_str());
+      file.end = reinterpret_cast<uintptr_t>(begin) + size;
+      file.begin.store(reinterpret_cast<uintptr_t>(begin),
+                       std::memory_order_release);
+      return;
+    }
+  }
+  // More files than slots: a fault in this one is a plain SIGBUS.
+}
+
+void unregisterMapping(const void *begin) {
+  std::lock_guard<std::mutex> lock(mappedFilesLock);
+  for (MappedFile &file : mappedFiles) {
+    if (file.begin.load(std::memory_order_relaxed) ==
+        reinterpret_cast<uintptr_t>(begin)) {
+      file.begin.store(0, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+} // namespace
+
 StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -232,7 +313,9 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   // Mapped, read ahead in order (a page fault costs ~12 us on this kind of
   // machine; the kernel maps file pages 16 at a time) and released tensor
   // by tensor as loading copies them.
-  void *mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Writable and private: a parameter served from the file (view()) may be
+  // updated in place by training; its pages are then this process's copy.
+  void *mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (mapped == MAP_FAILED) {
     return Status::error("cannot map weights '" + path +
@@ -240,8 +323,11 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   }
   madvise(mapped, size, MADV_SEQUENTIAL);
   madvise(mapped, size, MADV_WILLNEED);
-  std::shared_ptr<const void> storage(
-      mapped, [size](const void *block) { munmap(const_cast<void *>(block), size); });
+  registerMapping(mapped, size, path);
+  std::shared_ptr<const void> storage(mapped, [size](const void *block) {
+    unregisterMapping(block);
+    munmap(const_cast<void *>(block), size);
+  });
   StatusOr<CheckpointFile> file =
       mindSpore ? parseMindSpore(static_cast<const uint8_t *>(mapped), size,
                                  std::move(storage), path)
@@ -253,20 +339,6 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   return file;
 }
 
-namespace {
-
-/// Where a SIGBUS while this thread reads a mapped file jumps back to.
-thread_local sigjmp_buf *readingMapping = nullptr;
-
-void onBusError(int signal, siginfo_t *, void *) {
-  if (readingMapping) {
-    siglongjmp(*readingMapping, 1);
-  }
-  std::signal(signal, SIG_DFL); // not ours: the default, a crash
-  std::raise(signal);
-}
-
-} // namespace
 
 Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
                              const TensorBlock *block) const {
@@ -352,6 +424,48 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
                          "rewritten?); load it again once it is complete");
   }
   return Status::ok();
+}
+
+std::optional<Tensor> CheckpointFile::view(const CheckpointEntry &entry,
+                                           DType dtype, const Shape &shape,
+                                           const TensorBlock *block) const {
+  size_t elementSize = dtypeSize(dtype);
+  if (!mapped_ || entry.joined || entry.dtype != dtype || entry.size == 0 ||
+      reinterpret_cast<uintptr_t>(entry.data) % elementSize != 0) {
+    return std::nullopt;
+  }
+  int64_t elements = 1;
+  for (int64_t extent : shape) {
+    elements *= extent;
+  }
+  size_t first = 0;
+  if (block) {
+    // One contiguous run: the dimensions before the split one are all 1,
+    // and the tensor is not in parts.
+    int64_t dim = block->dim;
+    if (block->parts != 1 || dim < 0 ||
+        static_cast<size_t>(dim) >= entry.shape.size() || block->begin < 0 ||
+        block->length < 0 || block->begin + block->length > entry.shape[dim]) {
+      return std::nullopt;
+    }
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d) {
+      outer *= entry.shape[d];
+    }
+    for (size_t d = dim + 1; d < entry.shape.size(); ++d) {
+      inner *= entry.shape[d];
+    }
+    if (outer != 1 || block->length * inner != elements) {
+      return std::nullopt;
+    }
+    first = static_cast<size_t>(block->begin * inner) * elementSize;
+  } else if (static_cast<size_t>(elements) * elementSize != entry.size) {
+    return std::nullopt;
+  }
+  // The file's bytes, shared with the mapping's owner (aliasing).
+  std::shared_ptr<void> storage(std::const_pointer_cast<void>(storage_),
+                                const_cast<uint8_t *>(entry.data) + first);
+  return Tensor(dtype, shape, std::move(storage));
 }
 
 void CheckpointFile::release(const CheckpointEntry &entry) const {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,17 @@ public:
   /// only that block of the tensor (one rank's shard) is read.
   Status read(const CheckpointEntry &entry, Tensor &into,
               const TensorBlock *block = nullptr) const;
+
+  /// The tensor's bytes in the mapped file as a tensor of `dtype` and
+  /// `shape`, without a copy, when they can serve as they are: the file is
+  /// mapped, the dtype is the entry's, the bytes are aligned for it, and
+  /// the block (if any) is one contiguous run. Otherwise nullopt (read()
+  /// copies). The mapping is private: writes to the tensor (an optimizer
+  /// step) stay in this process, the file is never written. The tensor
+  /// keeps the mapping alive.
+  std::optional<Tensor> view(const CheckpointEntry &entry, DType dtype,
+                             const Shape &shape,
+                             const TensorBlock *block = nullptr) const;
 
   /// Tells the system a tensor's bytes are no longer needed (a mapped
   /// file's pages leave this process's resident set; reading them again

@@ -241,7 +241,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &givenPaths,
                                 const std::string &otherPrefix,
-                                const Communicator *ranks) {
+                                const Communicator *ranks, bool inPlace) {
   std::vector<CheckpointFile> files;
   std::vector<std::string> paths;
   for (const std::string &given : givenPaths) {
@@ -379,6 +379,18 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                              "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
+      // In place (when asked) where the file's bytes serve as they are:
+      // no copy, and ranks and processes share the file's pages. Else
+      // copied and the file's pages released.
+      std::optional<Tensor> mapped;
+      if (inPlace) {
+        mapped = foundFile->view(*found, dtype, shape, block ? &*block : nullptr);
+      }
+      if (mapped) {
+        weights.mappedBytes_ += mapped->byteSize();
+        weights.tensors_.push_back(std::move(*mapped));
+        continue;
+      }
       StatusOr<Tensor> tensor =
           allocator.allocate(dtype, shape, /*zeroed=*/false);
       if (!tensor) {

@@ -37,11 +37,16 @@ public:
   /// The same over several files (base weights and LoRA adapters, say): a
   /// parameter comes from the last file that has it.
   /// A sharded program's rank reads only its block of a split parameter.
+  /// With `inPlace`, a tensor that can serve as it is in the mapped file
+  /// (CheckpointFile::view) is not copied. Off by default: measured here,
+  /// the copy (in 2 MiB pages) decodes llama-100m ~20% faster than kernels
+  /// reading 4 KiB file pages, at the price of a slower start.
   static StatusOr<Weights> load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &paths,
                                 const std::string &otherPrefix = "",
-                                const Communicator *ranks = nullptr);
+                                const Communicator *ranks = nullptr,
+                                bool inPlace = false);
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place (through
@@ -61,6 +66,10 @@ public:
     asPanels_.resize(tensors_.size());
     asPanels_[index] = true;
   }
+
+  /// Bytes of parameters served in place from mapped weight files (not
+  /// in the allocator's count).
+  uint64_t mappedBytes() const { return mappedBytes_; }
 
   /// Changes with every update of the parameters: what an executor
   /// computed from them is current while the version is the same.
@@ -93,6 +102,7 @@ private:
   std::vector<Tensor> tensors_;
   std::vector<bool> asPanels_;
   uint64_t version_ = 0;
+  uint64_t mappedBytes_ = 0;
 };
 
 } // namespace mfrt

@@ -130,6 +130,53 @@ TEST(Safetensors, ReadsConvertAndAFileTruncatedAfterOpeningIsAnError) {
       << status.message();
 }
 
+TEST(Safetensors, ViewsServeTheFileInPlaceAndAFileThatShrinksUnderThemIsNamed) {
+  Allocator allocator;
+  Tensor big = *allocator.allocate(DType::F32, {1 << 20}); // 4 MiB
+  for (int64_t i = 0; i < big.numElements(); ++i) {
+    big.as<float>()[i] = static_cast<float>(i % 7);
+  }
+  Tensor small = *allocator.allocate(DType::F32, {4, 2});
+  std::string path = ::testing::TempDir() + "/view.safetensors";
+  ASSERT_TRUE(writeSafetensors(path, {{"big", &big}, {"small", &small}}).isOk());
+  StatusOr<CheckpointFile> file = CheckpointFile::open(path);
+  ASSERT_TRUE(file) << file.status().message();
+  const CheckpointEntry &entry = file->tensors().at("big");
+  std::optional<Tensor> view = file->view(entry, DType::F32, {1 << 20});
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->data(), static_cast<const void *>(entry.data));
+  EXPECT_EQ(view->as<float>()[13], 6.0f);
+  // Writes stay in this process (a private mapping).
+  view->as<float>()[13] = -1.0f;
+  StatusOr<CheckpointFile> again = CheckpointFile::open(path);
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_EQ(again->tensors().at("big").data[13 * 4 + 3] & 0x80, 0);
+  // Another dtype, or a block that is not one run, is not served in place.
+  EXPECT_FALSE(file->view(entry, DType::BF16, {1 << 20}));
+  const CheckpointEntry &rows = file->tensors().at("small");
+  TensorBlock secondRows{0, 2, 2, 1}, secondColumn{1, 1, 1, 1};
+  std::optional<Tensor> block = file->view(rows, DType::F32, {2, 2}, &secondRows);
+  ASSERT_TRUE(block);
+  EXPECT_EQ(block->data(), static_cast<const void *>(rows.data + 4 * 4));
+  EXPECT_FALSE(file->view(rows, DType::F32, {4, 1}, &secondColumn));
+  // The file loses its tail while a view is in use: reading the view is a
+  // SIGBUS, reported with the file's name. (threadsafe: the child runs the
+  // test again from the start rather than forking a threaded process.)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        if (truncate(path.c_str(), 4096) != 0) {
+          _exit(2);
+        }
+        volatile float sum = 0;
+        for (int64_t i = 0; i < view->numElements(); i += 1024) {
+          sum = sum + view->as<float>()[i];
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(1), "became shorter while its tensors were in use");
+}
+
 TEST(Generation, BytesIdsAndSampling) {
   EXPECT_EQ(decodeBytes({'h', 'i', 1, 0xe4, 0xb8, 0xad, 0xff, 300}),
             "hi\\x01\xe4\xb8\xad\\xff<300>");

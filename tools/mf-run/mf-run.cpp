@@ -83,6 +83,7 @@ struct Options {
   bool checkNumerics = false;
   bool check = false;
   bool dump = false;
+  bool weightsInPlace = false;
   unsigned threads = 0; // graph mode; 0: one per hardware thread
 };
 
@@ -95,6 +96,12 @@ void usage(std::ostream &os) {
         "  --weights W.safetensors    parameters (default: deterministic init "
         "from --seed); repeatable:\n"
         "                             base weights, then LoRA adapters\n"
+        "  --weights-in-place         serve parameters from the mapped files "
+        "where their dtype is\n"
+        "                             the model's (no copy: faster start, "
+        "pages shared between\n"
+        "                             processes; slower kernels on 4 KiB file "
+        "pages)\n"
         "  --task predict|eval        (default: the YAML's run_mode)\n"
         "  --prompt TEXT              predict: text, through the tokenizer "
         "(or bytes, for a vocabulary of 256)\n"
@@ -184,11 +191,12 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
     kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
     kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
-    kMergeLora, kBatchSize, kTokenizer, kChat, kSystem, kHelp
+    kMergeLora, kBatchSize, kTokenizer, kChat, kSystem, kWeightsInPlace, kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
       {"weights", required_argument, nullptr, kWeights},
+      {"weights-in-place", no_argument, nullptr, kWeightsInPlace},
       {"task", required_argument, nullptr, kTask},
       {"prompt", required_argument, nullptr, kPrompt},
       {"input-ids", required_argument, nullptr, kInputIds},
@@ -407,6 +415,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kDump:
       options.dump = true;
+      break;
+    case kWeightsInPlace:
+      options.weightsInPlace = true;
       break;
     case 'h':
     case kHelp:
@@ -855,6 +866,11 @@ int predict(const Options &options, Session &session) {
       derived >= 1000000 ? ", " + formatMegabytes(derived) +
                                " MB of them derived from the weights"
                          : "";
+  // Parameters read in place from the weight files' mapping.
+  uint64_t mapped = session.weights.mappedBytes();
+  std::string mappedNote =
+      mapped ? ", weights in place in the file " + formatMegabytes(mapped) + " MB"
+             : "";
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   if (!primaryRank()) {
     return writeTrace(options, session);
@@ -862,7 +878,7 @@ int predict(const Options &options, Session &session) {
   std::fprintf(stderr,
                "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
                "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
-               "%.2f MB (tensors %.2f MB%s, arena %.2f MB), peak RSS %.1f MB\n",
+               "%.2f MB (tensors %.2f MB%s, arena %.2f MB%s), peak RSS %.1f MB\n",
                static_cast<long long>(promptLength), prefillSeconds * 1e3,
                promptLength / std::max(prefillSeconds, 1e-9),
                prefillEntry.c_str(),
@@ -871,10 +887,12 @@ int predict(const Options &options, Session &session) {
                options.repeat > 1
                    ? (", medians of " + std::to_string(options.repeat) + " runs").c_str()
                    : "",
-               (session.allocator.peakBytes() + session.executor->arenaBytes()) / 1e6,
+               (session.allocator.peakBytes() + session.executor->arenaBytes() +
+                mapped) / 1e6,
                session.allocator.peakBytes() / 1e6,
                derivedNote.c_str(),
-               session.executor->arenaBytes() / 1e6, peakResidentMegabytes());
+               session.executor->arenaBytes() / 1e6, mappedNote.c_str(),
+               peakResidentMegabytes());
   return writeTrace(options, session);
 }
 
@@ -1251,7 +1269,7 @@ int run(int argc, char **argv) {
                                 options.seed.value_or(model.seed()),
                                 ranks.get())
           : Weights::load(session.executable, session.allocator, weightFiles,
-                          "optimizer.", ranks.get());
+                          "optimizer.", ranks.get(), options.weightsInPlace);
   if (!weights) {
     return fail(fromYaml ? weights.status().message() +
                                " (the YAML's load_checkpoint; give --weights "
