@@ -2,10 +2,13 @@
 //
 // Follows Hugging Face tokenizers' pipeline step by step, so that ids equal
 // theirs (test/e2e/tokenizer.test checks that against the library itself):
-//   1. added tokens are cut out of the raw text (leftmost, longest);
+//   1. added tokens are cut out of the raw text (leftmost, longest): the
+//      special ones, and others marked normalized: false;
 //   2. each other segment is normalized (NFC through utf8proc, Prepend,
-//      Replace, ...) and split by the pre-tokenizer (Split regexes through
-//      PCRE2 in Unicode mode, ByteLevel, Metaspace);
+//      Replace, ...), the added tokens marked normalized (the default for
+//      tokens that are not special) are cut out of it, and the rest is
+//      split by the pre-tokenizer (Split regexes through PCRE2 in Unicode
+//      mode, ByteLevel, Metaspace);
 //   3. each piece goes through BPE (merges by rank, byte fallback, unknown
 //      tokens fused);
 //   4. the post-processor adds special tokens when asked.
@@ -256,6 +259,10 @@ struct AddedToken {
   int32_t id;
   std::string content;
   bool special, singleWord, leftStrip, rightStrip;
+  /// Matched in the normalized text (Hugging Face's default for tokens
+  /// that are not special), as `matchText`: the content normalized.
+  bool normalized = false;
+  std::string matchText;
 };
 
 struct PostProcessor {
@@ -297,29 +304,78 @@ struct Tokenizer::Impl {
   std::vector<std::string> tokenOf; // id -> token text ("" where none)
   std::vector<bool> hasToken;
 
+  /// A segment of the raw text between tokens matched there: normalized,
+  /// split again at the added tokens matched in normalized text, and each
+  /// piece pre-tokenized and through the model.
   Status encodeSegment(std::string_view segment, bool atTextStart,
                        std::vector<int32_t> &ids) const {
     StatusOr<std::string> normalized = normalize(normalizer, std::string(segment));
     if (!normalized) {
       return normalized.status();
     }
-    std::vector<std::string> words;
-    MFRT_RETURN_IF_ERROR(
-        preTokenize(preTokenizer, normalized.take(), atTextStart, words));
-    for (const std::string &word : words) {
-      model.tokenize(word, ids);
+    return splitAtAddedTokens(
+        *normalized, /*inNormalized=*/true, ids,
+        [&](std::string_view piece, bool atStart) -> Status {
+          std::vector<std::string> words;
+          MFRT_RETURN_IF_ERROR(preTokenize(preTokenizer, std::string(piece),
+                                           atTextStart && atStart, words));
+          for (const std::string &word : words) {
+            model.tokenize(word, ids);
+          }
+          return Status::ok();
+        });
+  }
+
+  /// Cuts `text` at the added tokens matched in it (those matched in the
+  /// normalized text, or the others), leftmost, then longest; appends
+  /// their ids and hands the text between them to `encodeRest` (with
+  /// whether it starts `text`).
+  template <typename EncodeRest>
+  Status splitAtAddedTokens(std::string_view text, bool inNormalized,
+                            std::vector<int32_t> &ids,
+                            EncodeRest &&encodeRest) const {
+    size_t segmentStart = 0;
+    for (size_t at = 0; at < text.size();) {
+      const AddedToken *token = matchAdded(text, at, inNormalized);
+      if (!token) {
+        ++at;
+        continue;
+      }
+      size_t begin = at, end = at + token->matchText.size();
+      if (token->leftStrip) {
+        while (begin > segmentStart && isSpace(text[begin - 1])) {
+          --begin;
+        }
+      }
+      if (token->rightStrip) {
+        while (end < text.size() && isSpace(text[end])) {
+          ++end;
+        }
+      }
+      if (begin > segmentStart) {
+        MFRT_RETURN_IF_ERROR(encodeRest(
+            text.substr(segmentStart, begin - segmentStart), segmentStart == 0));
+      }
+      ids.push_back(token->id);
+      segmentStart = at = end;
+    }
+    if (segmentStart < text.size()) {
+      MFRT_RETURN_IF_ERROR(
+          encodeRest(text.substr(segmentStart), segmentStart == 0));
     }
     return Status::ok();
   }
 
-  /// The added token matched at text[at], longest first, with the span it
-  /// takes (lstrip/rstrip take the whitespace beside it).
-  const AddedToken *matchAdded(std::string_view text, size_t at) const {
+  /// The added token matched at text[at], longest first, among those
+  /// matched in normalized text or the others.
+  const AddedToken *matchAdded(std::string_view text, size_t at,
+                               bool inNormalized) const {
     for (const AddedToken &token : added) {
-      if (text.compare(at, token.content.size(), token.content) != 0) {
+      if (token.normalized != inNormalized ||
+          text.compare(at, token.matchText.size(), token.matchText) != 0) {
         continue;
       }
-      size_t end = at + token.content.size();
+      size_t end = at + token.matchText.size();
       if (token.singleWord && ((at > 0 && isWordChar(text, at - 1)) ||
                                (end < text.size() && isWordChar(text, end)))) {
         continue;
@@ -587,15 +643,26 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
                                   "]: expected an id in [0, 2^30) and a "
                                   "non-empty content"));
       }
-      impl->added.push_back({static_cast<int32_t>(*id), *content,
-                             boolMember(entry, "special", false),
-                             boolMember(entry, "single_word", false),
-                             boolMember(entry, "lstrip", false),
-                             boolMember(entry, "rstrip", false)});
+      bool special = boolMember(entry, "special", false);
+      AddedToken token{static_cast<int32_t>(*id), *content, special,
+                       boolMember(entry, "single_word", false),
+                       boolMember(entry, "lstrip", false),
+                       boolMember(entry, "rstrip", false),
+                       boolMember(entry, "normalized", !special), *content};
+      if (token.normalized) {
+        StatusOr<std::string> normalizedText =
+            normalize(impl->normalizer, token.content);
+        if (!normalizedText) {
+          return fail(normalizedText.status().withContext(
+              "added_tokens[" + std::to_string(i) + "]"));
+        }
+        token.matchText = normalizedText.take();
+      }
+      impl->added.push_back(std::move(token));
     }
     std::stable_sort(impl->added.begin(), impl->added.end(),
                      [](const AddedToken &a, const AddedToken &b) {
-                       return a.content.size() > b.content.size();
+                       return a.matchText.size() > b.matchText.size();
                      });
     for (size_t i = 0; i < impl->added.size(); ++i) {
       impl->addedById[impl->added[i].id] = i;
@@ -747,37 +814,13 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
   if (addSpecialTokens) {
     ids = impl_->postProcessor.before;
   }
-  // 1. Cut out added tokens (leftmost, then longest); encode the rest.
-  size_t segmentStart = 0;
-  for (size_t at = 0; at < text.size();) {
-    const AddedToken *token = impl_->matchAdded(text, at);
-    if (!token) {
-      ++at;
-      continue;
-    }
-    size_t begin = at, end = at + token->content.size();
-    if (token->leftStrip) {
-      while (begin > segmentStart && isSpace(text[begin - 1])) {
-        --begin;
-      }
-    }
-    if (token->rightStrip) {
-      while (end < text.size() && isSpace(text[end])) {
-        ++end;
-      }
-    }
-    if (begin > segmentStart) {
-      MFRT_RETURN_IF_ERROR(impl_->encodeSegment(
-          text.substr(segmentStart, begin - segmentStart), segmentStart == 0,
-          ids));
-    }
-    ids.push_back(token->id);
-    segmentStart = at = end;
-  }
-  if (segmentStart < text.size()) {
-    MFRT_RETURN_IF_ERROR(impl_->encodeSegment(text.substr(segmentStart),
-                                              segmentStart == 0, ids));
-  }
+  // 1. Cut out the added tokens matched in the raw text; normalize and
+  // encode the rest (encodeSegment cuts out those matched there).
+  MFRT_RETURN_IF_ERROR(impl_->splitAtAddedTokens(
+      text, /*inNormalized=*/false, ids,
+      [&](std::string_view segment, bool atStart) {
+        return impl_->encodeSegment(segment, atStart, ids);
+      }));
   if (addSpecialTokens) {
     ids.insert(ids.end(), impl_->postProcessor.after.begin(),
                impl_->postProcessor.after.end());
