@@ -54,13 +54,13 @@ Communicator::start(const std::vector<int64_t> &grid) {
                          " ranks (a " + gridText(grid) +
                          " grid: data_parallel x model_parallel)";
   if (!startedByMpirun()) {
-    return Status::error(compiled + ": run mpirun -n " + std::to_string(ranks) +
+    return Status::error(StatusCode::FailedPrecondition, compiled + ": run mpirun -n " + std::to_string(ranks) +
                          " mf-run ...");
   }
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
-    return Status::error("MPI_Init failed");
+    return Status::error(StatusCode::Unavailable, "MPI_Init failed");
   }
   communicator->groups_ = std::make_unique<Groups>();
   int rank = 0, size = 0;
@@ -69,7 +69,7 @@ Communicator::start(const std::vector<int64_t> &grid) {
   communicator->rank_ = rank;
   communicator->size_ = size;
   if (size != ranks) {
-    return Status::error(compiled + ", but mpirun started " +
+    return Status::error(StatusCode::FailedPrecondition, compiled + ", but mpirun started " +
                          std::to_string(size) + ": run mpirun -n " +
                          std::to_string(ranks) + " mf-run ...");
   }
@@ -121,7 +121,7 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
                                   const std::vector<int64_t> &axes) {
   if (input.numElements() != output.numElements() ||
       input.dtype() != output.dtype()) {
-    return Status::error("all_reduce: the result's type differs from its operand's");
+    return Status::error(StatusCode::Internal, "all_reduce: the result's type differs from its operand's");
   }
   int64_t count = input.numElements();
   if (extentAlong(axes) == 1) {
@@ -156,7 +156,7 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
     output.storeFloats(sums);
   }
   return status == MPI_SUCCESS ? Status::ok()
-                               : Status::error("MPI_Allreduce failed");
+                               : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
 }
 
 Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
@@ -172,13 +172,13 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
                        MPI_DOUBLE, max ? MPI_MAX : MPI_SUM,
                        static_cast<MPI_Comm>(*made)) == MPI_SUCCESS
              ? Status::ok()
-             : Status::error("MPI_Allreduce failed");
+             : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
 }
 
 StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,
                                         int64_t count, const char *what) {
   if (count > INT_MAX) {
-    return Status::error(std::string(what) + ": " + std::to_string(count) +
+    return Status::error(StatusCode::Internal, std::string(what) + ": " + std::to_string(count) +
                          ", more than MPI's int count");
   }
   return group(axes);
@@ -186,7 +186,7 @@ StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,
 
 StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
   if (!groups_) {
-    return Status::error("a collective outside an MPI run");
+    return Status::error(StatusCode::FailedPrecondition, "a collective outside an MPI run");
   }
   // The ranks with the same coordinates off `axes`, ordered by theirs
   // along `axes`.
@@ -201,7 +201,7 @@ StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
     if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
                        static_cast<int>(indexAlong(axes)),
                        &it->second) != MPI_SUCCESS) {
-      return Status::error("MPI_Comm_split failed");
+      return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
     }
   }
   return static_cast<void *>(it->second);
@@ -212,7 +212,7 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   int64_t ranks = extentAlong(axes);
   if (block.dtype() != whole.dtype() ||
       whole.numElements() != block.numElements() * ranks) {
-    return Status::error("all_gather: the result is not the operand's blocks");
+    return Status::error(StatusCode::Internal, "all_gather: the result is not the operand's blocks");
   }
   if (ranks == 1) {
     std::memmove(whole.data(), block.data(), block.byteSize());
@@ -229,7 +229,7 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   int count = static_cast<int>(block.byteSize());
   if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks, count, MPI_BYTE,
                     static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
-    return Status::error("MPI_Allgather failed");
+    return Status::error(StatusCode::Unavailable, "MPI_Allgather failed");
   }
   int64_t length = block.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
@@ -245,7 +245,7 @@ Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
   int64_t ranks = extentAlong(axes);
   if (input.dtype() != output.dtype() ||
       input.numElements() != output.numElements() * ranks) {
-    return Status::error("scatter: the result is not one block of its operand");
+    return Status::error(StatusCode::Internal, "scatter: the result is not one block of its operand");
   }
   // Through a copy: the result may lie over the operand.
   uint8_t *whole = scratch(input.byteSize());
@@ -263,7 +263,7 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   int64_t ranks = extentAlong(axes);
   if (input.dtype() != output.dtype() ||
       input.numElements() != output.numElements() * ranks) {
-    return Status::error("reduce_scatter: the result is not one block of its operand");
+    return Status::error(StatusCode::Internal, "reduce_scatter: the result is not one block of its operand");
   }
   if (ranks == 1) {
     std::memmove(output.data(), input.data(), output.byteSize());
@@ -289,7 +289,7 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   if (MPI_Reduce_scatter_block(ordered, mine, static_cast<int>(blockElements),
                                MPI_FLOAT, MPI_SUM,
                                static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
-    return Status::error("MPI_Reduce_scatter_block failed");
+    return Status::error(StatusCode::Unavailable, "MPI_Reduce_scatter_block failed");
   }
   output.storeFloats(mine);
   return Status::ok();

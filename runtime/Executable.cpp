@@ -765,8 +765,19 @@ Shape Executable::shapeOf(const fb::TensorType &type) {
 
 StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
                                            const std::string &name) {
+  // A file that fails verification is corrupt, or from another mfc: data
+  // loss unless the check said otherwise.
+  StatusOr<Executable> executable = verify(std::move(bytes), name);
+  if (!executable) {
+    return executable.status().withDefaultCode(StatusCode::DataLoss);
+  }
+  return executable;
+}
+
+StatusOr<Executable> Executable::verify(std::vector<uint8_t> bytes,
+                                        const std::string &name) {
   if (bytes.size() < 8 || !fb::ExecutableBufferHasIdentifier(bytes.data())) {
-    return Status::error("'" + name + "' is not an mfc executable (no 'MFEX' "
+    return Status::error(StatusCode::InvalidArgument, "'" + name + "' is not an mfc executable (no 'MFEX' "
                          "file identifier); compile one with 'mfc compile "
                          "model.yaml -o model.bin'");
   }

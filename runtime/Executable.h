@@ -92,6 +92,10 @@ public:
                       const Shape &shape);
 
 private:
+  /// fromBytes' checks; errors they do not classify are data loss.
+  static StatusOr<Executable> verify(std::vector<uint8_t> bytes,
+                                     const std::string &name);
+
   std::vector<uint8_t> bytes_;
   const fb::Executable *root_ = nullptr;
   std::vector<std::shared_ptr<const HostProgram>> hostPrograms_; // by entry

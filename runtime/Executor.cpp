@@ -20,10 +20,10 @@ StatusOr<Tensor> Executor::allocateInput(const std::string &entryName,
                                          size_t index) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error("the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
   }
   if (index >= entry->inputs()->size()) {
-    return Status::error("'" + entryName + "' has no input " +
+    return Status::error(StatusCode::NotFound, "'" + entryName + "' has no input " +
                          std::to_string(index));
   }
   const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(index));
@@ -34,7 +34,7 @@ StatusOr<std::vector<Tensor>>
 Executor::allocateInputs(const std::string &entryName) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error("the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < entry->inputs()->size(); ++i) {
@@ -52,17 +52,17 @@ Executor::checkedEntry(const std::string &entryName,
                        const std::vector<Tensor> &inputs) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error("the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
   }
   if (inputs.size() != entry->inputs()->size()) {
-    return Status::error("'" + entryName + "' takes " +
+    return Status::error(StatusCode::InvalidArgument, "'" + entryName + "' takes " +
                          std::to_string(entry->inputs()->size()) +
                          " inputs, got " + std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(i));
     if (!Executable::hasType(type, inputs[i].dtype(), inputs[i].shape())) {
-      return Status::error("input '" + entry->input_names()->Get(i)->str() +
+      return Status::error(StatusCode::InvalidArgument, "input '" + entry->input_names()->Get(i)->str() +
                            "' of '" + entryName + "' must be " +
                            dtypeName(Executable::dtypeOf(type)) +
                            formatShape(Executable::shapeOf(type)));
@@ -76,7 +76,7 @@ Status Executor::beginRun(const fb::Entry &entry, const RunOptions &options) {
     std::error_code error;
     std::filesystem::create_directories(options.dumpTensorsDir, error);
     if (error) {
-      return Status::error("cannot create '" + options.dumpTensorsDir +
+      return Status::error(StatusCode::Unavailable, "cannot create '" + options.dumpTensorsDir +
                            "': " + error.message());
     }
   }
@@ -118,7 +118,8 @@ Status Executor::observe(const std::string &entryName, size_t index,
                          std::chrono::steady_clock::time_point began,
                          const RunOptions &options, bool traced) {
   if (options.checkNumerics && hasNonFinite(value)) {
-    return Status::error("op " + std::to_string(index) + " (" + what + " at " +
+    return Status::error(StatusCode::InvalidArgument,
+                         "op " + std::to_string(index) + " (" + what + " at " +
                          location + ") of '" + entryName +
                          "' produced a NaN or an infinity; it is the first "
                          "that did");
@@ -204,7 +205,7 @@ Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inpu
     return runKernel(op, inputs, output, parallel);
   }
   if (!communicator_) {
-    return Status::error("a collective needs the program's ranks (mf-run "
+    return Status::error(StatusCode::FailedPrecondition, "a collective needs the program's ranks (mf-run "
                          "starts them under mpirun)");
   }
   if (!vocabulary.empty()) {

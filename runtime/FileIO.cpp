@@ -47,7 +47,7 @@ StatusOr<std::string> resolveTarget(const std::string &path,
   }
   char resolved[PATH_MAX];
   if (!realpath(path.c_str(), resolved)) {
-    return Status::error("cannot write " + quoted(what, path) +
+    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
                          ": it is a symbolic link to a missing file (" +
                          std::strerror(errno) + "); remove the link or "
                          "create its target");
@@ -68,7 +68,7 @@ Status writeDevice(const std::string &path, const std::string &what,
                    const std::function<Status(FileWriter &)> &produce) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::error("cannot write " + quoted(what, path) + ": " +
+    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
                          std::strerror(errno));
   }
   FileWriter writer(fd);
@@ -79,8 +79,10 @@ Status writeDevice(const std::string &path, const std::string &what,
     return produced;
   }
   if (writer.failed() || closed != 0) {
-    return Status::error("cannot write " + quoted(what, path) + ": " +
-                         std::strerror(writer.failed() ? writer.error() : error));
+    int failure = writer.failed() ? writer.error() : error;
+    return Status::error(codeOfErrno(failure), "cannot write " +
+                                                   quoted(what, path) + ": " +
+                                                   std::strerror(failure));
   }
   return Status::ok();
 }
@@ -92,25 +94,25 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
                                                      uint64_t maxBytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::error("cannot open " + quoted(what, path) + ": " +
+    return Status::error(codeOfErrno(errno), "cannot open " + quoted(what, path) + ": " +
                          std::strerror(errno));
   }
   struct stat info;
   if (fstat(fd, &info) != 0) {
     int error = errno;
     ::close(fd);
-    return Status::error("cannot read " + quoted(what, path) + ": " +
+    return Status::error(codeOfErrno(error), "cannot read " + quoted(what, path) + ": " +
                          std::strerror(error));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    return Status::error("cannot read " + quoted(what, path) + ": it is " +
+    return Status::error(StatusCode::FailedPrecondition, "cannot read " + quoted(what, path) + ": it is " +
                          kindOf(info.st_mode) + ", not a file");
   }
   uint64_t size = static_cast<uint64_t>(info.st_size);
   if (size > maxBytes) {
     ::close(fd);
-    return Status::error(quoted(what, path) + " is " + std::to_string(size) +
+    return Status::error(StatusCode::ResourceExhausted, quoted(what, path) + " is " + std::to_string(size) +
                          " bytes; files of this kind are at most " +
                          std::to_string(maxBytes) + " bytes here");
   }
@@ -119,7 +121,7 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
     bytes.resize(size);
   } catch (const std::bad_alloc &) {
     ::close(fd);
-    return Status::error("out of memory reading " + quoted(what, path) + " (" +
+    return Status::error(StatusCode::ResourceExhausted, "out of memory reading " + quoted(what, path) + " (" +
                          std::to_string(size) + " bytes)");
   }
   size_t done = 0;
@@ -131,7 +133,7 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
     if (got < 0) {
       int error = errno;
       ::close(fd);
-      return Status::error("cannot read " + quoted(what, path) + ": " +
+      return Status::error(codeOfErrno(error), "cannot read " + quoted(what, path) + ": " +
                            std::strerror(error));
     }
     if (got == 0) {
@@ -141,7 +143,7 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
   }
   ::close(fd);
   if (done != size) {
-    return Status::error(quoted(what, path) +
+    return Status::error(StatusCode::DataLoss, quoted(what, path) +
                          " became shorter while it was read (" +
                          std::to_string(done) + " of " + std::to_string(size) +
                          " bytes); read it again once it is complete");
@@ -152,7 +154,7 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
 Status mfrt::checkWritableTarget(const std::string &path,
                                  const std::string &what) {
   if (path.empty()) {
-    return Status::error("the " + what + " path is empty");
+    return Status::error(StatusCode::InvalidArgument, "the " + what + " path is empty");
   }
   StatusOr<std::string> target = resolveTarget(path, what);
   if (!target) {
@@ -162,28 +164,28 @@ Status mfrt::checkWritableTarget(const std::string &path,
   if (stat(target->c_str(), &info) == 0) {
     if (S_ISCHR(info.st_mode)) {
       if (access(target->c_str(), W_OK) != 0) {
-        return Status::error("cannot write " + quoted(what, path) + ": " +
+        return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
                              std::strerror(errno));
       }
       return Status::ok();
     }
     if (!S_ISREG(info.st_mode)) {
-      return Status::error("cannot write " + quoted(what, path) + ": it is " +
+      return Status::error(StatusCode::FailedPrecondition, "cannot write " + quoted(what, path) + ": it is " +
                            kindOf(info.st_mode) +
                            "; give the path of a file to write");
     }
   } else if (errno != ENOENT) {
-    return Status::error("cannot write " + quoted(what, path) + ": " +
+    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
                          std::strerror(errno));
   }
   std::string directory = directoryOf(*target);
   if (stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return Status::error("cannot write " + quoted(what, path) +
+    return Status::error(StatusCode::NotFound, "cannot write " + quoted(what, path) +
                          ": the directory '" + directory +
                          "' does not exist; create it first");
   }
   if (access(directory.c_str(), W_OK) != 0) {
-    return Status::error("cannot write " + quoted(what, path) +
+    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
                          ": the directory '" + directory +
                          "' is not writable (" + std::strerror(errno) + ")");
   }
@@ -225,14 +227,15 @@ Status mfrt::writeFileAtomically(
                           ".XXXXXX.tmp";
   int fd = mkstemps(temporary.data(), 4);
   if (fd < 0) {
-    return Status::error("cannot write " + quoted(what, path) +
+    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
                          ": cannot create a temporary file in '" + directory +
                          "': " + std::strerror(errno));
   }
   auto fail = [&](const std::string &reason) {
     ::close(fd);
     ::unlink(temporary.c_str());
-    return Status::error("cannot write " + quoted(what, path) + ": " + reason +
+    return Status::error(StatusCode::Unavailable,
+                         "cannot write " + quoted(what, path) + ": " + reason +
                          " (nothing was changed)");
   };
   // The mode a new file gets (mkstemp makes 0600), or the old file's.
@@ -266,13 +269,13 @@ Status mfrt::writeFileAtomically(
   if (::close(fd) != 0) {
     int error = errno;
     ::unlink(temporary.c_str());
-    return Status::error("cannot write " + quoted(what, path) + ": " +
+    return Status::error(codeOfErrno(error), "cannot write " + quoted(what, path) + ": " +
                          std::strerror(error) + " (nothing was changed)");
   }
   if (std::rename(temporary.c_str(), target->c_str()) != 0) {
     int error = errno;
     ::unlink(temporary.c_str());
-    return Status::error("cannot write " + quoted(what, path) +
+    return Status::error(codeOfErrno(error), "cannot write " + quoted(what, path) +
                          ": cannot rename the temporary file over it: " +
                          std::strerror(error) + " (nothing was changed)");
   }

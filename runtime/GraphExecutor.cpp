@@ -145,7 +145,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   }
   const HostProgram *program = executable_.hostProgram(entry);
   if (!program) {
-    return Status::error("entry '" + name + "' has no host program: Graph "
+    return Status::error(StatusCode::FailedPrecondition, "entry '" + name + "' has no host program: Graph "
                          "Mode needs one (recompile model.bin)");
   }
   auto prepared = std::make_unique<Prepared>();
@@ -153,7 +153,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   size_t arenaBytes = prepared->program->arenaBytes; // allocatePages: page-aligned
   void *arena = allocatePages(arenaBytes);
   if (!arena) {
-    return Status::error("cannot allocate the " + std::to_string(arenaBytes) +
+    return Status::error(StatusCode::ResourceExhausted, "cannot allocate the " + std::to_string(arenaBytes) +
                          "-byte arena of '" + name + "'");
   }
   prepared->arena = std::shared_ptr<void>(
@@ -240,7 +240,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     KernelCall &call = prepared->calls[c];
     call.entry = kernels_.symbol(kernelName);
     if (!call.entry) {
-      return Status::error("kernel '" + kernelName + "' of '" + name +
+      return Status::error(StatusCode::DataLoss, "kernel '" + kernelName + "' of '" + name +
                            "' is not in the loaded kernel library");
     }
     call.where = "kernel '" + kernelName + "' of '" + name + "'";

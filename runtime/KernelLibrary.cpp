@@ -87,7 +87,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   std::string compiledFor = "the kernels were compiled for " + triple +
                             ", CPU '" + target.cpu()->str() + "'";
   if (triple.substr(0, triple.find('-')) != hostArchitecture()) {
-    return Status::error(compiledFor + ", not this " + hostArchitecture() +
+    return Status::error(StatusCode::FailedPrecondition, compiledFor + ", not this " + hostArchitecture() +
                          " machine; recompile the model here, or run it with "
                          "--mode pynative, which needs no kernels");
   }
@@ -103,7 +103,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
     for (const std::string &feature : missing) {
       list += (list.empty() ? "" : ", ") + feature;
     }
-    return Status::error(compiledFor + " and use " + list +
+    return Status::error(StatusCode::FailedPrecondition, compiledFor + " and use " + list +
                          ", which this CPU lacks; recompile with --cpu=native "
                          "on this machine or a CPU it matches (--cpu=x86-64-v2 "
                          "or x86-64-v3 run on most x86-64 machines), or run "
@@ -118,14 +118,14 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
       known |= name == service.name;
     }
     if (!known) {
-      return Status::error("the kernels call the runtime service '" + name +
+      return Status::error(StatusCode::DataLoss, "the kernels call the runtime service '" + name +
                            "', which this mf-run does not provide; recompile "
                            "the model with the mfc of this mf-run");
     }
   }
   library.fd_ = memfd_create("mfc-kernels", MFD_CLOEXEC);
   if (library.fd_ < 0) {
-    return Status::error(std::string("memfd_create failed: ") +
+    return Status::error(StatusCode::Unavailable, std::string("memfd_create failed: ") +
                          std::strerror(errno));
   }
   const uint8_t *bytes = root.kernel_library()->data();
@@ -133,7 +133,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   while (remaining > 0) {
     ssize_t written = write(library.fd_, bytes, remaining);
     if (written <= 0) {
-      return Status::error(std::string("cannot stage the kernels: ") +
+      return Status::error(StatusCode::Unavailable, std::string("cannot stage the kernels: ") +
                            std::strerror(errno));
     }
     bytes += written;
@@ -142,7 +142,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   std::string path = "/proc/self/fd/" + std::to_string(library.fd_);
   library.handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library.handle_) {
-    return Status::error(std::string("cannot load the kernels: ") + dlerror());
+    return Status::error(StatusCode::Unavailable, std::string("cannot load the kernels: ") + dlerror());
   }
   // Services the kernels call (a library whose kernels need none has no
   // slots for them).
@@ -156,7 +156,7 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
     for (const flatbuffers::String *name : *root.kernels()) {
       void *entry = dlsym(library.handle_, name->c_str());
       if (!entry) {
-        return Status::error("the kernel library has no symbol '" +
+        return Status::error(StatusCode::DataLoss, "the kernel library has no symbol '" +
                              name->str() + "'");
       }
       library.symbols_[name->str()] = entry;

@@ -245,7 +245,7 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
   file.storage_ = std::move(storage);
   file.name_ = name;
   auto fail = [&](const std::string &message) {
-    return Status::error("'" + name + "': " + message);
+    return Status::error(StatusCode::DataLoss, "'" + name + "': " + message);
   };
   std::string previous; // the last tensor read, for errors and slices
   auto after = [&] {

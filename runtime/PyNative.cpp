@@ -55,7 +55,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     Tensor result;
     if (op.kind() == fb::OpKind::Param) {
       if (weights_.storedAsPanels(op.ints()->Get(0))) {
-        return Status::error(
+        return Status::error(StatusCode::FailedPrecondition,
             "parameter '" +
             executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
             "' is stored as Graph Mode's panels; run PyNative on weights of "
@@ -63,7 +63,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       }
       result = weights_[op.ints()->Get(0)];
       if (options.checkNumerics && hasNonFinite(result)) {
-        return Status::error(
+        return Status::error(StatusCode::InvalidArgument,
             "parameter '" +
             executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
             "' holds a NaN or an infinity (read at " + location + " in '" +

@@ -105,7 +105,7 @@ CheckpointFile::parse(const uint8_t *bytes, size_t size,
                        std::shared_ptr<const void> storage,
                        const std::string &name) {
   auto fail = [&](const std::string &message) {
-    return Status::error("'" + name + "': " + message);
+    return Status::error(StatusCode::DataLoss, "'" + name + "': " + message);
   };
   if (size < 8) {
     return fail("too short for a safetensors header (" + std::to_string(size) +
@@ -292,7 +292,7 @@ void unregisterMapping(const void *begin) {
 StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::error("cannot open weights '" + path +
+    return Status::error(codeOfErrno(errno), "cannot open weights '" + path +
                          "': " + std::strerror(errno));
   }
   struct stat info;
@@ -300,7 +300,8 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   if (!known || !S_ISREG(info.st_mode)) {
     bool directory = known && S_ISDIR(info.st_mode);
     ::close(fd);
-    return Status::error("cannot read weights '" + path + "': " +
+    return Status::error(StatusCode::InvalidArgument,
+                         "cannot read weights '" + path + "': " +
                          (directory ? "a directory" : "not a regular file") +
                          "; pass a .safetensors file");
   }
@@ -318,7 +319,7 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   void *mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (mapped == MAP_FAILED) {
-    return Status::error("cannot map weights '" + path +
+    return Status::error(codeOfErrno(errno), "cannot map weights '" + path +
                          "': " + std::strerror(errno));
   }
   madvise(mapped, size, MADV_SEQUENTIAL);
@@ -350,14 +351,14 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
     // Each part is `extent` long: its runs are the block's.
     int64_t dim = block->dim;
     if (block->parts < 1 || entry.shape.at(dim) % block->parts != 0) {
-      return Status::error("'" + name_ + "': a tensor of " +
+      return Status::error(StatusCode::Internal, "'" + name_ + "': a tensor of " +
                            formatShape(entry.shape) + " read in " +
                            std::to_string(block->parts) + " parts");
     }
     int64_t extent = entry.shape[dim] / block->parts;
     if (block->begin < 0 || block->length < 0 ||
         block->begin + block->length > extent) {
-      return Status::error("'" + name_ + "': a block outside a tensor of " +
+      return Status::error(StatusCode::Internal, "'" + name_ + "': a block outside a tensor of " +
                            formatShape(entry.shape));
     }
     int64_t inner = 1;
@@ -370,7 +371,7 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
     first = block->begin * inner;
   }
   if (into.numElements() != runs * runLength) {
-    return Status::error("'" + name_ + "': a tensor of " +
+    return Status::error(StatusCode::Internal, "'" + name_ + "': a tensor of " +
                          formatShape(entry.shape) + " read into " +
                          formatShape(into.shape()));
   }
@@ -419,7 +420,7 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
   readingMapping = nullptr;
   sigaction(SIGBUS, &previous, nullptr);
   if (faulted) {
-    return Status::error("'" + name_ +
+    return Status::error(StatusCode::DataLoss, "'" + name_ +
                          "' became shorter while it was read (truncated or "
                          "rewritten?); load it again once it is complete");
   }
@@ -525,7 +526,8 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
     if (::stat(index.c_str(), &info) != 0) {
       std::string single = path + "/model.safetensors";
       if (::stat(single.c_str(), &info) != 0) {
-        return Status::error("folder '" + path +
+        return Status::error(StatusCode::NotFound,
+                             "folder '" + path +
                              "' has neither model.safetensors nor "
                              "model.safetensors.index.json");
       }
@@ -548,7 +550,7 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
     map = found != parsed.end() && found->is_object() ? &*found : nullptr;
   }
   if (!map) {
-    return Status::error("'" + index + "': expected a JSON object with a "
+    return Status::error(StatusCode::DataLoss, "'" + index + "': expected a JSON object with a "
                          "weight_map of tensor name: shard file");
   }
   std::set<std::string> shards;
@@ -556,13 +558,13 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
     const json &shard = item.value();
     if (!shard.is_string() || shard.get<std::string>().empty() ||
         shard.get<std::string>().find('/') != std::string::npos) {
-      return Status::error("'" + index + "': weight_map['" + item.key() +
+      return Status::error(StatusCode::DataLoss, "'" + index + "': weight_map['" + item.key() +
                            "'] must name a shard file beside the index");
     }
     shards.insert(shard.get<std::string>());
   }
   if (shards.empty()) {
-    return Status::error("'" + index + "': the weight_map is empty");
+    return Status::error(StatusCode::DataLoss, "'" + index + "': the weight_map is empty");
   }
   std::string folder = index.substr(0, index.find_last_of('/') + 1);
   std::vector<std::string> files;

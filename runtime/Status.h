@@ -9,34 +9,101 @@
 #define MFC_RUNTIME_STATUS_H
 
 #include <cassert>
+#include <cerrno>
 #include <optional>
 #include <string>
 #include <utility>
 
 namespace mfrt {
 
+/// What kind of failure an error is, for callers that act on it (mf-run's
+/// exit status, a server deciding whether to retry). The message says the
+/// rest.
+enum class StatusCode {
+  Ok,
+  Unknown,            ///< not classified
+  InvalidArgument,    ///< input that does not fit: ids, shapes, text, flags
+  NotFound,           ///< a file, a tensor, an entry that is not there
+  DataLoss,           ///< a file that is corrupt, truncated or malformed
+  FailedPrecondition, ///< valid, but not runnable here (CPU features, mode)
+  ResourceExhausted,  ///< memory, or a size past a limit
+  Unimplemented,      ///< a valid format feature mfc does not read
+  Unavailable,        ///< the system or a peer failed (I/O, MPI)
+  Internal,           ///< a broken invariant: a bug
+};
+
+/// "invalid argument", "not found", ...
+inline const char *toString(StatusCode code) {
+  switch (code) {
+  case StatusCode::Ok: return "ok";
+  case StatusCode::Unknown: return "error";
+  case StatusCode::InvalidArgument: return "invalid argument";
+  case StatusCode::NotFound: return "not found";
+  case StatusCode::DataLoss: return "data loss";
+  case StatusCode::FailedPrecondition: return "failed precondition";
+  case StatusCode::ResourceExhausted: return "resource exhausted";
+  case StatusCode::Unimplemented: return "unimplemented";
+  case StatusCode::Unavailable: return "unavailable";
+  case StatusCode::Internal: return "internal";
+  }
+  return "error";
+}
+
+/// The code of a failed system call's errno.
+inline StatusCode codeOfErrno(int error) {
+  switch (error) {
+  case ENOENT:
+  case ENOTDIR:
+    return StatusCode::NotFound;
+  case ENOMEM:
+  case ENOSPC:
+  case EDQUOT:
+  case EFBIG:
+    return StatusCode::ResourceExhausted;
+  case EACCES:
+  case EPERM:
+  case EISDIR:
+  case EROFS:
+    return StatusCode::FailedPrecondition;
+  default:
+    return StatusCode::Unavailable;
+  }
+}
+
 class [[nodiscard]] Status {
 public:
   static Status ok() { return Status(); }
   static Status error(std::string message) {
+    return error(StatusCode::Unknown, std::move(message));
+  }
+  static Status error(StatusCode code, std::string message) {
+    assert(code != StatusCode::Ok && "an error needs an error code");
     Status status;
     status.message_ = std::move(message);
-    status.failed_ = true;
+    status.code_ = code;
     return status;
   }
 
-  bool isOk() const { return !failed_; }
+  bool isOk() const { return code_ == StatusCode::Ok; }
   explicit operator bool() const { return isOk(); }
   const std::string &message() const { return message_; }
+  StatusCode code() const { return code_; }
 
   /// Prefixes the message with context: "loading weights: " + message.
+  /// The code stays.
   Status withContext(const std::string &context) const {
-    return failed_ ? error(context + ": " + message_) : *this;
+    return isOk() ? *this : error(code_, context + ": " + message_);
+  }
+
+  /// The same error with `code` if it has none yet: a boundary (a file's
+  /// loader) classifies what the code beneath it did not.
+  Status withDefaultCode(StatusCode code) const {
+    return code_ == StatusCode::Unknown ? error(code, message_) : *this;
   }
 
 private:
   std::string message_;
-  bool failed_ = false;
+  StatusCode code_ = StatusCode::Ok;
 };
 
 template <typename T> class [[nodiscard]] StatusOr {

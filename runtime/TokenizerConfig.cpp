@@ -63,7 +63,7 @@ StatusOr<TokenizerConfig> TokenizerConfig::read(const std::string &path) {
   }
   json config = json::parse(bytes->begin(), bytes->end(), nullptr, false);
   if (!config.is_object()) {
-    return Status::error(path + ": not a JSON object");
+    return Status::error(StatusCode::DataLoss, path + ": not a JSON object");
   }
   TokenizerConfig result;
   result.path = path;
@@ -78,7 +78,7 @@ StatusOr<TokenizerConfig> TokenizerConfig::read(const std::string &path) {
       char *rest = nullptr;
       long long id = std::strtoll(item.key().c_str(), &rest, 10);
       if (!token.is_object() || item.key().empty() || *rest != '\0') {
-        return Status::error(path + ": added_tokens_decoder['" + item.key() +
+        return Status::error(StatusCode::DataLoss, path + ": added_tokens_decoder['" + item.key() +
                              "'] is not an id and a token");
       }
       token["id"] = id;

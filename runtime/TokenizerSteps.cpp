@@ -214,7 +214,7 @@ public:
     if (!compiled) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(code, message, sizeof(message));
-      return Status::error("regex '" + pattern + "' at offset " +
+      return Status::error(StatusCode::DataLoss, "regex '" + pattern + "' at offset " +
                            std::to_string(offset) + ": " +
                            reinterpret_cast<const char *>(message));
     }
@@ -246,7 +246,7 @@ public:
       if (rc < 0) {
         PCRE2_UCHAR message[256];
         pcre2_get_error_message(rc, message, sizeof(message));
-        return Status::error(std::string("regex match failed: ") +
+        return Status::error(StatusCode::InvalidArgument, std::string("regex match failed: ") +
                              reinterpret_cast<const char *>(message));
       }
       PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(data.get());
@@ -337,7 +337,7 @@ StatusOr<Pattern> readPattern(const json &step, const std::string &where) {
       return out;
     }
   }
-  return Status::error(where + ": expected a pattern {\"String\": ...} or "
+  return Status::error(StatusCode::DataLoss, where + ": expected a pattern {\"String\": ...} or "
                                "{\"Regex\": ...}");
 }
 
@@ -363,7 +363,7 @@ flattenSequence(const json &component, const char *listKey,
 
 Status unsupported(const std::string &where, const std::string &type,
                    const char *supported) {
-  return Status::error(where + ": type '" + type +
+  return Status::error(StatusCode::Unimplemented, where + ": type '" + type +
                        "' is not supported (mfc reads " + supported + ")");
 }
 
@@ -449,7 +449,7 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
           static_cast<utf8proc_ssize_t>(text.size()), &mapped,
           static_cast<utf8proc_option_t>(step.unicodeOptions));
       if (n < 0) {
-        return Status::error(std::string("Unicode normalization failed: ") +
+        return Status::error(StatusCode::InvalidArgument, std::string("Unicode normalization failed: ") +
                              utf8proc_errmsg(n));
       }
       text.assign(reinterpret_cast<char *>(mapped), static_cast<size_t>(n));
@@ -529,7 +529,7 @@ StatusOr<PreTokenizerStep> readPreTokenizerStep(const json &step,
     } else if (behavior == "MergedWithNext") {
       out.behavior = SplitBehavior::MergedWithNext;
     } else {
-      return Status::error(where + ": Split behavior '" + behavior +
+      return Status::error(StatusCode::Unimplemented, where + ": Split behavior '" + behavior +
                            "' is not supported (mfc reads Isolated, Removed, "
                            "MergedWithPrevious and MergedWithNext)");
     }
@@ -724,7 +724,7 @@ StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where
     std::optional<std::string> literal =
         pattern ? stringMember(*pattern, "String") : std::nullopt;
     if (!literal) {
-      return Status::error(where + ": only {\"String\": ...} patterns are "
+      return Status::error(StatusCode::DataLoss, where + ": only {\"String\": ...} patterns are "
                                   "supported in a Replace decoder");
     }
     out.from = *literal;

@@ -145,7 +145,7 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   };
   if (!source.qkv) {
     if (fusedRows != 2 * rows) {
-      return Status::error("'" + path + "': tensor '" + source.name + "' has " +
+      return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name + "' has " +
                            std::to_string(fusedRows) + " rows, not 2 x " +
                            std::to_string(rows));
     }
@@ -156,7 +156,7 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   }
   if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
       fusedRows % (heads + 2 * kvHeads) != 0) {
-    return Status::error("'" + path + "': tensor '" + source.name + "' has " +
+    return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name + "' has " +
                          std::to_string(fusedRows) + " rows, which " +
                          std::to_string(heads) + " heads and " +
                          std::to_string(kvHeads) +
@@ -166,7 +166,7 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   int64_t repeats = heads / kvHeads;
   int64_t partRows = source.part == 0 ? repeats * headDim : headDim;
   if (rows != kvHeads * partRows) {
-    return Status::error("'" + path + "': tensor '" + source.name +
+    return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name +
                          "' does not hold the " + std::to_string(rows) +
                          " rows the model needs");
   }
@@ -303,7 +303,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           }
           const CheckpointEntry &fused = it->second;
           if (parameter->split_dim() >= 0) {
-            return Status::error("'" + paths[f] + "': '" + source->name +
+            return Status::error(StatusCode::Unimplemented, "'" + paths[f] + "': '" + source->name +
                                  "' (qkv_concat) is not read by a sharded "
                                  "program yet; convert the checkpoint to "
                                  "separate wq/wk/wv and w1/w3 tensors");
@@ -314,7 +314,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           if (expected.empty() || shape.size() != expected.size() ||
               !std::equal(shape.begin() + 1, shape.end(), expected.begin() + 1) ||
               fused.dtype == DType::I32) {
-            return Status::error("'" + paths[f] + "': tensor '" + source->name +
+            return Status::error(StatusCode::InvalidArgument, "'" + paths[f] + "': tensor '" + source->name +
                                  "' has shape " + formatShape(fused.shape) +
                                  ", which does not hold '" +
                                  parameter->mf_name()->str() + "' of shape " +
@@ -359,7 +359,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         continue;
       }
       if (!found) {
-        return Status::error(
+        return Status::error(StatusCode::NotFound,
             described + " has no tensor '" + name + "'" +
             (parameter->mf_name()
                  ? " (nor '" + parameter->mf_name()->str() + "')"
@@ -368,14 +368,14 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       Shape shape = wholeShapeOf(*parameter, executable);
       if (found->shape != shape) {
-        return Status::error("'" + foundPath + "': tensor '" + foundName +
+        return Status::error(StatusCode::InvalidArgument, "'" + foundPath + "': tensor '" + foundName +
                              "' has shape " + formatShape(found->shape) +
                              ", the model needs " + formatShape(shape));
       }
       std::optional<TensorBlock> block = blockOf(*parameter, ranks);
       shape = Executable::shapeOf(*parameter->type());
       if (found->dtype == DType::I32) {
-        return Status::error("'" + foundPath + "': tensor '" + foundName +
+        return Status::error(StatusCode::InvalidArgument, "'" + foundPath + "': tensor '" + foundName +
                              "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
@@ -410,7 +410,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         elsewhere |= set.count(name) > 0;
       }
       if (!elsewhere && !other) {
-        return Status::error("'" + paths[f] + "' has a tensor '" + name +
+        return Status::error(StatusCode::InvalidArgument, "'" + paths[f] + "' has a tensor '" + name +
                              "' that the model does not use; is it the "
                              "checkpoint of another config?");
       }
@@ -426,7 +426,7 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
   }
   std::shared_ptr<void> bytes(std::malloc(tensor.byteSize()), std::free);
   if (!bytes) {
-    return Status::error("out of memory unpacking a parameter of " +
+    return Status::error(StatusCode::ResourceExhausted, "out of memory unpacking a parameter of " +
                          std::to_string(tensor.byteSize()) + " bytes");
   }
   Tensor stored(tensor.dtype(), tensor.shape(), std::move(bytes));
@@ -443,7 +443,8 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
     return stored;
   }
   if (!ranks) {
-    return Status::error("parameter '" + parameter.name()->str() +
+    return Status::error(StatusCode::FailedPrecondition,
+                         "parameter '" + parameter.name()->str() +
                          "' is split over ranks that are not running");
   }
   Shape shape = wholeShapeOf(parameter, executable);
@@ -452,7 +453,7 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
                 dtypeSize(stored->dtype());
   std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
   if (!bytes) {
-    return Status::error("out of memory gathering parameter '" +
+    return Status::error(StatusCode::ResourceExhausted, "out of memory gathering parameter '" +
                          parameter.name()->str() + "'");
   }
   Tensor gathered(stored->dtype(), shape, std::move(bytes));
@@ -497,7 +498,7 @@ Status Weights::saveMerged(const Executable &executable,
   const fb::Training *training = root.model()->training();
   double scale = training ? training->lora_scale() : 0.0;
   if (scale == 0.0) {
-    return Status::error("the executable has no LoRA adapters to merge "
+    return Status::error(StatusCode::FailedPrecondition, "the executable has no LoRA adapters to merge "
                          "(compile a config with pet_config: pet_type lora)");
   }
   bool transposed = root.model()->family() == fb::ModelFamily::GPT2;

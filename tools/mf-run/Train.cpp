@@ -14,6 +14,8 @@
 
 #include "tools/mf-run/Train.h"
 
+#include "tools/mf-run/Fail.h"
+
 #include "runtime/Generation.h"
 #include "runtime/TrainingSettings.h"
 #include "runtime/Safetensors.h"
@@ -28,11 +30,6 @@
 using namespace mfrt;
 
 namespace {
-
-int fail(const std::string &message) {
-  std::fprintf(stderr, "mf-run: error: %s\n", message.c_str());
-  return 1;
-}
 
 /// Where the batches come from.
 class Batches {
@@ -288,7 +285,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   }
   Batches batches(executable, executor);
   if (Status status = batches.open(options); !status) {
-    return fail(status.message());
+    return fail(status);
   }
   int64_t steps = options.steps > 0 ? options.steps
                   : options.inputIds ? 1
@@ -299,7 +296,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   if (!options.resume.empty()) {
     if (Status status = loadProgress(options.resume, executable, first, position);
         !status) {
-      return fail(status.message());
+      return fail(status);
     }
     if (!batches.holds(position)) {
       return fail("'" + options.resume + "' continues at token " +
@@ -331,13 +328,13 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       StatusOr<std::vector<Tensor>> inputs = batches.next(position);
       if (!inputs) {
-        return fail(inputs.status().message());
+        return fail(inputs.status());
       }
       if (step == first && micro == 0 && !options.dumpGrads.empty()) {
         if (Status status = dumpGradients(options.dumpGrads, executable, executor,
                                           *inputs, runOptions);
             !status) {
-          return fail(status.message());
+          return fail(status);
         }
       }
       bool last = micro + 1 == accumulation;
@@ -346,7 +343,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                                     {3, static_cast<double>(step + 1)}}) {
           StatusOr<Tensor> tensor = scalar(index, value);
           if (!tensor) {
-            return fail(tensor.status().message());
+            return fail(tensor.status());
           }
           inputs->push_back(tensor.take());
         }
@@ -355,7 +352,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
           executor.run(last ? "train_step" : "accumulate_gradients",
                        inputs.take(), runOptions);
       if (!outputs) {
-        return fail(outputs.status().message());
+        return fail(outputs.status());
       }
       loss += (*outputs)[0].loadFloat(0) / accumulation;
     }
@@ -373,7 +370,7 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
               saveCheckpoint(path, executable, weights, step + 1, position,
                              options);
           !status) {
-        return fail(status.message());
+        return fail(status);
       }
     }
   }

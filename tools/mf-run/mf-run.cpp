@@ -22,6 +22,7 @@
 #include "runtime/TokenizerConfig.h"
 #include "runtime/Weights.h"
 #include "tools/mf-run/Dump.h"
+#include "tools/mf-run/Fail.h"
 #include "tools/mf-run/Train.h"
 
 #include <getopt.h>
@@ -155,17 +156,6 @@ std::unique_ptr<Communicator> ranks;
 /// collectives) and print only their errors.
 bool primaryRank() { return !ranks || ranks->rank() == 0; }
 
-int fail(const std::string &message) {
-  // One write: the ranks of a multi-rank run share stderr, and their
-  // messages must not interleave.
-  std::string line = "mf-run: error: " +
-                     (ranks && ranks->size() > 1
-                          ? "rank " + std::to_string(ranks->rank()) + ": "
-                          : std::string()) +
-                     message + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  return 1;
-}
 
 /// The most tokens a count flag takes (--max-new-tokens, --top-k): beyond
 /// any sequence or vocabulary, far below what overflows.
@@ -583,7 +573,7 @@ int writeTrace(const Options &options, const Session &session) {
     return Status::ok();
   });
   if (!status) {
-    return fail(status.message());
+    return fail(status);
   }
   std::cerr << "mf-run: wrote " << session.traceEvents.size()
             << " op slices to " << options.profile << "\n";
@@ -615,7 +605,7 @@ int predict(const Options &options, Session &session) {
   if (options.chat) {
     StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
     if (!tokenizer) {
-      return fail(tokenizer.status().message());
+      return fail(tokenizer.status());
     }
     if (!*tokenizer) {
       return fail("--chat needs the model's tokenizer: give --tokenizer PATH "
@@ -624,7 +614,7 @@ int predict(const Options &options, Session &session) {
     }
     StatusOr<std::string> text = chatPrompt(options, session, **tokenizer);
     if (!text) {
-      return fail(text.status().message());
+      return fail(text.status());
     }
     chatText = text.take();
   }
@@ -638,7 +628,7 @@ int predict(const Options &options, Session &session) {
           : StatusOr<std::vector<int32_t>>(Status::error(
                 "predict needs --prompt TEXT, --chat TEXT or --input-ids 1,2,3"));
   if (!prompt) {
-    return fail(prompt.status().message());
+    return fail(prompt.status());
   }
   std::vector<int32_t> tokens = prompt.take();
   if (tokens.empty()) {
@@ -719,14 +709,14 @@ int predict(const Options &options, Session &session) {
     // Prefill.
     StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(prefillEntry);
     if (!inputs) {
-      return fail(inputs.status().message());
+      return fail(inputs.status());
     }
     fillIds((*inputs)[0], tokens, (*inputs)[0].dim(1));
     (*inputs)[1].as<int32_t>()[0] = static_cast<int32_t>(promptLength - 1);
     auto prefillStart = Clock::now();
     StatusOr<std::vector<Tensor>> outputs = runEntry(prefillEntry, inputs.take());
     if (!outputs) {
-      return fail(outputs.status().message());
+      return fail(outputs.status());
     }
     prefillTimes.push_back(
         std::chrono::duration<double>(Clock::now() - prefillStart).count());
@@ -744,7 +734,7 @@ int predict(const Options &options, Session &session) {
                                        : dumpLogits(options.dumpLogits, (*all)[0],
                                                     promptLength, session.allocator);
       if (!status) {
-        return fail(status.message());
+        return fail(status);
       }
     }
 
@@ -756,7 +746,7 @@ int predict(const Options &options, Session &session) {
       if (!chatText) {
         StatusOr<std::string> text = textTokenizer->decodeText(promptIds, true);
         if (!text) {
-          return fail(text.status().message());
+          return fail(text.status());
         }
         print(*text);
       }
@@ -775,7 +765,7 @@ int predict(const Options &options, Session &session) {
       if (stream) {
         StatusOr<std::string> piece = stream->push(next);
         if (!piece) {
-          return fail(piece.status().message());
+          return fail(piece.status());
         }
         print(*piece);
       }
@@ -789,7 +779,7 @@ int predict(const Options &options, Session &session) {
           StatusOr<Tensor> ids = executor.allocateInput("decode", 0);
           StatusOr<Tensor> past = executor.allocateInput("decode", 1);
           if (!ids || !past) {
-            return fail((!ids ? ids.status() : past.status()).message());
+            return fail(!ids ? ids.status() : past.status());
           }
           decodeIds = ids.take();
           decodePast = past.take();
@@ -804,7 +794,7 @@ int predict(const Options &options, Session &session) {
         StatusOr<std::vector<Tensor>> stepOutputs =
             runEntry("decode", std::move(arguments));
         if (!stepOutputs) {
-          return fail(stepOutputs.status().message());
+          return fail(stepOutputs.status());
         }
         state = stepOutputs.take();
         logits = state[0];
@@ -812,14 +802,14 @@ int predict(const Options &options, Session &session) {
         StatusOr<std::vector<Tensor>> stepInputs =
             executor.allocateInputs("prefill");
         if (!stepInputs) {
-          return fail(stepInputs.status().message());
+          return fail(stepInputs.status());
         }
         fillIds((*stepInputs)[0], tokens, seqLength);
         (*stepInputs)[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
         StatusOr<std::vector<Tensor>> stepOutputs =
             runEntry("prefill", stepInputs.take());
         if (!stepOutputs) {
-          return fail(stepOutputs.status().message());
+          return fail(stepOutputs.status());
         }
         logits = (*stepOutputs)[0];
       }
@@ -840,14 +830,14 @@ int predict(const Options &options, Session &session) {
                  std::shared_ptr<void>(stepLogits.data(), [](void *) {}));
     Status status = writeNpy(options.dumpStepLogits, table);
     if (!status) {
-      return fail(status.message());
+      return fail(status);
     }
   }
   bool bytes = vocab >= 256 && options.prompt.has_value();
   if (stream) {
     StatusOr<std::string> rest = stream->finish();
     if (!rest) {
-      return fail(rest.status().message());
+      return fail(rest.status());
     }
     print(*rest + "\n");
   } else if (bytes) {
@@ -908,7 +898,7 @@ int evaluate(const Options &options, Session &session) {
                           "'" + options.data + "'");
       });
   if (!data) {
-    return fail(data.status().message());
+    return fail(data.status());
   }
   const std::string entryName =
       session.executable.entry("forward_loss") ? "forward_loss" : "";
@@ -937,7 +927,7 @@ int evaluate(const Options &options, Session &session) {
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
     StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
     if (!inputs) {
-      return fail(inputs.status().message());
+      return fail(inputs.status());
     }
     Tensor &ids = (*inputs)[0];
     Tensor &labels = (*inputs)[1];
@@ -956,7 +946,7 @@ int evaluate(const Options &options, Session &session) {
     StatusOr<std::vector<Tensor>> outputs =
         executor.run(entryName, inputs.take(), session.runOptions);
     if (!outputs) {
-      return fail(outputs.status().message());
+      return fail(outputs.status());
     }
     totalLoss += (*outputs)[0].loadFloat(0) * rows * seq;
     totalTokens += rows * seq;
@@ -965,7 +955,7 @@ int evaluate(const Options &options, Session &session) {
     double sums[2] = {totalLoss, static_cast<double>(totalTokens)};
     if (Status status = ranks->allReduceInPlace(sums, 2, /*max=*/false, dataAxis);
         !status) {
-      return fail(status.message());
+      return fail(status);
     }
     totalLoss = sums[0];
     totalTokens = static_cast<int64_t>(sums[1]);
@@ -994,7 +984,7 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
   graphExecutor.setCommunicator(ranks.get());
   StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
   if (!inputs) {
-    return Status::error(inputs.status().message());
+    return inputs.status();
   }
   // Deterministic token ids (and labels) within the vocabulary.
   int64_t vocab = session.executable.model().vocab_size();
@@ -1019,7 +1009,7 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
   StatusOr<std::vector<Tensor>> graphOut =
       graphExecutor.run(name, std::move(copies), graph);
   if (!eagerOut || !graphOut) {
-    return Status::error((!eagerOut ? eagerOut.status() : graphOut.status()).message());
+    return !eagerOut ? eagerOut.status() : graphOut.status();
   }
   // Values within rtol 1e-4 / atol 1e-5 (kernels sum in another order).
   // Where a kernel computes in f16 or bf16, a product that differs in its
@@ -1121,7 +1111,7 @@ int checkModes(Session &session) {
       continue;
     }
     if (Status status = checkEntry(name, session, checked); !status) {
-      return fail(status.message());
+      return fail(status);
     }
     compared += (compared.empty() ? "'" : ", '") + name + "'";
   }
@@ -1164,18 +1154,18 @@ int run(int argc, char **argv) {
   }
   Options &options = *parsed;
   if (Status status = checkOutputs(options); !status) {
-    return fail(status.message());
+    return fail(status);
   }
 
   StatusOr<Executable> executable = Executable::load(options.executable);
   if (!executable) {
-    return fail(executable.status().message());
+    return fail(executable.status());
   }
   if (options.dump) {
     dumpExecutable(*executable, std::cout);
     StatusOr<KernelLibrary> kernels = KernelLibrary::load(*executable);
     if (!kernels) {
-      return fail(kernels.status().message());
+      return fail(kernels.status());
     }
     std::cout << "kernel library loaded (memfd + dlopen): " << kernels->size()
               << " kernels resolved\n";
@@ -1188,9 +1178,10 @@ int run(int argc, char **argv) {
   }
   StatusOr<std::unique_ptr<Communicator>> started = Communicator::start(grid);
   if (!started) {
-    return fail(started.status().message());
+    return fail(started.status());
   }
   ranks = started.take();
+  setErrorRanks(ranks.get());
   if (ranks->rank() != 0) {
     // Tokens, progress and summaries are printed once, by rank 0; every
     // rank's errors still reach stderr.
@@ -1239,12 +1230,12 @@ int run(int argc, char **argv) {
   if (mode == "graph" || options.check) {
     StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
     if (!kernels) {
-      return fail(kernels.status().message());
+      return fail(kernels.status());
     }
     session.kernels = kernels.take();
     StatusOr<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads);
     if (!pool) {
-      return fail(pool.status().message());
+      return fail(pool.status());
     }
     session.pool = pool.take();
   }
@@ -1271,10 +1262,12 @@ int run(int argc, char **argv) {
           : Weights::load(session.executable, session.allocator, weightFiles,
                           "optimizer.", ranks.get(), options.weightsInPlace);
   if (!weights) {
-    return fail(fromYaml ? weights.status().message() +
-                               " (the YAML's load_checkpoint; give --weights "
-                               "to use other weights)"
-                         : weights.status().message());
+    return fail(fromYaml ? Status::error(weights.status().code(),
+                                         weights.status().message() +
+                                             " (the YAML's load_checkpoint; "
+                                             "give --weights to use other "
+                                             "weights)")
+                         : weights.status());
   }
   session.weights = weights.take();
   if (mode == "graph") {
@@ -1292,13 +1285,13 @@ int run(int argc, char **argv) {
   session.executor->setCommunicator(ranks.get());
   if (!options.mergeLora.empty()) {
     Status status = session.weights.saveMerged(session.executable, options.mergeLora);
-    return status ? 0 : fail(status.message());
+    return status ? 0 : fail(status);
   }
   if (!options.saveWeights.empty() && task != "train") {
     Status status = session.weights.save(session.executable, options.saveWeights,
                                          ranks.get());
     if (!status) {
-      return fail(status.message());
+      return fail(status);
     }
   }
   session.runOptions.dumpTensorsDir = options.dumpTensors;
@@ -1350,8 +1343,9 @@ int main(int argc, char **argv) {
   try {
     code = run(argc, argv);
   } catch (const std::bad_alloc &) {
-    code = fail("out of memory; run a smaller model (--set at compile time) or "
-                "free memory");
+    code = fail(Status::error(StatusCode::ResourceExhausted,
+                              "out of memory; run a smaller model (--set at "
+                              "compile time) or free memory"));
   }
   if (code != 0 && ranks && ranks->size() > 1) {
     ranks->abort(code); // the other ranks may wait in a collective
