@@ -277,7 +277,9 @@ Value GraphBuilder::withLora(Value input, Value projected,
 LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
   module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
   module_->setAttr("mf.run_mode",
-                   builder_.getStringAttr(toString(spec_.runMode)));
+                   mf::RunModeAttr::get(builder_.getContext(),
+                                        *mf::symbolizeRunMode(
+                                            toString(spec_.runMode))));
   module_->setAttr("mf.context_mode",
                    builder_.getI64IntegerAttr(spec_.contextMode));
   if (spec_.runMode == RunMode::Predict) {
@@ -320,30 +322,18 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
 
 void GraphBuilder::setOptimizer() {
   const OptimizerConfig &optimizer = spec_.optimizer;
-  SmallVector<NamedAttribute> settings{
-      builder_.getNamedAttr("type", builder_.getStringAttr(optimizer.type)),
-      builder_.getNamedAttr("beta1", builder_.getF64FloatAttr(optimizer.beta1)),
-      builder_.getNamedAttr("beta2", builder_.getF64FloatAttr(optimizer.beta2)),
-      builder_.getNamedAttr("eps", builder_.getF64FloatAttr(optimizer.eps)),
-      builder_.getNamedAttr("weight_decay",
-                            builder_.getF64FloatAttr(optimizer.weightDecay)),
-      builder_.getNamedAttr(
-          "gradient_accumulation_steps",
-          builder_.getI64IntegerAttr(spec_.runner.gradientAccumulationSteps))};
-  if (spec_.runner.useClipGrad) {
-    settings.push_back(builder_.getNamedAttr(
-        "max_grad_norm", builder_.getF64FloatAttr(spec_.runner.maxGradNorm)));
-  }
-  if (spec_.parallelOptimizer) {
-    settings.push_back(
-        builder_.getNamedAttr("parallel_optimizer", builder_.getUnitAttr()));
-  }
-  if (spec_.shardedDataParallel > 1) {
-    settings.push_back(builder_.getNamedAttr(
-        "gradient_aggregation_group",
-        builder_.getI64IntegerAttr(spec_.parallel.gradientAggregationGroup)));
-  }
-  module_->setAttr("mf.optimizer", builder_.getDictionaryAttr(settings));
+  auto f64 = [&](double value) { return builder_.getF64FloatAttr(value); };
+  module_->setAttr(
+      "mf.optimizer",
+      mf::OptimizerAttr::get(
+          builder_.getContext(), *mf::symbolizeOptimizerKind(optimizer.type),
+          f64(optimizer.beta1), f64(optimizer.beta2), f64(optimizer.eps),
+          f64(optimizer.weightDecay), spec_.runner.gradientAccumulationSteps,
+          spec_.runner.useClipGrad ? f64(spec_.runner.maxGradNorm) : FloatAttr(),
+          spec_.parallelOptimizer ? builder_.getUnitAttr() : UnitAttr(),
+          spec_.shardedDataParallel > 1
+              ? spec_.parallel.gradientAggregationGroup
+              : 1));
 }
 
 void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {

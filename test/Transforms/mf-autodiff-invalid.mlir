@@ -1,7 +1,7 @@
 // RUN: mf-opt %s --split-input-file --mf-autodiff --verify-diagnostics
 
 // An op without a rule the loss depends on is an error at the op.
-module attributes {mf.run_mode = "train"} {
+module attributes {mf.run_mode = #mf.run_mode<train>} {
   mf.parameter @w : tensor<4x8xf32> init = ones
   func.func @forward_loss(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
     %w = mf.param @w : tensor<4x8xf32>
@@ -17,7 +17,7 @@ module attributes {mf.run_mode = "train"} {
 // -----
 
 // A KV cache has no gradient: training graphs attend without one.
-module attributes {mf.run_mode = "train"} {
+module attributes {mf.run_mode = #mf.run_mode<train>} {
   mf.parameter @q : tensor<1x1x1x16xf32> init = ones
   func.func @forward_loss(%ids: tensor<1x1xi32>, %labels: tensor<1x1xi32>) -> tensor<f32> {
     %q = mf.param @q : tensor<1x1x1x16xf32>

@@ -13,7 +13,7 @@
 // CHECK: mf.mul %[[DA]], %{{.*}}
 // CHECK: mf.add
 // CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<4x8xf32>
-module attributes {mf.run_mode = "train"} {
+module attributes {mf.run_mode = #mf.run_mode<train>} {
   mf.parameter @w : tensor<4x8xf32> init = normal {std = 2.000000e-02 : f64}
   func.func @forward_loss(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
     %w = mf.param @w : tensor<4x8xf32>
@@ -41,7 +41,7 @@ module attributes {mf.run_mode = "train"} {
 // CHECK-DAG: mf.rms_norm_grad {{.*}} wrt = 0
 // CHECK-DAG: mf.rms_norm_grad {{.*}} wrt = 1
 // CHECK-DAG: mf.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<16x16xf32>
-module attributes {mf.run_mode = "finetune"} {
+module attributes {mf.run_mode = #mf.run_mode<finetune>} {
   mf.parameter @table : tensor<32x16xf32> init = normal {std = 2.000000e-02 : f64}
   mf.parameter @norm : tensor<16xf32> init = ones
   mf.parameter @wq : tensor<16x16xf32> init = normal {std = 2.000000e-02 : f64}
@@ -72,7 +72,7 @@ module attributes {mf.run_mode = "finetune"} {
 // Inference modules are left alone.
 // CHECK-LABEL: func.func @forward_loss
 // CHECK-NOT: forward_backward
-module attributes {mf.run_mode = "eval"} {
+module attributes {mf.run_mode = #mf.run_mode<eval>} {
   func.func @forward_loss(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
     %c = mf.constant dense<0.0> : tensor<f32>
     return %c : tensor<f32>

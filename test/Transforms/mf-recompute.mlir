@@ -73,7 +73,7 @@
 // DROPPED: mf.mul %{{.*}}, %{{.*}} {mf.recomputed}
 
 // BAD: error: mf-recompute: invalid select pattern 'feed_forward\.(': parentheses not balanced
-module attributes {mf.run_mode = "train"} {
+module attributes {mf.run_mode = #mf.run_mode<train>} {
   mf.parameter @w1 : tensor<4x8xf32> init = normal {std = 2.000000e-02 : f64}
   mf.parameter @w3 : tensor<4x8xf32> init = normal {std = 2.000000e-02 : f64}
   mf.parameter @w2 : tensor<8x8xf32> init = normal {std = 2.000000e-02 : f64}

@@ -28,7 +28,7 @@
 // CHECK: mf.assign @b, %{{.*}} : tensor<8xf32>
 // CHECK-NOT: mf.assign @frozen
 // CHECK: return %{{.*}}, %[[NORM]] : tensor<f32>, tensor<f32>
-module attributes {mf.run_mode = "train", mf.optimizer = {type = "AdamW", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, gradient_accumulation_steps = 1 : i64, max_grad_norm = 1.0 : f64}} {
+module attributes {mf.run_mode = #mf.run_mode<train>, mf.optimizer = #mf.optimizer<kind = AdamW, beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, gradient_accumulation_steps = 1, max_grad_norm = 1.0 : f64>} {
   mf.parameter @w : tensor<4x8xf32> init = ones
   mf.parameter @b : tensor<8xf32> init = zeros
   mf.parameter @frozen : tensor<2xf32> init = ones frozen
@@ -60,7 +60,7 @@ module attributes {mf.run_mode = "train", mf.optimizer = {type = "AdamW", beta1 
 // CHECK: mf.assign @w, %{{.*}} : tensor<4xbf16>
 // CHECK: %[[ZERO:.+]] = mf.constant dense<0.000000e+00> : tensor<4xf32>
 // CHECK: mf.assign @optimizer.grad_sum.w, %[[ZERO]]
-module attributes {mf.run_mode = "finetune", mf.optimizer = {type = "AdamWeightDecay", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64, gradient_accumulation_steps = 2 : i64}} {
+module attributes {mf.run_mode = #mf.run_mode<finetune>, mf.optimizer = #mf.optimizer<kind = AdamWeightDecay, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-6 : f64, weight_decay = 0.0 : f64, gradient_accumulation_steps = 2>} {
   mf.parameter @w : tensor<4xbf16> init = ones
   func.func @forward_backward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> (tensor<f32>, tensor<4xbf16>) {
     %w = mf.param @w : tensor<4xbf16>
@@ -74,7 +74,7 @@ module attributes {mf.run_mode = "finetune", mf.optimizer = {type = "AdamWeightD
 // Not training: nothing to do.
 // CHECK-LABEL: func.func @prefill
 // CHECK-NOT: train_step
-module attributes {mf.run_mode = "predict"} {
+module attributes {mf.run_mode = #mf.run_mode<predict>} {
   func.func @prefill(%ids: tensor<1x4xi32>) -> tensor<1x4xi32> {
     return %ids : tensor<1x4xi32>
   }

@@ -29,6 +29,12 @@ def MF_Dialect : Dialect {
     (`model.layers.3.attention.wq`) fused with the YAML line that defined it.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  // The module's and entries' mf.* settings are checked as the contract
+  // they are (run mode, optimizer, entry value names, ...).
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   // Sharded programs name their device grid (shard.grid) and split their
   // parameters as upstream's shard.sharding does (#shard.axisarray).
   let dependentDialects = ["::mlir::shard::ShardDialect"];

@@ -11,12 +11,153 @@ using namespace mlir;
 using namespace mlir::mf;
 
 #include "dialects/MF/IR/MFDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/MF/IR/MFAttrs.cpp.inc"
 
 void MFDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialects/MF/IR/MFOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/MF/IR/MFAttrs.cpp.inc"
+      >();
+}
+
+std::optional<RunMode> mlir::mf::getRunMode(Operation *module) {
+  if (auto mode = module->getAttrOfType<RunModeAttr>("mf.run_mode")) {
+    return mode.getValue();
+  }
+  return std::nullopt;
+}
+
+bool mlir::mf::isTrainingModule(Operation *module) {
+  std::optional<RunMode> mode = getRunMode(module);
+  return mode == RunMode::train || mode == RunMode::finetune;
+}
+
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      OptimizerKind, FloatAttr beta1, FloatAttr beta2,
+                      FloatAttr eps, FloatAttr weightDecay,
+                      int64_t gradientAccumulationSteps, FloatAttr maxGradNorm,
+                      UnitAttr, int64_t gradientAggregationGroup) {
+  for (auto [name, beta] : {std::pair{"beta1", beta1}, {"beta2", beta2}}) {
+    double value = beta.getValueAsDouble();
+    if (!(value >= 0 && value < 1)) {
+      return emitError() << "optimizer " << name << " must be in [0, 1), got "
+                         << value;
+    }
+  }
+  if (!(eps.getValueAsDouble() > 0)) {
+    return emitError() << "optimizer eps must be positive";
+  }
+  if (!(weightDecay.getValueAsDouble() >= 0)) {
+    return emitError() << "optimizer weight_decay must be non-negative";
+  }
+  if (maxGradNorm && !(maxGradNorm.getValueAsDouble() > 0)) {
+    return emitError() << "optimizer max_grad_norm must be positive (leave it "
+                          "out for no clipping)";
+  }
+  if (gradientAccumulationSteps < 1 || gradientAggregationGroup < 1) {
+    return emitError() << "optimizer gradient_accumulation_steps and "
+                          "gradient_aggregation_group must be at least 1";
+  }
+  return success();
+}
+
+// The mf.* attributes ops outside the dialect carry: the module's settings
+// (the frontend's contract with the passes and the writer), what passes
+// record for the report, the CPU kernels' tiles and panels.
+LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attribute) {
+  StringRef name = attribute.getName().strref();
+  Attribute value = attribute.getValue();
+  auto onModule = [&](bool valid, StringRef expected) -> LogicalResult {
+    if (!isa<ModuleOp>(op)) {
+      return op->emitError() << "'" << name << "' belongs on the module";
+    }
+    if (!valid) {
+      return op->emitError() << "'" << name << "' must be " << expected
+                             << ", got " << value;
+    }
+    return success();
+  };
+  if (name == "mf.run_mode") {
+    return onModule(isa<RunModeAttr>(value), "#mf.run_mode<...>");
+  }
+  if (name == "mf.optimizer") {
+    if (failed(onModule(isa<OptimizerAttr>(value), "#mf.optimizer<...>"))) {
+      return failure();
+    }
+    if (!isTrainingModule(op)) {
+      return op->emitError() << "'mf.optimizer' belongs to a training module "
+                                "(mf.run_mode train or finetune)";
+    }
+    return success();
+  }
+  if (name == "mf.model_name") {
+    return onModule(isa<StringAttr>(value), "a string");
+  }
+  if (name == "mf.context_mode") {
+    auto mode = dyn_cast<IntegerAttr>(value);
+    return onModule(mode && (mode.getInt() == 0 || mode.getInt() == 1),
+                    "0 (graph) or 1 (pynative)");
+  }
+  auto expect = [&](bool valid, StringRef expected) -> LogicalResult {
+    if (!valid) {
+      return op->emitError() << "'" << name << "' must be " << expected
+                             << ", got " << value;
+    }
+    return success();
+  };
+  if (name == "mf.recomputed") {
+    return expect(isa<UnitAttr>(value), "a unit attribute");
+  }
+  if (name == "mf.tiles") {
+    auto tiles = dyn_cast<IntegerAttr>(value);
+    return expect(tiles && tiles.getInt() >= 1, "a positive tile count");
+  }
+  if (name == "mf.panel_inputs") {
+    return expect(isa<DenseI32ArrayAttr>(value), "an array<i32> of positions");
+  }
+  if (name == "mf.kernels_skipped") {
+    auto counts = dyn_cast<DictionaryAttr>(value);
+    return expect(counts && llvm::all_of(counts, [](NamedAttribute count) {
+                    return isa<IntegerAttr>(count.getValue());
+                  }),
+                  "a dictionary of counts");
+  }
+  return op->emitError() << "unknown attribute '" << name
+                         << "' of the mf dialect";
+}
+
+/// Entry functions name their inputs and results for the runtime.
+static LogicalResult verifyValueName(Operation *op, NamedAttribute attribute,
+                                     StringRef what) {
+  if (attribute.getName() != "mf.name") {
+    return op->emitError() << "unknown " << what << " attribute '"
+                           << attribute.getName().strref()
+                           << "' of the mf dialect";
+  }
+  if (!isa<StringAttr>(attribute.getValue())) {
+    return op->emitError() << "'mf.name' of an entry's " << what
+                           << " must be a string";
+  }
+  return success();
+}
+
+LogicalResult MFDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned,
+                                                  NamedAttribute attribute) {
+  return verifyValueName(op, attribute, "argument");
+}
+
+LogicalResult MFDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned,
+                                                     NamedAttribute attribute) {
+  return verifyValueName(op, attribute, "result");
 }
 
 Operation *MFDialect::materializeConstant(OpBuilder &builder, Attribute value,

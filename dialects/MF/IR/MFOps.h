@@ -52,6 +52,15 @@ struct ParameterResource
 } // namespace mlir::mf
 
 #include "dialects/MF/IR/MFEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/MF/IR/MFAttrs.h.inc"
+
+namespace mlir::mf {
+/// The module's `mf.run_mode`, or nullopt when it has none.
+std::optional<RunMode> getRunMode(Operation *module);
+/// True for a module compiled to train (run mode train or finetune).
+bool isTrainingModule(Operation *module);
+} // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 
 #define GET_OP_CLASSES

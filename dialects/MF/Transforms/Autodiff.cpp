@@ -27,11 +27,6 @@ using namespace mlir::mf;
 
 namespace {
 
-bool isTraining(ModuleOp module) {
-  auto mode = module->getAttrOfType<StringAttr>("mf.run_mode");
-  return mode && (mode.getValue() == "train" || mode.getValue() == "finetune");
-}
-
 Value zerosOf(OpBuilder &builder, Location loc, RankedTensorType type) {
   return ConstantOp::create(
       builder, loc,
@@ -41,7 +36,7 @@ Value zerosOf(OpBuilder &builder, Location loc, RankedTensorType type) {
 struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!isTraining(module)) {
+    if (!isTrainingModule(module)) {
       return;
     }
     auto forward = module.lookupSymbol<func::FuncOp>("forward_loss");

@@ -81,7 +81,8 @@ def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
 def MFAutodiffPass : Pass<"mf-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds the forward_backward entry: loss and parameter gradients";
   let description = [{
-    For a training module (`mf.run_mode` train or finetune), clones the
+    For a training module (`mf.run_mode = #mf.run_mode<train>` or
+    `<finetune>`), clones the
     `forward_loss` entry into `forward_backward` and appends the reverse
     pass: starting from d loss = 1, every op's gradient rule
     (`GradientOpInterface`) turns the gradient of its result into gradients
@@ -108,12 +109,12 @@ def MFTrainStepPass : Pass<"mf-train-step", "::mlir::ModuleOp"> {
     step)`: the forward and backward pass, then, in `mf` ops, global-norm
     gradient clipping and one AdamW update of every trained parameter, whose
     new values (and new optimizer state) are stored with `mf.assign`. The
-    optimizer is the module's `mf.optimizer` dictionary: `type` (AdamW with
-    bias correction and decoupled decay, as torch.optim.AdamW; or
-    MindSpore's AdamWeightDecay, FP32StateAdamWeightDecay and
-    FusedAdamWeightDecay, the same update), `beta1`,
-    `beta2`, `eps`, `weight_decay`, `gradient_accumulation_steps`, and
-    `max_grad_norm` when gradients are clipped. `learning_rate` (the
+    optimizer is the module's `mf.optimizer` (`#mf.optimizer<...>`,
+    verified by the dialect): `kind` (AdamW with bias correction and
+    decoupled decay, as torch.optim.AdamW; or MindSpore's AdamWeightDecay,
+    FP32StateAdamWeightDecay and FusedAdamWeightDecay, the same update),
+    `beta1`, `beta2`, `eps`, `weight_decay`, `gradient_accumulation_steps`,
+    and `max_grad_norm` when gradients are clipped. `learning_rate` (the
     schedule's rate for this update) and `step` (the update's number,
     counting from 1) are f32 scalars from the host.
 

@@ -45,53 +45,26 @@ struct OptimizerSettings {
 };
 
 FailureOr<OptimizerSettings> readSettings(ModuleOp module) {
-  auto dict = module->getAttrOfType<DictionaryAttr>("mf.optimizer");
-  if (!dict) {
+  // The dialect verified the attribute's values.
+  auto optimizer = module->getAttrOfType<OptimizerAttr>("mf.optimizer");
+  if (!optimizer) {
     return emitError(module.getLoc())
-           << "a training module needs an 'mf.optimizer' dictionary (type, "
-              "beta1, beta2, eps, weight_decay, gradient_accumulation_steps)";
+           << "a training module needs an 'mf.optimizer' (#mf.optimizer<kind "
+              "= AdamW, beta1 = ..., beta2 = ..., eps = ..., weight_decay = "
+              "..., gradient_accumulation_steps = ...>)";
   }
   OptimizerSettings settings;
-  auto type = dict.getAs<StringAttr>("type");
-  if (!type || !llvm::is_contained({"AdamW", "AdamWeightDecay",
-                                    "FP32StateAdamWeightDecay",
-                                    "FusedAdamWeightDecay"},
-                                   type.getValue())) {
-    return emitError(module.getLoc())
-           << "mf.optimizer type must be AdamW, AdamWeightDecay, "
-              "FP32StateAdamWeightDecay or FusedAdamWeightDecay";
-  }
-  settings.biasCorrected = type.getValue() == "AdamW";
-  for (auto [key, slot] :
-       {std::pair{"beta1", &settings.beta1}, std::pair{"beta2", &settings.beta2},
-        std::pair{"eps", &settings.eps},
-        std::pair{"weight_decay", &settings.weightDecay}}) {
-    auto value = dict.getAs<FloatAttr>(key);
-    if (!value) {
-      return emitError(module.getLoc())
-             << "mf.optimizer needs a float '" << key << "'";
-    }
-    *slot = value.getValueAsDouble();
-  }
-  if (auto norm = dict.getAs<FloatAttr>("max_grad_norm")) {
+  settings.biasCorrected = optimizer.getKind() == OptimizerKind::AdamW;
+  settings.beta1 = optimizer.getBeta1().getValueAsDouble();
+  settings.beta2 = optimizer.getBeta2().getValueAsDouble();
+  settings.eps = optimizer.getEps().getValueAsDouble();
+  settings.weightDecay = optimizer.getWeightDecay().getValueAsDouble();
+  if (FloatAttr norm = optimizer.getMaxGradNorm()) {
     settings.maxGradNorm = norm.getValueAsDouble();
   }
-  if (auto steps = dict.getAs<IntegerAttr>("gradient_accumulation_steps")) {
-    settings.accumulation = steps.getInt();
-  }
-  settings.parallelOptimizer = dict.get("parallel_optimizer") != nullptr;
-  if (auto buckets = dict.getAs<IntegerAttr>("gradient_aggregation_group")) {
-    settings.gradientBuckets = buckets.getInt();
-  }
-  if (settings.accumulation < 1 || settings.beta1 < 0 || settings.beta1 >= 1 ||
-      settings.beta2 < 0 || settings.beta2 >= 1 ||
-      (settings.maxGradNorm && *settings.maxGradNorm <= 0) ||
-      settings.gradientBuckets < 1) {
-    return emitError(module.getLoc())
-           << "mf.optimizer needs betas in [0, 1), a positive max_grad_norm, "
-              "gradient_accumulation_steps >= 1 and "
-              "gradient_aggregation_group >= 1";
-  }
+  settings.accumulation = optimizer.getGradientAccumulationSteps();
+  settings.parallelOptimizer = optimizer.getParallelOptimizer() != nullptr;
+  settings.gradientBuckets = optimizer.getGradientAggregationGroup();
   return settings;
 }
 
@@ -162,9 +135,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto mode = module->getAttrOfType<StringAttr>("mf.run_mode");
-    if (!mode || (mode.getValue() != "train" && mode.getValue() != "finetune") ||
-        module.lookupSymbol("train_step")) {
+    if (!isTrainingModule(module) || module.lookupSymbol("train_step")) {
       return; // not training, or built already
     }
     auto backward = module.lookupSymbol<func::FuncOp>("forward_backward");
