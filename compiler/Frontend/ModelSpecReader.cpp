@@ -1173,13 +1173,7 @@ private:
       return;
     }
     MapReader factors = section(cfg, "scaling_factor");
-    factors.require("factor", "8.0");
-    factors.readFloat("factor", ropeFactor_, method == "LLAMA3" ? 1.0 : 0.0,
-                      /*exclusiveMin=*/method != "LLAMA3");
-    if (method == "LLAMA3") {
-      readLlama3Factors(factors);
-    }
-    factors.finish();
+    readScalingFactors(factors, /*llama3=*/method == "LLAMA3");
   }
 
   /// Hugging Face's `rope_scaling`: {rope_type (or type), factor, ...},
@@ -1219,13 +1213,19 @@ private:
     }
     ropeExtension_ = type == "linear" ? "linear" : "LLAMA3";
     extendMethodLoc_ = scaling.valueLoc("rope_type");
-    scaling.require("factor", "8.0");
-    scaling.readFloat("factor", ropeFactor_, type == "llama3" ? 1.0 : 0.0,
-                      /*exclusiveMin=*/type != "llama3");
-    if (type == "llama3") {
-      readLlama3Factors(scaling);
+    readScalingFactors(scaling, /*llama3=*/type == "llama3");
+  }
+
+  /// `factor` (LLAMA3's at least 1, linear's positive) and, for LLAMA3,
+  /// the ramp's factors and original context.
+  void readScalingFactors(MapReader &factors, bool llama3) {
+    factors.require("factor", "8.0");
+    factors.readFloat("factor", ropeFactor_, llama3 ? 1.0 : 0.0,
+                      /*exclusiveMin=*/!llama3);
+    if (llama3) {
+      readLlama3Factors(factors);
     }
-    scaling.finish();
+    factors.finish();
   }
 
   void readLlama3Factors(MapReader &factors) {

@@ -74,15 +74,18 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
   StringRef name = attribute.getName().strref();
   Attribute value = attribute.getValue();
-  auto onModule = [&](bool valid, StringRef expected) -> LogicalResult {
-    if (!isa<ModuleOp>(op)) {
-      return op->emitError() << "'" << name << "' belongs on the module";
-    }
+  auto expect = [&](bool valid, StringRef expected) -> LogicalResult {
     if (!valid) {
       return op->emitError() << "'" << name << "' must be " << expected
                              << ", got " << value;
     }
     return success();
+  };
+  auto onModule = [&](bool valid, StringRef expected) -> LogicalResult {
+    if (!isa<ModuleOp>(op)) {
+      return op->emitError() << "'" << name << "' belongs on the module";
+    }
+    return expect(valid, expected);
   };
   if (name == "mf.run_mode") {
     return onModule(isa<RunModeAttr>(value), "#mf.run_mode<...>");
@@ -105,13 +108,6 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     return onModule(mode && (mode.getInt() == 0 || mode.getInt() == 1),
                     "0 (graph) or 1 (pynative)");
   }
-  auto expect = [&](bool valid, StringRef expected) -> LogicalResult {
-    if (!valid) {
-      return op->emitError() << "'" << name << "' must be " << expected
-                             << ", got " << value;
-    }
-    return success();
-  };
   if (name == "mf.recomputed") {
     return expect(isa<UnitAttr>(value), "a unit attribute");
   }
