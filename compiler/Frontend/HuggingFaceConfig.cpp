@@ -8,7 +8,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-#include <cmath>
 #include <cstdlib>
 
 using namespace mfc;
