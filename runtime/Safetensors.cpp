@@ -341,35 +341,48 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
 }
 
 
+/// The block (the whole tensor without one) as `runs` runs of `runLength`
+/// contiguous elements, `stride` apart, from element `first`.
+StatusOr<CheckpointFile::BlockRuns>
+CheckpointFile::blockRuns(const CheckpointEntry &entry,
+                          const TensorBlock *block) const {
+  int64_t elements = static_cast<int64_t>(entry.size / dtypeSize(entry.dtype));
+  if (!block) {
+    return BlockRuns{1, elements, elements, 0};
+  }
+  // Each part is `extent` long: its runs are the block's.
+  int64_t dim = block->dim;
+  if (block->parts < 1 || dim < 0 ||
+      static_cast<size_t>(dim) >= entry.shape.size() ||
+      entry.shape[dim] % block->parts != 0) {
+    return Status::error(StatusCode::Internal,
+                         "'" + name_ + "': a tensor of " +
+                             formatShape(entry.shape) + " read in " +
+                             std::to_string(block->parts) + " parts");
+  }
+  int64_t extent = entry.shape[dim] / block->parts;
+  if (block->begin < 0 || block->length < 0 ||
+      block->begin + block->length > extent) {
+    return Status::error(StatusCode::Internal,
+                         "'" + name_ + "': a block outside a tensor of " +
+                             formatShape(entry.shape));
+  }
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < entry.shape.size(); ++d) {
+    inner *= entry.shape[d];
+  }
+  return BlockRuns{extent == 0 || inner == 0 ? 0 : elements / (extent * inner),
+                   block->length * inner, extent * inner, block->begin * inner};
+}
+
 Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
                              const TensorBlock *block) const {
-  // The block as `runs` runs of `runLength` contiguous elements, `stride`
-  // apart (the whole tensor: one run).
-  int64_t elements = static_cast<int64_t>(entry.size / dtypeSize(entry.dtype));
-  int64_t runs = 1, runLength = elements, stride = elements, first = 0;
-  if (block) {
-    // Each part is `extent` long: its runs are the block's.
-    int64_t dim = block->dim;
-    if (block->parts < 1 || entry.shape.at(dim) % block->parts != 0) {
-      return Status::error(StatusCode::Internal, "'" + name_ + "': a tensor of " +
-                           formatShape(entry.shape) + " read in " +
-                           std::to_string(block->parts) + " parts");
-    }
-    int64_t extent = entry.shape[dim] / block->parts;
-    if (block->begin < 0 || block->length < 0 ||
-        block->begin + block->length > extent) {
-      return Status::error(StatusCode::Internal, "'" + name_ + "': a block outside a tensor of " +
-                           formatShape(entry.shape));
-    }
-    int64_t inner = 1;
-    for (size_t d = dim + 1; d < entry.shape.size(); ++d) {
-      inner *= entry.shape[d];
-    }
-    runs = extent == 0 || inner == 0 ? 0 : elements / (extent * inner);
-    runLength = block->length * inner;
-    stride = extent * inner;
-    first = block->begin * inner;
+  StatusOr<BlockRuns> layout = blockRuns(entry, block);
+  if (!layout) {
+    return layout.status();
   }
+  int64_t runs = layout->runs, runLength = layout->runLength,
+          stride = layout->stride, first = layout->first;
   if (into.numElements() != runs * runLength) {
     return Status::error(StatusCode::Internal, "'" + name_ + "': a tensor of " +
                          formatShape(entry.shape) + " read into " +
@@ -431,41 +444,21 @@ std::optional<Tensor> CheckpointFile::view(const CheckpointEntry &entry,
                                            DType dtype, const Shape &shape,
                                            const TensorBlock *block) const {
   size_t elementSize = dtypeSize(dtype);
-  if (!mapped_ || entry.joined || entry.dtype != dtype || entry.size == 0 ||
+  if (!mapped_ || entry.joined || entry.dtype != dtype ||
       reinterpret_cast<uintptr_t>(entry.data) % elementSize != 0) {
     return std::nullopt;
   }
-  int64_t elements = 1;
-  for (int64_t extent : shape) {
-    elements *= extent;
-  }
-  size_t first = 0;
-  if (block) {
-    // One contiguous run: the dimensions before the split one are all 1,
-    // and the tensor is not in parts.
-    int64_t dim = block->dim;
-    if (block->parts != 1 || dim < 0 ||
-        static_cast<size_t>(dim) >= entry.shape.size() || block->begin < 0 ||
-        block->length < 0 || block->begin + block->length > entry.shape[dim]) {
-      return std::nullopt;
-    }
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < dim; ++d) {
-      outer *= entry.shape[d];
-    }
-    for (size_t d = dim + 1; d < entry.shape.size(); ++d) {
-      inner *= entry.shape[d];
-    }
-    if (outer != 1 || block->length * inner != elements) {
-      return std::nullopt;
-    }
-    first = static_cast<size_t>(block->begin * inner) * elementSize;
-  } else if (static_cast<size_t>(elements) * elementSize != entry.size) {
+  // One contiguous run of exactly the tensor's elements.
+  StatusOr<BlockRuns> layout = blockRuns(entry, block);
+  StatusOr<int64_t> elements = checkedElementCount(shape);
+  if (!layout || !elements || layout->runs != 1 ||
+      layout->runLength != *elements || *elements == 0) {
     return std::nullopt;
   }
   // The file's bytes, shared with the mapping's owner (aliasing).
-  std::shared_ptr<void> storage(std::const_pointer_cast<void>(storage_),
-                                const_cast<uint8_t *>(entry.data) + first);
+  std::shared_ptr<void> storage(
+      std::const_pointer_cast<void>(storage_),
+      const_cast<uint8_t *>(entry.data) + layout->first * elementSize);
   return Tensor(dtype, shape, std::move(storage));
 }
 

@@ -89,6 +89,13 @@ public:
   }
 
 private:
+  /// A block of a tensor as runs of contiguous elements.
+  struct BlockRuns {
+    int64_t runs, runLength, stride, first;
+  };
+  StatusOr<BlockRuns> blockRuns(const CheckpointEntry &entry,
+                                const TensorBlock *block) const;
+
   /// Parses the `size` bytes at `data`, which `storage` keeps alive.
   static StatusOr<CheckpointFile> parse(const uint8_t *data, size_t size,
                                          std::shared_ptr<const void> storage,

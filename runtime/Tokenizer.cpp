@@ -191,7 +191,7 @@ StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
   for (auto item = vocab->begin(); item != vocab->end(); ++item) {
     if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0 ||
         item.value().get<int64_t>() >= (int64_t(1) << 30)) {
-      return Status::error(StatusCode::InvalidArgument, where + ".vocab['" + item.key() +
+      return Status::error(StatusCode::DataLoss, where + ".vocab['" + item.key() +
                            "']: expected a token id in [0, 2^30)");
     }
     bpe.vocab[item.key()] = static_cast<int32_t>(item.value().get<int64_t>());

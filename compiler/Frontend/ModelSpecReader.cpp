@@ -685,7 +685,8 @@ private:
     ModelConfig &config = spec_.model;
     // MindFormers' newest configs name no arch: model_config (merged with
     // the config.json of pretrained_model_dir by loadModelSpec) names it.
-    root_.get("pretrained_model_dir");
+    std::string pretrainedModelDir;
+    root_.readString("pretrained_model_dir", pretrainedModelDir);
     if (arch.present()) {
       readArch(arch);
       cfg.ignore({"architectures", "model_type"});
@@ -946,11 +947,11 @@ private:
     std::string positions = "rope";
     static const StringRef positionKinds[] = {"rope"};
     cfg.readChoice("position_embedding_type", positions, positionKinds);
-    std::string norm = "RMSNorm";
-    static const StringRef norms[] = {"RMSNorm"};
-    if (spec_.model.family == ModelFamily::Llama) {
-      cfg.readChoice("normalization", norm, norms);
-    }
+    bool gpt2 = spec_.model.family == ModelFamily::GPT2;
+    std::string norm;
+    static const StringRef llamaNorms[] = {"RMSNorm"}, gpt2Norms[] = {"LayerNorm"};
+    cfg.readChoice("normalization", norm,
+                   gpt2 ? llvm::ArrayRef<StringRef>(gpt2Norms) : llamaNorms);
     if (const ConfigNode *layers = cfg.get("layer_types")) {
       for (const auto &layer : layers->items) {
         if (!layer->isScalar() || layer->scalar != "full_attention") {
