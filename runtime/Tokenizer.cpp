@@ -298,6 +298,9 @@ struct Tokenizer::Impl {
   std::vector<PreTokenizerStep> preTokenizer;
   Bpe model;
   std::vector<AddedToken> added; // longest first
+  /// Those matched in the raw text, and in the normalized text (longest
+  /// first): each pass scans only its own.
+  std::vector<const AddedToken *> addedInRaw, addedInNormalized;
   std::unordered_map<int32_t, size_t> addedById;
   PostProcessor postProcessor;
   std::vector<DecoderStep> decoder;
@@ -370,17 +373,17 @@ struct Tokenizer::Impl {
   /// matched in normalized text or the others.
   const AddedToken *matchAdded(std::string_view text, size_t at,
                                bool inNormalized) const {
-    for (const AddedToken &token : added) {
-      if (token.normalized != inNormalized ||
-          text.compare(at, token.matchText.size(), token.matchText) != 0) {
+    for (const AddedToken *token :
+         inNormalized ? addedInNormalized : addedInRaw) {
+      if (text.compare(at, token->matchText.size(), token->matchText) != 0) {
         continue;
       }
-      size_t end = at + token.matchText.size();
-      if (token.singleWord && ((at > 0 && isWordChar(text, at - 1)) ||
-                               (end < text.size() && isWordChar(text, end)))) {
+      size_t end = at + token->matchText.size();
+      if (token->singleWord && ((at > 0 && isWordChar(text, at - 1)) ||
+                                (end < text.size() && isWordChar(text, end)))) {
         continue;
       }
-      return &token;
+      return token;
     }
     return nullptr;
   }
@@ -666,6 +669,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
                      });
     for (size_t i = 0; i < impl->added.size(); ++i) {
       impl->addedById[impl->added[i].id] = i;
+      (impl->added[i].normalized ? impl->addedInNormalized : impl->addedInRaw)
+          .push_back(&impl->added[i]);
     }
   }
 

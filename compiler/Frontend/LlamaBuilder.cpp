@@ -66,8 +66,8 @@ private:
                              castTo(branch, residualType(), addLoc));
   }
 
-  /// RMSNorm over the last dimension, `size` wide (the hidden size, or a
-  /// head's for qk_layernorm).
+  /// RMSNorm over the last dimension (the hidden size, or a head's for
+  /// qk_layernorm), its weight as wide.
   Value rmsNorm(Value input, StringRef weightName, StringRef path,
                 StringRef yamlKey = "rms_norm_eps") {
     Location normLoc = loc(path, yamlKey);
