@@ -112,8 +112,10 @@ StatusOr<Tensor> Allocator::allocate(DType dtype, const Shape &shape,
     block = size >= kPageBlock ? allocatePages(size)
                                : std::aligned_alloc(kAlignment, size);
     if (!block) {
-      return Status::error(StatusCode::ResourceExhausted, "out of memory allocating " + std::to_string(bytes) +
-                           " bytes for a tensor of shape " + formatShape(shape));
+      return Status::error(StatusCode::ResourceExhausted,
+                           "out of memory allocating " + std::to_string(bytes) +
+                               " bytes for a tensor of shape " +
+                               formatShape(shape));
     }
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->reserved += size;

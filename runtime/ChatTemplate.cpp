@@ -421,8 +421,9 @@ struct Token {
 StatusOr<std::vector<Token>> tokenize(const std::string &source, int line) {
   std::vector<Token> tokens;
   auto fail = [&](const std::string &message) {
-    return Status::error(StatusCode::InvalidArgument, "chat template line " + std::to_string(line) + ": " +
-                         message);
+    return Status::error(StatusCode::InvalidArgument, "chat template line " +
+                                                          std::to_string(line) +
+                                                          ": " + message);
   };
   size_t i = 0;
   while (i < source.size()) {
@@ -540,8 +541,9 @@ public:
     return tokens_[position_++].text;
   }
   Status fail(const std::string &message) const {
-    return Status::error(StatusCode::InvalidArgument, "chat template line " + std::to_string(line_) + ": " +
-                         message);
+    return Status::error(StatusCode::InvalidArgument,
+                         "chat template line " + std::to_string(line_) + ": " +
+                             message);
   }
   const std::string &error() const { return error_; }
 
@@ -977,8 +979,9 @@ StatusOr<std::vector<Segment>> segment(const std::string &source) {
     const char *closer = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     size_t close = source.find(closer, open + 2);
     if (close == std::string::npos) {
-      return Status::error(StatusCode::InvalidArgument, "chat template line " + std::to_string(line) +
-                           ": a '{" + kind + "' is not closed");
+      return Status::error(StatusCode::InvalidArgument,
+                           "chat template line " + std::to_string(line) +
+                               ": a '{" + kind + "' is not closed");
     }
     std::string inside = source.substr(open + 2, close - open - 2);
     bool leftTrim = !inside.empty() && inside.front() == '-';
@@ -1076,8 +1079,10 @@ public:
       }
     }
     if (!ends.empty()) {
-      return Status::error(StatusCode::InvalidArgument, "chat template: a block is not closed (expected {% " +
-                           ends.back() + " %})");
+      return Status::error(
+          StatusCode::InvalidArgument,
+          "chat template: a block is not closed (expected {% " + ends.back() +
+              " %})");
     }
     return Status::ok();
   }
@@ -1099,8 +1104,10 @@ private:
   Status parseStatement(std::vector<std::unique_ptr<Node>> &out) {
     const Segment segment = segments_[position_++];
     if (depth_ >= 200) {
-      return Status::error(StatusCode::InvalidArgument, "chat template line " + std::to_string(segment.line) +
-                           ": blocks nest deeper than 200");
+      return Status::error(StatusCode::InvalidArgument,
+                           "chat template line " +
+                               std::to_string(segment.line) +
+                               ": blocks nest deeper than 200");
     }
     ++depth_;
     Status status = parseStatementAt(segment, out);
@@ -1251,8 +1258,9 @@ public:
 
 private:
   Status fail(int line, const std::string &message) const {
-    return Status::error(StatusCode::InvalidArgument, "chat template line " + std::to_string(line) + ": " +
-                         message);
+    return Status::error(StatusCode::InvalidArgument, "chat template line " +
+                                                          std::to_string(line) +
+                                                          ": " + message);
   }
 
   Value lookup(const std::string &name) const {
@@ -1971,10 +1979,12 @@ StatusOr<std::string> ChatTemplate::renderJson(const std::string &messagesJson,
   nlohmann::ordered_json variables =
       nlohmann::ordered_json::parse(variablesJson, nullptr, false);
   if (messages.is_discarded() || !messages.is_array()) {
-    return Status::error(StatusCode::InvalidArgument, "messages: expected a JSON list");
+    return Status::error(StatusCode::InvalidArgument,
+                         "messages: expected a JSON list");
   }
   if (variables.is_discarded() || !variables.is_object()) {
-    return Status::error(StatusCode::InvalidArgument, "variables: expected a JSON object");
+    return Status::error(StatusCode::InvalidArgument,
+                         "variables: expected a JSON object");
   }
   std::map<std::string, Value> globals;
   for (auto item = variables.begin(); item != variables.end(); ++item) {

@@ -54,8 +54,9 @@ Communicator::start(const std::vector<int64_t> &grid) {
                          " ranks (a " + gridText(grid) +
                          " grid: data_parallel x model_parallel)";
   if (!startedByMpirun()) {
-    return Status::error(StatusCode::FailedPrecondition, compiled + ": run mpirun -n " + std::to_string(ranks) +
-                         " mf-run ...");
+    return Status::error(StatusCode::FailedPrecondition,
+                         compiled + ": run mpirun -n " + std::to_string(ranks) +
+                             " mf-run ...");
   }
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -69,9 +70,10 @@ Communicator::start(const std::vector<int64_t> &grid) {
   communicator->rank_ = rank;
   communicator->size_ = size;
   if (size != ranks) {
-    return Status::error(StatusCode::FailedPrecondition, compiled + ", but mpirun started " +
-                         std::to_string(size) + ": run mpirun -n " +
-                         std::to_string(ranks) + " mf-run ...");
+    return Status::error(StatusCode::FailedPrecondition,
+                         compiled + ", but mpirun started " +
+                             std::to_string(size) + ": run mpirun -n " +
+                             std::to_string(ranks) + " mf-run ...");
   }
   return communicator;
 }
@@ -121,7 +123,9 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
                                   const std::vector<int64_t> &axes) {
   if (input.numElements() != output.numElements() ||
       input.dtype() != output.dtype()) {
-    return Status::error(StatusCode::Internal, "all_reduce: the result's type differs from its operand's");
+    return Status::error(
+        StatusCode::Internal,
+        "all_reduce: the result's type differs from its operand's");
   }
   int64_t count = input.numElements();
   if (extentAlong(axes) == 1) {
@@ -155,8 +159,9 @@ Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
                            MPI_FLOAT, MPI_SUM, group);
     output.storeFloats(sums);
   }
-  return status == MPI_SUCCESS ? Status::ok()
-                               : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
+  return status == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
 }
 
 Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
@@ -178,15 +183,17 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
 StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,
                                         int64_t count, const char *what) {
   if (count > INT_MAX) {
-    return Status::error(StatusCode::Internal, std::string(what) + ": " + std::to_string(count) +
-                         ", more than MPI's int count");
+    return Status::error(StatusCode::Internal,
+                         std::string(what) + ": " + std::to_string(count) +
+                             ", more than MPI's int count");
   }
   return group(axes);
 }
 
 StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
   if (!groups_) {
-    return Status::error(StatusCode::FailedPrecondition, "a collective outside an MPI run");
+    return Status::error(StatusCode::FailedPrecondition,
+                         "a collective outside an MPI run");
   }
   // The ranks with the same coordinates off `axes`, ordered by theirs
   // along `axes`.
@@ -212,14 +219,15 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   int64_t ranks = extentAlong(axes);
   if (block.dtype() != whole.dtype() ||
       whole.numElements() != block.numElements() * ranks) {
-    return Status::error(StatusCode::Internal, "all_gather: the result is not the operand's blocks");
+    return Status::error(StatusCode::Internal,
+                         "all_gather: the result is not the operand's blocks");
   }
   if (ranks == 1) {
     std::memmove(whole.data(), block.data(), block.byteSize());
     return Status::ok();
   }
-  StatusOr<void *> made = groupFor(
-      axes, static_cast<int64_t>(block.byteSize()), "all_gather of a block of bytes");
+  StatusOr<void *> made = groupFor(axes, static_cast<int64_t>(block.byteSize()),
+                                   "all_gather of a block of bytes");
   if (!made) {
     return made.status();
   }
@@ -233,8 +241,8 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   }
   int64_t length = block.shape()[dim];
   for (int64_t r = 0; r < ranks; ++r) {
-    copyBlock(blocks + r * block.byteSize(), whole.data(), whole.shape(),
-              dim, r * length, length, dtypeSize(block.dtype()),
+    copyBlock(blocks + r * block.byteSize(), whole.data(), whole.shape(), dim,
+              r * length, length, dtypeSize(block.dtype()),
               /*intoWhole=*/true);
   }
   return Status::ok();
@@ -245,14 +253,15 @@ Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
   int64_t ranks = extentAlong(axes);
   if (input.dtype() != output.dtype() ||
       input.numElements() != output.numElements() * ranks) {
-    return Status::error(StatusCode::Internal, "scatter: the result is not one block of its operand");
+    return Status::error(StatusCode::Internal,
+                         "scatter: the result is not one block of its operand");
   }
   // Through a copy: the result may lie over the operand.
   uint8_t *whole = scratch(input.byteSize());
   std::memcpy(whole, input.data(), input.byteSize());
   int64_t length = output.shape()[dim];
-  copyBlock(whole, output.data(), input.shape(), dim,
-            indexAlong(axes) * length, length, dtypeSize(input.dtype()),
+  copyBlock(whole, output.data(), input.shape(), dim, indexAlong(axes) * length,
+            length, dtypeSize(input.dtype()),
             /*intoWhole=*/false);
   return Status::ok();
 }
@@ -263,7 +272,9 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   int64_t ranks = extentAlong(axes);
   if (input.dtype() != output.dtype() ||
       input.numElements() != output.numElements() * ranks) {
-    return Status::error(StatusCode::Internal, "reduce_scatter: the result is not one block of its operand");
+    return Status::error(
+        StatusCode::Internal,
+        "reduce_scatter: the result is not one block of its operand");
   }
   if (ranks == 1) {
     std::memmove(output.data(), input.data(), output.byteSize());
@@ -289,7 +300,8 @@ Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
   if (MPI_Reduce_scatter_block(ordered, mine, static_cast<int>(blockElements),
                                MPI_FLOAT, MPI_SUM,
                                static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
-    return Status::error(StatusCode::Unavailable, "MPI_Reduce_scatter_block failed");
+    return Status::error(StatusCode::Unavailable,
+                         "MPI_Reduce_scatter_block failed");
   }
   output.storeFloats(mine);
   return Status::ok();

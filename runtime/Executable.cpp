@@ -686,8 +686,9 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
 
 /// `programs` receives each entry's verified host program (null for an
 /// entry without one), in entry order.
-Status checkSemantics(const fb::Executable &root,
-                      std::vector<std::shared_ptr<const HostProgram>> &programs) {
+Status
+checkSemantics(const fb::Executable &root,
+               std::vector<std::shared_ptr<const HostProgram>> &programs) {
   const fb::ModelInfo &model = *root.model();
   if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
       model.batch_size() <= 0 || model.num_layers() < 0) {
@@ -777,9 +778,11 @@ StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
 StatusOr<Executable> Executable::verify(std::vector<uint8_t> bytes,
                                         const std::string &name) {
   if (bytes.size() < 8 || !fb::ExecutableBufferHasIdentifier(bytes.data())) {
-    return Status::error(StatusCode::InvalidArgument, "'" + name + "' is not an mfc executable (no 'MFEX' "
-                         "file identifier); compile one with 'mfc compile "
-                         "model.yaml -o model.bin'");
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + name +
+                             "' is not an mfc executable (no 'MFEX' "
+                             "file identifier); compile one with 'mfc compile "
+                             "model.yaml -o model.bin'");
   }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   if (!fb::VerifyExecutableBuffer(verifier)) {

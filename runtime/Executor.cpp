@@ -20,11 +20,13 @@ StatusOr<Tensor> Executor::allocateInput(const std::string &entryName,
                                          size_t index) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound,
+                         "the executable has no entry '" + entryName + "'");
   }
   if (index >= entry->inputs()->size()) {
-    return Status::error(StatusCode::NotFound, "'" + entryName + "' has no input " +
-                         std::to_string(index));
+    return Status::error(StatusCode::NotFound, "'" + entryName +
+                                                   "' has no input " +
+                                                   std::to_string(index));
   }
   const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(index));
   return allocator_.allocate(Executable::dtypeOf(type), Executable::shapeOf(type));
@@ -34,7 +36,8 @@ StatusOr<std::vector<Tensor>>
 Executor::allocateInputs(const std::string &entryName) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound,
+                         "the executable has no entry '" + entryName + "'");
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < entry->inputs()->size(); ++i) {
@@ -52,20 +55,23 @@ Executor::checkedEntry(const std::string &entryName,
                        const std::vector<Tensor> &inputs) {
   const fb::Entry *entry = executable_.entry(entryName);
   if (!entry) {
-    return Status::error(StatusCode::NotFound, "the executable has no entry '" + entryName + "'");
+    return Status::error(StatusCode::NotFound,
+                         "the executable has no entry '" + entryName + "'");
   }
   if (inputs.size() != entry->inputs()->size()) {
-    return Status::error(StatusCode::InvalidArgument, "'" + entryName + "' takes " +
-                         std::to_string(entry->inputs()->size()) +
-                         " inputs, got " + std::to_string(inputs.size()));
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + entryName + "' takes " +
+                             std::to_string(entry->inputs()->size()) +
+                             " inputs, got " + std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(i));
     if (!Executable::hasType(type, inputs[i].dtype(), inputs[i].shape())) {
-      return Status::error(StatusCode::InvalidArgument, "input '" + entry->input_names()->Get(i)->str() +
-                           "' of '" + entryName + "' must be " +
-                           dtypeName(Executable::dtypeOf(type)) +
-                           formatShape(Executable::shapeOf(type)));
+      return Status::error(StatusCode::InvalidArgument,
+                           "input '" + entry->input_names()->Get(i)->str() +
+                               "' of '" + entryName + "' must be " +
+                               dtypeName(Executable::dtypeOf(type)) +
+                               formatShape(Executable::shapeOf(type)));
     }
   }
   return entry;
@@ -76,8 +82,9 @@ Status Executor::beginRun(const fb::Entry &entry, const RunOptions &options) {
     std::error_code error;
     std::filesystem::create_directories(options.dumpTensorsDir, error);
     if (error) {
-      return Status::error(StatusCode::Unavailable, "cannot create '" + options.dumpTensorsDir +
-                           "': " + error.message());
+      return Status::error(StatusCode::Unavailable,
+                           "cannot create '" + options.dumpTensorsDir +
+                               "': " + error.message());
     }
   }
   if (options.capturedValues) {
@@ -120,9 +127,9 @@ Status Executor::observe(const std::string &entryName, size_t index,
   if (options.checkNumerics && hasNonFinite(value)) {
     return Status::error(StatusCode::InvalidArgument,
                          "op " + std::to_string(index) + " (" + what + " at " +
-                         location + ") of '" + entryName +
-                         "' produced a NaN or an infinity; it is the first "
-                         "that did");
+                             location + ") of '" + entryName +
+                             "' produced a NaN or an infinity; it is the first "
+                             "that did");
   }
   if (!options.dumpTensorsDir.empty()) {
     char prefix[32];
@@ -205,7 +212,8 @@ Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inpu
     return runKernel(op, inputs, output, parallel);
   }
   if (!communicator_) {
-    return Status::error(StatusCode::FailedPrecondition, "a collective needs the program's ranks (mf-run "
+    return Status::error(StatusCode::FailedPrecondition,
+                         "a collective needs the program's ranks (mf-run "
                          "starts them under mpirun)");
   }
   if (!vocabulary.empty()) {

@@ -47,10 +47,12 @@ StatusOr<std::string> resolveTarget(const std::string &path,
   }
   char resolved[PATH_MAX];
   if (!realpath(path.c_str(), resolved)) {
-    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
-                         ": it is a symbolic link to a missing file (" +
-                         std::strerror(errno) + "); remove the link or "
-                         "create its target");
+    return Status::error(codeOfErrno(errno),
+                         "cannot write " + quoted(what, path) +
+                             ": it is a symbolic link to a missing file (" +
+                             std::strerror(errno) +
+                             "); remove the link or "
+                             "create its target");
   }
   return std::string(resolved);
 }
@@ -68,8 +70,9 @@ Status writeDevice(const std::string &path, const std::string &what,
                    const std::function<Status(FileWriter &)> &produce) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
-                         std::strerror(errno));
+    return Status::error(codeOfErrno(errno), "cannot write " +
+                                                 quoted(what, path) + ": " +
+                                                 std::strerror(errno));
   }
   FileWriter writer(fd);
   Status produced = produce(writer);
@@ -94,35 +97,40 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
                                                      uint64_t maxBytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return Status::error(codeOfErrno(errno), "cannot open " + quoted(what, path) + ": " +
-                         std::strerror(errno));
+    return Status::error(codeOfErrno(errno), "cannot open " +
+                                                 quoted(what, path) + ": " +
+                                                 std::strerror(errno));
   }
   struct stat info;
   if (fstat(fd, &info) != 0) {
     int error = errno;
     ::close(fd);
-    return Status::error(codeOfErrno(error), "cannot read " + quoted(what, path) + ": " +
-                         std::strerror(error));
+    return Status::error(codeOfErrno(error), "cannot read " +
+                                                 quoted(what, path) + ": " +
+                                                 std::strerror(error));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    return Status::error(StatusCode::FailedPrecondition, "cannot read " + quoted(what, path) + ": it is " +
-                         kindOf(info.st_mode) + ", not a file");
+    return Status::error(StatusCode::FailedPrecondition,
+                         "cannot read " + quoted(what, path) + ": it is " +
+                             kindOf(info.st_mode) + ", not a file");
   }
   uint64_t size = static_cast<uint64_t>(info.st_size);
   if (size > maxBytes) {
     ::close(fd);
-    return Status::error(StatusCode::ResourceExhausted, quoted(what, path) + " is " + std::to_string(size) +
-                         " bytes; files of this kind are at most " +
-                         std::to_string(maxBytes) + " bytes here");
+    return Status::error(StatusCode::ResourceExhausted,
+                         quoted(what, path) + " is " + std::to_string(size) +
+                             " bytes; files of this kind are at most " +
+                             std::to_string(maxBytes) + " bytes here");
   }
   std::vector<uint8_t> bytes;
   try {
     bytes.resize(size);
   } catch (const std::bad_alloc &) {
     ::close(fd);
-    return Status::error(StatusCode::ResourceExhausted, "out of memory reading " + quoted(what, path) + " (" +
-                         std::to_string(size) + " bytes)");
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory reading " + quoted(what, path) + " (" +
+                             std::to_string(size) + " bytes)");
   }
   size_t done = 0;
   while (done < size) {
@@ -133,8 +141,9 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
     if (got < 0) {
       int error = errno;
       ::close(fd);
-      return Status::error(codeOfErrno(error), "cannot read " + quoted(what, path) + ": " +
-                           std::strerror(error));
+      return Status::error(codeOfErrno(error), "cannot read " +
+                                                   quoted(what, path) + ": " +
+                                                   std::strerror(error));
     }
     if (got == 0) {
       break; // shorter than fstat said: it shrank while read
@@ -143,10 +152,11 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
   }
   ::close(fd);
   if (done != size) {
-    return Status::error(StatusCode::DataLoss, quoted(what, path) +
-                         " became shorter while it was read (" +
-                         std::to_string(done) + " of " + std::to_string(size) +
-                         " bytes); read it again once it is complete");
+    return Status::error(
+        StatusCode::DataLoss,
+        quoted(what, path) + " became shorter while it was read (" +
+            std::to_string(done) + " of " + std::to_string(size) +
+            " bytes); read it again once it is complete");
   }
   return bytes;
 }
@@ -154,7 +164,8 @@ StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
 Status mfrt::checkWritableTarget(const std::string &path,
                                  const std::string &what) {
   if (path.empty()) {
-    return Status::error(StatusCode::InvalidArgument, "the " + what + " path is empty");
+    return Status::error(StatusCode::InvalidArgument,
+                         "the " + what + " path is empty");
   }
   StatusOr<std::string> target = resolveTarget(path, what);
   if (!target) {
@@ -164,30 +175,35 @@ Status mfrt::checkWritableTarget(const std::string &path,
   if (stat(target->c_str(), &info) == 0) {
     if (S_ISCHR(info.st_mode)) {
       if (access(target->c_str(), W_OK) != 0) {
-        return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
-                             std::strerror(errno));
+        return Status::error(codeOfErrno(errno), "cannot write " +
+                                                     quoted(what, path) + ": " +
+                                                     std::strerror(errno));
       }
       return Status::ok();
     }
     if (!S_ISREG(info.st_mode)) {
-      return Status::error(StatusCode::FailedPrecondition, "cannot write " + quoted(what, path) + ": it is " +
-                           kindOf(info.st_mode) +
-                           "; give the path of a file to write");
+      return Status::error(StatusCode::FailedPrecondition,
+                           "cannot write " + quoted(what, path) + ": it is " +
+                               kindOf(info.st_mode) +
+                               "; give the path of a file to write");
     }
   } else if (errno != ENOENT) {
-    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) + ": " +
-                         std::strerror(errno));
+    return Status::error(codeOfErrno(errno), "cannot write " +
+                                                 quoted(what, path) + ": " +
+                                                 std::strerror(errno));
   }
   std::string directory = directoryOf(*target);
   if (stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    return Status::error(StatusCode::NotFound, "cannot write " + quoted(what, path) +
-                         ": the directory '" + directory +
-                         "' does not exist; create it first");
+    return Status::error(StatusCode::NotFound,
+                         "cannot write " + quoted(what, path) +
+                             ": the directory '" + directory +
+                             "' does not exist; create it first");
   }
   if (access(directory.c_str(), W_OK) != 0) {
-    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
-                         ": the directory '" + directory +
-                         "' is not writable (" + std::strerror(errno) + ")");
+    return Status::error(
+        codeOfErrno(errno),
+        "cannot write " + quoted(what, path) + ": the directory '" + directory +
+            "' is not writable (" + std::strerror(errno) + ")");
   }
   return Status::ok();
 }
@@ -227,16 +243,17 @@ Status mfrt::writeFileAtomically(
                           ".XXXXXX.tmp";
   int fd = mkstemps(temporary.data(), 4);
   if (fd < 0) {
-    return Status::error(codeOfErrno(errno), "cannot write " + quoted(what, path) +
-                         ": cannot create a temporary file in '" + directory +
-                         "': " + std::strerror(errno));
+    return Status::error(codeOfErrno(errno),
+                         "cannot write " + quoted(what, path) +
+                             ": cannot create a temporary file in '" +
+                             directory + "': " + std::strerror(errno));
   }
   auto fail = [&](const std::string &reason) {
     ::close(fd);
     ::unlink(temporary.c_str());
     return Status::error(StatusCode::Unavailable,
                          "cannot write " + quoted(what, path) + ": " + reason +
-                         " (nothing was changed)");
+                             " (nothing was changed)");
   };
   // The mode a new file gets (mkstemp makes 0600), or the old file's.
   struct stat old;
@@ -269,15 +286,17 @@ Status mfrt::writeFileAtomically(
   if (::close(fd) != 0) {
     int error = errno;
     ::unlink(temporary.c_str());
-    return Status::error(codeOfErrno(error), "cannot write " + quoted(what, path) + ": " +
-                         std::strerror(error) + " (nothing was changed)");
+    return Status::error(codeOfErrno(error),
+                         "cannot write " + quoted(what, path) + ": " +
+                             std::strerror(error) + " (nothing was changed)");
   }
   if (std::rename(temporary.c_str(), target->c_str()) != 0) {
     int error = errno;
     ::unlink(temporary.c_str());
-    return Status::error(codeOfErrno(error), "cannot write " + quoted(what, path) +
-                         ": cannot rename the temporary file over it: " +
-                         std::strerror(error) + " (nothing was changed)");
+    return Status::error(codeOfErrno(error),
+                         "cannot write " + quoted(what, path) +
+                             ": cannot rename the temporary file over it: " +
+                             std::strerror(error) + " (nothing was changed)");
   }
   return Status::ok();
 }

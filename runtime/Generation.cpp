@@ -16,12 +16,14 @@ using namespace mfrt;
 StatusOr<std::vector<int32_t>> mfrt::encodeBytes(const std::string &text,
                                                  int64_t vocabSize) {
   if (vocabSize < 256) {
-    return Status::error(StatusCode::DataLoss, "without a tokenizer text is read as bytes (ids "
-                         "0-255), which needs a vocabulary of at least 256; "
-                         "this model has " +
-                         std::to_string(vocabSize) +
-                         ": give token ids (--input-ids, or an MFTOKENS file "
-                         "for --data)");
+    return Status::error(
+        StatusCode::DataLoss,
+        "without a tokenizer text is read as bytes (ids "
+        "0-255), which needs a vocabulary of at least 256; "
+        "this model has " +
+            std::to_string(vocabSize) +
+            ": give token ids (--input-ids, or an MFTOKENS file "
+            "for --data)");
   }
   std::vector<int32_t> ids;
   for (unsigned char c : text) {
@@ -83,13 +85,15 @@ StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
     char *rest = nullptr;
     long value = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0') {
-      return Status::error(StatusCode::InvalidArgument, flag + ": '" + item +
-                           "' is not a token id (expected e.g. 1,2,3)");
+      return Status::error(StatusCode::InvalidArgument,
+                           flag + ": '" + item +
+                               "' is not a token id (expected e.g. 1,2,3)");
     }
     if (value < 0 || value >= vocabSize) {
-      return Status::error(StatusCode::InvalidArgument, flag + ": token id " + std::to_string(value) +
-                           " is outside the vocabulary [0, " +
-                           std::to_string(vocabSize) + ")");
+      return Status::error(StatusCode::InvalidArgument,
+                           flag + ": token id " + std::to_string(value) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(vocabSize) + ")");
     }
     ids.push_back(static_cast<int32_t>(value));
     if (end == std::string::npos) {
@@ -209,16 +213,19 @@ StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
     return encodeText(bytes);
   }
   if ((bytes.size() - 8) % 4 != 0) {
-    return Status::error(StatusCode::DataLoss, "'" + path + "': an MFTOKENS file holds whole int32 "
-                         "ids after its 8-byte magic");
+    return Status::error(StatusCode::DataLoss,
+                         "'" + path +
+                             "': an MFTOKENS file holds whole int32 "
+                             "ids after its 8-byte magic");
   }
   std::vector<int32_t> ids((bytes.size() - 8) / 4);
   std::memcpy(ids.data(), bytes.data() + 8, ids.size() * 4);
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab) {
-      return Status::error(StatusCode::InvalidArgument, "'" + path + "': token id " + std::to_string(id) +
-                           " is outside the vocabulary [0, " +
-                           std::to_string(vocab) + ")");
+      return Status::error(StatusCode::InvalidArgument,
+                           "'" + path + "': token id " + std::to_string(id) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(vocab) + ")");
     }
   }
   return ids;

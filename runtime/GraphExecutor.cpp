@@ -145,16 +145,20 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   }
   const HostProgram *program = executable_.hostProgram(entry);
   if (!program) {
-    return Status::error(StatusCode::FailedPrecondition, "entry '" + name + "' has no host program: Graph "
-                         "Mode needs one (recompile model.bin)");
+    return Status::error(StatusCode::FailedPrecondition,
+                         "entry '" + name +
+                             "' has no host program: Graph "
+                             "Mode needs one (recompile model.bin)");
   }
   auto prepared = std::make_unique<Prepared>();
   prepared->program = program;
-  size_t arenaBytes = prepared->program->arenaBytes; // allocatePages: page-aligned
+  size_t arenaBytes =
+      prepared->program->arenaBytes; // allocatePages: page-aligned
   void *arena = allocatePages(arenaBytes);
   if (!arena) {
-    return Status::error(StatusCode::ResourceExhausted, "cannot allocate the " + std::to_string(arenaBytes) +
-                         "-byte arena of '" + name + "'");
+    return Status::error(StatusCode::ResourceExhausted,
+                         "cannot allocate the " + std::to_string(arenaBytes) +
+                             "-byte arena of '" + name + "'");
   }
   prepared->arena = std::shared_ptr<void>(
       arena, [arenaBytes](void *block) { freePages(block, arenaBytes); });
@@ -240,8 +244,9 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     KernelCall &call = prepared->calls[c];
     call.entry = kernels_.symbol(kernelName);
     if (!call.entry) {
-      return Status::error(StatusCode::DataLoss, "kernel '" + kernelName + "' of '" + name +
-                           "' is not in the loaded kernel library");
+      return Status::error(StatusCode::DataLoss,
+                           "kernel '" + kernelName + "' of '" + name +
+                               "' is not in the loaded kernel library");
     }
     call.where = "kernel '" + kernelName + "' of '" + name + "'";
     for (uint32_t position : prepared->program->panelBindings[c]) {

@@ -51,8 +51,11 @@ public:
   StatusOr<HostProgram> run() {
     const fb::HostProgram *host = entry_.host();
     if (!host) {
-      return Status::error(StatusCode::FailedPrecondition, "'" + name_ + "' has no host program, so it cannot "
-                           "run in graph mode; run it with --mode pynative");
+      return Status::error(
+          StatusCode::FailedPrecondition,
+          "'" + name_ +
+              "' has no host program, so it cannot "
+              "run in graph mode; run it with --mode pynative");
     }
     program_.arenaBytes = host->arena_bytes();
     program_.writesParameter.assign(sizeOf(root_.parameters()), false);

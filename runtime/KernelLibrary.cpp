@@ -87,9 +87,11 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   std::string compiledFor = "the kernels were compiled for " + triple +
                             ", CPU '" + target.cpu()->str() + "'";
   if (triple.substr(0, triple.find('-')) != hostArchitecture()) {
-    return Status::error(StatusCode::FailedPrecondition, compiledFor + ", not this " + hostArchitecture() +
-                         " machine; recompile the model here, or run it with "
-                         "--mode pynative, which needs no kernels");
+    return Status::error(
+        StatusCode::FailedPrecondition,
+        compiledFor + ", not this " + hostArchitecture() +
+            " machine; recompile the model here, or run it with "
+            "--mode pynative, which needs no kernels");
   }
   std::vector<std::string> features;
   if (target.features()) {
@@ -103,11 +105,13 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
     for (const std::string &feature : missing) {
       list += (list.empty() ? "" : ", ") + feature;
     }
-    return Status::error(StatusCode::FailedPrecondition, compiledFor + " and use " + list +
-                         ", which this CPU lacks; recompile with --cpu=native "
-                         "on this machine or a CPU it matches (--cpu=x86-64-v2 "
-                         "or x86-64-v3 run on most x86-64 machines), or run "
-                         "with --mode pynative, which needs no kernels");
+    return Status::error(
+        StatusCode::FailedPrecondition,
+        compiledFor + " and use " + list +
+            ", which this CPU lacks; recompile with --cpu=native "
+            "on this machine or a CPU it matches (--cpu=x86-64-v2 "
+            "or x86-64-v3 run on most x86-64 machines), or run "
+            "with --mode pynative, which needs no kernels");
   }
   // A service this runtime does not provide would be called through a
   // null pointer: a model from another mfc.
@@ -118,23 +122,27 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
       known |= name == service.name;
     }
     if (!known) {
-      return Status::error(StatusCode::DataLoss, "the kernels call the runtime service '" + name +
-                           "', which this mf-run does not provide; recompile "
-                           "the model with the mfc of this mf-run");
+      return Status::error(
+          StatusCode::DataLoss,
+          "the kernels call the runtime service '" + name +
+              "', which this mf-run does not provide; recompile "
+              "the model with the mfc of this mf-run");
     }
   }
   library.fd_ = memfd_create("mfc-kernels", MFD_CLOEXEC);
   if (library.fd_ < 0) {
-    return Status::error(StatusCode::Unavailable, std::string("memfd_create failed: ") +
-                         std::strerror(errno));
+    return Status::error(StatusCode::Unavailable,
+                         std::string("memfd_create failed: ") +
+                             std::strerror(errno));
   }
   const uint8_t *bytes = root.kernel_library()->data();
   size_t remaining = root.kernel_library()->size();
   while (remaining > 0) {
     ssize_t written = write(library.fd_, bytes, remaining);
     if (written <= 0) {
-      return Status::error(StatusCode::Unavailable, std::string("cannot stage the kernels: ") +
-                           std::strerror(errno));
+      return Status::error(StatusCode::Unavailable,
+                           std::string("cannot stage the kernels: ") +
+                               std::strerror(errno));
     }
     bytes += written;
     remaining -= written;
@@ -142,7 +150,8 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
   std::string path = "/proc/self/fd/" + std::to_string(library.fd_);
   library.handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library.handle_) {
-    return Status::error(StatusCode::Unavailable, std::string("cannot load the kernels: ") + dlerror());
+    return Status::error(StatusCode::Unavailable,
+                         std::string("cannot load the kernels: ") + dlerror());
   }
   // Services the kernels call (a library whose kernels need none has no
   // slots for them).
@@ -156,8 +165,9 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
     for (const flatbuffers::String *name : *root.kernels()) {
       void *entry = dlsym(library.handle_, name->c_str());
       if (!entry) {
-        return Status::error(StatusCode::DataLoss, "the kernel library has no symbol '" +
-                             name->str() + "'");
+        return Status::error(StatusCode::DataLoss,
+                             "the kernel library has no symbol '" +
+                                 name->str() + "'");
       }
       library.symbols_[name->str()] = entry;
     }

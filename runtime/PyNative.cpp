@@ -56,18 +56,28 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     if (op.kind() == fb::OpKind::Param) {
       if (weights_.storedAsPanels(op.ints()->Get(0))) {
         return Status::error(StatusCode::FailedPrecondition,
-            "parameter '" +
-            executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
-            "' is stored as Graph Mode's panels; run PyNative on weights of "
-            "its own");
+                             "parameter '" +
+                                 executable_.root()
+                                     .parameters()
+                                     ->Get(op.ints()->Get(0))
+                                     ->name()
+                                     ->str() +
+                                 "' is stored as Graph Mode's panels; run "
+                                 "PyNative on weights of "
+                                 "its own");
       }
       result = weights_[op.ints()->Get(0)];
       if (options.checkNumerics && hasNonFinite(result)) {
         return Status::error(StatusCode::InvalidArgument,
-            "parameter '" +
-            executable_.root().parameters()->Get(op.ints()->Get(0))->name()->str() +
-            "' holds a NaN or an infinity (read at " + location + " in '" +
-            entryName + "'); check the weights");
+                             "parameter '" +
+                                 executable_.root()
+                                     .parameters()
+                                     ->Get(op.ints()->Get(0))
+                                     ->name()
+                                     ->str() +
+                                 "' holds a NaN or an infinity (read at " +
+                                 location + " in '" + entryName +
+                                 "'); check the weights");
       }
     } else if (op.kind() == fb::OpKind::Assign) {
       result = weights_.mutableTensor(op.ints()->Get(0));

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <optional>
@@ -293,17 +293,18 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return Status::error(codeOfErrno(errno), "cannot open weights '" + path +
-                         "': " + std::strerror(errno));
+                                                 "': " + std::strerror(errno));
   }
   struct stat info;
   bool known = fstat(fd, &info) == 0;
   if (!known || !S_ISREG(info.st_mode)) {
     bool directory = known && S_ISDIR(info.st_mode);
     ::close(fd);
-    return Status::error(StatusCode::InvalidArgument,
-                         "cannot read weights '" + path + "': " +
-                         (directory ? "a directory" : "not a regular file") +
-                         "; pass a .safetensors file");
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "cannot read weights '" + path +
+            "': " + (directory ? "a directory" : "not a regular file") +
+            "; pass a .safetensors file");
   }
   size_t size = static_cast<size_t>(info.st_size);
   bool mindSpore = path.size() >= 5 && path.compare(path.size() - 5, 5, ".ckpt") == 0;
@@ -316,11 +317,12 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   // by tensor as loading copies them.
   // Writable and private: a parameter served from the file (view()) may be
   // updated in place by training; its pages are then this process's copy.
-  void *mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  void *mapped =
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (mapped == MAP_FAILED) {
     return Status::error(codeOfErrno(errno), "cannot map weights '" + path +
-                         "': " + std::strerror(errno));
+                                                 "': " + std::strerror(errno));
   }
   madvise(mapped, size, MADV_SEQUENTIAL);
   madvise(mapped, size, MADV_WILLNEED);
@@ -339,7 +341,6 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
   }
   return file;
 }
-
 
 /// The block (the whole tensor without one) as `runs` runs of `runLength`
 /// contiguous elements, `stride` apart, from element `first`.
@@ -385,8 +386,9 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
           stride = layout->stride, first = layout->first;
   if (into.numElements() != runs * runLength) {
     return Status::error(StatusCode::Internal, "'" + name_ + "': a tensor of " +
-                         formatShape(entry.shape) + " read into " +
-                         formatShape(into.shape()));
+                                                   formatShape(entry.shape) +
+                                                   " read into " +
+                                                   formatShape(into.shape()));
   }
   // A float tensor of another dtype goes through f32 (allocated first: no
   // allocation while the handler may jump).
@@ -433,9 +435,10 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
   readingMapping = nullptr;
   sigaction(SIGBUS, &previous, nullptr);
   if (faulted) {
-    return Status::error(StatusCode::DataLoss, "'" + name_ +
-                         "' became shorter while it was read (truncated or "
-                         "rewritten?); load it again once it is complete");
+    return Status::error(StatusCode::DataLoss,
+                         "'" + name_ +
+                             "' became shorter while it was read (truncated or "
+                             "rewritten?); load it again once it is complete");
   }
   return Status::ok();
 }
@@ -456,9 +459,9 @@ std::optional<Tensor> CheckpointFile::view(const CheckpointEntry &entry,
     return std::nullopt;
   }
   // The file's bytes, shared with the mapping's owner (aliasing).
-  std::shared_ptr<void> storage(
-      std::const_pointer_cast<void>(storage_),
-      const_cast<uint8_t *>(entry.data) + layout->first * elementSize);
+  std::shared_ptr<void> storage(std::const_pointer_cast<void>(storage_),
+                                const_cast<uint8_t *>(entry.data) +
+                                    layout->first * elementSize);
   return Tensor(dtype, shape, std::move(storage));
 }
 
@@ -521,8 +524,8 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
       if (::stat(single.c_str(), &info) != 0) {
         return Status::error(StatusCode::NotFound,
                              "folder '" + path +
-                             "' has neither model.safetensors nor "
-                             "model.safetensors.index.json");
+                                 "' has neither model.safetensors nor "
+                                 "model.safetensors.index.json");
       }
       return std::vector<std::string>{single};
     }
@@ -543,21 +546,25 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
     map = found != parsed.end() && found->is_object() ? &*found : nullptr;
   }
   if (!map) {
-    return Status::error(StatusCode::DataLoss, "'" + index + "': expected a JSON object with a "
-                         "weight_map of tensor name: shard file");
+    return Status::error(StatusCode::DataLoss,
+                         "'" + index +
+                             "': expected a JSON object with a "
+                             "weight_map of tensor name: shard file");
   }
   std::set<std::string> shards;
   for (auto item = map->begin(); item != map->end(); ++item) {
     const json &shard = item.value();
     if (!shard.is_string() || shard.get<std::string>().empty() ||
         shard.get<std::string>().find('/') != std::string::npos) {
-      return Status::error(StatusCode::DataLoss, "'" + index + "': weight_map['" + item.key() +
-                           "'] must name a shard file beside the index");
+      return Status::error(StatusCode::DataLoss,
+                           "'" + index + "': weight_map['" + item.key() +
+                               "'] must name a shard file beside the index");
     }
     shards.insert(shard.get<std::string>());
   }
   if (shards.empty()) {
-    return Status::error(StatusCode::DataLoss, "'" + index + "': the weight_map is empty");
+    return Status::error(StatusCode::DataLoss,
+                         "'" + index + "': the weight_map is empty");
   }
   std::string folder = index.substr(0, index.find_last_of('/') + 1);
   std::vector<std::string> files;

@@ -35,16 +35,26 @@ enum class StatusCode {
 /// "invalid argument", "not found", ...
 inline const char *toString(StatusCode code) {
   switch (code) {
-  case StatusCode::Ok: return "ok";
-  case StatusCode::Unknown: return "error";
-  case StatusCode::InvalidArgument: return "invalid argument";
-  case StatusCode::NotFound: return "not found";
-  case StatusCode::DataLoss: return "data loss";
-  case StatusCode::FailedPrecondition: return "failed precondition";
-  case StatusCode::ResourceExhausted: return "resource exhausted";
-  case StatusCode::Unimplemented: return "unimplemented";
-  case StatusCode::Unavailable: return "unavailable";
-  case StatusCode::Internal: return "internal";
+  case StatusCode::Ok:
+    return "ok";
+  case StatusCode::Unknown:
+    return "error";
+  case StatusCode::InvalidArgument:
+    return "invalid argument";
+  case StatusCode::NotFound:
+    return "not found";
+  case StatusCode::DataLoss:
+    return "data loss";
+  case StatusCode::FailedPrecondition:
+    return "failed precondition";
+  case StatusCode::ResourceExhausted:
+    return "resource exhausted";
+  case StatusCode::Unimplemented:
+    return "unimplemented";
+  case StatusCode::Unavailable:
+    return "unavailable";
+  case StatusCode::Internal:
+    return "internal";
   }
   return "error";
 }

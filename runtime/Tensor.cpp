@@ -40,10 +40,12 @@ StatusOr<int64_t> mfrt::checkedElementCount(const Shape &shape) {
   int64_t count = 1;
   for (int64_t dim : shape) {
     if (dim < 0) {
-      return Status::error(StatusCode::InvalidArgument, "negative dimension in shape " + formatShape(shape));
+      return Status::error(StatusCode::InvalidArgument,
+                           "negative dimension in shape " + formatShape(shape));
     }
     if (dim != 0 && count > std::numeric_limits<int64_t>::max() / 8 / dim) {
-      return Status::error(StatusCode::ResourceExhausted, "shape " + formatShape(shape) + " is too large");
+      return Status::error(StatusCode::ResourceExhausted,
+                           "shape " + formatShape(shape) + " is too large");
     }
     count *= dim;
   }

@@ -167,38 +167,44 @@ struct Bpe {
 StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
   std::string type = stringMember(model, "type").value_or("BPE");
   if (type != "BPE") {
-    return Status::error(StatusCode::Unimplemented, where + ": model type '" + type +
-                         "' is not supported (mfc reads BPE models)");
+    return Status::error(StatusCode::Unimplemented,
+                         where + ": model type '" + type +
+                             "' is not supported (mfc reads BPE models)");
   }
   for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (std::optional<std::string> affix = stringMember(model, key);
         affix && !affix->empty()) {
-      return Status::error(StatusCode::Unimplemented, where + "." + key + ": '" + *affix +
-                           "' is not supported (only empty affixes)");
+      return Status::error(StatusCode::Unimplemented,
+                           where + "." + key + ": '" + *affix +
+                               "' is not supported (only empty affixes)");
     }
   }
   if (const json *dropout = member(model, "dropout");
       dropout && dropout->is_number() && dropout->get<double>() > 0) {
-    return Status::error(StatusCode::DataLoss, where + ".dropout: BPE dropout is for training "
+    return Status::error(StatusCode::DataLoss,
+                         where + ".dropout: BPE dropout is for training "
                                  "tokenizers; set it to null");
   }
   Bpe bpe;
   const json *vocab = member(model, "vocab");
   if (!vocab || !vocab->is_object()) {
-    return Status::error(StatusCode::DataLoss, where + ".vocab: expected an object of token: id");
+    return Status::error(StatusCode::DataLoss,
+                         where + ".vocab: expected an object of token: id");
   }
   bpe.vocab.reserve(vocab->size());
   for (auto item = vocab->begin(); item != vocab->end(); ++item) {
     if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0 ||
         item.value().get<int64_t>() >= (int64_t(1) << 30)) {
-      return Status::error(StatusCode::DataLoss, where + ".vocab['" + item.key() +
-                           "']: expected a token id in [0, 2^30)");
+      return Status::error(StatusCode::DataLoss,
+                           where + ".vocab['" + item.key() +
+                               "']: expected a token id in [0, 2^30)");
     }
     bpe.vocab[item.key()] = static_cast<int32_t>(item.value().get<int64_t>());
   }
   const json *merges = member(model, "merges");
   if (merges && !merges->is_array()) {
-    return Status::error(StatusCode::DataLoss, where + ".merges: expected a list");
+    return Status::error(StatusCode::DataLoss,
+                         where + ".merges: expected a list");
   }
   for (size_t rank = 0; merges && rank < merges->size(); ++rank) {
     const json &entry = (*merges)[rank];
@@ -207,8 +213,10 @@ StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
       const std::string &text = entry.get_ref<const std::string &>();
       size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return Status::error(StatusCode::DataLoss, where + ".merges[" + std::to_string(rank) +
-                             "]: expected 'left right', got '" + text + "'");
+        return Status::error(StatusCode::DataLoss,
+                             where + ".merges[" + std::to_string(rank) +
+                                 "]: expected 'left right', got '" + text +
+                                 "'");
       }
       left = text.substr(0, space);
       right = text.substr(space + 1);
@@ -217,15 +225,17 @@ StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
       left = entry[0].get<std::string>();
       right = entry[1].get<std::string>();
     } else {
-      return Status::error(StatusCode::DataLoss, where + ".merges[" + std::to_string(rank) +
-                           "]: expected 'left right' or [left, right]");
+      return Status::error(StatusCode::DataLoss,
+                           where + ".merges[" + std::to_string(rank) +
+                               "]: expected 'left right' or [left, right]");
     }
     auto l = bpe.vocab.find(left), r = bpe.vocab.find(right),
          m = bpe.vocab.find(left + right);
     if (l == bpe.vocab.end() || r == bpe.vocab.end() || m == bpe.vocab.end()) {
-      return Status::error(StatusCode::DataLoss, where + ".merges[" + std::to_string(rank) +
-                           "]: '" + left + "' + '" + right +
-                           "' names a token that is not in the vocabulary");
+      return Status::error(StatusCode::DataLoss,
+                           where + ".merges[" + std::to_string(rank) + "]: '" +
+                               left + "' + '" + right +
+                               "' names a token that is not in the vocabulary");
     }
     // The first (lowest) rank of a pair wins, as in Hugging Face's reader.
     bpe.merges.emplace(Bpe::pairKey(l->second, r->second),
@@ -234,8 +244,9 @@ StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
   if (std::optional<std::string> unknown = stringMember(model, "unk_token")) {
     auto found = bpe.vocab.find(*unknown);
     if (found == bpe.vocab.end()) {
-      return Status::error(StatusCode::DataLoss, where + ".unk_token: '" + *unknown +
-                           "' is not in the vocabulary");
+      return Status::error(StatusCode::DataLoss,
+                           where + ".unk_token: '" + *unknown +
+                               "' is not in the vocabulary");
     }
     bpe.unknown = found->second;
   }
@@ -356,8 +367,9 @@ struct Tokenizer::Impl {
         }
       }
       if (begin > segmentStart) {
-        MFRT_RETURN_IF_ERROR(encodeRest(
-            text.substr(segmentStart, begin - segmentStart), segmentStart == 0));
+        MFRT_RETURN_IF_ERROR(
+            encodeRest(text.substr(segmentStart, begin - segmentStart),
+                       segmentStart == 0));
       }
       ids.push_back(token->id);
       segmentStart = at = end;
@@ -401,7 +413,8 @@ struct Tokenizer::Impl {
     std::vector<std::string> tokens;
     for (int32_t id : ids) {
       if (id < 0) {
-        return Status::error(StatusCode::InvalidArgument, "token id " + std::to_string(id) + " is negative");
+        return Status::error(StatusCode::InvalidArgument,
+                             "token id " + std::to_string(id) + " is negative");
       }
       if (static_cast<size_t>(id) >= tokenOf.size() || !hasToken[id]) {
         continue;
@@ -438,9 +451,10 @@ Tokenizer::load(const std::string &path, const std::string &tokenizerClass) {
       if (::stat((base + "tokenizer.model").c_str(), &info) == 0) {
         return fromSentencePiece(base + "tokenizer.model");
       }
-      return Status::error(StatusCode::DataLoss, "tokenizer folder " + path +
-                           " has neither tokenizer.json, vocab.json + "
-                           "merges.txt nor tokenizer.model");
+      return Status::error(StatusCode::DataLoss,
+                           "tokenizer folder " + path +
+                               " has neither tokenizer.json, vocab.json + "
+                               "merges.txt nor tokenizer.model");
     }
   } else if (path.size() >= 10 &&
              path.compare(path.size() - 10, 10, "vocab.json") == 0) {
@@ -483,12 +497,14 @@ Tokenizer::fromSentencePieceBytes(const std::vector<uint8_t> &bytes,
   auto status = impl->spm->LoadFromSerializedProto(
       std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
   if (!status.ok()) {
-    return Status::error(StatusCode::DataLoss, "SentencePiece model " + name + ": " + status.ToString());
+    return Status::error(StatusCode::DataLoss, "SentencePiece model " + name +
+                                                   ": " + status.ToString());
   }
   impl->spmBos = impl->spm->bos_id();
   for (int id = 0; id < impl->spm->GetPieceSize(); ++id) {
     const std::string &piece = impl->spm->IdToPiece(id);
-    if ((impl->spm->IsControl(id) || impl->spm->IsUnknown(id)) && !piece.empty()) {
+    if ((impl->spm->IsControl(id) || impl->spm->IsUnknown(id)) &&
+        !piece.empty()) {
       impl->spmSpecials.emplace_back(piece, id);
     }
   }
@@ -518,7 +534,8 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
   }
   json vocab = json::parse(vocabBytes->begin(), vocabBytes->end(), nullptr, false);
   if (!vocab.is_object()) {
-    return Status::error(StatusCode::DataLoss, vocabPath + ": not a JSON object of token: id");
+    return Status::error(StatusCode::DataLoss,
+                         vocabPath + ": not a JSON object of token: id");
   }
   // merges.txt: one "left right" a line after an optional "#version" line.
   json merges = json::array();
@@ -575,12 +592,14 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
                              {"add_prefix_space", false},
                              {"use_regex", true}};
   } else {
-    return Status::error(StatusCode::Unimplemented,
+    return Status::error(
+        StatusCode::Unimplemented,
         vocabPath + ": a vocab.json + merges.txt tokenizer of class '" +
-        (tokenizerClassName.empty() ? std::string("(none given)") : tokenizerClassName) +
-        "'; mfc reads these files for GPT2Tokenizer and Qwen2Tokenizer "
-        "(tokenizer_config.json's tokenizer_class or the YAML's "
-        "processor.tokenizer.type)");
+            (tokenizerClassName.empty() ? std::string("(none given)")
+                                        : tokenizerClassName) +
+            "'; mfc reads these files for GPT2Tokenizer and Qwen2Tokenizer "
+            "(tokenizer_config.json's tokenizer_class or the YAML's "
+            "processor.tokenizer.type)");
   }
   std::string dumped = root.dump();
   StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
@@ -593,7 +612,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   json root = json::parse(bytes.begin(), bytes.end(), nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
-    return Status::error(StatusCode::DataLoss, file + ": not a JSON object (expected a Hugging Face "
+    return Status::error(StatusCode::DataLoss,
+                         file + ": not a JSON object (expected a Hugging Face "
                                 "tokenizer.json)");
   }
   auto impl = std::make_unique<Impl>();
@@ -634,7 +654,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
 
   if (const json *added = member(root, "added_tokens")) {
     if (!added->is_array()) {
-      return fail(Status::error(StatusCode::DataLoss, "added_tokens: expected a list"));
+      return fail(
+          Status::error(StatusCode::DataLoss, "added_tokens: expected a list"));
     }
     for (size_t i = 0; i < added->size(); ++i) {
       const json &entry = (*added)[i];
@@ -642,16 +663,20 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
       std::optional<std::string> content = stringMember(entry, "content");
       if (!id || *id < 0 || *id >= (int64_t(1) << 30) || !content ||
           content->empty()) {
-        return fail(Status::error(StatusCode::DataLoss, "added_tokens[" + std::to_string(i) +
-                                  "]: expected an id in [0, 2^30) and a "
-                                  "non-empty content"));
+        return fail(Status::error(StatusCode::DataLoss,
+                                  "added_tokens[" + std::to_string(i) +
+                                      "]: expected an id in [0, 2^30) and a "
+                                      "non-empty content"));
       }
       bool special = boolMember(entry, "special", false);
-      AddedToken token{static_cast<int32_t>(*id), *content, special,
+      AddedToken token{static_cast<int32_t>(*id),
+                       *content,
+                       special,
                        boolMember(entry, "single_word", false),
                        boolMember(entry, "lstrip", false),
                        boolMember(entry, "rstrip", false),
-                       boolMember(entry, "normalized", !special), *content};
+                       boolMember(entry, "normalized", !special),
+                       *content};
       if (token.normalized) {
         StatusOr<std::string> normalizedText =
             normalize(impl->normalizer, token.content);
@@ -699,14 +724,16 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
                                               : nullptr;
           const json *ids = entry ? member(*entry, "ids") : nullptr;
           if (!ids || !ids->is_array()) {
-            return fail(Status::error(StatusCode::DataLoss, where + ".single[" + std::to_string(i) +
-                                      "]: a special token without ids in "
-                                      "special_tokens"));
+            return fail(Status::error(StatusCode::DataLoss,
+                                      where + ".single[" + std::to_string(i) +
+                                          "]: a special token without ids in "
+                                          "special_tokens"));
           }
           for (const json &id : *ids) {
             if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
                 id.get<int64_t>() >= (int64_t(1) << 30)) {
-              return fail(Status::error(StatusCode::InvalidArgument, where + ": special token ids must be "
+              return fail(Status::error(StatusCode::InvalidArgument,
+                                        where + ": special token ids must be "
                                                 "in [0, 2^30)"));
             }
             (afterSequence ? impl->postProcessor.after
@@ -722,7 +749,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
         if (!cls || !sep || !cls->is_array() || !sep->is_array() ||
             cls->size() != 2 || sep->size() != 2 || !(*cls)[1].is_number_integer() ||
             !(*sep)[1].is_number_integer()) {
-          return fail(Status::error(StatusCode::DataLoss, where + ": expected cls and sep as "
+          return fail(Status::error(StatusCode::DataLoss,
+                                    where + ": expected cls and sep as "
                                             "[token, id]"));
         }
         impl->postProcessor.before.push_back((*cls)[1].get<int32_t>());
@@ -766,8 +794,10 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
   for (int32_t id : impl->postProcessor.before) {
     if (id >= size) {
-      return fail(Status::error(StatusCode::InvalidArgument, "post_processor: special token id " +
-                                std::to_string(id) + " is not in the vocabulary"));
+      return fail(Status::error(StatusCode::InvalidArgument,
+                                "post_processor: special token id " +
+                                    std::to_string(id) +
+                                    " is not in the vocabulary"));
     }
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
@@ -776,8 +806,9 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
 StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
                                                  bool addSpecialTokens) const {
   if (std::optional<size_t> bad = firstInvalidByte(text)) {
-    return Status::error(StatusCode::InvalidArgument, "the text is not valid UTF-8 (byte " +
-                         std::to_string(*bad) + ")");
+    return Status::error(StatusCode::InvalidArgument,
+                         "the text is not valid UTF-8 (byte " +
+                             std::to_string(*bad) + ")");
   }
   std::vector<int32_t> ids;
   if (impl_->spm) {
@@ -794,7 +825,8 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
       std::vector<int> pieces;
       auto status = impl_->spm->Encode(run, &pieces);
       if (!status.ok()) {
-        return Status::error(StatusCode::Internal, "SentencePiece: " + status.ToString());
+        return Status::error(StatusCode::Internal,
+                             "SentencePiece: " + status.ToString());
       }
       ids.insert(ids.end(), pieces.begin(), pieces.end());
       return Status::ok();
@@ -803,7 +835,9 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
     for (size_t at = 0; at < text.size();) {
       auto special = std::find_if(
           impl_->spmSpecials.begin(), impl_->spmSpecials.end(),
-          [&](const auto &piece) { return text.compare(at, piece.first.size(), piece.first) == 0; });
+          [&](const auto &piece) {
+            return text.compare(at, piece.first.size(), piece.first) == 0;
+          });
       if (special == impl_->spmSpecials.end()) {
         ++at;
         continue;
@@ -842,7 +876,8 @@ StatusOr<std::string> decodeSentencePiece(const sentencepiece::SentencePieceProc
   std::vector<int> known;
   for (int32_t id : ids) {
     if (id < 0) {
-      return Status::error(StatusCode::InvalidArgument, "token id " + std::to_string(id) + " is negative");
+      return Status::error(StatusCode::InvalidArgument,
+                           "token id " + std::to_string(id) + " is negative");
     }
     if (id < spm.GetPieceSize()) {
       known.push_back(id);
@@ -851,7 +886,8 @@ StatusOr<std::string> decodeSentencePiece(const sentencepiece::SentencePieceProc
   std::string text;
   auto status = spm.Decode(known, &text);
   if (!status.ok()) {
-    return Status::error(StatusCode::Internal, "SentencePiece: " + status.ToString());
+    return Status::error(StatusCode::Internal,
+                         "SentencePiece: " + status.ToString());
   }
   return text;
 }
@@ -946,7 +982,8 @@ void TokenStreamDecoder::shrink(const std::string &decoded) {
   // window decodes differently); else keep the whole window.
   std::string_view pending = std::string_view(decoded).substr(emitted_);
   if (!text || text->size() < pending.size() ||
-      std::string_view(*text).substr(text->size() - pending.size()) != pending) {
+      std::string_view(*text).substr(text->size() - pending.size()) !=
+          pending) {
     return;
   }
   ids_ = std::move(kept);

@@ -98,7 +98,7 @@ private:
 
   const Tokenizer &tokenizer_;
   std::vector<int32_t> ids_; // the window: the last ids
-  size_t emitted_ = 0; // bytes of the window's decoding already returned
+  size_t emitted_ = 0;       // bytes of the window's decoding already returned
 };
 
 /// Replaces each maximal ill-formed UTF-8 subsequence by U+FFFD (the

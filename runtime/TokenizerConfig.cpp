@@ -13,7 +13,8 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr uint64_t kMaxConfigBytes = 64ull << 20; // real files: a few KB to 10 MB
+constexpr uint64_t kMaxConfigBytes = 64ull
+                                     << 20; // real files: a few KB to 10 MB
 
 /// A token is a string or {"content": ...}.
 std::string tokenText(const json &config, const char *key) {
@@ -78,8 +79,9 @@ StatusOr<TokenizerConfig> TokenizerConfig::read(const std::string &path) {
       char *rest = nullptr;
       long long id = std::strtoll(item.key().c_str(), &rest, 10);
       if (!token.is_object() || item.key().empty() || *rest != '\0') {
-        return Status::error(StatusCode::DataLoss, path + ": added_tokens_decoder['" + item.key() +
-                             "'] is not an id and a token");
+        return Status::error(StatusCode::DataLoss,
+                             path + ": added_tokens_decoder['" + item.key() +
+                                 "'] is not an id and a token");
       }
       token["id"] = id;
       result.addedTokens.push_back(std::move(token));

@@ -214,9 +214,10 @@ public:
     if (!compiled) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(code, message, sizeof(message));
-      return Status::error(StatusCode::DataLoss, "regex '" + pattern + "' at offset " +
-                           std::to_string(offset) + ": " +
-                           reinterpret_cast<const char *>(message));
+      return Status::error(StatusCode::DataLoss,
+                           "regex '" + pattern + "' at offset " +
+                               std::to_string(offset) + ": " +
+                               reinterpret_cast<const char *>(message));
     }
     pcre2_jit_compile(compiled, PCRE2_JIT_COMPLETE); // optional speed-up
     return std::make_shared<Regex>(compiled);
@@ -246,8 +247,9 @@ public:
       if (rc < 0) {
         PCRE2_UCHAR message[256];
         pcre2_get_error_message(rc, message, sizeof(message));
-        return Status::error(StatusCode::InvalidArgument, std::string("regex match failed: ") +
-                             reinterpret_cast<const char *>(message));
+        return Status::error(StatusCode::InvalidArgument,
+                             std::string("regex match failed: ") +
+                                 reinterpret_cast<const char *>(message));
       }
       PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(data.get());
       size_t begin = ovector[0], end = ovector[1];
@@ -337,7 +339,8 @@ StatusOr<Pattern> readPattern(const json &step, const std::string &where) {
       return out;
     }
   }
-  return Status::error(StatusCode::DataLoss, where + ": expected a pattern {\"String\": ...} or "
+  return Status::error(StatusCode::DataLoss,
+                       where + ": expected a pattern {\"String\": ...} or "
                                "{\"Regex\": ...}");
 }
 
@@ -363,8 +366,9 @@ flattenSequence(const json &component, const char *listKey,
 
 Status unsupported(const std::string &where, const std::string &type,
                    const char *supported) {
-  return Status::error(StatusCode::Unimplemented, where + ": type '" + type +
-                       "' is not supported (mfc reads " + supported + ")");
+  return Status::error(StatusCode::Unimplemented,
+                       where + ": type '" + type +
+                           "' is not supported (mfc reads " + supported + ")");
 }
 
 //===----------------------------------------------------------------------===//
@@ -449,8 +453,9 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
           static_cast<utf8proc_ssize_t>(text.size()), &mapped,
           static_cast<utf8proc_option_t>(step.unicodeOptions));
       if (n < 0) {
-        return Status::error(StatusCode::InvalidArgument, std::string("Unicode normalization failed: ") +
-                             utf8proc_errmsg(n));
+        return Status::error(StatusCode::InvalidArgument,
+                             std::string("Unicode normalization failed: ") +
+                                 utf8proc_errmsg(n));
       }
       text.assign(reinterpret_cast<char *>(mapped), static_cast<size_t>(n));
       std::free(mapped);
@@ -529,9 +534,11 @@ StatusOr<PreTokenizerStep> readPreTokenizerStep(const json &step,
     } else if (behavior == "MergedWithNext") {
       out.behavior = SplitBehavior::MergedWithNext;
     } else {
-      return Status::error(StatusCode::Unimplemented, where + ": Split behavior '" + behavior +
-                           "' is not supported (mfc reads Isolated, Removed, "
-                           "MergedWithPrevious and MergedWithNext)");
+      return Status::error(
+          StatusCode::Unimplemented,
+          where + ": Split behavior '" + behavior +
+              "' is not supported (mfc reads Isolated, Removed, "
+              "MergedWithPrevious and MergedWithNext)");
     }
     out.invert = boolMember(step, "invert", false);
     return out;
@@ -724,8 +731,9 @@ StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where
     std::optional<std::string> literal =
         pattern ? stringMember(*pattern, "String") : std::nullopt;
     if (!literal) {
-      return Status::error(StatusCode::DataLoss, where + ": only {\"String\": ...} patterns are "
-                                  "supported in a Replace decoder");
+      return Status::error(StatusCode::DataLoss,
+                           where + ": only {\"String\": ...} patterns are "
+                                   "supported in a Replace decoder");
     }
     out.from = *literal;
     out.to = stringMember(step, "content").value_or("");

@@ -145,9 +145,10 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   };
   if (!source.qkv) {
     if (fusedRows != 2 * rows) {
-      return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name + "' has " +
-                           std::to_string(fusedRows) + " rows, not 2 x " +
-                           std::to_string(rows));
+      return Status::error(StatusCode::InvalidArgument,
+                           "'" + path + "': tensor '" + source.name + "' has " +
+                               std::to_string(fusedRows) + " rows, not 2 x " +
+                               std::to_string(rows));
     }
     for (int64_t row = 0; row < rows; ++row) {
       copyRow(row, 2 * row + source.part);
@@ -156,19 +157,21 @@ Status unfuseRows(const FusedSource &source, const Tensor &fused,
   }
   if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
       fusedRows % (heads + 2 * kvHeads) != 0) {
-    return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name + "' has " +
-                         std::to_string(fusedRows) + " rows, which " +
-                         std::to_string(heads) + " heads and " +
-                         std::to_string(kvHeads) +
-                         " KV heads do not split evenly");
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + path + "': tensor '" + source.name + "' has " +
+                             std::to_string(fusedRows) + " rows, which " +
+                             std::to_string(heads) + " heads and " +
+                             std::to_string(kvHeads) +
+                             " KV heads do not split evenly");
   }
   int64_t headDim = fusedRows / (heads + 2 * kvHeads);
   int64_t repeats = heads / kvHeads;
   int64_t partRows = source.part == 0 ? repeats * headDim : headDim;
   if (rows != kvHeads * partRows) {
-    return Status::error(StatusCode::InvalidArgument, "'" + path + "': tensor '" + source.name +
-                         "' does not hold the " + std::to_string(rows) +
-                         " rows the model needs");
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + path + "': tensor '" + source.name +
+                             "' does not hold the " + std::to_string(rows) +
+                             " rows the model needs");
   }
   int64_t within = source.part == 0 ? 0 : (repeats + source.part - 1) * headDim;
   for (int64_t group = 0; group < kvHeads; ++group) {
@@ -303,10 +306,11 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           }
           const CheckpointEntry &fused = it->second;
           if (parameter->split_dim() >= 0) {
-            return Status::error(StatusCode::Unimplemented, "'" + paths[f] + "': '" + source->name +
-                                 "' (qkv_concat) is not read by a sharded "
-                                 "program yet; convert the checkpoint to "
-                                 "separate wq/wk/wv and w1/w3 tensors");
+            return Status::error(StatusCode::Unimplemented,
+                                 "'" + paths[f] + "': '" + source->name +
+                                     "' (qkv_concat) is not read by a sharded "
+                                     "program yet; convert the checkpoint to "
+                                     "separate wq/wk/wv and w1/w3 tensors");
           }
           DType dtype = Executable::dtypeOf(*parameter->type());
           Shape shape = Executable::shapeOf(*parameter->type());
@@ -314,11 +318,12 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           if (expected.empty() || shape.size() != expected.size() ||
               !std::equal(shape.begin() + 1, shape.end(), expected.begin() + 1) ||
               fused.dtype == DType::I32) {
-            return Status::error(StatusCode::InvalidArgument, "'" + paths[f] + "': tensor '" + source->name +
-                                 "' has shape " + formatShape(fused.shape) +
-                                 ", which does not hold '" +
-                                 parameter->mf_name()->str() + "' of shape " +
-                                 formatShape(shape));
+            return Status::error(StatusCode::InvalidArgument,
+                                 "'" + paths[f] + "': tensor '" + source->name +
+                                     "' has shape " + formatShape(fused.shape) +
+                                     ", which does not hold '" +
+                                     parameter->mf_name()->str() +
+                                     "' of shape " + formatShape(shape));
           }
           // wq, wk and wv (w1, w3) come one after the other: the fused
           // tensor is read once for all of them.
@@ -359,24 +364,27 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         continue;
       }
       if (!found) {
-        return Status::error(StatusCode::NotFound,
+        return Status::error(
+            StatusCode::NotFound,
             described + " has no tensor '" + name + "'" +
-            (parameter->mf_name()
-                 ? " (nor '" + parameter->mf_name()->str() + "')"
-                 : std::string()) +
-            "; the model needs it");
+                (parameter->mf_name()
+                     ? " (nor '" + parameter->mf_name()->str() + "')"
+                     : std::string()) +
+                "; the model needs it");
       }
       Shape shape = wholeShapeOf(*parameter, executable);
       if (found->shape != shape) {
-        return Status::error(StatusCode::InvalidArgument, "'" + foundPath + "': tensor '" + foundName +
-                             "' has shape " + formatShape(found->shape) +
-                             ", the model needs " + formatShape(shape));
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + foundPath + "': tensor '" + foundName +
+                                 "' has shape " + formatShape(found->shape) +
+                                 ", the model needs " + formatShape(shape));
       }
       std::optional<TensorBlock> block = blockOf(*parameter, ranks);
       shape = Executable::shapeOf(*parameter->type());
       if (found->dtype == DType::I32) {
-        return Status::error(StatusCode::InvalidArgument, "'" + foundPath + "': tensor '" + foundName +
-                             "' is I32, parameters are floating point");
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + foundPath + "': tensor '" + foundName +
+                                 "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
       // In place (when asked) where the file's bytes serve as they are:
@@ -384,7 +392,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       // copied and the file's pages released.
       std::optional<Tensor> mapped;
       if (inPlace) {
-        mapped = foundFile->view(*found, dtype, shape, block ? &*block : nullptr);
+        mapped =
+            foundFile->view(*found, dtype, shape, block ? &*block : nullptr);
       }
       if (mapped) {
         weights.mappedBytes_ += mapped->byteSize();
@@ -410,9 +419,10 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         elsewhere |= set.count(name) > 0;
       }
       if (!elsewhere && !other) {
-        return Status::error(StatusCode::InvalidArgument, "'" + paths[f] + "' has a tensor '" + name +
-                             "' that the model does not use; is it the "
-                             "checkpoint of another config?");
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + paths[f] + "' has a tensor '" + name +
+                                 "' that the model does not use; is it the "
+                                 "checkpoint of another config?");
       }
     }
   }
@@ -426,8 +436,9 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
   }
   std::shared_ptr<void> bytes(std::malloc(tensor.byteSize()), std::free);
   if (!bytes) {
-    return Status::error(StatusCode::ResourceExhausted, "out of memory unpacking a parameter of " +
-                         std::to_string(tensor.byteSize()) + " bytes");
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory unpacking a parameter of " +
+                             std::to_string(tensor.byteSize()) + " bytes");
   }
   Tensor stored(tensor.dtype(), tensor.shape(), std::move(bytes));
   unpackPanels(tensor.dtype(), tensor.data(), tensor.dim(0), tensor.dim(1),
@@ -445,7 +456,7 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
   if (!ranks) {
     return Status::error(StatusCode::FailedPrecondition,
                          "parameter '" + parameter.name()->str() +
-                         "' is split over ranks that are not running");
+                             "' is split over ranks that are not running");
   }
   Shape shape = wholeShapeOf(parameter, executable);
   // The whole weight, as loading checked it fits (its block times ranks).
@@ -453,8 +464,9 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
                 dtypeSize(stored->dtype());
   std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
   if (!bytes) {
-    return Status::error(StatusCode::ResourceExhausted, "out of memory gathering parameter '" +
-                         parameter.name()->str() + "'");
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory gathering parameter '" +
+                             parameter.name()->str() + "'");
   }
   Tensor gathered(stored->dtype(), shape, std::move(bytes));
   // Gathered part by part: each part's blocks side by side.
@@ -498,7 +510,8 @@ Status Weights::saveMerged(const Executable &executable,
   const fb::Training *training = root.model()->training();
   double scale = training ? training->lora_scale() : 0.0;
   if (scale == 0.0) {
-    return Status::error(StatusCode::FailedPrecondition, "the executable has no LoRA adapters to merge "
+    return Status::error(StatusCode::FailedPrecondition,
+                         "the executable has no LoRA adapters to merge "
                          "(compile a config with pet_config: pet_type lora)");
   }
   bool transposed = root.model()->family() == fb::ModelFamily::GPT2;

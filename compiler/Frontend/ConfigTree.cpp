@@ -295,8 +295,8 @@ std::unique_ptr<ConfigNode> mfc::parseConfigFile(ConfigDiagnostics &diagnostics,
       diagnostics.sourceMgr().AddNewSourceBuffer(std::move(file), SMLoc());
   auto root = parseBuffer(diagnostics, bufferId, text, 0);
   if (root && !root->isMap()) {
-    diagnostics.error(root->loc, "expected " + expectedMap + ", got " +
-                                     root->describe());
+    diagnostics.error(root->loc,
+                      "expected " + expectedMap + ", got " + root->describe());
     return nullptr;
   }
   return root;

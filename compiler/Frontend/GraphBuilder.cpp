@@ -276,10 +276,10 @@ Value GraphBuilder::withLora(Value input, Value projected,
 
 LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
   module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
-  module_->setAttr("mf.run_mode",
-                   mf::RunModeAttr::get(builder_.getContext(),
-                                        *mf::symbolizeRunMode(
-                                            toString(spec_.runMode))));
+  module_->setAttr(
+      "mf.run_mode",
+      mf::RunModeAttr::get(builder_.getContext(),
+                           *mf::symbolizeRunMode(toString(spec_.runMode))));
   module_->setAttr("mf.context_mode",
                    builder_.getI64IntegerAttr(spec_.contextMode));
   if (spec_.runMode == RunMode::Predict) {
@@ -329,7 +329,8 @@ void GraphBuilder::setOptimizer() {
           builder_.getContext(), *mf::symbolizeOptimizerKind(optimizer.type),
           f64(optimizer.beta1), f64(optimizer.beta2), f64(optimizer.eps),
           f64(optimizer.weightDecay), spec_.runner.gradientAccumulationSteps,
-          spec_.runner.useClipGrad ? f64(spec_.runner.maxGradNorm) : FloatAttr(),
+          spec_.runner.useClipGrad ? f64(spec_.runner.maxGradNorm)
+                                   : FloatAttr(),
           spec_.parallelOptimizer ? builder_.getUnitAttr() : UnitAttr(),
           spec_.shardedDataParallel > 1
               ? spec_.parallel.gradientAggregationGroup

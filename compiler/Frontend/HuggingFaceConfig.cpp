@@ -60,7 +60,7 @@ namespace {
 
 /// generation_config.json's keys that model_config also has.
 constexpr StringRef kGenerationKeys[] = {
-    "do_sample",   "top_k",       "top_p",        "temperature",
+    "do_sample",          "top_k",        "top_p",        "temperature",
     "repetition_penalty", "bos_token_id", "eos_token_id", "pad_token_id"};
 
 /// The map under `key`, created (at `loc`) when absent or null; null when
@@ -150,25 +150,33 @@ public:
 private:
   void compare(const ConfigNode::Entry &fromFile, StringRef canonical,
                StringRef fileName) {
-    auto yaml = llvm::find_if(modelConfig_.entries,
-                              [&](const ConfigNode::Entry &entry) {
-                                return canonicalModelKey(entry.key) == canonical;
-                              });
+    auto yaml = llvm::find_if(
+        modelConfig_.entries, [&](const ConfigNode::Entry &entry) {
+          return canonicalModelKey(entry.key) == canonical;
+        });
     if (sameValue(*yaml->value, *fromFile.value)) {
       return;
     }
     // Keys that shape the weights.
     static const StringRef shapeKeys[] = {
-        "hidden_size",  "num_layers",        "num_heads",
-        "n_kv_heads",   "vocab_size",        "intermediate_size",
-        "head_dim",     "qkv_has_bias",      "tie_word_embeddings",
-        "qk_layernorm", "untie_embeddings_and_output_weights"};
+        "hidden_size",
+        "num_layers",
+        "num_heads",
+        "n_kv_heads",
+        "vocab_size",
+        "intermediate_size",
+        "head_dim",
+        "qkv_has_bias",
+        "tie_word_embeddings",
+        "qk_layernorm",
+        "untie_embeddings_and_output_weights"};
     bool shapesWeights = llvm::is_contained(shapeKeys, canonical);
     diagnostics_.warning(
         yaml->keyLoc,
         "model.model_config." + yaml->key + ": " + shown(*yaml->value) +
             " here, " + shown(*fromFile.value) + " in the model folder's " +
-            fileName + "; the YAML's value is compiled (MindFormers merges "
+            fileName +
+            "; the YAML's value is compiled (MindFormers merges "
             "them so)" +
             (shapesWeights ? ", and the folder's weights will not fit" : ""));
     diagnostics_.note(fromFile.keyLoc, fileName + "'s value");
@@ -185,8 +193,8 @@ private:
 
 bool mfc::mergePretrainedModelDir(ConfigDiagnostics &diagnostics,
                                   ConfigNode &root, StringRef yamlPath) {
-  ConfigNode::Entry *dirEntry = root.isMap() ? root.find("pretrained_model_dir")
-                                             : nullptr;
+  ConfigNode::Entry *dirEntry =
+      root.isMap() ? root.find("pretrained_model_dir") : nullptr;
   if (!dirEntry || !dirEntry->value->isScalar() ||
       dirEntry->value->scalar.empty()) {
     return true; // the reader reports a value of the wrong kind

@@ -1,4 +1,5 @@
-//===- HuggingFaceConfig.h - config.json under a MindFormers YAML -*- C++ -*-===//
+//===- HuggingFaceConfig.h - config.json under a MindFormers YAML -*- C++
+//-*-===//
 //
 // MindFormers' newest configs name no model.arch: `pretrained_model_dir`
 // points at a Hugging Face model folder, whose config.json (and

@@ -317,7 +317,8 @@ public:
   /// The dotted path of `key` as the config spells it.
   std::string childPath(StringRef key) const {
     auto alias = aliases_.find(key);
-    return canonicalPath(alias == aliases_.end() ? key : StringRef(alias->second));
+    return canonicalPath(alias == aliases_.end() ? key
+                                                 : StringRef(alias->second));
   }
 
   void error(SMLoc loc, const llvm::Twine &message) {
@@ -477,7 +478,8 @@ private:
       return nullptr;
     }
     auto alias = aliases_.find(key);
-    return node_->find(alias == aliases_.end() ? key : StringRef(alias->second));
+    return node_->find(alias == aliases_.end() ? key
+                                               : StringRef(alias->second));
   }
 
   std::optional<int64_t> readIntValue(StringRef key, int64_t min, int64_t max) {
@@ -566,9 +568,9 @@ constexpr StringRef kIgnoredModelKeys[] = {
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
     "max_position_embeddings", "parallel_decoding", "use_rope_slice",
     "use_flash_attention_grad", "fused_rms_norm", "fused_kernel",
-    "use_attn_mask_compression", "post_process",
-    "rotary_emb_base", "batch_valid_length", "input_sliced_sig",
-    "is_encoder_decoder", "attention_probs_dropout_prob",
+    "use_attn_mask_compression", "post_process", "rotary_emb_base",
+    "batch_valid_length", "input_sliced_sig", "is_encoder_decoder",
+    "attention_probs_dropout_prob",
     // Hugging Face config.json: bookkeeping, or (sliding_window,
     // max_window_layers) unused without use_sliding_window, or
     // (pretraining_tp) the same products summed in slices.
@@ -580,8 +582,8 @@ constexpr StringRef kIgnoredModelKeys[] = {
     // own fused checkpoints (mf-run reads Hugging Face's layout).
     "use_contiguous_weight_layout_attention",
     "use_interleaved_weight_layout_mlp", "fused_norm", "apply_rope_fusion",
-    "use_fused_rope", "use_fused_swiglu", "bias_swiglu_fusion",
-    "input_layout", "sparse_mode", "router_dense_type"};
+    "use_fused_rope", "use_fused_swiglu", "bias_swiglu_fusion", "input_layout",
+    "sparse_mode", "router_dense_type"};
 
 class SpecReader {
 public:
@@ -815,9 +817,8 @@ private:
                               "and GPT2LMHeadModel)");
     } else if (arch.require("type", "LlamaForCausalLM") &&
                arch.readChoice("type", config.archType, archs)) {
-      config.family = config.archType == "GPT2LMHeadModel"
-                          ? ModelFamily::GPT2
-                          : ModelFamily::Llama;
+      config.family = config.archType == "GPT2LMHeadModel" ? ModelFamily::GPT2
+                                                           : ModelFamily::Llama;
     }
   }
 
@@ -844,14 +845,16 @@ private:
     if (name && !name->isScalar()) {
       cfg.error(name->loc, cfg.childPath("architectures") +
                                ": expected an architecture name or a list of "
-                               "them, got " + name->describe());
+                               "them, got " +
+                               name->describe());
       return;
     }
     std::string modelType;
     cfg.readString("model_type", modelType);
-    const Architecture *found = llvm::find_if(known, [&](const Architecture &a) {
-      return name ? a.name == name->scalar : a.modelType == modelType;
-    });
+    const Architecture *found =
+        llvm::find_if(known, [&](const Architecture &a) {
+          return name ? a.name == name->scalar : a.modelType == modelType;
+        });
     if (found == std::end(known)) {
       cfg.error(name ? name->loc : cfg.valueLoc("model_type"),
                 (name ? cfg.childPath("architectures") + ": '" + name->scalar
@@ -900,7 +903,8 @@ private:
               (*untie ? "True" : "False") + " contradicts " +
               cfg.childPath("tie_word_embeddings") +
               ", which MindFormers' models follow; compiled with the "
-              "embeddings " + (config.tieWordEmbeddings ? "tied" : "untied"));
+              "embeddings " +
+              (config.tieWordEmbeddings ? "tied" : "untied"));
     }
   }
 
@@ -949,7 +953,8 @@ private:
     cfg.readChoice("position_embedding_type", positions, positionKinds);
     bool gpt2 = spec_.model.family == ModelFamily::GPT2;
     std::string norm;
-    static const StringRef llamaNorms[] = {"RMSNorm"}, gpt2Norms[] = {"LayerNorm"};
+    static const StringRef llamaNorms[] = {"RMSNorm"},
+                           gpt2Norms[] = {"LayerNorm"};
     cfg.readChoice("normalization", norm,
                    gpt2 ? llvm::ArrayRef<StringRef>(gpt2Norms) : llamaNorms);
     if (const ConfigNode *layers = cfg.get("layer_types")) {
@@ -963,8 +968,8 @@ private:
         }
       }
     }
-    bool trains = spec_.runMode == RunMode::Train ||
-                  spec_.runMode == RunMode::Finetune;
+    bool trains =
+        spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune;
     for (StringRef key : {"hidden_dropout", "attention_dropout"}) {
       double rate = 0.0;
       cfg.readFloat(key, rate, 0.0, 1.0);
@@ -1189,8 +1194,8 @@ private:
     }
     cfg.ignore({"extend_method", "scaling_factor"});
     std::string type;
-    static const StringRef types[] = {"default", "linear",  "llama3",
-                                      "dynamic", "yarn",    "longrope"};
+    static const StringRef types[] = {"default", "linear", "llama3",
+                                      "dynamic", "yarn",   "longrope"};
     scaling.alias("rope_type", "type");
     if (!scaling.require("rope_type", "llama3") ||
         !scaling.readChoice("rope_type", type, types)) {
@@ -1810,19 +1815,21 @@ private:
               divisors(model.hiddenSize) + ", or give head_dim");
     } else if (model.headDim() % 2 != 0 && model.family == ModelFamily::Llama) {
       std::string key = model.headDimension ? ".head_dim" : ".num_heads";
-      diagnostics().error(loc(cfg + key),
-                          cfg + key + ": the head dim " +
-                              (model.headDimension ? "" : "hidden_size / num_heads = ") +
-                              llvm::Twine(model.headDim()) +
-                              " must be even for rotary embeddings");
+      diagnostics().error(
+          loc(cfg + key),
+          cfg + key + ": the head dim " +
+              (model.headDimension ? "" : "hidden_size / num_heads = ") +
+              llvm::Twine(model.headDim()) +
+              " must be even for rotary embeddings");
     }
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {
-      std::string key = model.qkLayernorm ? ".qk_layernorm"
-                                          : ".fp32_residual_connection";
+      std::string key =
+          model.qkLayernorm ? ".qk_layernorm" : ".fp32_residual_connection";
       diagnostics().error(loc(cfg + key),
-                          cfg + key + ": built for LLaMA-family models, not "
-                                      "GPT-2 yet; remove the key");
+                          cfg + key +
+                              ": built for LLaMA-family models, not "
+                              "GPT-2 yet; remove the key");
     }
     if (!ropeExtension_.empty() && ropeFactor_ &&
         (ropeExtension_ != "LLAMA3" ||

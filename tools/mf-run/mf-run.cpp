@@ -9,15 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/ChatTemplate.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executable.h"
 #include "runtime/FileIO.h"
 #include "runtime/Generation.h"
-#include "runtime/KernelLibrary.h"
 #include "runtime/GraphExecutor.h"
+#include "runtime/KernelLibrary.h"
 #include "runtime/PyNative.h"
 #include "runtime/Safetensors.h"
-#include "runtime/ChatTemplate.h"
 #include "runtime/Tokenizer.h"
 #include "runtime/TokenizerConfig.h"
 #include "runtime/Weights.h"
@@ -116,8 +116,10 @@ void usage(std::ostream &os) {
         "  --repeat N                 predict: generate N times, report the "
         "median times (benchmarks)\n"
         "  --do-sample / --greedy     override the YAML's do_sample\n"
-        "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
-        "  --dump-logits out.npy      write the logits of every prompt position "
+        "  --top-k K --top-p P --temperature T --repetition-penalty R --seed "
+        "S\n"
+        "  --dump-logits out.npy      write the logits of every prompt "
+        "position "
         "[batch, len, vocab] (f32)\n"
         "  --dump-step-logits out.npy write the logits each new token was "
         "picked from [steps, vocab]\n"
@@ -137,13 +139,16 @@ void usage(std::ostream &os) {
         "folded in, and exit\n"
         "  --batch-size B             train: must equal the compiled batch "
         "(shapes are static)\n"
-        "  --save-weights W           write the parameters as safetensors (train: "
+        "  --save-weights W           write the parameters as safetensors "
+        "(train: "
         "a checkpoint with the optimizer state, at the end)\n"
         "  --dump-tensors DIR         write every intermediate as .npy\n"
         "  --profile trace.json       Chrome trace, one slice per op\n"
         "  --check-numerics           stop at the first op producing NaN/Inf\n"
-        "  --check                    run prefill in both modes, compare every\n"
-        "                             kernel's outputs, name the first that differs\n"
+        "  --check                    run prefill in both modes, compare "
+        "every\n"
+        "                             kernel's outputs, name the first that "
+        "differs\n"
         "  --dump                     print the executable and exit\n";
 }
 
@@ -155,7 +160,6 @@ std::unique_ptr<Communicator> ranks;
 /// prints notes and summaries; the others compute it too (the same
 /// collectives) and print only their errors.
 bool primaryRank() { return !ranks || ranks->rank() == 0; }
-
 
 /// The most tokens a count flag takes (--max-new-tokens, --top-k): beyond
 /// any sequence or vocabulary, far below what overflows.
@@ -177,11 +181,41 @@ bool parseNumber(const char *text, double &out) {
 
 std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   enum {
-    kMode = 256, kWeights, kTask, kPrompt, kInputIds, kMaxNewTokens, kRepeat, kDoSample,
-    kGreedy, kTopK, kTopP, kTemperature, kRepetitionPenalty, kSeed,
-    kDumpLogits, kDumpStepLogits, kData, kSaveWeights, kDumpTensors, kProfile, kCheckNumerics,
-    kCheck, kDump, kThreads, kDumpGrads, kSteps, kSaveEvery, kResume,
-    kMergeLora, kBatchSize, kTokenizer, kChat, kSystem, kWeightsInPlace, kHelp
+    kMode = 256,
+    kWeights,
+    kTask,
+    kPrompt,
+    kInputIds,
+    kMaxNewTokens,
+    kRepeat,
+    kDoSample,
+    kGreedy,
+    kTopK,
+    kTopP,
+    kTemperature,
+    kRepetitionPenalty,
+    kSeed,
+    kDumpLogits,
+    kDumpStepLogits,
+    kData,
+    kSaveWeights,
+    kDumpTensors,
+    kProfile,
+    kCheckNumerics,
+    kCheck,
+    kDump,
+    kThreads,
+    kDumpGrads,
+    kSteps,
+    kSaveEvery,
+    kResume,
+    kMergeLora,
+    kBatchSize,
+    kTokenizer,
+    kChat,
+    kSystem,
+    kWeightsInPlace,
+    kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
@@ -507,8 +541,9 @@ StatusOr<std::string> chatPrompt(const Options &options, Session &session,
                          "processor.tokenizer.chat_template in the YAML, or "
                          "give --tokenizer a Hugging Face folder whose "
                          "tokenizer_config.json has one (" +
-                         (*config ? (*config)->path + " has none"
-                                  : "there is none beside " + tokenizer.path()) +
+                         (*config
+                              ? (*config)->path + " has none"
+                              : "there is none beside " + tokenizer.path()) +
                          ")");
   }
   StatusOr<ChatTemplate> chat = ChatTemplate::parse(source);
@@ -858,31 +893,31 @@ int predict(const Options &options, Session &session) {
                          : "";
   // Parameters read in place from the weight files' mapping.
   uint64_t mapped = session.weights.mappedBytes();
-  std::string mappedNote =
-      mapped ? ", weights in place in the file " + formatMegabytes(mapped) + " MB"
-             : "";
+  std::string mappedNote = mapped ? ", weights in place in the file " +
+                                        formatMegabytes(mapped) + " MB"
+                                  : "";
   int64_t decodeSteps = std::max<int64_t>(0, generated.size() - 1);
   if (!primaryRank()) {
     return writeTrace(options, session);
   }
-  std::fprintf(stderr,
-               "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
-               "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
-               "%.2f MB (tensors %.2f MB%s, arena %.2f MB%s), peak RSS %.1f MB\n",
-               static_cast<long long>(promptLength), prefillSeconds * 1e3,
-               promptLength / std::max(prefillSeconds, 1e-9),
-               prefillEntry.c_str(),
-               static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
-               decodeSteps / std::max(decodeSeconds, 1e-9),
-               options.repeat > 1
-                   ? (", medians of " + std::to_string(options.repeat) + " runs").c_str()
-                   : "",
-               (session.allocator.peakBytes() + session.executor->arenaBytes() +
-                mapped) / 1e6,
-               session.allocator.peakBytes() / 1e6,
-               derivedNote.c_str(),
-               session.executor->arenaBytes() / 1e6, mappedNote.c_str(),
-               peakResidentMegabytes());
+  std::fprintf(
+      stderr,
+      "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
+      "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
+      "%.2f MB (tensors %.2f MB%s, arena %.2f MB%s), peak RSS %.1f MB\n",
+      static_cast<long long>(promptLength), prefillSeconds * 1e3,
+      promptLength / std::max(prefillSeconds, 1e-9), prefillEntry.c_str(),
+      static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
+      decodeSteps / std::max(decodeSeconds, 1e-9),
+      options.repeat > 1
+          ? (", medians of " + std::to_string(options.repeat) + " runs").c_str()
+          : "",
+      (session.allocator.peakBytes() + session.executor->arenaBytes() +
+       mapped) /
+          1e6,
+      session.allocator.peakBytes() / 1e6, derivedNote.c_str(),
+      session.executor->arenaBytes() / 1e6, mappedNote.c_str(),
+      peakResidentMegabytes());
   return writeTrace(options, session);
 }
 
@@ -953,7 +988,8 @@ int evaluate(const Options &options, Session &session) {
   }
   if (dataRanks > 1) {
     double sums[2] = {totalLoss, static_cast<double>(totalTokens)};
-    if (Status status = ranks->allReduceInPlace(sums, 2, /*max=*/false, dataAxis);
+    if (Status status =
+            ranks->allReduceInPlace(sums, 2, /*max=*/false, dataAxis);
         !status) {
       return fail(status);
     }

@@ -76,8 +76,8 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   Attribute value = attribute.getValue();
   auto expect = [&](bool valid, StringRef expected) -> LogicalResult {
     if (!valid) {
-      return op->emitError() << "'" << name << "' must be " << expected
-                             << ", got " << value;
+      return op->emitError()
+             << "'" << name << "' must be " << expected << ", got " << value;
     }
     return success();
   };
@@ -120,9 +120,11 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == "mf.kernels_skipped") {
     auto counts = dyn_cast<DictionaryAttr>(value);
-    return expect(counts && llvm::all_of(counts, [](NamedAttribute count) {
-                    return isa<IntegerAttr>(count.getValue());
-                  }),
+    return expect(counts &&
+                      llvm::all_of(counts,
+                                   [](NamedAttribute count) {
+                                     return isa<IntegerAttr>(count.getValue());
+                                   }),
                   "a dictionary of counts");
   }
   return op->emitError() << "unknown attribute '" << name

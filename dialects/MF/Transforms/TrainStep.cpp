@@ -329,7 +329,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     SmallVector<Value> means(gradients.size());
     auto flush = [&](ArrayRef<size_t> bucket) {
       if (bucket.size() == 1) {
-        means[bucket.front()] = meanOverDataParallel(math, gradients[bucket.front()]);
+        means[bucket.front()] =
+            meanOverDataParallel(math, gradients[bucket.front()]);
         return;
       }
       SmallVector<Value> flat;
