@@ -23,9 +23,6 @@ namespace mfrt {
 
 namespace fb = ::mfbin;
 
-/// The most buffers a kernel takes (inputs + outputs).
-constexpr size_t kMaxKernelArguments = 16;
-
 /// The format versions this runtime reads.
 constexpr uint32_t kMinFormatVersion = 9;
 constexpr uint32_t kMaxFormatVersion = 9;

@@ -242,13 +242,9 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     }
     const std::string &kernelName = root.kernels()->Get(command.kernel())->str();
     KernelCall &call = prepared->calls[c];
-    call.entry = kernels_.symbol(kernelName);
-    if (!call.entry) {
-      return Status::error(StatusCode::DataLoss,
-                           "kernel '" + kernelName + "' of '" + name +
-                               "' is not in the loaded kernel library");
-    }
+    call.entry = kernels_.kernel(command.kernel());
     call.where = "kernel '" + kernelName + "' of '" + name + "'";
+    call.executor = this;
     for (uint32_t position : prepared->program->panelBindings[c]) {
       uint32_t source = command.bindings()->Get(position)->buffer();
       StatusOr<Derived *> packed = panelsOf(
@@ -264,50 +260,51 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   return pointer;
 }
 
-namespace {
-
-using P = void *;
-
-/// Calls `entry` as void(int64_t, int64_t, P x N) with N = sizeof...(I).
-template <size_t... I>
-void callWith(void *entry, int64_t b, int64_t e, const std::vector<P> &a,
-              std::index_sequence<I...>) {
-  using Kernel = void (*)(int64_t, int64_t, decltype(I, P())...);
-  reinterpret_cast<Kernel>(entry)(b, e, a[I]...);
-}
-
-template <size_t... N>
-void callKernelWith(void *entry, int64_t b, int64_t e, const std::vector<P> &a,
-                    std::index_sequence<N...>) {
-  // One case per buffer count 1 .. kMaxKernelArguments.
-  ((a.size() == N + 1 ? callWith(entry, b, e, a, std::make_index_sequence<N + 1>())
-                      : void()),
-   ...);
-}
-
-/// Calls a kernel: void mfk_N(int64_t tileBegin, int64_t tileEnd, T *...),
-/// with 1 to kMaxKernelArguments buffers (the loader checked the count).
-void callKernel(void *entry, int64_t b, int64_t e, const std::vector<P> &a) {
-  callKernelWith(entry, b, e, a, std::make_index_sequence<kMaxKernelArguments>());
-}
-
-} // namespace
-
 void GraphExecutor::runKernelTiles(const void *context, int64_t begin,
                                    int64_t end) {
   const auto &call = *static_cast<const KernelCall *>(context);
-  callKernel(call.entry, begin, end, call.arguments);
-  if (kernelServiceFailed()) {
-    attributeKernelServiceError(call.where);
+  mfrt_dispatch_state_v1 state{begin,
+                               end,
+                               static_cast<uint32_t>(call.pointers.size()),
+                               0,
+                               call.pointers.data(),
+                               call.lengths.data()};
+  int32_t status = call.entry(&state);
+  if (status != MFRT_KERNEL_OK) {
+    call.executor->recordKernelFailure(call, status);
+  }
+}
+
+void GraphExecutor::recordKernelFailure(const KernelCall &call,
+                                        int32_t status) {
+  Status failure =
+      status == MFRT_KERNEL_SERVICE_FAILED
+          ? Status::error(StatusCode::InvalidArgument,
+                          call.where + ": " + takeServiceError())
+      : status == MFRT_KERNEL_BAD_DISPATCH
+          ? Status::error(StatusCode::DataLoss,
+                          call.where + " refused its dispatch: the host "
+                                       "program's bindings are not what the "
+                                       "kernel was built for; recompile the "
+                                       "model")
+          : Status::error(StatusCode::Internal,
+                          call.where + " returned the unknown status " +
+                              std::to_string(status));
+  std::lock_guard<std::mutex> lock(kernelFailureMutex_);
+  if (!kernelFailed_.load(std::memory_order_relaxed)) {
+    kernelFailure_ = std::move(failure);
+    kernelFailed_.store(true, std::memory_order_release);
   }
 }
 
 Status GraphExecutor::finishKernels() {
   pool_.finish();
-  if (std::string why = takeKernelServiceError(); !why.empty()) {
-    return Status::error(why);
+  if (!kernelFailed_.load(std::memory_order_acquire)) {
+    return Status::ok();
   }
-  return Status::ok();
+  std::lock_guard<std::mutex> lock(kernelFailureMutex_);
+  kernelFailed_.store(false, std::memory_order_relaxed);
+  return std::exchange(kernelFailure_, Status::ok());
 }
 
 Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
@@ -316,19 +313,23 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
   const auto &bindings = *command.bindings();
   std::vector<Tensor> &buffers = prepared.buffers;
   if (command.kind() == fb::CommandKind::Dispatch) {
-    // Pointers are written only when they change: a worker's copy of the
+    // Bindings are written only when they change: a worker's copy of the
     // call's line stays valid from one run to the next.
     KernelCall &call = prepared.calls[index];
-    call.arguments.resize(bindings.size());
+    call.pointers.resize(bindings.size());
+    call.lengths.resize(bindings.size());
     for (uint32_t i = 0; i < bindings.size(); ++i) {
-      void *pointer = buffers[bindings.Get(i)->buffer()].data();
+      Tensor *bound = &buffers[bindings.Get(i)->buffer()];
       for (auto [position, panels] : prepared.panels[index]) {
         if (position == i) {
-          pointer = panels->tensor.data();
+          bound = &panels->tensor;
         }
       }
-      if (call.arguments[i] != pointer) {
-        call.arguments[i] = pointer;
+      if (call.pointers[i] != bound->data()) {
+        call.pointers[i] = bound->data();
+      }
+      if (call.lengths[i] != bound->byteSize()) {
+        call.lengths[i] = bound->byteSize();
       }
     }
     int64_t tiles = executable_.root().kernel_signatures()->Get(command.kernel())->tiles();
@@ -337,7 +338,7 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
     } else {
       pool_.parallelFor(tiles, runKernelTiles, &call);
     }
-    if (kernelServiceFailed()) {
+    if (kernelFailed_.load(std::memory_order_acquire)) {
       return finishKernels();
     }
     return Status::ok();

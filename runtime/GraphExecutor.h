@@ -20,8 +20,10 @@
 #include "runtime/KernelLibrary.h"
 #include "runtime/ThreadPool.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 
 namespace mfrt {
 
@@ -57,12 +59,14 @@ private:
     /// A parameter's own storage, packed (keepParametersAsPanels).
     bool parameterItself = false;
   };
-  /// A dispatch's call: the kernel, its buffers in order, and where it is
-  /// (for a kernel service's error).
+  /// A dispatch's call: the kernel, its bindings' addresses and lengths in
+  /// order (runtime/KernelAbi.h), and where it is (for its errors).
   struct KernelCall {
-    void *entry = nullptr;
-    std::vector<void *> arguments;
+    mfrt_kernel_v1 entry = nullptr;
+    std::vector<void *> pointers;
+    std::vector<uint64_t> lengths;
     std::string where;
+    GraphExecutor *executor = nullptr;
   };
   /// An entry ready to run: its program, arena and buffers (those bound
   /// per run, inputs and outputs and views of them, are cleared after).
@@ -92,14 +96,16 @@ private:
   /// waits for them).
   Status runCommand(const fb::Entry &entry, Prepared &prepared, size_t index,
                     bool deferred);
-  /// Waits for the kernels' tiles; the first error a kernel service
-  /// recorded, if any.
+  /// Waits for the kernels' tiles; the first status a kernel failed with,
+  /// if any.
   Status finishKernels();
-  /// Tiles [begin, end) of a dispatch (`context`: its KernelCall); a
-  /// kernel service's error is attributed to the kernel here, on the
-  /// thread that ran it.
+  /// Tiles [begin, end) of a dispatch (`context`: its KernelCall), on a
+  /// thread of the pool.
   static void runKernelTiles(const void *context, int64_t begin,
                              int64_t end);
+  /// Keeps the first failure (a kernel's status, with what its service
+  /// said on this thread) for finishKernels().
+  void recordKernelFailure(const KernelCall &call, int32_t status);
   /// Hands what command `index` computed (begun at `began`) to the
   /// debugging hooks `options` asks for.
   Status observeCommand(const fb::Entry &entry, Prepared &prepared,
@@ -109,6 +115,9 @@ private:
 
   const KernelLibrary &kernels_;
   ThreadPool &pool_;
+  std::atomic<bool> kernelFailed_{false};
+  std::mutex kernelFailureMutex_;
+  Status kernelFailure_; // the first since finishKernels() took one
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
   std::vector<Derived> slots_;          // per derived slot
   std::map<int64_t, Derived> panels_;   // per parameter

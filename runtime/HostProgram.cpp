@@ -365,7 +365,7 @@ private:
           *root_.kernel_signatures()->Get(command.kernel());
       inputs = signature.inputs()->size();
       size_t count = inputs + signature.outputs()->size();
-      if (bindings.size() != count || count > kMaxKernelArguments) {
+      if (bindings.size() != count) {
         return bad("has " + where + " bind " + std::to_string(bindings.size()) +
                    " buffers to kernel '" +
                    root_.kernels()->Get(command.kernel())->str() +

@@ -161,23 +161,54 @@ StatusOr<KernelLibrary> KernelLibrary::load(const Executable &executable) {
       *static_cast<void **>(slot) = service.function;
     }
   }
-  if (root.kernels()) {
-    for (const flatbuffers::String *name : *root.kernels()) {
-      void *entry = dlsym(library.handle_, name->c_str());
-      if (!entry) {
-        return Status::error(StatusCode::DataLoss,
-                             "the kernel library has no symbol '" +
-                                 name->str() + "'");
-      }
-      library.symbols_[name->str()] = entry;
-    }
-  }
+  MFRT_RETURN_IF_ERROR(library.takeKernels(root));
   return library;
+}
+
+Status KernelLibrary::takeKernels(const fb::Executable &root) {
+  auto query = reinterpret_cast<mfrt_kernel_library_query_fn>(
+      dlsym(handle_, MFRT_KERNEL_LIBRARY_QUERY));
+  const mfrt_kernel_library_v1 *table =
+      query ? query(MFRT_KERNEL_ABI_VERSION) : nullptr;
+  if (!table || table->abi_version != MFRT_KERNEL_ABI_VERSION) {
+    return Status::error(
+        StatusCode::FailedPrecondition,
+        std::string("the kernel library does not speak kernel ABI version ") +
+            std::to_string(MFRT_KERNEL_ABI_VERSION) +
+            (query ? "" : " (it has no " MFRT_KERNEL_LIBRARY_QUERY ")") +
+            "; recompile the model with the mfc of this mf-run");
+  }
+  size_t count = root.kernels() ? root.kernels()->size() : 0;
+  if (table->kernel_count != count) {
+    return Status::error(StatusCode::DataLoss,
+                         "the kernel library has " +
+                             std::to_string(table->kernel_count) +
+                             " kernels, but the host programs name " +
+                             std::to_string(count));
+  }
+  for (uint32_t k = 0; k < count; ++k) {
+    const std::string &name = root.kernels()->Get(k)->str();
+    const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
+    uint32_t bindings =
+        signature.inputs()->size() + signature.outputs()->size();
+    if (!table->names[k] || name != table->names[k] || !table->kernels[k] ||
+        table->binding_counts[k] != bindings ||
+        table->tile_counts[k] != static_cast<int64_t>(signature.tiles())) {
+      return Status::error(
+          StatusCode::DataLoss,
+          "kernel " + std::to_string(k) + " of the kernel library is not '" +
+              name + "' with " + std::to_string(bindings) + " bindings and " +
+              std::to_string(signature.tiles()) +
+              " tiles, as the host programs declare it");
+    }
+    kernels_.push_back(table->kernels[k]);
+  }
+  return Status::ok();
 }
 
 KernelLibrary::KernelLibrary(KernelLibrary &&other) noexcept
     : handle_(other.handle_), fd_(other.fd_),
-      symbols_(std::move(other.symbols_)) {
+      kernels_(std::move(other.kernels_)) {
   other.handle_ = nullptr;
   other.fd_ = -1;
 }
@@ -185,7 +216,7 @@ KernelLibrary::KernelLibrary(KernelLibrary &&other) noexcept
 KernelLibrary &KernelLibrary::operator=(KernelLibrary &&other) noexcept {
   std::swap(handle_, other.handle_);
   std::swap(fd_, other.fd_);
-  std::swap(symbols_, other.symbols_);
+  std::swap(kernels_, other.kernels_);
   return *this;
 }
 
@@ -196,9 +227,4 @@ KernelLibrary::~KernelLibrary() {
   if (fd_ >= 0) {
     close(fd_);
   }
-}
-
-void *KernelLibrary::symbol(const std::string &name) const {
-  auto it = symbols_.find(name);
-  return it == symbols_.end() ? nullptr : it->second;
 }

@@ -3,7 +3,9 @@
 // model.bin carries its Graph Mode kernels as an ELF shared object. It is
 // loaded without touching the file system: the bytes go into an anonymous
 // memfd, which dlopen opens through /proc/self/fd. The bytes' hash was
-// checked when the executable was loaded.
+// checked when the executable was loaded. The library's own table
+// (runtime/KernelAbi.h) must speak this runtime's ABI version and list the
+// kernels model.bin names, with the same binding and tile counts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,9 +13,9 @@
 #define MFC_RUNTIME_KERNELLIBRARY_H
 
 #include "runtime/Executable.h"
+#include "runtime/KernelAbi.h"
 
-#include <map>
-#include <string>
+#include <vector>
 
 namespace mfrt {
 
@@ -28,14 +30,18 @@ public:
   KernelLibrary(const KernelLibrary &) = delete;
   ~KernelLibrary();
 
-  /// The entry point of kernel `name`, or null.
-  void *symbol(const std::string &name) const;
-  size_t size() const { return symbols_.size(); }
+  /// The entry point of model.bin's kernel `index` (load checked that
+  /// there is one for each).
+  mfrt_kernel_v1 kernel(uint32_t index) const { return kernels_[index]; }
+  size_t size() const { return kernels_.size(); }
 
 private:
+  /// The kernels model.bin names, from the library's table.
+  Status takeKernels(const fb::Executable &root);
+
   void *handle_ = nullptr;
   int fd_ = -1;
-  std::map<std::string, void *> symbols_;
+  std::vector<mfrt_kernel_v1> kernels_;
 };
 
 } // namespace mfrt

@@ -3,6 +3,7 @@
 #include "runtime/KernelServices.h"
 
 #include "runtime/BlasThread.h"
+#include "runtime/KernelAbi.h"
 
 #include "runtime/FlashAttention.h"
 #include "runtime/PanelGemm.h"
@@ -10,9 +11,6 @@
 
 #include <cblas.h>
 
-#include <atomic>
-#include <cstring>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,25 +77,8 @@ void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
                     k, n, transB, 0, m);
 }
 
-std::atomic<bool> serviceFailed{false};
-std::mutex serviceErrorMutex;
-std::string serviceError;     // guarded by serviceErrorMutex
-bool serviceErrorPlaced = false; // says where it happened
-
-void recordServiceError(std::string why) {
-  std::lock_guard<std::mutex> lock(serviceErrorMutex);
-  if (!serviceFailed.load(std::memory_order_relaxed)) {
-    serviceError = std::move(why);
-    serviceErrorPlaced = false;
-    serviceFailed.store(true, std::memory_order_release);
-  }
-}
-
-double doubleFromBits(int64_t bits) {
-  double value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
+/// Why this thread's last failing service failed (takeServiceError).
+thread_local std::string serviceError;
 
 void *buffer(int64_t address) { return reinterpret_cast<void *>(address); }
 
@@ -109,35 +90,18 @@ mfrt::DType storageOf(int64_t flags) {
 
 } // namespace
 
-std::string mfrt::takeKernelServiceError() {
-  if (!serviceFailed.load(std::memory_order_acquire)) {
-    return {};
-  }
-  std::lock_guard<std::mutex> lock(serviceErrorMutex);
-  serviceFailed.store(false, std::memory_order_relaxed);
+std::string mfrt::takeServiceError() {
   return std::exchange(serviceError, {});
 }
 
-bool mfrt::kernelServiceFailed() {
-  return serviceFailed.load(std::memory_order_acquire);
-}
-
-void mfrt::attributeKernelServiceError(const std::string &where) {
-  std::lock_guard<std::mutex> lock(serviceErrorMutex);
-  if (serviceFailed.load(std::memory_order_relaxed) && !serviceErrorPlaced) {
-    serviceError = where + ": " + serviceError;
-    serviceErrorPlaced = true;
-  }
-}
-
-extern "C" void
+extern "C" int32_t
 mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
                     int64_t newKeys, int64_t newValues, int64_t cacheKeyIn,
                     int64_t cacheValueIn, int64_t cacheKey, int64_t cacheValue,
                     int64_t positions, int64_t pastPointer, int64_t pastValue,
                     int64_t out, int64_t batch, int64_t seq, int64_t heads,
                     int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
-                    int64_t flags, int64_t scaleBits, int64_t thetaBits) {
+                    int64_t flags, double scale, double theta) {
   prepareBlasThread();
   FusedAttention args{
       buffer(query),
@@ -161,29 +125,32 @@ mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
       dim,
       keys,
       newRows,
-      static_cast<float>(doubleFromBits(scaleBits)),
-      static_cast<float>(doubleFromBits(thetaBits)),
+      static_cast<float>(scale),
+      static_cast<float>(theta),
       storageOf(flags)};
   std::string why = runFusedAttention(args, unitBegin, unitEnd);
   if (!why.empty()) {
-    recordServiceError(std::move(why));
+    serviceError = std::move(why);
+    return MFRT_KERNEL_SERVICE_FAILED;
   }
+  return MFRT_KERNEL_OK;
 }
 
-extern "C" void
+extern "C" int32_t
 mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
                         int64_t keys, int64_t values, int64_t outGrad,
                         int64_t queryGrad, int64_t keyGrad, int64_t valueGrad,
                         int64_t batch, int64_t seq, int64_t heads,
                         int64_t kvHeads, int64_t dim, int64_t keyRows,
-                        int64_t flags, int64_t scaleBits) {
+                        int64_t flags, double scale) {
   prepareBlasThread();
   runAttentionGradient(
       {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
        buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq, heads,
-       kvHeads, dim, keyRows, (flags & 1) != 0,
-       static_cast<float>(doubleFromBits(scaleBits)), storageOf(flags)},
+       kvHeads, dim, keyRows, (flags & 1) != 0, static_cast<float>(scale),
+       storageOf(flags)},
       unitBegin, unitEnd);
+  return MFRT_KERNEL_OK;
 }
 
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {

@@ -2,7 +2,9 @@
 //
 // Generated kernels reach the runtime through "services": for each, the
 // kernel library has a global pointer `<service>_ptr` that the runtime
-// fills when it loads the library (see compiler/Codegen/CPU/CPUKernels.h).
+// fills when it loads the library (runtime/KernelAbi.h). The gemm services
+// cannot fail (their arguments are the compiler's constants); the
+// attention services read run-time values and return a status.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,23 +31,23 @@ extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
 /// region (FlashAttention.h's FusedAttention, field by field: pointers,
 /// then the past length (read from `pastPointer` unless it is 0), the
 /// shape, `flags` (1 causal, 2 RoPE on the query, 4 RoPE on the new keys,
-/// 8 has a past; 16 the buffers are f16, 32 bf16, else f32) and the scale
-/// and theta as the bits of doubles). A
-/// past_length that does not fit the cache leaves a service error.
-extern "C" void mfrtAttention(
+/// 8 has a past; 16 the buffers are f16, 32 bf16, else f32), the scale
+/// and theta). A past_length that does not fit the cache writes nothing
+/// and returns MFRT_KERNEL_SERVICE_FAILED (takeServiceError() says why).
+extern "C" int32_t mfrtAttention(
     int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,
     int64_t newValues, int64_t cacheKeyIn, int64_t cacheValueIn,
     int64_t cacheKey, int64_t cacheValue, int64_t positions,
     int64_t pastPointer, int64_t pastValue, int64_t out, int64_t batch,
     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
-    int64_t newRows, int64_t flags, int64_t scaleBits, int64_t thetaBits);
+    int64_t newRows, int64_t flags, double scale, double theta);
 
 /// mfrt_attention_grad: units [unitBegin, unitEnd) of the gradients
 /// of one attention (FlashAttention.h's AttentionGradient; a gradient's
 /// pointer is 0 when the region does not compute it), `flags` (1 causal;
-/// 16 the buffers are f16, 32 bf16, else f32) and the scale as the bits
-/// of a double.
-extern "C" void mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
+/// 16 the buffers are f16, 32 bf16, else f32) and the scale. Returns
+/// MFRT_KERNEL_OK.
+extern "C" int32_t mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
                                      int64_t query, int64_t keys,
                                      int64_t values, int64_t outGrad,
                                      int64_t queryGrad, int64_t keyGrad,
@@ -53,17 +55,12 @@ extern "C" void mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
                                      int64_t seq, int64_t heads,
                                      int64_t kvHeads, int64_t dim,
                                      int64_t keyRows, int64_t flags,
-                                     int64_t scaleBits);
+                                     double scale);
 
-/// Kernels cannot return a status: a service that refuses its arguments
-/// records why here (the first reason wins), and the runtime takes it
-/// after the dispatch. Empty when there is none.
-std::string takeKernelServiceError();
-/// Whether a service recorded an error not yet taken.
-bool kernelServiceFailed();
-/// Prefixes the recorded error with where it happened ("kernel 'mfk_3' of
-/// 'decode'"), unless it already says.
-void attributeKernelServiceError(const std::string &where);
+/// Why the last service that returned MFRT_KERNEL_SERVICE_FAILED on this
+/// thread failed, and forgets it: the kernel that called it returns on the
+/// same thread, where the runtime asks.
+std::string takeServiceError();
 
 /// The services by global name (without `_ptr`): mfrt_gemm_f32,
 /// mfrt_gemm_panels_f32/_f16/_bf16 (PanelGemm.h: B as packed panels),

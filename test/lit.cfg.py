@@ -19,6 +19,8 @@ llvm_config.add_tool_substitutions(["mfc", "mf-opt", "mf-tokenize"], [config.mfc
 
 config.substitutions.append(("%mindformers", config.mindformers_configs))
 config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
+# C harnesses include runtime/KernelAbi.h, the published kernel ABI.
+config.substitutions.append(("%mfc-src", config.mfc_src_root))
 # The PyTorch reference runs on Debian's python3-torch, installed for the
 # system Python (not whatever python3 comes first on PATH).
 config.substitutions.append(("%python", "/usr/bin/python3"))

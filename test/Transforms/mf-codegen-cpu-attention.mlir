@@ -50,18 +50,26 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // The service, declared once; each kernel calls it per tile with its units,
 // the buffers (the caches twice: in and out, the same memory at run time),
 // the past length's buffer or value, the shape, the flags (causal, RoPE on
-// query and keys, a past: 15) and the scale and theta as double bits.
-// KERNELS-DAG: func.func private @mfrt_attention_grad(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
-// KERNELS-DAG: func.func private @mfrt_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// query and keys, a past: 15), the scale and theta; it returns a status,
+// and the kernel returns the first that is not OK (0).
+// KERNELS-DAG: func.func private @mfrt_attention_grad(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64) -> i32
+// KERNELS-DAG: func.func private @mfrt_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, f64) -> i32
 // KERNELS-LABEL: func.func @mfk_0(
-// KERNELS-SAME: mf.tiles = 1 : i64
+// KERNELS-SAME: -> i32 attributes {mf.tiles = 1 : i64}
+// KERNELS: %[[STATUS:.+]] = memref.alloca() : memref<i32>
 // KERNELS: scf.for
-// KERNELS: call @mfrt_attention
+// KERNELS: %[[RESULT:.+]] = func.call @mfrt_attention
+// KERNELS: %[[BEFORE:.+]] = memref.load %[[STATUS]]
+// KERNELS: %[[OK:.+]] = arith.cmpi eq, %[[BEFORE]]
+// KERNELS: %[[FIRST:.+]] = arith.select %[[OK]], %[[RESULT]], %[[BEFORE]]
+// KERNELS: memref.store %[[FIRST]], %[[STATUS]]
+// KERNELS: %[[RETURNED:.+]] = memref.load %[[STATUS]]
+// KERNELS-NEXT: return %[[RETURNED]] : i32
 // KERNELS-LABEL: func.func @mfk_1(
 // KERNELS-SAME: mf.tiles = 4 : i64
 // KERNELS-DAG: %[[FLAGS:.+]] = arith.constant 15 : i64
-// KERNELS-DAG: %[[SCALE:.+]] = arith.constant 4593671619917905920 : i64
-// KERNELS-DAG: %[[THETA:.+]] = arith.constant 4692333547057315840 : i64
+// KERNELS-DAG: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f64
+// KERNELS-DAG: %[[THETA:.+]] = arith.constant 5.000000e+05 : f64
 // KERNELS: call @mfrt_attention({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
 
 // Region results in program order (dv, dq, dk): the gradients by wrt are

@@ -111,13 +111,13 @@ func.func @batched(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<2x4x
 // CHECK: llvm.call %{{.*}}(
 // GELU's tanh is a polynomial in fmas, not a libm call, so LLVM can
 // vectorize the loop around it.
-// CHECK: llvm.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// CHECK: llvm.func internal @mfk_0_tiles(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // CHECK-NOT: llvm.call @tanhf
 // CHECK: llvm.intr.fma
 
 // Before lowering: one linalg.generic per elementwise kernel; matmul kernels
 // loop over tiles, call the gemm service into scratch, then the epilogue.
-// KERNELS: func.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>) attributes {mf.tiles = 1 : i64}
+// KERNELS: func.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>) -> i32 attributes {mf.tiles = 1 : i64}
 // KERNELS: linalg.generic
 // A lone matmul (no epilogue) writes its result directly: no scratch.
 // KERNELS: func.func @mfk_2(

@@ -6,9 +6,10 @@
 // (batch, KV head) units:
 //
 //   for tile t in [tileBegin, tileEnd):
-//     mfrt_attention(units of t, query, new keys, new values, caches
-//                        in and out, positions, past_length, output,
-//                        shape, flags, scale, theta)
+//     status = mfrt_attention(units of t, query, new keys, new values,
+//                             caches in and out, positions, past_length,
+//                             output, shape, flags, scale, theta)
+//   return the first status that is not MFRT_KERNEL_OK
 //
 // The service (runtime/FlashAttention.h) writes a unit's new cache rows
 // (rotated keys, values) in place, then attends for the query heads that
@@ -25,7 +26,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <array>
-#include <cstring>
 
 using namespace mlir;
 using namespace mfc;
@@ -166,17 +166,20 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
   return parts;
 }
 
-/// Declares runtime service `name` (`arity` i64 arguments) once per module.
-void declareService(OpBuilder &builder, StringRef name, unsigned arity) {
+/// Declares runtime service `name` once per module: `pointers` i64
+/// arguments and `reals` f64 ones, returning an i32 status.
+void declareService(OpBuilder &builder, StringRef name, unsigned pointers,
+                    unsigned reals) {
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
   if (module.lookupSymbol(name)) {
     return;
   }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(module.getBody());
+  SmallVector<Type> arguments(pointers, builder.getI64Type());
+  arguments.append(reals, builder.getF64Type());
   func::FuncOp::create(builder, module.getLoc(), name,
-                       builder.getFunctionType(
-                           SmallVector<Type>(arity, builder.getI64Type()), {}))
+                       builder.getFunctionType(arguments, builder.getI32Type()))
       .setPrivate();
 }
 
@@ -200,17 +203,24 @@ Value pointerOfArgument(OpBuilder &builder, Location loc, Block *entry,
 
 /// A kernel whose tiles are ranges of (batch, KV head) units — all of them
 /// in one tile below kMinParallelAttentionWork — each tile one call of
-/// `service` (`arity` i64 arguments). `builder` is left in the tile loop.
+/// `service` (`pointers` i64 and `reals` f64 arguments). `builder` is left
+/// in the tile loop.
 struct UnitKernel {
   func::FuncOp kernel;
   Block *entry;
   Value unitBegin, unitEnd; // i64
+  Value status;             // memref<i32>: the first failure, else OK
   OpBuilder &builder;
   Location loc;
 
-  /// An i64 constant, and the address of kernel argument `number` as i64
-  /// (0 for an argument the region does not have, number < 0).
+  /// An i64 constant, an f64 one, and the address of kernel argument
+  /// `number` as i64 (0 for an argument the region does not have, number <
+  /// 0).
   Value constant(int64_t value) { return i64Constant(builder, loc, value); }
+  Value real(double value) {
+    return arith::ConstantFloatOp::create(builder, loc, builder.getF64Type(),
+                                          APFloat(value));
+  }
   Value pointer(int number) {
     return pointerOfArgument(builder, loc, entry, number);
   }
@@ -221,19 +231,41 @@ struct UnitKernel {
     return {constant(query[0]), constant(query[1]), constant(query[2]),
             constant(key[2]),   constant(query[3]), constant(key[1])};
   }
+  /// Calls `service` for this tile: the kernel returns the first status
+  /// that is not OK.
+  void call(StringRef service, ValueRange operands) {
+    Value result = func::CallOp::create(builder, loc, service,
+                                        builder.getI32Type(), operands)
+                       .getResult(0);
+    Value before = memref::LoadOp::create(builder, loc, status);
+    Value ok = arith::CmpIOp::create(
+        builder, loc, arith::CmpIPredicate::eq, before,
+        arith::ConstantIntOp::create(builder, loc, builder.getI32Type(),
+                                     MFRT_KERNEL_OK));
+    memref::StoreOp::create(
+        builder, loc,
+        arith::SelectOp::create(builder, loc, ok, result, before), status);
+  }
 };
 UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
                            ArrayRef<int64_t> query, ArrayRef<int64_t> key,
-                           StringRef service, unsigned arity) {
+                           StringRef service, unsigned pointers,
+                           unsigned reals) {
   int64_t units = query[0] * key[2];
   int64_t work = query[0] * query[1] * query[2] * key[1] * query[3];
   int64_t tiles = work < kMinParallelAttentionWork ? 1 : units;
   int64_t unitsPerTile = llvm::divideCeil(units, tiles);
   Location loc = fusion.getLoc();
-  declareService(builder, service, arity);
+  declareService(builder, service, pointers, reals);
   func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
   Block *entry = &kernel.getBody().front();
-  builder.setInsertionPoint(entry->getTerminator());
+  Operation *terminator = entry->getTerminator();
+  builder.setInsertionPoint(terminator);
+  Value status =
+      memref::AllocaOp::create(builder, loc, MemRefType::get({}, builder.getI32Type()));
+  memref::StoreOp::create(builder, loc, terminator->getOperand(0), status);
+  terminator->setOperand(0, memref::LoadOp::create(builder, loc, status));
+  builder.setInsertionPoint(terminator->getOperand(0).getDefiningOp());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value unitBegin = arith::MulIOp::create(
       builder, loc,
@@ -242,13 +274,7 @@ UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
       i64Constant(builder, loc, unitsPerTile));
   Value unitEnd = arith::AddIOp::create(
       builder, loc, unitBegin, i64Constant(builder, loc, unitsPerTile));
-  return {kernel, entry, unitBegin, unitEnd, builder, loc};
-}
-
-int64_t bitsOf(double value) {
-  int64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
+  return {kernel, entry, unitBegin, unitEnd, status, builder, loc};
 }
 
 } // namespace
@@ -268,7 +294,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   Location loc = fusion.getLoc();
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionService, 23);
+      buildUnitKernel(fusion, builder, query, key, kAttentionService, 21, 2);
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
   auto resultPointer = [&](Value value) -> Value {
@@ -305,10 +331,9 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       operands,
       SmallVector<Value>{
           unit.constant(newKeysType.getDimSize(1)), unit.constant(flags),
-          unit.constant(bitsOf(parts.attention.getScale().convertToDouble())),
-          unit.constant(
-              bitsOf(rope ? rope.getTheta().convertToDouble() : 0.0))});
-  func::CallOp::create(builder, loc, kAttentionService, TypeRange{}, operands);
+          unit.real(parts.attention.getScale().convertToDouble()),
+          unit.real(rope ? rope.getTheta().convertToDouble() : 0.0)});
+  unit.call(kAttentionService, operands);
   return unit.kernel;
 }
 
@@ -353,7 +378,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   Location loc = fusion.getLoc();
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 17);
+      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 16, 1);
   auto operand = [&](Value value) {
     return unit.pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };
@@ -371,9 +396,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   int64_t flags = (first.getCausal() ? 1 : 0) |
                   (storage.isF16() ? 16 : storage.isBF16() ? 32 : 0);
   operands.push_back(unit.constant(flags));
-  operands.push_back(
-      unit.constant(bitsOf(first.getScale().convertToDouble())));
-  func::CallOp::create(builder, loc, kAttentionGradService, TypeRange{},
-                       operands);
+  operands.push_back(unit.real(first.getScale().convertToDouble()));
+  unit.call(kAttentionGradService, operands);
   return unit.kernel;
 }

@@ -1,20 +1,24 @@
 //===- CPUKernels.h - fusion regions -> native CPU kernels ------*- C++ -*-===//
 //
-// Every kernel has one ABI, whatever its region:
+// A kernel is built as a function of its tile range and its buffers,
 //
-//   void mfk_N(int64_t tileBegin, int64_t tileEnd, T *input0, ...,
-//              T *output0, ...)
+//   func.func @mfk_N(%tileBegin: i64, %tileEnd: i64, %input0: memref<..>,
+//                    ..., %output0: memref<..>, ...) -> i32
 //
-// on dense row-major buffers of the region's input and result types. A
-// kernel's work is split into `mf.tiles` independent tiles (an attribute of
-// the kernel function); a call computes tiles [tileBegin, tileEnd), so the
-// runtime can spread one kernel over its threads.
+// on dense row-major buffers of the region's input and result types,
+// returning a status (runtime/KernelAbi.h). A kernel's work is split into
+// `mf.tiles` independent tiles (an attribute of the kernel function); a
+// call computes tiles [tileBegin, tileEnd), so the runtime can spread one
+// kernel over its threads. Lowering (KernelLowering.cpp) turns each into
+// the published ABI: `int32_t mfk_N(const mfrt_dispatch_state_v1 *)`, which
+// checks the dispatch and calls the body, and a table of the kernels that
+// `mfrt_kernel_library_query` returns.
 //
-// Kernels call back into the runtime for matmul tiles through a
-// "service": an external function `mfrt_X` that lowering turns into a
-// trampoline through the global pointer `mfrt_X_ptr`, which the runtime sets
-// after loading the library. The shared object so needs no symbol of the
-// process that loads it.
+// Kernels call back into the runtime for matmul tiles and attention
+// through a "service": an external function `mfrt_X` that lowering turns
+// into a trampoline through the global pointer `mfrt_X_ptr`, which the
+// runtime sets after loading the library. The shared object so needs no
+// symbol of the process that loads it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +26,7 @@
 #define MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H
 
 #include "dialects/MF/IR/MFOps.h"
+#include "runtime/KernelAbi.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,10 +42,6 @@
 #include <vector>
 
 namespace mfc {
-
-/// The most buffers (inputs + outputs) one kernel takes: the runtime's
-/// kMaxKernelArguments.
-inline constexpr unsigned kMaxKernelBuffers = 16;
 
 /// The attribute holding a kernel function's tile count.
 inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
@@ -70,8 +71,8 @@ inline constexpr int64_t kPanelWidth = 32;
 inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
 
 /// The runtime's attention service (runtime/KernelServices.h): computes
-/// units [begin, end) of (batch, KV head) of an attention region; 23 i64
-/// arguments.
+/// units [begin, end) of (batch, KV head) of an attention region; 21 i64
+/// arguments and two f64, returning an i32 status.
 inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention";
 
 /// Builds the kernel of an attention region (RoPE, KV-cache writes and
@@ -84,7 +85,7 @@ buildAttentionKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 /// The runtime's attention-gradient service: units [begin, end) of the
 /// gradients of one attention (query, keys, values, dO, then the three
 /// gradients' buffers or 0, the shape, flags (1 causal, 16 f16, 32 bf16),
-/// the scale's double bits); 17 i64 arguments.
+/// then the scale as an f64), returning an i32 status.
 inline constexpr llvm::StringLiteral kAttentionGradService =
     "mfrt_attention_grad";
 
@@ -187,7 +188,8 @@ void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
                               int64_t weightRows);
 
 /// Lowers a module of kernels for `target` to the LLVM dialect, services
-/// included.
+/// included, each kernel behind its ABI entry point, with the library's
+/// query function (runtime/KernelAbi.h).
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels,
                                        mlir::mfexec::TargetAttr target);
 
@@ -207,9 +209,9 @@ mlir::FailureOr<std::string> emitKernelObject(mlir::ModuleOp kernels,
 mlir::FailureOr<std::string> linkSharedObject(llvm::StringRef object,
                                               mlir::Location loc);
 
-/// The kernel function of `fusion` in the ABI above (named "mfk" until
+/// The kernel function of `fusion` in the form above (named "mfk" until
 /// deduplication names it), with `tiles` in kTilesAttr and an entry block
-/// holding only its return.
+/// holding only the return of MFRT_KERNEL_OK.
 mlir::func::FuncOp createKernelFunction(mlir::mf::FusionOp fusion,
                                        mlir::OpBuilder &builder, int64_t tiles);
 

@@ -50,13 +50,18 @@ func::FuncOp mfc::createKernelFunction(mf::FusionOp fusion, OpBuilder &builder,
     argumentTypes.push_back(
         MemRefType::get(tensor.getShape(), tensor.getElementType()));
   }
-  auto kernel = func::FuncOp::create(builder, fusion.getLoc(), "mfk",
-                                     builder.getFunctionType(argumentTypes, {}));
+  auto kernel = func::FuncOp::create(
+      builder, fusion.getLoc(), "mfk",
+      builder.getFunctionType(argumentTypes, builder.getI32Type()));
   kernel->setAttr(kTilesAttr, builder.getI64IntegerAttr(tiles));
   Block *entry = kernel.addEntryBlock();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
-  func::ReturnOp::create(builder, fusion.getLoc());
+  func::ReturnOp::create(
+      builder, fusion.getLoc(),
+      arith::ConstantIntOp::create(builder, fusion.getLoc(), builder.getI32Type(),
+                                   MFRT_KERNEL_OK)
+          .getResult());
   return kernel;
 }
 
@@ -206,11 +211,6 @@ llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
 FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
                                     const llvm::StringSet<> &panelParameters,
                                     std::string &why) {
-  if (fusion.getNumOperands() + fusion.getNumResults() > kMaxKernelBuffers) {
-    why = "more than " + std::to_string(kMaxKernelBuffers) +
-          " buffers for one kernel";
-    return failure();
-  }
   switch (fusion.getKind()) {
   case mf::FusionKind::elementwise:
     return buildElementwiseKernel(fusion, builder, why);

@@ -4,7 +4,10 @@
 //    dialect with the bare-pointer calling convention.
 // 2. Give each runtime service the kernels call a body: a trampoline through
 //    the global `<service>_ptr` that the runtime fills after loading.
-// 3. LLVM O3 to an object for the target CPU; ld.lld to a shared object.
+// 3. Put each kernel behind its ABI entry point (runtime/KernelAbi.h), which
+//    checks the dispatch state and calls the body with its bindings, and
+//    export the library's table through mfrt_kernel_library_query.
+// 4. LLVM O3 to an object for the target CPU; ld.lld to a shared object.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,6 +87,210 @@ void defineServiceTrampolines(ModuleOp kernels) {
   }
 }
 
+/// What the ABI entry point of a kernel checks and the library's table
+/// lists: its name, tiles and the bytes of each binding.
+struct KernelEntry {
+  std::string name;
+  int64_t tiles;
+  SmallVector<uint64_t> bindingBytes;
+};
+
+/// The kernel functions of `kernels` (those with a tile count), before
+/// lowering erases their buffer types.
+std::vector<KernelEntry> collectKernelEntries(ModuleOp kernels) {
+  std::vector<KernelEntry> entries;
+  for (auto function : kernels.getOps<func::FuncOp>()) {
+    auto tiles = function->getAttrOfType<IntegerAttr>(kTilesAttr);
+    if (!tiles) {
+      continue;
+    }
+    KernelEntry entry{function.getName().str(), tiles.getInt(), {}};
+    for (Type type : function.getArgumentTypes().drop_front(2)) {
+      auto memref = cast<MemRefType>(type);
+      entry.bindingBytes.push_back(
+          uint64_t(memref.getNumElements()) *
+          llvm::divideCeil(memref.getElementTypeBitWidth(), 8));
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+/// A constant internal global `name` of `type` whose value `build` makes.
+void createConstantGlobal(OpBuilder &builder, Location loc, Type type,
+                          StringRef name,
+                          function_ref<Value(OpBuilder &)> build) {
+  auto global = LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
+                                       LLVM::Linkage::Internal, name,
+                                       Attribute());
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(builder.createBlock(&global.getInitializerRegion()));
+  LLVM::ReturnOp::create(builder, loc, build(builder));
+}
+
+/// Renames each kernel's lowered body `<name>_tiles` (internal) and defines
+/// `int32_t <name>(const mfrt_dispatch_state_v1 *state)`: binding_count and
+/// every binding's length checked (MFRT_KERNEL_BAD_DISPATCH otherwise),
+/// then the body on the state's tile range and bindings.
+void defineKernelEntryPoints(ModuleOp kernels,
+                             ArrayRef<KernelEntry> entries) {
+  MLIRContext *context = kernels.getContext();
+  OpBuilder builder(context);
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  Type i32 = builder.getI32Type(), i64 = builder.getI64Type();
+  auto stateType =
+      LLVM::LLVMStructType::getLiteral(context, {i64, i64, i32, i32, ptr, ptr});
+  for (const KernelEntry &entry : entries) {
+    auto body = kernels.lookupSymbol<LLVM::LLVMFuncOp>(entry.name);
+    Location loc = body.getLoc();
+    if (failed(SymbolTable::replaceAllSymbolUses(
+            body, builder.getStringAttr(entry.name + "_tiles"), kernels))) {
+      llvm_unreachable("kernels have no uses in their module");
+    }
+    SymbolTable::setSymbolName(body, entry.name + "_tiles");
+    body.setLinkage(LLVM::Linkage::Internal);
+
+    builder.setInsertionPointAfter(body);
+    auto function = LLVM::LLVMFuncOp::create(
+        builder, loc, entry.name, LLVM::LLVMFunctionType::get(i32, {ptr}));
+    Block *check = function.addEntryBlock(builder);
+    Value state = check->getArgument(0);
+    builder.setInsertionPointToStart(check);
+    auto field = [&](int32_t index, Type type) -> Value {
+      Value address = LLVM::GEPOp::create(builder, loc, ptr, stateType, state,
+                                          ArrayRef<LLVM::GEPArg>{0, index});
+      return LLVM::LoadOp::create(builder, loc, type, address);
+    };
+    auto constant = [&](Type type, int64_t value) -> Value {
+      return LLVM::ConstantOp::create(builder, loc, type, value);
+    };
+    auto element = [&](Value array, Type type, int64_t index) -> Value {
+      Value address = LLVM::GEPOp::create(builder, loc, ptr, type, array,
+                                          ArrayRef<LLVM::GEPArg>{index});
+      return LLVM::LoadOp::create(builder, loc, type, address);
+    };
+    Value tileBegin = field(0, i64), tileEnd = field(1, i64);
+    Value pointers = field(4, ptr), lengths = field(5, ptr);
+    Value valid = LLVM::ICmpOp::create(
+        builder, loc, LLVM::ICmpPredicate::eq, field(2, i32),
+        constant(i32, static_cast<int64_t>(entry.bindingBytes.size())));
+    Block *call = builder.createBlock(&function.getBody());
+    Block *refuse = builder.createBlock(&function.getBody());
+    // Lengths are read only once the count is known to be right.
+    Block *lengthsCheck = builder.createBlock(&function.getBody());
+    builder.setInsertionPointToEnd(check);
+    LLVM::CondBrOp::create(builder, loc, valid, lengthsCheck, refuse);
+    builder.setInsertionPointToStart(lengthsCheck);
+    Value longEnough = constant(builder.getI1Type(), 1);
+    for (auto [index, bytes] : llvm::enumerate(entry.bindingBytes)) {
+      Value fits = LLVM::ICmpOp::create(
+          builder, loc, LLVM::ICmpPredicate::uge,
+          element(lengths, i64, static_cast<int64_t>(index)),
+          constant(i64, static_cast<int64_t>(bytes)));
+      longEnough = LLVM::AndOp::create(builder, loc, longEnough, fits);
+    }
+    LLVM::CondBrOp::create(builder, loc, longEnough, call, refuse);
+
+    builder.setInsertionPointToStart(refuse);
+    LLVM::ReturnOp::create(builder, loc, constant(i32, MFRT_KERNEL_BAD_DISPATCH));
+
+    builder.setInsertionPointToStart(call);
+    SmallVector<Value> operands{tileBegin, tileEnd};
+    for (size_t index = 0; index < entry.bindingBytes.size(); ++index) {
+      operands.push_back(element(pointers, ptr, static_cast<int64_t>(index)));
+    }
+    auto result = LLVM::CallOp::create(builder, loc, body, operands);
+    LLVM::ReturnOp::create(builder, loc, result.getResult());
+  }
+}
+
+/// The library's table (runtime/KernelAbi.h's mfrt_kernel_library_v1) and
+/// `mfrt_kernel_library_query`, which returns it for
+/// MFRT_KERNEL_ABI_VERSION and null for any other version.
+void defineLibraryQuery(ModuleOp kernels, ArrayRef<KernelEntry> entries) {
+  MLIRContext *context = kernels.getContext();
+  Location loc = kernels.getLoc();
+  OpBuilder builder(context);
+  builder.setInsertionPointToEnd(kernels.getBody());
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  Type i32 = builder.getI32Type(), i64 = builder.getI64Type();
+  int64_t count = static_cast<int64_t>(entries.size());
+  auto pointers = LLVM::LLVMArrayType::get(ptr, count);
+
+  SmallVector<uint32_t> bindingCounts;
+  SmallVector<int64_t> tileCounts;
+  for (auto [index, entry] : llvm::enumerate(entries)) {
+    std::string name = entry.name + '\0';
+    LLVM::GlobalOp::create(builder, loc,
+                           LLVM::LLVMArrayType::get(builder.getI8Type(), name.size()),
+                           /*isConstant=*/true, LLVM::Linkage::Internal,
+                           "mfrt_kernel_name_" + std::to_string(index),
+                           builder.getStringAttr(name));
+    bindingCounts.push_back(static_cast<uint32_t>(entry.bindingBytes.size()));
+    tileCounts.push_back(entry.tiles);
+  }
+  // An array of the addresses of `symbol(i)`, i in [0, count).
+  auto addressArray = [&](StringRef name,
+                          function_ref<std::string(size_t)> symbol) {
+    createConstantGlobal(builder, loc, pointers, name, [&](OpBuilder &b) {
+      Value array = LLVM::UndefOp::create(b, loc, pointers);
+      for (size_t i = 0; i < entries.size(); ++i) {
+        Value address = LLVM::AddressOfOp::create(b, loc, ptr, symbol(i));
+        array = LLVM::InsertValueOp::create(b, loc, array, address,
+                                            ArrayRef<int64_t>{int64_t(i)});
+      }
+      return array;
+    });
+  };
+  addressArray("mfrt_kernel_names", [](size_t i) {
+    return "mfrt_kernel_name_" + std::to_string(i);
+  });
+  addressArray("mfrt_kernel_entries", [&](size_t i) { return entries[i].name; });
+  LLVM::GlobalOp::create(builder, loc, LLVM::LLVMArrayType::get(i32, count),
+                         /*isConstant=*/true, LLVM::Linkage::Internal,
+                         "mfrt_kernel_binding_counts",
+                         builder.getI32TensorAttr(
+                             SmallVector<int32_t>(bindingCounts.begin(),
+                                                  bindingCounts.end())));
+  LLVM::GlobalOp::create(
+      builder, loc, LLVM::LLVMArrayType::get(i64, count), /*isConstant=*/true,
+      LLVM::Linkage::Internal, "mfrt_kernel_tile_counts",
+      DenseIntElementsAttr::get(
+          RankedTensorType::get({count}, i64), ArrayRef<int64_t>(tileCounts)));
+
+  auto tableType =
+      LLVM::LLVMStructType::getLiteral(context, {i32, i32, ptr, ptr, ptr, ptr});
+  createConstantGlobal(builder, loc, tableType, "mfrt_kernel_library",
+                       [&](OpBuilder &b) {
+    Value table = LLVM::UndefOp::create(b, loc, tableType);
+    SmallVector<Value> fields{
+        LLVM::ConstantOp::create(b, loc, i32, MFRT_KERNEL_ABI_VERSION),
+        LLVM::ConstantOp::create(b, loc, i32, count),
+        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_names"),
+        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_entries"),
+        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_binding_counts"),
+        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_tile_counts")};
+    for (auto [index, value] : llvm::enumerate(fields)) {
+      table = LLVM::InsertValueOp::create(b, loc, table, value,
+                                          ArrayRef<int64_t>{int64_t(index)});
+    }
+    return table;
+  });
+
+  auto query = LLVM::LLVMFuncOp::create(builder, loc, MFRT_KERNEL_LIBRARY_QUERY,
+                                        LLVM::LLVMFunctionType::get(ptr, {i32}));
+  Block *body = query.addEntryBlock(builder);
+  builder.setInsertionPointToStart(body);
+  Value spoken = LLVM::ICmpOp::create(
+      builder, loc, LLVM::ICmpPredicate::eq, body->getArgument(0),
+      LLVM::ConstantOp::create(builder, loc, i32, MFRT_KERNEL_ABI_VERSION));
+  Value answer = LLVM::SelectOp::create(
+      builder, loc, spoken,
+      LLVM::AddressOfOp::create(builder, loc, ptr, "mfrt_kernel_library"),
+      LLVM::ZeroOp::create(builder, loc, ptr));
+  LLVM::ReturnOp::create(builder, loc, answer);
+}
+
 } // namespace
 
 mfexec::ExecutableOp mfc::findExecutable(ModuleOp graph) {
@@ -142,6 +349,7 @@ void loadBf16AsIntegers(ModuleOp kernels) {
 
 LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels,
                                       mfexec::TargetAttr target) {
+  std::vector<KernelEntry> entries = collectKernelEntries(kernels);
   if (failed(approximateMath(kernels))) {
     return failure();
   }
@@ -170,7 +378,7 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels,
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions funcOptions;
-  funcOptions.useBarePtrCallConv = true; // void mfk_N(T *in..., T *out...)
+  funcOptions.useBarePtrCallConv = true; // i32 mfk_N(i64, i64, T *in..., T *out...)
   pm.addPass(createConvertFuncToLLVMPass(funcOptions));
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
@@ -179,6 +387,8 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels,
   }
   loadBf16AsIntegers(kernels);
   defineServiceTrampolines(kernels);
+  defineKernelEntryPoints(kernels, entries);
+  defineLibraryQuery(kernels, entries);
   return success();
 }
 

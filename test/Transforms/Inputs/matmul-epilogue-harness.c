@@ -9,8 +9,8 @@
 
 enum { ROWS = 300, K = 24, N = 520 };
 
-void mfk_0(long begin, long end, const float *x, const float *w,
-           const float *bias, const float *residual, float *out);
+#include "dispatch.h"
+
 extern void *mfrt_gemm_f32_ptr;
 
 static void gemm(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
@@ -43,8 +43,11 @@ int main(void) {
   for (int i = 0; i < ROWS * N; ++i) { residual[i] = (float)(i % 7) - 3.0f; out[i] = NAN; }
   mfrt_gemm_f32_ptr = (void *)&gemm;
   /* 2 x 3 tiles, run as two uneven ranges as two threads would. */
-  mfk_0(0, 4, x, w, bias, residual, out);
-  mfk_0(4, 6, x, w, bias, residual, out);
+  for (int range = 0; range < 2; ++range) {
+    dispatch("mfk_0", range ? 4 : 0, range ? 6 : 4,
+             BUFS(BUF(x, ROWS * K), BUF(w, N * K), BUF(bias, N),
+                  BUF(residual, ROWS * N), BUF(out, ROWS * N)));
+  }
   double worst = 0;
   for (int r = 0; r < ROWS; ++r) {
     for (int c = 0; c < N; ++c) {

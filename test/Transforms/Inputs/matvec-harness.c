@@ -11,14 +11,7 @@
 
 enum { K = 72, N = 1900, K16 = 40, N16 = 37 };
 
-void mfk_0(long begin, long end, const float *x, const float *w,
-           const float *residual, float *out);
-void mfk_1(long begin, long end, const uint16_t *x, const uint16_t *w,
-           uint16_t *out);
-void mfk_2(long begin, long end, const float *x, const float *w,
-           const float *bias, float *out);
-void mfk_3(long begin, long end, const _Float16 *x, const _Float16 *w,
-           _Float16 *out);
+#include "dispatch.h"
 
 int main(void) {
   float *x = malloc(sizeof(float) * K), *w = malloc(sizeof(float) * N * K);
@@ -27,8 +20,8 @@ int main(void) {
   for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 53) % 97) / 97.0f - 0.5f;
   for (int i = 0; i < N; ++i) { residual[i] = (float)(i % 7) - 3.0f; out[i] = NAN; }
   /* 8 tiles, run as two uneven ranges as two threads would. */
-  mfk_0(0, 3, x, w, residual, out);
-  mfk_0(3, 8, x, w, residual, out);
+  dispatch("mfk_0", 0, 3, BUFS(BUF(x, K), BUF(w, N * K), BUF(residual, N), BUF(out, N)));
+  dispatch("mfk_0", 3, 8, BUFS(BUF(x, K), BUF(w, N * K), BUF(residual, N), BUF(out, N)));
   double worst = 0;
   for (int c = 0; c < N; ++c) {
     double sum = residual[c];
@@ -44,7 +37,7 @@ int main(void) {
   for (int i = 0; i < K16; ++i) xs[i] = toBf16((float)((i * 29) % 89) / 44.0f - 1.0f);
   for (int i = 0; i < N16 * K16; ++i) ws[i] = toBf16((float)((i * 31) % 83) / 83.0f - 0.5f);
   for (int i = 0; i < N16; ++i) outs[i] = 0x7fc0; /* NaN */
-  mfk_1(0, 1, xs, ws, outs);
+  dispatch("mfk_1", 0, 1, BUFS(BUF(xs, K16), BUF(ws, N16 * K16), BUF(outs, N16)));
   worst = 0;
   for (int c = 0; c < N16; ++c) {
     double sum = 0;
@@ -67,8 +60,8 @@ int main(void) {
   for (int i = 0; i < KC; ++i) xc[i] = (float)((i * 19) % 61) / 30.0f - 1.0f;
   for (int i = 0; i < KC * NC; ++i) wc[i] = (float)((i * 43) % 89) / 89.0f - 0.5f;
   for (int i = 0; i < NC; ++i) { bias[i] = (float)(i % 5) - 2.0f; outc[i] = NAN; }
-  mfk_2(0, 4, xc, wc, bias, outc);
-  mfk_2(4, 6, xc, wc, bias, outc);
+  dispatch("mfk_2", 0, 4, BUFS(BUF(xc, KC), BUF(wc, KC * NC), BUF(bias, NC), BUF(outc, NC)));
+  dispatch("mfk_2", 4, 6, BUFS(BUF(xc, KC), BUF(wc, KC * NC), BUF(bias, NC), BUF(outc, NC)));
   worst = 0;
   for (int c = 0; c < NC; ++c) {
     double sum = bias[c];
@@ -86,7 +79,7 @@ int main(void) {
   for (int i = 0; i < 24; ++i) xh[i] = (_Float16)((float)((i * 7) % 23) / 11.0f - 1.0f);
   for (int i = 0; i < 24 * 50; ++i) wh[i] = (_Float16)((float)((i * 11) % 37) / 37.0f - 0.5f);
   for (int i = 0; i < 50; ++i) outh[i] = (_Float16)NAN;
-  mfk_3(0, 1, xh, wh, outh);
+  dispatch("mfk_3", 0, 1, BUFS(BUF(xh, 24), BUF(wh, 24 * 50), BUF(outh, 50)));
   worst = 0;
   for (int c = 0; c < 50; ++c) {
     double sum = 0;

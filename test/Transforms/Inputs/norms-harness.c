@@ -7,13 +7,7 @@
 
 enum { ROWS = 600, COLS = 64, N = ROWS * COLS };
 
-void mfk_0(long, long, const float *a, const float *b, const float *w,
-           float *out);
-void mfk_1(long, long, const float *t, const float *w, const float *bias,
-           float *out);
-void mfk_2(long, long, const float *a, float *out);
-void mfk_3(long, long, const float *a, const float *b, const float *w,
-           float *out);
+#include "dispatch.h"
 
 static float a[N], b[N], t[N], out[N], w[COLS], bias[COLS];
 
@@ -69,10 +63,15 @@ int main(void) {
     /* Tiles [0, 1) and [1, 3), as two threads would take them. */
     for (int part = 0; part < 2; ++part) {
       long begin = part ? 1 : 0, end = part ? 3 : 1;
-      if (kind == 0) mfk_0(begin, end, a, b, w, out);
-      if (kind == 1) mfk_1(begin, end, t, w, bias, out);
-      if (kind == 2) mfk_2(begin, end, a, out);
-      if (kind == 3) mfk_3(begin, end, a, b, w, out);
+      if (kind == 0)
+        dispatch("mfk_0", begin, end, BUFS(BUF(a, N), BUF(b, N), BUF(w, COLS), BUF(out, N)));
+      if (kind == 1)
+        dispatch("mfk_1", begin, end, BUFS(BUF(t, N), BUF(w, COLS), BUF(bias, COLS), BUF(out, N)));
+      if (kind == 2)
+        dispatch("mfk_2", begin, end, BUFS(BUF(a, N), BUF(out, N)));
+      if (kind == 3)
+        dispatch("mfk_3", begin, end,
+                 BUFS(BUF(a, ROWS * 60), BUF(b, ROWS * 60), BUF(w, 60), BUF(out, ROWS * 60)));
     }
     double worst = check(kind, kind == 3 ? 60 : COLS);
     printf("%s: max abs error %.3g: %s\n",

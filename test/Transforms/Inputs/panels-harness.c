@@ -15,14 +15,8 @@
 
 enum { K = 72, N = 1960, ROWS = 40, WIDTH = 32 };
 
-void mfk_0(long begin, long end, const float *x, const float *panels,
-           const float *residual, float *out);
-void mfk_1(long begin, long end, const float *x, const float *panels,
-           const float *residual, float *out);
-void mfk_3(long begin, long end, const uint16_t *x, const uint16_t *panels,
-           uint16_t *out);
-void mfk_4(long begin, long end, const _Float16 *x, const _Float16 *panels,
-           _Float16 *out);
+#include "dispatch.h"
+
 extern void *mfrt_gemm_panels_f32_ptr, *mfrt_gemm_panels_f16_ptr;
 
 enum { K16 = 40, N16 = 37, R16 = 300, KH = 24, NH = 50 };
@@ -102,8 +96,8 @@ int main(void) {
   /* One row: 8 tiles of 256 columns (two groups of four panels), the last
      168 = a group of four and two single panels, the last 8 wide. */
   for (int i = 0; i < ROWS * N; ++i) out[i] = NAN;
-  mfk_0(0, 3, x, panels, residual, out);
-  mfk_0(3, 8, x, panels, residual, out);
+  dispatch("mfk_0", 0, 3, BUFS(BUF(x, K), BUF(panels, N * K), BUF(residual, N), BUF(out, N)));
+  dispatch("mfk_0", 3, 8, BUFS(BUF(x, K), BUF(panels, N * K), BUF(residual, N), BUF(out, N)));
   double worst = worstError(1, x, w, residual, out);
   printf("one row: max abs error %.3g: %s\n", worst, worst < 1e-4 ? "OK" : "MISMATCH");
   failed |= !(worst < 1e-4);
@@ -111,8 +105,11 @@ int main(void) {
   /* 40 rows through the service. */
   mfrt_gemm_panels_f32_ptr = (void *)&gemmPanels;
   for (int i = 0; i < ROWS * N; ++i) out[i] = NAN;
-  mfk_1(0, 5, x, panels, residual, out);
-  mfk_1(5, 8, x, panels, residual, out);
+  for (int range = 0; range < 2; ++range) {
+    dispatch("mfk_1", range ? 5 : 0, range ? 8 : 5,
+             BUFS(BUF(x, ROWS * K), BUF(panels, N * K), BUF(residual, ROWS * N),
+                  BUF(out, ROWS * N)));
+  }
   worst = worstError(ROWS, x, w, residual, out);
   printf("40 rows: max abs error %.3g: %s\n", worst, worst < 1e-4 ? "OK" : "MISMATCH");
   failed |= !(worst < 1e-4);
@@ -123,7 +120,7 @@ int main(void) {
   for (int i = 0; i < K16; ++i) xs[i] = toBf16(x[i]);
   for (int i = 0; i < N16 * K16; ++i) ws[i] = toBf16(w[i]);
   pack(ws, N16, K16, 2, ps);
-  mfk_3(0, 1, xs, ps, outs);
+  dispatch("mfk_3", 0, 1, BUFS(BUF(xs, K16), BUF(ps, N16 * K16), BUF(outs, N16)));
   worst = 0;
   for (int c = 0; c < N16; ++c) {
     double sum = 0;
@@ -142,8 +139,8 @@ int main(void) {
   for (int i = 0; i < NH * KH; ++i) wh[i] = (_Float16)w[i];
   pack(wh, NH, KH, 2, ph);
   mfrt_gemm_panels_f16_ptr = (void *)&gemmPanelsF16;
-  mfk_4(0, 2, xh, ph, outh);
-  mfk_4(2, 5, xh, ph, outh);
+  dispatch("mfk_4", 0, 2, BUFS(BUF(xh, R16 * KH), BUF(ph, NH * KH), BUF(outh, R16 * NH)));
+  dispatch("mfk_4", 2, 5, BUFS(BUF(xh, R16 * KH), BUF(ph, NH * KH), BUF(outh, R16 * NH)));
   worst = 0;
   for (int r = 0; r < R16; ++r) {
     for (int c = 0; c < NH; ++c) {
