@@ -88,7 +88,8 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     parameter = mf::ParameterOp::create(
         parameterBuilder_, loc, name, type, init, std,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
-        /*frozen=*/false, /*state=*/false, grid, splitAxes, splitGroups);
+        /*frozen=*/false, /*state=*/false, /*panels=*/false, grid, splitAxes,
+        splitGroups);
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }

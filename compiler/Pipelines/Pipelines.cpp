@@ -71,9 +71,12 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
 
 void addCodegen(OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createMFOutlineLoneMatmulsPass());
+  MFChooseWeightLayoutPassOptions layoutOptions;
+  layoutOptions.cpu = options.cpu;
+  layoutOptions.packWeights = options.packWeights;
+  pm.addPass(createMFChooseWeightLayoutPass(layoutOptions));
   MFCodegenCPUPassOptions codegenOptions;
   codegenOptions.cpu = options.cpu;
-  codegenOptions.packWeights = options.packWeights;
   pm.addPass(createMFCodegenCPUPass(codegenOptions));
   MFExecLowerKernelsPassOptions lowering;
   lowering.objectFile = options.kernelsObject;

@@ -62,16 +62,36 @@ def MFOutlineLoneMatmulsPass : Pass<"mf-outline-lone-matmuls", "::mlir::ModuleOp
   }];
 }
 
+def MFChooseWeightLayoutPass : Pass<"mf-choose-weight-layout", "::mlir::ModuleOp"> {
+  let summary = "Chooses the weights Graph Mode's kernels read as panels";
+  let description = [{
+    In a module that assigns no parameter, marks `panels` each f32, f16 or
+    bf16 [N, K] parameter that every reader multiplies by transposed inside
+    a matmul region: mf-codegen-cpu's kernels then read it packed into
+    panels of 32 rows that the runtime packs once (runtime/PanelGemm.h).
+    Runs after mf-outline-lone-matmuls.
+  }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
+           "Target CPU, for pack-weights=auto: native (this machine), "
+           "x86-64-v3, skylake-avx512, ...">,
+    Option<"packWeights", "pack-weights", "std::string", /*default=*/"\"auto\"",
+           "true, false, or auto (when the target has AVX-512, which the "
+           "runtime's panel microkernel needs)">
+  ];
+  let dependentDialects = ["::mlir::mfexec::MFExecDialect"]; // the target
+}
+
 def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
   let summary = "Generates native kernels for the fusion regions";
   let description = [{
-    Each region gets a kernel with the ABI
-    `void mfk_N(int64_t tileBegin, int64_t tileEnd, T *in..., T *out...)`:
+    Each region gets a kernel, `func.func @mfk_N(%tileBegin: i64,
+    %tileEnd: i64, memref in..., memref out...) -> i32` (a status):
     elementwise regions one linalg.generic, matmul regions a tile loop that
     calls the runtime's gemm service into scratch and applies the epilogue
-    per tile (a product of several rows by a parameter, in a module that
-    assigns none, may read the parameter as panels of 32 columns the
-    runtime packs once: a panel input of the kernel; `pack-weights`).
+    per tile (a product by a `panels` parameter, see
+    mf-choose-weight-layout, reads it as panels the runtime packs once: a
+    panel input of the kernel).
     Structurally equivalent kernels are shared (`kernel = @cpu::@mfk_N` on
     each region). A region without a kernel rule is inlined back into plain ops
     and counted in the module's `mf.kernels_skipped`. The kernels go into an
@@ -81,12 +101,7 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
-           "Target CPU: native (this machine), x86-64-v3, skylake-avx512, ...">,
-    Option<"packWeights", "pack-weights", "std::string", /*default=*/"\"auto\"",
-           "In a module that assigns no parameter, multiply by an f32, f16 or "
-           "bf16 parameter [N, K] through its panels, packed once by the "
-           "runtime: true, false, or auto (when the target has AVX-512, "
-           "which the runtime's panel microkernel needs)">
+           "Target CPU: native (this machine), x86-64-v3, skylake-avx512, ...">
   ];
 }
 

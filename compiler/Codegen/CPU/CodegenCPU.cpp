@@ -1,7 +1,7 @@
 //===- CodegenCPU.cpp - native kernels for the host program ---------------===//
 //
-// 1. The target CPU is resolved, and with it which parameters the kernels
-//    read packed into panels (parametersReadAsPanels).
+// 1. The target CPU is resolved; which parameters the kernels read packed
+//    into panels, mf-choose-weight-layout decided (`panels`).
 // 2. Each region gets a kernel (structurally equivalent ones, every
 //    layer's, are shared); a region without a kernel rule is inlined back
 //    into plain ops, which the runtime's eager library runs, and the reason
@@ -164,45 +164,12 @@ scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
 
 namespace {
 
-/// Parameters that the kernels can read only as panels (runtime/
-/// PanelGemm.h): in a module that assigns none (packed once, they stay
-/// valid), f32, f16 or bf16 parameters every reader of which is a matmul
-/// region multiplying by them transposed ([N, K], a Linear weight). Graph
-/// Mode then need not keep them as stored.
+/// The parameters mf-choose-weight-layout marked `panels`.
 llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
-  llvm::StringSet<> seen, otherwise;
-  if (graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
-          .wasInterrupted()) {
-    return {};
-  }
-  auto readAsPanel = [](OpOperand &use) {
-    auto fusion = dyn_cast<mf::FusionOp>(use.getOwner());
-    if (!fusion ||
-        (fusion.getKind() != mf::FusionKind::matmul &&
-         fusion.getKind() != mf::FusionKind::matmul_epilogue)) {
-      return false;
-    }
-    Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
-    return llvm::all_of(argument.getUses(), [&](OpOperand &inner) {
-      auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
-      return matmul && inner.getOperandNumber() == 1 &&
-             matmul.getTransposeRhs() && !matmul.getTransposeLhs();
-    });
-  };
-  graph.walk([&](mf::ParamOp parameter) {
-    auto type = cast<RankedTensorType>(parameter.getType());
-    seen.insert(parameter.getName());
-    Type element = type.getElementType();
-    if (type.getRank() != 2 ||
-        !(element.isF32() || element.isF16() || element.isBF16()) ||
-        !llvm::all_of(parameter->getUses(), readAsPanel)) {
-      otherwise.insert(parameter.getName());
-    }
-  });
   llvm::StringSet<> panels;
-  for (const auto &name : seen) {
-    if (!otherwise.contains(name.getKey())) {
-      panels.insert(name.getKey());
+  for (auto parameter : graph.getOps<mf::ParameterOp>()) {
+    if (parameter.getPanels()) {
+      panels.insert(parameter.getSymName());
     }
   }
   return panels;
@@ -249,23 +216,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     if (failed(target)) {
       return signalPassFailure();
     }
-    if (packWeights != "auto" && packWeights != "true" && packWeights != "false") {
-      emitError(graph.getLoc()) << "pack-weights is auto, true or false, not '"
-                                << packWeights << "'";
-      return signalPassFailure();
-    }
-    // Several rows times panels run the runtime's AVX-512 microkernel;
-    // without AVX-512 its portable loop is ~6x slower than OpenBLAS on the
-    // stored layout (llama-100m prefill on an AVX2 Zen: 39 against 229-273
-    // tokens/s), so auto packs only for targets that have it.
-    bool pack = packWeights == "true" ||
-                (packWeights == "auto" &&
-                 llvm::is_contained(target->getFeatures(),
-                                    StringAttr::get(&getContext(), "avx512f")));
-    llvm::StringSet<> panelParameters;
-    if (pack) {
-      panelParameters = parametersReadAsPanels(graph);
-    }
+    llvm::StringSet<> panelParameters = parametersReadAsPanels(graph);
 
     OpBuilder builder(&getContext());
     builder.setInsertionPointToEnd(graph.getBody());

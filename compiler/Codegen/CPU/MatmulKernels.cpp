@@ -253,14 +253,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     return failure();
   }
 
-  // Products by a parameter every reader of which multiplies by it
-  // transposed (parametersReadAsPanels) read it as panels the runtime packs
-  // once (runtime/PanelGemm.h): the gemm service packs nothing per call, a
+  // Products by a `panels` parameter (mf-choose-weight-layout), which
+  // multiply by it transposed, read it as panels the runtime packs once
+  // (runtime/PanelGemm.h): the gemm service packs nothing per call, a
   // one-row product streams them, and Graph Mode need not keep the
-  // parameter as stored.
+  // parameter as stored. Any other product reads it as stored.
   auto readsPanels = [&](MatmulInfo matmul) {
     auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
-    return parameter && panelParameters.contains(parameter.getName());
+    return parameter && panelParameters.contains(parameter.getName()) &&
+           matmul.op.getTransposeRhs() && !matmul.transposedLhs;
   };
   bool anyPanels = llvm::any_of(matmuls, readsPanels);
 

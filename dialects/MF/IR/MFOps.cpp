@@ -202,6 +202,12 @@ LogicalResult ParameterOp::verify() {
   if (getGrid().has_value() != (getSplitAxesAttr() != nullptr)) {
     return emitOpError() << "needs both a grid and split_axes, or neither";
   }
+  if (getPanels() && (getTensorType().getRank() != 2 || getState())) {
+    return emitOpError() << "panels needs a 2-D weight [N, K], not "
+                         << (getState() ? "training state" : "a rank-" +
+                                 std::to_string(getTensorType().getRank()) +
+                                 " tensor");
+  }
   if (getSplitAxesAttr() && getSplitAxesAttr().size() > getTensorType().getRank()) {
     return emitOpError() << "split_axes has " << getSplitAxesAttr().size()
                          << " entries for a rank-" << getTensorType().getRank()
@@ -349,6 +355,11 @@ LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (parameter->getFrozen()) {
     return emitOpError() << "assigns frozen parameter '" << getName()
                          << "'; frozen parameters are never updated";
+  }
+  if (parameter->getPanels()) {
+    return emitOpError() << "assigns parameter '" << getName()
+                         << "', which kernels read as panels packed once; a "
+                            "module that updates a weight reads it as stored";
   }
   return success();
 }

@@ -41,6 +41,12 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     every part, in order (vLLM's merged column-parallel layout), so that it
     holds its heads' q, k and v.
 
+    A `panels` parameter is a 2-D [N, K] weight that Graph Mode's kernels
+    read, where they multiply by it transposed, packed into panels of 32
+    rows (runtime/PanelGemm.h) that the runtime packs once when the weights
+    change (`mf-choose-weight-layout` decides). Nothing may assign it: the
+    packed copy would be stale.
+
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
@@ -58,13 +64,14 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     OptionalAttr<StrAttr>:$mf_name,
     UnitAttr:$frozen,
     UnitAttr:$state,
+    UnitAttr:$panels,
     OptionalAttr<FlatSymbolRefAttr>:$grid,
     OptionalAttr<MF_GridAxesArrayAttr>:$split_axes,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
-    (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)? attr-dict
+    (`panels` $panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

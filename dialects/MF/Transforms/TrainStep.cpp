@@ -218,7 +218,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       return ParameterOp::create(
           builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
           type, ParameterInit::zeros, FloatAttr(), StringAttr(),
-          /*frozen=*/false, /*state=*/true, grid, splitAxes,
+          /*frozen=*/false, /*state=*/true, /*panels=*/false, grid, splitAxes,
           of.getSplitGroupsAttr());
     };
     for (Trained &entry : trained) {

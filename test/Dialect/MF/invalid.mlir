@@ -335,6 +335,25 @@ func.func @assign_frozen(%v: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+mf.parameter @w : tensor<64x32xf32> init = ones panels
+func.func @assign_panels(%v: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{assigns parameter 'w', which kernels read as panels packed once; a module that updates a weight reads it as stored}}
+  %0 = mf.assign @w, %v : tensor<64x32xf32>
+  return %0 : tensor<64x32xf32>
+}
+
+// -----
+
+// expected-error @+1 {{panels needs a 2-D weight [N, K], not a rank-1 tensor}}
+mf.parameter @norm : tensor<64xf32> init = ones panels
+
+// -----
+
+// expected-error @+1 {{panels needs a 2-D weight [N, K], not training state}}
+mf.parameter @moment : tensor<64x32xf32> init = zeros state panels
+
+// -----
+
 func.func @fusion_kind(%a: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [elementwise, matmul, matmul_epilogue, norm, attention, attention_grad]}}
   %0 = mf.fusion blend(%a) : (tensor<8xf32>) -> tensor<8xf32> {
