@@ -17,80 +17,13 @@ struct Arity {
   int operandsMin, operandsMax, results, ints, floats;
 };
 
+/// The counts runtime/OpTable.def gives `kind` (the writer's table too).
 Arity arityOf(fb::OpKind kind) {
   switch (kind) {
-  case fb::OpKind::Param:
-    return {0, 0, 1, 1, 0};
-  case fb::OpKind::Constant:
-    return {0, 0, 1, 0, 0};
-  case fb::OpKind::Iota:
-    return {0, 0, 1, 1, 0};
-  case fb::OpKind::Add:
-  case fb::OpKind::Sub:
-  case fb::OpKind::Mul:
-  case fb::OpKind::Div:
-  case fb::OpKind::Max:
-  case fb::OpKind::Min:
-  case fb::OpKind::SwiGlu:
-    return {2, 2, 1, 0, 0};
-  case fb::OpKind::Embedding:
-  case fb::OpKind::EmbeddingGrad:
-    return {2, 2, 1, -1, 0}; // the vocabulary's grid axes, if split
-  case fb::OpKind::CrossEntropy:
-    return {2, 2, 1, -1, 0}; // ignore_index, then as Embedding
-  case fb::OpKind::Neg:
-  case fb::OpKind::Exp:
-  case fb::OpKind::Log:
-  case fb::OpKind::Tanh:
-  case fb::OpKind::Sqrt:
-  case fb::OpKind::Rsqrt:
-  case fb::OpKind::Silu:
-  case fb::OpKind::Cast:
-  case fb::OpKind::Broadcast:
-  case fb::OpKind::Reshape:
-    return {1, 1, 1, 0, 0};
-  case fb::OpKind::Gelu:
-  case fb::OpKind::ReduceSum:
-  case fb::OpKind::ReduceMax:
-  case fb::OpKind::Softmax:
-    return {1, 1, 1, 1, 0};
-  case fb::OpKind::Transpose:
-  case fb::OpKind::Slice:
-    return {1, 1, 1, -1, 0}; // one int per dim, checked by the kernel
-  case fb::OpKind::Concat:
-    return {1, 1 << 20, 1, 1, 0};
-  case fb::OpKind::RmsNorm:
-    return {2, 2, 1, 0, 1};
-  case fb::OpKind::LayerNorm:
-    return {3, 3, 1, 0, 1};
-  case fb::OpKind::Matmul:
-    return {2, 2, 1, 2, 0};
-  case fb::OpKind::Rope:
-    return {2, 2, 1, 1, -1}; // theta and head_dim / 2 scales or none: OpTypes
-  case fb::OpKind::Attention:
-    return {3, 4, 1, 2, 1};
-  case fb::OpKind::KvCacheWrite:
-    return {3, 3, 1, 0, 0};
-  case fb::OpKind::SiluGrad:
-    return {2, 2, 1, 0, 0};
-  case fb::OpKind::GeluGrad:
-    return {2, 2, 1, 1, 0};
-  case fb::OpKind::RmsNormGrad:
-  case fb::OpKind::LayerNormGrad:
-    return {3, 3, 1, 1, 1};
-  case fb::OpKind::AttentionGrad:
-    return {4, 4, 1, 2, 1};
-  case fb::OpKind::CrossEntropyGrad:
-    return {3, 3, 1, -1, 0}; // as CrossEntropy
-  case fb::OpKind::Pad:
-    return {1, 1, 1, -1, 0};
-  case fb::OpKind::Assign:
-    return {1, 1, 1, 2, 0};
-  case fb::OpKind::AllReduce:
-  case fb::OpKind::AllGather:
-  case fb::OpKind::ReduceScatter:
-  case fb::OpKind::Scatter:
-    return {1, 1, 1, -1, 0}; // grid axes, checked against the grid below
+#define MF_OP(kind, name, operandsMin, operandsMax, results, ints, floats)     \
+  case fb::OpKind::kind:                                                       \
+    return {operandsMin, operandsMax, results, ints, floats};
+#include "runtime/OpTable.def"
   }
   return {-1, -1, -1, -1, -1};
 }

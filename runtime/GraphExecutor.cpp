@@ -245,6 +245,17 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     call.entry = kernels_.kernel(command.kernel());
     call.where = "kernel '" + kernelName + "' of '" + name + "'";
     call.executor = this;
+    // Lengths follow from the buffers' static types (a parameter's panels
+    // are its size); addresses are bound by each run.
+    call.pointers.assign(command.bindings()->size(), nullptr);
+    for (const fb::Binding *binding : *command.bindings()) {
+      const fb::TensorType &type = *host.buffers()->Get(binding->buffer())->type();
+      uint64_t bytes = dtypeSize(Executable::dtypeOf(type));
+      for (int64_t dim : Executable::shapeOf(type)) {
+        bytes *= static_cast<uint64_t>(dim); // the loader checked the sizes
+      }
+      call.lengths.push_back(bytes);
+    }
     for (uint32_t position : prepared->program->panelBindings[c]) {
       uint32_t source = command.bindings()->Get(position)->buffer();
       StatusOr<Derived *> packed = panelsOf(
@@ -316,20 +327,15 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
     // Bindings are written only when they change: a worker's copy of the
     // call's line stays valid from one run to the next.
     KernelCall &call = prepared.calls[index];
-    call.pointers.resize(bindings.size());
-    call.lengths.resize(bindings.size());
     for (uint32_t i = 0; i < bindings.size(); ++i) {
-      Tensor *bound = &buffers[bindings.Get(i)->buffer()];
+      void *pointer = buffers[bindings.Get(i)->buffer()].data();
       for (auto [position, panels] : prepared.panels[index]) {
         if (position == i) {
-          bound = &panels->tensor;
+          pointer = panels->tensor.data();
         }
       }
-      if (call.pointers[i] != bound->data()) {
-        call.pointers[i] = bound->data();
-      }
-      if (call.lengths[i] != bound->byteSize()) {
-        call.lengths[i] = bound->byteSize();
+      if (call.pointers[i] != pointer) {
+        call.pointers[i] = pointer;
       }
     }
     int64_t tiles = executable_.root().kernel_signatures()->Get(command.kernel())->tiles();

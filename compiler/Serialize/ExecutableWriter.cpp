@@ -70,6 +70,44 @@ struct EncodedOp {
   std::vector<uint8_t> data;
 };
 
+/// A row of runtime/OpTable.def, which the loader checks ops against too.
+struct OpRow {
+  fb::OpKind kind;
+  int operandsMin, operandsMax, results, ints, floats;
+};
+
+/// The rows by the name of the `mf` op each stores.
+const llvm::StringMap<OpRow> &opTable() {
+  static const llvm::StringMap<OpRow> table = {
+#define MF_OP(kind, name, operandsMin, operandsMax, results, ints, floats)     \
+  {name, OpRow{fb::OpKind::kind, operandsMin, operandsMax, results, ints, floats}},
+#include "runtime/OpTable.def"
+  };
+  return table;
+}
+
+/// Whether `encoded` (of `op`) has the counts its row says: a mismatch is
+/// a writer bug that the loader would refuse.
+LogicalResult checkAgainstRow(Operation *op, const EncodedOp &encoded,
+                              const OpRow &row) {
+  int operands = static_cast<int>(op->getNumOperands());
+  auto fits = [](size_t count, int expected) {
+    return expected < 0 || static_cast<int>(count) == expected;
+  };
+  if (encoded.kind != row.kind || operands < row.operandsMin ||
+      operands > row.operandsMax ||
+      static_cast<int>(op->getNumResults()) != row.results ||
+      !fits(encoded.ints.size(), row.ints) ||
+      !fits(encoded.floats.size(), row.floats)) {
+    return op->emitOpError()
+           << "is encoded as " << fb::EnumNameOpKind(encoded.kind) << " with "
+           << operands << " operands, " << encoded.ints.size() << " ints and "
+           << encoded.floats.size()
+           << " floats, which runtime/OpTable.def does not allow";
+  }
+  return success();
+}
+
 class Writer {
 public:
   Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary)
@@ -529,8 +567,14 @@ private:
     return success();
   }
 
+  /// `op` as model.bin stores it: its kind and attributes. An op without
+  /// attributes needs nothing here but its row in runtime/OpTable.def.
   FailureOr<EncodedOp> encode(Operation *op, const GraphProgram &graph) {
-    auto simple = [](fb::OpKind kind) { return EncodedOp{kind, {}, {}, {}}; };
+    auto row = opTable().find(op->getName().getStringRef());
+    if (row == opTable().end()) {
+      return op->emitOpError() << "cannot be written to the executable: the "
+                                  "runtime has no kernel for it";
+    }
     auto withDim = [](fb::OpKind kind, int64_t dim) {
       return EncodedOp{kind, {dim}, {}, {}};
     };
@@ -583,32 +627,16 @@ private:
             .Case([&](mf::IotaOp iota) {
               return withDim(fb::OpKind::Iota, iota.getDimension());
             })
-            .Case([&](mf::AddOp) { return simple(fb::OpKind::Add); })
-            .Case([&](mf::SubOp) { return simple(fb::OpKind::Sub); })
-            .Case([&](mf::MulOp) { return simple(fb::OpKind::Mul); })
-            .Case([&](mf::DivOp) { return simple(fb::OpKind::Div); })
-            .Case([&](mf::MaxOp) { return simple(fb::OpKind::Max); })
-            .Case([&](mf::MinOp) { return simple(fb::OpKind::Min); })
-            .Case([&](mf::NegOp) { return simple(fb::OpKind::Neg); })
-            .Case([&](mf::ExpOp) { return simple(fb::OpKind::Exp); })
-            .Case([&](mf::LogOp) { return simple(fb::OpKind::Log); })
-            .Case([&](mf::TanhOp) { return simple(fb::OpKind::Tanh); })
-            .Case([&](mf::SqrtOp) { return simple(fb::OpKind::Sqrt); })
-            .Case([&](mf::RsqrtOp) { return simple(fb::OpKind::Rsqrt); })
-            .Case([&](mf::SiluOp) { return simple(fb::OpKind::Silu); })
             .Case([&](mf::GeluOp gelu) {
               return withDim(fb::OpKind::Gelu,
                              gelu.getApproximate() == mf::GeluApproximation::tanh);
             })
-            .Case([&](mf::CastOp) { return simple(fb::OpKind::Cast); })
-            .Case([&](mf::BroadcastOp) { return simple(fb::OpKind::Broadcast); })
             .Case([&](mf::ReduceSumOp reduce) {
               return withDim(fb::OpKind::ReduceSum, reduce.getDimension());
             })
             .Case([&](mf::ReduceMaxOp reduce) {
               return withDim(fb::OpKind::ReduceMax, reduce.getDimension());
             })
-            .Case([&](mf::ReshapeOp) { return simple(fb::OpKind::Reshape); })
             .Case([&](mf::TransposeOp transpose) {
               std::vector<int64_t> permutation(transpose.getPermutation());
               return EncodedOp{fb::OpKind::Transpose, permutation, {}, {}};
@@ -637,7 +665,6 @@ private:
                                {matmul.getTransposeLhs(), matmul.getTransposeRhs()},
                                {}, {}};
             })
-            .Case([&](mf::SwiGluOp) { return simple(fb::OpKind::SwiGlu); })
             .Case([&](mf::SoftmaxOp softmax) {
               return withDim(fb::OpKind::Softmax, softmax.getDimension());
             })
@@ -658,12 +685,10 @@ private:
                                {attention.getScale().convertToDouble()},
                                {}};
             })
-            .Case([&](mf::KvCacheWriteOp) {
-              return simple(fb::OpKind::KvCacheWrite);
-            })
             .Case<mf::AllGatherOp, mf::ReduceScatterOp, mf::ScatterOp>(
                 [&](auto collective) {
-                  std::vector<int64_t> ints{collective.getDimension()};
+                  std::vector<int64_t> ints{
+                      static_cast<int64_t>(collective.getDimension())};
                   ints.insert(ints.end(), collective.getGridAxes().begin(),
                               collective.getGridAxes().end());
                   fb::OpKind kind =
@@ -681,9 +706,9 @@ private:
             })
             .Case([&](mf::CrossEntropyOp loss) {
               return withVocabAxes(fb::OpKind::CrossEntropy,
-                                   {loss.getIgnoreIndex()}, loss.getGridAxes());
+                                   {static_cast<int64_t>(loss.getIgnoreIndex())},
+                                   loss.getGridAxes());
             })
-            .Case([&](mf::SiluGradOp) { return simple(fb::OpKind::SiluGrad); })
             .Case([&](mf::GeluGradOp gelu) {
               return withDim(fb::OpKind::GeluGrad,
                              gelu.getApproximate() == mf::GeluApproximation::tanh);
@@ -712,16 +737,26 @@ private:
             })
             .Case([&](mf::CrossEntropyGradOp loss) {
               return withVocabAxes(fb::OpKind::CrossEntropyGrad,
-                                   {loss.getIgnoreIndex()}, loss.getGridAxes());
+                                   {static_cast<int64_t>(loss.getIgnoreIndex())},
+                                   loss.getGridAxes());
             })
             .Case([&](mf::PadOp pad) {
               std::vector<int64_t> offsets(pad.getOffsets());
               return EncodedOp{fb::OpKind::Pad, offsets, {}, {}};
             })
-            .Default([](Operation *) { return std::nullopt; });
+            .Default([&](Operation *) -> std::optional<EncodedOp> {
+              if (row->second.ints != 0 || row->second.floats != 0 ||
+                  row->second.kind == fb::OpKind::Constant) {
+                return std::nullopt; // attributes with no encoding above
+              }
+              return EncodedOp{row->second.kind, {}, {}, {}};
+            });
     if (!encoded) {
       return op->emitOpError() << "cannot be written to the executable: the "
-                                  "runtime has no kernel for it";
+                                  "writer has no encoding for it";
+    }
+    if (failed(checkAgainstRow(op, *encoded, row->second))) {
+      return failure();
     }
     return *encoded;
   }

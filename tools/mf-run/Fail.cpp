@@ -24,6 +24,11 @@ int mfrt::fail(const std::string &message) {
   return 1;
 }
 
+int mfrt::failUsage(const std::string &message) {
+  fail(message);
+  return kUsageExit;
+}
+
 int mfrt::fail(const Status &status) {
   fail(status.message());
   return exitStatusOf(status.code());

@@ -19,6 +19,16 @@ int fail(const std::string &message);
 
 /// The same for a runtime error, returning the exit status of its kind.
 int fail(const Status &status);
+/// The same for an error of kind `code`.
+inline int fail(StatusCode code, const std::string &message) {
+  return fail(Status::error(code, message));
+}
+
+/// The exit status of a bad command line: an unknown flag, a flag's value,
+/// flags that do not go together.
+inline constexpr int kUsageExit = 2;
+/// Prints the message and returns kUsageExit.
+int failUsage(const std::string &message);
 
 /// The exit status of a runtime error, by its kind, as sysexits.h names
 /// them: a script can tell a missing file (66) from bad or corrupt input

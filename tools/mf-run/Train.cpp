@@ -280,7 +280,8 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   int64_t accumulation = settings.gradientAccumulationSteps;
   if (!executable.entry("train_step") ||
       (accumulation > 1 && !executable.entry("accumulate_gradients"))) {
-    return fail("train needs a 'train_step' entry: compile the config "
+    return fail(StatusCode::FailedPrecondition,
+                "train needs a 'train_step' entry: compile the config "
                 "with run_mode train or finetune (--set run_mode=train)");
   }
   Batches batches(executable, executor);
@@ -299,13 +300,14 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
       return fail(status);
     }
     if (!batches.holds(position)) {
-      return fail("'" + options.resume + "' continues at token " +
+      return fail(StatusCode::InvalidArgument,
+                  "'" + options.resume + "' continues at token " +
                   std::to_string(position) + ", past the end of '" +
                   options.data + "'; resume with the data it was trained on");
     }
   }
   if (first >= steps) {
-    return fail("the checkpoint is at step " + std::to_string(first) +
+    return failUsage("the checkpoint is at step " + std::to_string(first) +
                 "; ask for more --steps than that");
   }
   auto scalar = [&](size_t index, double value) -> StatusOr<Tensor> {

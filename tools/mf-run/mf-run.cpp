@@ -255,7 +255,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0}};
   Options options;
-  exitCode = 2;
+  exitCode = kUsageExit;
   int code;
   opterr = 0;
   while ((code = getopt_long(argc, argv, "h", longOptions, nullptr)) != -1) {
@@ -643,7 +643,7 @@ int predict(const Options &options, Session &session) {
       return fail(tokenizer.status());
     }
     if (!*tokenizer) {
-      return fail("--chat needs the model's tokenizer: give --tokenizer PATH "
+      return failUsage("--chat needs the model's tokenizer: give --tokenizer PATH "
                   "(a Hugging Face model folder) or set "
                   "processor.tokenizer.tokenizer_file in the YAML");
     }
@@ -667,10 +667,11 @@ int predict(const Options &options, Session &session) {
   }
   std::vector<int32_t> tokens = prompt.take();
   if (tokens.empty()) {
-    return fail("the prompt is empty");
+    return fail(StatusCode::InvalidArgument, "the prompt is empty");
   }
   if (static_cast<int64_t>(tokens.size()) > seqLength) {
-    return fail("the prompt has " + std::to_string(tokens.size()) +
+    return fail(StatusCode::InvalidArgument,
+                "the prompt has " + std::to_string(tokens.size()) +
                 " tokens but seq_length is " + std::to_string(seqLength) +
                 "; shorten it or compile with --set "
                 "model.model_config.seq_length=N");
@@ -925,7 +926,7 @@ int predict(const Options &options, Session &session) {
 int evaluate(const Options &options, Session &session) {
   const fb::ModelInfo &model = session.executable.model();
   if (options.data.empty()) {
-    return fail("eval needs --data FILE (text, or an MFTOKENS file)");
+    return failUsage("eval needs --data FILE (text, or an MFTOKENS file)");
   }
   StatusOr<std::vector<int32_t>> data = readTokens(
       options.data, model.vocab_size(), [&](const std::string &text) {
@@ -938,14 +939,16 @@ int evaluate(const Options &options, Session &session) {
   const std::string entryName =
       session.executable.entry("forward_loss") ? "forward_loss" : "";
   if (entryName.empty()) {
-    return fail("eval needs a 'forward_loss' entry: compile the config with "
+    return fail(StatusCode::FailedPrecondition,
+                "eval needs a 'forward_loss' entry: compile the config with "
                 "run_mode eval, train or finetune (--set run_mode=eval)");
   }
   int64_t batch = model.batch_size(), seq = model.seq_length();
   // Windows of seq + 1 tokens: inputs are the first seq, labels the last seq.
   int64_t windows = (static_cast<int64_t>(data->size()) - 1) / seq;
   if (windows < 1) {
-    return fail("'" + options.data + "' has " + std::to_string(data->size()) +
+    return fail(StatusCode::InvalidArgument,
+                "'" + options.data + "' has " + std::to_string(data->size()) +
                 " tokens; eval needs at least seq_length + 1 = " +
                 std::to_string(seq + 1));
   }
@@ -1222,7 +1225,7 @@ int run(int argc, char **argv) {
     // Tokens, progress and summaries are printed once, by rank 0; every
     // rank's errors still reach stderr.
     if (!std::freopen("/dev/null", "w", stdout)) {
-      return fail("cannot silence rank " + std::to_string(ranks->rank()) +
+      return fail(StatusCode::Unavailable, "cannot silence rank " + std::to_string(ranks->rank()) +
                   "'s output");
     }
   }
@@ -1235,7 +1238,7 @@ int run(int argc, char **argv) {
   if (ranks->size() > 1 &&
       (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
        (splitParameters && !options.mergeLora.empty()))) {
-    return fail("--dump-tensors and --dump-grads (and, with split weights, "
+    return failUsage("--dump-tensors and --dump-grads (and, with split weights, "
                 "--merge-lora) are not built for multi-rank programs yet: "
                 "each rank holds its own values");
   }
@@ -1244,7 +1247,7 @@ int run(int argc, char **argv) {
                          ? (model.context_mode() == 1 ? "pynative" : "graph")
                          : options.mode;
   if (mode != "graph" && mode != "pynative") {
-    return fail("--mode must be pynative or graph, got '" + mode + "'");
+    return failUsage("--mode must be pynative or graph, got '" + mode + "'");
   }
 
   std::string runMode = model.run_mode() ? model.run_mode()->str() : "predict";
@@ -1257,7 +1260,7 @@ int run(int argc, char **argv) {
     task = "train";
   }
   if (task != "predict" && task != "eval" && task != "train") {
-    return fail("--task must be predict, eval, train or finetune, got '" +
+    return failUsage("--task must be predict, eval, train or finetune, got '" +
                 task + "'");
   }
 
@@ -1340,14 +1343,15 @@ int run(int argc, char **argv) {
   }
   if (task == "predict") {
     if (!session.executable.entry("prefill")) {
-      return fail("predict needs a 'prefill' entry: compile the config with "
+      return fail(StatusCode::FailedPrecondition,
+                  "predict needs a 'prefill' entry: compile the config with "
                   "run_mode predict (--set run_mode=predict)");
     }
     return predict(options, session);
   }
   if (task == "train") {
     if (options.batchSize > 0 && options.batchSize != model.batch_size()) {
-      return fail("--batch-size " + std::to_string(options.batchSize) +
+      return failUsage("--batch-size " + std::to_string(options.batchSize) +
                   " differs from the compiled batch of " +
                   std::to_string(model.batch_size()) +
                   " (shapes are static); recompile with --set "
