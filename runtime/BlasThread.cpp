@@ -2,6 +2,8 @@
 
 #include "runtime/BlasThread.h"
 
+#include "runtime/ThreadPool.h"
+
 #include <cblas.h>
 
 #include <vector>
@@ -16,4 +18,26 @@ void mfrt::prepareBlasThread() {
   std::vector<float> a(kSide * kDepth, 0.0f), c(kSide * kSide);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kSide, kSide, kDepth,
               1.0f, a.data(), kDepth, a.data(), kDepth, 0.0f, c.data(), kSide);
+}
+
+// OpenBLAS (pthread build): stops its server threads. Not in cblas.h, so
+// weak: a BLAS without it keeps its threads.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
+void mfrt::makeBlasSerial() {
+  // With one thread set, OpenBLAS never starts its servers again.
+  openblas_set_num_threads(1);
+  if (blas_thread_shutdown_) {
+    blas_thread_shutdown_();
+  }
+}
+
+void mfrt::prepareBlasThreads(ThreadPool &pool) {
+  // Serial first: a threaded OpenBLAS called from several threads at
+  // start-up hung.
+  makeBlasSerial();
+  // One tile per thread, each taken first by the thread that owns it.
+  pool.parallelFor(pool.threads(), [](const void *, int64_t, int64_t) {
+    prepareBlasThread();
+  }, nullptr);
 }

@@ -17,8 +17,21 @@
 
 namespace mfrt {
 
+class ThreadPool;
+
 /// Runs one 512 x 512 x 64 sgemm on this thread, once per thread.
 void prepareBlasThread();
+
+/// Makes OpenBLAS serial and stops its server threads: Graph Mode's pool
+/// runs products in parallel instead, each serial. (Its idle server
+/// threads would spin for ~0.1 s next to the pool's.)
+void makeBlasSerial();
+
+/// makeBlasSerial(), then prepareBlasThread() on each of `pool`'s threads
+/// now (best effort: a late worker prepares at its first product), so
+/// that their scratch (1 MB a thread, freed at once) is gone before the
+/// weights and arenas take their memory instead of adding to the peak.
+void prepareBlasThreads(ThreadPool &pool);
 
 } // namespace mfrt
 

@@ -2,11 +2,10 @@
 
 #include "runtime/GraphExecutor.h"
 
+#include "runtime/BlasThread.h"
 #include "runtime/KernelServices.h"
 #include "runtime/Kernels.h"
 #include "runtime/PanelGemm.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,24 +13,14 @@
 #include <cstring>
 #include <utility>
 
-// OpenBLAS (pthread build): stops its server threads. Not in cblas.h, so
-// weak: a BLAS without it keeps its threads.
-extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
-
 using namespace mfrt;
 
 GraphExecutor::GraphExecutor(const Executable &executable,
                              Weights &weights, Allocator &allocator,
                              const KernelLibrary &kernels, ThreadPool &pool)
     : Executor(executable, weights, allocator), kernels_(kernels), pool_(pool) {
-  // Kernel tiles run on the pool; each BLAS call inside one is serial. Its
-  // idle server threads spin (sched_yield) for ~0.1 s after start-up and
-  // would compete with the pool's threads for the cores: stop them. With
-  // one thread set, OpenBLAS never starts them again.
-  openblas_set_num_threads(1);
-  if (blas_thread_shutdown_) {
-    blas_thread_shutdown_();
-  }
+  // Kernel tiles run on the pool; each BLAS call inside one is serial.
+  makeBlasSerial();
 }
 
 uint64_t GraphExecutor::arenaBytes() const {

@@ -76,6 +76,9 @@ public:
   /// Waits until every dispatched tile is done.
   void finish();
 
+  /// Threads in all, the caller included.
+  unsigned threads() const { return threads_; }
+
 private:
   /// A job as a thread reads it: its number (1, 2, ...), what to run, and
   /// the base position of its shares (the tiles of all jobs before it).

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/BlasThread.h"
 #include "runtime/ChatTemplate.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executable.h"
@@ -1277,6 +1278,7 @@ int run(int argc, char **argv) {
       return fail(pool.status());
     }
     session.pool = pool.take();
+    prepareBlasThreads(*session.pool); // before the weights: see BlasThread.h
   }
   // A training checkpoint also serves as weights (its optimizer state is
   // skipped); --resume continues from one.
