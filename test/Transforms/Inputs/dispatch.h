@@ -52,7 +52,11 @@ static int32_t tryDispatch(const char *name, int64_t begin, int64_t end,
                            const struct bound *bindings, uint32_t count) {
   void *pointers[32];
   uint64_t lengths[32];
-  for (uint32_t i = 0; i < count && i < 32; ++i) {
+  if (count > 32) {
+    printf("a harness dispatches at most 32 bindings\n");
+    exit(1);
+  }
+  for (uint32_t i = 0; i < count; ++i) {
     pointers[i] = bindings[i].pointer;
     lengths[i] = bindings[i].bytes;
   }
