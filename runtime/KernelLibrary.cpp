@@ -184,7 +184,7 @@ Status KernelLibrary::takeKernels(const fb::Executable &root) {
                          "the kernel library has " +
                              std::to_string(table->kernel_count) +
                              " kernels, but the host programs name " +
-                             std::to_string(count));
+                             std::to_string(count) + "; recompile the model");
   }
   for (uint32_t k = 0; k < count; ++k) {
     const std::string &name = root.kernels()->Get(k)->str();
@@ -199,7 +199,7 @@ Status KernelLibrary::takeKernels(const fb::Executable &root) {
           "kernel " + std::to_string(k) + " of the kernel library is not '" +
               name + "' with " + std::to_string(bindings) + " bindings and " +
               std::to_string(signature.tiles()) +
-              " tiles, as the host programs declare it");
+              " tiles, as the host programs declare it; recompile the model");
     }
     kernels_.push_back(table->kernels[k]);
   }
