@@ -75,14 +75,29 @@ void mfrt::freePages(void *block, size_t bytes) {
   }
 }
 
+namespace {
+void releaseBlock(void *block, size_t size) {
+  if (size >= kPageBlock) {
+    freePages(block, size);
+  } else {
+    std::free(block);
+  }
+}
+} // namespace
+
 Allocator::Pool::~Pool() {
   for (auto &[size, block] : freeBlocks) {
-    if (size >= kPageBlock) {
-      freePages(block, size);
-    } else {
-      std::free(block);
-    }
+    releaseBlock(block, size);
   }
+}
+
+void Allocator::releaseCached() {
+  std::lock_guard<std::mutex> lock(pool_->mutex);
+  for (auto &[size, block] : pool_->freeBlocks) {
+    releaseBlock(block, size);
+    pool_->reserved -= size;
+  }
+  pool_->freeBlocks.clear();
 }
 
 Allocator::Allocator() : pool_(std::make_shared<Pool>()) {}

@@ -34,6 +34,9 @@ public:
   size_t peakBytes() const;
   /// Bytes obtained from the system (live + cached).
   size_t reservedBytes() const;
+  /// Returns the cached blocks to the system: for memory that will not be
+  /// asked for again in their sizes (weights Graph Mode released).
+  void releaseCached();
 
 private:
   struct Pool {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <utility>
 
 using namespace mfrt;
@@ -81,6 +82,118 @@ void GraphExecutor::keepParametersAsPanels() {
     }
   }
   readAsStored_ = std::move(stored);
+}
+
+void GraphExecutor::letDerivedValuesReplaceSources() {
+  const fb::Executable &root = executable_.root();
+  size_t count = root.parameters() ? root.parameters()->size() : 0;
+  // Read elsewhere: by a command that is not a derivation, as a panel
+  // input (its panels may be the parameter itself), or returned.
+  std::vector<bool> elsewhere(count, false);
+  std::vector<std::set<uint32_t>> derivedFrom(count);
+  for (const fb::Entry *entry : *root.entries()) {
+    const fb::HostProgram *host = entry->host();
+    if (!host) {
+      continue;
+    }
+    const HostProgram *program = executable_.hostProgram(*entry);
+    if (program->assignsParameters) {
+      return; // the weights change: what was derived must be derived again
+    }
+    auto storageOf = [&](uint32_t buffer) -> const fb::Buffer & {
+      return *host->buffers()->Get(program->root[buffer]);
+    };
+    for (uint32_t c = 0; c < host->commands()->size(); ++c) {
+      const auto &bindings = *host->commands()->Get(c)->bindings();
+      const std::vector<uint32_t> &panels = program->panelBindings[c];
+      std::vector<int64_t> read;
+      std::vector<uint32_t> written;
+      for (uint32_t b = 0; b < bindings.size(); ++b) {
+        const fb::Buffer &storage = storageOf(bindings.Get(b)->buffer());
+        if (storage.kind() == fb::BufferKind::Derived &&
+            bindings.Get(b)->access() != fb::Access::Read) {
+          written.push_back(storage.index());
+        }
+        if (storage.kind() != fb::BufferKind::Parameter) {
+          continue;
+        }
+        bool panel = std::find(panels.begin(), panels.end(), b) != panels.end();
+        if (!program->derived[c] || panel) {
+          elsewhere[storage.index()] = true;
+        } else {
+          read.push_back(storage.index());
+        }
+      }
+      for (int64_t parameter : read) {
+        derivedFrom[parameter].insert(written.begin(), written.end());
+      }
+    }
+    for (uint32_t buffer : *host->outputs()) {
+      if (storageOf(buffer).kind() == fb::BufferKind::Parameter) {
+        elsewhere[storageOf(buffer).index()] = true;
+      }
+    }
+  }
+  for (size_t parameter = 0; parameter < count; ++parameter) {
+    if (!elsewhere[parameter] && !derivedFrom[parameter].empty()) {
+      releasable_[static_cast<int64_t>(parameter)].assign(
+          derivedFrom[parameter].begin(), derivedFrom[parameter].end());
+    }
+  }
+}
+
+Status GraphExecutor::allocateSlot(uint32_t index) {
+  Derived &slot = slots_[index];
+  if (slot.tensor.data()) {
+    return Status::ok();
+  }
+  StatusOr<Tensor> storage = allocator_.allocate(slot.dtype, slot.shape);
+  if (!storage) {
+    return storage.status();
+  }
+  slot.tensor = storage.take();
+  for (auto &[name, prepared] : prepared_) {
+    for (const auto &[buffer, bound, shape] : prepared->slotBuffers) {
+      if (bound == index) {
+        prepared->buffers[buffer] = slot.tensor.reshaped(shape);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status GraphExecutor::releaseComputedSources() {
+  std::vector<int64_t> ready;
+  for (const auto &[parameter, slots] : releasable_) {
+    if (std::all_of(slots.begin(), slots.end(), [&](uint32_t slot) {
+          return slot < slots_.size() &&
+                 slots_[slot].computedFor == weights_.version();
+        })) {
+      ready.push_back(parameter);
+    }
+  }
+  if (ready.empty()) {
+    return Status::ok();
+  }
+  MFRT_RETURN_IF_ERROR(finishKernels()); // their tiles may still read it
+  for (int64_t parameter : ready) {
+    // The entries' bindings of it (and of views of it) let go too; a
+    // derivation that reads it never runs again (the weights do not change).
+    const char *begin = static_cast<const char *>(weights_[parameter].data());
+    const char *end = begin + weights_[parameter].byteSize();
+    for (auto &[name, prepared] : prepared_) {
+      for (Tensor &buffer : prepared->buffers) {
+        const char *data = static_cast<const char *>(buffer.data());
+        if (data && data >= begin && data < end) {
+          buffer = Tensor();
+        }
+      }
+    }
+    weights_.release(parameter);
+    releasable_.erase(parameter);
+  }
+  allocator_.releaseCached(); // what the weights held goes back now
+  return Status::ok();
 }
 
 StatusOr<GraphExecutor::Derived *>
@@ -186,14 +299,10 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       break;
     }
     case fb::BufferKind::Derived: {
+      // Bound when a command first computes it (allocateSlot).
       Derived &slot = slots_[buffer.index()];
-      if (!slot.tensor.data()) {
-        StatusOr<Tensor> storage = allocator_.allocate(dtype, shape);
-        if (!storage) {
-          return storage.status();
-        }
-        slot.tensor = storage.take();
-      }
+      slot.dtype = dtype;
+      slot.shape = shape;
       buffers[i] = slot.tensor;
       break;
     }
@@ -209,6 +318,10 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     }
     default: // inputs and outputs: bound by each run
       prepared->perRun.push_back(i);
+    }
+    const fb::Buffer &storage = *host.buffers()->Get(prepared->program->root[i]);
+    if (storage.kind() == fb::BufferKind::Derived) {
+      prepared->slotBuffers.emplace_back(i, storage.index(), shape);
     }
   }
   size_t commandCount = host.commands()->size();
@@ -476,10 +589,14 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         std::any_of(computes.begin(), computes.end(), [&](const Derived *slot) {
           return slot->computedFor != weights_.version();
         })) {
+      for (const Derived *slot : computes) {
+        MFRT_RETURN_IF_ERROR(allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
+      }
       MFRT_RETURN_IF_ERROR(runObserved(index, observed && !observeDerived));
       for (Derived *slot : computes) {
         slot->computedFor = weights_.version();
       }
+      MFRT_RETURN_IF_ERROR(releaseComputedSources());
     }
   }
   for (size_t index = 0; index < commandCount; ++index) {

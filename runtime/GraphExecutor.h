@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 namespace mfrt {
 
@@ -46,6 +47,13 @@ public:
   /// the weights take their size once.
   void keepParametersAsPanels();
 
+  /// For a process that runs only Graph Mode on these weights, and no hook
+  /// that observes derived values: a parameter that only commands deriving
+  /// values from the weights read (a cast to the compute dtype, say) is
+  /// released as soon as every value derived from it is computed. The
+  /// derived values replace it (Weights::release).
+  void letDerivedValuesReplaceSources();
+
   /// Bytes of the arenas prepared so far.
   uint64_t arenaBytes() const override;
   uint64_t derivedBytes() const override;
@@ -56,6 +64,10 @@ private:
   struct Derived {
     Tensor tensor;
     uint64_t computedFor = ~uint64_t(0);
+    /// A slot's type, its storage allocated only when a command first
+    /// computes it (after what the weights it replaces let go).
+    DType dtype = DType::F32;
+    Shape shape;
     /// A parameter's own storage, packed (keepParametersAsPanels).
     bool parameterItself = false;
   };
@@ -83,6 +95,8 @@ private:
     std::vector<std::vector<Derived *>> computes;
     /// Every panel copy of the entry and the buffer (a parameter) it packs.
     std::vector<std::pair<Derived *, uint32_t>> panelSources;
+    /// The buffers that are a derived slot or a view of one: slot, shape.
+    std::vector<std::tuple<uint32_t, uint32_t, Shape>> slotBuffers;
     std::vector<const Tensor *> operands; // a command's scratch
   };
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
@@ -106,6 +120,12 @@ private:
   /// Keeps the first failure (a kernel's status, with what its service
   /// said on this thread) for finishKernels().
   void recordKernelFailure(const KernelCall &call, int32_t status);
+  /// Allocates derived slot `slot` if it has no storage yet and binds it
+  /// in every prepared entry.
+  Status allocateSlot(uint32_t slot);
+  /// Releases each parameter of releasable_ whose derived slots are all
+  /// current (after the kernels that read it finish).
+  Status releaseComputedSources();
   /// Hands what command `index` computed (begun at `began`) to the
   /// debugging hooks `options` asks for.
   Status observeCommand(const fb::Entry &entry, Prepared &prepared,
@@ -121,6 +141,9 @@ private:
   std::map<std::string, std::unique_ptr<Prepared>> prepared_;
   std::vector<Derived> slots_;          // per derived slot
   std::map<int64_t, Derived> panels_;   // per parameter
+  /// Per parameter that only derivations read: the slots derived from it
+  /// (letDerivedValuesReplaceSources).
+  std::map<int64_t, std::vector<uint32_t>> releasable_;
   /// Per parameter: read as stored by some entry (keepParametersAsPanels
   /// fills it; empty: every parameter keeps its stored layout).
   std::vector<bool> readAsStored_;

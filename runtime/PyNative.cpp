@@ -54,7 +54,8 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
     Tensor result;
     if (op.kind() == fb::OpKind::Param) {
-      if (weights_.storedAsPanels(op.ints()->Get(0))) {
+      if (weights_.storedAsPanels(op.ints()->Get(0)) ||
+          weights_.released(op.ints()->Get(0))) {
         return Status::error(StatusCode::FailedPrecondition,
                              "parameter '" +
                                  executable_.root()
@@ -62,7 +63,8 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                                      ->Get(op.ints()->Get(0))
                                      ->name()
                                      ->str() +
-                                 "' is stored as Graph Mode's panels; run "
+                                 "' is stored as Graph Mode's panels or "
+                                 "released for the values it derives; run "
                                  "PyNative on weights of "
                                  "its own");
       }

@@ -431,6 +431,12 @@ StatusOr<Weights> Weights::load(const Executable &executable,
 
 StatusOr<Tensor> Weights::asStored(size_t index) const {
   const Tensor &tensor = tensors_[index];
+  if (released(index)) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "parameter " + std::to_string(index) +
+                             " was released: Graph Mode keeps only the "
+                             "values derived from it");
+  }
   if (!storedAsPanels(index)) {
     return tensor;
   }

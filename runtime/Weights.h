@@ -67,6 +67,19 @@ public:
     asPanels_[index] = true;
   }
 
+  /// Graph Mode alone may also release a parameter that it reads only to
+  /// derive values from (a cast to the compute dtype): once they are
+  /// computed they replace it. Reading it afterwards (PyNative, save())
+  /// is an error naming it.
+  bool released(size_t index) const {
+    return index < released_.size() && released_[index];
+  }
+  void release(size_t index) {
+    released_.resize(tensors_.size());
+    released_[index] = true;
+    tensors_[index] = Tensor();
+  }
+
   /// Bytes of parameters served in place from mapped weight files (not
   /// in the allocator's count).
   uint64_t mappedBytes() const { return mappedBytes_; }
@@ -101,6 +114,7 @@ private:
 
   std::vector<Tensor> tensors_;
   std::vector<bool> asPanels_;
+  std::vector<bool> released_;
   uint64_t version_ = 0;
   uint64_t mappedBytes_ = 0;
 };

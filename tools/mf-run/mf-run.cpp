@@ -1317,6 +1317,11 @@ int run(int argc, char **argv) {
         session.kernels, *session.pool);
     if (!options.check) { // nothing else reads the weights as stored
       graph->keepParametersAsPanels();
+      // Nor reads again what only derivations read, unless a hook
+      // observes the derivations (they then run again each run).
+      if (options.dumpTensors.empty() && !options.checkNumerics) {
+        graph->letDerivedValuesReplaceSources();
+      }
     }
     session.executor = std::move(graph);
   } else {
