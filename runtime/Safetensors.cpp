@@ -42,8 +42,9 @@ StatusOr<DType> parseDType(const std::string &name) {
   if (name == "I32") {
     return DType::I32;
   }
-  return Status::error("dtype '" + name +
-                       "' is not supported (F32, F16, BF16, I32 are)");
+  return Status::error(StatusCode::Unimplemented,
+                       "dtype '" + name +
+                           "' is not supported (F32, F16, BF16, I32 are)");
 }
 
 const char *dtypeTag(DType type) {

@@ -84,8 +84,9 @@ ThreadPool::ThreadPool(unsigned threads) {
 StatusOr<std::unique_ptr<ThreadPool>> ThreadPool::create(unsigned threads) {
   auto pool = std::make_unique<ThreadPool>(threads);
   if (!pool->startError_.empty()) {
-    return Status::error(pool->startError_ +
-                         "; use --threads with fewer, or raise the limit");
+    return Status::error(StatusCode::ResourceExhausted,
+                         pool->startError_ +
+                             "; use --threads with fewer, or raise the limit");
   }
   return pool;
 }
