@@ -7,8 +7,10 @@
 // once where they do not change between runs (arena slices, parameters,
 // constants, derived slots); inputs and outputs each run. Nothing is
 // allocated per op. Commands that derive values from the weights (slots
-// shared by the entries that name them) run when the weights change, as
-// does packing the weights kernels read as panels (runtime/PanelGemm.h).
+// shared by the entries that name them, given storage when first
+// computed) run when the weights change, as does packing the weights
+// kernels read as panels (runtime/PanelGemm.h). In a process that runs
+// only Graph Mode, what only derivations read is released once derived.
 //
 //===----------------------------------------------------------------------===//
 

@@ -143,10 +143,7 @@ void defineKernelEntryPoints(ModuleOp kernels,
   for (const KernelEntry &entry : entries) {
     auto body = kernels.lookupSymbol<LLVM::LLVMFuncOp>(entry.name);
     Location loc = body.getLoc();
-    if (failed(SymbolTable::replaceAllSymbolUses(
-            body, builder.getStringAttr(entry.name + "_tiles"), kernels))) {
-      llvm_unreachable("kernels have no uses in their module");
-    }
+    // Nothing calls a kernel in its module: renaming needs no use updated.
     SymbolTable::setSymbolName(body, entry.name + "_tiles");
     body.setLinkage(LLVM::Linkage::Internal);
 
@@ -164,7 +161,7 @@ void defineKernelEntryPoints(ModuleOp kernels,
     auto constant = [&](Type type, int64_t value) -> Value {
       return LLVM::ConstantOp::create(builder, loc, type, value);
     };
-    auto element = [&](Value array, Type type, int64_t index) -> Value {
+    auto element = [&](Value array, Type type, int32_t index) -> Value {
       Value address = LLVM::GEPOp::create(builder, loc, ptr, type, array,
                                           ArrayRef<LLVM::GEPArg>{index});
       return LLVM::LoadOp::create(builder, loc, type, address);
@@ -185,7 +182,7 @@ void defineKernelEntryPoints(ModuleOp kernels,
     for (auto [index, bytes] : llvm::enumerate(entry.bindingBytes)) {
       Value fits = LLVM::ICmpOp::create(
           builder, loc, LLVM::ICmpPredicate::uge,
-          element(lengths, i64, static_cast<int64_t>(index)),
+          element(lengths, i64, static_cast<int32_t>(index)),
           constant(i64, static_cast<int64_t>(bytes)));
       longEnough = LLVM::AndOp::create(builder, loc, longEnough, fits);
     }
@@ -197,7 +194,7 @@ void defineKernelEntryPoints(ModuleOp kernels,
     builder.setInsertionPointToStart(call);
     SmallVector<Value> operands{tileBegin, tileEnd};
     for (size_t index = 0; index < entry.bindingBytes.size(); ++index) {
-      operands.push_back(element(pointers, ptr, static_cast<int64_t>(index)));
+      operands.push_back(element(pointers, ptr, static_cast<int32_t>(index)));
     }
     auto result = LLVM::CallOp::create(builder, loc, body, operands);
     LLVM::ReturnOp::create(builder, loc, result.getResult());
