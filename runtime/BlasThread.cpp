@@ -37,7 +37,7 @@ void mfrt::prepareBlasThreads(ThreadPool &pool) {
   // start-up hung.
   makeBlasSerial();
   // One tile per thread, each taken first by the thread that owns it.
-  pool.parallelFor(pool.threads(), [](const void *, int64_t, int64_t) {
-    prepareBlasThread();
-  }, nullptr);
+  pool.parallelFor(
+      pool.threads(),
+      [](const void *, int64_t, int64_t) { prepareBlasThread(); }, nullptr);
 }

@@ -319,7 +319,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     default: // inputs and outputs: bound by each run
       prepared->perRun.push_back(i);
     }
-    const fb::Buffer &storage = *host.buffers()->Get(prepared->program->root[i]);
+    const fb::Buffer &storage =
+        *host.buffers()->Get(prepared->program->root[i]);
     if (storage.kind() == fb::BufferKind::Derived) {
       prepared->slotBuffers.emplace_back(i, storage.index(), shape);
     }
@@ -351,7 +352,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     // are its size); addresses are bound by each run.
     call.pointers.assign(command.bindings()->size(), nullptr);
     for (const fb::Binding *binding : *command.bindings()) {
-      const fb::TensorType &type = *host.buffers()->Get(binding->buffer())->type();
+      const fb::TensorType &type =
+          *host.buffers()->Get(binding->buffer())->type();
       uint64_t bytes = dtypeSize(Executable::dtypeOf(type));
       for (int64_t dim : Executable::shapeOf(type)) {
         bytes *= static_cast<uint64_t>(dim); // the loader checked the sizes
@@ -590,7 +592,8 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
           return slot->computedFor != weights_.version();
         })) {
       for (const Derived *slot : computes) {
-        MFRT_RETURN_IF_ERROR(allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
+        MFRT_RETURN_IF_ERROR(
+            allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
       }
       MFRT_RETURN_IF_ERROR(runObserved(index, observed && !observeDerived));
       for (Derived *slot : computes) {

@@ -90,9 +90,7 @@ mfrt::DType storageOf(int64_t flags) {
 
 } // namespace
 
-std::string mfrt::takeServiceError() {
-  return std::exchange(serviceError, {});
-}
+std::string mfrt::takeServiceError() { return std::exchange(serviceError, {}); }
 
 extern "C" int32_t
 mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
@@ -144,12 +142,12 @@ mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
                         int64_t kvHeads, int64_t dim, int64_t keyRows,
                         int64_t flags, double scale) {
   prepareBlasThread();
-  runAttentionGradient(
-      {buffer(query), buffer(keys), buffer(values), buffer(outGrad),
-       buffer(queryGrad), buffer(keyGrad), buffer(valueGrad), batch, seq, heads,
-       kvHeads, dim, keyRows, (flags & 1) != 0, static_cast<float>(scale),
-       storageOf(flags)},
-      unitBegin, unitEnd);
+  runAttentionGradient({buffer(query), buffer(keys), buffer(values),
+                        buffer(outGrad), buffer(queryGrad), buffer(keyGrad),
+                        buffer(valueGrad), batch, seq, heads, kvHeads, dim,
+                        keyRows, (flags & 1) != 0, static_cast<float>(scale),
+                        storageOf(flags)},
+                       unitBegin, unitEnd);
   return MFRT_KERNEL_OK;
 }
 

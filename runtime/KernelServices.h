@@ -34,28 +34,26 @@ extern "C" void mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
 /// 8 has a past; 16 the buffers are f16, 32 bf16, else f32), the scale
 /// and theta). A past_length that does not fit the cache writes nothing
 /// and returns MFRT_KERNEL_SERVICE_FAILED (takeServiceError() says why).
-extern "C" int32_t mfrtAttention(
-    int64_t unitBegin, int64_t unitEnd, int64_t query, int64_t newKeys,
-    int64_t newValues, int64_t cacheKeyIn, int64_t cacheValueIn,
-    int64_t cacheKey, int64_t cacheValue, int64_t positions,
-    int64_t pastPointer, int64_t pastValue, int64_t out, int64_t batch,
-    int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim, int64_t keys,
-    int64_t newRows, int64_t flags, double scale, double theta);
+extern "C" int32_t
+mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
+              int64_t newKeys, int64_t newValues, int64_t cacheKeyIn,
+              int64_t cacheValueIn, int64_t cacheKey, int64_t cacheValue,
+              int64_t positions, int64_t pastPointer, int64_t pastValue,
+              int64_t out, int64_t batch, int64_t seq, int64_t heads,
+              int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
+              int64_t flags, double scale, double theta);
 
 /// mfrt_attention_grad: units [unitBegin, unitEnd) of the gradients
 /// of one attention (FlashAttention.h's AttentionGradient; a gradient's
 /// pointer is 0 when the region does not compute it), `flags` (1 causal;
 /// 16 the buffers are f16, 32 bf16, else f32) and the scale. Returns
 /// MFRT_KERNEL_OK.
-extern "C" int32_t mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd,
-                                     int64_t query, int64_t keys,
-                                     int64_t values, int64_t outGrad,
-                                     int64_t queryGrad, int64_t keyGrad,
-                                     int64_t valueGrad, int64_t batch,
-                                     int64_t seq, int64_t heads,
-                                     int64_t kvHeads, int64_t dim,
-                                     int64_t keyRows, int64_t flags,
-                                     double scale);
+extern "C" int32_t
+mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
+                  int64_t keys, int64_t values, int64_t outGrad,
+                  int64_t queryGrad, int64_t keyGrad, int64_t valueGrad,
+                  int64_t batch, int64_t seq, int64_t heads, int64_t kvHeads,
+                  int64_t dim, int64_t keyRows, int64_t flags, double scale);
 
 /// Why the last service that returned MFRT_KERNEL_SERVICE_FAILED on this
 /// thread failed, and forgets it: the kernel that called it returns on the

@@ -80,7 +80,8 @@ struct OpRow {
 const llvm::StringMap<OpRow> &opTable() {
   static const llvm::StringMap<OpRow> table = {
 #define MF_OP(kind, name, operandsMin, operandsMax, results, ints, floats)     \
-  {name, OpRow{fb::OpKind::kind, operandsMin, operandsMax, results, ints, floats}},
+  {name,                                                                       \
+   OpRow{fb::OpKind::kind, operandsMin, operandsMax, results, ints, floats}},
 #include "runtime/OpTable.def"
   };
   return table;
@@ -705,9 +706,10 @@ private:
               return EncodedOp{fb::OpKind::AllReduce, axes, {}, {}};
             })
             .Case([&](mf::CrossEntropyOp loss) {
-              return withVocabAxes(fb::OpKind::CrossEntropy,
-                                   {static_cast<int64_t>(loss.getIgnoreIndex())},
-                                   loss.getGridAxes());
+              return withVocabAxes(
+                  fb::OpKind::CrossEntropy,
+                  {static_cast<int64_t>(loss.getIgnoreIndex())},
+                  loss.getGridAxes());
             })
             .Case([&](mf::GeluGradOp gelu) {
               return withDim(fb::OpKind::GeluGrad,
@@ -736,9 +738,10 @@ private:
                                {}};
             })
             .Case([&](mf::CrossEntropyGradOp loss) {
-              return withVocabAxes(fb::OpKind::CrossEntropyGrad,
-                                   {static_cast<int64_t>(loss.getIgnoreIndex())},
-                                   loss.getGridAxes());
+              return withVocabAxes(
+                  fb::OpKind::CrossEntropyGrad,
+                  {static_cast<int64_t>(loss.getIgnoreIndex())},
+                  loss.getGridAxes());
             })
             .Case([&](mf::PadOp pad) {
               std::vector<int64_t> offsets(pad.getOffsets());

@@ -302,13 +302,14 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     if (!batches.holds(position)) {
       return fail(StatusCode::InvalidArgument,
                   "'" + options.resume + "' continues at token " +
-                  std::to_string(position) + ", past the end of '" +
-                  options.data + "'; resume with the data it was trained on");
+                      std::to_string(position) + ", past the end of '" +
+                      options.data +
+                      "'; resume with the data it was trained on");
     }
   }
   if (first >= steps) {
     return failUsage("the checkpoint is at step " + std::to_string(first) +
-                "; ask for more --steps than that");
+                     "; ask for more --steps than that");
   }
   auto scalar = [&](size_t index, double value) -> StatusOr<Tensor> {
     StatusOr<Tensor> tensor = executor.allocateInput("train_step", index);

@@ -644,9 +644,10 @@ int predict(const Options &options, Session &session) {
       return fail(tokenizer.status());
     }
     if (!*tokenizer) {
-      return failUsage("--chat needs the model's tokenizer: give --tokenizer PATH "
-                  "(a Hugging Face model folder) or set "
-                  "processor.tokenizer.tokenizer_file in the YAML");
+      return failUsage(
+          "--chat needs the model's tokenizer: give --tokenizer PATH "
+          "(a Hugging Face model folder) or set "
+          "processor.tokenizer.tokenizer_file in the YAML");
     }
     StatusOr<std::string> text = chatPrompt(options, session, **tokenizer);
     if (!text) {
@@ -673,9 +674,9 @@ int predict(const Options &options, Session &session) {
   if (static_cast<int64_t>(tokens.size()) > seqLength) {
     return fail(StatusCode::InvalidArgument,
                 "the prompt has " + std::to_string(tokens.size()) +
-                " tokens but seq_length is " + std::to_string(seqLength) +
-                "; shorten it or compile with --set "
-                "model.model_config.seq_length=N");
+                    " tokens but seq_length is " + std::to_string(seqLength) +
+                    "; shorten it or compile with --set "
+                    "model.model_config.seq_length=N");
   }
   int64_t promptLength = tokens.size();
   int64_t maxNew = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
@@ -950,8 +951,8 @@ int evaluate(const Options &options, Session &session) {
   if (windows < 1) {
     return fail(StatusCode::InvalidArgument,
                 "'" + options.data + "' has " + std::to_string(data->size()) +
-                " tokens; eval needs at least seq_length + 1 = " +
-                std::to_string(seq + 1));
+                    " tokens; eval needs at least seq_length + 1 = " +
+                    std::to_string(seq + 1));
   }
   Executor &executor = *session.executor;
   // Data parallelism: each global batch is batch_size windows a
@@ -1226,8 +1227,9 @@ int run(int argc, char **argv) {
     // Tokens, progress and summaries are printed once, by rank 0; every
     // rank's errors still reach stderr.
     if (!std::freopen("/dev/null", "w", stdout)) {
-      return fail(StatusCode::Unavailable, "cannot silence rank " + std::to_string(ranks->rank()) +
-                  "'s output");
+      return fail(StatusCode::Unavailable, "cannot silence rank " +
+                                               std::to_string(ranks->rank()) +
+                                               "'s output");
     }
   }
   bool splitParameters = false;
@@ -1239,9 +1241,10 @@ int run(int argc, char **argv) {
   if (ranks->size() > 1 &&
       (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
        (splitParameters && !options.mergeLora.empty()))) {
-    return failUsage("--dump-tensors and --dump-grads (and, with split weights, "
-                "--merge-lora) are not built for multi-rank programs yet: "
-                "each rank holds its own values");
+    return failUsage(
+        "--dump-tensors and --dump-grads (and, with split weights, "
+        "--merge-lora) are not built for multi-rank programs yet: "
+        "each rank holds its own values");
   }
   const fb::ModelInfo &model = executable->model();
   std::string mode = options.mode.empty()
@@ -1262,7 +1265,7 @@ int run(int argc, char **argv) {
   }
   if (task != "predict" && task != "eval" && task != "train") {
     return failUsage("--task must be predict, eval, train or finetune, got '" +
-                task + "'");
+                     task + "'");
   }
 
   Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
@@ -1359,11 +1362,11 @@ int run(int argc, char **argv) {
   if (task == "train") {
     if (options.batchSize > 0 && options.batchSize != model.batch_size()) {
       return failUsage("--batch-size " + std::to_string(options.batchSize) +
-                  " differs from the compiled batch of " +
-                  std::to_string(model.batch_size()) +
-                  " (shapes are static); recompile with --set "
-                  "runner_config.batch_size=" +
-                  std::to_string(options.batchSize));
+                       " differs from the compiled batch of " +
+                       std::to_string(model.batch_size()) +
+                       " (shapes are static); recompile with --set "
+                       "runner_config.batch_size=" +
+                       std::to_string(options.batchSize));
     }
     TrainOptions train{options.inputIds, options.data,  options.steps,
                        options.saveWeights, options.saveEvery, options.resume,

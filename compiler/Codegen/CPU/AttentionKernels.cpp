@@ -243,8 +243,8 @@ struct UnitKernel {
         arith::ConstantIntOp::create(builder, loc, builder.getI32Type(),
                                      MFRT_KERNEL_OK));
     memref::StoreOp::create(
-        builder, loc,
-        arith::SelectOp::create(builder, loc, ok, result, before), status);
+        builder, loc, arith::SelectOp::create(builder, loc, ok, result, before),
+        status);
   }
 };
 UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
@@ -261,8 +261,8 @@ UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
   Block *entry = &kernel.getBody().front();
   Operation *terminator = entry->getTerminator();
   builder.setInsertionPoint(terminator);
-  Value status =
-      memref::AllocaOp::create(builder, loc, MemRefType::get({}, builder.getI32Type()));
+  Value status = memref::AllocaOp::create(
+      builder, loc, MemRefType::get({}, builder.getI32Type()));
   memref::StoreOp::create(builder, loc, terminator->getOperand(0), status);
   terminator->setOperand(0, memref::LoadOp::create(builder, loc, status));
   builder.setInsertionPoint(terminator->getOperand(0).getDefiningOp());
@@ -291,7 +291,6 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   ArrayRef<int64_t> key = parts.attention.getKey().getType().getShape();
   auto newKeysType =
       cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
-  Location loc = fusion.getLoc();
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
       buildUnitKernel(fusion, builder, query, key, kAttentionService, 21, 2);
@@ -375,10 +374,9 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   }
   ArrayRef<int64_t> query = first.getQuery().getType().getShape();
   ArrayRef<int64_t> key = first.getKey().getType().getShape();
-  Location loc = fusion.getLoc();
   OpBuilder::InsertionGuard guard(builder);
-  UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 16, 1);
+  UnitKernel unit = buildUnitKernel(fusion, builder, query, key,
+                                    kAttentionGradService, 16, 1);
   auto operand = [&](Value value) {
     return unit.pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };

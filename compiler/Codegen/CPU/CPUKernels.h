@@ -26,8 +26,8 @@
 #define MFC_COMPILER_CODEGEN_CPU_CPUKERNELS_H
 
 #include "dialects/MF/IR/MFOps.h"
-#include "runtime/KernelAbi.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
+#include "runtime/KernelAbi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"

@@ -52,9 +52,10 @@ struct MFChooseWeightLayoutPass
 
   void runOnOperation() override {
     ModuleOp graph = getOperation();
-    if (packWeights != "auto" && packWeights != "true" && packWeights != "false") {
-      emitError(graph.getLoc()) << "pack-weights is auto, true or false, not '"
-                                << packWeights << "'";
+    if (packWeights != "auto" && packWeights != "true" &&
+        packWeights != "false") {
+      emitError(graph.getLoc())
+          << "pack-weights is auto, true or false, not '" << packWeights << "'";
       return signalPassFailure();
     }
     bool pack = packWeights == "true";
@@ -67,8 +68,9 @@ struct MFChooseWeightLayoutPass
       pack = llvm::is_contained(target->getFeatures(),
                                 StringAttr::get(&getContext(), "avx512f"));
     }
-    if (!pack || graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
-                     .wasInterrupted()) {
+    if (!pack ||
+        graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
+            .wasInterrupted()) {
       return;
     }
     llvm::StringSet<> read, readOtherwise;

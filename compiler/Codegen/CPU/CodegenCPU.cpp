@@ -57,11 +57,11 @@ func::FuncOp mfc::createKernelFunction(mf::FusionOp fusion, OpBuilder &builder,
   Block *entry = kernel.addEntryBlock();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
-  func::ReturnOp::create(
-      builder, fusion.getLoc(),
-      arith::ConstantIntOp::create(builder, fusion.getLoc(), builder.getI32Type(),
-                                   MFRT_KERNEL_OK)
-          .getResult());
+  func::ReturnOp::create(builder, fusion.getLoc(),
+                         arith::ConstantIntOp::create(builder, fusion.getLoc(),
+                                                      builder.getI32Type(),
+                                                      MFRT_KERNEL_OK)
+                             .getResult());
   return kernel;
 }
 

@@ -120,11 +120,12 @@ std::vector<KernelEntry> collectKernelEntries(ModuleOp kernels) {
 void createConstantGlobal(OpBuilder &builder, Location loc, Type type,
                           StringRef name,
                           function_ref<Value(OpBuilder &)> build) {
-  auto global = LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
-                                       LLVM::Linkage::Internal, name,
-                                       Attribute());
+  auto global =
+      LLVM::GlobalOp::create(builder, loc, type, /*isConstant=*/true,
+                             LLVM::Linkage::Internal, name, Attribute());
   OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(builder.createBlock(&global.getInitializerRegion()));
+  builder.setInsertionPointToStart(
+      builder.createBlock(&global.getInitializerRegion()));
   LLVM::ReturnOp::create(builder, loc, build(builder));
 }
 
@@ -132,8 +133,7 @@ void createConstantGlobal(OpBuilder &builder, Location loc, Type type,
 /// `int32_t <name>(const mfrt_dispatch_state_v1 *state)`: binding_count and
 /// every binding's length checked (MFRT_KERNEL_BAD_DISPATCH otherwise),
 /// then the body on the state's tile range and bindings.
-void defineKernelEntryPoints(ModuleOp kernels,
-                             ArrayRef<KernelEntry> entries) {
+void defineKernelEntryPoints(ModuleOp kernels, ArrayRef<KernelEntry> entries) {
   MLIRContext *context = kernels.getContext();
   OpBuilder builder(context);
   auto ptr = LLVM::LLVMPointerType::get(context);
@@ -189,7 +189,8 @@ void defineKernelEntryPoints(ModuleOp kernels,
     LLVM::CondBrOp::create(builder, loc, longEnough, call, refuse);
 
     builder.setInsertionPointToStart(refuse);
-    LLVM::ReturnOp::create(builder, loc, constant(i32, MFRT_KERNEL_BAD_DISPATCH));
+    LLVM::ReturnOp::create(builder, loc,
+                           constant(i32, MFRT_KERNEL_BAD_DISPATCH));
 
     builder.setInsertionPointToStart(call);
     SmallVector<Value> operands{tileBegin, tileEnd};
@@ -218,11 +219,12 @@ void defineLibraryQuery(ModuleOp kernels, ArrayRef<KernelEntry> entries) {
   SmallVector<int64_t> tileCounts;
   for (auto [index, entry] : llvm::enumerate(entries)) {
     std::string name = entry.name + '\0';
-    LLVM::GlobalOp::create(builder, loc,
-                           LLVM::LLVMArrayType::get(builder.getI8Type(), name.size()),
-                           /*isConstant=*/true, LLVM::Linkage::Internal,
-                           "mfrt_kernel_name_" + std::to_string(index),
-                           builder.getStringAttr(name));
+    LLVM::GlobalOp::create(
+        builder, loc,
+        LLVM::LLVMArrayType::get(builder.getI8Type(), name.size()),
+        /*isConstant=*/true, LLVM::Linkage::Internal,
+        "mfrt_kernel_name_" + std::to_string(index),
+        builder.getStringAttr(name));
     bindingCounts.push_back(static_cast<uint32_t>(entry.bindingBytes.size()));
     tileCounts.push_back(entry.tiles);
   }
@@ -242,40 +244,42 @@ void defineLibraryQuery(ModuleOp kernels, ArrayRef<KernelEntry> entries) {
   addressArray("mfrt_kernel_names", [](size_t i) {
     return "mfrt_kernel_name_" + std::to_string(i);
   });
-  addressArray("mfrt_kernel_entries", [&](size_t i) { return entries[i].name; });
+  addressArray("mfrt_kernel_entries",
+               [&](size_t i) { return entries[i].name; });
   LLVM::GlobalOp::create(builder, loc, LLVM::LLVMArrayType::get(i32, count),
                          /*isConstant=*/true, LLVM::Linkage::Internal,
                          "mfrt_kernel_binding_counts",
-                         builder.getI32TensorAttr(
-                             SmallVector<int32_t>(bindingCounts.begin(),
-                                                  bindingCounts.end())));
+                         builder.getI32TensorAttr(SmallVector<int32_t>(
+                             bindingCounts.begin(), bindingCounts.end())));
   LLVM::GlobalOp::create(
       builder, loc, LLVM::LLVMArrayType::get(i64, count), /*isConstant=*/true,
       LLVM::Linkage::Internal, "mfrt_kernel_tile_counts",
-      DenseIntElementsAttr::get(
-          RankedTensorType::get({count}, i64), ArrayRef<int64_t>(tileCounts)));
+      DenseIntElementsAttr::get(RankedTensorType::get({count}, i64),
+                                ArrayRef<int64_t>(tileCounts)));
 
   auto tableType =
       LLVM::LLVMStructType::getLiteral(context, {i32, i32, ptr, ptr, ptr, ptr});
-  createConstantGlobal(builder, loc, tableType, "mfrt_kernel_library",
-                       [&](OpBuilder &b) {
-    Value table = LLVM::UndefOp::create(b, loc, tableType);
-    SmallVector<Value> fields{
-        LLVM::ConstantOp::create(b, loc, i32, MFRT_KERNEL_ABI_VERSION),
-        LLVM::ConstantOp::create(b, loc, i32, count),
-        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_names"),
-        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_entries"),
-        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_binding_counts"),
-        LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_tile_counts")};
-    for (auto [index, value] : llvm::enumerate(fields)) {
-      table = LLVM::InsertValueOp::create(b, loc, table, value,
-                                          ArrayRef<int64_t>{int64_t(index)});
-    }
-    return table;
-  });
+  createConstantGlobal(
+      builder, loc, tableType, "mfrt_kernel_library", [&](OpBuilder &b) {
+        Value table = LLVM::UndefOp::create(b, loc, tableType);
+        SmallVector<Value> fields{
+            LLVM::ConstantOp::create(b, loc, i32, MFRT_KERNEL_ABI_VERSION),
+            LLVM::ConstantOp::create(b, loc, i32, count),
+            LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_names"),
+            LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_entries"),
+            LLVM::AddressOfOp::create(b, loc, ptr,
+                                      "mfrt_kernel_binding_counts"),
+            LLVM::AddressOfOp::create(b, loc, ptr, "mfrt_kernel_tile_counts")};
+        for (auto [index, value] : llvm::enumerate(fields)) {
+          table = LLVM::InsertValueOp::create(
+              b, loc, table, value, ArrayRef<int64_t>{int64_t(index)});
+        }
+        return table;
+      });
 
-  auto query = LLVM::LLVMFuncOp::create(builder, loc, MFRT_KERNEL_LIBRARY_QUERY,
-                                        LLVM::LLVMFunctionType::get(ptr, {i32}));
+  auto query =
+      LLVM::LLVMFuncOp::create(builder, loc, MFRT_KERNEL_LIBRARY_QUERY,
+                               LLVM::LLVMFunctionType::get(ptr, {i32}));
   Block *body = query.addEntryBlock(builder);
   builder.setInsertionPointToStart(body);
   Value spoken = LLVM::ICmpOp::create(
@@ -375,7 +379,8 @@ LogicalResult mfc::lowerKernelsToLLVM(ModuleOp kernels,
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions funcOptions;
-  funcOptions.useBarePtrCallConv = true; // i32 mfk_N(i64, i64, T *in..., T *out...)
+  funcOptions.useBarePtrCallConv =
+      true; // i32 mfk_N(i64, i64, T *in..., T *out...)
   pm.addPass(createConvertFuncToLLVMPass(funcOptions));
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

@@ -322,8 +322,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     }
   }
   if (!panelInputs.empty()) {
-    kernel.setFunctionType(
-        builder.getFunctionType(entry->getArgumentTypes(), kernel.getResultTypes()));
+    kernel.setFunctionType(builder.getFunctionType(entry->getArgumentTypes(),
+                                                   kernel.getResultTypes()));
     fusion->setAttr(kPanelInputsAttr, builder.getDenseI32ArrayAttr(panelInputs));
   }
   OpBuilder::InsertionGuard guard(builder);

@@ -204,9 +204,11 @@ LogicalResult ParameterOp::verify() {
   }
   if (getPanels() && (getTensorType().getRank() != 2 || getState())) {
     return emitOpError() << "panels needs a 2-D weight [N, K], not "
-                         << (getState() ? "training state" : "a rank-" +
-                                 std::to_string(getTensorType().getRank()) +
-                                 " tensor");
+                         << (getState() ? "training state"
+                                        : "a rank-" +
+                                              std::to_string(
+                                                  getTensorType().getRank()) +
+                                              " tensor");
   }
   if (getSplitAxesAttr() && getSplitAxesAttr().size() > getTensorType().getRank()) {
     return emitOpError() << "split_axes has " << getSplitAxesAttr().size()

@@ -216,8 +216,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         splitAxes = shard::GridAxesArrayAttr::get(builder.getContext(), axes);
       }
       return ParameterOp::create(
-          builder, of.getLoc(), ("optimizer." + kind + "." + of.getSymName()).str(),
-          type, ParameterInit::zeros, FloatAttr(), StringAttr(),
+          builder, of.getLoc(),
+          ("optimizer." + kind + "." + of.getSymName()).str(), type,
+          ParameterInit::zeros, FloatAttr(), StringAttr(),
           /*frozen=*/false, /*state=*/true, /*panels=*/false, grid, splitAxes,
           of.getSplitGroupsAttr());
     };
