@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <utility>
 
 using namespace mfrt;
@@ -43,71 +42,27 @@ uint64_t GraphExecutor::derivedBytes() const {
   return total;
 }
 
-void GraphExecutor::keepParametersAsPanels() {
-  // Read as stored: bound other than as a kernel's panel input, or in a
-  // module whose entries write parameters (what is packed must stay valid).
+GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
   const fb::Executable &root = executable_.root();
   size_t count = root.parameters() ? root.parameters()->size() : 0;
-  std::vector<bool> stored(count, false);
+  ParameterReads reads;
+  reads.asStored.assign(count, false);
+  reads.outsideDerivations.assign(count, false);
+  reads.derivedInto.resize(count);
   for (const fb::Entry *entry : *root.entries()) {
     const fb::HostProgram *host = entry->host();
     if (!host) {
       continue;
     }
     const HostProgram *program = executable_.hostProgram(*entry);
-    if (program->assignsParameters) {
-      readAsStored_.assign(count, true);
-      return;
-    }
-    auto parameterOf = [&](uint32_t buffer) -> int64_t {
-      const fb::Buffer &storage = *host->buffers()->Get(program->root[buffer]);
-      return storage.kind() == fb::BufferKind::Parameter ? storage.index() : -1;
-    };
-    for (uint32_t c = 0; c < host->commands()->size(); ++c) {
-      const auto &bindings = *host->commands()->Get(c)->bindings();
-      const std::vector<uint32_t> &panels = program->panelBindings[c];
-      for (uint32_t b = 0; b < bindings.size(); ++b) {
-        int64_t parameter = parameterOf(bindings.Get(b)->buffer());
-        if (parameter >= 0 &&
-            std::find(panels.begin(), panels.end(), b) == panels.end()) {
-          stored[parameter] = true;
-        }
-      }
-    }
-    for (uint32_t buffer : *host->outputs()) {
-      int64_t parameter = parameterOf(buffer);
-      if (parameter >= 0) {
-        stored[parameter] = true;
-      }
-    }
-  }
-  readAsStored_ = std::move(stored);
-}
-
-void GraphExecutor::letDerivedValuesReplaceSources() {
-  const fb::Executable &root = executable_.root();
-  size_t count = root.parameters() ? root.parameters()->size() : 0;
-  // Read elsewhere: by a command that is not a derivation, as a panel
-  // input (its panels may be the parameter itself), or returned.
-  std::vector<bool> elsewhere(count, false);
-  std::vector<std::set<uint32_t>> derivedFrom(count);
-  for (const fb::Entry *entry : *root.entries()) {
-    const fb::HostProgram *host = entry->host();
-    if (!host) {
-      continue;
-    }
-    const HostProgram *program = executable_.hostProgram(*entry);
-    if (program->assignsParameters) {
-      return; // the weights change: what was derived must be derived again
-    }
+    reads.assigned |= program->assignsParameters;
     auto storageOf = [&](uint32_t buffer) -> const fb::Buffer & {
       return *host->buffers()->Get(program->root[buffer]);
     };
     for (uint32_t c = 0; c < host->commands()->size(); ++c) {
       const auto &bindings = *host->commands()->Get(c)->bindings();
       const std::vector<uint32_t> &panels = program->panelBindings[c];
-      std::vector<int64_t> read;
-      std::vector<uint32_t> written;
+      std::vector<uint32_t> read, written;
       for (uint32_t b = 0; b < bindings.size(); ++b) {
         const fb::Buffer &storage = storageOf(bindings.Get(b)->buffer());
         if (storage.kind() == fb::BufferKind::Derived &&
@@ -118,26 +73,48 @@ void GraphExecutor::letDerivedValuesReplaceSources() {
           continue;
         }
         bool panel = std::find(panels.begin(), panels.end(), b) != panels.end();
+        reads.asStored[storage.index()] =
+            reads.asStored[storage.index()] || !panel;
         if (!program->derived[c] || panel) {
-          elsewhere[storage.index()] = true;
+          reads.outsideDerivations[storage.index()] = true;
         } else {
           read.push_back(storage.index());
         }
       }
-      for (int64_t parameter : read) {
-        derivedFrom[parameter].insert(written.begin(), written.end());
+      for (uint32_t parameter : read) {
+        reads.derivedInto[parameter].insert(written.begin(), written.end());
       }
     }
     for (uint32_t buffer : *host->outputs()) {
-      if (storageOf(buffer).kind() == fb::BufferKind::Parameter) {
-        elsewhere[storageOf(buffer).index()] = true;
+      const fb::Buffer &storage = storageOf(buffer);
+      if (storage.kind() == fb::BufferKind::Parameter) {
+        reads.asStored[storage.index()] = true;
+        reads.outsideDerivations[storage.index()] = true;
       }
     }
   }
-  for (size_t parameter = 0; parameter < count; ++parameter) {
-    if (!elsewhere[parameter] && !derivedFrom[parameter].empty()) {
-      releasable_[static_cast<int64_t>(parameter)].assign(
-          derivedFrom[parameter].begin(), derivedFrom[parameter].end());
+  return reads;
+}
+
+void GraphExecutor::keepParametersAsPanels() {
+  // What is packed must stay valid: nothing may write the parameters.
+  ParameterReads reads = parameterReads();
+  readAsStored_ = reads.assigned
+                      ? std::vector<bool>(reads.asStored.size(), true)
+                      : std::move(reads.asStored);
+}
+
+void GraphExecutor::letDerivedValuesReplaceSources() {
+  ParameterReads reads = parameterReads();
+  if (reads.assigned) {
+    return; // the weights change: what was derived must be derived again
+  }
+  for (size_t parameter = 0; parameter < reads.derivedInto.size();
+       ++parameter) {
+    const std::set<uint32_t> &slots = reads.derivedInto[parameter];
+    if (!reads.outsideDerivations[parameter] && !slots.empty()) {
+      releasable_[static_cast<int64_t>(parameter)].assign(slots.begin(),
+                                                          slots.end());
     }
   }
 }

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 namespace mfrt {
@@ -101,6 +102,18 @@ private:
     std::vector<std::tuple<uint32_t, uint32_t, Shape>> slotBuffers;
     std::vector<const Tensor *> operands; // a command's scratch
   };
+  /// How every entry's host program reads each parameter.
+  struct ParameterReads {
+    bool assigned = false; ///< some entry writes parameters
+    /// Bound other than as a kernel's panel input, or returned.
+    std::vector<bool> asStored;
+    /// Bound by a command that does not derive values, as a panel input,
+    /// or returned.
+    std::vector<bool> outsideDerivations;
+    /// The derived slots of the commands that read it to derive them.
+    std::vector<std::set<uint32_t>> derivedInto;
+  };
+  ParameterReads parameterReads() const;
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
   /// The panels of parameter `parameter` (bound as buffer `source`),
   /// shared by every entry: the parameter's own storage when

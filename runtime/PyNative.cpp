@@ -54,32 +54,23 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
     Tensor result;
     if (op.kind() == fb::OpKind::Param) {
-      if (weights_.storedAsPanels(op.ints()->Get(0)) ||
-          weights_.released(op.ints()->Get(0))) {
+      int64_t parameter = op.ints()->Get(0);
+      auto name = [&] { // for errors only: every decode step reads parameters
+        return executable_.root().parameters()->Get(parameter)->name()->str();
+      };
+      if (weights_.storedAsPanels(parameter) || weights_.released(parameter)) {
         return Status::error(StatusCode::FailedPrecondition,
-                             "parameter '" +
-                                 executable_.root()
-                                     .parameters()
-                                     ->Get(op.ints()->Get(0))
-                                     ->name()
-                                     ->str() +
+                             "parameter '" + name() +
                                  "' is stored as Graph Mode's panels or "
                                  "released for the values it derives; run "
-                                 "PyNative on weights of "
-                                 "its own");
+                                 "PyNative on weights of its own");
       }
-      result = weights_[op.ints()->Get(0)];
+      result = weights_[parameter];
       if (options.checkNumerics && hasNonFinite(result)) {
-        return Status::error(StatusCode::InvalidArgument,
-                             "parameter '" +
-                                 executable_.root()
-                                     .parameters()
-                                     ->Get(op.ints()->Get(0))
-                                     ->name()
-                                     ->str() +
-                                 "' holds a NaN or an infinity (read at " +
-                                 location + " in '" + entryName +
-                                 "'); check the weights");
+        return Status::error(
+            StatusCode::InvalidArgument,
+            "parameter '" + name() + "' holds a NaN or an infinity (read at " +
+                location + " in '" + entryName + "'); check the weights");
       }
     } else if (op.kind() == fb::OpKind::Assign) {
       result = weights_.mutableTensor(op.ints()->Get(0));
