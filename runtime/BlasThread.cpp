@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 
+#include <mutex>
 #include <vector>
 
 void mfrt::prepareBlasThread() {
@@ -25,11 +26,16 @@ void mfrt::prepareBlasThread() {
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 
 void mfrt::makeBlasSerial() {
-  // With one thread set, OpenBLAS never starts its servers again.
-  openblas_set_num_threads(1);
-  if (blas_thread_shutdown_) {
-    blas_thread_shutdown_();
-  }
+  // Once: OpenBLAS 0.3.21's openblas_set_num_threads starts the servers
+  // again when they are stopped (a thread that starts to stop).
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // With one thread set, no product starts the servers again.
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) {
+      blas_thread_shutdown_();
+    }
+  });
 }
 
 void mfrt::prepareBlasThreads(ThreadPool &pool) {

@@ -1276,6 +1276,10 @@ int run(int argc, char **argv) {
       return fail(kernels.status());
     }
     session.kernels = kernels.take();
+    // OpenBLAS's server threads stop before the pool's start: a worker
+    // reuses the stack one of them leaves (glibc caches it, its pages
+    // still resident) instead of adding its own.
+    makeBlasSerial();
     StatusOr<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads);
     if (!pool) {
       return fail(pool.status());
