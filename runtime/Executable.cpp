@@ -532,8 +532,15 @@ Status checkAlignment(const fb::Executable &root) {
       }
     }
   }
+  std::vector<const fb::Entry *> entries;
   if (root.entries()) {
-    for (const fb::Entry *entry : *root.entries()) {
+    entries.assign(root.entries()->begin(), root.entries()->end());
+  }
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  {
+    for (const fb::Entry *entry : entries) {
       std::string where = "entry '" + entry->name()->str() + "'";
       if (!alignedShapes(entry->values())) {
         return misaligned("a value type of " + where);
@@ -649,15 +656,43 @@ checkSemantics(const fb::Executable &root,
       MFRT_RETURN_IF_ERROR(checkTensorType(type, "a derived value"));
     }
   }
-  for (const fb::Entry *entry : *root.entries()) {
+  // The initializer's program is the last.
+  std::vector<const fb::Entry *> entries(root.entries()->begin(),
+                                         root.entries()->end());
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  std::vector<bool> computed(sizeOf(root.derived()), false);
+  for (const fb::Entry *entry : entries) {
+    bool initializer = entry == root.initializer();
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
     programs.emplace_back();
+    if (!entry->host() && initializer) {
+      return Status::error("the initializer has no host program");
+    }
     if (entry->host()) {
-      StatusOr<HostProgram> program = HostProgram::build(root, *entry);
+      StatusOr<HostProgram> program =
+          HostProgram::build(root, *entry, initializer);
       if (!program) {
         return program.status();
       }
       programs.back() = std::make_shared<const HostProgram>(program.take());
+      for (uint32_t slot : programs.back()->slots) {
+        computed[slot] = computed[slot] || initializer;
+      }
+    }
+  }
+  // What an entry reads as derived, the initializer computes.
+  for (size_t i = 0; i < root.entries()->size(); ++i) {
+    if (programs[i]) {
+      for (uint32_t slot : programs[i]->slots) {
+        if (!computed[slot]) {
+          return Status::error("entry '" +
+                               root.entries()->Get(i)->name()->str() +
+                               "' reads derived slot " + std::to_string(slot) +
+                               ", which no initializer computes");
+        }
+      }
     }
   }
   if (root.kernel_library() && root.kernel_library()->size() != 0 &&
@@ -754,7 +789,7 @@ const HostProgram *Executable::hostProgram(const fb::Entry &entry) const {
       return hostPrograms_[i].get();
     }
   }
-  return nullptr;
+  return &entry == root_->initializer() ? hostPrograms_.back().get() : nullptr;
 }
 
 StatusOr<Executable> Executable::load(const std::string &path) {

@@ -24,8 +24,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 9;
-constexpr uint32_t kMaxFormatVersion = 9;
+constexpr uint32_t kMinFormatVersion = 10;
+constexpr uint32_t kMaxFormatVersion = 10;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
 /// Whether ops of `kind` only move data between ranks (run by the
@@ -73,8 +73,8 @@ public:
   const fb::ModelInfo &model() const { return *root_->model(); }
   /// The entry called `name`, or null.
   const fb::Entry *entry(const std::string &name) const;
-  /// `entry`'s host program (Graph Mode), verified at load; null when it
-  /// has none.
+  /// `entry`'s host program (Graph Mode), or the initializer's
+  /// (root().initializer()), verified at load; null when it has none.
   const HostProgram *hostProgram(const fb::Entry &entry) const;
   std::vector<std::string> entryNames() const;
   /// The prefill entry for a prompt of `tokens` ids: the shortest
@@ -95,7 +95,8 @@ private:
 
   std::vector<uint8_t> bytes_;
   const fb::Executable *root_ = nullptr;
-  std::vector<std::shared_ptr<const HostProgram>> hostPrograms_; // by entry
+  std::vector<std::shared_ptr<const HostProgram>>
+      hostPrograms_; // by entry, then the initializer's
 };
 
 } // namespace mfrt

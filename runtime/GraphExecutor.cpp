@@ -49,11 +49,17 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
   reads.asStored.assign(count, false);
   reads.outsideDerivations.assign(count, false);
   reads.derivedInto.resize(count);
-  for (const fb::Entry *entry : *root.entries()) {
+  std::vector<const fb::Entry *> entries(root.entries()->begin(),
+                                         root.entries()->end());
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  for (const fb::Entry *entry : entries) {
     const fb::HostProgram *host = entry->host();
     if (!host) {
       continue;
     }
+    bool derives = entry == root.initializer();
     const HostProgram *program = executable_.hostProgram(*entry);
     reads.assigned |= program->assignsParameters;
     auto storageOf = [&](uint32_t buffer) -> const fb::Buffer & {
@@ -75,7 +81,7 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
         bool panel = std::find(panels.begin(), panels.end(), b) != panels.end();
         reads.asStored[storage.index()] =
             reads.asStored[storage.index()] || !panel;
-        if (!program->derived[c] || panel) {
+        if (!derives || panel) {
           reads.outsideDerivations[storage.index()] = true;
         } else {
           read.push_back(storage.index());
@@ -218,7 +224,7 @@ GraphExecutor::panelsOf(Prepared &prepared, uint32_t source, int64_t parameter) 
 StatusOr<GraphExecutor::Prepared *>
 GraphExecutor::prepare(const fb::Entry &entry) {
   std::string name = entry.name()->str();
-  auto found = prepared_.find(name);
+  auto found = prepared_.find(&entry);
   if (found != prepared_.end()) {
     return found->second.get();
   }
@@ -308,13 +314,12 @@ GraphExecutor::prepare(const fb::Entry &entry) {
   prepared->computes.resize(commandCount);
   for (uint32_t c = 0; c < commandCount; ++c) {
     const fb::Command &command = *host.commands()->Get(c);
-    if (prepared->program->derived[c]) {
-      for (const fb::Binding *binding : *command.bindings()) {
-        if (binding->access() == fb::Access::Write) {
-          const fb::Buffer &storage =
-              *host.buffers()->Get(prepared->program->root[binding->buffer()]);
-          prepared->computes[c].push_back(&slots_[storage.index()]);
-        }
+    for (const fb::Binding *binding : *command.bindings()) {
+      const fb::Buffer &storage =
+          *host.buffers()->Get(prepared->program->root[binding->buffer()]);
+      if (binding->access() == fb::Access::Write &&
+          storage.kind() == fb::BufferKind::Derived) { // the initializer's
+        prepared->computes[c].push_back(&slots_[storage.index()]);
       }
     }
     if (command.kind() != fb::CommandKind::Dispatch) {
@@ -348,7 +353,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     }
   }
   Prepared *pointer = prepared.get();
-  prepared_[name] = std::move(prepared);
+  prepared_[&entry] = std::move(prepared);
   return pointer;
 }
 
@@ -473,6 +478,56 @@ Status GraphExecutor::observeCommand(const fb::Entry &entry, Prepared &prepared,
   return Status::ok();
 }
 
+void GraphExecutor::packPanelCopies(Prepared &prepared) {
+  for (const auto &[panels, source] : prepared.panelSources) {
+    if (panels->computedFor != weights_.version()) {
+      const Tensor &weight = prepared.buffers[source];
+      int64_t n = weight.shape()[0], k = weight.shape()[1];
+      pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
+        packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
+                   begin, end);
+      });
+      panels->computedFor = weights_.version();
+    }
+  }
+}
+
+Status GraphExecutor::initialize() {
+  const fb::Entry *initializer = executable_.root().initializer();
+  if (!initializer || initializedFor_ == weights_.version()) {
+    return Status::ok();
+  }
+  StatusOr<Prepared *> prepared = prepare(*initializer);
+  if (!prepared) {
+    return prepared.status();
+  }
+  Prepared &ready = **prepared;
+  // Nor may a kernel's tile still run once this returns (on an error).
+  struct FinishKernels {
+    ThreadPool &pool;
+    ~FinishKernels() { pool.finish(); }
+  } finishKernelsOnReturn{pool_};
+  packPanelCopies(ready);
+  for (size_t index = 0; index < initializer->host()->commands()->size();
+       ++index) {
+    for (const Derived *slot : ready.computes[index]) {
+      MFRT_RETURN_IF_ERROR(
+          allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
+    }
+    MFRT_RETURN_IF_ERROR(
+        runCommand(*initializer, ready, index, /*deferred=*/true));
+    for (Derived *slot : ready.computes[index]) {
+      slot->computedFor = weights_.version();
+    }
+    // What only derivations read goes as soon as they are computed, so
+    // the weights and what replaces them are never all in memory at once.
+    MFRT_RETURN_IF_ERROR(releaseComputedSources());
+  }
+  MFRT_RETURN_IF_ERROR(finishKernels());
+  initializedFor_ = weights_.version();
+  return Status::ok();
+}
+
 StatusOr<std::vector<Tensor>>
 GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                    const RunOptions &options) {
@@ -526,10 +581,13 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   bool observed = options.checkNumerics || options.traceEvents ||
                   options.capturedValues || !options.dumpTensorsDir.empty();
   // What the weights determine was computed when they last changed (a
-  // profile shows when it is). A run that checks or keeps values computes
-  // it again, to observe it.
+  // profile shows when it is); a run that checks or keeps values looks at
+  // what the entry reads of it.
   bool observeDerived = options.checkNumerics || options.capturedValues ||
                         !options.dumpTensorsDir.empty();
+  if (!program.slots.empty()) {
+    MFRT_RETURN_IF_ERROR(initialize());
+  }
   // An entry that assigns parameters changes the weights, even if it fails
   // half way.
   struct NoteUpdate {
@@ -549,40 +607,22 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };
-  for (const auto &packed : ready.panelSources) {
-    Derived *panels = packed.first;
-    if (panels->computedFor != weights_.version()) {
-      const Tensor &weight = buffers[packed.second];
-      int64_t n = weight.shape()[0], k = weight.shape()[1];
-      pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-        packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
-                   begin, end);
-      });
-      panels->computedFor = weights_.version();
+  packPanelCopies(ready);
+  if (observeDerived) {
+    // What the initializer computed, as the values of this entry's ops.
+    for (const HostProgram::DerivedValue &derived : program.derivedValues) {
+      const fb::Op &op = *entry->ops()->Get(derived.op);
+      MFRT_RETURN_IF_ERROR(observe(
+          entry->name()->str(), derived.op,
+          std::string(fb::EnumNameOpKind(op.kind())) + " (initializer)",
+          op.location() ? op.location()->str() : "", derived.value,
+          buffers[derived.buffer], std::chrono::steady_clock::now(), options,
+          /*traced=*/false));
     }
   }
   size_t commandCount = host.commands()->size();
   for (size_t index = 0; index < commandCount; ++index) {
-    const std::vector<Derived *> &computes = ready.computes[index];
-    if (program.derived[index] &&
-        std::any_of(computes.begin(), computes.end(), [&](const Derived *slot) {
-          return slot->computedFor != weights_.version();
-        })) {
-      for (const Derived *slot : computes) {
-        MFRT_RETURN_IF_ERROR(
-            allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
-      }
-      MFRT_RETURN_IF_ERROR(runObserved(index, observed && !observeDerived));
-      for (Derived *slot : computes) {
-        slot->computedFor = weights_.version();
-      }
-      MFRT_RETURN_IF_ERROR(releaseComputedSources());
-    }
-  }
-  for (size_t index = 0; index < commandCount; ++index) {
-    if (!program.derived[index] || observeDerived) {
-      MFRT_RETURN_IF_ERROR(runObserved(index, observed));
-    }
+    MFRT_RETURN_IF_ERROR(runObserved(index, observed));
   }
   MFRT_RETURN_IF_ERROR(finishKernels());
 

@@ -6,11 +6,12 @@
 // runs an op's eager kernel; a copy stores an assignment. Buffers are bound
 // once where they do not change between runs (arena slices, parameters,
 // constants, derived slots); inputs and outputs each run. Nothing is
-// allocated per op. Commands that derive values from the weights (slots
-// shared by the entries that name them, given storage when first
-// computed) run when the weights change, as does packing the weights
-// kernels read as panels (runtime/PanelGemm.h). In a process that runs
-// only Graph Mode, what only derivations read is released once derived.
+// allocated per op. The initializer, which derives values from the
+// weights into slots the entries share (given storage when first
+// computed), runs when the weights change before an entry that reads one,
+// as does packing the weights kernels read as panels (runtime/PanelGemm.h).
+// In a process that runs only Graph Mode, what only the initializer reads
+// is released once derived.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,7 +93,7 @@ private:
     /// Buffers rebound by each run: inputs, outputs, views of them.
     std::vector<uint32_t> perRun;
     /// Per command: its kernel call (dispatches), the panels it reads per
-    /// panel binding, and the derived slots it computes.
+    /// panel binding, and the derived slots it computes (the initializer's).
     std::vector<KernelCall> calls;
     std::vector<std::vector<std::pair<uint32_t, Derived *>>> panels;
     std::vector<std::vector<Derived *>> computes;
@@ -135,6 +136,12 @@ private:
   /// Keeps the first failure (a kernel's status, with what its service
   /// said on this thread) for finishKernels().
   void recordKernelFailure(const KernelCall &call, int32_t status);
+  /// Runs the initializer (the executable's, if any) unless it ran for
+  /// these weights: every derived slot, computed.
+  Status initialize();
+  /// Packs the panel copies `prepared` reads that are older than the
+  /// weights.
+  void packPanelCopies(Prepared &prepared);
   /// Allocates derived slot `slot` if it has no storage yet and binds it
   /// in every prepared entry.
   Status allocateSlot(uint32_t slot);
@@ -153,7 +160,9 @@ private:
   std::atomic<bool> kernelFailed_{false};
   std::mutex kernelFailureMutex_;
   Status kernelFailure_; // the first since finishKernels() took one
-  std::map<std::string, std::unique_ptr<Prepared>> prepared_;
+  std::map<const fb::Entry *, std::unique_ptr<Prepared>> prepared_;
+  /// The Weights version the initializer last ran for.
+  uint64_t initializedFor_ = ~uint64_t(0);
   std::vector<Derived> slots_;          // per derived slot
   std::map<int64_t, Derived> panels_;   // per parameter
   /// Per parameter that only derivations read: the slots derived from it

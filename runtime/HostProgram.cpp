@@ -3,7 +3,8 @@
 // 1. Buffers: each where its kind says, of a valid type; views to roots.
 // 2. Commands in order: bindings against the op-level program (which
 //    values each command reads and writes, and where they live), the kernel
-//    signatures, the access rules and the derived-value rules.
+//    signatures, the access rules and the derived-value rules (only the
+//    initializer derives values from the weights).
 // 3. Lifetimes of arena buffers, first write to last use (outputs through
 //    views: the end): none alive at once may overlap.
 //
@@ -45,8 +46,9 @@ struct Storage {
 
 class Verifier {
 public:
-  Verifier(const fb::Executable &root, const fb::Entry &entry)
-      : root_(root), entry_(entry), name_(entry.name()->str()) {}
+  Verifier(const fb::Executable &root, const fb::Entry &entry, bool initializer)
+      : root_(root), entry_(entry), name_(entry.name()->str()),
+        initializer_(initializer) {}
 
   StatusOr<HostProgram> run() {
     const fb::HostProgram *host = entry_.host();
@@ -59,8 +61,12 @@ public:
     }
     program_.arenaBytes = host->arena_bytes();
     program_.writesParameter.assign(sizeOf(root_.parameters()), false);
+    if (initializer_ && sizeOf(entry_.inputs()) != 0) {
+      return bad("takes inputs: the initializer takes none");
+    }
     MFRT_RETURN_IF_ERROR(checkBuffers(*host));
     noteOpLevelValues();
+    MFRT_RETURN_IF_ERROR(noteDerivedValues(*host));
     for (uint32_t i = 0; i < host->commands()->size(); ++i) {
       MFRT_RETURN_IF_ERROR(checkCommand(i, *host->commands()->Get(i)));
     }
@@ -128,6 +134,13 @@ private:
         MFRT_RETURN_IF_ERROR(expect(sizeOf(root_.derived()), nullptr));
         MFRT_RETURN_IF_ERROR(
             expect(sizeOf(root_.derived()), root_.derived()->Get(index)));
+        if (initializer_ != (buffer.holds() < 0)) {
+          return bad(initializer_
+                         ? "names the value derived " + what +
+                               " holds: the initializer's commands name them"
+                         : "does not say which value derived " + what +
+                               " holds");
+        }
         break;
       case fb::BufferKind::Constant: {
         MFRT_RETURN_IF_ERROR(expect(sizeOf(entry_.ops()), nullptr));
@@ -207,6 +220,36 @@ private:
         views_[op.operands()->Get(0)].push_back(result);
       }
     }
+  }
+
+  /// An entry's derived buffers hold the values they name, computed by
+  /// ops of the entry (the initializer computes them for Graph Mode).
+  Status noteDerivedValues(const fb::HostProgram &host) {
+    for (uint32_t i = 0; i < host.buffers()->size(); ++i) {
+      const fb::Buffer &buffer = *host.buffers()->Get(i);
+      if (buffer.kind() != fb::BufferKind::Derived || initializer_) {
+        continue;
+      }
+      std::string what = "derived buffer " + std::to_string(i);
+      int64_t value = buffer.holds();
+      if (static_cast<uint64_t>(value) >= entry_.values()->size() ||
+          definedBy_[value] < 0 || held_[value] ||
+          !sameType(*buffer.type(), valueType(static_cast<uint32_t>(value)))) {
+        return bad("gives " + what + " a value it cannot hold");
+      }
+      const fb::Op &op = *entry_.ops()->Get(definedBy_[value]);
+      if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Constant ||
+          op.kind() == fb::OpKind::Reshape || op.kind() == fb::OpKind::Assign) {
+        return bad("gives " + what + " a value it cannot hold");
+      }
+      hold(static_cast<uint32_t>(value),
+           Storage{fb::BufferKind::Derived, buffer.index()});
+      program_.slots.push_back(static_cast<uint32_t>(buffer.index()));
+      program_.derivedValues.push_back(
+          {i, static_cast<uint32_t>(value),
+           static_cast<uint32_t>(definedBy_[value])});
+    }
+    return Status::ok();
   }
 
   /// `value` and the reshapes of it are in `storage`.
@@ -348,7 +391,6 @@ private:
     std::string where = "command " + std::to_string(at);
     size_t opCount = sizeOf(entry_.ops());
     const auto &bindings = *command.bindings();
-    program_.derived.push_back(false);
     program_.panelBindings.emplace_back();
     if (command.first_op() >= opCount || command.op_count() == 0 ||
         command.op_count() > opCount - command.first_op()) {
@@ -490,29 +532,36 @@ private:
     return Status::ok();
   }
 
-  /// What derives from the weights writes only derived values from
-  /// parameters, constants and derived values, in an entry that assigns
-  /// none.
+  /// The initializer writes derived slots, each once, from parameters,
+  /// constants and derived slots alone; an entry writes none.
   Status checkDerived(const fb::HostProgram &host) {
     for (uint32_t at = 0; at < host.commands()->size(); ++at) {
       const fb::Command &command = *host.commands()->Get(at);
-      bool writesDerived = false, writesOther = false, readsOther = false;
       for (const fb::Binding *binding : *command.bindings()) {
-        fb::BufferKind kind = storageOf(binding->buffer()).kind;
-        bool derived = kind == fb::BufferKind::Derived;
-        if (binding->access() == fb::Access::Read) {
-          readsOther = readsOther || !(derived || kind == fb::BufferKind::Parameter ||
-                                       kind == fb::BufferKind::Constant);
-        } else {
-          writesDerived = writesDerived || derived;
-          writesOther = writesOther || !derived;
+        Storage storage = storageOf(binding->buffer());
+        bool derived = storage.kind == fb::BufferKind::Derived;
+        bool fixed = derived || storage.kind == fb::BufferKind::Parameter ||
+                     storage.kind == fb::BufferKind::Constant;
+        bool read = binding->access() == fb::Access::Read;
+        if (!initializer_ && derived && !read) {
+          return bad("has command " + std::to_string(at) +
+                     " write a derived value: only the initializer computes "
+                     "them");
+        }
+        if (initializer_ && (read ? !fixed : !derived)) {
+          return bad("has command " + std::to_string(at) +
+                     " derive a value from something else than the weights");
+        }
+        if (initializer_ && !read) {
+          uint32_t slot = static_cast<uint32_t>(storage.index);
+          if (std::find(program_.slots.begin(), program_.slots.end(), slot) !=
+              program_.slots.end()) {
+            return bad("writes derived slot " + std::to_string(slot) +
+                       " twice");
+          }
+          program_.slots.push_back(slot);
         }
       }
-      if (writesDerived && (writesOther || readsOther || program_.assignsParameters)) {
-        return bad("derives a value from the weights from, or together with, "
-                   "something else");
-      }
-      program_.derived[at] = writesDerived;
     }
     return Status::ok();
   }
@@ -561,6 +610,7 @@ private:
   const fb::Executable &root_;
   const fb::Entry &entry_;
   std::string name_;
+  bool initializer_;
   HostProgram program_;
   std::vector<int64_t> definedBy_;             // per value: its op, or -1
   std::vector<std::optional<Storage>> held_;   // per value: where it is
@@ -576,6 +626,7 @@ private:
 } // namespace
 
 StatusOr<HostProgram> HostProgram::build(const fb::Executable &root,
-                                         const fb::Entry &entry) {
-  return Verifier(root, entry).run();
+                                         const fb::Entry &entry,
+                                         bool initializer) {
+  return Verifier(root, entry, initializer).run();
 }

@@ -16,10 +16,11 @@
 // - a dispatch binds what its kernel takes (types, panel inputs as
 //   parameters), inputs read, outputs written; a buffer written and bound
 //   again is the input it updates in place and its tied output;
-// - commands that write values derived from the weights write nothing
-//   else and read only parameters, constants and derived values, in an
-//   entry that assigns no parameter; a parameter is written once, by a
-//   kernel in place or a copy of its assignment, and not read after;
+// - the initializer (Executable.initializer) writes only derived slots,
+//   each once, and reads only parameters, constants and derived slots; an
+//   entry never writes one, and names the op-level value each derived
+//   buffer it reads holds; a parameter is written once, by a kernel in
+//   place or a copy of its assignment, and not read after;
 // - no two arena buffers alive at the same command overlap.
 //
 //===----------------------------------------------------------------------===//
@@ -37,9 +38,14 @@ struct HostProgram {
   uint64_t arenaBytes = 0;
   /// Per buffer: the buffer whose storage it is (itself, or a view's root).
   std::vector<uint32_t> root;
-  /// Per command: it writes values derived from the weights, and runs when
-  /// they change, before the others.
-  std::vector<bool> derived;
+  /// The derived slots an entry reads, or the initializer writes.
+  std::vector<uint32_t> slots;
+  /// An entry's derived buffers: the buffer, the op-level value it holds
+  /// and the op that computes that value in PyNative Mode.
+  struct DerivedValue {
+    uint32_t buffer, value, op;
+  };
+  std::vector<DerivedValue> derivedValues;
   /// Per command: the bindings that are kernel panel inputs.
   std::vector<std::vector<uint32_t>> panelBindings;
   /// The entry assigns parameters (a training step): running it changes
@@ -48,10 +54,11 @@ struct HostProgram {
   /// Per parameter: some command writes it.
   std::vector<bool> writesParameter;
 
-  /// The verified host program of `entry`; an error if it has none or it
-  /// breaks a rule above.
+  /// The verified host program of `entry` (the initializer if
+  /// `initializer`); an error if it has none or it breaks a rule above.
   static StatusOr<HostProgram> build(const fb::Executable &root,
-                                     const fb::Entry &entry);
+                                     const fb::Entry &entry,
+                                     bool initializer = false);
 };
 
 } // namespace mfrt

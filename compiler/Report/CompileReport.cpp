@@ -44,6 +44,7 @@ struct LayerOrder {
 
 struct EntryReport {
   std::string name;
+  bool initializer = false; ///< computes what the weights alone determine
   int64_t ops = 0;
   int64_t flops = 0;
   int64_t bytes = 0;
@@ -201,21 +202,12 @@ std::string describeChoices(const std::vector<std::string> &choices) {
   return text;
 }
 
-/// The op-level values `host` keeps as derived from the weights.
+/// The op-level values `host` reads from the initializer's slots.
 llvm::DenseSet<int64_t> derivedValues(mfexec::EntryOp host) {
   llvm::DenseSet<int64_t> derived;
-  auto note = [&](ValueRange bindings, ArrayRef<int64_t> values) {
-    for (auto [binding, value] : llvm::zip(bindings, values)) {
-      if (binding.getDefiningOp<mfexec::DerivedOp>()) {
-        derived.insert(value);
-      }
-    }
-  };
-  host.walk([&](Operation *op) {
-    if (auto dispatch = dyn_cast<mfexec::DispatchOp>(op)) {
-      note(dispatch.getBindings(), dispatch.getValues());
-    } else if (auto library = dyn_cast<mfexec::LibraryOp>(op)) {
-      note(library.getBindings(), library.getValues());
+  host.walk([&](mfexec::DerivedOp value) {
+    if (value.getHolds()) {
+      derived.insert(*value.getHolds());
     }
   });
   return derived;
@@ -235,6 +227,7 @@ std::vector<EntryReport> collect(ModuleOp module) {
     llvm::DenseSet<int64_t> derivedIds;
     if (host) {
       derivedIds = derivedValues(host);
+      entry.initializer = host.getInitializer();
     }
     for (Operation &op : function.getBody().front()) {
       auto cost = dyn_cast<mf::CostOpInterface>(&op);
@@ -349,11 +342,10 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
       }
       groups.push_back(std::move(object));
     }
-    llvm::json::Object object{{"name", entry.name},
-                              {"ops", entry.ops},
-                              {"flops", entry.flops},
-                              {"bytes", entry.bytes},
-                              {"fusion_groups", std::move(groups)}};
+    llvm::json::Object object{
+        {"name", entry.name},   {"initializer", entry.initializer},
+        {"ops", entry.ops},     {"flops", entry.flops},
+        {"bytes", entry.bytes}, {"fusion_groups", std::move(groups)}};
     if (!entry.recomputed.empty()) {
       llvm::json::Object layers;
       for (const auto &[layer, ops] : entry.recomputed) {
@@ -499,7 +491,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     }
   }
   for (const EntryReport &entry : collect(module)) {
-    os << "entry @" << entry.name << ": " << entry.ops << " ops, "
+    os << (entry.initializer ? "initializer @" : "entry @") << entry.name
+       << ": " << entry.ops << " ops, "
        << llvm::format("%.4g GFLOP, %.4g MB moved", entry.flops / 1e9,
                        entry.bytes / 1e6);
     if (entry.arenaBytes >= 0) {

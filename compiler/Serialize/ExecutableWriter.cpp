@@ -9,7 +9,9 @@
 //    program 1:1: a Buffer per block argument and storage op, a Command
 //    per command with its bindings. The kernel table is the
 //    mfexec.executable's kernels, in order, and its target; the derived
-//    slots are those the host programs name.
+//    slots are those the host programs name. The initializer entry's
+//    function and host program go to Executable.initializer, not to the
+//    entries: nobody calls it, Graph Mode runs it when the weights change.
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,12 +188,18 @@ public:
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
+    flatbuffers::Offset<fb::Entry> initializer;
     for (auto function : module_.getOps<func::FuncOp>()) {
-      auto entry = writeEntry(function, hostPrograms.lookup(function.getSymName()));
+      mfexec::EntryOp host = hostPrograms.lookup(function.getSymName());
+      auto entry = writeEntry(function, host);
       if (failed(entry)) {
         return failure();
       }
-      entries.push_back(*entry);
+      if (host && host.getInitializer()) {
+        initializer = *entry;
+      } else {
+        entries.push_back(*entry);
+      }
     }
 
     const ModelConfig &model = spec_.model;
@@ -261,7 +269,7 @@ public:
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures.empty() ? nullptr : &signatures,
         /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived,
-        gridShape.empty() ? nullptr : &gridShape);
+        gridShape.empty() ? nullptr : &gridShape, initializer);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
                                builder_.GetBufferPointer() + builder_.GetSize());
@@ -442,7 +450,15 @@ private:
         return failure();
       }
       bufferIndex[buffer] = buffers.size();
-      buffers.push_back(fb::CreateBuffer(builder_, kind, index, *encoded));
+      auto derived = buffer.getDefiningOp<mfexec::DerivedOp>();
+      int64_t holds = derived && derived.getHolds() ? *derived.getHolds() : -1;
+      if (holds >= static_cast<int64_t>(program.values().size())) {
+        return derived.emitOpError()
+               << "holds value " << holds << " of an entry with "
+               << program.values().size() << " values";
+      }
+      buffers.push_back(
+          fb::CreateBuffer(builder_, kind, index, *encoded, holds));
       return success();
     };
     for (BlockArgument argument : body.getArguments()) {

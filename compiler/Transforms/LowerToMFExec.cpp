@@ -11,9 +11,11 @@
 // - a value a kernel computes only to assign it to a parameter is computed
 //   in the parameter when that is safe (assignsInPlace), else copied in;
 // - in an entry that assigns no parameter, what the weights and constants
-//   alone determine (casts of weights, position tables) is `derived`:
-//   computed when the weights change, outside the arena, in a slot shared
-//   by every entry that computes the same value (derivationOf);
+//   alone determine (casts of weights, position tables) is `derived`: the
+//   entry reads it from a slot outside the arena that the module's
+//   initializer entry (@derive_from_weights, built here: an `mf` function
+//   of those ops and its host program) computes when the weights change.
+//   Entries that compute the same value share its slot (derivationOf);
 // - what the entry returns is written straight into buffers the caller
 //   receives; every other value is transient, for memory planning to place.
 //
@@ -30,6 +32,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -168,6 +171,9 @@ std::optional<unsigned> cacheUpdatedInPlace(mf::FusionOp fusion,
 /// The derived-value slots of a module: one per distinct derivation.
 using DerivedSlots = llvm::StringMap<int64_t>;
 
+/// The name of the initializer entry's function.
+constexpr llvm::StringLiteral kInitializerName = "derive_from_weights";
+
 /// How `value`, which the weights and constants alone determine, follows
 /// from them: equal strings for equal values, whatever entry computes them.
 /// A parameter by name, a constant by its value, a view by its source, an
@@ -206,28 +212,119 @@ std::string derivationOf(Value value,
   return known[value] = text;
 }
 
+/// Builds the initializer's function: each value the entries derive from
+/// the weights, computed once (equal derivations are one value), in the
+/// order the entries compute them, and returned; its result i is slot i.
+class InitializerBuilder {
+public:
+  InitializerBuilder(ModuleOp module, func::FuncOp after)
+      : module_(module), builder_(module.getContext()), after_(after) {}
+
+  /// Adds what `function` derives from the weights.
+  void add(func::FuncOp function) {
+    llvm::DenseSet<Value> derived = derivedFromWeights(function);
+    llvm::DenseMap<Value, std::string> known;
+    for (Operation &op : function.getBody().front()) {
+      for (Value result : op.getResults()) {
+        if (derived.contains(result)) {
+          std::string derivation = derivationOf(result, known);
+          Value value = materialize(result, known);
+          if (slots_.try_emplace(derivation, results_.size()).second) {
+            results_.push_back(value);
+          }
+        }
+      }
+    }
+  }
+
+  /// The function, returning the derived values; null if there are none.
+  func::FuncOp finish() {
+    if (!function_) {
+      return nullptr;
+    }
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPointToEnd(&function_.getBody().front());
+    func::ReturnOp::create(builder_, function_.getLoc(), results_);
+    function_.setFunctionType(FunctionType::get(
+        module_.getContext(), {}, TypeRange(ValueRange(results_))));
+    return function_;
+  }
+
+  const DerivedSlots &slots() const { return slots_; }
+
+private:
+  /// `value` (of an entry) in the initializer: its defining op cloned,
+  /// once per derivation, after what it reads.
+  Value materialize(Value value, llvm::DenseMap<Value, std::string> &known) {
+    std::string derivation = derivationOf(value, known);
+    auto it = values_.find(derivation);
+    if (it != values_.end()) {
+      return it->second;
+    }
+    Operation *op = value.getDefiningOp();
+    IRMapping mapping;
+    for (Value operand : op->getOperands()) {
+      mapping.map(operand, materialize(operand, known));
+    }
+    OpBuilder::InsertionGuard guard(builder_);
+    builder_.setInsertionPointToEnd(&body().front());
+    Operation *clone = builder_.clone(*op, mapping);
+    for (auto [result, cloned] :
+         llvm::zip(op->getResults(), clone->getResults())) {
+      values_[derivationOf(result, known)] = cloned;
+    }
+    return values_[derivation];
+  }
+
+  Region &body() {
+    if (!function_) {
+      OpBuilder::InsertionGuard guard(builder_);
+      builder_.setInsertionPointAfter(after_);
+      function_ =
+          func::FuncOp::create(builder_, module_.getLoc(), kInitializerName,
+                               builder_.getFunctionType({}, {}));
+      function_.addEntryBlock();
+    }
+    return function_.getBody();
+  }
+
+  ModuleOp module_;
+  OpBuilder builder_;
+  func::FuncOp after_;
+  func::FuncOp function_;
+  llvm::StringMap<Value> values_; // derivation -> the initializer's value
+  DerivedSlots slots_;            // derivation -> result (slot) number
+  SmallVector<Value> results_;
+};
+
 /// Builds the host program of one entry function.
 class HostProgramBuilder {
 public:
+  /// `slots`: the slot of each derivation the initializer computes.
   HostProgramBuilder(func::FuncOp function, mfexec::ExecutableOp executable,
-                     DerivedSlots &slots)
+                     const DerivedSlots &slots, bool initializer)
       : function_(function), executable_(executable), program_(function),
-        builder_(function.getContext()), slots_(slots) {}
+        builder_(function.getContext()), slots_(slots),
+        initializer_(initializer) {}
 
   LogicalResult build() {
     Block &body = function_.getBody().front();
-    derived_ = derivedFromWeights(function_);
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // The initializer computes what it returns, each into its slot.
+    derived_ = initializer_ ? llvm::DenseSet<Value>(ret.getOperands().begin(),
+                                                    ret.getOperands().end())
+                            : derivedFromWeights(function_);
     for (auto assign : body.getOps<mf::AssignOp>()) {
       if (assignsInPlace(assign)) {
         inPlace_[assign.getValue()] = assign.getName();
       }
     }
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
     returned_.insert(ret.getOperands().begin(), ret.getOperands().end());
 
     builder_.setInsertionPointAfter(function_);
     auto entry = mfexec::EntryOp::create(
         builder_, function_.getLoc(), FlatSymbolRefAttr::get(function_),
+        initializer_ ? builder_.getUnitAttr() : nullptr,
         /*arena_bytes=*/nullptr, /*arena_lower_bound=*/nullptr);
     Block *block = builder_.createBlock(&entry.getBody());
     for (BlockArgument argument : function_.getArguments()) {
@@ -237,6 +334,14 @@ public:
     for (Operation &op : body) {
       if (failed(lower(op))) {
         return failure();
+      }
+    }
+    // Storage nothing binds (a weight only the initializer reads) is not
+    // the entry's.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block))) {
+      if (isa<mfexec::ParamOp, mfexec::ConstantOp, mfexec::ViewOp>(op) &&
+          op.use_empty()) {
+        op.erase();
       }
     }
     return success();
@@ -279,10 +384,37 @@ private:
       mfexec::ReturnOp::create(builder_, loc, outputs);
       return success();
     }
+    if (!initializer_ && op.getNumResults() > 0 &&
+        derived_.contains(op.getResult(0))) {
+      // The initializer computes it (all of an op's results are derived,
+      // or none); the entry reads it from its slot.
+      for (Value result : op.getResults()) {
+        FailureOr<int64_t> slot = slotOf(result);
+        if (failed(slot)) {
+          return failure();
+        }
+        bufferOf_[result] = mfexec::DerivedOp::create(
+            builder_, loc, mfexec::bufferTypeOf(result.getType()), *slot,
+            builder_.getI64IntegerAttr(program_.idOf(result)));
+      }
+      return success();
+    }
     if (auto fusion = dyn_cast<mf::FusionOp>(op)) {
       return lowerKernelRegion(fusion);
     }
     return lowerLibraryOp(op);
+  }
+
+  /// The slot of a value the initializer computes.
+  FailureOr<int64_t> slotOf(Value value) {
+    auto slot = slots_.find(derivationOf(value, derivations_));
+    if (slot == slots_.end()) {
+      Operation *op = value.getDefiningOp();
+      return op->emitOpError() << "derives a value from the weights that the "
+                                  "initializer does not compute",
+             failure();
+    }
+    return slot->second;
   }
 
   /// An op the runtime's library runs: it reads its operands' buffers and
@@ -381,10 +513,10 @@ private:
   /// Where a value a command computes is kept (see the file comment).
   Value storageFor(Value value, Location loc) {
     MemRefType type = mfexec::bufferTypeOf(value.getType());
-    if (derived_.contains(value)) {
-      auto [slot, inserted] = slots_.try_emplace(
-          derivationOf(value, derivations_), slots_.size());
-      return mfexec::DerivedOp::create(builder_, loc, type, slot->second);
+    if (derived_.contains(value)) { // the initializer's (see lower())
+      return mfexec::DerivedOp::create(
+          builder_, loc, type, slots_.lookup(derivationOf(value, derivations_)),
+          /*holds=*/nullptr);
     }
     auto inPlace = inPlace_.find(value);
     if (inPlace != inPlace_.end()) {
@@ -430,7 +562,8 @@ private:
   mfexec::ExecutableOp executable_;
   mf::OpLevelProgram program_;
   OpBuilder builder_;
-  DerivedSlots &slots_;
+  const DerivedSlots &slots_;
+  bool initializer_;
   llvm::DenseMap<Value, std::string> derivations_;
   llvm::DenseMap<Value, Value> bufferOf_;
   llvm::StringMap<Value> parameters_;
@@ -456,9 +589,28 @@ struct MFLowerToMFExecPass
         entries.push_back(function);
       }
     }
-    DerivedSlots slots;
+    if (SymbolTable::lookupSymbolIn(module, kInitializerName)) {
+      module.emitError() << "the module has a symbol @" << kInitializerName
+                         << " already, the name of its initializer entry";
+      return signalPassFailure();
+    }
+    InitializerBuilder initializer(module, entries.empty() ? func::FuncOp()
+                                                           : entries.back());
     for (func::FuncOp function : entries) {
-      if (failed(HostProgramBuilder(function, executable, slots).build())) {
+      initializer.add(function);
+    }
+    func::FuncOp init = initializer.finish();
+    if (init) {
+      if (failed(HostProgramBuilder(init, executable, initializer.slots(),
+                                    /*initializer=*/true)
+                     .build())) {
+        return signalPassFailure();
+      }
+    }
+    for (func::FuncOp function : entries) {
+      if (failed(HostProgramBuilder(function, executable, initializer.slots(),
+                                    /*initializer=*/false)
+                     .build())) {
         return signalPassFailure();
       }
     }

@@ -81,22 +81,39 @@ func.func @updates(%g: tensor<256xf32>) -> tensor<256xf32> {
 // -----
 
 // What the weights alone determine — a parameter cast to the compute type,
-// a kernel region reading only it — is derived: computed when the weights
-// change, outside the arena. Not what reads an input, nor what the entry
-// returns (directly or through a view).
-// CHECK-LABEL: mfexec.entry @derived
-// CHECK: %[[C:.+]] = mfexec.derived slot(0) : memref<64x64xbf16>
-// CHECK-NEXT: mfexec.library "mf.cast" op(1) values [1, 2] (read %{{.*}}, write %[[C]] : memref<64x64xbf16>)
-// CHECK-NEXT: %[[N:.+]] = mfexec.derived slot(1) : memref<64x64xbf16>
-// CHECK-NEXT: mfexec.dispatch @cpu::@mfk_0 ops(2, 1) values [2, 3] (read %[[C]] : memref<64x64xbf16>, write %[[N]] : memref<64x64xbf16>)
+// a kernel region reading only it — is derived: the entry reads it from a
+// slot outside the arena (naming the value of its own it holds), and the
+// initializer entry computes it when the weights change. Not what reads an
+// input, nor what the entry returns (directly or through a view). A second
+// entry that derives the same values shares their slots; the initializer
+// computes each once.
+// CHECK-LABEL: mfexec.entry @derived {
+// CHECK-NEXT: ^bb0(%[[X:.+]]: memref<4x64xbf16>):
+// CHECK-NEXT: mfexec.derived slot(0) holds(2) : memref<64x64xbf16>
+// CHECK-NEXT: %[[N:.+]] = mfexec.derived slot(1) holds(3) : memref<64x64xbf16>
 // CHECK-NEXT: mfexec.transient : memref<4x64xbf16>
-// CHECK-NEXT: mfexec.library "mf.matmul"
+// CHECK-NEXT: mfexec.library "mf.matmul" op(3) values [0, 3, 4] (read %[[X]] : memref<4x64xbf16>, read %[[N]] : memref<64x64xbf16>
 // CHECK-NEXT: mfexec.output_buffer : memref<4x64xf32>
 // CHECK: mfexec.transient : memref<4xf32>
 // CHECK-NEXT: mfexec.library "mf.exp" op(6)
 // CHECK-NEXT: mfexec.view
 // CHECK-NEXT: mfexec.output_buffer : memref<4xf32>
 // CHECK-NEXT: mfexec.library "mf.exp" op(8)
+// CHECK-LABEL: mfexec.entry @derived_again {
+// CHECK: mfexec.derived slot(0) holds(2)
+// CHECK: mfexec.derived slot(1) holds(3)
+// CHECK-LABEL: func.func @derive_from_weights() -> (tensor<64x64xbf16>, tensor<64x64xbf16>)
+// CHECK: mf.param @p
+// CHECK-NEXT: %[[CAST:.+]] = mf.cast
+// CHECK-NEXT: %[[NEG:.+]] = mf.fusion elementwise(%[[CAST]]) {kernel = @cpu::@mfk_0}
+// CHECK: return %[[CAST]], %[[NEG]]
+// CHECK-LABEL: mfexec.entry @derive_from_weights initializer {
+// CHECK-NEXT: %[[P:.+]] = mfexec.param @p : memref<64x64xf32>
+// CHECK-NEXT: %[[C:.+]] = mfexec.derived slot(0) : memref<64x64xbf16>
+// CHECK-NEXT: mfexec.library "mf.cast" op(1) values [0, 1] (read %[[P]] : memref<64x64xf32>, write %[[C]] : memref<64x64xbf16>)
+// CHECK-NEXT: %[[D:.+]] = mfexec.derived slot(1) : memref<64x64xbf16>
+// CHECK-NEXT: mfexec.dispatch @cpu::@mfk_0 ops(2, 1) values [1, 2] (read %[[C]] : memref<64x64xbf16>, write %[[D]] : memref<64x64xbf16>)
+// CHECK-NEXT: mfexec.return %[[C]], %[[D]] : memref<64x64xbf16>, memref<64x64xbf16>
 mfexec.executable @cpu target(#mfexec.target<triple = "x86_64", cpu = "x86-64", features = []>) {
   mfexec.kernel @mfk_0 tiles(1) : (memref<64x64xbf16>) -> memref<64x64xbf16>
   builtin.module {
@@ -122,6 +139,17 @@ func.func @derived(%x: tensor<4x64xbf16>) -> (tensor<4x64xf32>, tensor<2x2xf32>,
   %5 = mf.reshape %4 : tensor<4xf32> to tensor<2x2xf32>
   %6 = mf.exp %q : tensor<4xf32>
   return %3, %5, %6 : tensor<4x64xf32>, tensor<2x2xf32>, tensor<4xf32>
+}
+func.func @derived_again(%x: tensor<1x64xbf16>) -> tensor<1x64xbf16> {
+  %p = mf.param @p : tensor<64x64xf32>
+  %0 = mf.cast %p : tensor<64x64xf32> to tensor<64x64xbf16>
+  %1 = mf.fusion elementwise(%0) {kernel = @cpu::@mfk_0} : (tensor<64x64xbf16>) -> tensor<64x64xbf16> {
+  ^bb0(%a: tensor<64x64xbf16>):
+    %n = mf.neg %a : tensor<64x64xbf16>
+    mf.yield %n : tensor<64x64xbf16>
+  }
+  %2 = mf.matmul %x, %1 : tensor<1x64xbf16>, tensor<64x64xbf16> -> tensor<1x64xbf16>
+  return %2 : tensor<1x64xbf16>
 }
 
 // -----

@@ -450,14 +450,16 @@ struct HostProgramProbe {
     return fb::CreateTensorTypeDirect(builder, dtype, &shape);
   }
 
-  StatusOr<HostProgram> build(
-      const std::vector<flatbuffers::Offset<fb::TensorType>> &values,
-      const std::vector<uint32_t> &inputs, const std::vector<uint32_t> &outputs,
-      const std::vector<flatbuffers::Offset<fb::Op>> &ops,
-      const std::vector<flatbuffers::Offset<fb::Buffer>> &buffers,
-      const std::vector<flatbuffers::Offset<fb::Command>> &commands,
-      const std::vector<uint32_t> &hostOutputs,
-      flatbuffers::Offset<fb::KernelSignature> signature = 0) {
+  StatusOr<HostProgram>
+  build(const std::vector<flatbuffers::Offset<fb::TensorType>> &values,
+        const std::vector<uint32_t> &inputs,
+        const std::vector<uint32_t> &outputs,
+        const std::vector<flatbuffers::Offset<fb::Op>> &ops,
+        const std::vector<flatbuffers::Offset<fb::Buffer>> &buffers,
+        const std::vector<flatbuffers::Offset<fb::Command>> &commands,
+        const std::vector<uint32_t> &hostOutputs,
+        flatbuffers::Offset<fb::KernelSignature> signature = 0,
+        bool initializer = false) {
     auto host = fb::CreateHostProgramDirect(builder, 64, &buffers, &commands,
                                             &hostOutputs);
     std::vector<flatbuffers::Offset<fb::Entry>> entries{fb::CreateEntryDirect(
@@ -480,67 +482,103 @@ struct HostProgramProbe {
         nullptr, &kernels, &signatures, 0, 0, &derived));
     const fb::Executable &root =
         *flatbuffers::GetRoot<fb::Executable>(builder.GetBufferPointer());
-    return HostProgram::build(root, *root.entries()->Get(0));
+    return HostProgram::build(root, *root.entries()->Get(0), initializer);
   }
 };
 
-TEST(HostProgram, ValuesTheWeightsAloneDetermineAreDerived) {
-  // p0 (value 0) -> Cast (1) -> Mul with input 2 (3), returned. The cast
-  // may be derived (into the slot); the product, which reads an input, may
-  // not; nor may anything be derived in an entry that assigns (p1 <- p0).
-  for (int variant = 0; variant < 3; ++variant) {
-    bool productDerived = variant == 1, assigns = variant == 2;
+TEST(HostProgram, OnlyTheInitializerDerivesValuesTheEntriesRead) {
+  // p0 (value 0) -> Cast (1) -> Mul with input 2 (3), returned. The
+  // initializer computes the cast into slot 0 and returns it; an entry
+  // reads it there (the derived buffer holds value 1) and may not compute
+  // it again; the initializer may write nothing but derived slots.
+  auto f32 = [](HostProgramProbe &probe) {
+    return probe.type(fb::DType::F32, probe.four);
+  };
+  auto bf16 = [](HostProgramProbe &probe) {
+    return probe.type(fb::DType::BF16, probe.four);
+  };
+  std::vector<uint32_t> none{}, param{0}, cast{1}, mulIn{1, 2}, mul{3};
+  std::vector<int64_t> paramIndex{0};
+  for (int variant = 0; variant < 2; ++variant) { // the initializer
+    bool intoOutput = variant == 1;
     HostProgramProbe probe;
     auto &builder = probe.builder;
-    auto f32 = [&] { return probe.type(fb::DType::F32, probe.four); };
-    auto bf16 = [&] { return probe.type(fb::DType::BF16, probe.four); };
-    std::vector<flatbuffers::Offset<fb::TensorType>> values{f32(), bf16(), bf16(),
-                                                            bf16(), f32()};
-    std::vector<uint32_t> none{}, param{0}, cast{1}, mulIn{1, 2}, mul{3},
-        assign{4};
-    std::vector<int64_t> paramIndex{0}, assignAttrs{1, 0};
+    std::vector<flatbuffers::Offset<fb::TensorType>> values{f32(probe),
+                                                            bf16(probe)};
     std::vector<flatbuffers::Offset<fb::Op>> ops{
-        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
-        fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast),
-        fb::CreateOpDirect(builder, fb::OpKind::Mul, &mulIn, &mul)};
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param,
+                           &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast)};
     std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
-        fb::CreateBuffer(builder, fb::BufferKind::Input, 0, bf16()),
-        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0, f32()),
-        fb::CreateBuffer(builder, fb::BufferKind::Derived, 0, bf16()),
-        productDerived
-            ? fb::CreateBuffer(builder, fb::BufferKind::Derived, 1, bf16())
-            : fb::CreateBuffer(builder, fb::BufferKind::Output, 0, bf16()),
-        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 1, f32())};
-    std::vector<fb::Binding> castBindings{{1, 0, fb::Access::Read},
-                                          {2, 1, fb::Access::Write}},
-        mulBindings{{2, 1, fb::Access::Read},
-                    {0, 2, fb::Access::Read},
-                    {3, 3, fb::Access::Write}},
-        copyBindings{{1, 0, fb::Access::Read}, {4, 4, fb::Access::Write}};
+        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0, f32(probe)),
+        intoOutput
+            ? fb::CreateBuffer(builder, fb::BufferKind::Output, 0, bf16(probe))
+            : fb::CreateBuffer(builder, fb::BufferKind::Derived, 0,
+                               bf16(probe))};
+    std::vector<fb::Binding> castBindings{{0, 0, fb::Access::Read},
+                                          {1, 1, fb::Access::Write}};
     std::vector<flatbuffers::Offset<fb::Command>> commands{
         fb::CreateCommandDirect(builder, fb::CommandKind::Library, 0, 1, 1,
-                                &castBindings),
-        fb::CreateCommandDirect(builder, fb::CommandKind::Library, 0, 2, 1,
-                                &mulBindings)};
-    if (assigns) {
-      ops.push_back(fb::CreateOpDirect(builder, fb::OpKind::Assign, &param,
-                                       &assign, &assignAttrs));
-      commands.push_back(fb::CreateCommandDirect(
-          builder, fb::CommandKind::Copy, 0, 3, 1, &copyBindings));
-    }
-    StatusOr<HostProgram> program =
-        probe.build(values, {2}, {3}, ops, buffers, commands, {3});
-    if (productDerived || assigns) {
+                                &castBindings)};
+    StatusOr<HostProgram> program = probe.build(
+        values, {}, {1}, ops, buffers, commands, {1}, 0, /*initializer=*/true);
+    if (intoOutput) {
       ASSERT_FALSE(program);
       EXPECT_NE(program.status().message().find(
-                    "derives a value from the weights from, or together "
-                    "with, something else"),
+                    "derive a value from something else than the weights"),
                 std::string::npos)
           << program.status().message();
       continue;
     }
     ASSERT_TRUE(program) << program.status().message();
-    EXPECT_EQ(program->derived, (std::vector<bool>{true, false}));
+    EXPECT_EQ(program->slots, (std::vector<uint32_t>{0}));
+  }
+  for (int variant = 0; variant < 3; ++variant) { // an entry
+    bool computesIt = variant == 1, holdsNothing = variant == 2;
+    HostProgramProbe probe;
+    auto &builder = probe.builder;
+    std::vector<flatbuffers::Offset<fb::TensorType>> values{
+        f32(probe), bf16(probe), bf16(probe), bf16(probe)};
+    std::vector<flatbuffers::Offset<fb::Op>> ops{
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast),
+        fb::CreateOpDirect(builder, fb::OpKind::Mul, &mulIn, &mul)};
+    std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
+        fb::CreateBuffer(builder, fb::BufferKind::Input, 0, bf16(probe)),
+        fb::CreateBuffer(builder, fb::BufferKind::Derived, 0, bf16(probe),
+                         holdsNothing ? -1 : 1),
+        fb::CreateBuffer(builder, fb::BufferKind::Output, 0, bf16(probe)),
+        fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0, f32(probe))};
+    std::vector<fb::Binding> castBindings{{3, 0, fb::Access::Read},
+                                          {1, 1, fb::Access::Write}},
+        mulBindings{{1, 1, fb::Access::Read},
+                    {0, 2, fb::Access::Read},
+                    {2, 3, fb::Access::Write}};
+    std::vector<flatbuffers::Offset<fb::Command>> commands;
+    if (computesIt) {
+      commands.push_back(fb::CreateCommandDirect(
+          builder, fb::CommandKind::Library, 0, 1, 1, &castBindings));
+    }
+    commands.push_back(fb::CreateCommandDirect(
+        builder, fb::CommandKind::Library, 0, 2, 1, &mulBindings));
+    StatusOr<HostProgram> program =
+        probe.build(values, {2}, {3}, ops, buffers, commands, {2});
+    if (variant != 0) {
+      ASSERT_FALSE(program);
+      EXPECT_NE(program.status().message().find(
+                    computesIt
+                        ? "write value 1, which is already computed"
+                        : "does not say which value derived buffer 1 holds"),
+                std::string::npos)
+          << program.status().message();
+      continue;
+    }
+    ASSERT_TRUE(program) << program.status().message();
+    EXPECT_EQ(program->slots, (std::vector<uint32_t>{0}));
+    ASSERT_EQ(program->derivedValues.size(), 1u);
+    EXPECT_EQ(program->derivedValues[0].buffer, 1u);
+    EXPECT_EQ(program->derivedValues[0].value, 1u);
+    EXPECT_EQ(program->derivedValues[0].op, 1u);
   }
 }
 
@@ -587,7 +625,6 @@ TEST(HostProgram, AKernelUpdatesInPlaceOnlyACacheItTakesReadWrite) {
         values, {0, 1, 2}, {3}, ops, buffers, commands, {0}, signature);
     if (variant == 0) {
       ASSERT_TRUE(program) << program.status().message();
-      EXPECT_EQ(program->derived, (std::vector<bool>{false}));
       continue;
     }
     ASSERT_FALSE(program);

@@ -118,16 +118,25 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
   }
   os << "\n";
-  for (const fb::Entry *entry : *root.entries()) {
-    os << "entry " << entry->name()->str() << "(";
+  std::vector<const fb::Entry *> entries(root.entries()->begin(),
+                                         root.entries()->end());
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  for (const fb::Entry *entry : entries) {
+    os << (entry == root.initializer() ? "initializer " : "entry ")
+       << entry->name()->str() << "(";
     for (size_t i = 0; i < entry->inputs()->size(); ++i) {
       os << (i ? ", " : "") << entry->input_names()->Get(i)->str() << ": "
          << typeText(*entry->values()->Get(entry->inputs()->Get(i)));
     }
     os << ") -> (";
     for (size_t i = 0; i < entry->outputs()->size(); ++i) {
-      os << (i ? ", " : "") << entry->output_names()->Get(i)->str() << ": "
-         << typeText(*entry->values()->Get(entry->outputs()->Get(i)));
+      std::string name = entry->output_names()->Get(i)->str();
+      os << (i ? ", " : "")
+         << (name.empty() ? "%" + std::to_string(entry->outputs()->Get(i))
+                          : name)
+         << ": " << typeText(*entry->values()->Get(entry->outputs()->Get(i)));
     }
     size_t opCount = entry->ops() ? entry->ops()->size() : 0;
     os << "), " << opCount << " ops\n";
@@ -155,8 +164,17 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
           if (buffer.kind() == fb::BufferKind::Arena) {
             storedAt[binding->value()] = "[arena+" + std::to_string(buffer.index()) + "]";
           } else if (buffer.kind() == fb::BufferKind::Derived) {
-            storedAt[binding->value()] = "[from weights]";
+            storedAt[binding->value()] =
+                "[slot " + std::to_string(buffer.index()) + "]";
           }
+        }
+      }
+      // What the initializer computed when the weights changed.
+      for (const fb::Buffer *buffer : *host->buffers()) {
+        if (buffer->kind() == fb::BufferKind::Derived && buffer->holds() >= 0 &&
+            static_cast<size_t>(buffer->holds()) < storedAt.size()) {
+          storedAt[buffer->holds()] =
+              "[from weights: slot " + std::to_string(buffer->index()) + "]";
         }
       }
       os << "  graph mode: " << dispatchCount << " kernel dispatches, "

@@ -72,6 +72,14 @@ void reportMemoryPlan(mlir::ModuleOp module) {
     entry.walk([&](mlir::mfexec::DerivedOp value) {
       derived += mlir::mfexec::bufferBytes(value.getType());
     });
+    if (entry.getInitializer()) {
+      llvm::WithColor::note(llvm::errs(), "mfc")
+          << llvm::formatv("@{0} derives {1:F3} MB from the weights (run "
+                           "when they change, before the entries that read "
+                           "it)\n",
+                           entry.getFunction(), derived / 1e6);
+      continue;
+    }
     llvm::WithColor::note(llvm::errs(), "mfc")
         << llvm::format("memory plan of @%s: arena %.3f MB, liveness lower "
                         "bound %.3f MB, ratio %.3f",

@@ -8,6 +8,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -251,13 +252,131 @@ LogicalResult EntryOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+/// The storage op of `buffer` through its views (null: an entry input).
+static Operation *storageOf(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewOp>()) {
+    buffer = view.getSource();
+  }
+  return buffer.getDefiningOp();
+}
+
+/// Each binding of every command of `body`, with its access.
+static void forEachBinding(Block &body,
+                           function_ref<void(Operation *, Value, Access)> fn) {
+  for (Operation &op : body) {
+    ValueRange bindings;
+    ArrayAttr accesses;
+    if (auto dispatch = dyn_cast<DispatchOp>(op)) {
+      bindings = dispatch.getBindings();
+      accesses = dispatch.getAccesses();
+    } else if (auto library = dyn_cast<LibraryOp>(op)) {
+      bindings = library.getBindings();
+      accesses = library.getAccesses();
+    } else if (auto copy = dyn_cast<CopyOp>(op)) {
+      bindings = copy.getBindings();
+      accesses = copy.getAccesses();
+    }
+    if (!accesses || accesses.size() != bindings.size()) {
+      continue; // not a command, or one its own verifier refuses
+    }
+    for (auto [binding, access] : llvm::zip(bindings, accesses)) {
+      fn(&op, binding, cast<AccessAttr>(access).getValue());
+    }
+  }
+}
+
 LogicalResult EntryOp::verifyRegions() {
-  for (Type type : getBody().front().getArgumentTypes()) {
+  Block &body = getBody().front();
+  for (Type type : body.getArgumentTypes()) {
     auto memref = dyn_cast<MemRefType>(type);
     if (!memref || !memref.hasStaticShape()) {
       return emitOpError() << "takes " << type
                            << ": entry inputs are static-shape memrefs";
     }
+  }
+  if (getInitializer() && body.getNumArguments() != 0) {
+    return emitOpError() << "is the initializer: it takes no input";
+  }
+  if (getInitializer()) {
+    for (auto entry : (*this)->getParentRegion()->getOps<EntryOp>()) {
+      if (entry == *this) {
+        break;
+      }
+      if (entry.getInitializer()) {
+        return emitOpError() << "is a second initializer entry; a module "
+                                "has one";
+      }
+    }
+  }
+  // The initializer derives values from the weights alone; the other
+  // entries only read them.
+  bool failed = false;
+  forEachBinding(body, [&](Operation *command, Value binding, Access access) {
+    if (failed) {
+      return;
+    }
+    Operation *storage = storageOf(binding);
+    bool derived = isa_and_nonnull<DerivedOp>(storage);
+    if (getInitializer()) {
+      bool fixed = derived || isa_and_nonnull<ParamOp, ConstantOp>(storage);
+      if (access == Access::read ? !fixed : !derived) {
+        failed = true;
+        command->emitOpError()
+            << (access == Access::read ? "reads" : "writes")
+            << " a buffer that is not "
+            << (access == Access::read
+                    ? "a parameter, constant or derived value"
+                    : "a derived value")
+            << ": the initializer derives values from the weights alone";
+      }
+    } else if (derived && access != Access::read) {
+      failed = true;
+      command->emitOpError() << "writes a derived value: only the "
+                                "initializer entry computes them";
+    }
+  });
+  if (failed) {
+    return failure();
+  }
+  if (getInitializer()) {
+    return success();
+  }
+  // What this entry reads as derived, the module's initializer writes.
+  EntryOp initializer;
+  for (auto entry : (*this)->getParentRegion()->getOps<EntryOp>()) {
+    if (entry.getInitializer()) {
+      initializer = entry;
+    }
+  }
+  llvm::DenseSet<int64_t> computed;
+  if (initializer) {
+    forEachBinding(initializer.getBody().front(),
+                   [&](Operation *, Value binding, Access access) {
+                     auto derived =
+                         dyn_cast_or_null<DerivedOp>(storageOf(binding));
+                     if (derived && access != Access::read) {
+                       computed.insert(derived.getSlot());
+                     }
+                   });
+  }
+  for (auto derived : body.getOps<DerivedOp>()) {
+    if (!computed.contains(derived.getSlot())) {
+      return derived.emitOpError()
+             << "reads slot " << derived.getSlot()
+             << ", which no initializer entry of the module computes";
+    }
+  }
+  return success();
+}
+
+LogicalResult DerivedOp::verify() {
+  bool initializer = (*this)->getParentOfType<EntryOp>().getInitializer();
+  if (initializer == getHolds().has_value()) {
+    return emitOpError() << (initializer
+                                 ? "names an op-level value in the "
+                                   "initializer, whose commands name them"
+                                 : "must name the op-level value it holds "
+                                   "(holds(N)) outside the initializer");
   }
   return success();
 }

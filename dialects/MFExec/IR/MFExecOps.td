@@ -148,20 +148,36 @@ def MFExec_EntryOp : MFExec_Op<"entry", [IsolatedFromAbove, SingleBlock,
     `arena_bytes` bytes (`arena_lower_bound` is the most bytes alive at
     once); before, its buffers are `mfexec.transient`.
 
+    The module's one `initializer` entry computes every value derived from
+    the weights (`mfexec.derived`) and runs when they change, before any
+    other entry: it takes no input, reads only parameters, constants and
+    derived values, writes only derived values and returns them. The other
+    entries only read derived values, each naming the op-level value of its
+    own function that the slot holds.
+
     ```mlir
     mfexec.entry @prefill arena(4096) {
     ^bb0(%ids: memref<1x16xi32>):
       ...
       mfexec.return %logits : memref<1x256xf32>
     }
+    mfexec.entry @derive_from_weights initializer arena(0) {
+      %w = mfexec.param @w : memref<64x64xf32>
+      %c = mfexec.derived slot(0) : memref<64x64xbf16>
+      mfexec.library "mf.cast" op(1) values [0, 1]
+          (read %w : memref<64x64xf32>, write %c : memref<64x64xbf16>)
+      mfexec.return %c : memref<64x64xbf16>
+    }
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$function,
+      UnitAttr:$initializer,
       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$arena_bytes,
       OptionalAttr<I64Attr>:$arena_lower_bound);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $function (`arena` `(` $arena_bytes^ `)`)? attr-dict-with-keyword $body
+    $function (`initializer` $initializer^)? (`arena` `(` $arena_bytes^ `)`)?
+    attr-dict-with-keyword $body
   }];
   let hasRegionVerifier = 1;
 }
@@ -244,17 +260,23 @@ def MFExec_DerivedOp : MFExec_StorageOp<"derived"> {
   let description = [{
     Storage outside the arena for a value that only parameters and
     constants determine (a weight cast to the compute type, a position
-    table), in an entry that assigns no parameter: the commands that write
-    it run when the weights change, not every run. Entries that compute the
-    same value (every prefill length casts the same weights) name the same
-    `slot` and share it.
+    table), read by entries that assign no parameter: the initializer
+    entry computes it when the weights change, not every run. Entries that
+    read the same value (every prefill length casts the same weights) name
+    the same `slot` and share it. In an entry other than the initializer,
+    `holds` is the op-level value of the entry's function that the slot
+    holds (PyNative computes it; `mf-run --check` compares the two).
 
     ```mlir
-    %c = mfexec.derived slot(0) : memref<64x64xbf16>
+    %c = mfexec.derived slot(0) holds(3) : memref<64x64xbf16>
     ```
   }];
-  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
-  let assemblyFormat = "`slot` `(` $slot `)` attr-dict `:` type($buffer)";
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$slot,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$holds);
+  let assemblyFormat = [{
+    `slot` `(` $slot `)` (`holds` `(` $holds^ `)`)? attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
 }
 
 def MFExec_ConstantOp : MFExec_StorageOp<"constant"> {

@@ -381,3 +381,98 @@ mfexec.entry @f {
   %a = mfexec.arena[0] : memref<4xf32>
   mfexec.return
 }
+
+// -----
+
+// Only the initializer computes derived values.
+mf.parameter @p : tensor<4xf32> init = ones
+func.func @f() -> tensor<4xf32> {
+  %p = mf.param @p : tensor<4xf32>
+  %e = mf.exp %p : tensor<4xf32>
+  return %e : tensor<4xf32>
+}
+mfexec.entry @f arena(0) {
+  %p = mfexec.param @p : memref<4xf32>
+  %d = mfexec.derived slot(0) holds(1) : memref<4xf32>
+  // expected-error @+1 {{writes a derived value: only the initializer entry computes them}}
+  mfexec.library "mf.exp" op(1) values [0, 1] (read %p : memref<4xf32>, write %d : memref<4xf32>)
+  mfexec.return %d : memref<4xf32>
+}
+
+// -----
+
+// An entry reads a slot no initializer computes.
+func.func @f() {
+  return
+}
+mfexec.entry @f arena(0) {
+  // expected-error @+1 {{reads slot 3, which no initializer entry of the module computes}}
+  %d = mfexec.derived slot(3) holds(0) : memref<4xf32>
+  mfexec.return
+}
+
+// -----
+
+func.func @f() {
+  return
+}
+mfexec.entry @f arena(0) {
+  // expected-error @+1 {{must name the op-level value it holds (holds(N)) outside the initializer}}
+  %d = mfexec.derived slot(0) : memref<4xf32>
+  mfexec.return
+}
+
+// -----
+
+func.func @init() {
+  return
+}
+mfexec.entry @init initializer arena(0) {
+  // expected-error @+1 {{names an op-level value in the initializer, whose commands name them}}
+  %d = mfexec.derived slot(0) holds(0) : memref<4xf32>
+  mfexec.return
+}
+
+// -----
+
+// The initializer derives from the weights alone, into derived slots.
+func.func @init(%x: tensor<4xf32>) {
+  return
+}
+// expected-error @+1 {{is the initializer: it takes no input}}
+mfexec.entry @init initializer arena(0) {
+^bb0(%x: memref<4xf32>):
+  mfexec.return
+}
+
+// -----
+
+mf.parameter @p : tensor<4xf32> init = ones
+func.func @init() -> tensor<4xf32> {
+  %p = mf.param @p : tensor<4xf32>
+  %e = mf.exp %p : tensor<4xf32>
+  return %e : tensor<4xf32>
+}
+mfexec.entry @init initializer arena(16) {
+  %p = mfexec.param @p : memref<4xf32>
+  %a = mfexec.arena[0] : memref<4xf32>
+  // expected-error @+1 {{writes a buffer that is not a derived value: the initializer derives values from the weights alone}}
+  mfexec.library "mf.exp" op(1) values [0, 1] (read %p : memref<4xf32>, write %a : memref<4xf32>)
+  mfexec.return %a : memref<4xf32>
+}
+
+// -----
+
+func.func @init() {
+  return
+}
+func.func @init2() {
+  return
+}
+mfexec.entry @init initializer arena(0) {
+  mfexec.return
+}
+// expected-error @+1 {{is a second initializer entry; a module has one}}
+mfexec.entry @init2 initializer arena(0) {
+  mfexec.return
+}

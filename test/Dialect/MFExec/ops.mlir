@@ -61,20 +61,38 @@ mfexec.entry @step arena(256) attributes {arena_lower_bound = 256 : i64} {
 }
 
 
-// The other storage kinds.
+// The other storage kinds. A derived slot an entry reads (holding the
+// entry's value 2, the cast) is what the initializer computes.
 // CHECK-LABEL: mfexec.entry @storage
 // CHECK: mfexec.output_buffer : memref<16xi32>
-// CHECK: mfexec.derived slot(0) : memref<8x8xbf16>
+// CHECK: mfexec.derived slot(0) holds(2) : memref<8x8xbf16>
 // CHECK: mfexec.constant op(0) : memref<16xi32>
+// CHECK-LABEL: mfexec.entry @derive_from_weights initializer arena(0)
+// CHECK: mfexec.derived slot(0) : memref<8x8xbf16>
+// CHECK-NEXT: mfexec.library "mf.cast" op(1) values [0, 1]
+// CHECK-NEXT: mfexec.return %{{.*}} : memref<8x8xbf16>
 func.func @storage() -> tensor<16xi32> {
   %c = mf.constant dense<1> : tensor<16xi32>
+  %w = mf.param @w : tensor<8x8xf32>
+  %d = mf.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
   return %c : tensor<16xi32>
 }
 mfexec.entry @storage arena(0) {
   %o = mfexec.output_buffer : memref<16xi32>
-  %d = mfexec.derived slot(0) : memref<8x8xbf16>
+  %d = mfexec.derived slot(0) holds(2) : memref<8x8xbf16>
   %c = mfexec.constant op(0) : memref<16xi32>
   mfexec.return %c : memref<16xi32>
+}
+func.func @derive_from_weights() -> tensor<8x8xbf16> {
+  %w = mf.param @w : tensor<8x8xf32>
+  %d = mf.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+  return %d : tensor<8x8xbf16>
+}
+mfexec.entry @derive_from_weights initializer arena(0) {
+  %w = mfexec.param @w : memref<8x8xf32>
+  %d = mfexec.derived slot(0) : memref<8x8xbf16>
+  mfexec.library "mf.cast" op(1) values [0, 1] (read %w : memref<8x8xf32>, write %d : memref<8x8xbf16>)
+  mfexec.return %d : memref<8x8xbf16>
 }
 
 // Before memory planning: transient buffers, no arena size.
