@@ -43,7 +43,8 @@ for config in examples/llama-tiny.yaml test/Frontend/gpt2.yaml test/Frontend/qwe
   /usr/bin/python3 test/reference/reference.py make-weights "$config" "$corpus/safetensors/$name.safetensors" \
     --set model.model_config.num_layers=1 >/dev/null
 done
-# f32 parameters computed in f16: values derived from the weights (offset -2).
+# f32 parameters computed in f16: values derived from the weights (the
+# initializer entry and the derived slots the entries read).
 "$build/bin/mfc" compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
   --set model.model_config.compute_dtype=float16 -o "$corpus/executable/gpt2-fp16.bin" 2>/dev/null
 # Sharded programs: a device grid, split parameters, collectives.
