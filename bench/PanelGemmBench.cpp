@@ -6,8 +6,10 @@
 // packed once (runtime/PanelGemm.h), and the f16 / bf16 panel services
 // against OpenBLAS on the same values in f32. Medians of 50 calls after a
 // warm-up; prints GFLOP/s and the ratio (> 1: the panels are faster).
+// With --avx2, what an AVX2 machine runs, on this one: OpenBLAS's Haswell
+// kernels (OPENBLAS_CORETYPE=Haswell) against the AVX2 microkernel.
 //
-//   mf-panel-gemm-bench
+//   mf-panel-gemm-bench [--avx2]
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <unistd.h>
@@ -42,12 +45,11 @@ template <typename Call> double medianSeconds(Call call) {
   return times[times.size() / 2];
 }
 
-using Service = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t);
+using Service = void (*)(PanelIsa, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, int64_t);
 
-void measure(DType dtype, Service service, int64_t rows, int64_t cols,
-             int64_t depth) {
+void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
+             int64_t cols, int64_t depth) {
   std::mt19937 generator(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> a(rows * depth), w(cols * depth), c(rows * cols);
@@ -66,11 +68,12 @@ void measure(DType dtype, Service service, int64_t rows, int64_t cols,
                 1.0f, a.data(), depth, w.data(), depth, 0.0f, c.data(), cols);
   }) / 1e9;
   double ours = flops / medianSeconds([&] {
-    service(reinterpret_cast<int64_t>(storedA.data()),
-            reinterpret_cast<int64_t>(panels.data()),
-            reinterpret_cast<int64_t>(c.data()), cols, 0, 0, rows, cols, depth,
-            cols, 1, 0, rows);
-  }) / 1e9;
+                  service(isa, reinterpret_cast<int64_t>(storedA.data()),
+                          reinterpret_cast<int64_t>(panels.data()),
+                          reinterpret_cast<int64_t>(c.data()), cols, 0, 0, rows,
+                          cols, depth, cols);
+                }) /
+                1e9;
   std::printf("%-5s %4lld x %4lld x %4lld  openblas %6.1f  panels %6.1f GFLOP/s  %5.2fx\n",
               dtypeName(dtype), static_cast<long long>(rows),
               static_cast<long long>(cols), static_cast<long long>(depth), blas,
@@ -79,25 +82,50 @@ void measure(DType dtype, Service service, int64_t rows, int64_t cols,
 
 } // namespace
 
-int main(int, char **argv) {
+int main(int argc, char **argv) {
+  bool avx2 = argc > 1 && std::string(argv[1]) == "--avx2";
+  if (argc > 2 || (argc == 2 && !avx2)) {
+    std::fprintf(stderr, "usage: mf-panel-gemm-bench [--avx2]\n");
+    return 2;
+  }
   // This workplace pins OPENBLAS_CORETYPE for old OpenBLAS builds; OpenBLAS
-  // reads it when it loads, so run again without it (as bench/*.py do).
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
-    unsetenv("OPENBLAS_CORETYPE");
+  // reads it when it loads, so run again without it (as bench/*.py do), or
+  // with Haswell's for --avx2.
+  const char *coretype = std::getenv("OPENBLAS_CORETYPE");
+  if (std::getenv("OPENBLAS_L2_SIZE") ||
+      (avx2 ? !coretype || std::string(coretype) != "Haswell"
+            : coretype != nullptr)) {
     unsetenv("OPENBLAS_L2_SIZE");
+    if (avx2) {
+      setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    } else {
+      unsetenv("OPENBLAS_CORETYPE");
+    }
     execv("/proc/self/exe", argv);
   }
+  PanelIsa isa = avx2 ? PanelIsa::Avx2 : panelIsa();
+  if (!runsPanelIsa(isa)) {
+    std::fprintf(
+        stderr,
+        "mf-panel-gemm-bench: this CPU has no AVX2 with FMA and F16C\n");
+    return 1;
+  }
   openblas_set_num_threads(1); // Graph Mode runs one tile per core
-  std::printf("one core; rows x columns x depth; OpenBLAS on f32 weights as "
-              "stored, panels packed once\n");
+  std::printf("one core; rows x columns x depth; OpenBLAS%s on f32 weights as "
+              "stored, panels packed once (%s microkernel)\n",
+              avx2 ? " (Haswell kernels)" : "",
+              isa == PanelIsa::Avx512 ? "AVX-512"
+              : isa == PanelIsa::Avx2 ? "AVX2"
+                                      : "portable");
   struct Shape { int64_t rows, cols, depth; };
   // llama-100m's prefill tiles (K = 768 and 2048), a short prompt's, a
   // narrow last panel (N = 344, llama-tiny's FFN).
   for (Shape s : {Shape{256, 128, 768}, Shape{256, 256, 768}, Shape{256, 128, 2048},
                   Shape{32, 256, 768}, Shape{128, 344, 128}}) {
-    measure(DType::F32, gemmPanelsService<DType::F32>, s.rows, s.cols, s.depth);
+    measure(isa, DType::F32, gemmPanelsWith<DType::F32>, s.rows, s.cols,
+            s.depth);
   }
-  measure(DType::F16, gemmPanelsService<DType::F16>, 256, 128, 1024);
-  measure(DType::BF16, gemmPanelsService<DType::BF16>, 256, 128, 1024);
+  measure(isa, DType::F16, gemmPanelsWith<DType::F16>, 256, 128, 1024);
+  measure(isa, DType::BF16, gemmPanelsWith<DType::BF16>, 256, 128, 1024);
   return 0;
 }

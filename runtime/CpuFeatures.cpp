@@ -2,6 +2,7 @@
 
 #include "runtime/CpuFeatures.h"
 
+#include <cstdlib>
 #include <cstring>
 
 using namespace mfrt;
@@ -53,6 +54,17 @@ const std::vector<Feature> &knownFeatures() {
 }
 
 } // namespace
+
+bool mfrt::hasAvx512() {
+  static const bool has = [] {
+    const char *disabled = std::getenv("MFRT_DISABLE_AVX512");
+    return !(disabled && std::strcmp(disabled, "1") == 0) &&
+           __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return has;
+}
 
 const char *mfrt::hostArchitecture() {
 #if defined(__x86_64__)

@@ -19,12 +19,10 @@ namespace mfrt {
 /// Whether this CPU runs the runtime's AVX-512 loops (the panel microkernel,
 /// decode attention): F, BW and VL, as every AVX-512 CPU since Skylake-SP
 /// has. Asked once, on first use.
-inline bool hasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return has;
-}
+/// MFRT_DISABLE_AVX512=1 in the environment makes it say no, so that
+/// those loops' AVX2 paths can be tested and measured on an AVX-512
+/// machine.
+bool hasAvx512();
 
 /// This machine's architecture as a target triple names it ("x86_64").
 const char *hostArchitecture();

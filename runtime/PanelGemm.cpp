@@ -98,6 +98,75 @@ panelRowsAvx512(const float *a, int64_t lda, const void *panelBytes,
   }
 }
 
+/// 8 elements of a panel row as f32 (AVX2 with F16C, as every AVX2 CPU
+/// has).
+template <DType Stored>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256
+loadPanelRow8(const char *at) {
+  if constexpr (Stored == DType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float *>(at));
+  } else {
+    __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(at));
+    if constexpr (Stored == DType::F16) {
+      return _mm256_cvtph_ps(half);
+    } else {
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+    }
+  }
+}
+
+/// Lanes i of 8 set where bit i of `bits` is.
+__attribute__((target("avx2"), always_inline)) inline __m256i
+laneMask(uint32_t bits) {
+  const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  __m256i set =
+      _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), lanes);
+  return _mm256_cmpeq_epi32(set, lanes);
+}
+
+/// The AVX2 microkernel: like panelRowsAvx512 on a whole panel (rows
+/// `stride` bytes apart), by halves of 16 columns so that 6 rows x 2
+/// vectors of accumulators, 2 of the panel and the broadcast fit the 16
+/// registers; only the columns set in `columns` are read or written.
+template <DType Stored, int Rows>
+__attribute__((target("avx2,fma,f16c"))) void
+panelRowsAvx2(const float *a, int64_t lda, const char *panel, int64_t stride,
+              int64_t depth, float *out, int64_t ldc, uint32_t columns,
+              bool accumulate) {
+  const int64_t size = dtypeSize(Stored);
+  for (int half = 0; half < 2; ++half) {
+    uint32_t bits = (columns >> (16 * half)) & 0xffff;
+    if (bits == 0) {
+      continue;
+    }
+    __m256i low = laneMask(bits & 0xff), high = laneMask(bits >> 8);
+    float *at = out + 16 * half;
+    const char *column = panel + 16 * half * size;
+    __m256 sum[Rows][2];
+    for (int r = 0; r < Rows; ++r) {
+      sum[r][0] = accumulate ? _mm256_maskload_ps(at + r * ldc, low)
+                             : _mm256_setzero_ps();
+      sum[r][1] = accumulate ? _mm256_maskload_ps(at + r * ldc + 8, high)
+                             : _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < depth; ++k) {
+      __m256 left = loadPanelRow8<Stored>(column + k * stride);
+      __m256 right = loadPanelRow8<Stored>(column + k * stride + 8 * size);
+#pragma GCC unroll 6
+      for (int r = 0; r < Rows; ++r) {
+        __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+        sum[r][0] = _mm256_fmadd_ps(x, left, sum[r][0]);
+        sum[r][1] = _mm256_fmadd_ps(x, right, sum[r][1]);
+      }
+    }
+    for (int r = 0; r < Rows; ++r) {
+      _mm256_maskstore_ps(at + r * ldc, low, sum[r][0]);
+      _mm256_maskstore_ps(at + r * ldc + 8, high, sum[r][1]);
+    }
+  }
+}
+
 /// The same for any x86-64: columns [first, last) of the panel.
 void panelRowsPortable(DType stored, int rows, const float *a, int64_t lda,
                        const void *panel, int64_t width, int64_t depth,
@@ -135,6 +204,19 @@ template <DType Stored>
 constexpr auto kPanelRows =
     panelKernels<Stored>(std::make_integer_sequence<int, kRowBlock>());
 
+/// Activation rows per AVX2 microkernel call (its 16 registers).
+constexpr int kRowBlockAvx2 = 6;
+using PanelRowsAvx2 = void (*)(const float *, int64_t, const char *, int64_t,
+                               int64_t, float *, int64_t, uint32_t, bool);
+template <DType Stored, int... Rows>
+constexpr std::array<PanelRowsAvx2, kRowBlockAvx2>
+panelKernelsAvx2(std::integer_sequence<int, Rows...>) {
+  return {panelRowsAvx2<Stored, Rows + 1>...};
+}
+template <DType Stored>
+constexpr auto kPanelRowsAvx2 =
+    panelKernelsAvx2<Stored>(std::make_integer_sequence<int, kRowBlockAvx2>());
+
 /// out[c][r] = in[r][c] for an r x c matrix `in`, by blocks of 64 of its
 /// columns (a block's reads and writes stay in L1). A panel is its rows
 /// transposed ([width][K] -> [K][width]), and back.
@@ -164,8 +246,9 @@ void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
 }
 
 template <DType Stored>
-void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
-                int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN) {
+void gemmPanels(PanelIsa isa, int64_t a, int64_t b, int64_t c, int64_t ldc,
+                int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
+                int64_t bigN) {
   const int64_t size = dtypeSize(Stored);
   const float *lhs;
   if constexpr (Stored == DType::F32) {
@@ -179,7 +262,7 @@ void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
   }
   const char *panels = reinterpret_cast<const char *>(b);
   float *tile = reinterpret_cast<float *>(c);
-  const bool vector = hasAvx512();
+  const int rowBlock = isa == PanelIsa::Avx2 ? kRowBlockAvx2 : kRowBlock;
   for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
     int64_t depth = std::min(kDepthBlock, k - k0);
     for (int64_t p = n0 / kPanelWidth; p * kPanelWidth < n0 + n; ++p) {
@@ -193,9 +276,30 @@ void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
       float *out = tile + (p * kPanelWidth - n0);
       uint32_t columns = static_cast<uint32_t>(
           ((uint64_t(1) << last) - 1) & ~((uint64_t(1) << first) - 1));
-      for (int64_t i = 0; i < m; i += kRowBlock) {
-        int rows = static_cast<int>(std::min<int64_t>(kRowBlock, m - i));
-        if (vector) {
+      // AVX2 has no masked loads of 16-bit elements: a narrow panel's
+      // block is read as f32, padded to the whole width with zeros, once
+      // for all its rows.
+      const char *avx2Panel = panel;
+      int64_t avx2Stride = kPanelWidth * size;
+      bool padded = isa == PanelIsa::Avx2 && width < kPanelWidth;
+      if (padded) {
+        thread_local std::vector<float> wide;
+        wide.assign(static_cast<size_t>(depth * kPanelWidth), 0.0f);
+        for (int64_t row = 0; row < depth; ++row) {
+          toFloats(Stored, panel + row * width * size,
+                   wide.data() + row * kPanelWidth, width);
+        }
+        avx2Panel = reinterpret_cast<const char *>(wide.data());
+        avx2Stride = kPanelWidth * 4;
+      }
+      for (int64_t i = 0; i < m; i += rowBlock) {
+        int rows = static_cast<int>(std::min<int64_t>(rowBlock, m - i));
+        if (isa == PanelIsa::Avx2) {
+          (padded ? kPanelRowsAvx2<DType::F32>
+                  : kPanelRowsAvx2<Stored>)[rows - 1](
+              lhs + i * k + k0, k, avx2Panel, avx2Stride, depth, out + i * ldc,
+              ldc, columns, k0 > 0);
+        } else if (isa == PanelIsa::Avx512) {
           kPanelRows<Stored>[width < kPanelWidth][rows - 1](
               lhs + i * k + k0, k, panel, width, depth, out + i * ldc, ldc,
               static_cast<__mmask16>(columns),
@@ -243,13 +347,54 @@ void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
   }
 }
 
+bool mfrt::runsPanelIsa(PanelIsa isa) {
+  switch (isa) {
+  case PanelIsa::Avx512:
+    return hasAvx512();
+  case PanelIsa::Avx2:
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  case PanelIsa::Portable:
+    return true;
+  }
+  return false;
+}
+
+PanelIsa mfrt::panelIsa() {
+  static const PanelIsa isa = runsPanelIsa(PanelIsa::Avx512) ? PanelIsa::Avx512
+                              : runsPanelIsa(PanelIsa::Avx2)
+                                  ? PanelIsa::Avx2
+                                  : PanelIsa::Portable;
+  return isa;
+}
+
+template <DType Stored>
+void mfrt::gemmPanelsWith(PanelIsa isa, int64_t a, int64_t b, int64_t c,
+                          int64_t ldc, int64_t m0, int64_t n0, int64_t m,
+                          int64_t n, int64_t k, int64_t bigN) {
+  gemmPanels<Stored>(isa, a, b, c, ldc, m0, n0, m, n, k, bigN);
+}
+
 template <DType Stored>
 void mfrt::gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
                              int64_t m0, int64_t n0, int64_t m, int64_t n,
                              int64_t k, int64_t bigN, int64_t, int64_t,
                              int64_t) {
-  gemmPanels<Stored>(a, b, c, ldc, m0, n0, m, n, k, bigN);
+  gemmPanels<Stored>(panelIsa(), a, b, c, ldc, m0, n0, m, n, k, bigN);
 }
+
+template void mfrt::gemmPanelsWith<DType::F32>(PanelIsa, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t,
+                                               int64_t, int64_t);
+template void mfrt::gemmPanelsWith<DType::F16>(PanelIsa, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t,
+                                               int64_t, int64_t);
+template void mfrt::gemmPanelsWith<DType::BF16>(PanelIsa, int64_t, int64_t,
+                                                int64_t, int64_t, int64_t,
+                                                int64_t, int64_t, int64_t,
+                                                int64_t, int64_t);
 
 template void mfrt::gemmPanelsService<DType::F32>(int64_t, int64_t, int64_t,
                                                   int64_t, int64_t, int64_t,

@@ -54,6 +54,20 @@ void gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
                        int64_t bigN, int64_t transB, int64_t transA,
                        int64_t bigM);
 
+/// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA
+/// and F16C (6 rows x 16 columns) and a portable loop. The services run
+/// the best this CPU has (panelIsa()).
+enum class PanelIsa { Avx512, Avx2, Portable };
+PanelIsa panelIsa();
+/// Whether this CPU runs `isa`'s microkernel.
+bool runsPanelIsa(PanelIsa isa);
+/// gemmPanelsService's product through `isa`'s microkernel (which this
+/// CPU must run): the tests compare them.
+template <DType Stored>
+void gemmPanelsWith(PanelIsa isa, int64_t a, int64_t b, int64_t c, int64_t ldc,
+                    int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
+                    int64_t bigN);
+
 } // namespace mfrt
 
 #endif // MFC_RUNTIME_PANELGEMM_H

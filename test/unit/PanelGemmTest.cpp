@@ -23,55 +23,65 @@ namespace {
 /// columns, a last panel 6 wide, row counts that are not a multiple of
 /// the row block, and a K longer than one pass over a panel (K = 1100 >
 /// 1024); A and B in f32, f16 and bf16 (the reference on the same
-/// rounded values).
+/// rounded values); through each microkernel this CPU runs.
 TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   const int64_t M = 37, N = 70, K = 1100;
-  using Service = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t);
-  for (auto [dtype, service] :
-       {std::pair<DType, Service>{DType::F32, gemmPanelsService<DType::F32>},
-        {DType::F16, gemmPanelsService<DType::F16>},
-        {DType::BF16, gemmPanelsService<DType::BF16>}}) {
-    std::mt19937 generator(7);
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    std::vector<float> a(M * K), b(N * K);
-    for (float &x : a) x = uniform(generator);
-    for (float &x : b) x = uniform(generator);
-    // Both operands stored in `dtype`; a and b become the values stored.
-    size_t size = dtypeSize(dtype);
-    std::vector<char> storedA(M * K * size), storedB(N * K * size);
-    fromFloats(dtype, a.data(), storedA.data(), M * K);
-    fromFloats(dtype, b.data(), storedB.data(), N * K);
-    toFloats(dtype, storedA.data(), a.data(), M * K);
-    toFloats(dtype, storedB.data(), b.data(), N * K);
-    std::vector<char> panels(N * K * size);
-    ASSERT_EQ(panelCount(N), 3);
-    packPanels(dtype, storedB.data(), N, K, panels.data(), 0, 1);
-    packPanels(dtype, storedB.data(), N, K, panels.data(), 1, 3);
+  using Service =
+      void (*)(PanelIsa, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, int64_t, int64_t);
+  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+    if (!runsPanelIsa(isa)) {
+      continue;
+    }
+    for (auto [dtype, service] :
+         {std::pair<DType, Service>{DType::F32, gemmPanelsWith<DType::F32>},
+          {DType::F16, gemmPanelsWith<DType::F16>},
+          {DType::BF16, gemmPanelsWith<DType::BF16>}}) {
+      std::mt19937 generator(7);
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      std::vector<float> a(M * K), b(N * K);
+      for (float &x : a)
+        x = uniform(generator);
+      for (float &x : b)
+        x = uniform(generator);
+      // Both operands stored in `dtype`; a and b become the values stored.
+      size_t size = dtypeSize(dtype);
+      std::vector<char> storedA(M * K * size), storedB(N * K * size);
+      fromFloats(dtype, a.data(), storedA.data(), M * K);
+      fromFloats(dtype, b.data(), storedB.data(), N * K);
+      toFloats(dtype, storedA.data(), a.data(), M * K);
+      toFloats(dtype, storedB.data(), b.data(), N * K);
+      std::vector<char> panels(N * K * size);
+      ASSERT_EQ(panelCount(N), 3);
+      packPanels(dtype, storedB.data(), N, K, panels.data(), 0, 1);
+      packPanels(dtype, storedB.data(), N, K, panels.data(), 1, 3);
 
-    struct Tile { int64_t m0, n0, m, n; };
-    for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 30, 60}, Tile{36, 69, 1, 1},
-                   Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
-      const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
-      std::vector<float> c(t.m * ldc, 123.0f);
-      service(reinterpret_cast<int64_t>(storedA.data()),
-              reinterpret_cast<int64_t>(panels.data()),
-              reinterpret_cast<int64_t>(c.data()), ldc, t.m0, t.n0, t.m, t.n,
-              K, N, 1, 0, M);
-      for (int64_t i = 0; i < t.m; ++i) {
-        for (int64_t j = 0; j < ldc; ++j) {
-          if (j >= t.n) { // not the tile's: untouched
-            EXPECT_EQ(c[i * ldc + j], 123.0f);
-            continue;
+      struct Tile {
+        int64_t m0, n0, m, n;
+      };
+      for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 30, 60}, Tile{36, 69, 1, 1},
+                     Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
+        const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
+        std::vector<float> c(t.m * ldc, 123.0f);
+        service(isa, reinterpret_cast<int64_t>(storedA.data()),
+                reinterpret_cast<int64_t>(panels.data()),
+                reinterpret_cast<int64_t>(c.data()), ldc, t.m0, t.n0, t.m, t.n,
+                K, N);
+        for (int64_t i = 0; i < t.m; ++i) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            if (j >= t.n) { // not the tile's: untouched
+              EXPECT_EQ(c[i * ldc + j], 123.0f);
+              continue;
+            }
+            double sum = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              sum += double(a[(t.m0 + i) * K + k]) * b[(t.n0 + j) * K + k];
+            }
+            EXPECT_NEAR(c[i * ldc + j], sum, 1e-3)
+                << dtypeName(dtype) << " tile at " << t.m0 << "," << t.n0
+                << " element " << i << "," << j << ", microkernel "
+                << static_cast<int>(isa);
           }
-          double sum = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            sum += double(a[(t.m0 + i) * K + k]) * b[(t.n0 + j) * K + k];
-          }
-          EXPECT_NEAR(c[i * ldc + j], sum, 1e-3)
-              << dtypeName(dtype) << " tile at " << t.m0 << "," << t.n0
-              << " element " << i << "," << j;
         }
       }
     }
