@@ -76,8 +76,9 @@ def MFChooseWeightLayoutPass : Pass<"mf-choose-weight-layout", "::mlir::ModuleOp
            "Target CPU, for pack-weights=auto: native (this machine), "
            "x86-64-v3, skylake-avx512, ...">,
     Option<"packWeights", "pack-weights", "std::string", /*default=*/"\"auto\"",
-           "true, false, or auto (when the target has AVX-512, which the "
-           "runtime's panel microkernel needs)">
+           "true, false, or auto (when the target has AVX-512, or AVX2 "
+           "with FMA and F16C, which the runtime's panel microkernels "
+           "need)">
   ];
   let dependentDialects = ["::mlir::mfexec::MFExecDialect"]; // the target
 }

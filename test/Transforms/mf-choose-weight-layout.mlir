@@ -1,14 +1,16 @@
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{pack-weights=true})' | FileCheck %s
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{pack-weights=false})' | FileCheck %s --check-prefix=STORED
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{cpu=skylake-avx512})' | FileCheck %s
-// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{cpu=x86-64-v3})' | FileCheck %s --check-prefix=STORED
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{cpu=x86-64-v3})' | FileCheck %s
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{cpu=x86-64})' | FileCheck %s --check-prefix=STORED
 // RUN: mf-opt %S/Inputs/assigns-weight.mlir --pass-pipeline='builtin.module(mf-choose-weight-layout{pack-weights=true})' | FileCheck %s --check-prefix=STORED
 // RUN: not mf-opt %s --pass-pipeline='builtin.module(mf-choose-weight-layout{pack-weights=maybe})' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Which weights Graph Mode's kernels read as panels: those every reader
 // multiplies by transposed in a matmul region. auto packs for a target
-// with AVX-512 (the runtime's panel microkernel needs it), not for one
-// without; false packs nothing, nor does a module that assigns a weight.
+// with AVX-512 or AVX2 (FMA, F16C: the runtime's panel microkernels need
+// them), not for a baseline x86-64; false packs nothing, nor does a module
+// that assigns a weight.
 // CHECK: mf.parameter @linear.weight : tensor<64x32xf32> init = normal panels
 // CHECK: mf.parameter @bf16.weight : tensor<64x32xbf16> init = normal panels
 // A weight gathered from too (a tied embedding) stays as stored, as does

@@ -263,8 +263,9 @@ int compile(int argc, char **argv) {
       "pack-weights",
       cl::desc("Inference: multiply by a weight through panels packed once "
                "(mf-run's own microkernel) instead of OpenBLAS on the weight "
-               "as stored: auto (when the target CPU has AVX-512, which the "
-               "microkernel needs), true or false (default: auto)"),
+               "as stored: auto (when the target CPU has AVX-512, or AVX2 "
+               "with FMA and F16C, which the microkernels need), true or "
+               "false (default: auto)"),
       cl::value_desc("auto|true|false"), cl::init("auto"), cl::cat(category));
   cl::opt<std::string> prefillLengths(
       "prefill-lengths",

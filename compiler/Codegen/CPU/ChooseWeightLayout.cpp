@@ -8,10 +8,11 @@
 // else reads it as stored, keeps only the panels.
 //
 // Whether to pack at all depends on the target: several rows times panels
-// run the runtime's AVX-512 microkernel, and without AVX-512 its portable
-// loop is ~6x slower than OpenBLAS on the stored layout (llama-100m prefill
-// on an AVX2 Zen: 39 against 229-273 tokens/s), so `pack-weights=auto`
-// packs only for targets that have it.
+// run the runtime's AVX-512 or AVX2 (with FMA and F16C) microkernel, and
+// without either its portable loop is ~6x slower than OpenBLAS on the
+// stored layout (llama-100m prefill on an AVX2 Zen before the AVX2
+// microkernel: 39 against 229-273 tokens/s), so `pack-weights=auto` packs
+// only for targets that have one (docs/codegen.md has the measurements).
 //
 // After mf-outline-lone-matmuls (every product is in a region), before
 // mf-codegen-cpu (which builds the kernels for the layout chosen here).
@@ -65,8 +66,11 @@ struct MFChooseWeightLayoutPass
       if (failed(target)) {
         return signalPassFailure();
       }
-      pack = llvm::is_contained(target->getFeatures(),
-                                StringAttr::get(&getContext(), "avx512f"));
+      auto has = [&](StringRef feature) {
+        return llvm::is_contained(target->getFeatures(),
+                                  StringAttr::get(&getContext(), feature));
+      };
+      pack = has("avx512f") || (has("avx2") && has("fma") && has("f16c"));
     }
     if (!pack ||
         graph.walk([](mf::AssignOp) { return WalkResult::interrupt(); })
