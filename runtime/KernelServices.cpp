@@ -15,72 +15,74 @@
 #include <utility>
 #include <vector>
 
-extern "C" void mfrt::mfrtGemmF32(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                                  int64_t m0, int64_t n0, int64_t m, int64_t n,
-                                  int64_t k, int64_t bigN, int64_t transB,
-                                  int64_t transA, int64_t bigM) {
+extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
   prepareBlasThread();
-  if (transA) {
+  const mfrt_gemm_args_v1 &g = *args;
+  const auto *a = static_cast<const float *>(g.a);
+  const auto *b = static_cast<const float *>(g.b);
+  if (g.trans_a) {
     // op(A) = A^T with A [K x M]: rows m0.. of op(A) are columns m0.. of A.
-    cblas_sgemm(CblasRowMajor, CblasTrans, transB ? CblasTrans : CblasNoTrans,
-                m, n, k, 1.0f, reinterpret_cast<const float *>(a) + m0, bigM,
-                reinterpret_cast<const float *>(b) + (transB ? n0 * k : n0),
-                transB ? k : bigN, 0.0f, reinterpret_cast<float *>(c), ldc);
+    cblas_sgemm(CblasRowMajor, CblasTrans,
+                g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
+                a + g.m0, g.m_total, b + (g.trans_b ? g.n0 * g.k : g.n0),
+                g.trans_b ? g.k : g.n_total, 0.0f, g.c, g.ldc);
     return;
   }
-  const float *lhs = reinterpret_cast<const float *>(a) + m0 * k;
-  const float *rhs =
-      reinterpret_cast<const float *>(b) + (transB ? n0 * k : n0);
-  float *out = reinterpret_cast<float *>(c);
-  int64_t ldb = transB ? k : bigN;
-  if (m == 1) {
+  const float *lhs = a + g.m0 * g.k;
+  const float *rhs = b + (g.trans_b ? g.n0 * g.k : g.n0);
+  int64_t ldb = g.trans_b ? g.k : g.n_total;
+  if (g.m == 1) {
     // One row (decode): a matrix-vector product over the weight's panel.
-    if (transB) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, rhs, ldb, lhs, 1,
-                  0.0f, out, 1);
+    if (g.trans_b) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, g.n, g.k, 1.0f, rhs, ldb, lhs, 1,
+                  0.0f, g.c, 1);
     } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, rhs, ldb, lhs, 1, 0.0f,
-                  out, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, g.k, g.n, 1.0f, rhs, ldb, lhs, 1,
+                  0.0f, g.c, 1);
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              m, n, k, 1.0f, lhs, k, rhs, ldb, 0.0f, out, ldc);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans,
+              g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f, lhs,
+              g.k, rhs, ldb, 0.0f, g.c, g.ldc);
 }
+
+// The kernels store each field of a service's argument struct as 8 bytes,
+// in order (CPUKernels.h's callService): the structs have no padding.
+static_assert(sizeof(mfrt_gemm_args_v1) == 13 * 8);
+static_assert(sizeof(mfrt_attention_args_v1) == 23 * 8);
+static_assert(sizeof(mfrt_attention_grad_args_v1) == 17 * 8);
 
 namespace {
 
 /// Widens what one tile of a 16-bit gemm reads — rows m0.. of op(A) and
 /// columns n0.. of op(B) — into f32 buffers of this thread (a contiguous
 /// run at a time where the layout has one), then runs the f32 gemm on them.
-template <mfrt::DType dtype>
-void gemmWidened(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
-                 int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN,
-                 int64_t transB, int64_t transA, int64_t bigM) {
+template <mfrt::DType dtype> void gemmWidened(const mfrt_gemm_args_v1 *args) {
+  const mfrt_gemm_args_v1 &g = *args;
   thread_local std::vector<float> lhs, rhs;
-  const auto *A = reinterpret_cast<const uint16_t *>(a);
-  lhs.resize(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m; ++i) {
-    if (transA) { // A stored [K x M]: row i of op(A) is column m0 + i
-      for (int64_t j = 0; j < k; ++j) {
-        mfrt::toFloats(dtype, A + j * bigM + m0 + i, &lhs[i * k + j], 1);
+  const auto *A = static_cast<const uint16_t *>(g.a);
+  lhs.resize(static_cast<size_t>(g.m * g.k));
+  for (int64_t i = 0; i < g.m; ++i) {
+    if (g.trans_a) { // A stored [K x M]: row i of op(A) is column m0 + i
+      for (int64_t j = 0; j < g.k; ++j) {
+        mfrt::toFloats(dtype, A + j * g.m_total + g.m0 + i, &lhs[i * g.k + j],
+                       1);
       }
     } else {
-      mfrt::toFloats(dtype, A + (m0 + i) * k, &lhs[i * k], k);
+      mfrt::toFloats(dtype, A + (g.m0 + i) * g.k, &lhs[i * g.k], g.k);
     }
   }
-  rhs.resize(static_cast<size_t>(n * k));
-  mfrt::panelToFloats(dtype, reinterpret_cast<const void *>(b), transB != 0,
-                      n0, n, k, bigN, rhs.data());
-  mfrt::mfrtGemmF32(reinterpret_cast<int64_t>(lhs.data()),
-                    reinterpret_cast<int64_t>(rhs.data()), c, ldc, 0, 0, m, n,
-                    k, n, transB, 0, m);
+  rhs.resize(static_cast<size_t>(g.n * g.k));
+  mfrt::panelToFloats(dtype, g.b, g.trans_b != 0, g.n0, g.n, g.k, g.n_total,
+                      rhs.data());
+  mfrt_gemm_args_v1 widened{lhs.data(), rhs.data(), g.c, g.ldc,     0, 0,  g.m,
+                            g.n,        g.k,        g.n, g.trans_b, 0, g.m};
+  mfrt::mfrtGemmF32(&widened);
 }
 
 /// Why this thread's last failing service failed (takeServiceError).
 thread_local std::string serviceError;
-
-void *buffer(int64_t address) { return reinterpret_cast<void *>(address); }
 
 /// The buffers' type the attention services' flags name (16 f16, 32 bf16).
 mfrt::DType storageOf(int64_t flags) {
@@ -92,41 +94,34 @@ mfrt::DType storageOf(int64_t flags) {
 
 std::string mfrt::takeServiceError() { return std::exchange(serviceError, {}); }
 
-extern "C" int32_t
-mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
-                    int64_t newKeys, int64_t newValues, int64_t cacheKeyIn,
-                    int64_t cacheValueIn, int64_t cacheKey, int64_t cacheValue,
-                    int64_t positions, int64_t pastPointer, int64_t pastValue,
-                    int64_t out, int64_t batch, int64_t seq, int64_t heads,
-                    int64_t kvHeads, int64_t dim, int64_t keys, int64_t newRows,
-                    int64_t flags, double scale, double theta) {
+extern "C" int32_t mfrt::mfrtAttention(const mfrt_attention_args_v1 *args) {
   prepareBlasThread();
-  FusedAttention args{
-      buffer(query),
-      buffer(newKeys),
-      buffer(newValues),
-      buffer(cacheKeyIn),
-      buffer(cacheValueIn),
-      buffer(cacheKey),
-      buffer(cacheValue),
-      reinterpret_cast<const int32_t *>(positions),
-      (flags & 2) != 0,
-      (flags & 4) != 0,
-      (flags & 1) != 0,
-      (flags & 8) != 0,
-      pastPointer ? *reinterpret_cast<const int32_t *>(pastPointer) : pastValue,
-      buffer(out),
-      batch,
-      seq,
-      heads,
-      kvHeads,
-      dim,
-      keys,
-      newRows,
-      static_cast<float>(scale),
-      static_cast<float>(theta),
-      storageOf(flags)};
-  std::string why = runFusedAttention(args, unitBegin, unitEnd);
+  const mfrt_attention_args_v1 &g = *args;
+  FusedAttention attention{g.query,
+                           g.new_keys,
+                           g.new_values,
+                           g.cache_key_in,
+                           g.cache_value_in,
+                           g.cache_key,
+                           g.cache_value,
+                           g.positions,
+                           (g.flags & 2) != 0,
+                           (g.flags & 4) != 0,
+                           (g.flags & 1) != 0,
+                           (g.flags & 8) != 0,
+                           g.past_pointer ? *g.past_pointer : g.past_value,
+                           g.out,
+                           g.batch,
+                           g.seq,
+                           g.heads,
+                           g.kv_heads,
+                           g.dim,
+                           g.keys,
+                           g.new_rows,
+                           static_cast<float>(g.scale),
+                           static_cast<float>(g.theta),
+                           storageOf(g.flags)};
+  std::string why = runFusedAttention(attention, g.unit_begin, g.unit_end);
   if (!why.empty()) {
     serviceError = std::move(why);
     return MFRT_KERNEL_SERVICE_FAILED;
@@ -135,19 +130,14 @@ mfrt::mfrtAttention(int64_t unitBegin, int64_t unitEnd, int64_t query,
 }
 
 extern "C" int32_t
-mfrt::mfrtAttentionGrad(int64_t unitBegin, int64_t unitEnd, int64_t query,
-                        int64_t keys, int64_t values, int64_t outGrad,
-                        int64_t queryGrad, int64_t keyGrad, int64_t valueGrad,
-                        int64_t batch, int64_t seq, int64_t heads,
-                        int64_t kvHeads, int64_t dim, int64_t keyRows,
-                        int64_t flags, double scale) {
+mfrt::mfrtAttentionGrad(const mfrt_attention_grad_args_v1 *args) {
   prepareBlasThread();
-  runAttentionGradient({buffer(query), buffer(keys), buffer(values),
-                        buffer(outGrad), buffer(queryGrad), buffer(keyGrad),
-                        buffer(valueGrad), batch, seq, heads, kvHeads, dim,
-                        keyRows, (flags & 1) != 0, static_cast<float>(scale),
-                        storageOf(flags)},
-                       unitBegin, unitEnd);
+  const mfrt_attention_grad_args_v1 &g = *args;
+  runAttentionGradient({g.query, g.keys, g.values, g.out_grad, g.query_grad,
+                        g.key_grad, g.value_grad, g.batch, g.seq, g.heads,
+                        g.kv_heads, g.dim, g.key_rows, (g.flags & 1) != 0,
+                        static_cast<float>(g.scale), storageOf(g.flags)},
+                       g.unit_begin, g.unit_end);
   return MFRT_KERNEL_OK;
 }
 

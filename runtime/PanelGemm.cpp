@@ -376,11 +376,12 @@ void mfrt::gemmPanelsWith(PanelIsa isa, int64_t a, int64_t b, int64_t c,
 }
 
 template <DType Stored>
-void mfrt::gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                             int64_t m0, int64_t n0, int64_t m, int64_t n,
-                             int64_t k, int64_t bigN, int64_t, int64_t,
-                             int64_t) {
-  gemmPanels<Stored>(panelIsa(), a, b, c, ldc, m0, n0, m, n, k, bigN);
+void mfrt::gemmPanelsService(const mfrt_gemm_args_v1 *args) {
+  const mfrt_gemm_args_v1 &g = *args;
+  gemmPanels<Stored>(panelIsa(), reinterpret_cast<int64_t>(g.a),
+                     reinterpret_cast<int64_t>(g.b),
+                     reinterpret_cast<int64_t>(g.c), g.ldc, g.m0, g.n0, g.m,
+                     g.n, g.k, g.n_total);
 }
 
 template void mfrt::gemmPanelsWith<DType::F32>(PanelIsa, int64_t, int64_t,
@@ -396,18 +397,6 @@ template void mfrt::gemmPanelsWith<DType::BF16>(PanelIsa, int64_t, int64_t,
                                                 int64_t, int64_t, int64_t,
                                                 int64_t, int64_t);
 
-template void mfrt::gemmPanelsService<DType::F32>(int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t);
-template void mfrt::gemmPanelsService<DType::F16>(int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t, int64_t, int64_t,
-                                                  int64_t);
-template void mfrt::gemmPanelsService<DType::BF16>(int64_t, int64_t, int64_t,
-                                                   int64_t, int64_t, int64_t,
-                                                   int64_t, int64_t, int64_t,
-                                                   int64_t, int64_t, int64_t,
-                                                   int64_t);
+template void mfrt::gemmPanelsService<DType::F32>(const mfrt_gemm_args_v1 *);
+template void mfrt::gemmPanelsService<DType::F16>(const mfrt_gemm_args_v1 *);
+template void mfrt::gemmPanelsService<DType::BF16>(const mfrt_gemm_args_v1 *);

@@ -15,6 +15,7 @@
 #ifndef MFC_RUNTIME_PANELGEMM_H
 #define MFC_RUNTIME_PANELGEMM_H
 
+#include "runtime/KernelAbi.h"
 #include "runtime/Tensor.h"
 
 #include <cstdint>
@@ -43,16 +44,12 @@ void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
 
 /// The services mfrt_gemm_panels_f32, _f16 and _bf16 (one instance per
 /// type, called with the C convention like every service), with
-/// mfrt_gemm_f32's arguments: C[m x n] (row stride ldc, f32) = rows m0..
-/// of A [M x K] (row-major) times columns n0.. of B^T, B an [N x K] weight
-/// given as its panels; A and B of type `Stored`. `transB` must be 1 and
-/// `transA` 0 (the only layout packed). A 16-bit tile's rows of A are
+/// mfrt_gemm_f32's argument struct: C[m x n] (row stride ldc, f32) = rows
+/// m0.. of A [M x K] (row-major) times columns n0.. of B^T, B an [N x K]
+/// weight given as its panels; A and B of type `Stored`. `trans_b` must be
+/// 1 and `trans_a` 0 (the only layout packed). A 16-bit tile's rows of A are
 /// widened once, its panels in registers as they are read.
-template <DType Stored>
-void gemmPanelsService(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                       int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
-                       int64_t bigN, int64_t transB, int64_t transA,
-                       int64_t bigM);
+template <DType Stored> void gemmPanelsService(const mfrt_gemm_args_v1 *args);
 
 /// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA
 /// and F16C (6 rows x 16 columns) and a portable loop. The services run

@@ -104,6 +104,8 @@ def MFCodegenCPUPass : Pass<"mf-codegen-cpu", "::mlir::ModuleOp"> {
     Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
            "Target CPU: native (this machine), x86-64-v3, skylake-avx512, ...">
   ];
+  // A service's argument struct is passed as an !llvm.ptr.
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def MFExecLowerKernelsPass : Pass<"mfexec-lower-kernels", "::mlir::ModuleOp"> {

@@ -47,18 +47,23 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // CHECK: mfexec.kernel @mfk_1 tiles(4) :
 // CHECK: mfexec.kernel @mfk_2 tiles(4) :
 
-// The service, declared once; each kernel calls it per tile with its units,
-// the buffers (the caches twice: in and out, the same memory at run time),
-// the past length's buffer or value, the shape, the flags (causal, RoPE on
-// query and keys, a past: 15), the scale and theta; it returns a status,
-// and the kernel returns the first that is not OK (0).
-// KERNELS-DAG: func.func private @mfrt_attention_grad(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64) -> i32
-// KERNELS-DAG: func.func private @mfrt_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, f64) -> i32
+// The service, declared once, takes its argument struct
+// (mfrt_attention_args_v1, runtime/KernelAbi.h); each kernel fills it per
+// tile with its units, the buffers (the caches twice: in and out, the same
+// memory at run time), the past length's buffer or value, the shape, the
+// flags (causal, RoPE on query and keys, a past: 15), the scale and theta
+// (doubles: their 8 bytes), and calls it; it returns a status, and the
+// kernel returns the first that is not OK (0).
+// KERNELS-DAG: func.func private @mfrt_attention_grad(!llvm.ptr) -> i32
+// KERNELS-DAG: func.func private @mfrt_attention(!llvm.ptr) -> i32
 // KERNELS-LABEL: func.func @mfk_0(
 // KERNELS-SAME: -> i32 attributes {mf.tiles = 1 : i64}
-// KERNELS: %[[STATUS:.+]] = memref.alloca() : memref<i32>
+// KERNELS-DAG: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<23xi64>
+// KERNELS-DAG: %[[STATUS:.+]] = memref.alloca() : memref<i32>
 // KERNELS: scf.for
-// KERNELS: %[[RESULT:.+]] = func.call @mfrt_attention
+// KERNELS: %[[ADDRESS:.+]] = memref.extract_aligned_pointer_as_index %[[ARGS]]
+// KERNELS: %[[POINTER:.+]] = llvm.inttoptr
+// KERNELS: %[[RESULT:.+]] = func.call @mfrt_attention(%[[POINTER]])
 // KERNELS: %[[BEFORE:.+]] = memref.load %[[STATUS]]
 // KERNELS: %[[OK:.+]] = arith.cmpi eq, %[[BEFORE]]
 // KERNELS: %[[FIRST:.+]] = arith.select %[[OK]], %[[RESULT]], %[[BEFORE]]
@@ -70,7 +75,15 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-DAG: %[[FLAGS:.+]] = arith.constant 15 : i64
 // KERNELS-DAG: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f64
 // KERNELS-DAG: %[[THETA:.+]] = arith.constant 5.000000e+05 : f64
-// KERNELS: call @mfrt_attention({{.*}}, %[[FLAGS]], %[[SCALE]], %[[THETA]])
+// KERNELS: %[[C20:.+]] = arith.constant 20 : index
+// KERNELS-NEXT: memref.store %[[FLAGS]], %{{.+}}[%[[C20]]] : memref<23xi64>
+// KERNELS-NEXT: %[[SCALEBITS:.+]] = arith.bitcast %[[SCALE]] : f64 to i64
+// KERNELS-NEXT: %[[C21:.+]] = arith.constant 21 : index
+// KERNELS-NEXT: memref.store %[[SCALEBITS]], %{{.+}}[%[[C21]]] : memref<23xi64>
+// KERNELS-NEXT: %[[THETABITS:.+]] = arith.bitcast %[[THETA]] : f64 to i64
+// KERNELS-NEXT: %[[C22:.+]] = arith.constant 22 : index
+// KERNELS-NEXT: memref.store %[[THETABITS]], %{{.+}}[%[[C22]]] : memref<23xi64>
+// KERNELS: call @mfrt_attention(
 
 // Region results in program order (dv, dq, dk): the gradients by wrt are
 // arguments 7, 8 and 6 (after the tile range and four inputs).
@@ -82,7 +95,13 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-DAG: %[[DQI:.+]] = arith.index_cast %[[DQ]]
 // KERNELS-DAG: %[[DKI:.+]] = arith.index_cast %[[DK]]
 // KERNELS-DAG: %[[DVI:.+]] = arith.index_cast %[[DV]]
-// KERNELS: call @mfrt_attention_grad({{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, %[[DQI]], %[[DKI]], %[[DVI]],
+// KERNELS: %[[C6:.+]] = arith.constant 6 : index
+// KERNELS-NEXT: memref.store %[[DQI]], %{{.+}}[%[[C6]]] : memref<17xi64>
+// KERNELS-NEXT: %[[C7:.+]] = arith.constant 7 : index
+// KERNELS-NEXT: memref.store %[[DKI]], %{{.+}}[%[[C7]]] : memref<17xi64>
+// KERNELS-NEXT: %[[C8:.+]] = arith.constant 8 : index
+// KERNELS-NEXT: memref.store %[[DVI]], %{{.+}}[%[[C8]]] : memref<17xi64>
+// KERNELS: call @mfrt_attention_grad(
 
 // OBJECT-DAG: T mfk_0
 // OBJECT-DAG: T mfk_1

@@ -197,17 +197,25 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceFailureThatWritesNothing) {
   std::vector<float> query(4 * 8), keys(2 * 8, 1.0f), cache(2 * 16 * 8, 0.0f);
   std::vector<float> out(query.size(), 0.0f);
   int32_t past = 16; // a 16-row cache is full
-  int32_t status = mfrtAttention(
-      0, 2, reinterpret_cast<int64_t>(query.data()),
-      reinterpret_cast<int64_t>(keys.data()),
-      reinterpret_cast<int64_t>(keys.data()),
-      reinterpret_cast<int64_t>(cache.data()),
-      reinterpret_cast<int64_t>(cache.data()),
-      reinterpret_cast<int64_t>(cache.data()),
-      reinterpret_cast<int64_t>(cache.data()), 0,
-      reinterpret_cast<int64_t>(&past), 0,
-      reinterpret_cast<int64_t>(out.data()), 1, 1, 4, 2, 8, 16, 1,
-      /*flags=*/9, 1.0, 0.0);
+  mfrt_attention_args_v1 args{};
+  args.unit_begin = 0;
+  args.unit_end = 2;
+  args.query = query.data();
+  args.new_keys = args.new_values = keys.data();
+  args.cache_key_in = args.cache_value_in = cache.data();
+  args.cache_key = args.cache_value = cache.data();
+  args.past_pointer = &past;
+  args.out = out.data();
+  args.batch = 1;
+  args.seq = 1;
+  args.heads = 4;
+  args.kv_heads = 2;
+  args.dim = 8;
+  args.keys = 16;
+  args.new_rows = 1;
+  args.flags = 9; // causal, a past
+  args.scale = 1.0;
+  int32_t status = mfrtAttention(&args);
   // The status says it failed; why, this thread asks once.
   EXPECT_EQ(status, MFRT_KERNEL_SERVICE_FAILED);
   std::string why = takeServiceError();

@@ -166,23 +166,6 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
   return parts;
 }
 
-/// Declares runtime service `name` once per module: `pointers` i64
-/// arguments and `reals` f64 ones, returning an i32 status.
-void declareService(OpBuilder &builder, StringRef name, unsigned pointers,
-                    unsigned reals) {
-  auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
-  if (module.lookupSymbol(name)) {
-    return;
-  }
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(module.getBody());
-  SmallVector<Type> arguments(pointers, builder.getI64Type());
-  arguments.append(reals, builder.getF64Type());
-  func::FuncOp::create(builder, module.getLoc(), name,
-                       builder.getFunctionType(arguments, builder.getI32Type()))
-      .setPrivate();
-}
-
 Value i64Constant(OpBuilder &builder, Location loc, int64_t value) {
   return arith::ConstantIntOp::create(builder, loc, builder.getI64Type(),
                                       value);
@@ -203,13 +186,14 @@ Value pointerOfArgument(OpBuilder &builder, Location loc, Block *entry,
 
 /// A kernel whose tiles are ranges of (batch, KV head) units — all of them
 /// in one tile below kMinParallelAttentionWork — each tile one call of
-/// `service` (`pointers` i64 and `reals` f64 arguments). `builder` is left
+/// `service` with its argument struct of `fields` fields. `builder` is left
 /// in the tile loop.
 struct UnitKernel {
   func::FuncOp kernel;
   Block *entry;
   Value unitBegin, unitEnd; // i64
   Value status;             // memref<i32>: the first failure, else OK
+  Value arguments;          // the service's argument struct
   OpBuilder &builder;
   Location loc;
 
@@ -233,10 +217,9 @@ struct UnitKernel {
   }
   /// Calls `service` for this tile: the kernel returns the first status
   /// that is not OK.
-  void call(StringRef service, ValueRange operands) {
-    Value result = func::CallOp::create(builder, loc, service,
-                                        builder.getI32Type(), operands)
-                       .getResult(0);
+  void call(StringRef service, ValueRange fields) {
+    Value result = callService(builder, loc, service, arguments, fields,
+                               /*returnsStatus=*/true);
     Value before = memref::LoadOp::create(builder, loc, status);
     Value ok = arith::CmpIOp::create(
         builder, loc, arith::CmpIPredicate::eq, before,
@@ -249,15 +232,16 @@ struct UnitKernel {
 };
 UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
                            ArrayRef<int64_t> query, ArrayRef<int64_t> key,
-                           StringRef service, unsigned pointers,
-                           unsigned reals) {
+                           StringRef service, unsigned fields) {
   int64_t units = query[0] * key[2];
   int64_t work = query[0] * query[1] * query[2] * key[1] * query[3];
   int64_t tiles = work < kMinParallelAttentionWork ? 1 : units;
   int64_t unitsPerTile = llvm::divideCeil(units, tiles);
   Location loc = fusion.getLoc();
-  declareService(builder, service, pointers, reals);
+  declareService(builder, cast<ModuleOp>(builder.getBlock()->getParentOp()),
+                 service, /*returnsStatus=*/true);
   func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
+  Value arguments = serviceArguments(builder, kernel, fields);
   Block *entry = &kernel.getBody().front();
   Operation *terminator = entry->getTerminator();
   builder.setInsertionPoint(terminator);
@@ -274,7 +258,7 @@ UnitKernel buildUnitKernel(mf::FusionOp fusion, OpBuilder &builder,
       i64Constant(builder, loc, unitsPerTile));
   Value unitEnd = arith::AddIOp::create(
       builder, loc, unitBegin, i64Constant(builder, loc, unitsPerTile));
-  return {kernel, entry, unitBegin, unitEnd, status, builder, loc};
+  return {kernel, entry, unitBegin, unitEnd, status, arguments, builder, loc};
 }
 
 } // namespace
@@ -293,7 +277,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionService, 21, 2);
+      buildUnitKernel(fusion, builder, query, key, kAttentionService, 23);
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
   auto resultPointer = [&](Value value) -> Value {
@@ -375,8 +359,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   ArrayRef<int64_t> query = first.getQuery().getType().getShape();
   ArrayRef<int64_t> key = first.getKey().getType().getShape();
   OpBuilder::InsertionGuard guard(builder);
-  UnitKernel unit = buildUnitKernel(fusion, builder, query, key,
-                                    kAttentionGradService, 16, 1);
+  UnitKernel unit =
+      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 17);
   auto operand = [&](Value value) {
     return unit.pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };

@@ -46,11 +46,28 @@ namespace mfc {
 /// The attribute holding a kernel function's tile count.
 inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
 
-/// The runtime's matmul-tile service, called by matmul kernels as
-///   mfrt_gemm_f32(A, B, C, ldc, m0, n0, m, n, K, N, transB, transA, M)
+/// Declares runtime service `name` once in `module`: one argument, the
+/// address of its argument struct (runtime/KernelAbi.h), and an i32 status
+/// result when `returnsStatus`.
+void declareService(mlir::OpBuilder &builder, mlir::ModuleOp module,
+                    llvm::StringRef name, bool returnsStatus);
+/// A kernel's stack buffer for a service's argument struct of `fields`
+/// 8-byte fields, allocated once at the kernel's entry.
+mlir::Value serviceArguments(mlir::OpBuilder &builder,
+                             mlir::func::FuncOp kernel, unsigned fields);
+/// Calls service `name` with `fields`, the struct's fields in order (i64
+/// values, addresses too, and f64 ones: 8 bytes each, as the C struct lays
+/// them out), stored into `arguments` (serviceArguments). The status, or
+/// null when the service returns none.
+mlir::Value callService(mlir::OpBuilder &builder, mlir::Location loc,
+                        llvm::StringRef name, mlir::Value arguments,
+                        mlir::ValueRange fields, bool returnsStatus);
+
+/// The runtime's matmul-tile service, called by matmul kernels with an
+/// mfrt_gemm_args_v1 {A, B, C, ldc, m0, n0, m, n, K, N, transB, transA, M}:
 /// C[m x n] (row stride ldc) = rows m0.. of op(A) [M x K] (A is [K x M] when
 /// transA) times columns n0.. of op(B) (B is [N x K] when transB, else
-/// [K x N]). Every argument is an i64 (pointers too).
+/// [K x N]).
 inline constexpr llvm::StringLiteral kGemmService = "mfrt_gemm_f32";
 /// The same for f16 and bf16 operands A and B (C stays f32): the runtime
 /// widens the rows and the panel a tile reads, then multiplies in f32.
@@ -70,9 +87,9 @@ inline constexpr int64_t kPanelWidth = 32;
 /// numbers, which mf-codegen-cpu moves into the kernel's mfexec.kernel.
 inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
 
-/// The runtime's attention service (runtime/KernelServices.h): computes
-/// units [begin, end) of (batch, KV head) of an attention region; 21 i64
-/// arguments and two f64, returning an i32 status.
+/// The runtime's attention service (runtime/KernelAbi.h's
+/// mfrt_attention_args_v1): computes units [begin, end) of (batch, KV head)
+/// of an attention region, returning an i32 status.
 inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention";
 
 /// Builds the kernel of an attention region (RoPE, KV-cache writes and
@@ -82,10 +99,9 @@ mlir::FailureOr<mlir::func::FuncOp>
 buildAttentionKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
                      std::string &why);
 
-/// The runtime's attention-gradient service: units [begin, end) of the
-/// gradients of one attention (query, keys, values, dO, then the three
-/// gradients' buffers or 0, the shape, flags (1 causal, 16 f16, 32 bf16),
-/// then the scale as an f64), returning an i32 status.
+/// The runtime's attention-gradient service (mfrt_attention_grad_args_v1):
+/// units [begin, end) of the gradients of one attention, returning an i32
+/// status.
 inline constexpr llvm::StringLiteral kAttentionGradService =
     "mfrt_attention_grad";
 

@@ -65,6 +65,62 @@ func::FuncOp mfc::createKernelFunction(mf::FusionOp fusion, OpBuilder &builder,
   return kernel;
 }
 
+void mfc::declareService(OpBuilder &builder, ModuleOp module, StringRef name,
+                         bool returnsStatus) {
+  if (module.lookupSymbol(name)) {
+    return;
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  SmallVector<Type> results;
+  if (returnsStatus) {
+    results.push_back(builder.getI32Type());
+  }
+  func::FuncOp::create(
+      builder, module.getLoc(), name,
+      builder.getFunctionType(LLVM::LLVMPointerType::get(builder.getContext()),
+                              results))
+      .setPrivate();
+}
+
+Value mfc::serviceArguments(OpBuilder &builder, func::FuncOp kernel,
+                            unsigned fields) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&kernel.getBody().front());
+  return memref::AllocaOp::create(
+      builder, kernel.getLoc(),
+      MemRefType::get({static_cast<int64_t>(fields)}, builder.getI64Type()),
+      ValueRange{}, builder.getI64IntegerAttr(8));
+}
+
+Value mfc::callService(OpBuilder &builder, Location loc, StringRef name,
+                       Value arguments, ValueRange fields, bool returnsStatus) {
+  Type i64 = builder.getI64Type();
+  for (auto [index, field] : llvm::enumerate(fields)) {
+    Value bits = field;
+    if (field.getType().isF64()) { // a double field: its 8 bytes
+      bits = arith::BitcastOp::create(builder, loc, i64, field);
+    } else if (field.getType().isIndex()) {
+      bits = arith::IndexCastOp::create(builder, loc, i64, field);
+    }
+    memref::StoreOp::create(
+        builder, loc, bits, arguments,
+        ValueRange{arith::ConstantIndexOp::create(builder, loc, index)});
+  }
+  Value address = LLVM::IntToPtrOp::create(
+      builder, loc, LLVM::LLVMPointerType::get(builder.getContext()),
+      arith::IndexCastOp::create(builder, loc, i64,
+                                 memref::ExtractAlignedPointerAsIndexOp::create(
+                                     builder, loc, arguments))
+          .getResult());
+  SmallVector<Type> results;
+  if (returnsStatus) {
+    results.push_back(builder.getI32Type());
+  }
+  auto call = func::CallOp::create(builder, loc, name, results, address);
+  return returnsStatus ? call.getResult(0) : Value();
+}
+
 Value mfc::flattenMemRef(OpBuilder &builder, Location loc, Value memref,
                          ArrayRef<int64_t> shape) {
   SmallVector<OpFoldResult> sizes, strides;

@@ -296,15 +296,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
 
   // The gemm services, each declared once per kernel module.
   auto module = cast<ModuleOp>(builder.getBlock()->getParentOp());
-  auto gemmType = builder.getFunctionType(SmallVector<Type>(13, i64), {});
   for (const MatmulInfo &matmul : matvec ? ArrayRef<MatmulInfo>() : matmuls) {
-    StringRef service = serviceOf(matmul);
-    if (!module.lookupSymbol(service)) {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(module.getBody());
-      auto gemm = func::FuncOp::create(builder, loc, service, gemmType);
-      gemm.setPrivate();
-    }
+    declareService(builder, module, serviceOf(matmul), /*returnsStatus=*/false);
   }
 
   // The kernel: the tile range, memrefs of the region's inputs, then its
@@ -352,6 +345,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
+  // The gemm calls' argument struct (13 fields), one for all of them.
+  Value gemmArguments =
+      matvec ? Value() : serviceArguments(builder, kernel, 13);
   builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
@@ -393,17 +389,22 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
           builder, loc, target,
           toI64(arith::MulIOp::create(builder, loc, offset, index(4))));
     }
-    SmallVector<Value> operands{
-        pointerOf(argument(matmul.lhs)), pointerOf(argument(matmul.rhs)),
-        target,                          toI64(index(direct ? cols : tileCols)),
-        toI64(m0),
-        toI64(n0),                       toI64(m),
-        toI64(n),                        toI64(index(matmul.k)),
-        toI64(index(cols)),
-        toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
-        toI64(index(matmul.transposedLhs ? 1 : 0)),
-        toI64(index(rows))};
-    func::CallOp::create(builder, loc, serviceOf(matmul), TypeRange{}, operands);
+    // mfrt_gemm_args_v1 (runtime/KernelAbi.h), field by field.
+    SmallVector<Value> fields{pointerOf(argument(matmul.lhs)),
+                              pointerOf(argument(matmul.rhs)),
+                              target,
+                              toI64(index(direct ? cols : tileCols)),
+                              toI64(m0),
+                              toI64(n0),
+                              toI64(m),
+                              toI64(n),
+                              toI64(index(matmul.k)),
+                              toI64(index(cols)),
+                              toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
+                              toI64(index(matmul.transposedLhs ? 1 : 0)),
+                              toI64(index(rows))};
+    callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
+                /*returnsStatus=*/false);
   }
   if (direct) {
     return kernel;

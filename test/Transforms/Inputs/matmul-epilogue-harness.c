@@ -13,20 +13,19 @@ enum { ROWS = 300, K = 24, N = 520 };
 
 extern void *mfrt_gemm_f32_ptr;
 
-static void gemm(int64_t a, int64_t b, int64_t c, int64_t ldc, int64_t m0,
-                 int64_t n0, int64_t m, int64_t n, int64_t k, int64_t bigN,
-                 int64_t transB, int64_t transA, int64_t bigM) {
-  const float *lhs = (const float *)a, *rhs = (const float *)b;
-  float *out = (float *)c;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
+static void gemm(const mfrt_gemm_args_v1 *g) {
+  const float *lhs = (const float *)g->a, *rhs = (const float *)g->b;
+  for (int64_t i = 0; i < g->m; ++i) {
+    for (int64_t j = 0; j < g->n; ++j) {
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        float r = transB ? rhs[(n0 + j) * k + p] : rhs[p * bigN + n0 + j];
-        float l = transA ? lhs[p * bigM + m0 + i] : lhs[(m0 + i) * k + p];
+      for (int64_t p = 0; p < g->k; ++p) {
+        float r = g->trans_b ? rhs[(g->n0 + j) * g->k + p]
+                             : rhs[p * g->n_total + g->n0 + j];
+        float l = g->trans_a ? lhs[p * g->m_total + g->m0 + i]
+                             : lhs[(g->m0 + i) * g->k + p];
         sum += l * r;
       }
-      out[i * ldc + j] = sum;
+      g->c[i * g->ldc + j] = sum;
     }
   }
 }

@@ -39,32 +39,27 @@ static void pack(const void *weight, int n, int k, int size, void *panels) {
 
 /* The panel gemm services over rows m0.. of A and columns n0.. of B^T
    (C f32), as the runtime's: f32, then f16 operands. */
-static void gemmPanels(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                       int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
-                       int64_t bigN, int64_t transB, int64_t transA,
-                       int64_t bigM) {
-  const float *lhs = (const float *)a, *panels = (const float *)b;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
+static void gemmPanels(const mfrt_gemm_args_v1 *g) {
+  const float *lhs = (const float *)g->a, *panels = (const float *)g->b;
+  for (int64_t i = 0; i < g->m; ++i)
+    for (int64_t j = 0; j < g->n; ++j) {
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += lhs[(m0 + i) * k + p] * panels[panelIndex(n0 + j, p, bigN, k)];
-      ((float *)c)[i * ldc + j] = sum;
+      for (int64_t p = 0; p < g->k; ++p)
+        sum += lhs[(g->m0 + i) * g->k + p] *
+               panels[panelIndex(g->n0 + j, p, g->n_total, g->k)];
+      g->c[i * g->ldc + j] = sum;
     }
 }
 
-static void gemmPanelsF16(int64_t a, int64_t b, int64_t c, int64_t ldc,
-                          int64_t m0, int64_t n0, int64_t m, int64_t n,
-                          int64_t k, int64_t bigN, int64_t transB,
-                          int64_t transA, int64_t bigM) {
-  const _Float16 *lhs = (const _Float16 *)a, *panels = (const _Float16 *)b;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
+static void gemmPanelsF16(const mfrt_gemm_args_v1 *g) {
+  const _Float16 *lhs = (const _Float16 *)g->a, *panels = (const _Float16 *)g->b;
+  for (int64_t i = 0; i < g->m; ++i)
+    for (int64_t j = 0; j < g->n; ++j) {
       float sum = 0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += (float)lhs[(m0 + i) * k + p] *
-               (float)panels[panelIndex(n0 + j, p, bigN, k)];
-      ((float *)c)[i * ldc + j] = sum;
+      for (int64_t p = 0; p < g->k; ++p)
+        sum += (float)lhs[(g->m0 + i) * g->k + p] *
+               (float)panels[panelIndex(g->n0 + j, p, g->n_total, g->k)];
+      g->c[i * g->ldc + j] = sum;
     }
 }
 

@@ -15,10 +15,12 @@ int main(void) {
     out[i] = NAN;
   }
   const mfrt_kernel_library_v1 *table = library();
-  printf("abi %u, %u kernel: %s, %u bindings, %lld tiles; version 2: %s\n",
+  printf("abi %u, %u kernel: %s, %u bindings, %lld tiles; version %u: %s\n",
          table->abi_version, table->kernel_count, table->names[0],
          table->binding_counts[0], (long long)table->tile_counts[0],
-         mfrt_kernel_library_query(2) ? "answered" : "null");
+         MFRT_KERNEL_ABI_VERSION + 1,
+         mfrt_kernel_library_query(MFRT_KERNEL_ABI_VERSION + 1) ? "answered"
+                                                                 : "null");
   /* A binding too few, or one shorter than the kernel reads: refused, and
      nothing written. */
   printf("two bindings: status %d\n",
