@@ -429,12 +429,13 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   return weights;
 }
 
-StatusOr<Tensor> Weights::asStored(size_t index) const {
+StatusOr<Tensor> Weights::asStored(size_t index,
+                                   const std::string &name) const {
   const Tensor &tensor = tensors_[index];
   if (released(index)) {
     return Status::error(StatusCode::FailedPrecondition,
-                         "parameter " + std::to_string(index) +
-                             " was released: Graph Mode keeps only the "
+                         "parameter '" + name +
+                             "' was released: Graph Mode keeps only the "
                              "values derived from it");
   }
   if (!storedAsPanels(index)) {
@@ -454,8 +455,8 @@ StatusOr<Tensor> Weights::asStored(size_t index) const {
 
 StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
                                 Communicator *ranks) const {
-  StatusOr<Tensor> stored = asStored(index);
   const fb::Parameter &parameter = *executable.root().parameters()->Get(index);
+  StatusOr<Tensor> stored = asStored(index, parameter.name()->str());
   if (!stored || parameter.split_dim() < 0) {
     return stored;
   }
@@ -536,7 +537,7 @@ Status Weights::saveMerged(const Executable &executable,
       continue;
     }
     std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
-    StatusOr<Tensor> tensor = asStored(i);
+    StatusOr<Tensor> tensor = asStored(i, name);
     if (!tensor) {
       return tensor.status();
     }

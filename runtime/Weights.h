@@ -109,8 +109,9 @@ public:
                          Communicator *ranks) const;
 
 private:
-  /// Parameter i as stored (an [N, K] one unpacked from its panels).
-  StatusOr<Tensor> asStored(size_t index) const;
+  /// Parameter i, called `name`, as stored (an [N, K] one unpacked from
+  /// its panels).
+  StatusOr<Tensor> asStored(size_t index, const std::string &name) const;
 
   std::vector<Tensor> tensors_;
   std::vector<bool> asPanels_;
