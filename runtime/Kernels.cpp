@@ -931,6 +931,11 @@ Status mfrt::runKernel(const fb::Op &op,
   switch (op.kind()) {
   case fb::OpKind::Param:
     return shapeError(op, "parameters are bound by the executor");
+  case fb::OpKind::AllReduce:
+  case fb::OpKind::AllGather:
+  case fb::OpKind::ReduceScatter:
+  case fb::OpKind::Scatter:
+    return shapeError(op, "collectives run through the executor's ranks");
   case fb::OpKind::Constant: {
     // All the values, or one repeated (a splat): the filled prefix doubles
     // with each copy.
