@@ -210,8 +210,8 @@ LogicalResult ParameterOp::verify() {
                                                   getTensorType().getRank()) +
                                               " tensor");
   }
-  if (getSplitAxesAttr() &&
-      static_cast<int64_t>(getSplitAxesAttr().size()) > getTensorType().getRank()) {
+  if (getSplitAxesAttr() && static_cast<int64_t>(getSplitAxesAttr().size()) >
+                                getTensorType().getRank()) {
     return emitOpError() << "split_axes has " << getSplitAxesAttr().size()
                          << " entries for a rank-" << getTensorType().getRank()
                          << " parameter";
