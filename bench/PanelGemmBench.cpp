@@ -45,8 +45,7 @@ template <typename Call> double medianSeconds(Call call) {
   return times[times.size() / 2];
 }
 
-using Service = void (*)(PanelIsa, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, int64_t);
+using Service = void (*)(PanelIsa, const mfrt_gemm_args_v1 &);
 
 void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
              int64_t cols, int64_t depth) {
@@ -68,10 +67,9 @@ void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
                 1.0f, a.data(), depth, w.data(), depth, 0.0f, c.data(), cols);
   }) / 1e9;
   double ours = flops / medianSeconds([&] {
-                  service(isa, reinterpret_cast<int64_t>(storedA.data()),
-                          reinterpret_cast<int64_t>(panels.data()),
-                          reinterpret_cast<int64_t>(c.data()), cols, 0, 0, rows,
-                          cols, depth, cols);
+                  service(isa, {storedA.data(), panels.data(), c.data(), cols,
+                                0, 0, rows, cols, depth, cols, /*trans_b=*/1,
+                                /*trans_a=*/0, rows});
                 }) /
                 1e9;
   std::printf("%-5s %4lld x %4lld x %4lld  openblas %6.1f  panels %6.1f GFLOP/s  %5.2fx\n",

@@ -532,31 +532,22 @@ Status checkAlignment(const fb::Executable &root) {
       }
     }
   }
-  std::vector<const fb::Entry *> entries;
-  if (root.entries()) {
-    entries.assign(root.entries()->begin(), root.entries()->end());
-  }
-  if (root.initializer()) {
-    entries.push_back(root.initializer());
-  }
-  {
-    for (const fb::Entry *entry : entries) {
-      std::string where = "entry '" + entry->name()->str() + "'";
-      if (!alignedShapes(entry->values())) {
-        return misaligned("a value type of " + where);
-      }
-      if (entry->host()) {
-        for (const fb::Buffer *buffer : *entry->host()->buffers()) {
-          if (!aligned(buffer->type()->shape())) {
-            return misaligned("a buffer type of " + where);
-          }
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
+    std::string where = "entry '" + entry->name()->str() + "'";
+    if (!alignedShapes(entry->values())) {
+      return misaligned("a value type of " + where);
+    }
+    if (entry->host()) {
+      for (const fb::Buffer *buffer : *entry->host()->buffers()) {
+        if (!aligned(buffer->type()->shape())) {
+          return misaligned("a buffer type of " + where);
         }
       }
-      if (entry->ops()) {
-        for (const fb::Op *op : *entry->ops()) {
-          if (!aligned(op->ints()) || !aligned(op->floats())) {
-            return misaligned("an op's attributes in " + where);
-          }
+    }
+    if (entry->ops()) {
+      for (const fb::Op *op : *entry->ops()) {
+        if (!aligned(op->ints()) || !aligned(op->floats())) {
+          return misaligned("an op's attributes in " + where);
         }
       }
     }
@@ -657,13 +648,8 @@ checkSemantics(const fb::Executable &root,
     }
   }
   // The initializer's program is the last.
-  std::vector<const fb::Entry *> entries(root.entries()->begin(),
-                                         root.entries()->end());
-  if (root.initializer()) {
-    entries.push_back(root.initializer());
-  }
   std::vector<bool> computed(sizeOf(root.derived()), false);
-  for (const fb::Entry *entry : entries) {
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
     bool initializer = entry == root.initializer();
     MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
     programs.emplace_back();
@@ -705,6 +691,18 @@ checkSemantics(const fb::Executable &root,
 }
 
 } // namespace
+
+std::vector<const fb::Entry *>
+mfrt::entriesAndInitializer(const fb::Executable &root) {
+  std::vector<const fb::Entry *> entries;
+  if (root.entries()) {
+    entries.assign(root.entries()->begin(), root.entries()->end());
+  }
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  return entries;
+}
 
 DType Executable::dtypeOf(const fb::TensorType &type) {
   return static_cast<DType>(type.dtype());

@@ -61,6 +61,12 @@ inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
 
 struct HostProgram;
 
+/// The entries of `root`, then its initializer (the host program that
+/// computes the derived slots) if it has one: every op-level program with
+/// a host program to check or run.
+std::vector<const fb::Entry *>
+entriesAndInitializer(const fb::Executable &root);
+
 class Executable {
 public:
   /// Reads and verifies a file.

@@ -15,6 +15,16 @@
 
 using namespace mfrt;
 
+namespace {
+
+/// Nor may a kernel's tile still run once a run returns (on an error).
+struct FinishKernelsOnReturn {
+  ThreadPool &pool;
+  ~FinishKernelsOnReturn() { pool.finish(); }
+};
+
+} // namespace
+
 GraphExecutor::GraphExecutor(const Executable &executable,
                              Weights &weights, Allocator &allocator,
                              const KernelLibrary &kernels, ThreadPool &pool)
@@ -49,12 +59,7 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
   reads.asStored.assign(count, false);
   reads.outsideDerivations.assign(count, false);
   reads.derivedInto.resize(count);
-  std::vector<const fb::Entry *> entries(root.entries()->begin(),
-                                         root.entries()->end());
-  if (root.initializer()) {
-    entries.push_back(root.initializer());
-  }
-  for (const fb::Entry *entry : entries) {
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
     const fb::HostProgram *host = entry->host();
     if (!host) {
       continue;
@@ -502,21 +507,25 @@ Status GraphExecutor::initialize() {
     return prepared.status();
   }
   Prepared &ready = **prepared;
-  // Nor may a kernel's tile still run once this returns (on an error).
-  struct FinishKernels {
-    ThreadPool &pool;
-    ~FinishKernels() { pool.finish(); }
-  } finishKernelsOnReturn{pool_};
+  FinishKernelsOnReturn finishKernelsOnReturn{pool_};
   packPanelCopies(ready);
   for (size_t index = 0; index < initializer->host()->commands()->size();
        ++index) {
-    for (const Derived *slot : ready.computes[index]) {
+    const std::vector<Derived *> &computes = ready.computes[index];
+    if (std::all_of(computes.begin(), computes.end(), [&](const Derived *slot) {
+          return slot->computedFor == weights_.version();
+        })) {
+      // Computed before a later command failed: what it read may be
+      // released since.
+      continue;
+    }
+    for (const Derived *slot : computes) {
       MFRT_RETURN_IF_ERROR(
           allocateSlot(static_cast<uint32_t>(slot - slots_.data())));
     }
     MFRT_RETURN_IF_ERROR(
         runCommand(*initializer, ready, index, /*deferred=*/true));
-    for (Derived *slot : ready.computes[index]) {
+    for (Derived *slot : computes) {
       slot->computedFor = weights_.version();
     }
     // What only derivations read goes as soon as they are computed, so
@@ -553,11 +562,7 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       }
     }
   } clearRunBuffers{ready};
-  // Nor may a kernel's tile still run once run() returns (on an error).
-  struct FinishKernels {
-    ThreadPool &pool;
-    ~FinishKernels() { pool.finish(); }
-  } finishKernelsOnReturn{pool_};
+  FinishKernelsOnReturn finishKernelsOnReturn{pool_};
   for (uint32_t i : ready.perRun) {
     const fb::Buffer &buffer = *host.buffers()->Get(i);
     const fb::TensorType &type = *buffer.type();

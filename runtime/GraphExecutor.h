@@ -52,10 +52,10 @@ public:
   void keepParametersAsPanels();
 
   /// For a process that runs only Graph Mode on these weights, and no hook
-  /// that observes derived values: a parameter that only commands deriving
-  /// values from the weights read (a cast to the compute dtype, say) is
-  /// released as soon as every value derived from it is computed. The
-  /// derived values replace it (Weights::release).
+  /// that observes the weights as stored: a parameter that only the
+  /// initializer reads (to cast it to the compute dtype, say) is released
+  /// as soon as every value derived from it is computed. The derived
+  /// values replace it (Weights::release).
   void letDerivedValuesReplaceSources();
 
   /// Bytes of the arenas prepared so far.
@@ -108,10 +108,10 @@ private:
     bool assigned = false; ///< some entry writes parameters
     /// Bound other than as a kernel's panel input, or returned.
     std::vector<bool> asStored;
-    /// Bound by a command that does not derive values, as a panel input,
-    /// or returned.
+    /// Bound by an entry (not the initializer), as a panel input, or
+    /// returned.
     std::vector<bool> outsideDerivations;
-    /// The derived slots of the commands that read it to derive them.
+    /// The derived slots of the initializer's commands that read it.
     std::vector<std::set<uint32_t>> derivedInto;
   };
   ParameterReads parameterReads() const;
@@ -165,8 +165,8 @@ private:
   uint64_t initializedFor_ = ~uint64_t(0);
   std::vector<Derived> slots_;          // per derived slot
   std::map<int64_t, Derived> panels_;   // per parameter
-  /// Per parameter that only derivations read: the slots derived from it
-  /// (letDerivedValuesReplaceSources).
+  /// Per parameter that only the initializer reads: the slots derived from
+  /// it (letDerivedValuesReplaceSources).
   std::map<int64_t, std::vector<uint32_t>> releasable_;
   /// Per parameter: read as stored by some entry (keepParametersAsPanels
   /// fills it; empty: every parameter keeps its stored layout).

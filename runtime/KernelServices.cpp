@@ -141,23 +141,31 @@ mfrt::mfrtAttentionGrad(const mfrt_attention_grad_args_v1 *args) {
   return MFRT_KERNEL_OK;
 }
 
+namespace {
+
+/// A service as the table holds it, its type checked against the one
+/// runtime/KernelAbi.h publishes for it.
+template <typename Published> void *service(Published function) {
+  return reinterpret_cast<void *>(function);
+}
+
+} // namespace
+
 const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
-  // The kernels call through these with the C calling convention; the
-  // widening ones are instances of one template, same signature.
+  // The kernels call through these with the C calling convention.
   static const std::vector<KernelService> services = {
-      {"mfrt_gemm_f32", reinterpret_cast<void *>(&mfrtGemmF32)},
+      {"mfrt_gemm_f32", service<mfrt_gemm_v1>(&mfrtGemmF32)},
       {"mfrt_gemm_panels_f32",
-       reinterpret_cast<void *>(&gemmPanelsService<DType::F32>)},
+       service<mfrt_gemm_v1>(&gemmPanelsService<DType::F32>)},
       {"mfrt_gemm_panels_f16",
-       reinterpret_cast<void *>(&gemmPanelsService<DType::F16>)},
+       service<mfrt_gemm_v1>(&gemmPanelsService<DType::F16>)},
       {"mfrt_gemm_panels_bf16",
-       reinterpret_cast<void *>(&gemmPanelsService<DType::BF16>)},
-      {"mfrt_attention", reinterpret_cast<void *>(&mfrtAttention)},
-      {"mfrt_attention_grad", reinterpret_cast<void *>(&mfrtAttentionGrad)},
-      {"mfrt_gemm_f16",
-       reinterpret_cast<void *>(&gemmWidened<mfrt::DType::F16>)},
-      {"mfrt_gemm_bf16",
-       reinterpret_cast<void *>(&gemmWidened<mfrt::DType::BF16>)},
+       service<mfrt_gemm_v1>(&gemmPanelsService<DType::BF16>)},
+      {"mfrt_attention", service<mfrt_attention_v1>(&mfrtAttention)},
+      {"mfrt_attention_grad",
+       service<mfrt_attention_grad_v1>(&mfrtAttentionGrad)},
+      {"mfrt_gemm_f16", service<mfrt_gemm_v1>(&gemmWidened<DType::F16>)},
+      {"mfrt_gemm_bf16", service<mfrt_gemm_v1>(&gemmWidened<DType::BF16>)},
   };
   return services;
 }

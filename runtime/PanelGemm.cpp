@@ -245,23 +245,25 @@ void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
   }
 }
 
+} // namespace
+
 template <DType Stored>
-void gemmPanels(PanelIsa isa, int64_t a, int64_t b, int64_t c, int64_t ldc,
-                int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
-                int64_t bigN) {
+void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t size = dtypeSize(Stored);
+  const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
+                n = args.n, k = args.k, bigN = args.n_total;
   const float *lhs;
   if constexpr (Stored == DType::F32) {
-    lhs = reinterpret_cast<const float *>(a) + m0 * k;
+    lhs = static_cast<const float *>(args.a) + m0 * k;
   } else { // the tile's rows of A in f32, once for all its panels
     thread_local std::vector<float> widened;
     widened.resize(static_cast<size_t>(m * k));
-    toFloats(Stored, reinterpret_cast<const char *>(a) + m0 * k * size,
+    toFloats(Stored, static_cast<const char *>(args.a) + m0 * k * size,
              widened.data(), m * k);
     lhs = widened.data();
   }
-  const char *panels = reinterpret_cast<const char *>(b);
-  float *tile = reinterpret_cast<float *>(c);
+  const char *panels = static_cast<const char *>(args.b);
+  float *tile = args.c;
   const int rowBlock = isa == PanelIsa::Avx2 ? kRowBlockAvx2 : kRowBlock;
   for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
     int64_t depth = std::min(kDepthBlock, k - k0);
@@ -312,8 +314,6 @@ void gemmPanels(PanelIsa isa, int64_t a, int64_t b, int64_t c, int64_t ldc,
     }
   }
 }
-
-} // namespace
 
 void mfrt::packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
                       void *panels, int64_t panelBegin, int64_t panelEnd) {
@@ -369,34 +369,14 @@ PanelIsa mfrt::panelIsa() {
 }
 
 template <DType Stored>
-void mfrt::gemmPanelsWith(PanelIsa isa, int64_t a, int64_t b, int64_t c,
-                          int64_t ldc, int64_t m0, int64_t n0, int64_t m,
-                          int64_t n, int64_t k, int64_t bigN) {
-  gemmPanels<Stored>(isa, a, b, c, ldc, m0, n0, m, n, k, bigN);
-}
-
-template <DType Stored>
 void mfrt::gemmPanelsService(const mfrt_gemm_args_v1 *args) {
-  const mfrt_gemm_args_v1 &g = *args;
-  gemmPanels<Stored>(panelIsa(), reinterpret_cast<int64_t>(g.a),
-                     reinterpret_cast<int64_t>(g.b),
-                     reinterpret_cast<int64_t>(g.c), g.ldc, g.m0, g.n0, g.m,
-                     g.n, g.k, g.n_total);
+  gemmPanelsWith<Stored>(panelIsa(), *args);
 }
 
-template void mfrt::gemmPanelsWith<DType::F32>(PanelIsa, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t,
-                                               int64_t, int64_t);
-template void mfrt::gemmPanelsWith<DType::F16>(PanelIsa, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t,
-                                               int64_t, int64_t, int64_t,
-                                               int64_t, int64_t);
-template void mfrt::gemmPanelsWith<DType::BF16>(PanelIsa, int64_t, int64_t,
-                                                int64_t, int64_t, int64_t,
-                                                int64_t, int64_t, int64_t,
-                                                int64_t, int64_t);
-
-template void mfrt::gemmPanelsService<DType::F32>(const mfrt_gemm_args_v1 *);
-template void mfrt::gemmPanelsService<DType::F16>(const mfrt_gemm_args_v1 *);
-template void mfrt::gemmPanelsService<DType::BF16>(const mfrt_gemm_args_v1 *);
+#define MFRT_INSTANTIATE_PANEL_GEMM(Stored)                                    \
+  template void mfrt::gemmPanelsWith<Stored>(PanelIsa,                         \
+                                             const mfrt_gemm_args_v1 &);       \
+  template void mfrt::gemmPanelsService<Stored>(const mfrt_gemm_args_v1 *);
+MFRT_INSTANTIATE_PANEL_GEMM(DType::F32)
+MFRT_INSTANTIATE_PANEL_GEMM(DType::F16)
+MFRT_INSTANTIATE_PANEL_GEMM(DType::BF16)

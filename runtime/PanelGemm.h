@@ -61,9 +61,7 @@ bool runsPanelIsa(PanelIsa isa);
 /// gemmPanelsService's product through `isa`'s microkernel (which this
 /// CPU must run): the tests compare them.
 template <DType Stored>
-void gemmPanelsWith(PanelIsa isa, int64_t a, int64_t b, int64_t c, int64_t ldc,
-                    int64_t m0, int64_t n0, int64_t m, int64_t n, int64_t k,
-                    int64_t bigN);
+void gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
 
 } // namespace mfrt
 

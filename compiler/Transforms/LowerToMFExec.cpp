@@ -220,9 +220,8 @@ public:
   InitializerBuilder(ModuleOp module, func::FuncOp after)
       : module_(module), builder_(module.getContext()), after_(after) {}
 
-  /// Adds what `function` derives from the weights.
-  void add(func::FuncOp function) {
-    llvm::DenseSet<Value> derived = derivedFromWeights(function);
+  /// Adds `derived`, what `function` derives from the weights.
+  void add(func::FuncOp function, const llvm::DenseSet<Value> &derived) {
     llvm::DenseMap<Value, std::string> known;
     for (Operation &op : function.getBody().front()) {
       for (Value result : op.getResults()) {
@@ -300,20 +299,19 @@ private:
 /// Builds the host program of one entry function.
 class HostProgramBuilder {
 public:
-  /// `slots`: the slot of each derivation the initializer computes.
+  /// `derived`: the function's values the weights alone determine (the
+  /// initializer's: what it returns); `slots`: the slot of each derivation
+  /// the initializer computes.
   HostProgramBuilder(func::FuncOp function, mfexec::ExecutableOp executable,
-                     const DerivedSlots &slots, bool initializer)
+                     llvm::DenseSet<Value> derived, const DerivedSlots &slots,
+                     bool initializer)
       : function_(function), executable_(executable), program_(function),
         builder_(function.getContext()), slots_(slots),
-        initializer_(initializer) {}
+        initializer_(initializer), derived_(std::move(derived)) {}
 
   LogicalResult build() {
     Block &body = function_.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    // The initializer computes what it returns, each into its slot.
-    derived_ = initializer_ ? llvm::DenseSet<Value>(ret.getOperands().begin(),
-                                                    ret.getOperands().end())
-                            : derivedFromWeights(function_);
     for (auto assign : body.getOps<mf::AssignOp>()) {
       if (assignsInPlace(assign)) {
         inPlace_[assign.getValue()] = assign.getName();
@@ -596,20 +594,25 @@ struct MFLowerToMFExecPass
     }
     InitializerBuilder initializer(module, entries.empty() ? func::FuncOp()
                                                            : entries.back());
+    SmallVector<llvm::DenseSet<Value>> derived;
     for (func::FuncOp function : entries) {
-      initializer.add(function);
+      derived.push_back(derivedFromWeights(function));
+      initializer.add(function, derived.back());
     }
-    func::FuncOp init = initializer.finish();
-    if (init) {
-      if (failed(HostProgramBuilder(init, executable, initializer.slots(),
-                                    /*initializer=*/true)
+    if (func::FuncOp init = initializer.finish()) {
+      Operation *ret = init.getBody().front().getTerminator();
+      if (failed(HostProgramBuilder(
+                     init, executable,
+                     llvm::DenseSet<Value>(ret->getOperands().begin(),
+                                           ret->getOperands().end()),
+                     initializer.slots(), /*initializer=*/true)
                      .build())) {
         return signalPassFailure();
       }
     }
-    for (func::FuncOp function : entries) {
-      if (failed(HostProgramBuilder(function, executable, initializer.slots(),
-                                    /*initializer=*/false)
+    for (auto [function, values] : llvm::zip(entries, derived)) {
+      if (failed(HostProgramBuilder(function, executable, std::move(values),
+                                    initializer.slots(), /*initializer=*/false)
                      .build())) {
         return signalPassFailure();
       }

@@ -1,4 +1,6 @@
 // RUN: mf-opt %s --split-input-file --mf-lower-to-mfexec | FileCheck %s
+// RUN: not mf-opt %S/Inputs/initializer-name-taken.mlir --mf-lower-to-mfexec 2>&1 | FileCheck %s --check-prefix=TAKEN
+// TAKEN: error: the module has a symbol @derive_from_weights already, the name of its initializer entry
 
 // Each entry gets a host program: inputs are its block arguments, eager ops
 // become library calls, a reshape a view. Transient values get transient

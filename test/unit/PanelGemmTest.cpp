@@ -26,9 +26,7 @@ namespace {
 /// rounded values); through each microkernel this CPU runs.
 TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   const int64_t M = 37, N = 70, K = 1100;
-  using Service =
-      void (*)(PanelIsa, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, int64_t);
+  using Service = void (*)(PanelIsa, const mfrt_gemm_args_v1 &);
   for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
     if (!runsPanelIsa(isa)) {
       continue;
@@ -63,10 +61,8 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
                      Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
         const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
         std::vector<float> c(t.m * ldc, 123.0f);
-        service(isa, reinterpret_cast<int64_t>(storedA.data()),
-                reinterpret_cast<int64_t>(panels.data()),
-                reinterpret_cast<int64_t>(c.data()), ldc, t.m0, t.n0, t.m, t.n,
-                K, N);
+        service(isa, {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0,
+                      t.m, t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched

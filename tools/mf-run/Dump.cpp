@@ -118,12 +118,7 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
   }
   os << "\n";
-  std::vector<const fb::Entry *> entries(root.entries()->begin(),
-                                         root.entries()->end());
-  if (root.initializer()) {
-    entries.push_back(root.initializer());
-  }
-  for (const fb::Entry *entry : entries) {
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
     os << (entry == root.initializer() ? "initializer " : "entry ")
        << entry->name()->str() << "(";
     for (size_t i = 0; i < entry->inputs()->size(); ++i) {
