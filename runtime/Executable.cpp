@@ -7,26 +7,12 @@
 #include "runtime/HostProgram.h"
 #include "runtime/OpTypes.h"
 
+#include <cstdio>
+
 
 using namespace mfrt;
 
 namespace {
-
-/// Operand count, result count and attribute slots each op kind needs.
-struct Arity {
-  int operandsMin, operandsMax, results, ints, floats;
-};
-
-/// The counts runtime/OpTable.def gives `kind` (the writer's table too).
-Arity arityOf(fb::OpKind kind) {
-  switch (kind) {
-#define MF_OP(kind, name, operandsMin, operandsMax, results, ints, floats)     \
-  case fb::OpKind::kind:                                                       \
-    return {operandsMin, operandsMax, results, ints, floats};
-#include "runtime/OpTable.def"
-  }
-  return {-1, -1, -1, -1, -1};
-}
 
 template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
   return vector ? vector->size() : 0;
@@ -71,15 +57,13 @@ Status checkCollective(const fb::Executable &root, const fb::Op &op,
                        const Shape &input, const Shape &result,
                        const std::string &where) {
   bool alongDim = op.kind() != fb::OpKind::AllReduce;
-  std::vector<int64_t> axes(op.ints()->begin() + (alongDim ? 1 : 0),
-                            op.ints()->end());
-  StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
+  StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
   if (!ranks || !alongDim) {
     return ranks.status();
   }
   const Shape &block = op.kind() == fb::OpKind::AllGather ? input : result;
   const Shape &whole = op.kind() == fb::OpKind::AllGather ? result : input;
-  int64_t dim = op.ints()->Get(0);
+  int64_t dim = collectiveDimension(op);
   Shape expected = block;
   if (dim < 0 || static_cast<size_t>(dim) >= block.size() ||
       (expected[dim] *= *ranks, expected != whole)) {
@@ -149,20 +133,27 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       if (op.location()) {
         where += " (" + op.location()->str() + ")";
       }
-      Arity arity = arityOf(op.kind());
-      if (arity.results < 0) {
+      const OpRow *row = opRow(op.kind());
+      if (!row) {
         return Status::error(where + " has an unknown kind " +
                              std::to_string(static_cast<int>(op.kind())));
       }
       int operands = static_cast<int>(sizeOf(op.operands()));
-      if (operands < arity.operandsMin || operands > arity.operandsMax ||
-          static_cast<int>(sizeOf(op.results())) != arity.results ||
-          (arity.ints >= 0 && static_cast<int>(sizeOf(op.ints())) != arity.ints) ||
-          (arity.floats >= 0 &&
-           static_cast<int>(sizeOf(op.floats())) != arity.floats)) {
+      if (operands < row->operandsMin ||
+          (row->operandsMax >= 0 && operands > row->operandsMax) ||
+          static_cast<int>(sizeOf(op.results())) != row->results) {
         return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
-                             ") has the wrong number of operands, results or "
-                             "attributes");
+                             ") has the wrong number of operands or results");
+      }
+      if (op.attributes_type() != row->attributes) {
+        return Status::error(
+            where + " (" + fb::EnumNameOpKind(op.kind()) + ") has attributes " +
+            fb::EnumNameOpAttributes(op.attributes_type()) + ", expected " +
+            fb::EnumNameOpAttributes(row->attributes));
+      }
+      if (std::string problem = checkAttributeValues(op); !problem.empty()) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             "): " + problem);
       }
       if (op.operands()) {
         for (uint32_t id : *op.operands()) {
@@ -211,7 +202,7 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       }
       if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Assign) {
         bool assign = op.kind() == fb::OpKind::Assign;
-        int64_t parameter = op.ints()->Get(0);
+        int64_t parameter = parameterOf(op);
         if (parameter < 0 || static_cast<size_t>(parameter) >= parameterCount) {
           return Status::error(where + (assign ? " assigns" : " reads") +
                                " parameter " + std::to_string(parameter) +
@@ -239,7 +230,8 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         int64_t bytes = *checkedElementCount(Executable::shapeOf(type)) *
                         dtypeSize(Executable::dtypeOf(type));
         int64_t element = dtypeSize(Executable::dtypeOf(type));
-        int64_t held = static_cast<int64_t>(sizeOf(op.data()));
+        int64_t held =
+            static_cast<int64_t>(op.attributes_as_ConstantAttrs()->value()->size());
         if (held != bytes && !(held == element && bytes > 0)) {
           return Status::error(where + " holds " + std::to_string(held) +
                                " bytes of constant data, expected " +
@@ -423,6 +415,13 @@ Status checkEntryContracts(const fb::Executable &root) {
   return Status::ok();
 }
 
+std::string hexString(uint64_t value) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
 Status checkFormatVersion(const fb::Executable &root) {
   uint32_t version = root.format_version();
   if (version < kMinFormatVersion || version > kMaxFormatVersion) {
@@ -434,6 +433,13 @@ Status checkFormatVersion(const fb::Executable &root) {
              : "versions " + std::to_string(kMinFormatVersion) + " to " +
                    std::to_string(kMaxFormatVersion)) +
         "); recompile with a matching mfc");
+  }
+  if (root.op_registry() != kOpRegistryFingerprint) {
+    return Status::error(
+        "the file was written with another op registry (fingerprint " +
+        hexString(root.op_registry()) + ", this runtime's " +
+        hexString(kOpRegistryFingerprint) +
+        "): recompile the model with the mfc of this mf-run");
   }
   return Status::ok();
 }
@@ -496,20 +502,12 @@ Status checkKernelSignatures(const fb::Executable &root) {
   return Status::ok();
 }
 
-/// Whether a vector's elements sit at their alignment. flatbuffers 2.0's
-/// verifier checks only the length field's (4 bytes), so a hostile file
-/// can put a vector of 8-byte values at a 4-byte boundary.
-template <typename T> bool aligned(const flatbuffers::Vector<T> *vector) {
-  // An empty vector has no element to read (flatbuffers does not align it).
-  return !vector || vector->size() == 0 ||
-         reinterpret_cast<uintptr_t>(vector->data()) % alignof(T) == 0;
-}
 
 bool alignedShapes(
     const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> *types) {
   if (types) {
     for (const fb::TensorType *type : *types) {
-      if (!aligned(type->shape())) {
+      if (!alignedVector(type->shape())) {
         return false;
       }
     }
@@ -517,8 +515,9 @@ bool alignedShapes(
   return true;
 }
 
-/// Every vector of 8-byte values (shapes, op attributes, arena offsets)
-/// is 8-byte aligned, as mfc writes them.
+/// Every vector of 8-byte values (shapes, arena offsets) is 8-byte
+/// aligned, as mfc writes them (an op's attribute vectors: with its other
+/// attribute checks, checkAttributeValues).
 Status checkAlignment(const fb::Executable &root) {
   auto misaligned = [](const std::string &what) {
     return Status::error(what + " is misaligned (a vector of 8-byte values "
@@ -526,7 +525,7 @@ Status checkAlignment(const fb::Executable &root) {
   };
   if (root.parameters()) {
     for (const fb::Parameter *parameter : *root.parameters()) {
-      if (!aligned(parameter->type()->shape())) {
+      if (!alignedVector(parameter->type()->shape())) {
         return misaligned("the shape of parameter '" +
                           parameter->name()->str() + "'");
       }
@@ -539,15 +538,8 @@ Status checkAlignment(const fb::Executable &root) {
     }
     if (entry->host()) {
       for (const fb::Buffer *buffer : *entry->host()->buffers()) {
-        if (!aligned(buffer->type()->shape())) {
+        if (!alignedVector(buffer->type()->shape())) {
           return misaligned("a buffer type of " + where);
-        }
-      }
-    }
-    if (entry->ops()) {
-      for (const fb::Op *op : *entry->ops()) {
-        if (!aligned(op->ints()) || !aligned(op->floats())) {
-          return misaligned("an op's attributes in " + where);
         }
       }
     }

@@ -1,15 +1,17 @@
 //===- Executable.h - loading model.bin -------------------------*- C++ -*-===//
 //
 // model.bin is untrusted input: the flatbuffer verifier runs first, then
-// semantic checks (version, value ids, SSA order, operand counts, attribute
-// slots, parameter references, sizes with overflow checks). Shapes of each
-// op are checked again by its kernel before it touches memory.
+// semantic checks (version, op registry, value ids, SSA order, each op
+// against its row of the registry (runtime/OpRegistry.h), parameter
+// references, sizes with overflow checks). Shapes of each op are checked
+// again by its kernel before it touches memory.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_RUNTIME_EXECUTABLE_H
 #define MFC_RUNTIME_EXECUTABLE_H
 
+#include "runtime/OpRegistry.h"
 #include "runtime/Status.h"
 #include "runtime/Tensor.h"
 #include "runtime/schemas/mf_executable_generated.h"
@@ -24,8 +26,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 10;
-constexpr uint32_t kMaxFormatVersion = 10;
+constexpr uint32_t kMinFormatVersion = 11;
+constexpr uint32_t kMaxFormatVersion = 11;
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
 /// Whether ops of `kind` only move data between ranks (run by the
@@ -37,26 +39,66 @@ inline bool isCollective(fb::OpKind kind) {
 }
 
 /// The grid axes a vocabulary-parallel op (Embedding, EmbeddingGrad,
-/// CrossEntropy, CrossEntropyGrad) splits the vocabulary over: its ints
-/// after the kind's own. Empty when the vocabulary is whole.
-inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
-  size_t own;
+/// CrossEntropy, CrossEntropyGrad) splits the vocabulary over, or a
+/// collective's. Empty when the vocabulary is whole (or for other ops).
+inline std::vector<int64_t> gridAxesOf(const fb::Op &op) {
+  const flatbuffers::Vector<int16_t> *axes = nullptr;
   switch (op.kind()) {
   case fb::OpKind::Embedding:
+    axes = op.attributes_as_EmbeddingAttrs()->grid_axes();
+    break;
   case fb::OpKind::EmbeddingGrad:
-    own = 0;
+    axes = op.attributes_as_EmbeddingGradAttrs()->grid_axes();
     break;
   case fb::OpKind::CrossEntropy:
+    axes = op.attributes_as_CrossEntropyAttrs()->grid_axes();
+    break;
   case fb::OpKind::CrossEntropyGrad:
-    own = 1;
+    axes = op.attributes_as_CrossEntropyGradAttrs()->grid_axes();
+    break;
+  case fb::OpKind::AllReduce:
+    axes = op.attributes_as_AllReduceAttrs()->grid_axes();
+    break;
+  case fb::OpKind::AllGather:
+    axes = op.attributes_as_AllGatherAttrs()->grid_axes();
+    break;
+  case fb::OpKind::ReduceScatter:
+    axes = op.attributes_as_ReduceScatterAttrs()->grid_axes();
+    break;
+  case fb::OpKind::Scatter:
+    axes = op.attributes_as_ScatterAttrs()->grid_axes();
     break;
   default:
-    return {};
+    break;
   }
-  if (!op.ints() || op.ints()->size() <= own) {
-    return {};
+  return axes ? std::vector<int64_t>(axes->begin(), axes->end())
+              : std::vector<int64_t>{};
+}
+
+/// Whether `op` splits the vocabulary over grid axes.
+inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
+  return isCollective(op.kind()) ? std::vector<int64_t>{} : gridAxesOf(op);
+}
+
+/// The dimension a collective other than AllReduce splits.
+inline int64_t collectiveDimension(const fb::Op &op) {
+  switch (op.kind()) {
+  case fb::OpKind::AllGather:
+    return op.attributes_as_AllGatherAttrs()->dimension();
+  case fb::OpKind::ReduceScatter:
+    return op.attributes_as_ReduceScatterAttrs()->dimension();
+  case fb::OpKind::Scatter:
+    return op.attributes_as_ScatterAttrs()->dimension();
+  default:
+    return -1;
   }
-  return std::vector<int64_t>(op.ints()->begin() + own, op.ints()->end());
+}
+
+/// The parameter a Param reads or an Assign writes (the loader checks it).
+inline int64_t parameterOf(const fb::Op &op) {
+  return op.kind() == fb::OpKind::Param
+             ? op.attributes_as_ParamAttrs()->parameter()
+             : op.attributes_as_AssignAttrs()->parameter();
 }
 
 struct HostProgram;

@@ -233,12 +233,11 @@ Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inpu
     };
     return runKernel(op, inputs, output, parallel, block);
   }
+  std::vector<int64_t> axes = gridAxesOf(op);
   if (op.kind() == fb::OpKind::AllReduce) {
-    std::vector<int64_t> axes(op.ints()->begin(), op.ints()->end());
     return communicator_->allReduceSum(*inputs[0], output, axes);
   }
-  int64_t dim = op.ints()->Get(0);
-  std::vector<int64_t> axes(op.ints()->begin() + 1, op.ints()->end());
+  int64_t dim = collectiveDimension(op);
   switch (op.kind()) {
   case fb::OpKind::AllGather:
     return communicator_->allGather(*inputs[0], output, dim, axes);

@@ -29,7 +29,8 @@ Status mfrt::detail::siluGrad(const fb::Op &op, const Tensor &x, const Tensor &d
 
 Status mfrt::detail::geluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy,
                 Tensor &out) {
-  if (op.ints()->Get(0)) {
+  if (op.attributes_as_GeluGradAttrs()->approximate() ==
+      fb::GeluApproximation::tanh) {
     return binary(op, x, dy, out, [](float v, float g) {
       const float k = 0.7978845608028654f, c = 0.044715f;
       float t = std::tanh(k * (v + c * v * v * v));
@@ -93,10 +94,12 @@ Status mfrt::detail::normGrad(const fb::Op &op, const std::vector<const Tensor *
   }
   int64_t features = a.shape().back();
   MFRT_RETURN_IF_ERROR(expectShape(op, w, {features}, "the weight"));
-  int64_t operand = op.ints()->Get(0);
+  int64_t operand = layerNorm ? op.attributes_as_LayerNormGradAttrs()->wrt()
+                              : op.attributes_as_RmsNormGradAttrs()->wrt();
   MFRT_RETURN_IF_ERROR(
       expectShape(op, out, operand == 0 ? a.shape() : Shape{features}, "the result"));
-  double epsilon = op.floats()->Get(0);
+  double epsilon = layerNorm ? op.attributes_as_LayerNormGradAttrs()->epsilon()
+                             : op.attributes_as_RmsNormGradAttrs()->epsilon();
   F32In x(a), gamma(w), g(dy);
   F32Out z(out);
   int64_t rows = a.numElements() / std::max<int64_t>(features, 1);
@@ -157,8 +160,9 @@ Status mfrt::detail::normGrad(const fb::Op &op, const std::vector<const Tensor *
 Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                      Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2], &dO = *inputs[3];
-  bool causal = op.ints()->Get(0);
-  int64_t operand = op.ints()->Get(1);
+  const fb::AttentionGradAttrs &attrs = *op.attributes_as_AttentionGradAttrs();
+  bool causal = attrs.causal();
+  int64_t operand = attrs.wrt();
   if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() ||
       q.shape() != dO.shape() || q.dim(0) != k.dim(0) || q.dim(3) != k.dim(3) ||
       k.dim(2) == 0 || q.dim(2) % k.dim(2) != 0 || operand < 0 || operand > 2) {
@@ -169,7 +173,7 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
   MFRT_RETURN_IF_ERROR(expectSameShape(op, *inputs[operand], out));
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2);
-  float scale = static_cast<float>(op.floats()->Get(0));
+  float scale = static_cast<float>(attrs.scale());
   AttentionGradient args{nullptr, nullptr, nullptr, nullptr, nullptr,
                          nullptr, nullptr, batch,   seq,     heads,
                          kvHeads, dim,     keys,    causal,  scale,
@@ -215,7 +219,7 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
   }
   MFRT_RETURN_IF_ERROR(expectShape(op, labels, {logits.dim(0)}, "labels"));
   MFRT_RETURN_IF_ERROR(expectSameShape(op, logits, out));
-  int64_t ignore = op.ints()->Get(0);
+  int64_t ignore = op.attributes_as_CrossEntropyGradAttrs()->ignore_index();
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
   StatusOr<int64_t> whole = wholeVocabulary(op, block, vocab);
   if (!whole) {
@@ -270,14 +274,15 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
 Status mfrt::detail::pad(const fb::Op &op, const Tensor &a, Tensor &out) {
   const Shape &in = a.shape();
   size_t rank = in.size();
-  if (op.ints()->size() != rank || out.rank() != static_cast<int64_t>(rank) ||
+  const auto &offsets = *op.attributes_as_PadAttrs()->offsets();
+  if (offsets.size() != rank || out.rank() != static_cast<int64_t>(rank) ||
       a.dtype() != out.dtype()) {
     return shapeError(op, "offsets do not fit the operand");
   }
   std::vector<int64_t> strides = rowMajorStrides(out.shape());
   int64_t base = 0;
   for (size_t d = 0; d < rank; ++d) {
-    int64_t offset = op.ints()->Get(d);
+    int64_t offset = offsets.Get(d);
     if (offset < 0 || offset > out.dim(d) - in[d]) {
       return shapeError(op, "the input does not fit at its offsets");
     }

@@ -209,12 +209,12 @@ private:
       uint32_t result = op.results()->Get(0);
       definedBy_[result] = index;
       if (op.kind() == fb::OpKind::Param) {
-        held_[result] = Storage{fb::BufferKind::Parameter, op.ints()->Get(0)};
+        held_[result] = Storage{fb::BufferKind::Parameter, parameterOf(op)};
       } else if (op.kind() == fb::OpKind::Constant) {
         held_[result] = Storage{fb::BufferKind::Constant, index};
       } else if (op.kind() == fb::OpKind::Assign) {
         // (The loader allows one assignment per parameter and entry.)
-        assignOf_[op.ints()->Get(0)] = {op.operands()->Get(0), result};
+        assignOf_[parameterOf(op)] = {op.operands()->Get(0), result};
       } else if (op.kind() == fb::OpKind::Reshape) {
         held_[result] = held_[op.operands()->Get(0)];
         views_[op.operands()->Get(0)].push_back(result);

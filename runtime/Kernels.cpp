@@ -157,7 +157,8 @@ Status broadcast(const fb::Op &op, const Tensor &a, Tensor &out) {
 Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
   const Shape &in = a.shape();
   size_t rank = in.size();
-  if (op.ints()->size() != rank || out.rank() != static_cast<int64_t>(rank) ||
+  const auto &permutation = *op.attributes_as_TransposeAttrs()->permutation();
+  if (permutation.size() != rank || out.rank() != static_cast<int64_t>(rank) ||
       a.dtype() != out.dtype()) {
     return shapeError(op, "permutation does not fit the operand");
   }
@@ -165,7 +166,7 @@ Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
   std::vector<int64_t> strides(rank);
   std::vector<bool> seen(rank, false);
   for (size_t d = 0; d < rank; ++d) {
-    int64_t source = op.ints()->Get(d);
+    int64_t source = permutation.Get(d);
     if (source < 0 || source >= static_cast<int64_t>(rank) || seen[source] ||
         out.dim(d) != in[source]) {
       return shapeError(op, "invalid permutation for shape " + formatShape(in));
@@ -180,12 +181,13 @@ Status transpose(const fb::Op &op, const Tensor &a, Tensor &out) {
 Status slice(const fb::Op &op, const Tensor &a, Tensor &out) {
   const Shape &in = a.shape();
   size_t rank = in.size();
-  if (op.ints()->size() != rank || out.rank() != static_cast<int64_t>(rank) ||
+  const auto &offsets = *op.attributes_as_SliceAttrs()->offsets();
+  if (offsets.size() != rank || out.rank() != static_cast<int64_t>(rank) ||
       a.dtype() != out.dtype()) {
     return shapeError(op, "offsets do not fit the operand");
   }
   for (size_t d = 0; d < rank; ++d) {
-    int64_t offset = op.ints()->Get(d);
+    int64_t offset = offsets.Get(d);
     if (offset < 0 || out.dim(d) < 0 || offset > in[d] - out.dim(d)) {
       return shapeError(op, "slice is outside the operand");
     }
@@ -193,7 +195,7 @@ Status slice(const fb::Op &op, const Tensor &a, Tensor &out) {
   std::vector<int64_t> strides = rowMajorStrides(in);
   int64_t base = 0;
   for (size_t d = 0; d < rank; ++d) {
-    base += op.ints()->Get(d) * strides[d];
+    base += offsets.Get(d) * strides[d];
   }
   stridedGather(a, out, strides, base);
   return Status::ok();
@@ -201,7 +203,7 @@ Status slice(const fb::Op &op, const Tensor &a, Tensor &out) {
 
 Status concat(const fb::Op &op, const std::vector<const Tensor *> &inputs,
               Tensor &out) {
-  int64_t dim = op.ints()->Get(0);
+  int64_t dim = op.attributes_as_ConcatAttrs()->dimension();
   if (dim < 0 || dim >= out.rank()) {
     return shapeError(op, "dimension out of range");
   }
@@ -238,7 +240,8 @@ Status concat(const fb::Op &op, const std::vector<const Tensor *> &inputs,
 //===----------------------------------------------------------------------===//
 
 Status reduce(const fb::Op &op, const Tensor &a, Tensor &out, bool isMax) {
-  int64_t dim = op.ints()->Get(0);
+  int64_t dim = isMax ? op.attributes_as_ReduceMaxAttrs()->dimension()
+                      : op.attributes_as_ReduceSumAttrs()->dimension();
   if (dim < 0 || dim >= a.rank()) {
     return shapeError(op, "dimension out of range");
   }
@@ -265,7 +268,7 @@ Status reduce(const fb::Op &op, const Tensor &a, Tensor &out, bool isMax) {
 }
 
 Status softmax(const fb::Op &op, const Tensor &a, Tensor &out) {
-  int64_t dim = op.ints()->Get(0);
+  int64_t dim = op.attributes_as_SoftmaxAttrs()->dimension();
   if (dim < 0 || dim >= a.rank()) {
     return shapeError(op, "dimension out of range");
   }
@@ -306,7 +309,9 @@ Status norm(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   for (size_t i = 1; i < inputs.size(); ++i) {
     MFRT_RETURN_IF_ERROR(expectShape(op, *inputs[i], {features}, "a weight"));
   }
-  float epsilon = static_cast<float>(op.floats()->Get(0));
+  float epsilon = static_cast<float>(
+      layerNorm ? op.attributes_as_LayerNormAttrs()->epsilon()
+                : op.attributes_as_RmsNormAttrs()->epsilon());
   F32In x(a), gamma(*inputs[1]);
   std::optional<F32In> beta;
   if (layerNorm) {
@@ -381,7 +386,8 @@ Status embedding(const fb::Op &op, const Tensor &table, const Tensor &ids,
 
 Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
               Tensor &out) {
-  bool transposeLhs = op.ints()->Get(0), transposeRhs = op.ints()->Get(1);
+  const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
+  bool transposeLhs = attrs.transpose_lhs(), transposeRhs = attrs.transpose_rhs();
   if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() != lhs.rank()) {
     return shapeError(op, "expected operands of rank >= 2");
   }
@@ -457,14 +463,15 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
       expectShape(op, positions, {x.dim(0), x.dim(1)}, "positions"));
   int64_t heads = x.dim(2), headDim = x.dim(3), half = headDim / 2;
   // The inverse rotation (the gradient) turns by minus the angle.
-  float direction = op.ints()->Get(0) ? -1.0f : 1.0f;
-  std::vector<float> inverseFrequency = ropeInverseFrequencies(
-      static_cast<float>(op.floats()->Get(0)), headDim);
+  const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
+  float direction = attrs.inverse() ? -1.0f : 1.0f;
+  std::vector<float> inverseFrequency =
+      ropeInverseFrequencies(static_cast<float>(attrs.theta()), headDim);
   // Context extension (PI, LLaMA-3): a scale per frequency (OpTypes checked
   // there are head_dim / 2 of them).
-  if (op.floats()->size() > 1) {
+  if (const auto *scales = attrs.frequency_scale(); scales && scales->size()) {
     for (int64_t i = 0; i < half; ++i) {
-      inverseFrequency[i] *= static_cast<float>(op.floats()->Get(1 + i));
+      inverseFrequency[i] *= static_cast<float>(scales->Get(i));
     }
   }
   F32In in(x);
@@ -491,10 +498,11 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
 Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                  Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
-  bool causal = op.ints()->Get(0), hasPast = op.ints()->Get(1);
+  const fb::AttentionAttrs &attrs = *op.attributes_as_AttentionAttrs();
+  bool causal = attrs.causal(), hasPast = inputs.size() == 4;
   if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() ||
       q.dim(0) != k.dim(0) || q.dim(3) != k.dim(3) || k.dim(2) == 0 ||
-      q.dim(2) % k.dim(2) != 0 || hasPast != (inputs.size() == 4)) {
+      q.dim(2) % k.dim(2) != 0) {
     return shapeError(op, "query " + formatShape(q.shape()) +
                               " does not fit key/value " +
                               formatShape(k.shape()));
@@ -515,7 +523,7 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                                 std::to_string(keys) + " keys of the cache");
     }
   }
-  float scale = static_cast<float>(op.floats()->Get(0));
+  float scale = static_cast<float>(attrs.scale());
   F32In qf(q);
   F32Out result(out);
   int64_t rowBlocks = (seq + kAttentionRowBlock - 1) / kAttentionRowBlock;
@@ -646,7 +654,7 @@ Status crossEntropy(const fb::Op &op, const Tensor &logits,
     return shapeError(op, "expected [tokens, vocab] logits and i32 labels");
   }
   MFRT_RETURN_IF_ERROR(expectShape(op, labels, {logits.dim(0)}, "labels"));
-  int64_t ignore = op.ints()->Get(0);
+  int64_t ignore = op.attributes_as_CrossEntropyAttrs()->ignore_index();
   int64_t tokens = logits.dim(0), vocab = logits.dim(1);
   StatusOr<int64_t> whole = wholeVocabulary(op, block, vocab);
   if (!whole) {
@@ -939,16 +947,17 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Constant: {
     // All the values, or one repeated (a splat): the filled prefix doubles
     // with each copy.
-    size_t held = op.data()->size(), bytes = output.byteSize();
+    const auto &values = *op.attributes_as_ConstantAttrs()->value();
+    size_t held = values.size(), bytes = output.byteSize();
     char *out = static_cast<char *>(output.data());
-    std::memcpy(out, op.data()->data(), std::min(held, bytes));
+    std::memcpy(out, values.data(), std::min(held, bytes));
     for (size_t filled = held; filled > 0 && filled < bytes; filled *= 2) {
       std::memcpy(out + filled, out, std::min(filled, bytes - filled));
     }
     return Status::ok();
   }
   case fb::OpKind::Iota: {
-    int64_t dim = op.ints()->Get(0);
+    int64_t dim = op.attributes_as_IotaAttrs()->dimension();
     if (dim < 0 || dim >= output.rank() || output.dtype() != DType::I32) {
       return shapeError(op, "dimension out of range");
     }
@@ -994,8 +1003,10 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Silu:
     return unary(op, in(0), output, silu);
   case fb::OpKind::Gelu:
-    return op.ints()->Get(0) ? unary(op, in(0), output, geluTanh)
-                             : unary(op, in(0), output, geluErf);
+    return op.attributes_as_GeluAttrs()->approximate() ==
+                   fb::GeluApproximation::tanh
+               ? unary(op, in(0), output, geluTanh)
+               : unary(op, in(0), output, geluErf);
   case fb::OpKind::Cast:
     return cast(op, in(0), output, parallel);
   case fb::OpKind::Broadcast:

@@ -22,42 +22,47 @@ bool isScalarIndex(const TensorDesc &type) {
   return type.dtype == DType::I32 && type.shape.empty();
 }
 
-int64_t intAttr(const fb::Op &op, size_t i) { return op.ints()->Get(i); }
+bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
+  return (rule.dtypes >> static_cast<int>(type.dtype) & 1) &&
+         (rule.rank < 0 || rule.rank == static_cast<int64_t>(type.shape.size()));
+}
+
+/// What the op's ODS says of every op of its kind (runtime/OpRegistry.h):
+/// each operand's and result's dtypes and rank, and one type for all when a
+/// trait says so.
+std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
+                     const TensorDesc &out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    size_t rule = std::min<size_t>(i, row.operandRules - 1);
+    if (!fitsRule(row.values[rule], in[i])) {
+      return "operand " + std::to_string(i) + " has a dtype or rank its op "
+             "does not take";
+    }
+    if (row.sameOperandsAndResultType && !sameType(in[i], out)) {
+      return "expected operands of the result's type";
+    }
+  }
+  return fitsRule(row.values[row.operandRules], out)
+             ? ""
+             : "the result has a dtype or rank its op does not produce";
+}
 
 /// Why an op's types do not fit; empty when they do.
 std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                   const TensorDesc &out) {
+  const OpRow &row = *opRow(op.kind()); // the loader checked the kind
+  if (std::string problem = checkRow(row, in, out); !problem.empty()) {
+    return problem;
+  }
   int64_t rank = static_cast<int64_t>(out.shape.size());
   switch (op.kind()) {
   case fb::OpKind::Param:
   case fb::OpKind::Constant:
     return ""; // checked with the parameter table / the data size
   case fb::OpKind::Iota:
-    return out.dtype == DType::I32 && intAttr(op, 0) >= 0 && intAttr(op, 0) < rank
+    return out.dtype == DType::I32 && op.attributes_as_IotaAttrs()->dimension() < rank
                ? ""
                : "expected an i32 result and a dimension within its rank";
-  case fb::OpKind::Add:
-  case fb::OpKind::Sub:
-  case fb::OpKind::Mul:
-  case fb::OpKind::Div:
-  case fb::OpKind::Max:
-  case fb::OpKind::Min:
-  case fb::OpKind::SwiGlu:
-    return sameType(in[0], out) && sameType(in[1], out)
-               ? ""
-               : "expected operands of the result's type";
-  case fb::OpKind::Neg:
-  case fb::OpKind::Exp:
-  case fb::OpKind::Log:
-  case fb::OpKind::Tanh:
-  case fb::OpKind::Sqrt:
-  case fb::OpKind::Rsqrt:
-  case fb::OpKind::Silu:
-  case fb::OpKind::Gelu:
-  case fb::OpKind::Assign: // and the parameter's type, checked with it
-    return sameType(in[0], out) && isFloat(out.dtype)
-               ? ""
-               : "expected a float operand of the result's type";
   case fb::OpKind::Cast:
     return in[0].shape == out.shape ? "" : "expected the result's shape";
   case fb::OpKind::Broadcast: {
@@ -75,7 +80,9 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   }
   case fb::OpKind::ReduceSum:
   case fb::OpKind::ReduceMax: {
-    int64_t dim = intAttr(op, 0);
+    int64_t dim = op.kind() == fb::OpKind::ReduceSum
+                      ? op.attributes_as_ReduceSumAttrs()->dimension()
+                      : op.attributes_as_ReduceMaxAttrs()->dimension();
     if (dim < 0 || dim >= static_cast<int64_t>(in[0].shape.size())) {
       return "dimension out of range";
     }
@@ -85,24 +92,23 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "expected the operand with the dimension reduced to 1";
   }
-  case fb::OpKind::Softmax:
-    return sameType(in[0], out) && isFloat(out.dtype) && intAttr(op, 0) >= 0 &&
-                   intAttr(op, 0) < rank
-               ? ""
-               : "expected a float operand of the result's type and a "
-                 "dimension within its rank";
+  case fb::OpKind::Softmax: {
+    int64_t dim = op.attributes_as_SoftmaxAttrs()->dimension();
+    return dim >= 0 && dim < rank ? "" : "expected a dimension within its rank";
+  }
   case fb::OpKind::Reshape:
     return count(in[0].shape) == count(out.shape) && in[0].dtype == out.dtype
                ? ""
                : "element counts or dtypes differ";
   case fb::OpKind::Transpose: {
-    if (static_cast<int64_t>(op.ints()->size()) != rank ||
+    const auto *permutation = op.attributes_as_TransposeAttrs()->permutation();
+    if (static_cast<int64_t>(permutation->size()) != rank ||
         in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
       return "permutation does not fit";
     }
     std::vector<bool> seen(rank, false);
     for (int64_t d = 0; d < rank; ++d) {
-      int64_t source = intAttr(op, d);
+      int64_t source = permutation->Get(d);
       if (source < 0 || source >= rank || seen[source] ||
           out.shape[d] != in[0].shape[source]) {
         return "not a permutation of the operand's shape";
@@ -112,12 +118,13 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return "";
   }
   case fb::OpKind::Slice: {
-    if (static_cast<int64_t>(op.ints()->size()) != rank ||
+    const auto *offsets = op.attributes_as_SliceAttrs()->offsets();
+    if (static_cast<int64_t>(offsets->size()) != rank ||
         in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
       return "offsets do not fit";
     }
     for (int64_t d = 0; d < rank; ++d) {
-      int64_t offset = intAttr(op, d);
+      int64_t offset = offsets->Get(d);
       if (offset < 0 || offset > in[0].shape[d] - out.shape[d]) {
         return "slice is outside the operand";
       }
@@ -125,7 +132,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return "";
   }
   case fb::OpKind::Concat: {
-    int64_t dim = intAttr(op, 0), total = 0;
+    int64_t dim = op.attributes_as_ConcatAttrs()->dimension(), total = 0;
     if (dim < 0 || dim >= rank) {
       return "dimension out of range";
     }
@@ -170,7 +177,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
       return "expected float operands of rank >= 2";
     }
     size_t lr = lhs.size(), rr = rhs.size();
-    bool tl = intAttr(op, 0), tr = intAttr(op, 1);
+    const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
+    bool tl = attrs.transpose_lhs(), tr = attrs.transpose_rhs();
     int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2], k = tl ? lhs[lr - 2] : lhs[lr - 1];
     int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2], n = tr ? rhs[rr - 2] : rhs[rr - 1];
     Shape batch(lhs.begin(), lhs.end() - 2);
@@ -183,20 +191,21 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return expected == out.shape ? "" : "unexpected result shape";
   }
   case fb::OpKind::Rope: {
-    if (!(sameType(in[0], out) && rank == 4 &&
-          (intAttr(op, 0) == 0 || intAttr(op, 0) == 1) && out.shape[3] % 2 == 0 &&
+    const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
+    if (!(sameType(in[0], out) && rank == 4 && out.shape[3] % 2 == 0 &&
           isFloat(out.dtype) && in[1].dtype == DType::I32 &&
           in[1].shape == Shape{out.shape[0], out.shape[1]})) {
       return "expected [batch, seq, heads, even head_dim] and positions "
              "[batch, seq]";
     }
-    // theta, then a scale per frequency (head_dim / 2) or none.
-    size_t floats = op.floats() ? op.floats()->size() : 0;
-    if (floats != 1 && floats != 1 + static_cast<size_t>(out.shape[3] / 2)) {
-      return "expected theta and head_dim / 2 frequency scales or none";
+    // A scale per frequency (head_dim / 2) or none.
+    const auto *scales = attrs.frequency_scale();
+    size_t count = scales ? scales->size() : 0;
+    if (count != 0 && count != static_cast<size_t>(out.shape[3] / 2)) {
+      return "expected head_dim / 2 frequency scales or none";
     }
-    for (size_t i = 0; i < floats; ++i) {
-      double value = op.floats()->Get(i);
+    for (size_t i = 0; i <= count; ++i) {
+      double value = i == 0 ? attrs.theta() : scales->Get(i - 1);
       if (!(value > 0) || !std::isfinite(value)) {
         return "theta and the frequency scales must be positive and finite";
       }
@@ -205,12 +214,11 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   }
   case fb::OpKind::Attention: {
     const Shape &q = in[0].shape, &k = in[1].shape;
-    bool hasPast = intAttr(op, 1);
+    bool hasPast = in.size() == 4;
     if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
         q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
-        !isFloat(out.dtype) || hasPast != (in.size() == 4) ||
-        (hasPast && !isScalarIndex(in[3]))) {
+        !isFloat(out.dtype) || (hasPast && !isScalarIndex(in[3]))) {
       return "query, key and value do not fit";
     }
     return "";
@@ -225,19 +233,14 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "the update does not fit the cache";
   }
   case fb::OpKind::CrossEntropy:
-    return op.ints() && op.ints()->size() >= 1 && in[0].shape.size() == 2 &&
+    return in[0].shape.size() == 2 &&
                    isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
                    out.dtype == DType::F32 && out.shape.empty()
                ? ""
-               : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
-                 "scalar and ignore_index";
-  case fb::OpKind::SiluGrad:
-  case fb::OpKind::GeluGrad:
-    return sameType(in[0], out) && sameType(in[1], out) && isFloat(out.dtype)
-               ? ""
-               : "expected float operands of the result's type";
+               : "expected [tokens, vocab] logits, [tokens] labels and an "
+                 "f32 scalar";
   case fb::OpKind::EmbeddingGrad: {
     Shape expected = in[0].shape;
     if (out.shape.size() != 2 || in[0].dtype != DType::I32 ||
@@ -252,7 +255,9 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::RmsNormGrad:
   case fb::OpKind::LayerNormGrad: {
     const Shape &x = in[0].shape;
-    int64_t operand = intAttr(op, 0);
+    int64_t operand = op.kind() == fb::OpKind::RmsNormGrad
+                          ? op.attributes_as_RmsNormGradAttrs()->wrt()
+                          : op.attributes_as_LayerNormGradAttrs()->wrt();
     int64_t maxOperand = op.kind() == fb::OpKind::RmsNormGrad ? 1 : 2;
     if (x.empty() || !sameType(in[0], in[2]) || !isFloat(out.dtype) ||
         in[1].dtype != in[0].dtype || in[1].shape != Shape{x.back()} ||
@@ -266,7 +271,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   }
   case fb::OpKind::AttentionGrad: {
     const Shape &q = in[0].shape, &k = in[1].shape;
-    int64_t operand = intAttr(op, 1);
+    int64_t operand = op.attributes_as_AttentionGradAttrs()->wrt();
     if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
         q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
@@ -278,7 +283,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "expected the result to have the operand's type";
   }
   case fb::OpKind::CrossEntropyGrad:
-    return op.ints() && op.ints()->size() >= 1 && in[0].shape.size() == 2 &&
+    return in[0].shape.size() == 2 &&
                    isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
@@ -286,37 +291,40 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                    sameType(in[0], out)
                ? ""
                : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
-                 "scalar gradient, the logits' type and ignore_index";
+                 "scalar gradient and the logits' type";
   case fb::OpKind::AllGather: // shapes and axes: against the grid
   case fb::OpKind::ReduceScatter:
   case fb::OpKind::Scatter:
-    return in[0].dtype == out.dtype && isFloat(out.dtype) &&
-                   in[0].shape.size() == out.shape.size() && op.ints() &&
-                   op.ints()->size() > 1
+    return in[0].dtype == out.dtype && in[0].shape.size() == out.shape.size() &&
+                   !gridAxesOf(op).empty()
                ? ""
-               : "expected a float operand of the result's dtype and rank, a "
-                 "dimension and grid axes";
+               : "expected an operand of the result's dtype and rank, and "
+                 "grid axes";
   case fb::OpKind::AllReduce: // its axes are checked against the grid
-    return sameType(in[0], out) && isFloat(out.dtype) && op.ints() &&
-                   op.ints()->size() > 0
-               ? ""
-               : "expected a float operand of the result's type and grid axes";
+    return !gridAxesOf(op).empty() ? "" : "expected grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;
-    if (op.ints()->size() != from.size() || out.shape.size() != from.size() ||
+    const auto *offsets = op.attributes_as_PadAttrs()->offsets();
+    if (offsets->size() != from.size() || out.shape.size() != from.size() ||
         in[0].dtype != out.dtype) {
       return "expected one offset per dimension and the input's dtype";
     }
     for (size_t d = 0; d < from.size(); ++d) {
-      int64_t offset = intAttr(op, d);
+      int64_t offset = offsets->Get(d);
       if (offset < 0 || offset > out.shape[d] - from[d]) {
         return "the input does not fit at its offsets";
       }
     }
     return "";
   }
+  default:
+    // An op whose types its ODS fixes needs no rule of its own.
+    return row.sameOperandsAndResultType
+               ? ""
+               : std::string("no type rule for ") + row.name +
+                     " in runtime/OpTypes.cpp";
   }
-  return "unknown op kind";
+  return "";
 }
 
 } // namespace

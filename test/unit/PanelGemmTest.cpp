@@ -120,11 +120,13 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
       fb::CreateTensorTypeDirect(builder, fb::DType::F32, &inputShape),
       fb::CreateTensorTypeDirect(builder, fb::DType::F32, &outputShape)};
   std::vector<uint32_t> none{}, param{0}, matmulIn{1, 0}, product{2};
-  std::vector<int64_t> paramIndex{0}, transposes{0, 1};
   std::vector<flatbuffers::Offset<fb::Op>> ops{
-      fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
+      fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, nullptr,
+                         fb::OpAttributes::ParamAttrs,
+                         fb::CreateParamAttrs(builder, 0).Union()),
       fb::CreateOpDirect(builder, fb::OpKind::Matmul, &matmulIn, &product,
-                         &transposes)};
+                         nullptr, fb::OpAttributes::MatmulAttrs,
+                         fb::CreateMatmulAttrs(builder, false, true).Union())};
   // Buffers: the input, the parameter, the output; one dispatch.
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
       fb::CreateBuffer(builder, fb::BufferKind::Input, 0,
@@ -166,7 +168,9 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
                                       &panels)};
   builder.Finish(fb::CreateExecutableDirect(builder, mfrt::kMaxFormatVersion, "cpu", model, &parameters,
                                             &entries, nullptr, &kernels,
-                                            &signatures, /*content_crc32=*/1),
+                                            &signatures, /*content_crc32=*/1,
+                                            0, nullptr, nullptr, 0,
+                                            mfrt::kOpRegistryFingerprint),
                  fb::ExecutableIdentifier());
   std::vector<uint8_t> bytes(builder.GetBufferPointer(),
                              builder.GetBufferPointer() + builder.GetSize());

@@ -498,7 +498,6 @@ TEST(HostProgram, OnlyTheInitializerDerivesValuesTheEntriesRead) {
     return probe.type(fb::DType::BF16, probe.four);
   };
   std::vector<uint32_t> none{}, param{0}, cast{1}, mulIn{1, 2}, mul{3};
-  std::vector<int64_t> paramIndex{0};
   for (int variant = 0; variant < 2; ++variant) { // the initializer
     bool intoOutput = variant == 1;
     HostProgramProbe probe;
@@ -506,8 +505,9 @@ TEST(HostProgram, OnlyTheInitializerDerivesValuesTheEntriesRead) {
     std::vector<flatbuffers::Offset<fb::TensorType>> values{f32(probe),
                                                             bf16(probe)};
     std::vector<flatbuffers::Offset<fb::Op>> ops{
-        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param,
-                           &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, nullptr,
+                           fb::OpAttributes::ParamAttrs,
+                           fb::CreateParamAttrs(builder, 0).Union()),
         fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast)};
     std::vector<flatbuffers::Offset<fb::Buffer>> buffers{
         fb::CreateBuffer(builder, fb::BufferKind::Parameter, 0, f32(probe)),
@@ -540,7 +540,9 @@ TEST(HostProgram, OnlyTheInitializerDerivesValuesTheEntriesRead) {
     std::vector<flatbuffers::Offset<fb::TensorType>> values{
         f32(probe), bf16(probe), bf16(probe), bf16(probe)};
     std::vector<flatbuffers::Offset<fb::Op>> ops{
-        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, &paramIndex),
+        fb::CreateOpDirect(builder, fb::OpKind::Param, &none, &param, nullptr,
+                           fb::OpAttributes::ParamAttrs,
+                           fb::CreateParamAttrs(builder, 0).Union()),
         fb::CreateOpDirect(builder, fb::OpKind::Cast, &param, &cast),
         fb::CreateOpDirect(builder, fb::OpKind::Mul, &mulIn, &mul)};
     std::vector<flatbuffers::Offset<fb::Buffer>> buffers{

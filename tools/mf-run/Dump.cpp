@@ -4,6 +4,8 @@
 
 #include "runtime/HostProgram.h"
 
+#include <cstdio>
+
 using namespace mfrt;
 
 namespace {
@@ -16,8 +18,12 @@ std::string typeText(const fb::TensorType &type) {
 void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
   const fb::Executable &root = executable.root();
   const fb::ModelInfo &model = executable.model();
+  char registry[17];
+  std::snprintf(registry, sizeof(registry), "%016llx",
+                static_cast<unsigned long long>(root.op_registry()));
   os << "mfc executable, format version " << root.format_version()
-     << ", target " << (root.target() ? root.target()->str() : "?") << "\n";
+     << " (op registry " << registry << "), target "
+     << (root.target() ? root.target()->str() : "?") << "\n";
   if (const fb::KernelTarget *kernels = root.kernel_target()) {
     os << "kernels compiled for " << kernels->triple()->str() << ", CPU "
        << kernels->cpu()->str() << ", features";

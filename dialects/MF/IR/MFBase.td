@@ -69,11 +69,25 @@ def MF_ScalarIndexTensor : 0DTensorOf<[I32]> {
 // Base op class
 //===----------------------------------------------------------------------===//
 
+/// The op registry (tools/mf-tblgen, docs/adding-an-op.md): every `mf` op is
+/// an op model.bin can store unless it sets `inExecutable = 0` (structure
+/// that lowering removes). What model.bin stores of it is its ODS
+/// definition itself: its operand and result counts, their type
+/// constraints, `SameOperandsAndResultType`, and each attribute as a typed
+/// field (a symbol `name` as the parameter's index; the `grid` symbol not
+/// at all: an executable has one grid). From that mf-tblgen generates the
+/// schema's op kinds and attribute tables, the runtime's op table and the
+/// writer's encoding.
+class MF_ExecutableRecord {
+  bit inExecutable = 1;
+}
+
 /// Every `mf` op reports its cost; ops whose FLOPs are not one per result
 /// element override `getFlops`.
 class MF_Op<string mnemonic, list<Trait> traits = []>
     : Op<MF_Dialect, mnemonic,
-         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface>])>;
+         !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface>])>,
+      MF_ExecutableRecord;
 
 /// An op whose cost differs from the elementwise default: it defines the
 /// interface methods named in `overrides` in C++.
@@ -81,7 +95,8 @@ class MF_CostedOp<string mnemonic, list<Trait> traits = [],
                   list<string> overrides = ["getFlops"]>
     : Op<MF_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<MF_CostOpInterface,
-                                                        overrides>])>;
+                                                        overrides>])>,
+      MF_ExecutableRecord;
 
 /// An op that does no work of its own: reading a parameter or a constant
 /// costs nothing until a consumer reads the value (which counts the bytes).

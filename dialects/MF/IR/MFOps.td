@@ -19,6 +19,7 @@ def MF_ParameterResource : Resource<"::mlir::mf::ParameterResource">;
 
 def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let inExecutable = 0; // not stored in model.bin
   let summary = "A trainable model parameter";
   let description = [{
     Declares a model weight. Weights are not part of the program: the runtime
@@ -401,6 +402,7 @@ def MF_ReduceMaxOp : MF_ReduceOp<"reduce_max"> {
 
 def MF_RecomputeBarrierOp : MF_FreeOp<"recompute_barrier",
     [SameOperandsAndResultType]> {
+  let inExecutable = 0; // not stored in model.bin
   let summary = "The value a recomputation starts from, opaque to CSE and folding";
   let description = [{
     mf-recompute clones forward ops for the backward; the clones read their
@@ -834,6 +836,7 @@ def MF_ReplicateOp : MF_FreeOp<"replicate", [
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let inExecutable = 0; // not stored in model.bin
   let summary = "A replicated value read by split computation (Megatron's f)";
   let description = [{
     The identity on `input`, which every rank of the group holds whole, where
@@ -1078,6 +1081,7 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
     SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>],
     ["getFlops", "getBytesAccessed"]> {
+  let inExecutable = 0; // not stored in model.bin
   let summary = "A group of ops that becomes one kernel";
   let description = [{
     The body computes the results from the inputs (bound to the block
@@ -1110,6 +1114,7 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
 
 def MF_YieldOp : MF_Op<"yield", [Pure, Terminator, ReturnLike,
     HasParent<"FusionOp">]> {
+  let inExecutable = 0; // not stored in model.bin
   let summary = "The results of an mf.fusion body";
   let description = [{
     ```mlir
