@@ -449,10 +449,9 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
 int64_t BroadcastOp::getFlops() { return 0; }
 
 //===----------------------------------------------------------------------===//
-// Elementwise costs
+// Elementwise costs (activations without attributes declare theirs in ODS:
+// MF_CostedUnaryOp)
 //===----------------------------------------------------------------------===//
-
-int64_t SiluOp::getFlops() { return 4 * numElements(getResult()); }
 
 int64_t GeluOp::getFlops() {
   return (getApproximate() == GeluApproximation::tanh ? 9 : 6) *

@@ -243,13 +243,23 @@ class MF_UnaryOp<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-class MF_CostedUnaryOp<string mnemonic, list<Trait> traits = []>
+/// An activation whose cost is `flopsPerElement` per result element
+/// (exp, a division and a few multiplies and adds, as the scalar body in
+/// ScalarEmitter.cpp computes it).
+class MF_CostedUnaryOp<string mnemonic, int flopsPerElement,
+                       list<Trait> traits = []>
     : MF_CostedOp<mnemonic, !listconcat(traits, [Pure, Elementwise,
                                                  SameOperandsAndResultType,
                                                  DeclareOpInterfaceMethods<MF_GradientOpInterface>])> {
   let arguments = (ins MF_FloatTensor:$input);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  let extraClassDefinition = [{
+    int64_t $cppClass::getFlops() {
+      return }] # flopsPerElement # [{ *
+             ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+    }
+  }];
 }
 
 def MF_NegOp : MF_UnaryOp<"neg"> {
@@ -306,7 +316,7 @@ def MF_RsqrtOp : MF_UnaryOp<"rsqrt"> {
   }];
 }
 
-def MF_SiluOp : MF_CostedUnaryOp<"silu"> {
+def MF_SiluOp : MF_CostedUnaryOp<"silu", 4> {
   let summary = "SiLU (swish): x * sigmoid(x)";
   let description = [{
     ```mlir
