@@ -49,6 +49,8 @@ Status unary(const fb::Op &op, const Tensor &a, Tensor &out, F function) {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+float fastGelu(float x) { return x / (1.0f + std::exp(-1.702f * x)); }
+
 float geluTanh(float x) {
   const float k = 0.7978845608028654f; // sqrt(2 / pi)
   return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
@@ -1002,6 +1004,8 @@ Status mfrt::runKernel(const fb::Op &op,
     return unary(op, in(0), output, [](float x) { return 1.0f / std::sqrt(x); });
   case fb::OpKind::Silu:
     return unary(op, in(0), output, silu);
+  case fb::OpKind::FastGelu:
+    return unary(op, in(0), output, fastGelu);
   case fb::OpKind::Gelu:
     return op.attributes_as_GeluAttrs()->approximate() ==
                    fb::GeluApproximation::tanh

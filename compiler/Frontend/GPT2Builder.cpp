@@ -1,8 +1,8 @@
 //===- GPT2Builder.cpp - mf IR for GPT-2 ----------------------------------===//
 //
 // GPT-2: learned position embeddings, pre-LayerNorm blocks, fused q/k/v
-// projection, tanh GELU, Conv1D weights stored [in, out], LM head tied to
-// the token embedding. Names follow the Hugging Face checkpoint.
+// projection, tanh GELU (or fast_gelu), Conv1D weights stored [in, out], LM
+// head tied to the token embedding. Names follow the Hugging Face checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,8 +121,13 @@ private:
     Value expanded = conv1d(normed, mlp + ".c_fc", hiddenSize, ffnSize,
                             "expand_ratio", Parallel::Column, 1,
                             mindFormers + ".output.mapping");
-    Value activated = mf::GeluOp::create(builder_, loc(mlp + ".act", "hidden_act"),
-                                         expanded, mf::GeluApproximation::tanh);
+    // MindFormers' gelu is MindSpore's GELU(approximate=True), as gelu_new.
+    Location act = loc(mlp + ".act", "hidden_act");
+    Value activated =
+        model.hiddenAct == "fast_gelu"
+            ? Value(mf::FastGeluOp::create(builder_, act, expanded))
+            : Value(mf::GeluOp::create(builder_, act, expanded,
+                                       mf::GeluApproximation::tanh));
     Value projected = conv1d(activated, mlp + ".c_proj", ffnSize, hiddenSize,
                              "expand_ratio", Parallel::Row, 1,
                              mindFormers + ".output.projection");

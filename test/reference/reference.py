@@ -54,6 +54,9 @@ class Config:
         if arch is None:
             cfg = hugging_face_model_config(path, root, cfg)
         self.gpt2 = arch == "GPT2LMHeadModel"
+        # MindFormers' gelu is MindSpore's GELU(approximate=True); fast_gelu
+        # is MindSpore's FastGeLU, x * sigmoid(1.702 x).
+        self.hidden_act = cfg.get("hidden_act", "gelu")
         self.run_mode = root["run_mode"]
         self.hidden = cfg["hidden_size"]
         self.layers = cfg["num_layers"]
@@ -458,7 +461,11 @@ def gpt2_logits(cfg, w, ids):
         a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.heads * cfg.head_dim)
         x = x + conv1d(a, "attn.c_proj")
         h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg.ln_eps).to(c)
-        m = torch.nn.functional.gelu(conv1d(h, "mlp.c_fc").float(), approximate="tanh").to(c)
+        expanded = conv1d(h, "mlp.c_fc").float()
+        if cfg.hidden_act == "fast_gelu":
+            m = (expanded * torch.sigmoid(1.702 * expanded)).to(c)
+        else:
+            m = torch.nn.functional.gelu(expanded, approximate="tanh").to(c)
         x = x + conv1d(m, "mlp.c_proj")
     x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], cfg.ln_eps).to(c)
     return (x @ w["transformer.wte.weight"].to(c).T).float()

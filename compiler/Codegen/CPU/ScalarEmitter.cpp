@@ -106,6 +106,14 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
                                          math::SqrtOp::create(b, loc, in[0]));
           })
           .Case([&](mf::SiluOp) -> Value { return silu(in[0]); })
+          .Case([&](mf::FastGeluOp) -> Value {
+            // x / (1 + exp(-1.702 x)): x sigmoid(1.702 x)
+            Value scaled = arith::MulFOp::create(b, loc, constant(-1.702), in[0]);
+            return arith::DivFOp::create(
+                b, loc, in[0],
+                arith::AddFOp::create(b, loc, constant(1.0),
+                                      math::ExpOp::create(b, loc, scaled)));
+          })
           .Case([&](mf::SiluGradOp) -> Value {
             // dy * s * (1 + x (1 - s)), s = sigmoid(x)
             Value x = in[0];

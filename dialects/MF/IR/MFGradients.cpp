@@ -135,6 +135,16 @@ LogicalResult SiluOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+LogicalResult FastGeluOp::buildGradients(OpBuilder &b, Value g,
+                                         SmallVectorImpl<Value> &grads) {
+  // x sigmoid(a x) = silu(a x) / a, so its derivative is silu'(a x).
+  Location loc = getLoc();
+  Value x = getInput();
+  Value scaled = MulOp::create(b, loc, splat(b, loc, typeOf(x), 1.702), x);
+  grads.push_back(SiluGradOp::create(b, loc, scaled, g));
+  return success();
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, Value g,
                                      SmallVectorImpl<Value> &grads) {
   grads.push_back(

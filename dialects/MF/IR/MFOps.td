@@ -325,6 +325,19 @@ def MF_SiluOp : MF_CostedUnaryOp<"silu", 4> {
   }];
 }
 
+def MF_FastGeluOp : MF_CostedUnaryOp<"fast_gelu", 5> {
+  let summary = "Fast GELU: x * sigmoid(1.702 x)";
+  let description = [{
+    MindSpore's `FastGeLU`, which MindFormers' `hidden_act: fast_gelu`
+    selects: `x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|))`, that is
+    `x * sigmoid(1.702 x)`. Not the tanh approximation of GELU.
+
+    ```mlir
+    %r = mf.fast_gelu %x : tensor<1x8x256xf32>
+    ```
+  }];
+}
+
 def MF_GeluOp : MF_CostedOp<"gelu", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise,
                                      SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or with the tanh approximation";

@@ -217,3 +217,13 @@ func.func @vocab_parallel(%table: tensor<128x64xf32>, %ids: tensor<1x8xi32>,
   %dtable = mf.embedding_grad %ids, %dy vocab on @grid axes = [1] : tensor<1x8xi32>, tensor<1x8x64xf32> -> tensor<128x64xf32>
   return %h, %loss, %dlogits, %dtable : tensor<1x8x64xf32>, tensor<f32>, tensor<8x128xf32>, tensor<128x64xf32>
 }
+
+// -----
+
+// MindFormers' fast_gelu (MindSpore's FastGeLU), its own op.
+// CHECK-LABEL: func.func @fast_gelu
+// CHECK: mf.fast_gelu %{{.*}} : tensor<2x8xbf16>
+func.func @fast_gelu(%x: tensor<2x8xbf16>) -> tensor<2x8xbf16> {
+  %0 = mf.fast_gelu %x : tensor<2x8xbf16>
+  return %0 : tensor<2x8xbf16>
+}
