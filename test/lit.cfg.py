@@ -21,6 +21,9 @@ config.substitutions.append(("%mindformers", config.mindformers_configs))
 config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
 # C harnesses include runtime/KernelAbi.h, the published kernel ABI.
 config.substitutions.append(("%mfc-src", config.mfc_src_root))
+# MLIR's .td files, for mf-tblgen's tests (test/tblgen).
+config.substitutions.append(("%mlir-include", os.path.join(
+    os.path.dirname(config.llvm_tools_dir), "include")))
 # The PyTorch reference runs on Debian's python3-torch, installed for the
 # system Python (not whatever python3 comes first on PATH).
 config.substitutions.append(("%python", "/usr/bin/python3"))
