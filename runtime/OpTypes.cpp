@@ -60,7 +60,9 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::Constant:
     return ""; // checked with the parameter table / the data size
   case fb::OpKind::Iota:
-    return out.dtype == DType::I32 && op.attributes_as_IotaAttrs()->dimension() < rank
+    return out.dtype == DType::I32 &&
+                   op.attributes_as_IotaAttrs()->dimension() >= 0 &&
+                   op.attributes_as_IotaAttrs()->dimension() < rank
                ? ""
                : "expected an i32 result and a dimension within its rank";
   case fb::OpKind::Cast:
