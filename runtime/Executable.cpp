@@ -9,7 +9,6 @@
 
 #include <cstdio>
 
-
 using namespace mfrt;
 
 namespace {
@@ -230,8 +229,8 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         int64_t bytes = *checkedElementCount(Executable::shapeOf(type)) *
                         dtypeSize(Executable::dtypeOf(type));
         int64_t element = dtypeSize(Executable::dtypeOf(type));
-        int64_t held =
-            static_cast<int64_t>(op.attributes_as_ConstantAttrs()->value()->size());
+        int64_t held = static_cast<int64_t>(
+            op.attributes_as_ConstantAttrs()->value()->size());
         if (held != bytes && !(held == element && bytes > 0)) {
           return Status::error(where + " holds " + std::to_string(held) +
                                " bytes of constant data, expected " +
@@ -501,7 +500,6 @@ Status checkKernelSignatures(const fb::Executable &root) {
   }
   return Status::ok();
 }
-
 
 bool alignedShapes(
     const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> *types) {

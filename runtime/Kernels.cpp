@@ -389,7 +389,8 @@ Status embedding(const fb::Op &op, const Tensor &table, const Tensor &ids,
 Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
               Tensor &out) {
   const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
-  bool transposeLhs = attrs.transpose_lhs(), transposeRhs = attrs.transpose_rhs();
+  bool transposeLhs = attrs.transpose_lhs(),
+       transposeRhs = attrs.transpose_rhs();
   if (lhs.rank() < 2 || rhs.rank() < 2 || out.rank() != lhs.rank()) {
     return shapeError(op, "expected operands of rank >= 2");
   }

@@ -24,7 +24,8 @@ bool isScalarIndex(const TensorDesc &type) {
 
 bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
   return (rule.dtypes >> static_cast<int>(type.dtype) & 1) &&
-         (rule.rank < 0 || rule.rank == static_cast<int64_t>(type.shape.size()));
+         (rule.rank < 0 ||
+          rule.rank == static_cast<int64_t>(type.shape.size()));
 }
 
 /// What the op's ODS says of every op of its kind (runtime/OpRegistry.h):
@@ -35,7 +36,8 @@ std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
   for (size_t i = 0; i < in.size(); ++i) {
     size_t rule = std::min<size_t>(i, row.operandRules - 1);
     if (!fitsRule(row.values[rule], in[i])) {
-      return "operand " + std::to_string(i) + " has a dtype or rank its op "
+      return "operand " + std::to_string(i) +
+             " has a dtype or rank its op "
              "does not take";
     }
     if (row.sameOperandsAndResultType && !sameType(in[i], out)) {
@@ -219,8 +221,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     bool hasPast = in.size() == 4;
     if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
-        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
-        !isFloat(out.dtype) || (hasPast && !isScalarIndex(in[3]))) {
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
+        (hasPast && !isScalarIndex(in[3]))) {
       return "query, key and value do not fit";
     }
     return "";
@@ -235,8 +237,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "the update does not fit the cache";
   }
   case fb::OpKind::CrossEntropy:
-    return in[0].shape.size() == 2 &&
-                   isFloat(in[0].dtype) &&
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
                    out.dtype == DType::F32 && out.shape.empty()
@@ -285,8 +286,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "expected the result to have the operand's type";
   }
   case fb::OpKind::CrossEntropyGrad:
-    return in[0].shape.size() == 2 &&
-                   isFloat(in[0].dtype) &&
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
                    in[1].dtype == DType::I32 &&
                    in[1].shape == Shape{in[0].shape[0]} &&
                    in[2].dtype == DType::F32 && in[2].shape.empty() &&

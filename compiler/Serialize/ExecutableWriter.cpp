@@ -379,10 +379,9 @@ private:
       for (Value result : op->getResults()) {
         results.push_back(program.idOf(result));
       }
-      ops.push_back(fb::CreateOpDirect(
-          builder_, row->kind, &operands, &results,
-          mf::getModelPath(op->getLoc()).c_str(), attributes->type,
-          attributes->table));
+      ops.push_back(fb::CreateOpDirect(builder_, row->kind, &operands, &results,
+                                       mf::getModelPath(op->getLoc()).c_str(),
+                                       attributes->type, attributes->table));
     }
     std::vector<std::string> outputNames;
     for (unsigned i = 0; i < function.getNumResults(); ++i) {

@@ -166,12 +166,12 @@ mfrt::StatusOr<mfrt::Executable> withPanelInputs(std::vector<uint32_t> panels) {
   std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures{
       fb::CreateKernelSignatureDirect(builder, &kernelInputs, &kernelOutputs, 1,
                                       &panels)};
-  builder.Finish(fb::CreateExecutableDirect(builder, mfrt::kMaxFormatVersion, "cpu", model, &parameters,
-                                            &entries, nullptr, &kernels,
-                                            &signatures, /*content_crc32=*/1,
-                                            0, nullptr, nullptr, 0,
-                                            mfrt::kOpRegistryFingerprint),
-                 fb::ExecutableIdentifier());
+  builder.Finish(
+      fb::CreateExecutableDirect(builder, mfrt::kMaxFormatVersion, "cpu", model,
+                                 &parameters, &entries, nullptr, &kernels,
+                                 &signatures, /*content_crc32=*/1, 0, nullptr,
+                                 nullptr, 0, mfrt::kOpRegistryFingerprint),
+      fb::ExecutableIdentifier());
   std::vector<uint8_t> bytes(builder.GetBufferPointer(),
                              builder.GetBufferPointer() + builder.GetSize());
   EXPECT_TRUE(mfrt::sealContentChecksum(bytes.data(), bytes.size()));

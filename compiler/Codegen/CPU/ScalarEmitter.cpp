@@ -93,8 +93,12 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
           .Case([&](mf::NegOp) -> Value {
             return arith::NegFOp::create(b, loc, in[0]);
           })
-          .Case([&](mf::ExpOp) -> Value { return math::ExpOp::create(b, loc, in[0]); })
-          .Case([&](mf::LogOp) -> Value { return math::LogOp::create(b, loc, in[0]); })
+          .Case([&](mf::ExpOp) -> Value {
+            return math::ExpOp::create(b, loc, in[0]);
+          })
+          .Case([&](mf::LogOp) -> Value {
+            return math::LogOp::create(b, loc, in[0]);
+          })
           .Case([&](mf::TanhOp) -> Value {
             return math::TanhOp::create(b, loc, in[0]);
           })
@@ -108,7 +112,8 @@ FailureOr<Value> ScalarEmitter::compute(Operation *op, ArrayRef<Value> in,
           .Case([&](mf::SiluOp) -> Value { return silu(in[0]); })
           .Case([&](mf::FastGeluOp) -> Value {
             // x / (1 + exp(-1.702 x)): x sigmoid(1.702 x)
-            Value scaled = arith::MulFOp::create(b, loc, constant(-1.702), in[0]);
+            Value scaled =
+                arith::MulFOp::create(b, loc, constant(-1.702), in[0]);
             return arith::DivFOp::create(
                 b, loc, in[0],
                 arith::AddFOp::create(b, loc, constant(1.0),
