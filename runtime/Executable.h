@@ -38,44 +38,17 @@ inline bool isCollective(fb::OpKind kind) {
          kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter;
 }
 
-/// The grid axes a vocabulary-parallel op (Embedding, EmbeddingGrad,
-/// CrossEntropy, CrossEntropyGrad) splits the vocabulary over, or a
-/// collective's. Empty when the vocabulary is whole (or for other ops).
+/// A collective's grid axes, or those a vocabulary-parallel op (Embedding,
+/// CrossEntropy and their gradients) splits the vocabulary over. Empty when
+/// the vocabulary is whole, and for other ops.
 inline std::vector<int64_t> gridAxesOf(const fb::Op &op) {
-  const flatbuffers::Vector<int16_t> *axes = nullptr;
-  switch (op.kind()) {
-  case fb::OpKind::Embedding:
-    axes = op.attributes_as_EmbeddingAttrs()->grid_axes();
-    break;
-  case fb::OpKind::EmbeddingGrad:
-    axes = op.attributes_as_EmbeddingGradAttrs()->grid_axes();
-    break;
-  case fb::OpKind::CrossEntropy:
-    axes = op.attributes_as_CrossEntropyAttrs()->grid_axes();
-    break;
-  case fb::OpKind::CrossEntropyGrad:
-    axes = op.attributes_as_CrossEntropyGradAttrs()->grid_axes();
-    break;
-  case fb::OpKind::AllReduce:
-    axes = op.attributes_as_AllReduceAttrs()->grid_axes();
-    break;
-  case fb::OpKind::AllGather:
-    axes = op.attributes_as_AllGatherAttrs()->grid_axes();
-    break;
-  case fb::OpKind::ReduceScatter:
-    axes = op.attributes_as_ReduceScatterAttrs()->grid_axes();
-    break;
-  case fb::OpKind::Scatter:
-    axes = op.attributes_as_ScatterAttrs()->grid_axes();
-    break;
-  default:
-    break;
-  }
-  return axes ? std::vector<int64_t>(axes->begin(), axes->end())
-              : std::vector<int64_t>{};
+  std::optional<const flatbuffers::Vector<int16_t> *> axes = gridAxesField(op);
+  return axes && *axes ? std::vector<int64_t>((*axes)->begin(), (*axes)->end())
+                       : std::vector<int64_t>{};
 }
 
-/// Whether `op` splits the vocabulary over grid axes.
+/// The grid axes a vocabulary-parallel op splits the vocabulary over
+/// (empty: the vocabulary is whole, or `op` is not such an op).
 inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
   return isCollective(op.kind()) ? std::vector<int64_t>{} : gridAxesOf(op);
 }
@@ -95,11 +68,7 @@ inline int64_t collectiveDimension(const fb::Op &op) {
 }
 
 /// The parameter a Param reads or an Assign writes (the loader checks it).
-inline int64_t parameterOf(const fb::Op &op) {
-  return op.kind() == fb::OpKind::Param
-             ? op.attributes_as_ParamAttrs()->parameter()
-             : op.attributes_as_AssignAttrs()->parameter();
-}
+inline int64_t parameterOf(const fb::Op &op) { return *parameterField(op); }
 
 struct HostProgram;
 

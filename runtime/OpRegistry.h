@@ -16,6 +16,7 @@
 #include "runtime/schemas/mf_executable_generated.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 

@@ -75,6 +75,29 @@ void emitRuntimeTable(const Registry &registry, llvm::raw_ostream &os) {
         op.variadicOperands ? "true" : "false", op.operands.size());
   }
   os << "};\n\n";
+  // Fields several ops share, read whatever the op: `grid_axes` (the
+  // vocabulary-parallel ops and the collectives) and `parameter` (Param,
+  // Assign).
+  struct SharedField {
+    const char *name, *function, *type;
+  };
+  const SharedField shared[] = {
+      {"grid_axes", "gridAxesField", "const ::flatbuffers::Vector<int16_t> *"},
+      {"parameter", "parameterField", "uint32_t"}};
+  for (const auto &[name, function, type] : shared) {
+    os << "/// The op's `" << name << "` attribute, for every op that has "
+       << "one.\ninline std::optional<" << type << "> " << function
+       << "(const fb::Op &op) {\n  switch (op.kind()) {\n";
+    for (const OpRecord &op : registry.ops) {
+      for (const Field &field : op.fields) {
+        if (field.name == name) {
+          os << "  case fb::OpKind::" << op.kind << ":\n    return op.attributes_as_"
+             << op.kind << "Attrs()->" << name << "();\n";
+        }
+      }
+    }
+    os << "  default:\n    return std::nullopt;\n  }\n}\n\n";
+  }
   // What a flatbuffers verifier does not check: enum values, and (2.0's
   // verifier checks only a vector's 4-byte length) the alignment of vectors
   // of wider values.
