@@ -91,8 +91,9 @@ void emitRuntimeTable(const Registry &registry, llvm::raw_ostream &os) {
     for (const OpRecord &op : registry.ops) {
       for (const Field &field : op.fields) {
         if (field.name == name) {
-          os << "  case fb::OpKind::" << op.kind << ":\n    return op.attributes_as_"
-             << op.kind << "Attrs()->" << name << "();\n";
+          os << "  case fb::OpKind::" << op.kind
+             << ":\n    return op.attributes_as_" << op.kind << "Attrs()->"
+             << name << "();\n";
         }
       }
     }
