@@ -147,6 +147,19 @@ public:
     }
   }
 
+  /// Sets `canonical` to `value` when neither the YAML nor a file gave it:
+  /// a default of transformers' that differs from MindFormers'.
+  void defaultTo(StringRef canonical, StringRef value, SMLoc loc) {
+    if (!copy_ || yamlKeys_.contains(canonical) || taken_.contains(canonical)) {
+      return;
+    }
+    auto node = std::make_unique<ConfigNode>();
+    node->kind = ConfigNode::Kind::Scalar;
+    node->scalar = value.str();
+    node->loc = loc;
+    modelConfig_.entries.push_back({canonical.str(), loc, std::move(node)});
+  }
+
 private:
   void compare(const ConfigNode::Entry &fromFile, StringRef canonical,
                StringRef fileName) {
@@ -251,5 +264,9 @@ bool mfc::mergePretrainedModelDir(ConfigDiagnostics &diagnostics,
     merge.merge(*generation, "generation_config.json", kGenerationKeys);
   }
   merge.merge(*config, "config.json");
+  // transformers' PretrainedConfig defaults use_cache to true, MindFormers'
+  // use_past to false: a config.json that does not say is a model that
+  // decodes with a KV cache.
+  merge.defaultTo("use_past", "true", dirLoc);
   return true;
 }

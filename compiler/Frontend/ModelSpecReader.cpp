@@ -67,12 +67,15 @@ int64_t ModelConfig::ffnHiddenSize() const {
   if (intermediateSize) {
     return *intermediateSize;
   }
-  // MindFormers' LLaMA FeedForward: 2/3 of 4*hidden, scaled, rounded up.
+  // MindFormers' LLaMA FeedForward (llama_layer.py): 4*hidden scaled by
+  // ffn_dim_multiplier + 0.01 (its margin against float truncation), then
+  // 2/3 of that, rounded up to multiple_of. The order and the 0.01 matter:
+  // LLaMA-2/3 70B get 28672 (without the 0.01, 28416).
   int64_t hidden = 4 * hiddenSize;
-  hidden = 2 * hidden / 3;
   if (ffnDimMultiplier) {
-    hidden = static_cast<int64_t>(*ffnDimMultiplier * hidden);
+    hidden = static_cast<int64_t>((*ffnDimMultiplier + 0.01) * hidden);
   }
+  hidden = 2 * hidden / 3;
   return multipleOf * ((hidden + multipleOf - 1) / multipleOf);
 }
 

@@ -90,9 +90,12 @@ class Config:
         elif cfg.get("intermediate_size"):
             self.ffn = cfg["intermediate_size"]
         else:
-            h = int(2 * (4 * self.hidden) / 3)
+            # MindFormers' LlamaFeedForward: scale 4*hidden by
+            # ffn_dim_multiplier + 0.01, then take 2/3.
+            h = 4 * self.hidden
             if cfg.get("ffn_dim_multiplier"):
-                h = int(cfg["ffn_dim_multiplier"] * h)
+                h = int((cfg["ffn_dim_multiplier"] + 0.01) * h)
+            h = int(2 * h / 3)
             m = cfg.get("multiple_of", 256)
             self.ffn = m * ((h + m - 1) // m)
         # Training: mf-run's defaults where the YAML is silent.

@@ -63,16 +63,23 @@ TEST(ModelSpecReader, FfnWidthFollowsMindFormers) {
   llama7b.hiddenSize = 4096;
   llama7b.multipleOf = 256;
   EXPECT_EQ(llama7b.ffnHiddenSize(), 11008);
-  // pretrain_llama2_70b's multiple_of 256 with ffn_dim_multiplier 1.3:
-  // 256 * ceil(int(1.3 * 21845) / 256). (Meta's 70B used multiple_of 4096,
-  // which gives 28672.)
+  // pretrain_llama2_70b's multiple_of 256 with ffn_dim_multiplier 1.3, as
+  // MindFormers' LlamaFeedForward computes it:
+  // 256 * ceil(int(2 * int(1.31 * 32768) / 3) / 256) = 28672, the width of
+  // Meta's 70B checkpoint (Meta's own formula needs multiple_of 4096 for it).
   ModelConfig llama70b;
   llama70b.hiddenSize = 8192;
   llama70b.multipleOf = 256;
   llama70b.ffnDimMultiplier = 1.3;
-  EXPECT_EQ(llama70b.ffnHiddenSize(), 28416);
+  EXPECT_EQ(llama70b.ffnHiddenSize(), 28672);
   llama70b.multipleOf = 4096;
   EXPECT_EQ(llama70b.ffnHiddenSize(), 28672);
+  // LLaMA-3 8B: hidden 4096, multiplier 1.3, multiple_of 256 -> 14336.
+  ModelConfig llama3_8b;
+  llama3_8b.hiddenSize = 4096;
+  llama3_8b.multipleOf = 256;
+  llama3_8b.ffnDimMultiplier = 1.3;
+  EXPECT_EQ(llama3_8b.ffnHiddenSize(), 14336);
   ModelConfig qwen;
   qwen.intermediateSize = 4864;
   EXPECT_EQ(qwen.ffnHiddenSize(), 4864);
