@@ -172,7 +172,7 @@ def speed_table(args, tmp):
     compile_report(args.build, config, unbucketed,
                    dp2_common + ["parallel_config.gradient_aggregation_group=100000"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
-    run = ["--data", corpus, "--steps", str(args.steps)]
+    run = ["--init-weights", "--data", corpus, "--steps", str(args.steps)]
     times = {"one rank, 2 threads": [], "dp2, 1 thread a rank": [],
              "dp2, a bucket a tensor": []}
     for _ in range(args.runs):

@@ -26,7 +26,7 @@ echo "== mf-run --dump (the executable)"
 echo "== mf-run: generate 48 bytes after a prompt (PyNative, KV cache)"
 echo "   The weights are the deterministic init (seed 0): untrained, so the"
 echo "   text is noise; the training section below fixes that."
-"$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --prompt "Once upon a time" \
+"$bin/mf-run" "$out/llama-tiny.bin" --mode pynative --init-weights --prompt "Once upon a time" \
   --max-new-tokens 48 --save-weights "$out/llama-tiny.safetensors"
 
 echo "== Graph Mode: native kernels from the executable, checked against PyNative"

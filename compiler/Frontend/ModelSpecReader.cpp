@@ -566,7 +566,7 @@ constexpr StringRef kTrainerOnlyKeys[] = {
 /// compiles (runtime paging, checkpoint names, dropout, ...).
 constexpr StringRef kIgnoredModelKeys[] = {
     "block_size", "num_blocks", "is_dynamic", "auto_map",
-    "checkpoint_name_or_path", "use_past_shard", "emb_dropout_prob",
+    "use_past_shard", "emb_dropout_prob",
     "fine_grain_interleave", "use_prompt_flash_attention",
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
     "max_position_embeddings", "parallel_decoding", "use_rope_slice",
@@ -742,6 +742,7 @@ private:
     cfg.readFloat("layernorm_epsilon", config.layerNormEps, 0, INFINITY, true);
     cfg.readFloat("theta", config.theta, 0, INFINITY, true);
     cfg.readBool("qkv_has_bias", config.qkvHasBias);
+    readCheckpointNameOrPath(cfg);
     readTiedEmbeddings(cfg);
     readRefusedSettings(cfg);
     if (gpt2) {
@@ -1318,6 +1319,39 @@ private:
           "load_checkpoint: '" + spec_.loadCheckpoint +
               "' does not exist; mf-run will look for it there unless it is "
               "given --weights");
+    }
+  }
+
+  /// model_config.checkpoint_name_or_path: MindFormers' weights when
+  /// load_checkpoint is empty. A path is mf-run's default weights as
+  /// load_checkpoint is; a name of MindFormers' model hub ('llama2_7b')
+  /// cannot be downloaded here, which a note says.
+  void readCheckpointNameOrPath(MapReader &cfg) {
+    std::string value;
+    cfg.readString("checkpoint_name_or_path", value);
+    if (value.empty() || !spec_.loadCheckpoint.empty()) {
+      return;
+    }
+    SMLoc loc = cfg.valueLoc("checkpoint_name_or_path");
+    std::string path = resolveBesideConfig(value);
+    StringRef name(value);
+    bool looksLikePath = name.contains('/') || name.contains('\\') ||
+                         name.ends_with(".ckpt") ||
+                         name.ends_with(".safetensors");
+    if (llvm::sys::fs::exists(path)) {
+      spec_.loadCheckpoint = path;
+    } else if (looksLikePath) {
+      context_.diagnostics.warning(
+          loc, cfg.childPath("checkpoint_name_or_path") + ": '" + path +
+                   "' does not exist; mf-run will look for it there unless "
+                   "it is given --weights");
+      spec_.loadCheckpoint = path;
+    } else {
+      context_.diagnostics.note(
+          loc, cfg.childPath("checkpoint_name_or_path") + ": '" + value +
+                   "' names a model of MindFormers' hub, which mfc does not "
+                   "download; give mf-run --weights (a safetensors file, a "
+                   "Hugging Face folder or a .ckpt) or set load_checkpoint");
     }
   }
 

@@ -273,16 +273,26 @@ Status dumpGradients(const std::string &path, const Executable &executable,
 
 } // namespace
 
+Status mfrt::checkTrainable(const Executable &executable) {
+  int64_t accumulation =
+      TrainingSettings::from(executable.model()).gradientAccumulationSteps;
+  if (!executable.entry("train_step") ||
+      (accumulation > 1 && !executable.entry("accumulate_gradients"))) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "train needs a 'train_step' entry: compile the config "
+                         "with run_mode train or finetune (--set "
+                         "run_mode=train)");
+  }
+  return Status::ok();
+}
+
 int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                       const Weights &weights, Executor &executor,
                       const RunOptions &runOptions) {
   TrainingSettings settings = TrainingSettings::from(executable.model());
   int64_t accumulation = settings.gradientAccumulationSteps;
-  if (!executable.entry("train_step") ||
-      (accumulation > 1 && !executable.entry("accumulate_gradients"))) {
-    return fail(StatusCode::FailedPrecondition,
-                "train needs a 'train_step' entry: compile the config "
-                "with run_mode train or finetune (--set run_mode=train)");
+  if (Status status = checkTrainable(executable); !status) {
+    return fail(status);
   }
   Batches batches(executable, executor);
   if (Status status = batches.open(options); !status) {

@@ -27,6 +27,10 @@ struct TrainOptions {
   Communicator *ranks = nullptr;
 };
 
+/// Whether `executable` has the entries training runs (a message that says
+/// how to compile them, if not).
+Status checkTrainable(const Executable &executable);
+
 /// Trains `weights` in place (the executor's) with the compiled
 /// train_step; prints progress. `runOptions` (trace, tensor dumps, NaN
 /// checks) apply to every run of a training entry. Returns the exit code.

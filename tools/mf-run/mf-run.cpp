@@ -86,6 +86,7 @@ struct Options {
   bool check = false;
   bool dump = false;
   bool weightsInPlace = false;
+  bool initWeights = false; ///< the deterministic init, said explicitly
   unsigned threads = 0; // graph mode; 0: one per hardware thread
 };
 
@@ -95,16 +96,21 @@ void usage(std::ostream &os) {
         "context.mode)\n"
         "  --threads N                graph mode: threads for kernel tiles "
         "(default: all)\n"
-        "  --weights W.safetensors    parameters (default: deterministic init "
-        "from --seed); repeatable:\n"
+        "  --weights W.safetensors    parameters (default: the YAML's "
+        "load_checkpoint); repeatable:\n"
         "                             base weights, then LoRA adapters\n"
+        "  --init-weights             parameters from the deterministic init "
+        "(--seed), for tests and\n"
+        "                             benchmarks (run_mode train starts so "
+        "without weights)\n"
         "  --weights-in-place         serve parameters from the mapped files "
         "where their dtype is\n"
         "                             the model's (no copy: faster start, "
         "pages shared between\n"
         "                             processes; slower kernels on 4 KiB file "
         "pages)\n"
-        "  --task predict|eval        (default: the YAML's run_mode)\n"
+        "  --task predict|eval|train|finetune (default: the YAML's "
+        "run_mode)\n"
         "  --prompt TEXT              predict: text, through the tokenizer "
         "(or bytes, for a vocabulary of 256)\n"
         "  --tokenizer PATH           a tokenizer.json or a Hugging Face model "
@@ -216,12 +222,14 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kChat,
     kSystem,
     kWeightsInPlace,
+    kInitWeights,
     kHelp
   };
   static const option longOptions[] = {
       {"mode", required_argument, nullptr, kMode},
       {"weights", required_argument, nullptr, kWeights},
       {"weights-in-place", no_argument, nullptr, kWeightsInPlace},
+      {"init-weights", no_argument, nullptr, kInitWeights},
       {"task", required_argument, nullptr, kTask},
       {"prompt", required_argument, nullptr, kPrompt},
       {"input-ids", required_argument, nullptr, kInputIds},
@@ -444,6 +452,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     case kWeightsInPlace:
       options.weightsInPlace = true;
       break;
+    case kInitWeights:
+      options.initWeights = true;
+      break;
     case 'h':
     case kHelp:
       usage(std::cout);
@@ -465,6 +476,10 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   }
   if (options.system && !options.chat) {
     fail("--system goes with --chat");
+    return std::nullopt;
+  }
+  if (options.initWeights && !options.weights.empty()) {
+    fail("give --weights or --init-weights, not both");
     return std::nullopt;
   }
   options.executable = argv[optind];
@@ -1291,13 +1306,49 @@ int run(int argc, char **argv) {
   // skipped); --resume continues from one.
   std::vector<std::string> weightFiles = options.weights;
   // Without --weights, the YAML's load_checkpoint (MindFormers' key).
-  bool fromYaml = weightFiles.empty() && model.load_checkpoint();
+  bool fromYaml = weightFiles.empty() && !options.initWeights &&
+                  model.load_checkpoint();
   if (fromYaml) {
     weightFiles.push_back(model.load_checkpoint()->str());
   }
   if (fromYaml && primaryRank()) {
     std::fprintf(stderr, "mf-run: note: weights from the YAML's load_checkpoint: %s\n",
                  weightFiles.back().c_str());
+  }
+  if (task == "train") { // before the weights: the cause, not a symptom
+    if (Status status = checkTrainable(session.executable); !status) {
+      return fail(status);
+    }
+  }
+  if (weightFiles.empty() && options.resume.empty() && !options.initWeights) {
+    // Pretraining starts from the init, as MindFormers' does with an empty
+    // load_checkpoint, and --check compares the modes on any weights;
+    // anything else would print text from random weights.
+    bool pretraining = runMode == "train" && task == "train";
+    if (!pretraining && !options.check) {
+      return failUsage(
+          "no weights: the YAML's load_checkpoint is empty and no --weights "
+          "was given, so " +
+          std::string(task == "train" ? "finetuning" : task == "eval"
+                                                            ? "evaluating"
+                                                            : "predicting") +
+          " would use random parameters; give --weights FILE|FOLDER (a "
+          "safetensors file, a Hugging Face folder, a MindSpore .ckpt), set "
+          "load_checkpoint in the YAML, or --init-weights for the "
+          "deterministic init");
+    }
+    if (primaryRank()) {
+      std::fprintf(stderr,
+                   "mf-run: note: no weights given: %s the deterministic "
+                   "init (seed %llu)%s; --init-weights says so and silences "
+                   "this note\n",
+                   pretraining ? "training starts from" : "comparing on",
+                   static_cast<unsigned long long>(
+                       options.seed.value_or(model.seed())),
+                   pretraining ? ", as pretraining does with an empty "
+                                 "load_checkpoint"
+                               : "");
+    }
   }
   if (!options.resume.empty()) {
     weightFiles.push_back(options.resume);

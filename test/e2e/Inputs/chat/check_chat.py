@@ -19,7 +19,7 @@ with open(strings, "w", encoding="utf-8") as f:
 lines = subprocess.run([f"{bin_dir}/mf-tokenize", folder, "--json-lines", strings],
                        check=True, capture_output=True).stdout.decode()
 prompt = lines.split("\t")[0]
-run = subprocess.run([f"{bin_dir}/mf-run", model, "--input-ids", prompt, "--max-new-tokens",
+run = subprocess.run([f"{bin_dir}/mf-run", model, "--init-weights", "--input-ids", prompt, "--max-new-tokens",
                       max_new], check=True, capture_output=True).stdout.decode()
 generated = run.split(":", 1)[1].split()
 expected = subprocess.run(["node", reference, node_modules, f"{folder}/tokenizer.json",
