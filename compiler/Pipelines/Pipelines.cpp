@@ -56,6 +56,7 @@ void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseAttentionPass());
   pm.addNestedPass<func::FuncOp>(mf::createMFDropRecomputeBarriersPass());
+  pm.addNestedPass<func::FuncOp>(mf::createMFScheduleUpdatesPass());
 }
 
 void addHostPrograms(OpPassManager &pm, const CompileOptions &) {
@@ -100,7 +101,10 @@ const Phase kPhases[] = {
      "training modules: the backward reads recomputed copies of the forward "
      "values recompute_config selects (mf.recomputed), not the originals",
      addRecompute},
-    {"fusion", "mf ops grouped into mf.fusion regions, one per future kernel",
+    {"fusion",
+     "mf ops grouped into mf.fusion regions, one per future kernel; in "
+     "training, each parameter's update moved up to just after its gradient "
+     "(mf-schedule-updates)",
      addFusion},
     {"codegen",
      "native kernels for the regions, in an mfexec.executable for the target "

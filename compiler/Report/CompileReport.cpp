@@ -461,7 +461,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
   if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
     os << llvm::format(
         "training step memory: parameters %.4g MB trained + %.4g MB frozen, "
-        "optimizer state (fp32) %.4g MB, gradients %.4g MB",
+        "optimizer state (fp32) %.4g MB, gradients %.4g MB in all (in the "
+        "arena, each until its update)",
         memory->trainedParameters / 1e6, memory->frozenParameters / 1e6,
         memory->optimizerState / 1e6, memory->gradients / 1e6);
     if (memory->activations >= 0) {

@@ -111,6 +111,10 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   if (name == "mf.recomputed") {
     return expect(isa<UnitAttr>(value), "a unit attribute");
   }
+  if (name == "mf.update") { // mf-train-step's, for mf-schedule-updates
+    return expect(isa<UnitAttr, FlatSymbolRefAttr>(value),
+                  "a unit attribute or a parameter's symbol");
+  }
   if (name == "mf.tiles") {
     auto tiles = dyn_cast<IntegerAttr>(value);
     return expect(tiles && tiles.getInt() >= 1, "a positive tile count");

@@ -1,6 +1,7 @@
 //===- FusionUtils.cpp - building mf.fusion regions -----------------------===//
 
 #include "dialects/MF/Transforms/FusionUtils.h"
+#include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -113,6 +114,27 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   return cost;
 }
 
+/// The mf-train-step mark (kUpdateAttrName) a region of `ops` carries: the
+/// parameter when its marked members are all of one parameter's update, a
+/// unit when they are of several (or shared), none when none is marked.
+/// Constants and parameter reads do not count: canonicalization shares one
+/// splat among the updates of several parameters.
+static Attribute updateMarkOf(ArrayRef<Operation *> ops) {
+  Attribute mark;
+  for (Operation *op : ops) {
+    Attribute own = op->getAttr(kUpdateAttrName);
+    if (!own || own == mark || op->getNumOperands() == 0) {
+      continue;
+    }
+    if (!mark || isa<UnitAttr>(mark)) {
+      mark = own;
+    } else if (!isa<UnitAttr>(own)) {
+      return UnitAttr::get(op->getContext()); // two parameters' updates
+    }
+  }
+  return mark;
+}
+
 FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   Boundary boundary = boundaryOf(ops);
   Operation *last = ops.back();
@@ -124,6 +146,9 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   SmallVector<Value> inputs(boundary.inputs.begin(), boundary.inputs.end());
   auto fusion = FusionOp::create(builder, last->getLoc(), resultTypes, inputs,
                                  kind, /*kernel=*/nullptr);
+  if (Attribute mark = updateMarkOf(ops)) {
+    fusion->setAttr(kUpdateAttrName, mark);
+  }
   Block *body = builder.createBlock(&fusion.getBody());
   IRMapping mapping;
   for (Value input : inputs) {

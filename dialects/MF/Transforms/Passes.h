@@ -8,6 +8,12 @@
 
 namespace mlir::mf {
 
+/// mf-train-step's mark on the ops of the optimizer it builds, for
+/// mf-schedule-updates: the trained parameter's symbol on the ops of its
+/// update, a unit on those several updates share. mf-schedule-updates
+/// removes it.
+inline constexpr llvm::StringLiteral kUpdateAttrName = "mf.update";
+
 #define GEN_PASS_DECL
 #include "dialects/MF/Transforms/Passes.h.inc"
 

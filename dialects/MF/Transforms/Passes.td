@@ -179,6 +179,39 @@ def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
   ];
 }
 
+def MFScheduleUpdatesPass : Pass<"mf-schedule-updates", "::mlir::func::FuncOp"> {
+  let summary = "Moves each parameter's update to just after its gradient";
+  let description = [{
+    mf-train-step appends the optimizer after the whole backward and marks
+    the ops it builds with `mf.update`: the parameter's symbol on the ops of
+    its update, a unit on those several updates share (AdamW's per-step
+    scalars, clipping, a data-parallel bucket's all-reduce); a fusion
+    region carries its members' mark. This pass moves each shared op up to
+    just after its latest operand, and each parameter's ops, in their
+    order, up to just after the latest value they read and every read of a
+    parameter they assign; then it removes the marks. Gradients then die as
+    soon as they are used, and a weight gradient's matmul fused into its
+    update no longer keeps the activations it reads to the end of the step.
+    It runs after fusion: fusion places a region at its last member, which
+    could otherwise put a read after an assignment. With gradient clipping
+    each update needs every gradient's norm, so the updates stay at the
+    end.
+
+    ```mlir
+    // before: the update of @w waits for the rest of the backward
+    %gw = mf.matmul %dy, %x transpose_lhs ...
+    ... (the rest of the backward)
+    %w1 = mf.sub %w0, %gw {mf.update = @w} ...
+    %a = mf.assign @w, %w1 {mf.update = @w}
+    // after: it follows %gw
+    %gw = mf.matmul %dy, %x transpose_lhs ...
+    %w1 = mf.sub %w0, %gw ...
+    %a = mf.assign @w, %w1
+    ... (the rest of the backward)
+    ```
+  }];
+}
+
 def MFDropRecomputeBarriersPass : Pass<"mf-drop-recompute-barriers",
                                        "::mlir::func::FuncOp"> {
   let summary = "Removes mf.recompute_barrier once no pass can merge clones";

@@ -77,6 +77,18 @@ struct Trained {
   std::optional<int64_t> shardedDim;
 };
 
+/// Marks the ops strictly between `after` and `before` that have no mark
+/// yet with `mark` (kUpdateAttrName: mf-schedule-updates moves them), but
+/// not constants and parameter reads, which need no moving.
+void markUpdateOps(Operation *after, Operation *before, Attribute mark) {
+  for (Operation *op = after->getNextNode(); op != before;
+       op = op->getNextNode()) {
+    if (!op->hasAttr(kUpdateAttrName) && op->getNumOperands() > 0) {
+      op->setAttr(kUpdateAttrName, mark);
+    }
+  }
+}
+
 /// mf ops on f32 tensors, at one location.
 class MathBuilder {
 public:
@@ -400,9 +412,11 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       Location loc = locationOf(parameter.parameter);
       MathBuilder math(builder, loc);
+      Operation *last = ret->getPrevNode();
       Value share = microBatchShare(math, ret.getOperand(1 + index), settings);
       Value sum = math.add(read(builder, parameter.gradientSum, loc), share);
       AssignOp::create(builder, loc, parameter.gradientSum.getSymName(), sum);
+      markUpdateOps(last, ret, FlatSymbolRefAttr::get(parameter.parameter));
     }
     MathBuilder shared(builder, entry.getLoc());
     setResults(entry, ret, {meanOverDataParallel(shared, ret.getOperand(0))},
@@ -428,6 +442,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
 
     auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
     OpBuilder builder(ret);
+    // The backward's last op: what follows is the optimizer.
+    Operation *backwardEnd = ret->getPrevNode();
     Location optimizerLoc =
         NameLoc::get(StringAttr::get(context, "optimizer"), entryLoc);
     MathBuilder shared(builder, optimizerLoc);
@@ -438,6 +454,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     SmallVector<size_t> unshardedAt; // their positions in `gradients`
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       MathBuilder math(builder, locationOf(parameter.parameter));
+      Operation *last = ret->getPrevNode();
       Value g = microBatchShare(math, ret.getOperand(1 + index), settings);
       if (settings.accumulation > 1) {
         g = math.add(read(builder, parameter.gradientSum, math.loc), g);
@@ -456,6 +473,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         unsharded.push_back(g);
         gradients.push_back(g);
       }
+      markUpdateOps(last, ret, FlatSymbolRefAttr::get(parameter.parameter));
     }
     if (dataGrid_) {
       SmallVector<Value> means =
@@ -515,6 +533,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto [parameter, g] : llvm::zip(trained, gradients)) {
       Location loc = locationOf(parameter.parameter);
       MathBuilder math(builder, loc);
+      Operation *last = ret->getPrevNode();
       // The rank's state and weights: its shard with the parallel optimizer.
       auto type = math.f32(blockType(parameter.m));
       Value weight = math.castTo(read(builder, parameter.parameter, loc),
@@ -561,7 +580,10 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         AssignOp::create(builder, loc, parameter.gradientSum.getSymName(),
                          math.splat(0.0, blockType(parameter.gradientSum)));
       }
+      markUpdateOps(last, ret, FlatSymbolRefAttr::get(parameter.parameter));
     }
+    // The rest (per-step scalars, clipping, buckets) serve several updates.
+    markUpdateOps(backwardEnd, ret, UnitAttr::get(context));
 
     SmallVector<Value> results{meanOverDataParallel(shared, ret.getOperand(0))};
     SmallVector<StringRef> names{"loss"};
