@@ -760,6 +760,7 @@ private:
     cfg.readDType("layernorm_compute_type", config.layernormComputeType);
     cfg.readDType("softmax_compute_type", config.softmaxComputeType);
     cfg.readDType("rotary_dtype", config.rotaryDtype);
+    readResidualAndEmbeddingTypes(cfg);
     cfg.readBool("use_past", config.usePast);
     cfg.readBool("use_flash_attention", config.useFlashAttention);
     cfg.readPositive("max_decode_length", config.maxDecodeLength, kMaxSequence);
@@ -915,6 +916,37 @@ private:
   /// Settings of Hugging Face and MindFormers' transformer configs that
   /// change the model and that mfc does not build: errors unless they are
   /// off (or, for dropout, unless nothing trains).
+  /// MindFormers' residual_dtype (the residual stream's, by default
+  /// compute_dtype's) and embedding_init_type (the embedding table's, by
+  /// default param_init_type's): a float32 residual stream is
+  /// fp32_residual_connection; other differences are not built.
+  void readResidualAndEmbeddingTypes(MapReader &cfg) {
+    ModelConfig &config = spec_.model;
+    DType residual = config.computeDtype;
+    cfg.readDType("residual_dtype", residual);
+    if (residual == DType::F32 && config.computeDtype != DType::F32) {
+      config.fp32ResidualConnection = true;
+    } else if (residual != config.computeDtype) {
+      cfg.error(cfg.valueLoc("residual_dtype"),
+                cfg.childPath("residual_dtype") + ": a residual stream in " +
+                    toString(residual) + ", narrower than compute_dtype " +
+                    toString(config.computeDtype) +
+                    ", is not built yet; leave it out (it is compute_dtype's) "
+                    "or set float32");
+    }
+    DType embedding = config.paramInitType;
+    cfg.readDType("embedding_init_type", embedding);
+    if (embedding != config.paramInitType) {
+      cfg.error(cfg.valueLoc("embedding_init_type"),
+                cfg.childPath("embedding_init_type") + ": an embedding table " +
+                    "in " + toString(embedding) + " beside parameters in " +
+                    toString(config.paramInitType) +
+                    " is not built yet; compiling it in param_init_type would "
+                    "round it differently; set it to " +
+                    toString(config.paramInitType) + " or leave it out");
+    }
+  }
+
   void readRefusedSettings(MapReader &cfg) {
     auto refuseTrue = [&](StringRef key, StringRef what) {
       bool on = false;
@@ -1465,12 +1497,17 @@ private:
     parallel.readBool("vocab_emb_dp", config.vocabEmbDp);
     bool optimizerShard = false;
     parallel.readBool("optimizer_shard", optimizerShard);
-    if (optimizerShard && !nodeAtPath("parallel.enable_parallel_optimizer")) {
+    const ConfigNode *enableShard =
+        nodeAtPath("parallel.enable_parallel_optimizer");
+    std::optional<bool> shardEnabled =
+        enableShard ? parseBool(*enableShard) : std::nullopt;
+    if (optimizerShard && !shardEnabled.value_or(false)) {
       context_.diagnostics.warning(
           locOfKey("parallel_config.optimizer_shard"),
-          "parallel_config.optimizer_shard: the optimizer state is sharded by "
-          "parallel.enable_parallel_optimizer: True (as in MindFormers), which "
-          "this config does not set");
+          std::string("parallel_config.optimizer_shard: the optimizer state is "
+                      "sharded by parallel.enable_parallel_optimizer: True (as "
+                      "in MindFormers), which this config ") +
+              (enableShard ? "sets to False" : "does not set"));
     }
     parallel.ignore({"context_parallel_algo", "ulysses_degree_in_cp",
                      "mem_coeff"});
@@ -1513,12 +1550,42 @@ private:
                             "or False, got " + shard->describe());
       } else if (*enabled && spec_.shardedDataParallel > 1) {
         spec_.parallelOptimizer = true;
-      } else if (*enabled && config.dataParallel > 1) {
+      } else if (*enabled) {
         context_.diagnostics.warning(
             locOfKey("parallel.enable_parallel_optimizer"),
             "parallel.enable_parallel_optimizer: the optimizer state is not "
-            "sharded: the program does not run data_parallel ranks");
+            "sharded: " +
+                std::string(config.dataParallel > 1
+                                ? "the program does not run data_parallel ranks"
+                                : "data_parallel is 1, there are no "
+                                  "data-parallel ranks to shard it over"));
       }
+    }
+    // Settings of tensor parallelism, in a program without it.
+    if (spec_.shardedModelParallel == 1) {
+      if (config.useSeqParallel) {
+        context_.diagnostics.warning(
+            locOfKey("parallel_config.use_seq_parallel"),
+            "parallel_config.use_seq_parallel: sequence parallelism splits "
+            "the tensor-parallel ranks' activations; this program runs no "
+            "model_parallel ranks, so it changes nothing");
+      }
+      if (!config.vocabEmbDp) {
+        context_.diagnostics.warning(
+            locOfKey("parallel_config.vocab_emb_dp"),
+            "parallel_config.vocab_emb_dp: False splits the embedding over "
+            "the model_parallel ranks; this program runs none, so it changes "
+            "nothing");
+      }
+    }
+    if (spec_.parallel.microBatchInterleaveNum > 1) {
+      context_.diagnostics.warning(
+          locOfKey("micro_batch_interleave_num"),
+          "micro_batch_interleave_num: MindSpore splits each batch into " +
+              llvm::Twine(spec_.parallel.microBatchInterleaveNum).str() +
+              " interleaved parts to overlap model-parallel communication "
+              "with compute; mfc runs the batch whole (the same values, no "
+              "overlap)");
     }
     if (ranks > 1) {
       if (devices > ranks) {
@@ -1530,8 +1597,7 @@ private:
                 llvm::Twine(spec_.shardedDataParallel).str() +
                 " x model_parallel " +
                 llvm::Twine(spec_.shardedModelParallel).str() +
-                "): pipeline_stage and data_parallel in predict are not "
-                "built yet");
+                "): " + unbuiltDegrees(config));
       }
       if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
         // As MindFormers' LLaMA: a vocabulary the ranks do not divide stays
@@ -1551,9 +1617,6 @@ private:
         }
       }
     } else if (devices > 1) {
-      if (config.modelParallel > 1) {
-        unsharded = " (model_parallel is built " + unsharded + ")";
-      }
       context_.diagnostics.warning(
           parallel.loc(),
           "parallel_config asks for " + llvm::Twine(devices).str() +
@@ -1561,11 +1624,37 @@ private:
               ", model_parallel " + llvm::Twine(config.modelParallel).str() +
               ", pipeline_stage " + llvm::Twine(config.pipelineStage).str() +
               ", context_parallel " + llvm::Twine(config.contextParallel).str() +
-              "); the program is compiled for one device" + unsharded +
-              ": it runs one data-parallel rank's batch, so a training step "
+              "); the program is compiled for one device (" +
+              unbuiltDegrees(config) +
+              "): it runs one data-parallel rank's batch, so a training step "
               "sees runner_config.batch_size sequences, not batch_size x "
               "data_parallel");
     }
+  }
+
+  /// Each degree above 1 that the compiled program does not run, and why.
+  std::string unbuiltDegrees(const ParallelConfig &config) const {
+    llvm::SmallVector<std::string> reasons;
+    auto degree = [](StringRef key, int64_t value) {
+      return (key + " " + llvm::Twine(value)).str();
+    };
+    if (config.dataParallel > 1 && spec_.shardedDataParallel == 1) {
+      reasons.push_back(degree("data_parallel", config.dataParallel) +
+                        " is built " + whyNotDataParallel());
+    }
+    if (config.modelParallel > 1 && spec_.shardedModelParallel == 1) {
+      reasons.push_back(degree("model_parallel", config.modelParallel) +
+                        " is built " + whyNotTensorParallel());
+    }
+    if (config.pipelineStage > 1) {
+      reasons.push_back(degree("pipeline_stage", config.pipelineStage) +
+                        ": pipeline parallelism is not built yet");
+    }
+    if (config.contextParallel > 1) {
+      reasons.push_back(degree("context_parallel", config.contextParallel) +
+                        ": context parallelism is not built yet");
+    }
+    return llvm::join(reasons, "; ");
   }
 
   /// Why data_parallel does not make a multi-rank program (empty when it
@@ -2171,8 +2260,8 @@ private:
           "this key (its model-parallel communication is recomputed only as "
           "select_comm_recompute says), and so does mfc");
     }
-    // Communication recompute selects collectives, which the single-device
-    // program does not have yet.
+    // Communication recompute selects collectives: a single-device program
+    // has none; recomputing a sharded program's is not built.
     for (auto [key, set] :
          {std::pair("select_comm_recompute",
                     config.selectCommRecompute.kind != Kind::None),
@@ -2180,12 +2269,20 @@ private:
                     config.selectCommRecomputeExclude.kind != Kind::None),
           std::pair("parallel_optimizer_comm_recompute",
                     config.parallelOptimizerCommRecompute)}) {
-      if (set) {
-        std::string path = std::string("recompute_config.") + key;
+      if (!set) {
+        continue;
+      }
+      std::string path = std::string("recompute_config.") + key;
+      if (spec_.shardedModelParallel > 1 || spec_.shardedDataParallel > 1) {
+        diagnostics().warning(
+            locOfKey(path),
+            path + ": recomputing communication ops is not built yet: this "
+                   "program's collectives keep their results for the backward "
+                   "(the same values, more memory than MindFormers keeps)");
+      } else {
         diagnostics().note(locOfKey(path),
                            path + " selects communication ops; this program "
-                                  "has none (it runs on one device until "
-                                  "parallel sharding exists), so it "
+                                  "runs on one device and has none, so it "
                                   "recomputes nothing here");
       }
     }
