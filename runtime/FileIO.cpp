@@ -95,7 +95,9 @@ Status writeDevice(const std::string &path, const std::string &what,
 StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
                                                      const std::string &what,
                                                      uint64_t maxBytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before
+  // the check below can refuse it (a regular file reads as without it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return Status::error(codeOfErrno(errno), "cannot open " +
                                                  quoted(what, path) + ": " +

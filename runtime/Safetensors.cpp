@@ -291,7 +291,8 @@ void unregisterMapping(const void *begin) {
 } // namespace
 
 StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO is refused below instead of waiting for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return Status::error(codeOfErrno(errno), "cannot open weights '" + path +
                                                  "': " + std::strerror(errno));

@@ -42,6 +42,9 @@ using namespace mfrt::tokenization;
 namespace {
 
 constexpr uint64_t kMaxTokenizerBytes = 256ull << 20; // real files: 2-20 MB
+/// Unused ids a vocabulary may have beyond as many as its tokens (the id
+/// table is indexed by id).
+constexpr int64_t kMaxTokenIdGaps = 1 << 16;
 
 //===----------------------------------------------------------------------===//
 // BPE
@@ -541,9 +544,16 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
   json merges = json::array();
   std::string text(mergesBytes->begin(), mergesBytes->end());
   size_t start = 0;
-  while (start < text.size()) {
+  for (size_t lineNumber = 1; start < text.size(); ++lineNumber) {
     size_t end = text.find('\n', start);
     std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (std::optional<size_t> bad = firstInvalidByte(line)) {
+      return Status::error(StatusCode::DataLoss,
+                           folder + "merges.txt:" + std::to_string(lineNumber) +
+                               ": byte " + std::to_string(*bad + 1) +
+                               " of the line is not UTF-8 (merges are "
+                               "UTF-8 text)");
+    }
     start = end == std::string::npos ? text.size() : end + 1;
     if (!line.empty() && line.back() == '\r') {
       line.pop_back();
@@ -753,6 +763,15 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
                                     where + ": expected cls and sep as "
                                             "[token, id]"));
         }
+        for (const json *special : {cls, sep}) {
+          int64_t id = (*special)[1].get<int64_t>();
+          if (id < 0 || id >= (int64_t(1) << 30)) {
+            return fail(Status::error(StatusCode::DataLoss,
+                                      where + ": special token id " +
+                                          std::to_string(id) +
+                                          " is not in [0, 2^30)"));
+          }
+        }
         impl->postProcessor.before.push_back((*cls)[1].get<int32_t>());
         impl->postProcessor.after.push_back((*sep)[1].get<int32_t>());
         continue;
@@ -781,6 +800,19 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
   for (const AddedToken &token : impl->added) {
     size = std::max<int64_t>(size, token.id + 1);
+  }
+  // The table is indexed by id: ids far beyond the count of tokens (real
+  // vocabularies number theirs from 0, with at most a few gaps) would make
+  // a hostile file allocate gigabytes.
+  int64_t tokens = static_cast<int64_t>(impl->model.vocab.size() +
+                                        impl->added.size());
+  if (size > 2 * tokens + kMaxTokenIdGaps) {
+    return fail(Status::error(
+        StatusCode::DataLoss,
+        "the largest token id, " + std::to_string(size - 1) + ", is far beyond the " +
+            std::to_string(tokens) +
+            " tokens of the vocabulary (ids are numbered from 0; at most " +
+            std::to_string(tokens + kMaxTokenIdGaps) + " unused ids are accepted)"));
   }
   impl->tokenOf.resize(static_cast<size_t>(size));
   impl->hasToken.resize(static_cast<size_t>(size));

@@ -1448,9 +1448,11 @@ int main(int argc, char **argv) {
   try {
     code = run(argc, argv);
   } catch (const std::bad_alloc &) {
-    code = fail(Status::error(StatusCode::ResourceExhausted,
-                              "out of memory; run a smaller model (--set at "
-                              "compile time) or free memory"));
+    code = fail(Status::error(
+        StatusCode::ResourceExhausted,
+        "out of memory: an allocation failed (the model, a weight, data or "
+        "tokenizer file too big for this machine's free memory); run a "
+        "smaller model (--set at compile time) or free memory"));
   }
   if (code != 0 && ranks && ranks->size() > 1) {
     ranks->abort(code); // the other ranks may wait in a collective

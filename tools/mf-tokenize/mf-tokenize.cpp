@@ -255,7 +255,12 @@ int main(int argc, char **argv) {
         return fail(decoded.status().message());
       }
       std::printf("%s\t%s\n", joinIds(*ids).c_str(),
-                  nlohmann::json(*decoded).dump().c_str());
+                  // Bytes that are not UTF-8 (a token that splits a
+                  // character) print as U+FFFD, as Hugging Face's decode.
+                  nlohmann::json(*decoded)
+                      .dump(-1, ' ', false,
+                            nlohmann::json::error_handler_t::replace)
+                      .c_str());
     }
     return 0;
   }
