@@ -2,11 +2,15 @@
 
 #include "runtime/Weights.h"
 
+#include "runtime/FileIO.h"
 #include "runtime/Hash.h"
 #include "runtime/PanelGemm.h"
 #include "runtime/Safetensors.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -70,13 +74,23 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
       tensor->storeFloat(i, 1.0f);
     }
     break;
-  case fb::ParameterInit::Normal: {
+  case fb::ParameterInit::Normal:
+  case fb::ParameterInit::HeUniform: {
     std::mt19937_64 generator(seed ^ fnv1a64(parameter.name()->data(),
                                              parameter.name()->size()));
-    // Box-Muller on our own uniform draws: identical on every platform.
+    // Our own uniform draws (and Box-Muller on them): identical on every
+    // platform.
     auto uniform = [&] {
       return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
     };
+    if (parameter.init() == fb::ParameterInit::HeUniform) {
+      int64_t fanIn = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
+      double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
+      for (int64_t i = 0; i < count; ++i) {
+        tensor->storeFloat(i, static_cast<float>((2.0 * uniform() - 1.0) * bound));
+      }
+      break;
+    }
     for (int64_t i = 0; i < count; ++i) {
       double value = std::sqrt(-2.0 * std::log(uniform())) *
                      std::cos(2.0 * M_PI * uniform());
@@ -201,6 +215,16 @@ StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
 
 /// A parameter's initial value on this rank: its block of the whole
 /// weight's (so every layout starts from the same model).
+/// LoRA's adapter matrices, by the names the compiler gives them
+/// (PEFT's: `<module>.lora_A.weight`, `<module>.lora_B.weight`).
+bool isLoraAdapter(const std::string &name) {
+  auto endsWith = [&](const std::string &suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return endsWith(".lora_A.weight") || endsWith(".lora_B.weight");
+}
+
 StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
@@ -352,6 +376,18 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         if (weights.tensors_.size() == tensorsBefore + 1) {
           continue;
         }
+      }
+      if (!found && !parameter->state() && isLoraAdapter(name)) {
+        // Training LoRA from a base checkpoint: the adapters start as
+        // MindFormers' (and PEFT's) LoRA layers do.
+        StatusOr<Tensor> initial = initialBlock(
+            executable, *parameter, allocator, executable.model().seed(), ranks);
+        if (!initial) {
+          return initial.status();
+        }
+        weights.tensors_.push_back(initial.take());
+        weights.initializedAdapters_.push_back(name);
+        continue;
       }
       if (!found && parameter->state()) {
         // Training state a fresh run starts from (a checkpoint has it).
@@ -509,6 +545,79 @@ Status Weights::save(const Executable &executable, const std::string &path,
     return Status::ok(); // rank 0 writes the whole weights
   }
   return writeSafetensors(path, named, metadata);
+}
+
+Status Weights::savePeftAdapters(const Executable &executable,
+                                 const std::string &dir,
+                                 Communicator *ranks) const {
+  const fb::Executable &root = executable.root();
+  const fb::Training *training = root.model()->training();
+  double scale = training ? training->lora_scale() : 0.0;
+  if (root.model()->family() == fb::ModelFamily::GPT2) {
+    return Status::error(StatusCode::Unimplemented,
+                         "PEFT has no form for adapters on a third of GPT-2's "
+                         "fused c_attn; use the safetensors file or "
+                         "--merge-lora");
+  }
+  std::vector<Tensor> stored;
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  std::set<std::string> modules;
+  int64_t rank = 0;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    std::string name = root.parameters()->Get(i)->name()->str();
+    if (root.parameters()->Get(i)->state() || !isLoraAdapter(name)) {
+      continue; // not their optimizer state
+    }
+    StatusOr<Tensor> tensor = whole(i, executable, ranks);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
+    if (name.find(".lora_A.") != std::string::npos) {
+      rank = stored.back().dim(0);
+    }
+    // target_modules: the module's own name (q_proj), as PEFT matches it.
+    std::string module = name.substr(0, name.find(".lora_"));
+    modules.insert(module.substr(module.rfind('.') + 1));
+    named.emplace_back("base_model.model." + name, nullptr);
+  }
+  if (named.empty() || scale == 0.0) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "the executable has no LoRA adapters to write in "
+                         "PEFT's layout");
+  }
+  for (size_t i = 0; i < named.size(); ++i) {
+    named[i].second = &stored[i];
+  }
+  if (ranks && ranks->rank() != 0) {
+    return Status::ok();
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return Status::error(StatusCode::Unavailable,
+                         "cannot create the PEFT folder '" + dir +
+                             "': " + error.message());
+  }
+  MFRT_RETURN_IF_ERROR(
+      writeSafetensors(dir + "/adapter_model.safetensors", named));
+  nlohmann::json config = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"r", rank},
+      {"lora_alpha", scale * static_cast<double>(rank)},
+      {"lora_dropout", 0.0},
+      {"bias", "none"},
+      {"fan_in_fan_out", false},
+      {"inference_mode", true},
+      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"base_model_name_or_path", ""}};
+  std::string text = config.dump(2) + "\n";
+  return writeFileAtomically(dir + "/adapter_config.json", "PEFT adapter config",
+                             [&](FileWriter &writer) {
+                               writer.write(text);
+                               return Status::ok();
+                             });
 }
 
 Status Weights::saveMerged(const Executable &executable,

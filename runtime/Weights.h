@@ -84,6 +84,13 @@ public:
   /// in the allocator's count).
   uint64_t mappedBytes() const { return mappedBytes_; }
 
+  /// The LoRA adapters load() found in no file and initialized as their
+  /// `init` says (A HeUniform, B zeros: the model starts as its base), as
+  /// MindFormers' LoRA layers start from a base checkpoint.
+  const std::vector<std::string> &initializedAdapters() const {
+    return initializedAdapters_;
+  }
+
   /// Changes with every update of the parameters: what an executor
   /// computed from them is current while the version is the same.
   uint64_t version() const { return version_; }
@@ -103,6 +110,15 @@ public:
               Communicator *ranks = nullptr, bool withFrozen = true,
               const std::map<std::string, std::string> &metadata = {}) const;
 
+  /// Writes the LoRA adapters in PEFT's layout into the folder `dir`:
+  /// adapter_model.safetensors (names prefixed `base_model.model.`) and
+  /// adapter_config.json (r, lora_alpha, target_modules), which PEFT and
+  /// vLLM load. Every rank calls it in a sharded run (split adapters are
+  /// gathered); rank 0 writes. GPT-2's adapters on a third of the fused
+  /// c_attn have no PEFT form: an error.
+  Status savePeftAdapters(const Executable &executable, const std::string &dir,
+                          Communicator *ranks = nullptr) const;
+
   /// Parameter `index` whole, as stored: a split one gathered from the
   /// ranks holding its blocks (a collective: every rank calls it).
   StatusOr<Tensor> whole(size_t index, const Executable &executable,
@@ -118,6 +134,7 @@ private:
   std::vector<bool> released_;
   uint64_t version_ = 0;
   uint64_t mappedBytes_ = 0;
+  std::vector<std::string> initializedAdapters_;
 };
 
 } // namespace mfrt

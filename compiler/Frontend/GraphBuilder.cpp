@@ -258,9 +258,11 @@ Value GraphBuilder::withLora(Value input, Value projected,
            "without it";
   }
   int64_t rank = pet.loraRank;
-  Value a = weight(hfPrefix + ".lora_A.weight", path + ".lora_a.weight",
-                   {rank, inFeatures}, loraLoc,
-                   parallel == Parallel::Row ? 1 : -1);
+  // MindFormers' LoRA layers (and PEFT's): A HeUniform, B zeros, so an
+  // adapter starts as the identity on its base weight.
+  Value a = param(hfPrefix + ".lora_A.weight", path + ".lora_a.weight",
+                  {rank, inFeatures}, mf::ParameterInit::he_uniform, loraLoc,
+                  parallel == Parallel::Row ? 1 : -1);
   Value b = param(hfPrefix + ".lora_B.weight", path + ".lora_b.weight",
                   {outFeatures, rank}, mf::ParameterInit::zeros, loraLoc,
                   parallel == Parallel::Column ? 0 : -1, parts);

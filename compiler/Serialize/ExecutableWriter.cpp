@@ -134,10 +134,21 @@ public:
         return failure();
       }
       parameterIndex_[parameter.getSymName()] = parameters.size();
-      fb::ParameterInit init =
-          parameter.getInit() == mf::ParameterInit::zeros ? fb::ParameterInit::Zeros
-          : parameter.getInit() == mf::ParameterInit::ones ? fb::ParameterInit::Ones
-                                                           : fb::ParameterInit::Normal;
+      fb::ParameterInit init = fb::ParameterInit::Normal;
+      switch (parameter.getInit()) {
+      case mf::ParameterInit::zeros:
+        init = fb::ParameterInit::Zeros;
+        break;
+      case mf::ParameterInit::ones:
+        init = fb::ParameterInit::Ones;
+        break;
+      case mf::ParameterInit::normal:
+        init = fb::ParameterInit::Normal;
+        break;
+      case mf::ParameterInit::he_uniform:
+        init = fb::ParameterInit::HeUniform;
+        break;
+      }
       double std = parameter.getStd() ? parameter.getStd()->convertToDouble() : 0;
       int32_t splitDim = -1;
       std::vector<int16_t> splitAxes;

@@ -148,9 +148,11 @@ private:
 Status saveCheckpoint(const std::string &path, const Executable &executable,
                       const Weights &weights, int64_t step, int64_t position,
                       const TrainOptions &options) {
-  return weights.save(executable, path, options.ranks, /*withFrozen=*/false,
-                      {{"mfc.step", std::to_string(step)},
-                       {"mfc.data_position", std::to_string(position)}});
+  MFRT_RETURN_IF_ERROR(
+      weights.save(executable, path, options.ranks, /*withFrozen=*/false,
+                   {{"mfc.step", std::to_string(step)},
+                    {"mfc.data_position", std::to_string(position)}}));
+  return savePeftBeside(path, executable, weights, options.ranks);
 }
 
 /// The step and data position of a checkpoint, which must hold every
@@ -272,6 +274,40 @@ Status dumpGradients(const std::string &path, const Executable &executable,
 }
 
 } // namespace
+
+Status mfrt::savePeftBeside(const std::string &path,
+                            const Executable &executable,
+                            const Weights &weights, Communicator *ranks) {
+  const fb::Training *training = executable.model().training();
+  if (!training || training->lora_scale() == 0.0) {
+    return Status::ok();
+  }
+  bool primary = !ranks || ranks->rank() == 0;
+  if (executable.model().family() == fb::ModelFamily::GPT2) {
+    if (primary) {
+      std::fprintf(stderr, "mf-run: note: GPT-2's LoRA adapters (on thirds of "
+                           "the fused c_attn) have no PEFT form; they are in "
+                           "'%s' only\n",
+                   path.c_str());
+    }
+    return Status::ok();
+  }
+  std::string stem = path;
+  const std::string suffix = ".safetensors";
+  if (stem.size() > suffix.size() &&
+      stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    stem.resize(stem.size() - suffix.size());
+  }
+  std::string folder = stem + ".peft";
+  MFRT_RETURN_IF_ERROR(weights.savePeftAdapters(executable, folder, ranks));
+  if (primary) {
+    std::fprintf(stderr,
+                 "mf-run: note: the LoRA adapters also in PEFT's layout: "
+                 "%s/ (adapter_config.json, adapter_model.safetensors)\n",
+                 folder.c_str());
+  }
+  return Status::ok();
+}
 
 Status mfrt::checkTrainable(const Executable &executable) {
   int64_t accumulation =

@@ -27,6 +27,12 @@ struct TrainOptions {
   Communicator *ranks = nullptr;
 };
 
+/// With LoRA adapters, also writes them in PEFT's layout beside the
+/// weights file `path` (ckpt.safetensors -> ckpt.peft/), and says so; a
+/// note where they have no PEFT form (GPT-2). Every rank calls it.
+Status savePeftBeside(const std::string &path, const Executable &executable,
+                      const Weights &weights, Communicator *ranks);
+
 /// Whether `executable` has the entries training runs (a message that says
 /// how to compile them, if not).
 Status checkTrainable(const Executable &executable);

@@ -1369,6 +1369,15 @@ int run(int argc, char **argv) {
                          : weights.status());
   }
   session.weights = weights.take();
+  if (size_t count = session.weights.initializedAdapters().size();
+      count > 0 && primaryRank()) {
+    std::fprintf(stderr,
+                 "mf-run: note: %zu LoRA adapter matrices are in no weight "
+                 "file (%s, ...): they start as MindFormers' LoRA layers do "
+                 "(lora_A HeUniform, lora_B zeros), so the model starts as "
+                 "its base\n",
+                 count, session.weights.initializedAdapters().front().c_str());
+  }
   if (mode == "graph") {
     auto graph = std::make_unique<GraphExecutor>(
         session.executable, session.weights, session.allocator,
@@ -1394,6 +1403,10 @@ int run(int argc, char **argv) {
   if (!options.saveWeights.empty() && task != "train") {
     Status status = session.weights.save(session.executable, options.saveWeights,
                                          ranks.get());
+    if (status) {
+      status = savePeftBeside(options.saveWeights, session.executable,
+                              session.weights, ranks.get());
+    }
     if (!status) {
       return fail(status);
     }

@@ -20,7 +20,11 @@ def MF_ParameterInit : I32EnumAttr<"ParameterInit",
     "how a parameter is initialized when no checkpoint provides it", [
       I32EnumAttrCase<"zeros", 0>,
       I32EnumAttrCase<"ones", 1>,
-      I32EnumAttrCase<"normal", 2>
+      I32EnumAttrCase<"normal", 2>,
+      // Uniform in +-1/sqrt(fan_in) (fan_in: the last dimension):
+      // MindSpore's HeUniform(negative_slope=sqrt(5)), which MindFormers'
+      // LoRA gives lora_a, as PEFT's kaiming_uniform_(a=sqrt(5)).
+      I32EnumAttrCase<"he_uniform", 3>
     ]> {
   let cppNamespace = "::mlir::mf";
 }
