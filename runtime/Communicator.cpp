@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 
 using namespace mfrt;
 
@@ -178,6 +179,42 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
                        static_cast<MPI_Comm>(*made)) == MPI_SUCCESS
              ? Status::ok()
              : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
+}
+
+Status Communicator::checkAgreement(
+    const std::vector<std::pair<std::string, uint64_t>> &facts) {
+  if (size_ == 1) {
+    return Status::ok();
+  }
+  // Max of each value and of its negation: equal everywhere iff the max
+  // is minus the min. Values keep 52 bits, which doubles hold exactly.
+  size_t count = facts.size();
+  std::vector<double> extremes(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    double value = static_cast<double>(facts[i].second & ((1ull << 52) - 1));
+    extremes[i] = value;
+    extremes[count + i] = -value;
+  }
+  std::vector<int64_t> everyAxis(grid_.size());
+  std::iota(everyAxis.begin(), everyAxis.end(), 0);
+  MFRT_RETURN_IF_ERROR(allReduceInPlace(extremes.data(),
+                                        static_cast<int64_t>(extremes.size()),
+                                        /*max=*/true, everyAxis));
+  std::string differing;
+  for (size_t i = 0; i < count; ++i) {
+    if (extremes[i] != -extremes[count + i]) {
+      differing += (differing.empty() ? "" : ", ") + facts[i].first;
+    }
+  }
+  if (differing.empty()) {
+    return Status::ok();
+  }
+  return Status::error(StatusCode::InvalidArgument,
+                       "the ranks of this run were not given the same " +
+                           differing +
+                           "; every rank must run the same model.bin on the "
+                           "same files with the same flags (mpirun -n N "
+                           "mf-run ..., one command for all ranks)");
 }
 
 StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,

@@ -62,6 +62,14 @@ public:
   Status keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                    const std::vector<int64_t> &axes) const;
 
+  /// Whether every rank holds the same `facts` (a name and a value each,
+  /// the same names in the same order on every rank): the first exchange
+  /// of a run, so that ranks given different files or flags stop with
+  /// this error instead of corrupting or hanging in a collective. The
+  /// error names each fact that differs.
+  Status checkAgreement(
+      const std::vector<std::pair<std::string, uint64_t>> &facts);
+
   /// Ends every rank's process after one failed: the message is printed
   /// by the failing rank, and no rank is left waiting in a collective.
   [[noreturn]] void abort(int exitCode);

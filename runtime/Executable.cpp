@@ -720,6 +720,8 @@ Shape Executable::shapeOf(const fb::TensorType &type) {
   return shape;
 }
 
+uint64_t Executable::checksum() const { return root_->content_crc32(); }
+
 StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
                                            const std::string &name) {
   // A file that fails verification is corrupt, or from another mfc: data

@@ -87,6 +87,9 @@ public:
                                         const std::string &name);
 
   const fb::Executable &root() const { return *root_; }
+  /// The CRC-32 of the whole file (checked at load): ranks check they run
+  /// the same one.
+  uint64_t checksum() const;
   const fb::ModelInfo &model() const { return *root_->model(); }
   /// The entry called `name`, or null.
   const fb::Entry *entry(const std::string &name) const;

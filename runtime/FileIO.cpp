@@ -2,11 +2,15 @@
 
 #include "runtime/FileIO.h"
 
+#include "runtime/Hash.h"
+
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -91,6 +95,31 @@ Status writeDevice(const std::string &path, const std::string &what,
 }
 
 } // namespace
+
+uint64_t mfrt::fileFingerprint(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return 0;
+  }
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return 0;
+  }
+  constexpr off_t kSample = 1 << 20;
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  uint64_t hash = fnv1a64(&size, sizeof size);
+  std::vector<char> buffer(kSample);
+  for (off_t at : {off_t(0), std::max<off_t>(0, info.st_size - kSample)}) {
+    ssize_t got = pread(fd, buffer.data(), buffer.size(), at);
+    if (got > 0) {
+      hash = hash * 0x9e3779b97f4a7c15ull +
+             fnv1a64(buffer.data(), static_cast<size_t>(got));
+    }
+  }
+  ::close(fd);
+  return hash;
+}
 
 StatusOr<std::vector<uint8_t>> mfrt::readRegularFile(const std::string &path,
                                                      const std::string &what,

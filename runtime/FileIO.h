@@ -35,6 +35,13 @@ namespace mfrt {
 constexpr uint64_t kMaxExecutableBytes = 4ull << 30; // model.bin
 constexpr uint64_t kMaxDataFileBytes = 8ull << 30;   // --data, eval text
 
+/// A fingerprint of the file at `path` that two copies share and two
+/// different files of one size almost never do: its size and its first and
+/// last MiB (what a checkpoint's header and data are). Ranks compare their
+/// inputs with it without reading gigabytes. 0 for a path that is not a
+/// readable regular file (opening it is the loader's error to report).
+uint64_t fileFingerprint(const std::string &path);
+
 /// The bytes of the regular file at `path`. `what` names it in messages
 /// ("executable", "data file"); files over `maxBytes` are refused.
 StatusOr<std::vector<uint8_t>> readRegularFile(const std::string &path,

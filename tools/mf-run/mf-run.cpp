@@ -16,6 +16,7 @@
 #include "runtime/FileIO.h"
 #include "runtime/Generation.h"
 #include "runtime/GraphExecutor.h"
+#include "runtime/Hash.h"
 #include "runtime/KernelLibrary.h"
 #include "runtime/PyNative.h"
 #include "runtime/Safetensors.h"
@@ -484,6 +485,51 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   }
   options.executable = argv[optind];
   return options;
+}
+
+/// What decides a run's collectives and values, compared over the ranks
+/// before the first collective (Communicator::checkAgreement): ranks given
+/// different model.bin files, weights, data or flags would otherwise mix
+/// checkpoints, corrupt a collective's buffers or wait forever.
+Status checkRanksAgree(const Options &options, const Executable &executable,
+                       const std::string &mode, const std::string &task,
+                       const std::vector<std::string> &weightFiles) {
+  if (!ranks || ranks->size() == 1) {
+    return Status::ok();
+  }
+  auto text = [](const std::string &value) {
+    return fnv1a64(value.data(), value.size());
+  };
+  uint64_t weights = 0;
+  for (const std::string &given : weightFiles) {
+    StatusOr<std::vector<std::string>> files = checkpointFiles(given);
+    for (const std::string &file : files ? *files : std::vector<std::string>{given}) {
+      weights = weights * 31 + fileFingerprint(file);
+    }
+  }
+  std::string sampling =
+      std::to_string(options.doSample.value_or(-1)) + " " +
+      std::to_string(options.topK.value_or(-1)) + " " +
+      std::to_string(options.topP.value_or(-1)) + " " +
+      std::to_string(options.temperature.value_or(-1)) + " " +
+      std::to_string(options.repetitionPenalty.value_or(-1)) + " " +
+      std::to_string(options.seed.value_or(executable.model().seed()));
+  std::string input = options.prompt.value_or("") + "\x1f" +
+                      options.chat.value_or("") + "\x1f" +
+                      options.system.value_or("") + "\x1f" +
+                      options.inputIds.value_or("");
+  return ranks->checkAgreement({
+      {"model.bin", executable.checksum()},
+      {"--mode", text(mode)},
+      {"--task", text(task)},
+      {"weights", weights},
+      {"--data", options.data.empty() ? 0 : fileFingerprint(options.data)},
+      {"--steps", static_cast<uint64_t>(options.steps)},
+      {"--batch-size", static_cast<uint64_t>(options.batchSize)},
+      {"--max-new-tokens", static_cast<uint64_t>(options.maxNewTokens)},
+      {"prompt or input ids", text(input)},
+      {"sampling flags and seed", text(sampling)},
+  });
 }
 
 /// Everything a task needs.
@@ -1352,6 +1398,11 @@ int run(int argc, char **argv) {
   }
   if (!options.resume.empty()) {
     weightFiles.push_back(options.resume);
+  }
+  if (Status status = checkRanksAgree(options, session.executable, mode, task,
+                                      weightFiles);
+      !status) {
+    return fail(status);
   }
   StatusOr<Weights> weights =
       weightFiles.empty()
