@@ -16,10 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace mfrt;
 
@@ -413,6 +415,93 @@ struct Expr {
   bool negated = false; // `is not`
 };
 
+/// Appends `code` to `out` as UTF-8.
+void appendUtf8(uint32_t code, std::string &out) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xE0 | (code >> 12));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code >> 18));
+    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
+/// The escape at source[at] (a backslash) of a string literal, as jinja2
+/// decodes literals (Python's unicode-escape): appended to `out`, `at`
+/// moved past it; an error for a malformed one and for \N{name}, whose
+/// Unicode name table mfc does not carry.
+std::optional<std::string> unescape(const std::string &source, size_t &at,
+                                    std::string &out) {
+  char e = source[at + 1];
+  auto hex = [&](size_t digits) -> std::optional<uint32_t> {
+    if (at + 2 + digits > source.size()) {
+      return std::nullopt;
+    }
+    uint32_t value = 0;
+    for (size_t k = 0; k < digits; ++k) {
+      char d = source[at + 2 + k];
+      int v = std::isdigit(static_cast<unsigned char>(d)) ? d - '0'
+              : (d >= 'a' && d <= 'f')                    ? d - 'a' + 10
+              : (d >= 'A' && d <= 'F')                    ? d - 'A' + 10
+                                                          : -1;
+      if (v < 0) {
+        return std::nullopt;
+      }
+      value = value * 16 + static_cast<uint32_t>(v);
+    }
+    return value;
+  };
+  static const std::string simple = "\\'\"abfnrtv";
+  static const std::string meaning = "\\'\"\a\b\f\n\r\t\v";
+  if (size_t k = simple.find(e); k != std::string::npos) {
+    out += meaning[k];
+    at += 2;
+    return std::nullopt;
+  }
+  if (e == '\n') { // a line continuation
+    at += 2;
+    return std::nullopt;
+  }
+  if (e >= '0' && e <= '7') {
+    uint32_t value = 0;
+    size_t k = at + 1;
+    for (; k < source.size() && k < at + 4 && source[k] >= '0' && source[k] <= '7'; ++k) {
+      value = value * 8 + static_cast<uint32_t>(source[k] - '0');
+    }
+    appendUtf8(value, out);
+    at = k;
+    return std::nullopt;
+  }
+  if (e == 'x' || e == 'u' || e == 'U') {
+    size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+    std::optional<uint32_t> code = hex(digits);
+    if (!code || *code > 0x10FFFF || (*code >= 0xD800 && *code <= 0xDFFF)) {
+      return "a string literal's \\" + std::string(1, e) + " escape needs " +
+             std::to_string(digits) +
+             " hex digits of a Unicode scalar value (as in Python)";
+    }
+    appendUtf8(*code, out);
+    at += 2 + digits;
+    return std::nullopt;
+  }
+  if (e == 'N') {
+    return "a string literal's \\N{...} escape (a character by its Unicode "
+           "name) is not supported; write the character itself";
+  }
+  out += '\\'; // Python keeps an unknown escape as it is
+  out += e;
+  at += 2;
+  return std::nullopt;
+}
+
 struct Token {
   enum class Kind { Name, String, Int, Float, Op, End } kind;
   std::string text;
@@ -460,9 +549,10 @@ StatusOr<std::vector<Token>> tokenize(const std::string &source, int line) {
       ++i;
       while (i < source.size() && source[i] != c) {
         if (source[i] == '\\' && i + 1 < source.size()) {
-          char e = source[++i];
-          text += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-          ++i;
+          std::optional<std::string> error = unescape(source, i, text);
+          if (error) {
+            return fail(*error);
+          }
           continue;
         }
         text += source[i++];
@@ -1242,6 +1332,12 @@ private:
 // Rendering
 //===----------------------------------------------------------------------===//
 
+/// A render's bounds: real templates take hundreds of steps and produce
+/// kilobytes per message; a hostile one (40 nested loops, a string doubled
+/// in a loop) would run for ever or fill memory.
+constexpr int64_t kMaxRenderSteps = int64_t(1) << 22;
+constexpr size_t kMaxRenderedBytes = size_t(16) << 20;
+
 class Renderer {
 public:
   explicit Renderer(std::map<std::string, Value> globals) {
@@ -1263,6 +1359,19 @@ private:
                                                           ": " + message);
   }
 
+  Status append(int line, const std::string &text) {
+    if (output_.size() + text.size() > kMaxRenderedBytes) {
+      return tooBig(line);
+    }
+    output_ += text;
+    return Status::ok();
+  }
+
+  Status tooBig(int line) const {
+    return fail(line, "the rendered text (or a string in it) would exceed " +
+                          std::to_string(kMaxRenderedBytes >> 20) + " MiB");
+  }
+
   Value lookup(const std::string &name) const {
     for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
       auto found = scope->find(name);
@@ -1274,17 +1383,23 @@ private:
   }
 
   Status exec(const Node &node) {
+    if (node.line > 0) {
+      line_ = node.line; // text nodes have none: the last statement's
+    }
+    if (++steps_ > kMaxRenderSteps) {
+      return fail(line_, "the template ran more than " +
+                                 std::to_string(kMaxRenderSteps) +
+                                 " steps (a loop without end?)");
+    }
     switch (node.kind) {
     case Node::Kind::Text:
-      output_ += node.text;
-      return Status::ok();
+      return append(line_, node.text);
     case Node::Kind::Output: {
       StatusOr<Value> value = eval(*node.expr);
       if (!value) {
         return value.status();
       }
-      output_ += str(*value);
-      return Status::ok();
+      return append(node.line, str(*value));
     }
     case Node::Kind::If:
       for (const auto &[condition, body] : node.branches) {
@@ -1350,6 +1465,11 @@ private:
     }
     int64_t length = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < length; ++i) {
+      if (++steps_ > kMaxRenderSteps) {
+        return fail(node.line, "the template ran more than " +
+                                   std::to_string(kMaxRenderSteps) +
+                                   " steps (a loop without end?)");
+      }
       std::map<std::string, Value> scope;
       if (node.targets.size() == 1) {
         scope[node.targets[0]] = items[i];
@@ -1381,7 +1501,20 @@ private:
     return Status::ok();
   }
 
+  /// An expression's value; a string or list beyond the render's bound is
+  /// an error (the operations that grow them check before they build).
   StatusOr<Value> eval(const Expr &expr) {
+    StatusOr<Value> value = evalUnbounded(expr);
+    if (value && ((value->kind == Value::Kind::String &&
+                   value->text.size() > kMaxRenderedBytes) ||
+                  (value->kind == Value::Kind::List &&
+                   value->list->size() > kMaxRenderedBytes))) {
+      return tooBig(expr.line);
+    }
+    return value;
+  }
+
+  StatusOr<Value> evalUnbounded(const Expr &expr) {
     auto child = [&](size_t i) { return eval(*expr.args[i]); };
     switch (expr.kind) {
     case Expr::Kind::Literal:
@@ -1682,6 +1815,9 @@ private:
         size_t start = 0;
         for (size_t at; (at = s.find(from, start)) != std::string::npos;
              start = at + from.size()) {
+          if (out.size() + (at - start) + to.size() > kMaxRenderedBytes) {
+            return tooBig(expr.line);
+          }
           out += s.substr(start, at - start) + to;
         }
         return Value::of(out + s.substr(start));
@@ -1769,6 +1905,9 @@ private:
       std::string separator = args->empty() ? "" : str((*args)[0]), out;
       for (size_t i = 0; i < v.list->size(); ++i) {
         out += (i ? separator : "") + str((*v.list)[i]);
+        if (out.size() > kMaxRenderedBytes) {
+          return tooBig(expr.line);
+        }
       }
       return Value::of(out);
     }
@@ -1872,7 +2011,11 @@ private:
       return Value::of(found == (op == "in"));
     }
     if (op == "~") {
-      return Value::of(str(a) + str(b));
+      std::string left = str(a), right = str(b);
+      if (left.size() + right.size() > kMaxRenderedBytes) {
+        return tooBig(expr.line);
+      }
+      return Value::of(left + right);
     }
     if (a.kind == Value::Kind::Undefined || b.kind == Value::Kind::Undefined) {
       const Expr &undefined = *expr.args[a.kind == Value::Kind::Undefined ? 0 : 1];
@@ -1881,9 +2024,15 @@ private:
                                  : "'" + op + "' with an undefined value");
     }
     if (op == "+" && a.kind == Value::Kind::String && b.kind == Value::Kind::String) {
+      if (a.text.size() + b.text.size() > kMaxRenderedBytes) {
+        return tooBig(expr.line);
+      }
       return Value::of(a.text + b.text);
     }
     if (op == "+" && a.kind == Value::Kind::List && b.kind == Value::Kind::List) {
+      if (a.list->size() + b.list->size() > kMaxRenderedBytes) {
+        return tooBig(expr.line);
+      }
       List items = *a.list;
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::ofList(std::move(items));
@@ -1909,9 +2058,19 @@ private:
         if ((op == "//" || op == "%") && y == 0) {
           return fail(expr.line, "division by zero");
         }
-        if (op == "+") return Value::of(x + y);
-        if (op == "-") return Value::of(x - y);
-        if (op == "*") return Value::of(x * y);
+        // Python's integers do not overflow; a 64-bit one would (undefined
+        // behaviour in C++): an error, not a wrapped number.
+        int64_t result = 0;
+        bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &result)
+                        : op == "-" ? __builtin_sub_overflow(x, y, &result)
+                        : op == "*" ? __builtin_mul_overflow(x, y, &result)
+                                    : x == INT64_MIN && y == -1;
+        if (overflow) {
+          return fail(expr.line, "integer '" + op + "' overflows 64 bits");
+        }
+        if (op == "+" || op == "-" || op == "*") {
+          return Value::of(result);
+        }
         int64_t quotient = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
         if (op == "//") return Value::of(quotient);
         if (op == "%") return Value::of(x - quotient * y);
@@ -1932,6 +2091,8 @@ private:
 
   std::vector<std::map<std::string, Value>> scopes_;
   std::string output_;
+  int64_t steps_ = 0;
+  int line_ = 1;
 };
 
 } // namespace
