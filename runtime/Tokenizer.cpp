@@ -633,8 +633,11 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   };
 
   if (const json *normalizer = member(root, "normalizer")) {
-    for (auto [step, where] :
-         flattenSequence(*normalizer, "normalizers", "normalizer")) {
+    StatusOr<SequenceSteps> steps = flattenSequence(*normalizer, "normalizers", "normalizer");
+    if (!steps) {
+      return fail(steps.status());
+    }
+    for (auto [step, where] : *steps) {
       StatusOr<NormalizerStep> read = readNormalizerStep(*step, where);
       if (!read) {
         return fail(read.status());
@@ -643,8 +646,11 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
     }
   }
   if (const json *preTokenizer = member(root, "pre_tokenizer")) {
-    for (auto [step, where] :
-         flattenSequence(*preTokenizer, "pretokenizers", "pre_tokenizer")) {
+    StatusOr<SequenceSteps> steps = flattenSequence(*preTokenizer, "pretokenizers", "pre_tokenizer");
+    if (!steps) {
+      return fail(steps.status());
+    }
+    for (auto [step, where] : *steps) {
       StatusOr<PreTokenizerStep> read = readPreTokenizerStep(*step, where);
       if (!read) {
         return fail(read.status());
@@ -710,8 +716,11 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
 
   if (const json *post = member(root, "post_processor")) {
-    for (auto [step, where] :
-         flattenSequence(*post, "processors", "post_processor")) {
+    StatusOr<SequenceSteps> steps = flattenSequence(*post, "processors", "post_processor");
+    if (!steps) {
+      return fail(steps.status());
+    }
+    for (auto [step, where] : *steps) {
       std::string type = stringMember(*step, "type").value_or("");
       if (type == "ByteLevel") {
         continue; // offsets only
@@ -784,7 +793,11 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
 
   if (const json *decoder = member(root, "decoder")) {
-    for (auto [step, where] : flattenSequence(*decoder, "decoders", "decoder")) {
+    StatusOr<SequenceSteps> steps = flattenSequence(*decoder, "decoders", "decoder");
+    if (!steps) {
+      return fail(steps.status());
+    }
+    for (auto [step, where] : *steps) {
       StatusOr<DecoderStep> read = readDecoderStep(*step, where);
       if (!read) {
         return fail(read.status());

@@ -345,22 +345,41 @@ StatusOr<Pattern> readPattern(const json &step, const std::string &where) {
 }
 
 /// The steps of a component that may be a "Sequence" of them.
-std::vector<std::pair<const json *, std::string>>
+StatusOr<SequenceSteps>
 flattenSequence(const json &component, const char *listKey,
                 const std::string &where) {
-  std::vector<std::pair<const json *, std::string>> steps;
-  if (stringMember(component, "type") == std::optional<std::string>("Sequence")) {
-    if (const json *list = member(component, listKey); list && list->is_array()) {
-      for (size_t i = 0; i < list->size(); ++i) {
-        std::string at = where + "." + listKey + "[" + std::to_string(i) + "]";
-        for (auto &inner : flattenSequence((*list)[i], listKey, at)) {
-          steps.push_back(inner);
-        }
-      }
+  constexpr int kMaxSequenceDepth = 16;
+  SequenceSteps steps;
+  // Depth-first, without recursion: a hostile file nests 100,000 deep.
+  struct Pending {
+    const json *node;
+    std::string where;
+    int depth;
+  };
+  std::vector<Pending> stack{{&component, where, 0}};
+  while (!stack.empty()) {
+    Pending next = std::move(stack.back());
+    stack.pop_back();
+    if (stringMember(*next.node, "type") !=
+        std::optional<std::string>("Sequence")) {
+      steps.emplace_back(next.node, std::move(next.where));
+      continue;
     }
-    return steps;
+    if (next.depth == kMaxSequenceDepth) {
+      return Status::error(StatusCode::DataLoss,
+                           next.where + ": Sequences nest deeper than " +
+                               std::to_string(kMaxSequenceDepth) + " levels");
+    }
+    const json *list = member(*next.node, listKey);
+    if (!list || !list->is_array()) {
+      continue;
+    }
+    for (size_t i = list->size(); i-- > 0;) { // popped in order
+      stack.push_back({&(*list)[i],
+                       next.where + "." + listKey + "[" + std::to_string(i) + "]",
+                       next.depth + 1});
+    }
   }
-  steps.emplace_back(&component, where);
   return steps;
 }
 
@@ -423,13 +442,38 @@ bool isSpace(char c) {
          c == '\f';
 }
 
+/// How long normalized text may grow: real normalizers at most a few
+/// times (a space to U+2581's three bytes, NFKD's longest expansions); a
+/// chain of Replace a -> aa would double it at every step.
+size_t maxNormalizedBytes(size_t original) {
+  return std::max<size_t>(64 * original, size_t(1) << 16);
+}
+
+Status normalizedTooLong(size_t original) {
+  return Status::error(StatusCode::InvalidArgument,
+                       "the normalizer grows " + std::to_string(original) +
+                           " bytes of text beyond " +
+                           std::to_string(maxNormalizedBytes(original)) +
+                           " (64 times, or 64 KiB); the tokenizer's "
+                           "normalizer is not a real one");
+}
+
+/// `text` with each match of `pattern` replaced by `content`; an error
+/// before it grows beyond what normalizing `original` bytes may.
 StatusOr<std::string> applyReplace(const Pattern &pattern,
                                    const std::string &content,
-                                   const std::string &text) {
+                                   const std::string &text, size_t original) {
   StatusOr<std::vector<std::pair<size_t, size_t>>> matches =
       pattern.findAll(text);
   if (!matches) {
     return matches.status();
+  }
+  size_t size = text.size();
+  for (auto [begin, end] : *matches) {
+    size += content.size() - std::min(content.size(), end - begin);
+    if (size > maxNormalizedBytes(original)) {
+      return normalizedTooLong(original);
+    }
   }
   std::string out;
   size_t last = 0;
@@ -444,7 +488,12 @@ StatusOr<std::string> applyReplace(const Pattern &pattern,
 
 StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
                                 std::string text) {
+  size_t original = text.size();
+  size_t limit = maxNormalizedBytes(original);
   for (const NormalizerStep &step : steps) {
+    if (text.size() > limit) {
+      return normalizedTooLong(original);
+    }
     switch (step.kind) {
     case NormalizerStep::Kind::Unicode: {
       utf8proc_uint8_t *mapped = nullptr;
@@ -467,7 +516,8 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
       }
       break;
     case NormalizerStep::Kind::Replace: {
-      StatusOr<std::string> replaced = applyReplace(step.pattern, step.text, text);
+      StatusOr<std::string> replaced =
+          applyReplace(step.pattern, step.text, text, original);
       if (!replaced) {
         return replaced.status();
       }
@@ -499,6 +549,9 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
       break;
     }
     }
+  }
+  if (text.size() > maxNormalizedBytes(original)) {
+    return normalizedTooLong(original);
   }
   return text;
 }

@@ -43,10 +43,12 @@ std::optional<std::string> stringMember(const json &object, const char *key);
 bool boolMember(const json &object, const char *key, bool fallback);
 std::optional<int64_t> intMember(const json &object, const char *key);
 /// The steps of a component that may be a "Sequence" of them, each with
-/// its path for messages.
-std::vector<std::pair<const json *, std::string>>
-flattenSequence(const json &component, const char *listKey,
-                const std::string &where);
+/// its path for messages. Sequences nest at most kMaxSequenceDepth deep
+/// (real files: one level); deeper is an error.
+using SequenceSteps = std::vector<std::pair<const json *, std::string>>;
+StatusOr<SequenceSteps> flattenSequence(const json &component,
+                                        const char *listKey,
+                                        const std::string &where);
 Status unsupported(const std::string &where, const std::string &type,
                    const char *supported);
 
