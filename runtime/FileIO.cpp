@@ -12,7 +12,9 @@
 #include <new>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +69,41 @@ std::string directoryOf(const std::string &path) {
     return ".";
   }
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Removes the temporaries of `name` in `directory` (".name.XXXXXX.tmp")
+/// that no writer holds locked: left by a writer killed mid-write (kill -9
+/// of a checkpoint save), which no later run would otherwise remove.
+void removeAbandonedTemporaries(const std::string &directory,
+                                const std::string &name,
+                                const std::string &own) {
+  DIR *dir = opendir(directory.c_str());
+  if (!dir) {
+    return;
+  }
+  std::string prefix = "." + name + ".";
+  while (dirent *entry = readdir(dir)) {
+    std::string file = entry->d_name;
+    if (file.size() != prefix.size() + 10 || file.compare(0, prefix.size(), prefix) != 0 ||
+        file.compare(file.size() - 4, 4, ".tmp") != 0) {
+      continue;
+    }
+    std::string path = directory + "/" + file;
+    if (path == own) {
+      continue;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      continue;
+    }
+    struct stat info;
+    if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+        flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::unlink(path.c_str());
+    }
+    ::close(fd);
+  }
+  closedir(dir);
 }
 
 /// A character device is written as it is (it cannot be replaced).
@@ -279,6 +316,10 @@ Status mfrt::writeFileAtomically(
                              ": cannot create a temporary file in '" +
                              directory + "': " + std::strerror(errno));
   }
+  // Held while writing: a temporary nobody holds is a killed writer's.
+  flock(fd, LOCK_EX);
+  removeAbandonedTemporaries(directory, target->substr(target->rfind('/') + 1),
+                             temporary);
   auto fail = [&](const std::string &reason) {
     ::close(fd);
     ::unlink(temporary.c_str());

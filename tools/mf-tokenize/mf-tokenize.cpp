@@ -19,6 +19,7 @@
 #include "runtime/TokenizerConfig.h"
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -268,6 +269,13 @@ int main(int argc, char **argv) {
   const std::string &output = positional[1];
   if (Status writable = checkWritableTarget(output, "token file"); !writable) {
     return fail(writable.message());
+  }
+  struct stat in, out;
+  if (stat(writeInput->c_str(), &in) == 0 && stat(output.c_str(), &out) == 0 &&
+      in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+    return fail("--write-mftokens: '" + output + "' is the input text file " +
+                "itself; writing it would replace the corpus with its tokens " +
+                "(give another output path)");
   }
   StatusOr<std::vector<uint8_t>> bytes =
       readRegularFile(*writeInput, "text file", kMaxDataFileBytes);
