@@ -14,6 +14,7 @@
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <set>
 
 #include <csetjmp>
@@ -557,7 +558,8 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
   for (auto item = map->begin(); item != map->end(); ++item) {
     const json &shard = item.value();
     if (!shard.is_string() || shard.get<std::string>().empty() ||
-        shard.get<std::string>().find('/') != std::string::npos) {
+        shard.get<std::string>().find_first_of(std::string("/\0", 2)) !=
+            std::string::npos) {
       return Status::error(StatusCode::DataLoss,
                            "'" + index + "': weight_map['" + item.key() +
                                "'] must name a shard file beside the index");
@@ -570,8 +572,42 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
   }
   std::string folder = index.substr(0, index.find_last_of('/') + 1);
   std::vector<std::string> files;
+  // The index and the shards must agree: a tensor is taken from the shard
+  // the index names, so one the index names elsewhere, or one it names in
+  // a shard that lacks it, is an error (the loader would silently take the
+  // tensor from whichever shard has it).
+  std::map<std::string, std::string> shardOf;
+  for (auto item = map->begin(); item != map->end(); ++item) {
+    shardOf[item.key()] = item.value().get<std::string>();
+  }
+  std::set<std::string> present;
   for (const std::string &shard : shards) {
     files.push_back(folder + shard);
+    StatusOr<CheckpointFile> file = CheckpointFile::open(files.back());
+    if (!file) {
+      return file.status().withContext("'" + index + "' names shard '" +
+                                       shard + "'");
+    }
+    for (const auto &[name, entry] : file->tensors()) {
+      auto named = shardOf.find(name);
+      if (named == shardOf.end() || named->second != shard) {
+        return Status::error(
+            StatusCode::DataLoss,
+            "'" + index + "': shard '" + shard + "' holds tensor '" + name +
+                "', which the index puts " +
+                (named == shardOf.end() ? std::string("in no shard")
+                                        : "in '" + named->second + "'"));
+      }
+      present.insert(name);
+    }
+  }
+  for (const auto &[name, shard] : shardOf) {
+    if (!present.count(name)) {
+      return Status::error(StatusCode::DataLoss,
+                           "'" + index + "': the index puts tensor '" + name +
+                               "' in shard '" + shard +
+                               "', which does not hold it");
+    }
   }
   return files;
 }
