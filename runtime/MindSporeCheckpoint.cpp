@@ -307,15 +307,26 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
       }
     }
     if (record.name == previous && file.tensors_.count(record.name)) {
-      // A slice of the tensor before: MindSpore splits large tensors.
+      // A slice of the tensor before: MindSpore splits large tensors, each
+      // slice with the whole tensor's type and dims.
       CheckpointEntry &entry = file.tensors_[record.name];
-      std::vector<uint8_t> joined(entry.data, entry.data + entry.size);
+      if (*dtype != entry.dtype || record.dims != entry.shape) {
+        return fail("tensor '" + record.name + "' is stored in slices that " +
+                    "disagree: " + formatShape(entry.shape) + " then " +
+                    formatShape(record.dims) + ", type '" + record.type +
+                    "' after another");
+      }
+      // One buffer per joined tensor, appended to (copying the whole for
+      // each slice made many slices quadratic).
+      if (!entry.joined) {
+        file.joined_.emplace_back(entry.data, entry.data + entry.size);
+        entry.joined = true;
+      }
+      std::vector<uint8_t> &joined = file.joined_.back();
       joined.insert(joined.end(), data + record.contentOffset,
                     data + record.contentOffset + record.contentSize);
-      file.joined_.push_back(std::move(joined));
-      entry.data = file.joined_.back().data();
-      entry.size = file.joined_.back().size();
-      entry.joined = true;
+      entry.data = joined.data();
+      entry.size = joined.size();
       continue;
     }
     if (file.tensors_.count(record.name)) {

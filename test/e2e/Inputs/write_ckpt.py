@@ -72,6 +72,9 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--qkv-concat", nargs=2, type=int, metavar=("HEADS", "KV_HEADS"))
     parser.add_argument("--slice", type=int, default=0)
+    parser.add_argument("--disagreeing-slice", action="store_true",
+                        help="the first sliced tensor's second slice says "
+                             "other dims (a hostile file)")
     parser.add_argument("--trainer-state", action="store_true")
     parser.add_argument("--packed-dims", action="store_true")
     args = parser.parse_args()
@@ -102,11 +105,15 @@ def main():
         tensors["global_step"] = torch.tensor([7], dtype=torch.int32)
         tensors["loss_scale"] = torch.tensor([1.0])
     out = bytearray()
+    disagree = args.disagreeing_slice
     for name, tensor in tensors.items():
         content = content_of(tensor)
         step = args.slice or len(content) or 1
-        for start in range(0, max(len(content), 1), step):
-            out += value(name, tensor, content[start:start + step], args.packed_dims)
+        for index, start in enumerate(range(0, max(len(content), 1), step)):
+            described = tensor
+            if disagree and index == 1:
+                described, disagree = tensor.reshape(-1), False
+            out += value(name, described, content[start:start + step], args.packed_dims)
     with open(args.out, "wb") as f:
         f.write(out)
     print(f"wrote {len(tensors)} tensors to {args.out}")
