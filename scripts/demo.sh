@@ -44,7 +44,7 @@ echo "   600 steps of 4 x 128 bytes of this repository's docs, in Graph Mode"
 cat README.md docs/*.md > "$out/corpus.txt"
 "$bin/mfc" compile examples/llama-tiny.yaml --set run_mode=train -o "$out/llama-tiny-train.bin" \
   --report="$out/train-report.txt"
-"$bin/mf-run" "$out/llama-tiny-train.bin" --data "$out/corpus.txt" --steps 600 \
+"$bin/mf-run" "$out/llama-tiny-train.bin" --init-weights --data "$out/corpus.txt" --steps 600 \
   --save-every 300 --save-weights "$out/llama-tiny-trained.safetensors"
 echo "   checkpoints (parameters + optimizer state + step + data position):"
 echo "   $out/llama-tiny-trained.step300.safetensors, $out/llama-tiny-trained.safetensors"
