@@ -1367,6 +1367,16 @@ private:
     return Status::ok();
   }
 
+  /// Counts a statement, text piece or loop iteration against the bound.
+  Status step(int line) {
+    if (++steps_ > kMaxRenderSteps) {
+      return fail(line, "the template ran more than " +
+                            std::to_string(kMaxRenderSteps) +
+                            " steps (a loop without end?)");
+    }
+    return Status::ok();
+  }
+
   Status tooBig(int line) const {
     return fail(line, "the rendered text (or a string in it) would exceed " +
                           std::to_string(kMaxRenderedBytes >> 20) + " MiB");
@@ -1386,11 +1396,7 @@ private:
     if (node.line > 0) {
       line_ = node.line; // text nodes have none: the last statement's
     }
-    if (++steps_ > kMaxRenderSteps) {
-      return fail(line_, "the template ran more than " +
-                                 std::to_string(kMaxRenderSteps) +
-                                 " steps (a loop without end?)");
-    }
+    MFRT_RETURN_IF_ERROR(step(line_));
     switch (node.kind) {
     case Node::Kind::Text:
       return append(line_, node.text);
@@ -1465,11 +1471,7 @@ private:
     }
     int64_t length = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < length; ++i) {
-      if (++steps_ > kMaxRenderSteps) {
-        return fail(node.line, "the template ran more than " +
-                                   std::to_string(kMaxRenderSteps) +
-                                   " steps (a loop without end?)");
-      }
+      MFRT_RETURN_IF_ERROR(step(node.line));
       std::map<std::string, Value> scope;
       if (node.targets.size() == 1) {
         scope[node.targets[0]] = items[i];

@@ -40,8 +40,6 @@ struct OpRow {
   /// The op's types are equal (its `SameOperandsAndResultType` trait):
   /// the loader needs no rule of the op's own.
   bool sameOperandsAndResultType;
-  /// The last operand rule repeats (a variadic operand).
-  bool variadic;
   const ValueRule *values; // the operands' rules, then the results'
   int operandRules;
 };

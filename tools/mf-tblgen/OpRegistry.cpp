@@ -153,7 +153,6 @@ Registry mftblgen::readRegistry(const llvm::RecordKeeper &records) {
       const NamedTypeConstraint &operand = op.getOperand(i);
       record.operands.push_back(constraintOf(operand));
       if (operand.isVariadic()) {
-        record.variadicOperands = true;
         record.operandsMin += 1;
         record.operandsMax = -1;
       } else {

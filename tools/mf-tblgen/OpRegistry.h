@@ -63,7 +63,6 @@ struct OpRecord {
   int operandsMin = 0, operandsMax = 0, results = 0;
   std::vector<ValueConstraint> operands; // one per ODS operand (variadic: one)
   std::vector<ValueConstraint> resultTypes;
-  bool variadicOperands = false;
   bool sameOperandsAndResultType = false;
   std::vector<Field> fields;
 };

@@ -68,11 +68,10 @@ void emitRuntimeTable(const Registry &registry, llvm::raw_ostream &os) {
   for (const OpRecord &op : registry.ops) {
     os << llvm::formatv(
         "  {{fb::OpKind::{0}, \"{1}\", {2}, {3}, {4}, fb::OpAttributes::{5}, "
-        "{6}, {7}, k{0}Values, {8}},\n",
+        "{6}, k{0}Values, {7}},\n",
         op.kind, op.name, op.operandsMin, op.operandsMax, op.results,
         op.fields.empty() ? "NONE" : op.kind + "Attrs",
-        op.sameOperandsAndResultType ? "true" : "false",
-        op.variadicOperands ? "true" : "false", op.operands.size());
+        op.sameOperandsAndResultType ? "true" : "false", op.operands.size());
   }
   os << "};\n\n";
   // Fields several ops share, read whatever the op: `grid_axes` (the
