@@ -13,10 +13,6 @@ using namespace mfrt;
 
 namespace {
 
-template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
-  return vector ? vector->size() : 0;
-}
-
 Status checkTensorType(const fb::TensorType *type, const std::string &where) {
   if (!type) {
     return Status::error(where + " has no type");
@@ -171,19 +167,20 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
               {Executable::dtypeOf(type), Executable::shapeOf(type)});
         }
       }
-      MFRT_RETURN_IF_ERROR(checkId(op.results()->Get(0), where));
-      const fb::TensorType &resultType =
-          *entry.values()->Get(op.results()->Get(0));
-      Status typesFit = checkOpTypes(
-          op, operandTypes,
-          {Executable::dtypeOf(resultType), Executable::shapeOf(resultType)});
+      std::vector<TensorDesc> resultTypes;
+      for (uint32_t id : *op.results()) { // arity checked: results exist
+        MFRT_RETURN_IF_ERROR(checkId(id, where));
+        const fb::TensorType &type = *entry.values()->Get(id);
+        resultTypes.push_back(
+            {Executable::dtypeOf(type), Executable::shapeOf(type)});
+      }
+      Status typesFit = checkOpTypes(op, operandTypes, resultTypes);
       if (!typesFit) {
         return typesFit.withContext(where);
       }
       if (isCollective(op.kind())) {
         MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
-                                             Executable::shapeOf(resultType),
-                                             where));
+                                             resultTypes[0].shape, where));
       }
       if (std::vector<int64_t> axes = vocabularyAxes(op); !axes.empty()) {
         StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
@@ -191,8 +188,7 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
           return ranks.status();
         }
       }
-      for (uint32_t id : *op.results()) { // arity checked: results exist
-        MFRT_RETURN_IF_ERROR(checkId(id, where));
+      for (uint32_t id : *op.results()) {
         if (defined[id]) {
           return Status::error(where + " redefines value " +
                                std::to_string(id));

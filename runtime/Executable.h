@@ -29,7 +29,11 @@ namespace fb = ::mfbin;
 constexpr uint32_t kMinFormatVersion = 11;
 constexpr uint32_t kMaxFormatVersion = 11;
 
-/// A verified executable. Owns the file's bytes; the accessors read them.
+/// The length of a flatbuffers vector, which an absent vector has as 0.
+template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
+  return vector ? vector->size() : 0;
+}
+
 /// Whether ops of `kind` only move data between ranks (run by the
 /// Communicator, not by a kernel; vocabulary-parallel kernels communicate
 /// too, through it).
@@ -78,6 +82,7 @@ struct HostProgram;
 std::vector<const fb::Entry *>
 entriesAndInitializer(const fb::Executable &root);
 
+/// A verified executable. Owns the file's bytes; the accessors read them.
 class Executable {
 public:
   /// Reads and verifies a file.

@@ -134,10 +134,13 @@ Status Executor::observe(const std::string &entryName, size_t index,
   if (!options.dumpTensorsDir.empty()) {
     char prefix[32];
     std::snprintf(prefix, sizeof(prefix), "%s.%04zu.", entryName.c_str(), index);
-    MFRT_RETURN_IF_ERROR(writeNpy(options.dumpTensorsDir + "/" + prefix +
-                                      sanitize(location.empty() ? what : location) +
-                                      ".npy",
-                                  value));
+    // A command's later outputs (a multi-result op's, a kernel's) carry
+    // their value id: they share the first's index and location.
+    std::string suffix = traced ? "" : "." + std::to_string(valueId);
+    MFRT_RETURN_IF_ERROR(writeNpy(
+        options.dumpTensorsDir + "/" + prefix +
+            sanitize(location.empty() ? what : location) + suffix + ".npy",
+        value));
   }
   if (options.traceEvents && traced) {
     // Microseconds to the nanosecond: decode's kernels take less than one.
@@ -205,12 +208,15 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
   });
 }
 
-Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                       Tensor &output, const ParallelFor &parallel) {
+Status Executor::runOp(const fb::Op &op,
+                       const std::vector<const Tensor *> &inputs,
+                       const std::vector<Tensor *> &outputs,
+                       const ParallelFor &parallel) {
   std::vector<int64_t> vocabulary = vocabularyAxes(op);
   if (!isCollective(op.kind()) && vocabulary.empty()) {
-    return runKernel(op, inputs, output, parallel);
+    return runKernel(op, inputs, outputs, parallel);
   }
+  Tensor &output = *outputs[0]; // collectives have one result
   if (!communicator_) {
     return Status::error(StatusCode::FailedPrecondition,
                          "a collective needs the program's ranks (mf-run "
@@ -231,7 +237,7 @@ Status Executor::runOp(const fb::Op &op, const std::vector<const Tensor *> &inpu
       return communicator_->allReduceInPlace(
           values, count, how == VocabularyBlock::Combine::Max, vocabulary);
     };
-    return runKernel(op, inputs, output, parallel, block);
+    return runKernel(op, inputs, outputs, parallel, block);
   }
   std::vector<int64_t> axes = gridAxesOf(op);
   if (op.kind() == fb::OpKind::AllReduce) {

@@ -75,10 +75,11 @@ protected:
   /// Prepares what `options` need before a run of `entry`.
   Status beginRun(const fb::Entry &entry, const RunOptions &options);
 
-  /// Runs one op of the eager library: a collective through the
-  /// communicator, any other op's kernel.
+  /// Runs one op of the eager library into `outputs` (one per result): a
+  /// collective through the communicator, any other op's kernel.
   Status runOp(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-               Tensor &output, const ParallelFor &parallel = runSerially);
+               const std::vector<Tensor *> &outputs,
+               const ParallelFor &parallel = runSerially);
 
   const Executable &executable_;
   Weights &weights_; // entries that assign parameters update them

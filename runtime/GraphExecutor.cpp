@@ -282,7 +282,7 @@ GraphExecutor::prepare(const fb::Entry &entry) {
         return constant.status();
       }
       MFRT_RETURN_IF_ERROR(
-          runKernel(*entry.ops()->Get(buffer.index()), {}, *constant));
+          runKernel(*entry.ops()->Get(buffer.index()), {}, {&*constant}));
       buffers[i] = constant.take();
       break;
     }
@@ -443,14 +443,22 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
   // An eager op reads what the kernels before it wrote.
   MFRT_RETURN_IF_ERROR(finishKernels());
   const fb::Op &op = *entry.ops()->Get(command.first_op());
+  // Bindings: the op's operands, then its results (the loader checked).
   std::vector<const Tensor *> &operands = prepared.operands;
+  std::vector<Tensor *> &results = prepared.results;
+  uint32_t inputCount = sizeOf(op.operands());
   operands.clear();
-  for (uint32_t i = 0; i + 1 < bindings.size(); ++i) {
-    operands.push_back(&buffers[bindings.Get(i)->buffer()]);
+  results.clear();
+  for (uint32_t i = 0; i < bindings.size(); ++i) {
+    Tensor &buffer = buffers[bindings.Get(i)->buffer()];
+    if (i < inputCount) {
+      operands.push_back(&buffer);
+    } else {
+      results.push_back(&buffer);
+    }
   }
-  Tensor &result = buffers[bindings.Get(bindings.size() - 1)->buffer()];
   Status status = runOp(
-      op, operands, result,
+      op, operands, results,
       [this](int64_t count, const std::function<void(int64_t, int64_t)> &body) {
         pool_.parallelFor(count, body);
       });

@@ -102,6 +102,7 @@ private:
     /// The buffers that are a derived slot or a view of one: slot, shape.
     std::vector<std::tuple<uint32_t, uint32_t, Shape>> slotBuffers;
     std::vector<const Tensor *> operands; // a command's scratch
+    std::vector<Tensor *> results;        // a command's scratch
   };
   /// How every entry's host program reads each parameter.
   struct ParameterReads {

@@ -82,10 +82,6 @@ private:
                          "; recompile the model");
   }
 
-  template <typename T> static size_t sizeOf(const flatbuffers::Vector<T> *v) {
-    return v ? v->size() : 0;
-  }
-
   const fb::TensorType &valueType(uint32_t id) const {
     return *entry_.values()->Get(id);
   }
@@ -206,8 +202,10 @@ private:
     }
     for (uint32_t index = 0; index < sizeOf(entry_.ops()); ++index) {
       const fb::Op &op = *entry_.ops()->Get(index);
+      for (uint32_t result : *op.results()) {
+        definedBy_[result] = index;
+      }
       uint32_t result = op.results()->Get(0);
-      definedBy_[result] = index;
       if (op.kind() == fb::OpKind::Param) {
         held_[result] = Storage{fb::BufferKind::Parameter, parameterOf(op)};
       } else if (op.kind() == fb::OpKind::Constant) {
@@ -469,13 +467,14 @@ private:
                    fb::EnumNameOpKind(kind) + "), which it cannot");
       }
       inputs = sizeOf(op.operands());
-      if (bindings.size() != inputs + 1) {
-        return bad("has " + where + " bind other than its op's operands and result");
+      if (bindings.size() != inputs + op.results()->size()) {
+        return bad("has " + where +
+                   " bind other than its op's operands and results");
       }
       MFRT_RETURN_IF_ERROR(checkAccesses(command, inputs, where));
       for (uint32_t i = 0; i < bindings.size(); ++i) {
         uint32_t expected =
-            i < inputs ? op.operands()->Get(i) : op.results()->Get(0);
+            i < inputs ? op.operands()->Get(i) : op.results()->Get(i - inputs);
         if (bindings.Get(i)->value() != expected) {
           return bad("has " + where + " bind another value than its op's");
         }

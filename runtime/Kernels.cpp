@@ -2,9 +2,10 @@
 
 #include "runtime/Kernels.h"
 
-#include "runtime/GradientKernels.h"
 #include "runtime/FlashAttention.h"
+#include "runtime/GradientKernels.h"
 #include "runtime/KernelSupport.h"
+#include "runtime/MoeKernels.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -936,9 +937,11 @@ void mfrt::runSerially(int64_t count,
 
 Status mfrt::runKernel(const fb::Op &op,
                        const std::vector<const Tensor *> &inputs,
-                       Tensor &output, const ParallelFor &parallel,
+                       const std::vector<Tensor *> &outputs,
+                       const ParallelFor &parallel,
                        const VocabularyBlock &block) {
   auto in = [&](size_t i) -> const Tensor & { return *inputs[i]; };
+  Tensor &output = *outputs[0]; // the loader checked the result count
   switch (op.kind()) {
   case fb::OpKind::Param:
     return shapeError(op, "parameters are bound by the executor");
@@ -1068,6 +1071,16 @@ Status mfrt::runKernel(const fb::Op &op,
     return crossEntropyGrad(op, in(0), in(1), in(2), output, parallel, block);
   case fb::OpKind::Pad:
     return pad(op, in(0), output);
+  case fb::OpKind::TopK:
+    return topK(op, in(0), output, *outputs[1], parallel);
+  case fb::OpKind::MoeRoute:
+    return moeRoute(op, in(0), output, *outputs[1]);
+  case fb::OpKind::MoeDispatch:
+    return moeDispatch(op, in(0), in(1), output);
+  case fb::OpKind::GroupedMatmul:
+    return groupedMatmul(op, inputs, output);
+  case fb::OpKind::MoeCombine:
+    return moeCombine(op, in(0), in(1), in(2), output, parallel);
   case fb::OpKind::Assign:
     // The executor binds `output` to the parameter's storage.
     if (output.data() != in(0).data()) {

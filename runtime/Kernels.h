@@ -41,12 +41,14 @@ struct VocabularyBlock {
   std::function<Status(double *values, int64_t count, Combine how)> combine;
 };
 
-/// Computes `op` from `inputs` into `output`, which the caller allocated
-/// with the result's type (KvCacheWrite may receive its cache operand's
-/// storage as `output`, to update in place). Param is not a kernel. Kernels
-/// with independent tiles (attention) spread them with `parallel`.
+/// Computes `op` from `inputs` into `outputs`, one per result, which the
+/// caller allocated with the results' types (KvCacheWrite may receive its
+/// cache operand's storage as its output, to update in place). Param is not
+/// a kernel. Kernels with independent tiles (attention) spread them with
+/// `parallel`.
 Status runKernel(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                 Tensor &output, const ParallelFor &parallel = runSerially,
+                 const std::vector<Tensor *> &outputs,
+                 const ParallelFor &parallel = runSerially,
                  const VocabularyBlock &block = {});
 
 } // namespace mfrt

@@ -2,9 +2,12 @@
 
 #include "runtime/OpTypes.h"
 
+#include "shapes/ShapeRules.h"
+
 #include <cmath>
 
 #include <algorithm>
+#include <optional>
 
 using namespace mfrt;
 
@@ -32,7 +35,7 @@ bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
 /// each operand's and result's dtypes and rank, and one type for all when a
 /// trait says so.
 std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
-                     const TensorDesc &out) {
+                     const std::vector<TensorDesc> &outs) {
   for (size_t i = 0; i < in.size(); ++i) {
     size_t rule = std::min<size_t>(i, row.operandRules - 1);
     if (!fitsRule(row.values[rule], in[i])) {
@@ -40,22 +43,81 @@ std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
              " has a dtype or rank its op "
              "does not take";
     }
-    if (row.sameOperandsAndResultType && !sameType(in[i], out)) {
+    if (row.sameOperandsAndResultType && !sameType(in[i], outs[0])) {
       return "expected operands of the result's type";
     }
   }
-  return fitsRule(row.values[row.operandRules], out)
-             ? ""
-             : "the result has a dtype or rank its op does not produce";
+  for (size_t r = 0; r < outs.size(); ++r) {
+    if (!fitsRule(row.values[row.operandRules + r], outs[r])) {
+      return "result " + std::to_string(r) +
+             " has a dtype or rank its op does not produce";
+    }
+  }
+  return "";
+}
+
+mfshapes::TensorInfo infoOf(const TensorDesc &type) {
+  return {static_cast<mfshapes::Element>(type.dtype), type.shape};
+}
+
+/// What the op's rule in shapes/ShapeRules.h says of `outs`; nullopt for
+/// an op without one.
+std::optional<std::string> checkShapeRule(const fb::Op &op,
+                                          const std::vector<TensorDesc> &in,
+                                          const std::vector<TensorDesc> &outs) {
+  mfshapes::Inferred inferred;
+  switch (op.kind()) {
+  case fb::OpKind::TopK:
+    inferred =
+        mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());
+    break;
+  case fb::OpKind::MoeRoute:
+    inferred = mfshapes::inferMoeRoute(
+        infoOf(in[0]), op.attributes_as_MoeRouteAttrs()->num_experts());
+    break;
+  case fb::OpKind::MoeDispatch:
+    inferred = mfshapes::inferMoeDispatch(infoOf(in[0]), infoOf(in[1]));
+    break;
+  case fb::OpKind::GroupedMatmul: {
+    std::vector<mfshapes::TensorInfo> weights;
+    for (size_t i = 2; i < in.size(); ++i) {
+      weights.push_back(infoOf(in[i]));
+    }
+    inferred =
+        mfshapes::inferGroupedMatmul(infoOf(in[0]), infoOf(in[1]), weights);
+    break;
+  }
+  case fb::OpKind::MoeCombine:
+    inferred =
+        mfshapes::inferMoeCombine(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]));
+    break;
+  default:
+    return std::nullopt;
+  }
+  if (!inferred) {
+    return inferred.error;
+  }
+  for (size_t r = 0; r < outs.size(); ++r) {
+    if (!(inferred.results[r] == infoOf(outs[r]))) {
+      return "expected result " + std::to_string(r) + " " +
+             dtypeName(static_cast<DType>(inferred.results[r].element)) +
+             formatShape(inferred.results[r].shape);
+    }
+  }
+  return "";
 }
 
 /// Why an op's types do not fit; empty when they do.
 std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
-                  const TensorDesc &out) {
+                  const std::vector<TensorDesc> &outs) {
   const OpRow &row = *opRow(op.kind()); // the loader checked the kind
-  if (std::string problem = checkRow(row, in, out); !problem.empty()) {
+  if (std::string problem = checkRow(row, in, outs); !problem.empty()) {
     return problem;
   }
+  if (std::optional<std::string> problem = checkShapeRule(op, in, outs)) {
+    return *problem;
+  }
+  const TensorDesc &out = outs[0];
   int64_t rank = static_cast<int64_t>(out.shape.size());
   switch (op.kind()) {
   case fb::OpKind::Param:
@@ -333,17 +395,20 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
 
 Status mfrt::checkOpTypes(const fb::Op &op,
                           const std::vector<TensorDesc> &operands,
-                          const TensorDesc &result) {
-  std::string problem = check(op, operands, result);
+                          const std::vector<TensorDesc> &results) {
+  std::string problem = check(op, operands, results);
   if (problem.empty()) {
     return Status::ok();
   }
-  std::string types;
-  for (const TensorDesc &operand : operands) {
-    types += std::string(types.empty() ? "" : ", ") + dtypeName(operand.dtype) +
-             formatShape(operand.shape);
-  }
+  auto list = [](const std::vector<TensorDesc> &types) {
+    std::string text;
+    for (const TensorDesc &type : types) {
+      text += std::string(text.empty() ? "" : ", ") + dtypeName(type.dtype) +
+              formatShape(type.shape);
+    }
+    return text;
+  };
   return Status::error(std::string(fb::EnumNameOpKind(op.kind())) + " (" +
-                       types + ") -> " + dtypeName(result.dtype) +
-                       formatShape(result.shape) + ": " + problem);
+                       list(operands) + ") -> " + list(results) + ": " +
+                       problem);
 }

@@ -15,11 +15,13 @@ struct TensorDesc {
   Shape shape;
 };
 
-/// Checks that `result` is what `op` produces from `operands`, by the same
-/// rules as the mf dialect's verifiers. The loader runs it on every op, so
-/// no kernel ever sees (or allocates for) inconsistent shapes.
+/// Checks that `results` (one per result of the op's row) are what `op`
+/// produces from `operands`, by the same rules as the mf dialect's
+/// verifiers (for the ops with a rule in shapes/ShapeRules.h, by that
+/// rule). The loader runs it on every op, so no kernel ever sees (or
+/// allocates for) inconsistent shapes.
 Status checkOpTypes(const fb::Op &op, const std::vector<TensorDesc> &operands,
-                    const TensorDesc &result);
+                    const std::vector<TensorDesc> &results);
 
 } // namespace mfrt
 

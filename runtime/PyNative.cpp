@@ -37,6 +37,8 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   }
 
   std::vector<const Tensor *> operands;
+  std::vector<Tensor> results;
+  std::vector<Tensor *> resultSlots;
   for (size_t index = 0; index < opCount; ++index) {
     const fb::Op &op = *entry->ops()->Get(index);
     uint32_t resultId = op.results()->Get(0);
@@ -52,7 +54,8 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         operands.push_back(&values[id]);
       }
     }
-    Tensor result;
+    results.assign(op.results()->size(), Tensor());
+    Tensor &result = results[0];
     if (op.kind() == fb::OpKind::Param) {
       int64_t parameter = parameterOf(op);
       auto name = [&] { // for errors only: every decode step reads parameters
@@ -75,7 +78,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     } else if (op.kind() == fb::OpKind::Assign) {
       result = weights_.mutableTensor(parameterOf(op));
       weights_.noteUpdated(); // what a Graph Mode executor derived is stale
-      Status status = runOp(op, operands, result);
+      Status status = runOp(op, operands, {&result});
       if (!status) {
         return status.withContext("in '" + entryName + "'");
       }
@@ -89,23 +92,34 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                      lastUse[firstOperand] == index &&
                      values[firstOperand].shape() == shape &&
                      values[firstOperand].dtype() == dtype;
-      if (inPlace) {
-        result = values[firstOperand];
-      } else {
-        StatusOr<Tensor> allocated = allocator_.allocate(dtype, shape);
-        if (!allocated) {
-          return allocated.status();
+      resultSlots.clear();
+      for (size_t r = 0; r < results.size(); ++r) {
+        if (r == 0 && inPlace) {
+          result = values[firstOperand];
+        } else {
+          const fb::TensorType &resultType =
+              *entry->values()->Get(op.results()->Get(r));
+          StatusOr<Tensor> allocated = allocator_.allocate(
+              Executable::dtypeOf(resultType), Executable::shapeOf(resultType));
+          if (!allocated) {
+            return allocated.status();
+          }
+          results[r] = allocated.take();
         }
-        result = allocated.take();
+        resultSlots.push_back(&results[r]);
       }
-      Status status = runOp(op, operands, result);
+      Status status = runOp(op, operands, resultSlots);
       if (!status) {
         return status.withContext("in '" + entryName + "'");
       }
     }
-    MFRT_RETURN_IF_ERROR(observe(entryName, index, fb::EnumNameOpKind(op.kind()),
-                                 location, resultId, result, opStart, options));
-    values[resultId] = std::move(result);
+    for (size_t r = 0; r < results.size(); ++r) {
+      uint32_t id = op.results()->Get(r);
+      MFRT_RETURN_IF_ERROR(observe(entryName, index,
+                                   fb::EnumNameOpKind(op.kind()), location, id,
+                                   results[r], opStart, options, r == 0));
+      values[id] = std::move(results[r]);
+    }
     if (op.operands()) {
       for (uint32_t id : *op.operands()) {
         if (lastUse[id] == index) {

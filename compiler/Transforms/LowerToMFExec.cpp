@@ -416,34 +416,35 @@ private:
   }
 
   /// An op the runtime's library runs: it reads its operands' buffers and
-  /// writes its result's (a KV-cache write: its cache, in place).
+  /// writes its results' (a KV-cache write: its cache, in place).
   LogicalResult lowerLibraryOp(Operation &op) {
-    if (op.getNumResults() != 1 ||
-        !isa<RankedTensorType>(op.getResult(0).getType())) {
-      return op.emitOpError() << "has no library kernel with one tensor result";
+    if (op.getNumResults() == 0 ||
+        !llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>)) {
+      return op.emitOpError() << "has no library kernel with tensor results";
     }
-    Value result = op.getResult(0);
-    SmallVector<Value> reads;
+    SmallVector<Value> bindings;
     for (Value operand : op.getOperands()) {
-      reads.push_back(bufferOf_.at(operand));
+      bindings.push_back(bufferOf_.at(operand));
     }
-    SmallVector<mfexec::Access> readAccess(reads.size(), mfexec::Access::read);
-    Value storage;
-    if (auto write = dyn_cast<mf::KvCacheWriteOp>(op)) {
-      storage = bufferOf_.at(write.getCache());
-      readAccess[0] = mfexec::Access::readwrite;
-    } else {
-      storage = storageFor(result, op.getLoc());
+    SmallVector<mfexec::Access> readAccess(bindings.size(),
+                                           mfexec::Access::read);
+    for (Value result : op.getResults()) {
+      Value storage;
+      if (auto write = dyn_cast<mf::KvCacheWriteOp>(op)) {
+        storage = bufferOf_.at(write.getCache());
+        readAccess[0] = mfexec::Access::readwrite;
+      } else {
+        storage = storageFor(result, op.getLoc());
+      }
+      bufferOf_[result] = storage;
+      bindings.push_back(storage);
     }
-    bufferOf_[result] = storage;
-    SmallVector<Value> bindings(reads);
-    bindings.push_back(storage);
     SmallVector<int64_t> values = idsOf(op.getOperands());
-    values.push_back(program_.idOf(result));
+    llvm::append_range(values, idsOf(op.getResults()));
     mfexec::LibraryOp::create(
         builder_, op.getLoc(), op.getName().getStringRef(),
         program_.indexOf(&op), values,
-        accessesOf(readAccess, /*outputs=*/1), bindings);
+        accessesOf(readAccess, op.getNumResults()), bindings);
     return success();
   }
 

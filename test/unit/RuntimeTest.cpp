@@ -431,7 +431,7 @@ TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
     for (int64_t i = 0; i < n; ++i) {
       expected.storeFloat(i, input.loadFloat(i));
     }
-    Status status = runKernel(*op, {&input}, bulk, parallel);
+    Status status = runKernel(*op, {&input}, {&bulk}, parallel);
     ASSERT_TRUE(status) << status.message();
     EXPECT_EQ(std::memcmp(bulk.data(), expected.data(), bulk.byteSize()), 0)
         << int(from) << " -> " << int(to);

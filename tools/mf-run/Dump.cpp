@@ -206,14 +206,20 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
           os << ") computes:\n";
         }
       }
-      os << "  %" << op.results()->Get(0) << storedAt[op.results()->Get(0)];
+      for (size_t r = 0; r < op.results()->size(); ++r) {
+        uint32_t id = op.results()->Get(r);
+        os << (r ? ", %" : "  %") << id << storedAt[id];
+      }
       os << " = " << fb::EnumNameOpKind(op.kind());
       if (op.operands()) {
         for (size_t j = 0; j < op.operands()->size(); ++j) {
           os << (j ? ", %" : " %") << op.operands()->Get(j);
         }
       }
-      os << " : " << typeText(*entry->values()->Get(op.results()->Get(0)));
+      for (size_t r = 0; r < op.results()->size(); ++r) {
+        os << (r ? ", " : " : ")
+           << typeText(*entry->values()->Get(op.results()->Get(r)));
+      }
       if (op.location() && op.location()->size()) {
         os << "  @ " << op.location()->str();
       }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
+#include "shapes/ShapeRules.h"
 
 #include <cmath>
 
@@ -1203,3 +1204,130 @@ int64_t AllReduceOp::getFlops() { return detail::countResultElements(*this); }
 int64_t AllReduceOp::getBytesAccessed() {
   return detail::countOperandAndResultBytes(*this);
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts: result types from shapes/ShapeRules.h
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The rules' view of a value's type; an element type the rules do not know
+/// (the ODS constraints refuse it first) reads as i32, which no float
+/// operand accepts.
+mfshapes::TensorInfo infoOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  mfshapes::Element kind = element.isF32()    ? mfshapes::Element::F32
+                           : element.isF16()  ? mfshapes::Element::F16
+                           : element.isBF16() ? mfshapes::Element::BF16
+                                              : mfshapes::Element::I32;
+  return {kind,
+          std::vector<int64_t>(type.getShape().begin(), type.getShape().end())};
+}
+
+Type elementTypeOf(MLIRContext *context, mfshapes::Element element) {
+  switch (element) {
+  case mfshapes::Element::F32:
+    return Float32Type::get(context);
+  case mfshapes::Element::F16:
+    return Float16Type::get(context);
+  case mfshapes::Element::BF16:
+    return BFloat16Type::get(context);
+  case mfshapes::Element::I32:
+    break;
+  }
+  return IntegerType::get(context, 32);
+}
+
+/// The rule's result types, or its message at the op's location.
+LogicalResult inferredTypes(MLIRContext *context, std::optional<Location> loc,
+                            StringRef opName, const mfshapes::Inferred &rule,
+                            SmallVectorImpl<Type> &types) {
+  if (!rule) {
+    return emitOptionalError(loc, "'", opName, "' op ", rule.error);
+  }
+  for (const mfshapes::TensorInfo &result : rule.results) {
+    types.push_back(RankedTensorType::get(
+        result.shape, elementTypeOf(context, result.element)));
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferTopK(infoOf(adaptor.getInput()), adaptor.getK()), types);
+}
+
+// A pass over the row per choice: k comparisons per element.
+int64_t TopKOp::getFlops() {
+  return numElements(getInput()) * static_cast<int64_t>(getK());
+}
+
+LogicalResult MoeRouteOp::inferReturnTypes(MLIRContext *context,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferMoeRoute(infoOf(adaptor.getIndices()),
+                                               adaptor.getNumExperts()),
+                       types);
+}
+
+int64_t MoeRouteOp::getFlops() { return 0; }
+
+LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferMoeDispatch(infoOf(adaptor.getTokens()),
+                                 infoOf(adaptor.getPositions())),
+      types);
+}
+
+int64_t MoeDispatchOp::getFlops() { return 0; }
+// Each result row is read once from the tokens and written once.
+int64_t MoeDispatchOp::getBytesAccessed() {
+  return 2 * numElements(getResult()) *
+             elementBytes(getResult().getType().getElementType()) +
+         numElements(getPositions()) * 4;
+}
+
+LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *context,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  std::vector<mfshapes::TensorInfo> weights;
+  for (Value weight : adaptor.getWeights()) {
+    weights.push_back(infoOf(weight));
+  }
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferGroupedMatmul(infoOf(adaptor.getRows()),
+                                   infoOf(adaptor.getOffsets()), weights),
+      types);
+}
+
+int64_t GroupedMatmulOp::getFlops() {
+  return 2 * numElements(getResult()) * tensorType(getRows()).getShape()[1];
+}
+
+LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferMoeCombine(infoOf(adaptor.getRows()),
+                                                 infoOf(adaptor.getPositions()),
+                                                 infoOf(adaptor.getWeights())),
+                       types);
+}
+
+int64_t MoeCombineOp::getFlops() { return 2 * numElements(getRows()); }

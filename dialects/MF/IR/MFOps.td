@@ -1097,6 +1097,117 @@ def MF_PadOp : MF_CostedOp<"pad", [Pure, SameOperandsAndResultElementType]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+// A routed feed-forward in the dropless regime (every token reaches its k
+// experts, as Hugging Face computes it): the router's probabilities go
+// through `mf.top_k`; `mf.moe_route` orders the (token, choice) pairs by
+// expert; `mf.moe_dispatch` gathers the tokens' rows in that order;
+// `mf.grouped_matmul` multiplies each expert's rows by its weights; and
+// `mf.moe_combine` sums each token's rows, weighted. Shapes are static; the
+// size of each expert's group is known only at run time (`offsets`).
+// Result types come from shapes/ShapeRules.h, which the runtime's loader
+// also calls.
+
+def MF_TopKOp : MF_CostedOp<"top_k", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The k largest values of the last dimension and their indices";
+  let description = [{
+    Along the last dimension, the `k` largest values in descending order
+    and their indices (`i32`); equal values in index order. The routers of
+    mixture-of-experts layers choose their experts with it.
+
+    ```mlir
+    %p, %i = mf.top_k %probs k = 2 : tensor<6x8xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$k);
+  let results = (outs MF_FloatTensor:$values, MF_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `k` `=` $k attr-dict `:` type($input) `->` type($values) `,` type($indices)
+  }];
+}
+
+def MF_MoeRouteOp : MF_CostedOp<"moe_route", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Orders a layer's routed tokens by expert";
+  let description = [{
+    `indices[t, c]` is the expert of token `t`'s choice `c`. The pairs
+    `(t, c)` are ordered by expert, and within an expert by `t * k + c`:
+    `positions[t, c]` is the pair's place in that order, and expert `e`'s
+    pairs are places `[offsets[e], offsets[e + 1])`. An index outside
+    `[0, num_experts)` is an error when the op runs.
+
+    ```mlir
+    %pos, %off = mf.moe_route %i num_experts = 8 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<9xi32>
+    ```
+  }];
+  let arguments = (ins MF_IndexTensor:$indices,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs MF_IndexTensor:$positions, MF_IndexTensor:$offsets);
+  let assemblyFormat = [{
+    $indices `num_experts` `=` $num_experts attr-dict `:` type($indices) `->` type($positions) `,` type($offsets)
+  }];
+}
+
+def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor],
+                                   ["getFlops", "getBytesAccessed"]> {
+  let summary = "Gathers routed tokens' rows in expert order";
+  let description = [{
+    `result[positions[t, c]] = tokens[t]`: each token's row once per
+    choice, at its place in the expert-grouped order of `mf.moe_route`.
+
+    ```mlir
+    %rows = mf.moe_dispatch %x, %pos : tensor<6x64xf32>, tensor<6x2xi32> -> tensor<12x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$tokens, MF_IndexTensor:$positions);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $tokens `,` $positions attr-dict `:` type($tokens) `,` type($positions) `->` type($result)
+  }];
+}
+
+def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Each expert's rows times that expert's weight";
+  let description = [{
+    Rows `[offsets[e], offsets[e + 1])` of `rows` are multiplied by
+    `weights[e]` transposed (a Linear's weight, stored `[out, in]`): all
+    experts' projections in one op, whose group sizes are known only at
+    run time. Offsets that are not ascending within `[0, rows]` are an
+    error when the op runs. Its cost assumes every row is computed once.
+
+    ```mlir
+    %h = mf.grouped_matmul %rows, %off, %w0, %w1
+        : tensor<12x64xf32>, tensor<3xi32>, tensor<96x64xf32>, tensor<96x64xf32> -> tensor<12x96xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$rows, MF_IndexTensor:$offsets,
+                       Variadic<MF_FloatTensor>:$weights);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $offsets `,` $weights attr-dict `:` type($rows) `,` type($offsets) `,` type($weights) `->` type($result)
+  }];
+}
+
+def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Sums each token's expert rows, weighted by its router";
+  let description = [{
+    `result[t] = sum over c of weights[t, c] * rows[positions[t, c]]`,
+    accumulated in f32: the inverse of `mf.moe_dispatch`, weighted.
+
+    ```mlir
+    %y = mf.moe_combine %out, %pos, %p : tensor<12x64xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$rows, MF_IndexTensor:$positions,
+                       MF_FloatTensor:$weights);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $positions `,` $weights attr-dict `:` type($rows) `,` type($positions) `,` type($weights) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion
 //===----------------------------------------------------------------------===//
 

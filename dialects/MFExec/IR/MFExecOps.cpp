@@ -481,11 +481,16 @@ LogicalResult DispatchOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult LibraryOp::verify() {
-  if (getBindings().empty()) {
-    return emitOpError() << "binds no buffer for its result";
+  // Its op's operands, then its results: the bindings from the first
+  // written one on.
+  auto written = llvm::find_if(getAccesses(), [](Attribute access) {
+    return cast<AccessAttr>(access).getValue() == Access::write;
+  });
+  if (written == getAccesses().end()) {
+    return emitOpError() << "binds no buffer for its results";
   }
   return verifyBindings(*this, getBindings(), getAccesses(), getValues(),
-                        getBindings().size() - 1);
+                        written - getAccesses().begin());
 }
 
 LogicalResult CopyOp::verify() {

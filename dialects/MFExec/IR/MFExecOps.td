@@ -359,8 +359,9 @@ def MFExec_LibraryOp : MFExec_CommandOp<"library"> {
   let description = [{
     Runs op `op_index` of the op-level program (an `op_name`) with the
     runtime's eager kernel for it, reading its operands from and writing
-    its result to these buffers. A KV-cache write updates its cache in
-    place: the cache is bound `readwrite` and holds the result.
+    its results to these buffers (operands first, then results, in order).
+    A KV-cache write updates its cache in place: the cache is bound
+    `readwrite` and holds the result.
 
     ```mlir
     mfexec.library "mf.embedding" op(2) values [0, 1, 2]

@@ -510,3 +510,67 @@ mf.parameter @w : tensor<8x24xf32> init = ones sharding(@grid, [[], []] groups =
 shard.grid @grid(shape = 1x2)
 // expected-error @+1 {{dimension 1 (9) cannot be split 2 ways in each of its 3 parts}}
 mf.parameter @w : tensor<8x9xf32> init = ones sharding(@grid, [[], [1]] groups = 3)
+
+// -----
+
+func.func @top_k_too_many(%p: tensor<6x4xf32>) -> tensor<6x5xf32> {
+  // The rule says why; MLIR adds that inference failed.
+  // expected-error @+2 {{k = 5 is not in [1, 4] (the last dimension)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %v, %i = mf.top_k %p k = 5 : tensor<6x4xf32> -> tensor<6x5xf32>, tensor<6x5xi32>
+  return %v : tensor<6x5xf32>
+}
+
+// -----
+
+func.func @top_k_wrong_result(%p: tensor<6x4xf32>) -> tensor<6x2xf32> {
+  // expected-error @+2 {{inferred type(s) 'tensor<6x2xf32>', 'tensor<6x2xi32>' are incompatible with return type(s) of operation 'tensor<6x2xf32>', 'tensor<6x3xi32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %v, %i = mf.top_k %p k = 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x3xi32>
+  return %v : tensor<6x2xf32>
+}
+
+// -----
+
+func.func @route_offsets(%i: tensor<6x2xi32>) -> tensor<8xi32> {
+  // expected-error @+2 {{inferred type(s) 'tensor<6x2xi32>', 'tensor<5xi32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %pos, %off = mf.moe_route %i num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<8xi32>
+  return %off : tensor<8xi32>
+}
+
+// -----
+
+func.func @dispatch_tokens(%x: tensor<5x16xf32>, %pos: tensor<6x2xi32>) -> tensor<12x16xf32> {
+  // expected-error @+2 {{positions [6, 2] route 6 tokens, not 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %rows = mf.moe_dispatch %x, %pos : tensor<5x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
+  return %rows : tensor<12x16xf32>
+}
+
+// -----
+
+func.func @grouped_offsets(%rows: tensor<12x16xf32>, %off: tensor<4xi32>, %w: tensor<24x16xf32>) -> tensor<12x24xf32> {
+  // expected-error @+2 {{expected i32 group offsets of shape [3] (one more than the weights), got [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %h = mf.grouped_matmul %rows, %off, %w, %w : tensor<12x16xf32>, tensor<4xi32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  return %h : tensor<12x24xf32>
+}
+
+// -----
+
+func.func @grouped_weights(%rows: tensor<12x16xf32>, %off: tensor<3xi32>, %w: tensor<24x16xf32>, %v: tensor<24x8xf32>) -> tensor<12x24xf32> {
+  // expected-error @+2 {{weight 1 [24, 8] is not [out, 16] of the rows' dtype, like weight 0 [24, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %h = mf.grouped_matmul %rows, %off, %w, %v : tensor<12x16xf32>, tensor<3xi32>, tensor<24x16xf32>, tensor<24x8xf32> -> tensor<12x24xf32>
+  return %h : tensor<12x24xf32>
+}
+
+// -----
+
+func.func @combine_rows(%o: tensor<10x16xf32>, %pos: tensor<6x2xi32>, %p: tensor<6x2xf32>) -> tensor<6x16xf32> {
+  // expected-error @+2 {{positions [6, 2] do not route the 10 rows one to one}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = mf.moe_combine %o, %pos, %p : tensor<10x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
+  return %y : tensor<6x16xf32>
+}

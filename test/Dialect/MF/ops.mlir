@@ -227,3 +227,26 @@ func.func @fast_gelu(%x: tensor<2x8xbf16>) -> tensor<2x8xbf16> {
   %0 = mf.fast_gelu %x : tensor<2x8xbf16>
   return %0 : tensor<2x8xbf16>
 }
+
+// -----
+
+// A routed feed-forward: top-k choices, expert order, grouped projections,
+// the weighted sum back.
+// CHECK-LABEL: func.func @mixture_of_experts
+func.func @mixture_of_experts(%x: tensor<6x16xf32>, %p: tensor<6x4xf32>,
+                              %w0: tensor<24x16xf32>, %w1: tensor<24x16xf32>,
+                              %w2: tensor<24x16xf32>, %w3: tensor<24x16xf32>,
+                              %d: tensor<16x24xf32>) -> tensor<6x16xf32> {
+  // CHECK: mf.top_k %{{.*}} k = 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  %v, %i = mf.top_k %p k = 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
+  // CHECK: mf.moe_route %{{.*}} num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
+  %pos, %off = mf.moe_route %i num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
+  // CHECK: mf.moe_dispatch %{{.*}}, %{{.*}} : tensor<6x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
+  %rows = mf.moe_dispatch %x, %pos : tensor<6x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
+  // CHECK: mf.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  %h = mf.grouped_matmul %rows, %off, %w0, %w1, %w2, %w3 : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  %o = mf.grouped_matmul %h, %off, %d, %d, %d, %d : tensor<12x24xf32>, tensor<5xi32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32> -> tensor<12x16xf32>
+  // CHECK: mf.moe_combine %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
+  %y = mf.moe_combine %o, %pos, %v : tensor<12x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
+  return %y : tensor<6x16xf32>
+}

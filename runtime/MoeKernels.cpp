@@ -1,0 +1,174 @@
+//===- MoeKernels.cpp - eager kernels of the mixture-of-experts ops -------===//
+
+#include "runtime/MoeKernels.h"
+
+#include "runtime/KernelSupport.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+
+using namespace mfrt;
+using namespace mfrt::detail;
+
+Status mfrt::detail::topK(const fb::Op &op, const Tensor &input, Tensor &values,
+                          Tensor &indices, const ParallelFor &parallel) {
+  int64_t width = input.shape().back(), k = values.shape().back();
+  int64_t rows = width ? input.numElements() / width : 0;
+  F32In x(input);
+  F32Out best(values);
+  int32_t *chosen = indices.as<int32_t>();
+  // Descending; NaN above every number (as torch.topk); equal values in
+  // index order, so that every run and both modes choose alike.
+  auto before = [](const float *row, int32_t a, int32_t b) {
+    bool nanA = std::isnan(row[a]), nanB = std::isnan(row[b]);
+    if (nanA != nanB) {
+      return nanA;
+    }
+    if (!nanA && row[a] != row[b]) {
+      return row[a] > row[b];
+    }
+    return a < b;
+  };
+  parallel(rows, [&](int64_t begin, int64_t end) {
+    std::vector<int32_t> order(width);
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x.data() + r * width;
+      for (int64_t i = 0; i < width; ++i) {
+        order[i] = static_cast<int32_t>(i);
+      }
+      std::partial_sort(
+          order.begin(), order.begin() + k, order.end(),
+          [&](int32_t a, int32_t b) { return before(row, a, b); });
+      for (int64_t i = 0; i < k; ++i) {
+        best[r * k + i] = row[order[i]];
+        chosen[r * k + i] = order[i];
+      }
+    }
+  });
+  best.finish();
+  return Status::ok();
+}
+
+Status mfrt::detail::moeRoute(const fb::Op &op, const Tensor &indices,
+                              Tensor &positions, Tensor &offsets) {
+  int64_t experts = op.attributes_as_MoeRouteAttrs()->num_experts();
+  int64_t pairs = indices.numElements();
+  const int32_t *expert = indices.as<int32_t>();
+  int32_t *start = offsets.as<int32_t>();
+  std::fill(start, start + experts + 1, 0);
+  for (int64_t i = 0; i < pairs; ++i) {
+    if (expert[i] < 0 || expert[i] >= experts) {
+      return shapeError(op, "expert index " + std::to_string(expert[i]) +
+                                " is not in [0, " + std::to_string(experts) +
+                                ")");
+    }
+    ++start[expert[i] + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e) {
+    start[e + 1] += start[e];
+  }
+  // Places in pair order within each expert: a stable counting sort.
+  std::vector<int32_t> next(start, start + experts);
+  int32_t *place = positions.as<int32_t>();
+  for (int64_t i = 0; i < pairs; ++i) {
+    place[i] = next[expert[i]]++;
+  }
+  return Status::ok();
+}
+
+namespace {
+
+/// Every position names a row of `rows`.
+Status checkPositions(const fb::Op &op, const Tensor &positions, int64_t rows) {
+  const int32_t *place = positions.as<int32_t>();
+  for (int64_t i = 0; i < positions.numElements(); ++i) {
+    if (place[i] < 0 || place[i] >= rows) {
+      return shapeError(op, "position " + std::to_string(place[i]) +
+                                " is not in [0, " + std::to_string(rows) + ")");
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status mfrt::detail::moeDispatch(const fb::Op &op, const Tensor &tokens,
+                                 const Tensor &positions, Tensor &out) {
+  int64_t rows = out.dim(0), k = positions.dim(1);
+  MFRT_RETURN_IF_ERROR(checkPositions(op, positions, rows));
+  // Rows are copied as stored: dispatch converts nothing.
+  size_t rowBytes = static_cast<size_t>(tokens.dim(1)) * dtypeSize(out.dtype());
+  const char *from = static_cast<const char *>(tokens.data());
+  char *to = static_cast<char *>(out.data());
+  const int32_t *place = positions.as<int32_t>();
+  for (int64_t i = 0; i < positions.numElements(); ++i) {
+    std::memcpy(to + place[i] * rowBytes, from + (i / k) * rowBytes, rowBytes);
+  }
+  return Status::ok();
+}
+
+Status mfrt::detail::groupedMatmul(const fb::Op &op,
+                                   const std::vector<const Tensor *> &inputs,
+                                   Tensor &out) {
+  const Tensor &rows = *inputs[0], &offsets = *inputs[1];
+  int64_t experts = static_cast<int64_t>(inputs.size()) - 2;
+  int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
+  const int32_t *start = offsets.as<int32_t>();
+  if (start[0] < 0 || start[experts] > total) {
+    return shapeError(op, "groups [" + std::to_string(start[0]) + ", " +
+                              std::to_string(start[experts]) +
+                              ") are not within the " + std::to_string(total) +
+                              " rows");
+  }
+  for (int64_t e = 0; e < experts; ++e) {
+    if (start[e + 1] < start[e]) {
+      return shapeError(op,
+                        "group offsets descend at expert " + std::to_string(e));
+    }
+  }
+  F32In x(rows);
+  F32Out y(out);
+  // Rows no group claims (none in a dropless layer) are zero.
+  std::fill(y.data(), y.data() + start[0] * n, 0.0f);
+  std::fill(y.data() + start[experts] * n, y.data() + total * n, 0.0f);
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t first = start[e], count = start[e + 1] - start[e];
+    if (count == 0) {
+      continue; // an expert no token chose: its weight is not even widened
+    }
+    F32In w(*inputs[2 + e]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, count, n, k, 1.0f,
+                x.data() + first * k, k, w.data(), k, 0.0f,
+                y.data() + first * n, n);
+  }
+  y.finish();
+  return Status::ok();
+}
+
+Status mfrt::detail::moeCombine(const fb::Op &op, const Tensor &rows,
+                                const Tensor &positions, const Tensor &weights,
+                                Tensor &out, const ParallelFor &parallel) {
+  int64_t tokens = positions.dim(0), k = positions.dim(1);
+  int64_t hidden = rows.dim(1);
+  MFRT_RETURN_IF_ERROR(checkPositions(op, positions, rows.dim(0)));
+  F32In y(rows), p(weights);
+  F32Out sum(out);
+  const int32_t *place = positions.as<int32_t>();
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float *to = sum.data() + t * hidden;
+      std::fill(to, to + hidden, 0.0f);
+      for (int64_t c = 0; c < k; ++c) {
+        float weight = p[t * k + c];
+        const float *from = y.data() + int64_t(place[t * k + c]) * hidden;
+        for (int64_t i = 0; i < hidden; ++i) {
+          to[i] += weight * from[i];
+        }
+      }
+    }
+  });
+  sum.finish();
+  return Status::ok();
+}

@@ -1,0 +1,141 @@
+//===- ShapeRules.cpp - result types of the ops, written once -------------===//
+
+#include "shapes/ShapeRules.h"
+
+using namespace mfshapes;
+
+namespace {
+
+bool isFloat(Element element) { return element != Element::I32; }
+
+Inferred failure(std::string why) { return {{}, std::move(why)}; }
+
+/// The types of a routed layer's [tokens, k] tables (indices, positions,
+/// weights): rank 2, both dimensions positive, tokens * k representable.
+std::string checkRouting(const TensorInfo &table, const char *what) {
+  if (table.shape.size() != 2 || table.shape[0] <= 0 || table.shape[1] <= 0) {
+    return std::string("expected ") + what + " of shape [tokens, k], got " +
+           formatShape(table.shape);
+  }
+  int64_t product = 0;
+  if (__builtin_mul_overflow(table.shape[0], table.shape[1], &product) ||
+      product > (int64_t(1) << 31) - 1) {
+    return std::string(what) + " " + formatShape(table.shape) +
+           " route more rows than an i32 position can name";
+  }
+  return "";
+}
+
+} // namespace
+
+std::string mfshapes::formatShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {
+  if (!isFloat(input.element) || input.shape.empty()) {
+    return failure("expected a float tensor of rank >= 1");
+  }
+  if (k < 1 || k > input.shape.back()) {
+    return failure("k = " + std::to_string(k) + " is not in [1, " +
+                   std::to_string(input.shape.back()) +
+                   "] (the last dimension)");
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape.back() = k;
+  return {{{input.element, shape}, {Element::I32, shape}}, ""};
+}
+
+Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts) {
+  if (indices.element != Element::I32) {
+    return failure("expected i32 expert indices");
+  }
+  if (std::string problem = checkRouting(indices, "expert indices");
+      !problem.empty()) {
+    return failure(problem);
+  }
+  if (experts < 1 || experts > (int64_t(1) << 24)) {
+    return failure("num_experts = " + std::to_string(experts) +
+                   " is not in [1, 2^24]");
+  }
+  return {{{Element::I32, indices.shape}, {Element::I32, {experts + 1}}}, ""};
+}
+
+Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
+                                    const TensorInfo &positions) {
+  if (!isFloat(tokens.element) || tokens.shape.size() != 2) {
+    return failure("expected float tokens of shape [tokens, hidden], got " +
+                   formatShape(tokens.shape));
+  }
+  if (std::string problem = checkRouting(positions, "positions");
+      positions.element != Element::I32 || !problem.empty()) {
+    return failure(problem.empty() ? "expected i32 positions" : problem);
+  }
+  if (positions.shape[0] != tokens.shape[0]) {
+    return failure("positions " + formatShape(positions.shape) + " route " +
+                   std::to_string(positions.shape[0]) + " tokens, not " +
+                   std::to_string(tokens.shape[0]));
+  }
+  return {{{tokens.element,
+            {positions.shape[0] * positions.shape[1], tokens.shape[1]}}},
+          ""};
+}
+
+Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
+                                      const TensorInfo &offsets,
+                                      const std::vector<TensorInfo> &weights) {
+  if (!isFloat(rows.element) || rows.shape.size() != 2) {
+    return failure("expected float rows of shape [rows, in], got " +
+                   formatShape(rows.shape));
+  }
+  if (weights.empty()) {
+    return failure("expected one weight per expert, got none");
+  }
+  if (offsets.element != Element::I32 ||
+      offsets.shape != std::vector<int64_t>{int64_t(weights.size()) + 1}) {
+    return failure("expected i32 group offsets of shape [" +
+                   std::to_string(weights.size() + 1) +
+                   "] (one more than the weights), got " +
+                   formatShape(offsets.shape));
+  }
+  const TensorInfo &first = weights.front();
+  for (size_t e = 0; e < weights.size(); ++e) {
+    const TensorInfo &weight = weights[e];
+    if (weight.element != rows.element || weight.shape.size() != 2 ||
+        weight.shape[1] != rows.shape[1] || weight.shape != first.shape) {
+      return failure(
+          "weight " + std::to_string(e) + " " + formatShape(weight.shape) +
+          " is not [out, " + std::to_string(rows.shape[1]) +
+          "] of the rows' dtype, like weight 0 " + formatShape(first.shape));
+    }
+  }
+  return {{{rows.element, {rows.shape[0], first.shape[0]}}}, ""};
+}
+
+Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
+                                   const TensorInfo &positions,
+                                   const TensorInfo &weights) {
+  if (!isFloat(rows.element) || rows.shape.size() != 2) {
+    return failure("expected float rows of shape [rows, hidden], got " +
+                   formatShape(rows.shape));
+  }
+  if (std::string problem = checkRouting(positions, "positions");
+      positions.element != Element::I32 || !problem.empty()) {
+    return failure(problem.empty() ? "expected i32 positions" : problem);
+  }
+  if (!isFloat(weights.element) || weights.shape != positions.shape) {
+    return failure("expected float routing weights of the positions' shape " +
+                   formatShape(positions.shape) + ", got " +
+                   formatShape(weights.shape));
+  }
+  if (positions.shape[0] * positions.shape[1] != rows.shape[0]) {
+    return failure("positions " + formatShape(positions.shape) +
+                   " do not route the " + std::to_string(rows.shape[0]) +
+                   " rows one to one");
+  }
+  return {{{rows.element, {positions.shape[0], rows.shape[1]}}}, ""};
+}

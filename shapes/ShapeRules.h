@@ -1,0 +1,69 @@
+//===- ShapeRules.h - result types of the ops, written once -----*- C++ -*-===//
+//
+// What an op's results are, given its operands' types and its attributes,
+// or why they cannot be: one rule per op, in plain C++ so that both sides
+// of model.bin call it. The mf dialect's `inferReturnTypes` calls a rule to
+// build and verify the op (its declared types must be the inferred ones);
+// the runtime's loader calls the same rule on every op it reads, so a
+// model.bin the compiler would not have written is refused before anything
+// runs. (StableHLO's TypeInference.cpp is the model: one library that its
+// dialects' inference hooks call.)
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_SHAPES_SHAPERULES_H
+#define MFC_SHAPES_SHAPERULES_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfshapes {
+
+/// An element type, in model.bin's DType order.
+enum class Element : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3 };
+
+struct TensorInfo {
+  Element element;
+  std::vector<int64_t> shape;
+
+  bool operator==(const TensorInfo &other) const {
+    return element == other.element && shape == other.shape;
+  }
+};
+
+/// An op's result types, or (when `error` is not empty) why its operands
+/// and attributes have none.
+struct Inferred {
+  std::vector<TensorInfo> results;
+  std::string error;
+
+  explicit operator bool() const { return error.empty(); }
+};
+
+/// mf.top_k: the `k` largest of the last dimension, and their indices.
+Inferred inferTopK(const TensorInfo &input, int64_t k);
+
+/// mf.moe_route: where each (token, choice) goes in the expert-grouped
+/// order, and where each of `experts` groups starts.
+Inferred inferMoeRoute(const TensorInfo &indices, int64_t experts);
+
+/// mf.moe_dispatch: the tokens' rows in the expert-grouped order.
+Inferred inferMoeDispatch(const TensorInfo &tokens,
+                          const TensorInfo &positions);
+
+/// mf.grouped_matmul: each group of rows times its expert's weight
+/// (stored [out, in], as a Linear's).
+Inferred inferGroupedMatmul(const TensorInfo &rows, const TensorInfo &offsets,
+                            const std::vector<TensorInfo> &weights);
+
+/// mf.moe_combine: each token's expert rows, weighted and summed.
+Inferred inferMoeCombine(const TensorInfo &rows, const TensorInfo &positions,
+                         const TensorInfo &weights);
+
+/// "[2, 3]": a shape as the rules' messages write it.
+std::string formatShape(const std::vector<int64_t> &shape);
+
+} // namespace mfshapes
+
+#endif // MFC_SHAPES_SHAPERULES_H
