@@ -153,9 +153,13 @@ private:
                               Parallel::Row);
     hidden = residualAdd(hidden, output, path + ".attention_add");
 
-    // Feed-forward block: w2(silu(w1 x) * w3 x).
+    // Feed-forward block: w2(silu(w1 x) * w3 x), or a mixture of experts.
     normed = rmsNorm(hidden, hf + ".post_attention_layernorm.weight",
                      path + ".ffn_norm");
+    if (model.moe.routed(layer)) {
+      return residualAdd(hidden, mixtureOfExperts(normed, hf, path),
+                         path + ".ffn_add");
+    }
     std::string ffn = path + ".feed_forward";
     int64_t ffnSize = model.ffnHiddenSize();
     StringRef ffnKey = model.intermediateSize ? "intermediate_size"
@@ -174,6 +178,74 @@ private:
     Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
                             hiddenSize, ffnSize, false, ffnKey, Parallel::Row);
     return residualAdd(hidden, down, path + ".ffn_add");
+  }
+
+  /// A routed feed-forward (dropless): the router's softmax in f32 chooses
+  /// k experts per token (renormalized with norm_topk_prob), each token's
+  /// rows go to its experts in expert order, every expert's SwiGLU runs as
+  /// grouped matmuls over all experts, and the rows come back weighted.
+  Value mixtureOfExperts(Value normed, const std::string &hf,
+                         const std::string &path) {
+    const MoeConfig &moe = spec_.model.moe;
+    int64_t batch = shapeOf(normed)[0], seq = shapeOf(normed)[1];
+    int64_t tokens = batch * seq, hiddenSize = spec_.model.hiddenSize;
+    int64_t experts = moe.numExperts, k = moe.expertsPerToken;
+    std::string block = hf + (moe.mixtralNames ? ".block_sparse_moe" : ".mlp");
+    std::string moePath = path + ".feed_forward";
+    Location routerLoc = loc(moePath + ".router", "num_experts_per_tok");
+    Value x = reshape(normed, {tokens, hiddenSize}, routerLoc);
+
+    Value gate =
+        weight(block + ".gate.weight", "", {experts, hiddenSize}, routerLoc);
+    Type f32 = builder_.getF32Type();
+    Value scores =
+        castTo(linear(x, gate, Value(), true, routerLoc), f32, routerLoc);
+    Value probs = mf::SoftmaxOp::create(builder_, routerLoc, scores, 1);
+    auto chosen = mf::TopKOp::create(builder_, routerLoc, probs, k);
+    Value weights = chosen.getValues();
+    if (moe.normTopkProb) {
+      Location normLoc = loc(moePath + ".router", "norm_topk_prob");
+      Value sum = mf::ReduceSumOp::create(
+          builder_, normLoc, tensorType({tokens, 1}, f32), weights, 1);
+      weights = mf::DivOp::create(builder_, normLoc, weights,
+                                  broadcastTo(sum, {tokens, k}, normLoc));
+    }
+    weights = castTo(weights, computeType(), routerLoc);
+
+    Location routeLoc = loc(moePath + ".dispatch", "num_experts");
+    auto route = mf::MoeRouteOp::create(builder_, routeLoc, chosen.getIndices(),
+                                        experts);
+    Value rows = mf::MoeDispatchOp::create(builder_, routeLoc,
+                                           castTo(x, computeType(), routeLoc),
+                                           route.getPositions());
+
+    int64_t width = moe.expertWidth;
+    StringRef widthKey =
+        moe.mixtralNames ? "intermediate_size" : "moe_intermediate_size";
+    auto projections = [&](StringRef hfName, StringRef mixtralName, int64_t out,
+                           int64_t in, Value input) {
+      Location projLoc = loc(moePath + ".experts." + mixtralName, widthKey);
+      SmallVector<Value> perExpert;
+      for (int64_t e = 0; e < experts; ++e) {
+        std::string name = block + ".experts." + std::to_string(e) + "." +
+                           (moe.mixtralNames ? mixtralName : hfName).str() +
+                           ".weight";
+        perExpert.push_back(castTo(weight(name, "", {out, in}, projLoc),
+                                   computeType(), projLoc));
+      }
+      return mf::GroupedMatmulOp::create(builder_, projLoc, input,
+                                         route.getOffsets(), perExpert)
+          .getResult();
+    };
+    Value gated = projections("gate_proj", "w1", width, hiddenSize, rows);
+    Value up = projections("up_proj", "w3", width, hiddenSize, rows);
+    Value activated = mf::SwiGluOp::create(
+        builder_, loc(moePath + ".experts.mul", widthKey), gated, up);
+    Value down = projections("down_proj", "w2", hiddenSize, width, activated);
+    Location combineLoc = loc(moePath + ".combine", "num_experts_per_tok");
+    Value combined = mf::MoeCombineOp::create(builder_, combineLoc, down,
+                                              route.getPositions(), weights);
+    return reshape(combined, {batch, seq, hiddenSize}, combineLoc);
   }
 };
 

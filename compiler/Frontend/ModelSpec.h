@@ -9,6 +9,7 @@
 #ifndef MFC_COMPILER_FRONTEND_MODELSPEC_H
 #define MFC_COMPILER_FRONTEND_MODELSPEC_H
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,6 +33,28 @@ struct PetConfig {
   double loraAlpha = 16;
   double loraDropout = 0.0;
   std::string targetModules; ///< A regex over model paths.
+};
+
+/// A mixture-of-experts feed-forward, as Hugging Face's Qwen3-MoE and
+/// Mixtral configs describe it: in every routed layer a softmax router
+/// chooses `expertsPerToken` of `numExperts` SwiGLU experts per token, in
+/// the dropless regime (every token reaches its experts).
+struct MoeConfig {
+  int64_t numExperts = 0; ///< 0: a dense model
+  int64_t expertsPerToken = 2;
+  int64_t expertWidth = 0;   ///< each expert's intermediate width
+  bool normTopkProb = false; ///< renormalize the chosen probabilities
+  int64_t sparseStep = 1;    ///< decoder_sparse_step: every n-th layer routes
+  std::vector<int64_t> denseLayers; ///< mlp_only_layers
+  /// Hugging Face's module names: Mixtral's block_sparse_moe.experts.N.w1,
+  /// or Qwen's mlp.experts.N.gate_proj.
+  bool mixtralNames = false;
+
+  bool routed(int64_t layer) const {
+    return numExperts > 1 && (layer + 1) % sparseStep == 0 &&
+           std::find(denseLayers.begin(), denseLayers.end(), layer) ==
+               denseLayers.end();
+  }
 };
 
 /// `model.model_config` plus `model.arch`.
@@ -93,6 +116,7 @@ struct ModelConfig {
   double repetitionPenalty = 1.0;
 
   PetConfig pet;
+  MoeConfig moe;
 
   /// `pp_interleave_num`: the layers of each pipeline stage come in this
   /// many chunks (MindFormers' interleaved pipeline); 1 unless

@@ -108,6 +108,7 @@ constexpr int64_t kMaxWidth = int64_t(1) << 17;      // hidden_size, heads
 constexpr int64_t kMaxFfnWidth = int64_t(1) << 20;   // intermediate_size
 constexpr int64_t kMaxFfnRatio = 64;                 // expand_ratio, ffn_dim_multiplier
 constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxExperts = int64_t(1) << 12;    // num_experts
 constexpr int64_t kMaxSequence = int64_t(1) << 20;   // seq_length, max_decode_length
 constexpr int64_t kMaxVocabulary = int64_t(1) << 24;
 constexpr int64_t kMaxBatch = int64_t(1) << 16;
@@ -836,7 +837,9 @@ private:
     };
     static const Architecture known[] = {{"LlamaForCausalLM", "llama"},
                                          {"Qwen2ForCausalLM", "qwen2"},
-                                         {"Qwen3ForCausalLM", "qwen3"}};
+                                         {"Qwen3ForCausalLM", "qwen3"},
+                                         {"Qwen3MoeForCausalLM", "qwen3_moe"},
+                                         {"MixtralForCausalLM", "mixtral"}};
     archFromConfig_ = true;
     ModelConfig &config = spec_.model;
     // MindFormers' transformer configs' defaults (MFModelConfig).
@@ -866,7 +869,8 @@ private:
                       : cfg.childPath("model_type") + ": '" + modelType) +
                     "' is an architecture mfc does not compile yet (from a "
                     "Hugging Face config it compiles LlamaForCausalLM, "
-                    "Qwen2ForCausalLM and Qwen3ForCausalLM)");
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM "
+                    "and MixtralForCausalLM)");
       return;
     }
     if (name && !modelType.empty() && modelType != found->modelType) {
@@ -880,7 +884,113 @@ private:
     // Hugging Face's Qwen2 always has q/k/v biases; its Qwen3 always
     // normalizes queries and keys per head. Explicit keys still win.
     config.qkvHasBias = found->modelType == "qwen2";
-    config.qkLayernorm = found->modelType == "qwen3";
+    config.qkLayernorm =
+        found->modelType == "qwen3" || found->modelType == "qwen3_moe";
+  }
+
+  /// Hugging Face's mixture-of-experts keys (Qwen3-MoE's, Mixtral's): the
+  /// routed layers, their experts, k, widths and routing, with
+  /// transformers' defaults. What is not built yet is refused at its key.
+  void readExperts(MapReader &cfg) {
+    ModelConfig &config = spec_.model;
+    MoeConfig &moe = config.moe;
+    bool qwenMoe = config.archType == "Qwen3MoeForCausalLM";
+    bool mixtral = config.archType == "MixtralForCausalLM";
+    // Experts named by other families' keys (MindFormers' transformer
+    // configs, DeepSeek's; moe_config is readMoe's).
+    std::vector<StringRef> refused = {"num_moe_experts", "n_routed_experts",
+                                      "expert_num"};
+    if (!qwenMoe) {
+      refused.push_back("num_experts");
+    }
+    if (!mixtral) {
+      refused.push_back("num_local_experts");
+    }
+    for (StringRef key : refused) {
+      int64_t experts = 1;
+      cfg.readInt(key, experts, 0);
+      if (experts > 1) {
+        cfg.error(cfg.valueLoc(key),
+                  cfg.childPath(key) + ": " + llvm::Twine(experts) +
+                      " experts: mixture-of-experts layers are built for "
+                      "Qwen3MoeForCausalLM and MixtralForCausalLM only; "
+                      "compiling a dense model instead would be a different "
+                      "model");
+      }
+    }
+    if (!qwenMoe && !mixtral) {
+      return;
+    }
+    StringRef countKey = mixtral ? "num_local_experts" : "num_experts";
+    moe.numExperts = mixtral ? 8 : 128; // transformers' defaults
+    cfg.readInt(countKey, moe.numExperts, 1, kMaxExperts);
+    moe.expertsPerToken = mixtral ? 2 : 8;
+    cfg.readInt("num_experts_per_tok", moe.expertsPerToken, 1, moe.numExperts);
+    moe.mixtralNames = mixtral;
+    if (mixtral) {
+      // Mixtral's experts are intermediate_size wide; its router always
+      // renormalizes the chosen probabilities.
+      moe.normTopkProb = true;
+      moe.expertWidth = config.ffnHiddenSize();
+      if (const ConfigNode *window = cfg.get("sliding_window");
+          window && !window->isNull()) {
+        std::optional<int64_t> size = parseInteger(*window);
+        if (!size || *size < config.seqLength) {
+          cfg.error(window->loc,
+                    cfg.childPath("sliding_window") + ": " +
+                        window->describe() +
+                        ": Mixtral attends within this window, and "
+                        "sliding-window attention is not built yet; set it "
+                        "to null or to at least seq_length (" +
+                        llvm::Twine(config.seqLength) + ")");
+        }
+      }
+    } else {
+      moe.expertWidth = 768;
+      cfg.readInt("moe_intermediate_size", moe.expertWidth, 1, kMaxFfnWidth);
+      cfg.readBool("norm_topk_prob", moe.normTopkProb);
+      cfg.readInt("decoder_sparse_step", moe.sparseStep, 1, kMaxLayers);
+      readLayerList(cfg, "mlp_only_layers", moe.denseLayers);
+    }
+    // The auxiliary loss joins training's loss when output_router_logits
+    // asks; router_jitter_noise perturbs training's router.
+    double auxLoss = 0.001, jitter = 0;
+    bool routerLogits = false;
+    cfg.readFloat("router_aux_loss_coef", auxLoss, 0, INFINITY);
+    cfg.readBool("output_router_logits", routerLogits);
+    cfg.readFloat("router_jitter_noise", jitter, 0, INFINITY);
+    if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
+      cfg.error(cfg.valueLoc(countKey), cfg.childPath(countKey) +
+                                            ": training a mixture of experts "
+                                            "(the router's, dispatch's and "
+                                            "experts' gradients) is not built "
+                                            "yet; run_mode predict and eval "
+                                            "compile");
+    }
+  }
+
+  /// A list of layer indices (mlp_only_layers), each below num_layers.
+  void readLayerList(MapReader &cfg, StringRef key, std::vector<int64_t> &out) {
+    const ConfigNode *value = cfg.get(key);
+    if (!value || value->isNull()) {
+      return;
+    }
+    if (!value->isSequence()) {
+      cfg.error(value->loc, cfg.childPath(key) +
+                                ": expected a list of layer indices, got " +
+                                value->describe());
+      return;
+    }
+    for (const auto &item : value->items) {
+      std::optional<int64_t> layer = parseInteger(*item);
+      if (!layer || *layer < 0 || *layer >= spec_.model.numLayers) {
+        cfg.error(item->loc, cfg.childPath(key) + ": " + item->describe() +
+                                 " is not a layer index in [0, " +
+                                 llvm::Twine(spec_.model.numLayers) + ")");
+        return;
+      }
+      out.push_back(*layer);
+    }
   }
 
   /// `tie_word_embeddings`, or MindFormers' negated
@@ -962,20 +1072,7 @@ private:
                "biases on the attention output and feed-forward projections");
     refuseTrue("mlp_bias", "biases on the feed-forward projections");
     refuseTrue("use_sliding_window", "sliding-window attention layers");
-    // Experts named in model_config (Hugging Face's and MindFormers'
-    // transformer configs' names; moe_config is readMoe's).
-    for (StringRef key :
-         {"num_experts", "num_moe_experts", "n_routed_experts", "expert_num"}) {
-      int64_t experts = 1;
-      cfg.readInt(key, experts, 0);
-      if (experts > 1) {
-        cfg.error(cfg.valueLoc(key),
-                  cfg.childPath(key) + ": " + llvm::Twine(experts) +
-                      " experts: mixture-of-experts layers are not built yet; "
-                      "compiling a dense model instead would be a different "
-                      "model");
-      }
-    }
+    readExperts(cfg);
     bool gated = true;
     cfg.readBool("gated_linear_unit", gated);
     if (!gated && spec_.model.family == ModelFamily::Llama) {
@@ -1948,6 +2045,18 @@ private:
               llvm::Twine(model.headDim()) +
               " must be even for rotary embeddings");
     }
+    const ParallelConfig &parallel = spec_.parallel;
+    if (model.moe.numExperts > 1 &&
+        parallel.dataParallel * parallel.modelParallel > 1) {
+      StringRef key =
+          parallel.modelParallel > 1 ? "model_parallel" : "data_parallel";
+      diagnostics().error(
+          loc("parallel_config." + key.str()),
+          "parallel_config." + key +
+              ": a mixture of experts runs on one "
+              "rank so far (its ops have no sharding rules yet); set "
+              "data_parallel and model_parallel to 1");
+    }
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {
       std::string key =
@@ -2010,7 +2119,6 @@ private:
       }
     }
 
-    const ParallelConfig &parallel = spec_.parallel;
     std::string pc = "parallel_config";
     if (model.numHeads % parallel.modelParallel != 0 ||
         model.kvHeads() % parallel.modelParallel != 0) {

@@ -98,6 +98,17 @@ class Config:
             h = int(2 * h / 3)
             m = cfg.get("multiple_of", 256)
             self.ffn = m * ((h + m - 1) // m)
+        # Mixture of experts (Hugging Face's Qwen3-MoE and Mixtral configs,
+        # with transformers' defaults).
+        self.mixtral = cfg.get("model_type") == "mixtral"
+        qwen_moe = cfg.get("model_type") == "qwen3_moe"
+        self.num_experts = cfg.get("num_local_experts", 8) if self.mixtral else \
+            cfg.get("num_experts", 128) if qwen_moe else 0
+        self.experts_per_token = cfg.get("num_experts_per_tok", 2 if self.mixtral else 8)
+        self.expert_width = self.ffn if self.mixtral else cfg.get("moe_intermediate_size", 768)
+        self.norm_topk_prob = True if self.mixtral else bool(cfg.get("norm_topk_prob", False))
+        self.sparse_step = cfg.get("decoder_sparse_step", 1)
+        self.dense_layers = cfg.get("mlp_only_layers") or []
         # Training: mf-run's defaults where the YAML is silent.
         opt = root.get("optimizer") or {}
         self.optimizer = opt.get("type", "AdamW")
@@ -129,6 +140,10 @@ class Config:
         if self.qk_norm:
             shapes[p + "self_attn.q_norm.weight"] = (self.head_dim,)
             shapes[p + "self_attn.k_norm.weight"] = (self.head_dim,)
+
+    def routed(self, layer):
+        return (self.num_experts > 1 and (layer + 1) % self.sparse_step == 0
+                and layer not in self.dense_layers)
 
     def lora_targets(self, path):
         return self.lora_pattern is not None and self.lora_pattern.match(path) is not None
@@ -188,6 +203,17 @@ class Config:
             self.parameter_shapes_qk_norm(shapes, p)
             shapes[p + "self_attn.o_proj.weight"] = (h, self.heads * d)
             shapes[p + "post_attention_layernorm.weight"] = (h,)
+            if self.routed(i):
+                block = p + ("block_sparse_moe." if self.mixtral else "mlp.")
+                shapes[block + "gate.weight"] = (self.num_experts, h)
+                names = ("w1", "w3", "w2") if self.mixtral else \
+                    ("gate_proj", "up_proj", "down_proj")
+                for e in range(self.num_experts):
+                    q = f"{block}experts.{e}."
+                    shapes[q + names[0] + ".weight"] = (self.expert_width, h)
+                    shapes[q + names[1] + ".weight"] = (self.expert_width, h)
+                    shapes[q + names[2] + ".weight"] = (h, self.expert_width)
+                continue
             shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.up_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.down_proj.weight"] = (h, self.ffn)
@@ -236,9 +262,11 @@ def hugging_face_model_config(path, root, yaml_cfg):
     if model_type is None:
         architecture = cfg["architectures"][0]
         model_type = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-                      "Qwen3ForCausalLM": "qwen3"}[architecture]
+                      "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe",
+                      "MixtralForCausalLM": "mixtral"}[architecture]
+        cfg["model_type"] = model_type
     cfg.setdefault("qkv_has_bias", model_type == "qwen2")
-    cfg.setdefault("qk_layernorm", model_type == "qwen3")
+    cfg.setdefault("qk_layernorm", model_type in ("qwen3", "qwen3_moe"))
     scaling = cfg.get("rope_scaling")
     if scaling:
         kind = scaling.get("rope_type", scaling.get("type"))
@@ -395,8 +423,36 @@ def llama_layer(cfg, w, i, x, positions):
     a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.heads * cfg.head_dim)
     x = x + linear(a, "self_attn.o_proj")
     h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
+    if cfg.routed(i):
+        return x + sparse_moe_block(cfg, w, p, h.reshape(b * s, -1)).reshape(b, s, -1)
     gate, up = linear(h, "mlp.gate_proj"), linear(h, "mlp.up_proj")
     return x + linear((torch.nn.functional.silu(gate.float()) * up.float()).to(c), "mlp.down_proj")
+
+
+def sparse_moe_block(cfg, w, p, h):
+    """Hugging Face's Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock: a
+    softmax router in float32, top-k (renormalized when norm_topk_prob),
+    then each expert over the tokens that chose it, weighted, summed."""
+    c = cfg.compute_dtype
+    block = p + ("block_sparse_moe." if cfg.mixtral else "mlp.")
+    names = ("w1", "w3", "w2") if cfg.mixtral else ("gate_proj", "up_proj", "down_proj")
+    logits = h.to(c) @ w[block + "gate.weight"].to(c).T
+    probs = torch.softmax(logits.float(), dim=1)
+    weights, chosen = torch.topk(probs, cfg.experts_per_token, dim=-1)
+    if cfg.norm_topk_prob:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    weights = weights.to(c)
+    out = torch.zeros_like(h, dtype=torch.float32)
+    for e in range(cfg.num_experts):
+        token, slot = torch.where(chosen == e)
+        if token.numel() == 0:
+            continue
+        x = h[token].to(c)
+        expert = lambda name: w[f"{block}experts.{e}.{name}.weight"].to(c)
+        y = (torch.nn.functional.silu((x @ expert(names[0]).T).float()) *
+             (x @ expert(names[1]).T).float()).to(c) @ expert(names[2]).T
+        out.index_add_(0, token, (y * weights[token, slot, None]).float())
+    return out.to(c)
 
 
 def llama_logits(cfg, w, ids, checkpoint=False):
