@@ -1076,11 +1076,17 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::MoeRoute:
     return moeRoute(op, in(0), output, *outputs[1]);
   case fb::OpKind::MoeDispatch:
-    return moeDispatch(op, in(0), in(1), output);
+    return moeDispatch(op, inputs, output);
   case fb::OpKind::GroupedMatmul:
     return groupedMatmul(op, inputs, output);
   case fb::OpKind::MoeCombine:
     return moeCombine(op, in(0), in(1), in(2), output, parallel);
+  case fb::OpKind::TopKGrad:
+    return topKGrad(op, in(0), in(1), output);
+  case fb::OpKind::GroupedMatmulWeightGrad:
+    return groupedMatmulWeightGrad(op, in(0), in(1), in(2), output);
+  case fb::OpKind::MoeWeightsGrad:
+    return moeWeightsGrad(op, in(0), in(1), in(2), output, parallel);
   case fb::OpKind::Assign:
     // The executor binds `output` to the parameter's storage.
     if (output.data() != in(0).data()) {

@@ -94,32 +94,47 @@ Status checkPositions(const fb::Op &op, const Tensor &positions, int64_t rows) {
 
 } // namespace
 
-Status mfrt::detail::moeDispatch(const fb::Op &op, const Tensor &tokens,
-                                 const Tensor &positions, Tensor &out) {
-  int64_t rows = out.dim(0), k = positions.dim(1);
+Status mfrt::detail::moeDispatch(const fb::Op &op,
+                                 const std::vector<const Tensor *> &inputs,
+                                 Tensor &out) {
+  const Tensor &tokens = *inputs[0], &positions = *inputs[1];
+  int64_t rows = out.dim(0), k = positions.dim(1), hidden = tokens.dim(1);
   MFRT_RETURN_IF_ERROR(checkPositions(op, positions, rows));
-  // Rows are copied as stored: dispatch converts nothing.
-  size_t rowBytes = static_cast<size_t>(tokens.dim(1)) * dtypeSize(out.dtype());
-  const char *from = static_cast<const char *>(tokens.data());
-  char *to = static_cast<char *>(out.data());
   const int32_t *place = positions.as<int32_t>();
-  for (int64_t i = 0; i < positions.numElements(); ++i) {
-    std::memcpy(to + place[i] * rowBytes, from + (i / k) * rowBytes, rowBytes);
+  if (inputs.size() == 2) {
+    // Rows are copied as stored: an unweighted dispatch converts nothing.
+    size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(out.dtype());
+    const char *from = static_cast<const char *>(tokens.data());
+    char *to = static_cast<char *>(out.data());
+    for (int64_t i = 0; i < positions.numElements(); ++i) {
+      std::memcpy(to + place[i] * rowBytes, from + (i / k) * rowBytes,
+                  rowBytes);
+    }
+    return Status::ok();
   }
+  F32In x(tokens), w(*inputs[2]);
+  F32Out y(out);
+  for (int64_t i = 0; i < positions.numElements(); ++i) {
+    const float *from = x.data() + (i / k) * hidden;
+    float *to = y.data() + int64_t(place[i]) * hidden;
+    for (int64_t j = 0; j < hidden; ++j) {
+      to[j] = w[i] * from[j];
+    }
+  }
+  y.finish();
   return Status::ok();
 }
 
-Status mfrt::detail::groupedMatmul(const fb::Op &op,
-                                   const std::vector<const Tensor *> &inputs,
-                                   Tensor &out) {
-  const Tensor &rows = *inputs[0], &offsets = *inputs[1];
-  int64_t experts = static_cast<int64_t>(inputs.size()) - 2;
-  int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
+namespace {
+
+/// Expert groups' offsets ascend within [0, rows].
+Status checkOffsets(const fb::Op &op, const Tensor &offsets, int64_t rows) {
   const int32_t *start = offsets.as<int32_t>();
-  if (start[0] < 0 || start[experts] > total) {
+  int64_t experts = offsets.numElements() - 1;
+  if (start[0] < 0 || start[experts] > rows) {
     return shapeError(op, "groups [" + std::to_string(start[0]) + ", " +
                               std::to_string(start[experts]) +
-                              ") are not within the " + std::to_string(total) +
+                              ") are not within the " + std::to_string(rows) +
                               " rows");
   }
   for (int64_t e = 0; e < experts; ++e) {
@@ -128,6 +143,20 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
                         "group offsets descend at expert " + std::to_string(e));
     }
   }
+  return Status::ok();
+}
+
+} // namespace
+
+Status mfrt::detail::groupedMatmul(const fb::Op &op,
+                                   const std::vector<const Tensor *> &inputs,
+                                   Tensor &out) {
+  const Tensor &rows = *inputs[0], &offsets = *inputs[1];
+  int64_t experts = static_cast<int64_t>(inputs.size()) - 2;
+  int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
+  bool transposed = op.attributes_as_GroupedMatmulAttrs()->transpose_rhs();
+  MFRT_RETURN_IF_ERROR(checkOffsets(op, offsets, total));
+  const int32_t *start = offsets.as<int32_t>();
   F32In x(rows);
   F32Out y(out);
   // Rows no group claims (none in a dropless layer) are zero.
@@ -139,8 +168,9 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
       continue; // an expert no token chose: its weight is not even widened
     }
     F32In w(*inputs[2 + e]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, count, n, k, 1.0f,
-                x.data() + first * k, k, w.data(), k, 0.0f,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
+                x.data() + first * k, k, w.data(), transposed ? k : n, 0.0f,
                 y.data() + first * n, n);
   }
   y.finish();
@@ -170,5 +200,78 @@ Status mfrt::detail::moeCombine(const fb::Op &op, const Tensor &rows,
     }
   });
   sum.finish();
+  return Status::ok();
+}
+
+Status mfrt::detail::topKGrad(const fb::Op &op, const Tensor &gradient,
+                              const Tensor &indices, Tensor &out) {
+  int64_t k = gradient.shape().back(), width = out.shape().back();
+  int64_t rows = k ? gradient.numElements() / k : 0;
+  const int32_t *index = indices.as<int32_t>();
+  for (int64_t i = 0; i < indices.numElements(); ++i) {
+    if (index[i] < 0 || index[i] >= width) {
+      return shapeError(op, "index " + std::to_string(index[i]) +
+                                " is not in [0, " + std::to_string(width) +
+                                ")");
+    }
+  }
+  F32In g(gradient);
+  F32Out d(out);
+  std::fill(d.data(), d.data() + out.numElements(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      d[r * width + index[r * k + c]] += g[r * k + c];
+    }
+  }
+  d.finish();
+  return Status::ok();
+}
+
+Status mfrt::detail::groupedMatmulWeightGrad(const fb::Op &op,
+                                             const Tensor &gradient,
+                                             const Tensor &rows,
+                                             const Tensor &offsets,
+                                             Tensor &out) {
+  int64_t expert = op.attributes_as_GroupedMatmulWeightGradAttrs()->expert();
+  MFRT_RETURN_IF_ERROR(checkOffsets(op, offsets, rows.dim(0)));
+  const int32_t *start = offsets.as<int32_t>();
+  int64_t first = start[expert], count = start[expert + 1] - first;
+  int64_t n = gradient.dim(1), k = rows.dim(1);
+  F32Out dw(out);
+  if (count == 0) {
+    std::fill(dw.data(), dw.data() + out.numElements(), 0.0f);
+  } else {
+    F32In g(gradient), x(rows);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, count, 1.0f,
+                g.data() + first * n, n, x.data() + first * k, k, 0.0f,
+                dw.data(), k);
+  }
+  dw.finish();
+  return Status::ok();
+}
+
+Status mfrt::detail::moeWeightsGrad(const fb::Op &op, const Tensor &gradient,
+                                    const Tensor &rows, const Tensor &positions,
+                                    Tensor &out, const ParallelFor &parallel) {
+  int64_t tokens = positions.dim(0), k = positions.dim(1);
+  int64_t hidden = rows.dim(1);
+  MFRT_RETURN_IF_ERROR(checkPositions(op, positions, rows.dim(0)));
+  F32In g(gradient), y(rows);
+  F32Out d(out);
+  const int32_t *place = positions.as<int32_t>();
+  parallel(tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (int64_t c = 0; c < k; ++c) {
+        const float *row = y.data() + int64_t(place[t * k + c]) * hidden;
+        const float *from = g.data() + t * hidden;
+        double sum = 0;
+        for (int64_t i = 0; i < hidden; ++i) {
+          sum += double(from[i]) * row[i];
+        }
+        d[t * k + c] = static_cast<float>(sum);
+      }
+    }
+  });
+  d.finish();
   return Status::ok();
 }

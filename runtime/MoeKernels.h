@@ -20,10 +20,18 @@ Status topK(const fb::Op &op, const Tensor &input, Tensor &values,
             Tensor &indices, const ParallelFor &parallel);
 Status moeRoute(const fb::Op &op, const Tensor &indices, Tensor &positions,
                 Tensor &offsets);
-Status moeDispatch(const fb::Op &op, const Tensor &tokens,
-                   const Tensor &positions, Tensor &out);
+Status moeDispatch(const fb::Op &op, const std::vector<const Tensor *> &inputs,
+                   Tensor &out);
 Status groupedMatmul(const fb::Op &op,
                      const std::vector<const Tensor *> &inputs, Tensor &out);
+Status topKGrad(const fb::Op &op, const Tensor &gradient, const Tensor &indices,
+                Tensor &out);
+Status groupedMatmulWeightGrad(const fb::Op &op, const Tensor &gradient,
+                               const Tensor &rows, const Tensor &offsets,
+                               Tensor &out);
+Status moeWeightsGrad(const fb::Op &op, const Tensor &gradient,
+                      const Tensor &rows, const Tensor &positions, Tensor &out,
+                      const ParallelFor &parallel);
 Status moeCombine(const fb::Op &op, const Tensor &rows, const Tensor &positions,
                   const Tensor &weights, Tensor &out,
                   const ParallelFor &parallel);

@@ -75,21 +75,40 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferMoeRoute(
         infoOf(in[0]), op.attributes_as_MoeRouteAttrs()->num_experts());
     break;
-  case fb::OpKind::MoeDispatch:
-    inferred = mfshapes::inferMoeDispatch(infoOf(in[0]), infoOf(in[1]));
+  case fb::OpKind::MoeDispatch: {
+    mfshapes::TensorInfo weights =
+        in.size() > 2 ? infoOf(in[2]) : mfshapes::TensorInfo{};
+    inferred = mfshapes::inferMoeDispatch(infoOf(in[0]), infoOf(in[1]),
+                                          in.size() > 2 ? &weights : nullptr);
     break;
+  }
   case fb::OpKind::GroupedMatmul: {
     std::vector<mfshapes::TensorInfo> weights;
     for (size_t i = 2; i < in.size(); ++i) {
       weights.push_back(infoOf(in[i]));
     }
-    inferred =
-        mfshapes::inferGroupedMatmul(infoOf(in[0]), infoOf(in[1]), weights);
+    inferred = mfshapes::inferGroupedMatmul(
+        infoOf(in[0]), infoOf(in[1]), weights,
+        op.attributes_as_GroupedMatmulAttrs()->transpose_rhs());
     break;
   }
   case fb::OpKind::MoeCombine:
     inferred =
         mfshapes::inferMoeCombine(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]));
+    break;
+  case fb::OpKind::TopKGrad:
+    inferred =
+        mfshapes::inferTopKGrad(infoOf(in[0]), infoOf(in[1]),
+                                op.attributes_as_TopKGradAttrs()->width());
+    break;
+  case fb::OpKind::GroupedMatmulWeightGrad:
+    inferred = mfshapes::inferGroupedMatmulWeightGrad(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]),
+        op.attributes_as_GroupedMatmulWeightGradAttrs()->expert());
+    break;
+  case fb::OpKind::MoeWeightsGrad:
+    inferred = mfshapes::inferMoeWeightsGrad(infoOf(in[0]), infoOf(in[1]),
+                                             infoOf(in[2]));
     break;
   default:
     return std::nullopt;

@@ -66,7 +66,8 @@ Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts) {
 }
 
 Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
-                                    const TensorInfo &positions) {
+                                    const TensorInfo &positions,
+                                    const TensorInfo *weights) {
   if (!isFloat(tokens.element) || tokens.shape.size() != 2) {
     return failure("expected float tokens of shape [tokens, hidden], got " +
                    formatShape(tokens.shape));
@@ -80,6 +81,12 @@ Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
                    std::to_string(positions.shape[0]) + " tokens, not " +
                    std::to_string(tokens.shape[0]));
   }
+  if (weights &&
+      (!isFloat(weights->element) || weights->shape != positions.shape)) {
+    return failure("expected float routing weights of the positions' shape " +
+                   formatShape(positions.shape) + ", got " +
+                   formatShape(weights->shape));
+  }
   return {{{tokens.element,
             {positions.shape[0] * positions.shape[1], tokens.shape[1]}}},
           ""};
@@ -87,7 +94,8 @@ Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
 
 Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
                                       const TensorInfo &offsets,
-                                      const std::vector<TensorInfo> &weights) {
+                                      const std::vector<TensorInfo> &weights,
+                                      bool transposed) {
   if (!isFloat(rows.element) || rows.shape.size() != 2) {
     return failure("expected float rows of shape [rows, in], got " +
                    formatShape(rows.shape));
@@ -103,17 +111,20 @@ Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
                    formatShape(offsets.shape));
   }
   const TensorInfo &first = weights.front();
+  int inDim = transposed ? 1 : 0;
   for (size_t e = 0; e < weights.size(); ++e) {
     const TensorInfo &weight = weights[e];
     if (weight.element != rows.element || weight.shape.size() != 2 ||
-        weight.shape[1] != rows.shape[1] || weight.shape != first.shape) {
-      return failure(
-          "weight " + std::to_string(e) + " " + formatShape(weight.shape) +
-          " is not [out, " + std::to_string(rows.shape[1]) +
-          "] of the rows' dtype, like weight 0 " + formatShape(first.shape));
+        weight.shape[inDim] != rows.shape[1] || weight.shape != first.shape) {
+      std::string in = std::to_string(rows.shape[1]);
+      return failure("weight " + std::to_string(e) + " " +
+                     formatShape(weight.shape) + " is not " +
+                     (transposed ? "[out, " + in + "]" : "[" + in + ", out]") +
+                     " of the rows' dtype, like weight 0 " +
+                     formatShape(first.shape));
     }
   }
-  return {{{rows.element, {rows.shape[0], first.shape[0]}}}, ""};
+  return {{{rows.element, {rows.shape[0], first.shape[1 - inDim]}}}, ""};
 }
 
 Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
@@ -138,4 +149,64 @@ Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
                    " rows one to one");
   }
   return {{{rows.element, {positions.shape[0], rows.shape[1]}}}, ""};
+}
+
+Inferred mfshapes::inferTopKGrad(const TensorInfo &gradient,
+                                 const TensorInfo &indices, int64_t width) {
+  if (!isFloat(gradient.element) || gradient.shape.empty() ||
+      indices.element != Element::I32 || indices.shape != gradient.shape) {
+    return failure("expected a float gradient and i32 indices of one shape, "
+                   "got " +
+                   formatShape(gradient.shape) + " and " +
+                   formatShape(indices.shape));
+  }
+  if (width < gradient.shape.back()) {
+    return failure("width " + std::to_string(width) + " is narrower than k = " +
+                   std::to_string(gradient.shape.back()));
+  }
+  std::vector<int64_t> shape = gradient.shape;
+  shape.back() = width;
+  return {{{gradient.element, shape}}, ""};
+}
+
+Inferred mfshapes::inferGroupedMatmulWeightGrad(
+    const TensorInfo &resultGradient, const TensorInfo &rows,
+    const TensorInfo &offsets, int64_t expert) {
+  if (!isFloat(resultGradient.element) || resultGradient.shape.size() != 2 ||
+      rows.element != resultGradient.element || rows.shape.size() != 2 ||
+      rows.shape[0] != resultGradient.shape[0]) {
+    return failure("expected a gradient [rows, out] and rows [rows, in] of "
+                   "one float dtype, got " +
+                   formatShape(resultGradient.shape) + " and " +
+                   formatShape(rows.shape));
+  }
+  if (offsets.element != Element::I32 || offsets.shape.size() != 1 ||
+      expert < 0 || expert + 1 >= offsets.shape[0]) {
+    return failure("expert " + std::to_string(expert) +
+                   " has no group in offsets " + formatShape(offsets.shape));
+  }
+  return {{{rows.element, {resultGradient.shape[1], rows.shape[1]}}}, ""};
+}
+
+Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,
+                                       const TensorInfo &rows,
+                                       const TensorInfo &positions) {
+  if (!isFloat(resultGradient.element) || resultGradient.shape.size() != 2 ||
+      !isFloat(rows.element) || rows.shape.size() != 2 ||
+      rows.shape[1] != resultGradient.shape[1]) {
+    return failure("expected a gradient [tokens, hidden] and rows "
+                   "[rows, hidden], got " +
+                   formatShape(resultGradient.shape) + " and " +
+                   formatShape(rows.shape));
+  }
+  if (std::string problem = checkRouting(positions, "positions");
+      positions.element != Element::I32 || !problem.empty()) {
+    return failure(problem.empty() ? "expected i32 positions" : problem);
+  }
+  if (positions.shape[0] != resultGradient.shape[0] ||
+      positions.shape[0] * positions.shape[1] != rows.shape[0]) {
+    return failure("positions " + formatShape(positions.shape) +
+                   " do not route the gradient's tokens to the rows");
+  }
+  return {{{resultGradient.element, positions.shape}}, ""};
 }

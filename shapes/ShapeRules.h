@@ -48,18 +48,37 @@ Inferred inferTopK(const TensorInfo &input, int64_t k);
 /// order, and where each of `experts` groups starts.
 Inferred inferMoeRoute(const TensorInfo &indices, int64_t experts);
 
-/// mf.moe_dispatch: the tokens' rows in the expert-grouped order.
-Inferred inferMoeDispatch(const TensorInfo &tokens,
-                          const TensorInfo &positions);
+/// mf.moe_dispatch: the tokens' rows in the expert-grouped order, each
+/// scaled by its routing weight when `weights` is given.
+Inferred inferMoeDispatch(const TensorInfo &tokens, const TensorInfo &positions,
+                          const TensorInfo *weights);
 
-/// mf.grouped_matmul: each group of rows times its expert's weight
-/// (stored [out, in], as a Linear's).
+/// mf.grouped_matmul: each group of rows times its expert's weight, stored
+/// [in, out], or [out, in] (a Linear's) with `transposed`.
 Inferred inferGroupedMatmul(const TensorInfo &rows, const TensorInfo &offsets,
-                            const std::vector<TensorInfo> &weights);
+                            const std::vector<TensorInfo> &weights,
+                            bool transposed);
 
 /// mf.moe_combine: each token's expert rows, weighted and summed.
 Inferred inferMoeCombine(const TensorInfo &rows, const TensorInfo &positions,
                          const TensorInfo &weights);
+
+/// mf.top_k_grad: the gradient of mf.top_k's values, placed back at their
+/// indices in rows of `width`.
+Inferred inferTopKGrad(const TensorInfo &gradient, const TensorInfo &indices,
+                       int64_t width);
+
+/// mf.grouped_matmul_weight_grad: one expert's weight gradient, [out, in],
+/// from the result's gradient [rows, out] and the rows [rows, in].
+Inferred inferGroupedMatmulWeightGrad(const TensorInfo &resultGradient,
+                                      const TensorInfo &rows,
+                                      const TensorInfo &offsets,
+                                      int64_t expert);
+
+/// mf.moe_weights_grad: the gradient of mf.moe_combine's routing weights.
+Inferred inferMoeWeightsGrad(const TensorInfo &resultGradient,
+                             const TensorInfo &rows,
+                             const TensorInfo &positions);
 
 /// "[2, 3]": a shape as the rules' messages write it.
 std::string formatShape(const std::vector<int64_t> &shape);

@@ -217,7 +217,8 @@ private:
                                         experts);
     Value rows = mf::MoeDispatchOp::create(builder_, routeLoc,
                                            castTo(x, computeType(), routeLoc),
-                                           route.getPositions());
+                                           route.getPositions(),
+                                           /*weights=*/Value());
 
     int64_t width = moe.expertWidth;
     StringRef widthKey =
@@ -234,7 +235,8 @@ private:
                                    computeType(), projLoc));
       }
       return mf::GroupedMatmulOp::create(builder_, projLoc, input,
-                                         route.getOffsets(), perExpert)
+                                         route.getOffsets(), perExpert,
+                                         /*transpose_rhs=*/true)
           .getResult();
     };
     Value gated = projections("gate_proj", "w1", width, hiddenSize, rows);

@@ -953,19 +953,28 @@ private:
       readLayerList(cfg, "mlp_only_layers", moe.denseLayers);
     }
     // The auxiliary loss joins training's loss when output_router_logits
-    // asks; router_jitter_noise perturbs training's router.
+    // asks; router_jitter_noise perturbs training's router. Neither changes
+    // what predict and eval compute.
     double auxLoss = 0.001, jitter = 0;
     bool routerLogits = false;
     cfg.readFloat("router_aux_loss_coef", auxLoss, 0, INFINITY);
     cfg.readBool("output_router_logits", routerLogits);
     cfg.readFloat("router_jitter_noise", jitter, 0, INFINITY);
-    if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
-      cfg.error(cfg.valueLoc(countKey), cfg.childPath(countKey) +
-                                            ": training a mixture of experts "
-                                            "(the router's, dispatch's and "
-                                            "experts' gradients) is not built "
-                                            "yet; run_mode predict and eval "
-                                            "compile");
+    bool training =
+        spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune;
+    if (training && routerLogits && auxLoss > 0) {
+      cfg.error(cfg.valueLoc("output_router_logits"),
+                cfg.childPath("output_router_logits") +
+                    ": true adds the router's load-balancing loss "
+                    "(router_aux_loss_coef) to the training loss, which is "
+                    "not built yet; set it to false to train on the language "
+                    "model loss alone");
+    }
+    if (training && jitter > 0) {
+      cfg.error(cfg.valueLoc("router_jitter_noise"),
+                cfg.childPath("router_jitter_noise") +
+                    ": noise on the router's inputs in training is not built "
+                    "yet; set it to 0");
     }
   }
 

@@ -1161,17 +1161,28 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
         if (binding->access() != fb::Access::Write) {
           continue;
         }
-        if (!eagerValues[id].defined() || !graphValues[id].defined() ||
-            worst(eagerValues[id], graphValues[id], ulp) > 0) {
+        bool captured = eagerValues[id].defined() && graphValues[id].defined();
+        double excess =
+            captured ? worst(eagerValues[id], graphValues[id], ulp) : 0;
+        if (!captured || excess > 0) {
           std::string ops;
           for (uint32_t i = 0; i < command->op_count(); ++i) {
             const fb::Op &op = *entry->ops()->Get(command->first_op() + i);
             ops += std::string("\n    ") + fb::EnumNameOpKind(op.kind()) +
                    " @ " + (op.location() ? op.location()->str() : "");
           }
-          return Status::error("graph and pynative differ first in kernel '" +
-                      root.kernels()->Get(command->kernel())->str() +
-                      "' of '" + name + "', which computes:" + ops);
+          char beyond[64];
+          std::snprintf(beyond, sizeof(beyond), "%.3g", excess);
+          return Status::error(
+              "graph and pynative differ first in kernel '" +
+              root.kernels()->Get(command->kernel())->str() + "' of '" + name +
+              "' at value %" + std::to_string(id) +
+              (captured
+                   ? std::string(" (by ") + beyond + " beyond the tolerance)"
+                   : std::string(" (not computed by ") +
+                         (eagerValues[id].defined() ? "graph" : "pynative") +
+                         " mode)") +
+              ", which computes:" + ops);
         }
       }
       ++checked;

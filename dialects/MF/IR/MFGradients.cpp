@@ -398,3 +398,69 @@ LogicalResult ScatterOp::buildGradients(OpBuilder &b, Value g,
                                       getGrid(), getGridAxes(), getDimension()));
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+// Only the values carry a gradient (the indices are integers): it goes
+// back to the chosen positions.
+LogicalResult TopKOp::buildGradients(OpBuilder &b, Value g,
+                                     SmallVectorImpl<Value> &grads) {
+  grads.push_back(TopKGradOp::create(b, getLoc(), g, getIndices(),
+                                     typeOf(getInput()).getShape().back()));
+  return success();
+}
+
+// result[p[t, c]] = w[t, c] * tokens[t] (w = 1 without weights):
+// d tokens[t] = sum_c w[t, c] * g[p[t, c]], a combine; d w[t, c] =
+// dot(tokens[t], g[p[t, c]]).
+LogicalResult MoeDispatchOp::buildGradients(OpBuilder &b, Value g,
+                                            SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value weights = getWeights();
+  if (!weights) {
+    weights = splat(
+        b, loc, typeOf(getPositions()).clone(typeOf(g).getElementType()), 1.0);
+  }
+  grads.push_back(MoeCombineOp::create(b, loc, g, getPositions(), weights));
+  grads.push_back(Value());
+  if (getWeights()) {
+    grads.push_back(
+        MoeWeightsGradOp::create(b, loc, getTokens(), g, getPositions()));
+  }
+  return success();
+}
+
+// y[g_e] = rows[g_e] W_e^T (W_e [out, in]) or rows[g_e] W_e (W_e [in, out]):
+// d rows = g W_e or g W_e^T, the same op with the other layout; d W_e =
+// g[g_e]^T rows[g_e] or rows[g_e]^T g[g_e], one op per expert.
+LogicalResult GroupedMatmulOp::buildGradients(OpBuilder &b, Value g,
+                                              SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  bool transposed = getTransposeRhs();
+  grads.push_back(GroupedMatmulOp::create(b, loc, g, getOffsets(), getWeights(),
+                                          !transposed));
+  grads.push_back(Value());
+  for (auto [expert, weight] : llvm::enumerate(getWeights())) {
+    grads.push_back(
+        transposed ? GroupedMatmulWeightGradOp::create(b, loc, g, getRows(),
+                                                       getOffsets(), expert)
+                   : GroupedMatmulWeightGradOp::create(b, loc, getRows(), g,
+                                                       getOffsets(), expert));
+  }
+  return success();
+}
+
+// y[t] = sum_c w[t, c] rows[p[t, c]]: d rows[p[t, c]] = w[t, c] g[t], a
+// weighted dispatch; d w[t, c] = dot(g[t], rows[p[t, c]]).
+LogicalResult MoeCombineOp::buildGradients(OpBuilder &b, Value g,
+                                           SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  grads.push_back(
+      MoeDispatchOp::create(b, loc, g, getPositions(), getWeights()));
+  grads.push_back(Value());
+  grads.push_back(
+      MoeWeightsGradOp::create(b, loc, g, getRows(), getPositions()));
+  return success();
+}

@@ -1285,10 +1285,15 @@ LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext *context,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &types) {
+  std::optional<mfshapes::TensorInfo> weights;
+  if (adaptor.getWeights()) {
+    weights = infoOf(adaptor.getWeights());
+  }
   return inferredTypes(
       context, loc, getOperationName(),
       mfshapes::inferMoeDispatch(infoOf(adaptor.getTokens()),
-                                 infoOf(adaptor.getPositions())),
+                                 infoOf(adaptor.getPositions()),
+                                 weights ? &*weights : nullptr),
       types);
 }
 
@@ -1311,7 +1316,8 @@ LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext *context,
   return inferredTypes(
       context, loc, getOperationName(),
       mfshapes::inferGroupedMatmul(infoOf(adaptor.getRows()),
-                                   infoOf(adaptor.getOffsets()), weights),
+                                   infoOf(adaptor.getOffsets()), weights,
+                                   adaptor.getTransposeRhs()),
       types);
 }
 
@@ -1331,3 +1337,48 @@ LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext *context,
 }
 
 int64_t MoeCombineOp::getFlops() { return 2 * numElements(getRows()); }
+
+LogicalResult TopKGradOp::inferReturnTypes(MLIRContext *context,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferTopKGrad(infoOf(adaptor.getGradient()),
+                                               infoOf(adaptor.getIndices()),
+                                               adaptor.getWidth()),
+                       types);
+}
+
+int64_t TopKGradOp::getFlops() { return 0; }
+
+LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferGroupedMatmulWeightGrad(
+                           infoOf(adaptor.getGradient()),
+                           infoOf(adaptor.getRows()),
+                           infoOf(adaptor.getOffsets()), adaptor.getExpert()),
+                       types);
+}
+
+// The cost assumes the expert takes its share, rows / experts.
+int64_t GroupedMatmulWeightGradOp::getFlops() {
+  int64_t experts = tensorType(getOffsets()).getShape()[0] - 1;
+  return 2 * numElements(getResult()) * tensorType(getRows()).getShape()[0] /
+         std::max<int64_t>(1, experts);
+}
+
+LogicalResult MoeWeightsGradOp::inferReturnTypes(MLIRContext *context,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferMoeWeightsGrad(infoOf(adaptor.getGradient()),
+                                    infoOf(adaptor.getRows()),
+                                    infoOf(adaptor.getPositions())),
+      types);
+}
+
+int64_t MoeWeightsGradOp::getFlops() { return 2 * numElements(getRows()); }

@@ -1109,7 +1109,8 @@ def MF_PadOp : MF_CostedOp<"pad", [Pure, SameOperandsAndResultElementType]> {
 // Result types come from shapes/ShapeRules.h, which the runtime's loader
 // also calls.
 
-def MF_TopKOp : MF_CostedOp<"top_k", [Pure, InferTypeOpAdaptor]> {
+def MF_TopKOp : MF_CostedOp<"top_k", [Pure, InferTypeOpAdaptor,
+                                     DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
   let summary = "The k largest values of the last dimension and their indices";
   let description = [{
     Along the last dimension, the `k` largest values in descending order
@@ -1149,47 +1150,56 @@ def MF_MoeRouteOp : MF_CostedOp<"moe_route", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor],
+def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor,
+                                   DeclareOpInterfaceMethods<MF_GradientOpInterface>],
                                    ["getFlops", "getBytesAccessed"]> {
   let summary = "Gathers routed tokens' rows in expert order";
   let description = [{
     `result[positions[t, c]] = tokens[t]`: each token's row once per
     choice, at its place in the expert-grouped order of `mf.moe_route`.
+    With `weights` (`[tokens, k]`) each row is scaled by its choice's
+    weight: the gradient of `mf.moe_combine`'s rows.
 
     ```mlir
-    %rows = mf.moe_dispatch %x, %pos : tensor<6x64xf32>, tensor<6x2xi32> -> tensor<12x64xf32>
+    %rows = mf.moe_dispatch %x, %pos : (tensor<6x64xf32>, tensor<6x2xi32>) -> tensor<12x64xf32>
+    %drows = mf.moe_dispatch %dy, %pos, %p
+        : (tensor<6x64xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<12x64xf32>
     ```
   }];
-  let arguments = (ins MF_FloatTensor:$tokens, MF_IndexTensor:$positions);
+  let arguments = (ins MF_FloatTensor:$tokens, MF_IndexTensor:$positions,
+                       Optional<MF_FloatTensor>:$weights);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $tokens `,` $positions attr-dict `:` type($tokens) `,` type($positions) `->` type($result)
+    $tokens `,` $positions (`,` $weights^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
-def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor]> {
+def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
   let summary = "Each expert's rows times that expert's weight";
   let description = [{
     Rows `[offsets[e], offsets[e + 1])` of `rows` are multiplied by
-    `weights[e]` transposed (a Linear's weight, stored `[out, in]`): all
-    experts' projections in one op, whose group sizes are known only at
-    run time. Offsets that are not ascending within `[0, rows]` are an
-    error when the op runs. Its cost assumes every row is computed once.
+    `weights[e]`, stored `[in, out]`, or with `transpose_rhs` `[out, in]`
+    (a Linear's weight): all experts' projections in one op, whose group
+    sizes are known only at run time. Offsets that are not ascending
+    within `[0, rows]` are an error when the op runs; rows no group claims
+    are zero. Its cost assumes every row is computed once.
 
     ```mlir
-    %h = mf.grouped_matmul %rows, %off, %w0, %w1
+    %h = mf.grouped_matmul %rows, %off, %w0, %w1 transpose_rhs
         : tensor<12x64xf32>, tensor<3xi32>, tensor<96x64xf32>, tensor<96x64xf32> -> tensor<12x96xf32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$rows, MF_IndexTensor:$offsets,
-                       Variadic<MF_FloatTensor>:$weights);
+                       Variadic<MF_FloatTensor>:$weights, UnitAttr:$transpose_rhs);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $rows `,` $offsets `,` $weights attr-dict `:` type($rows) `,` type($offsets) `,` type($weights) `->` type($result)
+    $rows `,` $offsets `,` $weights (`transpose_rhs` $transpose_rhs^)? attr-dict `:` type($rows) `,` type($offsets) `,` type($weights) `->` type($result)
   }];
 }
 
-def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor]> {
+def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor,
+                                   DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
   let summary = "Sums each token's expert rows, weighted by its router";
   let description = [{
     `result[t] = sum over c of weights[t, c] * rows[positions[t, c]]`,
@@ -1204,6 +1214,65 @@ def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor]> {
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
     $rows `,` $positions `,` $weights attr-dict `:` type($rows) `,` type($positions) `,` type($weights) `->` type($result)
+  }];
+}
+
+def MF_TopKGradOp : MF_CostedOp<"top_k_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The gradient of mf.top_k's values, back at their indices";
+  let description = [{
+    A zero tensor whose last dimension is `width`, holding `gradient`'s
+    values at `indices` (each row's indices are distinct, as `mf.top_k`
+    gives them).
+
+    ```mlir
+    %dp = mf.top_k_grad %dv, %i width = 8 : tensor<6x2xf32>, tensor<6x2xi32> -> tensor<6x8xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$gradient, MF_IndexTensor:$indices,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$width);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $gradient `,` $indices `width` `=` $width attr-dict `:` type($gradient) `,` type($indices) `->` type($result)
+  }];
+}
+
+def MF_GroupedMatmulWeightGradOp : MF_CostedOp<"grouped_matmul_weight_grad", [
+    Pure, InferTypeOpAdaptor]> {
+  let summary = "One expert's weight gradient of mf.grouped_matmul";
+  let description = [{
+    `gradient[g]^T rows[g]` over expert `expert`'s group `g` (rows
+    `[offsets[expert], offsets[expert + 1])`): the gradient of its weight
+    stored `[out, in]`; zero when no token chose the expert.
+
+    ```mlir
+    %dw1 = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 1
+        : tensor<12x96xf32>, tensor<12x64xf32>, tensor<3xi32> -> tensor<96x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$gradient, MF_FloatTensor:$rows,
+                       MF_IndexTensor:$offsets,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$expert);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $gradient `,` $rows `,` $offsets `expert` `=` $expert attr-dict `:` type($gradient) `,` type($rows) `,` type($offsets) `->` type($result)
+  }];
+}
+
+def MF_MoeWeightsGradOp : MF_CostedOp<"moe_weights_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The gradient of mf.moe_combine's routing weights";
+  let description = [{
+    `result[t, c] = dot(gradient[t], rows[positions[t, c]])`.
+
+    ```mlir
+    %dp = mf.moe_weights_grad %dy, %out, %pos
+        : tensor<6x64xf32>, tensor<12x64xf32>, tensor<6x2xi32> -> tensor<6x2xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$gradient, MF_FloatTensor:$rows,
+                       MF_IndexTensor:$positions);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $gradient `,` $rows `,` $positions attr-dict `:` type($gradient) `,` type($rows) `,` type($positions) `->` type($result)
   }];
 }
 

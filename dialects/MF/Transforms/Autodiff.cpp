@@ -80,8 +80,16 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
       forwardOps.push_back(&op);
     }
     for (Operation *op : llvm::reverse(forwardOps)) {
-      if (op->getNumResults() != 1) {
+      if (op->getNumResults() == 0) {
         continue;
+      }
+      // A multi-result op's later results are integers (mf.top_k's
+      // indices, mf.moe_route's): no gradient reaches them.
+      if (llvm::any_of(op->getResults().drop_front(), [&](Value result) {
+            return gradientOf.count(result);
+          })) {
+        return op->emitOpError()
+               << "has no gradient rule for results beyond its first";
       }
       Value gradient = gradientOf.lookup(op->getResult(0));
       if (!gradient) {

@@ -544,7 +544,7 @@ func.func @route_offsets(%i: tensor<6x2xi32>) -> tensor<8xi32> {
 func.func @dispatch_tokens(%x: tensor<5x16xf32>, %pos: tensor<6x2xi32>) -> tensor<12x16xf32> {
   // expected-error @+2 {{positions [6, 2] route 6 tokens, not 5}}
   // expected-error @+1 {{failed to infer returned types}}
-  %rows = mf.moe_dispatch %x, %pos : tensor<5x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
+  %rows = mf.moe_dispatch %x, %pos : (tensor<5x16xf32>, tensor<6x2xi32>) -> tensor<12x16xf32>
   return %rows : tensor<12x16xf32>
 }
 
@@ -553,7 +553,7 @@ func.func @dispatch_tokens(%x: tensor<5x16xf32>, %pos: tensor<6x2xi32>) -> tenso
 func.func @grouped_offsets(%rows: tensor<12x16xf32>, %off: tensor<4xi32>, %w: tensor<24x16xf32>) -> tensor<12x24xf32> {
   // expected-error @+2 {{expected i32 group offsets of shape [3] (one more than the weights), got [4]}}
   // expected-error @+1 {{failed to infer returned types}}
-  %h = mf.grouped_matmul %rows, %off, %w, %w : tensor<12x16xf32>, tensor<4xi32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  %h = mf.grouped_matmul %rows, %off, %w, %w transpose_rhs : tensor<12x16xf32>, tensor<4xi32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
   return %h : tensor<12x24xf32>
 }
 
@@ -562,7 +562,7 @@ func.func @grouped_offsets(%rows: tensor<12x16xf32>, %off: tensor<4xi32>, %w: te
 func.func @grouped_weights(%rows: tensor<12x16xf32>, %off: tensor<3xi32>, %w: tensor<24x16xf32>, %v: tensor<24x8xf32>) -> tensor<12x24xf32> {
   // expected-error @+2 {{weight 1 [24, 8] is not [out, 16] of the rows' dtype, like weight 0 [24, 16]}}
   // expected-error @+1 {{failed to infer returned types}}
-  %h = mf.grouped_matmul %rows, %off, %w, %v : tensor<12x16xf32>, tensor<3xi32>, tensor<24x16xf32>, tensor<24x8xf32> -> tensor<12x24xf32>
+  %h = mf.grouped_matmul %rows, %off, %w, %v transpose_rhs : tensor<12x16xf32>, tensor<3xi32>, tensor<24x16xf32>, tensor<24x8xf32> -> tensor<12x24xf32>
   return %h : tensor<12x24xf32>
 }
 
@@ -573,4 +573,22 @@ func.func @combine_rows(%o: tensor<10x16xf32>, %pos: tensor<6x2xi32>, %p: tensor
   // expected-error @+1 {{failed to infer returned types}}
   %y = mf.moe_combine %o, %pos, %p : tensor<10x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
   return %y : tensor<6x16xf32>
+}
+
+// -----
+
+func.func @top_k_grad_width(%dv: tensor<6x2xf32>, %i: tensor<6x2xi32>) -> tensor<6x1xf32> {
+  // expected-error @+2 {{width 1 is narrower than k = 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dp = mf.top_k_grad %dv, %i width = 1 : tensor<6x2xf32>, tensor<6x2xi32> -> tensor<6x1xf32>
+  return %dp : tensor<6x1xf32>
+}
+
+// -----
+
+func.func @weight_grad_expert(%dh: tensor<12x24xf32>, %rows: tensor<12x16xf32>, %off: tensor<5xi32>) -> tensor<24x16xf32> {
+  // expected-error @+2 {{expert 4 has no group in offsets [5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dw = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 4 : tensor<12x24xf32>, tensor<12x16xf32>, tensor<5xi32> -> tensor<24x16xf32>
+  return %dw : tensor<24x16xf32>
 }

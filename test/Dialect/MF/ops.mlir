@@ -241,12 +241,33 @@ func.func @mixture_of_experts(%x: tensor<6x16xf32>, %p: tensor<6x4xf32>,
   %v, %i = mf.top_k %p k = 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: mf.moe_route %{{.*}} num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
   %pos, %off = mf.moe_route %i num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
-  // CHECK: mf.moe_dispatch %{{.*}}, %{{.*}} : tensor<6x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
-  %rows = mf.moe_dispatch %x, %pos : tensor<6x16xf32>, tensor<6x2xi32> -> tensor<12x16xf32>
-  // CHECK: mf.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
-  %h = mf.grouped_matmul %rows, %off, %w0, %w1, %w2, %w3 : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
-  %o = mf.grouped_matmul %h, %off, %d, %d, %d, %d : tensor<12x24xf32>, tensor<5xi32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32> -> tensor<12x16xf32>
+  // CHECK: mf.moe_dispatch %{{.*}}, %{{.*}} : (tensor<6x16xf32>, tensor<6x2xi32>) -> tensor<12x16xf32>
+  %rows = mf.moe_dispatch %x, %pos : (tensor<6x16xf32>, tensor<6x2xi32>) -> tensor<12x16xf32>
+  // CHECK: mf.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  %h = mf.grouped_matmul %rows, %off, %w0, %w1, %w2, %w3 transpose_rhs : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
+  %o = mf.grouped_matmul %h, %off, %d, %d, %d, %d transpose_rhs : tensor<12x24xf32>, tensor<5xi32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32>, tensor<16x24xf32> -> tensor<12x16xf32>
   // CHECK: mf.moe_combine %{{.*}}, %{{.*}}, %{{.*}} : tensor<12x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
   %y = mf.moe_combine %o, %pos, %v : tensor<12x16xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x16xf32>
   return %y : tensor<6x16xf32>
+}
+
+// -----
+
+// Their gradients: the values' back at their indices, one expert's weight
+// gradient, the routing weights', and a weighted dispatch.
+// CHECK-LABEL: func.func @mixture_of_experts_gradients
+func.func @mixture_of_experts_gradients(%dv: tensor<6x2xf32>, %i: tensor<6x2xi32>,
+                                        %dh: tensor<12x24xf32>, %rows: tensor<12x16xf32>,
+                                        %off: tensor<5xi32>, %dy: tensor<6x16xf32>,
+                                        %pos: tensor<6x2xi32>, %p: tensor<6x2xf32>)
+    -> (tensor<6x4xf32>, tensor<24x16xf32>, tensor<6x2xf32>, tensor<12x16xf32>) {
+  // CHECK: mf.top_k_grad %{{.*}}, %{{.*}} width = 4 : tensor<6x2xf32>, tensor<6x2xi32> -> tensor<6x4xf32>
+  %dp = mf.top_k_grad %dv, %i width = 4 : tensor<6x2xf32>, tensor<6x2xi32> -> tensor<6x4xf32>
+  // CHECK: mf.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} expert = 3 : tensor<12x24xf32>, tensor<12x16xf32>, tensor<5xi32> -> tensor<24x16xf32>
+  %dw = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 3 : tensor<12x24xf32>, tensor<12x16xf32>, tensor<5xi32> -> tensor<24x16xf32>
+  // CHECK: mf.moe_weights_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<6x16xf32>, tensor<12x16xf32>, tensor<6x2xi32> -> tensor<6x2xf32>
+  %dw2 = mf.moe_weights_grad %dy, %rows, %pos : tensor<6x16xf32>, tensor<12x16xf32>, tensor<6x2xi32> -> tensor<6x2xf32>
+  // CHECK: mf.moe_dispatch %{{.*}}, %{{.*}}, %{{.*}} : (tensor<6x16xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<12x16xf32>
+  %drows = mf.moe_dispatch %dy, %pos, %p : (tensor<6x16xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<12x16xf32>
+  return %dp, %dw, %dw2, %drows : tensor<6x4xf32>, tensor<24x16xf32>, tensor<6x2xf32>, tensor<12x16xf32>
 }
