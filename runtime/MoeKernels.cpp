@@ -53,40 +53,55 @@ Status mfrt::detail::topK(const fb::Op &op, const Tensor &input, Tensor &values,
 
 Status mfrt::detail::moeRoute(const fb::Op &op, const Tensor &indices,
                               Tensor &positions, Tensor &offsets) {
-  int64_t experts = op.attributes_as_MoeRouteAttrs()->num_experts();
-  int64_t pairs = indices.numElements();
+  const fb::MoeRouteAttrs &attrs = *op.attributes_as_MoeRouteAttrs();
+  int64_t experts = attrs.num_experts(), capacity = attrs.capacity();
+  int64_t tokens = indices.dim(0), k = indices.dim(1), pairs = tokens * k;
   const int32_t *expert = indices.as<int32_t>();
-  int32_t *start = offsets.as<int32_t>();
-  std::fill(start, start + experts + 1, 0);
   for (int64_t i = 0; i < pairs; ++i) {
     if (expert[i] < 0 || expert[i] >= experts) {
       return shapeError(op, "expert index " + std::to_string(expert[i]) +
                                 " is not in [0, " + std::to_string(experts) +
                                 ")");
     }
-    ++start[expert[i] + 1];
   }
-  for (int64_t e = 0; e < experts; ++e) {
-    start[e + 1] += start[e];
-  }
-  // Places in pair order within each expert: a stable counting sort.
-  std::vector<int32_t> next(start, start + experts);
+  // The pairs in priority order: token order, or every first choice before
+  // any second one.
+  auto pairAt = [&](int64_t rank) {
+    return attrs.choice_order() ? (rank % tokens) * k + rank / tokens : rank;
+  };
+  // Each pair's rank within its expert; kept while below the capacity.
+  std::vector<int32_t> taken(experts, 0);
   int32_t *place = positions.as<int32_t>();
-  for (int64_t i = 0; i < pairs; ++i) {
-    place[i] = next[expert[i]]++;
+  for (int64_t rank = 0; rank < pairs; ++rank) {
+    int64_t pair = pairAt(rank);
+    int32_t slot = taken[expert[pair]]++;
+    place[pair] = capacity > 0 && slot >= capacity ? -1 : slot;
+  }
+  int32_t *start = offsets.as<int32_t>();
+  start[0] = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t kept =
+        capacity > 0 ? std::min<int64_t>(taken[e], capacity) : taken[e];
+    start[e + 1] = start[e] + static_cast<int32_t>(kept);
+  }
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    if (place[pair] >= 0) {
+      place[pair] += start[expert[pair]];
+    }
   }
   return Status::ok();
 }
 
 namespace {
 
-/// Every position names a row of `rows`.
+/// Every position names a row of `rows`, or is -1 (a dropped pair).
 Status checkPositions(const fb::Op &op, const Tensor &positions, int64_t rows) {
   const int32_t *place = positions.as<int32_t>();
   for (int64_t i = 0; i < positions.numElements(); ++i) {
-    if (place[i] < 0 || place[i] >= rows) {
+    if (place[i] < -1 || place[i] >= rows) {
       return shapeError(op, "position " + std::to_string(place[i]) +
-                                " is not in [0, " + std::to_string(rows) + ")");
+                                " is not in [-1, " + std::to_string(rows) +
+                                ")");
     }
   }
   return Status::ok();
@@ -107,14 +122,19 @@ Status mfrt::detail::moeDispatch(const fb::Op &op,
     const char *from = static_cast<const char *>(tokens.data());
     char *to = static_cast<char *>(out.data());
     for (int64_t i = 0; i < positions.numElements(); ++i) {
-      std::memcpy(to + place[i] * rowBytes, from + (i / k) * rowBytes,
-                  rowBytes);
+      if (place[i] >= 0) { // -1: a dropped pair
+        std::memcpy(to + place[i] * rowBytes, from + (i / k) * rowBytes,
+                    rowBytes);
+      }
     }
     return Status::ok();
   }
   F32In x(tokens), w(*inputs[2]);
   F32Out y(out);
   for (int64_t i = 0; i < positions.numElements(); ++i) {
+    if (place[i] < 0) {
+      continue; // a dropped pair
+    }
     const float *from = x.data() + (i / k) * hidden;
     float *to = y.data() + int64_t(place[i]) * hidden;
     for (int64_t j = 0; j < hidden; ++j) {
@@ -191,6 +211,9 @@ Status mfrt::detail::moeCombine(const fb::Op &op, const Tensor &rows,
       float *to = sum.data() + t * hidden;
       std::fill(to, to + hidden, 0.0f);
       for (int64_t c = 0; c < k; ++c) {
+        if (place[t * k + c] < 0) {
+          continue; // a dropped pair adds nothing
+        }
         float weight = p[t * k + c];
         const float *from = y.data() + int64_t(place[t * k + c]) * hidden;
         for (int64_t i = 0; i < hidden; ++i) {
@@ -262,6 +285,10 @@ Status mfrt::detail::moeWeightsGrad(const fb::Op &op, const Tensor &gradient,
   parallel(tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t c = 0; c < k; ++c) {
+        if (place[t * k + c] < 0) {
+          d[t * k + c] = 0.0f; // a dropped pair's weight does not matter
+          continue;
+        }
         const float *row = y.data() + int64_t(place[t * k + c]) * hidden;
         const float *from = g.data() + t * hidden;
         double sum = 0;

@@ -73,7 +73,8 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     break;
   case fb::OpKind::MoeRoute:
     inferred = mfshapes::inferMoeRoute(
-        infoOf(in[0]), op.attributes_as_MoeRouteAttrs()->num_experts());
+        infoOf(in[0]), op.attributes_as_MoeRouteAttrs()->num_experts(),
+        op.attributes_as_MoeRouteAttrs()->capacity());
     break;
   case fb::OpKind::MoeDispatch: {
     mfshapes::TensorInfo weights =

@@ -50,7 +50,8 @@ Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {
   return {{{input.element, shape}, {Element::I32, shape}}, ""};
 }
 
-Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts) {
+Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts,
+                                 int64_t capacity) {
   if (indices.element != Element::I32) {
     return failure("expected i32 expert indices");
   }
@@ -61,6 +62,10 @@ Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts) {
   if (experts < 1 || experts > (int64_t(1) << 24)) {
     return failure("num_experts = " + std::to_string(experts) +
                    " is not in [1, 2^24]");
+  }
+  if (capacity < 0) {
+    return failure("capacity = " + std::to_string(capacity) +
+                   " is negative (0: no limit)");
   }
   return {{{Element::I32, indices.shape}, {Element::I32, {experts + 1}}}, ""};
 }

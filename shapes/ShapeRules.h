@@ -45,8 +45,10 @@ struct Inferred {
 Inferred inferTopK(const TensorInfo &input, int64_t k);
 
 /// mf.moe_route: where each (token, choice) goes in the expert-grouped
-/// order, and where each of `experts` groups starts.
-Inferred inferMoeRoute(const TensorInfo &indices, int64_t experts);
+/// order, and where each of `experts` groups starts; `capacity` pairs at
+/// most per expert (0: no limit).
+Inferred inferMoeRoute(const TensorInfo &indices, int64_t experts,
+                       int64_t capacity);
 
 /// mf.moe_dispatch: the tokens' rows in the expert-grouped order, each
 /// scaled by its routing weight when `weights` is given.

@@ -195,26 +195,54 @@ private:
     Location routerLoc = loc(moePath + ".router", "num_experts_per_tok");
     Value x = reshape(normed, {tokens, hiddenSize}, routerLoc);
 
+    // The router: logits in router_dense_type (MindFormers' float32), or
+    // the compute dtype (Hugging Face's), then a float32 softmax.
+    Type routerType =
+        moe.routerType ? elementType(*moe.routerType) : computeType();
     Value gate =
         weight(block + ".gate.weight", "", {experts, hiddenSize}, routerLoc);
+    Value logits = mf::MatmulOp::create(
+        builder_, routerLoc, tensorType({tokens, experts}, routerType),
+        castTo(x, routerType, routerLoc), castTo(gate, routerType, routerLoc),
+        /*transpose_lhs=*/false, /*transpose_rhs=*/true);
     Type f32 = builder_.getF32Type();
-    Value scores =
-        castTo(linear(x, gate, Value(), true, routerLoc), f32, routerLoc);
-    Value probs = mf::SoftmaxOp::create(builder_, routerLoc, scores, 1);
+    Value probs = mf::SoftmaxOp::create(builder_, routerLoc,
+                                        castTo(logits, f32, routerLoc), 1);
     auto chosen = mf::TopKOp::create(builder_, routerLoc, probs, k);
     Value weights = chosen.getValues();
+    auto splat = [&](double value, ArrayRef<int64_t> shape, Location at) {
+      RankedTensorType type = tensorType(shape, f32);
+      return mf::ConstantOp::create(
+          builder_, at,
+          DenseElementsAttr::get(type, builder_.getF32FloatAttr(value)));
+    };
     if (moe.normTopkProb) {
       Location normLoc = loc(moePath + ".router", "norm_topk_prob");
       Value sum = mf::ReduceSumOp::create(
           builder_, normLoc, tensorType({tokens, 1}, f32), weights, 1);
+      if (moe.normEpsilon > 0) {
+        sum = mf::AddOp::create(builder_, normLoc, sum,
+                                splat(moe.normEpsilon, {tokens, 1}, normLoc));
+      }
       weights = mf::DivOp::create(builder_, normLoc, weights,
                                   broadcastTo(sum, {tokens, k}, normLoc));
     }
+    if (moe.routedScalingFactor != 1.0 &&
+        (moe.scaleNormalized || !moe.normTopkProb)) {
+      Location scaleLoc = loc(moePath + ".router", "routed_scaling_factor");
+      weights = mf::MulOp::create(
+          builder_, scaleLoc, weights,
+          splat(moe.routedScalingFactor, {tokens, k}, scaleLoc));
+    }
     weights = castTo(weights, computeType(), routerLoc);
 
-    Location routeLoc = loc(moePath + ".dispatch", "num_experts");
-    auto route = mf::MoeRouteOp::create(builder_, routeLoc, chosen.getIndices(),
-                                        experts);
+    // Dropless, or MindFormers' capacity per expert (training and eval).
+    int64_t capacity = moe.capacity(tokens);
+    Location routeLoc = loc(moePath + ".dispatch",
+                            capacity ? "capacity_factor" : "num_experts");
+    auto route = mf::MoeRouteOp::create(
+        builder_, routeLoc, chosen.getIndices(), experts, capacity,
+        /*choice_order=*/capacity > 0 && !moe.sequenceDropOrder);
     Value rows = mf::MoeDispatchOp::create(builder_, routeLoc,
                                            castTo(x, computeType(), routeLoc),
                                            route.getPositions(),

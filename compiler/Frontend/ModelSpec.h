@@ -36,19 +36,35 @@ struct PetConfig {
 };
 
 /// A mixture-of-experts feed-forward, as Hugging Face's Qwen3-MoE and
-/// Mixtral configs describe it: in every routed layer a softmax router
-/// chooses `expertsPerToken` of `numExperts` SwiGLU experts per token, in
-/// the dropless regime (every token reaches its experts).
+/// Mixtral configs and MindFormers' moe_config describe it: in every routed
+/// layer a softmax router chooses `expertsPerToken` of `numExperts` SwiGLU
+/// experts per token. Dropless (every token reaches its experts), or with
+/// a capacity per expert (MindFormers' training regime).
 struct MoeConfig {
   int64_t numExperts = 0; ///< 0: a dense model
   int64_t expertsPerToken = 2;
   int64_t expertWidth = 0;   ///< each expert's intermediate width
   bool normTopkProb = false; ///< renormalize the chosen probabilities
-  int64_t sparseStep = 1;    ///< decoder_sparse_step: every n-th layer routes
+  double normEpsilon = 0;    ///< added to the sum that renormalizes
+  /// routed_scaling_factor: multiplies the routing weights, after
+  /// renormalizing (`scaleNormalized`) or only when not renormalizing.
+  double routedScalingFactor = 1.0;
+  bool scaleNormalized = true;
+  /// capacity_factor > 0 (training and eval): each expert takes at most
+  /// ceil(k * tokens * capacityFactor / E) (token, choice) pairs, at most
+  /// the tokens, rounded up to `capacityMultiple`; later ones are dropped.
+  double capacityFactor = 0;
+  int64_t capacityMultiple = 1;
+  bool sequenceDropOrder = false;  ///< enable_sdrop: token order, not choice
+  std::optional<DType> routerType; ///< router_dense_type; none: compute's
+  int64_t sparseStep = 1; ///< decoder_sparse_step: every n-th layer routes
   std::vector<int64_t> denseLayers; ///< mlp_only_layers
   /// Hugging Face's module names: Mixtral's block_sparse_moe.experts.N.w1,
   /// or Qwen's mlp.experts.N.gate_proj.
   bool mixtralNames = false;
+
+  /// The capacity of each expert for `tokens` routed tokens; 0: dropless.
+  int64_t capacity(int64_t tokens) const;
 
   bool routed(int64_t layer) const {
     return numExperts > 1 && (layer + 1) % sparseStep == 0 &&

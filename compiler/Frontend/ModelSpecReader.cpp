@@ -79,6 +79,23 @@ int64_t ModelConfig::ffnHiddenSize() const {
   return multipleOf * ((hidden + multipleOf - 1) / multipleOf);
 }
 
+int64_t MoeConfig::capacity(int64_t tokens) const {
+  if (capacityFactor <= 0) {
+    return 0;
+  }
+  // MindFormers' calculate_expert_capacity_v2 (moe.py), evaluated in its
+  // order: ceil(k * N * factor / E), at most N, rounded up to a multiple
+  // of the model-parallel degree (times comp_comm_parallel_degree).
+  auto capacity = static_cast<int64_t>(
+      std::ceil(static_cast<double>(expertsPerToken * tokens) * capacityFactor /
+                static_cast<double>(numExperts)));
+  capacity = std::min(capacity, tokens);
+  if (capacity % capacityMultiple != 0) {
+    capacity += capacityMultiple - capacity % capacityMultiple;
+  }
+  return capacity;
+}
+
 int64_t ModelSpec::entryBatchSize() const {
   if (runMode != RunMode::Predict && runner.batchSize) {
     return *runner.batchSize;
@@ -619,6 +636,11 @@ public:
 
 private:
   ConfigDiagnostics &diagnostics() { return context_.diagnostics; }
+
+  /// moe_config's max_router_load: the (token, choice) pairs TopkRouterV2's
+  /// tables hold (MoEV2 routes at most this many per group).
+  int64_t maxRouterLoad_ = 128 * 1024;
+  bool routerTables_ = false; ///< the YAML's MoE layers route with MoEV2
 
   MapReader section(MapReader &parent, StringRef key) {
     return MapReader(context_, parent.get(key), parent.childPath(key),
@@ -1424,21 +1446,161 @@ private:
     }
   }
 
-  /// `moe_config`: one expert is the dense model; more are a mixture of
-  /// experts, which mfc does not compile yet.
+  /// MindFormers' moe_config (r1.5.0 MoEConfig) under LlamaForCausalLM, as
+  /// its LLaMA decoder uses it: with use_past (predict) MoEInfer, dropless;
+  /// otherwise MoEV2 with TopkRouterV2, a capacity per expert. Keys that
+  /// change the math and are not built are refused at their location; keys
+  /// its LLaMA never reads get a note.
   void readMoe() {
     MapReader moe = section(root_, "moe_config");
     if (!moe.present()) {
       return;
     }
+    ModelConfig &model = spec_.model;
+    MoeConfig &config = model.moe;
     int64_t experts = 1;
-    moe.readInt("expert_num", experts, 1, kMaxWidth);
-    if (experts > 1) {
-      moe.error(moe.valueLoc("expert_num"),
-                "moe_config.expert_num: " + llvm::Twine(experts).str() +
-                    " experts (a mixture of experts) are not supported yet; "
-                    "mfc would otherwise compile a dense model");
+    moe.readInt("expert_num", experts, 1, kMaxExperts);
+    if (experts <= 1) {
+      return; // one expert: MindFormers builds the dense model
     }
+    if (config.numExperts > 1 || model.family != ModelFamily::Llama) {
+      moe.error(moe.valueLoc("expert_num"),
+                "moe_config.expert_num: " + llvm::Twine(experts) +
+                    " experts for a model that " +
+                    (config.numExperts > 1
+                         ? "its model folder's config.json already routes"
+                         : "is not LlamaForCausalLM") +
+                    "; MindFormers routes LlamaForCausalLM's feed-forward "
+                    "layers with moe_config");
+      return;
+    }
+    config.numExperts = experts;
+    config.mixtralNames = true; // MindFormers' Mixtral is this model
+    config.expertWidth = model.ffnHiddenSize();
+    config.expertsPerToken = 1;
+    moe.readInt("num_experts_chosen", config.expertsPerToken, 1, experts);
+    bool normalize = true;
+    moe.readBool("norm_topk_prob", normalize);
+    config.normTopkProb = normalize && config.expertsPerToken > 1;
+    config.normEpsilon = 1e-9;
+    moe.readFloat("routed_scaling_factor", config.routedScalingFactor, 0,
+                  INFINITY, /*exclusiveMin=*/true);
+    std::string routerType = "float32";
+    static const StringRef routerTypes[] = {"float32", "float16", "bfloat16"};
+    moe.readChoice("router_dense_type", routerType, routerTypes);
+    // MindFormers maps float16 to float32 (moe.py's dtype_map).
+    config.routerType = routerType == "bfloat16" ? DType::BF16 : DType::F32;
+
+    bool inference = spec_.runMode == RunMode::Predict;
+    double capacityFactor = 1.1;
+    moe.readFloat("capacity_factor", capacityFactor, -INFINITY, INFINITY);
+    std::string policy = "TopkRouterV1";
+    static const StringRef policies[] = {"TopkRouterV1", "TopkRouterV2"};
+    moe.readChoice("routing_policy", policy, policies);
+    moe.readBool("enable_sdrop", config.sequenceDropOrder);
+    if (inference && model.usePast) {
+      // MoEInfer: plain top-k; the scaling factor only without renormalizing.
+      config.scaleNormalized = false;
+    } else if (inference) {
+      moe.error(moe.keyLoc("expert_num"),
+                "moe_config with use_past: False in predict: MindFormers then "
+                "routes the padded sequence through MoEV2's capacity, which "
+                "mfc builds for training and eval only; set "
+                "model.model_config.use_past: True (MoEInfer, dropless)");
+    } else if (policy != "TopkRouterV2") {
+      moe.error(moe.present() && moe.get("routing_policy")
+                    ? moe.valueLoc("routing_policy")
+                    : moe.keyLoc("expert_num"),
+                "moe_config.routing_policy: MindFormers' LLaMA trains and "
+                "evaluates a mixture of experts with TopkRouterV2 only (its "
+                "MoEV2 refuses '" +
+                    policy + "'); set routing_policy: \"TopkRouterV2\"");
+    } else {
+      routerTables_ = true;
+      config.capacityFactor = capacityFactor; // <= 0: dropless
+      bool overlap = false;
+      int64_t degree = 2;
+      moe.readBool("comp_comm_parallel", overlap);
+      moe.readPositive("comp_comm_parallel_degree", degree, kMaxParallel);
+      config.capacityMultiple = overlap ? degree : 1;
+    }
+
+    // Built otherwise, or not at all: refused when they are on.
+    auto refuseTrue = [&](StringRef key, StringRef what) {
+      bool on = false;
+      moe.readBool(key, on);
+      if (on) {
+        moe.error(moe.valueLoc(key), "moe_config." + key + ": " + what +
+                                         " is not built yet; compiling "
+                                         "without it would route otherwise");
+      }
+    };
+    refuseTrue("use_shared_expert_gating", "the shared experts' sigmoid gate");
+    refuseTrue("use_gating_sigmoid", "a sigmoid router");
+    refuseTrue("balance_via_topk_bias", "the top-k bias of aux-free balancing");
+    refuseTrue("use_gmm", "MoEV3 (grouped matmul with AllToAllV)");
+    int64_t shared = 0;
+    moe.readInt("shared_expert_num", shared, 0, kMaxExperts);
+    if (shared > 0) {
+      moe.error(moe.valueLoc("shared_expert_num"),
+                "moe_config.shared_expert_num: shared experts beside the "
+                "routed ones are not built yet");
+    }
+    std::string topkMethod = "greedy";
+    static const StringRef topkMethods[] = {"greedy", "group_limited_greedy",
+                                            "noaux_tc"};
+    if (moe.readChoice("topk_method", topkMethod, topkMethods) &&
+        topkMethod != "greedy") {
+      moe.error(moe.valueLoc("topk_method"),
+                "moe_config.topk_method: '" + topkMethod +
+                    "' masks expert groups before the top-k, which is not "
+                    "built yet; use \"greedy\"");
+    }
+    int64_t expertModelParallel = 1;
+    moe.readInt("expert_model_parallel", expertModelParallel, 1, kMaxParallel);
+    if (expertModelParallel > 1) {
+      moe.error(moe.valueLoc("expert_model_parallel"),
+                "moe_config.expert_model_parallel: splitting experts over "
+                "ranks is not built yet; leave it out");
+    }
+    moe.readPositive("max_router_load", maxRouterLoad_, int64_t(1) << 40);
+    // Read by MindFormers' LLaMA to no effect: its MoE layers' extra
+    // losses are never added to the loss, and these belong to other models.
+    for (StringRef key :
+         {"aux_loss_factor", "aux_loss_types", "aux_loss_factors",
+          "z_loss_factor", "moe_intermediate_size", "first_k_dense_replace"}) {
+      if (moe.get(key)) {
+        context_.diagnostics.note(
+            moe.keyLoc(key),
+            "moe_config." + key +
+                ": MindFormers' LLaMA does not use it (its MoE layers' extra "
+                "losses never join the loss; the experts are "
+                "intermediate_size wide); ignored as MindFormers does");
+        moe.ignore({key});
+      }
+    }
+    // Same routing, another kernel or layout, or diagnostics.
+    moe.ignore({"use_fused_ops_topkrouter",
+                "group_wise_a2a",
+                "use_allgather_dispatcher",
+                "moe_shared_expert_overlap",
+                "callback_moe_droprate",
+                "save_token_distribution",
+                "cur_layer",
+                "enable_cold_hot_expert",
+                "update_step",
+                "hot_expert_num",
+                "cold_token_percent",
+                "moe_module_name",
+                "expert_group_size",
+                "npu_nums_per_device",
+                "enable_deredundency",
+                "enable_gmm_safe_tokens",
+                "use_fused_ops_permute",
+                "topk_group",
+                "n_group",
+                "topk_bias_update_rate"});
+    moe.finish();
   }
 
   /// `load_checkpoint`: mf-run's weights when it is given no --weights
@@ -2053,6 +2215,17 @@ private:
               (model.headDimension ? "" : "hidden_size / num_heads = ") +
               llvm::Twine(model.headDim()) +
               " must be even for rotary embeddings");
+    }
+    int64_t routedPairs =
+        model.moe.expertsPerToken * spec_.entryBatchSize() * model.seqLength;
+    if (routerTables_ && routedPairs > maxRouterLoad_) {
+      diagnostics().error(
+          loc("moe_config.max_router_load"),
+          "moe_config.max_router_load: a batch routes " +
+              llvm::Twine(routedPairs) +
+              " (token, choice) pairs, more than TopkRouterV2's tables hold (" +
+              llvm::Twine(maxRouterLoad_) +
+              "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
     if (model.moe.numExperts > 1 &&

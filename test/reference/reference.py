@@ -109,6 +109,26 @@ class Config:
         self.norm_topk_prob = True if self.mixtral else bool(cfg.get("norm_topk_prob", False))
         self.sparse_step = cfg.get("decoder_sparse_step", 1)
         self.dense_layers = cfg.get("mlp_only_layers") or []
+        self.norm_eps, self.routed_scale, self.scale_normalized = 0.0, 1.0, True
+        self.capacity, self.sequence_drop = 0, False
+        moe = root.get("moe_config") or {}
+        if moe.get("expert_num", 1) > 1:
+            # MindFormers r1.5.0's LLaMA with moe_config: MoEInfer under
+            # use_past (predict), else MoEV2 with TopkRouterV2 and a capacity.
+            self.mixtral = True
+            self.num_experts = moe["expert_num"]
+            self.experts_per_token = moe.get("num_experts_chosen", 1)
+            self.expert_width = self.ffn
+            self.norm_topk_prob = moe.get("norm_topk_prob", True) and self.experts_per_token > 1
+            self.norm_eps = 1e-9
+            self.routed_scale = moe.get("routed_scaling_factor", 1.0)
+            self.scale_normalized = self.run_mode != "predict"
+            factor = moe.get("capacity_factor", 1.1)
+            if self.run_mode != "predict" and factor > 0:
+                tokens = self.batch * self.seq
+                self.capacity = min(math.ceil(self.experts_per_token * tokens * factor /
+                                              self.num_experts), tokens)
+            self.sequence_drop = bool(moe.get("enable_sdrop", False))
         # Training: mf-run's defaults where the YAML is silent.
         opt = root.get("optimizer") or {}
         self.optimizer = opt.get("type", "AdamW")
@@ -440,7 +460,24 @@ def sparse_moe_block(cfg, w, p, h):
     probs = torch.softmax(logits.float(), dim=1)
     weights, chosen = torch.topk(probs, cfg.experts_per_token, dim=-1)
     if cfg.norm_topk_prob:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + cfg.norm_eps)
+    if cfg.scale_normalized or not cfg.norm_topk_prob:
+        weights = weights * cfg.routed_scale
+    if cfg.capacity:
+        # MindFormers' TopkRouterV2: an expert keeps its first `capacity`
+        # (token, choice) pairs in priority order (token order with
+        # enable_sdrop, else every first choice before any second); a
+        # dropped pair contributes nothing, the others keep their weight.
+        tokens, k = chosen.shape
+        order = [(t, j) for t in range(tokens) for j in range(k)] if cfg.sequence_drop \
+            else [(t, j) for j in range(k) for t in range(tokens)]
+        taken, keep = [0] * cfg.num_experts, torch.ones(tokens, k)
+        for t, j in order:
+            e = int(chosen[t, j])
+            if taken[e] >= cfg.capacity:
+                keep[t, j] = 0
+            taken[e] += 1
+        weights = weights * keep
     weights = weights.to(c)
     out = torch.zeros_like(h, dtype=torch.float32)
     for e in range(cfg.num_experts):

@@ -1275,7 +1275,8 @@ LogicalResult MoeRouteOp::inferReturnTypes(MLIRContext *context,
                                            SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
                        mfshapes::inferMoeRoute(infoOf(adaptor.getIndices()),
-                                               adaptor.getNumExperts()),
+                                               adaptor.getNumExperts(),
+                                               adaptor.getCapacity()),
                        types);
 }
 

@@ -1133,20 +1133,31 @@ def MF_MoeRouteOp : MF_CostedOp<"moe_route", [Pure, InferTypeOpAdaptor]> {
   let summary = "Orders a layer's routed tokens by expert";
   let description = [{
     `indices[t, c]` is the expert of token `t`'s choice `c`. The pairs
-    `(t, c)` are ordered by expert, and within an expert by `t * k + c`:
+    `(t, c)` are ordered by expert, and within an expert by priority:
+    token order (`t * k + c`), or with `choice_order` choice order
+    (`c * tokens + t`: every first choice before any second one).
     `positions[t, c]` is the pair's place in that order, and expert `e`'s
-    pairs are places `[offsets[e], offsets[e + 1])`. An index outside
-    `[0, num_experts)` is an error when the op runs.
+    pairs are places `[offsets[e], offsets[e + 1])`.
+
+    With a `capacity` (> 0) an expert keeps only its first `capacity`
+    pairs in priority order; a dropped pair's position is -1 (its token
+    gets nothing from that expert) and the kept pairs stay packed. An
+    index outside `[0, num_experts)` is an error when the op runs.
 
     ```mlir
     %pos, %off = mf.moe_route %i num_experts = 8 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<9xi32>
+    %pos2, %off2 = mf.moe_route %i num_experts = 8 capacity = 2 choice_order
+        : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<9xi32>
     ```
   }];
   let arguments = (ins MF_IndexTensor:$indices,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$capacity,
+                       UnitAttr:$choice_order);
   let results = (outs MF_IndexTensor:$positions, MF_IndexTensor:$offsets);
   let assemblyFormat = [{
-    $indices `num_experts` `=` $num_experts attr-dict `:` type($indices) `->` type($positions) `,` type($offsets)
+    $indices `num_experts` `=` $num_experts (`capacity` `=` $capacity^)? (`choice_order` $choice_order^)?
+    attr-dict `:` type($indices) `->` type($positions) `,` type($offsets)
   }];
 }
 
@@ -1156,7 +1167,9 @@ def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor,
   let summary = "Gathers routed tokens' rows in expert order";
   let description = [{
     `result[positions[t, c]] = tokens[t]`: each token's row once per
-    choice, at its place in the expert-grouped order of `mf.moe_route`.
+    choice, at its place in the expert-grouped order of `mf.moe_route`
+    (none for a dropped pair, position -1; rows no pair names are left
+    as they are, and no op reads them).
     With `weights` (`[tokens, k]`) each row is scaled by its choice's
     weight: the gradient of `mf.moe_combine`'s rows.
 
@@ -1203,7 +1216,8 @@ def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor,
   let summary = "Sums each token's expert rows, weighted by its router";
   let description = [{
     `result[t] = sum over c of weights[t, c] * rows[positions[t, c]]`,
-    accumulated in f32: the inverse of `mf.moe_dispatch`, weighted.
+    accumulated in f32, a dropped pair (position -1) adding nothing: the
+    inverse of `mf.moe_dispatch`, weighted.
 
     ```mlir
     %y = mf.moe_combine %out, %pos, %p : tensor<12x64xf32>, tensor<6x2xi32>, tensor<6x2xf32> -> tensor<6x64xf32>
