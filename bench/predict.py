@@ -79,12 +79,21 @@ class CachedLlama:
             a = torch.softmax(scores, dim=-1) @ vt
             x = x + a.transpose(1, 2).reshape(b, s, cfg.hidden) @ w[p + "self_attn.o_proj.weight"].T
             h = reference.rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps)
-            gate = h @ w[p + "mlp.gate_proj.weight"].T
-            up = h @ w[p + "mlp.up_proj.weight"].T
-            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+            x = x + self.feed_forward(i, h)
         x = reference.rms_norm(x, w["model.norm.weight"], cfg.eps)
         head = w["model.embed_tokens.weight"] if cfg.tied else w["lm_head.weight"]
         return x[:, -1] @ head.T
+
+
+    def feed_forward(self, i, h):
+        w, p = self.w, f"model.layers.{i}."
+        if self.cfg.routed(i):  # Hugging Face's loop over the chosen experts
+            b, s, hidden = h.shape
+            return reference.sparse_moe_block(self.cfg, w, p, h.reshape(b * s, hidden)) \
+                .reshape(b, s, hidden)
+        gate = h @ w[p + "mlp.gate_proj.weight"].T
+        up = h @ w[p + "mlp.up_proj.weight"].T
+        return (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
 
 
 def torch_run(cfg, w, prompt, new_tokens):

@@ -4,6 +4,7 @@
 
 #include "runtime/FileIO.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -124,6 +125,23 @@ Status Executor::observe(const std::string &entryName, size_t index,
                          uint32_t valueId, const Tensor &value,
                          std::chrono::steady_clock::time_point began,
                          const RunOptions &options, bool traced) {
+  if (options.moeStats && what == "MoeRoute") {
+    // Its offsets (rank 1): each expert's pairs; its positions (rank 2):
+    // -1 for a dropped pair.
+    MoeStats::Layer &layer = options.moeStats->layers[location];
+    const int32_t *data = value.as<int32_t>();
+    if (value.rank() == 1) {
+      layer.received.resize(value.numElements() - 1, 0);
+      for (int64_t e = 0; e + 1 < value.numElements(); ++e) {
+        layer.received[e] += data[e + 1] - data[e];
+      }
+    } else {
+      layer.runs += 1;
+      layer.routed += value.numElements();
+      layer.dropped += std::count_if(data, data + value.numElements(),
+                                     [](int32_t place) { return place < 0; });
+    }
+  }
   if (options.checkNumerics && hasNonFinite(value)) {
     return Status::error(StatusCode::InvalidArgument,
                          "op " + std::to_string(index) + " (" + what + " at " +

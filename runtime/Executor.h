@@ -10,12 +10,26 @@
 #include "runtime/Weights.h"
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace mfrt {
 
 /// What a debugging user can ask of a run.
+/// What each routed layer's router did, summed over runs (mf-run
+/// --moe-stats): the (token, choice) pairs each expert received and those
+/// its capacity dropped, by the layer's model path.
+struct MoeStats {
+  struct Layer {
+    std::vector<int64_t> received; ///< per expert
+    int64_t runs = 0;              ///< the router's runs
+    int64_t routed = 0;            ///< (token, choice) pairs
+    int64_t dropped = 0;
+  };
+  std::map<std::string, Layer> layers;
+};
+
 struct RunOptions {
   /// Write every intermediate as DIR/<entry>.<index>.<model path>.npy.
   std::string dumpTensorsDir;
@@ -26,6 +40,8 @@ struct RunOptions {
   /// Keep a copy of every value the run computes here (by value id), for
   /// comparisons.
   std::vector<Tensor> *capturedValues = nullptr;
+  /// Count what every mf.moe_route decides here.
+  MoeStats *moeStats = nullptr;
 };
 
 /// Runs an executable's entries on one set of weights.

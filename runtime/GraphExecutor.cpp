@@ -634,8 +634,15 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     }
   }
   size_t commandCount = host.commands()->size();
+  // --moe-stats looks at the routers' decisions only.
+  auto routes = [&](size_t index) {
+    const fb::Command &command = *host.commands()->Get(index);
+    return options.moeStats && command.kind() == fb::CommandKind::Library &&
+           entry->ops()->Get(command.first_op())->kind() ==
+               fb::OpKind::MoeRoute;
+  };
   for (size_t index = 0; index < commandCount; ++index) {
-    MFRT_RETURN_IF_ERROR(runObserved(index, observed));
+    MFRT_RETURN_IF_ERROR(runObserved(index, observed || routes(index)));
   }
   MFRT_RETURN_IF_ERROR(finishKernels());
 

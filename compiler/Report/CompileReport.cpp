@@ -213,6 +213,44 @@ llvm::DenseSet<int64_t> derivedValues(mfexec::EntryOp host) {
   return derived;
 }
 
+/// A routed layer of an entry, as its mf.moe_route says.
+struct RoutedLayer {
+  std::string path; ///< model.layers.0.feed_forward.dispatch
+  int64_t experts, perToken, tokens, capacity, width;
+};
+
+/// Each entry's routed layers (recomputed copies left out), by entry.
+std::vector<std::pair<std::string, std::vector<RoutedLayer>>>
+routedLayersOf(ModuleOp module) {
+  std::vector<std::pair<std::string, std::vector<RoutedLayer>>> entries;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    std::vector<RoutedLayer> layers;
+    function.walk([&](mf::MoeRouteOp route) {
+      if (route->hasAttr("mf.recomputed")) {
+        return;
+      }
+      ArrayRef<int64_t> shape = route.getIndices().getType().getShape();
+      int64_t width = 0;
+      // The experts' first projections read the dispatched rows.
+      for (Operation *user : route.getOffsets().getUsers()) {
+        auto matmul = dyn_cast<mf::GroupedMatmulOp>(user);
+        if (matmul && matmul.getRows().getDefiningOp<mf::MoeDispatchOp>()) {
+          width = matmul.getType().getShape()[1];
+          break;
+        }
+      }
+      layers.push_back({mf::getModelPath(route.getLoc()),
+                        static_cast<int64_t>(route.getNumExperts()), shape[1],
+                        shape[0], static_cast<int64_t>(route.getCapacity()),
+                        width});
+    });
+    if (!layers.empty()) {
+      entries.emplace_back(function.getSymName().str(), std::move(layers));
+    }
+  }
+  return entries;
+}
+
 std::vector<EntryReport> collect(ModuleOp module) {
   std::vector<EntryReport> entries;
   mfexec::ExecutableOp executable;
@@ -401,6 +439,22 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
   if (auto name = module->getAttrOfType<StringAttr>("mf.model_name")) {
     root["model"] = name.str();
   }
+  llvm::json::Object routed;
+  for (auto &[entry, layers] : routedLayersOf(module)) {
+    llvm::json::Array list;
+    for (const RoutedLayer &layer : layers) {
+      list.push_back(llvm::json::Object{{"layer", layer.path},
+                                        {"experts", layer.experts},
+                                        {"experts_per_token", layer.perToken},
+                                        {"tokens", layer.tokens},
+                                        {"capacity", layer.capacity},
+                                        {"expert_width", layer.width}});
+    }
+    routed[entry] = std::move(list);
+  }
+  if (!routed.empty()) {
+    root["mixture_of_experts"] = std::move(routed);
+  }
   if (shard::GridOp grid = gridOf(module)) {
     llvm::json::Array shape;
     for (int64_t extent : grid.getShape()) {
@@ -483,6 +537,19 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
          << describeChoices(recompute->layerChoices);
     }
     os << "\n";
+  }
+  for (auto &[entry, layers] : routedLayersOf(module)) {
+    const RoutedLayer &first = layers.front();
+    os << "mixture of experts @" << entry << ": " << layers.size()
+       << " routed layers, " << first.experts << " experts " << first.width
+       << " wide, " << first.perToken << " per token, "
+       << first.tokens * first.perToken << " (token, choice) pairs a layer";
+    if (first.capacity > 0) {
+      os << ", at most " << first.capacity << " per expert (the rest dropped)";
+    } else {
+      os << ", dropless";
+    }
+    os << "; run on the eager library (mfexec.library)\n";
   }
   if (auto skipped = module->getAttrOfType<DictionaryAttr>("mf.kernels_skipped")) {
     for (NamedAttribute reason : skipped) {

@@ -84,6 +84,7 @@ struct Options {
   int64_t batchSize = -1;
   std::string profile;
   bool checkNumerics = false;
+  bool moeStats = false;
   bool check = false;
   bool dump = false;
   bool weightsInPlace = false;
@@ -153,6 +154,10 @@ void usage(std::ostream &os) {
         "  --dump-tensors DIR         write every intermediate as .npy\n"
         "  --profile trace.json       Chrome trace, one slice per op\n"
         "  --check-numerics           stop at the first op producing NaN/Inf\n"
+        "  --moe-stats                print the (token, choice) pairs each "
+        "expert\n"
+        "                             of each routed layer received, and "
+        "those dropped\n"
         "  --check                    run prefill in both modes, compare "
         "every\n"
         "                             kernel's outputs, name the first that "
@@ -210,6 +215,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kDumpTensors,
     kProfile,
     kCheckNumerics,
+    kMoeStats,
     kCheck,
     kDump,
     kThreads,
@@ -250,6 +256,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"dump-tensors", required_argument, nullptr, kDumpTensors},
       {"profile", required_argument, nullptr, kProfile},
       {"check-numerics", no_argument, nullptr, kCheckNumerics},
+      {"moe-stats", no_argument, nullptr, kMoeStats},
       {"check", no_argument, nullptr, kCheck},
       {"dump", no_argument, nullptr, kDump},
       {"threads", required_argument, nullptr, kThreads},
@@ -444,6 +451,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     case kCheckNumerics:
       options.checkNumerics = true;
       break;
+    case kMoeStats:
+      options.moeStats = true;
+      break;
     case kCheck:
       options.check = true;
       break;
@@ -539,6 +549,7 @@ struct Session {
   Weights weights;
   RunOptions runOptions;
   std::vector<std::string> traceEvents;
+  MoeStats moeStats;
   KernelLibrary kernels;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Executor> executor; // the --mode's
@@ -1256,6 +1267,24 @@ Status checkOutputs(const Options &options) {
   return Status::ok();
 }
 
+int runTask(const Options &options, Session &session, const std::string &task,
+            Communicator *ranks);
+
+/// --moe-stats: per routed layer, the pairs each expert received over the
+/// run (padding positions included: they are routed too) and those its
+/// capacity dropped.
+void printMoeStats(const MoeStats &stats) {
+  for (const auto &[layer, counts] : stats.layers) {
+    std::cerr << "moe: " << layer << ": " << counts.runs << " runs routed "
+              << counts.routed << " (token, choice) pairs, " << counts.dropped
+              << " dropped; by expert:";
+    for (int64_t received : counts.received) {
+      std::cerr << " " << received;
+    }
+    std::cerr << "\n";
+  }
+}
+
 int run(int argc, char **argv) {
   int exitCode = 0;
   std::optional<Options> parsed = parseOptions(argc, argv, exitCode);
@@ -1340,8 +1369,9 @@ int run(int argc, char **argv) {
                      task + "'");
   }
 
-  Session session{executable.take(), Allocator(), Weights(), RunOptions(), {},
-                  KernelLibrary(), nullptr, nullptr, nullptr};
+  Session session{
+      executable.take(), Allocator(),     Weights(), RunOptions(), {},
+      MoeStats(),        KernelLibrary(), nullptr,   nullptr,      nullptr};
   if (mode == "graph" || options.check) {
     StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
     if (!kernels) {
@@ -1478,9 +1508,23 @@ int run(int argc, char **argv) {
   if (!options.profile.empty()) {
     session.runOptions.traceEvents = &session.traceEvents;
   }
+  if (options.moeStats) {
+    session.runOptions.moeStats = &session.moeStats;
+  }
   if (options.check) {
     return checkModes(session);
   }
+  int code = runTask(options, session, task, ranks.get());
+  if (options.moeStats && code == 0) {
+    printMoeStats(session.moeStats);
+  }
+  return code;
+}
+
+/// Runs predict, train or eval on the loaded session.
+int runTask(const Options &options, Session &session, const std::string &task,
+            Communicator *ranks) {
+  const fb::ModelInfo &model = session.executable.model();
   if (task == "predict") {
     if (!session.executable.entry("prefill")) {
       return fail(StatusCode::FailedPrecondition,
@@ -1498,15 +1542,19 @@ int run(int argc, char **argv) {
                        "runner_config.batch_size=" +
                        std::to_string(options.batchSize));
     }
-    TrainOptions train{options.inputIds, options.data,  options.steps,
-                       options.saveWeights, options.saveEvery, options.resume,
+    TrainOptions train{options.inputIds,
+                       options.data,
+                       options.steps,
+                       options.saveWeights,
+                       options.saveEvery,
+                       options.resume,
                        options.dumpGrads,
                        [&](const std::string &text) {
                          return encodeText(options, session, text,
                                            /*addSpecialTokens=*/false,
                                            "'" + options.data + "'");
                        },
-                       ranks.get()};
+                       ranks};
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);
