@@ -1078,7 +1078,7 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::MoeDispatch:
     return moeDispatch(op, inputs, output);
   case fb::OpKind::GroupedMatmul:
-    return groupedMatmul(op, inputs, output);
+    return groupedMatmul(op, inputs, output, parallel);
   case fb::OpKind::MoeCombine:
     return moeCombine(op, in(0), in(1), in(2), output, parallel);
   case fb::OpKind::TopKGrad:

@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 using namespace mfrt;
 using namespace mfrt::detail;
@@ -170,7 +171,7 @@ Status checkOffsets(const fb::Op &op, const Tensor &offsets, int64_t rows) {
 
 Status mfrt::detail::groupedMatmul(const fb::Op &op,
                                    const std::vector<const Tensor *> &inputs,
-                                   Tensor &out) {
+                                   Tensor &out, const ParallelFor &parallel) {
   const Tensor &rows = *inputs[0], &offsets = *inputs[1];
   int64_t experts = static_cast<int64_t>(inputs.size()) - 2;
   int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
@@ -182,17 +183,40 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
   // Rows no group claims (none in a dropless layer) are zero.
   std::fill(y.data(), y.data() + start[0] * n, 0.0f);
   std::fill(y.data() + start[experts] * n, y.data() + total * n, 0.0f);
+  // Tiles of (expert, block of output columns) over the non-empty groups,
+  // each a serial product (Graph Mode's pool runs them side by side; an
+  // expert no token chose is not even widened). A decode step's groups are
+  // a row or two: the column blocks are what spreads its weight reads.
+  constexpr int64_t kColumns = 128;
+  struct Tile {
+    int64_t expert, column;
+  };
+  std::vector<Tile> tiles;
+  std::vector<std::optional<F32In>> weights(experts);
   for (int64_t e = 0; e < experts; ++e) {
-    int64_t first = start[e], count = start[e + 1] - start[e];
-    if (count == 0) {
-      continue; // an expert no token chose: its weight is not even widened
+    bool used = start[e + 1] > start[e];
+    if (used) {
+      weights[e].emplace(*inputs[2 + e]);
     }
-    F32In w(*inputs[2 + e]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                transposed ? CblasTrans : CblasNoTrans, count, n, k, 1.0f,
-                x.data() + first * k, k, w.data(), transposed ? k : n, 0.0f,
-                y.data() + first * n, n);
+    for (int64_t column = 0; used && column < n; column += kColumns) {
+      tiles.push_back({e, column});
+    }
   }
+  parallel(static_cast<int64_t>(tiles.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t e = tiles[t].expert, column = tiles[t].column;
+      int64_t first = start[e], count = start[e + 1] - start[e];
+      int64_t width = std::min(kColumns, n - column);
+      const float *w = weights[e]->data();
+      // Columns [column, column + width) of W^T: rows of an [n, k] weight,
+      // columns of a [k, n] one.
+      const float *b = transposed ? w + column * k : w + column;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                  transposed ? CblasTrans : CblasNoTrans, count, width, k, 1.0f,
+                  x.data() + first * k, k, b, transposed ? k : n, 0.0f,
+                  y.data() + first * n + column, n);
+    }
+  });
   y.finish();
   return Status::ok();
 }

@@ -23,7 +23,8 @@ Status moeRoute(const fb::Op &op, const Tensor &indices, Tensor &positions,
 Status moeDispatch(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                    Tensor &out);
 Status groupedMatmul(const fb::Op &op,
-                     const std::vector<const Tensor *> &inputs, Tensor &out);
+                     const std::vector<const Tensor *> &inputs, Tensor &out,
+                     const ParallelFor &parallel);
 Status topKGrad(const fb::Op &op, const Tensor &gradient, const Tensor &indices,
                 Tensor &out);
 Status groupedMatmulWeightGrad(const fb::Op &op, const Tensor &gradient,
