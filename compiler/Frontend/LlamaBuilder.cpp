@@ -160,24 +160,32 @@ private:
       return residualAdd(hidden, mixtureOfExperts(normed, hf, path),
                          path + ".ffn_add");
     }
-    std::string ffn = path + ".feed_forward";
-    int64_t ffnSize = model.ffnHiddenSize();
     StringRef ffnKey = model.intermediateSize ? "intermediate_size"
                        : model.ffnDimMultiplier ? "ffn_dim_multiplier"
                                                 : "multiple_of";
-    Value gate = projection(normed, hf + ".mlp.gate_proj", ffn + ".w1", ffnSize,
-                            hiddenSize, false, ffnKey, Parallel::Column);
-    Value up = projection(normed, hf + ".mlp.up_proj", ffn + ".w3", ffnSize,
-                          hiddenSize, false, ffnKey, Parallel::Column);
+    Value down = feedForward(normed, hf + ".mlp", path + ".feed_forward",
+                             model.ffnHiddenSize(), ffnKey);
+    return residualAdd(hidden, down, path + ".ffn_add");
+  }
+
+  /// A SwiGLU feed-forward w2(silu(w1 x) * w3 x) of `width`, its weights
+  /// Hugging Face's `hf`.gate_proj/up_proj/down_proj and MindFormers'
+  /// `path`.w1/w3/w2.
+  Value feedForward(Value normed, const std::string &hf,
+                    const std::string &path, int64_t width, StringRef key) {
+    int64_t hiddenSize = spec_.model.hiddenSize;
+    Value gate = projection(normed, hf + ".gate_proj", path + ".w1", width,
+                            hiddenSize, false, key, Parallel::Column);
+    Value up = projection(normed, hf + ".up_proj", path + ".w3", width,
+                          hiddenSize, false, key, Parallel::Column);
     // One op for MindFormers' w1 activation and mul: it answers to both
     // names (select_recompute's default patterns name each).
     Location swigluLoc = mf::getModelPathsLoc(
         builder_.getContext(),
-        {loc(ffn + ".mul", ffnKey), loc(ffn + ".w1.activation.silu", ffnKey)});
+        {loc(path + ".mul", key), loc(path + ".w1.activation.silu", key)});
     Value activated = mf::SwiGluOp::create(builder_, swigluLoc, gate, up);
-    Value down = projection(activated, hf + ".mlp.down_proj", ffn + ".w2",
-                            hiddenSize, ffnSize, false, ffnKey, Parallel::Row);
-    return residualAdd(hidden, down, path + ".ffn_add");
+    return projection(activated, hf + ".down_proj", path + ".w2", hiddenSize,
+                      width, false, key, Parallel::Row);
   }
 
   /// A routed feed-forward (dropless): the router's softmax in f32 chooses
@@ -275,7 +283,41 @@ private:
     Location combineLoc = loc(moePath + ".combine", "num_experts_per_tok");
     Value combined = mf::MoeCombineOp::create(builder_, combineLoc, down,
                                               route.getPositions(), weights);
-    return reshape(combined, {batch, seq, hiddenSize}, combineLoc);
+    combined = reshape(combined, {batch, seq, hiddenSize}, combineLoc);
+    if (moe.sharedExpertWidth == 0) {
+      return combined;
+    }
+    // Qwen2-MoE's shared expert, every token's, scaled by its gate.
+    Location sharedLoc =
+        loc(moePath + ".shared_experts", "shared_expert_intermediate_size");
+    Value shared = feedForward(
+        normed, hf + ".mlp.shared_expert", moePath + ".shared_experts",
+        moe.sharedExpertWidth, "shared_expert_intermediate_size");
+    Value sharedGate = weight(hf + ".mlp.shared_expert_gate.weight", "",
+                              {1, hiddenSize}, sharedLoc);
+    Value scale = castTo(sigmoid(linear(normed, sharedGate, Value(),
+                                        /*transposed=*/true, sharedLoc),
+                                 sharedLoc),
+                         computeType(), sharedLoc);
+    shared = mf::MulOp::create(builder_, sharedLoc,
+                               broadcastTo(scale, shapeOf(shared), sharedLoc),
+                               shared);
+    return mf::AddOp::create(builder_, sharedLoc,
+                             castTo(combined, computeType(), sharedLoc),
+                             shared);
+  }
+
+  /// 1 / (1 + exp(-x)), of mf's elementwise ops (fused like any chain).
+  Value sigmoid(Value x, Location at) {
+    auto type = cast<RankedTensorType>(x.getType());
+    Value one = mf::ConstantOp::create(
+        builder_, at,
+        DenseElementsAttr::get(
+            type, builder_.getFloatAttr(type.getElementType(), 1.0)));
+    Value denominator = mf::AddOp::create(
+        builder_, at, one,
+        mf::ExpOp::create(builder_, at, mf::NegOp::create(builder_, at, x)));
+    return mf::DivOp::create(builder_, at, one, denominator);
   }
 };
 

@@ -62,6 +62,9 @@ struct MoeConfig {
   /// Hugging Face's module names: Mixtral's block_sparse_moe.experts.N.w1,
   /// or Qwen's mlp.experts.N.gate_proj.
   bool mixtralNames = false;
+  /// Qwen2-MoE's shared expert: a dense SwiGLU this wide beside the routed
+  /// ones (0: none), its output scaled by sigmoid(shared_expert_gate(x)).
+  int64_t sharedExpertWidth = 0;
 
   /// The capacity of each expert for `tokens` routed tokens; 0: dropless.
   int64_t capacity(int64_t tokens) const;

@@ -860,6 +860,7 @@ private:
     static const Architecture known[] = {{"LlamaForCausalLM", "llama"},
                                          {"Qwen2ForCausalLM", "qwen2"},
                                          {"Qwen3ForCausalLM", "qwen3"},
+                                         {"Qwen2MoeForCausalLM", "qwen2_moe"},
                                          {"Qwen3MoeForCausalLM", "qwen3_moe"},
                                          {"MixtralForCausalLM", "mixtral"}};
     archFromConfig_ = true;
@@ -891,8 +892,8 @@ private:
                       : cfg.childPath("model_type") + ": '" + modelType) +
                     "' is an architecture mfc does not compile yet (from a "
                     "Hugging Face config it compiles LlamaForCausalLM, "
-                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM "
-                    "and MixtralForCausalLM)");
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
+                    "Qwen3MoeForCausalLM and MixtralForCausalLM)");
       return;
     }
     if (name && !modelType.empty() && modelType != found->modelType) {
@@ -905,7 +906,8 @@ private:
     config.archType = found->name.str();
     // Hugging Face's Qwen2 always has q/k/v biases; its Qwen3 always
     // normalizes queries and keys per head. Explicit keys still win.
-    config.qkvHasBias = found->modelType == "qwen2";
+    config.qkvHasBias =
+        found->modelType == "qwen2" || found->modelType == "qwen2_moe";
     config.qkLayernorm =
         found->modelType == "qwen3" || found->modelType == "qwen3_moe";
   }
@@ -916,7 +918,8 @@ private:
   void readExperts(MapReader &cfg) {
     ModelConfig &config = spec_.model;
     MoeConfig &moe = config.moe;
-    bool qwenMoe = config.archType == "Qwen3MoeForCausalLM";
+    bool qwen2Moe = config.archType == "Qwen2MoeForCausalLM";
+    bool qwenMoe = qwen2Moe || config.archType == "Qwen3MoeForCausalLM";
     bool mixtral = config.archType == "MixtralForCausalLM";
     // Experts named by other families' keys (MindFormers' transformer
     // configs, DeepSeek's; moe_config is readMoe's).
@@ -935,7 +938,8 @@ private:
         cfg.error(cfg.valueLoc(key),
                   cfg.childPath(key) + ": " + llvm::Twine(experts) +
                       " experts: mixture-of-experts layers are built for "
-                      "Qwen3MoeForCausalLM and MixtralForCausalLM only; "
+                      "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM and "
+                      "MixtralForCausalLM only; "
                       "compiling a dense model instead would be a different "
                       "model");
       }
@@ -944,9 +948,10 @@ private:
       return;
     }
     StringRef countKey = mixtral ? "num_local_experts" : "num_experts";
-    moe.numExperts = mixtral ? 8 : 128; // transformers' defaults
+    // transformers' defaults (MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig).
+    moe.numExperts = mixtral ? 8 : qwen2Moe ? 60 : 128;
     cfg.readInt(countKey, moe.numExperts, 1, kMaxExperts);
-    moe.expertsPerToken = mixtral ? 2 : 8;
+    moe.expertsPerToken = mixtral ? 2 : qwen2Moe ? 4 : 8;
     cfg.readInt("num_experts_per_tok", moe.expertsPerToken, 1, moe.numExperts);
     moe.mixtralNames = mixtral;
     if (mixtral) {
@@ -968,8 +973,13 @@ private:
         }
       }
     } else {
-      moe.expertWidth = 768;
+      moe.expertWidth = qwen2Moe ? 1408 : 768;
       cfg.readInt("moe_intermediate_size", moe.expertWidth, 1, kMaxFfnWidth);
+      if (qwen2Moe) {
+        moe.sharedExpertWidth = 5632;
+        cfg.readInt("shared_expert_intermediate_size", moe.sharedExpertWidth, 1,
+                    kMaxFfnWidth);
+      }
       cfg.readBool("norm_topk_prob", moe.normTopkProb);
       cfg.readInt("decoder_sparse_step", moe.sparseStep, 1, kMaxLayers);
       readLayerList(cfg, "mlp_only_layers", moe.denseLayers);

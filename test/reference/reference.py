@@ -101,11 +101,15 @@ class Config:
         # Mixture of experts (Hugging Face's Qwen3-MoE and Mixtral configs,
         # with transformers' defaults).
         self.mixtral = cfg.get("model_type") == "mixtral"
-        qwen_moe = cfg.get("model_type") == "qwen3_moe"
+        qwen2_moe = cfg.get("model_type") == "qwen2_moe"
+        qwen_moe = qwen2_moe or cfg.get("model_type") == "qwen3_moe"
         self.num_experts = cfg.get("num_local_experts", 8) if self.mixtral else \
-            cfg.get("num_experts", 128) if qwen_moe else 0
-        self.experts_per_token = cfg.get("num_experts_per_tok", 2 if self.mixtral else 8)
-        self.expert_width = self.ffn if self.mixtral else cfg.get("moe_intermediate_size", 768)
+            cfg.get("num_experts", 60 if qwen2_moe else 128) if qwen_moe else 0
+        self.experts_per_token = cfg.get("num_experts_per_tok",
+                                         2 if self.mixtral else 4 if qwen2_moe else 8)
+        self.expert_width = self.ffn if self.mixtral else \
+            cfg.get("moe_intermediate_size", 1408 if qwen2_moe else 768)
+        self.shared_width = cfg.get("shared_expert_intermediate_size", 5632) if qwen2_moe else 0
         self.norm_topk_prob = True if self.mixtral else bool(cfg.get("norm_topk_prob", False))
         self.sparse_step = cfg.get("decoder_sparse_step", 1)
         self.dense_layers = cfg.get("mlp_only_layers") or []
@@ -233,6 +237,12 @@ class Config:
                     shapes[q + names[0] + ".weight"] = (self.expert_width, h)
                     shapes[q + names[1] + ".weight"] = (self.expert_width, h)
                     shapes[q + names[2] + ".weight"] = (h, self.expert_width)
+                if self.shared_width:
+                    q = p + "mlp.shared_expert."
+                    shapes[q + "gate_proj.weight"] = (self.shared_width, h)
+                    shapes[q + "up_proj.weight"] = (self.shared_width, h)
+                    shapes[q + "down_proj.weight"] = (h, self.shared_width)
+                    shapes[p + "mlp.shared_expert_gate.weight"] = (1, h)
                 continue
             shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.up_proj.weight"] = (self.ffn, h)
@@ -282,10 +292,11 @@ def hugging_face_model_config(path, root, yaml_cfg):
     if model_type is None:
         architecture = cfg["architectures"][0]
         model_type = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-                      "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe",
+                      "Qwen3ForCausalLM": "qwen3", "Qwen2MoeForCausalLM": "qwen2_moe",
+                      "Qwen3MoeForCausalLM": "qwen3_moe",
                       "MixtralForCausalLM": "mixtral"}[architecture]
         cfg["model_type"] = model_type
-    cfg.setdefault("qkv_has_bias", model_type == "qwen2")
+    cfg.setdefault("qkv_has_bias", model_type in ("qwen2", "qwen2_moe"))
     cfg.setdefault("qk_layernorm", model_type in ("qwen3", "qwen3_moe"))
     scaling = cfg.get("rope_scaling")
     if scaling:
@@ -489,7 +500,16 @@ def sparse_moe_block(cfg, w, p, h):
         y = (torch.nn.functional.silu((x @ expert(names[0]).T).float()) *
              (x @ expert(names[1]).T).float()).to(c) @ expert(names[2]).T
         out.index_add_(0, token, (y * weights[token, slot, None]).float())
-    return out.to(c)
+    out = out.to(c)
+    if cfg.shared_width:  # Qwen2-MoE: a shared expert behind a sigmoid gate
+        x = h.to(c)
+        q = p + "mlp.shared_expert."
+        shared = (torch.nn.functional.silu((x @ w[q + "gate_proj.weight"].to(c).T).float()) *
+                  (x @ w[q + "up_proj.weight"].to(c).T).float()).to(c) @ \
+            w[q + "down_proj.weight"].to(c).T
+        gate = torch.sigmoid(x @ w[p + "mlp.shared_expert_gate.weight"].to(c).T)
+        out = out + gate * shared
+    return out
 
 
 def llama_logits(cfg, w, ids, checkpoint=False):
