@@ -146,6 +146,11 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
             fb::EnumNameOpAttributes(op.attributes_type()) + ", expected " +
             fb::EnumNameOpAttributes(row->attributes));
       }
+      // The verifier accepts a union's type without its table.
+      if (row->attributes != fb::OpAttributes::NONE && !op.attributes()) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             ") names its attribute table but has none");
+      }
       if (std::string problem = checkAttributeValues(op); !problem.empty()) {
         return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
                              "): " + problem);

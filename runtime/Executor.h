@@ -16,7 +16,6 @@
 
 namespace mfrt {
 
-/// What a debugging user can ask of a run.
 /// What each routed layer's router did, summed over runs (mf-run
 /// --moe-stats): the (token, choice) pairs each expert received and those
 /// its capacity dropped, by the layer's model path.
@@ -30,6 +29,7 @@ struct MoeStats {
   std::map<std::string, Layer> layers;
 };
 
+/// What a debugging user can ask of a run.
 struct RunOptions {
   /// Write every intermediate as DIR/<entry>.<index>.<model path>.npy.
   std::string dumpTensorsDir;

@@ -1,8 +1,8 @@
 //===- KernelSupport.h - what the eager kernels share -----------*- C++ -*-===//
 //
-// Internal to the kernel library (Kernels.cpp, GradientKernels.cpp): fp32
-// views of tensors of any float dtype, shape errors that name the op, and
-// the vectorized loops several kernels use.
+// Internal to the kernel library (Kernels.cpp, GradientKernels.cpp,
+// MoeKernels.cpp): fp32 views of tensors of any float dtype, shape errors
+// that name the op, and the vectorized loops several kernels use.
 //
 //===----------------------------------------------------------------------===//
 

@@ -117,6 +117,9 @@ Status mfrt::detail::moeDispatch(const fb::Op &op,
   int64_t rows = out.dim(0), k = positions.dim(1), hidden = tokens.dim(1);
   MFRT_RETURN_IF_ERROR(checkPositions(op, positions, rows));
   const int32_t *place = positions.as<int32_t>();
+  // Rows no pair names (a capacity's dropped pairs leave some) are zero, in
+  // both modes and whatever the arena held.
+  std::memset(out.data(), 0, out.byteSize());
   if (inputs.size() == 2) {
     // Rows are copied as stored: an unweighted dispatch converts nothing.
     size_t rowBytes = static_cast<size_t>(hidden) * dtypeSize(out.dtype());
@@ -280,6 +283,10 @@ Status mfrt::detail::groupedMatmulWeightGrad(const fb::Op &op,
                                              const Tensor &offsets,
                                              Tensor &out) {
   int64_t expert = op.attributes_as_GroupedMatmulWeightGradAttrs()->expert();
+  if (expert < 0 || expert >= offsets.numElements() - 1) {
+    return shapeError(op, "expert " + std::to_string(expert) +
+                              " has no group"); // the loader checked it too
+  }
   MFRT_RETURN_IF_ERROR(checkOffsets(op, offsets, rows.dim(0)));
   const int32_t *start = offsets.as<int32_t>();
   int64_t first = start[expert], count = start[expert + 1] - first;

@@ -1,5 +1,4 @@
-//===- MoeKernels.h - eager kernels of the mixture-of-experts ops -*- C++
-//-*-===//
+//===- MoeKernels.h - eager kernels of the mixture of experts ---*- C++ -*-===//
 //
 // Internal to the kernel library: runKernel dispatches mf.top_k,
 // mf.moe_route, mf.moe_dispatch, mf.grouped_matmul and mf.moe_combine here.

@@ -59,6 +59,18 @@ done
   -o "$corpus/executable/tp2-vocab.bin" 2>/dev/null
 "$build/bin/mfc" compile test/Frontend/gpt2.yaml --set model.model_config.num_layers=1 \
   --set use_parallel=True --set parallel_config.model_parallel=2 -o "$corpus/executable/gpt2-tp2.bin" 2>/dev/null
+# Mixtures of experts: multi-result ops, routing, dropless and with a
+# capacity (dropped pairs), forward and backward.
+"$build/bin/mfc" compile test/Frontend/Inputs/predict_qwen3_moe.yaml --set model.model_config.num_layers=1 \
+  --set "model.model_config.mlp_only_layers=[]" --set model.model_config.compute_dtype=float32 \
+  -o "$corpus/executable/qwen3-moe.bin" 2>/dev/null
+"$build/bin/mfc" compile ../shared/configs/mindformers/finetune_mixtral_8x7b.yaml \
+  --set model.model_config.hidden_size=32 --set model.model_config.intermediate_size=48 \
+  --set model.model_config.num_layers=1 --set model.model_config.num_heads=4 \
+  --set model.model_config.n_kv_heads=2 --set model.model_config.vocab_size=256 \
+  --set model.model_config.seq_length=32 --set parallel_config.data_parallel=1 \
+  --set parallel_config.expert_parallel=1 --set parallel_config.pipeline_stage=1 \
+  -o "$corpus/executable/mixtral-capacity-train.bin" 2>/dev/null
 # Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
 /usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
 import os, struct, sys, zlib

@@ -26,6 +26,18 @@ std::string checkRouting(const TensorInfo &table, const char *what) {
   return "";
 }
 
+/// Every dimension in [1, 2^31 - 1]: the kernels hand them to BLAS, whose
+/// sizes are ints, and index rows with i32 positions.
+std::string checkDims(const TensorInfo &tensor, const char *what) {
+  for (int64_t dim : tensor.shape) {
+    if (dim < 1 || dim > (int64_t(1) << 31) - 1) {
+      return std::string(what) + " " + formatShape(tensor.shape) +
+             " has a dimension outside [1, 2^31 - 1]";
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 std::string mfshapes::formatShape(const std::vector<int64_t> &shape) {
@@ -39,6 +51,9 @@ std::string mfshapes::formatShape(const std::vector<int64_t> &shape) {
 Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {
   if (!isFloat(input.element) || input.shape.empty()) {
     return failure("expected a float tensor of rank >= 1");
+  }
+  if (std::string problem = checkDims(input, "the input"); !problem.empty()) {
+    return failure(problem);
   }
   if (k < 1 || k > input.shape.back()) {
     return failure("k = " + std::to_string(k) + " is not in [1, " +
@@ -77,6 +92,9 @@ Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
     return failure("expected float tokens of shape [tokens, hidden], got " +
                    formatShape(tokens.shape));
   }
+  if (std::string problem = checkDims(tokens, "tokens"); !problem.empty()) {
+    return failure(problem);
+  }
   if (std::string problem = checkRouting(positions, "positions");
       positions.element != Element::I32 || !problem.empty()) {
     return failure(problem.empty() ? "expected i32 positions" : problem);
@@ -86,9 +104,10 @@ Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
                    std::to_string(positions.shape[0]) + " tokens, not " +
                    std::to_string(tokens.shape[0]));
   }
-  if (weights &&
-      (!isFloat(weights->element) || weights->shape != positions.shape)) {
-    return failure("expected float routing weights of the positions' shape " +
+  if (weights && (weights->element != tokens.element ||
+                  weights->shape != positions.shape)) {
+    return failure("expected routing weights of the tokens' dtype and the "
+                   "positions' shape " +
                    formatShape(positions.shape) + ", got " +
                    formatShape(weights->shape));
   }
@@ -107,6 +126,13 @@ Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
   }
   if (weights.empty()) {
     return failure("expected one weight per expert, got none");
+  }
+  if (std::string problem = checkDims(rows, "rows"); !problem.empty()) {
+    return failure(problem);
+  }
+  if (std::string problem = checkDims(weights.front(), "weight 0");
+      !problem.empty()) {
+    return failure(problem);
   }
   if (offsets.element != Element::I32 ||
       offsets.shape != std::vector<int64_t>{int64_t(weights.size()) + 1}) {
@@ -139,12 +165,16 @@ Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
     return failure("expected float rows of shape [rows, hidden], got " +
                    formatShape(rows.shape));
   }
+  if (std::string problem = checkDims(rows, "rows"); !problem.empty()) {
+    return failure(problem);
+  }
   if (std::string problem = checkRouting(positions, "positions");
       positions.element != Element::I32 || !problem.empty()) {
     return failure(problem.empty() ? "expected i32 positions" : problem);
   }
-  if (!isFloat(weights.element) || weights.shape != positions.shape) {
-    return failure("expected float routing weights of the positions' shape " +
+  if (weights.element != rows.element || weights.shape != positions.shape) {
+    return failure("expected routing weights of the rows' dtype and the "
+                   "positions' shape " +
                    formatShape(positions.shape) + ", got " +
                    formatShape(weights.shape));
   }
@@ -164,6 +194,13 @@ Inferred mfshapes::inferTopKGrad(const TensorInfo &gradient,
                    "got " +
                    formatShape(gradient.shape) + " and " +
                    formatShape(indices.shape));
+  }
+  if (std::string problem = checkDims(gradient, "the gradient");
+      !problem.empty()) {
+    return failure(problem);
+  }
+  if (width > (int64_t(1) << 31) - 1) {
+    return failure("width " + std::to_string(width) + " is above 2^31 - 1");
   }
   if (width < gradient.shape.back()) {
     return failure("width " + std::to_string(width) + " is narrower than k = " +
@@ -185,8 +222,15 @@ Inferred mfshapes::inferGroupedMatmulWeightGrad(
                    formatShape(resultGradient.shape) + " and " +
                    formatShape(rows.shape));
   }
+  if (std::string problem = checkDims(rows, "rows"); !problem.empty()) {
+    return failure(problem);
+  }
+  if (std::string problem = checkDims(resultGradient, "the gradient");
+      !problem.empty()) {
+    return failure(problem);
+  }
   if (offsets.element != Element::I32 || offsets.shape.size() != 1 ||
-      expert < 0 || expert + 1 >= offsets.shape[0]) {
+      expert < 0 || expert >= offsets.shape[0] - 1) {
     return failure("expert " + std::to_string(expert) +
                    " has no group in offsets " + formatShape(offsets.shape));
   }
@@ -203,6 +247,9 @@ Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,
                    "[rows, hidden], got " +
                    formatShape(resultGradient.shape) + " and " +
                    formatShape(rows.shape));
+  }
+  if (std::string problem = checkDims(rows, "rows"); !problem.empty()) {
+    return failure(problem);
   }
   if (std::string problem = checkRouting(positions, "positions");
       positions.element != Element::I32 || !problem.empty()) {

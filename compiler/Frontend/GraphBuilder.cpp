@@ -63,9 +63,9 @@ Location GraphBuilder::loc(const Twine &modelPath, StringRef yamlKey) {
 
 Value GraphBuilder::param(StringRef name, StringRef mfName,
                           ArrayRef<int64_t> shape, mf::ParameterInit init,
-                          Location loc, int64_t splitDim,
-                          int64_t splitParts) {
-  RankedTensorType type = tensorType(shape, paramType());
+                          Location loc, int64_t splitDim, int64_t splitParts,
+                          Type stored) {
+  RankedTensorType type = tensorType(shape, stored ? stored : paramType());
   mf::ParameterOp &parameter = parameters_[name];
   if (!parameter) {
     FloatAttr std;

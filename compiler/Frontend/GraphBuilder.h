@@ -61,7 +61,7 @@ protected:
   mlir::Value param(llvm::StringRef name, llvm::StringRef mfName,
                     llvm::ArrayRef<int64_t> shape, mlir::mf::ParameterInit init,
                     mlir::Location loc, int64_t splitDim = -1,
-                    int64_t splitParts = 1);
+                    int64_t splitParts = 1, mlir::Type stored = {});
   /// A normal-initialized weight with the config's init std.
   mlir::Value weight(llvm::StringRef name, llvm::StringRef mfName,
                      llvm::ArrayRef<int64_t> shape, mlir::Location loc,

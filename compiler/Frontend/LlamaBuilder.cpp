@@ -207,8 +207,10 @@ private:
     // the compute dtype (Hugging Face's), then a float32 softmax.
     Type routerType =
         moe.routerType ? elementType(*moe.routerType) : computeType();
-    Value gate =
-        weight(block + ".gate.weight", "", {experts, hiddenSize}, routerLoc);
+    // MindFormers keeps the router's weight in router_dense_type too.
+    Value gate = param(block + ".gate.weight", "", {experts, hiddenSize},
+                       mf::ParameterInit::normal, routerLoc, -1, 1,
+                       moe.routerType ? routerType : Type());
     Value logits = mf::MatmulOp::create(
         builder_, routerLoc, tensorType({tokens, experts}, routerType),
         castTo(x, routerType, routerLoc), castTo(gate, routerType, routerLoc),
@@ -295,8 +297,10 @@ private:
         moe.sharedExpertWidth, "shared_expert_intermediate_size");
     Value sharedGate = weight(hf + ".mlp.shared_expert_gate.weight", "",
                               {1, hiddenSize}, sharedLoc);
-    Value scale = castTo(sigmoid(linear(normed, sharedGate, Value(),
-                                        /*transposed=*/true, sharedLoc),
+    // The gate's sigmoid in float32, rounded once (as torch.sigmoid).
+    Value scale = castTo(sigmoid(castTo(linear(normed, sharedGate, Value(),
+                                               /*transposed=*/true, sharedLoc),
+                                        builder_.getF32Type(), sharedLoc),
                                  sharedLoc),
                          computeType(), sharedLoc);
     shared = mf::MulOp::create(builder_, sharedLoc,

@@ -70,7 +70,7 @@ struct MoeConfig {
   int64_t capacity(int64_t tokens) const;
 
   bool routed(int64_t layer) const {
-    return numExperts > 1 && (layer + 1) % sparseStep == 0 &&
+    return numExperts > 0 && (layer + 1) % sparseStep == 0 &&
            std::find(denseLayers.begin(), denseLayers.end(), layer) ==
                denseLayers.end();
   }

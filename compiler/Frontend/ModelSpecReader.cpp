@@ -86,10 +86,11 @@ int64_t MoeConfig::capacity(int64_t tokens) const {
   // MindFormers' calculate_expert_capacity_v2 (moe.py), evaluated in its
   // order: ceil(k * N * factor / E), at most N, rounded up to a multiple
   // of the model-parallel degree (times comp_comm_parallel_degree).
+  double exact = static_cast<double>(expertsPerToken * tokens) *
+                 capacityFactor / static_cast<double>(numExperts);
+  // At most N, clamped before the conversion (a huge factor overflows it).
   auto capacity = static_cast<int64_t>(
-      std::ceil(static_cast<double>(expertsPerToken * tokens) * capacityFactor /
-                static_cast<double>(numExperts)));
-  capacity = std::min(capacity, tokens);
+      std::ceil(std::min(exact, static_cast<double>(tokens))));
   if (capacity % capacityMultiple != 0) {
     capacity += capacityMultiple - capacity % capacityMultiple;
   }
@@ -950,9 +951,12 @@ private:
     StringRef countKey = mixtral ? "num_local_experts" : "num_experts";
     // transformers' defaults (MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig).
     moe.numExperts = mixtral ? 8 : qwen2Moe ? 60 : 128;
-    cfg.readInt(countKey, moe.numExperts, 1, kMaxExperts);
+    // 0: dense layers, as transformers builds them; 1: a routed layer of
+    // one expert.
+    cfg.readInt(countKey, moe.numExperts, 0, kMaxExperts);
     moe.expertsPerToken = mixtral ? 2 : qwen2Moe ? 4 : 8;
-    cfg.readInt("num_experts_per_tok", moe.expertsPerToken, 1, moe.numExperts);
+    cfg.readInt("num_experts_per_tok", moe.expertsPerToken, 1,
+                std::max<int64_t>(1, moe.numExperts));
     moe.mixtralNames = mixtral;
     if (mixtral) {
       // Mixtral's experts are intermediate_size wide; its router always
@@ -984,9 +988,9 @@ private:
       cfg.readInt("decoder_sparse_step", moe.sparseStep, 1, kMaxLayers);
       readLayerList(cfg, "mlp_only_layers", moe.denseLayers);
     }
-    // The auxiliary loss joins training's loss when output_router_logits
-    // asks; router_jitter_noise perturbs training's router. Neither changes
-    // what predict and eval compute.
+    // The auxiliary loss joins the loss when output_router_logits asks;
+    // router_jitter_noise perturbs training's router. Neither changes what
+    // predict computes.
     double auxLoss = 0.001, jitter = 0;
     bool routerLogits = false;
     cfg.readFloat("router_aux_loss_coef", auxLoss, 0, INFINITY);
@@ -994,13 +998,13 @@ private:
     cfg.readFloat("router_jitter_noise", jitter, 0, INFINITY);
     bool training =
         spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune;
-    if (training && routerLogits && auxLoss > 0) {
+    // transformers adds it to every loss it computes (eval's too).
+    if (spec_.runMode != RunMode::Predict && routerLogits && auxLoss > 0) {
       cfg.error(cfg.valueLoc("output_router_logits"),
                 cfg.childPath("output_router_logits") +
                     ": true adds the router's load-balancing loss "
-                    "(router_aux_loss_coef) to the training loss, which is "
-                    "not built yet; set it to false to train on the language "
-                    "model loss alone");
+                    "(router_aux_loss_coef) to the loss, which is not built "
+                    "yet; set it to false for the language model loss alone");
     }
     if (training && jitter > 0) {
       cfg.error(cfg.valueLoc("router_jitter_noise"),
@@ -1473,11 +1477,11 @@ private:
     if (experts <= 1) {
       return; // one expert: MindFormers builds the dense model
     }
-    if (config.numExperts > 1 || model.family != ModelFamily::Llama) {
+    if (config.numExperts > 0 || model.family != ModelFamily::Llama) {
       moe.error(moe.valueLoc("expert_num"),
                 "moe_config.expert_num: " + llvm::Twine(experts) +
                     " experts for a model that " +
-                    (config.numExperts > 1
+                    (config.numExperts > 0
                          ? "its model folder's config.json already routes"
                          : "is not LlamaForCausalLM") +
                     "; MindFormers routes LlamaForCausalLM's feed-forward "
@@ -2238,16 +2242,21 @@ private:
               "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
-    if (model.moe.numExperts > 1 &&
-        parallel.dataParallel * parallel.modelParallel > 1) {
-      StringRef key =
-          parallel.modelParallel > 1 ? "model_parallel" : "data_parallel";
+    if (model.moe.numExperts > 0 &&
+        parallel.dataParallel * parallel.modelParallel *
+                parallel.contextParallel * parallel.expertParallel >
+            1) {
+      StringRef key = parallel.expertParallel > 1    ? "expert_parallel"
+                      : parallel.modelParallel > 1   ? "model_parallel"
+                      : parallel.contextParallel > 1 ? "context_parallel"
+                                                     : "data_parallel";
       diagnostics().error(
           loc("parallel_config." + key.str()),
           "parallel_config." + key +
-              ": a mixture of experts runs on one "
-              "rank so far (its ops have no sharding rules yet); set "
-              "data_parallel and model_parallel to 1");
+              ": a mixture of experts runs on one rank so far (its ops have "
+              "no sharding rules yet, and MindFormers routes each data- and "
+              "context-parallel group's tokens apart); set data_parallel, "
+              "model_parallel, context_parallel and expert_parallel to 1");
     }
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {

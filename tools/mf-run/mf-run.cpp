@@ -1509,6 +1509,10 @@ int run(int argc, char **argv) {
     session.runOptions.traceEvents = &session.traceEvents;
   }
   if (options.moeStats) {
+    if (options.check) {
+      return failUsage("--moe-stats counts a run's routing; --check runs "
+                       "each entry twice to compare them: give one");
+    }
     session.runOptions.moeStats = &session.moeStats;
   }
   if (options.check) {

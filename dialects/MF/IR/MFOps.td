@@ -1168,8 +1168,7 @@ def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor,
   let description = [{
     `result[positions[t, c]] = tokens[t]`: each token's row once per
     choice, at its place in the expert-grouped order of `mf.moe_route`
-    (none for a dropped pair, position -1; rows no pair names are left
-    as they are, and no op reads them).
+    (none for a dropped pair, position -1; rows no pair names are zero).
     With `weights` (`[tokens, k]`) each row is scaled by its choice's
     weight: the gradient of `mf.moe_combine`'s rows.
 

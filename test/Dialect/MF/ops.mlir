@@ -241,6 +241,8 @@ func.func @mixture_of_experts(%x: tensor<6x16xf32>, %p: tensor<6x4xf32>,
   %v, %i = mf.top_k %p k = 2 : tensor<6x4xf32> -> tensor<6x2xf32>, tensor<6x2xi32>
   // CHECK: mf.moe_route %{{.*}} num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
   %pos, %off = mf.moe_route %i num_experts = 4 : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
+  // CHECK: mf.moe_route %{{.*}} num_experts = 4 capacity = 3 choice_order : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
+  %cpos, %coff = mf.moe_route %i num_experts = 4 capacity = 3 choice_order : tensor<6x2xi32> -> tensor<6x2xi32>, tensor<5xi32>
   // CHECK: mf.moe_dispatch %{{.*}}, %{{.*}} : (tensor<6x16xf32>, tensor<6x2xi32>) -> tensor<12x16xf32>
   %rows = mf.moe_dispatch %x, %pos : (tensor<6x16xf32>, tensor<6x2xi32>) -> tensor<12x16xf32>
   // CHECK: mf.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<12x16xf32>, tensor<5xi32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32>, tensor<24x16xf32> -> tensor<12x24xf32>
