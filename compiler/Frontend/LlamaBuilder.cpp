@@ -295,17 +295,25 @@ private:
     Value shared = feedForward(
         normed, hf + ".mlp.shared_expert", moePath + ".shared_experts",
         moe.sharedExpertWidth, "shared_expert_intermediate_size");
-    Value sharedGate = weight(hf + ".mlp.shared_expert_gate.weight", "",
-                              {1, hiddenSize}, sharedLoc);
-    // The gate's sigmoid in float32, rounded once (as torch.sigmoid).
-    Value scale = castTo(sigmoid(castTo(linear(normed, sharedGate, Value(),
-                                               /*transposed=*/true, sharedLoc),
-                                        builder_.getF32Type(), sharedLoc),
-                                 sharedLoc),
-                         computeType(), sharedLoc);
-    shared = mf::MulOp::create(builder_, sharedLoc,
-                               broadcastTo(scale, shapeOf(shared), sharedLoc),
-                               shared);
+    if (moe.sharedExpertGated) {
+      // The gate in the router's dtype (MindFormers: router_dense_type),
+      // its sigmoid in float32, rounded once (as torch.sigmoid).
+      Value sharedGate =
+          param(hf + ".mlp.shared_expert_gate.weight", "", {1, hiddenSize},
+                mf::ParameterInit::normal, sharedLoc, -1, 1,
+                moe.routerType ? routerType : Type());
+      Value logit = mf::MatmulOp::create(
+          builder_, sharedLoc, tensorType({batch, seq, 1}, routerType),
+          castTo(normed, routerType, sharedLoc),
+          castTo(sharedGate, routerType, sharedLoc),
+          /*transpose_lhs=*/false, /*transpose_rhs=*/true);
+      Value scale = castTo(
+          sigmoid(castTo(logit, builder_.getF32Type(), sharedLoc), sharedLoc),
+          computeType(), sharedLoc);
+      shared = mf::MulOp::create(builder_, sharedLoc,
+                                 broadcastTo(scale, shapeOf(shared), sharedLoc),
+                                 shared);
+    }
     return mf::AddOp::create(builder_, sharedLoc,
                              castTo(combined, computeType(), sharedLoc),
                              shared);

@@ -63,8 +63,10 @@ struct MoeConfig {
   /// or Qwen's mlp.experts.N.gate_proj.
   bool mixtralNames = false;
   /// Qwen2-MoE's shared expert: a dense SwiGLU this wide beside the routed
-  /// ones (0: none), its output scaled by sigmoid(shared_expert_gate(x)).
+  /// ones (0: none), its output scaled by sigmoid(shared_expert_gate(x))
+  /// when `sharedExpertGated`.
   int64_t sharedExpertWidth = 0;
+  bool sharedExpertGated = true;
 
   /// The capacity of each expert for `tokens` routed tokens; 0: dropless.
   int64_t capacity(int64_t tokens) const;

@@ -1549,16 +1549,25 @@ private:
                                          "without it would route otherwise");
       }
     };
-    refuseTrue("use_shared_expert_gating", "the shared experts' sigmoid gate");
     refuseTrue("use_gating_sigmoid", "a sigmoid router");
     refuseTrue("balance_via_topk_bias", "the top-k bias of aux-free balancing");
     refuseTrue("use_gmm", "MoEV3 (grouped matmul with AllToAllV)");
-    int64_t shared = 0;
-    moe.readInt("shared_expert_num", shared, 0, kMaxExperts);
-    if (shared > 0) {
+    // LlamaFeedForwardWithMoE: one dense SwiGLU intermediate_size x
+    // shared_expert_num wide beside the routed experts (MindFormers' Qwen2-MoE:
+    // Hugging Face's Qwen2-MoE names), gated by a sigmoid if asked.
+    double shared = 0;
+    moe.readFloat("shared_expert_num", shared, 0, kMaxExperts);
+    if (shared != std::floor(shared)) {
       moe.error(moe.valueLoc("shared_expert_num"),
-                "moe_config.shared_expert_num: shared experts beside the "
-                "routed ones are not built yet");
+                "moe_config.shared_expert_num: expected a whole number of "
+                "shared experts, got " +
+                    std::to_string(shared));
+    } else if (shared > 0) {
+      config.sharedExpertWidth =
+          model.ffnHiddenSize() * static_cast<int64_t>(shared);
+      config.mixtralNames = false;
+      config.sharedExpertGated = false;
+      moe.readBool("use_shared_expert_gating", config.sharedExpertGated);
     }
     std::string topkMethod = "greedy";
     static const StringRef topkMethods[] = {"greedy", "group_limited_greedy",
@@ -1594,7 +1603,8 @@ private:
       }
     }
     // Same routing, another kernel or layout, or diagnostics.
-    moe.ignore({"use_fused_ops_topkrouter",
+    moe.ignore({"use_shared_expert_gating",
+                "use_fused_ops_topkrouter",
                 "group_wise_a2a",
                 "use_allgather_dispatcher",
                 "moe_shared_expert_overlap",

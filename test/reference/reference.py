@@ -110,6 +110,7 @@ class Config:
         self.expert_width = self.ffn if self.mixtral else \
             cfg.get("moe_intermediate_size", 1408 if qwen2_moe else 768)
         self.shared_width = cfg.get("shared_expert_intermediate_size", 5632) if qwen2_moe else 0
+        self.shared_gated = True
         self.norm_topk_prob = True if self.mixtral else bool(cfg.get("norm_topk_prob", False))
         self.sparse_step = cfg.get("decoder_sparse_step", 1)
         self.dense_layers = cfg.get("mlp_only_layers") or []
@@ -133,6 +134,13 @@ class Config:
                 self.capacity = min(math.ceil(self.experts_per_token * tokens * factor /
                                               self.num_experts), tokens)
             self.sequence_drop = bool(moe.get("enable_sdrop", False))
+            # LlamaFeedForwardWithMoE (MindFormers' Qwen2-MoE, Hugging
+            # Face's Qwen2-MoE names): a shared expert beside the routed.
+            shared = moe.get("shared_expert_num", 0)
+            if shared:
+                self.mixtral = False
+                self.shared_width = int(self.ffn * shared)
+                self.shared_gated = bool(moe.get("use_shared_expert_gating", False))
         # Training: mf-run's defaults where the YAML is silent.
         opt = root.get("optimizer") or {}
         self.optimizer = opt.get("type", "AdamW")
@@ -242,7 +250,8 @@ class Config:
                     shapes[q + "gate_proj.weight"] = (self.shared_width, h)
                     shapes[q + "up_proj.weight"] = (self.shared_width, h)
                     shapes[q + "down_proj.weight"] = (h, self.shared_width)
-                    shapes[p + "mlp.shared_expert_gate.weight"] = (1, h)
+                    if self.shared_gated:
+                        shapes[p + "mlp.shared_expert_gate.weight"] = (1, h)
                 continue
             shapes[p + "mlp.gate_proj.weight"] = (self.ffn, h)
             shapes[p + "mlp.up_proj.weight"] = (self.ffn, h)
@@ -507,8 +516,9 @@ def sparse_moe_block(cfg, w, p, h):
         shared = (torch.nn.functional.silu((x @ w[q + "gate_proj.weight"].to(c).T).float()) *
                   (x @ w[q + "up_proj.weight"].to(c).T).float()).to(c) @ \
             w[q + "down_proj.weight"].to(c).T
-        gate = torch.sigmoid(x @ w[p + "mlp.shared_expert_gate.weight"].to(c).T)
-        out = out + gate * shared
+        if cfg.shared_gated:
+            shared = torch.sigmoid(x @ w[p + "mlp.shared_expert_gate.weight"].to(c).T) * shared
+        out = out + shared
     return out
 
 
