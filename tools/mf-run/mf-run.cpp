@@ -1083,10 +1083,12 @@ int evaluate(const Options &options, Session &session) {
 }
 
 /// Runs entry `name` in PyNative and in Graph Mode on the same inputs and
-/// compares, dispatch by dispatch, what each kernel wrote with what PyNative
-/// computed for the same values. Fails naming the first kernel that differs;
-/// counts the kernel dispatches compared into `checked`.
-Status checkEntry(const std::string &name, Session &session, size_t &checked) {
+/// compares, command by command, what each kernel (or library op: the same
+/// eager kernel, on the memory plan's buffers) wrote with what PyNative
+/// computed for the same values. Fails naming the first that differs;
+/// counts the kernel dispatches and library ops compared.
+Status checkEntry(const std::string &name, Session &session, size_t &checked,
+                  size_t &libraryChecked) {
   const fb::Executable &root = session.executable.root();
   const fb::Entry *entry = session.executable.entry(name);
   PyNativeExecutor executor(session.executable, session.weights,
@@ -1156,9 +1158,13 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
     }
     return ulp;
   };
+  std::vector<uint32_t> all(entry->values()->size());
+  std::iota(all.begin(), all.end(), 0u);
+  double entryUlp = ulpOf(all);
   if (entry->host()) {
     for (const fb::Command *command : *entry->host()->commands()) {
-      if (command->kind() != fb::CommandKind::Dispatch) {
+      bool library = command->kind() == fb::CommandKind::Library;
+      if (command->kind() != fb::CommandKind::Dispatch && !library) {
         continue;
       }
       std::vector<uint32_t> computed;
@@ -1166,7 +1172,11 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
         const fb::Op &op = *entry->ops()->Get(command->first_op() + i);
         computed.insert(computed.end(), op.results()->begin(), op.results()->end());
       }
-      double ulp = ulpOf(computed);
+      // A library op runs the eager kernel in both modes: what differs is
+      // its inputs, which carry the rounding of every 16-bit value before
+      // them (a widened bf16 query into a float32 rope): it is held to the
+      // entry's narrowest type, like the entry's outputs.
+      double ulp = library ? entryUlp : ulpOf(computed);
       for (const fb::Binding *binding : *command->bindings()) {
         uint32_t id = binding->value();
         if (binding->access() != fb::Access::Write) {
@@ -1184,9 +1194,16 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
           }
           char beyond[64];
           std::snprintf(beyond, sizeof(beyond), "%.3g", excess);
+          std::string what =
+              library
+                  ? std::string("library op '") +
+                        fb::EnumNameOpKind(
+                            entry->ops()->Get(command->first_op())->kind()) +
+                        "'"
+                  : "kernel '" + root.kernels()->Get(command->kernel())->str() +
+                        "'";
           return Status::error(
-              "graph and pynative differ first in kernel '" +
-              root.kernels()->Get(command->kernel())->str() + "' of '" + name +
+              "graph and pynative differ first in " + what + " of '" + name +
               "' at value %" + std::to_string(id) +
               (captured
                    ? std::string(" (by ") + beyond + " beyond the tolerance)"
@@ -1196,12 +1213,9 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked) {
               ", which computes:" + ops);
         }
       }
-      ++checked;
+      ++(library ? libraryChecked : checked);
     }
   }
-  std::vector<uint32_t> all(entry->values()->size());
-  std::iota(all.begin(), all.end(), 0u);
-  double entryUlp = ulpOf(all);
   for (size_t i = 0; i < eagerOut->size(); ++i) {
     if (worst((*eagerOut)[i], (*graphOut)[i], entryUlp) > 0) {
       return Status::error("the outputs of '" + name + "' differ between graph and "
@@ -1225,7 +1239,7 @@ bool assignsParameters(const fb::Entry &entry) {
 /// --check: every entry a run may take (each prefill length, decode,
 /// logits, the loss), graph against PyNative.
 int checkModes(Session &session) {
-  size_t checked = 0;
+  size_t checked = 0, libraryChecked = 0;
   std::string compared;
   std::vector<std::string> skipped;
   for (const std::string &name : session.executable.entryNames()) {
@@ -1234,7 +1248,8 @@ int checkModes(Session &session) {
       skipped.push_back(name);
       continue;
     }
-    if (Status status = checkEntry(name, session, checked); !status) {
+    if (Status status = checkEntry(name, session, checked, libraryChecked);
+        !status) {
       return fail(status);
     }
     compared += (compared.empty() ? "'" : ", '") + name + "'";
@@ -1242,6 +1257,9 @@ int checkModes(Session &session) {
   std::cout << "check: " << compared << " in graph mode equal pynative "
             << "(rtol 1e-4, atol 1e-5; kernels computing in f16/bf16: two ulps): "
             << checked << " kernel dispatches compared";
+  if (libraryChecked > 0) {
+    std::cout << ", and " << libraryChecked << " library ops";
+  }
   for (const std::string &name : skipped) {
     std::cout << "; '" << name << "' not compared (it assigns parameters)";
   }
