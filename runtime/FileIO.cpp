@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <vector>
 
@@ -72,8 +73,10 @@ std::string directoryOf(const std::string &path) {
 }
 
 /// Removes the temporaries of `name` in `directory` (".name.XXXXXX.tmp")
-/// that no writer holds locked: left by a writer killed mid-write (kill -9
-/// of a checkpoint save), which no later run would otherwise remove.
+/// that no writer holds locked and that are over a minute old: left by a
+/// writer killed mid-write (kill -9 of a checkpoint save), which no later
+/// run would otherwise remove. (A writer locks its temporary just after
+/// creating it: the age keeps that instant's temporary safe.)
 void removeAbandonedTemporaries(const std::string &directory,
                                 const std::string &name,
                                 const std::string &own) {
@@ -98,6 +101,7 @@ void removeAbandonedTemporaries(const std::string &directory,
     }
     struct stat info;
     if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+        info.st_mtime < std::time(nullptr) - 60 &&
         flock(fd, LOCK_EX | LOCK_NB) == 0) {
       ::unlink(path.c_str());
     }
@@ -355,20 +359,21 @@ Status mfrt::writeFileAtomically(
   if (fsync(fd) != 0) {
     return fail(std::strerror(errno));
   }
-  if (::close(fd) != 0) {
-    int error = errno;
-    ::unlink(temporary.c_str());
-    return Status::error(codeOfErrno(error),
-                         "cannot write " + quoted(what, path) + ": " +
-                             std::strerror(error) + " (nothing was changed)");
-  }
+  // Renamed while still locked (closing unlocks: another writer would take
+  // the temporary for a killed writer's).
   if (std::rename(temporary.c_str(), target->c_str()) != 0) {
     int error = errno;
+    ::close(fd);
     ::unlink(temporary.c_str());
     return Status::error(codeOfErrno(error),
                          "cannot write " + quoted(what, path) +
                              ": cannot rename the temporary file over it: " +
                              std::strerror(error) + " (nothing was changed)");
+  }
+  if (::close(fd) != 0) { // the data is durable already (fsync)
+    return Status::error(codeOfErrno(errno),
+                         "wrote " + quoted(what, path) +
+                             " but closing it failed: " + std::strerror(errno));
   }
   return Status::ok();
 }
