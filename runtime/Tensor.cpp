@@ -2,6 +2,8 @@
 
 #include "runtime/Tensor.h"
 
+#include "shapes/ShapeRules.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -76,11 +78,7 @@ void mfrt::copyBlock(const void *from, void *to, const Shape &wholeShape,
 }
 
 std::string mfrt::formatShape(const Shape &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return text + "]";
+  return mfshapes::formatShape(shape);
 }
 
 float mfrt::halfToFloat(uint16_t bits) {

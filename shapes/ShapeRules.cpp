@@ -10,9 +10,12 @@ bool isFloat(Element element) { return element != Element::I32; }
 
 Inferred failure(std::string why) { return {{}, std::move(why)}; }
 
-/// The types of a routed layer's [tokens, k] tables (indices, positions,
-/// weights): rank 2, both dimensions positive, tokens * k representable.
+/// The type of a routed layer's i32 [tokens, k] table (expert indices,
+/// positions): rank 2, both dimensions positive, tokens * k representable.
 std::string checkRouting(const TensorInfo &table, const char *what) {
+  if (table.element != Element::I32) {
+    return std::string("expected i32 ") + what;
+  }
   if (table.shape.size() != 2 || table.shape[0] <= 0 || table.shape[1] <= 0) {
     return std::string("expected ") + what + " of shape [tokens, k], got " +
            formatShape(table.shape);
@@ -67,9 +70,6 @@ Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {
 
 Inferred mfshapes::inferMoeRoute(const TensorInfo &indices, int64_t experts,
                                  int64_t capacity) {
-  if (indices.element != Element::I32) {
-    return failure("expected i32 expert indices");
-  }
   if (std::string problem = checkRouting(indices, "expert indices");
       !problem.empty()) {
     return failure(problem);
@@ -96,8 +96,8 @@ Inferred mfshapes::inferMoeDispatch(const TensorInfo &tokens,
     return failure(problem);
   }
   if (std::string problem = checkRouting(positions, "positions");
-      positions.element != Element::I32 || !problem.empty()) {
-    return failure(problem.empty() ? "expected i32 positions" : problem);
+      !problem.empty()) {
+    return failure(problem);
   }
   if (positions.shape[0] != tokens.shape[0]) {
     return failure("positions " + formatShape(positions.shape) + " route " +
@@ -169,8 +169,8 @@ Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
     return failure(problem);
   }
   if (std::string problem = checkRouting(positions, "positions");
-      positions.element != Element::I32 || !problem.empty()) {
-    return failure(problem.empty() ? "expected i32 positions" : problem);
+      !problem.empty()) {
+    return failure(problem);
   }
   if (weights.element != rows.element || weights.shape != positions.shape) {
     return failure("expected routing weights of the rows' dtype and the "
@@ -252,8 +252,8 @@ Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,
     return failure(problem);
   }
   if (std::string problem = checkRouting(positions, "positions");
-      positions.element != Element::I32 || !problem.empty()) {
-    return failure(problem.empty() ? "expected i32 positions" : problem);
+      !problem.empty()) {
+    return failure(problem);
   }
   if (positions.shape[0] != resultGradient.shape[0] ||
       positions.shape[0] * positions.shape[1] != rows.shape[0]) {

@@ -1522,9 +1522,8 @@ private:
                 "mfc builds for training and eval only; set "
                 "model.model_config.use_past: True (MoEInfer, dropless)");
     } else if (policy != "TopkRouterV2") {
-      moe.error(moe.present() && moe.get("routing_policy")
-                    ? moe.valueLoc("routing_policy")
-                    : moe.keyLoc("expert_num"),
+      moe.error(moe.get("routing_policy") ? moe.valueLoc("routing_policy")
+                                          : moe.keyLoc("expert_num"),
                 "moe_config.routing_policy: MindFormers' LLaMA trains and "
                 "evaluates a mixture of experts with TopkRouterV2 only (its "
                 "MoEV2 refuses '" +

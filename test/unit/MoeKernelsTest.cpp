@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ContentChecksum.h"
+#include "runtime/Executable.h"
 #include "runtime/Kernels.h"
 #include "shapes/ShapeRules.h"
 
@@ -189,4 +191,43 @@ TEST(ShapeRules, RefuseWhatOverflows) {
   // Routing weights of another dtype than the rows'.
   EXPECT_FALSE(inferMoeCombine({Element::BF16, {4, 8}}, {Element::I32, {2, 2}},
                                {Element::F32, {2, 2}}));
+}
+
+// The flatbuffers verifier accepts an attribute union's type without its
+// table; the loader refuses it (every attributes_as_X() would be null).
+TEST(MoeLoader, RefusesAnAttributeTypeWithoutItsTable) {
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<int64_t> inputShape{2, 4}, chosenShape{2, 2};
+  std::vector<flatbuffers::Offset<fb::TensorType>> values{
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &inputShape),
+      fb::CreateTensorTypeDirect(builder, fb::DType::F32, &chosenShape),
+      fb::CreateTensorTypeDirect(builder, fb::DType::I32, &chosenShape)};
+  std::vector<uint32_t> operands{0}, results{1, 2};
+  std::vector<flatbuffers::Offset<fb::Op>> ops{fb::CreateOpDirect(
+      builder, fb::OpKind::TopK, &operands, &results, "router",
+      fb::OpAttributes::TopKAttrs, /*attributes=*/0)};
+  std::vector<uint32_t> inputs{0}, outputs{1};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> inputNames{
+      builder.CreateString("x")},
+      outputNames{builder.CreateString("values")};
+  std::vector<flatbuffers::Offset<fb::Entry>> entries{
+      fb::CreateEntryDirect(builder, "route", &values, &inputs, &inputNames,
+                            &outputs, &outputNames, &ops)};
+  auto model = fb::CreateModelInfoDirect(
+      builder, "probe", fb::ModelFamily::Llama, "predict", 0, 0, 1, 2, 64);
+  builder.Finish(fb::CreateExecutableDirect(
+                     builder, kMaxFormatVersion, "cpu", model, nullptr,
+                     &entries, nullptr, nullptr, nullptr, /*content_crc32=*/1,
+                     0, nullptr, nullptr, 0, kOpRegistryFingerprint),
+                 fb::ExecutableIdentifier());
+  std::vector<uint8_t> bytes(builder.GetBufferPointer(),
+                             builder.GetBufferPointer() + builder.GetSize());
+  ASSERT_TRUE(sealContentChecksum(bytes.data(), bytes.size()));
+  StatusOr<Executable> executable =
+      Executable::fromBytes(std::move(bytes), "probe.bin");
+  ASSERT_FALSE(executable);
+  EXPECT_NE(executable.status().message().find(
+                "(TopK) names its attribute table but has none"),
+            std::string::npos)
+      << executable.status().message();
 }
