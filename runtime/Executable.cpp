@@ -331,8 +331,9 @@ Status checkEntryContracts(const fb::Executable &root) {
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
     int64_t shorterPrefill = prefillLengthOf(name);
     if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
-      // ids, then past_length (decode) or logits_position (prefill), then
-      // the caches; the logits of one position.
+      // ids, then each row's past_length (with a cache), then each row's
+      // logits_position (prefill), then the caches; the logits of one
+      // position per row.
       bool decode = name == "decode";
       int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
       if (shorterPrefill == 0 || shorterPrefill >= seq ||
@@ -341,25 +342,35 @@ Status checkEntryContracts(const fb::Executable &root) {
                    " tokens: such entries take 1 to seq_length - 1 (" +
                    std::to_string(seq - 1) + ") tokens and a KV cache");
       }
-      constexpr size_t kFirstCache = 2;
+      if (decode && caches == 0) {
+        return bad("decodes without a KV cache");
+      }
+      const size_t kFirstCache = 1 + (caches > 0) + !decode;
       if (inputs != kFirstCache + caches || outputs != 1 + caches) {
         return bad("has the wrong number of inputs or outputs");
       }
+      bool positionsPerRow = true;
+      for (size_t i = 1; i < kFirstCache; ++i) {
+        positionsPerRow &=
+            Executable::hasType(inputType(*entry, i), DType::I32, {batch});
+      }
       if (!Executable::hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
-          !Executable::hasType(inputType(*entry, 1), DType::I32, {}) ||
+          !positionsPerRow ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, 1, vocab})) {
         return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
-                   std::to_string(tokens) + "] and a position and return f32 "
-                   "logits [" + std::to_string(batch) + ", 1, " +
-                   std::to_string(vocab) + "]");
+                   std::to_string(tokens) + "] and i32 positions [" +
+                   std::to_string(batch) + "] and return f32 logits [" +
+                   std::to_string(batch) + ", 1, " + std::to_string(vocab) +
+                   "]");
       }
       for (size_t i = 0; i < caches; ++i) {
         if (!sameType(inputType(*entry, kFirstCache + i), outputType(*entry, 1 + i))) {
           return bad("returns a KV cache of another type than it takes");
         }
         if ((decode || shorterPrefill > 0) &&
-            (!prefill || !sameType(inputType(*entry, kFirstCache + i),
-                                   inputType(*prefill, kFirstCache + i)))) {
+            (!prefill || prefill->inputs()->size() != 3 + caches ||
+             !sameType(inputType(*entry, kFirstCache + i),
+                       inputType(*prefill, 3 + i)))) {
           return bad("takes KV caches of other types than prefill");
         }
       }

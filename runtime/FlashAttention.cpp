@@ -326,12 +326,20 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
                                     int64_t unitBegin, int64_t unitEnd) {
   const bool cached = args.cacheKey != nullptr;
   int64_t available = cached ? args.keys : args.newRows;
-  if (args.past < 0 || (cached && args.past + args.newRows > args.keys) ||
-      (args.hasPast && args.past + args.seq > available)) {
-    return "past_length " + std::to_string(args.past) + " + " +
-           std::to_string(args.seq) + " new tokens exceeds the " +
-           std::to_string(available) +
-           " keys of the cache; prompt plus new tokens must fit in seq_length";
+  auto pastOf = [&](int64_t b) -> int64_t {
+    return args.pastRows ? args.pastRows[b] : args.past;
+  };
+  for (int64_t b = 0; b < (args.pastRows ? args.batch : 1); ++b) {
+    int64_t past = pastOf(b);
+    if (past < 0 || (cached && past + args.newRows > args.keys) ||
+        (args.hasPast && past + args.seq > available)) {
+      return "past_length " + std::to_string(past) +
+             (args.pastRows ? " (batch row " + std::to_string(b) + ")" : "") +
+             " + " + std::to_string(args.seq) + " new tokens exceeds the " +
+             std::to_string(available) +
+             " keys of the cache; prompt plus new tokens must fit in "
+             "seq_length";
+    }
   }
   const int64_t dim = args.dim, half = dim / 2,
                 group = args.heads / args.kvHeads;
@@ -420,7 +428,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     // Element offsets of this KV head's first new row and first cache row.
     int64_t newBase = (b * args.newRows * args.kvHeads + kvHead) * dim;
     int64_t headBase = (b * args.keys * args.kvHeads + kvHead) * dim;
-    int64_t attended = args.hasPast ? args.past + args.seq : args.newRows;
+    const int64_t past = pastOf(b);
+    int64_t attended = args.hasPast ? past + args.seq : args.newRows;
     const void *keySource = args.newKeys, *valueSource = args.newValues;
     int64_t keyBase = newBase;
     if (cached) {
@@ -432,7 +441,7 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
-        int64_t target = headBase + (args.past + row) * kvStride;
+        int64_t target = headBase + (past + row) * kvStride;
         if (args.ropeKey) {
           rotate(args.newKeys, newBase + row * kvStride, row, rotated.data());
           fromFloats(
@@ -483,7 +492,7 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       // attend together (one GEMM for the group instead of one per head).
       attendQueries((b * args.heads + kvHead * group) * dim, group, dim, 0, 0,
                     attentionOfOnePosition(nullptr, keys, values, keyStride,
-                                           valueStride, group, args.past,
+                                           valueStride, group, past,
                                            attended, args.causal, args.scale,
                                            nullptr, dim));
       continue;
@@ -494,7 +503,7 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         attendQueries(((b * args.seq + first) * args.heads + head) * dim, rows,
                       queryStride, first, 1,
                       {nullptr, 0, keys, values, keyStride, valueStride, first,
-                       rows, args.past, attended, args.causal, args.scale,
+                       rows, past, attended, args.causal, args.scale,
                        nullptr, 0, dim});
       }
     }

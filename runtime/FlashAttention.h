@@ -92,7 +92,8 @@ struct FusedAttention {
   const int32_t *positions; // null: no RoPE
   bool ropeQuery, ropeKey, causal;
   bool hasPast; // the query follows `past` cached tokens
-  int64_t past;
+  const int32_t *pastRows; // one past per batch row, else null
+  int64_t past;            // every row's past when pastRows is null
   void *out; // [batch, seq, heads, dim]
   int64_t batch, seq, heads, kvHeads, dim;
   int64_t keys;    // cache rows (with a cache), else newRows
@@ -103,8 +104,8 @@ struct FusedAttention {
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: each writes its KV
 /// head's new cache rows, then attends for the query heads that read it.
-/// Returns why it cannot (a past_length that does not fit the keys), else
-/// an empty string; nothing is written then.
+/// Returns why it cannot (a past_length that does not fit the keys, in any
+/// row), else an empty string; nothing is written then.
 std::string runFusedAttention(const FusedAttention &args, int64_t unitBegin,
                               int64_t unitEnd);
 

@@ -37,7 +37,7 @@ extern "C" {
    new version (mfrt_dispatch_state_v2, ...); a library answers the versions
    it was built for. Version 2: the services take argument structs
    (version 1 passed their fields as arguments). */
-#define MFRT_KERNEL_ABI_VERSION 2u
+#define MFRT_KERNEL_ABI_VERSION 3u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {
@@ -108,7 +108,8 @@ typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
    cache. A buffer the region does not have is NULL. The past length is
    read from past_pointer unless it is NULL (then past_value). flags: 1
    causal, 2 RoPE on the query, 4 RoPE on the new keys, 8 has a past; 16
-   the buffers are f16, 32 bf16, else f32. Returns MFRT_KERNEL_OK, or
+   the buffers are f16, 32 bf16, else f32; 64 past_pointer holds one past
+   length per batch row (else one for all). Returns MFRT_KERNEL_OK, or
    MFRT_KERNEL_SERVICE_FAILED (writing nothing) for a past length that does
    not fit the cache. */
 typedef struct mfrt_attention_args_v1 {

@@ -109,6 +109,7 @@ extern "C" int32_t mfrt::mfrtAttention(const mfrt_attention_args_v1 *args) {
                            (g.flags & 4) != 0,
                            (g.flags & 1) != 0,
                            (g.flags & 8) != 0,
+                           (g.flags & 64) ? g.past_pointer : nullptr,
                            g.past_pointer ? *g.past_pointer : g.past_value,
                            g.out,
                            g.batch,

@@ -496,6 +496,34 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
 }
 
 
+/// Each batch row's start in a cache of `keys` rows, from a scalar (every
+/// row) or one position per row, checked so `count` new rows fit.
+StatusOr<std::vector<int64_t>> positionsPerRow(const fb::Op &op,
+                                               const Tensor &position,
+                                               int64_t batch, int64_t count,
+                                               int64_t keys) {
+  bool perRow = position.rank() == 1;
+  if (position.dtype() != DType::I32 ||
+      position.numElements() != (perRow ? batch : 1) || position.rank() > 1) {
+    return shapeError(op, "a position must be a scalar i32 or one per batch "
+                          "row, got " +
+                              formatShape(position.shape()));
+  }
+  std::vector<int64_t> starts(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    starts[b] = position.as<int32_t>()[perRow ? b : 0];
+    if (starts[b] < 0 || starts[b] + count > keys) {
+      return shapeError(
+          op, "writing " + std::to_string(count) + " tokens at position " +
+                  std::to_string(starts[b]) +
+                  (perRow ? " (batch row " + std::to_string(b) + ")" : "") +
+                  " overflows the KV cache of " + std::to_string(keys) +
+                  "; prompt plus new tokens must fit in seq_length");
+    }
+  }
+  return starts;
+}
+
 /// Attention per (batch, head, block of query rows), FlashAttention.h's
 /// blocks over the cache in place (GQA: the head's KV head, strided).
 /// Tiles may run at once; a tile's math does not depend on the split.
@@ -514,25 +542,22 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2), group = heads / kvHeads;
-  int64_t past = 0;
+  std::vector<int64_t> pasts(batch, 0);
   if (hasPast) {
-    if (inputs[3]->numElements() != 1 || inputs[3]->dtype() != DType::I32) {
-      return shapeError(op, "past_length must be a scalar i32");
-    }
-    past = inputs[3]->as<int32_t>()[0];
-    if (past < 0 || past + seq > keys) {
-      return shapeError(op, "past_length " + std::to_string(past) + " + " +
-                                std::to_string(seq) +
-                                " new tokens exceeds the " +
-                                std::to_string(keys) + " keys of the cache");
-    }
+    MFRT_ASSIGN_OR_RETURN(pasts,
+                          positionsPerRow(op, *inputs[3], batch, seq, keys));
   }
   float scale = static_cast<float>(attrs.scale());
   F32In qf(q);
   F32Out result(out);
   int64_t rowBlocks = (seq + kAttentionRowBlock - 1) / kAttentionRowBlock;
-  // Below ~64K multiply-adds (a few microseconds) one thread is as quick.
-  int64_t attended = hasPast ? past + seq : keys;
+  // Row b attends over its past and its new rows; the most any row does
+  // bounds what 16-bit caches widen.
+  auto attendedOf = [&](int64_t b) { return hasPast ? pasts[b] + seq : keys; };
+  int64_t attended = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    attended = std::max(attended, attendedOf(b));
+  }
   // Keys and values of 16 bits: only the positions attended are widened
   // (the rest of a cache is never read; widening a 1024-position f16 cache
   // took GPT-2 11 ms a layer per decode step), so a batch's rows are
@@ -568,8 +593,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
         int64_t kvOffset = (b * keyRows * kvHeads + kvHead) * dim;
         attendRows(attentionOfOnePosition(
                        qf.data() + offset, kf + kvOffset,
-                       vf + kvOffset, keyStride, keyStride, group, past,
-                       std::min(attended, keys), causal, scale,
+                       vf + kvOffset, keyStride, keyStride, group, pasts[b],
+                       std::min(attendedOf(b), keys), causal, scale,
                        result.data() + offset, dim),
                    scratch);
       }
@@ -589,7 +614,7 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       int64_t kvOffset = (b * keyRows * kvHeads + h / group) * dim;
       attendRows({qf.data() + offset, queryStride, kf + kvOffset,
                   vf + kvOffset, keyStride, keyStride, firstRow, rows,
-                  past, std::min(attended, keys), causal, scale,
+                  pasts[b], std::min(attendedOf(b), keys), causal, scale,
                   result.data() + offset, queryStride, dim},
                  scratch);
     }
@@ -602,28 +627,23 @@ Status kvCacheWrite(const fb::Op &op, const Tensor &cache, const Tensor &update,
                     const Tensor &position, Tensor &out) {
   if (cache.rank() != 4 || update.rank() != 4 || cache.dim(0) != update.dim(0) ||
       cache.dim(2) != update.dim(2) || cache.dim(3) != update.dim(3) ||
-      cache.dtype() != update.dtype() || position.numElements() != 1 ||
-      position.dtype() != DType::I32) {
+      cache.dtype() != update.dtype()) {
     return shapeError(op, "update " + formatShape(update.shape()) +
                               " does not fit cache " +
                               formatShape(cache.shape()));
   }
   MFRT_RETURN_IF_ERROR(expectSameShape(op, cache, out));
-  int64_t start = position.as<int32_t>()[0];
   int64_t length = cache.dim(1), count = update.dim(1);
-  if (start < 0 || start + count > length) {
-    return shapeError(op, "writing " + std::to_string(count) +
-                              " tokens at position " + std::to_string(start) +
-                              " overflows the KV cache of " +
-                              std::to_string(length) +
-                              "; prompt plus new tokens must fit in seq_length");
-  }
+  MFRT_ASSIGN_OR_RETURN(
+      std::vector<int64_t> starts,
+      positionsPerRow(op, position, cache.dim(0), count, length));
   if (out.data() != cache.data()) {
     std::memcpy(out.data(), cache.data(), out.byteSize());
   }
   size_t rowBytes = cache.dim(2) * cache.dim(3) * dtypeSize(cache.dtype());
   for (int64_t b = 0; b < cache.dim(0); ++b) {
-    std::memcpy(static_cast<char *>(out.data()) + (b * length + start) * rowBytes,
+    std::memcpy(static_cast<char *>(out.data()) +
+                    (b * length + starts[b]) * rowBytes,
                 static_cast<const char *>(update.data()) + b * count * rowBytes,
                 count * rowBytes);
   }

@@ -21,8 +21,10 @@ bool sameType(const TensorDesc &a, const TensorDesc &b) {
   return a.dtype == b.dtype && a.shape == b.shape;
 }
 
-bool isScalarIndex(const TensorDesc &type) {
-  return type.dtype == DType::I32 && type.shape.empty();
+/// One position for every batch row (a scalar), or one per row.
+bool isPositionFor(const TensorDesc &type, int64_t batch) {
+  return type.dtype == DType::I32 &&
+         (type.shape.empty() || type.shape == Shape{batch});
 }
 
 bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
@@ -304,7 +306,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
         q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
-        (hasPast && !isScalarIndex(in[3]))) {
+        (hasPast && !isPositionFor(in[3], q[0]))) {
       return "query, key and value do not fit";
     }
     return "";
@@ -314,7 +316,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
                    cache[0] == update[0] && cache[2] == update[2] &&
                    cache[3] == update[3] && update[1] <= cache[1] &&
-                   in[0].dtype == in[1].dtype && isScalarIndex(in[2])
+                   in[0].dtype == in[1].dtype && isPositionFor(in[2], cache[0])
                ? ""
                : "the update does not fit the cache";
   }

@@ -148,4 +148,18 @@ private:
     }                                                                          \
   } while (false)
 
+/// `lhs = value` of a StatusOr-returning expression, or returns its error
+/// from the caller: MFRT_ASSIGN_OR_RETURN(Tensor t, load(path));
+#define MFRT_ASSIGN_OR_RETURN(lhs, ...)                                        \
+  MFRT_ASSIGN_OR_RETURN_IMPL(MFRT_STATUS_CONCAT(mfrtStatusOr_, __LINE__), lhs, \
+                             __VA_ARGS__)
+#define MFRT_ASSIGN_OR_RETURN_IMPL(temporary, lhs, ...)                        \
+  auto temporary = (__VA_ARGS__);                                              \
+  if (!temporary.isOk()) {                                                     \
+    return temporary.status();                                                 \
+  }                                                                            \
+  lhs = temporary.take()
+#define MFRT_STATUS_CONCAT(a, b) MFRT_STATUS_CONCAT_INNER(a, b)
+#define MFRT_STATUS_CONCAT_INNER(a, b) a##b
+
 #endif // MFC_RUNTIME_STATUS_H

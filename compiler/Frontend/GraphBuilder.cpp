@@ -151,8 +151,10 @@ Value GraphBuilder::positions(int64_t batch, int64_t seq, Value pastLength,
   if (!pastLength) {
     return iota;
   }
-  return mf::AddOp::create(builder_, loc, iota,
-                           broadcastTo(pastLength, {batch, seq}, loc));
+  // One past length per batch row: row b's tokens follow its own cache.
+  return mf::AddOp::create(
+      builder_, loc, iota,
+      broadcastTo(reshape(pastLength, {batch, 1}, loc), {batch, seq}, loc));
 }
 
 Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
@@ -191,7 +193,7 @@ Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
     Value rowStarts = mf::ConstantOp::create(
         builder_, loc, DenseElementsAttr::get(idsType, ArrayRef<int32_t>(starts)));
     Value ids = mf::AddOp::create(builder_, loc, rowStarts,
-                                  broadcastTo(logitsPosition_, {batch, 1}, loc));
+                                  reshape(logitsPosition_, {batch, 1}, loc));
     hidden = mf::EmbeddingOp::create(
         builder_, loc, tensorType({batch, 1, width},
                    cast<RankedTensorType>(hidden.getType()).getElementType()), rows,
@@ -344,7 +346,10 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   const ModelConfig &model = spec_.model;
   int64_t batch = spec_.entryBatchSize();
   Type ids = builder_.getI32Type();
-  RankedTensorType scalar = tensorType({}, ids);
+  // One position per batch row: rows are sequences of their own (a server
+  // batches prompts of different lengths, and steps rows at different
+  // positions together).
+  RankedTensorType perRow = tensorType({batch}, ids);
   // `logits`: every position's logits, no cache (mf-run --dump-logits).
   auto buildAllLogits = [&] {
     func::FuncOp all = beginEntry("logits", {"input_ids"},
@@ -355,7 +360,7 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     // Prefill reruns on the whole prefix for every new token.
     func::FuncOp prefill = beginEntry(
         "prefill", {"input_ids", "logits_position"},
-        {tensorType({batch, model.seqLength}, ids), scalar});
+        {tensorType({batch, model.seqLength}, ids), perRow});
     logitsPosition_ = prefill.getArgument(1);
     Value logits = buildForward(prefill.getArgument(0), nullptr);
     logitsPosition_ = Value();
@@ -376,26 +381,26 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     cacheTypes.append({cacheType, cacheType});
   }
 
-  // Prefill returns the logits at `logits_position` (the last prompt
-  // token) only; decode, of its one token.
-  auto build = [&](StringRef name, int64_t seq, bool takesPastLength) {
-    SmallVector<std::string> inputNames = {"input_ids"};
-    SmallVector<Type> inputTypes = {tensorType({batch, seq}, ids)};
-    inputNames.push_back(takesPastLength ? "past_length" : "logits_position");
-    inputTypes.push_back(scalar);
+  // Each row's tokens go into its cache after its `past_length` tokens
+  // (prefill from 0, or a later chunk of a long prompt from where the last
+  // one ended). Prefill returns the logits at each row's `logits_position`
+  // (its last prompt token) only; decode, of its one token.
+  auto build = [&](StringRef name, int64_t seq, bool isPrefill) {
+    SmallVector<std::string> inputNames = {"input_ids", "past_length"};
+    SmallVector<Type> inputTypes = {tensorType({batch, seq}, ids), perRow};
+    if (isPrefill) {
+      inputNames.push_back("logits_position");
+      inputTypes.push_back(perRow);
+    }
     inputNames.append(cacheNames.begin(), cacheNames.end());
     inputTypes.append(cacheTypes.begin(), cacheTypes.end());
     func::FuncOp entry = beginEntry(name, inputNames, inputTypes);
 
-    unsigned firstCache = 2;
+    unsigned firstCache = isPrefill ? 3 : 2;
     KvCache cache;
-    if (takesPastLength) {
-      cache.pastLength = entry.getArgument(1);
-    } else {
-      logitsPosition_ = entry.getArgument(1);
-      cache.pastLength = mf::ConstantOp::create(
-          builder_, entry.getLoc(),
-          DenseElementsAttr::get(scalar, builder_.getI32IntegerAttr(0)));
+    cache.pastLength = entry.getArgument(1);
+    if (isPrefill) {
+      logitsPosition_ = entry.getArgument(2);
     }
     for (int64_t layer = 0; layer < model.numLayers; ++layer) {
       cache.keys.push_back(entry.getArgument(firstCache + 2 * layer));
@@ -411,12 +416,11 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     resultNames.append(cacheNames.begin(), cacheNames.end());
     finishEntry(entry, results, resultNames);
   };
-  build("prefill", model.seqLength, /*takesPastLength=*/false);
+  build("prefill", model.seqLength, /*isPrefill=*/true);
   for (int64_t length : prefillLengthsFor(options, model.seqLength)) {
-    build("prefill_" + std::to_string(length), length,
-          /*takesPastLength=*/false);
+    build("prefill_" + std::to_string(length), length, /*isPrefill=*/true);
   }
-  build("decode", 1, /*takesPastLength=*/true);
+  build("decode", 1, /*isPrefill=*/false);
   buildAllLogits();
 }
 

@@ -18,6 +18,7 @@ namespace {
 struct Shape {
   int64_t batch, seq, heads, kvHeads, dim, keys, past;
   bool causal, cached, rope;
+  bool perRowPast = false; // row b's past is past - b (a serving batch)
 };
 
 std::vector<float> randomValues(size_t count, std::mt19937 &random) {
@@ -57,9 +58,13 @@ void expectMatchesNaive(const Shape &s) {
     cacheKey = randomValues(s.batch * s.keys * s.kvHeads * s.dim, random);
     cacheValue = randomValues(cacheKey.size(), random);
   }
+  std::vector<int32_t> pasts(s.batch);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    pasts[b] = static_cast<int32_t>(s.perRowPast ? s.past - b : s.past);
+  }
   std::vector<int32_t> positions(s.batch * s.seq);
   for (size_t i = 0; i < positions.size(); ++i) {
-    positions[i] = static_cast<int32_t>(s.past + i % s.seq);
+    positions[i] = static_cast<int32_t>(pasts[i / s.seq] + i % s.seq);
   }
   std::vector<float> out(query.size(), -1.0f);
   const double theta = 10000.0;
@@ -75,6 +80,7 @@ void expectMatchesNaive(const Shape &s) {
                       s.rope,
                       s.causal,
                       s.cached,
+                      s.perRowPast ? pasts.data() : nullptr,
                       s.past,
                       out.data(),
                       s.batch,
@@ -93,14 +99,15 @@ void expectMatchesNaive(const Shape &s) {
   ASSERT_EQ(runFusedAttention(args, units / 2, units), "");
 
   int64_t group = s.heads / s.kvHeads;
-  int64_t attended = s.cached ? s.past + s.seq : s.keys;
   for (int64_t b = 0; b < s.batch; ++b) {
+    const int64_t past = pasts[b];
+    const int64_t attended = s.cached ? past + s.seq : s.keys;
     for (int64_t g = 0; g < s.kvHeads; ++g) {
       // The keys and values attended over, rotated as the kernel should.
       std::vector<std::vector<double>> keys(attended), values(attended);
       for (int64_t j = 0; j < attended; ++j) {
-        bool fresh = !s.cached || j >= s.past;
-        int64_t row = s.cached ? j - s.past : j;
+        bool fresh = !s.cached || j >= past;
+        int64_t row = s.cached ? j - past : j;
         const float *key =
             fresh ? &newKeys[((b * newRows + row) * s.kvHeads + g) * s.dim]
                   : &cacheKey[((b * s.keys + j) * s.kvHeads + g) * s.dim];
@@ -129,7 +136,7 @@ void expectMatchesNaive(const Shape &s) {
               s.rope ? rotated(q, s.dim, positions[b * s.seq + i], theta)
                      : std::vector<double>(q, q + s.dim);
           int64_t visible =
-              s.causal ? std::min(attended, s.past + i + 1) : attended;
+              s.causal ? std::min(attended, past + i + 1) : attended;
           std::vector<double> scores(visible);
           double best = -1e300, total = 0;
           for (int64_t j = 0; j < visible; ++j) {
@@ -183,6 +190,12 @@ TEST(FlashAttention, DecodeGroupsOfFewRowsAtEveryWidth) {
   expectMatchesNaive({1, 1, 4, 2, 24, 50, 20, true, true, true});
 }
 
+TEST(FlashAttention, EachBatchRowAtItsOwnPosition) {
+  // A serving batch: decode and a prefill chunk with rows at 150, 149, 148.
+  expectMatchesNaive({3, 1, 4, 2, 16, 200, 150, true, true, true, true});
+  expectMatchesNaive({3, 40, 4, 2, 16, 200, 150, true, true, true, true});
+}
+
 TEST(FlashAttention, PrefillAcrossQueryAndKeyBlocks) {
   // 70 rows: three blocks of queries; 70 + 100 keys: two blocks of keys.
   expectMatchesNaive({1, 70, 6, 3, 8, 256, 100, true, true, true});
@@ -223,6 +236,39 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceFailureThatWritesNothing) {
             0u)
       << why;
   EXPECT_EQ(takeServiceError(), ""); // taken
+  for (float value : cache) {
+    ASSERT_EQ(value, 0.0f);
+  }
+}
+
+TEST(FlashAttention, OneRowsPastBeyondTheCacheFailsTheWholeCall) {
+  // Row 0 fits, row 1 does not: nothing is written, not even row 0's.
+  std::vector<float> query(2 * 4 * 8), keys(2 * 2 * 8, 1.0f),
+      cache(2 * 16 * 2 * 8, 0.0f);
+  std::vector<float> out(query.size(), 0.0f);
+  int32_t pasts[2] = {3, 16};
+  mfrt_attention_args_v1 args{};
+  args.unit_begin = 0;
+  args.unit_end = 4;
+  args.query = query.data();
+  args.new_keys = args.new_values = keys.data();
+  args.cache_key_in = args.cache_value_in = cache.data();
+  args.cache_key = args.cache_value = cache.data();
+  args.past_pointer = pasts;
+  args.out = out.data();
+  args.batch = 2;
+  args.seq = 1;
+  args.heads = 4;
+  args.kv_heads = 2;
+  args.dim = 8;
+  args.keys = 16;
+  args.new_rows = 1;
+  args.flags = 1 | 8 | 64; // causal, a past, one per row
+  args.scale = 1.0;
+  EXPECT_EQ(mfrtAttention(&args), MFRT_KERNEL_SERVICE_FAILED);
+  std::string why = takeServiceError();
+  EXPECT_EQ(why.rfind("past_length 16 (batch row 1) + 1 new tokens", 0), 0u)
+      << why;
   for (float value : cache) {
     ASSERT_EQ(value, 0.0f);
   }
@@ -334,11 +380,13 @@ TEST(FlashAttention, SixteenBitBuffersMatchF32WithinTheirRounding) {
     int32_t position = past;
     std::vector<float> out(q.size());
     std::vector<uint16_t> out16(q.size());
-    FusedAttention wide{q.data(),  k.data(),  v.data(),  ck.data(),  cv.data(),
-                        ck.data(), cv.data(), &position, true,       true,
-                        true,      true,      past,      out.data(), 1,
-                        1,         heads,     kvHeads,   dim,        keys,
-                        1,         0.25f,     10000.0f,  DType::F32};
+    FusedAttention wide{q.data(),  k.data(),  v.data(), ck.data(),
+                        cv.data(), ck.data(), cv.data(), &position,
+                        true,      true,      true,      true,
+                        nullptr,   past,      out.data(), 1,
+                        1,         heads,     kvHeads,   dim,
+                        keys,      1,         0.25f,     10000.0f,
+                        DType::F32};
     FusedAttention narrow = wide;
     narrow.query = q16.data();
     narrow.newKeys = k16.data();

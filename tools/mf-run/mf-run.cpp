@@ -18,6 +18,7 @@
 #include "runtime/GraphExecutor.h"
 #include "runtime/Hash.h"
 #include "runtime/KernelLibrary.h"
+#include "runtime/ModelSession.h"
 #include "runtime/PyNative.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Tokenizer.h"
@@ -543,93 +544,30 @@ Status checkRanksAgree(const Options &options, const Executable &executable,
 }
 
 /// Everything a task needs.
-struct Session {
-  Executable executable;
-  Allocator allocator;
-  Weights weights;
+/// The loaded model and what this run adds to it.
+struct Session : ModelSession {
+  explicit Session(Executable loaded) : ModelSession(std::move(loaded)) {}
+
   RunOptions runOptions;
   std::vector<std::string> traceEvents;
   MoeStats moeStats;
-  KernelLibrary kernels;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Executor> executor; // the --mode's
-  std::unique_ptr<Tokenizer> tokenizer; // read when text is first needed
 };
 
 /// The tokenizer of --tokenizer, else of the YAML's processor.tokenizer;
-/// null when neither names one. Read once; its ids must fit the model.
+/// null when neither names one.
 StatusOr<const Tokenizer *> tokenizerOf(const Options &options,
                                         Session &session) {
-  if (session.tokenizer) {
-    return session.tokenizer.get();
-  }
-  const fb::ModelInfo &model = session.executable.model();
-  std::string path = !options.tokenizer.empty() ? options.tokenizer
-                     : model.tokenizer()        ? model.tokenizer()->str()
-                                                : "";
-  if (path.empty()) {
-    return static_cast<const Tokenizer *>(nullptr);
-  }
-  StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::load(
-      path, model.tokenizer_class() ? model.tokenizer_class()->str() : "");
-  if (!tokenizer) {
-    return tokenizer.status().withContext(
-        options.tokenizer.empty() ? "the YAML's processor.tokenizer (give "
-                                    "--tokenizer PATH to use another)"
-                                  : "--tokenizer");
-  }
-  if ((*tokenizer)->vocabSize() > model.vocab_size()) {
-    return Status::error("tokenizer " + (*tokenizer)->path() + " has " +
-                         std::to_string((*tokenizer)->vocabSize()) +
-                         " tokens but the model's vocabulary is " +
-                         std::to_string(model.vocab_size()) +
-                         ": it belongs to another model");
-  }
-  session.tokenizer = tokenizer.take();
-  return session.tokenizer.get();
+  return session.loadTokenizer(options.tokenizer);
 }
 
-/// `--system` and `--chat` through the model's chat template: the YAML's
-/// processor.tokenizer.chat_template, else the tokenizer_config.json beside
-/// the tokenizer (with its bos_token and eos_token), rendered as Hugging
-/// Face's apply_chat_template(add_generation_prompt=True) does.
-StatusOr<std::string> chatPrompt(const Options &options, Session &session,
-                                 const Tokenizer &tokenizer) {
-  const fb::ModelInfo &model = session.executable.model();
-  std::string source = model.chat_template() ? model.chat_template()->str() : "";
-  std::string bos = model.bos_token() ? model.bos_token()->str() : "";
-  std::string eos = model.eos_token() ? model.eos_token()->str() : "";
-  StatusOr<std::optional<TokenizerConfig>> config =
-      TokenizerConfig::beside(tokenizer.path());
-  if (!config) {
-    return config.status();
-  }
-  if (*config) {
-    source = source.empty() ? (*config)->chatTemplate : source;
-    bos = bos.empty() ? (*config)->bosToken : bos;
-    eos = eos.empty() ? (*config)->eosToken : eos;
-  }
-  if (source.empty()) {
-    return Status::error("--chat needs a chat template: set "
-                         "processor.tokenizer.chat_template in the YAML, or "
-                         "give --tokenizer a Hugging Face folder whose "
-                         "tokenizer_config.json has one (" +
-                         (*config
-                              ? (*config)->path + " has none"
-                              : "there is none beside " + tokenizer.path()) +
-                         ")");
-  }
-  StatusOr<ChatTemplate> chat = ChatTemplate::parse(source);
-  if (!chat) {
-    return chat.status();
-  }
+/// `--system` and `--chat` through the model's chat template.
+StatusOr<std::string> chatPrompt(const Options &options, Session &session) {
   std::vector<ChatMessage> messages;
   if (options.system) {
     messages.push_back({"system", *options.system});
   }
   messages.push_back({"user", *options.chat});
-  return chat->render(messages, /*addGenerationPrompt=*/true,
-                      {{"bos_token", bos}, {"eos_token", eos}});
+  return session.renderChat(messages, "--chat");
 }
 
 /// Text to ids: the tokenizer's, or bytes for a model without one.
@@ -721,7 +659,7 @@ int predict(const Options &options, Session &session) {
           "(a Hugging Face model folder) or set "
           "processor.tokenizer.tokenizer_file in the YAML");
     }
-    StatusOr<std::string> text = chatPrompt(options, session, **tokenizer);
+    StatusOr<std::string> text = chatPrompt(options, session);
     if (!text) {
       return fail(text.status());
     }
@@ -792,6 +730,11 @@ int predict(const Options &options, Session &session) {
       }
     }
   };
+  // One position per batch row, every row the same here.
+  auto fillPositions = [&](Tensor &positions, int64_t position) {
+    std::fill_n(positions.as<int32_t>(), positions.numElements(),
+                static_cast<int32_t>(position));
+  };
   auto runEntry = [&](const std::string &name, std::vector<Tensor> inputs)
       -> StatusOr<std::vector<Tensor>> {
     return executor.run(name, std::move(inputs), session.runOptions);
@@ -822,7 +765,10 @@ int predict(const Options &options, Session &session) {
       return fail(inputs.status());
     }
     fillIds((*inputs)[0], tokens, (*inputs)[0].dim(1));
-    (*inputs)[1].as<int32_t>()[0] = static_cast<int32_t>(promptLength - 1);
+    if (model.use_past()) {
+      fillPositions((*inputs)[1], 0); // past_length
+    }
+    fillPositions((*inputs)[model.use_past() ? 2 : 1], promptLength - 1);
     auto prefillStart = Clock::now();
     StatusOr<std::vector<Tensor>> outputs = runEntry(prefillEntry, inputs.take());
     if (!outputs) {
@@ -896,7 +842,7 @@ int predict(const Options &options, Session &session) {
         }
         std::vector<Tensor> arguments{decodeIds, decodePast};
         fillIds(arguments[0], {next}, 1);
-        arguments[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
+        fillPositions(arguments[1], static_cast<int64_t>(tokens.size()) - 1);
         for (size_t i = 1; i < state.size(); ++i) {
           arguments.push_back(std::move(state[i]));
         }
@@ -915,7 +861,7 @@ int predict(const Options &options, Session &session) {
           return fail(stepInputs.status());
         }
         fillIds((*stepInputs)[0], tokens, seqLength);
-        (*stepInputs)[1].as<int32_t>()[0] = static_cast<int32_t>(tokens.size() - 1);
+        fillPositions((*stepInputs)[1], static_cast<int64_t>(tokens.size()) - 1);
         StatusOr<std::vector<Tensor>> stepOutputs =
             runEntry("prefill", stepInputs.take());
         if (!stepOutputs) {
@@ -1387,25 +1333,11 @@ int run(int argc, char **argv) {
                      task + "'");
   }
 
-  Session session{
-      executable.take(), Allocator(),     Weights(), RunOptions(), {},
-      MoeStats(),        KernelLibrary(), nullptr,   nullptr,      nullptr};
+  Session session(executable.take());
   if (mode == "graph" || options.check) {
-    StatusOr<KernelLibrary> kernels = KernelLibrary::load(session.executable);
-    if (!kernels) {
-      return fail(kernels.status());
+    if (Status status = session.loadKernels(options.threads); !status) {
+      return fail(status);
     }
-    session.kernels = kernels.take();
-    // OpenBLAS's server threads stop before the pool's start: a worker
-    // reuses the stack one of them leaves (glibc caches it, its pages
-    // still resident) instead of adding its own.
-    makeBlasSerial();
-    StatusOr<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads);
-    if (!pool) {
-      return fail(pool.status());
-    }
-    session.pool = pool.take();
-    prepareBlasThreads(*session.pool); // before the weights: see BlasThread.h
   }
   // A training checkpoint also serves as weights (its optimizer state is
   // skipped); --resume continues from one.
@@ -1463,22 +1395,17 @@ int run(int argc, char **argv) {
       !status) {
     return fail(status);
   }
-  StatusOr<Weights> weights =
-      weightFiles.empty()
-          ? Weights::initialize(session.executable, session.allocator,
-                                options.seed.value_or(model.seed()),
-                                ranks.get())
-          : Weights::load(session.executable, session.allocator, weightFiles,
-                          "optimizer.", ranks.get(), options.weightsInPlace);
-  if (!weights) {
-    return fail(fromYaml ? Status::error(weights.status().code(),
-                                         weights.status().message() +
+  if (Status status = session.loadWeights(
+          weightFiles, options.seed.value_or(model.seed()), ranks.get(),
+          options.weightsInPlace);
+      !status) {
+    return fail(fromYaml ? Status::error(status.code(),
+                                         status.message() +
                                              " (the YAML's load_checkpoint; "
                                              "give --weights to use other "
                                              "weights)")
-                         : weights.status());
+                         : status);
   }
-  session.weights = weights.take();
   if (size_t count = session.weights.initializedAdapters().size();
       count > 0 && primaryRank()) {
     std::fprintf(stderr,
@@ -1488,24 +1415,17 @@ int run(int argc, char **argv) {
                  "its base\n",
                  count, session.weights.initializedAdapters().front().c_str());
   }
-  if (mode == "graph") {
-    auto graph = std::make_unique<GraphExecutor>(
-        session.executable, session.weights, session.allocator,
-        session.kernels, *session.pool);
-    if (!options.check) { // nothing else reads the weights as stored
-      graph->keepParametersAsPanels();
-      // Nor reads again what only derivations read, unless a hook
-      // observes the derivations (they then run again each run).
-      if (options.dumpTensors.empty() && !options.checkNumerics) {
-        graph->letDerivedValuesReplaceSources();
-      }
-    }
-    session.executor = std::move(graph);
-  } else {
-    session.executor = std::make_unique<PyNativeExecutor>(
-        session.executable, session.weights, session.allocator);
+  // Without --check nothing else reads the weights as stored, nor reads
+  // again what only derivations read, unless a hook observes the
+  // derivations (they then run again each run).
+  GraphWeightUse weightUse;
+  weightUse.panels = !options.check;
+  weightUse.replaceSources = !options.check && options.dumpTensors.empty() &&
+                             !options.checkNumerics;
+  if (Status status = session.startExecutor(mode, weightUse, ranks.get());
+      !status) {
+    return fail(status);
   }
-  session.executor->setCommunicator(ranks.get());
   if (!options.mergeLora.empty()) {
     Status status = session.weights.saveMerged(session.executable, options.mergeLora);
     return status ? 0 : fail(status);

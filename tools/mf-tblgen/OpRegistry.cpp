@@ -30,7 +30,7 @@ ValueConstraint constraintOf(const NamedTypeConstraint &value) {
   ValueConstraint result;
   if (def == "MF_FloatTensor") {
     result.dtypes = f32 | f16 | bf16;
-  } else if (def == "MF_IndexTensor") {
+  } else if (def == "MF_IndexTensor" || def == "MF_PositionTensor") {
     result.dtypes = i32;
   } else if (def == "MF_ScalarIndexTensor") {
     result.dtypes = i32;

@@ -292,6 +292,12 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   int64_t flags = (parts.attention.getCausal() ? 1 : 0) |
                   (parts.ropeQuery ? 2 : 0) | (parts.ropeKey ? 4 : 0) |
                   (parts.attention.getPastLength() ? 8 : 0);
+  // One past length per batch row, read through the pointer.
+  if (parts.past >= 0 &&
+      cast<RankedTensorType>(parts.attention.getPastLength().getType())
+              .getRank() == 1) {
+    flags |= 64;
+  }
   Type storage = parts.attention.getQuery().getType().getElementType();
   flags |= storage.isF16() ? 16 : storage.isBF16() ? 32 : 0;
   mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;

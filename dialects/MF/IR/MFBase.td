@@ -65,6 +65,11 @@ def MF_ScalarIndexTensor : 0DTensorOf<[I32]> {
   let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getI32Type())";
 }
 
+/// Where each batch row's new tokens start in a KV cache: a rank-0
+/// tensor<i32> (one position for every row) or tensor<batch x i32> (one per
+/// row: the rows of a serving batch are sequences of their own).
+def MF_PositionTensor : TensorRankOf<[I32], [0, 1]>;
+
 //===----------------------------------------------------------------------===//
 // Base op class
 //===----------------------------------------------------------------------===//

@@ -803,6 +803,50 @@ int64_t RopeOp::getFlops() { return 6 * numElements(getResult()); }
 // AttentionOp / KvCacheWriteOp
 //===----------------------------------------------------------------------===//
 
+/// A position operand's type: tensor<i32> unless written after a colon
+/// (one position per batch row: `%rows : tensor<2xi32>`).
+static ParseResult parsePositionType(OpAsmParser &parser, Type &type) {
+  if (succeeded(parser.parseOptionalColon())) {
+    return parser.parseType(type);
+  }
+  type = RankedTensorType::get({}, parser.getBuilder().getI32Type());
+  return success();
+}
+
+static void printPositionType(OpAsmPrinter &printer, Operation *, Type type) {
+  if (cast<RankedTensorType>(type).getRank() != 0) {
+    printer << " : " << type;
+  }
+}
+
+/// The same after the op's other types: `, tensor<2xi32>` or nothing.
+static ParseResult parseTrailingPositionType(OpAsmParser &parser, Type &type) {
+  if (succeeded(parser.parseOptionalComma())) {
+    return parser.parseType(type);
+  }
+  type = RankedTensorType::get({}, parser.getBuilder().getI32Type());
+  return success();
+}
+
+static void printTrailingPositionType(OpAsmPrinter &printer, Operation *,
+                                      Type type) {
+  if (cast<RankedTensorType>(type).getRank() != 0) {
+    printer << ", " << type;
+  }
+}
+
+/// One position per row must have as many as the batch has rows.
+static LogicalResult verifyPositionRows(Operation *op, Value position,
+                                        int64_t batch, StringRef name) {
+  auto type = cast<RankedTensorType>(position.getType());
+  if (type.getRank() == 1 && type.getDimSize(0) != batch) {
+    return op->emitOpError()
+           << name << " has " << type.getDimSize(0)
+           << " positions, expected one per batch row (" << batch << ")";
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   RankedTensorType query = getQuery().getType(), key = getKey().getType();
   if (query.getRank() != 4 || key.getRank() != 4) {
@@ -825,6 +869,11 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "query heads (" << query.getDimSize(2)
                          << ") must be a multiple of key/value heads ("
                          << key.getDimSize(2) << ")";
+  }
+  if (getPastLength() &&
+      failed(verifyPositionRows(*this, getPastLength(), query.getDimSize(0),
+                                "past_length"))) {
+    return failure();
   }
   if (!getPastLength() && getCausal() &&
       query.getDimSize(1) > key.getDimSize(1)) {
@@ -862,7 +911,8 @@ LogicalResult KvCacheWriteOp::verify() {
                          << " tokens is longer than the cache ("
                          << cache.getDimSize(1) << ")";
   }
-  return success();
+  return verifyPositionRows(*this, getPosition(), cache.getDimSize(0),
+                            "position");
 }
 
 int64_t KvCacheWriteOp::getFlops() { return 0; }

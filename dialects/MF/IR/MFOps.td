@@ -708,20 +708,25 @@ def MF_AttentionOp : MF_CostedOp<"attention", [
     With `causal`, query `i` sees keys `0 .. past_length + i`, where
     `past_length` (default 0) is the number of tokens already in a KV cache
     that `key` and `value` hold; keys beyond that are never read, so a cache
-    may be longer than what it holds.
+    may be longer than what it holds. `past_length` is one scalar for every
+    batch row, or one per row (`tensor<batch x i32>`, written after a
+    colon): the rows of a serving batch are at different positions.
 
     ```mlir
     %o = mf.attention %q, %k, %v past_length(%n) causal scale = 2.5e-01
         : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+    %r = mf.attention %q2, %k2, %v2 past_length(%rows : tensor<2xi32>) causal
+        scale = 2.5e-01 : tensor<2x1x4x16xf32>, tensor<2x32x2x16xf32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
                        MF_FloatTensor:$value,
-                       Optional<MF_ScalarIndexTensor>:$past_length,
+                       Optional<MF_PositionTensor>:$past_length,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`past_length` `(` $past_length^ `)`)?
+    $query `,` $key `,` $value
+    (`past_length` `(` $past_length^ `` custom<PositionType>(type($past_length)) `)`)?
     (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($query) `,` type($key)
   }];
   let hasVerifier = 1;
@@ -736,19 +741,24 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [
   let description = [{
     `cache` is `[batch, max_len, kv_heads, head_dim]`, `update` is
     `[batch, seq, kv_heads, head_dim]`; the result is `cache` with rows
-    `position .. position + seq` replaced by `update`. A position past the
-    end is an error at run time.
+    `position .. position + seq` replaced by `update`, where `position` is
+    one scalar for every batch row or one per row (`tensor<batch x i32>`,
+    written after the other types). A position past the end is an error at
+    run time.
 
     ```mlir
     %c1 = mf.kv_cache_write %c0, %k, %pos
         : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+    %c3 = mf.kv_cache_write %c2, %k2, %rows
+        : tensor<2x32x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$cache, MF_FloatTensor:$update,
-                       MF_ScalarIndexTensor:$position);
+                       MF_PositionTensor:$position);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $cache `,` $update `,` $position attr-dict `:` type($cache) `,` type($update)
+    $cache `,` $update `,` $position attr-dict `:` type($cache) `,`
+    type($update) `` custom<TrailingPositionType>(type($position))
   }];
   let hasVerifier = 1;
 }

@@ -219,6 +219,30 @@ func.func @kv_cache(%c: tensor<1x4x2x16xf32>, %u: tensor<1x8x2x16xf32>, %n: tens
 
 // -----
 
+func.func @kv_cache_positions(%c: tensor<2x4x2x16xf32>, %u: tensor<2x1x2x16xf32>, %rows: tensor<3xi32>) -> tensor<2x4x2x16xf32> {
+  // expected-error @+1 {{position has 3 positions, expected one per batch row (2)}}
+  %0 = mf.kv_cache_write %c, %u, %rows : tensor<2x4x2x16xf32>, tensor<2x1x2x16xf32>, tensor<3xi32>
+  return %0 : tensor<2x4x2x16xf32>
+}
+
+// -----
+
+func.func @attention_positions(%q: tensor<2x1x4x16xf32>, %k: tensor<2x4x2x16xf32>, %rows: tensor<1xi32>) -> tensor<2x1x4x16xf32> {
+  // expected-error @+1 {{past_length has 1 positions, expected one per batch row (2)}}
+  %0 = mf.attention %q, %k, %k past_length(%rows : tensor<1xi32>) causal scale = 2.5e-01 : tensor<2x1x4x16xf32>, tensor<2x4x2x16xf32>
+  return %0 : tensor<2x1x4x16xf32>
+}
+
+// -----
+
+func.func @kv_cache_position_rank(%c: tensor<2x4x2x16xf32>, %u: tensor<2x1x2x16xf32>, %rows: tensor<2x1xi32>) -> tensor<2x4x2x16xf32> {
+  // expected-error @+1 {{operand #2 must be 0D/1D tensor of 32-bit signless integer values}}
+  %0 = mf.kv_cache_write %c, %u, %rows : tensor<2x4x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2x1xi32>
+  return %0 : tensor<2x4x2x16xf32>
+}
+
+// -----
+
 func.func @kv_cache_heads(%c: tensor<1x4x2x16xf32>, %u: tensor<1x1x4x16xf32>, %n: tensor<i32>) -> tensor<1x4x2x16xf32> {
   // expected-error @+1 {{update shape [1, 1, 4, 16] does not fit cache shape [1, 4, 2, 16] in dim 2}}
   %0 = mf.kv_cache_write %c, %u, %n : tensor<1x4x2x16xf32>, tensor<1x1x4x16xf32>

@@ -123,6 +123,18 @@ func.func @attention_with_cache(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf3
 
 // -----
 
+// Each batch row at its own position (a serving batch).
+// CHECK-LABEL: func.func @attention_with_positions_per_row
+func.func @attention_with_positions_per_row(%q: tensor<3x1x4x16xf32>, %k: tensor<3x1x2x16xf32>, %kc: tensor<3x32x2x16xf32>, %rows: tensor<3xi32>) -> tensor<3x1x4x16xf32> {
+  // CHECK: mf.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}} : tensor<3x32x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3xi32>
+  %kc1 = mf.kv_cache_write %kc, %k, %rows : tensor<3x32x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3xi32>
+  // CHECK: mf.attention %{{.*}}, %{{.*}}, %{{.*}} past_length(%{{.*}} : tensor<3xi32>) causal scale = 2.500000e-01 : tensor<3x1x4x16xf32>, tensor<3x32x2x16xf32>
+  %o = mf.attention %q, %kc1, %kc1 past_length(%rows : tensor<3xi32>) causal scale = 2.5e-01 : tensor<3x1x4x16xf32>, tensor<3x32x2x16xf32>
+  return %o : tensor<3x1x4x16xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<8x256xf32>, %labels: tensor<8xi32>) -> tensor<f32> {
   // CHECK: mf.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>

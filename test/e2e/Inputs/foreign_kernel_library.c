@@ -7,7 +7,7 @@
 
 #ifdef LATER_ABI
 const void *mfrt_kernel_library_query(uint32_t version) {
-  return version == 3 ? (const void *)&version : NULL;
+  return version == 4 ? (const void *)&version : NULL;
 }
 #endif
 

@@ -1,0 +1,307 @@
+//===- BatchGenerator.cpp - continuous batching over a compiled model -----===//
+
+#include "runtime/BatchGenerator.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mfrt;
+
+const char *mfrt::finishReasonName(FinishReason reason) {
+  switch (reason) {
+  case FinishReason::Stop:
+    return "stop";
+  case FinishReason::Length:
+    return "length";
+  case FinishReason::Cancelled:
+    return "cancelled";
+  }
+  return "?";
+}
+
+BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
+                               int64_t maxBatchedTokens)
+    : executable_(executable), executor_(executor),
+      maxBatchedTokens_(maxBatchedTokens) {
+  const fb::ModelInfo &model = executable.model();
+  seqLength_ = model.seq_length();
+  vocab_ = model.vocab_size();
+  padId_ = model.pad_token_id();
+  slots_.resize(model.batch_size());
+}
+
+StatusOr<std::unique_ptr<BatchGenerator>>
+BatchGenerator::create(const Executable &executable, Executor &executor,
+                       int64_t maxBatchedTokens) {
+  const fb::ModelInfo &model = executable.model();
+  if (!model.use_past() || !executable.entry("decode")) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "batched generation needs a model compiled with a "
+                         "KV cache (use_past: True) and its decode entry");
+  }
+  if (maxBatchedTokens < 0) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "the bound on a step's tokens must be >= 0");
+  }
+  std::unique_ptr<BatchGenerator> generator(
+      new BatchGenerator(executable, executor, maxBatchedTokens));
+  // Prefill entries by width: `prefill` (seq_length) and `prefill_<L>`.
+  for (const std::string &name : executable.entryNames()) {
+    if (name == "prefill" || name.rfind("prefill_", 0) == 0) {
+      StatusOr<Tensor> ids = executor.allocateInput(name, 0);
+      if (!ids) {
+        return ids.status();
+      }
+      generator->prefillWidths_.emplace_back(ids->dim(1), name);
+    }
+  }
+  std::sort(generator->prefillWidths_.begin(), generator->prefillWidths_.end());
+  // The caches, zero, as decode takes them (after ids and past_length).
+  const fb::Entry &decode = *executable.entry("decode");
+  for (size_t i = 2; i < decode.inputs()->size(); ++i) {
+    StatusOr<Tensor> cache = executor.allocateInput("decode", i);
+    if (!cache) {
+      return cache.status();
+    }
+    generator->caches_.push_back(cache.take());
+  }
+  return generator;
+}
+
+StatusOr<int64_t> BatchGenerator::add(GenerationRequest request,
+                                      GenerationCallback callback) {
+  int64_t length = static_cast<int64_t>(request.prompt.size());
+  if (length == 0) {
+    return Status::error(StatusCode::InvalidArgument, "the prompt is empty");
+  }
+  if (length > seqLength_) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "the prompt has " + std::to_string(length) +
+                             " tokens but the context holds " +
+                             std::to_string(seqLength_));
+  }
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= vocab_) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "prompt token " + std::to_string(id) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(vocab_) + ")");
+    }
+  }
+  request.maxNewTokens =
+      std::clamp<int64_t>(request.maxNewTokens, 0, seqLength_ - length);
+  int64_t id = nextId_++;
+  uint64_t seed = request.seed;
+  SamplingOptions sampling = request.sampling;
+  std::vector<int32_t> history = request.prompt;
+  waiting_.push_back(std::make_unique<Sequence>(Sequence{
+      id, std::move(request), std::move(callback), Sampler(sampling, seed),
+      std::move(history), /*fed=*/0, /*generated=*/0, std::nullopt, false}));
+  return id;
+}
+
+void BatchGenerator::cancel(int64_t id) {
+  for (std::unique_ptr<Sequence> &sequence : waiting_) {
+    sequence->cancelled |= sequence->id == id;
+  }
+  for (std::unique_ptr<Sequence> &sequence : slots_) {
+    if (sequence && sequence->id == id) {
+      sequence->cancelled = true;
+    }
+  }
+}
+
+bool BatchGenerator::busy() const {
+  return !waiting_.empty() ||
+         std::any_of(slots_.begin(), slots_.end(),
+                     [](const auto &sequence) { return bool(sequence); });
+}
+
+void BatchGenerator::finish(size_t slot, FinishReason reason,
+                            std::string error) {
+  std::unique_ptr<Sequence> sequence = std::move(slots_[slot]);
+  sequence->callback(
+      {sequence->id, std::nullopt, reason, nullptr, std::move(error)});
+}
+
+void BatchGenerator::admit() {
+  // Cancelled requests leave first, waiting or running.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->cancelled) {
+      (*it)->callback(
+          {(*it)->id, std::nullopt, FinishReason::Cancelled, nullptr, ""});
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slots_[slot] && slots_[slot]->cancelled) {
+      finish(slot, FinishReason::Cancelled);
+    }
+  }
+  for (size_t slot = 0; slot < slots_.size() && !waiting_.empty(); ++slot) {
+    if (!slots_[slot]) {
+      slots_[slot] = std::move(waiting_.front());
+      waiting_.pop_front();
+      // A request for no tokens ends before it runs.
+      if (slots_[slot]->request.maxNewTokens == 0) {
+        finish(slot, FinishReason::Length);
+        --slot;
+      }
+    }
+  }
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.running = std::count_if(slots_.begin(), slots_.end(),
+                                 [](const auto &sequence) { return bool(sequence); });
+}
+
+std::pair<std::string, int64_t> BatchGenerator::chooseEntry() const {
+  // The most prompt any sequence has left, and the fewest positions any
+  // running sequence has left in its cache row (a step writes `width`
+  // rows into every slot's cache; padding included).
+  int64_t prompt = 0, room = seqLength_;
+  bool decoding = false;
+  for (const std::unique_ptr<Sequence> &sequence : slots_) {
+    if (!sequence) {
+      continue;
+    }
+    int64_t left = static_cast<int64_t>(sequence->request.prompt.size()) -
+                   sequence->fed;
+    prompt = std::max(prompt, left);
+    decoding |= left == 0;
+    room = std::min(room, seqLength_ - sequence->fed);
+  }
+  int64_t want = prompt;
+  if (decoding && maxBatchedTokens_ > 0) {
+    want = std::min(want, std::max<int64_t>(1, maxBatchedTokens_ / slots()));
+  }
+  if (want <= 1) {
+    return {"decode", 1};
+  }
+  // The narrowest prefill that takes what is wanted, else the widest that
+  // fits; decode (width 1) when none fits.
+  std::pair<std::string, int64_t> chosen{"decode", 1};
+  for (const auto &[width, name] : prefillWidths_) {
+    if (width > room) {
+      break;
+    }
+    chosen = {name, width};
+    if (width >= want) {
+      break;
+    }
+  }
+  return chosen;
+}
+
+Status BatchGenerator::step() {
+  admit();
+  if (stats_.running == 0) {
+    return Status::ok();
+  }
+  auto [entry, width] = chooseEntry();
+  bool decode = entry == "decode";
+  int64_t batch = slots();
+  MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
+  MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
+  Tensor logitsPosition;
+  if (!decode) {
+    MFRT_ASSIGN_OR_RETURN(logitsPosition, executor_.allocateInput(entry, 2));
+  }
+  // What each slot feeds: its next prompt tokens, or its pending token.
+  std::vector<int64_t> feeds(batch, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    int32_t *row = ids.as<int32_t>() + b * width;
+    std::fill(row, row + width, static_cast<int32_t>(padId_));
+    const Sequence *sequence = slots_[b].get();
+    past.as<int32_t>()[b] = sequence ? static_cast<int32_t>(sequence->fed) : 0;
+    if (sequence && sequence->pending) {
+      row[0] = *sequence->pending;
+      feeds[b] = 1;
+    } else if (sequence) {
+      int64_t left =
+          static_cast<int64_t>(sequence->request.prompt.size()) - sequence->fed;
+      feeds[b] = std::min(left, width);
+      std::copy_n(sequence->request.prompt.begin() + sequence->fed, feeds[b],
+                  row);
+    }
+    if (!decode) {
+      logitsPosition.as<int32_t>()[b] =
+          static_cast<int32_t>(std::max<int64_t>(feeds[b] - 1, 0));
+    }
+  }
+  std::vector<Tensor> inputs;
+  inputs.push_back(std::move(ids));
+  inputs.push_back(std::move(past));
+  if (!decode) {
+    inputs.push_back(std::move(logitsPosition));
+  }
+  for (Tensor &cache : caches_) {
+    inputs.push_back(std::move(cache));
+  }
+  caches_.clear();
+  StatusOr<std::vector<Tensor>> outputs = executor_.run(entry, std::move(inputs));
+  if (!outputs) {
+    // The caches went with the inputs: the running sequences cannot go on.
+    for (size_t slot = 0; slot < slots_.size(); ++slot) {
+      if (slots_[slot]) {
+        finish(slot, FinishReason::Cancelled, outputs.status().message());
+      }
+    }
+    for (size_t i = 2 + !decode; i < executable_.entry(entry)->inputs()->size();
+         ++i) {
+      StatusOr<Tensor> cache = executor_.allocateInput(entry, i);
+      if (cache) {
+        caches_.push_back(cache.take());
+      }
+    }
+    return outputs.status();
+  }
+  std::vector<Tensor> results = outputs.take();
+  caches_.assign(std::make_move_iterator(results.begin() + 1),
+                 std::make_move_iterator(results.end()));
+  const Tensor &logits = results[0]; // [batch, 1, vocab]
+  ++stats_.steps;
+  stats_.decodeSteps += decode;
+  for (int64_t b = 0; b < batch; ++b) {
+    Sequence *sequence = slots_[b].get();
+    if (!sequence) {
+      continue;
+    }
+    bool wasPrompt = !sequence->pending;
+    sequence->fed += feeds[b];
+    sequence->pending.reset();
+    if (wasPrompt) {
+      stats_.promptTokens += feeds[b];
+      if (sequence->fed < static_cast<int64_t>(sequence->request.prompt.size())) {
+        continue; // more prompt to read
+      }
+    }
+    const float *row = logits.as<float>() + b * vocab_;
+    int32_t next = sequence->sampler.next(row, vocab_, sequence->history);
+    ++sequence->generated;
+    ++stats_.generatedTokens;
+    const std::vector<int32_t> &stops = sequence->request.stopIds;
+    if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
+      sequence->callback({sequence->id, std::nullopt, FinishReason::Stop, row, ""});
+      slots_[b].reset();
+      continue;
+    }
+    sequence->history.push_back(next);
+    // The token must fit the cache to be fed: the context ends the
+    // sequence as its length bound does.
+    bool last = sequence->generated >= sequence->request.maxNewTokens ||
+                sequence->fed >= seqLength_;
+    std::optional<FinishReason> reason;
+    if (last) {
+      reason = FinishReason::Length;
+    }
+    sequence->callback({sequence->id, next, reason, row, ""});
+    if (last) {
+      slots_[b].reset();
+    } else {
+      sequence->pending = next;
+    }
+  }
+  return Status::ok();
+}

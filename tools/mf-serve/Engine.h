@@ -1,0 +1,77 @@
+//===- Engine.h - mf-serve's generation thread ------------------*- C++ -*-===//
+//
+// One thread owns the model: it takes requests that HTTP threads submit,
+// steps the BatchGenerator (continuous batching) while any request waits or
+// runs, and hands each request's tokens to its Job, where the HTTP thread
+// that serves it waits. A Job that its client abandoned is cancelled at the
+// next step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_TOOLS_MF_SERVE_ENGINE_H
+#define MFC_TOOLS_MF_SERVE_ENGINE_H
+
+#include "runtime/BatchGenerator.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mfserve {
+
+using Clock = std::chrono::steady_clock;
+
+/// One request's tokens as they are made.
+struct Job {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int32_t> tokens;
+  std::optional<mfrt::FinishReason> finish;
+  std::string error; ///< set when the engine failed the request
+  std::atomic<bool> abandoned{false}; ///< the client left or a stop string hit
+  Clock::time_point submitted = Clock::now();
+  int64_t promptTokens = 0;
+};
+
+/// Counters for /metrics (Prometheus text).
+struct Metrics {
+  std::atomic<int64_t> requests{0}, rejected{0}, promptTokens{0},
+      generatedTokens{0}, steps{0}, decodeSteps{0}, waiting{0}, running{0},
+      finished{0}, cancelled{0};
+  std::atomic<double> firstTokenSeconds{0}, requestSeconds{0};
+  std::atomic<int64_t> firstTokens{0};
+};
+
+class Engine {
+public:
+  Engine(mfrt::BatchGenerator &generator, int64_t maxWaiting, Metrics &metrics)
+      : generator_(generator), maxWaiting_(maxWaiting), metrics_(metrics) {}
+
+  /// Queues a request; an error when the queue is full (the HTTP layer
+  /// answers 503) or the engine stopped.
+  mfrt::Status submit(mfrt::GenerationRequest request, std::shared_ptr<Job> job);
+  /// Runs until stop(): call on the thread that owns the model.
+  void run();
+  void stop();
+
+private:
+  mfrt::BatchGenerator &generator_;
+  int64_t maxWaiting_;
+  Metrics &metrics_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<mfrt::GenerationRequest, std::shared_ptr<Job>>> incoming_;
+  bool stopping_ = false;
+  /// The generator's ids of the jobs it holds (engine thread only).
+  std::unordered_map<int64_t, std::shared_ptr<Job>> active_;
+};
+
+} // namespace mfserve
+
+#endif // MFC_TOOLS_MF_SERVE_ENGINE_H
