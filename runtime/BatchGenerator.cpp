@@ -303,5 +303,7 @@ Status BatchGenerator::step() {
       sequence->pending = next;
     }
   }
+  stats_.running = std::count_if(slots_.begin(), slots_.end(),
+                                 [](const auto &sequence) { return bool(sequence); });
   return Status::ok();
 }

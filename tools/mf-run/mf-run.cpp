@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/BatchGenerator.h"
 #include "runtime/BlasThread.h"
 #include "runtime/ChatTemplate.h"
 #include "runtime/Communicator.h"
@@ -27,6 +28,8 @@
 #include "tools/mf-run/Dump.h"
 #include "tools/mf-run/Fail.h"
 #include "tools/mf-run/Train.h"
+
+#include <nlohmann/json.hpp>
 
 #include <getopt.h>
 #include <sys/stat.h>
@@ -62,6 +65,9 @@ struct Options {
   std::vector<std::string> weights;
   std::string task;
   std::optional<std::string> prompt;
+  /// More than one --prompt, or --prompts-file: generated as one batch.
+  std::vector<std::string> prompts;
+  std::string promptsFile;
   std::optional<std::string> chat;  ///< a user message through the chat template
   std::optional<std::string> system; ///< its system message
   std::string tokenizer;
@@ -115,7 +121,11 @@ void usage(std::ostream &os) {
         "  --task predict|eval|train|finetune (default: the YAML's "
         "run_mode)\n"
         "  --prompt TEXT              predict: text, through the tokenizer "
-        "(or bytes, for a vocabulary of 256)\n"
+        "(or bytes, for a vocabulary of 256);\n"
+        "                             repeated: prompts generated together, "
+        "one per batch row at a time\n"
+        "  --prompts-file F           predict: one prompt per line (or JSONL "
+        "{\"prompt\": ...}), as a batch\n"
         "  --tokenizer PATH           a tokenizer.json or a Hugging Face model "
         "folder (default: the YAML's processor.tokenizer)\n"
         "  --chat TEXT [--system S]   predict: a user message through the "
@@ -199,6 +209,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kWeights,
     kTask,
     kPrompt,
+    kPromptsFile,
     kInputIds,
     kMaxNewTokens,
     kRepeat,
@@ -240,6 +251,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"init-weights", no_argument, nullptr, kInitWeights},
       {"task", required_argument, nullptr, kTask},
       {"prompt", required_argument, nullptr, kPrompt},
+      {"prompts-file", required_argument, nullptr, kPromptsFile},
       {"input-ids", required_argument, nullptr, kInputIds},
       {"max-new-tokens", required_argument, nullptr, kMaxNewTokens},
       {"repeat", required_argument, nullptr, kRepeat},
@@ -324,7 +336,10 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       options.task = optarg;
       break;
     case kPrompt:
-      options.prompt = optarg;
+      options.prompts.push_back(optarg);
+      break;
+    case kPromptsFile:
+      options.promptsFile = optarg;
       break;
     case kInputIds:
       options.inputIds = optarg;
@@ -482,8 +497,18 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     fail("expected exactly one executable (model.bin); see mf-run --help");
     return std::nullopt;
   }
-  if (!!options.prompt + !!options.chat + !!options.inputIds > 1) {
-    fail("give one of --prompt, --chat and --input-ids");
+  if (options.prompts.size() == 1 && options.promptsFile.empty()) {
+    options.prompt = options.prompts.front();
+    options.prompts.clear();
+  }
+  bool batch = !options.prompts.empty() || !options.promptsFile.empty();
+  if (!!options.prompt + !!options.chat + !!options.inputIds + batch > 1) {
+    fail("give one of --prompt (repeated: a batch), --prompts-file, --chat "
+         "and --input-ids");
+    return std::nullopt;
+  }
+  if (batch && (options.repeat != 1 || !options.dumpLogits.empty())) {
+    fail("--repeat and --dump-logits take one prompt, not a batch");
     return std::nullopt;
   }
   if (options.system && !options.chat) {
@@ -643,7 +668,181 @@ Status dumpLogits(const std::string &path, const Tensor &logits,
   return writeNpy(path, *prefix);
 }
 
+/// The YAML's generation settings, overridden by the flags.
+SamplingOptions samplingOf(const Options &options, const fb::ModelInfo &model) {
+  SamplingOptions sampling;
+  sampling.doSample = options.doSample.value_or(model.do_sample());
+  sampling.topK = options.topK.value_or(model.top_k());
+  sampling.topP = options.topP.value_or(model.top_p());
+  sampling.temperature = options.temperature.value_or(model.temperature());
+  sampling.repetitionPenalty =
+      options.repetitionPenalty.value_or(model.repetition_penalty());
+  return sampling;
+}
+
+/// The prompts of --prompts-file: one a line, or JSONL objects with a
+/// "prompt" string; blank lines skipped.
+StatusOr<std::vector<std::string>> readPrompts(const std::string &path) {
+  MFRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                        readRegularFile(path, "--prompts-file", 64u << 20));
+  std::string text(bytes.begin(), bytes.end());
+  std::vector<std::string> prompts;
+  size_t start = 0, number = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end;
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      continue;
+    }
+    if (line.front() == '{') {
+      nlohmann::json object = nlohmann::json::parse(line, nullptr, false);
+      if (object.is_discarded() || !object.is_object() ||
+          !object.contains("prompt") || !object["prompt"].is_string()) {
+        return Status::error(StatusCode::InvalidArgument,
+                             path + ":" + std::to_string(number) +
+                                 ": a JSON line must be an object with a "
+                                 "\"prompt\" string");
+      }
+      line = object["prompt"].get<std::string>();
+    }
+    prompts.push_back(line);
+  }
+  if (prompts.empty()) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "--prompts-file " + path + " has no prompts");
+  }
+  return prompts;
+}
+
+/// Several prompts generated together (BatchGenerator.h): each batch row
+/// is a sequence of its own, rows join as others end. Prints each prompt's
+/// text and what it generated, one per line, in the order given; each
+/// equals what a run with that prompt alone prints.
+int predictBatch(const Options &options, Session &session) {
+  const fb::ModelInfo &model = session.executable.model();
+  int64_t vocab = model.vocab_size();
+  std::vector<std::string> texts = options.prompts;
+  if (!options.promptsFile.empty()) {
+    StatusOr<std::vector<std::string>> read = readPrompts(options.promptsFile);
+    if (!read) {
+      return fail(read.status());
+    }
+    texts = read.take();
+  }
+  StatusOr<std::unique_ptr<BatchGenerator>> generator =
+      BatchGenerator::create(session.executable, *session.executor);
+  if (!generator) {
+    return fail(generator.status());
+  }
+  StatusOr<const Tokenizer *> tokenizer = tokenizerOf(options, session);
+  if (!tokenizer) {
+    return fail(tokenizer.status());
+  }
+  std::vector<int32_t> stopIds;
+  if (model.eos_token_ids()) {
+    stopIds.assign(model.eos_token_ids()->begin(), model.eos_token_ids()->end());
+  }
+  size_t count = texts.size();
+  std::vector<std::vector<int32_t>> prompts(count), generated(count);
+  std::vector<std::vector<float>> stepLogits(count);
+  for (size_t i = 0; i < count; ++i) {
+    StatusOr<std::vector<int32_t>> ids =
+        encodeText(options, session, texts[i], /*addSpecialTokens=*/true,
+                   "--prompt");
+    if (!ids) {
+      return fail(ids.status());
+    }
+    prompts[i] = ids.take();
+    GenerationRequest request;
+    request.prompt = prompts[i];
+    request.maxNewTokens = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
+    request.sampling = samplingOf(options, model);
+    request.seed = options.seed.value_or(model.seed());
+    request.stopIds = stopIds;
+    bool keepLogits = !options.dumpStepLogits.empty();
+    StatusOr<int64_t> added = (*generator)->add(
+        std::move(request), [&, i, keepLogits](const GenerationEvent &event) {
+          if (keepLogits && event.logits) {
+            stepLogits[i].insert(stepLogits[i].end(), event.logits,
+                                 event.logits + vocab);
+          }
+          if (event.token) {
+            generated[i].push_back(*event.token);
+          }
+        });
+    if (!added) {
+      return fail(added.status().withContext("prompt " + std::to_string(i + 1)));
+    }
+  }
+  auto start = Clock::now();
+  while ((*generator)->busy()) {
+    if (Status status = (*generator)->step(); !status) {
+      return fail(status);
+    }
+  }
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t i = 0; i < count; ++i) {
+    if (*tokenizer) {
+      // As a single run streams it: the prompt, then the new text.
+      TokenStreamDecoder stream(**tokenizer, prompts[i]);
+      StatusOr<std::string> text = (*tokenizer)->decodeText(prompts[i], true);
+      if (!text) {
+        return fail(text.status());
+      }
+      std::string line = *text;
+      for (int32_t id : generated[i]) {
+        StatusOr<std::string> piece = stream.push(id);
+        if (!piece) {
+          return fail(piece.status());
+        }
+        line += *piece;
+      }
+      StatusOr<std::string> rest = stream.finish();
+      if (!rest) {
+        return fail(rest.status());
+      }
+      std::cout << line << *rest << "\n";
+    } else {
+      std::cout << decodeBytes(prompts[i]) << decodeBytes(generated[i]) << "\n";
+    }
+  }
+  std::cout.flush();
+  if (!options.dumpStepLogits.empty()) {
+    // Every prompt's steps, in prompt order: [sum of steps, vocab].
+    std::vector<float> rows;
+    for (const std::vector<float> &logits : stepLogits) {
+      rows.insert(rows.end(), logits.begin(), logits.end());
+    }
+    Tensor table(DType::F32, {static_cast<int64_t>(rows.size()) / vocab, vocab},
+                 std::shared_ptr<void>(rows.data(), [](void *) {}));
+    if (Status status = writeNpy(options.dumpStepLogits, table); !status) {
+      return fail(status);
+    }
+  }
+  const GenerationStats &stats = (*generator)->stats();
+  std::fprintf(stderr,
+               "mf-run: %zu prompts on %lld slots: %lld prompt and %lld "
+               "generated tokens in %.1f ms (%.1f generated tokens/s), %lld "
+               "steps (%lld decode)\n",
+               count, static_cast<long long>((*generator)->slots()),
+               static_cast<long long>(stats.promptTokens),
+               static_cast<long long>(stats.generatedTokens), seconds * 1e3,
+               stats.generatedTokens / std::max(seconds, 1e-9),
+               static_cast<long long>(stats.steps),
+               static_cast<long long>(stats.decodeSteps));
+  return writeTrace(options, session);
+}
+
 int predict(const Options &options, Session &session) {
+  if (!options.prompts.empty() || !options.promptsFile.empty()) {
+    return predictBatch(options, session);
+  }
   const fb::ModelInfo &model = session.executable.model();
   int64_t vocab = model.vocab_size(), seqLength = model.seq_length();
   int64_t batch = model.batch_size();
@@ -692,14 +891,7 @@ int predict(const Options &options, Session &session) {
   int64_t maxNew = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
   maxNew = std::min(maxNew, seqLength - promptLength);
 
-  SamplingOptions sampling;
-  sampling.doSample = options.doSample.value_or(model.do_sample());
-  sampling.topK = options.topK.value_or(model.top_k());
-  sampling.topP = options.topP.value_or(model.top_p());
-  sampling.temperature = options.temperature.value_or(model.temperature());
-  sampling.repetitionPenalty =
-      options.repetitionPenalty.value_or(model.repetition_penalty());
-  Sampler sampler(sampling, options.seed.value_or(model.seed()));
+  Sampler sampler(samplingOf(options, model), options.seed.value_or(model.seed()));
   auto isEos = [&](int32_t id) {
     if (!model.eos_token_ids()) {
       return false;

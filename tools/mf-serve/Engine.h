@@ -59,6 +59,7 @@ public:
   /// Runs until stop(): call on the thread that owns the model.
   void run();
   void stop();
+  int64_t slots() const { return generator_.slots(); }
 
 private:
   mfrt::BatchGenerator &generator_;
