@@ -47,6 +47,8 @@ config.environment["MFC_SCHEMA_DIR"] = os.path.join(config.mfc_obj_root,
 config.substitutions.append(("%node-modules", node_modules))
 if os.path.isdir(os.path.join(node_modules, "@anush008", "tokenizers")):
     config.available_features.add("hf-tokenizers")
+if os.path.isdir(os.path.join(node_modules, "openai")):
+    config.available_features.add("openai-client")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")
 # A tiny file system of our own (a private mount namespace: nothing is left

@@ -20,8 +20,8 @@ StatusOr<double> numberIn(const json &value, const std::string &field,
                           double low, double high) {
   if (!value.is_number() || !(value.get<double>() >= low) ||
       !(value.get<double>() <= high)) {
-    return fieldError(field, "must be a number from " + std::to_string(low) +
-                                 " to " + std::to_string(high));
+    return fieldError(field, "must be a number from " + json(low).dump() +
+                                 " to " + json(high).dump());
   }
   return value.get<double>();
 }

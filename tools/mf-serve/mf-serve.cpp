@@ -572,6 +572,15 @@ std::string metricsText(const Server &server) {
   return text;
 }
 
+/// The signals that stop the server.
+sigset_t stopSignalSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 int serve(const Options &options) {
   StatusOr<Executable> executable = Executable::load(options.executable);
   if (!executable) {
@@ -692,13 +701,9 @@ int serve(const Options &options) {
                               "cannot listen on " + options.host + ":" +
                                   std::to_string(options.port)));
   }
-  // SIGINT/SIGTERM stop the server from a thread of their own.
-  sigset_t stopSignals;
-  sigemptyset(&stopSignals);
-  sigaddset(&stopSignals, SIGINT);
-  sigaddset(&stopSignals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // SIGINT/SIGTERM (blocked in every thread since main) stop the server
+  // from a thread of their own.
+  sigset_t stopSignals = stopSignalSet();
   std::thread signals([&] {
     int received = 0;
     sigwait(&stopSignals, &received);
@@ -732,6 +737,11 @@ int serve(const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Before any thread starts (the kernel pool's included), so that none
+  // but the one that waits for them takes the stop signals.
+  sigset_t stopSignals = stopSignalSet();
+  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+  signal(SIGPIPE, SIG_IGN); // a client that left is a failed write
   int exitCode = 0;
   std::optional<Options> options = parseOptions(argc, argv, exitCode);
   if (!options) {

@@ -1,0 +1,225 @@
+"""Starts mf-serve on a model.bin and checks it as clients use it.
+
+Usage: serve_session.py MFC_BIN NODE_MODULES MODEL_BIN WORKDIR PROMPTS EXPECTED
+
+Greedy outputs must equal `mf-run`'s for the same prompt (EXPECTED: what
+`mf-run --prompts-file PROMPTS --greedy --max-new-tokens 12` printed, which
+compare_batch.py checks against runs of one prompt each), through OpenAI's
+own Node client (completions and chat, streamed and not) and through one
+client per prompt at once (batching must not change a token). Hostile requests get 4xx answers that name the field, a client that
+leaves mid-stream frees its slot, a full queue answers 503, and the server
+keeps serving throughout. Prints one line per check; exits 1 on the first
+failure.
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+MFC_BIN, NODE_MODULES, MODEL, WORK, PROMPTS_FILE, EXPECTED = sys.argv[1:7]
+MF_RUN = os.path.join(MFC_BIN, "mf-run")
+MF_SERVE = os.path.join(MFC_BIN, "mf-serve")
+
+PROMPTS = []
+for line in open(PROMPTS_FILE, encoding="utf-8"):
+    line = line.rstrip("\n")
+    if line.strip():
+        PROMPTS.append(json.loads(line)["prompt"] if line.startswith("{") else line)
+CHAT = "Hello, who are you?"
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def mf_run(*args):
+    out = subprocess.run([MF_RUN, MODEL, "--init-weights", "--greedy", *args],
+                         capture_output=True, check=True)
+    return out.stdout.decode("utf-8")
+
+
+class Server:
+    def __init__(self, *flags):
+        self.port_file = os.path.join(WORK, "port")
+        if os.path.exists(self.port_file):
+            os.remove(self.port_file)
+        self.log = open(os.path.join(WORK, "serve.log"), "wb")
+        self.process = subprocess.Popen(
+            [MF_SERVE, MODEL, "--init-weights", "--port", "0", "--port-file",
+             self.port_file, *flags], stderr=self.log)
+        deadline = time.time() + 120
+        while not os.path.exists(self.port_file):
+            if self.process.poll() is not None or time.time() > deadline:
+                fail("mf-serve did not start: " + open(self.log.name).read())
+            time.sleep(0.05)
+        self.port = int(open(self.port_file).read())
+
+    def request(self, method, path, body=None, timeout=120):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                timeout=timeout)
+        payload = body if isinstance(body, (bytes, type(None))) else json.dumps(body)
+        connection.request(method, path, payload,
+                           {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        data = response.read().decode("utf-8")
+        connection.close()
+        return response.status, data
+
+    def metrics(self):
+        _, text = self.request("GET", "/metrics")
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.split()
+                values[name] = float(value)
+        return values
+
+    def rss_mb(self):
+        for line in open("/proc/%d/status" % self.process.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+        return 0.0
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=60)
+        self.log.close()
+        return code, open(self.log.name).read()
+
+
+def complete(server, prompt, tokens):
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": prompt, "max_tokens": tokens, "temperature": 0})
+    if status != 200:
+        fail("completion of %r: %d %s" % (prompt, status, body))
+    return json.loads(body)["choices"][0]["text"]
+
+
+def main():
+    lines = open(EXPECTED, encoding="utf-8").read().split("\n")[:len(PROMPTS)]
+    expected = {}
+    for prompt, line in zip(PROMPTS, lines):
+        if not line.startswith(prompt):
+            fail("mf-run printed %r for the prompt %r" % (line, prompt))
+        expected[prompt] = line[len(prompt):]
+    chat_expected = mf_run("--chat", CHAT, "--max-new-tokens", "10")[:-1]
+
+    server = Server()
+    model = json.loads(server.request("GET", "/v1/models")[1])["data"][0]["id"]
+
+    # OpenAI's client: completions and chat, streamed and not.
+    client = subprocess.run(
+        ["node", os.path.join(os.path.dirname(__file__), "openai_client.js"),
+         NODE_MODULES, "http://127.0.0.1:%d/v1" % server.port, model,
+         PROMPTS[0], CHAT], capture_output=True, timeout=300)
+    if client.returncode != 0:
+        fail("the openai client failed: " + client.stderr.decode())
+    got = json.loads(client.stdout)
+    for key in ("completion", "completionStreamed"):
+        if got[key] != expected[PROMPTS[0]]:
+            fail("openai %s %r != mf-run's %r" % (key, got[key], expected[PROMPTS[0]]))
+    for key in ("chat", "chatStreamed"):
+        if got[key] != chat_expected:
+            fail("openai %s %r != mf-run --chat's %r" % (key, got[key], chat_expected))
+    print("openai client: models %s; completion, streamed completion, chat "
+          "and streamed chat equal mf-run's (finish %s/%s, role %s)"
+          % (got["models"], got["completionFinish"],
+             got["completionStreamFinish"], got["chatRole"]))
+    print("openai client, unknown role: " + got["badRole"])
+
+    # A client per prompt at once, prompts of different lengths, 4 slots.
+    idle_rss = server.rss_mb()
+    results = {}
+
+    def worker(prompt):
+        results[prompt] = complete(server, prompt, 12)
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in PROMPTS]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    differing = [p for p in PROMPTS if results.get(p) != expected[p]]
+    if differing:
+        fail("batched completions differ from single runs: %r" % [
+            (p, results.get(p), expected[p]) for p in differing])
+    print("%d concurrent completions equal their single mf-run runs"
+          % len(PROMPTS))
+
+    # Hostile requests: a 4xx that names the problem, and the server goes on.
+    long_prompt = " ".join(["word"] * 400)
+    cases = [
+        ("malformed JSON", b"{bad", None),
+        ("unknown field", {"prompt": "hi", "max_token": 3}, None),
+        ("n = 2", {"prompt": "hi", "n": 2}, None),
+        ("10^6 tokens", {"prompt": "hi", "max_tokens": 1000000}, None),
+        ("over-long prompt", {"prompt": long_prompt}, None),
+        ("unknown role", {"messages": [{"role": "wizard", "content": "hi"}]},
+         "/v1/chat/completions"),
+        ("wrong model", {"model": "gpt-4", "prompt": "hi"}, None),
+        ("temperature 5", {"prompt": "hi", "temperature": 5}, None),
+    ]
+    for name, body, path in cases:
+        status, text = server.request("POST", path or "/v1/completions", body)
+        message = json.loads(text)["error"]["message"]
+        print("%s: %d %s" % (name, status, message))
+    status, _ = server.request("GET", "/health")
+    print("after the hostile requests: health %d" % status)
+
+    # A client that leaves mid-stream frees its slot at once.
+    before = server.metrics()["mfserve_requests_cancelled_total"]
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 100,
+                       "temperature": 0, "stream": True})
+    raw = socket.create_connection(("127.0.0.1", server.port))
+    raw.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body)).encode())
+    received = b""
+    while b"data: " not in received:
+        received += raw.recv(4096)
+    raw.close()
+    deadline = time.time() + 30
+    while True:
+        metrics = server.metrics()
+        if (metrics["mfserve_requests_cancelled_total"] > before and
+                metrics["mfserve_slots_in_use"] == 0):
+            break
+        if time.time() > deadline:
+            fail("a client that left mid-stream still holds a slot: %r" % metrics)
+        time.sleep(0.05)
+    print("a client that left mid-stream: its request cancelled, %d slots in use"
+          % metrics["mfserve_slots_in_use"])
+    print("memory: idle %.0f MB, after the load %.0f MB" % (idle_rss, server.rss_mb()))
+    code, log = server.stop()
+    print("stopped: exit %d, %s" % (code, log.strip().splitlines()[-1]))
+
+    # A queue of 16: 64 clients at once get answers, some of them 503.
+    server = Server("--max-waiting", "16")
+    statuses = []
+
+    def quick():
+        statuses.append(server.request("POST", "/v1/completions", {
+            "prompt": "hi", "max_tokens": 4, "temperature": 0})[0])
+
+    threads = [threading.Thread(target=quick) for _ in range(64)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    answered = {code: statuses.count(code) for code in sorted(set(statuses))}
+    if set(answered) - {200, 503} or len(statuses) != 64:
+        fail("a full queue: %r" % answered)
+    print("64 clients on a queue of 16: every one answered (%s)" %
+          ", ".join("%d x %d" % (n, c) for c, n in answered.items()))
+    print("after: health %d" % server.request("GET", "/health")[0])
+    server.stop()
+
+
+main()
