@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 using namespace mfrt;
 
@@ -48,14 +49,15 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
   // Prefill entries by width: `prefill` (seq_length) and `prefill_<L>`.
   for (const std::string &name : executable.entryNames()) {
     if (name == "prefill" || name.rfind("prefill_", 0) == 0) {
-      StatusOr<Tensor> ids = executor.allocateInput(name, 0);
-      if (!ids) {
-        return ids.status();
-      }
-      generator->prefillWidths_.emplace_back(ids->dim(1), name);
+      MFRT_ASSIGN_OR_RETURN(Tensor ids, executor.allocateInput(name, 0));
+      bool oneRow = name == "prefill_row" || name.rfind("prefill_row_", 0) == 0;
+      (oneRow ? generator->rowPrefillWidths_ : generator->prefillWidths_)
+          .emplace_back(ids.dim(1), name);
     }
   }
   std::sort(generator->prefillWidths_.begin(), generator->prefillWidths_.end());
+  std::sort(generator->rowPrefillWidths_.begin(),
+            generator->rowPrefillWidths_.end());
   // The caches, zero, as decode takes them (after ids and past_length).
   const fb::Entry &decode = *executable.entry("decode");
   for (size_t i = 2; i < decode.inputs()->size(); ++i) {
@@ -166,8 +168,7 @@ std::pair<std::string, int64_t> BatchGenerator::chooseEntry() const {
     if (!sequence) {
       continue;
     }
-    int64_t left = static_cast<int64_t>(sequence->request.prompt.size()) -
-                   sequence->fed;
+    int64_t left = promptLeft(*sequence);
     prompt = std::max(prompt, left);
     decoding |= left == 0;
     room = std::min(room, seqLength_ - sequence->fed);
@@ -179,19 +180,112 @@ std::pair<std::string, int64_t> BatchGenerator::chooseEntry() const {
   if (want <= 1) {
     return {"decode", 1};
   }
-  // The narrowest prefill that takes what is wanted, else the widest that
-  // fits; decode (width 1) when none fits.
-  std::pair<std::string, int64_t> chosen{"decode", 1};
-  for (const auto &[width, name] : prefillWidths_) {
+  return widestUpTo(prefillWidths_, want, room, {"decode", 1});
+}
+
+std::pair<std::string, int64_t> BatchGenerator::widestUpTo(
+    const std::vector<std::pair<int64_t, std::string>> &widths, int64_t want,
+    int64_t room, std::pair<std::string, int64_t> fallback) {
+  // The narrowest entry that takes what is wanted, else the widest that
+  // fits the room.
+  for (const auto &[width, name] : widths) {
     if (width > room) {
       break;
     }
-    chosen = {name, width};
+    fallback = {name, width};
     if (width >= want) {
       break;
     }
   }
-  return chosen;
+  return fallback;
+}
+
+int64_t BatchGenerator::promptLeft(const Sequence &sequence) {
+  return sequence.pending
+             ? 0
+             : static_cast<int64_t>(sequence.request.prompt.size()) - sequence.fed;
+}
+
+void BatchGenerator::emit(size_t slot, const float *row) {
+  Sequence &sequence = *slots_[slot];
+  int32_t next = sequence.sampler.next(row, vocab_, sequence.history);
+  ++sequence.generated;
+  ++stats_.generatedTokens;
+  const std::vector<int32_t> &stops = sequence.request.stopIds;
+  if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
+    sequence.callback({sequence.id, std::nullopt, FinishReason::Stop, row, ""});
+    slots_[slot].reset();
+    return;
+  }
+  sequence.history.push_back(next);
+  // The token must fit the cache to be fed: the context ends the sequence
+  // as its length bound does.
+  bool last = sequence.generated >= sequence.request.maxNewTokens ||
+              sequence.fed >= seqLength_;
+  std::optional<FinishReason> reason;
+  if (last) {
+    reason = FinishReason::Length;
+  }
+  sequence.callback({sequence.id, next, reason, row, ""});
+  if (last) {
+    slots_[slot].reset();
+  } else {
+    sequence.pending = next;
+  }
+}
+
+void BatchGenerator::failRunning(const Status &status) {
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slots_[slot]) {
+      finish(slot, FinishReason::Cancelled, status.message());
+    }
+  }
+}
+
+Status BatchGenerator::prefillRow(size_t slot, int64_t budget) {
+  Sequence &sequence = *slots_[slot];
+  int64_t left = promptLeft(sequence);
+  auto [entry, width] = widestUpTo(rowPrefillWidths_, std::min(left, budget),
+                                   seqLength_ - sequence.fed, {"", 0});
+  if (width == 0) {
+    return Status::error(StatusCode::Internal,
+                         "no prefill of one row fits position " +
+                             std::to_string(sequence.fed));
+  }
+  int64_t feed = std::min(left, width);
+  MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
+  MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
+  MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition, executor_.allocateInput(entry, 2));
+  std::fill_n(ids.as<int32_t>(), width, static_cast<int32_t>(padId_));
+  std::copy_n(sequence.request.prompt.begin() + sequence.fed, feed,
+              ids.as<int32_t>());
+  past.as<int32_t>()[0] = static_cast<int32_t>(sequence.fed);
+  logitsPosition.as<int32_t>()[0] = static_cast<int32_t>(feed - 1);
+  std::vector<Tensor> inputs;
+  inputs.push_back(std::move(ids));
+  inputs.push_back(std::move(past));
+  inputs.push_back(std::move(logitsPosition));
+  // The slot's row of each cache, in place.
+  std::vector<Tensor> rows;
+  for (const Tensor &cache : caches_) {
+    rows.push_back(cache.rows(static_cast<int64_t>(slot), 1));
+    inputs.push_back(rows.back());
+  }
+  MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
+                        executor_.run(entry, std::move(inputs)));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Tensor &written = outputs[1 + i];
+    if (written.data() != rows[i].data()) { // an executor that copied
+      std::memcpy(rows[i].data(), written.data(), rows[i].byteSize());
+    }
+  }
+  ++stats_.steps;
+  sequence.fed += feed;
+  stats_.promptTokens += feed;
+  if (promptLeft(sequence) == 0) {
+    emit(slot, outputs[0].as<float>());
+  }
+  return Status::ok();
 }
 
 Status BatchGenerator::step() {
@@ -199,7 +293,37 @@ Status BatchGenerator::step() {
   if (stats_.running == 0) {
     return Status::ok();
   }
+  if (!rowPrefillWidths_.empty()) {
+    // Prompts one row at a time, without the other rows' padding, up to the
+    // step's token bound; then one decode step for the rows that decode.
+    int64_t budget =
+        maxBatchedTokens_ > 0 ? maxBatchedTokens_ : std::numeric_limits<int64_t>::max();
+    for (size_t slot = 0; slot < slots_.size() && budget > 0; ++slot) {
+      while (slots_[slot] && promptLeft(*slots_[slot]) > 0 && budget > 0) {
+        int64_t before = slots_[slot]->fed;
+        if (Status status = prefillRow(slot, budget); !status) {
+          failRunning(status);
+          return status;
+        }
+        budget -= slots_[slot] ? slots_[slot]->fed - before : 1;
+      }
+    }
+    bool decoding = std::any_of(slots_.begin(), slots_.end(), [](const auto &s) {
+      return s && s->pending.has_value();
+    });
+    Status status = decoding ? runBatched("decode", 1) : Status::ok();
+    stats_.running = std::count_if(slots_.begin(), slots_.end(),
+                                   [](const auto &sequence) { return bool(sequence); });
+    return status;
+  }
   auto [entry, width] = chooseEntry();
+  Status status = runBatched(entry, width);
+  stats_.running = std::count_if(slots_.begin(), slots_.end(),
+                                 [](const auto &sequence) { return bool(sequence); });
+  return status;
+}
+
+Status BatchGenerator::runBatched(const std::string &entry, int64_t width) {
   bool decode = entry == "decode";
   int64_t batch = slots();
   MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
@@ -208,7 +332,10 @@ Status BatchGenerator::step() {
   if (!decode) {
     MFRT_ASSIGN_OR_RETURN(logitsPosition, executor_.allocateInput(entry, 2));
   }
-  // What each slot feeds: its next prompt tokens, or its pending token.
+  // What each slot feeds: its next prompt tokens or its pending token. A
+  // slot with prompt left in a decode step (its prompt goes through the
+  // prefills of one row) feeds padding at its position, which its next
+  // prompt chunk overwrites.
   std::vector<int64_t> feeds(batch, 0);
   for (int64_t b = 0; b < batch; ++b) {
     int32_t *row = ids.as<int32_t>() + b * width;
@@ -218,10 +345,8 @@ Status BatchGenerator::step() {
     if (sequence && sequence->pending) {
       row[0] = *sequence->pending;
       feeds[b] = 1;
-    } else if (sequence) {
-      int64_t left =
-          static_cast<int64_t>(sequence->request.prompt.size()) - sequence->fed;
-      feeds[b] = std::min(left, width);
+    } else if (sequence && !(decode && !rowPrefillWidths_.empty())) {
+      feeds[b] = std::min(promptLeft(*sequence), width);
       std::copy_n(sequence->request.prompt.begin() + sequence->fed, feeds[b],
                   row);
     }
@@ -236,36 +361,24 @@ Status BatchGenerator::step() {
   if (!decode) {
     inputs.push_back(std::move(logitsPosition));
   }
-  for (Tensor &cache : caches_) {
-    inputs.push_back(std::move(cache));
+  for (const Tensor &cache : caches_) {
+    inputs.push_back(cache);
   }
-  caches_.clear();
   StatusOr<std::vector<Tensor>> outputs = executor_.run(entry, std::move(inputs));
   if (!outputs) {
-    // The caches went with the inputs: the running sequences cannot go on.
-    for (size_t slot = 0; slot < slots_.size(); ++slot) {
-      if (slots_[slot]) {
-        finish(slot, FinishReason::Cancelled, outputs.status().message());
-      }
-    }
-    for (size_t i = 2 + !decode; i < executable_.entry(entry)->inputs()->size();
-         ++i) {
-      StatusOr<Tensor> cache = executor_.allocateInput(entry, i);
-      if (cache) {
-        caches_.push_back(cache.take());
-      }
-    }
+    failRunning(outputs.status());
     return outputs.status();
   }
   std::vector<Tensor> results = outputs.take();
-  caches_.assign(std::make_move_iterator(results.begin() + 1),
-                 std::make_move_iterator(results.end()));
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    caches_[i] = std::move(results[1 + i]);
+  }
   const Tensor &logits = results[0]; // [batch, 1, vocab]
   ++stats_.steps;
   stats_.decodeSteps += decode;
   for (int64_t b = 0; b < batch; ++b) {
     Sequence *sequence = slots_[b].get();
-    if (!sequence) {
+    if (!sequence || feeds[b] == 0) {
       continue;
     }
     bool wasPrompt = !sequence->pending;
@@ -273,37 +386,11 @@ Status BatchGenerator::step() {
     sequence->pending.reset();
     if (wasPrompt) {
       stats_.promptTokens += feeds[b];
-      if (sequence->fed < static_cast<int64_t>(sequence->request.prompt.size())) {
+      if (promptLeft(*sequence) > 0) {
         continue; // more prompt to read
       }
     }
-    const float *row = logits.as<float>() + b * vocab_;
-    int32_t next = sequence->sampler.next(row, vocab_, sequence->history);
-    ++sequence->generated;
-    ++stats_.generatedTokens;
-    const std::vector<int32_t> &stops = sequence->request.stopIds;
-    if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
-      sequence->callback({sequence->id, std::nullopt, FinishReason::Stop, row, ""});
-      slots_[b].reset();
-      continue;
-    }
-    sequence->history.push_back(next);
-    // The token must fit the cache to be fed: the context ends the
-    // sequence as its length bound does.
-    bool last = sequence->generated >= sequence->request.maxNewTokens ||
-                sequence->fed >= seqLength_;
-    std::optional<FinishReason> reason;
-    if (last) {
-      reason = FinishReason::Length;
-    }
-    sequence->callback({sequence->id, next, reason, row, ""});
-    if (last) {
-      slots_[b].reset();
-    } else {
-      sequence->pending = next;
-    }
+    emit(static_cast<size_t>(b), logits.as<float>() + b * vocab_);
   }
-  stats_.running = std::count_if(slots_.begin(), slots_.end(),
-                                 [](const auto &sequence) { return bool(sequence); });
   return Status::ok();
 }

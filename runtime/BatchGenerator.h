@@ -64,9 +64,11 @@ struct GenerationStats {
 class BatchGenerator {
 public:
   /// Over `executor`'s model, which must have a KV cache (use_past) and a
-  /// decode entry. `maxBatchedTokens` bounds slots x width of a step while
-  /// some sequence decodes (0: no bound), so a long prompt goes in chunks
-  /// and does not stall the sequences that decode.
+  /// decode entry. `maxBatchedTokens` bounds the prompt tokens a step
+  /// prefills before its decode (with prefills of one row; without them,
+  /// slots x width of a step while some sequence decodes); 0: no bound. A
+  /// long prompt then goes in chunks and does not stall the sequences that
+  /// decode.
   static StatusOr<std::unique_ptr<BatchGenerator>>
   create(const Executable &executable, Executor &executor,
          int64_t maxBatchedTokens = 0);
@@ -106,14 +108,33 @@ private:
                  int64_t maxBatchedTokens);
   void admit();
   void finish(size_t slot, FinishReason reason, std::string error = "");
-  /// The entry and width of the next step.
+  /// Ends every running sequence after a failed run (its caches are lost).
+  void failRunning(const Status &status);
+  static int64_t promptLeft(const Sequence &sequence);
+  /// The narrowest of `widths` that takes `want` tokens, else the widest
+  /// that fits `room`; `fallback` when none fits.
+  static std::pair<std::string, int64_t>
+  widestUpTo(const std::vector<std::pair<int64_t, std::string>> &widths,
+             int64_t want, int64_t room,
+             std::pair<std::string, int64_t> fallback);
+  /// The entry and width of a step over every row (no row prefills).
   std::pair<std::string, int64_t> chooseEntry() const;
+  /// Runs `entry` over every row: each feeds its prompt or its new token.
+  Status runBatched(const std::string &entry, int64_t width);
+  /// The next chunk (at most `budget` tokens, unless no narrower entry
+  /// exists) of slot's prompt through a prefill of one row, on its cache
+  /// row in place.
+  Status prefillRow(size_t slot, int64_t budget);
+  /// Samples slot's next token from `row` and reports it (or its end).
+  void emit(size_t slot, const float *row);
 
   const Executable &executable_;
   Executor &executor_;
   int64_t maxBatchedTokens_;
   int64_t seqLength_, vocab_, padId_;
   std::vector<std::pair<int64_t, std::string>> prefillWidths_; ///< ascending
+  /// `prefill_row_<L>` entries (batch > 1): one row's prompt alone.
+  std::vector<std::pair<int64_t, std::string>> rowPrefillWidths_;
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<Tensor> caches_;

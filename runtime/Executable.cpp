@@ -306,6 +306,20 @@ int64_t prefillLengthOf(const std::string &name) {
   return length;
 }
 
+/// L of a `prefill_row_<L>` entry (one batch row's prefill), seq for
+/// `prefill_row`, else -1.
+int64_t rowPrefillLengthOf(const std::string &name, int64_t seq) {
+  if (name == "prefill_row") {
+    return seq;
+  }
+  constexpr const char kPrefix[] = "prefill_row_";
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
+    return -1;
+  }
+  int64_t length = prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
+  return length > 0 && length < seq ? length : 0;
+}
+
 bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
   return a.dtype() == b.dtype() && Executable::shapeOf(a) == Executable::shapeOf(b);
 }
@@ -330,7 +344,37 @@ Status checkEntryContracts(const fb::Executable &root) {
     };
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
     int64_t shorterPrefill = prefillLengthOf(name);
-    if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
+    int64_t rowPrefill = rowPrefillLengthOf(name, seq);
+    if (rowPrefill >= 0) {
+      // One row's prefill: prefill's types with a batch of 1.
+      if (rowPrefill == 0 || caches == 0 || batch == 1) {
+        return bad("is a prefill of one batch row: such entries take 1 to "
+                   "seq_length tokens of a model with a KV cache and a batch "
+                   "of more than one");
+      }
+      if (inputs != 3 + caches || outputs != 1 + caches ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {1, rowPrefill}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {1}) ||
+          !Executable::hasType(inputType(*entry, 2), DType::I32, {1}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {1, 1, vocab})) {
+        return bad("does not take i32 ids [1, " + std::to_string(rowPrefill) +
+                   "], one past_length and one logits_position and return "
+                   "f32 logits [1, 1, " + std::to_string(vocab) + "]");
+      }
+      for (size_t i = 0; i < caches; ++i) {
+        const fb::TensorType &cache = inputType(*entry, 3 + i);
+        bool fits = prefill && prefill->inputs()->size() == 3 + caches;
+        if (fits) {
+          const fb::TensorType &whole = inputType(*prefill, 3 + i);
+          Shape row = Executable::shapeOf(whole);
+          fits = !row.empty() && cache.dtype() == whole.dtype() &&
+                 Executable::shapeOf(cache) == (row[0] = 1, row);
+        }
+        if (!fits || !sameType(cache, outputType(*entry, 1 + i))) {
+          return bad("takes KV caches that are not one row of prefill's");
+        }
+      }
+    } else if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
       // ids, then each row's past_length (with a cache), then each row's
       // logits_position (prefill), then the caches; the logits of one
       // position per row.

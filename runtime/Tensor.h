@@ -84,6 +84,9 @@ public:
 
   /// The same bytes viewed with another shape of the same element count.
   Tensor reshaped(Shape shape) const;
+  /// Rows [first, first + count) of dimension 0, in place (a view that
+  /// keeps the whole tensor alive).
+  Tensor rows(int64_t first, int64_t count) const;
 
   /// Element `i` converted to float (any float dtype, or I32).
   float loadFloat(int64_t i) const;

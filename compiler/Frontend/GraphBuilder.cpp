@@ -370,27 +370,29 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   }
 
   // Both entries take and return the whole cache; prefill starts it at 0.
-  RankedTensorType cacheType =
-      tensorType({batch, model.seqLength, model.kvHeads(), model.headDim()},
-                 computeType());
   SmallVector<std::string> cacheNames;
-  SmallVector<Type> cacheTypes;
   for (int64_t layer = 0; layer < model.numLayers; ++layer) {
     cacheNames.push_back("cache." + std::to_string(layer) + ".key");
     cacheNames.push_back("cache." + std::to_string(layer) + ".value");
-    cacheTypes.append({cacheType, cacheType});
   }
 
   // Each row's tokens go into its cache after its `past_length` tokens
   // (prefill from 0, or a later chunk of a long prompt from where the last
   // one ended). Prefill returns the logits at each row's `logits_position`
   // (its last prompt token) only; decode, of its one token.
-  auto build = [&](StringRef name, int64_t seq, bool isPrefill) {
+  // `rows`: the batch (every entry), or 1 for the prefills of one row that
+  // a server runs on one sequence's cache row while the others wait.
+  auto build = [&](StringRef name, int64_t seq, bool isPrefill, int64_t rows) {
+    RankedTensorType cacheType =
+        tensorType({rows, model.seqLength, model.kvHeads(), model.headDim()},
+                   computeType());
+    SmallVector<Type> cacheTypes(cacheNames.size(), cacheType);
+    RankedTensorType positionType = tensorType({rows}, ids);
     SmallVector<std::string> inputNames = {"input_ids", "past_length"};
-    SmallVector<Type> inputTypes = {tensorType({batch, seq}, ids), perRow};
+    SmallVector<Type> inputTypes = {tensorType({rows, seq}, ids), positionType};
     if (isPrefill) {
       inputNames.push_back("logits_position");
-      inputTypes.push_back(perRow);
+      inputTypes.push_back(positionType);
     }
     inputNames.append(cacheNames.begin(), cacheNames.end());
     inputTypes.append(cacheTypes.begin(), cacheTypes.end());
@@ -416,11 +418,22 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     resultNames.append(cacheNames.begin(), cacheNames.end());
     finishEntry(entry, results, resultNames);
   };
-  build("prefill", model.seqLength, /*isPrefill=*/true);
-  for (int64_t length : prefillLengthsFor(options, model.seqLength)) {
-    build("prefill_" + std::to_string(length), length, /*isPrefill=*/true);
+  std::vector<int64_t> lengths = prefillLengthsFor(options, model.seqLength);
+  build("prefill", model.seqLength, /*isPrefill=*/true, batch);
+  for (int64_t length : lengths) {
+    build("prefill_" + std::to_string(length), length, /*isPrefill=*/true,
+          batch);
   }
-  build("decode", 1, /*isPrefill=*/false);
+  build("decode", 1, /*isPrefill=*/false, batch);
+  if (batch > 1) {
+    // A new sequence's prompt without the other rows' padding (mf-serve,
+    // mf-run --prompts-file): its cache row is a [1, ...] cache.
+    build("prefill_row", model.seqLength, /*isPrefill=*/true, 1);
+    for (int64_t length : lengths) {
+      build("prefill_row_" + std::to_string(length), length,
+            /*isPrefill=*/true, 1);
+    }
+  }
   buildAllLogits();
 }
 

@@ -41,7 +41,7 @@ struct Options {
   std::string portFile;
   std::string mode = "graph";
   int64_t threads = 0;
-  int64_t maxBatchedTokens = -1; ///< -1: the default
+  int64_t maxBatchedTokens = 256;
   int64_t maxWaiting = 1024;
   int64_t httpThreads = 64;
   std::string servedName;
@@ -61,10 +61,10 @@ void usage(std::ostream &os) {
         "  --port-file F              write the port once listening\n"
         "  --mode graph|pynative      execution mode (default graph)\n"
         "  --threads N                kernel threads (default: all cores)\n"
-        "  --max-num-batched-tokens N bound on slots x width of a step while "
-        "sequences decode\n"
-        "                             (default: 4 x slots; 0: none): long "
-        "prompts go in chunks\n"
+        "  --max-num-batched-tokens N prompt tokens a step prefills before its "
+        "decode (default 256;\n"
+        "                             0: no bound): long prompts go in chunks "
+        "between decode steps\n"
         "  --max-waiting N            requests that may wait for a slot "
         "(default 1024; more: 503)\n"
         "  --http-threads N           connections served at once (default 64)\n"
@@ -265,8 +265,8 @@ public:
       if (decoder_) {
         StatusOr<std::string> piece = decoder_->push(id);
         text_ += piece ? *piece : "";
-      } else if (id < 256) {
-        text_ += static_cast<char>(id);
+      } else { // bytes, as mf-run prints them (<id> above 255)
+        text_ += decodeBytes({id});
       }
       findStop();
     }
@@ -630,10 +630,8 @@ int serve(const Options &options) {
     return fail(tokenizer.status());
   }
   int64_t slots = model.batch_size();
-  int64_t batched = options.maxBatchedTokens >= 0 ? options.maxBatchedTokens
-                                                   : 4 * slots;
-  StatusOr<std::unique_ptr<BatchGenerator>> generator =
-      BatchGenerator::create(session.executable, *session.executor, batched);
+  StatusOr<std::unique_ptr<BatchGenerator>> generator = BatchGenerator::create(
+      session.executable, *session.executor, options.maxBatchedTokens);
   if (!generator) {
     return fail(generator.status());
   }

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Serving throughput: continuous batching against one request at a time.
+
+  bench/serve.py [--build build] [--rounds 3] [--clients 8] [--requests 32]
+
+Compiles bench/configs/llama-100m.yaml twice: with batch_size = --clients
+(the server's slots) and with batch_size 1 (a server that runs one request
+at a time), and starts mf-serve on each (random weights, Graph Mode, every
+core). Each round sends the same --requests streamed completions (token-id
+prompts of 16-64 tokens, 64 new tokens each, greedy) from --clients
+concurrent clients to each server in turn (alternating, so a slow spell of
+the machine hits both), and measures the generated tokens/s over the
+round's wall time, each request's time to first token and its latency.
+Prints medians over the rounds and the ratio batched / one-at-a-time.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def compile_model(mfc, slots, out):
+    subprocess.run([mfc, "compile", os.path.join(HERE, "configs", "llama-100m.yaml"),
+                    "--set", "model.model_config.batch_size=%d" % slots,
+                    "--prefill-lengths=16,32,64", "-o", out],
+                   check=True, stderr=subprocess.DEVNULL)
+
+
+class Server:
+    def __init__(self, serve, model, work, name):
+        self.port_file = os.path.join(work, name + ".port")
+        self.process = subprocess.Popen(
+            [serve, model, "--init-weights", "--port", "0", "--port-file",
+             self.port_file], stderr=subprocess.DEVNULL)
+        deadline = time.time() + 300
+        while not os.path.exists(self.port_file):
+            if self.process.poll() is not None or time.time() > deadline:
+                sys.exit("mf-serve did not start for " + model)
+            time.sleep(0.1)
+        self.port = int(open(self.port_file).read())
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait()
+
+
+def stream_completion(port, prompt, tokens):
+    """(seconds to the first token, seconds in all, tokens generated)."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    connection.request("POST", "/v1/completions", json.dumps({
+        "prompt": prompt, "max_tokens": tokens, "temperature": 0,
+        "stream": True, "stream_options": {"include_usage": True}}),
+        {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    first, generated = None, 0
+    for raw in response:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        event = json.loads(line[6:])
+        if first is None and event["choices"]:
+            first = time.perf_counter() - start
+        if event.get("usage"):
+            generated = event["usage"]["completion_tokens"]
+    connection.close()
+    return first, time.perf_counter() - start, generated
+
+
+def run_round(port, prompts, tokens, clients):
+    results = []
+    queue = list(prompts)
+    lock = threading.Lock()
+
+    def client():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                prompt = queue.pop()
+            result = stream_completion(port, prompt, tokens)
+            with lock:
+                results.append(result)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    generated = sum(r[2] for r in results)
+    first = sorted(r[0] for r in results)
+    latency = sorted(r[1] for r in results)
+    return {"tokens_per_s": generated / wall, "ttft_p50": first[len(first) // 2],
+            "latency_p50": latency[len(latency) // 2],
+            "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args()
+    mfc = os.path.join(args.build, "bin", "mfc")
+    serve = os.path.join(args.build, "bin", "mf-serve")
+    rng = random.Random(0)
+    prompts = [[rng.randrange(3, 32000) for _ in range(rng.randrange(16, 65))]
+               for _ in range(args.requests)]
+    with tempfile.TemporaryDirectory() as work:
+        batched_bin = os.path.join(work, "batched.bin")
+        single_bin = os.path.join(work, "single.bin")
+        compile_model(mfc, args.clients, batched_bin)
+        compile_model(mfc, 1, single_bin)
+        sides = {"batched": Server(serve, batched_bin, work, "batched"),
+                 "one at a time": Server(serve, single_bin, work, "single")}
+        try:
+            for server in sides.values():  # warm: weights paged in, panels packed
+                run_round(server.port, prompts[:2], 4, 2)
+            rounds = {name: [] for name in sides}
+            for _ in range(args.rounds):
+                for name, server in sides.items():
+                    rounds[name].append(
+                        run_round(server.port, prompts, args.tokens, args.clients))
+        finally:
+            for server in sides.values():
+                server.stop()
+    print("llama-100m (fp32, Graph Mode), %d requests of %d tokens from %d "
+          "clients, medians of %d rounds:" % (args.requests, args.tokens,
+                                               args.clients, args.rounds))
+    medians = {}
+    for name, results in rounds.items():
+        medians[name] = {key: statistics.median(r[key] for r in results)
+                         for key in results[0]}
+        m = medians[name]
+        print("  %-14s %7.1f tokens/s  time to first token p50 %6.0f ms  "
+              "latency p50 %6.0f ms, p99 %6.0f ms"
+              % (name, m["tokens_per_s"], 1e3 * m["ttft_p50"],
+                 1e3 * m["latency_p50"], 1e3 * m["latency_p99"]))
+    print("  batched / one at a time: %.2fx tokens/s" %
+          (medians["batched"]["tokens_per_s"] /
+           medians["one at a time"]["tokens_per_s"]))
+
+
+if __name__ == "__main__":
+    main()
