@@ -181,6 +181,26 @@ Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
              : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
 }
 
+Status Communicator::broadcastBytes(std::vector<uint8_t> &bytes) {
+  if (size_ == 1) {
+    return Status::ok();
+  }
+  uint64_t length = bytes.size();
+  if (MPI_Bcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Bcast failed");
+  }
+  if (length > static_cast<uint64_t>(INT32_MAX)) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "a broadcast of " + std::to_string(length) +
+                             " bytes is beyond MPI's int counts");
+  }
+  bytes.resize(length);
+  return MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_BYTE, 0,
+                   MPI_COMM_WORLD) == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Bcast failed");
+}
+
 Status Communicator::checkAgreement(
     const std::vector<std::pair<std::string, uint64_t>> &facts) {
   if (size_ == 1) {

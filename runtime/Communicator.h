@@ -62,6 +62,10 @@ public:
   Status keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                    const std::vector<int64_t> &axes) const;
 
+  /// Rank 0's `bytes` on every rank (replacing theirs): what a server's
+  /// rank 0 decided that the other ranks must do the same.
+  Status broadcastBytes(std::vector<uint8_t> &bytes);
+
   /// Whether every rank holds the same `facts` (a name and a value each,
   /// the same names in the same order on every rank): the first exchange
   /// of a run, so that ranks given different files or flags stop with

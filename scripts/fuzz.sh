@@ -105,10 +105,17 @@ for name in ("qwen3", "llama3", "llama2"):
     json.dump(tokenizer, open(os.path.join(sys.argv[2], name + ".json"), "w"))
 PY
 cp test/e2e/Inputs/chat/*.jinja "$corpus/chat/"
+# mf-serve's request bodies: every field, valid and not.
+mkdir -p "$corpus/request" "$work/corpus/request"
+printf '%s\n' '{"model":"m","prompt":"Hello","max_tokens":8,"temperature":0.5,"top_p":0.9,"top_k":40,"seed":3,"stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"n":1,"presence_penalty":0,"frequency_penalty":0,"logit_bias":{},"logprobs":false,"user":"u","repetition_penalty":1.1,"echo":false,"best_of":1,"suffix":""}' > "$corpus/request/completion.json"
+printf '%s\n' '{"prompt":[[1,2,3]],"max_tokens":null,"stop":"x"}' > "$corpus/request/ids.json"
+printf '%s\n' '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi","name":"a"},{"role":"assistant","content":"Hello"},{"role":"developer","content":"x"}],"max_completion_tokens":4}' > "$corpus/request/chat.json"
+printf '%s\n' '{"prompt":"x","temperature":-1e308,"top_k":18446744073709551615,"seed":-5,"max_tokens":1e99}' > "$corpus/request/extremes.json"
 printf -- '--set model.model_config.num_layers=2\n' | cat - examples/llama-tiny.yaml > "$corpus/config/with-set.yaml"
 
-for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer ChatTemplateFuzzer; do
+for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer ChatTemplateFuzzer RequestFuzzer; do
   case $target in
+    RequestFuzzer) kind=request; extra=() ;;
     ExecutableFuzzer) kind=executable; extra=() ;;
     SafetensorsFuzzer) kind=safetensors; extra=() ;;
     TokenizerFuzzer) kind=tokenizer; extra=() ;;

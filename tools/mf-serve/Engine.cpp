@@ -3,6 +3,7 @@
 #include "tools/mf-serve/Engine.h"
 
 #include <cstdio>
+#include <cstring>
 
 using namespace mfserve;
 using namespace mfrt;
@@ -14,6 +15,110 @@ void addSeconds(std::atomic<double> &total, Clock::duration elapsed) {
   double old = total.load();
   while (!total.compare_exchange_weak(old, old + seconds)) {
   }
+}
+
+/// What rank 0 admitted and cancelled in one iteration (sharded models).
+struct Plan {
+  bool stop = false;
+  std::vector<GenerationRequest> added;
+  std::vector<int64_t> cancelled;
+};
+
+class Writer {
+public:
+  template <typename T> void put(const T &value) {
+    const auto *bytes = reinterpret_cast<const uint8_t *>(&value);
+    out.insert(out.end(), bytes, bytes + sizeof(T));
+  }
+  void ids(const std::vector<int32_t> &values) {
+    put<uint64_t>(values.size());
+    for (int32_t value : values) {
+      put(value);
+    }
+  }
+  std::vector<uint8_t> out;
+};
+
+class Reader {
+public:
+  explicit Reader(const std::vector<uint8_t> &in) : in_(in) {}
+  template <typename T> T get() {
+    T value{};
+    if (at_ + sizeof(T) > in_.size()) {
+      failed = true;
+      return value;
+    }
+    std::memcpy(&value, in_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  std::vector<int32_t> ids() {
+    uint64_t count = get<uint64_t>();
+    std::vector<int32_t> values;
+    if (count > (in_.size() - std::min(at_, in_.size())) / sizeof(int32_t)) {
+      failed = true;
+      return values;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      values.push_back(get<int32_t>());
+    }
+    return values;
+  }
+  bool failed = false;
+
+private:
+  const std::vector<uint8_t> &in_;
+  size_t at_ = 0;
+};
+
+std::vector<uint8_t> encodePlan(const Plan &plan) {
+  Writer writer;
+  writer.put<uint8_t>(plan.stop);
+  writer.put<uint64_t>(plan.added.size());
+  for (const GenerationRequest &request : plan.added) {
+    writer.ids(request.prompt);
+    writer.put(request.maxNewTokens);
+    writer.put<uint8_t>(request.sampling.doSample);
+    writer.put(request.sampling.topK);
+    writer.put(request.sampling.topP);
+    writer.put(request.sampling.temperature);
+    writer.put(request.sampling.repetitionPenalty);
+    writer.put(request.seed);
+    writer.ids(request.stopIds);
+  }
+  writer.put<uint64_t>(plan.cancelled.size());
+  for (int64_t id : plan.cancelled) {
+    writer.put(id);
+  }
+  return writer.out;
+}
+
+StatusOr<Plan> decodePlan(const std::vector<uint8_t> &bytes) {
+  Reader reader(bytes);
+  Plan plan;
+  plan.stop = reader.get<uint8_t>() != 0;
+  uint64_t added = reader.get<uint64_t>();
+  for (uint64_t i = 0; i < added && !reader.failed; ++i) {
+    GenerationRequest request;
+    request.prompt = reader.ids();
+    request.maxNewTokens = reader.get<int64_t>();
+    request.sampling.doSample = reader.get<uint8_t>() != 0;
+    request.sampling.topK = reader.get<int64_t>();
+    request.sampling.topP = reader.get<double>();
+    request.sampling.temperature = reader.get<double>();
+    request.sampling.repetitionPenalty = reader.get<double>();
+    request.seed = reader.get<uint64_t>();
+    request.stopIds = reader.ids();
+    plan.added.push_back(std::move(request));
+  }
+  uint64_t cancelled = reader.get<uint64_t>();
+  for (uint64_t i = 0; i < cancelled && !reader.failed; ++i) {
+    plan.cancelled.push_back(reader.get<int64_t>());
+  }
+  if (reader.failed) {
+    return Status::error(StatusCode::Internal, "a truncated plan from rank 0");
+  }
+  return plan;
 }
 
 } // namespace
@@ -49,16 +154,38 @@ void Engine::stop() {
 void Engine::run() {
   while (true) {
     std::deque<std::pair<GenerationRequest, std::shared_ptr<Job>>> arrived;
+    bool stop;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       // Idle: sleep until a request arrives (a busy generator steps on).
       wake_.wait(lock, [&] {
         return stopping_ || !incoming_.empty() || generator_.busy();
       });
-      if (stopping_) {
-        break;
-      }
+      stop = stopping_;
       arrived.swap(incoming_);
+    }
+    std::vector<int64_t> cancels;
+    for (auto &[id, job] : active_) {
+      if (job->abandoned) {
+        cancels.push_back(id);
+      }
+    }
+    if (ranks_) {
+      // The other ranks admit and cancel the same, then step with us.
+      Plan plan;
+      plan.stop = stop;
+      for (const auto &[request, job] : arrived) {
+        plan.added.push_back(request);
+      }
+      plan.cancelled = cancels;
+      std::vector<uint8_t> bytes = encodePlan(plan);
+      if (Status status = ranks_->broadcastBytes(bytes); !status) {
+        std::fprintf(stderr, "mf-serve: error: %s\n", status.message().c_str());
+        ranks_->abort(1);
+      }
+    }
+    if (stop) {
+      break;
     }
     for (auto &[request, job] : arrived) {
       std::shared_ptr<Job> held = job;
@@ -97,10 +224,8 @@ void Engine::run() {
       ++metrics_.requests;
       active_.emplace(*id, job);
     }
-    for (auto &[id, job] : active_) {
-      if (job->abandoned) {
-        generator_.cancel(id);
-      }
+    for (int64_t id : cancels) {
+      generator_.cancel(id);
     }
     GenerationStats before = generator_.stats();
     Status status = generator_.step();
@@ -114,6 +239,28 @@ void Engine::run() {
     if (!status) {
       // The step's sequences were ended; their clients hear why.
       std::fprintf(stderr, "mf-serve: error: %s\n", status.message().c_str());
+      if (ranks_) {
+        ranks_->abort(1); // the ranks are out of step
+      }
     }
+  }
+}
+
+Status Engine::follow() {
+  while (true) {
+    std::vector<uint8_t> bytes;
+    MFRT_RETURN_IF_ERROR(ranks_->broadcastBytes(bytes));
+    MFRT_ASSIGN_OR_RETURN(Plan plan, decodePlan(bytes));
+    if (plan.stop) {
+      return Status::ok();
+    }
+    // Rank 0 answers the clients; here a request only has to run.
+    for (GenerationRequest &request : plan.added) {
+      (void)generator_.add(std::move(request), [](const GenerationEvent &) {});
+    }
+    for (int64_t id : plan.cancelled) {
+      generator_.cancel(id);
+    }
+    MFRT_RETURN_IF_ERROR(generator_.step());
   }
 }

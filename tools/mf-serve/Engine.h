@@ -6,12 +6,19 @@
 // that serves it waits. A Job that its client abandoned is cancelled at the
 // next step.
 //
+// A sharded model (tensor parallelism under mpirun) runs the same engine on
+// every rank: rank 0 serves HTTP and, each iteration, broadcasts what it
+// admits and cancels; the other ranks follow() it, so every rank steps the
+// same batch together (the generator is deterministic given the same
+// requests, and every rank sees the same logits).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_TOOLS_MF_SERVE_ENGINE_H
 #define MFC_TOOLS_MF_SERVE_ENGINE_H
 
 #include "runtime/BatchGenerator.h"
+#include "runtime/Communicator.h"
 
 #include <atomic>
 #include <chrono>
@@ -50,14 +57,19 @@ struct Metrics {
 
 class Engine {
 public:
-  Engine(mfrt::BatchGenerator &generator, int64_t maxWaiting, Metrics &metrics)
-      : generator_(generator), maxWaiting_(maxWaiting), metrics_(metrics) {}
+  Engine(mfrt::BatchGenerator &generator, int64_t maxWaiting, Metrics &metrics,
+         mfrt::Communicator *ranks = nullptr)
+      : generator_(generator), maxWaiting_(maxWaiting), metrics_(metrics),
+        ranks_(ranks && ranks->size() > 1 ? ranks : nullptr) {}
 
   /// Queues a request; an error when the queue is full (the HTTP layer
   /// answers 503) or the engine stopped.
   mfrt::Status submit(mfrt::GenerationRequest request, std::shared_ptr<Job> job);
-  /// Runs until stop(): call on the thread that owns the model.
+  /// Runs until stop(): call on the thread that owns the model (rank 0).
   void run();
+  /// The other ranks of a sharded model: do what rank 0 broadcasts, step
+  /// by step, until it stops.
+  mfrt::Status follow();
   void stop();
   int64_t slots() const { return generator_.slots(); }
 
@@ -69,6 +81,7 @@ private:
   std::condition_variable wake_;
   std::deque<std::pair<mfrt::GenerationRequest, std::shared_ptr<Job>>> incoming_;
   bool stopping_ = false;
+  mfrt::Communicator *ranks_; ///< null on one rank
   /// The generator's ids of the jobs it holds (engine thread only).
   std::unordered_map<int64_t, std::shared_ptr<Job>> active_;
 };

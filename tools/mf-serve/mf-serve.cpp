@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Communicator.h"
 #include "runtime/ModelSession.h"
 #include "runtime/Tokenizer.h"
 #include "tools/mf-serve/Engine.h"
@@ -16,8 +17,11 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <cstring>
@@ -572,6 +576,31 @@ std::string metricsText(const Server &server) {
   return text;
 }
 
+/// Debian's cpp-httplib is built with a listen backlog of 5: a burst of
+/// clients overflows it and the kernel resets their connections. Listening
+/// again on the bound socket (found by its port) raises the backlog.
+void widenListenBacklog(int port) {
+  for (int fd = 0; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t length = sizeof(listening);
+    sockaddr_storage address{};
+    socklen_t addressLength = sizeof(address);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 ||
+        !listening ||
+        getsockname(fd, reinterpret_cast<sockaddr *>(&address), &addressLength) != 0) {
+      continue;
+    }
+    int bound = address.ss_family == AF_INET
+                    ? ntohs(reinterpret_cast<sockaddr_in *>(&address)->sin_port)
+                : address.ss_family == AF_INET6
+                    ? ntohs(reinterpret_cast<sockaddr_in6 *>(&address)->sin6_port)
+                    : -1;
+    if (bound == port) {
+      ::listen(fd, SOMAXCONN);
+    }
+  }
+}
+
 /// The signals that stop the server.
 sigset_t stopSignalSet() {
   sigset_t set;
@@ -588,20 +617,19 @@ int serve(const Options &options) {
   }
   ModelSession session(executable.take());
   const fb::ModelInfo &model = session.executable.model();
-  if (session.executable.root().grid() &&
-      session.executable.root().grid()->size() > 0) {
-    int64_t ranks = 1;
-    for (int64_t extent : *session.executable.root().grid()) {
-      ranks *= extent;
-    }
-    if (ranks > 1) {
-      return fail(Status::error(
-          StatusCode::Unimplemented,
-          "this model.bin is sharded over " + std::to_string(ranks) +
-              " ranks; mf-serve serves single-rank programs (tensor-parallel "
-              "serving is not built yet)"));
-    }
+  // A sharded model runs on its ranks under mpirun: rank 0 serves HTTP,
+  // every rank steps the batch (Engine.h).
+  std::vector<int64_t> grid;
+  if (session.executable.root().grid()) {
+    grid.assign(session.executable.root().grid()->begin(),
+                session.executable.root().grid()->end());
   }
+  StatusOr<std::unique_ptr<Communicator>> started = Communicator::start(grid);
+  if (!started) {
+    return fail(started.status());
+  }
+  std::unique_ptr<Communicator> ranks = started.take();
+  bool leader = ranks->rank() == 0;
   std::vector<std::string> weightFiles = options.weights;
   if (weightFiles.empty() && !options.initWeights && model.load_checkpoint()) {
     weightFiles.push_back(model.load_checkpoint()->str());
@@ -615,17 +643,21 @@ int serve(const Options &options) {
       return fail(status);
     }
   }
-  if (Status status = session.loadWeights(weightFiles, model.seed(), nullptr,
-                                          /*inPlace=*/false);
+  if (Status status = session.loadWeights(weightFiles, model.seed(),
+                                          ranks.get(), /*inPlace=*/false);
       !status) {
     return fail(status);
   }
   GraphWeightUse use;
   use.panels = use.replaceSources = true; // nothing else reads the weights
-  if (Status status = session.startExecutor(options.mode, use, nullptr); !status) {
+  if (Status status = session.startExecutor(options.mode, use, ranks.get());
+      !status) {
     return fail(status);
   }
-  StatusOr<const Tokenizer *> tokenizer = session.loadTokenizer(options.tokenizer);
+  // Text is rank 0's: the other ranks see token ids.
+  StatusOr<const Tokenizer *> tokenizer =
+      leader ? session.loadTokenizer(options.tokenizer)
+             : StatusOr<const Tokenizer *>(static_cast<const Tokenizer *>(nullptr));
   if (!tokenizer) {
     return fail(tokenizer.status());
   }
@@ -636,7 +668,16 @@ int serve(const Options &options) {
     return fail(generator.status());
   }
   Metrics metrics;
-  Engine engine(**generator, options.maxWaiting, metrics);
+  Engine engine(**generator, options.maxWaiting, metrics, ranks.get());
+  if (!leader) {
+    Status status = engine.follow();
+    if (!status) {
+      std::fprintf(stderr, "mf-serve: error: rank %lld: %s\n",
+                   static_cast<long long>(ranks->rank()), status.message().c_str());
+      ranks->abort(1);
+    }
+    return 0;
+  }
   std::vector<int32_t> stopIds;
   if (model.eos_token_ids()) {
     for (int64_t eos : *model.eos_token_ids()) {
@@ -699,6 +740,7 @@ int serve(const Options &options) {
                               "cannot listen on " + options.host + ":" +
                                   std::to_string(options.port)));
   }
+  widenListenBacklog(port);
   // SIGINT/SIGTERM (blocked in every thread since main) stop the server
   // from a thread of their own.
   sigset_t stopSignals = stopSignalSet();
@@ -711,10 +753,13 @@ int serve(const Options &options) {
   std::thread engineThread([&] { engine.run(); });
   std::fprintf(stderr,
                "mf-serve: serving '%s' on http://%s:%d (%lld slots, context "
-               "%lld, %s mode)\n",
+               "%lld, %s mode%s)\n",
                name.c_str(), options.host.c_str(), port,
                static_cast<long long>(slots),
-               static_cast<long long>(model.seq_length()), options.mode.c_str());
+               static_cast<long long>(model.seq_length()), options.mode.c_str(),
+               ranks->size() > 1
+                   ? (", " + std::to_string(ranks->size()) + " ranks").c_str()
+                   : "");
   if (!options.portFile.empty()) { // whole or absent: written, then renamed
     std::string temporary = options.portFile + ".tmp";
     FILE *file = std::fopen(temporary.c_str(), "w");
