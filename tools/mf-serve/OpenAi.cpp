@@ -28,8 +28,11 @@ StatusOr<double> numberIn(const json &value, const std::string &field,
 
 StatusOr<int64_t> integerIn(const json &value, const std::string &field,
                             int64_t low, int64_t high) {
-  if (!value.is_number_integer() || value.get<int64_t>() < low ||
-      value.get<int64_t>() > high) {
+  // An unsigned value above int64's range would read as negative.
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() &&
+       value.get<uint64_t>() > static_cast<uint64_t>(high)) ||
+      value.get<int64_t>() < low || value.get<int64_t>() > high) {
     return fieldError(field, "must be an integer from " + std::to_string(low) +
                                  " to " + std::to_string(high));
   }

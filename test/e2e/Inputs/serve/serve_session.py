@@ -180,6 +180,7 @@ def main():
          "/v1/chat/completions"),
         ("wrong model", {"model": "gpt-4", "prompt": "hi"}, None),
         ("temperature 5", {"prompt": "hi", "temperature": 5}, None),
+        ("top_k 2^64 - 1", {"prompt": "hi", "top_k": 2**64 - 1}, None),
     ]
     for name, body, path in cases:
         status, text = server.request("POST", path or "/v1/completions", body)
