@@ -54,3 +54,29 @@ echo "== generate from the trained weights (greedy with a repetition penalty, th
   --prompt "The compiler " --max-new-tokens 80 --repetition-penalty 1.3
 "$bin/mf-run" "$out/llama-tiny.bin" --weights "$out/llama-tiny-trained.safetensors" \
   --prompt "The compiler " --max-new-tokens 80 --do-sample --top-k 8 --temperature 0.6 --seed 3
+
+echo "== Serving: the trained model with 4 slots behind an OpenAI-style API"
+echo "   (mf-serve; docs/serving.md), asked by 4 clients at once"
+"$bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.batch_size=4 \
+  -o "$out/llama-tiny-serve.bin" 2>/dev/null
+rm -f "$out/port"
+"$bin/mf-serve" "$out/llama-tiny-serve.bin" --weights "$out/llama-tiny-trained.safetensors" \
+  --port 0 --port-file "$out/port" &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT
+for _ in $(seq 100); do [ -s "$out/port" ] && break; sleep 0.1; done
+port=$(cat "$out/port")
+clients=()
+for prompt in "The compiler " "Graph Mode " "A YAML key " "The runtime "; do
+  curl -s "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"$prompt\", \"max_tokens\": 40, \"temperature\": 0, \"repetition_penalty\": 1.3}" \
+    > "$out/reply-${prompt// /_}.json" &
+  clients+=($!)
+done
+wait "${clients[@]}"
+for prompt in "The compiler " "Graph Mode " "A YAML key " "The runtime "; do
+  /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(repr(sys.argv[2] + r["choices"][0]["text"]))' \
+    "$out/reply-${prompt// /_}.json" "$prompt"
+done
+curl -s "http://127.0.0.1:$port/metrics" | grep -E "^mfserve_(requests_finished|generation_tokens)_total"
+kill -TERM $server && wait $server
+trap - EXIT

@@ -206,29 +206,44 @@ TEST(FlashAttention, WithoutCacheRopeOrCausality) {
   expectMatchesNaive({1, 33, 4, 4, 8, 33, 0, true, false, true});
 }
 
-TEST(FlashAttention, APastBeyondTheCacheIsAServiceFailureThatWritesNothing) {
-  std::vector<float> query(4 * 8), keys(2 * 8, 1.0f), cache(2 * 16 * 8, 0.0f);
-  std::vector<float> out(query.size(), 0.0f);
-  int32_t past = 16; // a 16-row cache is full
+namespace {
+
+/// The service's arguments for one decode step (4 query heads, 2 KV heads
+/// of 8 dims, a 16-row cache) of `batch` rows at `pasts` (one for all rows
+/// unless `perRow`): buffers sized for the rows, the cache zero.
+struct DecodeCall {
+  DecodeCall(int64_t batch, std::vector<int32_t> rowPasts, bool perRow)
+      : query(batch * 4 * 8), keys(batch * 2 * 8, 1.0f),
+        cache(batch * 16 * 2 * 8, 0.0f), out(query.size(), 0.0f),
+        pasts(std::move(rowPasts)) {
+    args.unit_begin = 0;
+    args.unit_end = batch * 2;
+    args.query = query.data();
+    args.new_keys = args.new_values = keys.data();
+    args.cache_key_in = args.cache_value_in = cache.data();
+    args.cache_key = args.cache_value = cache.data();
+    args.past_pointer = pasts.data();
+    args.out = out.data();
+    args.batch = batch;
+    args.seq = 1;
+    args.heads = 4;
+    args.kv_heads = 2;
+    args.dim = 8;
+    args.keys = 16;
+    args.new_rows = 1;
+    args.flags = 1 | 8 | (perRow ? 64 : 0); // causal, a past
+    args.scale = 1.0;
+  }
+  std::vector<float> query, keys, cache, out;
+  std::vector<int32_t> pasts;
   mfrt_attention_args_v1 args{};
-  args.unit_begin = 0;
-  args.unit_end = 2;
-  args.query = query.data();
-  args.new_keys = args.new_values = keys.data();
-  args.cache_key_in = args.cache_value_in = cache.data();
-  args.cache_key = args.cache_value = cache.data();
-  args.past_pointer = &past;
-  args.out = out.data();
-  args.batch = 1;
-  args.seq = 1;
-  args.heads = 4;
-  args.kv_heads = 2;
-  args.dim = 8;
-  args.keys = 16;
-  args.new_rows = 1;
-  args.flags = 9; // causal, a past
-  args.scale = 1.0;
-  int32_t status = mfrtAttention(&args);
+};
+
+} // namespace
+
+TEST(FlashAttention, APastBeyondTheCacheIsAServiceFailureThatWritesNothing) {
+  DecodeCall call(1, {16}, /*perRow=*/false); // a 16-row cache is full
+  int32_t status = mfrtAttention(&call.args);
   // The status says it failed; why, this thread asks once.
   EXPECT_EQ(status, MFRT_KERNEL_SERVICE_FAILED);
   std::string why = takeServiceError();
@@ -236,40 +251,19 @@ TEST(FlashAttention, APastBeyondTheCacheIsAServiceFailureThatWritesNothing) {
             0u)
       << why;
   EXPECT_EQ(takeServiceError(), ""); // taken
-  for (float value : cache) {
+  for (float value : call.cache) {
     ASSERT_EQ(value, 0.0f);
   }
 }
 
 TEST(FlashAttention, OneRowsPastBeyondTheCacheFailsTheWholeCall) {
   // Row 0 fits, row 1 does not: nothing is written, not even row 0's.
-  std::vector<float> query(2 * 4 * 8), keys(2 * 2 * 8, 1.0f),
-      cache(2 * 16 * 2 * 8, 0.0f);
-  std::vector<float> out(query.size(), 0.0f);
-  int32_t pasts[2] = {3, 16};
-  mfrt_attention_args_v1 args{};
-  args.unit_begin = 0;
-  args.unit_end = 4;
-  args.query = query.data();
-  args.new_keys = args.new_values = keys.data();
-  args.cache_key_in = args.cache_value_in = cache.data();
-  args.cache_key = args.cache_value = cache.data();
-  args.past_pointer = pasts;
-  args.out = out.data();
-  args.batch = 2;
-  args.seq = 1;
-  args.heads = 4;
-  args.kv_heads = 2;
-  args.dim = 8;
-  args.keys = 16;
-  args.new_rows = 1;
-  args.flags = 1 | 8 | 64; // causal, a past, one per row
-  args.scale = 1.0;
-  EXPECT_EQ(mfrtAttention(&args), MFRT_KERNEL_SERVICE_FAILED);
+  DecodeCall call(2, {3, 16}, /*perRow=*/true);
+  EXPECT_EQ(mfrtAttention(&call.args), MFRT_KERNEL_SERVICE_FAILED);
   std::string why = takeServiceError();
   EXPECT_EQ(why.rfind("past_length 16 (batch row 1) + 1 new tokens", 0), 0u)
       << why;
-  for (float value : cache) {
+  for (float value : call.cache) {
     ASSERT_EQ(value, 0.0f);
   }
 }
