@@ -154,8 +154,9 @@ void BatchGenerator::admit() {
     }
   }
   stats_.waiting = static_cast<int64_t>(waiting_.size());
-  stats_.running = std::count_if(slots_.begin(), slots_.end(),
-                                 [](const auto &sequence) { return bool(sequence); });
+  stats_.running =
+      std::count_if(slots_.begin(), slots_.end(),
+                    [](const auto &sequence) { return bool(sequence); });
 }
 
 std::pair<std::string, int64_t> BatchGenerator::chooseEntry() const {
@@ -203,7 +204,8 @@ std::pair<std::string, int64_t> BatchGenerator::widestUpTo(
 int64_t BatchGenerator::promptLeft(const Sequence &sequence) {
   return sequence.pending
              ? 0
-             : static_cast<int64_t>(sequence.request.prompt.size()) - sequence.fed;
+             : static_cast<int64_t>(sequence.request.prompt.size()) -
+                   sequence.fed;
 }
 
 void BatchGenerator::emit(size_t slot, const float *row) {
@@ -255,7 +257,8 @@ Status BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   int64_t feed = std::min(left, width);
   MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
   MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
-  MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition, executor_.allocateInput(entry, 2));
+  MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition,
+                        executor_.allocateInput(entry, 2));
   std::fill_n(ids.as<int32_t>(), width, static_cast<int32_t>(padId_));
   std::copy_n(sequence.request.prompt.begin() + sequence.fed, feed,
               ids.as<int32_t>());
@@ -296,8 +299,9 @@ Status BatchGenerator::step() {
   if (!rowPrefillWidths_.empty()) {
     // Prompts one row at a time, without the other rows' padding, up to the
     // step's token bound; then one decode step for the rows that decode.
-    int64_t budget =
-        maxBatchedTokens_ > 0 ? maxBatchedTokens_ : std::numeric_limits<int64_t>::max();
+    int64_t budget = maxBatchedTokens_ > 0
+                         ? maxBatchedTokens_
+                         : std::numeric_limits<int64_t>::max();
     for (size_t slot = 0; slot < slots_.size() && budget > 0; ++slot) {
       while (slots_[slot] && promptLeft(*slots_[slot]) > 0 && budget > 0) {
         int64_t before = slots_[slot]->fed;
@@ -308,18 +312,20 @@ Status BatchGenerator::step() {
         budget -= slots_[slot] ? slots_[slot]->fed - before : 1;
       }
     }
-    bool decoding = std::any_of(slots_.begin(), slots_.end(), [](const auto &s) {
-      return s && s->pending.has_value();
-    });
+    bool decoding =
+        std::any_of(slots_.begin(), slots_.end(),
+                    [](const auto &s) { return s && s->pending.has_value(); });
     Status status = decoding ? runBatched("decode", 1) : Status::ok();
-    stats_.running = std::count_if(slots_.begin(), slots_.end(),
-                                   [](const auto &sequence) { return bool(sequence); });
+    stats_.running =
+        std::count_if(slots_.begin(), slots_.end(),
+                      [](const auto &sequence) { return bool(sequence); });
     return status;
   }
   auto [entry, width] = chooseEntry();
   Status status = runBatched(entry, width);
-  stats_.running = std::count_if(slots_.begin(), slots_.end(),
-                                 [](const auto &sequence) { return bool(sequence); });
+  stats_.running =
+      std::count_if(slots_.begin(), slots_.end(),
+                    [](const auto &sequence) { return bool(sequence); });
   return status;
 }
 
@@ -364,7 +370,8 @@ Status BatchGenerator::runBatched(const std::string &entry, int64_t width) {
   for (const Tensor &cache : caches_) {
     inputs.push_back(cache);
   }
-  StatusOr<std::vector<Tensor>> outputs = executor_.run(entry, std::move(inputs));
+  StatusOr<std::vector<Tensor>> outputs =
+      executor_.run(entry, std::move(inputs));
   if (!outputs) {
     failRunning(outputs.status());
     return outputs.status();

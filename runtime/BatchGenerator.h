@@ -1,4 +1,5 @@
-//===- BatchGenerator.h - continuous batching over a compiled model -*- C++ -*-===//
+//===- BatchGenerator.h - continuous batching over a compiled model -*- C++
+//-*-===//
 //
 // Generation for many sequences at once, as a server needs it (Orca's
 // iteration-level scheduling, vLLM's continuous batching): the model's
@@ -98,7 +99,7 @@ private:
     GenerationCallback callback;
     Sampler sampler;
     std::vector<int32_t> history; ///< prompt + generated: what the sampler sees
-    int64_t fed = 0;      ///< tokens in the cache
+    int64_t fed = 0;              ///< tokens in the cache
     int64_t generated = 0;
     std::optional<int32_t> pending; ///< sampled, not yet fed
     bool cancelled = false;

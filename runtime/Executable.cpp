@@ -316,7 +316,8 @@ int64_t rowPrefillLengthOf(const std::string &name, int64_t seq) {
   if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
     return -1;
   }
-  int64_t length = prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
+  int64_t length =
+      prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
   return length > 0 && length < seq ? length : 0;
 }
 
@@ -353,13 +354,16 @@ Status checkEntryContracts(const fb::Executable &root) {
                    "of more than one");
       }
       if (inputs != 3 + caches || outputs != 1 + caches ||
-          !Executable::hasType(inputType(*entry, 0), DType::I32, {1, rowPrefill}) ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {1, rowPrefill}) ||
           !Executable::hasType(inputType(*entry, 1), DType::I32, {1}) ||
           !Executable::hasType(inputType(*entry, 2), DType::I32, {1}) ||
-          !Executable::hasType(outputType(*entry, 0), DType::F32, {1, 1, vocab})) {
+          !Executable::hasType(outputType(*entry, 0), DType::F32,
+                               {1, 1, vocab})) {
         return bad("does not take i32 ids [1, " + std::to_string(rowPrefill) +
                    "], one past_length and one logits_position and return "
-                   "f32 logits [1, 1, " + std::to_string(vocab) + "]");
+                   "f32 logits [1, 1, " +
+                   std::to_string(vocab) + "]");
       }
       for (size_t i = 0; i < caches; ++i) {
         const fb::TensorType &cache = inputType(*entry, 3 + i);
@@ -398,9 +402,11 @@ Status checkEntryContracts(const fb::Executable &root) {
         positionsPerRow &=
             Executable::hasType(inputType(*entry, i), DType::I32, {batch});
       }
-      if (!Executable::hasType(inputType(*entry, 0), DType::I32, {batch, tokens}) ||
+      if (!Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, tokens}) ||
           !positionsPerRow ||
-          !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, 1, vocab})) {
+          !Executable::hasType(outputType(*entry, 0), DType::F32,
+                               {batch, 1, vocab})) {
         return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
                    std::to_string(tokens) + "] and i32 positions [" +
                    std::to_string(batch) + "] and return f32 logits [" +

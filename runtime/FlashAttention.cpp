@@ -491,10 +491,9 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       // One position: the query rows of the group's heads, side by side,
       // attend together (one GEMM for the group instead of one per head).
       attendQueries((b * args.heads + kvHead * group) * dim, group, dim, 0, 0,
-                    attentionOfOnePosition(nullptr, keys, values, keyStride,
-                                           valueStride, group, past,
-                                           attended, args.causal, args.scale,
-                                           nullptr, dim));
+                    attentionOfOnePosition(
+                        nullptr, keys, values, keyStride, valueStride, group,
+                        past, attended, args.causal, args.scale, nullptr, dim));
       continue;
     }
     for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
@@ -503,8 +502,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         attendQueries(((b * args.seq + first) * args.heads + head) * dim, rows,
                       queryStride, first, 1,
                       {nullptr, 0, keys, values, keyStride, valueStride, first,
-                       rows, past, attended, args.causal, args.scale,
-                       nullptr, 0, dim});
+                       rows, past, attended, args.causal, args.scale, nullptr,
+                       0, dim});
       }
     }
   }

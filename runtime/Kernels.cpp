@@ -495,7 +495,6 @@ Status rope(const fb::Op &op, const Tensor &x, const Tensor &positions,
   return Status::ok();
 }
 
-
 /// Each batch row's start in a cache of `keys` rows, from a scalar (every
 /// row) or one position per row, checked so `count` new rows fit.
 StatusOr<std::vector<int64_t>> positionsPerRow(const fb::Op &op,
@@ -591,11 +590,11 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
         int64_t b = unit / kvHeads, kvHead = unit % kvHeads;
         int64_t offset = (b * heads + kvHead * group) * dim;
         int64_t kvOffset = (b * keyRows * kvHeads + kvHead) * dim;
-        attendRows(attentionOfOnePosition(
-                       qf.data() + offset, kf + kvOffset,
-                       vf + kvOffset, keyStride, keyStride, group, pasts[b],
-                       std::min(attendedOf(b), keys), causal, scale,
-                       result.data() + offset, dim),
+        attendRows(attentionOfOnePosition(qf.data() + offset, kf + kvOffset,
+                                          vf + kvOffset, keyStride, keyStride,
+                                          group, pasts[b],
+                                          std::min(attendedOf(b), keys), causal,
+                                          scale, result.data() + offset, dim),
                    scratch);
       }
     });
@@ -612,9 +611,9 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       int64_t rows = std::min(seq, firstRow + kAttentionRowBlock) - firstRow;
       int64_t offset = ((b * seq + firstRow) * heads + h) * dim;
       int64_t kvOffset = (b * keyRows * kvHeads + h / group) * dim;
-      attendRows({qf.data() + offset, queryStride, kf + kvOffset,
-                  vf + kvOffset, keyStride, keyStride, firstRow, rows,
-                  pasts[b], std::min(attendedOf(b), keys), causal, scale,
+      attendRows({qf.data() + offset, queryStride, kf + kvOffset, vf + kvOffset,
+                  keyStride, keyStride, firstRow, rows, pasts[b],
+                  std::min(attendedOf(b), keys), causal, scale,
                   result.data() + offset, queryStride, dim},
                  scratch);
     }
@@ -625,9 +624,9 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
 
 Status kvCacheWrite(const fb::Op &op, const Tensor &cache, const Tensor &update,
                     const Tensor &position, Tensor &out) {
-  if (cache.rank() != 4 || update.rank() != 4 || cache.dim(0) != update.dim(0) ||
-      cache.dim(2) != update.dim(2) || cache.dim(3) != update.dim(3) ||
-      cache.dtype() != update.dtype()) {
+  if (cache.rank() != 4 || update.rank() != 4 ||
+      cache.dim(0) != update.dim(0) || cache.dim(2) != update.dim(2) ||
+      cache.dim(3) != update.dim(3) || cache.dtype() != update.dtype()) {
     return shapeError(op, "update " + formatShape(update.shape()) +
                               " does not fit cache " +
                               formatShape(cache.shape()));

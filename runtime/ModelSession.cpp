@@ -35,7 +35,8 @@ Status ModelSession::startExecutor(const std::string &mode, GraphWeightUse use,
                                    Communicator *ranks) {
   if (mode == "graph") {
     if (!pool) {
-      return Status::error("Graph Mode needs the kernel library: load it first");
+      return Status::error(
+          "Graph Mode needs the kernel library: load it first");
     }
     auto graph = std::make_unique<GraphExecutor>(executable, weights, allocator,
                                                  kernels, *pool);
@@ -47,21 +48,24 @@ Status ModelSession::startExecutor(const std::string &mode, GraphWeightUse use,
     }
     executor = std::move(graph);
   } else if (mode == "pynative") {
-    executor = std::make_unique<PyNativeExecutor>(executable, weights, allocator);
+    executor =
+        std::make_unique<PyNativeExecutor>(executable, weights, allocator);
   } else {
     return Status::error(StatusCode::InvalidArgument,
-                         "the mode must be pynative or graph, got '" + mode + "'");
+                         "the mode must be pynative or graph, got '" + mode +
+                             "'");
   }
   executor->setCommunicator(ranks);
   return Status::ok();
 }
 
-StatusOr<const Tokenizer *> ModelSession::loadTokenizer(const std::string &path) {
+StatusOr<const Tokenizer *>
+ModelSession::loadTokenizer(const std::string &path) {
   if (tokenizerLoaded) {
     return static_cast<const Tokenizer *>(tokenizer.get());
   }
   const fb::ModelInfo &model = executable.model();
-  std::string source = !path.empty()        ? path
+  std::string source = !path.empty()       ? path
                        : model.tokenizer() ? model.tokenizer()->str()
                                            : "";
   if (source.empty()) {
@@ -93,12 +97,14 @@ ModelSession::renderChat(const std::vector<ChatMessage> &messages,
                          const std::string &flag) {
   if (!tokenizer) {
     return Status::error(StatusCode::FailedPrecondition,
-                         flag + " needs the model's tokenizer: give --tokenizer "
-                                "PATH (a Hugging Face model folder) or set "
-                                "processor.tokenizer.tokenizer_file in the YAML");
+                         flag +
+                             " needs the model's tokenizer: give --tokenizer "
+                             "PATH (a Hugging Face model folder) or set "
+                             "processor.tokenizer.tokenizer_file in the YAML");
   }
   const fb::ModelInfo &model = executable.model();
-  std::string source = model.chat_template() ? model.chat_template()->str() : "";
+  std::string source =
+      model.chat_template() ? model.chat_template()->str() : "";
   std::string bos = model.bos_token() ? model.bos_token()->str() : "";
   std::string eos = model.eos_token() ? model.eos_token()->str() : "";
   MFRT_ASSIGN_OR_RETURN(std::optional<TokenizerConfig> config,
@@ -110,9 +116,10 @@ ModelSession::renderChat(const std::vector<ChatMessage> &messages,
   }
   if (source.empty()) {
     return Status::error(
-        flag + " needs a chat template: set processor.tokenizer.chat_template "
-               "in the YAML, or give --tokenizer a Hugging Face folder whose "
-               "tokenizer_config.json has one (" +
+        flag +
+        " needs a chat template: set processor.tokenizer.chat_template "
+        "in the YAML, or give --tokenizer a Hugging Face folder whose "
+        "tokenizer_config.json has one (" +
         (config ? config->path + " has none"
                 : "there is none beside " + tokenizer->path()) +
         ")");

@@ -265,8 +265,8 @@ Tensor Tensor::rows(int64_t first, int64_t count) const {
   Shape shape = shape_;
   size_t rowBytes = shape_[0] > 0 ? byteSize() / shape_[0] : 0;
   shape[0] = count;
-  std::shared_ptr<void> view(storage_,
-                             static_cast<char *>(storage_.get()) + first * rowBytes);
+  std::shared_ptr<void> view(storage_, static_cast<char *>(storage_.get()) +
+                                           first * rowBytes);
   return Tensor(dtype_, std::move(shape), std::move(view));
 }
 

@@ -358,9 +358,9 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   };
   if (!model.usePast) {
     // Prefill reruns on the whole prefix for every new token.
-    func::FuncOp prefill = beginEntry(
-        "prefill", {"input_ids", "logits_position"},
-        {tensorType({batch, model.seqLength}, ids), perRow});
+    func::FuncOp prefill =
+        beginEntry("prefill", {"input_ids", "logits_position"},
+                   {tensorType({batch, model.seqLength}, ids), perRow});
     logitsPosition_ = prefill.getArgument(1);
     Value logits = buildForward(prefill.getArgument(0), nullptr);
     logitsPosition_ = Value();

@@ -374,13 +374,11 @@ TEST(FlashAttention, SixteenBitBuffersMatchF32WithinTheirRounding) {
     int32_t position = past;
     std::vector<float> out(q.size());
     std::vector<uint16_t> out16(q.size());
-    FusedAttention wide{q.data(),  k.data(),  v.data(), ck.data(),
-                        cv.data(), ck.data(), cv.data(), &position,
-                        true,      true,      true,      true,
-                        nullptr,   past,      out.data(), 1,
-                        1,         heads,     kvHeads,   dim,
-                        keys,      1,         0.25f,     10000.0f,
-                        DType::F32};
+    FusedAttention wide{q.data(),  k.data(),  v.data(),  ck.data(), cv.data(),
+                        ck.data(), cv.data(), &position, true,      true,
+                        true,      true,      nullptr,   past,      out.data(),
+                        1,         1,         heads,     kvHeads,   dim,
+                        keys,      1,         0.25f,     10000.0f,  DType::F32};
     FusedAttention narrow = wide;
     narrow.query = q16.data();
     narrow.newKeys = k16.data();

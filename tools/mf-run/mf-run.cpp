@@ -746,38 +746,42 @@ int predictBatch(const Options &options, Session &session) {
   }
   std::vector<int32_t> stopIds;
   if (model.eos_token_ids()) {
-    stopIds.assign(model.eos_token_ids()->begin(), model.eos_token_ids()->end());
+    stopIds.assign(model.eos_token_ids()->begin(),
+                   model.eos_token_ids()->end());
   }
   size_t count = texts.size();
   std::vector<std::vector<int32_t>> prompts(count), generated(count);
   std::vector<std::vector<float>> stepLogits(count);
   for (size_t i = 0; i < count; ++i) {
-    StatusOr<std::vector<int32_t>> ids =
-        encodeText(options, session, texts[i], /*addSpecialTokens=*/true,
-                   "--prompt");
+    StatusOr<std::vector<int32_t>> ids = encodeText(
+        options, session, texts[i], /*addSpecialTokens=*/true, "--prompt");
     if (!ids) {
       return fail(ids.status());
     }
     prompts[i] = ids.take();
     GenerationRequest request;
     request.prompt = prompts[i];
-    request.maxNewTokens = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
+    request.maxNewTokens =
+        options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
     request.sampling = samplingOf(options, model);
     request.seed = options.seed.value_or(model.seed());
     request.stopIds = stopIds;
     bool keepLogits = !options.dumpStepLogits.empty();
-    StatusOr<int64_t> added = (*generator)->add(
-        std::move(request), [&, i, keepLogits](const GenerationEvent &event) {
-          if (keepLogits && event.logits) {
-            stepLogits[i].insert(stepLogits[i].end(), event.logits,
-                                 event.logits + vocab);
-          }
-          if (event.token) {
-            generated[i].push_back(*event.token);
-          }
-        });
+    StatusOr<int64_t> added =
+        (*generator)
+            ->add(std::move(request),
+                  [&, i, keepLogits](const GenerationEvent &event) {
+                    if (keepLogits && event.logits) {
+                      stepLogits[i].insert(stepLogits[i].end(), event.logits,
+                                           event.logits + vocab);
+                    }
+                    if (event.token) {
+                      generated[i].push_back(*event.token);
+                    }
+                  });
     if (!added) {
-      return fail(added.status().withContext("prompt " + std::to_string(i + 1)));
+      return fail(
+          added.status().withContext("prompt " + std::to_string(i + 1)));
     }
   }
   auto start = Clock::now();
@@ -891,7 +895,8 @@ int predict(const Options &options, Session &session) {
   int64_t maxNew = options.maxNewTokens >= 0 ? options.maxNewTokens : 32;
   maxNew = std::min(maxNew, seqLength - promptLength);
 
-  Sampler sampler(samplingOf(options, model), options.seed.value_or(model.seed()));
+  Sampler sampler(samplingOf(options, model),
+                  options.seed.value_or(model.seed()));
   auto isEos = [&](int32_t id) {
     if (!model.eos_token_ids()) {
       return false;
@@ -1053,7 +1058,8 @@ int predict(const Options &options, Session &session) {
           return fail(stepInputs.status());
         }
         fillIds((*stepInputs)[0], tokens, seqLength);
-        fillPositions((*stepInputs)[1], static_cast<int64_t>(tokens.size()) - 1);
+        fillPositions((*stepInputs)[1],
+                      static_cast<int64_t>(tokens.size()) - 1);
         StatusOr<std::vector<Tensor>> stepOutputs =
             runEntry("prefill", stepInputs.take());
         if (!stepOutputs) {
@@ -1587,9 +1593,9 @@ int run(int argc, char **argv) {
       !status) {
     return fail(status);
   }
-  if (Status status = session.loadWeights(
-          weightFiles, options.seed.value_or(model.seed()), ranks.get(),
-          options.weightsInPlace);
+  if (Status status =
+          session.loadWeights(weightFiles, options.seed.value_or(model.seed()),
+                              ranks.get(), options.weightsInPlace);
       !status) {
     return fail(fromYaml ? Status::error(status.code(),
                                          status.message() +
@@ -1612,8 +1618,8 @@ int run(int argc, char **argv) {
   // derivations (they then run again each run).
   GraphWeightUse weightUse;
   weightUse.panels = !options.check;
-  weightUse.replaceSources = !options.check && options.dumpTensors.empty() &&
-                             !options.checkNumerics;
+  weightUse.replaceSources =
+      !options.check && options.dumpTensors.empty() && !options.checkNumerics;
   if (Status status = session.startExecutor(mode, weightUse, ranks.get());
       !status) {
     return fail(status);

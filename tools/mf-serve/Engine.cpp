@@ -132,9 +132,10 @@ Status Engine::submit(GenerationRequest request, std::shared_ptr<Job> job) {
     if (static_cast<int64_t>(incoming_.size()) + metrics_.waiting.load() >=
         maxWaiting_) {
       ++metrics_.rejected;
-      return Status::error(StatusCode::Unavailable,
-                           "the server has " + std::to_string(maxWaiting_) +
-                               " requests waiting (--max-waiting); retry later");
+      return Status::error(
+          StatusCode::Unavailable,
+          "the server has " + std::to_string(maxWaiting_) +
+              " requests waiting (--max-waiting); retry later");
     }
     job->promptTokens = static_cast<int64_t>(request.prompt.size());
     incoming_.emplace_back(std::move(request), std::move(job));

@@ -64,7 +64,8 @@ public:
 
   /// Queues a request; an error when the queue is full (the HTTP layer
   /// answers 503) or the engine stopped.
-  mfrt::Status submit(mfrt::GenerationRequest request, std::shared_ptr<Job> job);
+  mfrt::Status submit(mfrt::GenerationRequest request,
+                      std::shared_ptr<Job> job);
   /// Runs until stop(): call on the thread that owns the model (rank 0).
   void run();
   /// The other ranks of a sharded model: do what rank 0 broadcasts, step
@@ -79,7 +80,8 @@ private:
   Metrics &metrics_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::pair<mfrt::GenerationRequest, std::shared_ptr<Job>>> incoming_;
+  std::deque<std::pair<mfrt::GenerationRequest, std::shared_ptr<Job>>>
+      incoming_;
   bool stopping_ = false;
   mfrt::Communicator *ranks_; ///< null on one rank
   /// The generator's ids of the jobs it holds (engine thread only).

@@ -49,27 +49,25 @@ Status onlyDefault(const json &body, const std::string &field) {
   }
   const json &value = *it;
   bool isDefault =
-      (field == "n" || field == "best_of")
-          ? value == 1
+      (field == "n" || field == "best_of") ? value == 1
       : (field == "presence_penalty" || field == "frequency_penalty")
           ? value.is_number() && value.get<double>() == 0.0
-      : (field == "echo" || field == "logprobs")
-          ? value == false
+      : (field == "echo" || field == "logprobs") ? value == false
       : field == "logit_bias" ? value.is_object() && value.empty()
-      : field == "suffix"     ? value.is_string() && value.get<std::string>().empty()
-                              : false;
+      : field == "suffix"
+          ? value.is_string() && value.get<std::string>().empty()
+          : false;
   if (isDefault) {
     return Status::ok();
   }
-  return fieldError(field,
-                    "only its default is supported (" +
-                        std::string(field == "n" || field == "best_of" ? "1"
-                                    : field == "logit_bias"            ? "{}"
-                                    : field == "suffix"                ? "null"
-                                    : field == "echo" || field == "logprobs"
-                                        ? "false"
-                                        : "0") +
-                        "); mf-serve does not implement other values yet");
+  return fieldError(
+      field, "only its default is supported (" +
+                 std::string(field == "n" || field == "best_of"       ? "1"
+                             : field == "logit_bias"                  ? "{}"
+                             : field == "suffix"                      ? "null"
+                             : field == "echo" || field == "logprobs" ? "false"
+                                                                      : "0") +
+                 "); mf-serve does not implement other values yet");
 }
 
 } // namespace
@@ -89,25 +87,37 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     return Status::error(StatusCode::InvalidArgument,
                          "the body must be a JSON object");
   }
-  static const std::set<std::string> common = {
-      "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop",
-      "stream", "stream_options", "n", "presence_penalty", "frequency_penalty",
-      "logit_bias", "logprobs", "user", "repetition_penalty"};
+  static const std::set<std::string> common = {"model",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "seed",
+                                               "stop",
+                                               "stream",
+                                               "stream_options",
+                                               "n",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "logit_bias",
+                                               "logprobs",
+                                               "user",
+                                               "repetition_penalty"};
   static const std::set<std::string> completionOnly = {"prompt", "echo",
                                                        "best_of", "suffix"};
   static const std::set<std::string> chatOnly = {"messages",
                                                  "max_completion_tokens"};
   for (const auto &[key, value] : body.items()) {
     if (!common.count(key) && !(chat ? chatOnly : completionOnly).count(key)) {
-      return fieldError(key, std::string("not a field of ") +
-                                 (chat ? "/v1/chat/completions"
-                                       : "/v1/completions") +
-                                 " that mf-serve reads");
+      return fieldError(
+          key, std::string("not a field of ") +
+                   (chat ? "/v1/chat/completions" : "/v1/completions") +
+                   " that mf-serve reads");
     }
   }
-  for (const char *field : {"n", "presence_penalty", "frequency_penalty",
-                            "logit_bias", "logprobs", "echo", "best_of",
-                            "suffix"}) {
+  for (const char *field :
+       {"n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
+        "echo", "best_of", "suffix"}) {
     MFRT_RETURN_IF_ERROR(onlyDefault(body, field));
   }
   ApiRequest request;
@@ -149,9 +159,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
                           "must be a string (content parts are not "
                           "supported)");
       }
-      request.messages.push_back(
-          {role == "developer" ? "system" : role,
-           message["content"].get<std::string>()});
+      request.messages.push_back({role == "developer" ? "system" : role,
+                                  message["content"].get<std::string>()});
     }
   } else {
     auto it = body.find("prompt");
@@ -167,8 +176,9 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     if (single->is_string()) {
       request.promptText = single->get<std::string>();
     } else if (single->is_array() && !single->empty() &&
-               std::all_of(single->begin(), single->end(),
-                           [](const json &id) { return id.is_number_integer(); })) {
+               std::all_of(single->begin(), single->end(), [](const json &id) {
+                 return id.is_number_integer();
+               })) {
       for (const json &id : *single) {
         int64_t value = id.get<int64_t>();
         if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
@@ -197,7 +207,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
   request.sampling.doSample = temperature > 0;
   request.sampling.temperature = temperature > 0 ? temperature : 1.0;
   if (auto it = body.find("top_p"); it != body.end() && !it->is_null()) {
-    MFRT_ASSIGN_OR_RETURN(request.sampling.topP, numberIn(*it, "top_p", 1e-9, 1.0));
+    MFRT_ASSIGN_OR_RETURN(request.sampling.topP,
+                          numberIn(*it, "top_p", 1e-9, 1.0));
   }
   if (auto it = body.find("top_k"); it != body.end() && !it->is_null()) {
     MFRT_ASSIGN_OR_RETURN(int64_t topK,
@@ -213,18 +224,20 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     if (!it->is_number_integer()) {
       return fieldError("seed", "must be an integer");
     }
-    request.seed = it->is_number_unsigned() ? it->get<uint64_t>()
-                                            : static_cast<uint64_t>(it->get<int64_t>());
+    request.seed = it->is_number_unsigned()
+                       ? it->get<uint64_t>()
+                       : static_cast<uint64_t>(it->get<int64_t>());
   }
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    std::vector<json> stops = it->is_array() ? it->get<std::vector<json>>()
-                                             : std::vector<json>{*it};
+    std::vector<json> stops =
+        it->is_array() ? it->get<std::vector<json>>() : std::vector<json>{*it};
     if (stops.size() > 4) {
       return fieldError("stop", "at most 4 stop strings");
     }
     for (const json &stop : stops) {
       if (!stop.is_string() || stop.get<std::string>().empty()) {
-        return fieldError("stop", "must be a non-empty string or a list of them");
+        return fieldError("stop",
+                          "must be a non-empty string or a list of them");
       }
       request.stop.push_back(stop.get<std::string>());
     }
@@ -235,7 +248,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     }
     request.stream = it->get<bool>();
   }
-  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+  if (auto it = body.find("stream_options");
+      it != body.end() && !it->is_null()) {
     if (!it->is_object() ||
         (it->size() != 0 &&
          (it->size() != 1 || !it->contains("include_usage") ||
@@ -245,8 +259,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     }
     request.includeUsage = it->value("include_usage", false);
   }
-  if (auto it = body.find("user"); it != body.end() && !it->is_null() &&
-                                    !it->is_string()) {
+  if (auto it = body.find("user");
+      it != body.end() && !it->is_null() && !it->is_string()) {
     return fieldError("user", "must be a string");
   }
   return request;

@@ -31,7 +31,8 @@ struct ApiRequest {
   std::vector<int32_t> promptIds;
   /// Chat: the messages.
   std::vector<mfrt::ChatMessage> messages;
-  std::optional<int64_t> maxTokens; ///< absent: completions 16, chat the context
+  std::optional<int64_t>
+      maxTokens; ///< absent: completions 16, chat the context
   mfrt::SamplingOptions sampling;
   uint64_t seed = 0;
   std::vector<std::string> stop;

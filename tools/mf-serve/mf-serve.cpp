@@ -94,7 +94,8 @@ bool parseInteger(const char *text, int64_t low, int64_t high, int64_t &out) {
   char *end = nullptr;
   errno = 0;
   long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < low || value > high) {
+  if (errno != 0 || end == text || *end != '\0' || value < low ||
+      value > high) {
     return false;
   }
   out = value;
@@ -103,8 +104,20 @@ bool parseInteger(const char *text, int64_t low, int64_t high, int64_t &out) {
 
 std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   enum {
-    kWeights = 256, kInit, kTokenizer, kHost, kPort, kPortFile, kMode, kThreads,
-    kBatched, kWaiting, kHttpThreads, kName, kSeed, kHelp
+    kWeights = 256,
+    kInit,
+    kTokenizer,
+    kHost,
+    kPort,
+    kPortFile,
+    kMode,
+    kThreads,
+    kBatched,
+    kWaiting,
+    kHttpThreads,
+    kName,
+    kSeed,
+    kHelp
   };
   static const option longOptions[] = {
       {"weights", required_argument, nullptr, kWeights},
@@ -147,7 +160,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kPort:
       if (!parseInteger(optarg, 0, 65535, number)) {
-        return bad("--port takes 0 to 65535, got '" + std::string(optarg) + "'");
+        return bad("--port takes 0 to 65535, got '" + std::string(optarg) +
+                   "'");
       }
       options.port = static_cast<int>(number);
       break;
@@ -157,7 +171,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     case kMode:
       options.mode = optarg;
       if (options.mode != "graph" && options.mode != "pynative") {
-        return bad("--mode must be graph or pynative, got '" + options.mode + "'");
+        return bad("--mode must be graph or pynative, got '" + options.mode +
+                   "'");
       }
       break;
     case kThreads:
@@ -166,7 +181,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       }
       break;
     case kBatched:
-      if (!parseInteger(optarg, 0, int64_t(1) << 30, options.maxBatchedTokens)) {
+      if (!parseInteger(optarg, 0, int64_t(1) << 30,
+                        options.maxBatchedTokens)) {
         return bad("--max-num-batched-tokens takes 0 or a positive count");
       }
       break;
@@ -198,9 +214,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     }
   }
   if (optind + 1 != argc) {
-    return bad(optind == argc ? "give one model.bin" : "give one model.bin, got '" +
-                                                           std::string(argv[optind + 1]) +
-                                                           "' too");
+    return bad(optind == argc ? "give one model.bin"
+                              : "give one model.bin, got '" +
+                                    std::string(argv[optind + 1]) + "' too");
   }
   options.executable = argv[optind];
   return options;
@@ -224,8 +240,9 @@ struct Server {
   std::atomic<int64_t> httpErrors{0};
 };
 
-void replyError(httplib::Response &response, int status, const std::string &message,
-                const std::string &type, const std::string &param = "") {
+void replyError(httplib::Response &response, int status,
+                const std::string &message, const std::string &type,
+                const std::string &param = "") {
   response.status = status;
   response.set_content(dumpJson(errorBody(message, type, param)),
                        "application/json");
@@ -292,7 +309,8 @@ public:
         --ready; // not inside a UTF-8 character
       }
     }
-    std::string delta = ready > emitted_ ? text_.substr(emitted_, ready - emitted_) : "";
+    std::string delta =
+        ready > emitted_ ? text_.substr(emitted_, ready - emitted_) : "";
     emitted_ = std::max(emitted_, ready);
     return delta;
   }
@@ -327,12 +345,13 @@ private:
 };
 
 /// The request's prompt as ids, or a 400.
-StatusOr<std::vector<int32_t>> promptIds(Server &server, const ApiRequest &request) {
+StatusOr<std::vector<int32_t>> promptIds(Server &server,
+                                         const ApiRequest &request) {
   int64_t vocab = server.session.executable.model().vocab_size();
   if (request.chat) {
-    MFRT_ASSIGN_OR_RETURN(std::string text,
-                          server.session.renderChat(request.messages,
-                                                    "/v1/chat/completions"));
+    MFRT_ASSIGN_OR_RETURN(
+        std::string text,
+        server.session.renderChat(request.messages, "/v1/chat/completions"));
     return server.tokenizer->encode(text, /*addSpecialTokens=*/false);
   }
   if (!request.promptText) {
@@ -347,13 +366,16 @@ StatusOr<std::vector<int32_t>> promptIds(Server &server, const ApiRequest &reque
     return request.promptIds;
   }
   if (server.tokenizer) {
-    return server.tokenizer->encode(*request.promptText, /*addSpecialTokens=*/true);
+    return server.tokenizer->encode(*request.promptText,
+                                    /*addSpecialTokens=*/true);
   }
   if (vocab > 256) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "prompt: this server has no tokenizer for a vocabulary "
-                         "of " + std::to_string(vocab) +
-                             " (start it with --tokenizer), so send token ids");
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "prompt: this server has no tokenizer for a vocabulary "
+        "of " +
+            std::to_string(vocab) +
+            " (start it with --tokenizer), so send token ids");
   }
   return encodeBytes(*request.promptText, vocab);
 }
@@ -383,8 +405,10 @@ void handleGeneration(Server &server, const httplib::Request &http,
   if (!request.model.empty() && request.model != server.name) {
     ++server.httpErrors;
     return replyError(response, 404,
-                      "the model '" + request.model + "' does not exist; this "
-                      "server serves '" + server.name + "'",
+                      "the model '" + request.model +
+                          "' does not exist; this "
+                          "server serves '" +
+                          server.name + "'",
                       "invalid_request_error", "model");
   }
   if (chat && !server.tokenizer) {
@@ -422,19 +446,24 @@ void handleGeneration(Server &server, const httplib::Request &http,
   }
   GenerationRequest generation;
   generation.prompt = *ids;
-  generation.maxNewTokens =
-      request.maxTokens ? *request.maxTokens : chat ? room : std::min<int64_t>(16, room);
+  generation.maxNewTokens = request.maxTokens ? *request.maxTokens
+                            : chat            ? room
+                                              : std::min<int64_t>(16, room);
   generation.sampling = request.sampling;
   generation.seed = request.seed;
   generation.stopIds = server.stopIds;
   auto job = std::make_shared<Job>();
-  if (Status status = server.engine.submit(std::move(generation), job); !status) {
+  if (Status status = server.engine.submit(std::move(generation), job);
+      !status) {
     return replyError(response, 503, status.message(), "server_busy");
   }
-  std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(server.nextId++);
+  std::string id =
+      (chat ? "chatcmpl-" : "cmpl-") + std::to_string(server.nextId++);
   int64_t created = static_cast<int64_t>(std::time(nullptr));
-  auto reply = std::make_shared<ReplyText>(job, server.tokenizer, *ids, request.stop);
-  auto choice = [chat](const std::string &text, const json &finish, bool delta) {
+  auto reply =
+      std::make_shared<ReplyText>(job, server.tokenizer, *ids, request.stop);
+  auto choice = [chat](const std::string &text, const json &finish,
+                       bool delta) {
     json result = {{"index", 0}, {"finish_reason", finish}};
     if (!chat) {
       result["text"] = text;
@@ -455,12 +484,13 @@ void handleGeneration(Server &server, const httplib::Request &http,
     if (!reply->error().empty()) {
       return replyError(response, 500, reply->error(), "server_error");
     }
-    json result = {{"id", id},
-                   {"object", object},
-                   {"created", created},
-                   {"model", server.name},
-                   {"choices", {choice(reply->text(), reply->finishReason(), false)}},
-                   {"usage", usageOf(promptLength, reply->completionTokens())}};
+    json result = {
+        {"id", id},
+        {"object", object},
+        {"created", created},
+        {"model", server.name},
+        {"choices", {choice(reply->text(), reply->finishReason(), false)}},
+        {"usage", usageOf(promptLength, reply->completionTokens())}};
     response.set_content(dumpJson(result), "application/json");
     return;
   }
@@ -478,8 +508,10 @@ void handleGeneration(Server &server, const httplib::Request &http,
           return sink.write(line.data(), line.size());
         };
         auto chunk = [&](json choices) {
-          return json{{"id", id},          {"object", chunkObject},
-                      {"created", created}, {"model", name},
+          return json{{"id", id},
+                      {"object", chunkObject},
+                      {"created", created},
+                      {"model", name},
                       {"choices", std::move(choices)}};
         };
         if (*finished) {
@@ -507,7 +539,8 @@ void handleGeneration(Server &server, const httplib::Request &http,
         }
         *finished = true;
         if (!reply->error().empty()) {
-          send(json{{"error", {{"message", reply->error()}, {"type", "server_error"}}}});
+          send(json{{"error",
+                     {{"message", reply->error()}, {"type", "server_error"}}}});
         } else {
           send(chunk({choice("", reply->finishReason(), true)}));
         }
@@ -557,7 +590,8 @@ std::string metricsText(const Server &server) {
       static_cast<double>(m.generatedTokens.load()));
   add("mfserve_steps_total", "counter", "Engine steps (one entry run each).",
       static_cast<double>(m.steps.load()));
-  add("mfserve_decode_steps_total", "counter", "Steps that ran the decode entry.",
+  add("mfserve_decode_steps_total", "counter",
+      "Steps that ran the decode entry.",
       static_cast<double>(m.decodeSteps.load()));
   add("mfserve_queue_length", "gauge", "Requests waiting for a slot.",
       static_cast<double>(m.waiting.load()));
@@ -570,7 +604,8 @@ std::string metricsText(const Server &server) {
       "Seconds from submission to the first token, summed.",
       m.firstTokenSeconds.load());
   add("mfserve_time_to_first_token_seconds_count", "counter",
-      "Requests that made a first token.", static_cast<double>(m.firstTokens.load()));
+      "Requests that made a first token.",
+      static_cast<double>(m.firstTokens.load()));
   add("mfserve_request_seconds_sum", "counter",
       "Seconds from submission to the end, summed.", m.requestSeconds.load());
   return text;
@@ -587,14 +622,16 @@ void widenListenBacklog(int port) {
     socklen_t addressLength = sizeof(address);
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 ||
         !listening ||
-        getsockname(fd, reinterpret_cast<sockaddr *>(&address), &addressLength) != 0) {
+        getsockname(fd, reinterpret_cast<sockaddr *>(&address),
+                    &addressLength) != 0) {
       continue;
     }
-    int bound = address.ss_family == AF_INET
-                    ? ntohs(reinterpret_cast<sockaddr_in *>(&address)->sin_port)
-                : address.ss_family == AF_INET6
-                    ? ntohs(reinterpret_cast<sockaddr_in6 *>(&address)->sin6_port)
-                    : -1;
+    int bound =
+        address.ss_family == AF_INET
+            ? ntohs(reinterpret_cast<sockaddr_in *>(&address)->sin_port)
+        : address.ss_family == AF_INET6
+            ? ntohs(reinterpret_cast<sockaddr_in6 *>(&address)->sin6_port)
+            : -1;
     if (bound == port) {
       ::listen(fd, SOMAXCONN);
     }
@@ -635,8 +672,9 @@ int serve(const Options &options) {
     weightFiles.push_back(model.load_checkpoint()->str());
   }
   if (weightFiles.empty() && !options.initWeights) {
-    return failUsage("no weights: give --weights FILE|FOLDER, set load_checkpoint "
-                     "in the YAML, or --init-weights for the deterministic init");
+    return failUsage(
+        "no weights: give --weights FILE|FOLDER, set load_checkpoint "
+        "in the YAML, or --init-weights for the deterministic init");
   }
   if (options.mode == "graph") {
     if (Status status = session.loadKernels(options.threads); !status) {
@@ -657,7 +695,8 @@ int serve(const Options &options) {
   // Text is rank 0's: the other ranks see token ids.
   StatusOr<const Tokenizer *> tokenizer =
       leader ? session.loadTokenizer(options.tokenizer)
-             : StatusOr<const Tokenizer *>(static_cast<const Tokenizer *>(nullptr));
+             : StatusOr<const Tokenizer *>(
+                   static_cast<const Tokenizer *>(nullptr));
   if (!tokenizer) {
     return fail(tokenizer.status());
   }
@@ -673,7 +712,8 @@ int serve(const Options &options) {
     Status status = engine.follow();
     if (!status) {
       std::fprintf(stderr, "mf-serve: error: rank %lld: %s\n",
-                   static_cast<long long>(ranks->rank()), status.message().c_str());
+                   static_cast<long long>(ranks->rank()),
+                   status.message().c_str());
       ranks->abort(1);
     }
     return 0;
@@ -685,10 +725,10 @@ int serve(const Options &options) {
     }
   }
   std::string name = !options.servedName.empty() ? options.servedName
-                     : model.name()               ? model.name()->str()
-                                                  : "model";
-  Server server{session, engine,         metrics, *tokenizer,
-                name,    model.seq_length(), stopIds};
+                     : model.name()              ? model.name()->str()
+                                                 : "model";
+  Server server{session, engine, metrics, *tokenizer, name, model.seq_length(),
+                stopIds};
 
   httplib::Server http;
   int64_t httpThreads = options.httpThreads;
@@ -696,22 +736,25 @@ int serve(const Options &options) {
     return new httplib::ThreadPool(static_cast<size_t>(httpThreads));
   };
   http.set_payload_max_length(16u << 20);
-  http.Get("/health", [](const httplib::Request &, httplib::Response &response) {
-    response.set_content("{\"status\":\"ok\"}", "application/json");
-  });
-  http.Get("/v1/models", [&](const httplib::Request &, httplib::Response &response) {
-    json models = {{"object", "list"},
-                   {"data",
-                    {{{"id", server.name},
-                      {"object", "model"},
-                      {"created", 0},
-                      {"owned_by", "mfc"},
-                      {"max_model_len", server.contextLength}}}}};
-    response.set_content(dumpJson(models), "application/json");
-  });
-  http.Get("/metrics", [&](const httplib::Request &, httplib::Response &response) {
-    response.set_content(metricsText(server), "text/plain; version=0.0.4");
-  });
+  http.Get("/health",
+           [](const httplib::Request &, httplib::Response &response) {
+             response.set_content("{\"status\":\"ok\"}", "application/json");
+           });
+  http.Get("/v1/models",
+           [&](const httplib::Request &, httplib::Response &response) {
+             json models = {{"object", "list"},
+                            {"data",
+                             {{{"id", server.name},
+                               {"object", "model"},
+                               {"created", 0},
+                               {"owned_by", "mfc"},
+                               {"max_model_len", server.contextLength}}}}};
+             response.set_content(dumpJson(models), "application/json");
+           });
+  http.Get(
+      "/metrics", [&](const httplib::Request &, httplib::Response &response) {
+        response.set_content(metricsText(server), "text/plain; version=0.0.4");
+      });
   http.Post("/v1/completions",
             [&](const httplib::Request &request, httplib::Response &response) {
               handleGeneration(server, request, response, /*chat=*/false);
@@ -720,14 +763,16 @@ int serve(const Options &options) {
             [&](const httplib::Request &request, httplib::Response &response) {
               handleGeneration(server, request, response, /*chat=*/true);
             });
-  http.set_error_handler([](const httplib::Request &, httplib::Response &response) {
-    if (response.body.empty()) {
-      replyError(response, response.status,
-                 "no such endpoint (POST /v1/completions, /v1/chat/completions; "
-                 "GET /v1/models, /health, /metrics)",
-                 "invalid_request_error");
-    }
-  });
+  http.set_error_handler(
+      [](const httplib::Request &, httplib::Response &response) {
+        if (response.body.empty()) {
+          replyError(
+              response, response.status,
+              "no such endpoint (POST /v1/completions, /v1/chat/completions; "
+              "GET /v1/models, /health, /metrics)",
+              "invalid_request_error");
+        }
+      });
 
   int port = options.port;
   if (port == 0) {
@@ -763,7 +808,8 @@ int serve(const Options &options) {
   if (!options.portFile.empty()) { // whole or absent: written, then renamed
     std::string temporary = options.portFile + ".tmp";
     FILE *file = std::fopen(temporary.c_str(), "w");
-    if (!file || std::fprintf(file, "%d\n", port) < 0 || std::fclose(file) != 0 ||
+    if (!file || std::fprintf(file, "%d\n", port) < 0 ||
+        std::fclose(file) != 0 ||
         std::rename(temporary.c_str(), options.portFile.c_str()) != 0) {
       std::fprintf(stderr, "mf-serve: warning: cannot write --port-file %s\n",
                    options.portFile.c_str());
