@@ -8,22 +8,9 @@
 
 using namespace mfrt;
 
-const char *mfrt::finishReasonName(FinishReason reason) {
-  switch (reason) {
-  case FinishReason::Stop:
-    return "stop";
-  case FinishReason::Length:
-    return "length";
-  case FinishReason::Cancelled:
-    return "cancelled";
-  }
-  return "?";
-}
-
 BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
                                int64_t maxBatchedTokens)
-    : executable_(executable), executor_(executor),
-      maxBatchedTokens_(maxBatchedTokens) {
+    : executor_(executor), maxBatchedTokens_(maxBatchedTokens) {
   const fb::ModelInfo &model = executable.model();
   seqLength_ = model.seq_length();
   vocab_ = model.vocab_size();
@@ -46,26 +33,30 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
   }
   std::unique_ptr<BatchGenerator> generator(
       new BatchGenerator(executable, executor, maxBatchedTokens));
-  // Prefill entries by width: `prefill` (seq_length) and `prefill_<L>`.
+  // The prefills of one row: `prefill_row` (seq_length) and
+  // `prefill_row_<L>`; a model of one row has them as `prefill[_<L>]`.
+  bool oneRow = model.batch_size() == 1;
   for (const std::string &name : executable.entryNames()) {
-    if (name == "prefill" || name.rfind("prefill_", 0) == 0) {
+    bool rowPrefill =
+        oneRow ? name == "prefill" || (name.rfind("prefill_", 0) == 0 &&
+                                       name.rfind("prefill_row", 0) != 0)
+               : name == "prefill_row" || name.rfind("prefill_row_", 0) == 0;
+    if (rowPrefill) {
       MFRT_ASSIGN_OR_RETURN(Tensor ids, executor.allocateInput(name, 0));
-      bool oneRow = name == "prefill_row" || name.rfind("prefill_row_", 0) == 0;
-      (oneRow ? generator->rowPrefillWidths_ : generator->prefillWidths_)
-          .emplace_back(ids.dim(1), name);
+      generator->rowPrefills_.emplace_back(ids.dim(1), name);
     }
   }
-  std::sort(generator->prefillWidths_.begin(), generator->prefillWidths_.end());
-  std::sort(generator->rowPrefillWidths_.begin(),
-            generator->rowPrefillWidths_.end());
+  if (generator->rowPrefills_.empty()) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "batched generation needs the model's prefills of "
+                         "one row (prefill_row): recompile it with this mfc");
+  }
+  std::sort(generator->rowPrefills_.begin(), generator->rowPrefills_.end());
   // The caches, zero, as decode takes them (after ids and past_length).
   const fb::Entry &decode = *executable.entry("decode");
   for (size_t i = 2; i < decode.inputs()->size(); ++i) {
-    StatusOr<Tensor> cache = executor.allocateInput("decode", i);
-    if (!cache) {
-      return cache.status();
-    }
-    generator->caches_.push_back(cache.take());
+    MFRT_ASSIGN_OR_RETURN(Tensor cache, executor.allocateInput("decode", i));
+    generator->caches_.push_back(std::move(cache));
   }
   return generator;
 }
@@ -107,8 +98,8 @@ void BatchGenerator::cancel(int64_t id) {
     sequence->cancelled |= sequence->id == id;
   }
   for (std::unique_ptr<Sequence> &sequence : slots_) {
-    if (sequence && sequence->id == id) {
-      sequence->cancelled = true;
+    if (sequence) {
+      sequence->cancelled |= sequence->id == id;
     }
   }
 }
@@ -154,51 +145,13 @@ void BatchGenerator::admit() {
     }
   }
   stats_.waiting = static_cast<int64_t>(waiting_.size());
+  countRunning();
+}
+
+void BatchGenerator::countRunning() {
   stats_.running =
       std::count_if(slots_.begin(), slots_.end(),
                     [](const auto &sequence) { return bool(sequence); });
-}
-
-std::pair<std::string, int64_t> BatchGenerator::chooseEntry() const {
-  // The most prompt any sequence has left, and the fewest positions any
-  // running sequence has left in its cache row (a step writes `width`
-  // rows into every slot's cache; padding included).
-  int64_t prompt = 0, room = seqLength_;
-  bool decoding = false;
-  for (const std::unique_ptr<Sequence> &sequence : slots_) {
-    if (!sequence) {
-      continue;
-    }
-    int64_t left = promptLeft(*sequence);
-    prompt = std::max(prompt, left);
-    decoding |= left == 0;
-    room = std::min(room, seqLength_ - sequence->fed);
-  }
-  int64_t want = prompt;
-  if (decoding && maxBatchedTokens_ > 0) {
-    want = std::min(want, std::max<int64_t>(1, maxBatchedTokens_ / slots()));
-  }
-  if (want <= 1) {
-    return {"decode", 1};
-  }
-  return widestUpTo(prefillWidths_, want, room, {"decode", 1});
-}
-
-std::pair<std::string, int64_t> BatchGenerator::widestUpTo(
-    const std::vector<std::pair<int64_t, std::string>> &widths, int64_t want,
-    int64_t room, std::pair<std::string, int64_t> fallback) {
-  // The narrowest entry that takes what is wanted, else the widest that
-  // fits the room.
-  for (const auto &[width, name] : widths) {
-    if (width > room) {
-      break;
-    }
-    fallback = {name, width};
-    if (width >= want) {
-      break;
-    }
-  }
-  return fallback;
 }
 
 int64_t BatchGenerator::promptLeft(const Sequence &sequence) {
@@ -244,16 +197,28 @@ void BatchGenerator::failRunning(const Status &status) {
   }
 }
 
-Status BatchGenerator::prefillRow(size_t slot, int64_t budget) {
+StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   Sequence &sequence = *slots_[slot];
-  int64_t left = promptLeft(sequence);
-  auto [entry, width] = widestUpTo(rowPrefillWidths_, std::min(left, budget),
-                                   seqLength_ - sequence.fed, {"", 0});
-  if (width == 0) {
+  int64_t left = promptLeft(sequence), want = std::min(left, budget);
+  int64_t room = seqLength_ - sequence.fed;
+  // The narrowest entry that takes what is wanted, else the widest that
+  // fits the cache row's room.
+  const std::pair<int64_t, std::string> *chosen = nullptr;
+  for (const auto &prefill : rowPrefills_) {
+    if (prefill.first > room) {
+      break;
+    }
+    chosen = &prefill;
+    if (prefill.first >= want) {
+      break;
+    }
+  }
+  if (!chosen) {
     return Status::error(StatusCode::Internal,
                          "no prefill of one row fits position " +
                              std::to_string(sequence.fed));
   }
+  const auto &[width, entry] = *chosen;
   int64_t feed = std::min(left, width);
   MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
   MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
@@ -288,7 +253,7 @@ Status BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   if (promptLeft(sequence) == 0) {
     emit(slot, outputs[0].as<float>());
   }
-  return Status::ok();
+  return feed;
 }
 
 Status BatchGenerator::step() {
@@ -296,108 +261,65 @@ Status BatchGenerator::step() {
   if (stats_.running == 0) {
     return Status::ok();
   }
-  if (!rowPrefillWidths_.empty()) {
-    // Prompts one row at a time, without the other rows' padding, up to the
-    // step's token bound; then one decode step for the rows that decode.
-    int64_t budget = maxBatchedTokens_ > 0
-                         ? maxBatchedTokens_
-                         : std::numeric_limits<int64_t>::max();
-    for (size_t slot = 0; slot < slots_.size() && budget > 0; ++slot) {
-      while (slots_[slot] && promptLeft(*slots_[slot]) > 0 && budget > 0) {
-        int64_t before = slots_[slot]->fed;
-        if (Status status = prefillRow(slot, budget); !status) {
-          failRunning(status);
-          return status;
-        }
-        budget -= slots_[slot] ? slots_[slot]->fed - before : 1;
+  // Prompts one row at a time, up to the step's token bound; then one
+  // decode for the rows that have a token to feed.
+  int64_t budget = maxBatchedTokens_ > 0 ? maxBatchedTokens_
+                                         : std::numeric_limits<int64_t>::max();
+  for (size_t slot = 0; slot < slots_.size() && budget > 0; ++slot) {
+    while (slots_[slot] && promptLeft(*slots_[slot]) > 0 && budget > 0) {
+      StatusOr<int64_t> fed = prefillRow(slot, budget);
+      if (!fed) {
+        failRunning(fed.status());
+        return fed.status();
       }
+      budget -= *fed;
     }
-    bool decoding =
-        std::any_of(slots_.begin(), slots_.end(),
-                    [](const auto &s) { return s && s->pending.has_value(); });
-    Status status = decoding ? runBatched("decode", 1) : Status::ok();
-    stats_.running =
-        std::count_if(slots_.begin(), slots_.end(),
-                      [](const auto &sequence) { return bool(sequence); });
-    return status;
   }
-  auto [entry, width] = chooseEntry();
-  Status status = runBatched(entry, width);
-  stats_.running =
-      std::count_if(slots_.begin(), slots_.end(),
-                    [](const auto &sequence) { return bool(sequence); });
+  Status status = Status::ok();
+  if (std::any_of(slots_.begin(), slots_.end(), [](const auto &sequence) {
+        return sequence && sequence->pending.has_value();
+      })) {
+    status = decode();
+    if (!status) {
+      failRunning(status);
+    }
+  }
+  countRunning();
   return status;
 }
 
-Status BatchGenerator::runBatched(const std::string &entry, int64_t width) {
-  bool decode = entry == "decode";
+Status BatchGenerator::decode() {
   int64_t batch = slots();
-  MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
-  MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
-  Tensor logitsPosition;
-  if (!decode) {
-    MFRT_ASSIGN_OR_RETURN(logitsPosition, executor_.allocateInput(entry, 2));
-  }
-  // What each slot feeds: its next prompt tokens or its pending token. A
-  // slot with prompt left in a decode step (its prompt goes through the
-  // prefills of one row) feeds padding at its position, which its next
-  // prompt chunk overwrites.
-  std::vector<int64_t> feeds(batch, 0);
+  MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput("decode", 0));
+  MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput("decode", 1));
   for (int64_t b = 0; b < batch; ++b) {
-    int32_t *row = ids.as<int32_t>() + b * width;
-    std::fill(row, row + width, static_cast<int32_t>(padId_));
     const Sequence *sequence = slots_[b].get();
+    ids.as<int32_t>()[b] = sequence && sequence->pending
+                               ? *sequence->pending
+                               : static_cast<int32_t>(padId_);
     past.as<int32_t>()[b] = sequence ? static_cast<int32_t>(sequence->fed) : 0;
-    if (sequence && sequence->pending) {
-      row[0] = *sequence->pending;
-      feeds[b] = 1;
-    } else if (sequence && !(decode && !rowPrefillWidths_.empty())) {
-      feeds[b] = std::min(promptLeft(*sequence), width);
-      std::copy_n(sequence->request.prompt.begin() + sequence->fed, feeds[b],
-                  row);
-    }
-    if (!decode) {
-      logitsPosition.as<int32_t>()[b] =
-          static_cast<int32_t>(std::max<int64_t>(feeds[b] - 1, 0));
-    }
   }
   std::vector<Tensor> inputs;
   inputs.push_back(std::move(ids));
   inputs.push_back(std::move(past));
-  if (!decode) {
-    inputs.push_back(std::move(logitsPosition));
-  }
   for (const Tensor &cache : caches_) {
     inputs.push_back(cache);
   }
-  StatusOr<std::vector<Tensor>> outputs =
-      executor_.run(entry, std::move(inputs));
-  if (!outputs) {
-    failRunning(outputs.status());
-    return outputs.status();
-  }
-  std::vector<Tensor> results = outputs.take();
+  MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> results,
+                        executor_.run("decode", std::move(inputs)));
   for (size_t i = 0; i < caches_.size(); ++i) {
     caches_[i] = std::move(results[1 + i]);
   }
   const Tensor &logits = results[0]; // [batch, 1, vocab]
   ++stats_.steps;
-  stats_.decodeSteps += decode;
+  ++stats_.decodeSteps;
   for (int64_t b = 0; b < batch; ++b) {
     Sequence *sequence = slots_[b].get();
-    if (!sequence || feeds[b] == 0) {
-      continue;
+    if (sequence && sequence->pending) {
+      ++sequence->fed;
+      sequence->pending.reset();
+      emit(static_cast<size_t>(b), logits.as<float>() + b * vocab_);
     }
-    bool wasPrompt = !sequence->pending;
-    sequence->fed += feeds[b];
-    sequence->pending.reset();
-    if (wasPrompt) {
-      stats_.promptTokens += feeds[b];
-      if (promptLeft(*sequence) > 0) {
-        continue; // more prompt to read
-      }
-    }
-    emit(static_cast<size_t>(b), logits.as<float>() + b * vocab_);
   }
   return Status::ok();
 }

@@ -1,16 +1,14 @@
-//===- BatchGenerator.h - continuous batching over a compiled model -*- C++
-//-*-===//
+//===- BatchGenerator.h - continuous batching -------------------*- C++ -*-===//
 //
 // Generation for many sequences at once, as a server needs it (Orca's
 // iteration-level scheduling, vLLM's continuous batching): the model's
 // batch rows are slots, each a sequence of its own with its own KV cache
-// row and position. Every step runs one compiled entry over all slots: the
-// decode entry (one token per row) when every running sequence decodes,
-// else a prefill entry of width W that takes the next W prompt tokens of
-// the sequences still reading their prompt (a long prompt in chunks) and
-// the one new token of those that decode. A request waits until a slot is
-// free and joins at the next step; a finished or cancelled one frees its
-// slot at once. The compiled graph stays static: positions are data.
+// row and position. Each step runs the prompts of newly admitted sequences
+// through the prefills of one row (`prefill_row_<L>`; a model of one row
+// uses its own prefills) on their cache rows, in chunks, then the decode
+// entry once over all slots. A request waits until a slot is free and
+// joins at the next step; a finished or cancelled one frees its slot at
+// once. The compiled graph stays static: positions are data.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +32,6 @@ namespace mfrt {
 
 /// Why a sequence ended.
 enum class FinishReason { Stop, Length, Cancelled };
-const char *finishReasonName(FinishReason reason);
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
@@ -64,18 +61,15 @@ struct GenerationStats {
 
 class BatchGenerator {
 public:
-  /// Over `executor`'s model, which must have a KV cache (use_past) and a
-  /// decode entry. `maxBatchedTokens` bounds the prompt tokens a step
-  /// prefills before its decode (with prefills of one row; without them,
-  /// slots x width of a step while some sequence decodes); 0: no bound. A
-  /// long prompt then goes in chunks and does not stall the sequences that
-  /// decode.
+  /// Over `executor`'s model, which must have a KV cache (use_past), a
+  /// decode entry and prefills of one row. `maxBatchedTokens` bounds the
+  /// prompt tokens a step prefills before its decode (0: no bound): a long
+  /// prompt goes in chunks and does not stall the sequences that decode.
   static StatusOr<std::unique_ptr<BatchGenerator>>
   create(const Executable &executable, Executor &executor,
          int64_t maxBatchedTokens = 0);
 
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
-  int64_t contextLength() const { return seqLength_; }
 
   /// Queues a request; `callback` hears of each token it makes and of its
   /// end (on the thread that calls step). Returns its id. A request whose
@@ -86,8 +80,9 @@ public:
   void cancel(int64_t id);
   /// Whether any request waits or runs.
   bool busy() const;
-  /// One iteration: admits waiting requests into free slots, runs one
-  /// entry over all slots, samples, reports. Nothing to do is no error.
+  /// One iteration: admits waiting requests into free slots, prefills
+  /// their prompts, decodes every slot once, samples, reports. Nothing to
+  /// do is no error; a failed run ends every running sequence.
   Status step();
 
   const GenerationStats &stats() const { return stats_; }
@@ -109,33 +104,27 @@ private:
                  int64_t maxBatchedTokens);
   void admit();
   void finish(size_t slot, FinishReason reason, std::string error = "");
-  /// Ends every running sequence after a failed run (its caches are lost).
+  /// Ends every running sequence after a failed run (its cache rows can no
+  /// longer be trusted).
   void failRunning(const Status &status);
+  void countRunning();
   static int64_t promptLeft(const Sequence &sequence);
-  /// The narrowest of `widths` that takes `want` tokens, else the widest
-  /// that fits `room`; `fallback` when none fits.
-  static std::pair<std::string, int64_t>
-  widestUpTo(const std::vector<std::pair<int64_t, std::string>> &widths,
-             int64_t want, int64_t room,
-             std::pair<std::string, int64_t> fallback);
-  /// The entry and width of a step over every row (no row prefills).
-  std::pair<std::string, int64_t> chooseEntry() const;
-  /// Runs `entry` over every row: each feeds its prompt or its new token.
-  Status runBatched(const std::string &entry, int64_t width);
-  /// The next chunk (at most `budget` tokens, unless no narrower entry
-  /// exists) of slot's prompt through a prefill of one row, on its cache
-  /// row in place.
-  Status prefillRow(size_t slot, int64_t budget);
+  /// The next chunk of slot's prompt (at most `budget` tokens, unless no
+  /// narrower entry fits) through a prefill of one row, on its cache row
+  /// in place. Returns the tokens it fed.
+  StatusOr<int64_t> prefillRow(size_t slot, int64_t budget);
+  /// The decode entry over every slot: each with a token pending feeds it;
+  /// the others feed padding at their position, which their next prompt
+  /// chunk (or a later sequence's prompt) overwrites.
+  Status decode();
   /// Samples slot's next token from `row` and reports it (or its end).
   void emit(size_t slot, const float *row);
 
-  const Executable &executable_;
   Executor &executor_;
   int64_t maxBatchedTokens_;
   int64_t seqLength_, vocab_, padId_;
-  std::vector<std::pair<int64_t, std::string>> prefillWidths_; ///< ascending
-  /// `prefill_row_<L>` entries (batch > 1): one row's prompt alone.
-  std::vector<std::pair<int64_t, std::string>> rowPrefillWidths_;
+  /// Prefills of one row by width, ascending.
+  std::vector<std::pair<int64_t, std::string>> rowPrefills_;
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<Tensor> caches_;

@@ -74,8 +74,8 @@ void usage(std::ostream &os) {
         "  --http-threads N           connections served at once (default 64)\n"
         "  --served-model-name NAME   the model's name in the API (default: "
         "the YAML's model name)\n"
-        "  --seed S                   seed of requests that give none "
-        "(default 0)\n"
+        "  --seed S                   a request without a seed gets S + its "
+        "number (default 0)\n"
         "The model's batch_size is its number of slots (sequences decoded "
         "together).\n";
 }
@@ -236,6 +236,7 @@ struct Server {
   std::string name;
   int64_t contextLength;
   std::vector<int32_t> stopIds;
+  uint64_t seed; ///< --seed: a request without one gets seed + its number
   std::atomic<int64_t> nextId{1};
   std::atomic<int64_t> httpErrors{0};
 };
@@ -246,6 +247,13 @@ void replyError(httplib::Response &response, int status,
   response.status = status;
   response.set_content(dumpJson(errorBody(message, type, param)),
                        "application/json");
+}
+
+/// A 4xx for a request the client must change (counted for /metrics).
+void rejectRequest(Server &server, httplib::Response &response, int status,
+                   const std::string &message, const std::string &param = "") {
+  ++server.httpErrors;
+  replyError(response, status, message, "invalid_request_error", param);
 }
 
 /// A request's text as its tokens arrive: decoded, cut at a stop string,
@@ -390,59 +398,53 @@ void handleGeneration(Server &server, const httplib::Request &http,
                       httplib::Response &response, bool chat) {
   json body = json::parse(http.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
-    ++server.httpErrors;
-    return replyError(response, 400, "the body is not valid JSON",
-                      "invalid_request_error");
+    return rejectRequest(server, response, 400, "the body is not valid JSON");
   }
-  StatusOr<ApiRequest> parsed = parseRequest(body, chat, 0);
+  int64_t number = server.nextId++;
+  StatusOr<ApiRequest> parsed =
+      parseRequest(body, chat, server.seed + static_cast<uint64_t>(number));
   if (!parsed) {
-    ++server.httpErrors;
     std::string message = parsed.status().message();
-    return replyError(response, 400, message, "invalid_request_error",
-                      message.substr(0, message.find(':')));
+    return rejectRequest(server, response, 400, message,
+                         message.substr(0, message.find(':')));
   }
   ApiRequest request = parsed.take();
   if (!request.model.empty() && request.model != server.name) {
-    ++server.httpErrors;
-    return replyError(response, 404,
-                      "the model '" + request.model +
-                          "' does not exist; this "
-                          "server serves '" +
-                          server.name + "'",
-                      "invalid_request_error", "model");
+    return rejectRequest(server, response, 404,
+                         "the model '" + request.model +
+                             "' does not exist; this server serves '" +
+                             server.name + "'",
+                         "model");
   }
   if (chat && !server.tokenizer) {
-    ++server.httpErrors;
-    return replyError(response, 400,
-                      "chat needs the model's tokenizer and chat template: "
-                      "start mf-serve with --tokenizer",
-                      "invalid_request_error", "messages");
+    return rejectRequest(server, response, 400,
+                         "chat needs the model's tokenizer and chat template: "
+                         "start mf-serve with --tokenizer",
+                         "messages");
   }
   StatusOr<std::vector<int32_t>> ids = promptIds(server, request);
   if (!ids || ids->empty()) {
-    ++server.httpErrors;
-    return replyError(response, 400,
-                      ids ? "the prompt is empty" : ids.status().message(),
-                      "invalid_request_error", chat ? "messages" : "prompt");
+    return rejectRequest(server, response, 400,
+                         ids ? "the prompt is empty" : ids.status().message(),
+                         chat ? "messages" : "prompt");
   }
   int64_t promptLength = static_cast<int64_t>(ids->size());
   if (promptLength > server.contextLength) {
-    ++server.httpErrors;
-    return replyError(response, 400,
-                      "the prompt has " + std::to_string(promptLength) +
-                          " tokens but the model's context holds " +
-                          std::to_string(server.contextLength),
-                      "invalid_request_error", chat ? "messages" : "prompt");
+    return rejectRequest(server, response, 400,
+                         "the prompt has " + std::to_string(promptLength) +
+                             " tokens but the model's context holds " +
+                             std::to_string(server.contextLength),
+                         chat ? "messages" : "prompt");
   }
   int64_t room = server.contextLength - promptLength;
   if (request.maxTokens && *request.maxTokens > room) {
-    ++server.httpErrors;
-    return replyError(response, 400,
-                      "max_tokens " + std::to_string(*request.maxTokens) +
-                          " and the prompt's " + std::to_string(promptLength) +
-                          " tokens exceed the model's context of " +
-                          std::to_string(server.contextLength),
-                      "invalid_request_error", "max_tokens");
+    return rejectRequest(server, response, 400,
+                         "max_tokens " + std::to_string(*request.maxTokens) +
+                             " and the prompt's " +
+                             std::to_string(promptLength) +
+                             " tokens exceed the model's context of " +
+                             std::to_string(server.contextLength),
+                         "max_tokens");
   }
   GenerationRequest generation;
   generation.prompt = *ids;
@@ -457,8 +459,7 @@ void handleGeneration(Server &server, const httplib::Request &http,
       !status) {
     return replyError(response, 503, status.message(), "server_busy");
   }
-  std::string id =
-      (chat ? "chatcmpl-" : "cmpl-") + std::to_string(server.nextId++);
+  std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
   int64_t created = static_cast<int64_t>(std::time(nullptr));
   auto reply =
       std::make_shared<ReplyText>(job, server.tokenizer, *ids, request.stop);
@@ -727,8 +728,8 @@ int serve(const Options &options) {
   std::string name = !options.servedName.empty() ? options.servedName
                      : model.name()              ? model.name()->str()
                                                  : "model";
-  Server server{session, engine, metrics, *tokenizer, name, model.seq_length(),
-                stopIds};
+  Server server{session, engine,  metrics,      *tokenizer,
+                name,    model.seq_length(), stopIds, options.seed};
 
   httplib::Server http;
   int64_t httpThreads = options.httpThreads;

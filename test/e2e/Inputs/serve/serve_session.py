@@ -168,6 +168,16 @@ def main():
     print("%d concurrent completions equal their single mf-run runs"
           % len(PROMPTS))
 
+    # Sampling: the same seed gives the same text; requests without one are
+    # seeded apart (--seed plus their number).
+    sampled = [server.request("POST", "/v1/completions", dict(
+        {"prompt": PROMPTS[0], "max_tokens": 12, "temperature": 1.0}, **seed))
+        for seed in ({"seed": 5}, {"seed": 5}, {}, {})]
+    texts = [json.loads(body)["choices"][0]["text"] for _, body in sampled]
+    print("sampled: seed 5 twice %s, no seed twice %s" % (
+        "equal" if texts[0] == texts[1] else "DIFFER",
+        "differ" if texts[2] != texts[3] else "EQUAL"))
+
     # Hostile requests: a 4xx that names the problem, and the server goes on.
     long_prompt = " ".join(["word"] * 400)
     cases = [
