@@ -59,6 +59,14 @@ Status ModelSession::startExecutor(const std::string &mode, GraphWeightUse use,
   return Status::ok();
 }
 
+std::vector<int32_t> ModelSession::eosIds() const {
+  const fb::ModelInfo &model = executable.model();
+  return model.eos_token_ids()
+             ? std::vector<int32_t>(model.eos_token_ids()->begin(),
+                                    model.eos_token_ids()->end())
+             : std::vector<int32_t>();
+}
+
 StatusOr<const Tokenizer *>
 ModelSession::loadTokenizer(const std::string &path) {
   if (tokenizerLoaded) {

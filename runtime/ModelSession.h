@@ -53,6 +53,9 @@ struct ModelSession {
   Status startExecutor(const std::string &mode, GraphWeightUse use,
                        Communicator *ranks);
 
+  /// The ids that end a generation (the YAML's eos_token_id).
+  std::vector<int32_t> eosIds() const;
+
   /// The tokenizer of `path`, else the YAML's processor.tokenizer; null
   /// when neither names one. Read once; its ids must fit the model.
   StatusOr<const Tokenizer *> loadTokenizer(const std::string &path);

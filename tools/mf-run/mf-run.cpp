@@ -744,11 +744,7 @@ int predictBatch(const Options &options, Session &session) {
   if (!tokenizer) {
     return fail(tokenizer.status());
   }
-  std::vector<int32_t> stopIds;
-  if (model.eos_token_ids()) {
-    stopIds.assign(model.eos_token_ids()->begin(),
-                   model.eos_token_ids()->end());
-  }
+  std::vector<int32_t> stopIds = session.eosIds();
   size_t count = texts.size();
   std::vector<std::vector<int32_t>> prompts(count), generated(count);
   std::vector<std::vector<float>> stepLogits(count);
@@ -897,16 +893,9 @@ int predict(const Options &options, Session &session) {
 
   Sampler sampler(samplingOf(options, model),
                   options.seed.value_or(model.seed()));
+  const std::vector<int32_t> eosIds = session.eosIds();
   auto isEos = [&](int32_t id) {
-    if (!model.eos_token_ids()) {
-      return false;
-    }
-    for (int64_t eos : *model.eos_token_ids()) {
-      if (eos == id) {
-        return true;
-      }
-    }
-    return false;
+    return std::find(eosIds.begin(), eosIds.end(), id) != eosIds.end();
   };
 
   Executor &executor = *session.executor;

@@ -719,17 +719,11 @@ int serve(const Options &options) {
     }
     return 0;
   }
-  std::vector<int32_t> stopIds;
-  if (model.eos_token_ids()) {
-    for (int64_t eos : *model.eos_token_ids()) {
-      stopIds.push_back(static_cast<int32_t>(eos));
-    }
-  }
   std::string name = !options.servedName.empty() ? options.servedName
                      : model.name()              ? model.name()->str()
                                                  : "model";
   Server server{session, engine,  metrics,      *tokenizer,
-                name,    model.seq_length(), stopIds, options.seed};
+                name,    model.seq_length(), session.eosIds(), options.seed};
 
   httplib::Server http;
   int64_t httpThreads = options.httpThreads;
