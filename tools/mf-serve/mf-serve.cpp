@@ -722,8 +722,9 @@ int serve(const Options &options) {
   std::string name = !options.servedName.empty() ? options.servedName
                      : model.name()              ? model.name()->str()
                                                  : "model";
-  Server server{session, engine,  metrics,      *tokenizer,
-                name,    model.seq_length(), session.eosIds(), options.seed};
+  Server server{session,          engine,      metrics,
+                *tokenizer,       name,        model.seq_length(),
+                session.eosIds(), options.seed};
 
   httplib::Server http;
   int64_t httpThreads = options.httpThreads;
