@@ -4,10 +4,14 @@
 # real files. Not part of CI. Everything it writes (the build, the corpora,
 # crash artifacts) goes under $MFC_FUZZ_DIR (default: $TMPDIR/mfc-fuzz),
 # never into the source tree.
-#   scripts/fuzz.sh [SECONDS]     default 60 per target
+#   scripts/fuzz.sh [SECONDS [TARGET...]]   default 60 per target, all targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+shift $(( $# > 0 ? 1 : 0 ))
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer \
+  ChatTemplateFuzzer RequestFuzzer)
 work=${MFC_FUZZ_DIR:-${TMPDIR:-/tmp}/mfc-fuzz}
 mkdir -p "$work"
 
@@ -113,7 +117,7 @@ printf '%s\n' '{"messages":[{"role":"system","content":"Be brief."},{"role":"use
 printf '%s\n' '{"prompt":"x","temperature":-1e308,"top_k":18446744073709551615,"seed":-5,"max_tokens":1e99}' > "$corpus/request/extremes.json"
 printf -- '--set model.model_config.num_layers=2\n' | cat - examples/llama-tiny.yaml > "$corpus/config/with-set.yaml"
 
-for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer ChatTemplateFuzzer RequestFuzzer; do
+for target in "${targets[@]}"; do
   case $target in
     RequestFuzzer) kind=request; extra=() ;;
     ExecutableFuzzer) kind=executable; extra=() ;;
@@ -121,6 +125,7 @@ for target in ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer Ch
     TokenizerFuzzer) kind=tokenizer; extra=() ;;
     ChatTemplateFuzzer) kind=chat; extra=() ;;
     ConfigFuzzer) kind=config; extra=(-dict=fuzz/config.dict) ;;
+    *) echo "fuzz.sh: no fuzzer named '$target'" >&2; exit 2 ;;
   esac
   echo "== $target for ${seconds}s"
   log=$work/$target.log

@@ -46,23 +46,34 @@ std::string ConfigNode::describe() const {
 // ConfigDiagnostics
 //===----------------------------------------------------------------------===//
 
-ConfigDiagnostics::ConfigDiagnostics(llvm::raw_ostream &os) : os_(os) {}
+ConfigDiagnostics::ConfigDiagnostics(llvm::raw_ostream &os, StringRef tool)
+    : os_(os), tool_(tool.str()) {}
+
+void ConfigDiagnostics::print(SMLoc loc, llvm::SourceMgr::DiagKind kind,
+                              const llvm::Twine &message,
+                              llvm::ArrayRef<llvm::SMFixIt> fixIts) {
+  if (loc.isValid()) {
+    sourceMgr_.PrintMessage(os_, loc, kind, message, {}, fixIts);
+    return;
+  }
+  // SourceMgr would print "<unknown>:0:" for a message about no place.
+  llvm::SMDiagnostic("", kind, message.str())
+      .print(tool_.c_str(), os_, /*ShowColors=*/true, /*ShowKindLabel=*/true);
+}
 
 void ConfigDiagnostics::error(SMLoc loc, const llvm::Twine &message,
                               llvm::ArrayRef<llvm::SMFixIt> fixIts) {
   ++errors_;
-  sourceMgr_.PrintMessage(os_, loc, llvm::SourceMgr::DK_Error, message, {},
-                          fixIts);
+  print(loc, llvm::SourceMgr::DK_Error, message, fixIts);
 }
 
 void ConfigDiagnostics::warning(SMLoc loc, const llvm::Twine &message,
                                 llvm::ArrayRef<llvm::SMFixIt> fixIts) {
-  sourceMgr_.PrintMessage(os_, loc, llvm::SourceMgr::DK_Warning, message, {},
-                          fixIts);
+  print(loc, llvm::SourceMgr::DK_Warning, message, fixIts);
 }
 
 void ConfigDiagnostics::note(SMLoc loc, const llvm::Twine &message) {
-  sourceMgr_.PrintMessage(os_, loc, llvm::SourceMgr::DK_Note, message);
+  print(loc, llvm::SourceMgr::DK_Note, message, {});
 }
 
 ConfigDiagnostics::Position ConfigDiagnostics::position(SMLoc loc) const {

@@ -55,10 +55,13 @@ struct ConfigNode {
 };
 
 /// Counts and prints diagnostics against the buffers of one SourceMgr, in the
-/// `file:line:col: error: message` form with the source line and a caret.
+/// `file:line:col: error: message` form with the source line and a caret;
+/// one without a location (a file that cannot be read) as
+/// `<tool>: error: message`.
 class ConfigDiagnostics {
 public:
-  explicit ConfigDiagnostics(llvm::raw_ostream &os);
+  explicit ConfigDiagnostics(llvm::raw_ostream &os,
+                             llvm::StringRef tool = "mfc");
 
   llvm::SourceMgr &sourceMgr() { return sourceMgr_; }
 
@@ -82,8 +85,12 @@ public:
   bool isOverride(llvm::SMLoc loc) const;
 
 private:
+  void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+             const llvm::Twine &message, llvm::ArrayRef<llvm::SMFixIt> fixIts);
+
   llvm::SourceMgr sourceMgr_;
   llvm::raw_ostream &os_;
+  std::string tool_;
   unsigned errors_ = 0;
 };
 

@@ -22,6 +22,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -2760,10 +2761,61 @@ std::optional<ModelSpec> mfc::readModelSpec(ConfigDiagnostics &diagnostics,
   return reader.read();
 }
 
+/// The Hugging Face model folder that `path` names, as a folder or its
+/// config.json; empty for anything else (a MindFormers YAML).
+static std::string huggingFaceFolderOf(StringRef path) {
+  if (llvm::sys::fs::is_directory(path)) {
+    return path.str();
+  }
+  if (llvm::sys::path::filename(path) == "config.json") {
+    llvm::SmallString<256> folder(path);
+    llvm::sys::path::remove_filename(folder);
+    return folder.empty() ? "." : folder.str().str();
+  }
+  return "";
+}
+
+/// `mfc compile FOLDER` (or FOLDER/config.json) compiles the folder as
+/// MindFormers' own configs name one: run_mode predict and
+/// pretrained_model_dir, every size from the folder's config.json.
+static std::unique_ptr<ConfigNode>
+parseHuggingFaceFolder(ConfigDiagnostics &diagnostics, StringRef folder) {
+  llvm::SmallString<256> config(folder);
+  llvm::sys::path::append(config, "config.json");
+  if (!llvm::sys::fs::exists(config)) {
+    diagnostics.error(SMLoc(), "'" + folder +
+                                   "' is a folder without a config.json; "
+                                   "give a MindFormers YAML, or a Hugging "
+                                   "Face model folder (one with config.json)");
+    return nullptr;
+  }
+  llvm::SmallString<256> absolute(folder);
+  llvm::sys::fs::make_absolute(absolute);
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  std::string quoted;
+  for (char c : absolute) {
+    quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  }
+  llvm::WithColor::note(llvm::errs(), "mfc")
+      << "compiling the Hugging Face model folder '" << absolute
+      << "' as the MindFormers config {run_mode: predict, "
+         "pretrained_model_dir: '"
+      << absolute
+      << "'}; --set adds to it (e.g. --set run_mode=finetune, --set "
+         "model.model_config.seq_length=2048)\n";
+  return parseConfigText(diagnostics,
+                         "run_mode: predict\npretrained_model_dir: '" +
+                             quoted + "'\n",
+                         (absolute + " (a Hugging Face folder)").str());
+}
+
 std::optional<ModelSpec>
 mfc::loadModelSpec(ConfigDiagnostics &diagnostics, StringRef path,
                    llvm::ArrayRef<std::string> overrides) {
-  std::unique_ptr<ConfigNode> root = parseConfigFile(diagnostics, path);
+  std::string folder = huggingFaceFolderOf(path);
+  std::unique_ptr<ConfigNode> root =
+      folder.empty() ? parseConfigFile(diagnostics, path)
+                     : parseHuggingFaceFolder(diagnostics, folder);
   if (!root) {
     return std::nullopt;
   }
@@ -2774,5 +2826,6 @@ mfc::loadModelSpec(ConfigDiagnostics &diagnostics, StringRef path,
   if (!overridesApplied || !mergePretrainedModelDir(diagnostics, *root, path)) {
     return std::nullopt;
   }
-  return readModelSpec(diagnostics, *root, path);
+  // A folder names the model (its config.json would name it "config").
+  return readModelSpec(diagnostics, *root, folder.empty() ? path : folder);
 }
