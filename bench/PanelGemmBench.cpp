@@ -3,7 +3,7 @@
 // One core, the matmul tiles Graph Mode runs (rows x columns of the
 // product, depth K): OpenBLAS's sgemm on the weight as stored (it packs
 // both operands in every call) against mfrt_gemm_panels_f32 on the weight
-// packed once (runtime/PanelGemm.h), and the f16 / bf16 panel services
+// packed once (runtime/kernels/PanelGemm.h), and the f16 / bf16 panel services
 // against OpenBLAS on the same values in f32. Medians of 50 calls after a
 // warm-up; prints GFLOP/s and the ratio (> 1: the panels are faster).
 // With --avx2, what an AVX2 machine runs, on this one: OpenBLAS's Haswell
@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/PanelGemm.h"
+#include "runtime/kernels/PanelGemm.h"
 
 #include <cblas.h>
 

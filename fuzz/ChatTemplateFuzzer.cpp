@@ -4,7 +4,7 @@
 // message and the usual variables.
 //
 
-#include "runtime/ChatTemplate.h"
+#include "runtime/text/ChatTemplate.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -12,13 +12,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ContentChecksum.h"
-#include "runtime/Executable.h"
-#include "runtime/GraphExecutor.h"
-#include "runtime/KernelLibrary.h"
-#include "runtime/PyNative.h"
-#include "runtime/ThreadPool.h"
-#include "runtime/Weights.h"
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/format/Executable.h"
+#include "runtime/exec/GraphExecutor.h"
+#include "runtime/hal/KernelLibrary.h"
+#include "runtime/kernels/KernelServices.h"
+#include "runtime/exec/PyNative.h"
+#include "runtime/hal/ThreadPool.h"
+#include "runtime/io/Weights.h"
 
 #include <zlib.h>
 
@@ -102,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (runsTrustedKernels(*executable)) {
     mfrt::StatusOr<mfrt::KernelLibrary> kernels =
-        mfrt::KernelLibrary::load(*executable);
+        mfrt::KernelLibrary::load(*executable, mfrt::kernelServices());
     if (kernels) {
       static mfrt::ThreadPool pool(2);
       mfrt::GraphExecutor executor(*executable, *weights, allocator, *kernels,

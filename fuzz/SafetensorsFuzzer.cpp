@@ -4,7 +4,7 @@
 // reader.
 //
 
-#include "runtime/Safetensors.h"
+#include "runtime/io/Safetensors.h"
 
 #include <cstddef>
 #include <cstdint>

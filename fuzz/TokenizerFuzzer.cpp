@@ -6,7 +6,7 @@
 // mutated file describes.
 //
 
-#include "runtime/Tokenizer.h"
+#include "runtime/text/Tokenizer.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -19,7 +19,7 @@ llvm_config.add_tool_substitutions(["mfc", "mf-opt", "mf-tokenize"], [config.mfc
 
 config.substitutions.append(("%mindformers", config.mindformers_configs))
 config.substitutions.append(("%examples", os.path.join(config.mfc_src_root, "examples")))
-# C harnesses include runtime/KernelAbi.h, the published kernel ABI.
+# C harnesses include runtime/hal/KernelAbi.h, the published kernel ABI.
 config.substitutions.append(("%mfc-src", config.mfc_src_root))
 # MLIR's .td files, for mf-tblgen's tests (test/tblgen).
 config.substitutions.append(("%mlir-include", os.path.join(

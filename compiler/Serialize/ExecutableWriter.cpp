@@ -4,7 +4,7 @@
 // 2. Each entry function becomes its op-level program (mf::OpLevelProgram):
 //    an op list over numbered values, every value with its type. Each op's
 //    attributes go into its kind's table, by the encoder that mf-tblgen
-//    generates from the op's ODS (runtime/schemas/ExecutableEncoder.inc).
+//    generates from the op's ODS (runtime/format/schemas/ExecutableEncoder.inc).
 // 3. Each entry's host program (mfexec.entry) becomes its Graph Mode
 //    program 1:1: a Buffer per block argument and storage op, a Command
 //    per command with its bindings. The kernel table is the
@@ -20,9 +20,9 @@
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/IR/OpLevelProgram.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
-#include "runtime/ContentChecksum.h"
-#include "runtime/OpRegistry.h"
-#include "runtime/schemas/mf_executable_generated.h"
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/format/OpRegistry.h"
+#include "runtime/format/schemas/mf_executable_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -81,7 +81,7 @@ public:
                                                  ElementsAttr value) = 0;
 };
 
-#include "runtime/schemas/ExecutableEncoder.inc"
+#include "runtime/format/schemas/ExecutableEncoder.inc"
 
 static_assert(kEncodedRegistryFingerprint == mfrt::kOpRegistryFingerprint,
               "the writer's encoder and the runtime's op table come from one "

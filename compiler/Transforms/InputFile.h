@@ -3,7 +3,7 @@
 // Every file mfc reads comes from a user: only a regular file of a bounded
 // size is read, so /dev/zero or a directory given by mistake is an error,
 // not a read until memory runs out. mf-run follows the same rule
-// (runtime/FileIO.h).
+// (runtime/base/FileIO.h).
 //
 //===----------------------------------------------------------------------===//
 

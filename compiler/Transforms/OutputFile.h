@@ -6,7 +6,7 @@
 // A symlink is written through (the file it names is replaced); a character
 // device (/dev/null, /dev/stdout) is written in place; a directory, FIFO,
 // socket or block device is refused. mf-run follows the same rules
-// (runtime/FileIO.h).
+// (runtime/base/FileIO.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -68,7 +68,7 @@ def MFChooseWeightLayoutPass : Pass<"mf-choose-weight-layout", "::mlir::ModuleOp
     In a module that assigns no parameter, marks `panels` each f32, f16 or
     bf16 [N, K] parameter that every reader multiplies by transposed inside
     a matmul region: mf-codegen-cpu's kernels then read it packed into
-    panels of 32 rows that the runtime packs once (runtime/PanelGemm.h).
+    panels of 32 rows that the runtime packs once (runtime/kernels/PanelGemm.h).
     Runs after mf-outline-lone-matmuls.
   }];
   let options = [

@@ -48,7 +48,7 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // CHECK: mfexec.kernel @mfk_2 tiles(4) :
 
 // The service, declared once, takes its argument struct
-// (mfrt_attention_args_v1, runtime/KernelAbi.h); each kernel fills it per
+// (mfrt_attention_args_v1, runtime/hal/KernelAbi.h); each kernel fills it per
 // tile with its units, the buffers (the caches twice: in and out, the same
 // memory at run time), the past length's buffer or value, the shape, the
 // flags (causal, RoPE on query and keys, a past: 15), the scale and theta

@@ -8,7 +8,7 @@
 // CHECK: mfexec.executable @cpu
 // CHECK-NEXT: mfexec.kernel @mfk_0 tiles(1) : (memref<4x16xf32>) -> memref<4x16xf32>
 // CHECK: llvm.func internal @mfk_0_tiles(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
-// The ABI entry point (runtime/KernelAbi.h): int32_t mfk_0(const
+// The ABI entry point (runtime/hal/KernelAbi.h): int32_t mfk_0(const
 // mfrt_dispatch_state_v1 *), which checks binding_count (2) and each
 // binding's length (4 x 16 floats: 256 bytes), else returns 1
 // (MFRT_KERNEL_BAD_DISPATCH), and calls the body with the state's tile

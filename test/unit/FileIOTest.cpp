@@ -1,6 +1,6 @@
 //===- FileIOTest.cpp - reading and writing user files --------------------===//
 
-#include "runtime/FileIO.h"
+#include "runtime/base/FileIO.h"
 
 #include <gtest/gtest.h>
 

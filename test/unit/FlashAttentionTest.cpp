@@ -1,8 +1,8 @@
 //===- FlashAttentionTest.cpp - the fused attention against a naive one ---===//
 
-#include "runtime/FlashAttention.h"
-#include "runtime/KernelAbi.h"
-#include "runtime/KernelServices.h"
+#include "runtime/kernels/FlashAttention.h"
+#include "runtime/hal/KernelAbi.h"
+#include "runtime/kernels/KernelServices.h"
 
 #include <gtest/gtest.h>
 

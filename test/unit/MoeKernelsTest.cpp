@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ContentChecksum.h"
-#include "runtime/Executable.h"
-#include "runtime/Kernels.h"
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/format/Executable.h"
+#include "runtime/kernels/Kernels.h"
 #include "shapes/ShapeRules.h"
 
 #include <gtest/gtest.h>

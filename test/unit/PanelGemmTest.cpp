@@ -1,12 +1,12 @@
 //===- PanelGemmTest.cpp - products with packed weight panels -------------===//
 
-#include "runtime/Allocator.h"
-#include "runtime/ContentChecksum.h"
-#include "runtime/Executable.h"
-#include "runtime/PanelGemm.h"
-#include "runtime/PyNative.h"
-#include "runtime/Safetensors.h"
-#include "runtime/Weights.h"
+#include "runtime/hal/Allocator.h"
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/format/Executable.h"
+#include "runtime/kernels/PanelGemm.h"
+#include "runtime/exec/PyNative.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/io/Weights.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,14 @@
 //===- RuntimeTest.cpp - runtime data structures --------------------------===//
 
-#include "runtime/Allocator.h"
-#include "runtime/Generation.h"
-#include "runtime/HostProgram.h"
-#include "runtime/Hash.h"
-#include "runtime/Kernels.h"
-#include "runtime/Safetensors.h"
-#include "runtime/Tensor.h"
-#include "runtime/ThreadPool.h"
+#include "runtime/hal/Allocator.h"
+#include "runtime/session/Sampler.h"
+#include "runtime/text/TokenIds.h"
+#include "runtime/format/HostProgram.h"
+#include "runtime/base/Hash.h"
+#include "runtime/kernels/Kernels.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/base/Tensor.h"
+#include "runtime/hal/ThreadPool.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include "tools/mf-run/Dump.h"
 
-#include "runtime/HostProgram.h"
+#include "runtime/format/HostProgram.h"
 
 #include <cstdio>
 

@@ -3,7 +3,7 @@
 #ifndef MFC_TOOLS_MF_RUN_DUMP_H
 #define MFC_TOOLS_MF_RUN_DUMP_H
 
-#include "runtime/Executable.h"
+#include "runtime/format/Executable.h"
 
 #include <ostream>
 

@@ -16,9 +16,10 @@
 
 #include "tools/mf-run/Fail.h"
 
-#include "runtime/Generation.h"
-#include "runtime/TrainingSettings.h"
-#include "runtime/Safetensors.h"
+#include "runtime/session/Sampler.h"
+#include "runtime/text/TokenIds.h"
+#include "runtime/format/TrainingSettings.h"
+#include "runtime/io/Safetensors.h"
 
 #include <unistd.h>
 

@@ -3,8 +3,9 @@
 #ifndef MFC_TOOLS_MF_RUN_TRAIN_H
 #define MFC_TOOLS_MF_RUN_TRAIN_H
 
-#include "runtime/Executor.h"
-#include "runtime/Generation.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/session/Sampler.h"
+#include "runtime/text/TokenIds.h"
 
 #include <optional>
 #include <string>

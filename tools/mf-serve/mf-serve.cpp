@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Communicator.h"
-#include "runtime/ModelSession.h"
-#include "runtime/Tokenizer.h"
+#include "runtime/hal/Communicator.h"
+#include "runtime/session/ModelSession.h"
+#include "runtime/text/Tokenizer.h"
 #include "tools/mf-serve/Engine.h"
 #include "tools/mf-serve/OpenAi.h"
 

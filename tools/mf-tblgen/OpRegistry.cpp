@@ -23,7 +23,7 @@ namespace {
 
 /// The dtypes of the dialect's tensor constraints (MFBase.td); a
 /// constraint not named here constrains nothing the loader checks
-/// generically (the op's own rule in runtime/OpTypes.cpp does).
+/// generically (the op's own rule in runtime/format/OpTypes.cpp does).
 ValueConstraint constraintOf(const NamedTypeConstraint &value) {
   constexpr unsigned f32 = 1, f16 = 2, bf16 = 4, i32 = 8;
   llvm::StringRef def = value.constraint.getDefName();

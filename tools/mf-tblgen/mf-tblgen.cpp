@@ -5,7 +5,7 @@
 //
 //   -gen-executable-schema   the op kinds, enums and one attribute table per
 //                            op (flatbuffers schema, included by
-//                            runtime/schemas/mf_executable.fbs)
+//                            runtime/format/schemas/mf_executable.fbs)
 //   -gen-runtime-op-table    the runtime's rows: counts, dtype rules, the
 //                            attribute table per kind, the registry's
 //                            fingerprint, and the attribute value checks
@@ -36,7 +36,7 @@ llvm::cl::opt<Action> action(
         clEnumValN(Action::Schema, "gen-executable-schema",
                    "the flatbuffers schema of the executable's ops"),
         clEnumValN(Action::RuntimeTable, "gen-runtime-op-table",
-                   "the runtime's op table (runtime/OpRegistry.h)"),
+                   "the runtime's op table (runtime/format/OpRegistry.h)"),
         clEnumValN(Action::Encoder, "gen-executable-encoder",
                    "the writer's attribute encoding (compiler/Serialize)")));
 

@@ -12,11 +12,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/ChatTemplate.h"
-#include "runtime/FileIO.h"
-#include "runtime/Generation.h"
-#include "runtime/Tokenizer.h"
-#include "runtime/TokenizerConfig.h"
+#include "runtime/text/ChatTemplate.h"
+#include "runtime/base/FileIO.h"
+#include "runtime/text/TokenIds.h"
+#include "runtime/text/Tokenizer.h"
+#include "runtime/text/TokenizerConfig.h"
 
 #include <getopt.h>
 #include <sys/stat.h>

@@ -11,7 +11,7 @@
 //                             output, shape, flags, scale, theta)
 //   return the first status that is not MFRT_KERNEL_OK
 //
-// The service (runtime/FlashAttention.h) writes a unit's new cache rows
+// The service (runtime/kernels/FlashAttention.h) writes a unit's new cache rows
 // (rotated keys, values) in place, then attends for the query heads that
 // read that KV head, rotating each block of query rows as it loads it, by
 // blocks of queries and keys with an online softmax. Units are independent

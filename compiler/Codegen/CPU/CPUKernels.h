@@ -6,7 +6,7 @@
 //                    ..., %output0: memref<..>, ...) -> i32
 //
 // on dense row-major buffers of the region's input and result types,
-// returning a status (runtime/KernelAbi.h). A kernel's work is split into
+// returning a status (runtime/hal/KernelAbi.h). A kernel's work is split into
 // `mf.tiles` independent tiles (an attribute of the kernel function); a
 // call computes tiles [tileBegin, tileEnd), so the runtime can spread one
 // kernel over its threads. Lowering (KernelLowering.cpp) turns each into
@@ -27,7 +27,7 @@
 
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
-#include "runtime/KernelAbi.h"
+#include "runtime/hal/KernelAbi.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
@@ -47,7 +47,7 @@ namespace mfc {
 inline constexpr llvm::StringLiteral kTilesAttr = "mf.tiles";
 
 /// Declares runtime service `name` once in `module`: one argument, the
-/// address of its argument struct (runtime/KernelAbi.h), and an i32 status
+/// address of its argument struct (runtime/hal/KernelAbi.h), and an i32 status
 /// result when `returnsStatus`.
 void declareService(mlir::OpBuilder &builder, mlir::ModuleOp module,
                     llvm::StringRef name, bool returnsStatus);
@@ -75,19 +75,19 @@ inline constexpr llvm::StringLiteral kGemmServiceF16 = "mfrt_gemm_f16";
 inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 /// The same for A times an [N x K] parameter B (transB) that the runtime
 /// passes packed once into panels of 32 columns, the last one narrower
-/// (runtime/PanelGemm.h): the kernel's argument is memref<N*K>. f16 and
+/// (runtime/kernels/PanelGemm.h): the kernel's argument is memref<N*K>. f16 and
 /// bf16 A and B have their own services (C stays f32).
 inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceF16 = "mfrt_gemm_panels_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_bf16";
-/// Columns of the product per panel: runtime/PanelGemm.h's kPanelWidth,
+/// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
 /// numbers, which mf-codegen-cpu moves into the kernel's mfexec.kernel.
 inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
 
-/// The runtime's attention service (runtime/KernelAbi.h's
+/// The runtime's attention service (runtime/hal/KernelAbi.h's
 /// mfrt_attention_args_v1): computes units [begin, end) of (batch, KV head)
 /// of an attention region, returning an i32 status.
 inline constexpr llvm::StringLiteral kAttentionService = "mfrt_attention";
@@ -205,7 +205,7 @@ void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
 
 /// Lowers a module of kernels for `target` to the LLVM dialect, services
 /// included, each kernel behind its ABI entry point, with the library's
-/// query function (runtime/KernelAbi.h).
+/// query function (runtime/hal/KernelAbi.h).
 llvm::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels,
                                        mlir::mfexec::TargetAttr target);
 

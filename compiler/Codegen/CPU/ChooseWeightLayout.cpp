@@ -1,7 +1,7 @@
 //===- ChooseWeightLayout.cpp - which weights kernels read as panels ------===//
 //
 // Marks `panels` the parameters that Graph Mode's kernels will read packed
-// into panels (runtime/PanelGemm.h) instead of as stored: in a module that
+// into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module that
 // assigns none (packed once, they stay valid), the f32, f16 and bf16 [N, K]
 // weights that every reader multiplies by transposed inside a matmul region
 // (a Linear weight). The runtime then packs each once and, when nothing

@@ -4,7 +4,7 @@
 //    dialect with the bare-pointer calling convention.
 // 2. Give each runtime service the kernels call a body: a trampoline through
 //    the global `<service>_ptr` that the runtime fills after loading.
-// 3. Put each kernel behind its ABI entry point (runtime/KernelAbi.h), which
+// 3. Put each kernel behind its ABI entry point (runtime/hal/KernelAbi.h), which
 //    checks the dispatch state and calls the body with its bindings, and
 //    export the library's table through mfrt_kernel_library_query.
 // 4. LLVM O3 to an object for the target CPU; ld.lld to a shared object.
@@ -202,7 +202,7 @@ void defineKernelEntryPoints(ModuleOp kernels, ArrayRef<KernelEntry> entries) {
   }
 }
 
-/// The library's table (runtime/KernelAbi.h's mfrt_kernel_library_v1) and
+/// The library's table (runtime/hal/KernelAbi.h's mfrt_kernel_library_v1) and
 /// `mfrt_kernel_library_query`, which returns it for
 /// MFRT_KERNEL_ABI_VERSION and null for any other version.
 void defineLibraryQuery(ModuleOp kernels, ArrayRef<KernelEntry> entries) {

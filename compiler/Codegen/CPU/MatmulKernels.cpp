@@ -255,7 +255,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
 
   // Products by a `panels` parameter (mf-choose-weight-layout), which
   // multiply by it transposed, read it as panels the runtime packs once
-  // (runtime/PanelGemm.h): the gemm service packs nothing per call, a
+  // (runtime/kernels/PanelGemm.h): the gemm service packs nothing per call, a
   // one-row product streams them, and Graph Mode need not keep the
   // parameter as stored. Any other product reads it as stored.
   auto readsPanels = [&](MatmulInfo matmul) {
@@ -389,7 +389,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
           builder, loc, target,
           toI64(arith::MulIOp::create(builder, loc, offset, index(4))));
     }
-    // mfrt_gemm_args_v1 (runtime/KernelAbi.h), field by field.
+    // mfrt_gemm_args_v1 (runtime/hal/KernelAbi.h), field by field.
     SmallVector<Value> fields{pointerOf(argument(matmul.lhs)),
                               pointerOf(argument(matmul.rhs)),
                               target,

@@ -16,7 +16,7 @@
 // x[k] broadcast against 128 columns of row k at a time (eight vectors; 16
 // with a mask at the tile's end): no sums across lanes at all.
 //
-// A weight packed into panels (a parameter; runtime/PanelGemm.h) is
+// A weight packed into panels (a parameter; runtime/kernels/PanelGemm.h) is
 // read like the [K, N] one, four whole panels at a time: each x[k] against
 // the k-th 32 columns of each (four contiguous streams); the rest one panel
 // at a time, a narrow last one under masks.
@@ -130,7 +130,7 @@ public:
   }
 
   /// x . the columns of `count` consecutive panels from panel p0 of a
-  /// weight packed flat (runtime/PanelGemm.h: panel p at element 32p * K,
+  /// weight packed flat (runtime/kernels/PanelGemm.h: panel p at element 32p * K,
   /// [K][width]): two vectors a panel, each step along K one broadcast
   /// x[k] against a contiguous row of every panel. Whole panels (32 wide)
   /// when `width` is null, else one panel that wide, read under masks.

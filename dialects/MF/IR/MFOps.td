@@ -44,7 +44,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
 
     A `panels` parameter is a 2-D [N, K] weight that Graph Mode's kernels
     read, where they multiply by it transposed, packed into panels of 32
-    rows (runtime/PanelGemm.h) that the runtime packs once when the weights
+    rows (runtime/kernels/PanelGemm.h) that the runtime packs once when the weights
     change (`mf-choose-weight-layout` decides). Nothing may assign it: the
     packed copy would be stale.
 

@@ -115,7 +115,7 @@ def MFExec_KernelOp : MFExec_Op<"kernel", [Symbol,
     types, passed in this order; its work is `tiles` independent tiles,
     and one call computes a range of them. A `panels` input is a 2-D
     [N, K] weight that the kernel reads packed into panels of 32 rows
-    (runtime/PanelGemm.h), not as stored.
+    (runtime/kernels/PanelGemm.h), not as stored.
 
     ```mlir
     mfexec.kernel @mfk_1 tiles(8) panels [1]

@@ -1,10 +1,10 @@
 /* Calls the kernels of a library linked into a harness through their ABI
-   (runtime/KernelAbi.h): by name through the library's table, with each
+   (runtime/hal/KernelAbi.h): by name through the library's table, with each
    binding's address and length. */
 #ifndef MFC_TEST_DISPATCH_H
 #define MFC_TEST_DISPATCH_H
 
-#include "runtime/KernelAbi.h"
+#include "runtime/hal/KernelAbi.h"
 
 #include <stdio.h>
 #include <stdlib.h>

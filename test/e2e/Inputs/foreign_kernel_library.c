@@ -1,5 +1,5 @@
 /* A kernel library that does not speak this mf-run's kernel ABI
-   (runtime/KernelAbi.h): as an mfc before the ABI wrote one (kernels
+   (runtime/hal/KernelAbi.h): as an mfc before the ABI wrote one (kernels
    exported by name, no table), or, with -DLATER_ABI, one whose table
    answers only a later version. */
 #include <stddef.h>

@@ -1,0 +1,884 @@
+//===- Executable.cpp - loading model.bin ---------------------------------===//
+
+#include "runtime/format/Executable.h"
+
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/base/FileIO.h"
+#include "runtime/format/HostProgram.h"
+#include "runtime/format/OpTypes.h"
+
+#include <cstdio>
+
+using namespace mfrt;
+
+namespace {
+
+Status checkTensorType(const fb::TensorType *type, const std::string &where) {
+  if (!type) {
+    return Status::error(where + " has no type");
+  }
+  if (type->dtype() < fb::DType::MIN || type->dtype() > fb::DType::MAX) {
+    return Status::error(where + " has an unknown dtype " +
+                         std::to_string(static_cast<int>(type->dtype())));
+  }
+  StatusOr<int64_t> count =
+      checkedElementCount(Executable::shapeOf(*type));
+  return count ? Status::ok() : count.status().withContext(where);
+}
+
+/// A collective's grid axes (distinct axes of the grid) and, along one
+/// dimension, blocks whose count is the ranks of those axes.
+/// The number of ranks along `axes`, after checking that they are distinct
+/// axes of the grid (`where` names what names them).
+template <typename Axes>
+StatusOr<int64_t> ranksAlong(const fb::Executable &root, const Axes &axes,
+                             const std::string &where) {
+  size_t gridRank = root.grid() ? root.grid()->size() : 0;
+  std::vector<bool> seen(gridRank, false);
+  int64_t ranks = 1;
+  for (int64_t axis : axes) {
+    if (axis < 0 || static_cast<size_t>(axis) >= gridRank || seen[axis]) {
+      return Status::error(where + " names grid axis " + std::to_string(axis) +
+                           ", but the grid has " + std::to_string(gridRank) +
+                           " axes (or names it twice)");
+    }
+    seen[axis] = true;
+    ranks *= root.grid()->Get(axis);
+  }
+  return ranks;
+}
+
+Status checkCollective(const fb::Executable &root, const fb::Op &op,
+                       const Shape &input, const Shape &result,
+                       const std::string &where) {
+  bool alongDim = op.kind() != fb::OpKind::AllReduce;
+  StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
+  if (!ranks || !alongDim) {
+    return ranks.status();
+  }
+  const Shape &block = op.kind() == fb::OpKind::AllGather ? input : result;
+  const Shape &whole = op.kind() == fb::OpKind::AllGather ? result : input;
+  int64_t dim = collectiveDimension(op);
+  Shape expected = block;
+  if (dim < 0 || static_cast<size_t>(dim) >= block.size() ||
+      (expected[dim] *= *ranks, expected != whole)) {
+    return Status::error(where + ": " + formatShape(whole) + " is not " +
+                         std::to_string(*ranks) + " blocks " +
+                         formatShape(block) + " along dimension " +
+                         std::to_string(dim));
+  }
+  return Status::ok();
+}
+
+Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
+  std::string name = entry.name()->str();
+  size_t valueCount = entry.values()->size();
+  for (size_t i = 0; i < valueCount; ++i) {
+    MFRT_RETURN_IF_ERROR(checkTensorType(
+        entry.values()->Get(i), "value " + std::to_string(i) + " of " + name));
+  }
+  std::vector<bool> defined(valueCount, false);
+  auto checkId = [&](uint32_t id, const std::string &what) -> Status {
+    if (id >= valueCount) {
+      return Status::error(what + " refers to value " + std::to_string(id) +
+                           ", but entry '" + name + "' has " +
+                           std::to_string(valueCount) + " values");
+    }
+    return Status::ok();
+  };
+  if (sizeOf(entry.input_names()) != sizeOf(entry.inputs()) ||
+      sizeOf(entry.output_names()) != sizeOf(entry.outputs())) {
+    return Status::error("entry '" + name +
+                         "' has a different number of names and values");
+  }
+  if (!entry.inputs() || !entry.outputs()) {
+    return Status::error("entry '" + name + "' has no input or output list");
+  }
+  for (uint32_t id : *entry.inputs()) {
+    MFRT_RETURN_IF_ERROR(checkId(id, "an input of '" + name + "'"));
+    if (defined[id]) {
+      return Status::error("entry '" + name + "' lists input value " +
+                           std::to_string(id) + " twice");
+    }
+    defined[id] = true;
+  }
+  size_t parameterCount = sizeOf(root.parameters());
+  // Reads of a parameter see its value at entry, and the runtimes read
+  // parameters in place: every read of an assigned parameter (or a
+  // reshape of one) must come before the assignment.
+  std::vector<int64_t> viewOf(valueCount, -1); // the parameter a value views
+  std::vector<int64_t> assignedAt(parameterCount, -1);
+  auto noteAssignment = [&](const fb::Parameter &parameter, int64_t index,
+                            size_t at, const std::string &where) -> Status {
+    if (parameter.frozen()) {
+      return Status::error(where + " assigns frozen parameter '" +
+                           parameter.name()->str() + "'");
+    }
+    if (assignedAt[index] >= 0) {
+      return Status::error(where + " assigns parameter '" +
+                           parameter.name()->str() + "' a second time");
+    }
+    assignedAt[index] = static_cast<int64_t>(at);
+    return Status::ok();
+  };
+  if (entry.ops()) {
+    for (size_t index = 0; index < entry.ops()->size(); ++index) {
+      const fb::Op &op = *entry.ops()->Get(index);
+      std::string where = "op " + std::to_string(index) + " of '" + name + "'";
+      if (op.location()) {
+        where += " (" + op.location()->str() + ")";
+      }
+      const OpRow *row = opRow(op.kind());
+      if (!row) {
+        return Status::error(where + " has an unknown kind " +
+                             std::to_string(static_cast<int>(op.kind())));
+      }
+      int operands = static_cast<int>(sizeOf(op.operands()));
+      if (operands < row->operandsMin ||
+          (row->operandsMax >= 0 && operands > row->operandsMax) ||
+          static_cast<int>(sizeOf(op.results())) != row->results) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             ") has the wrong number of operands or results");
+      }
+      if (op.attributes_type() != row->attributes) {
+        return Status::error(
+            where + " (" + fb::EnumNameOpKind(op.kind()) + ") has attributes " +
+            fb::EnumNameOpAttributes(op.attributes_type()) + ", expected " +
+            fb::EnumNameOpAttributes(row->attributes));
+      }
+      // The verifier accepts a union's type without its table.
+      if (row->attributes != fb::OpAttributes::NONE && !op.attributes()) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             ") names its attribute table but has none");
+      }
+      if (std::string problem = checkAttributeValues(op); !problem.empty()) {
+        return Status::error(where + " (" + fb::EnumNameOpKind(op.kind()) +
+                             "): " + problem);
+      }
+      if (op.operands()) {
+        for (uint32_t id : *op.operands()) {
+          MFRT_RETURN_IF_ERROR(checkId(id, where));
+          if (!defined[id]) {
+            return Status::error(where + " uses value " + std::to_string(id) +
+                                 " before it is defined");
+          }
+        }
+      }
+      std::vector<TensorDesc> operandTypes;
+      if (op.operands()) {
+        for (uint32_t id : *op.operands()) {
+          const fb::TensorType &type = *entry.values()->Get(id);
+          operandTypes.push_back(
+              {Executable::dtypeOf(type), Executable::shapeOf(type)});
+        }
+      }
+      std::vector<TensorDesc> resultTypes;
+      for (uint32_t id : *op.results()) { // arity checked: results exist
+        MFRT_RETURN_IF_ERROR(checkId(id, where));
+        const fb::TensorType &type = *entry.values()->Get(id);
+        resultTypes.push_back(
+            {Executable::dtypeOf(type), Executable::shapeOf(type)});
+      }
+      Status typesFit = checkOpTypes(op, operandTypes, resultTypes);
+      if (!typesFit) {
+        return typesFit.withContext(where);
+      }
+      if (isCollective(op.kind())) {
+        MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
+                                             resultTypes[0].shape, where));
+      }
+      if (std::vector<int64_t> axes = vocabularyAxes(op); !axes.empty()) {
+        StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
+        if (!ranks) {
+          return ranks.status();
+        }
+      }
+      for (uint32_t id : *op.results()) {
+        if (defined[id]) {
+          return Status::error(where + " redefines value " +
+                               std::to_string(id));
+        }
+        defined[id] = true;
+      }
+      if (op.kind() == fb::OpKind::Param || op.kind() == fb::OpKind::Assign) {
+        bool assign = op.kind() == fb::OpKind::Assign;
+        int64_t parameter = parameterOf(op);
+        if (parameter < 0 || static_cast<size_t>(parameter) >= parameterCount) {
+          return Status::error(where + (assign ? " assigns" : " reads") +
+                               " parameter " + std::to_string(parameter) +
+                               " of " + std::to_string(parameterCount));
+        }
+        const fb::Parameter &declared = *root.parameters()->Get(parameter);
+        const fb::TensorType &used = *entry.values()->Get(op.results()->Get(0));
+        if (Executable::shapeOf(*declared.type()) != Executable::shapeOf(used) ||
+            declared.type()->dtype() != used.dtype()) {
+          return Status::error(where + (assign ? " assigns" : " reads") +
+                               " parameter '" + declared.name()->str() +
+                               "' with a different type");
+        }
+        if (assign) {
+          MFRT_RETURN_IF_ERROR(noteAssignment(declared, parameter, index, where));
+        } else {
+          viewOf[op.results()->Get(0)] = parameter;
+        }
+      }
+      if (op.kind() == fb::OpKind::Reshape && viewOf[op.operands()->Get(0)] >= 0) {
+        viewOf[op.results()->Get(0)] = viewOf[op.operands()->Get(0)];
+      }
+      if (op.kind() == fb::OpKind::Constant) {
+        const fb::TensorType &type = *entry.values()->Get(op.results()->Get(0));
+        int64_t bytes = *checkedElementCount(Executable::shapeOf(type)) *
+                        dtypeSize(Executable::dtypeOf(type));
+        int64_t element = dtypeSize(Executable::dtypeOf(type));
+        int64_t held = static_cast<int64_t>(
+            op.attributes_as_ConstantAttrs()->value()->size());
+        if (held != bytes && !(held == element && bytes > 0)) {
+          return Status::error(where + " holds " + std::to_string(held) +
+                               " bytes of constant data, expected " +
+                               std::to_string(bytes) + " (or one element, " +
+                               std::to_string(element) + ", for a splat)");
+        }
+      }
+    }
+  }
+  for (uint32_t id : *entry.outputs()) {
+    MFRT_RETURN_IF_ERROR(checkId(id, "an output of '" + name + "'"));
+    if (!defined[id]) {
+      return Status::error("output value " + std::to_string(id) + " of '" +
+                           name + "' is never defined");
+    }
+  }
+  auto readAfterAssignment = [&](uint32_t id, size_t at) {
+    return viewOf[id] >= 0 && assignedAt[viewOf[id]] >= 0 &&
+           static_cast<int64_t>(at) > assignedAt[viewOf[id]];
+  };
+  size_t opCount = entry.ops() ? entry.ops()->size() : 0;
+  for (size_t index = 0; index < opCount; ++index) {
+    const fb::Op &op = *entry.ops()->Get(index);
+    if (!op.operands()) {
+      continue;
+    }
+    for (uint32_t id : *op.operands()) {
+      if (readAfterAssignment(id, index)) {
+        return Status::error("op " + std::to_string(index) + " of '" + name +
+                             "' reads parameter '" +
+                             root.parameters()->Get(viewOf[id])->name()->str() +
+                             "' after it was assigned");
+      }
+    }
+  }
+  for (uint32_t id : *entry.outputs()) {
+    if (readAfterAssignment(id, opCount)) {
+      return Status::error("'" + name + "' returns parameter '" +
+                           root.parameters()->Get(viewOf[id])->name()->str() +
+                           "' that it also assigns");
+    }
+  }
+  return Status::ok();
+}
+
+/// The type of input/output `index` of `entry`.
+const fb::TensorType &inputType(const fb::Entry &entry, size_t index) {
+  return *entry.values()->Get(entry.inputs()->Get(index));
+}
+const fb::TensorType &outputType(const fb::Entry &entry, size_t index) {
+  return *entry.values()->Get(entry.outputs()->Get(index));
+}
+
+
+
+/// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
+/// or -1.
+int64_t prefillLengthOf(const std::string &name) {
+  constexpr const char kPrefix[] = "prefill_";
+  constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
+  if (name.compare(0, kPrefixLength, kPrefix) != 0 ||
+      name.size() == kPrefixLength || name.size() > kPrefixLength + 9) {
+    return -1;
+  }
+  int64_t length = 0;
+  for (size_t i = kPrefixLength; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') {
+      return -1;
+    }
+    length = 10 * length + (name[i] - '0');
+  }
+  return length;
+}
+
+/// L of a `prefill_row_<L>` entry (one batch row's prefill), seq for
+/// `prefill_row`, else -1.
+int64_t rowPrefillLengthOf(const std::string &name, int64_t seq) {
+  if (name == "prefill_row") {
+    return seq;
+  }
+  constexpr const char kPrefix[] = "prefill_row_";
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
+    return -1;
+  }
+  int64_t length =
+      prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
+  return length > 0 && length < seq ? length : 0;
+}
+
+bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
+  return a.dtype() == b.dtype() && Executable::shapeOf(a) == Executable::shapeOf(b);
+}
+
+/// The entry points' signatures are a contract with the runtime's tasks:
+/// token ids in, f32 logits or loss out, KV caches passed through.
+Status checkEntryContracts(const fb::Executable &root) {
+  const fb::ModelInfo &model = *root.model();
+  int64_t batch = model.batch_size(), seq = model.seq_length();
+  int64_t vocab = model.vocab_size();
+  size_t caches = model.use_past() ? 2 * model.num_layers() : 0;
+  const fb::Entry *prefill = nullptr;
+  for (const fb::Entry *entry : *root.entries()) {
+    if (entry->name()->str() == "prefill") {
+      prefill = entry;
+    }
+  }
+  for (const fb::Entry *entry : *root.entries()) {
+    std::string name = entry->name()->str();
+    auto bad = [&](const std::string &what) {
+      return Status::error("entry '" + name + "' " + what);
+    };
+    size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
+    int64_t shorterPrefill = prefillLengthOf(name);
+    int64_t rowPrefill = rowPrefillLengthOf(name, seq);
+    if (rowPrefill >= 0) {
+      // One row's prefill: prefill's types with a batch of 1.
+      if (rowPrefill == 0 || caches == 0 || batch == 1) {
+        return bad("is a prefill of one batch row: such entries take 1 to "
+                   "seq_length tokens of a model with a KV cache and a batch "
+                   "of more than one");
+      }
+      if (inputs != 3 + caches || outputs != 1 + caches ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {1, rowPrefill}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {1}) ||
+          !Executable::hasType(inputType(*entry, 2), DType::I32, {1}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32,
+                               {1, 1, vocab})) {
+        return bad("does not take i32 ids [1, " + std::to_string(rowPrefill) +
+                   "], one past_length and one logits_position and return "
+                   "f32 logits [1, 1, " +
+                   std::to_string(vocab) + "]");
+      }
+      for (size_t i = 0; i < caches; ++i) {
+        const fb::TensorType &cache = inputType(*entry, 3 + i);
+        bool fits = prefill && prefill->inputs()->size() == 3 + caches;
+        if (fits) {
+          const fb::TensorType &whole = inputType(*prefill, 3 + i);
+          Shape row = Executable::shapeOf(whole);
+          fits = !row.empty() && cache.dtype() == whole.dtype() &&
+                 Executable::shapeOf(cache) == (row[0] = 1, row);
+        }
+        if (!fits || !sameType(cache, outputType(*entry, 1 + i))) {
+          return bad("takes KV caches that are not one row of prefill's");
+        }
+      }
+    } else if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
+      // ids, then each row's past_length (with a cache), then each row's
+      // logits_position (prefill), then the caches; the logits of one
+      // position per row.
+      bool decode = name == "decode";
+      int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
+      if (shorterPrefill == 0 || shorterPrefill >= seq ||
+          (shorterPrefill > 0 && caches == 0)) {
+        return bad("is a prefill for prompts of " + std::to_string(shorterPrefill) +
+                   " tokens: such entries take 1 to seq_length - 1 (" +
+                   std::to_string(seq - 1) + ") tokens and a KV cache");
+      }
+      if (decode && caches == 0) {
+        return bad("decodes without a KV cache");
+      }
+      const size_t kFirstCache = 1 + (caches > 0) + !decode;
+      if (inputs != kFirstCache + caches || outputs != 1 + caches) {
+        return bad("has the wrong number of inputs or outputs");
+      }
+      bool positionsPerRow = true;
+      for (size_t i = 1; i < kFirstCache; ++i) {
+        positionsPerRow &=
+            Executable::hasType(inputType(*entry, i), DType::I32, {batch});
+      }
+      if (!Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, tokens}) ||
+          !positionsPerRow ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32,
+                               {batch, 1, vocab})) {
+        return bad("does not take i32 ids [" + std::to_string(batch) + ", " +
+                   std::to_string(tokens) + "] and i32 positions [" +
+                   std::to_string(batch) + "] and return f32 logits [" +
+                   std::to_string(batch) + ", 1, " + std::to_string(vocab) +
+                   "]");
+      }
+      for (size_t i = 0; i < caches; ++i) {
+        if (!sameType(inputType(*entry, kFirstCache + i), outputType(*entry, 1 + i))) {
+          return bad("returns a KV cache of another type than it takes");
+        }
+        if ((decode || shorterPrefill > 0) &&
+            (!prefill || prefill->inputs()->size() != 3 + caches ||
+             !sameType(inputType(*entry, kFirstCache + i),
+                       inputType(*prefill, 3 + i)))) {
+          return bad("takes KV caches of other types than prefill");
+        }
+      }
+    } else if (name == "logits") {
+      if (inputs != 1 || outputs != 1 ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, seq, vocab})) {
+        return bad("does not map i32 ids to f32 logits of every position");
+      }
+    } else if (name == "forward_backward") {
+      std::vector<const fb::Parameter *> trained;
+      if (root.parameters()) {
+        for (const fb::Parameter *parameter : *root.parameters()) {
+          if (!parameter->frozen() && !parameter->state()) {
+            trained.push_back(parameter);
+          }
+        }
+      }
+      size_t parameters = trained.size();
+      if (inputs != 2 || outputs != 1 + parameters ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
+        return bad("does not map i32 ids and labels to an f32 loss and one "
+                   "gradient per trained parameter");
+      }
+      for (size_t i = 0; i < parameters; ++i) {
+        if (!sameType(*trained[i]->type(), outputType(*entry, 1 + i))) {
+          return bad("returns a gradient of another type than parameter '" +
+                     trained[i]->name()->str() + "'");
+        }
+      }
+    } else if (name == "train_step") {
+      if (inputs != 4 || outputs < 1 || outputs > 2 ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 2), DType::F32, {}) ||
+          !Executable::hasType(inputType(*entry, 3), DType::F32, {}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {}) ||
+          (outputs == 2 && !Executable::hasType(outputType(*entry, 1), DType::F32, {}))) {
+        return bad("does not map i32 ids and labels, an f32 learning rate and "
+                   "step to an f32 loss (and gradient norm)");
+      }
+    } else if (name == "forward_loss" || name == "accumulate_gradients") {
+      if (inputs != 2 || outputs != 1 ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
+        return bad("does not map i32 ids and labels to an f32 loss");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+std::string hexString(uint64_t value) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
+Status checkFormatVersion(const fb::Executable &root) {
+  uint32_t version = root.format_version();
+  if (version < kMinFormatVersion || version > kMaxFormatVersion) {
+    return Status::error(
+        "format version " + std::to_string(version) + " is not supported (this "
+        "runtime reads " +
+        (kMinFormatVersion == kMaxFormatVersion
+             ? "version " + std::to_string(kMaxFormatVersion)
+             : "versions " + std::to_string(kMinFormatVersion) + " to " +
+                   std::to_string(kMaxFormatVersion)) +
+        "); recompile with a matching mfc");
+  }
+  if (root.op_registry() != kOpRegistryFingerprint) {
+    return Status::error(
+        "the file was written with another op registry (fingerprint " +
+        hexString(root.op_registry()) + ", this runtime's " +
+        hexString(kOpRegistryFingerprint) +
+        "): recompile the model with the mfc of this mf-run");
+  }
+  return Status::ok();
+}
+
+/// Every kernel has a signature (HostProgram checks each dispatch against it).
+Status checkKernelSignatures(const fb::Executable &root) {
+  size_t kernels = root.kernels() ? root.kernels()->size() : 0;
+  size_t signatures = root.kernel_signatures() ? root.kernel_signatures()->size() : 0;
+  if (kernels != signatures) {
+    return Status::error("the executable lists " + std::to_string(kernels) +
+                         " kernels but " + std::to_string(signatures) +
+                         " kernel signatures");
+  }
+  for (size_t k = 0; k < kernels; ++k) {
+    // mfc numbers its kernels in order; a name moved to another index would
+    // call a kernel with another's signature.
+    std::string expected = "mfk_" + std::to_string(k);
+    if (root.kernels()->Get(k)->str() != expected) {
+      return Status::error("kernel " + std::to_string(k) + " is named '" +
+                           root.kernels()->Get(k)->str() + "', not '" +
+                           expected + "'");
+    }
+  }
+  for (size_t k = 0; k < signatures; ++k) {
+    const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
+    std::string where = "the signature of kernel '" + root.kernels()->Get(k)->str() + "'";
+    for (const auto *types : {signature.inputs(), signature.outputs()}) {
+      for (const fb::TensorType *type : *types) {
+        MFRT_RETURN_IF_ERROR(checkTensorType(type, where));
+      }
+    }
+  }
+  for (size_t k = 0; k < signatures; ++k) {
+    const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
+    std::string kernel = "kernel '" + root.kernels()->Get(k)->str() + "'";
+    if (signature.tiles() == 0) {
+      return Status::error(kernel + " has no tiles");
+    }
+    // Panel inputs: increasing input positions of 2-D float weights.
+    int64_t previous = -1;
+    for (uint32_t i = 0; signature.panel_inputs() &&
+                         i < signature.panel_inputs()->size(); ++i) {
+      uint32_t position = signature.panel_inputs()->Get(i);
+      if (static_cast<int64_t>(position) <= previous ||
+          position >= signature.inputs()->size()) {
+        return Status::error(kernel + " names panel inputs out of order, "
+                             "twice or past its " +
+                             std::to_string(signature.inputs()->size()) +
+                             " inputs");
+      }
+      previous = position;
+      const fb::TensorType &type = *signature.inputs()->Get(position);
+      if (type.dtype() == fb::DType::I32 ||
+          Executable::shapeOf(type).size() != 2) {
+        return Status::error(kernel + " reads input " + std::to_string(position) +
+                             " as panels; only a 2-D float weight is packed");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+bool alignedShapes(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorType>> *types) {
+  if (types) {
+    for (const fb::TensorType *type : *types) {
+      if (!alignedVector(type->shape())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Every vector of 8-byte values (shapes, arena offsets) is 8-byte
+/// aligned, as mfc writes them (an op's attribute vectors: with its other
+/// attribute checks, checkAttributeValues).
+Status checkAlignment(const fb::Executable &root) {
+  auto misaligned = [](const std::string &what) {
+    return Status::error(what + " is misaligned (a vector of 8-byte values "
+                                "at a 4-byte boundary; mfc never writes one)");
+  };
+  if (root.parameters()) {
+    for (const fb::Parameter *parameter : *root.parameters()) {
+      if (!alignedVector(parameter->type()->shape())) {
+        return misaligned("the shape of parameter '" +
+                          parameter->name()->str() + "'");
+      }
+    }
+  }
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
+    std::string where = "entry '" + entry->name()->str() + "'";
+    if (!alignedShapes(entry->values())) {
+      return misaligned("a value type of " + where);
+    }
+    if (entry->host()) {
+      for (const fb::Buffer *buffer : *entry->host()->buffers()) {
+        if (!alignedVector(buffer->type()->shape())) {
+          return misaligned("a buffer type of " + where);
+        }
+      }
+    }
+  }
+  if (!alignedShapes(root.derived())) {
+    return misaligned("a derived value's type");
+  }
+  if (root.kernel_signatures()) {
+    for (const fb::KernelSignature *signature : *root.kernel_signatures()) {
+      if (!alignedShapes(signature->inputs()) ||
+          !alignedShapes(signature->outputs())) {
+        return misaligned("a kernel signature's type");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+/// A grid of positive extents with at most kMaxRanks ranks.
+Status checkGrid(const fb::Executable &root) {
+  if (!root.grid()) {
+    return Status::ok();
+  }
+  constexpr int64_t kMaxRanks = 1 << 20;
+  int64_t ranks = 1;
+  for (int64_t extent : *root.grid()) {
+    if (extent <= 0 || extent > kMaxRanks || ranks * extent > kMaxRanks) {
+      return Status::error("the device grid has an extent of " +
+                           std::to_string(extent) +
+                           " (extents are positive, at most " +
+                           std::to_string(kMaxRanks) + " ranks in all)");
+    }
+    ranks *= extent;
+  }
+  return Status::ok();
+}
+
+/// A split parameter splits one dimension of its block over grid axes.
+Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
+  std::string where = "parameter '" + parameter.name()->str() + "'";
+  if (parameter.split_parts() < 1) {
+    return Status::error(where + " is split in " +
+                         std::to_string(parameter.split_parts()) + " parts");
+  }
+  if (parameter.split_dim() < 0) {
+    return parameter.split_axes() && parameter.split_axes()->size()
+               ? Status::error(where + " has split axes but no split dimension")
+               : Status::ok();
+  }
+  if (static_cast<size_t>(parameter.split_dim()) >=
+          sizeOf(parameter.type()->shape()) ||
+      !parameter.split_axes() || parameter.split_axes()->size() == 0) {
+    return Status::error(where + " is split along dimension " +
+                         std::to_string(parameter.split_dim()) +
+                         ", which its type does not have (or over no axes)");
+  }
+  MFRT_RETURN_IF_ERROR(ranksAlong(root, *parameter.split_axes(), where).status());
+  // The block holds its share of each part.
+  if (parameter.type()->shape()->Get(parameter.split_dim()) %
+          parameter.split_parts() !=
+      0) {
+    return Status::error(where + " has a block that does not split into its " +
+                         std::to_string(parameter.split_parts()) + " parts");
+  }
+  return Status::ok();
+}
+
+/// `programs` receives each entry's verified host program (null for an
+/// entry without one), in entry order.
+Status
+checkSemantics(const fb::Executable &root,
+               std::vector<std::shared_ptr<const HostProgram>> &programs) {
+  const fb::ModelInfo &model = *root.model();
+  if (model.vocab_size() <= 0 || model.seq_length() <= 0 ||
+      model.batch_size() <= 0 || model.num_layers() < 0) {
+    return Status::error("model info has non-positive sizes");
+  }
+  MFRT_RETURN_IF_ERROR(checkGrid(root));
+  if (root.parameters()) {
+    for (const fb::Parameter *parameter : *root.parameters()) {
+      MFRT_RETURN_IF_ERROR(checkTensorType(
+          parameter->type(), "parameter '" + parameter->name()->str() + "'"));
+      if (parameter->init() < fb::ParameterInit::MIN ||
+          parameter->init() > fb::ParameterInit::MAX) {
+        return Status::error("parameter '" + parameter->name()->str() +
+                             "' has an unknown init kind");
+      }
+      MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
+    }
+  }
+  if (!root.entries() || root.entries()->size() == 0) {
+    return Status::error("the executable has no entry points");
+  }
+  MFRT_RETURN_IF_ERROR(checkKernelSignatures(root));
+  if (root.derived()) {
+    for (const fb::TensorType *type : *root.derived()) {
+      MFRT_RETURN_IF_ERROR(checkTensorType(type, "a derived value"));
+    }
+  }
+  // The initializer's program is the last.
+  std::vector<bool> computed(sizeOf(root.derived()), false);
+  for (const fb::Entry *entry : entriesAndInitializer(root)) {
+    bool initializer = entry == root.initializer();
+    MFRT_RETURN_IF_ERROR(checkEntry(root, *entry));
+    programs.emplace_back();
+    if (!entry->host() && initializer) {
+      return Status::error("the initializer has no host program");
+    }
+    if (entry->host()) {
+      StatusOr<HostProgram> program =
+          HostProgram::build(root, *entry, initializer);
+      if (!program) {
+        return program.status();
+      }
+      programs.back() = std::make_shared<const HostProgram>(program.take());
+      for (uint32_t slot : programs.back()->slots) {
+        computed[slot] = computed[slot] || initializer;
+      }
+    }
+  }
+  // What an entry reads as derived, the initializer computes.
+  for (size_t i = 0; i < root.entries()->size(); ++i) {
+    if (programs[i]) {
+      for (uint32_t slot : programs[i]->slots) {
+        if (!computed[slot]) {
+          return Status::error("entry '" +
+                               root.entries()->Get(i)->name()->str() +
+                               "' reads derived slot " + std::to_string(slot) +
+                               ", which no initializer computes");
+        }
+      }
+    }
+  }
+  if (root.kernel_library() && root.kernel_library()->size() != 0 &&
+      (!root.kernel_target() || root.kernel_target()->triple()->size() == 0 ||
+       root.kernel_target()->cpu()->size() == 0)) {
+    return Status::error("the kernel library does not say what CPU it was "
+                         "compiled for");
+  }
+  return checkEntryContracts(root);
+}
+
+} // namespace
+
+std::vector<const fb::Entry *>
+mfrt::entriesAndInitializer(const fb::Executable &root) {
+  std::vector<const fb::Entry *> entries;
+  if (root.entries()) {
+    entries.assign(root.entries()->begin(), root.entries()->end());
+  }
+  if (root.initializer()) {
+    entries.push_back(root.initializer());
+  }
+  return entries;
+}
+
+DType Executable::dtypeOf(const fb::TensorType &type) {
+  return static_cast<DType>(type.dtype());
+}
+
+bool Executable::hasType(const fb::TensorType &type, DType dtype,
+                         const Shape &shape) {
+  size_t rank = type.shape() ? type.shape()->size() : 0;
+  if (dtypeOf(type) != dtype || shape.size() != rank) {
+    return false;
+  }
+  for (size_t d = 0; d < rank; ++d) { // no Shape built: decode checks its
+    if (type.shape()->Get(d) != shape[d]) { // inputs every token
+      return false;
+    }
+  }
+  return true;
+}
+
+Shape Executable::shapeOf(const fb::TensorType &type) {
+  Shape shape;
+  if (type.shape()) {
+    shape.assign(type.shape()->begin(), type.shape()->end());
+  }
+  return shape;
+}
+
+uint64_t Executable::checksum() const { return root_->content_crc32(); }
+
+StatusOr<Executable> Executable::fromBytes(std::vector<uint8_t> bytes,
+                                           const std::string &name) {
+  // A file that fails verification is corrupt, or from another mfc: data
+  // loss unless the check said otherwise.
+  StatusOr<Executable> executable = verify(std::move(bytes), name);
+  if (!executable) {
+    return executable.status().withDefaultCode(StatusCode::DataLoss);
+  }
+  return executable;
+}
+
+StatusOr<Executable> Executable::verify(std::vector<uint8_t> bytes,
+                                        const std::string &name) {
+  if (bytes.size() < 8 || !fb::ExecutableBufferHasIdentifier(bytes.data())) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + name +
+                             "' is not an mfc executable (no 'MFEX' "
+                             "file identifier); compile one with 'mfc compile "
+                             "model.yaml -o model.bin'");
+  }
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!fb::VerifyExecutableBuffer(verifier)) {
+    return Status::error("'" + name + "' is corrupt or truncated (the "
+                         "flatbuffer verifier rejects it); recompile it");
+  }
+  const fb::Executable &root = *fb::GetExecutable(bytes.data());
+  if (Status status = checkAlignment(root); !status) {
+    return status.withContext("'" + name + "' is corrupt");
+  }
+  if (Status status = checkFormatVersion(root); !status) {
+    return status.withContext("'" + name + "' is invalid");
+  }
+  const uint8_t *checksum = contentChecksumField(root);
+  if (!checksum) {
+    return Status::error("'" + name + "' has no content checksum; recompile it");
+  }
+  uint32_t stored = flatbuffers::ReadScalar<uint32_t>(checksum);
+  if (contentChecksum(bytes.data(), bytes.size(), checksum) != stored) {
+    return Status::error("'" + name + "' is corrupt: its bytes do not match "
+                         "their checksum (CRC-32); recompile it or copy it again");
+  }
+  Executable executable;
+  executable.bytes_ = std::move(bytes);
+  executable.root_ = fb::GetExecutable(executable.bytes_.data());
+  Status status = checkSemantics(*executable.root_, executable.hostPrograms_);
+  if (!status) {
+    return status.withContext("'" + name + "' is invalid");
+  }
+  return executable;
+}
+
+const HostProgram *Executable::hostProgram(const fb::Entry &entry) const {
+  for (uint32_t i = 0; i < root_->entries()->size(); ++i) {
+    if (root_->entries()->Get(i) == &entry) {
+      return hostPrograms_[i].get();
+    }
+  }
+  return &entry == root_->initializer() ? hostPrograms_.back().get() : nullptr;
+}
+
+StatusOr<Executable> Executable::load(const std::string &path) {
+  StatusOr<std::vector<uint8_t>> bytes =
+      readRegularFile(path, "executable", kMaxExecutableBytes);
+  if (!bytes) {
+    return bytes.status();
+  }
+  return fromBytes(bytes.take(), path);
+}
+
+const fb::Entry *Executable::entry(const std::string &name) const {
+  for (const fb::Entry *entry : *root_->entries()) {
+    if (entry->name()->string_view() == name) { // no copy per lookup
+      return entry;
+    }
+  }
+  return nullptr;
+}
+
+std::string Executable::prefillEntryFor(int64_t tokens) const {
+  std::string chosen = "prefill";
+  int64_t chosenLength = INT64_MAX;
+  for (const fb::Entry *entry : *root_->entries()) {
+    int64_t length = prefillLengthOf(entry->name()->str());
+    if (length >= tokens && length < chosenLength) {
+      chosen = entry->name()->str();
+      chosenLength = length;
+    }
+  }
+  return chosen;
+}
+
+std::vector<std::string> Executable::entryNames() const {
+  std::vector<std::string> names;
+  for (const fb::Entry *entry : *root_->entries()) {
+    names.push_back(entry->name()->str());
+  }
+  return names;
+}

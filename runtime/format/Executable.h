@@ -1,0 +1,129 @@
+//===- Executable.h - loading model.bin -------------------------*- C++ -*-===//
+//
+// model.bin is untrusted input: the flatbuffer verifier runs first, then
+// semantic checks (version, op registry, value ids, SSA order, each op
+// against its row of the registry (runtime/format/OpRegistry.h), parameter
+// references, sizes with overflow checks). Shapes of each op are checked
+// again by its kernel before it touches memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_FORMAT_EXECUTABLE_H
+#define MFC_RUNTIME_FORMAT_EXECUTABLE_H
+
+#include "runtime/format/OpRegistry.h"
+#include "runtime/base/Status.h"
+#include "runtime/base/Tensor.h"
+#include "runtime/format/schemas/mf_executable_generated.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+namespace fb = ::mfbin;
+
+/// The format versions this runtime reads.
+constexpr uint32_t kMinFormatVersion = 12;
+constexpr uint32_t kMaxFormatVersion = 12;
+
+/// The length of a flatbuffers vector, which an absent vector has as 0.
+template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
+  return vector ? vector->size() : 0;
+}
+
+/// Whether ops of `kind` only move data between ranks (run by the
+/// Communicator, not by a kernel; vocabulary-parallel kernels communicate
+/// too, through it).
+inline bool isCollective(fb::OpKind kind) {
+  return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
+         kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter;
+}
+
+/// A collective's grid axes, or those a vocabulary-parallel op (Embedding,
+/// CrossEntropy and their gradients) splits the vocabulary over. Empty when
+/// the vocabulary is whole, and for other ops.
+inline std::vector<int64_t> gridAxesOf(const fb::Op &op) {
+  std::optional<const flatbuffers::Vector<int16_t> *> axes = gridAxesField(op);
+  return axes && *axes ? std::vector<int64_t>((*axes)->begin(), (*axes)->end())
+                       : std::vector<int64_t>{};
+}
+
+/// The grid axes a vocabulary-parallel op splits the vocabulary over
+/// (empty: the vocabulary is whole, or `op` is not such an op).
+inline std::vector<int64_t> vocabularyAxes(const fb::Op &op) {
+  return isCollective(op.kind()) ? std::vector<int64_t>{} : gridAxesOf(op);
+}
+
+/// The dimension a collective other than AllReduce splits.
+inline int64_t collectiveDimension(const fb::Op &op) {
+  switch (op.kind()) {
+  case fb::OpKind::AllGather:
+    return op.attributes_as_AllGatherAttrs()->dimension();
+  case fb::OpKind::ReduceScatter:
+    return op.attributes_as_ReduceScatterAttrs()->dimension();
+  case fb::OpKind::Scatter:
+    return op.attributes_as_ScatterAttrs()->dimension();
+  default:
+    return -1;
+  }
+}
+
+/// The parameter a Param reads or an Assign writes (the loader checks it).
+inline int64_t parameterOf(const fb::Op &op) { return *parameterField(op); }
+
+struct HostProgram;
+
+/// The entries of `root`, then its initializer (the host program that
+/// computes the derived slots) if it has one: every op-level program with
+/// a host program to check or run.
+std::vector<const fb::Entry *>
+entriesAndInitializer(const fb::Executable &root);
+
+/// A verified executable. Owns the file's bytes; the accessors read them.
+class Executable {
+public:
+  /// Reads and verifies a file.
+  static StatusOr<Executable> load(const std::string &path);
+  /// Verifies bytes already in memory (the fuzzer's entry point).
+  static StatusOr<Executable> fromBytes(std::vector<uint8_t> bytes,
+                                        const std::string &name);
+
+  const fb::Executable &root() const { return *root_; }
+  /// The CRC-32 of the whole file (checked at load): ranks check they run
+  /// the same one.
+  uint64_t checksum() const;
+  const fb::ModelInfo &model() const { return *root_->model(); }
+  /// The entry called `name`, or null.
+  const fb::Entry *entry(const std::string &name) const;
+  /// `entry`'s host program (Graph Mode), or the initializer's
+  /// (root().initializer()), verified at load; null when it has none.
+  const HostProgram *hostProgram(const fb::Entry &entry) const;
+  std::vector<std::string> entryNames() const;
+  /// The prefill entry for a prompt of `tokens` ids: the shortest
+  /// `prefill_<L>` with L >= tokens, else `prefill` (seq_length).
+  std::string prefillEntryFor(int64_t tokens) const;
+
+  /// The tensor type of value `id` of `entry` (checked at load).
+  static DType dtypeOf(const fb::TensorType &type);
+  static Shape shapeOf(const fb::TensorType &type);
+  /// Whether `type` is `dtype` of `shape`.
+  static bool hasType(const fb::TensorType &type, DType dtype,
+                      const Shape &shape);
+
+private:
+  /// fromBytes' checks; errors they do not classify are data loss.
+  static StatusOr<Executable> verify(std::vector<uint8_t> bytes,
+                                     const std::string &name);
+
+  std::vector<uint8_t> bytes_;
+  const fb::Executable *root_ = nullptr;
+  std::vector<std::shared_ptr<const HostProgram>>
+      hostPrograms_; // by entry, then the initializer's
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_FORMAT_EXECUTABLE_H

@@ -1,0 +1,436 @@
+//===- OpTypes.cpp - static type rules of the executable's ops ------------===//
+
+#include "runtime/format/OpTypes.h"
+
+#include "shapes/ShapeRules.h"
+
+#include <cmath>
+
+#include <algorithm>
+#include <optional>
+
+using namespace mfrt;
+
+namespace {
+
+bool isFloat(DType type) { return type != DType::I32; }
+
+int64_t count(const Shape &shape) { return *checkedElementCount(shape); }
+
+bool sameType(const TensorDesc &a, const TensorDesc &b) {
+  return a.dtype == b.dtype && a.shape == b.shape;
+}
+
+/// One position for every batch row (a scalar), or one per row.
+bool isPositionFor(const TensorDesc &type, int64_t batch) {
+  return type.dtype == DType::I32 &&
+         (type.shape.empty() || type.shape == Shape{batch});
+}
+
+bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
+  return (rule.dtypes >> static_cast<int>(type.dtype) & 1) &&
+         (rule.rank < 0 ||
+          rule.rank == static_cast<int64_t>(type.shape.size()));
+}
+
+/// What the op's ODS says of every op of its kind (runtime/format/OpRegistry.h):
+/// each operand's and result's dtypes and rank, and one type for all when a
+/// trait says so.
+std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
+                     const std::vector<TensorDesc> &outs) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    size_t rule = std::min<size_t>(i, row.operandRules - 1);
+    if (!fitsRule(row.values[rule], in[i])) {
+      return "operand " + std::to_string(i) +
+             " has a dtype or rank its op "
+             "does not take";
+    }
+    if (row.sameOperandsAndResultType && !sameType(in[i], outs[0])) {
+      return "expected operands of the result's type";
+    }
+  }
+  for (size_t r = 0; r < outs.size(); ++r) {
+    if (!fitsRule(row.values[row.operandRules + r], outs[r])) {
+      return "result " + std::to_string(r) +
+             " has a dtype or rank its op does not produce";
+    }
+  }
+  return "";
+}
+
+mfshapes::TensorInfo infoOf(const TensorDesc &type) {
+  return {static_cast<mfshapes::Element>(type.dtype), type.shape};
+}
+
+/// What the op's rule in shapes/ShapeRules.h says of `outs`; nullopt for
+/// an op without one.
+std::optional<std::string> checkShapeRule(const fb::Op &op,
+                                          const std::vector<TensorDesc> &in,
+                                          const std::vector<TensorDesc> &outs) {
+  mfshapes::Inferred inferred;
+  switch (op.kind()) {
+  case fb::OpKind::TopK:
+    inferred =
+        mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());
+    break;
+  case fb::OpKind::MoeRoute:
+    inferred = mfshapes::inferMoeRoute(
+        infoOf(in[0]), op.attributes_as_MoeRouteAttrs()->num_experts(),
+        op.attributes_as_MoeRouteAttrs()->capacity());
+    break;
+  case fb::OpKind::MoeDispatch: {
+    mfshapes::TensorInfo weights =
+        in.size() > 2 ? infoOf(in[2]) : mfshapes::TensorInfo{};
+    inferred = mfshapes::inferMoeDispatch(infoOf(in[0]), infoOf(in[1]),
+                                          in.size() > 2 ? &weights : nullptr);
+    break;
+  }
+  case fb::OpKind::GroupedMatmul: {
+    std::vector<mfshapes::TensorInfo> weights;
+    for (size_t i = 2; i < in.size(); ++i) {
+      weights.push_back(infoOf(in[i]));
+    }
+    inferred = mfshapes::inferGroupedMatmul(
+        infoOf(in[0]), infoOf(in[1]), weights,
+        op.attributes_as_GroupedMatmulAttrs()->transpose_rhs());
+    break;
+  }
+  case fb::OpKind::MoeCombine:
+    inferred =
+        mfshapes::inferMoeCombine(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]));
+    break;
+  case fb::OpKind::TopKGrad:
+    inferred =
+        mfshapes::inferTopKGrad(infoOf(in[0]), infoOf(in[1]),
+                                op.attributes_as_TopKGradAttrs()->width());
+    break;
+  case fb::OpKind::GroupedMatmulWeightGrad:
+    inferred = mfshapes::inferGroupedMatmulWeightGrad(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]),
+        op.attributes_as_GroupedMatmulWeightGradAttrs()->expert());
+    break;
+  case fb::OpKind::MoeWeightsGrad:
+    inferred = mfshapes::inferMoeWeightsGrad(infoOf(in[0]), infoOf(in[1]),
+                                             infoOf(in[2]));
+    break;
+  default:
+    return std::nullopt;
+  }
+  if (!inferred) {
+    return inferred.error;
+  }
+  for (size_t r = 0; r < outs.size(); ++r) {
+    if (!(inferred.results[r] == infoOf(outs[r]))) {
+      return "expected result " + std::to_string(r) + " " +
+             dtypeName(static_cast<DType>(inferred.results[r].element)) +
+             formatShape(inferred.results[r].shape);
+    }
+  }
+  return "";
+}
+
+/// Why an op's types do not fit; empty when they do.
+std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
+                  const std::vector<TensorDesc> &outs) {
+  const OpRow &row = *opRow(op.kind()); // the loader checked the kind
+  if (std::string problem = checkRow(row, in, outs); !problem.empty()) {
+    return problem;
+  }
+  if (std::optional<std::string> problem = checkShapeRule(op, in, outs)) {
+    return *problem;
+  }
+  const TensorDesc &out = outs[0];
+  int64_t rank = static_cast<int64_t>(out.shape.size());
+  switch (op.kind()) {
+  case fb::OpKind::Param:
+  case fb::OpKind::Constant:
+    return ""; // checked with the parameter table / the data size
+  case fb::OpKind::Iota:
+    return out.dtype == DType::I32 &&
+                   op.attributes_as_IotaAttrs()->dimension() >= 0 &&
+                   op.attributes_as_IotaAttrs()->dimension() < rank
+               ? ""
+               : "expected an i32 result and a dimension within its rank";
+  case fb::OpKind::Cast:
+    return in[0].shape == out.shape ? "" : "expected the result's shape";
+  case fb::OpKind::Broadcast: {
+    const Shape &from = in[0].shape;
+    if (from.size() > out.shape.size() || in[0].dtype != out.dtype) {
+      return "cannot broadcast";
+    }
+    size_t lead = out.shape.size() - from.size();
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (from[i] != 1 && from[i] != out.shape[lead + i]) {
+        return "cannot broadcast";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::ReduceSum:
+  case fb::OpKind::ReduceMax: {
+    int64_t dim = op.kind() == fb::OpKind::ReduceSum
+                      ? op.attributes_as_ReduceSumAttrs()->dimension()
+                      : op.attributes_as_ReduceMaxAttrs()->dimension();
+    if (dim < 0 || dim >= static_cast<int64_t>(in[0].shape.size())) {
+      return "dimension out of range";
+    }
+    Shape expected = in[0].shape;
+    expected[dim] = 1;
+    return expected == out.shape && in[0].dtype == out.dtype && isFloat(out.dtype)
+               ? ""
+               : "expected the operand with the dimension reduced to 1";
+  }
+  case fb::OpKind::Softmax: {
+    int64_t dim = op.attributes_as_SoftmaxAttrs()->dimension();
+    return dim >= 0 && dim < rank ? "" : "expected a dimension within its rank";
+  }
+  case fb::OpKind::Reshape:
+    return count(in[0].shape) == count(out.shape) && in[0].dtype == out.dtype
+               ? ""
+               : "element counts or dtypes differ";
+  case fb::OpKind::Transpose: {
+    const auto *permutation = op.attributes_as_TransposeAttrs()->permutation();
+    if (static_cast<int64_t>(permutation->size()) != rank ||
+        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
+      return "permutation does not fit";
+    }
+    std::vector<bool> seen(rank, false);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t source = permutation->Get(d);
+      if (source < 0 || source >= rank || seen[source] ||
+          out.shape[d] != in[0].shape[source]) {
+        return "not a permutation of the operand's shape";
+      }
+      seen[source] = true;
+    }
+    return "";
+  }
+  case fb::OpKind::Slice: {
+    const auto *offsets = op.attributes_as_SliceAttrs()->offsets();
+    if (static_cast<int64_t>(offsets->size()) != rank ||
+        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
+      return "offsets do not fit";
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t offset = offsets->Get(d);
+      if (offset < 0 || offset > in[0].shape[d] - out.shape[d]) {
+        return "slice is outside the operand";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::Concat: {
+    int64_t dim = op.attributes_as_ConcatAttrs()->dimension(), total = 0;
+    if (dim < 0 || dim >= rank) {
+      return "dimension out of range";
+    }
+    for (const TensorDesc &input : in) {
+      if (input.dtype != out.dtype || input.shape.size() != out.shape.size()) {
+        return "inputs differ from the result in rank or dtype";
+      }
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != dim && input.shape[d] != out.shape[d]) {
+          return "inputs differ from the result outside the dimension";
+        }
+      }
+      total += input.shape[dim];
+    }
+    return total == out.shape[dim] ? "" : "inputs do not add up to the result";
+  }
+  case fb::OpKind::Embedding: {
+    if (in[0].shape.size() != 2 || in[1].dtype != DType::I32 ||
+        in[0].dtype != out.dtype) {
+      return "expected a [vocab, hidden] table and i32 ids";
+    }
+    Shape expected = in[1].shape;
+    expected.push_back(in[0].shape[1]);
+    return expected == out.shape ? "" : "expected the ids' shape + [hidden]";
+  }
+  case fb::OpKind::RmsNorm:
+  case fb::OpKind::LayerNorm: {
+    if (!sameType(in[0], out) || rank == 0 || !isFloat(out.dtype)) {
+      return "expected a float input of the result's type";
+    }
+    for (size_t i = 1; i < in.size(); ++i) {
+      if (in[i].dtype != out.dtype || in[i].shape != Shape{out.shape.back()}) {
+        return "expected weights of the last dimension's size";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::Matmul: {
+    const Shape &lhs = in[0].shape, &rhs = in[1].shape;
+    if (lhs.size() < 2 || rhs.size() < 2 || in[0].dtype != out.dtype ||
+        in[1].dtype != out.dtype || !isFloat(out.dtype)) {
+      return "expected float operands of rank >= 2";
+    }
+    size_t lr = lhs.size(), rr = rhs.size();
+    const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
+    bool tl = attrs.transpose_lhs(), tr = attrs.transpose_rhs();
+    int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2], k = tl ? lhs[lr - 2] : lhs[lr - 1];
+    int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2], n = tr ? rhs[rr - 2] : rhs[rr - 1];
+    Shape batch(lhs.begin(), lhs.end() - 2);
+    if (k != rk || (rr > 2 && Shape(rhs.begin(), rhs.end() - 2) != batch)) {
+      return "operands cannot be multiplied";
+    }
+    Shape expected = batch;
+    expected.push_back(m);
+    expected.push_back(n);
+    return expected == out.shape ? "" : "unexpected result shape";
+  }
+  case fb::OpKind::Rope: {
+    const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
+    if (!(sameType(in[0], out) && rank == 4 && out.shape[3] % 2 == 0 &&
+          isFloat(out.dtype) && in[1].dtype == DType::I32 &&
+          in[1].shape == Shape{out.shape[0], out.shape[1]})) {
+      return "expected [batch, seq, heads, even head_dim] and positions "
+             "[batch, seq]";
+    }
+    // A scale per frequency (head_dim / 2) or none.
+    const auto *scales = attrs.frequency_scale();
+    size_t count = scales ? scales->size() : 0;
+    if (count != 0 && count != static_cast<size_t>(out.shape[3] / 2)) {
+      return "expected head_dim / 2 frequency scales or none";
+    }
+    for (size_t i = 0; i <= count; ++i) {
+      double value = i == 0 ? attrs.theta() : scales->Get(i - 1);
+      if (!(value > 0) || !std::isfinite(value)) {
+        return "theta and the frequency scales must be positive and finite";
+      }
+    }
+    return "";
+  }
+  case fb::OpKind::Attention: {
+    const Shape &q = in[0].shape, &k = in[1].shape;
+    bool hasPast = in.size() == 4;
+    if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
+        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
+        (hasPast && !isPositionFor(in[3], q[0]))) {
+      return "query, key and value do not fit";
+    }
+    return "";
+  }
+  case fb::OpKind::KvCacheWrite: {
+    const Shape &cache = in[0].shape, &update = in[1].shape;
+    return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
+                   cache[0] == update[0] && cache[2] == update[2] &&
+                   cache[3] == update[3] && update[1] <= cache[1] &&
+                   in[0].dtype == in[1].dtype && isPositionFor(in[2], cache[0])
+               ? ""
+               : "the update does not fit the cache";
+  }
+  case fb::OpKind::CrossEntropy:
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+                   in[1].dtype == DType::I32 &&
+                   in[1].shape == Shape{in[0].shape[0]} &&
+                   out.dtype == DType::F32 && out.shape.empty()
+               ? ""
+               : "expected [tokens, vocab] logits, [tokens] labels and an "
+                 "f32 scalar";
+  case fb::OpKind::EmbeddingGrad: {
+    Shape expected = in[0].shape;
+    if (out.shape.size() != 2 || in[0].dtype != DType::I32 ||
+        !isFloat(out.dtype)) {
+      return "expected i32 ids and a float [vocab, hidden] result";
+    }
+    expected.push_back(out.shape[1]);
+    return in[1].shape == expected && in[1].dtype == out.dtype
+               ? ""
+               : "expected a gradient of the ids' shape + [hidden]";
+  }
+  case fb::OpKind::RmsNormGrad:
+  case fb::OpKind::LayerNormGrad: {
+    const Shape &x = in[0].shape;
+    int64_t operand = op.kind() == fb::OpKind::RmsNormGrad
+                          ? op.attributes_as_RmsNormGradAttrs()->wrt()
+                          : op.attributes_as_LayerNormGradAttrs()->wrt();
+    int64_t maxOperand = op.kind() == fb::OpKind::RmsNormGrad ? 1 : 2;
+    if (x.empty() || !sameType(in[0], in[2]) || !isFloat(out.dtype) ||
+        in[1].dtype != in[0].dtype || in[1].shape != Shape{x.back()} ||
+        operand < 0 || operand > maxOperand) {
+      return "expected input and gradient of one type, a weight of the last "
+             "dimension's size, and a valid operand";
+    }
+    return sameType(operand == 0 ? in[0] : in[1], out)
+               ? ""
+               : "expected the result to have the operand's type";
+  }
+  case fb::OpKind::AttentionGrad: {
+    const Shape &q = in[0].shape, &k = in[1].shape;
+    int64_t operand = op.attributes_as_AttentionGradAttrs()->wrt();
+    if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
+        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
+        !isFloat(out.dtype) || operand < 0 || operand > 2) {
+      return "query, key, value and gradient do not fit";
+    }
+    return sameType(in[operand], out)
+               ? ""
+               : "expected the result to have the operand's type";
+  }
+  case fb::OpKind::CrossEntropyGrad:
+    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
+                   in[1].dtype == DType::I32 &&
+                   in[1].shape == Shape{in[0].shape[0]} &&
+                   in[2].dtype == DType::F32 && in[2].shape.empty() &&
+                   sameType(in[0], out)
+               ? ""
+               : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
+                 "scalar gradient and the logits' type";
+  case fb::OpKind::AllGather: // shapes and axes: against the grid
+  case fb::OpKind::ReduceScatter:
+  case fb::OpKind::Scatter:
+    return in[0].dtype == out.dtype && in[0].shape.size() == out.shape.size() &&
+                   !gridAxesOf(op).empty()
+               ? ""
+               : "expected an operand of the result's dtype and rank, and "
+                 "grid axes";
+  case fb::OpKind::AllReduce: // its axes are checked against the grid
+    return !gridAxesOf(op).empty() ? "" : "expected grid axes";
+  case fb::OpKind::Pad: {
+    const Shape &from = in[0].shape;
+    const auto *offsets = op.attributes_as_PadAttrs()->offsets();
+    if (offsets->size() != from.size() || out.shape.size() != from.size() ||
+        in[0].dtype != out.dtype) {
+      return "expected one offset per dimension and the input's dtype";
+    }
+    for (size_t d = 0; d < from.size(); ++d) {
+      int64_t offset = offsets->Get(d);
+      if (offset < 0 || offset > out.shape[d] - from[d]) {
+        return "the input does not fit at its offsets";
+      }
+    }
+    return "";
+  }
+  default:
+    // An op whose types its ODS fixes needs no rule of its own.
+    return row.sameOperandsAndResultType
+               ? ""
+               : std::string("no type rule for ") + row.name +
+                     " in runtime/format/OpTypes.cpp";
+  }
+  return "";
+}
+
+} // namespace
+
+Status mfrt::checkOpTypes(const fb::Op &op,
+                          const std::vector<TensorDesc> &operands,
+                          const std::vector<TensorDesc> &results) {
+  std::string problem = check(op, operands, results);
+  if (problem.empty()) {
+    return Status::ok();
+  }
+  auto list = [](const std::vector<TensorDesc> &types) {
+    std::string text;
+    for (const TensorDesc &type : types) {
+      text += std::string(text.empty() ? "" : ", ") + dtypeName(type.dtype) +
+              formatShape(type.shape);
+    }
+    return text;
+  };
+  return Status::error(std::string(fb::EnumNameOpKind(op.kind())) + " (" +
+                       list(operands) + ") -> " + list(results) + ": " +
+                       problem);
+}

@@ -1,0 +1,381 @@
+//===- Communicator.cpp - the ranks of a sharded program over MPI ---------===//
+
+#include "runtime/hal/Communicator.h"
+
+// MPI's C API only: OpenMPI's deprecated C++ bindings need a library of
+// their own.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+using namespace mfrt;
+
+/// The communicators of the rank groups collectives have used, by axes.
+struct Communicator::Groups {
+  std::map<std::vector<int64_t>, MPI_Comm> byAxes;
+};
+
+namespace {
+
+std::string gridText(const std::vector<int64_t> &grid) {
+  std::string text;
+  for (int64_t extent : grid) {
+    text += (text.empty() ? "" : "x") + std::to_string(extent);
+  }
+  return text;
+}
+
+/// Whether an MPI launcher (OpenMPI's mpirun, or a PMI one) started us.
+bool startedByMpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Communicator>>
+Communicator::start(const std::vector<int64_t> &grid) {
+  std::unique_ptr<Communicator> communicator(new Communicator());
+  communicator->grid_ = grid;
+  int64_t ranks = 1;
+  for (int64_t extent : grid) {
+    ranks *= extent;
+  }
+  if (ranks == 1) {
+    return communicator;
+  }
+  std::string compiled = "model.bin is compiled for " + std::to_string(ranks) +
+                         " ranks (a " + gridText(grid) +
+                         " grid: data_parallel x model_parallel)";
+  if (!startedByMpirun()) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         compiled + ": run mpirun -n " + std::to_string(ranks) +
+                             " mf-run ...");
+  }
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Init failed");
+  }
+  communicator->groups_ = std::make_unique<Groups>();
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  communicator->rank_ = rank;
+  communicator->size_ = size;
+  if (size != ranks) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         compiled + ", but mpirun started " +
+                             std::to_string(size) + ": run mpirun -n " +
+                             std::to_string(ranks) + " mf-run ...");
+  }
+  return communicator;
+}
+
+Communicator::~Communicator() {
+  if (!groups_) {
+    return;
+  }
+  for (auto &[axes, comm] : groups_->byAxes) {
+    if (comm != MPI_COMM_NULL) {
+      MPI_Comm_free(&comm);
+    }
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    MPI_Finalize();
+  }
+}
+
+// An axis the grid does not have (a program without a grid has none) has
+// one rank.
+int64_t Communicator::indexAlong(const std::vector<int64_t> &axes) const {
+  int64_t index = 0;
+  for (int64_t axis : axes) {
+    if (axis >= static_cast<int64_t>(grid_.size())) {
+      continue;
+    }
+    int64_t stride = 1;
+    for (size_t later = axis + 1; later < grid_.size(); ++later) {
+      stride *= grid_[later];
+    }
+    index = index * grid_[axis] + (rank_ / stride) % grid_[axis];
+  }
+  return index;
+}
+
+int64_t Communicator::extentAlong(const std::vector<int64_t> &axes) const {
+  int64_t extent = 1;
+  for (int64_t axis : axes) {
+    extent *= axis < static_cast<int64_t>(grid_.size()) ? grid_[axis] : 1;
+  }
+  return extent;
+}
+
+Status Communicator::allReduceSum(const Tensor &input, Tensor &output,
+                                  const std::vector<int64_t> &axes) {
+  if (input.numElements() != output.numElements() ||
+      input.dtype() != output.dtype()) {
+    return Status::error(
+        StatusCode::Internal,
+        "all_reduce: the result's type differs from its operand's");
+  }
+  int64_t count = input.numElements();
+  if (extentAlong(axes) == 1) {
+    if (output.data() != input.data()) {
+      std::memmove(output.data(), input.data(), input.byteSize());
+    }
+    return Status::ok();
+  }
+  StatusOr<void *> made = groupFor(axes, count, "all_reduce of elements");
+  if (!made) {
+    return made.status();
+  }
+  MPI_Comm group = static_cast<MPI_Comm>(*made);
+  int status;
+  if (input.dtype() == DType::F32) {
+    // The memory plan may place the result over the operand, which dies
+    // here (MPI wants the same buffer or disjoint ones).
+    const uint8_t *in = static_cast<const uint8_t *>(input.data());
+    uint8_t *out = static_cast<uint8_t *>(output.data());
+    size_t bytes = input.byteSize();
+    bool overlap = in < out + bytes && out < in + bytes;
+    if (overlap && in != out) {
+      std::memmove(out, in, bytes);
+    }
+    status = MPI_Allreduce(overlap ? MPI_IN_PLACE : input.data(), output.data(),
+                           static_cast<int>(count), MPI_FLOAT, MPI_SUM, group);
+  } else {
+    float *sums = reinterpret_cast<float *>(scratch(count * sizeof(float)));
+    input.loadFloats(sums);
+    status = MPI_Allreduce(MPI_IN_PLACE, sums, static_cast<int>(count),
+                           MPI_FLOAT, MPI_SUM, group);
+    output.storeFloats(sums);
+  }
+  return status == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
+}
+
+Status Communicator::allReduceInPlace(double *values, int64_t count, bool max,
+                                      const std::vector<int64_t> &axes) {
+  if (extentAlong(axes) == 1) {
+    return Status::ok();
+  }
+  StatusOr<void *> made = groupFor(axes, count, "all_reduce of values");
+  if (!made) {
+    return made.status();
+  }
+  return MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count),
+                       MPI_DOUBLE, max ? MPI_MAX : MPI_SUM,
+                       static_cast<MPI_Comm>(*made)) == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Allreduce failed");
+}
+
+Status Communicator::broadcastBytes(std::vector<uint8_t> &bytes) {
+  if (size_ == 1) {
+    return Status::ok();
+  }
+  uint64_t length = bytes.size();
+  if (MPI_Bcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Bcast failed");
+  }
+  if (length > static_cast<uint64_t>(INT32_MAX)) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "a broadcast of " + std::to_string(length) +
+                             " bytes is beyond MPI's int counts");
+  }
+  bytes.resize(length);
+  return MPI_Bcast(bytes.data(), static_cast<int>(length), MPI_BYTE, 0,
+                   MPI_COMM_WORLD) == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Bcast failed");
+}
+
+Status Communicator::checkAgreement(
+    const std::vector<std::pair<std::string, uint64_t>> &facts) {
+  if (size_ == 1) {
+    return Status::ok();
+  }
+  // Max of each value and of its negation: equal everywhere iff the max
+  // is minus the min. Values keep 52 bits, which doubles hold exactly.
+  size_t count = facts.size();
+  std::vector<double> extremes(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    double value = static_cast<double>(facts[i].second & ((1ull << 52) - 1));
+    extremes[i] = value;
+    extremes[count + i] = -value;
+  }
+  std::vector<int64_t> everyAxis(grid_.size());
+  std::iota(everyAxis.begin(), everyAxis.end(), 0);
+  MFRT_RETURN_IF_ERROR(allReduceInPlace(extremes.data(),
+                                        static_cast<int64_t>(extremes.size()),
+                                        /*max=*/true, everyAxis));
+  std::string differing;
+  for (size_t i = 0; i < count; ++i) {
+    if (extremes[i] != -extremes[count + i]) {
+      differing += (differing.empty() ? "" : ", ") + facts[i].first;
+    }
+  }
+  if (differing.empty()) {
+    return Status::ok();
+  }
+  return Status::error(StatusCode::InvalidArgument,
+                       "the ranks of this run were not given the same " +
+                           differing +
+                           "; every rank must run the same model.bin on the "
+                           "same files with the same flags (mpirun -n N "
+                           "mf-run ..., one command for all ranks)");
+}
+
+StatusOr<void *> Communicator::groupFor(const std::vector<int64_t> &axes,
+                                        int64_t count, const char *what) {
+  if (count > INT_MAX) {
+    return Status::error(StatusCode::Internal,
+                         std::string(what) + ": " + std::to_string(count) +
+                             ", more than MPI's int count");
+  }
+  return group(axes);
+}
+
+StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
+  if (!groups_) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "a collective outside an MPI run");
+  }
+  // The ranks with the same coordinates off `axes`, ordered by theirs
+  // along `axes`.
+  auto [it, made] = groups_->byAxes.try_emplace(axes, MPI_COMM_NULL);
+  if (made) {
+    std::vector<int64_t> others;
+    for (int64_t axis = 0; axis < static_cast<int64_t>(grid_.size()); ++axis) {
+      if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
+        others.push_back(axis);
+      }
+    }
+    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
+                       static_cast<int>(indexAlong(axes)),
+                       &it->second) != MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
+    }
+  }
+  return static_cast<void *>(it->second);
+}
+
+Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
+                               const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (block.dtype() != whole.dtype() ||
+      whole.numElements() != block.numElements() * ranks) {
+    return Status::error(StatusCode::Internal,
+                         "all_gather: the result is not the operand's blocks");
+  }
+  if (ranks == 1) {
+    std::memmove(whole.data(), block.data(), block.byteSize());
+    return Status::ok();
+  }
+  StatusOr<void *> made = groupFor(axes, static_cast<int64_t>(block.byteSize()),
+                                   "all_gather of a block of bytes");
+  if (!made) {
+    return made.status();
+  }
+  // Every rank's block one after the other (the result may lie over the
+  // operand, so not into it), then each put in its place along `dim`.
+  uint8_t *blocks = scratch(block.byteSize() * ranks);
+  int count = static_cast<int>(block.byteSize());
+  if (MPI_Allgather(block.data(), count, MPI_BYTE, blocks, count, MPI_BYTE,
+                    static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Allgather failed");
+  }
+  int64_t length = block.shape()[dim];
+  for (int64_t r = 0; r < ranks; ++r) {
+    copyBlock(blocks + r * block.byteSize(), whole.data(), whole.shape(), dim,
+              r * length, length, dtypeSize(block.dtype()),
+              /*intoWhole=*/true);
+  }
+  return Status::ok();
+}
+
+Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
+                               const std::vector<int64_t> &axes) const {
+  int64_t ranks = extentAlong(axes);
+  if (input.dtype() != output.dtype() ||
+      input.numElements() != output.numElements() * ranks) {
+    return Status::error(StatusCode::Internal,
+                         "scatter: the result is not one block of its operand");
+  }
+  // Through a copy: the result may lie over the operand.
+  uint8_t *whole = scratch(input.byteSize());
+  std::memcpy(whole, input.data(), input.byteSize());
+  int64_t length = output.shape()[dim];
+  copyBlock(whole, output.data(), input.shape(), dim, indexAlong(axes) * length,
+            length, dtypeSize(input.dtype()),
+            /*intoWhole=*/false);
+  return Status::ok();
+}
+
+Status Communicator::reduceScatterSum(const Tensor &input, Tensor &output,
+                                      int64_t dim,
+                                      const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (input.dtype() != output.dtype() ||
+      input.numElements() != output.numElements() * ranks) {
+    return Status::error(
+        StatusCode::Internal,
+        "reduce_scatter: the result is not one block of its operand");
+  }
+  if (ranks == 1) {
+    std::memmove(output.data(), input.data(), output.byteSize());
+    return Status::ok();
+  }
+  StatusOr<void *> made =
+      groupFor(axes, input.numElements(), "reduce_scatter of elements");
+  if (!made) {
+    return made.status();
+  }
+  // The blocks one after the other in rank order, as f32, then the rank's
+  // sum: three regions of one scratch buffer.
+  int64_t elements = input.numElements(), blockElements = output.numElements();
+  float *values = reinterpret_cast<float *>(
+      scratch((2 * elements + blockElements) * sizeof(float)));
+  float *ordered = values + elements, *mine = ordered + elements;
+  input.loadFloats(values);
+  int64_t length = output.shape()[dim];
+  for (int64_t r = 0; r < ranks; ++r) {
+    copyBlock(values, ordered + r * blockElements, input.shape(), dim,
+              r * length, length, sizeof(float), /*intoWhole=*/false);
+  }
+  if (MPI_Reduce_scatter_block(ordered, mine, static_cast<int>(blockElements),
+                               MPI_FLOAT, MPI_SUM,
+                               static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable,
+                         "MPI_Reduce_scatter_block failed");
+  }
+  output.storeFloats(mine);
+  return Status::ok();
+}
+
+uint8_t *Communicator::scratch(size_t bytes) const {
+  if (bytes > scratchBytes_) {
+    // Left uninitialized: every caller writes what it reads.
+    scratch_.reset(new uint8_t[bytes]);
+    scratchBytes_ = bytes;
+  }
+  return scratch_.get();
+}
+
+void Communicator::abort(int exitCode) {
+  if (groups_) {
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
+  }
+  std::exit(exitCode);
+}

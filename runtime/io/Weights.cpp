@@ -1,0 +1,699 @@
+//===- Weights.cpp - parameter values for an executable -------------------===//
+
+#include "runtime/io/Weights.h"
+
+#include "runtime/base/FileIO.h"
+#include "runtime/base/Hash.h"
+#include "runtime/kernels/PanelGemm.h"
+#include "runtime/io/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+
+using namespace mfrt;
+
+namespace {
+
+/// The block of a split parameter this rank holds (nullopt: the whole).
+std::optional<TensorBlock> blockOf(const fb::Parameter &parameter,
+                                   const Communicator *ranks) {
+  if (parameter.split_dim() < 0) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> axes(parameter.split_axes()->begin(),
+                            parameter.split_axes()->end());
+  int64_t parts = parameter.split_parts();
+  int64_t length = parameter.type()->shape()->Get(parameter.split_dim()) / parts;
+  int64_t index = ranks ? ranks->indexAlong(axes) : 0;
+  return TensorBlock{parameter.split_dim(), index * length, length, parts};
+}
+
+/// `shape` with dimension `dim` seen as `parts` equal parts: [.., parts,
+/// extent / parts, ..], so that a block of each part is one block along
+/// dimension dim + 1.
+Shape partsView(Shape shape, int64_t dim, int64_t parts) {
+  shape[dim] /= parts;
+  shape.insert(shape.begin() + dim, parts);
+  return shape;
+}
+
+/// The whole weight's shape: the block's, times the ranks along the split.
+Shape wholeShapeOf(const fb::Parameter &parameter, const Executable &executable) {
+  Shape shape = Executable::shapeOf(*parameter.type());
+  if (parameter.split_dim() >= 0) {
+    for (int16_t axis : *parameter.split_axes()) {
+      shape[parameter.split_dim()] *= executable.root().grid()->Get(axis);
+    }
+  }
+  return shape;
+}
+
+/// A parameter's value as its `init` says (of `shape`: the whole weight).
+StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
+                              Allocator &allocator, uint64_t seed,
+                              const Shape &shape) {
+  StatusOr<Tensor> tensor =
+      allocator.allocate(Executable::dtypeOf(*parameter.type()), shape);
+  if (!tensor) {
+    return tensor.status();
+  }
+  int64_t count = tensor->numElements();
+  switch (parameter.init()) {
+  case fb::ParameterInit::Zeros:
+    break;
+  case fb::ParameterInit::Ones:
+    for (int64_t i = 0; i < count; ++i) {
+      tensor->storeFloat(i, 1.0f);
+    }
+    break;
+  case fb::ParameterInit::Normal:
+  case fb::ParameterInit::HeUniform: {
+    std::mt19937_64 generator(seed ^ fnv1a64(parameter.name()->data(),
+                                             parameter.name()->size()));
+    // Our own uniform draws (and Box-Muller on them): identical on every
+    // platform.
+    auto uniform = [&] {
+      return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
+    };
+    if (parameter.init() == fb::ParameterInit::HeUniform) {
+      int64_t fanIn = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
+      double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
+      for (int64_t i = 0; i < count; ++i) {
+        tensor->storeFloat(i, static_cast<float>((2.0 * uniform() - 1.0) * bound));
+      }
+      break;
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      double value = std::sqrt(-2.0 * std::log(uniform())) *
+                     std::cos(2.0 * M_PI * uniform());
+      tensor->storeFloat(i, static_cast<float>(value * parameter.std()));
+    }
+    break;
+  }
+  }
+  return tensor;
+}
+
+/// Where a MindFormers checkpoint written with qkv_concat keeps a
+/// parameter: wq/wk/wv rows inside w_qkv, interleaved per KV group
+/// ([q of the group's heads, its k, its v] per group), and w1/w3 rows
+/// alternating inside w_gate_hidden (MindFormers r1.5.0's
+/// qkv_concat_hf2mg / ffn_concat_hf2mg layouts).
+struct FusedSource {
+  std::string name;  ///< the fused tensor
+  int part = 0;      ///< q, k, v = 0, 1, 2; w1, w3 = 0, 1
+  bool qkv = false;
+};
+
+std::optional<FusedSource> fusedSourceOf(const std::string &mfName) {
+  for (const char *suffix : {".weight", ".bias"}) {
+    size_t suffixLength = std::strlen(suffix);
+    if (mfName.size() <= suffixLength ||
+        mfName.compare(mfName.size() - suffixLength, suffixLength, suffix) != 0) {
+      continue;
+    }
+    std::string stem = mfName.substr(0, mfName.size() - suffixLength);
+    for (int part = 0; part < 3; ++part) {
+      std::string projection = std::string(".attention.w") + "qkv"[part];
+      if (stem.size() > projection.size() &&
+          stem.compare(stem.size() - projection.size(), projection.size(),
+                       projection) == 0) {
+        return FusedSource{stem.substr(0, stem.size() - projection.size()) +
+                               ".attention.w_qkv" + suffix,
+                           part, true};
+      }
+    }
+    for (int part = 0; part < 2; ++part) {
+      std::string projection = part == 0 ? ".feed_forward.w1" : ".feed_forward.w3";
+      if (std::string(suffix) == ".weight" && stem.size() > projection.size() &&
+          stem.compare(stem.size() - projection.size(), projection.size(),
+                       projection) == 0) {
+        return FusedSource{stem.substr(0, stem.size() - projection.size()) +
+                               ".feed_forward.w_gate_hidden.weight",
+                           part, false};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// Copies the rows of `part` out of a fused tensor of `fusedRows` rows
+/// (see FusedSource) into `into`, whose rows are `rowBytes` long.
+Status unfuseRows(const FusedSource &source, const Tensor &fused,
+                  int64_t fusedRows, int64_t heads, int64_t kvHeads,
+                  Tensor &into, const std::string &path) {
+  int64_t rows = into.shape().empty() ? 1 : into.shape()[0];
+  size_t rowBytes = into.byteSize() / static_cast<size_t>(rows);
+  auto *out = static_cast<uint8_t *>(into.data());
+  auto *in = static_cast<const uint8_t *>(fused.data());
+  auto copyRow = [&](int64_t to, int64_t from) {
+    std::memcpy(out + to * rowBytes, in + from * rowBytes, rowBytes);
+  };
+  if (!source.qkv) {
+    if (fusedRows != 2 * rows) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "'" + path + "': tensor '" + source.name + "' has " +
+                               std::to_string(fusedRows) + " rows, not 2 x " +
+                               std::to_string(rows));
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      copyRow(row, 2 * row + source.part);
+    }
+    return Status::ok();
+  }
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
+      fusedRows % (heads + 2 * kvHeads) != 0) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + path + "': tensor '" + source.name + "' has " +
+                             std::to_string(fusedRows) + " rows, which " +
+                             std::to_string(heads) + " heads and " +
+                             std::to_string(kvHeads) +
+                             " KV heads do not split evenly");
+  }
+  int64_t headDim = fusedRows / (heads + 2 * kvHeads);
+  int64_t repeats = heads / kvHeads;
+  int64_t partRows = source.part == 0 ? repeats * headDim : headDim;
+  if (rows != kvHeads * partRows) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "'" + path + "': tensor '" + source.name +
+                             "' does not hold the " + std::to_string(rows) +
+                             " rows the model needs");
+  }
+  int64_t within = source.part == 0 ? 0 : (repeats + source.part - 1) * headDim;
+  for (int64_t group = 0; group < kvHeads; ++group) {
+    for (int64_t row = 0; row < partRows; ++row) {
+      copyRow(group * partRows + row,
+              group * (repeats + 2) * headDim + within + row);
+    }
+  }
+  return Status::ok();
+}
+
+/// This rank's block of `whole`.
+StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
+                               Allocator &allocator) {
+  Shape shape = whole.shape();
+  shape[block.dim] = block.length * block.parts;
+  StatusOr<Tensor> part = allocator.allocate(whole.dtype(), shape, false);
+  if (!part) {
+    return part.status();
+  }
+  copyBlock(whole.data(), part->data(),
+            partsView(whole.shape(), block.dim, block.parts), block.dim + 1,
+            block.begin, block.length, dtypeSize(whole.dtype()),
+            /*intoWhole=*/false);
+  return part;
+}
+
+/// A parameter's initial value on this rank: its block of the whole
+/// weight's (so every layout starts from the same model).
+/// LoRA's adapter matrices, by the names the compiler gives them
+/// (PEFT's: `<module>.lora_A.weight`, `<module>.lora_B.weight`).
+bool isLoraAdapter(const std::string &name) {
+  auto endsWith = [&](const std::string &suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return endsWith(".lora_A.weight") || endsWith(".lora_B.weight");
+}
+
+StatusOr<Tensor> initialBlock(const Executable &executable,
+                              const fb::Parameter &parameter,
+                              Allocator &allocator, uint64_t seed,
+                              const Communicator *ranks) {
+  StatusOr<Tensor> whole = initialValue(
+      parameter, allocator, seed, wholeShapeOf(parameter, executable));
+  std::optional<TensorBlock> block = blockOf(parameter, ranks);
+  if (!whole || !block) {
+    return whole;
+  }
+  return blockOfTensor(*whole, *block, allocator);
+}
+
+} // namespace
+
+StatusOr<Weights> Weights::initialize(const Executable &executable,
+                                      Allocator &allocator, uint64_t seed,
+                                      const Communicator *ranks) {
+  Weights weights;
+  if (!executable.root().parameters()) {
+    return weights;
+  }
+  for (const fb::Parameter *parameter : *executable.root().parameters()) {
+    StatusOr<Tensor> tensor =
+        initialBlock(executable, *parameter, allocator, seed, ranks);
+    if (!tensor) {
+      return tensor.status();
+    }
+    weights.tensors_.push_back(tensor.take());
+  }
+  return weights;
+}
+
+StatusOr<Weights> Weights::load(const Executable &executable,
+                                Allocator &allocator, const std::string &path,
+                                const std::string &otherPrefix) {
+  return load(executable, allocator, std::vector<std::string>{path}, otherPrefix);
+}
+
+StatusOr<Weights> Weights::load(const Executable &executable,
+                                Allocator &allocator,
+                                const std::vector<std::string> &givenPaths,
+                                const std::string &otherPrefix,
+                                const Communicator *ranks, bool inPlace) {
+  std::vector<CheckpointFile> files;
+  std::vector<std::string> paths;
+  for (const std::string &given : givenPaths) {
+    StatusOr<std::vector<std::string>> expanded = checkpointFiles(given);
+    if (!expanded) {
+      return expanded.status();
+    }
+    for (const std::string &path : *expanded) {
+      StatusOr<CheckpointFile> file = CheckpointFile::open(path);
+      if (!file) {
+        return file.status();
+      }
+      files.push_back(file.take());
+      paths.push_back(path);
+    }
+  }
+  std::string described = paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
+  Weights weights;
+  std::vector<std::set<std::string>> used(files.size());
+  // The last fused qkv_concat tensor read (see below).
+  std::string fusedName;
+  Tensor fusedTensor;
+  if (executable.root().parameters()) {
+    for (const fb::Parameter *parameter : *executable.root().parameters()) {
+      std::string name = parameter->name()->str();
+      std::vector<std::string> candidates{name};
+      if (parameter->mf_name()) {
+        candidates.push_back(parameter->mf_name()->str());
+      }
+      const std::string prefix = "transformer.";
+      if (name.rfind(prefix, 0) == 0) {
+        candidates.push_back(name.substr(prefix.size())); // GPT-2's original files
+      }
+      size_t tensorsBefore = weights.tensors_.size();
+      const CheckpointEntry *found = nullptr;
+      const CheckpointFile *foundFile = nullptr;
+      std::string foundName, foundPath;
+      for (size_t f = files.size(); f-- > 0 && !found;) {
+        for (const std::string &candidate : candidates) {
+          auto it = files[f].tensors().find(candidate);
+          if (it != files[f].tensors().end()) {
+            found = &it->second;
+            foundFile = &files[f];
+            foundName = candidate;
+            foundPath = paths[f];
+            used[f].insert(candidate);
+            break;
+          }
+        }
+      }
+      if (!found && parameter->mf_name()) {
+        // A MindFormers checkpoint written with qkv_concat.
+        std::optional<FusedSource> source =
+            fusedSourceOf(parameter->mf_name()->str());
+        for (size_t f = files.size(); source && f-- > 0;) {
+          auto it = files[f].tensors().find(source->name);
+          if (it == files[f].tensors().end()) {
+            continue;
+          }
+          const CheckpointEntry &fused = it->second;
+          if (parameter->split_dim() >= 0) {
+            return Status::error(StatusCode::Unimplemented,
+                                 "'" + paths[f] + "': '" + source->name +
+                                     "' (qkv_concat) is not read by a sharded "
+                                     "program yet; convert the checkpoint to "
+                                     "separate wq/wk/wv and w1/w3 tensors");
+          }
+          DType dtype = Executable::dtypeOf(*parameter->type());
+          Shape shape = Executable::shapeOf(*parameter->type());
+          Shape expected = fused.shape;
+          if (expected.empty() || shape.size() != expected.size() ||
+              !std::equal(shape.begin() + 1, shape.end(), expected.begin() + 1) ||
+              fused.dtype == DType::I32) {
+            return Status::error(StatusCode::InvalidArgument,
+                                 "'" + paths[f] + "': tensor '" + source->name +
+                                     "' has shape " + formatShape(fused.shape) +
+                                     ", which does not hold '" +
+                                     parameter->mf_name()->str() +
+                                     "' of shape " + formatShape(shape));
+          }
+          // wq, wk and wv (w1, w3) come one after the other: the fused
+          // tensor is read once for all of them.
+          if (fusedName != source->name || fusedTensor.dtype() != dtype) {
+            StatusOr<Tensor> whole = allocator.allocate(dtype, fused.shape, false);
+            if (!whole) {
+              return whole.status();
+            }
+            MFRT_RETURN_IF_ERROR(files[f].read(fused, *whole));
+            fusedTensor = whole.take();
+            fusedName = source->name;
+          }
+          StatusOr<Tensor> tensor = allocator.allocate(dtype, shape, false);
+          if (!tensor) {
+            return tensor.status();
+          }
+          const fb::ModelInfo &model = executable.model();
+          MFRT_RETURN_IF_ERROR(unfuseRows(*source, fusedTensor, fused.shape[0],
+                                          model.num_heads(),
+                                          model.num_kv_heads(), *tensor,
+                                          paths[f]));
+          used[f].insert(source->name);
+          weights.tensors_.push_back(tensor.take());
+          break;
+        }
+        if (weights.tensors_.size() == tensorsBefore + 1) {
+          continue;
+        }
+      }
+      if (!found && !parameter->state() && isLoraAdapter(name)) {
+        // Training LoRA from a base checkpoint: the adapters start as
+        // MindFormers' (and PEFT's) LoRA layers do.
+        StatusOr<Tensor> initial = initialBlock(
+            executable, *parameter, allocator, executable.model().seed(), ranks);
+        if (!initial) {
+          return initial.status();
+        }
+        weights.tensors_.push_back(initial.take());
+        weights.initializedAdapters_.push_back(name);
+        continue;
+      }
+      if (!found && parameter->state()) {
+        // Training state a fresh run starts from (a checkpoint has it).
+        StatusOr<Tensor> initial =
+            initialBlock(executable, *parameter, allocator, 0, ranks);
+        if (!initial) {
+          return initial.status();
+        }
+        weights.tensors_.push_back(initial.take());
+        continue;
+      }
+      if (!found) {
+        return Status::error(
+            StatusCode::NotFound,
+            described + " has no tensor '" + name + "'" +
+                (parameter->mf_name()
+                     ? " (nor '" + parameter->mf_name()->str() + "')"
+                     : std::string()) +
+                "; the model needs it");
+      }
+      Shape shape = wholeShapeOf(*parameter, executable);
+      if (found->shape != shape) {
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + foundPath + "': tensor '" + foundName +
+                                 "' has shape " + formatShape(found->shape) +
+                                 ", the model needs " + formatShape(shape));
+      }
+      std::optional<TensorBlock> block = blockOf(*parameter, ranks);
+      shape = Executable::shapeOf(*parameter->type());
+      if (found->dtype == DType::I32) {
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + foundPath + "': tensor '" + foundName +
+                                 "' is I32, parameters are floating point");
+      }
+      DType dtype = Executable::dtypeOf(*parameter->type());
+      // In place (when asked) where the file's bytes serve as they are:
+      // no copy, and ranks and processes share the file's pages. Else
+      // copied and the file's pages released.
+      std::optional<Tensor> mapped;
+      if (inPlace) {
+        mapped =
+            foundFile->view(*found, dtype, shape, block ? &*block : nullptr);
+      }
+      if (mapped) {
+        weights.mappedBytes_ += mapped->byteSize();
+        weights.tensors_.push_back(std::move(*mapped));
+        continue;
+      }
+      StatusOr<Tensor> tensor =
+          allocator.allocate(dtype, shape, /*zeroed=*/false);
+      if (!tensor) {
+        return tensor.status();
+      }
+      MFRT_RETURN_IF_ERROR(
+          foundFile->read(*found, *tensor, block ? &*block : nullptr));
+      foundFile->release(*found);
+      weights.tensors_.push_back(tensor.take());
+    }
+  }
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const auto &[name, entry] : files[f].tensors()) {
+      bool other = !otherPrefix.empty() && name.rfind(otherPrefix, 0) == 0;
+      bool elsewhere = false;
+      for (const auto &set : used) {
+        elsewhere |= set.count(name) > 0;
+      }
+      if (!elsewhere && !other) {
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + paths[f] + "' has a tensor '" + name +
+                                 "' that the model does not use; is it the "
+                                 "checkpoint of another config?");
+      }
+    }
+  }
+  return weights;
+}
+
+StatusOr<Tensor> Weights::asStored(size_t index,
+                                   const std::string &name) const {
+  const Tensor &tensor = tensors_[index];
+  if (released(index)) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "parameter '" + name +
+                             "' was released: Graph Mode keeps only the "
+                             "values derived from it");
+  }
+  if (!storedAsPanels(index)) {
+    return tensor;
+  }
+  std::shared_ptr<void> bytes(std::malloc(tensor.byteSize()), std::free);
+  if (!bytes) {
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory unpacking a parameter of " +
+                             std::to_string(tensor.byteSize()) + " bytes");
+  }
+  Tensor stored(tensor.dtype(), tensor.shape(), std::move(bytes));
+  unpackPanels(tensor.dtype(), tensor.data(), tensor.dim(0), tensor.dim(1),
+               stored.data());
+  return stored;
+}
+
+StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
+                                Communicator *ranks) const {
+  const fb::Parameter &parameter = *executable.root().parameters()->Get(index);
+  StatusOr<Tensor> stored = asStored(index, parameter.name()->str());
+  if (!stored || parameter.split_dim() < 0) {
+    return stored;
+  }
+  if (!ranks) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "parameter '" + parameter.name()->str() +
+                             "' is split over ranks that are not running");
+  }
+  Shape shape = wholeShapeOf(parameter, executable);
+  // The whole weight, as loading checked it fits (its block times ranks).
+  size_t size = static_cast<size_t>(*checkedElementCount(shape)) *
+                dtypeSize(stored->dtype());
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
+  if (!bytes) {
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory gathering parameter '" +
+                             parameter.name()->str() + "'");
+  }
+  Tensor gathered(stored->dtype(), shape, std::move(bytes));
+  // Gathered part by part: each part's blocks side by side.
+  int64_t dim = parameter.split_dim(), parts = parameter.split_parts();
+  Tensor gatheredParts = gathered.reshaped(partsView(shape, dim, parts));
+  MFRT_RETURN_IF_ERROR(ranks->allGather(
+      stored->reshaped(partsView(stored->shape(), dim, parts)), gatheredParts,
+      dim + 1,
+      std::vector<int64_t>(parameter.split_axes()->begin(),
+                           parameter.split_axes()->end())));
+  return gathered;
+}
+
+Status Weights::save(const Executable &executable, const std::string &path,
+                     Communicator *ranks, bool withFrozen,
+                     const std::map<std::string, std::string> &metadata) const {
+  std::vector<Tensor> stored;
+  stored.reserve(tensors_.size());
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!withFrozen && executable.root().parameters()->Get(i)->frozen()) {
+      continue;
+    }
+    StatusOr<Tensor> tensor = whole(i, executable, ranks);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
+    named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
+                       &stored.back());
+  }
+  if (ranks && ranks->rank() != 0) {
+    return Status::ok(); // rank 0 writes the whole weights
+  }
+  return writeSafetensors(path, named, metadata);
+}
+
+Status Weights::savePeftAdapters(const Executable &executable,
+                                 const std::string &dir,
+                                 Communicator *ranks) const {
+  const fb::Executable &root = executable.root();
+  const fb::Training *training = root.model()->training();
+  double scale = training ? training->lora_scale() : 0.0;
+  if (root.model()->family() == fb::ModelFamily::GPT2) {
+    return Status::error(StatusCode::Unimplemented,
+                         "PEFT has no form for adapters on a third of GPT-2's "
+                         "fused c_attn; use the safetensors file or "
+                         "--merge-lora");
+  }
+  std::vector<Tensor> stored;
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  std::set<std::string> modules;
+  int64_t rank = 0;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    std::string name = root.parameters()->Get(i)->name()->str();
+    if (root.parameters()->Get(i)->state() || !isLoraAdapter(name)) {
+      continue; // not their optimizer state
+    }
+    StatusOr<Tensor> tensor = whole(i, executable, ranks);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
+    if (name.find(".lora_A.") != std::string::npos) {
+      rank = stored.back().dim(0);
+    }
+    // target_modules: the module's own name (q_proj), as PEFT matches it.
+    std::string module = name.substr(0, name.find(".lora_"));
+    modules.insert(module.substr(module.rfind('.') + 1));
+    named.emplace_back("base_model.model." + name, nullptr);
+  }
+  if (named.empty() || scale == 0.0) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "the executable has no LoRA adapters to write in "
+                         "PEFT's layout");
+  }
+  for (size_t i = 0; i < named.size(); ++i) {
+    named[i].second = &stored[i];
+  }
+  if (ranks && ranks->rank() != 0) {
+    return Status::ok();
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return Status::error(StatusCode::Unavailable,
+                         "cannot create the PEFT folder '" + dir +
+                             "': " + error.message());
+  }
+  MFRT_RETURN_IF_ERROR(
+      writeSafetensors(dir + "/adapter_model.safetensors", named));
+  nlohmann::json config = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"r", rank},
+      {"lora_alpha", scale * static_cast<double>(rank)},
+      {"lora_dropout", 0.0},
+      {"bias", "none"},
+      {"fan_in_fan_out", false},
+      {"inference_mode", true},
+      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"base_model_name_or_path", ""}};
+  std::string text = config.dump(2) + "\n";
+  return writeFileAtomically(dir + "/adapter_config.json", "PEFT adapter config",
+                             [&](FileWriter &writer) {
+                               writer.write(text);
+                               return Status::ok();
+                             });
+}
+
+Status Weights::saveMerged(const Executable &executable,
+                           const std::string &path) const {
+  const fb::Executable &root = executable.root();
+  const fb::Training *training = root.model()->training();
+  double scale = training ? training->lora_scale() : 0.0;
+  if (scale == 0.0) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "the executable has no LoRA adapters to merge "
+                         "(compile a config with pet_config: pet_type lora)");
+  }
+  bool transposed = root.model()->family() == fb::ModelFamily::GPT2;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    index[root.parameters()->Get(i)->name()->str()] = i;
+  }
+  std::vector<Tensor> merged, stored;
+  merged.reserve(tensors_.size());
+  stored.reserve(tensors_.size());
+  std::vector<std::pair<std::string, const Tensor *>> named;
+  const std::string suffixA = ".lora_A.weight";
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    std::string name = root.parameters()->Get(i)->name()->str();
+    if (name.find(".lora_") != std::string::npos) {
+      continue;
+    }
+    std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
+    StatusOr<Tensor> tensor = asStored(i, name);
+    if (!tensor) {
+      return tensor.status();
+    }
+    stored.push_back(tensor.take());
+    const Tensor &weight = stored.back();
+    // The adapters of this weight: on all of its outputs, or (GPT-2's
+    // c_attn, MindFormers' dense1-3) on the q, k or v third.
+    struct Adapter {
+      size_t down, up;
+      int64_t outOffset;
+    };
+    std::vector<Adapter> adapters;
+    int64_t outputs = transposed ? weight.dim(1) : weight.dim(0);
+    for (auto [suffix, third] : {std::pair("", -1), std::pair(".q", 0),
+                                 std::pair(".k", 1), std::pair(".v", 2)}) {
+      auto a = index.find(prefix + suffix + suffixA);
+      auto b = index.find(prefix + suffix + ".lora_B.weight");
+      if (a != index.end() && b != index.end()) {
+        adapters.push_back({a->second, b->second,
+                            third < 0 ? 0 : third * (outputs / 3)});
+      }
+    }
+    if (adapters.empty()) {
+      named.emplace_back(name, &stored.back());
+      continue;
+    }
+    Tensor sum(weight.dtype(), weight.shape(),
+               std::shared_ptr<void>(std::malloc(weight.byteSize()), std::free));
+    std::memcpy(sum.data(), weight.data(), weight.byteSize());
+    int64_t in = transposed ? weight.dim(0) : weight.dim(1);
+    for (const Adapter &adapter : adapters) {
+      const Tensor &down = tensors_[adapter.down], &up = tensors_[adapter.up];
+      int64_t rank = down.dim(0);
+      for (int64_t o = 0; o < up.dim(0); ++o) {
+        int64_t column = adapter.outOffset + o;
+        for (int64_t k = 0; k < in; ++k) {
+          double delta = 0;
+          for (int64_t r = 0; r < rank; ++r) {
+            delta += up.loadFloat(o * rank + r) * down.loadFloat(r * in + k);
+          }
+          int64_t at = transposed ? k * outputs + column : column * in + k;
+          sum.storeFloat(at, static_cast<float>(sum.loadFloat(at) + scale * delta));
+        }
+      }
+    }
+    merged.push_back(std::move(sum));
+    named.emplace_back(name, &merged.back());
+  }
+  return writeSafetensors(path, named);
+}
