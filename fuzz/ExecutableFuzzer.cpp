@@ -12,14 +12,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/exec/GraphExecutor.h"
+#include "runtime/exec/PyNative.h"
 #include "runtime/format/ContentChecksum.h"
 #include "runtime/format/Executable.h"
-#include "runtime/exec/GraphExecutor.h"
 #include "runtime/hal/KernelLibrary.h"
-#include "runtime/kernels/KernelServices.h"
-#include "runtime/exec/PyNative.h"
 #include "runtime/hal/ThreadPool.h"
 #include "runtime/io/Weights.h"
+#include "runtime/kernels/KernelServices.h"
 
 #include <zlib.h>
 

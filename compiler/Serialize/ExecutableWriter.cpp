@@ -4,7 +4,8 @@
 // 2. Each entry function becomes its op-level program (mf::OpLevelProgram):
 //    an op list over numbered values, every value with its type. Each op's
 //    attributes go into its kind's table, by the encoder that mf-tblgen
-//    generates from the op's ODS (runtime/format/schemas/ExecutableEncoder.inc).
+//    generates from the op's ODS
+//    (runtime/format/schemas/ExecutableEncoder.inc).
 // 3. Each entry's host program (mfexec.entry) becomes its Graph Mode
 //    program 1:1: a Buffer per block argument and storage op, a Command
 //    per command with its bindings. The kernel table is the

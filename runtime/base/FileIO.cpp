@@ -87,7 +87,8 @@ void removeAbandonedTemporaries(const std::string &directory,
   std::string prefix = "." + name + ".";
   while (dirent *entry = readdir(dir)) {
     std::string file = entry->d_name;
-    if (file.size() != prefix.size() + 10 || file.compare(0, prefix.size(), prefix) != 0 ||
+    if (file.size() != prefix.size() + 10 ||
+        file.compare(0, prefix.size(), prefix) != 0 ||
         file.compare(file.size() - 4, 4, ".tmp") != 0) {
       continue;
     }
@@ -295,9 +296,9 @@ void FileWriter::write(const void *data, size_t size) {
   }
 }
 
-Status mfrt::writeFileAtomically(
-    const std::string &path, const std::string &what,
-    const std::function<Status(FileWriter &)> &produce) {
+Status
+mfrt::writeFileAtomically(const std::string &path, const std::string &what,
+                          const std::function<Status(FileWriter &)> &produce) {
   MFRT_RETURN_IF_ERROR(checkWritableTarget(path, what));
   StatusOr<std::string> target = resolveTarget(path, what);
   if (!target) {
@@ -310,9 +311,8 @@ Status mfrt::writeFileAtomically(
   // A unique name in the target's directory (rename is atomic only within
   // one file system): concurrent writers never share a temporary.
   std::string directory = directoryOf(*target);
-  std::string temporary = directory + "/." +
-                          target->substr(target->rfind('/') + 1) +
-                          ".XXXXXX.tmp";
+  std::string temporary =
+      directory + "/." + target->substr(target->rfind('/') + 1) + ".XXXXXX.tmp";
   int fd = mkstemps(temporary.data(), 4);
   if (fd < 0) {
     return Status::error(codeOfErrno(errno),

@@ -1,4 +1,5 @@
-//===- FileIO.h - reading and writing user files without surprises -*- C++ -*-===//
+//===- FileIO.h - reading and writing user files without surprises -*- C++
+//-*-===//
 //
 // Every file the tools read comes from a user: it may be a directory, a
 // device that never ends (/dev/zero) or larger than memory. Every file they

@@ -200,8 +200,8 @@ __attribute__((target("avx,f16c"))) void
 narrowToHalvesF16C(const float *in, uint16_t *out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m128i half = _mm256_cvtps_ph(
+        _mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i), half);
   }
   for (; i < n; ++i) {
@@ -330,8 +330,7 @@ void mfrt::panelToFloats(DType dtype, const void *weight, bool transposed,
     return;
   }
   for (int64_t row = 0; row < k; ++row) { // columns n0.. of [K, N]
-    toFloats(dtype, bytes + (row * n + n0) * element, out + row * width,
-             width);
+    toFloats(dtype, bytes + (row * n + n0) * element, out + row * width, width);
   }
 }
 

@@ -46,9 +46,8 @@ void fromFloats(DType dtype, const float *in, void *to, int64_t n);
 /// rows of op(B) — stored [K, N] or, `transposed`, [N, K] — as f32 in `out`
 /// laid out as sgemm reads them for the same transB ([K, width], or
 /// [width, K]): a 16-bit gemm's panel, a contiguous run at a time.
-void panelToFloats(DType dtype, const void *weight, bool transposed,
-                   int64_t n0, int64_t width, int64_t k, int64_t n,
-                   float *out);
+void panelToFloats(DType dtype, const void *weight, bool transposed, int64_t n0,
+                   int64_t width, int64_t k, int64_t n, float *out);
 
 /// Copies indices [begin, begin + length) along dimension `dim` of a
 /// row-major tensor of `wholeShape` (elements of `elementSize` bytes) to a

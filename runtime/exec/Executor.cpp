@@ -29,8 +29,10 @@ StatusOr<Tensor> Executor::allocateInput(const std::string &entryName,
                                                    "' has no input " +
                                                    std::to_string(index));
   }
-  const fb::TensorType &type = *entry->values()->Get(entry->inputs()->Get(index));
-  return allocator_.allocate(Executable::dtypeOf(type), Executable::shapeOf(type));
+  const fb::TensorType &type =
+      *entry->values()->Get(entry->inputs()->Get(index));
+  return allocator_.allocate(Executable::dtypeOf(type),
+                             Executable::shapeOf(type));
 }
 
 StatusOr<std::vector<Tensor>>
@@ -151,7 +153,8 @@ Status Executor::observe(const std::string &entryName, size_t index,
   }
   if (!options.dumpTensorsDir.empty()) {
     char prefix[32];
-    std::snprintf(prefix, sizeof(prefix), "%s.%04zu.", entryName.c_str(), index);
+    std::snprintf(prefix, sizeof(prefix), "%s.%04zu.", entryName.c_str(),
+                  index);
     // A command's later outputs (a multi-result op's, a kernel's) carry
     // their value id: they share the first's index and location.
     std::string suffix = traced ? "" : "." + std::to_string(valueId);
@@ -216,7 +219,8 @@ Status mfrt::writeNpy(const std::string &path, const Tensor &tensor) {
     std::vector<float> block(std::min<int64_t>(tensor.numElements(), 1 << 16));
     for (int64_t begin = 0; begin < tensor.numElements();
          begin += static_cast<int64_t>(block.size())) {
-      int64_t count = std::min<int64_t>(block.size(), tensor.numElements() - begin);
+      int64_t count =
+          std::min<int64_t>(block.size(), tensor.numElements() - begin);
       for (int64_t i = 0; i < count; ++i) {
         block[i] = tensor.loadFloat(begin + i);
       }
@@ -243,10 +247,9 @@ Status Executor::runOp(const fb::Op &op,
   if (!vocabulary.empty()) {
     // This rank's block of the vocabulary: the table's rows, the logits'
     // columns (the gradient of the table: its result's rows).
-    int64_t rows = op.kind() == fb::OpKind::Embedding ? inputs[0]->dim(0)
-                   : op.kind() == fb::OpKind::EmbeddingGrad
-                       ? output.dim(0)
-                       : inputs[0]->dim(1);
+    int64_t rows = op.kind() == fb::OpKind::Embedding       ? inputs[0]->dim(0)
+                   : op.kind() == fb::OpKind::EmbeddingGrad ? output.dim(0)
+                                                            : inputs[0]->dim(1);
     VocabularyBlock block;
     block.first = communicator_->indexAlong(vocabulary) * rows;
     block.vocabulary = communicator_->extentAlong(vocabulary) * rows;

@@ -3,11 +3,11 @@
 #ifndef MFC_RUNTIME_EXEC_EXECUTOR_H
 #define MFC_RUNTIME_EXEC_EXECUTOR_H
 
+#include "runtime/format/Executable.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/Communicator.h"
-#include "runtime/format/Executable.h"
-#include "runtime/kernels/Kernels.h"
 #include "runtime/io/Weights.h"
+#include "runtime/kernels/Kernels.h"
 
 #include <chrono>
 #include <map>

@@ -25,9 +25,9 @@ struct FinishKernelsOnReturn {
 
 } // namespace
 
-GraphExecutor::GraphExecutor(const Executable &executable,
-                             Weights &weights, Allocator &allocator,
-                             const KernelLibrary &kernels, ThreadPool &pool)
+GraphExecutor::GraphExecutor(const Executable &executable, Weights &weights,
+                             Allocator &allocator, const KernelLibrary &kernels,
+                             ThreadPool &pool)
     : Executor(executable, weights, allocator), kernels_(kernels), pool_(pool) {
   // Kernel tiles run on the pool; each BLAS call inside one is serial.
   makeBlasSerial();
@@ -184,15 +184,16 @@ Status GraphExecutor::releaseComputedSources() {
   return Status::ok();
 }
 
-StatusOr<GraphExecutor::Derived *>
-GraphExecutor::panelsOf(Prepared &prepared, uint32_t source, int64_t parameter) {
+StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
+                                                           uint32_t source,
+                                                           int64_t parameter) {
   auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
   if (!inserted) { // another entry's: this one packs it again if it must
-    bool listed = panels.parameterItself ||
-                  std::any_of(prepared.panelSources.begin(),
-                              prepared.panelSources.end(),
-                              [&](const auto &known) { return known.first == &panels; });
+    bool listed =
+        panels.parameterItself ||
+        std::any_of(prepared.panelSources.begin(), prepared.panelSources.end(),
+                    [&](const auto &known) { return known.first == &panels; });
     if (!listed) {
       prepared.panelSources.emplace_back(&panels, source);
     }
@@ -266,10 +267,10 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     Shape shape = Executable::shapeOf(*buffer.type());
     switch (buffer.kind()) {
     case fb::BufferKind::Arena:
-      buffers[i] = Tensor(dtype, shape,
-                          std::shared_ptr<void>(prepared->arena,
-                                                static_cast<char *>(arena) +
-                                                    buffer.index()));
+      buffers[i] = Tensor(
+          dtype, shape,
+          std::shared_ptr<void>(prepared->arena,
+                                static_cast<char *>(arena) + buffer.index()));
       break;
     case fb::BufferKind::Parameter:
       buffers[i] = prepared->program->writesParameter[buffer.index()]
@@ -330,7 +331,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     if (command.kind() != fb::CommandKind::Dispatch) {
       continue;
     }
-    const std::string &kernelName = root.kernels()->Get(command.kernel())->str();
+    const std::string &kernelName =
+        root.kernels()->Get(command.kernel())->str();
     KernelCall &call = prepared->calls[c];
     call.entry = kernels_.kernel(command.kernel());
     call.where = "kernel '" + kernelName + "' of '" + name + "'";
@@ -349,8 +351,8 @@ GraphExecutor::prepare(const fb::Entry &entry) {
     }
     for (uint32_t position : prepared->program->panelBindings[c]) {
       uint32_t source = command.bindings()->Get(position)->buffer();
-      StatusOr<Derived *> packed = panelsOf(
-          *prepared, source, host.buffers()->Get(source)->index());
+      StatusOr<Derived *> packed =
+          panelsOf(*prepared, source, host.buffers()->Get(source)->index());
       if (!packed) {
         return packed.status();
       }
@@ -429,7 +431,8 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
         call.pointers[i] = pointer;
       }
     }
-    int64_t tiles = executable_.root().kernel_signatures()->Get(command.kernel())->tiles();
+    int64_t tiles =
+        executable_.root().kernel_signatures()->Get(command.kernel())->tiles();
     if (deferred) {
       pool_.dispatch(tiles, runKernelTiles, &call);
     } else {
@@ -462,13 +465,13 @@ Status GraphExecutor::runCommand(const fb::Entry &entry, Prepared &prepared,
       [this](int64_t count, const std::function<void(int64_t, int64_t)> &body) {
         pool_.parallelFor(count, body);
       });
-  return status ? status : status.withContext("in '" + entry.name()->str() + "'");
+  return status ? status
+                : status.withContext("in '" + entry.name()->str() + "'");
 }
 
-Status GraphExecutor::observeCommand(const fb::Entry &entry, Prepared &prepared,
-                                     size_t index,
-                                     std::chrono::steady_clock::time_point began,
-                                     const RunOptions &options) {
+Status GraphExecutor::observeCommand(
+    const fb::Entry &entry, Prepared &prepared, size_t index,
+    std::chrono::steady_clock::time_point began, const RunOptions &options) {
   const fb::Command &command = *entry.host()->commands()->Get(index);
   std::string entryName = entry.name()->str();
   std::string what =
@@ -482,10 +485,10 @@ Status GraphExecutor::observeCommand(const fb::Entry &entry, Prepared &prepared,
     if (binding->access() != fb::Access::Write) {
       continue;
     }
-    MFRT_RETURN_IF_ERROR(observe(
-        entryName, command.first_op(), what,
-        last.location() ? last.location()->str() : "", binding->value(),
-        prepared.buffers[binding->buffer()], began, options, first));
+    MFRT_RETURN_IF_ERROR(
+        observe(entryName, command.first_op(), what,
+                last.location() ? last.location()->str() : "", binding->value(),
+                prepared.buffers[binding->buffer()], began, options, first));
     first = false;
   }
   return Status::ok();
@@ -545,9 +548,9 @@ Status GraphExecutor::initialize() {
   return Status::ok();
 }
 
-StatusOr<std::vector<Tensor>>
-GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
-                   const RunOptions &options) {
+StatusOr<std::vector<Tensor>> GraphExecutor::run(const std::string &entryName,
+                                                 std::vector<Tensor> inputs,
+                                                 const RunOptions &options) {
   StatusOr<const fb::Entry *> checked = checkedEntry(entryName, inputs);
   if (!checked) {
     return checked.status();
@@ -578,8 +581,9 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
       buffers[i] = inputs[buffer.index()];
     } else if (buffer.kind() == fb::BufferKind::Output) {
       // Outputs are written straight into tensors the caller keeps.
-      StatusOr<Tensor> output = allocator_.allocate(
-          Executable::dtypeOf(type), Executable::shapeOf(type), /*zeroed=*/false);
+      StatusOr<Tensor> output =
+          allocator_.allocate(Executable::dtypeOf(type),
+                              Executable::shapeOf(type), /*zeroed=*/false);
       if (!output) {
         return output.status();
       }
@@ -616,7 +620,8 @@ GraphExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
     // An observed command's outputs are looked at right away: it finishes.
-    MFRT_RETURN_IF_ERROR(runCommand(*entry, ready, index, /*deferred=*/!observe));
+    MFRT_RETURN_IF_ERROR(
+        runCommand(*entry, ready, index, /*deferred=*/!observe));
     return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };

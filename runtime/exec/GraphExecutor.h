@@ -9,9 +9,9 @@
 // allocated per op. The initializer, which derives values from the
 // weights into slots the entries share (given storage when first
 // computed), runs when the weights change before an entry that reads one,
-// as does packing the weights kernels read as panels (runtime/kernels/PanelGemm.h).
-// In a process that runs only Graph Mode, what only the initializer reads
-// is released once derived.
+// as does packing the weights kernels read as panels
+// (runtime/kernels/PanelGemm.h). In a process that runs only Graph Mode, what
+// only the initializer reads is released once derived.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,8 +132,7 @@ private:
   Status finishKernels();
   /// Tiles [begin, end) of a dispatch (`context`: its KernelCall), on a
   /// thread of the pool.
-  static void runKernelTiles(const void *context, int64_t begin,
-                             int64_t end);
+  static void runKernelTiles(const void *context, int64_t begin, int64_t end);
   /// Keeps the first failure (a kernel's status, with what its service
   /// said on this thread) for finishKernels().
   void recordKernelFailure(const KernelCall &call, int32_t status);
@@ -164,8 +163,8 @@ private:
   std::map<const fb::Entry *, std::unique_ptr<Prepared>> prepared_;
   /// The Weights version the initializer last ran for.
   uint64_t initializedFor_ = ~uint64_t(0);
-  std::vector<Derived> slots_;          // per derived slot
-  std::map<int64_t, Derived> panels_;   // per parameter
+  std::vector<Derived> slots_;        // per derived slot
+  std::map<int64_t, Derived> panels_; // per parameter
   /// Per parameter that only the initializer reads: the slots derived from
   /// it (letDerivedValuesReplaceSources).
   std::map<int64_t, std::vector<uint32_t>> releasable_;

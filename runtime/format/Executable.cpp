@@ -2,8 +2,8 @@
 
 #include "runtime/format/Executable.h"
 
-#include "runtime/format/ContentChecksum.h"
 #include "runtime/base/FileIO.h"
+#include "runtime/format/ContentChecksum.h"
 #include "runtime/format/HostProgram.h"
 #include "runtime/format/OpTypes.h"
 
@@ -21,8 +21,7 @@ Status checkTensorType(const fb::TensorType *type, const std::string &where) {
     return Status::error(where + " has an unknown dtype " +
                          std::to_string(static_cast<int>(type->dtype())));
   }
-  StatusOr<int64_t> count =
-      checkedElementCount(Executable::shapeOf(*type));
+  StatusOr<int64_t> count = checkedElementCount(Executable::shapeOf(*type));
   return count ? Status::ok() : count.status().withContext(where);
 }
 
@@ -210,19 +209,22 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         }
         const fb::Parameter &declared = *root.parameters()->Get(parameter);
         const fb::TensorType &used = *entry.values()->Get(op.results()->Get(0));
-        if (Executable::shapeOf(*declared.type()) != Executable::shapeOf(used) ||
+        if (Executable::shapeOf(*declared.type()) !=
+                Executable::shapeOf(used) ||
             declared.type()->dtype() != used.dtype()) {
           return Status::error(where + (assign ? " assigns" : " reads") +
                                " parameter '" + declared.name()->str() +
                                "' with a different type");
         }
         if (assign) {
-          MFRT_RETURN_IF_ERROR(noteAssignment(declared, parameter, index, where));
+          MFRT_RETURN_IF_ERROR(
+              noteAssignment(declared, parameter, index, where));
         } else {
           viewOf[op.results()->Get(0)] = parameter;
         }
       }
-      if (op.kind() == fb::OpKind::Reshape && viewOf[op.operands()->Get(0)] >= 0) {
+      if (op.kind() == fb::OpKind::Reshape &&
+          viewOf[op.operands()->Get(0)] >= 0) {
         viewOf[op.results()->Get(0)] = viewOf[op.operands()->Get(0)];
       }
       if (op.kind() == fb::OpKind::Constant) {
@@ -285,8 +287,6 @@ const fb::TensorType &outputType(const fb::Entry &entry, size_t index) {
   return *entry.values()->Get(entry.outputs()->Get(index));
 }
 
-
-
 /// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
 /// or -1.
 int64_t prefillLengthOf(const std::string &name) {
@@ -322,7 +322,8 @@ int64_t rowPrefillLengthOf(const std::string &name, int64_t seq) {
 }
 
 bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
-  return a.dtype() == b.dtype() && Executable::shapeOf(a) == Executable::shapeOf(b);
+  return a.dtype() == b.dtype() &&
+         Executable::shapeOf(a) == Executable::shapeOf(b);
 }
 
 /// The entry points' signatures are a contract with the runtime's tasks:
@@ -386,7 +387,8 @@ Status checkEntryContracts(const fb::Executable &root) {
       int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
       if (shorterPrefill == 0 || shorterPrefill >= seq ||
           (shorterPrefill > 0 && caches == 0)) {
-        return bad("is a prefill for prompts of " + std::to_string(shorterPrefill) +
+        return bad("is a prefill for prompts of " +
+                   std::to_string(shorterPrefill) +
                    " tokens: such entries take 1 to seq_length - 1 (" +
                    std::to_string(seq - 1) + ") tokens and a KV cache");
       }
@@ -414,7 +416,8 @@ Status checkEntryContracts(const fb::Executable &root) {
                    "]");
       }
       for (size_t i = 0; i < caches; ++i) {
-        if (!sameType(inputType(*entry, kFirstCache + i), outputType(*entry, 1 + i))) {
+        if (!sameType(inputType(*entry, kFirstCache + i),
+                      outputType(*entry, 1 + i))) {
           return bad("returns a KV cache of another type than it takes");
         }
         if ((decode || shorterPrefill > 0) &&
@@ -426,8 +429,10 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
     } else if (name == "logits") {
       if (inputs != 1 || outputs != 1 ||
-          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !Executable::hasType(outputType(*entry, 0), DType::F32, {batch, seq, vocab})) {
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, seq}) ||
+          !Executable::hasType(outputType(*entry, 0), DType::F32,
+                               {batch, seq, vocab})) {
         return bad("does not map i32 ids to f32 logits of every position");
       }
     } else if (name == "forward_backward") {
@@ -441,8 +446,10 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
       size_t parameters = trained.size();
       if (inputs != 2 || outputs != 1 + parameters ||
-          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32,
+                               {batch, seq}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss and one "
                    "gradient per trained parameter");
@@ -455,19 +462,24 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
     } else if (name == "train_step") {
       if (inputs != 4 || outputs < 1 || outputs > 2 ||
-          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32,
+                               {batch, seq}) ||
           !Executable::hasType(inputType(*entry, 2), DType::F32, {}) ||
           !Executable::hasType(inputType(*entry, 3), DType::F32, {}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {}) ||
-          (outputs == 2 && !Executable::hasType(outputType(*entry, 1), DType::F32, {}))) {
+          (outputs == 2 &&
+           !Executable::hasType(outputType(*entry, 1), DType::F32, {}))) {
         return bad("does not map i32 ids and labels, an f32 learning rate and "
                    "step to an f32 loss (and gradient norm)");
       }
     } else if (name == "forward_loss" || name == "accumulate_gradients") {
       if (inputs != 2 || outputs != 1 ||
-          !Executable::hasType(inputType(*entry, 0), DType::I32, {batch, seq}) ||
-          !Executable::hasType(inputType(*entry, 1), DType::I32, {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 0), DType::I32,
+                               {batch, seq}) ||
+          !Executable::hasType(inputType(*entry, 1), DType::I32,
+                               {batch, seq}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss");
       }
@@ -486,14 +498,15 @@ std::string hexString(uint64_t value) {
 Status checkFormatVersion(const fb::Executable &root) {
   uint32_t version = root.format_version();
   if (version < kMinFormatVersion || version > kMaxFormatVersion) {
-    return Status::error(
-        "format version " + std::to_string(version) + " is not supported (this "
-        "runtime reads " +
-        (kMinFormatVersion == kMaxFormatVersion
-             ? "version " + std::to_string(kMaxFormatVersion)
-             : "versions " + std::to_string(kMinFormatVersion) + " to " +
-                   std::to_string(kMaxFormatVersion)) +
-        "); recompile with a matching mfc");
+    return Status::error("format version " + std::to_string(version) +
+                         " is not supported (this "
+                         "runtime reads " +
+                         (kMinFormatVersion == kMaxFormatVersion
+                              ? "version " + std::to_string(kMaxFormatVersion)
+                              : "versions " +
+                                    std::to_string(kMinFormatVersion) + " to " +
+                                    std::to_string(kMaxFormatVersion)) +
+                         "); recompile with a matching mfc");
   }
   if (root.op_registry() != kOpRegistryFingerprint) {
     return Status::error(
@@ -508,7 +521,8 @@ Status checkFormatVersion(const fb::Executable &root) {
 /// Every kernel has a signature (HostProgram checks each dispatch against it).
 Status checkKernelSignatures(const fb::Executable &root) {
   size_t kernels = root.kernels() ? root.kernels()->size() : 0;
-  size_t signatures = root.kernel_signatures() ? root.kernel_signatures()->size() : 0;
+  size_t signatures =
+      root.kernel_signatures() ? root.kernel_signatures()->size() : 0;
   if (kernels != signatures) {
     return Status::error("the executable lists " + std::to_string(kernels) +
                          " kernels but " + std::to_string(signatures) +
@@ -526,7 +540,8 @@ Status checkKernelSignatures(const fb::Executable &root) {
   }
   for (size_t k = 0; k < signatures; ++k) {
     const fb::KernelSignature &signature = *root.kernel_signatures()->Get(k);
-    std::string where = "the signature of kernel '" + root.kernels()->Get(k)->str() + "'";
+    std::string where =
+        "the signature of kernel '" + root.kernels()->Get(k)->str() + "'";
     for (const auto *types : {signature.inputs(), signature.outputs()}) {
       for (const fb::TensorType *type : *types) {
         MFRT_RETURN_IF_ERROR(checkTensorType(type, where));
@@ -541,12 +556,14 @@ Status checkKernelSignatures(const fb::Executable &root) {
     }
     // Panel inputs: increasing input positions of 2-D float weights.
     int64_t previous = -1;
-    for (uint32_t i = 0; signature.panel_inputs() &&
-                         i < signature.panel_inputs()->size(); ++i) {
+    for (uint32_t i = 0;
+         signature.panel_inputs() && i < signature.panel_inputs()->size();
+         ++i) {
       uint32_t position = signature.panel_inputs()->Get(i);
       if (static_cast<int64_t>(position) <= previous ||
           position >= signature.inputs()->size()) {
-        return Status::error(kernel + " names panel inputs out of order, "
+        return Status::error(kernel +
+                             " names panel inputs out of order, "
                              "twice or past its " +
                              std::to_string(signature.inputs()->size()) +
                              " inputs");
@@ -555,7 +572,8 @@ Status checkKernelSignatures(const fb::Executable &root) {
       const fb::TensorType &type = *signature.inputs()->Get(position);
       if (type.dtype() == fb::DType::I32 ||
           Executable::shapeOf(type).size() != 2) {
-        return Status::error(kernel + " reads input " + std::to_string(position) +
+        return Status::error(kernel + " reads input " +
+                             std::to_string(position) +
                              " as panels; only a 2-D float weight is packed");
       }
     }
@@ -656,7 +674,8 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
                          std::to_string(parameter.split_dim()) +
                          ", which its type does not have (or over no axes)");
   }
-  MFRT_RETURN_IF_ERROR(ranksAlong(root, *parameter.split_axes(), where).status());
+  MFRT_RETURN_IF_ERROR(
+      ranksAlong(root, *parameter.split_axes(), where).status());
   // The block holds its share of each part.
   if (parameter.type()->shape()->Get(parameter.split_dim()) %
           parameter.split_parts() !=
@@ -766,7 +785,7 @@ bool Executable::hasType(const fb::TensorType &type, DType dtype,
   if (dtypeOf(type) != dtype || shape.size() != rank) {
     return false;
   }
-  for (size_t d = 0; d < rank; ++d) { // no Shape built: decode checks its
+  for (size_t d = 0; d < rank; ++d) {       // no Shape built: decode checks its
     if (type.shape()->Get(d) != shape[d]) { // inputs every token
       return false;
     }
@@ -806,7 +825,8 @@ StatusOr<Executable> Executable::verify(std::vector<uint8_t> bytes,
   }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   if (!fb::VerifyExecutableBuffer(verifier)) {
-    return Status::error("'" + name + "' is corrupt or truncated (the "
+    return Status::error("'" + name +
+                         "' is corrupt or truncated (the "
                          "flatbuffer verifier rejects it); recompile it");
   }
   const fb::Executable &root = *fb::GetExecutable(bytes.data());
@@ -818,12 +838,15 @@ StatusOr<Executable> Executable::verify(std::vector<uint8_t> bytes,
   }
   const uint8_t *checksum = contentChecksumField(root);
   if (!checksum) {
-    return Status::error("'" + name + "' has no content checksum; recompile it");
+    return Status::error("'" + name +
+                         "' has no content checksum; recompile it");
   }
   uint32_t stored = flatbuffers::ReadScalar<uint32_t>(checksum);
   if (contentChecksum(bytes.data(), bytes.size(), checksum) != stored) {
-    return Status::error("'" + name + "' is corrupt: its bytes do not match "
-                         "their checksum (CRC-32); recompile it or copy it again");
+    return Status::error(
+        "'" + name +
+        "' is corrupt: its bytes do not match "
+        "their checksum (CRC-32); recompile it or copy it again");
   }
   Executable executable;
   executable.bytes_ = std::move(bytes);

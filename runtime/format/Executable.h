@@ -11,9 +11,9 @@
 #ifndef MFC_RUNTIME_FORMAT_EXECUTABLE_H
 #define MFC_RUNTIME_FORMAT_EXECUTABLE_H
 
-#include "runtime/format/OpRegistry.h"
 #include "runtime/base/Status.h"
 #include "runtime/base/Tensor.h"
+#include "runtime/format/OpRegistry.h"
 #include "runtime/format/schemas/mf_executable_generated.h"
 
 #include <cstdint>

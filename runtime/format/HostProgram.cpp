@@ -113,8 +113,8 @@ private:
       switch (buffer.kind()) {
       case fb::BufferKind::Input:
         MFRT_RETURN_IF_ERROR(expect(entry_.inputs()->size(), nullptr));
-        MFRT_RETURN_IF_ERROR(
-            expect(entry_.inputs()->size(), &valueType(entry_.inputs()->Get(index))));
+        MFRT_RETURN_IF_ERROR(expect(entry_.inputs()->size(),
+                                    &valueType(entry_.inputs()->Get(index))));
         break;
       case fb::BufferKind::Output:
         MFRT_RETURN_IF_ERROR(expect(entry_.outputs()->size(), nullptr));
@@ -145,12 +145,13 @@ private:
           return bad("gives " + what + " the value of op " +
                      std::to_string(index) + ", which is no constant");
         }
-        MFRT_RETURN_IF_ERROR(expect(sizeOf(entry_.ops()),
-                                    &valueType(op.results()->Get(0))));
+        MFRT_RETURN_IF_ERROR(
+            expect(sizeOf(entry_.ops()), &valueType(op.results()->Get(0))));
         break;
       }
       case fb::BufferKind::Arena: {
-        int64_t element = static_cast<int64_t>(dtypeSize(Executable::dtypeOf(type)));
+        int64_t element =
+            static_cast<int64_t>(dtypeSize(Executable::dtypeOf(type)));
         int64_t bytes = bytesOf(type);
         if (index < 0 || index % element != 0 ||
             static_cast<uint64_t>(index) > program_.arenaBytes ||
@@ -292,18 +293,20 @@ private:
       break;
     case fb::BufferKind::Input: // a KV cache the caller passed in
       if (!tied) {
-        return bad("has " + where + " overwrite an input it does not update "
+        return bad("has " + where +
+                   " overwrite an input it does not update "
                    "in place");
       }
       break;
     case fb::BufferKind::Parameter: {
       // Only a parameter's new value, once: the assignment's.
       auto assign = assignOf_.find(storage.index);
-      bool assigned = assign != assignOf_.end() &&
-                      (assign->second.first == value ||
-                       assign->second.second == value);
+      bool assigned =
+          assign != assignOf_.end() &&
+          (assign->second.first == value || assign->second.second == value);
       if (!assigned || program_.writesParameter[storage.index]) {
-        return bad("has " + where + " write a parameter other than with its "
+        return bad("has " + where +
+                   " write a parameter other than with its "
                    "assignment's value, once");
       }
       program_.writesParameter[storage.index] = true;
@@ -319,7 +322,8 @@ private:
                  ", which is already computed");
     }
     hold(value, storage);
-    if (storage.kind == fb::BufferKind::Arena && !firstWrite_.count(program_.root[buffer])) {
+    if (storage.kind == fb::BufferKind::Arena &&
+        !firstWrite_.count(program_.root[buffer])) {
       firstWrite_[program_.root[buffer]] = at;
     }
     use(buffer, at);
@@ -362,19 +366,22 @@ private:
       for (uint32_t j = i + 1; j < bindings.size(); ++j) {
         const fb::Binding &b = *bindings.Get(j);
         bool aliased = storageOf(a.buffer()) == storageOf(b.buffer());
-        bool written = a.access() != fb::Access::Read || b.access() != fb::Access::Read;
+        bool written =
+            a.access() != fb::Access::Read || b.access() != fb::Access::Read;
         bool tied = a.access() == fb::Access::ReadWrite &&
                     b.access() == fb::Access::Write && a.buffer() == b.buffer();
         if (aliased && written && !tied) {
-          return bad("has " + where + " bind one buffer as " + std::to_string(i) +
-                     " and " + std::to_string(j) + " where it writes it");
+          return bad("has " + where + " bind one buffer as " +
+                     std::to_string(i) + " and " + std::to_string(j) +
+                     " where it writes it");
         }
       }
       if (a.access() == fb::Access::ReadWrite) {
         bool tiedOutput = false;
         for (uint32_t j = i + 1; j < bindings.size(); ++j) {
-          tiedOutput = tiedOutput || (bindings.Get(j)->buffer() == a.buffer() &&
-                                      bindings.Get(j)->access() == fb::Access::Write);
+          tiedOutput =
+              tiedOutput || (bindings.Get(j)->buffer() == a.buffer() &&
+                             bindings.Get(j)->access() == fb::Access::Write);
         }
         if (!tiedOutput) {
           return bad("has " + where + " update binding " + std::to_string(i) +
@@ -416,19 +423,26 @@ private:
         const fb::TensorType &expected =
             i < inputs ? *signature.inputs()->Get(i)
                        : *signature.outputs()->Get(i - inputs);
-        if (!sameType(*entry_.host()->buffers()->Get(bindings.Get(i)->buffer())->type(),
+        if (!sameType(*entry_.host()
+                           ->buffers()
+                           ->Get(bindings.Get(i)->buffer())
+                           ->type(),
                       expected)) {
           return bad("has " + where + " bind other buffers than kernel '" +
                      root_.kernels()->Get(command.kernel())->str() + "' takes");
         }
       }
-      for (uint32_t i = 0; signature.panel_inputs() &&
-                           i < signature.panel_inputs()->size(); ++i) {
+      for (uint32_t i = 0;
+           signature.panel_inputs() && i < signature.panel_inputs()->size();
+           ++i) {
         uint32_t position = signature.panel_inputs()->Get(i);
         if (position >= inputs ||
-            entry_.host()->buffers()->Get(bindings.Get(position)->buffer())->kind() !=
-                fb::BufferKind::Parameter) {
-          return bad("has " + where + " read a panel input that is no parameter");
+            entry_.host()
+                    ->buffers()
+                    ->Get(bindings.Get(position)->buffer())
+                    ->kind() != fb::BufferKind::Parameter) {
+          return bad("has " + where +
+                     " read a panel input that is no parameter");
         }
         program_.panelBindings.back().push_back(position);
       }
@@ -485,8 +499,9 @@ private:
       }
       if (copy && storageOf(bindings.Get(1)->buffer()).kind !=
                       fb::BufferKind::Parameter) {
-        return bad("has " + where + " store an assignment elsewhere than in "
-                                    "its parameter");
+        return bad("has " + where +
+                   " store an assignment elsewhere than in "
+                   "its parameter");
       }
       break;
     }
@@ -496,7 +511,8 @@ private:
     for (uint32_t i = 0; i < bindings.size(); ++i) {
       const fb::Binding &binding = *bindings.Get(i);
       if (i < inputs) {
-        MFRT_RETURN_IF_ERROR(checkRead(binding.value(), binding.buffer(), at, where));
+        MFRT_RETURN_IF_ERROR(
+            checkRead(binding.value(), binding.buffer(), at, where));
         if (binding.access() == fb::Access::ReadWrite) {
           overwritten_[binding.value()] = at; // its new value replaces it
         }
@@ -596,8 +612,8 @@ private:
       for (const Live *other : alive) {
         if (buffer.begin < other->end && other->begin < buffer.end &&
             buffer.begin != buffer.end && other->begin != other->end) {
-          return bad("gives buffers " + std::to_string(other->buffer) + " and " +
-                     std::to_string(buffer.buffer) +
+          return bad("gives buffers " + std::to_string(other->buffer) +
+                     " and " + std::to_string(buffer.buffer) +
                      " overlapping bytes while both are alive");
         }
       }
@@ -611,15 +627,15 @@ private:
   std::string name_;
   bool initializer_;
   HostProgram program_;
-  std::vector<int64_t> definedBy_;             // per value: its op, or -1
-  std::vector<std::optional<Storage>> held_;   // per value: where it is
-  std::vector<std::vector<uint32_t>> views_;   // per value: its reshapes
-  std::map<uint32_t, uint32_t> overwritten_;   // value -> command
+  std::vector<int64_t> definedBy_;           // per value: its op, or -1
+  std::vector<std::optional<Storage>> held_; // per value: where it is
+  std::vector<std::vector<uint32_t>> views_; // per value: its reshapes
+  std::map<uint32_t, uint32_t> overwritten_; // value -> command
   std::map<int64_t, uint32_t> parameterWrittenAt_;
   /// Per assigned parameter: its new value and the assignment's result.
   std::map<int64_t, std::pair<uint32_t, uint32_t>> assignOf_;
-  std::map<uint32_t, int64_t> firstWrite_;     // arena root -> command
-  std::map<uint32_t, int64_t> lastUse_;        // root -> command
+  std::map<uint32_t, int64_t> firstWrite_; // arena root -> command
+  std::map<uint32_t, int64_t> lastUse_;    // root -> command
 };
 
 } // namespace

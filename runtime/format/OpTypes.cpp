@@ -33,9 +33,9 @@ bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
           rule.rank == static_cast<int64_t>(type.shape.size()));
 }
 
-/// What the op's ODS says of every op of its kind (runtime/format/OpRegistry.h):
-/// each operand's and result's dtypes and rank, and one type for all when a
-/// trait says so.
+/// What the op's ODS says of every op of its kind
+/// (runtime/format/OpRegistry.h): each operand's and result's dtypes and rank,
+/// and one type for all when a trait says so.
 std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
                      const std::vector<TensorDesc> &outs) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -176,7 +176,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     }
     Shape expected = in[0].shape;
     expected[dim] = 1;
-    return expected == out.shape && in[0].dtype == out.dtype && isFloat(out.dtype)
+    return expected == out.shape && in[0].dtype == out.dtype &&
+                   isFloat(out.dtype)
                ? ""
                : "expected the operand with the dimension reduced to 1";
   }
@@ -267,8 +268,10 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     size_t lr = lhs.size(), rr = rhs.size();
     const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
     bool tl = attrs.transpose_lhs(), tr = attrs.transpose_rhs();
-    int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2], k = tl ? lhs[lr - 2] : lhs[lr - 1];
-    int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2], n = tr ? rhs[rr - 2] : rhs[rr - 1];
+    int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2],
+            k = tl ? lhs[lr - 2] : lhs[lr - 1];
+    int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2],
+            n = tr ? rhs[rr - 2] : rhs[rr - 1];
     Shape batch(lhs.begin(), lhs.end() - 2);
     if (k != rk || (rr > 2 && Shape(rhs.begin(), rhs.end() - 2) != batch)) {
       return "operands cannot be multiplied";
@@ -361,8 +364,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     int64_t operand = op.attributes_as_AttentionGradAttrs()->wrt();
     if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
-        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
-        !isFloat(out.dtype) || operand < 0 || operand > 2) {
+        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
+        operand < 0 || operand > 2) {
       return "query, key, value and gradient do not fit";
     }
     return sameType(in[operand], out)

@@ -30,18 +30,20 @@ TrainingSettings TrainingSettings::from(const fb::ModelInfo &model) {
 
 double TrainingSettings::learningRateAt(int64_t step, int64_t runSteps) const {
   int64_t total = totalSteps > 0 ? totalSteps : runSteps;
-  int64_t warmup = warmupSteps > 0
-                       ? warmupSteps
-                       : static_cast<int64_t>(warmupRatio * static_cast<double>(total));
+  int64_t warmup =
+      warmupSteps > 0
+          ? warmupSteps
+          : static_cast<int64_t>(warmupRatio * static_cast<double>(total));
   if (step < warmup) {
     return warmupLrInit +
            (learningRate - warmupLrInit) * static_cast<double>(step) / warmup;
   }
-  double progress =
-      std::min(1.0, static_cast<double>(step - warmup) /
-                        static_cast<double>(std::max<int64_t>(1, total - warmup)));
+  double progress = std::min(
+      1.0, static_cast<double>(step - warmup) /
+               static_cast<double>(std::max<int64_t>(1, total - warmup)));
   if (schedule == "cosine") {
-    return lrEnd + 0.5 * (learningRate - lrEnd) * (1.0 + std::cos(M_PI * progress));
+    return lrEnd +
+           0.5 * (learningRate - lrEnd) * (1.0 + std::cos(M_PI * progress));
   }
   if (schedule == "linear") {
     return learningRate + (lrEnd - learningRate) * progress;

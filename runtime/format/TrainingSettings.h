@@ -1,4 +1,5 @@
-//===- TrainingSettings.h - what the host decides per training step -*- C++ -*-===//
+//===- TrainingSettings.h - what the host decides per training step -*- C++
+//-*-===//
 //
 // The optimizer update itself is compiled (train_step); the host chooses
 // what depends on the run: the learning rate of each step (the schedule

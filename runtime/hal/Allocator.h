@@ -27,7 +27,8 @@ public:
   /// A tensor of `shape`, zero-filled unless `zeroed` is false (for a
   /// buffer its writer fills completely); an error if the size overflows or
   /// memory runs out.
-  StatusOr<Tensor> allocate(DType dtype, const Shape &shape, bool zeroed = true);
+  StatusOr<Tensor> allocate(DType dtype, const Shape &shape,
+                            bool zeroed = true);
 
   /// Bytes held by live tensors now / at most so far.
   size_t liveBytes() const;

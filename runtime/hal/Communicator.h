@@ -71,8 +71,8 @@ public:
   /// of a run, so that ranks given different files or flags stop with
   /// this error instead of corrupting or hanging in a collective. The
   /// error names each fact that differs.
-  Status checkAgreement(
-      const std::vector<std::pair<std::string, uint64_t>> &facts);
+  Status
+  checkAgreement(const std::vector<std::pair<std::string, uint64_t>> &facts);
 
   /// Ends every rank's process after one failed: the message is printed
   /// by the failing rank, and no rank is left waiting in a collective.

@@ -32,7 +32,8 @@ const char *hostArchitecture();
 /// about (cpuid, through GCC's __builtin_cpu_supports) are checked; the
 /// others (64bit, cx16, sahf, ...) are baseline on every CPU of the
 /// architecture that runs this mf-run.
-std::vector<std::string> missingCpuFeatures(const std::vector<std::string> &features);
+std::vector<std::string>
+missingCpuFeatures(const std::vector<std::string> &features);
 
 } // namespace mfrt
 

@@ -86,8 +86,8 @@ typedef const mfrt_kernel_library_v1 *(*mfrt_kernel_library_query_fn)(
    times columns n0.. of op(B), op(A) [M x K], op(B) [K x N]. mfrt_gemm_f32
    (A, B f32), mfrt_gemm_f16 and mfrt_gemm_bf16 (A, B in those, multiplied
    in f32); mfrt_gemm_panels_f32, _f16 and _bf16: B an [N x K] weight
-   (trans_b = 1) given as its panels of 32 rows (runtime/kernels/PanelGemm.h). They
-   cannot fail: their arguments are the compiler's constants. */
+   (trans_b = 1) given as its panels of 32 rows (runtime/kernels/PanelGemm.h).
+   They cannot fail: their arguments are the compiler's constants. */
 typedef struct mfrt_gemm_args_v1 {
   const void *a; /* [M x K] row-major, or stored [K x M] when trans_a */
   const void *b; /* [N x K] when trans_b, else [K x N] */

@@ -4,7 +4,6 @@
 
 #include "runtime/hal/CpuFeatures.h"
 
-
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/mman.h>

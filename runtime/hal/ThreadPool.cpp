@@ -48,7 +48,7 @@ private:
 
 void callBody(const void *body, int64_t begin, int64_t end) {
   (*static_cast<const std::function<void(int64_t, int64_t)> *>(body))(begin,
-                                                                     end);
+                                                                      end);
 }
 
 } // namespace
@@ -196,8 +196,8 @@ void ThreadPool::addFinished(unsigned self, int64_t tiles) {
   }
 }
 
-void ThreadPool::waitForTiles(int64_t tiles, unsigned self,
-                              const JobView *late, int64_t callerFinished) {
+void ThreadPool::waitForTiles(int64_t tiles, unsigned self, const JobView *late,
+                              int64_t callerFinished) {
   if (finishedTiles(callerFinished) >= tiles) {
     return;
   }
@@ -293,8 +293,9 @@ void ThreadPool::dispatch(int64_t count, Tiles tiles, const void *context) {
   }
   // Job number - 2, in the slot this one takes, was waited for before the
   // caller's share of job number - 1.
-  JobView job{++jobs_, tiles, context, count, base_,
-              finished_[0].tiles.load(std::memory_order_relaxed)};
+  JobView job{++jobs_, tiles,
+              context, count,
+              base_,   finished_[0].tiles.load(std::memory_order_relaxed)};
   base_ += count;
   publish(job);
   finish();

@@ -119,10 +119,17 @@ std::optional<DType> dtypeOf(const std::string &type) {
 /// What MindFormers' trainer saves beside the weights: optimizer moments,
 /// step counters, loss scales. Not parameters of the model.
 bool isTrainerState(const std::string &name) {
-  static const char *prefixes[] = {"adam_m.", "adam_v.", "accu_grads.",
-                                   "moment1.", "moment2.", "global_step",
-                                   "epoch_num", "step_num", "loss_scale",
-                                   "scale_sense", "current_iterator_step",
+  static const char *prefixes[] = {"adam_m.",
+                                   "adam_v.",
+                                   "accu_grads.",
+                                   "moment1.",
+                                   "moment2.",
+                                   "global_step",
+                                   "epoch_num",
+                                   "step_num",
+                                   "loss_scale",
+                                   "scale_sense",
+                                   "current_iterator_step",
                                    "last_overflow_iterator_step",
                                    "learning_rate"};
   for (const char *prefix : prefixes) {
@@ -231,8 +238,9 @@ bool readRecord(const uint8_t *data, size_t begin, size_t end, Record &record) {
 
 } // namespace
 
-StatusOr<CheckpointFile> CheckpointFile::fromMindSporeBytes(
-    std::vector<uint8_t> bytes, const std::string &name) {
+StatusOr<CheckpointFile>
+CheckpointFile::fromMindSporeBytes(std::vector<uint8_t> bytes,
+                                   const std::string &name) {
   auto storage = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return parseMindSpore(storage->data(), storage->size(), storage, name);
 }
@@ -269,9 +277,8 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
       // The tag comes first: name the tensor if what remains holds it.
       Record partial;
       readRecord(data, begin, size, partial);
-      std::string what = partial.name.empty()
-                             ? "a value" + after()
-                             : "tensor '" + partial.name + "'";
+      std::string what = partial.name.empty() ? "a value" + after()
+                                              : "tensor '" + partial.name + "'";
       return fail(what + " at byte " + std::to_string(offset) + " claims " +
                   std::to_string(*length) + " bytes but " +
                   std::to_string(size - begin) +
@@ -279,12 +286,12 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
     }
     Record record;
     bool read = readRecord(data, begin, begin + *length, record);
-    std::string what =
-        record.name.empty() ? "a value" + after() : "tensor '" + record.name + "'";
+    std::string what = record.name.empty() ? "a value" + after()
+                                           : "tensor '" + record.name + "'";
     if (!read || record.name.empty() || !record.hasTensor) {
       return fail(what + " at byte " + std::to_string(offset) +
                   " is malformed (" +
-                  (!read ? "its fields do not parse"
+                  (!read                 ? "its fields do not parse"
                    : record.name.empty() ? "no tag"
                                          : "no tensor") +
                   ")");
@@ -333,7 +340,8 @@ CheckpointFile::parseMindSpore(const uint8_t *data, size_t size,
       return fail("tensor '" + record.name + "' is stored twice");
     }
     file.tensors_[record.name] = {*dtype, record.dims, record.contentOffset,
-                                  record.contentSize, data + record.contentOffset};
+                                  record.contentSize,
+                                  data + record.contentOffset};
     previous = record.name;
   }
   // Sizes once the slices are joined.

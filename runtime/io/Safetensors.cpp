@@ -12,9 +12,9 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
-#include <map>
 #include <set>
 
 #include <csetjmp>
@@ -69,7 +69,8 @@ std::optional<std::string> otherCheckpointFormat(const uint8_t *bytes,
                                                  const std::string &name) {
   auto endsWith = [&](const std::string &suffix) {
     return name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+               0;
   };
   const std::string convert =
       "; convert it with python3: torch.load it and save the state dict with "
@@ -97,15 +98,15 @@ std::optional<std::string> otherCheckpointFormat(const uint8_t *bytes,
 } // namespace
 
 StatusOr<CheckpointFile> CheckpointFile::fromBytes(std::vector<uint8_t> bytes,
-                                                     const std::string &name) {
+                                                   const std::string &name) {
   auto storage = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return parse(storage->data(), storage->size(), storage, name);
 }
 
 StatusOr<CheckpointFile>
 CheckpointFile::parse(const uint8_t *bytes, size_t size,
-                       std::shared_ptr<const void> storage,
-                       const std::string &name) {
+                      std::shared_ptr<const void> storage,
+                      const std::string &name) {
   auto fail = [&](const std::string &message) {
     return Status::error(StatusCode::DataLoss, "'" + name + "': " + message);
   };
@@ -118,7 +119,8 @@ CheckpointFile::parse(const uint8_t *bytes, size_t size,
     headerSize = (headerSize << 8) | bytes[i];
   }
   if (headerSize > size - 8) {
-    if (std::optional<std::string> other = otherCheckpointFormat(bytes, size, name)) {
+    if (std::optional<std::string> other =
+            otherCheckpointFormat(bytes, size, name)) {
       return fail(*other);
     }
     return fail("the header claims " + std::to_string(headerSize) +
@@ -185,7 +187,8 @@ CheckpointFile::parse(const uint8_t *bytes, size_t size,
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
       return fail(where + " has data_offsets that are not sizes");
     }
-    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    uint64_t begin = offsets[0].get<uint64_t>(),
+             end = offsets[1].get<uint64_t>();
     uint64_t expected = static_cast<uint64_t>(*count) * dtypeSize(*dtype);
     if (begin > end || end > dataSize || end - begin != expected) {
       return fail(where + " has data_offsets [" + std::to_string(begin) + ", " +
@@ -310,7 +313,8 @@ StatusOr<CheckpointFile> CheckpointFile::open(const std::string &path) {
             "; pass a .safetensors file");
   }
   size_t size = static_cast<size_t>(info.st_size);
-  bool mindSpore = path.size() >= 5 && path.compare(path.size() - 5, 5, ".ckpt") == 0;
+  bool mindSpore =
+      path.size() >= 5 && path.compare(path.size() - 5, 5, ".ckpt") == 0;
   if (size == 0) {
     ::close(fd);
     return mindSpore ? fromMindSporeBytes({}, path) : fromBytes({}, path);
@@ -380,7 +384,7 @@ CheckpointFile::blockRuns(const CheckpointEntry &entry,
 }
 
 Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
-                             const TensorBlock *block) const {
+                            const TensorBlock *block) const {
   StatusOr<BlockRuns> layout = blockRuns(entry, block);
   if (!layout) {
     return layout.status();
@@ -399,7 +403,8 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
   if (entry.dtype != into.dtype()) {
     widened.resize(into.numElements());
   }
-  size_t sourceSize = dtypeSize(entry.dtype), intoSize = dtypeSize(into.dtype());
+  size_t sourceSize = dtypeSize(entry.dtype),
+         intoSize = dtypeSize(into.dtype());
   auto copy = [&] {
     for (int64_t run = 0; run < runs; ++run) {
       const uint8_t *from = entry.data + (run * stride + first) * sourceSize;
@@ -408,9 +413,9 @@ Status CheckpointFile::read(const CheckpointEntry &entry, Tensor &into,
                         run * runLength * intoSize,
                     from, runLength * sourceSize);
       } else {
-        Tensor source(entry.dtype, {runLength},
-                      std::shared_ptr<void>(const_cast<uint8_t *>(from),
-                                            [](void *) {}));
+        Tensor source(
+            entry.dtype, {runLength},
+            std::shared_ptr<void>(const_cast<uint8_t *>(from), [](void *) {}));
         source.loadFloats(widened.data() + run * runLength);
       }
     }
@@ -517,7 +522,8 @@ Status mfrt::writeSafetensors(
   });
 }
 
-StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path) {
+StatusOr<std::vector<std::string>>
+mfrt::checkpointFiles(const std::string &path) {
   struct stat info;
   std::string index = path;
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
@@ -585,8 +591,8 @@ StatusOr<std::vector<std::string>> mfrt::checkpointFiles(const std::string &path
     files.push_back(folder + shard);
     StatusOr<CheckpointFile> file = CheckpointFile::open(files.back());
     if (!file) {
-      return file.status().withContext("'" + index + "' names shard '" +
-                                       shard + "'");
+      return file.status().withContext("'" + index + "' names shard '" + shard +
+                                       "'");
     }
     for (const auto &[name, entry] : file->tensors()) {
       auto named = shardOf.find(name);

@@ -51,7 +51,7 @@ public:
   static StatusOr<CheckpointFile> open(const std::string &path);
   /// Parses safetensors bytes already in memory (the fuzzer's entry point).
   static StatusOr<CheckpointFile> fromBytes(std::vector<uint8_t> bytes,
-                                             const std::string &name);
+                                            const std::string &name);
   /// Parses MindSpore checkpoint bytes already in memory.
   static StatusOr<CheckpointFile> fromMindSporeBytes(std::vector<uint8_t> bytes,
                                                      const std::string &name);
@@ -98,16 +98,16 @@ private:
 
   /// Parses the `size` bytes at `data`, which `storage` keeps alive.
   static StatusOr<CheckpointFile> parse(const uint8_t *data, size_t size,
-                                         std::shared_ptr<const void> storage,
-                                         const std::string &name);
+                                        std::shared_ptr<const void> storage,
+                                        const std::string &name);
   /// The same for a MindSpore checkpoint (MindSporeCheckpoint.cpp).
   static StatusOr<CheckpointFile>
   parseMindSpore(const uint8_t *data, size_t size,
                  std::shared_ptr<const void> storage, const std::string &name);
 
   std::shared_ptr<const void> storage_; // the file's bytes
-  bool mapped_ = false;                  // storage_ is a file mapping
-  std::string name_;                     // for errors
+  bool mapped_ = false;                 // storage_ is a file mapping
+  std::string name_;                    // for errors
   std::map<std::string, CheckpointEntry> tensors_;
   /// Tensors a .ckpt stores in slices, joined (entries point into them).
   std::vector<std::vector<uint8_t>> joined_;
@@ -122,10 +122,10 @@ private:
 /// each once, beside the index).
 StatusOr<std::vector<std::string>> checkpointFiles(const std::string &path);
 
-Status writeSafetensors(const std::string &path,
-                        const std::vector<std::pair<std::string, const Tensor *>>
-                            &tensors,
-                        const std::map<std::string, std::string> &metadata = {});
+Status writeSafetensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    const std::map<std::string, std::string> &metadata = {});
 
 } // namespace mfrt
 

@@ -4,15 +4,15 @@
 
 #include "runtime/base/FileIO.h"
 #include "runtime/base/Hash.h"
-#include "runtime/kernels/PanelGemm.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/kernels/PanelGemm.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <filesystem>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -31,7 +31,8 @@ std::optional<TensorBlock> blockOf(const fb::Parameter &parameter,
   std::vector<int64_t> axes(parameter.split_axes()->begin(),
                             parameter.split_axes()->end());
   int64_t parts = parameter.split_parts();
-  int64_t length = parameter.type()->shape()->Get(parameter.split_dim()) / parts;
+  int64_t length =
+      parameter.type()->shape()->Get(parameter.split_dim()) / parts;
   int64_t index = ranks ? ranks->indexAlong(axes) : 0;
   return TensorBlock{parameter.split_dim(), index * length, length, parts};
 }
@@ -46,7 +47,8 @@ Shape partsView(Shape shape, int64_t dim, int64_t parts) {
 }
 
 /// The whole weight's shape: the block's, times the ranks along the split.
-Shape wholeShapeOf(const fb::Parameter &parameter, const Executable &executable) {
+Shape wholeShapeOf(const fb::Parameter &parameter,
+                   const Executable &executable) {
   Shape shape = Executable::shapeOf(*parameter.type());
   if (parameter.split_dim() >= 0) {
     for (int16_t axis : *parameter.split_axes()) {
@@ -76,8 +78,8 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
     break;
   case fb::ParameterInit::Normal:
   case fb::ParameterInit::HeUniform: {
-    std::mt19937_64 generator(seed ^ fnv1a64(parameter.name()->data(),
-                                             parameter.name()->size()));
+    std::mt19937_64 generator(
+        seed ^ fnv1a64(parameter.name()->data(), parameter.name()->size()));
     // Our own uniform draws (and Box-Muller on them): identical on every
     // platform.
     auto uniform = [&] {
@@ -87,7 +89,8 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
       int64_t fanIn = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
       double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
       for (int64_t i = 0; i < count; ++i) {
-        tensor->storeFloat(i, static_cast<float>((2.0 * uniform() - 1.0) * bound));
+        tensor->storeFloat(i,
+                           static_cast<float>((2.0 * uniform() - 1.0) * bound));
       }
       break;
     }
@@ -108,8 +111,8 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
 /// alternating inside w_gate_hidden (MindFormers r1.5.0's
 /// qkv_concat_hf2mg / ffn_concat_hf2mg layouts).
 struct FusedSource {
-  std::string name;  ///< the fused tensor
-  int part = 0;      ///< q, k, v = 0, 1, 2; w1, w3 = 0, 1
+  std::string name; ///< the fused tensor
+  int part = 0;     ///< q, k, v = 0, 1, 2; w1, w3 = 0, 1
   bool qkv = false;
 };
 
@@ -117,7 +120,8 @@ std::optional<FusedSource> fusedSourceOf(const std::string &mfName) {
   for (const char *suffix : {".weight", ".bias"}) {
     size_t suffixLength = std::strlen(suffix);
     if (mfName.size() <= suffixLength ||
-        mfName.compare(mfName.size() - suffixLength, suffixLength, suffix) != 0) {
+        mfName.compare(mfName.size() - suffixLength, suffixLength, suffix) !=
+            0) {
       continue;
     }
     std::string stem = mfName.substr(0, mfName.size() - suffixLength);
@@ -132,7 +136,8 @@ std::optional<FusedSource> fusedSourceOf(const std::string &mfName) {
       }
     }
     for (int part = 0; part < 2; ++part) {
-      std::string projection = part == 0 ? ".feed_forward.w1" : ".feed_forward.w3";
+      std::string projection =
+          part == 0 ? ".feed_forward.w1" : ".feed_forward.w3";
       if (std::string(suffix) == ".weight" && stem.size() > projection.size() &&
           stem.compare(stem.size() - projection.size(), projection.size(),
                        projection) == 0) {
@@ -220,7 +225,8 @@ StatusOr<Tensor> blockOfTensor(const Tensor &whole, const TensorBlock &block,
 bool isLoraAdapter(const std::string &name) {
   auto endsWith = [&](const std::string &suffix) {
     return name.size() > suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+               0;
   };
   return endsWith(".lora_A.weight") || endsWith(".lora_B.weight");
 }
@@ -229,8 +235,8 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
                               const Communicator *ranks) {
-  StatusOr<Tensor> whole = initialValue(
-      parameter, allocator, seed, wholeShapeOf(parameter, executable));
+  StatusOr<Tensor> whole = initialValue(parameter, allocator, seed,
+                                        wholeShapeOf(parameter, executable));
   std::optional<TensorBlock> block = blockOf(parameter, ranks);
   if (!whole || !block) {
     return whole;
@@ -261,7 +267,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
 StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator, const std::string &path,
                                 const std::string &otherPrefix) {
-  return load(executable, allocator, std::vector<std::string>{path}, otherPrefix);
+  return load(executable, allocator, std::vector<std::string>{path},
+              otherPrefix);
 }
 
 StatusOr<Weights> Weights::load(const Executable &executable,
@@ -285,7 +292,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       paths.push_back(path);
     }
   }
-  std::string described = paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
+  std::string described =
+      paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
   Weights weights;
   std::vector<std::set<std::string>> used(files.size());
   // The last fused qkv_concat tensor read (see below).
@@ -300,7 +308,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       const std::string prefix = "transformer.";
       if (name.rfind(prefix, 0) == 0) {
-        candidates.push_back(name.substr(prefix.size())); // GPT-2's original files
+        candidates.push_back(
+            name.substr(prefix.size())); // GPT-2's original files
       }
       size_t tensorsBefore = weights.tensors_.size();
       const CheckpointEntry *found = nullptr;
@@ -340,7 +349,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           Shape shape = Executable::shapeOf(*parameter->type());
           Shape expected = fused.shape;
           if (expected.empty() || shape.size() != expected.size() ||
-              !std::equal(shape.begin() + 1, shape.end(), expected.begin() + 1) ||
+              !std::equal(shape.begin() + 1, shape.end(),
+                          expected.begin() + 1) ||
               fused.dtype == DType::I32) {
             return Status::error(StatusCode::InvalidArgument,
                                  "'" + paths[f] + "': tensor '" + source->name +
@@ -352,7 +362,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           // wq, wk and wv (w1, w3) come one after the other: the fused
           // tensor is read once for all of them.
           if (fusedName != source->name || fusedTensor.dtype() != dtype) {
-            StatusOr<Tensor> whole = allocator.allocate(dtype, fused.shape, false);
+            StatusOr<Tensor> whole =
+                allocator.allocate(dtype, fused.shape, false);
             if (!whole) {
               return whole.status();
             }
@@ -365,10 +376,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             return tensor.status();
           }
           const fb::ModelInfo &model = executable.model();
-          MFRT_RETURN_IF_ERROR(unfuseRows(*source, fusedTensor, fused.shape[0],
-                                          model.num_heads(),
-                                          model.num_kv_heads(), *tensor,
-                                          paths[f]));
+          MFRT_RETURN_IF_ERROR(unfuseRows(
+              *source, fusedTensor, fused.shape[0], model.num_heads(),
+              model.num_kv_heads(), *tensor, paths[f]));
           used[f].insert(source->name);
           weights.tensors_.push_back(tensor.take());
           break;
@@ -380,8 +390,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (!found && !parameter->state() && isLoraAdapter(name)) {
         // Training LoRA from a base checkpoint: the adapters start as
         // MindFormers' (and PEFT's) LoRA layers do.
-        StatusOr<Tensor> initial = initialBlock(
-            executable, *parameter, allocator, executable.model().seed(), ranks);
+        StatusOr<Tensor> initial =
+            initialBlock(executable, *parameter, allocator,
+                         executable.model().seed(), ranks);
         if (!initial) {
           return initial.status();
         }
@@ -505,7 +516,8 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
   // The whole weight, as loading checked it fits (its block times ranks).
   size_t size = static_cast<size_t>(*checkedElementCount(shape)) *
                 dtypeSize(stored->dtype());
-  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)),
+                              std::free);
   if (!bytes) {
     return Status::error(StatusCode::ResourceExhausted,
                          "out of memory gathering parameter '" +
@@ -515,11 +527,11 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
   // Gathered part by part: each part's blocks side by side.
   int64_t dim = parameter.split_dim(), parts = parameter.split_parts();
   Tensor gatheredParts = gathered.reshaped(partsView(shape, dim, parts));
-  MFRT_RETURN_IF_ERROR(ranks->allGather(
-      stored->reshaped(partsView(stored->shape(), dim, parts)), gatheredParts,
-      dim + 1,
-      std::vector<int64_t>(parameter.split_axes()->begin(),
-                           parameter.split_axes()->end())));
+  MFRT_RETURN_IF_ERROR(
+      ranks->allGather(stored->reshaped(partsView(stored->shape(), dim, parts)),
+                       gatheredParts, dim + 1,
+                       std::vector<int64_t>(parameter.split_axes()->begin(),
+                                            parameter.split_axes()->end())));
   return gathered;
 }
 
@@ -610,11 +622,12 @@ Status Weights::savePeftAdapters(const Executable &executable,
       {"bias", "none"},
       {"fan_in_fan_out", false},
       {"inference_mode", true},
-      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"target_modules",
+       std::vector<std::string>(modules.begin(), modules.end())},
       {"base_model_name_or_path", ""}};
   std::string text = config.dump(2) + "\n";
-  return writeFileAtomically(dir + "/adapter_config.json", "PEFT adapter config",
-                             [&](FileWriter &writer) {
+  return writeFileAtomically(dir + "/adapter_config.json",
+                             "PEFT adapter config", [&](FileWriter &writer) {
                                writer.write(text);
                                return Status::ok();
                              });
@@ -645,7 +658,8 @@ Status Weights::saveMerged(const Executable &executable,
     if (name.find(".lora_") != std::string::npos) {
       continue;
     }
-    std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
+    std::string prefix =
+        name.substr(0, name.size() - std::string(".weight").size());
     StatusOr<Tensor> tensor = asStored(i, name);
     if (!tensor) {
       return tensor.status();
@@ -665,16 +679,17 @@ Status Weights::saveMerged(const Executable &executable,
       auto a = index.find(prefix + suffix + suffixA);
       auto b = index.find(prefix + suffix + ".lora_B.weight");
       if (a != index.end() && b != index.end()) {
-        adapters.push_back({a->second, b->second,
-                            third < 0 ? 0 : third * (outputs / 3)});
+        adapters.push_back(
+            {a->second, b->second, third < 0 ? 0 : third * (outputs / 3)});
       }
     }
     if (adapters.empty()) {
       named.emplace_back(name, &stored.back());
       continue;
     }
-    Tensor sum(weight.dtype(), weight.shape(),
-               std::shared_ptr<void>(std::malloc(weight.byteSize()), std::free));
+    Tensor sum(
+        weight.dtype(), weight.shape(),
+        std::shared_ptr<void>(std::malloc(weight.byteSize()), std::free));
     std::memcpy(sum.data(), weight.data(), weight.byteSize());
     int64_t in = transposed ? weight.dim(0) : weight.dim(1);
     for (const Adapter &adapter : adapters) {
@@ -688,7 +703,8 @@ Status Weights::saveMerged(const Executable &executable,
             delta += up.loadFloat(o * rank + r) * down.loadFloat(r * in + k);
           }
           int64_t at = transposed ? k * outputs + column : column * in + k;
-          sum.storeFloat(at, static_cast<float>(sum.loadFloat(at) + scale * delta));
+          sum.storeFloat(at,
+                         static_cast<float>(sum.loadFloat(at) + scale * delta));
         }
       }
     }

@@ -3,9 +3,9 @@
 #ifndef MFC_RUNTIME_IO_WEIGHTS_H
 #define MFC_RUNTIME_IO_WEIGHTS_H
 
+#include "runtime/format/Executable.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/Communicator.h"
-#include "runtime/format/Executable.h"
 
 #include <map>
 #include <string>
@@ -100,7 +100,8 @@ public:
   /// weight (W += lora_scale * B A, transposed for GPT-2's [in, out]
   /// weights), without the adapters: weights for the same model compiled
   /// without pet_config.
-  Status saveMerged(const Executable &executable, const std::string &path) const;
+  Status saveMerged(const Executable &executable,
+                    const std::string &path) const;
 
   /// Writes every parameter (but the frozen ones, unless `withFrozen`)
   /// under its Hugging Face name, with `metadata`. In a sharded run every

@@ -109,9 +109,10 @@ sumEach(__m512 sums[16]) {
 /// scores[r * count + j] = scale * query row r . key j, for the block's
 /// rows and `count` keys (dim a multiple of 16). Sixteen keys at a time,
 /// unrolled so that their sums stay in registers.
-__attribute__((target("avx512f"))) void
-scoreFewRows(const AttentionRows &block, const float *keys, int64_t count,
-             float *scores) {
+__attribute__((target("avx512f"))) void scoreFewRows(const AttentionRows &block,
+                                                     const float *keys,
+                                                     int64_t count,
+                                                     float *scores) {
   const int64_t dim = block.dim, stride = block.keyStride;
   const __m512 scale = _mm512_set1_ps(block.scale);
   for (int64_t r = 0; r < block.rows; ++r) {
@@ -178,13 +179,13 @@ addWeightedValues(const float *weight, const float *values, int64_t stride,
 /// accumulated row r += sum over keys j of weights[r * count + j] * value j,
 /// by 128 dims at a time (8 accumulators).
 void addValuesFewRows(const AttentionRows &block, const float *values,
-                      int64_t count, const float *weights,
-                      float *accumulated) {
-  using Pass = void (*)(const float *, const float *, int64_t, int64_t, float *);
-  static constexpr Pass passes[] = {
-      addWeightedValues<1>, addWeightedValues<2>, addWeightedValues<3>,
-      addWeightedValues<4>, addWeightedValues<5>, addWeightedValues<6>,
-      addWeightedValues<7>, addWeightedValues<8>};
+                      int64_t count, const float *weights, float *accumulated) {
+  using Pass =
+      void (*)(const float *, const float *, int64_t, int64_t, float *);
+  static constexpr Pass passes[] = {addWeightedValues<1>, addWeightedValues<2>,
+                                    addWeightedValues<3>, addWeightedValues<4>,
+                                    addWeightedValues<5>, addWeightedValues<6>,
+                                    addWeightedValues<7>, addWeightedValues<8>};
   for (int64_t r = 0; r < block.rows; ++r) {
     for (int64_t chunk = 0; chunk < block.dim; chunk += 128) {
       int64_t vectors = std::min<int64_t>(128, block.dim - chunk) / 16;
@@ -265,23 +266,19 @@ void mfrt::attendRows(const AttentionRows &block, std::vector<float> &scratch) {
   }
 }
 
-AttentionRows mfrt::attentionOfOnePosition(const float *query,
-                                           const float *keys,
-                                           const float *values,
-                                           int64_t keyStride,
-                                           int64_t valueStride, int64_t heads,
-                                           int64_t past, int64_t attended,
-                                           bool causal, float scale, float *out,
-                                           int64_t dim) {
+AttentionRows mfrt::attentionOfOnePosition(
+    const float *query, const float *keys, const float *values,
+    int64_t keyStride, int64_t valueStride, int64_t heads, int64_t past,
+    int64_t attended, bool causal, float scale, float *out, int64_t dim) {
   // The position sees the keys up to itself (causal) or all of them: the
   // same for every row, so the rows attend as one non-causal block.
   int64_t visible = causal ? std::min(attended, past + 1) : attended;
-  return {query,  dim,  keys,  values, keyStride, valueStride, 0, heads,
-          past,   visible, false, scale, out,    dim,         dim};
+  return {query, dim,     keys,  values, keyStride, valueStride, 0,  heads,
+          past,  visible, false, scale,  out,       dim,         dim};
 }
 
 const std::vector<float> &mfrt::ropeInverseFrequencies(float theta,
-                                                      int64_t headDim) {
+                                                       int64_t headDim) {
   // Every layer asks for the same ones (a pow per pair of dimensions).
   thread_local float lastTheta = 0;
   thread_local std::vector<float> last;

@@ -91,10 +91,10 @@ struct FusedAttention {
   void *cacheKey, *cacheValue;
   const int32_t *positions; // null: no RoPE
   bool ropeQuery, ropeKey, causal;
-  bool hasPast; // the query follows `past` cached tokens
+  bool hasPast;            // the query follows `past` cached tokens
   const int32_t *pastRows; // one past per batch row, else null
   int64_t past;            // every row's past when pastRows is null
-  void *out; // [batch, seq, heads, dim]
+  void *out;               // [batch, seq, heads, dim]
   int64_t batch, seq, heads, kvHeads, dim;
   int64_t keys;    // cache rows (with a cache), else newRows
   int64_t newRows; // rows of newKeys / newValues

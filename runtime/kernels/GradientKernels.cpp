@@ -19,16 +19,16 @@
 using namespace mfrt;
 using namespace mfrt::detail;
 
-Status mfrt::detail::siluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy,
-                Tensor &out) {
+Status mfrt::detail::siluGrad(const fb::Op &op, const Tensor &x,
+                              const Tensor &dy, Tensor &out) {
   return binary(op, x, dy, out, [](float v, float g) {
     float s = 1.0f / (1.0f + std::exp(-v));
     return g * s * (1.0f + v * (1.0f - s));
   });
 }
 
-Status mfrt::detail::geluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy,
-                Tensor &out) {
+Status mfrt::detail::geluGrad(const fb::Op &op, const Tensor &x,
+                              const Tensor &dy, Tensor &out) {
   if (op.attributes_as_GeluGradAttrs()->approximate() ==
       fb::GeluApproximation::tanh) {
     return binary(op, x, dy, out, [](float v, float g) {
@@ -39,7 +39,8 @@ Status mfrt::detail::geluGrad(const fb::Op &op, const Tensor &x, const Tensor &d
     });
   }
   return binary(op, x, dy, out, [](float v, float g) {
-    const float invSqrt2 = 0.7071067811865476f, invSqrt2Pi = 0.3989422804014327f;
+    const float invSqrt2 = 0.7071067811865476f,
+                invSqrt2Pi = 0.3989422804014327f;
     return g * (0.5f * (1.0f + std::erf(v * invSqrt2)) +
                 v * std::exp(-0.5f * v * v) * invSqrt2Pi);
   });
@@ -85,8 +86,9 @@ Status mfrt::detail::embeddingGrad(const fb::Op &op, const Tensor &ids,
 
 /// RMSNorm / LayerNorm backward, one row at a time: the row statistics are
 /// recomputed from the input. Accumulates in double.
-Status mfrt::detail::normGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                Tensor &out, bool layerNorm) {
+Status mfrt::detail::normGrad(const fb::Op &op,
+                              const std::vector<const Tensor *> &inputs,
+                              Tensor &out, bool layerNorm) {
   const Tensor &a = *inputs[0], &w = *inputs[1], &dy = *inputs[2];
   MFRT_RETURN_IF_ERROR(expectSameShape(op, a, dy));
   if (a.rank() == 0) {
@@ -96,8 +98,8 @@ Status mfrt::detail::normGrad(const fb::Op &op, const std::vector<const Tensor *
   MFRT_RETURN_IF_ERROR(expectShape(op, w, {features}, "the weight"));
   int64_t operand = layerNorm ? op.attributes_as_LayerNormGradAttrs()->wrt()
                               : op.attributes_as_RmsNormGradAttrs()->wrt();
-  MFRT_RETURN_IF_ERROR(
-      expectShape(op, out, operand == 0 ? a.shape() : Shape{features}, "the result"));
+  MFRT_RETURN_IF_ERROR(expectShape(
+      op, out, operand == 0 ? a.shape() : Shape{features}, "the result"));
   double epsilon = layerNorm ? op.attributes_as_LayerNormGradAttrs()->epsilon()
                              : op.attributes_as_RmsNormGradAttrs()->epsilon();
   F32In x(a), gamma(w), g(dy);
@@ -157,9 +159,11 @@ Status mfrt::detail::normGrad(const fb::Op &op, const std::vector<const Tensor *
 /// dk_j += scale ds_j q_i, dv_j += p_j dO_i. Query gradients are tiled by
 /// (batch, head); key/value gradients by (batch, KV head), which owns the
 /// rows it sums into.
-Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                     Tensor &out, const ParallelFor &parallel) {
-  const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2], &dO = *inputs[3];
+Status mfrt::detail::attentionGrad(const fb::Op &op,
+                                   const std::vector<const Tensor *> &inputs,
+                                   Tensor &out, const ParallelFor &parallel) {
+  const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2],
+               &dO = *inputs[3];
   const fb::AttentionGradAttrs &attrs = *op.attributes_as_AttentionGradAttrs();
   bool causal = attrs.causal();
   int64_t operand = attrs.wrt();
@@ -174,18 +178,18 @@ Status mfrt::detail::attentionGrad(const fb::Op &op, const std::vector<const Ten
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2);
   float scale = static_cast<float>(attrs.scale());
-  AttentionGradient args{nullptr, nullptr, nullptr, nullptr, nullptr,
-                         nullptr, nullptr, batch,   seq,     heads,
-                         kvHeads, dim,     keys,    causal,  scale,
-                         q.dtype()};
+  AttentionGradient args{nullptr, nullptr, nullptr, nullptr,  nullptr, nullptr,
+                         nullptr, batch,   seq,     heads,    kvHeads, dim,
+                         keys,    causal,  scale,   q.dtype()};
   auto run = [&](const void *query, const void *key, const void *value,
                  const void *outGrad, void *grad) {
     args.query = query;
     args.keys = key;
     args.values = value;
     args.outGrad = outGrad;
-    (operand == 0 ? args.queryGrad : operand == 1 ? args.keyGrad
-                                                  : args.valueGrad) = grad;
+    (operand == 0   ? args.queryGrad
+     : operand == 1 ? args.keyGrad
+                    : args.valueGrad) = grad;
     parallel(batch * kvHeads, [&](int64_t begin, int64_t end) {
       runAttentionGradient(args, begin, end);
     });
@@ -230,7 +234,8 @@ Status mfrt::detail::crossEntropyGrad(const fb::Op &op, const Tensor &logits,
   for (int64_t t = 0; t < tokens; ++t) {
     counted += labels.as<int32_t>()[t] != ignore;
   }
-  float factor = counted ? dloss.loadFloat(0) / static_cast<float>(counted) : 0.0f;
+  float factor =
+      counted ? dloss.loadFloat(0) / static_cast<float>(counted) : 0.0f;
   F32In x(logits);
   F32Out z(out);
   std::vector<double> best(tokens), sums(tokens, 0.0);

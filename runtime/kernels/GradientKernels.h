@@ -12,14 +12,17 @@
 
 namespace mfrt::detail {
 
-Status siluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy, Tensor &out);
-Status geluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy, Tensor &out);
+Status siluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy,
+                Tensor &out);
+Status geluGrad(const fb::Op &op, const Tensor &x, const Tensor &dy,
+                Tensor &out);
 Status embeddingGrad(const fb::Op &op, const Tensor &ids, const Tensor &dy,
                      Tensor &out, const VocabularyBlock &block);
 Status normGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                 Tensor &out, bool layerNorm);
-Status attentionGrad(const fb::Op &op, const std::vector<const Tensor *> &inputs,
-                     Tensor &out, const ParallelFor &parallel);
+Status attentionGrad(const fb::Op &op,
+                     const std::vector<const Tensor *> &inputs, Tensor &out,
+                     const ParallelFor &parallel);
 Status crossEntropyGrad(const fb::Op &op, const Tensor &logits,
                         const Tensor &labels, const Tensor &dloss, Tensor &out,
                         const ParallelFor &parallel,

@@ -5,9 +5,9 @@
 #include "runtime/hal/BlasThread.h"
 #include "runtime/hal/KernelAbi.h"
 
+#include "runtime/base/Tensor.h"
 #include "runtime/kernels/FlashAttention.h"
 #include "runtime/kernels/PanelGemm.h"
-#include "runtime/base/Tensor.h"
 
 #include <cblas.h>
 

@@ -43,9 +43,10 @@ std::string takeServiceError();
 
 /// The services by global name (without `_ptr`): mfrt_gemm_f32,
 /// mfrt_gemm_panels_f32/_f16/_bf16 (PanelGemm.h: B as packed panels),
-/// mfrt_attention and mfrt_attention_grad above, and mfrt_gemm_f16 / mfrt_gemm_bf16, the same
-/// as mfrt_gemm_f32 with A and B in f16 / bf16 (C in f32), which widen the
-/// rows of op(A) and the panel of op(B) a tile reads to f32 first.
+/// mfrt_attention and mfrt_attention_grad above, and mfrt_gemm_f16 /
+/// mfrt_gemm_bf16, the same as mfrt_gemm_f32 with A and B in f16 / bf16 (C in
+/// f32), which widen the rows of op(A) and the panel of op(B) a tile reads to
+/// f32 first.
 const std::vector<KernelService> &kernelServices();
 
 } // namespace mfrt

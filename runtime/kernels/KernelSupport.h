@@ -9,10 +9,10 @@
 #ifndef MFC_RUNTIME_KERNELS_KERNELSUPPORT_H
 #define MFC_RUNTIME_KERNELS_KERNELSUPPORT_H
 
-#include "runtime/format/Executable.h"
-#include "runtime/kernels/Kernels.h"
 #include "runtime/base/Status.h"
 #include "runtime/base/Tensor.h"
+#include "runtime/format/Executable.h"
+#include "runtime/kernels/Kernels.h"
 
 #include <vector>
 
@@ -76,8 +76,8 @@ inline Status shapeError(const fb::Op &op, const std::string &message) {
   return Status::error(where + ": " + message);
 }
 
-inline Status expectShape(const fb::Op &op, const Tensor &tensor, const Shape &shape,
-                   const char *what) {
+inline Status expectShape(const fb::Op &op, const Tensor &tensor,
+                          const Shape &shape, const char *what) {
   if (tensor.shape() != shape) {
     return shapeError(op, std::string(what) + " has shape " +
                               formatShape(tensor.shape()) + ", expected " +
@@ -86,7 +86,8 @@ inline Status expectShape(const fb::Op &op, const Tensor &tensor, const Shape &s
   return Status::ok();
 }
 
-inline Status expectSameShape(const fb::Op &op, const Tensor &a, const Tensor &b) {
+inline Status expectSameShape(const fb::Op &op, const Tensor &a,
+                              const Tensor &b) {
   return expectShape(op, a, b.shape(), "an operand");
 }
 
@@ -123,8 +124,8 @@ Status binary(const fb::Op &op, const Tensor &a, const Tensor &b, Tensor &out,
     const int32_t *x = a.as<int32_t>(), *y = b.as<int32_t>();
     int32_t *z = out.as<int32_t>();
     for (int64_t i = 0; i < n; ++i) {
-      z[i] = static_cast<int32_t>(function(static_cast<float>(x[i]),
-                                           static_cast<float>(y[i])));
+      z[i] = static_cast<int32_t>(
+          function(static_cast<float>(x[i]), static_cast<float>(y[i])));
     }
     return Status::ok();
   }
@@ -173,8 +174,8 @@ Status checkLabels(const fb::Op &op, const Tensor &labels, int64_t vocab,
 
 /// `block`'s whole vocabulary for a block of `rows` ids (an error when the
 /// block does not lie in it), and its rows' offset in it.
-StatusOr<int64_t> wholeVocabulary(const fb::Op &op, const VocabularyBlock &block,
-                                  int64_t rows);
+StatusOr<int64_t> wholeVocabulary(const fb::Op &op,
+                                  const VocabularyBlock &block, int64_t rows);
 
 /// `values` combined over the ranks of `block` (unchanged on one rank).
 Status combine(const VocabularyBlock &block, std::vector<double> &values,

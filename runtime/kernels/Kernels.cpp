@@ -22,7 +22,6 @@ namespace {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-
 /// Integer add is exact; the float path above would round large ints.
 Status addInt(const fb::Op &op, const Tensor &a, const Tensor &b, Tensor &out) {
   MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
@@ -281,7 +280,9 @@ Status softmax(const fb::Op &op, const Tensor &a, Tensor &out) {
   F32Out z(out);
   for (int64_t o = 0; o < split.outer; ++o) {
     for (int64_t i = 0; i < split.inner; ++i) {
-      auto at = [&](int64_t k) { return (o * split.size + k) * split.inner + i; };
+      auto at = [&](int64_t k) {
+        return (o * split.size + k) * split.inner + i;
+      };
       float best = -std::numeric_limits<float>::infinity();
       for (int64_t k = 0; k < split.size; ++k) {
         best = std::max(best, x[at(k)]);
@@ -406,9 +407,8 @@ Status matmul(const fb::Op &op, const Tensor &lhs, const Tensor &rhs,
   expected.push_back(m);
   expected.push_back(n);
   bool sharedRhs = rhsRank == 2;
-  if (k != rhsK ||
-      (!sharedRhs && Shape(rhs.shape().begin(), rhs.shape().end() - 2) !=
-                         batchShape)) {
+  if (k != rhsK || (!sharedRhs && Shape(rhs.shape().begin(),
+                                        rhs.shape().end() - 2) != batchShape)) {
     return shapeError(op, "cannot multiply " + formatShape(lhs.shape()) +
                               " by " + formatShape(rhs.shape()));
   }
@@ -583,8 +583,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   if (seq == 1) {
     // One position (decode): a KV head's query heads attend together, as
     // the fused attention does them.
-    (small ? runSerially : parallel)(batch * kvHeads, [&](int64_t begin,
-                                                          int64_t end) {
+    (small ? runSerially
+           : parallel)(batch * kvHeads, [&](int64_t begin, int64_t end) {
       std::vector<float> scratch;
       for (int64_t unit = begin; unit < end; ++unit) {
         int64_t b = unit / kvHeads, kvHead = unit % kvHeads;
@@ -601,8 +601,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
     result.finish();
     return Status::ok();
   }
-  (small ? runSerially : parallel)(batch * heads * rowBlocks,
-                                   [&](int64_t begin, int64_t end) {
+  (small ? runSerially : parallel)(batch * heads * rowBlocks, [&](int64_t begin,
+                                                                  int64_t end) {
     std::vector<float> scratch;
     for (int64_t tile = begin; tile < end; ++tile) {
       int64_t b = tile / (heads * rowBlocks);
@@ -732,8 +732,9 @@ StatusOr<int64_t> mfrt::detail::wholeVocabulary(const fb::Op &op,
     return rows;
   }
   if (block.first < 0 || block.first + rows > block.vocabulary) {
-    return shapeError(op, "the vocabulary block [" + std::to_string(block.first) +
-                              ", " + std::to_string(block.first + rows) +
+    return shapeError(op, "the vocabulary block [" +
+                              std::to_string(block.first) + ", " +
+                              std::to_string(block.first + rows) +
                               ") is outside the vocabulary [0, " +
                               std::to_string(block.vocabulary) + ")");
   }
@@ -806,7 +807,6 @@ inline float expNonPositive(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
-
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) double
 squaredDeviationsClones(const float *x, int64_t n, double mean) {
@@ -997,13 +997,17 @@ Status mfrt::runKernel(const fb::Op &op,
     if (output.dtype() == DType::I32) {
       return addInt(op, in(0), in(1), output);
     }
-    return binary(op, in(0), in(1), output, [](float a, float b) { return a + b; });
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return a + b; });
   case fb::OpKind::Sub:
-    return binary(op, in(0), in(1), output, [](float a, float b) { return a - b; });
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return a - b; });
   case fb::OpKind::Mul:
-    return binary(op, in(0), in(1), output, [](float a, float b) { return a * b; });
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return a * b; });
   case fb::OpKind::Div:
-    return binary(op, in(0), in(1), output, [](float a, float b) { return a / b; });
+    return binary(op, in(0), in(1), output,
+                  [](float a, float b) { return a / b; });
   case fb::OpKind::Max:
     return binary(op, in(0), in(1), output,
                   [](float a, float b) { return std::max(a, b); });
@@ -1024,7 +1028,8 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Sqrt:
     return unary(op, in(0), output, [](float x) { return std::sqrt(x); });
   case fb::OpKind::Rsqrt:
-    return unary(op, in(0), output, [](float x) { return 1.0f / std::sqrt(x); });
+    return unary(op, in(0), output,
+                 [](float x) { return 1.0f / std::sqrt(x); });
   case fb::OpKind::Silu:
     return unary(op, in(0), output, silu);
   case fb::OpKind::FastGelu:

@@ -10,9 +10,9 @@
 #ifndef MFC_RUNTIME_KERNELS_KERNELS_H
 #define MFC_RUNTIME_KERNELS_KERNELS_H
 
-#include "runtime/format/Executable.h"
 #include "runtime/base/Status.h"
 #include "runtime/base/Tensor.h"
+#include "runtime/format/Executable.h"
 
 #include <functional>
 #include <vector>

@@ -36,13 +36,15 @@ constexpr int kRowBlock = 8;
 /// `Masked` (the rest 0): f32 as they are, f16 converted, bf16 as the high
 /// halves of f32s.
 template <DType Stored, bool Masked>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512
+__attribute__((target("avx512f,avx512bw,avx512vl"),
+               always_inline)) inline __m512
 loadPanelRow(const void *at, __mmask16 mask) {
   if constexpr (Stored == DType::F32) {
     return Masked ? _mm512_maskz_loadu_ps(mask, at) : _mm512_loadu_ps(at);
   } else {
-    __m256i half = Masked ? _mm256_maskz_loadu_epi16(mask, at)
-                          : _mm256_loadu_si256(static_cast<const __m256i *>(at));
+    __m256i half = Masked
+                       ? _mm256_maskz_loadu_epi16(mask, at)
+                       : _mm256_loadu_si256(static_cast<const __m256i *>(at));
     if constexpr (Stored == DType::F16) {
       return _mm512_cvtph_ps(half);
     } else {
@@ -83,8 +85,8 @@ panelRowsAvx512(const float *a, int64_t lda, const void *panelBytes,
   const int64_t stride = (Narrow ? width : kPanelWidth) * size;
   for (int64_t k = 0; k < depth; ++k) {
     __m512 left = loadPanelRow<Stored, Narrow>(panel + k * stride, leftColumns);
-    __m512 right =
-        loadPanelRow<Stored, Narrow>(panel + k * stride + 16 * size, rightColumns);
+    __m512 right = loadPanelRow<Stored, Narrow>(panel + k * stride + 16 * size,
+                                                rightColumns);
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       __m512 x = _mm512_set1_ps(a[r * lda + k]);
@@ -276,8 +278,8 @@ void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
       // Column 0 of the panel in the tile (left of it for the first panel
       // of a tile that starts mid-panel: those columns are masked off).
       float *out = tile + (p * kPanelWidth - n0);
-      uint32_t columns = static_cast<uint32_t>(
-          ((uint64_t(1) << last) - 1) & ~((uint64_t(1) << first) - 1));
+      uint32_t columns = static_cast<uint32_t>(((uint64_t(1) << last) - 1) &
+                                               ~((uint64_t(1) << first) - 1));
       // AVX2 has no masked loads of 16-bit elements: a narrow panel's
       // block is read as f32, padded to the whole width with zeros, once
       // for all its rows.
@@ -341,8 +343,8 @@ void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
                         void *weight) {
   const int64_t size = dtypeSize(dtype);
   for (int64_t p = 0; p < panelCount(n); ++p) {
-    transpose(static_cast<const char *>(panels) + p * kPanelWidth * k * size,
-              k, std::min(kPanelWidth, n - p * kPanelWidth), size,
+    transpose(static_cast<const char *>(panels) + p * kPanelWidth * k * size, k,
+              std::min(kPanelWidth, n - p * kPanelWidth), size,
               static_cast<char *>(weight) + p * kPanelWidth * k * size);
   }
 }

@@ -15,8 +15,8 @@
 #ifndef MFC_RUNTIME_KERNELS_PANELGEMM_H
 #define MFC_RUNTIME_KERNELS_PANELGEMM_H
 
-#include "runtime/hal/KernelAbi.h"
 #include "runtime/base/Tensor.h"
+#include "runtime/hal/KernelAbi.h"
 
 #include <cstdint>
 

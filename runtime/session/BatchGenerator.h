@@ -15,11 +15,11 @@
 #ifndef MFC_RUNTIME_SESSION_BATCHGENERATOR_H
 #define MFC_RUNTIME_SESSION_BATCHGENERATOR_H
 
-#include "runtime/format/Executable.h"
+#include "runtime/base/Status.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/format/Executable.h"
 #include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
-#include "runtime/base/Status.h"
 
 #include <cstdint>
 #include <deque>

@@ -3,15 +3,16 @@
 #include "runtime/session/ModelSession.h"
 #include "runtime/kernels/KernelServices.h"
 
-#include "runtime/hal/BlasThread.h"
 #include "runtime/exec/GraphExecutor.h"
 #include "runtime/exec/PyNative.h"
+#include "runtime/hal/BlasThread.h"
 #include "runtime/text/TokenizerConfig.h"
 
 using namespace mfrt;
 
 Status ModelSession::loadKernels(int64_t threads) {
-  MFRT_ASSIGN_OR_RETURN(kernels, KernelLibrary::load(executable, kernelServices()));
+  MFRT_ASSIGN_OR_RETURN(kernels,
+                        KernelLibrary::load(executable, kernelServices()));
   // OpenBLAS's server threads stop before the pool's start: a worker
   // reuses the stack one of them leaves (glibc caches it, its pages still
   // resident) instead of adding its own.

@@ -11,15 +11,15 @@
 #ifndef MFC_RUNTIME_SESSION_MODELSESSION_H
 #define MFC_RUNTIME_SESSION_MODELSESSION_H
 
-#include "runtime/hal/Allocator.h"
-#include "runtime/text/ChatTemplate.h"
-#include "runtime/format/Executable.h"
-#include "runtime/exec/Executor.h"
-#include "runtime/hal/KernelLibrary.h"
 #include "runtime/base/Status.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/format/Executable.h"
+#include "runtime/hal/Allocator.h"
+#include "runtime/hal/KernelLibrary.h"
 #include "runtime/hal/ThreadPool.h"
-#include "runtime/text/Tokenizer.h"
 #include "runtime/io/Weights.h"
+#include "runtime/text/ChatTemplate.h"
+#include "runtime/text/Tokenizer.h"
 
 #include <memory>
 #include <string>

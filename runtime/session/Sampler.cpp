@@ -27,8 +27,8 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
     }
   }
   if (!options_.doSample) {
-    return static_cast<int32_t>(
-        std::max_element(scores.begin(), scores.end()) - scores.begin());
+    return static_cast<int32_t>(std::max_element(scores.begin(), scores.end()) -
+                                scores.begin());
   }
   // Candidates by descending score, ties by id (a stable sort's order),
   // only as many as the sampling can pick: sorting the whole vocabulary
@@ -38,7 +38,8 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   // all (a nucleus is rarely more than a few hundred ids); with neither,
   // every id in id order (the same distribution).
   double temperature = std::max(options_.temperature, 1e-6);
-  int64_t keep = options_.topK > 0 ? std::min(options_.topK, vocabSize) : vocabSize;
+  int64_t keep =
+      options_.topK > 0 ? std::min(options_.topK, vocabSize) : vocabSize;
   std::vector<int32_t> order(vocabSize);
   std::iota(order.begin(), order.end(), 0);
   auto orderBest = [&](int64_t count) {
@@ -53,8 +54,7 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   };
   double total = 0; // of all ids, for a nucleus of the whole vocabulary
   if (keep == vocabSize && options_.topP < 1.0) {
-    double best =
-        *std::max_element(scores.begin(), scores.end()) / temperature;
+    double best = *std::max_element(scores.begin(), scores.end()) / temperature;
     for (double score : scores) {
       total += std::exp(score / temperature - best);
     }
@@ -75,8 +75,9 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   } else if (keep < vocabSize) {
     orderBest(keep);
   } else { // every id: the largest first is all the probabilities need
-    std::swap(order[0], order[std::max_element(scores.begin(), scores.end()) -
-                              scores.begin()]);
+    std::swap(
+        order[0],
+        order[std::max_element(scores.begin(), scores.end()) - scores.begin()]);
   }
   std::vector<double> probabilities(keep);
   double best = scores[order[0]] / temperature, sum = 0;

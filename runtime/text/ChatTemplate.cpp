@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <climits>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -214,8 +214,11 @@ std::vector<std::string> characters(const std::string &text) {
   std::vector<std::string> out;
   for (size_t i = 0; i < text.size();) {
     unsigned char lead = static_cast<unsigned char>(text[i]);
-    size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3
-                                    : (lead >> 3) == 0x1E ? 4 : 1;
+    size_t length = lead < 0x80           ? 1
+                    : (lead >> 5) == 0x6  ? 2
+                    : (lead >> 4) == 0xE  ? 3
+                    : (lead >> 3) == 0x1E ? 4
+                                          : 1;
     length = std::min(length, text.size() - i);
     out.push_back(text.substr(i, length));
     i += length;
@@ -404,8 +407,19 @@ Value fromJson(const nlohmann::ordered_json &json) {
 
 struct Expr {
   enum class Kind {
-    Literal, Name, Attr, Item, Slice, Call, Filter, Test, Unary, Binary,
-    Conditional, ListLiteral, DictLiteral
+    Literal,
+    Name,
+    Attr,
+    Item,
+    Slice,
+    Call,
+    Filter,
+    Test,
+    Unary,
+    Binary,
+    Conditional,
+    ListLiteral,
+    DictLiteral
   } kind;
   int line = 0;
   Value literal;
@@ -473,7 +487,9 @@ std::optional<std::string> unescape(const std::string &source, size_t &at,
   if (e >= '0' && e <= '7') {
     uint32_t value = 0;
     size_t k = at + 1;
-    for (; k < source.size() && k < at + 4 && source[k] >= '0' && source[k] <= '7'; ++k) {
+    for (; k < source.size() && k < at + 4 && source[k] >= '0' &&
+           source[k] <= '7';
+         ++k) {
       value = value * 8 + static_cast<uint32_t>(source[k] - '0');
     }
     appendUtf8(value, out);
@@ -524,7 +540,8 @@ StatusOr<std::vector<Token>> tokenize(const std::string &source, int line) {
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t start = i;
       while (i < source.size() &&
-             (std::isalnum(static_cast<unsigned char>(source[i])) || source[i] == '_')) {
+             (std::isalnum(static_cast<unsigned char>(source[i])) ||
+              source[i] == '_')) {
         ++i;
       }
       tokens.push_back({Token::Kind::Name, source.substr(start, i - start)});
@@ -846,7 +863,8 @@ private:
       } else {
         call.args.push_back(conditional());
       }
-      if (!acceptOp(",") && !(peek().kind == Token::Kind::Op && peek().text == ")")) {
+      if (!acceptOp(",") &&
+          !(peek().kind == Token::Kind::Op && peek().text == ")")) {
         setError("expected ',' or ')' in a call");
         return;
       }
@@ -924,7 +942,8 @@ private:
     }
     case Token::Kind::Int: {
       int64_t value = 0;
-      std::from_chars(token.text.data(), token.text.data() + token.text.size(), value);
+      std::from_chars(token.text.data(), token.text.data() + token.text.size(),
+                      value);
       return literal(Value::of(value));
     }
     case Token::Kind::Float:
@@ -1009,7 +1028,8 @@ struct ChatTemplate::Node {
   std::string text;
   std::unique_ptr<Expr> expr; // Output, For's iterable, Set's value
   /// If: (condition, body) per branch; the else branch has no condition.
-  std::vector<std::pair<std::unique_ptr<Expr>, std::vector<std::unique_ptr<Node>>>>
+  std::vector<
+      std::pair<std::unique_ptr<Expr>, std::vector<std::unique_ptr<Node>>>>
       branches;
   std::vector<std::string> targets; // For's names; Set's name or ns, attr
   std::vector<std::unique_ptr<Node>> body, elseBody;
@@ -1031,21 +1051,24 @@ StatusOr<std::vector<Segment>> segment(const std::string &source) {
   std::vector<Segment> segments;
   size_t i = 0;
   int line = 1;
-  bool trimNextText = false;     // a `-` closed the tag before
-  bool trimNextNewline = false;  // trim_blocks after a block tag
+  bool trimNextText = false;    // a `-` closed the tag before
+  bool trimNextNewline = false; // trim_blocks after a block tag
   auto countLines = [&](size_t from, size_t to) {
-    line += static_cast<int>(std::count(source.begin() + from, source.begin() + to, '\n'));
+    line += static_cast<int>(
+        std::count(source.begin() + from, source.begin() + to, '\n'));
   };
   while (i < source.size()) {
     size_t open = source.find('{', i);
     while (open != std::string::npos && open + 1 < source.size() &&
-           source[open + 1] != '{' && source[open + 1] != '%' && source[open + 1] != '#') {
+           source[open + 1] != '{' && source[open + 1] != '%' &&
+           source[open + 1] != '#') {
       open = source.find('{', open + 1);
     }
     if (open != std::string::npos && open + 1 >= source.size()) {
       open = std::string::npos; // a '{' that ends the text
     }
-    std::string text = source.substr(i, open == std::string::npos ? std::string::npos : open - i);
+    std::string text = source.substr(
+        i, open == std::string::npos ? std::string::npos : open - i);
     int textLine = line;
     countLines(i, open == std::string::npos ? source.size() : open);
     if (trimNextText) {
@@ -1092,7 +1115,8 @@ StatusOr<std::vector<Segment>> segment(const std::string &source) {
       // lstrip_blocks: the spaces and tabs before a block tag that starts
       // its line (in the source) go.
       size_t before = open;
-      while (before > 0 && (source[before - 1] == ' ' || source[before - 1] == '\t')) {
+      while (before > 0 &&
+             (source[before - 1] == ' ' || source[before - 1] == '\t')) {
         --before;
       }
       if (before == 0 || source[before - 1] == '\n') {
@@ -1138,7 +1162,8 @@ public:
         ++position_;
         break;
       case Segment::Kind::Output: {
-        StatusOr<std::vector<Token>> tokens = tokenize(segment.content, segment.line);
+        StatusOr<std::vector<Token>> tokens =
+            tokenize(segment.content, segment.line);
         if (!tokens) {
           return tokens.status();
         }
@@ -1148,7 +1173,8 @@ public:
           return expr.status();
         }
         if (!parser.atEnd()) {
-          return parser.fail("unexpected '" + parser.peek().text + "' in {{ }}");
+          return parser.fail("unexpected '" + parser.peek().text +
+                             "' in {{ }}");
         }
         auto node = std::make_unique<Node>();
         node->kind = Node::Kind::Output;
@@ -1185,7 +1211,8 @@ private:
     }
     size_t end = start;
     while (end < content.size() &&
-           (std::isalnum(static_cast<unsigned char>(content[end])) || content[end] == '_')) {
+           (std::isalnum(static_cast<unsigned char>(content[end])) ||
+            content[end] == '_')) {
       ++end;
     }
     return content.substr(start, end - start);
@@ -1207,7 +1234,8 @@ private:
 
   Status parseStatementAt(const Segment &segment,
                           std::vector<std::unique_ptr<Node>> &out) {
-    StatusOr<std::vector<Token>> tokens = tokenize(segment.content, segment.line);
+    StatusOr<std::vector<Token>> tokens =
+        tokenize(segment.content, segment.line);
     if (!tokens) {
       return tokens.status();
     }
@@ -1246,7 +1274,8 @@ private:
         MFRT_RETURN_IF_ERROR(parseBlock(body, {"elif", "else", "endif"}));
         node->branches.emplace_back(std::move(current), std::move(body));
         const Segment &end = segments_[position_++];
-        StatusOr<std::vector<Token>> endTokens = tokenize(end.content, end.line);
+        StatusOr<std::vector<Token>> endTokens =
+            tokenize(end.content, end.line);
         if (!endTokens) {
           return endTokens.status();
         }
@@ -1307,7 +1336,8 @@ private:
         node->targets.push_back(*attribute);
       }
       if (!parser.acceptOp("=")) {
-        return parser.fail("{% set %} blocks are not supported; use {% set x = ... %}");
+        return parser.fail(
+            "{% set %} blocks are not supported; use {% set x = ... %}");
       }
       StatusOr<std::unique_ptr<Expr>> value = expression();
       if (!value) {
@@ -1464,7 +1494,8 @@ private:
       }
     } else if (iterable->kind != Value::Kind::Undefined &&
                iterable->kind != Value::Kind::None) {
-      return fail(node.line, std::string("cannot loop over ") + kindName(*iterable));
+      return fail(node.line,
+                  std::string("cannot loop over ") + kindName(*iterable));
     }
     if (items.empty()) {
       return run(node.elseBody);
@@ -1479,22 +1510,22 @@ private:
         const Value &item = items[i];
         if (item.kind != Value::Kind::List ||
             item.list->size() != node.targets.size()) {
-          return fail(node.line, "cannot unpack " + std::string(kindName(item)) +
-                                     " into " + std::to_string(node.targets.size()) +
+          return fail(node.line, "cannot unpack " +
+                                     std::string(kindName(item)) + " into " +
+                                     std::to_string(node.targets.size()) +
                                      " loop variables");
         }
         for (size_t t = 0; t < node.targets.size(); ++t) {
           scope[node.targets[t]] = (*item.list)[t];
         }
       }
-      scope["loop"] = Value::ofMap(
-          {{"index", Value::of(i + 1)},
-           {"index0", Value::of(i)},
-           {"revindex", Value::of(length - i)},
-           {"revindex0", Value::of(length - i - 1)},
-           {"first", Value::of(i == 0)},
-           {"last", Value::of(i + 1 == length)},
-           {"length", Value::of(length)}});
+      scope["loop"] = Value::ofMap({{"index", Value::of(i + 1)},
+                                    {"index0", Value::of(i)},
+                                    {"revindex", Value::of(length - i)},
+                                    {"revindex0", Value::of(length - i - 1)},
+                                    {"first", Value::of(i == 0)},
+                                    {"last", Value::of(i + 1 == length)},
+                                    {"length", Value::of(length)}});
       scopes_.push_back(std::move(scope));
       Status status = run(node.body);
       scopes_.pop_back();
@@ -1581,7 +1612,8 @@ private:
       if (operand->kind == Value::Kind::Float) {
         return Value::of(-operand->number);
       }
-      return fail(expr.line, std::string("cannot negate ") + kindName(*operand));
+      return fail(expr.line,
+                  std::string("cannot negate ") + kindName(*operand));
     }
     case Expr::Kind::Conditional: {
       StatusOr<Value> condition = child(1);
@@ -1611,12 +1643,14 @@ private:
     return Value(); // a missing attribute is undefined, as in Jinja
   }
 
-  StatusOr<Value> item(const Expr &expr, const Value &object, const Value &index) {
+  StatusOr<Value> item(const Expr &expr, const Value &object,
+                       const Value &index) {
     if (object.kind == Value::Kind::Map) {
       const Value *found = object.find(str(index));
       return found ? *found : Value();
     }
-    if ((object.kind == Value::Kind::List || object.kind == Value::Kind::String) &&
+    if ((object.kind == Value::Kind::List ||
+         object.kind == Value::Kind::String) &&
         index.kind == Value::Kind::Int) {
       std::vector<std::string> chars;
       if (object.kind == Value::Kind::String) {
@@ -1724,8 +1758,9 @@ private:
     }
     if (callee.kind == Expr::Kind::Name) {
       if (callee.name == "raise_exception") {
-        return fail(expr.line, "the template raised: " +
-                                   (args->empty() ? std::string() : str((*args)[0])));
+        return fail(expr.line,
+                    "the template raised: " +
+                        (args->empty() ? std::string() : str((*args)[0])));
       }
       if (callee.name == "namespace") {
         Value ns = Value::ofMap({});
@@ -1738,11 +1773,13 @@ private:
         }
         return ns;
       }
-      return fail(expr.line, "'" + callee.name + "' is not a function mfc knows "
-                                                 "(raise_exception, namespace)");
+      return fail(expr.line, "'" + callee.name +
+                                 "' is not a function mfc knows "
+                                 "(raise_exception, namespace)");
     }
     if (callee.kind != Expr::Kind::Attr) {
-      return fail(expr.line, "only methods and raise_exception/namespace can be called");
+      return fail(expr.line,
+                  "only methods and raise_exception/namespace can be called");
     }
     StatusOr<Value> object = eval(*callee.args[0]);
     if (!object) {
@@ -1752,19 +1789,22 @@ private:
   }
 
   StatusOr<Value> method(const Expr &expr, const Value &object,
-                         const std::string &name, const std::vector<Value> &args) {
+                         const std::string &name,
+                         const std::vector<Value> &args) {
     auto stringArg = [&](size_t i, const std::string &fallback) -> std::string {
-      return i < args.size() && args[i].kind == Value::Kind::String ? args[i].text
-                                                                    : fallback;
+      return i < args.size() && args[i].kind == Value::Kind::String
+                 ? args[i].text
+                 : fallback;
     };
     if (object.kind == Value::Kind::String) {
       const std::string &s = object.text;
       if (name == "startswith" || name == "endswith") {
         std::string affix = stringArg(0, "");
-        bool yes = s.size() >= affix.size() &&
-                   (name == "startswith"
-                        ? s.compare(0, affix.size(), affix) == 0
-                        : s.compare(s.size() - affix.size(), affix.size(), affix) == 0);
+        bool yes =
+            s.size() >= affix.size() &&
+            (name == "startswith" ? s.compare(0, affix.size(), affix) == 0
+                                  : s.compare(s.size() - affix.size(),
+                                              affix.size(), affix) == 0);
         return Value::of(yes);
       }
       if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -1775,7 +1815,8 @@ private:
         if (begin == std::string::npos) {
           return Value::of(std::string());
         }
-        size_t end = name == "lstrip" ? s.size() : s.find_last_not_of(chars) + 1;
+        size_t end =
+            name == "lstrip" ? s.size() : s.find_last_not_of(chars) + 1;
         return Value::of(s.substr(begin, end - begin));
       }
       if (name == "split") {
@@ -1788,7 +1829,9 @@ private:
               break;
             }
             size_t end = s.find_first_of(" \t\n\r\v\f", begin);
-            parts.push_back(Value::of(s.substr(begin, end == std::string::npos ? std::string::npos : end - begin)));
+            parts.push_back(Value::of(s.substr(begin, end == std::string::npos
+                                                          ? std::string::npos
+                                                          : end - begin)));
             if (end == std::string::npos) {
               break;
             }
@@ -1827,8 +1870,9 @@ private:
       if (name == "upper" || name == "lower") {
         std::string out = s;
         for (char &c : out) {
-          c = static_cast<char>(name == "upper" ? std::toupper(static_cast<unsigned char>(c))
-                                                : std::tolower(static_cast<unsigned char>(c)));
+          c = static_cast<char>(
+              name == "upper" ? std::toupper(static_cast<unsigned char>(c))
+                              : std::tolower(static_cast<unsigned char>(c)));
         }
         return Value::of(out);
       }
@@ -1837,7 +1881,7 @@ private:
       if (name == "items" || name == "keys" || name == "values") {
         List out;
         for (const auto &[key, value] : *object.map) {
-          out.push_back(name == "items"  ? Value::ofList({Value::of(key), value})
+          out.push_back(name == "items" ? Value::ofList({Value::of(key), value})
                         : name == "keys" ? Value::of(key)
                                          : value);
         }
@@ -1869,7 +1913,8 @@ private:
       if (begin == std::string::npos) {
         return Value::of(std::string());
       }
-      return Value::of(s.substr(begin, s.find_last_not_of(" \t\n\r\v\f") + 1 - begin));
+      return Value::of(
+          s.substr(begin, s.find_last_not_of(" \t\n\r\v\f") + 1 - begin));
     }
     if (name == "tojson") {
       std::string out;
@@ -1916,7 +1961,9 @@ private:
     if (name == "default" || name == "d") {
       bool useDefault = v.kind == Value::Kind::Undefined ||
                         (args->size() > 1 && !truthy(v) && truthy((*args)[1]));
-      return useDefault ? (args->empty() ? Value::of(std::string()) : (*args)[0]) : v;
+      return useDefault
+                 ? (args->empty() ? Value::of(std::string()) : (*args)[0])
+                 : v;
     }
     if (name == "list") {
       if (v.kind == Value::Kind::List) {
@@ -2020,18 +2067,21 @@ private:
       return Value::of(left + right);
     }
     if (a.kind == Value::Kind::Undefined || b.kind == Value::Kind::Undefined) {
-      const Expr &undefined = *expr.args[a.kind == Value::Kind::Undefined ? 0 : 1];
+      const Expr &undefined =
+          *expr.args[a.kind == Value::Kind::Undefined ? 0 : 1];
       return fail(expr.line, undefined.kind == Expr::Kind::Name
                                  ? "'" + undefined.name + "' is undefined"
                                  : "'" + op + "' with an undefined value");
     }
-    if (op == "+" && a.kind == Value::Kind::String && b.kind == Value::Kind::String) {
+    if (op == "+" && a.kind == Value::Kind::String &&
+        b.kind == Value::Kind::String) {
       if (a.text.size() + b.text.size() > kMaxRenderedBytes) {
         return tooBig(expr.line);
       }
       return Value::of(a.text + b.text);
     }
-    if (op == "+" && a.kind == Value::Kind::List && b.kind == Value::Kind::List) {
+    if (op == "+" && a.kind == Value::Kind::List &&
+        b.kind == Value::Kind::List) {
       if (a.list->size() + b.list->size() > kMaxRenderedBytes) {
         return tooBig(expr.line);
       }
@@ -2042,15 +2092,20 @@ private:
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       int order;
       if (a.isNumber() && b.isNumber()) {
-        order = a.asDouble() < b.asDouble() ? -1 : a.asDouble() > b.asDouble() ? 1 : 0;
-      } else if (a.kind == Value::Kind::String && b.kind == Value::Kind::String) {
+        order = a.asDouble() < b.asDouble()   ? -1
+                : a.asDouble() > b.asDouble() ? 1
+                                              : 0;
+      } else if (a.kind == Value::Kind::String &&
+                 b.kind == Value::Kind::String) {
         order = a.text.compare(b.text);
       } else {
         return fail(expr.line, std::string("cannot compare ") + kindName(a) +
                                    " and " + kindName(b));
       }
-      bool result = op == "<" ? order < 0 : op == ">" ? order > 0
-                    : op == "<=" ? order <= 0 : order >= 0;
+      bool result = op == "<"    ? order < 0
+                    : op == ">"  ? order > 0
+                    : op == "<=" ? order <= 0
+                                 : order >= 0;
       return Value::of(result);
     }
     if (a.isNumber() && b.isNumber()) {
@@ -2074,21 +2129,30 @@ private:
           return Value::of(result);
         }
         int64_t quotient = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
-        if (op == "//") return Value::of(quotient);
-        if (op == "%") return Value::of(x - quotient * y);
+        if (op == "//")
+          return Value::of(quotient);
+        if (op == "%")
+          return Value::of(x - quotient * y);
       }
       double x = a.asDouble(), y = b.asDouble();
-      if (op == "+") return Value::of(x + y);
-      if (op == "-") return Value::of(x - y);
-      if (op == "*") return Value::of(x * y);
+      if (op == "+")
+        return Value::of(x + y);
+      if (op == "-")
+        return Value::of(x - y);
+      if (op == "*")
+        return Value::of(x * y);
       if (y == 0) {
         return fail(expr.line, "division by zero");
       }
-      if (op == "/") return Value::of(x / y);
-      if (op == "//") return Value::of(std::floor(x / y));
-      if (op == "%") return Value::of(x - std::floor(x / y) * y);
+      if (op == "/")
+        return Value::of(x / y);
+      if (op == "//")
+        return Value::of(std::floor(x / y));
+      if (op == "%")
+        return Value::of(x - std::floor(x / y) * y);
     }
-    return fail(expr.line, "'" + op + "' of " + kindName(a) + " and " + kindName(b));
+    return fail(expr.line,
+                "'" + op + "' of " + kindName(a) + " and " + kindName(b));
   }
 
   std::vector<std::map<std::string, Value>> scopes_;
@@ -2134,8 +2198,9 @@ StatusOr<std::string> ChatTemplate::render(
   return std::move(renderer.output());
 }
 
-StatusOr<std::string> ChatTemplate::renderJson(const std::string &messagesJson,
-                                               const std::string &variablesJson) const {
+StatusOr<std::string>
+ChatTemplate::renderJson(const std::string &messagesJson,
+                         const std::string &variablesJson) const {
   // Ordered: tojson keeps the caller's key order, as Python's dicts do.
   nlohmann::ordered_json messages =
       nlohmann::ordered_json::parse(messagesJson, nullptr, false);

@@ -1,4 +1,5 @@
-//===- ChatTemplate.h - Hugging Face chat templates (a Jinja subset) -*- C++ -*-===//
+//===- ChatTemplate.h - Hugging Face chat templates (a Jinja subset) -*- C++
+//-*-===//
 //
 // A model's chat_template is a Jinja program over `messages`. This renders
 // the subset the LLaMA family's templates use (Qwen's ChatML with its tool
@@ -39,9 +40,9 @@ public:
 
   /// Renders with `messages`, add_generation_prompt, and string variables
   /// (bos_token, eos_token, ...).
-  StatusOr<std::string>
-  render(const std::vector<ChatMessage> &messages, bool addGenerationPrompt,
-         const std::vector<std::pair<std::string, std::string>> &variables) const;
+  StatusOr<std::string> render(
+      const std::vector<ChatMessage> &messages, bool addGenerationPrompt,
+      const std::vector<std::pair<std::string, std::string>> &variables) const;
 
   /// Renders with `messages` given as JSON (a list of objects, as in
   /// Hugging Face: role, content, tool_calls, ...) and `variables` as a JSON

@@ -79,9 +79,8 @@ StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(',', start);
-    std::string item = text.substr(start, end == std::string::npos
-                                              ? std::string::npos
-                                              : end - start);
+    std::string item = text.substr(
+        start, end == std::string::npos ? std::string::npos : end - start);
     char *rest = nullptr;
     long value = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0') {
@@ -107,8 +106,8 @@ StatusOr<std::vector<int32_t>> mfrt::parseIds(const std::string &text,
 /// Token ids from a text file (bytes) or an MFTOKENS file: the 8 bytes
 /// "MFTOKENS", then little-endian int32 ids.
 StatusOr<std::vector<int32_t>> mfrt::readTokens(const std::string &path,
-                                               int64_t vocab,
-                                               const TextEncoder &encodeText) {
+                                                int64_t vocab,
+                                                const TextEncoder &encodeText) {
   StatusOr<std::vector<uint8_t>> read =
       readRegularFile(path, "data file", kMaxDataFileBytes);
   if (!read) {

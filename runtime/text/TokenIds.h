@@ -27,9 +27,9 @@ StatusOr<std::vector<int32_t>> readTokens(const std::string &path,
 
 /// "1,2,3" -> {1, 2, 3}, each checked against the vocabulary; `flag` names
 /// where they came from in messages.
-StatusOr<std::vector<int32_t>> parseIds(const std::string &text,
-                                        int64_t vocabSize,
-                                        const std::string &flag = "--input-ids");
+StatusOr<std::vector<int32_t>>
+parseIds(const std::string &text, int64_t vocabSize,
+         const std::string &flag = "--input-ids");
 
 } // namespace mfrt
 

@@ -215,7 +215,8 @@ StatusOr<Bpe> readBpe(const json &model, const std::string &where) {
     if (entry.is_string()) {
       const std::string &text = entry.get_ref<const std::string &>();
       size_t space = text.find(' ');
-      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
+      if (space == std::string::npos ||
+          text.find(' ', space + 1) != std::string::npos) {
         return Status::error(StatusCode::DataLoss,
                              where + ".merges[" + std::to_string(rank) +
                                  "]: expected 'left right', got '" + text +
@@ -326,7 +327,8 @@ struct Tokenizer::Impl {
   /// piece pre-tokenized and through the model.
   Status encodeSegment(std::string_view segment, bool atTextStart,
                        std::vector<int32_t> &ids) const {
-    StatusOr<std::string> normalized = normalize(normalizer, std::string(segment));
+    StatusOr<std::string> normalized =
+        normalize(normalizer, std::string(segment));
     if (!normalized) {
       return normalized.status();
     }
@@ -442,7 +444,8 @@ Tokenizer::load(const std::string &path, const std::string &tokenizerClass) {
   std::string file = path;
   struct stat info;
   bool folder = ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
-  std::string base = folder ? path + "/" : path.substr(0, path.find_last_of('/') + 1);
+  std::string base =
+      folder ? path + "/" : path.substr(0, path.find_last_of('/') + 1);
   if (folder) {
     file = path + "/tokenizer.json";
     if (::stat(file.c_str(), &info) != 0) {
@@ -462,7 +465,8 @@ Tokenizer::load(const std::string &path, const std::string &tokenizerClass) {
   } else if (path.size() >= 10 &&
              path.compare(path.size() - 10, 10, "vocab.json") == 0) {
     return fromVocabAndMerges(path, tokenizerClass);
-  } else if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".model") == 0) {
+  } else if (path.size() >= 6 &&
+             path.compare(path.size() - 6, 6, ".model") == 0) {
     return fromSentencePiece(path);
   }
   StatusOr<std::vector<uint8_t>> bytes =
@@ -497,8 +501,8 @@ Tokenizer::fromSentencePieceBytes(const std::vector<uint8_t> &bytes,
   auto impl = std::make_unique<Impl>();
   impl->path = name;
   impl->spm = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  auto status = impl->spm->LoadFromSerializedProto(
-      std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+  auto status = impl->spm->LoadFromSerializedProto(std::string_view(
+      reinterpret_cast<const char *>(bytes.data()), bytes.size()));
   if (!status.ok()) {
     return Status::error(StatusCode::DataLoss, "SentencePiece model " + name +
                                                    ": " + status.ToString());
@@ -522,20 +526,23 @@ StatusOr<std::unique_ptr<Tokenizer>>
 Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
                               const std::string &tokenizerClass) {
   std::string folder = vocabPath.substr(0, vocabPath.find_last_of('/') + 1);
-  auto read = [](const std::string &path, const char *what)
-      -> StatusOr<std::vector<uint8_t>> {
+  auto read = [](const std::string &path,
+                 const char *what) -> StatusOr<std::vector<uint8_t>> {
     return readRegularFile(path, what, kMaxTokenizerBytes);
   };
-  StatusOr<std::vector<uint8_t>> vocabBytes = read(vocabPath, "tokenizer vocabulary");
+  StatusOr<std::vector<uint8_t>> vocabBytes =
+      read(vocabPath, "tokenizer vocabulary");
   if (!vocabBytes) {
     return vocabBytes.status();
   }
-  StatusOr<std::vector<uint8_t>> mergesBytes = read(folder + "merges.txt", "tokenizer merges");
+  StatusOr<std::vector<uint8_t>> mergesBytes =
+      read(folder + "merges.txt", "tokenizer merges");
   if (!mergesBytes) {
     return mergesBytes.status().withContext(
         "a vocab.json needs the merges.txt beside it");
   }
-  json vocab = json::parse(vocabBytes->begin(), vocabBytes->end(), nullptr, false);
+  json vocab =
+      json::parse(vocabBytes->begin(), vocabBytes->end(), nullptr, false);
   if (!vocab.is_object()) {
     return Status::error(StatusCode::DataLoss,
                          vocabPath + ": not a JSON object of token: id");
@@ -546,7 +553,8 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
   size_t start = 0;
   for (size_t lineNumber = 1; start < text.size(); ++lineNumber) {
     size_t end = text.find('\n', start);
-    std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string line = text.substr(
+        start, end == std::string::npos ? std::string::npos : end - start);
     if (std::optional<size_t> bad = firstInvalidByte(line)) {
       return Status::error(StatusCode::DataLoss,
                            folder + "merges.txt:" + std::to_string(lineNumber) +
@@ -588,14 +596,13 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
     root["normalizer"] = {{"type", "NFC"}};
     root["pre_tokenizer"] = {
         {"type", "Sequence"},
-        {"pretokenizers",
-         json::array({{{"type", "Split"},
-                       {"pattern", {{"Regex", kQwen2Split}}},
-                       {"behavior", "Isolated"},
-                       {"invert", false}},
-                      {{"type", "ByteLevel"},
-                       {"add_prefix_space", false},
-                       {"use_regex", false}}})}};
+        {"pretokenizers", json::array({{{"type", "Split"},
+                                        {"pattern", {{"Regex", kQwen2Split}}},
+                                        {"behavior", "Isolated"},
+                                        {"invert", false}},
+                                       {{"type", "ByteLevel"},
+                                        {"add_prefix_space", false},
+                                        {"use_regex", false}}})}};
   } else if (tokenizerClassName == "GPT2Tokenizer" ||
              tokenizerClassName == "GPT2TokenizerFast") {
     root["pre_tokenizer"] = {{"type", "ByteLevel"},
@@ -618,7 +625,8 @@ Tokenizer::fromVocabAndMerges(const std::string &vocabPath,
 }
 
 StatusOr<std::unique_ptr<Tokenizer>>
-Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) {
+Tokenizer::fromJson(const std::vector<uint8_t> &bytes,
+                    const std::string &file) {
   json root = json::parse(bytes.begin(), bytes.end(), nullptr,
                           /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
@@ -633,7 +641,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   };
 
   if (const json *normalizer = member(root, "normalizer")) {
-    StatusOr<SequenceSteps> steps = flattenSequence(*normalizer, "normalizers", "normalizer");
+    StatusOr<SequenceSteps> steps =
+        flattenSequence(*normalizer, "normalizers", "normalizer");
     if (!steps) {
       return fail(steps.status());
     }
@@ -646,7 +655,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
     }
   }
   if (const json *preTokenizer = member(root, "pre_tokenizer")) {
-    StatusOr<SequenceSteps> steps = flattenSequence(*preTokenizer, "pretokenizers", "pre_tokenizer");
+    StatusOr<SequenceSteps> steps =
+        flattenSequence(*preTokenizer, "pretokenizers", "pre_tokenizer");
     if (!steps) {
       return fail(steps.status());
     }
@@ -716,7 +726,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
 
   if (const json *post = member(root, "post_processor")) {
-    StatusOr<SequenceSteps> steps = flattenSequence(*post, "processors", "post_processor");
+    StatusOr<SequenceSteps> steps =
+        flattenSequence(*post, "processors", "post_processor");
     if (!steps) {
       return fail(steps.status());
     }
@@ -739,8 +750,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
           const json *token = member(item, "SpecialToken");
           std::optional<std::string> name =
               token ? stringMember(*token, "id") : std::nullopt;
-          const json *entry = name && special ? member(*special, name->c_str())
-                                              : nullptr;
+          const json *entry =
+              name && special ? member(*special, name->c_str()) : nullptr;
           const json *ids = entry ? member(*entry, "ids") : nullptr;
           if (!ids || !ids->is_array()) {
             return fail(Status::error(StatusCode::DataLoss,
@@ -766,8 +777,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
         const json *cls = member(*step, "cls");
         const json *sep = member(*step, "sep");
         if (!cls || !sep || !cls->is_array() || !sep->is_array() ||
-            cls->size() != 2 || sep->size() != 2 || !(*cls)[1].is_number_integer() ||
-            !(*sep)[1].is_number_integer()) {
+            cls->size() != 2 || sep->size() != 2 ||
+            !(*cls)[1].is_number_integer() || !(*sep)[1].is_number_integer()) {
           return fail(Status::error(StatusCode::DataLoss,
                                     where + ": expected cls and sep as "
                                             "[token, id]"));
@@ -793,7 +804,8 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   }
 
   if (const json *decoder = member(root, "decoder")) {
-    StatusOr<SequenceSteps> steps = flattenSequence(*decoder, "decoders", "decoder");
+    StatusOr<SequenceSteps> steps =
+        flattenSequence(*decoder, "decoders", "decoder");
     if (!steps) {
       return fail(steps.status());
     }
@@ -817,15 +829,16 @@ Tokenizer::fromJson(const std::vector<uint8_t> &bytes, const std::string &file) 
   // The table is indexed by id: ids far beyond the count of tokens (real
   // vocabularies number theirs from 0, with at most a few gaps) would make
   // a hostile file allocate gigabytes.
-  int64_t tokens = static_cast<int64_t>(impl->model.vocab.size() +
-                                        impl->added.size());
+  int64_t tokens =
+      static_cast<int64_t>(impl->model.vocab.size() + impl->added.size());
   if (size > 2 * tokens + kMaxTokenIdGaps) {
     return fail(Status::error(
         StatusCode::DataLoss,
-        "the largest token id, " + std::to_string(size - 1) + ", is far beyond the " +
-            std::to_string(tokens) +
+        "the largest token id, " + std::to_string(size - 1) +
+            ", is far beyond the " + std::to_string(tokens) +
             " tokens of the vocabulary (ids are numbered from 0; at most " +
-            std::to_string(tokens + kMaxTokenIdGaps) + " unused ids are accepted)"));
+            std::to_string(tokens + kMaxTokenIdGaps) +
+            " unused ids are accepted)"));
   }
   impl->tokenOf.resize(static_cast<size_t>(size));
   impl->hasToken.resize(static_cast<size_t>(size));
@@ -912,12 +925,12 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
   return ids;
 }
 
-
 namespace {
 /// SentencePiece's text of `ids` (control pieces such as <s> decode to
 /// nothing); ids outside its vocabulary are left out, as for tokenizer.json.
-StatusOr<std::string> decodeSentencePiece(const sentencepiece::SentencePieceProcessor &spm,
-                                          const std::vector<int32_t> &ids) {
+StatusOr<std::string>
+decodeSentencePiece(const sentencepiece::SentencePieceProcessor &spm,
+                    const std::vector<int32_t> &ids) {
   std::vector<int> known;
   for (int32_t id : ids) {
     if (id < 0) {
@@ -958,7 +971,8 @@ StatusOr<std::string> Tokenizer::decodeBytes(const std::vector<int32_t> &ids,
 
 StatusOr<std::string> Tokenizer::decodeText(const std::vector<int32_t> &ids,
                                             bool skipSpecialTokens) const {
-  StatusOr<std::string> text = impl_->decode(ids, skipSpecialTokens, /*raw=*/false);
+  StatusOr<std::string> text =
+      impl_->decode(ids, skipSpecialTokens, /*raw=*/false);
   return text ? StatusOr<std::string>(toValidUtf8(*text)) : text;
 }
 
@@ -1007,7 +1021,8 @@ StatusOr<std::string> TokenStreamDecoder::push(int32_t id) {
   if (complete <= emitted_) {
     return std::string();
   }
-  std::string out = toValidUtf8(std::string_view(*text).substr(emitted_, complete - emitted_));
+  std::string out = toValidUtf8(
+      std::string_view(*text).substr(emitted_, complete - emitted_));
   emitted_ = complete;
   shrink(*text);
   return out;

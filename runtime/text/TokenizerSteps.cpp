@@ -49,9 +49,8 @@ size_t wellFormedLength(std::string_view text, size_t i) {
   if (lead >= 0xF0 && lead <= 0xF4) {
     uint8_t low = lead == 0xF0 ? 0x90 : 0x80;
     uint8_t high = lead == 0xF4 ? 0x8F : 0xBF;
-    return continuation(1, low, high) && continuation(2) && continuation(3)
-               ? 4
-               : 0;
+    return continuation(1, low, high) && continuation(2) && continuation(3) ? 4
+                                                                            : 0;
   }
   return 0;
 }
@@ -123,7 +122,8 @@ std::optional<size_t> firstInvalidByte(std::string_view text) {
 
 void appendCodePoint(std::string &out, uint32_t c) {
   uint8_t buffer[4];
-  utf8proc_ssize_t n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), buffer);
+  utf8proc_ssize_t n =
+      utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), buffer);
   out.append(reinterpret_cast<const char *>(buffer), static_cast<size_t>(n));
 }
 
@@ -164,9 +164,9 @@ std::optional<std::string> byteLevelDecode(std::string_view token) {
   std::string out;
   for (size_t i = 0; i < token.size();) {
     utf8proc_int32_t c;
-    utf8proc_ssize_t n = utf8proc_iterate(
-        reinterpret_cast<const uint8_t *>(token.data() + i),
-        static_cast<utf8proc_ssize_t>(token.size() - i), &c);
+    utf8proc_ssize_t n =
+        utf8proc_iterate(reinterpret_cast<const uint8_t *>(token.data() + i),
+                         static_cast<utf8proc_ssize_t>(token.size() - i), &c);
     if (n <= 0) {
       return std::nullopt;
     }
@@ -272,7 +272,6 @@ private:
   pcre2_code *code_;
 };
 
-
 StatusOr<std::vector<std::pair<size_t, size_t>>>
 Pattern::findAll(std::string_view text) const {
   if (regex) {
@@ -345,9 +344,9 @@ StatusOr<Pattern> readPattern(const json &step, const std::string &where) {
 }
 
 /// The steps of a component that may be a "Sequence" of them.
-StatusOr<SequenceSteps>
-flattenSequence(const json &component, const char *listKey,
-                const std::string &where) {
+StatusOr<SequenceSteps> flattenSequence(const json &component,
+                                        const char *listKey,
+                                        const std::string &where) {
   constexpr int kMaxSequenceDepth = 16;
   SequenceSteps steps;
   // Depth-first, without recursion: a hostile file nests 100,000 deep.
@@ -375,9 +374,10 @@ flattenSequence(const json &component, const char *listKey,
       continue;
     }
     for (size_t i = list->size(); i-- > 0;) { // popped in order
-      stack.push_back({&(*list)[i],
-                       next.where + "." + listKey + "[" + std::to_string(i) + "]",
-                       next.depth + 1});
+      stack.push_back(
+          {&(*list)[i],
+           next.where + "." + listKey + "[" + std::to_string(i) + "]",
+           next.depth + 1});
     }
   }
   return steps;
@@ -394,17 +394,17 @@ Status unsupported(const std::string &where, const std::string &type,
 // Normalizer
 //===----------------------------------------------------------------------===//
 
-
 StatusOr<NormalizerStep> readNormalizerStep(const json &step,
                                             const std::string &where) {
   std::string type = stringMember(step, "type").value_or("");
   NormalizerStep out;
   const int stable = UTF8PROC_STABLE;
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
-    out.unicodeOptions = stable |
-                         (type[2] == 'C' || type[3] == 'C' ? UTF8PROC_COMPOSE
-                                                           : UTF8PROC_DECOMPOSE) |
-                         (type[2] == 'K' ? UTF8PROC_COMPAT : 0);
+    out.unicodeOptions =
+        stable |
+        (type[2] == 'C' || type[3] == 'C' ? UTF8PROC_COMPOSE
+                                          : UTF8PROC_DECOMPOSE) |
+        (type[2] == 'K' ? UTF8PROC_COMPAT : 0);
     return out;
   }
   if (type == "Prepend") {
@@ -497,10 +497,10 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
     switch (step.kind) {
     case NormalizerStep::Kind::Unicode: {
       utf8proc_uint8_t *mapped = nullptr;
-      utf8proc_ssize_t n = utf8proc_map(
-          reinterpret_cast<const utf8proc_uint8_t *>(text.data()),
-          static_cast<utf8proc_ssize_t>(text.size()), &mapped,
-          static_cast<utf8proc_option_t>(step.unicodeOptions));
+      utf8proc_ssize_t n =
+          utf8proc_map(reinterpret_cast<const utf8proc_uint8_t *>(text.data()),
+                       static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                       static_cast<utf8proc_option_t>(step.unicodeOptions));
       if (n < 0) {
         return Status::error(StatusCode::InvalidArgument,
                              std::string("Unicode normalization failed: ") +
@@ -560,8 +560,6 @@ StatusOr<std::string> normalize(const std::vector<NormalizerStep> &steps,
 // Pre-tokenizer
 //===----------------------------------------------------------------------===//
 
-
-
 /// GPT-2's pre-tokenization regex, which ByteLevel's use_regex applies.
 constexpr const char *kGpt2Split =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|"
@@ -612,10 +610,10 @@ StatusOr<PreTokenizerStep> readPreTokenizerStep(const json &step,
   if (type == "Metaspace") {
     out.kind = PreTokenizerStep::Kind::Metaspace;
     out.replacement = stringMember(step, "replacement").value_or("\u2581");
-    std::string scheme = stringMember(step, "prepend_scheme")
-                             .value_or(boolMember(step, "add_prefix_space", true)
-                                           ? "always"
-                                           : "never");
+    std::string scheme =
+        stringMember(step, "prepend_scheme")
+            .value_or(boolMember(step, "add_prefix_space", true) ? "always"
+                                                                 : "never");
     out.prepend = scheme == "first"   ? PreTokenizerStep::Prepend::First
                   : scheme == "never" ? PreTokenizerStep::Prepend::Never
                                       : PreTokenizerStep::Prepend::Always;
@@ -739,10 +737,9 @@ Status preTokenize(const std::vector<PreTokenizerStep> &steps,
       }
       case PreTokenizerStep::Kind::Metaspace: {
         replaceAll(piece, " ", step.replacement);
-        bool prepend =
-            step.prepend == PreTokenizerStep::Prepend::Always ||
-            (step.prepend == PreTokenizerStep::Prepend::First && p == 0 &&
-             atTextStart);
+        bool prepend = step.prepend == PreTokenizerStep::Prepend::Always ||
+                       (step.prepend == PreTokenizerStep::Prepend::First &&
+                        p == 0 && atTextStart);
         if (prepend && !startsWith(piece, step.replacement)) {
           piece = step.replacement + piece;
         }
@@ -771,8 +768,8 @@ Status preTokenize(const std::vector<PreTokenizerStep> &steps,
   return Status::ok();
 }
 
-
-StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where) {
+StatusOr<DecoderStep> readDecoderStep(const json &step,
+                                      const std::string &where) {
   std::string type = stringMember(step, "type").value_or("");
   DecoderStep out;
   if (type == "ByteLevel") {
@@ -803,17 +800,19 @@ StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where
   if (type == "Strip") {
     out.kind = DecoderStep::Kind::Strip;
     out.from = stringMember(step, "content").value_or(" ");
-    out.start = static_cast<size_t>(std::max<int64_t>(0, intMember(step, "start").value_or(0)));
-    out.stop = static_cast<size_t>(std::max<int64_t>(0, intMember(step, "stop").value_or(0)));
+    out.start = static_cast<size_t>(
+        std::max<int64_t>(0, intMember(step, "start").value_or(0)));
+    out.stop = static_cast<size_t>(
+        std::max<int64_t>(0, intMember(step, "stop").value_or(0)));
     return out;
   }
   if (type == "Metaspace") {
     out.kind = DecoderStep::Kind::Metaspace;
     out.from = stringMember(step, "replacement").value_or("\u2581");
-    std::string scheme = stringMember(step, "prepend_scheme")
-                             .value_or(boolMember(step, "add_prefix_space", true)
-                                           ? "always"
-                                           : "never");
+    std::string scheme =
+        stringMember(step, "prepend_scheme")
+            .value_or(boolMember(step, "add_prefix_space", true) ? "always"
+                                                                 : "never");
     out.prependSpace = scheme != "never";
     return out;
   }
@@ -903,13 +902,14 @@ std::string runDecoder(const std::vector<DecoderStep> &steps,
     case DecoderStep::Kind::Strip:
       for (std::string &token : tokens) {
         size_t begin = 0, end = token.size();
-        for (size_t i = 0; i < step.start && startsWith(token.substr(begin), step.from);
+        for (size_t i = 0;
+             i < step.start && startsWith(token.substr(begin), step.from);
              ++i) {
           begin += step.from.size();
         }
         for (size_t i = 0; i < step.stop && end >= begin + step.from.size() &&
-                           token.compare(end - step.from.size(), step.from.size(),
-                                         step.from) == 0;
+                           token.compare(end - step.from.size(),
+                                         step.from.size(), step.from) == 0;
              ++i) {
           end -= step.from.size();
         }

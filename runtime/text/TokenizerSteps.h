@@ -1,10 +1,11 @@
-//===- TokenizerSteps.h - the steps of a tokenizer.json pipeline -*- C++ -*-===//
+//===- TokenizerSteps.h - the steps of a tokenizer.json pipeline -*- C++
+//-*-===//
 //
 // The parts of Hugging Face's tokenizer pipeline around the model: UTF-8
 // helpers, the split regexes (PCRE2), the normalizer, the pre-tokenizer and
 // the decoder chain, each read from its tokenizer.json object. Private to
-// runtime/text/Tokenizer.cpp, which adds the BPE model, the added tokens and the
-// loading.
+// runtime/text/Tokenizer.cpp, which adds the BPE model, the added tokens and
+// the loading.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +78,12 @@ struct NormalizerStep {
   bool left = false, right = false;
 };
 
-enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext };
+enum class SplitBehavior {
+  Isolated,
+  Removed,
+  MergedWithPrevious,
+  MergedWithNext
+};
 
 struct PreTokenizerStep {
   enum class Kind { Split, ByteLevel, Metaspace, Digits };
@@ -85,12 +91,12 @@ struct PreTokenizerStep {
   Pattern pattern;
   SplitBehavior behavior = SplitBehavior::Isolated;
   bool invert = false;
-  bool addPrefixSpace = false;       // ByteLevel
-  bool useRegex = false;             // ByteLevel: GPT-2's split first
-  std::string replacement;           // Metaspace
+  bool addPrefixSpace = false; // ByteLevel
+  bool useRegex = false;       // ByteLevel: GPT-2's split first
+  std::string replacement;     // Metaspace
   enum class Prepend { Always, First, Never } prepend = Prepend::Always;
-  bool split = true;                 // Metaspace: split at the replacement
-  bool individualDigits = false;     // Digits
+  bool split = true;             // Metaspace: split at the replacement
+  bool individualDigits = false; // Digits
 };
 
 struct DecoderStep {
@@ -100,7 +106,6 @@ struct DecoderStep {
   size_t start = 0, stop = 0;
   bool prependSpace = true; // Metaspace: the first token's space was added
 };
-
 
 StatusOr<NormalizerStep> readNormalizerStep(const json &step,
                                             const std::string &where);
@@ -115,7 +120,8 @@ Status preTokenize(const std::vector<PreTokenizerStep> &steps,
                    std::string segment, bool atTextStart,
                    std::vector<std::string> &out);
 
-StatusOr<DecoderStep> readDecoderStep(const json &step, const std::string &where);
+StatusOr<DecoderStep> readDecoderStep(const json &step,
+                                      const std::string &where);
 /// Runs the decoder chain over token strings. `raw` keeps incomplete byte
 /// sequences as bytes (for streaming).
 std::string runDecoder(const std::vector<DecoderStep> &steps,

@@ -1,10 +1,10 @@
 //===- PanelGemmTest.cpp - products with packed weight panels -------------===//
 
-#include "runtime/hal/Allocator.h"
-#include "runtime/format/ContentChecksum.h"
-#include "runtime/format/Executable.h"
 #include "runtime/kernels/PanelGemm.h"
 #include "runtime/exec/PyNative.h"
+#include "runtime/format/ContentChecksum.h"
+#include "runtime/format/Executable.h"
+#include "runtime/hal/Allocator.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Weights.h"
 

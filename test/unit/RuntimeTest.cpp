@@ -1,14 +1,14 @@
 //===- RuntimeTest.cpp - runtime data structures --------------------------===//
 
+#include "runtime/base/Hash.h"
+#include "runtime/base/Tensor.h"
+#include "runtime/format/HostProgram.h"
 #include "runtime/hal/Allocator.h"
+#include "runtime/hal/ThreadPool.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/kernels/Kernels.h"
 #include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
-#include "runtime/format/HostProgram.h"
-#include "runtime/base/Hash.h"
-#include "runtime/kernels/Kernels.h"
-#include "runtime/io/Safetensors.h"
-#include "runtime/base/Tensor.h"
-#include "runtime/hal/ThreadPool.h"
 
 #include <gtest/gtest.h>
 

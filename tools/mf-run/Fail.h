@@ -3,8 +3,8 @@
 #ifndef MFC_TOOLS_MF_RUN_FAIL_H
 #define MFC_TOOLS_MF_RUN_FAIL_H
 
-#include "runtime/hal/Communicator.h"
 #include "runtime/base/Status.h"
+#include "runtime/hal/Communicator.h"
 
 #include <string>
 

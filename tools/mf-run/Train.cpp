@@ -16,10 +16,10 @@
 
 #include "tools/mf-run/Fail.h"
 
-#include "runtime/session/Sampler.h"
-#include "runtime/text/TokenIds.h"
 #include "runtime/format/TrainingSettings.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/session/Sampler.h"
+#include "runtime/text/TokenIds.h"
 
 #include <unistd.h>
 

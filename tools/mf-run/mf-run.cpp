@@ -8,25 +8,25 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/hal/Allocator.h"
-#include "runtime/session/BatchGenerator.h"
-#include "runtime/hal/BlasThread.h"
-#include "runtime/text/ChatTemplate.h"
-#include "runtime/hal/Communicator.h"
-#include "runtime/format/Executable.h"
 #include "runtime/base/FileIO.h"
-#include "runtime/session/Sampler.h"
-#include "runtime/text/TokenIds.h"
-#include "runtime/exec/GraphExecutor.h"
 #include "runtime/base/Hash.h"
-#include "runtime/hal/KernelLibrary.h"
-#include "runtime/kernels/KernelServices.h"
-#include "runtime/session/ModelSession.h"
+#include "runtime/exec/GraphExecutor.h"
 #include "runtime/exec/PyNative.h"
+#include "runtime/format/Executable.h"
+#include "runtime/hal/Allocator.h"
+#include "runtime/hal/BlasThread.h"
+#include "runtime/hal/Communicator.h"
+#include "runtime/hal/KernelLibrary.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/Weights.h"
+#include "runtime/kernels/KernelServices.h"
+#include "runtime/session/BatchGenerator.h"
+#include "runtime/session/ModelSession.h"
+#include "runtime/session/Sampler.h"
+#include "runtime/text/ChatTemplate.h"
+#include "runtime/text/TokenIds.h"
 #include "runtime/text/Tokenizer.h"
 #include "runtime/text/TokenizerConfig.h"
-#include "runtime/io/Weights.h"
 #include "tools/mf-run/Dump.h"
 #include "tools/mf-run/Fail.h"
 #include "tools/mf-run/Train.h"
@@ -1458,7 +1458,8 @@ int run(int argc, char **argv) {
   }
   if (options.dump) {
     dumpExecutable(*executable, std::cout);
-    StatusOr<KernelLibrary> kernels = KernelLibrary::load(*executable, kernelServices());
+    StatusOr<KernelLibrary> kernels =
+        KernelLibrary::load(*executable, kernelServices());
     if (!kernels) {
       return fail(kernels.status());
     }

@@ -17,8 +17,8 @@
 #ifndef MFC_TOOLS_MF_SERVE_ENGINE_H
 #define MFC_TOOLS_MF_SERVE_ENGINE_H
 
-#include "runtime/session/BatchGenerator.h"
 #include "runtime/hal/Communicator.h"
+#include "runtime/session/BatchGenerator.h"
 
 #include <atomic>
 #include <chrono>

@@ -10,9 +10,9 @@
 #ifndef MFC_TOOLS_MF_SERVE_OPENAI_H
 #define MFC_TOOLS_MF_SERVE_OPENAI_H
 
+#include "runtime/base/Status.h"
 #include "runtime/session/BatchGenerator.h"
 #include "runtime/text/ChatTemplate.h"
-#include "runtime/base/Status.h"
 
 #include <nlohmann/json.hpp>
 

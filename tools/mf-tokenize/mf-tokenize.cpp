@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/text/ChatTemplate.h"
 #include "runtime/base/FileIO.h"
+#include "runtime/text/ChatTemplate.h"
 #include "runtime/text/TokenIds.h"
 #include "runtime/text/Tokenizer.h"
 #include "runtime/text/TokenizerConfig.h"

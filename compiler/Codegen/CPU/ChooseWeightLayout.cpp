@@ -1,9 +1,9 @@
 //===- ChooseWeightLayout.cpp - which weights kernels read as panels ------===//
 //
 // Marks `panels` the parameters that Graph Mode's kernels will read packed
-// into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module that
-// assigns none (packed once, they stay valid), the f32, f16 and bf16 [N, K]
-// weights that every reader multiplies by transposed inside a matmul region
+// into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module
+// that assigns none (packed once, they stay valid), the f32, f16 and bf16 [N,
+// K] weights that every reader multiplies by transposed inside a matmul region
 // (a Linear weight). The runtime then packs each once and, when nothing
 // else reads it as stored, keeps only the panels.
 //

@@ -4,9 +4,9 @@
 //    dialect with the bare-pointer calling convention.
 // 2. Give each runtime service the kernels call a body: a trampoline through
 //    the global `<service>_ptr` that the runtime fills after loading.
-// 3. Put each kernel behind its ABI entry point (runtime/hal/KernelAbi.h), which
-//    checks the dispatch state and calls the body with its bindings, and
-//    export the library's table through mfrt_kernel_library_query.
+// 3. Put each kernel behind its ABI entry point (runtime/hal/KernelAbi.h),
+//    which checks the dispatch state and calls the body with its bindings,
+//    and export the library's table through mfrt_kernel_library_query.
 // 4. LLVM O3 to an object for the target CPU; ld.lld to a shared object.
 //
 //===----------------------------------------------------------------------===//

@@ -130,10 +130,10 @@ public:
   }
 
   /// x . the columns of `count` consecutive panels from panel p0 of a
-  /// weight packed flat (runtime/kernels/PanelGemm.h: panel p at element 32p * K,
-  /// [K][width]): two vectors a panel, each step along K one broadcast
-  /// x[k] against a contiguous row of every panel. Whole panels (32 wide)
-  /// when `width` is null, else one panel that wide, read under masks.
+  /// weight packed flat (runtime/kernels/PanelGemm.h: panel p at element 32p *
+  /// K, [K][width]): two vectors a panel, each step along K one broadcast x[k]
+  /// against a contiguous row of every panel. Whole panels (32 wide) when
+  /// `width` is null, else one panel that wide, read under masks.
   SmallVector<Value> panelSums(Value p0, int64_t count, Value width) {
     Value stride = width ? width : index(kPanelWidth);
     SmallVector<Value> masks;
