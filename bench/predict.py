@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Predict speed and memory: Graph Mode, PyNative and PyTorch eager, same weights.
+"""Predict speed and memory: Graph Mode, PyNative, PyTorch eager and ONNX Runtime, same weights.
 
   bench/predict.py [--build build] [--runs 5]
 
@@ -8,8 +8,11 @@ write random weights, then over --runs runs (5x as many for the tiny
 model, whose runs last milliseconds; each in a fresh process) time
   - mf-run --mode graph and --mode pynative (their own prefill/decode timers),
   - a PyTorch eager LLaMA with a KV cache (the same math as the reference),
+  - prefill only: ONNX Runtime 1.20 (npm onnxruntime-node, all cores,
+    graph optimizations 'all') on that PyTorch model exported to ONNX for
+    the prompt's exact length, last position's logits (as mf-run's prefill),
 and print medians of prefill and decode tokens/s with the ratios Graph /
-PyNative and Graph / PyTorch (> 1: Graph is faster), the peak RSS of each,
+PyNative, Graph / PyTorch and Graph / ORT (> 1: Graph is faster), the peak RSS of each,
 and how close Graph comes to this machine's limits, measured in the same run
 by mf-machine-limits:
   - decode: bytes read per token (every parameter once, plus the KV cache
@@ -42,6 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import reference  # noqa: E402
 
 torch.set_grad_enabled(False)
+NPM_DIR = os.environ.get("MFC_NPM_DIR", os.path.expanduser("~/.cache/mfc/npm"))
 
 
 class CachedLlama:
@@ -96,6 +100,35 @@ class CachedLlama:
         return (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
 
 
+class Prefill(torch.nn.Module):
+    """The prefill as ONNX sees it: ids [1, L] -> the last position's logits."""
+
+    def __init__(self, cfg, w):
+        super().__init__()
+        self.cfg, self.w = cfg, w
+
+    def forward(self, ids):
+        return CachedLlama(self.cfg, self.w).forward(ids, 0)
+
+
+def export_onnx(config, weights, prompt_length, path):
+    cfg = reference.Config(config)
+    w = {n: t.float() for n, t in reference.load_safetensors(weights).items()}
+    ids = torch.tensor([make_prompt(cfg, prompt_length)])
+    torch.onnx.export(Prefill(cfg, w), (ids,), path, input_names=["input_ids"],
+                      output_names=["logits"], opset_version=17)
+
+
+def ort_measure(onnx_path, prompt):
+    """(prefill t/s, peak RSS MB) of one ONNX Runtime process: the median of
+    three runs after two warm-ups (as mf-run --repeat 3 after its first)."""
+    run = subprocess.run(["node", os.path.join(HERE, "ort_prefill.js"), NPM_DIR, onnx_path,
+                          ",".join(map(str, prompt)), str(os.cpu_count()), "3"],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout)
+    return len(prompt) / statistics.median(result["seconds"]), result["rss_mb"]
+
+
 def torch_run(cfg, w, prompt, new_tokens):
     model = CachedLlama(cfg, w)
     ids = torch.tensor([prompt])
@@ -117,9 +150,10 @@ def mfrun_run(build, mode, binary, weights, prompt, new_tokens):
                           "--weights", weights, "--input-ids", ",".join(map(str, prompt)),
                           "--max-new-tokens", str(new_tokens), "--greedy", "--repeat", "3"],
                          capture_output=True, text=True, check=True)
-    match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s[^)]*\); decode \d+ tokens "
-                      r"in [\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", run.stderr)
-    return float(match.group(1)), float(match.group(2)), float(match.group(3))
+    match = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s, entr(?:y|ies) ([\w+]+)\); "
+                      r"decode \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB",
+                      run.stderr)
+    return float(match.group(1)), float(match.group(3)), float(match.group(4)), match.group(2)
 
 
 def torch_child(config, weights, prompt_length, new_tokens):
@@ -147,19 +181,13 @@ def make_prompt(cfg, length):
     return [(7 * i + 3) % min(cfg.vocab, 256) for i in range(length)]
 
 
-def compile_report(build, config, binary, prompt_length):
-    """Compiles `config` to `binary`; returns the FLOPs of the prefill entry
-    mf-run takes for the prompt: the shortest prefill_<L> that holds it, or
-    prefill (every seq_length position)."""
+def compile_report(build, config, binary):
+    """Compiles `config` to `binary`; returns the FLOPs of each prefill
+    entry (mfc --report)."""
     run = subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
                           "--report=-"], capture_output=True, text=True, check=True)
-    flops = {}
-    for name, gflops in re.findall(r"entry @(prefill(?:_\d+)?): \d+ ops, ([\d.e+-]+) GFLOP",
-                                   run.stdout):
-        flops[name] = float(gflops) * 1e9
-    fitting = sorted((int(n.split("_")[1]), n) for n in flops
-                     if n != "prefill" and int(n.split("_")[1]) >= prompt_length)
-    return flops[fitting[0][1] if fitting else "prefill"]
+    return {name: float(gflops) * 1e9 for name, gflops in
+            re.findall(r"entry @(prefill(?:_\d+)?): \d+ ops, ([\d.e+-]+) GFLOP", run.stdout)}
 
 
 def parameter_bytes(build, binary):
@@ -189,33 +217,41 @@ def main():
                 5 * args.runs),
                ("llama-100m", os.path.join(HERE, "configs", "llama-100m.yaml"), 192, 32,
                 args.runs)]
+    if not os.path.isdir(os.path.join(NPM_DIR, "node_modules", "onnxruntime-node")):
+        sys.exit(f"predict.py: no onnxruntime-node in {NPM_DIR} (scripts/install-deps.sh installs it)")
     header = (f"{'model':11} {'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} "
-              f"{'g/pynative':>10} {'g/pytorch':>9}")
+              f"{'ort':>11} {'g/pynative':>10} {'g/pytorch':>9} {'g/ort':>6}")
     print(header)
     notes = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, config, prompt_length, new_tokens, runs in configs:
             binary = os.path.join(tmp, name + ".bin")
             weights = os.path.join(tmp, name + ".safetensors")
-            prefill_flops = compile_report(args.build, config, binary, prompt_length)
+            entry_flops = compile_report(args.build, config, binary)
             subprocess.run([sys.executable, os.path.join(ROOT, "test", "reference", "reference.py"),
                             "make-weights", config, weights, "--std", "0.02"],
                            check=True, capture_output=True)
             cfg = reference.Config(config)
             prompt = make_prompt(cfg, prompt_length)
-            results = {"graph": [], "pynative": [], "pytorch": []}
+            onnx_path = os.path.join(tmp, name + ".onnx")
+            export_onnx(config, weights, prompt_length, onnx_path)
+            results = {"graph": [], "pynative": [], "pytorch": [], "ort": []}
             for _ in range(runs):  # interleaved, so drift hits all alike
                 for mode in ("graph", "pynative"):
                     results[mode].append(mfrun_run(args.build, mode, binary, weights, prompt,
                                                    new_tokens))
                 results["pytorch"].append(torch_measure(config, weights, prompt_length,
                                                         new_tokens))
+                prefill, rss = ort_measure(onnx_path, prompt)
+                results["ort"].append((prefill, float("nan"), rss))
             med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
                    for k, v in results.items()}
             for index, phase in enumerate(["prefill", "decode"]):
-                g, p, t = (med[k][index] for k in ("graph", "pynative", "pytorch"))
-                print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s "
-                      f"{g / p:9.2f}x {g / t:8.2f}x")
+                g, p, t, o = (med[k][index] for k in ("graph", "pynative", "pytorch", "ort"))
+                ort = f"{o:7.1f} t/s" if phase == "prefill" else f"{'-':>11}"
+                ort_ratio = f"{g / o:5.2f}x" if phase == "prefill" else f"{'-':>6}"
+                print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {ort} "
+                      f"{g / p:9.2f}x {g / t:8.2f}x {ort_ratio}", flush=True)
             # Decode reads every parameter once per token and the KV cache
             # up to the current position (half of the generated span on
             # average, bounded by the cache's full length).
@@ -223,21 +259,24 @@ def main():
                 cfg.head_dim * 4
             decode_bytes = parameter_bytes(args.build, binary) + kv_bytes
             decode_gbs = decode_bytes * med["graph"][1] / 1e9
-            # mf-run's prefill runs every position of its entry through the
-            # layers (static shapes): its FLOPs count them all.
+            # mf-run's prefill runs every position of the entries it takes
+            # (static shapes; the chunks mf-run names) through the layers:
+            # their FLOPs count them all.
+            entries = results["graph"][0][3]
+            prefill_flops = sum(entry_flops[e] for e in entries.split("+"))
             prefill_gflops = prefill_flops / (prompt_length / med["graph"][0]) / 1e9
             notes.append(
-                f"{name}: graph decode reads {decode_bytes / 1e6:.1f} MB/token = "
+                f"{name}: prefill through {entries}; graph decode reads {decode_bytes / 1e6:.1f} MB/token = "
                 f"{decode_gbs:.1f} GB/s, {100 * decode_gbs / limits['copy_gbs']:.0f}% of copy "
                 f"bandwidth; prefill {prefill_gflops:.1f} GFLOP/s, "
                 f"{100 * prefill_gflops / limits['sgemm_gflops']:.0f}% of GEMM peak; "
                 f"peak RSS graph {med['graph'][2]:.0f} MB, pynative {med['pynative'][2]:.0f} MB, "
-                f"pytorch {med['pytorch'][2]:.0f} MB")
+                f"pytorch {med['pytorch'][2]:.0f} MB, ort {med['ort'][2]:.0f} MB")
     for note in notes:
         print(note)
     print(f"medians of {5 * args.runs} (llama-tiny) and {args.runs} (llama-100m) runs, each in a "
           f"fresh process; prefill tokens/s counts prompt tokens (mf-run's prefill runs all "
-          f"positions of the shortest prefill entry that holds the prompt through the layers, "
+          f"positions of the prefill entries it chunks the prompt into through the layers, "
           f"the lm_head at the last prompt position)")
 
 

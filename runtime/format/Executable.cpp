@@ -885,19 +885,6 @@ const fb::Entry *Executable::entry(const std::string &name) const {
   return nullptr;
 }
 
-std::string Executable::prefillEntryFor(int64_t tokens) const {
-  std::string chosen = "prefill";
-  int64_t chosenLength = INT64_MAX;
-  for (const fb::Entry *entry : *root_->entries()) {
-    int64_t length = prefillLengthOf(entry->name()->str());
-    if (length >= tokens && length < chosenLength) {
-      chosen = entry->name()->str();
-      chosenLength = length;
-    }
-  }
-  return chosen;
-}
-
 std::vector<std::string> Executable::entryNames() const {
   std::vector<std::string> names;
   for (const fb::Entry *entry : *root_->entries()) {

@@ -102,9 +102,6 @@ public:
   /// (root().initializer()), verified at load; null when it has none.
   const HostProgram *hostProgram(const fb::Entry &entry) const;
   std::vector<std::string> entryNames() const;
-  /// The prefill entry for a prompt of `tokens` ids: the shortest
-  /// `prefill_<L>` with L >= tokens, else `prefill` (seq_length).
-  std::string prefillEntryFor(int64_t tokens) const;
 
   /// The tensor type of value `id` of `entry` (checked at load).
   static DType dtypeOf(const fb::TensorType &type);

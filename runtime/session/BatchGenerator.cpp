@@ -35,23 +35,12 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
       new BatchGenerator(executable, executor, maxBatchedTokens));
   // The prefills of one row: `prefill_row` (seq_length) and
   // `prefill_row_<L>`; a model of one row has them as `prefill[_<L>]`.
-  bool oneRow = model.batch_size() == 1;
-  for (const std::string &name : executable.entryNames()) {
-    bool rowPrefill =
-        oneRow ? name == "prefill" || (name.rfind("prefill_", 0) == 0 &&
-                                       name.rfind("prefill_row", 0) != 0)
-               : name == "prefill_row" || name.rfind("prefill_row_", 0) == 0;
-    if (rowPrefill) {
-      MFRT_ASSIGN_OR_RETURN(Tensor ids, executor.allocateInput(name, 0));
-      generator->rowPrefills_.emplace_back(ids.dim(1), name);
-    }
-  }
+  generator->rowPrefills_ = prefillEntries(executable, /*rows=*/true);
   if (generator->rowPrefills_.empty()) {
     return Status::error(StatusCode::FailedPrecondition,
                          "batched generation needs the model's prefills of "
                          "one row (prefill_row): recompile it with this mfc");
   }
-  std::sort(generator->rowPrefills_.begin(), generator->rowPrefills_.end());
   // The caches, zero, as decode takes them (after ids and past_length).
   const fb::Entry &decode = *executable.entry("decode");
   for (size_t i = 2; i < decode.inputs()->size(); ++i) {
@@ -200,26 +189,16 @@ void BatchGenerator::failRunning(const Status &status) {
 StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   Sequence &sequence = *slots_[slot];
   int64_t left = promptLeft(sequence), want = std::min(left, budget);
-  int64_t room = seqLength_ - sequence.fed;
-  // The narrowest entry that takes what is wanted, else the widest that
-  // fits the cache row's room.
-  const std::pair<int64_t, std::string> *chosen = nullptr;
-  for (const auto &prefill : rowPrefills_) {
-    if (prefill.first > room) {
-      break;
-    }
-    chosen = &prefill;
-    if (prefill.first >= want) {
-      break;
-    }
-  }
-  if (!chosen) {
+  // The first chunk of the least padded work for what is wanted now.
+  std::vector<PrefillChunk> plan =
+      planPrefill(rowPrefills_, sequence.fed, want, seqLength_);
+  if (plan.empty()) {
     return Status::error(StatusCode::Internal,
                          "no prefill of one row fits position " +
                              std::to_string(sequence.fed));
   }
-  const auto &[width, entry] = *chosen;
-  int64_t feed = std::min(left, width);
+  int64_t width = plan[0].entry->width, feed = plan[0].tokens;
+  const std::string &entry = plan[0].entry->name;
   MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
   MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
   MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition,

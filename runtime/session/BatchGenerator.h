@@ -18,6 +18,7 @@
 #include "runtime/base/Status.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/format/Executable.h"
+#include "runtime/session/PrefillPlan.h"
 #include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
 
@@ -125,7 +126,7 @@ private:
   int64_t maxBatchedTokens_;
   int64_t seqLength_, vocab_, padId_;
   /// Prefills of one row by width, ascending.
-  std::vector<std::pair<int64_t, std::string>> rowPrefills_;
+  std::vector<PrefillEntry> rowPrefills_;
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<Tensor> caches_;

@@ -22,6 +22,7 @@
 #include "runtime/kernels/KernelServices.h"
 #include "runtime/session/BatchGenerator.h"
 #include "runtime/session/ModelSession.h"
+#include "runtime/session/PrefillPlan.h"
 #include "runtime/session/Sampler.h"
 #include "runtime/text/ChatTemplate.h"
 #include "runtime/text/TokenIds.h"
@@ -901,11 +902,30 @@ int predict(const Options &options, Session &session) {
   };
 
   Executor &executor = *session.executor;
-  // With a KV cache, the prompt runs through the shortest prefill that
-  // holds it (mfc --prefill-lengths); the cache rows past it stay unused.
-  const std::string prefillEntry =
-      model.use_past() ? session.executable.prefillEntryFor(promptLength)
-                       : "prefill";
+  // With a KV cache, the prompt runs as chunks of the compiled prefill
+  // widths (mfc --prefill-lengths) with the least padded work
+  // (PrefillPlan.h); without, through `prefill` (seq_length).
+  const std::vector<PrefillEntry> prefills =
+      prefillEntries(session.executable, /*rows=*/false);
+  std::vector<PrefillChunk> prefillPlan;
+  if (model.use_past()) {
+    prefillPlan = planPrefill(prefills, 0, promptLength, seqLength);
+  } else {
+    for (const PrefillEntry &entry : prefills) {
+      if (entry.name == "prefill") {
+        prefillPlan.push_back({&entry, 0, promptLength});
+      }
+    }
+  }
+  if (prefillPlan.empty()) {
+    return fail(StatusCode::FailedPrecondition,
+                "no prefill entry holds a prompt of " +
+                    std::to_string(promptLength) + " tokens");
+  }
+  std::string prefillEntry;
+  for (const PrefillChunk &chunk : prefillPlan) {
+    prefillEntry += (prefillEntry.empty() ? "" : "+") + chunk.entry->name;
+  }
   // Token ids [batch, width]: every row holds the same sequence, padded.
   auto fillIds = [&](Tensor &ids, const std::vector<int32_t> &sequence,
                      int64_t width) {
@@ -947,24 +967,33 @@ int predict(const Options &options, Session &session) {
   Tensor decodeIds, decodePast;
   for (int64_t run = 0; run < options.repeat; ++run) {
     tokens.resize(promptLength);
-    // Prefill.
-    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(prefillEntry);
-    if (!inputs) {
-      return fail(inputs.status());
-    }
-    fillIds((*inputs)[0], tokens, (*inputs)[0].dim(1));
-    if (model.use_past()) {
-      fillPositions((*inputs)[1], 0); // past_length
-    }
-    fillPositions((*inputs)[model.use_past() ? 2 : 1], promptLength - 1);
+    // Prefill, chunk by chunk: each continues the caches the last wrote.
+    std::vector<Tensor> state;
     auto prefillStart = Clock::now();
-    StatusOr<std::vector<Tensor>> outputs = runEntry(prefillEntry, inputs.take());
-    if (!outputs) {
-      return fail(outputs.status());
+    for (const PrefillChunk &chunk : prefillPlan) {
+      const std::string &name = chunk.entry->name;
+      StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
+      if (!inputs) {
+        return fail(inputs.status());
+      }
+      std::vector<int32_t> piece(tokens.begin() + chunk.past,
+                                 tokens.begin() + chunk.past + chunk.tokens);
+      fillIds((*inputs)[0], piece, (*inputs)[0].dim(1));
+      if (model.use_past()) {
+        fillPositions((*inputs)[1], chunk.past); // past_length
+        for (size_t i = 1; i < state.size(); ++i) {
+          (*inputs)[2 + i] = std::move(state[i]); // the caches so far
+        }
+      }
+      fillPositions((*inputs)[model.use_past() ? 2 : 1], chunk.tokens - 1);
+      StatusOr<std::vector<Tensor>> outputs = runEntry(name, inputs.take());
+      if (!outputs) {
+        return fail(outputs.status());
+      }
+      state = outputs.take();
     }
     prefillTimes.push_back(
         std::chrono::duration<double>(Clock::now() - prefillStart).count());
-    std::vector<Tensor> state = outputs.take();
     if (!options.dumpLogits.empty() && run == 0) {
       // Prefill returns the last prompt position's logits; the `logits`
       // entry, every position's.
@@ -1112,11 +1141,12 @@ int predict(const Options &options, Session &session) {
   }
   std::fprintf(
       stderr,
-      "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, entry %s); "
+      "mf-run: prefill %lld tokens in %.1f ms (%.1f tokens/s, %s %s); "
       "decode %lld tokens in %.1f ms (%.1f tokens/s)%s; peak memory "
       "%.2f MB (tensors %.2f MB%s, arena %.2f MB%s), peak RSS %.1f MB\n",
       static_cast<long long>(promptLength), prefillSeconds * 1e3,
-      promptLength / std::max(prefillSeconds, 1e-9), prefillEntry.c_str(),
+      promptLength / std::max(prefillSeconds, 1e-9),
+      prefillPlan.size() == 1 ? "entry" : "entries", prefillEntry.c_str(),
       static_cast<long long>(decodeSteps), decodeSeconds * 1e3,
       decodeSteps / std::max(decodeSeconds, 1e-9),
       options.repeat > 1
