@@ -13,8 +13,9 @@ model, whose runs last milliseconds; each in a fresh process) time
     the prompt's exact length, last position's logits (as mf-run's prefill),
 and print medians of prefill and decode tokens/s with the ratios Graph /
 PyNative, Graph / PyTorch and Graph / ORT (> 1: Graph is faster), the peak RSS of each,
-and how close Graph comes to this machine's limits, measured in the same run
-by mf-machine-limits:
+how close Graph comes to this machine's limits, measured between the rounds
+by mf-machine-limits (the best of them), and where Graph Mode's prefill
+time goes, by kernel class, each against the GEMM peak:
   - decode: bytes read per token (every parameter once, plus the KV cache
     read by attention) x tokens/s, against STREAM-style copy bandwidth;
   - prefill: the prefill entry's FLOPs (mfc --report) / time, against the
@@ -190,6 +191,93 @@ def compile_report(build, config, binary):
             re.findall(r"entry @(prefill(?:_\d+)?): \d+ ops, ([\d.e+-]+) GFLOP", run.stdout)}
 
 
+def kernel_class(kind, weights):
+    """The row a fusion group's time goes to in the kernel profile."""
+    if kind == "attention":
+        return "attention"
+    if kind in ("norm", "elementwise"):
+        return kind
+    names = " ".join(weights)
+    for part, label in (("q_proj", "matmul q"), ("k_proj", "matmul k, v"), ("v_proj", "matmul k, v"),
+                        ("o_proj", "matmul o_proj"),
+                        ("gate_proj", "matmul gate/up"), ("up_proj", "matmul gate/up"),
+                        ("down_proj", "matmul down"), ("lm_head", "matmul lm_head"),
+                        ("embed_tokens", "matmul lm_head")):
+        if part in names:
+            return label
+    return "matmul other"
+
+
+def report_groups(build, config):
+    """Each prefill entry's fusion groups, keyed by the path of their last op
+    (the path a profile slice carries): (kind, weights read as panels)."""
+    run = subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", os.devnull,
+                          "--report=-"], capture_output=True, text=True, check=True)
+    groups, entry, current = {}, None, None
+    for line in run.stdout.splitlines():
+        if line.startswith("entry @"):
+            entry = line.split()[1][1:].rstrip(":")
+            groups[entry] = {}
+        elif (m := re.match(r"  group \d+ \((\w+), .*?(?:weights as panels: ([^)]*))?\):$", line)):
+            current = (m.group(1), [w.strip() for w in (m.group(2) or "").split(",") if w.strip()])
+        elif (m := re.match(r"    mf\.\w+ @ (\S+)", line)) and current and entry:
+            groups[entry][m.group(1)] = current
+    return groups
+
+
+def weight_shapes(path):
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+    return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
+
+
+def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp):
+    """Graph Mode's prefill by kernel class: the last of three runs' slices
+    (mf-run --profile), each class's share of the prefill and, for the
+    matmuls and attention, its GFLOP/s against the GEMM peak."""
+    trace = os.path.join(tmp, "trace.json")
+    run = subprocess.run([os.path.join(build, "bin", "mf-run"), binary, "--mode", "graph",
+                          "--weights", weights, "--input-ids", ",".join(map(str, prompt)),
+                          "--max-new-tokens", "1", "--greedy", "--repeat", "3", "--profile", trace],
+                         capture_output=True, text=True, check=True)
+    entries = re.search(r"entr(?:y|ies) ([\w+]+)\)", run.stderr).group(1).split("+")
+    groups = report_groups(build, config)
+    shapes = weight_shapes(weights)
+    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat", "").startswith("prefill")]
+    per_run = len(events) // 3
+    rows = {}
+    past = 0
+    widths = {}
+    for event in events[-per_run:]:
+        entry = event["cat"]
+        kind, panels = groups.get(entry, {}).get(event["args"].get("path", ""), ("library", []))
+        label = kernel_class(kind, panels) if event["name"].startswith("mfk_") else "library ops"
+        row = rows.setdefault(label, {"ms": 0.0, "flops": 0.0})
+        row["ms"] += event["dur"] / 1e3
+        width = widths.setdefault(entry, int(entry.split("_")[1]) if "_" in entry else cfg.seq)
+        if label.startswith("matmul"):
+            row["flops"] += 2 * width * sum(shapes[w][0] * shapes[w][1] for w in panels if w in shapes)
+    # Attention: causal over each chunk after what is cached before it.
+    past = 0
+    attention = 0.0
+    for entry in entries:
+        width = widths.get(entry, cfg.seq)
+        attention += 4 * cfg.heads * cfg.head_dim * (width * (width + 1) / 2 + past * width) * cfg.layers
+        past += width
+    if "attention" in rows:
+        rows["attention"]["flops"] = attention
+    total = sum(r["ms"] for r in rows.values())
+    lines = [f"  {'kernels':16} {'ms':>7} {'share':>6} {'GFLOP':>7} {'GFLOP/s':>8} {'of peak':>7}"]
+    for label, row in sorted(rows.items(), key=lambda kv: -kv[1]["ms"]):
+        rate = row["flops"] / (row["ms"] / 1e3) / 1e9 if row["flops"] and row["ms"] else 0
+        lines.append(f"  {label:16} {row['ms']:7.2f} {100 * row['ms'] / total:5.1f}% "
+                     + (f"{row['flops'] / 1e9:7.2f} {rate:8.1f} {100 * rate / peak_gflops:6.0f}%"
+                        if rate else f"{'-':>7} {'-':>8} {'-':>7}"))
+    lines.append(f"  {'total':16} {total:7.2f} (the sum of the slices; entries {'+'.join(entries)})")
+    return lines
+
+
 def parameter_bytes(build, binary):
     run = subprocess.run([os.path.join(build, "bin", "mf-run"), binary, "--dump"],
                          capture_output=True, text=True, check=True)
@@ -205,10 +293,19 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    limits = json.loads(subprocess.run([os.path.join(args.build, "bin", "mf-machine-limits")],
-                                       capture_output=True, text=True, check=True).stdout)
-    print(f"machine: {limits['threads']} threads, copy bandwidth {limits['copy_gbs']:.1f} GB/s, "
-          f"fp32 GEMM peak {limits['sgemm_gflops']:.0f} GFLOP/s (mf-machine-limits)")
+    # The machine's limits, measured again between the rounds: the best of
+    # all (one measurement can fall in a slow spell and read it as the peak).
+    limits = {}
+
+    def measure_limits():
+        now = json.loads(subprocess.run([os.path.join(args.build, "bin", "mf-machine-limits")],
+                                        capture_output=True, text=True, check=True).stdout)
+        for key, value in now.items():
+            limits[key] = max(limits.get(key, value), value)
+
+    measure_limits()
+    print(f"machine: {limits['threads']} threads (limits: best of mf-machine-limits runs between "
+          f"the rounds, below)")
     # (name, config, prompt tokens, new tokens, runs): a tiny run lasts a
     # few milliseconds, so a process's luck (which core, what the other
     # tenant does) moves it by a third; five times the runs steady its
@@ -244,6 +341,7 @@ def main():
                                                         new_tokens))
                 prefill, rss = ort_measure(onnx_path, prompt)
                 results["ort"].append((prefill, float("nan"), rss))
+                measure_limits()
             med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
                    for k, v in results.items()}
             for index, phase in enumerate(["prefill", "decode"]):
@@ -272,6 +370,11 @@ def main():
                 f"{100 * prefill_gflops / limits['sgemm_gflops']:.0f}% of GEMM peak; "
                 f"peak RSS graph {med['graph'][2]:.0f} MB, pynative {med['pynative'][2]:.0f} MB, "
                 f"pytorch {med['pytorch'][2]:.0f} MB, ort {med['ort'][2]:.0f} MB")
+            notes.extend([f"{name}: Graph Mode prefill by kernel class (last of 3 runs, --profile):"]
+                         + kernel_profile(args.build, config, binary, weights, prompt, cfg,
+                                          limits["sgemm_gflops"], tmp))
+    print(f"limits: copy bandwidth {limits['copy_gbs']:.1f} GB/s, fp32 GEMM peak "
+          f"{limits['sgemm_gflops']:.0f} GFLOP/s (OpenBLAS 2048^3, all threads)")
     for note in notes:
         print(note)
     print(f"medians of {5 * args.runs} (llama-tiny) and {args.runs} (llama-100m) runs, each in a "
