@@ -252,11 +252,16 @@ def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp
     for event in events[-per_run:]:
         entry = event["cat"]
         kind, panels = groups.get(entry, {}).get(event["args"].get("path", ""), ("library", []))
+        path = event["args"].get("path", "")
         label = kernel_class(kind, panels) if event["name"].startswith("mfk_") else "library ops"
+        if label.startswith("matmul") and "lm_head" in path:
+            label = "matmul lm_head"  # a tied one reads the embedding, not as panels
         row = rows.setdefault(label, {"ms": 0.0, "flops": 0.0})
         row["ms"] += event["dur"] / 1e3
         width = widths.setdefault(entry, int(entry.split("_")[1]) if "_" in entry else cfg.seq)
-        if label.startswith("matmul"):
+        if label == "matmul lm_head":  # the logits of one position a row
+            row["flops"] += 2 * cfg.batch * cfg.vocab * cfg.hidden
+        elif label.startswith("matmul"):
             row["flops"] += 2 * width * sum(shapes[w][0] * shapes[w][1] for w in panels if w in shapes)
     # Attention: causal over each chunk after what is cached before it.
     past = 0

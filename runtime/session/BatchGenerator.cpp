@@ -9,8 +9,9 @@
 using namespace mfrt;
 
 BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
-                               int64_t maxBatchedTokens)
-    : executor_(executor), maxBatchedTokens_(maxBatchedTokens) {
+                               int64_t maxBatchedTokens, RunOptions runOptions)
+    : executor_(executor), runOptions_(std::move(runOptions)),
+      maxBatchedTokens_(maxBatchedTokens) {
   const fb::ModelInfo &model = executable.model();
   seqLength_ = model.seq_length();
   vocab_ = model.vocab_size();
@@ -20,7 +21,7 @@ BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
 
 StatusOr<std::unique_ptr<BatchGenerator>>
 BatchGenerator::create(const Executable &executable, Executor &executor,
-                       int64_t maxBatchedTokens) {
+                       int64_t maxBatchedTokens, RunOptions runOptions) {
   const fb::ModelInfo &model = executable.model();
   if (!model.use_past() || !executable.entry("decode")) {
     return Status::error(StatusCode::FailedPrecondition,
@@ -32,7 +33,8 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
                          "the bound on a step's tokens must be >= 0");
   }
   std::unique_ptr<BatchGenerator> generator(
-      new BatchGenerator(executable, executor, maxBatchedTokens));
+      new BatchGenerator(executable, executor, maxBatchedTokens,
+                         std::move(runOptions)));
   // The prefills of one row: `prefill_row` (seq_length) and
   // `prefill_row_<L>`; a model of one row has them as `prefill[_<L>]`.
   generator->rowPrefills_ = prefillEntries(executable, /*rows=*/true);
@@ -219,7 +221,7 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
     inputs.push_back(rows.back());
   }
   MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
-                        executor_.run(entry, std::move(inputs)));
+                        executor_.run(entry, std::move(inputs), runOptions_));
   for (size_t i = 0; i < rows.size(); ++i) {
     const Tensor &written = outputs[1 + i];
     if (written.data() != rows[i].data()) { // an executor that copied
@@ -285,7 +287,7 @@ Status BatchGenerator::decode() {
     inputs.push_back(cache);
   }
   MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> results,
-                        executor_.run("decode", std::move(inputs)));
+                        executor_.run("decode", std::move(inputs), runOptions_));
   for (size_t i = 0; i < caches_.size(); ++i) {
     caches_[i] = std::move(results[1 + i]);
   }

@@ -67,9 +67,10 @@ public:
   /// decode entry and prefills of one row. `maxBatchedTokens` bounds the
   /// prompt tokens a step prefills before its decode (0: no bound): a long
   /// prompt goes in chunks and does not stall the sequences that decode.
+  /// Every run takes `runOptions` (a profile's trace, MoE statistics).
   static StatusOr<std::unique_ptr<BatchGenerator>>
   create(const Executable &executable, Executor &executor,
-         int64_t maxBatchedTokens = 0);
+         int64_t maxBatchedTokens = 0, RunOptions runOptions = {});
 
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
 
@@ -103,7 +104,7 @@ private:
   };
 
   BatchGenerator(const Executable &executable, Executor &executor,
-                 int64_t maxBatchedTokens);
+                 int64_t maxBatchedTokens, RunOptions runOptions);
   void admit();
   void finish(size_t slot, FinishReason reason, std::string error = "");
   /// Ends every running sequence after a failed run (its cache rows can no
@@ -123,6 +124,7 @@ private:
   void emit(size_t slot, const float *row);
 
   Executor &executor_;
+  RunOptions runOptions_;
   int64_t maxBatchedTokens_;
   int64_t seqLength_, vocab_, padId_;
   /// Prefills of one row by width, ascending.

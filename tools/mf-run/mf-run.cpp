@@ -739,7 +739,8 @@ int predictBatch(const Options &options, Session &session) {
     texts = read.take();
   }
   StatusOr<std::unique_ptr<BatchGenerator>> generator =
-      BatchGenerator::create(session.executable, *session.executor);
+      BatchGenerator::create(session.executable, *session.executor,
+                             /*maxBatchedTokens=*/0, session.runOptions);
   if (!generator) {
     return fail(generator.status());
   }
