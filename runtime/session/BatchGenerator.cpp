@@ -32,9 +32,8 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
     return Status::error(StatusCode::InvalidArgument,
                          "the bound on a step's tokens must be >= 0");
   }
-  std::unique_ptr<BatchGenerator> generator(
-      new BatchGenerator(executable, executor, maxBatchedTokens,
-                         std::move(runOptions)));
+  std::unique_ptr<BatchGenerator> generator(new BatchGenerator(
+      executable, executor, maxBatchedTokens, std::move(runOptions)));
   // The prefills of one row: `prefill_row` (seq_length) and
   // `prefill_row_<L>`; a model of one row has them as `prefill[_<L>]`.
   generator->rowPrefills_ = prefillEntries(executable, /*rows=*/true);
@@ -286,8 +285,9 @@ Status BatchGenerator::decode() {
   for (const Tensor &cache : caches_) {
     inputs.push_back(cache);
   }
-  MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> results,
-                        executor_.run("decode", std::move(inputs), runOptions_));
+  MFRT_ASSIGN_OR_RETURN(
+      std::vector<Tensor> results,
+      executor_.run("decode", std::move(inputs), runOptions_));
   for (size_t i = 0; i < caches_.size(); ++i) {
     caches_[i] = std::move(results[1 + i]);
   }
