@@ -11,8 +11,11 @@ model, whose runs last milliseconds; each in a fresh process) time
   - prefill only: ONNX Runtime 1.20 (npm onnxruntime-node, all cores,
     graph optimizations 'all') on that PyTorch model exported to ONNX for
     the prompt's exact length, last position's logits (as mf-run's prefill),
+  - llama.cpp (npm node-llama-cpp 3.22.1, its prebuilt CPU build, all
+    cores) on the same weights as an f32 GGUF (bench/gguf.py), greedy,
 and print medians of prefill and decode tokens/s with the ratios Graph /
-PyNative, Graph / PyTorch and Graph / ORT (> 1: Graph is faster), the peak RSS of each,
+PyNative, Graph / PyTorch, Graph / ORT and Graph / llama.cpp (> 1: Graph is
+faster), the peak RSS of each,
 how close Graph comes to this machine's limits, measured between the rounds
 by mf-machine-limits (the best of them), and where Graph Mode's prefill
 time goes, by kernel class, each against the GEMM peak:
@@ -47,6 +50,7 @@ import reference  # noqa: E402
 
 torch.set_grad_enabled(False)
 NPM_DIR = os.environ.get("MFC_NPM_DIR", os.path.expanduser("~/.cache/mfc/npm"))
+LLAMA_CPP_DIR = os.path.join(NPM_DIR, "llama-cpp")
 
 
 class CachedLlama:
@@ -128,6 +132,17 @@ def ort_measure(onnx_path, prompt):
                          capture_output=True, text=True, check=True)
     result = json.loads(run.stdout)
     return len(prompt) / statistics.median(result["seconds"]), result["rss_mb"]
+
+
+def llamacpp_measure(gguf, prompt, new_tokens):
+    """(prefill t/s, decode t/s, peak RSS MB) of one llama.cpp process: the
+    medians of three generations after a warm-up (as mf-run --repeat 3)."""
+    run = subprocess.run(["node", os.path.join(HERE, "llamacpp_peer.js"), LLAMA_CPP_DIR, gguf,
+                          ",".join(map(str, prompt)), str(new_tokens), str(os.cpu_count()), "3"],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout)
+    return (len(prompt) / statistics.median(result["prefill_seconds"]),
+            (new_tokens - 1) / statistics.median(result["decode_seconds"]), result["rss_mb"])
 
 
 def torch_run(cfg, w, prompt, new_tokens):
@@ -319,10 +334,12 @@ def main():
                 5 * args.runs),
                ("llama-100m", os.path.join(HERE, "configs", "llama-100m.yaml"), 192, 32,
                 args.runs)]
-    if not os.path.isdir(os.path.join(NPM_DIR, "node_modules", "onnxruntime-node")):
-        sys.exit(f"predict.py: no onnxruntime-node in {NPM_DIR} (scripts/install-deps.sh installs it)")
+    for folder, package in ((NPM_DIR, "onnxruntime-node"), (LLAMA_CPP_DIR, "node-llama-cpp")):
+        if not os.path.isdir(os.path.join(folder, "node_modules", package)):
+            sys.exit(f"predict.py: no {package} in {folder} (scripts/install-deps.sh installs it)")
     header = (f"{'model':11} {'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} "
-              f"{'ort':>11} {'g/pynative':>10} {'g/pytorch':>9} {'g/ort':>6}")
+              f"{'ort':>11} {'llama.cpp':>11} {'g/pynative':>10} {'g/pytorch':>9} {'g/ort':>6} "
+              f"{'g/llama.cpp':>11}")
     print(header)
     notes = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -337,7 +354,10 @@ def main():
             prompt = make_prompt(cfg, prompt_length)
             onnx_path = os.path.join(tmp, name + ".onnx")
             export_onnx(config, weights, prompt_length, onnx_path)
-            results = {"graph": [], "pynative": [], "pytorch": [], "ort": []}
+            gguf_path = os.path.join(tmp, name + ".gguf")
+            subprocess.run([sys.executable, os.path.join(HERE, "gguf.py"), config, weights, gguf_path],
+                           check=True, capture_output=True)
+            results = {"graph": [], "pynative": [], "pytorch": [], "ort": [], "llama.cpp": []}
             for _ in range(runs):  # interleaved, so drift hits all alike
                 for mode in ("graph", "pynative"):
                     results[mode].append(mfrun_run(args.build, mode, binary, weights, prompt,
@@ -346,15 +366,16 @@ def main():
                                                         new_tokens))
                 prefill, rss = ort_measure(onnx_path, prompt)
                 results["ort"].append((prefill, float("nan"), rss))
+                results["llama.cpp"].append(llamacpp_measure(gguf_path, prompt, new_tokens))
                 measure_limits()
             med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
                    for k, v in results.items()}
             for index, phase in enumerate(["prefill", "decode"]):
-                g, p, t, o = (med[k][index] for k in ("graph", "pynative", "pytorch", "ort"))
+                g, p, t, o, c = (med[k][index] for k in ("graph", "pynative", "pytorch", "ort", "llama.cpp"))
                 ort = f"{o:7.1f} t/s" if phase == "prefill" else f"{'-':>11}"
                 ort_ratio = f"{g / o:5.2f}x" if phase == "prefill" else f"{'-':>6}"
-                print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {ort} "
-                      f"{g / p:9.2f}x {g / t:8.2f}x {ort_ratio}", flush=True)
+                print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {ort} {c:7.1f} t/s "
+                      f"{g / p:9.2f}x {g / t:8.2f}x {ort_ratio} {g / c:10.2f}x", flush=True)
             # Decode reads every parameter once per token and the KV cache
             # up to the current position (half of the generated span on
             # average, bounded by the cache's full length).
@@ -374,7 +395,8 @@ def main():
                 f"bandwidth; prefill {prefill_gflops:.1f} GFLOP/s, "
                 f"{100 * prefill_gflops / limits['sgemm_gflops']:.0f}% of GEMM peak; "
                 f"peak RSS graph {med['graph'][2]:.0f} MB, pynative {med['pynative'][2]:.0f} MB, "
-                f"pytorch {med['pytorch'][2]:.0f} MB, ort {med['ort'][2]:.0f} MB")
+                f"pytorch {med['pytorch'][2]:.0f} MB, ort {med['ort'][2]:.0f} MB, "
+                f"llama.cpp {med['llama.cpp'][2]:.0f} MB")
             notes.extend([f"{name}: Graph Mode prefill by kernel class (last of 3 runs, --profile):"]
                          + kernel_profile(args.build, config, binary, weights, prompt, cfg,
                                           limits["sgemm_gflops"], tmp))

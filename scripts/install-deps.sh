@@ -56,3 +56,17 @@ if [ ! -f "$stamp" ]; then
     "${npm_packages[@]}"
   touch "$stamp"
 fi
+# llama.cpp, the benchmarks' peer (bench/predict.py), through node-llama-cpp:
+# its prebuilt CPU binary only (the optional CUDA and Vulkan builds are
+# ~640 MB more), in a folder of its own (--omit=optional there cannot
+# drop the tokenizers' native bindings). Pinned; installed once per machine.
+llama_dir=$npm_dir/llama-cpp
+llama_packages=(node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1)
+stamp="$llama_dir/.mfc-installed-$(echo "${llama_packages[*]}" | md5sum | cut -c1-12)"
+if [ "$(uname -m)" = x86_64 ] && [ ! -f "$stamp" ]; then
+  echo "install-deps: npm packages ${llama_packages[*]} into $llama_dir"
+  mkdir -p "$llama_dir"
+  npm install --prefix "$llama_dir" --no-audit --no-fund --loglevel=error --omit=optional \
+    "${llama_packages[@]}"
+  touch "$stamp"
+fi

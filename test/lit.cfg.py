@@ -43,12 +43,18 @@ config.substitutions.append(("%lit", os.path.join(config.llvm_tools_dir, "lit"))
 config.substitutions.append(("%mfc-obj", config.mfc_obj_root))
 # The executable's generated schema (mf_ops.fbs), for corrupt.py's edits.
 config.environment["MFC_SCHEMA_DIR"] = os.path.join(config.mfc_obj_root,
-                                                    "runtime", "schemas")
+                                                    "runtime", "format", "schemas")
 config.substitutions.append(("%node-modules", node_modules))
 if os.path.isdir(os.path.join(node_modules, "@anush008", "tokenizers")):
     config.available_features.add("hf-tokenizers")
 if os.path.isdir(os.path.join(node_modules, "openai")):
     config.available_features.add("openai-client")
+# llama.cpp through node-llama-cpp, the benchmarks' peer, in a folder of its
+# own (scripts/install-deps.sh).
+llama_cpp = os.path.join(config.mfc_npm_dir, "llama-cpp")
+config.substitutions.append(("%llama-cpp", llama_cpp))
+if os.path.isdir(os.path.join(llama_cpp, "node_modules", "node-llama-cpp")):
+    config.available_features.add("llama-cpp")
 if os.path.isdir(config.mindformers_configs):
     config.available_features.add("mindformers-configs")
 # A tiny file system of our own (a private mount namespace: nothing is left
@@ -93,4 +99,5 @@ for feature in filter(None, os.environ.get("MFC_REQUIRE_FEATURES", "").split(","
             f"missing on this machine, so the tests that need it would be "
             f"skipped: run scripts/install-deps.sh (torch: python3-torch, "
             f"python3-numpy, python3-yaml; mpi: openmpi-bin; hf-tokenizers: "
-            f"npm's tokenizers), or set MFC_REQUIRE_FEATURES= to allow it")
+            f"npm's tokenizers; openai-client, llama-cpp: npm's openai and "
+            f"node-llama-cpp), or set MFC_REQUIRE_FEATURES= to allow it")
