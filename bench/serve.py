@@ -12,6 +12,11 @@ concurrent clients to each server in turn (alternating, so a slow spell of
 the machine hits both), and measures the generated tokens/s over the
 round's wall time, each request's time to first token and its latency.
 Prints medians over the rounds and the ratio batched / one-at-a-time.
+The same rounds also run through llama.cpp (npm node-llama-cpp, CPU build,
+every core) on the same weights as an f32 GGUF (bench/gguf.py): the same
+prompts from --clients sequences of one context, each taking the next
+prompt when its last is done, in its own process with no HTTP in between
+(so its figure has no server overhead that mf-serve's has).
 """
 import argparse
 import http.client
@@ -107,6 +112,19 @@ def run_round(port, prompts, tokens, clients):
             "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
 
 
+def llamacpp_round(gguf, prompts_path, tokens, sequences):
+    npm = os.environ.get("MFC_NPM_DIR", os.path.expanduser("~/.cache/mfc/npm"))
+    run = subprocess.run(["node", os.path.join(HERE, "llamacpp_batch.js"), os.path.join(npm, "llama-cpp"),
+                          gguf, prompts_path, str(tokens), str(os.cpu_count()), str(sequences), "1"],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout.splitlines()[-1])
+    first = sorted(t["ttft"] for t in result["timings"])
+    latency = sorted(t["latency"] for t in result["timings"])
+    return {"tokens_per_s": result["generated"] / result["seconds"], "ttft_p50": first[len(first) // 2],
+            "latency_p50": latency[len(latency) // 2],
+            "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -125,16 +143,30 @@ def main():
         single_bin = os.path.join(work, "single.bin")
         compile_model(mfc, args.clients, batched_bin)
         compile_model(mfc, 1, single_bin)
+        # The servers' weights (--init-weights), for llama.cpp as GGUF.
+        weights = os.path.join(work, "w.safetensors")
+        gguf = os.path.join(work, "w.gguf")
+        subprocess.run([os.path.join(args.build, "bin", "mf-run"), single_bin, "--init-weights",
+                        "--input-ids", "1", "--max-new-tokens", "0", "--save-weights", weights],
+                       check=True, capture_output=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf.py"),
+                        os.path.join(HERE, "configs", "llama-100m.yaml"), weights, gguf],
+                       check=True, capture_output=True)
+        prompts_path = os.path.join(work, "prompts.json")
+        with open(prompts_path, "w") as f:
+            json.dump(prompts, f)
         sides = {"batched": Server(serve, batched_bin, work, "batched"),
                  "one at a time": Server(serve, single_bin, work, "single")}
         try:
             for server in sides.values():  # warm: weights paged in, panels packed
                 run_round(server.port, prompts[:2], 4, 2)
-            rounds = {name: [] for name in sides}
+            peer = "llama.cpp, %d seq." % args.clients
+            rounds = {name: [] for name in list(sides) + [peer]}
             for _ in range(args.rounds):
                 for name, server in sides.items():
                     rounds[name].append(
                         run_round(server.port, prompts, args.tokens, args.clients))
+                rounds[peer].append(llamacpp_round(gguf, prompts_path, args.tokens, args.clients))
         finally:
             for server in sides.values():
                 server.stop()
@@ -146,13 +178,15 @@ def main():
         medians[name] = {key: statistics.median(r[key] for r in results)
                          for key in results[0]}
         m = medians[name]
-        print("  %-14s %7.1f tokens/s  time to first token p50 %6.0f ms  "
+        print("  %-18s %7.1f tokens/s  time to first token p50 %6.0f ms  "
               "latency p50 %6.0f ms, p99 %6.0f ms"
               % (name, m["tokens_per_s"], 1e3 * m["ttft_p50"],
                  1e3 * m["latency_p50"], 1e3 * m["latency_p99"]))
     print("  batched / one at a time: %.2fx tokens/s" %
           (medians["batched"]["tokens_per_s"] /
            medians["one at a time"]["tokens_per_s"]))
+    print("  batched / %s: %.2fx tokens/s" %
+          (peer, medians["batched"]["tokens_per_s"] / medians[peer]["tokens_per_s"]))
 
 
 if __name__ == "__main__":
