@@ -2804,8 +2804,8 @@ parseHuggingFaceFolder(ConfigDiagnostics &diagnostics, StringRef folder) {
       << "'}; --set adds to it (e.g. --set run_mode=finetune, --set "
          "model.model_config.seq_length=2048)\n";
   return parseConfigText(diagnostics,
-                         "run_mode: predict\npretrained_model_dir: '" +
-                             quoted + "'\n",
+                         "run_mode: predict\npretrained_model_dir: '" + quoted +
+                             "'\n",
                          (absolute + " (a Hugging Face folder)").str());
 }
 
