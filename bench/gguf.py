@@ -97,6 +97,10 @@ def vocabulary(cfg, tokenizer_path):
     return tokens, scores, types
 
 
+def torch_equal(a, b):
+    return a.shape == b.shape and bool((a == b).all())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config")
@@ -107,6 +111,10 @@ def main():
     cfg = reference.Config(args.config)
     if cfg.gpt2 or cfg.qkv_bias or cfg.qk_norm:
         sys.exit("gguf.py: only plain LLaMA models (no biases, no q/k norms, not GPT-2)")
+    scaled = not torch_equal(cfg.inv_freq, reference.rope_frequencies(cfg.theta, cfg.head_dim, "None", None))
+    if scaled:
+        sys.exit("gguf.py: RoPE scaling (extend_method, scaling_factor) is not written; "
+                 "only plain RoPE models")
     weights = {name: tensor.float().numpy() for name, tensor in
                reference.load_safetensors(args.weights).items()}
 
@@ -133,6 +141,7 @@ def main():
         tensors.append((gguf, numpy.ascontiguousarray(value)))
 
     tokens, scores, types = vocabulary(cfg, args.tokenizer)
+    bos = reference.yaml.safe_load(open(args.config))["model"]["model_config"].get("bos_token_id", 1)
     feed_forward = weights["model.layers.0.mlp.gate_proj.weight"].shape[0]
     metadata = [
         pack_kv("general.architecture", STRING, "llama"),
@@ -144,6 +153,8 @@ def main():
         pack_kv("llama.block_count", UINT32, cfg.layers),
         pack_kv("llama.feed_forward_length", UINT32, feed_forward),
         pack_kv("llama.rope.dimension_count", UINT32, cfg.head_dim),
+        pack_kv("llama.attention.key_length", UINT32, cfg.head_dim),
+        pack_kv("llama.attention.value_length", UINT32, cfg.head_dim),
         pack_kv("llama.attention.head_count", UINT32, cfg.heads),
         pack_kv("llama.attention.head_count_kv", UINT32, cfg.kv_heads),
         pack_kv("llama.attention.layer_norm_rms_epsilon", FLOAT32, cfg.eps),
@@ -153,8 +164,8 @@ def main():
         pack_kv("tokenizer.ggml.tokens", ARRAY, tokens, STRING),
         pack_kv("tokenizer.ggml.scores", ARRAY, scores, FLOAT32),
         pack_kv("tokenizer.ggml.token_type", ARRAY, types, INT32),
-        pack_kv("tokenizer.ggml.bos_token_id", UINT32, 1),
-        pack_kv("tokenizer.ggml.eos_token_id", UINT32, 2),
+        pack_kv("tokenizer.ggml.bos_token_id", UINT32, bos),
+        pack_kv("tokenizer.ggml.eos_token_id", UINT32, min(cfg.eos)),
         pack_kv("tokenizer.ggml.unknown_token_id", UINT32, 0),
     ]
     infos, offset = [], 0

@@ -31,7 +31,7 @@ async function serve(sequences, prompts, tokensEach) {
       }
       generated += count;
       const end = process.hrtime.bigint();
-      timings.push({ ttft: Number(first - begin) / 1e9, latency: Number(end - begin) / 1e9 });
+      timings.push({ ttft: Number((first ?? end) - begin) / 1e9, latency: Number(end - begin) / 1e9 });
     }
   };
   await Promise.all(sequences.map(worker));

@@ -1,5 +1,5 @@
 // ONNX Runtime's prefill, for bench/predict.py: loads MODEL.onnx (input
-// "input_ids" int64 [1, L], output "logits"), runs it WARMUP times, then
+// "input_ids" int64 [1, L], output "logits"), runs it twice to warm up, then
 // RUNS times, and prints {"seconds": [...], "rss_mb": N} as JSON.
 //   node ort_prefill.js NPM_DIR MODEL.onnx IDS THREADS RUNS
 const path = require("path");

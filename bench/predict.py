@@ -233,6 +233,8 @@ def report_groups(build, config):
         if line.startswith("entry @"):
             entry = line.split()[1][1:].rstrip(":")
             groups[entry] = {}
+        elif not line.startswith(" "):  # the initializer's, or a summary
+            entry, current = None, None
         elif (m := re.match(r"  group \d+ \((\w+), .*?(?:weights as panels: ([^)]*))?\):$", line)):
             current = (m.group(1), [w.strip() for w in (m.group(2) or "").split(",") if w.strip()])
         elif (m := re.match(r"    mf\.\w+ @ (\S+)", line)) and current and entry:
@@ -262,7 +264,6 @@ def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat", "").startswith("prefill")]
     per_run = len(events) // 3
     rows = {}
-    past = 0
     widths = {}
     for event in events[-per_run:]:
         entry = event["cat"]
@@ -273,17 +274,19 @@ def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp
             label = "matmul lm_head"  # a tied one reads the embedding, not as panels
         row = rows.setdefault(label, {"ms": 0.0, "flops": 0.0})
         row["ms"] += event["dur"] / 1e3
-        width = widths.setdefault(entry, int(entry.split("_")[1]) if "_" in entry else cfg.seq)
+        width = widths.setdefault(entry, int(entry.rsplit("_", 1)[1]) if entry[-1].isdigit() else cfg.seq)
         if label == "matmul lm_head":  # the logits of one position a row
             row["flops"] += 2 * cfg.batch * cfg.vocab * cfg.hidden
         elif label.startswith("matmul"):
-            row["flops"] += 2 * width * sum(shapes[w][0] * shapes[w][1] for w in panels if w in shapes)
+            row["flops"] += 2 * cfg.batch * width * sum(shapes[w][0] * shapes[w][1] for w in panels
+                                                        if w in shapes)
     # Attention: causal over each chunk after what is cached before it.
     past = 0
     attention = 0.0
     for entry in entries:
         width = widths.get(entry, cfg.seq)
-        attention += 4 * cfg.heads * cfg.head_dim * (width * (width + 1) / 2 + past * width) * cfg.layers
+        attention += 4 * cfg.batch * cfg.heads * cfg.head_dim * (width * (width + 1) / 2 + past * width) \
+            * cfg.layers
         past += width
     if "attention" in rows:
         rows["attention"]["flops"] = attention

@@ -22,7 +22,7 @@ BELOW = {
 }
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "runtime")
-include = re.compile(r'#include "runtime/([a-z]+)/')
+include = re.compile(r'#include "runtime/([A-Za-z]+)[/.]')
 upward = 0
 files = 0
 for folder, allowed in BELOW.items():
@@ -33,7 +33,11 @@ for folder, allowed in BELOW.items():
         files += 1
         for number, line in enumerate(open(os.path.join(directory, name)), 1):
             match = include.match(line)
-            if match and match.group(1) != folder and match.group(1) not in allowed:
+            if match and match.group(1) not in BELOW:  # runtime/Foo.h: no layer
+                print(f"runtime/{folder}/{name}:{number}: includes {line.split()[1]}, "
+                      f"outside the layers")
+                upward += 1
+            elif match and match.group(1) != folder and match.group(1) not in allowed:
                 print(f"runtime/{folder}/{name}:{number}: includes runtime/{match.group(1)}/, "
                       f"a layer {folder}/ may not use (it may use: {', '.join(allowed) or 'nothing'})")
                 upward += 1

@@ -10,8 +10,12 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift $(( $# > 0 ? 1 : 0 ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer \
-  ChatTemplateFuzzer RequestFuzzer)
+all_targets=(ExecutableFuzzer SafetensorsFuzzer ConfigFuzzer TokenizerFuzzer ChatTemplateFuzzer
+  RequestFuzzer)
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
+for target in "${targets[@]}"; do
+  [[ " ${all_targets[*]} " == *" $target "* ]] || { echo "fuzz.sh: no fuzzer named '$target' (fuzzers: ${all_targets[*]})" >&2; exit 2; }
+done
 work=${MFC_FUZZ_DIR:-${TMPDIR:-/tmp}/mfc-fuzz}
 mkdir -p "$work"
 
@@ -125,7 +129,6 @@ for target in "${targets[@]}"; do
     TokenizerFuzzer) kind=tokenizer; extra=() ;;
     ChatTemplateFuzzer) kind=chat; extra=() ;;
     ConfigFuzzer) kind=config; extra=(-dict=fuzz/config.dict) ;;
-    *) echo "fuzz.sh: no fuzzer named '$target'" >&2; exit 2 ;;
   esac
   echo "== $target for ${seconds}s"
   log=$work/$target.log

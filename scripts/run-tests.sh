@@ -8,7 +8,9 @@ lit=${LIT:-/usr/lib/llvm-22/bin/lit}
 results="$build_dir/test-results.xml"
 # What install-deps.sh installs is required: without it the tests needing it
 # would be UNSUPPORTED and the run green (lit.cfg.py refuses to start).
-export MFC_REQUIRE_FEATURES="${MFC_REQUIRE_FEATURES-torch,mpi,hf-tokenizers,openai-client,llama-cpp}"
+# llama.cpp's prebuilt binary (install-deps) is for x86-64 only.
+llama_cpp=$([ "$(uname -m)" = x86_64 ] && echo ,llama-cpp)
+export MFC_REQUIRE_FEATURES="${MFC_REQUIRE_FEATURES-torch,mpi,hf-tokenizers,openai-client$llama_cpp}"
 
 "$lit" -sv --xunit-xml-output "$results" "$build_dir/test" "$build_dir/test/unit"
 status=$?

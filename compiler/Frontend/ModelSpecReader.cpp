@@ -22,7 +22,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
-#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -2762,17 +2761,22 @@ std::optional<ModelSpec> mfc::readModelSpec(ConfigDiagnostics &diagnostics,
 }
 
 /// The Hugging Face model folder that `path` names, as a folder or its
-/// config.json; empty for anything else (a MindFormers YAML).
+/// (existing) config.json, absolute and without a trailing separator; empty
+/// for anything else (a MindFormers YAML, a file that does not exist).
 static std::string huggingFaceFolderOf(StringRef path) {
-  if (llvm::sys::fs::is_directory(path)) {
-    return path.str();
-  }
-  if (llvm::sys::path::filename(path) == "config.json") {
-    llvm::SmallString<256> folder(path);
+  llvm::SmallString<256> folder(path);
+  if (llvm::sys::path::filename(path) == "config.json" &&
+      llvm::sys::fs::is_regular_file(path)) {
     llvm::sys::path::remove_filename(folder);
-    return folder.empty() ? "." : folder.str().str();
+  } else if (!llvm::sys::fs::is_directory(path)) {
+    return "";
   }
-  return "";
+  llvm::sys::fs::make_absolute(folder);
+  llvm::sys::path::remove_dots(folder, /*remove_dot_dot=*/true);
+  while (folder.size() > 1 && llvm::sys::path::is_separator(folder.back())) {
+    folder.pop_back();
+  }
+  return folder.str().str();
 }
 
 /// `mfc compile FOLDER` (or FOLDER/config.json) compiles the folder as
@@ -2789,24 +2793,22 @@ parseHuggingFaceFolder(ConfigDiagnostics &diagnostics, StringRef folder) {
                                    "Face model folder (one with config.json)");
     return nullptr;
   }
-  llvm::SmallString<256> absolute(folder);
-  llvm::sys::fs::make_absolute(absolute);
-  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
   std::string quoted;
-  for (char c : absolute) {
+  for (char c : folder) {
     quoted += c == '\'' ? std::string("''") : std::string(1, c);
   }
-  llvm::WithColor::note(llvm::errs(), "mfc")
-      << "compiling the Hugging Face model folder '" << absolute
-      << "' as the MindFormers config {run_mode: predict, "
-         "pretrained_model_dir: '"
-      << absolute
-      << "'}; --set adds to it (e.g. --set run_mode=finetune, --set "
-         "model.model_config.seq_length=2048)\n";
+  diagnostics.note(SMLoc(), "compiling the Hugging Face model folder '" +
+                                folder +
+                                "' as the MindFormers config {run_mode: "
+                                "predict, pretrained_model_dir: '" +
+                                folder +
+                                "'}; --set adds to it (e.g. --set "
+                                "run_mode=finetune, --set "
+                                "model.model_config.seq_length=2048)");
   return parseConfigText(diagnostics,
                          "run_mode: predict\npretrained_model_dir: '" + quoted +
                              "'\n",
-                         (absolute + " (a Hugging Face folder)").str());
+                         (folder + " (a Hugging Face folder)").str());
 }
 
 std::optional<ModelSpec>

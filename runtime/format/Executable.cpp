@@ -287,40 +287,6 @@ const fb::TensorType &outputType(const fb::Entry &entry, size_t index) {
   return *entry.values()->Get(entry.outputs()->Get(index));
 }
 
-/// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
-/// or -1.
-int64_t prefillLengthOf(const std::string &name) {
-  constexpr const char kPrefix[] = "prefill_";
-  constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
-  if (name.compare(0, kPrefixLength, kPrefix) != 0 ||
-      name.size() == kPrefixLength || name.size() > kPrefixLength + 9) {
-    return -1;
-  }
-  int64_t length = 0;
-  for (size_t i = kPrefixLength; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') {
-      return -1;
-    }
-    length = 10 * length + (name[i] - '0');
-  }
-  return length;
-}
-
-/// L of a `prefill_row_<L>` entry (one batch row's prefill), seq for
-/// `prefill_row`, else -1.
-int64_t rowPrefillLengthOf(const std::string &name, int64_t seq) {
-  if (name == "prefill_row") {
-    return seq;
-  }
-  constexpr const char kPrefix[] = "prefill_row_";
-  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
-    return -1;
-  }
-  int64_t length =
-      prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
-  return length > 0 && length < seq ? length : 0;
-}
-
 bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
   return a.dtype() == b.dtype() &&
          Executable::shapeOf(a) == Executable::shapeOf(b);
@@ -762,6 +728,36 @@ checkSemantics(const fb::Executable &root,
 }
 
 } // namespace
+
+int64_t mfrt::prefillLengthOf(const std::string &name) {
+  constexpr const char kPrefix[] = "prefill_";
+  constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
+  if (name.compare(0, kPrefixLength, kPrefix) != 0 ||
+      name.size() == kPrefixLength || name.size() > kPrefixLength + 9) {
+    return -1;
+  }
+  int64_t length = 0;
+  for (size_t i = kPrefixLength; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') {
+      return -1;
+    }
+    length = 10 * length + (name[i] - '0');
+  }
+  return length;
+}
+
+int64_t mfrt::rowPrefillLengthOf(const std::string &name, int64_t seq) {
+  if (name == "prefill_row") {
+    return seq;
+  }
+  constexpr const char kPrefix[] = "prefill_row_";
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
+    return -1;
+  }
+  int64_t length =
+      prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
+  return length > 0 && length < seq ? length : 0;
+}
 
 std::vector<const fb::Entry *>
 mfrt::entriesAndInitializer(const fb::Executable &root) {

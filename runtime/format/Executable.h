@@ -83,6 +83,14 @@ std::vector<const fb::Entry *>
 entriesAndInitializer(const fb::Executable &root);
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
+/// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
+/// or -1. The loader checks every entry so named (L in 1..seq_length - 1).
+int64_t prefillLengthOf(const std::string &name);
+/// L of a `prefill_row_<L>` entry (one batch row's prefill), `seq` for
+/// `prefill_row`, 0 for a malformed such name (the loader refuses it), else
+/// -1.
+int64_t rowPrefillLengthOf(const std::string &name, int64_t seq);
+
 class Executable {
 public:
   /// Reads and verifies a file.

@@ -189,17 +189,18 @@ void BatchGenerator::failRunning(const Status &status) {
 
 StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   Sequence &sequence = *slots_[slot];
-  int64_t left = promptLeft(sequence), want = std::min(left, budget);
-  // The first chunk of the least padded work for what is wanted now.
-  std::vector<PrefillChunk> plan =
-      planPrefill(rowPrefills_, sequence.fed, want, seqLength_);
-  if (plan.empty()) {
+  int64_t left = promptLeft(sequence);
+  // The least padded work for the rest of the prompt, its first call within
+  // what is left of this step's budget where it can be (PrefillPlan.h).
+  std::optional<PrefillChunk> chunk = firstPrefillChunk(
+      rowPrefills_, sequence.fed, left, budget, seqLength_);
+  if (!chunk) {
     return Status::error(StatusCode::Internal,
                          "no prefill of one row fits position " +
                              std::to_string(sequence.fed));
   }
-  int64_t width = plan[0].entry->width, feed = plan[0].tokens;
-  const std::string &entry = plan[0].entry->name;
+  int64_t width = chunk->entry->width, feed = chunk->tokens;
+  const std::string &entry = chunk->entry->name;
   MFRT_ASSIGN_OR_RETURN(Tensor ids, executor_.allocateInput(entry, 0));
   MFRT_ASSIGN_OR_RETURN(Tensor past, executor_.allocateInput(entry, 1));
   MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition,

@@ -112,9 +112,9 @@ private:
   void failRunning(const Status &status);
   void countRunning();
   static int64_t promptLeft(const Sequence &sequence);
-  /// The next chunk of slot's prompt (at most `budget` tokens, unless no
-  /// narrower entry fits) through a prefill of one row, on its cache row
-  /// in place. Returns the tokens it fed.
+  /// The next chunk of slot's prompt through a prefill of one row, on its
+  /// cache row in place: firstPrefillChunk's (at most `budget` tokens unless
+  /// no entry is that narrow). Returns the tokens it fed.
   StatusOr<int64_t> prefillRow(size_t slot, int64_t budget);
   /// The decode entry over every slot: each with a token pending feeds it;
   /// the others feed padding at their position, which their next prompt
@@ -127,7 +127,7 @@ private:
   RunOptions runOptions_;
   int64_t maxBatchedTokens_;
   int64_t seqLength_, vocab_, padId_;
-  /// Prefills of one row by width, ascending.
+  /// The prefills of one row.
   std::vector<PrefillEntry> rowPrefills_;
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;

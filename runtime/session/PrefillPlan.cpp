@@ -2,27 +2,24 @@
 
 #include "runtime/session/PrefillPlan.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mfrt;
 
 std::vector<PrefillEntry> mfrt::prefillEntries(const Executable &executable,
                                                bool rows) {
-  bool oneRow = executable.model().batch_size() == 1;
+  int64_t seq = executable.model().seq_length();
+  bool rowEntries = rows && executable.model().batch_size() > 1;
   std::vector<PrefillEntry> entries;
   for (const std::string &name : executable.entryNames()) {
-    bool batchPrefill =
-        name == "prefill" ||
-        (name.rfind("prefill_", 0) == 0 && name.rfind("prefill_row", 0) != 0);
-    bool rowPrefill =
-        name == "prefill_row" || name.rfind("prefill_row_", 0) == 0;
-    if (rows && !oneRow ? !rowPrefill : !batchPrefill) {
-      continue;
+    // Only names the loader checked the signature of (Executable.h).
+    int64_t width = rowEntries          ? rowPrefillLengthOf(name, seq)
+                    : name == "prefill" ? seq
+                                        : prefillLengthOf(name);
+    if (width > 0) {
+      entries.push_back({width, name});
     }
-    // The width: input_ids' second dimension (the loader checked it).
-    const fb::Entry &entry = *executable.entry(name);
-    const fb::TensorType &ids = *entry.values()->Get(entry.inputs()->Get(0));
-    entries.push_back({ids.shape()->Get(1), name});
   }
   return entries;
 }
@@ -30,6 +27,10 @@ std::vector<PrefillEntry> mfrt::prefillEntries(const Executable &executable,
 std::vector<PrefillChunk>
 mfrt::planPrefill(const std::vector<PrefillEntry> &entries, int64_t past,
                   int64_t tokens, int64_t seqLength) {
+  std::vector<PrefillChunk> chunks;
+  if (tokens <= 0) {
+    return chunks;
+  }
   // cost[n]: the least work that feeds the last n ids (position past +
   // tokens - n on); first[n]: the entry of its first call.
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
@@ -54,7 +55,6 @@ mfrt::planPrefill(const std::vector<PrefillEntry> &entries, int64_t past,
       }
     }
   }
-  std::vector<PrefillChunk> chunks;
   if (cost[tokens] == kNone) {
     return chunks;
   }
@@ -65,4 +65,33 @@ mfrt::planPrefill(const std::vector<PrefillEntry> &entries, int64_t past,
     n -= fed;
   }
   return chunks;
+}
+
+std::optional<PrefillChunk>
+mfrt::firstPrefillChunk(const std::vector<PrefillEntry> &entries,
+                        int64_t past, int64_t tokens, int64_t budget,
+                        int64_t seqLength) {
+  std::vector<PrefillChunk> plan =
+      planPrefill(entries, past, tokens, seqLength);
+  if (plan.empty()) {
+    return std::nullopt;
+  }
+  if (plan[0].tokens <= budget) {
+    return plan[0];
+  }
+  const PrefillEntry *widest = nullptr;
+  for (const PrefillEntry &entry : entries) {
+    if (entry.width <= 0 || entry.width > budget || entry.width >= tokens ||
+        (widest && entry.width <= widest->width) ||
+        planPrefill(entries, past + entry.width, tokens - entry.width,
+                    seqLength)
+            .empty()) {
+      continue;
+    }
+    widest = &entry;
+  }
+  if (!widest) {
+    return plan[0];
+  }
+  return PrefillChunk{widest, past, widest->width};
 }

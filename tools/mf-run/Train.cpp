@@ -18,7 +18,6 @@
 
 #include "runtime/format/TrainingSettings.h"
 #include "runtime/io/Safetensors.h"
-#include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
 
 #include <unistd.h>

@@ -4,7 +4,6 @@
 #define MFC_TOOLS_MF_RUN_TRAIN_H
 
 #include "runtime/exec/Executor.h"
-#include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
 
 #include <optional>

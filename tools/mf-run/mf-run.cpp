@@ -973,7 +973,19 @@ int predict(const Options &options, Session &session) {
     auto prefillStart = Clock::now();
     for (const PrefillChunk &chunk : prefillPlan) {
       const std::string &name = chunk.entry->name;
-      StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(name);
+      // The first call's inputs are new (zero caches); a later one's caches
+      // are what the call before it wrote.
+      StatusOr<std::vector<Tensor>> inputs =
+          state.empty() ? executor.allocateInputs(name)
+                        : StatusOr<std::vector<Tensor>>(std::vector<Tensor>());
+      for (size_t i = 0; inputs && !state.empty() && i < 3; ++i) {
+        StatusOr<Tensor> input = executor.allocateInput(name, i);
+        if (!input) {
+          inputs = input.status();
+          break;
+        }
+        inputs->push_back(input.take());
+      }
       if (!inputs) {
         return fail(inputs.status());
       }
@@ -983,7 +995,7 @@ int predict(const Options &options, Session &session) {
       if (model.use_past()) {
         fillPositions((*inputs)[1], chunk.past); // past_length
         for (size_t i = 1; i < state.size(); ++i) {
-          (*inputs)[2 + i] = std::move(state[i]); // the caches so far
+          inputs->push_back(std::move(state[i])); // the caches so far
         }
       }
       fillPositions((*inputs)[model.use_past() ? 2 : 1], chunk.tokens - 1);
