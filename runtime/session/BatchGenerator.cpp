@@ -192,8 +192,8 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   int64_t left = promptLeft(sequence);
   // The least padded work for the rest of the prompt, its first call within
   // what is left of this step's budget where it can be (PrefillPlan.h).
-  std::optional<PrefillChunk> chunk = firstPrefillChunk(
-      rowPrefills_, sequence.fed, left, budget, seqLength_);
+  std::optional<PrefillChunk> chunk =
+      firstPrefillChunk(rowPrefills_, sequence.fed, left, budget, seqLength_);
   if (!chunk) {
     return Status::error(StatusCode::Internal,
                          "no prefill of one row fits position " +

@@ -68,9 +68,8 @@ mfrt::planPrefill(const std::vector<PrefillEntry> &entries, int64_t past,
 }
 
 std::optional<PrefillChunk>
-mfrt::firstPrefillChunk(const std::vector<PrefillEntry> &entries,
-                        int64_t past, int64_t tokens, int64_t budget,
-                        int64_t seqLength) {
+mfrt::firstPrefillChunk(const std::vector<PrefillEntry> &entries, int64_t past,
+                        int64_t tokens, int64_t budget, int64_t seqLength) {
   std::vector<PrefillChunk> plan =
       planPrefill(entries, past, tokens, seqLength);
   if (plan.empty()) {

@@ -1,4 +1,5 @@
-//===- PrefillPlan.h - a prompt as chunks of the compiled prefills -*- C++ -*-===//
+//===- PrefillPlan.h - a prompt as chunks of the compiled prefills -*- C++
+//-*-===//
 //
 // A model compiles prefills of a few widths (mfc --prefill-lengths: 32, 64,
 // 128, ... and seq_length); each takes a past_length, so a prompt may run as

@@ -9,9 +9,10 @@ using namespace mfrt;
 namespace {
 
 // llama-100m's: prefill_32, _64, _128 and prefill (seq_length 256).
-const std::vector<PrefillEntry> kEntries = {
-    {256, "prefill"}, {32, "prefill_32"}, {64, "prefill_64"},
-    {128, "prefill_128"}};
+const std::vector<PrefillEntry> kEntries = {{256, "prefill"},
+                                            {32, "prefill_32"},
+                                            {64, "prefill_64"},
+                                            {128, "prefill_128"}};
 constexpr int64_t kSeq = 256;
 
 int64_t widthSum(const std::vector<PrefillChunk> &plan) {
