@@ -3,7 +3,8 @@
 llama.cpp (bench's peer, through npm node-llama-cpp) runs the same model on
 the same weights.
 
-  bench/gguf.py CONFIG.yaml WEIGHTS.safetensors OUT.gguf [--tokenizer tokenizer.json]
+  bench/gguf.py CONFIG.yaml WEIGHTS.safetensors OUT.gguf [--type f32|q8_0|q4_0]
+               [--tokenizer tokenizer.json]
 
 What llama.cpp's own converter (convert_hf_to_gguf.py) does for LLaMA, for
 this one case: tensors under llama.cpp's names, each weight's dims in ggml's
@@ -12,6 +13,12 @@ Face's rotate-half RoPE to llama.cpp's interleaved pairs, a tied lm_head left
 out (llama.cpp then reads token_embd), and the vocabulary: a tokenizer.json's
 tokens (SentencePiece style: '<0xNN>' byte tokens, '<s>', '</s>', '<unk>')
 or, without one, placeholders (the benchmarks feed ids, not text).
+--type q8_0 / q4_0 store every matrix whose rows are whole blocks of 32 as
+ggml's reference quantizers do (quantize_row_q8_0_ref: a block's scale
+max|x| / 127, values rounded half away from zero; quantize_row_q4_0_ref: the
+scale the value of largest magnitude / -8, values truncated from x / d +
+8.5 and capped at 15, two a byte, element j in the low nibble and j + 16 in
+the high), norms in f32: llama.cpp's Q8_0 and Q4_0 of the same weights.
 """
 import argparse
 import json
@@ -27,7 +34,10 @@ import reference  # noqa: E402
 
 # GGUF value types and ggml tensor types (ggml/include/gguf.h, ggml.h).
 UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY = 4, 5, 6, 7, 8, 9
-GGML_F32 = 0
+GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
+QUANT_BLOCK = 32
+# llama.cpp's file types (llama_ftype): all f32, mostly Q4_0, mostly Q8_0.
+FILE_TYPES = {"f32": (0, GGML_F32), "q4_0": (2, GGML_Q4_0), "q8_0": (7, GGML_Q8_0)}
 ALIGNMENT = 32
 # llama.cpp's token types.
 NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6
@@ -97,6 +107,33 @@ def vocabulary(cfg, tokenizer_path):
     return tokens, scores, types
 
 
+def round_half_away(x):
+    return numpy.sign(x) * numpy.floor(numpy.abs(x) + 0.5)
+
+
+def quantize_q8_0(value):
+    """[rows, K] f32 -> Q8_0 blocks: per 32 values an f16 scale, 32 int8."""
+    blocks = value.reshape(value.shape[0], -1, QUANT_BLOCK)
+    d = numpy.abs(blocks).max(axis=-1, keepdims=True) / 127.0
+    inverse = numpy.divide(1.0, d, out=numpy.zeros_like(d), where=d != 0)
+    q = round_half_away(blocks * inverse).astype(numpy.int8)
+    out = numpy.empty(blocks.shape[:2], dtype=[("d", "<f2"), ("qs", "i1", QUANT_BLOCK)])
+    out["d"], out["qs"] = d[..., 0], q
+    return out.tobytes()
+
+
+def quantize_q4_0(value):
+    """[rows, K] f32 -> Q4_0 blocks: per 32 values an f16 scale, 16 bytes."""
+    blocks = value.reshape(value.shape[0], -1, QUANT_BLOCK)
+    at = numpy.abs(blocks).argmax(axis=-1)[..., None]  # the first of equals
+    d = numpy.take_along_axis(blocks, at, axis=-1) / -8.0
+    inverse = numpy.divide(1.0, d, out=numpy.zeros_like(d), where=d != 0)
+    q = numpy.minimum(15, numpy.trunc(blocks * inverse + 8.5)).astype(numpy.uint8)
+    out = numpy.empty(blocks.shape[:2], dtype=[("d", "<f2"), ("qs", "u1", QUANT_BLOCK // 2)])
+    out["d"], out["qs"] = d[..., 0], q[..., :16] | (q[..., 16:] << 4)
+    return out.tobytes()
+
+
 def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
 
@@ -107,6 +144,7 @@ def main():
     parser.add_argument("weights")
     parser.add_argument("out")
     parser.add_argument("--tokenizer")
+    parser.add_argument("--type", choices=sorted(FILE_TYPES), default="f32")
     args = parser.parse_args()
     cfg = reference.Config(args.config)
     if cfg.gpt2 or cfg.qkv_bias or cfg.qk_norm:
@@ -147,7 +185,7 @@ def main():
         pack_kv("general.architecture", STRING, "llama"),
         pack_kv("general.name", STRING, os.path.splitext(os.path.basename(args.config))[0]),
         pack_kv("general.alignment", UINT32, ALIGNMENT),
-        pack_kv("general.file_type", UINT32, 0),  # all f32
+        pack_kv("general.file_type", UINT32, FILE_TYPES[args.type][0]),
         pack_kv("llama.context_length", UINT32, cfg.seq),
         pack_kv("llama.embedding_length", UINT32, cfg.hidden),
         pack_kv("llama.block_count", UINT32, cfg.layers),
@@ -168,22 +206,35 @@ def main():
         pack_kv("tokenizer.ggml.eos_token_id", UINT32, min(cfg.eos)),
         pack_kv("tokenizer.ggml.unknown_token_id", UINT32, 0),
     ]
-    infos, offset = [], 0
+    # Each tensor's ggml type and bytes: matrices of whole 32-blocks
+    # quantized as --type asks, the rest (norms, odd widths) f32.
+    ggml_type = FILE_TYPES[args.type][1]
+    stored = []
     for name, value in tensors:
-        dims = list(reversed(value.shape))  # ggml: innermost first
+        if ggml_type != GGML_F32 and value.ndim == 2 and value.shape[1] % QUANT_BLOCK == 0:
+            quantize = quantize_q8_0 if ggml_type == GGML_Q8_0 else quantize_q4_0
+            stored.append((name, value.shape, ggml_type, quantize(value)))
+        else:
+            stored.append((name, value.shape, GGML_F32, value.tobytes()))
+    infos, offset = [], 0
+    for name, shape, kind, data in stored:
+        dims = list(reversed(shape))  # ggml: innermost first
         infos.append(pack_string(name) + struct.pack("<I", len(dims))
                      + b"".join(struct.pack("<Q", d) for d in dims)
-                     + struct.pack("<IQ", GGML_F32, offset))
-        offset += (value.nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+                     + struct.pack("<IQ", kind, offset))
+        offset += (len(data) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     with open(args.out, "wb") as out:
         out.write(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata)))
         for item in metadata + infos:
             out.write(item)
         out.write(b"\0" * (-out.tell() % ALIGNMENT))
-        for _, value in tensors:
-            out.write(value.tobytes())
-            out.write(b"\0" * (-value.nbytes % ALIGNMENT))
-    print(f"gguf.py: wrote {len(tensors)} f32 tensors and {len(tokens)} tokens to {args.out}")
+        for _, _, _, data in stored:
+            out.write(data)
+            out.write(b"\0" * (-len(data) % ALIGNMENT))
+    quantized = sum(kind != GGML_F32 for _, _, kind, _ in stored)
+    what = (f"{len(stored)} f32 tensors" if args.type == "f32" else
+            f"{len(stored)} tensors ({quantized} {args.type}, {len(stored) - quantized} f32)")
+    print(f"gguf.py: wrote {what} and {len(tokens)} tokens to {args.out}")
 
 
 if __name__ == "__main__":

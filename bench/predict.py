@@ -315,7 +315,15 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--models", default="llama-tiny,llama-100m",
+                        help="which of llama-tiny, llama-100m to run")
+    parser.add_argument("--llama-cpp-types", default="f32",
+                        help="llama.cpp's GGUF types, e.g. f32,q8_0,q4_0 (bench/gguf.py --type): "
+                             "the quantized ones on lines of their own")
     args = parser.parse_args()
+    llama_types = args.llama_cpp_types.split(",")
+    if "f32" not in llama_types:
+        sys.exit("predict.py: --llama-cpp-types must include f32")
     # The machine's limits, measured again between the rounds: the best of
     # all (one measurement can fall in a slow spell and read it as the peak).
     limits = {}
@@ -340,6 +348,7 @@ def main():
     for folder, package in ((NPM_DIR, "onnxruntime-node"), (LLAMA_CPP_DIR, "node-llama-cpp")):
         if not os.path.isdir(os.path.join(folder, "node_modules", package)):
             sys.exit(f"predict.py: no {package} in {folder} (scripts/install-deps.sh installs it)")
+    configs = [c for c in configs if c[0] in args.models.split(",")]
     header = (f"{'model':11} {'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} "
               f"{'ort':>11} {'llama.cpp':>11} {'g/pynative':>10} {'g/pytorch':>9} {'g/ort':>6} "
               f"{'g/llama.cpp':>11}")
@@ -357,10 +366,14 @@ def main():
             prompt = make_prompt(cfg, prompt_length)
             onnx_path = os.path.join(tmp, name + ".onnx")
             export_onnx(config, weights, prompt_length, onnx_path)
-            gguf_path = os.path.join(tmp, name + ".gguf")
-            subprocess.run([sys.executable, os.path.join(HERE, "gguf.py"), config, weights, gguf_path],
-                           check=True, capture_output=True)
+            ggufs = {}
+            for kind in llama_types:
+                ggufs[kind] = os.path.join(tmp, f"{name}-{kind}.gguf")
+                subprocess.run([sys.executable, os.path.join(HERE, "gguf.py"), config, weights,
+                                ggufs[kind], "--type", kind], check=True, capture_output=True)
+            gguf_path = ggufs["f32"]
             results = {"graph": [], "pynative": [], "pytorch": [], "ort": [], "llama.cpp": []}
+            results.update({f"llama.cpp {kind}": [] for kind in llama_types if kind != "f32"})
             for _ in range(runs):  # interleaved, so drift hits all alike
                 for mode in ("graph", "pynative"):
                     results[mode].append(mfrun_run(args.build, mode, binary, weights, prompt,
@@ -370,6 +383,10 @@ def main():
                 prefill, rss = ort_measure(onnx_path, prompt)
                 results["ort"].append((prefill, float("nan"), rss))
                 results["llama.cpp"].append(llamacpp_measure(gguf_path, prompt, new_tokens))
+                for kind in llama_types:
+                    if kind != "f32":
+                        results[f"llama.cpp {kind}"].append(
+                            llamacpp_measure(ggufs[kind], prompt, new_tokens))
                 measure_limits()
             med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
                    for k, v in results.items()}
@@ -379,6 +396,12 @@ def main():
                 ort_ratio = f"{g / o:5.2f}x" if phase == "prefill" else f"{'-':>6}"
                 print(f"{name:11} {phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {ort} {c:7.1f} t/s "
                       f"{g / p:9.2f}x {g / t:8.2f}x {ort_ratio} {g / c:10.2f}x", flush=True)
+            for kind in llama_types:
+                if kind != "f32":
+                    c = med[f"llama.cpp {kind}"]
+                    print(f"{name:11} llama.cpp {kind}: prefill {c[0]:.1f} t/s (graph f32 "
+                          f"{med['graph'][0] / c[0]:.2f}x), decode {c[1]:.1f} t/s (graph f32 "
+                          f"{med['graph'][1] / c[1]:.2f}x), peak RSS {c[2]:.0f} MB", flush=True)
             # Decode reads every parameter once per token and the KV cache
             # up to the current position (half of the generated span on
             # average, bounded by the cache's full length).
