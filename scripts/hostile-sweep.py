@@ -62,6 +62,31 @@ class Sweep:
     def add(self, cls, name, argv, must_refuse):
         self.cases.append(Case(cls, name, argv, must_refuse))
 
+    def write(self, suffix, data):
+        path = self.path(suffix)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def truncations(self, cls, data, suffix, offsets, argv_of):
+        """`data` cut at each offset: every copy must be refused."""
+        for offset in offsets:
+            self.add(cls, f"truncated at {offset}", argv_of(self.write(suffix, data[:offset])), True)
+
+    def changed_bytes(self, cls, data, suffix, count, argv_of, must_refuse, begin=0, end=None,
+                      flip_bit=False):
+        """`count` copies of `data`, each with one byte in [begin, end)
+        changed (one bit flipped, or a random value)."""
+        for _ in range(count):
+            offset = self.random.randrange(begin, len(data) if end is None else end)
+            changed = bytearray(data)
+            if flip_bit:
+                changed[offset] ^= 1 << self.random.randrange(8)
+            else:
+                changed[offset] = self.random.randrange(256)
+            what = "bit flipped" if flip_bit else "byte changed"
+            self.add(cls, f"{what} at {offset}", argv_of(self.write(suffix, changed)), must_refuse)
+
     def run_setup(self, argv):
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -101,21 +126,11 @@ class Sweep:
         if elf < 4:
             sys.exit("hostile-sweep: the compiled model.bin has no kernel library")
         (elf_length,) = struct.unpack("<I", data[elf - 4:elf])
-        offsets = [0, 1, 4, 8, 16, len(data) // 2, len(data) - 1]
-        offsets += [self.random.randrange(len(data)) for _ in range(self.args.count // 2)]
-        for offset in offsets:
-            path = self.path("truncated.bin")
-            open(path, "wb").write(data[:offset])
-            self.add("model.bin", f"truncated at {offset}", [self.tool("mf-run"), path, "--weights",
-                                                           self.weights] + self.run_args, True)
-        for _ in range(self.args.count):
-            offset = self.random.randrange(len(data))
-            flipped = bytearray(data)
-            flipped[offset] ^= 1 << self.random.randrange(8)
-            path = self.path("flipped.bin")
-            open(path, "wb").write(flipped)
-            self.add("model.bin", f"bit flipped at {offset}", [self.tool("mf-run"), path, "--weights",
-                                                             self.weights] + self.run_args, True)
+        run = lambda path: [self.tool("mf-run"), path, "--weights", self.weights] + self.run_args
+        self.truncations("model.bin", data, "truncated.bin", [0, 1, 4, 8, 16, len(data) // 2, len(data) - 1]
+                         + [self.random.randrange(len(data)) for _ in range(self.args.count // 2)], run)
+        # The content checksum refuses every flip.
+        self.changed_bytes("model.bin", data, "flipped.bin", self.args.count, run, True, flip_bit=True)
         # Flips sealed again (past the checksum) outside the kernel library:
         # the verifier and the loader's own checks must hold. A flip may
         # leave a valid program (a name's letter, a constant), so these may run.
@@ -129,12 +144,9 @@ class Sweep:
                 sealed = seal(flipped)
             except (SystemExit, Exception):
                 continue
-            path = self.path("sealed.bin")
-            open(path, "wb").write(sealed)
             mode = self.random.choice(["graph", "pynative"])
             self.add("model.bin (sealed)", f"bit flipped at {offset}, sealed, {mode}",
-                     [self.tool("mf-run"), path, "--weights", self.weights, "--mode", mode] + self.run_args,
-                     False)
+                     run(self.write("sealed.bin", sealed)) + ["--mode", mode], False)
 
     # --- weights -------------------------------------------------------------
     def safetensors(self):
@@ -142,14 +154,11 @@ class Sweep:
         header, body = read_safetensors(self.weights)
         names = sorted(k for k in header if k != "__metadata__")
         run = lambda path: [self.tool("mf-run"), self.model, "--weights", path] + self.run_args
-        for offset in [0, 4, 8, 9, len(data) - len(body) - 1, len(data) - 1] + \
-                [self.random.randrange(len(data)) for _ in range(self.args.count // 4)]:
-            path = self.path("truncated.safetensors")
-            open(path, "wb").write(data[:offset])
-            self.add("safetensors", f"truncated at {offset}", run(path), True)
+        self.truncations("safetensors", data, "truncated.safetensors",
+                         [0, 4, 8, 9, len(data) - len(body) - 1, len(data) - 1]
+                         + [self.random.randrange(len(data)) for _ in range(self.args.count // 4)], run)
         for size in [0, 1, 2**32, 2**63 - 1, 2**64 - 1]:
-            path = self.path("length.safetensors")
-            open(path, "wb").write(struct.pack("<Q", size) + data[8:])
+            path = self.write("length.safetensors", struct.pack("<Q", size) + data[8:])
             self.add("safetensors", f"header length {size}", run(path), True)
         edits = {
             "dtype I64": lambda t: t.update(dtype="I64"),
@@ -178,35 +187,21 @@ class Sweep:
                             json.dumps(dict(header, __metadata__={"a": 1})).encode()),
                             ("duplicate keys", b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
                                                b'"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}')]:
-            path = self.path("header.safetensors")
-            open(path, "wb").write(struct.pack("<Q", len(text)) + text + body)
+            path = self.write("header.safetensors", struct.pack("<Q", len(text)) + text + body)
             # safetensors' metadata is strings to strings; one that is not
             # changes no tensor, so it may load.
             self.add("safetensors", f"header {label}", run(path), label != "metadata not strings")
-        start = 8 + len(data) - 8 - len(body)
-        for _ in range(self.args.count):
-            offset = self.random.randrange(8, start)
-            flipped = bytearray(data)
-            flipped[offset] = self.random.randrange(256)
-            path = self.path("header-flip.safetensors")
-            open(path, "wb").write(flipped)
-            self.add("safetensors", f"header byte {offset} changed", run(path), False)
+        # A changed header byte may still be a valid header (a name's letter).
+        self.changed_bytes("safetensors", data, "header-changed.safetensors", self.args.count, run, False,
+                           begin=8, end=len(data) - len(body))
 
     def checkpoints(self):
         data = open(self.ckpt, "rb").read()
         run = lambda path: [self.tool("mf-run"), self.model, "--weights", path] + self.run_args
-        for offset in [0, 1, 2, len(data) // 3, len(data) - 1] + \
-                [self.random.randrange(len(data)) for _ in range(self.args.count // 4)]:
-            path = self.path("truncated.ckpt")
-            open(path, "wb").write(data[:offset])
-            self.add(".ckpt", f"truncated at {offset}", run(path), True)
-        for _ in range(self.args.count):
-            offset = self.random.randrange(len(data))
-            flipped = bytearray(data)
-            flipped[offset] = self.random.randrange(256)
-            path = self.path("flipped.ckpt")
-            open(path, "wb").write(flipped)
-            self.add(".ckpt", f"byte {offset} changed", run(path), False)
+        self.truncations(".ckpt", data, "truncated.ckpt", [0, 1, 2, len(data) // 3, len(data) - 1]
+                         + [self.random.randrange(len(data)) for _ in range(self.args.count // 4)], run)
+        # A .ckpt has no checksum: a changed value byte loads.
+        self.changed_bytes(".ckpt", data, "changed.ckpt", self.args.count, run, False)
 
     def sharded(self):
         folder = self.path("shards")
@@ -356,8 +351,7 @@ class Sweep:
                                                         b"for", b"endfor", b"|", b"~", b"*", b"\xff", b"\x00"])
                 else:
                     source[at] = self.random.randrange(256)
-            path = self.path("template.jinja")
-            open(path, "wb").write(source)
+            path = self.write("template.jinja", bytes(source))
             self.add("chat template", "bytes mutated", render(path), False)
 
     # --- configs and the compiler -----------------------------------------------
