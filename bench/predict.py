@@ -198,12 +198,15 @@ def make_prompt(cfg, length):
 
 
 def compile_report(build, config, binary):
-    """Compiles `config` to `binary`; returns the FLOPs of each prefill
-    entry (mfc --report)."""
-    run = subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
-                          "--report=-"], capture_output=True, text=True, check=True)
+    """Compiles `config` to `binary`; returns its report (mfc --report)."""
+    return subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
+                           "--report=-"], capture_output=True, text=True, check=True).stdout
+
+
+def entry_flops(report):
+    """The FLOPs of each prefill entry in a report."""
     return {name: float(gflops) * 1e9 for name, gflops in
-            re.findall(r"entry @(prefill(?:_\d+)?): \d+ ops, ([\d.e+-]+) GFLOP", run.stdout)}
+            re.findall(r"entry @(prefill(?:_\d+)?): \d+ ops, ([\d.e+-]+) GFLOP", report)}
 
 
 def kernel_class(kind, weights):
@@ -223,13 +226,12 @@ def kernel_class(kind, weights):
     return "matmul other"
 
 
-def report_groups(build, config):
-    """Each prefill entry's fusion groups, keyed by the path of their last op
-    (the path a profile slice carries): (kind, weights read as panels)."""
-    run = subprocess.run([os.path.join(build, "bin", "mfc"), "compile", config, "-o", os.devnull,
-                          "--report=-"], capture_output=True, text=True, check=True)
+def report_groups(report):
+    """Each entry's fusion groups in a report, keyed by the path of their
+    last op (the path a profile slice carries): (kind, weights read as
+    panels)."""
     groups, entry, current = {}, None, None
-    for line in run.stdout.splitlines():
+    for line in report.splitlines():
         if line.startswith("entry @"):
             entry = line.split()[1][1:].rstrip(":")
             groups[entry] = {}
@@ -249,7 +251,7 @@ def weight_shapes(path):
     return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
 
 
-def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp):
+def kernel_profile(build, report, binary, weights, prompt, cfg, peak_gflops, tmp):
     """Graph Mode's prefill by kernel class: the last of three runs' slices
     (mf-run --profile), each class's share of the prefill and, for the
     matmuls and attention, its GFLOP/s against the GEMM peak."""
@@ -259,7 +261,7 @@ def kernel_profile(build, config, binary, weights, prompt, cfg, peak_gflops, tmp
                           "--max-new-tokens", "1", "--greedy", "--repeat", "3", "--profile", trace],
                          capture_output=True, text=True, check=True)
     entries = re.search(r"entr(?:y|ies) ([\w+]+)\)", run.stderr).group(1).split("+")
-    groups = report_groups(build, config)
+    groups = report_groups(report)
     shapes = weight_shapes(weights)
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat", "").startswith("prefill")]
     per_run = len(events) // 3
@@ -358,7 +360,8 @@ def main():
         for name, config, prompt_length, new_tokens, runs in configs:
             binary = os.path.join(tmp, name + ".bin")
             weights = os.path.join(tmp, name + ".safetensors")
-            entry_flops = compile_report(args.build, config, binary)
+            report = compile_report(args.build, config, binary)
+            flops_of = entry_flops(report)
             subprocess.run([sys.executable, os.path.join(ROOT, "test", "reference", "reference.py"),
                             "make-weights", config, weights, "--std", "0.02"],
                            check=True, capture_output=True)
@@ -413,7 +416,7 @@ def main():
             # (static shapes; the chunks mf-run names) through the layers:
             # their FLOPs count them all.
             entries = results["graph"][0][3]
-            prefill_flops = sum(entry_flops[e] for e in entries.split("+"))
+            prefill_flops = sum(flops_of[e] for e in entries.split("+"))
             prefill_gflops = prefill_flops / (prompt_length / med["graph"][0]) / 1e9
             notes.append(
                 f"{name}: prefill through {entries}; graph decode reads {decode_bytes / 1e6:.1f} MB/token = "
@@ -424,7 +427,7 @@ def main():
                 f"pytorch {med['pytorch'][2]:.0f} MB, ort {med['ort'][2]:.0f} MB, "
                 f"llama.cpp {med['llama.cpp'][2]:.0f} MB")
             notes.extend([f"{name}: Graph Mode prefill by kernel class (last of 3 runs, --profile):"]
-                         + kernel_profile(args.build, config, binary, weights, prompt, cfg,
+                         + kernel_profile(args.build, report, binary, weights, prompt, cfg,
                                           limits["sgemm_gflops"], tmp))
     print(f"limits: copy bandwidth {limits['copy_gbs']:.1f} GB/s, fp32 GEMM peak "
           f"{limits['sgemm_gflops']:.0f} GFLOP/s (OpenBLAS 2048^3, all threads)")
