@@ -6,9 +6,8 @@
 // seconds, the tokens generated, and each request's time to first token
 // and latency.
 //   node llamacpp_batch.js NPM_DIR MODEL.gguf PROMPTS.json NEW THREADS SEQUENCES ROUNDS
-const path = require("path");
 const fs = require("fs");
-const { pathToFileURL } = require("url");
+const { openContext } = require("./llamacpp.js");
 const [npmDir, model, promptsPath, newTokens, threads, sequenceCount, rounds] = process.argv.slice(2);
 
 async function serve(sequences, prompts, tokensEach) {
@@ -39,13 +38,9 @@ async function serve(sequences, prompts, tokensEach) {
 }
 
 (async () => {
-  const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
-  const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
-  const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-  const loaded = await llama.loadModel({ modelPath: model, gpuLayers: 0 });
   const prompts = JSON.parse(fs.readFileSync(promptsPath, "utf8"));
   const longest = Math.max(...prompts.map((p) => p.length));
-  const context = await loaded.createContext({
+  const { context, dispose } = await openContext(npmDir, model, {
     contextSize: Number(sequenceCount) * (longest + Number(newTokens) + 8),
     sequences: Number(sequenceCount),
     threads: Number(threads),
@@ -58,7 +53,5 @@ async function serve(sequences, prompts, tokensEach) {
   for (let round = 0; round < Number(rounds); round++) {
     console.log(JSON.stringify(await serve(each, prompts, Number(newTokens))));
   }
-  await context.dispose();
-  await loaded.dispose();
-  await llama.dispose();
+  await dispose();
 })();

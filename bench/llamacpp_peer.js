@@ -4,18 +4,12 @@
 // first new token (the prefill and its logits) and for the NEW - 1 tokens
 // after it, the last run's tokens, the peak RSS.
 //   node llamacpp_peer.js NPM_DIR MODEL.gguf IDS NEW THREADS RUNS
-const path = require("path");
-const fs = require("fs");
-const { pathToFileURL } = require("url");
+const { openContext, peakRssMb } = require("./llamacpp.js");
 const [npmDir, model, idsText, newTokens, threads, runs] = process.argv.slice(2);
 
 (async () => {
-  const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
-  const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
-  const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-  const loaded = await llama.loadModel({ modelPath: model, gpuLayers: 0 });
   const prompt = idsText.split(",").map(Number);
-  const context = await loaded.createContext({
+  const { context, dispose } = await openContext(npmDir, model, {
     contextSize: prompt.length + Number(newTokens) + 8,
     batchSize: prompt.length,
     threads: Number(threads),
@@ -44,10 +38,7 @@ const [npmDir, model, idsText, newTokens, threads, runs] = process.argv.slice(2)
       result.tokens = tokens;
     }
   }
-  const status = fs.readFileSync("/proc/self/status", "utf8");
-  result.rss_mb = Number(/VmHWM:\s+(\d+)/.exec(status)[1]) / 1024;
+  result.rss_mb = peakRssMb();
   console.log(JSON.stringify(result));
-  await context.dispose();
-  await loaded.dispose();
-  await llama.dispose();
+  await dispose();
 })();

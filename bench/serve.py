@@ -82,6 +82,15 @@ def stream_completion(port, prompt, tokens):
     return first, time.perf_counter() - start, generated
 
 
+def round_summary(generated, wall, ttfts, latencies):
+    """A round's figures: generated tokens/s, time to first token p50,
+    latency p50 and p99."""
+    first, latency = sorted(ttfts), sorted(latencies)
+    return {"tokens_per_s": generated / wall, "ttft_p50": first[len(first) // 2],
+            "latency_p50": latency[len(latency) // 2],
+            "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
+
+
 def run_round(port, prompts, tokens, clients):
     results = []
     queue = list(prompts)
@@ -104,12 +113,8 @@ def run_round(port, prompts, tokens, clients):
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
-    generated = sum(r[2] for r in results)
-    first = sorted(r[0] for r in results)
-    latency = sorted(r[1] for r in results)
-    return {"tokens_per_s": generated / wall, "ttft_p50": first[len(first) // 2],
-            "latency_p50": latency[len(latency) // 2],
-            "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
+    return round_summary(sum(r[2] for r in results), wall, [r[0] for r in results],
+                         [r[1] for r in results])
 
 
 def llamacpp_round(gguf, prompts_path, tokens, sequences):
@@ -118,11 +123,8 @@ def llamacpp_round(gguf, prompts_path, tokens, sequences):
                           gguf, prompts_path, str(tokens), str(os.cpu_count()), str(sequences), "1"],
                          capture_output=True, text=True, check=True)
     result = json.loads(run.stdout.splitlines()[-1])
-    first = sorted(t["ttft"] for t in result["timings"])
-    latency = sorted(t["latency"] for t in result["timings"])
-    return {"tokens_per_s": result["generated"] / result["seconds"], "ttft_p50": first[len(first) // 2],
-            "latency_p50": latency[len(latency) // 2],
-            "latency_p99": latency[min(len(latency) - 1, int(0.99 * len(latency)))]}
+    return round_summary(result["generated"], result["seconds"], [t["ttft"] for t in result["timings"]],
+                         [t["latency"] for t in result["timings"]])
 
 
 def main():
