@@ -918,8 +918,8 @@ int predict(const Options &options, Session &session) {
       }
     }
   }
-  if (prefillPlan.empty()) {
-    return fail(StatusCode::FailedPrecondition,
+  if (prefillPlan.empty()) { // `prefill` holds any prompt checked above
+    return fail(StatusCode::Internal,
                 "no prefill entry holds a prompt of " +
                     std::to_string(promptLength) + " tokens");
   }
@@ -973,33 +973,31 @@ int predict(const Options &options, Session &session) {
     auto prefillStart = Clock::now();
     for (const PrefillChunk &chunk : prefillPlan) {
       const std::string &name = chunk.entry->name;
-      // The first call's inputs are new (zero caches); a later one's caches
-      // are what the call before it wrote.
-      StatusOr<std::vector<Tensor>> inputs =
-          state.empty() ? executor.allocateInputs(name)
-                        : StatusOr<std::vector<Tensor>>(std::vector<Tensor>());
-      for (size_t i = 0; inputs && !state.empty() && i < 3; ++i) {
+      // ids, past_length (with a cache) and logits_position, then the
+      // caches: zero for the first call, a later one's what the call before
+      // it wrote (its outputs: logits, then the caches).
+      const size_t firstCache = model.use_past() ? 3 : 2;
+      const size_t count = session.executable.entry(name)->inputs()->size();
+      std::vector<Tensor> inputs;
+      for (size_t i = 0; i < count; ++i) {
+        if (i >= firstCache && !state.empty()) {
+          inputs.push_back(std::move(state[1 + i - firstCache]));
+          continue;
+        }
         StatusOr<Tensor> input = executor.allocateInput(name, i);
         if (!input) {
-          inputs = input.status();
-          break;
+          return fail(input.status());
         }
-        inputs->push_back(input.take());
-      }
-      if (!inputs) {
-        return fail(inputs.status());
+        inputs.push_back(input.take());
       }
       std::vector<int32_t> piece(tokens.begin() + chunk.past,
                                  tokens.begin() + chunk.past + chunk.tokens);
-      fillIds((*inputs)[0], piece, (*inputs)[0].dim(1));
+      fillIds(inputs[0], piece, inputs[0].dim(1));
       if (model.use_past()) {
-        fillPositions((*inputs)[1], chunk.past); // past_length
-        for (size_t i = 1; i < state.size(); ++i) {
-          inputs->push_back(std::move(state[i])); // the caches so far
-        }
+        fillPositions(inputs[1], chunk.past); // past_length
       }
-      fillPositions((*inputs)[model.use_past() ? 2 : 1], chunk.tokens - 1);
-      StatusOr<std::vector<Tensor>> outputs = runEntry(name, inputs.take());
+      fillPositions(inputs[firstCache - 1], chunk.tokens - 1);
+      StatusOr<std::vector<Tensor>> outputs = runEntry(name, std::move(inputs));
       if (!outputs) {
         return fail(outputs.status());
       }
