@@ -919,9 +919,9 @@ int predict(const Options &options, Session &session) {
     }
   }
   if (prefillPlan.empty()) { // `prefill` holds any prompt checked above
-    return fail(StatusCode::Internal,
-                "no prefill entry holds a prompt of " +
-                    std::to_string(promptLength) + " tokens");
+    return fail(StatusCode::Internal, "no prefill entry holds a prompt of " +
+                                          std::to_string(promptLength) +
+                                          " tokens");
   }
   std::string prefillEntry;
   for (const PrefillChunk &chunk : prefillPlan) {
