@@ -6,7 +6,9 @@ using namespace mfshapes;
 
 namespace {
 
-bool isFloat(Element element) { return element != Element::I32; }
+bool isFloat(Element element) {
+  return element != Element::I32 && element != Element::I8;
+}
 
 Inferred failure(std::string why) { return {{}, std::move(why)}; }
 
@@ -49,6 +51,30 @@ std::string mfshapes::formatShape(const std::vector<int64_t> &shape) {
     text += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return text + "]";
+}
+
+Inferred mfshapes::inferDequantize(const TensorInfo &input,
+                                   const TensorInfo &scale, int64_t groupSize) {
+  if (input.element != Element::I8 || input.shape.size() != 2) {
+    return failure("expected an i8 [N, K] weight, got " +
+                   formatShape(input.shape));
+  }
+  if (std::string problem = checkDims(input, "the weight"); !problem.empty()) {
+    return failure(problem);
+  }
+  int64_t n = input.shape[0], k = input.shape[1];
+  if (groupSize < 0 || (groupSize > 0 && k % groupSize != 0)) {
+    return failure("group_size " + std::to_string(groupSize) +
+                   " does not divide K = " + std::to_string(k));
+  }
+  std::vector<int64_t> scales =
+      groupSize == 0 ? std::vector<int64_t>{n}
+                     : std::vector<int64_t>{n, k / groupSize};
+  if (!isFloat(scale.element) || scale.shape != scales) {
+    return failure("expected float scales of shape " + formatShape(scales) +
+                   ", got " + formatShape(scale.shape));
+  }
+  return {{{scale.element, input.shape}}, ""};
 }
 
 Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {

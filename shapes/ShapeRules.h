@@ -21,7 +21,7 @@
 namespace mfshapes {
 
 /// An element type, in model.bin's DType order.
-enum class Element : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3 };
+enum class Element : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I8 = 4 };
 
 struct TensorInfo {
   Element element;
@@ -40,6 +40,12 @@ struct Inferred {
 
   explicit operator bool() const { return error.empty(); }
 };
+
+/// mf.dequantize: the [N, K] weight of i8 values `input` [N, K] and
+/// float `scale`s, [N] (`groupSize` 0) or [N, K / groupSize], in the
+/// scales' type (MindFormers keeps them in the compute dtype).
+Inferred inferDequantize(const TensorInfo &input, const TensorInfo &scale,
+                         int64_t groupSize);
 
 /// mf.top_k: the `k` largest of the last dimension, and their indices.
 Inferred inferTopK(const TensorInfo &input, int64_t k);

@@ -89,7 +89,8 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
         parameterBuilder_, loc, name, type, init, std,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
         /*frozen=*/false, /*state=*/false, /*panels=*/false, grid, splitAxes,
-        splitGroups);
+        splitGroups, /*quant_scale=*/FlatSymbolRefAttr(),
+        /*quant_group=*/IntegerAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }

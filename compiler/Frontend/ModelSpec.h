@@ -35,6 +35,16 @@ struct PetConfig {
   std::string targetModules; ///< A regex over model paths.
 };
 
+/// Weight-only quantization from `model.model_config.quantization_config`
+/// (MindFormers' keys): RTN int8 weights with per-row scales.
+struct QuantizationConfig {
+  std::string quantMethod; ///< "rtn"; empty when there is no such section.
+  std::string weightDtype; ///< "int8"
+  /// Weights whose name contains one of these stay float (golden-stick's
+  /// substring match over the layer's path).
+  std::vector<std::string> modulesToNotConvert;
+};
+
 /// A mixture-of-experts feed-forward, as Hugging Face's Qwen3-MoE and
 /// Mixtral configs and MindFormers' moe_config describe it: in every routed
 /// layer a softmax router chooses `expertsPerToken` of `numExperts` SwiGLU
@@ -137,6 +147,7 @@ struct ModelConfig {
   double repetitionPenalty = 1.0;
 
   PetConfig pet;
+  QuantizationConfig quantization;
   MoeConfig moe;
 
   /// `pp_interleave_num`: the layers of each pipeline stage come in this

@@ -814,15 +814,10 @@ private:
               "as w_gate_hidden) in its checkpoints; the model is the same, "
               "and mf-run splits them back when it reads such a .ckpt");
     }
-    if (const ConfigNode *quantization = cfg.get("quantization_config")) {
-      cfg.error(quantization->loc,
-                cfg.childPath("quantization_config") +
-                    ": quantized weights and activations are not supported "
-                    "yet; remove the key to compile the float model");
-    }
     readOffset(cfg);
     readInterleave(cfg);
     readPetConfig(cfg);
+    readQuantizationConfig(cfg);
     for (StringRef key : kIgnoredModelKeys) {
       cfg.ignore({key});
     }
@@ -1276,6 +1271,87 @@ private:
                 "lora_b_init"});
     checkRegex(pet, "target_modules", config.targetModules);
     pet.finish();
+  }
+
+  /// MindFormers' quantization_config (mindformers/utils/
+  /// quantization_config.py, read by golden-stick): what mfc computes is RTN
+  /// int8 weights (W8A16); every other value of a key that changes the
+  /// math is refused at the key with what is supported.
+  void readQuantizationConfig(MapReader &cfg) {
+    MapReader quant = section(cfg, "quantization_config");
+    if (!quant.present()) {
+      return;
+    }
+    QuantizationConfig &config = spec_.model.quantization;
+    // YAML's None is the string 'None' (MindFormers' configs write it so).
+    auto isNone = [](const ConfigNode *value) {
+      return !value || value->isNull() ||
+             (value->isScalar() && (value->scalar == "None" ||
+                                    value->scalar == "none" ||
+                                    value->scalar == "null"));
+    };
+    auto refuse = [&](StringRef key, const llvm::Twine &why) {
+      quant.error(quant.valueLoc(key), quant.childPath(key) + ": " + why);
+    };
+    static const StringRef methods[] = {"rtn", "ptq", "smooth_quant"};
+    quant.require("quant_method", "rtn");
+    if (quant.readChoice("quant_method", config.quantMethod, methods) &&
+        config.quantMethod != "rtn") {
+      refuse("quant_method",
+             "'" + config.quantMethod +
+                 "' (int8 activations, calibrated) is not supported yet; "
+                 "'rtn' (int8 weights, float activations) is");
+    }
+    static const StringRef weightTypes[] = {"int8", "int4"};
+    config.weightDtype = "int8";
+    if (quant.readChoice("weight_dtype", config.weightDtype, weightTypes) &&
+        config.weightDtype != "int8") {
+      refuse("weight_dtype", "'" + config.weightDtype +
+                                 "' is not supported yet; 'int8' (per-row "
+                                 "scales) is");
+    }
+    for (StringRef key : {"activation_dtype", "kvcache_dtype",
+                          "outliers_suppression"}) {
+      const ConfigNode *value = quant.get(key);
+      if (!isNone(value)) {
+        refuse(key, "only None is supported with quant_method 'rtn' (float "
+                    "activations and KV cache, no smoothing), got " +
+                        value->describe());
+      }
+    }
+    if (const ConfigNode *modules = quant.get("modules_to_not_convert");
+        modules && !isNone(modules)) {
+      if (!modules->isSequence()) {
+        refuse("modules_to_not_convert",
+               "expected a list of layer names, got " + modules->describe());
+      }
+      for (const auto &item : modules->items) {
+        if (!item->isScalar() || item->scalar.empty()) {
+          quant.error(item->loc, quant.childPath("modules_to_not_convert") +
+                                     ": expected a layer name, got " +
+                                     item->describe());
+          continue;
+        }
+        config.modulesToNotConvert.push_back(item->scalar);
+      }
+    }
+    if (const ConfigNode *args = quant.get("algorithm_args");
+        args && !isNone(args) && !(args->isMap() && args->entries.empty())) {
+      refuse("algorithm_args",
+             "RTN takes no arguments (smooth_quant's alpha is not "
+             "supported yet); expected {}, got " + args->describe());
+    }
+    if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
+      quant.error(quant.loc(), quant.path() +
+                                   ": quantized weights are for inference "
+                                   "(run_mode predict or eval), not training");
+    }
+    if (!spec_.model.pet.petType.empty()) {
+      quant.error(quant.loc(), quant.path() + ": LoRA adapters on quantized "
+                                              "weights are not supported; "
+                                              "remove pet_config or this key");
+    }
+    quant.finish();
   }
 
   void checkRegex(MapReader &reader, StringRef key, StringRef pattern,
@@ -1829,6 +1905,13 @@ private:
     }
     if (config.modelParallel > 1 && unsharded.empty()) {
       spec_.shardedModelParallel = config.modelParallel;
+      if (!spec_.model.quantization.quantMethod.empty()) {
+        diagnostics().error(
+            locOfKey("parallel_config.model_parallel"),
+            "parallel_config.model_parallel: quantized weights are not split "
+            "over tensor-parallel ranks yet; set model_parallel: 1 or remove "
+            "model.model_config.quantization_config");
+      }
     }
     int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel;
     // MindSpore's parallel context, otherwise the trainer's: the one key

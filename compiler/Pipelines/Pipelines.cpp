@@ -26,6 +26,16 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
   pm.addPass(createCSEPass());
 }
 
+void addQuantization(OpPassManager &pm, const CompileOptions &options) {
+  if (!options.quantizeWeights) {
+    return;
+  }
+  mf::MFQuantizeWeightsPassOptions quantize;
+  quantize.exclude.assign(options.quantizeExclude.begin(),
+                          options.quantizeExclude.end());
+  pm.addPass(mf::createMFQuantizeWeightsPass(quantize));
+}
+
 void addSharding(OpPassManager &pm, const CompileOptions &options) {
   mf::MFPartitionPassOptions partition;
   partition.sequenceParallel = options.sequenceParallel;
@@ -87,6 +97,11 @@ void addCodegen(OpPassManager &pm, const CompileOptions &options) {
 const Phase kPhases[] = {
     {"mf", "the mf graph: the model as built from YAML, canonicalized",
      addGraphCleanup},
+    {"quantize",
+     "quantized models (quantization_config): Linear weights as i8 "
+     "parameters with scales, read through mf.dequantize "
+     "(mf-quantize-weights); other modules unchanged",
+     addQuantization},
     {"sharding",
      "tensor-parallel modules (parallel_config.model_parallel > 1): one "
      "rank's program, with per-rank types and an mf.all_reduce after each "

@@ -52,6 +52,10 @@ struct CompileOptions {
   std::vector<std::string> recomputeFull;
   std::vector<std::string> recomputeSelect;
   std::vector<std::string> recomputeExclude;
+  /// Weight-only quantization (quantization_config): whether to run
+  /// mf-quantize-weights, and the names it leaves float.
+  bool quantizeWeights = false;
+  std::vector<std::string> quantizeExclude;
   /// Tensor-parallel modules: mf-partition's sequence parallelism
   /// (parallel_config.use_seq_parallel).
   bool sequenceParallel = false;

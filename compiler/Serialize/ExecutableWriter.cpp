@@ -48,6 +48,9 @@ FailureOr<fb::DType> toDType(Type type, Location loc) {
   if (type.isSignlessInteger(32)) {
     return fb::DType::I32;
   }
+  if (type.isSignlessInteger(8)) {
+    return fb::DType::I8;
+  }
   return emitError(loc) << "element type " << type
                         << " has no executable encoding";
 }
@@ -129,12 +132,25 @@ public:
       grid = candidate;
     }
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+    size_t declared = 0;
+    for (auto parameter : module_.getOps<mf::ParameterOp>()) {
+      parameterIndex_[parameter.getSymName()] = declared++;
+    }
     for (auto parameter : module_.getOps<mf::ParameterOp>()) {
       auto type = tensorType(parameter.getShardType(grid), parameter.getLoc());
       if (failed(type)) {
         return failure();
       }
-      parameterIndex_[parameter.getSymName()] = parameters.size();
+      int32_t quantScale = -1;
+      if (parameter.getQuantScale()) {
+        quantScale = static_cast<int32_t>(
+            parameterIndex_.lookup(*parameter.getQuantScale()));
+        if (quantScale < static_cast<int32_t>(parameters.size())) {
+          return parameter.emitOpError()
+                 << "has its scales declared before it; model.bin needs them "
+                    "after (the runtime fills both from the float weight)";
+        }
+      }
       fb::ParameterInit init = fb::ParameterInit::Normal;
       switch (parameter.getInit()) {
       case mf::ParameterInit::zeros:
@@ -172,7 +188,8 @@ public:
           parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
           *type, init, std, parameter.getFrozen(), parameter.getState(),
           splitDim, splitAxes.empty() ? nullptr : &splitAxes,
-          static_cast<int32_t>(parameter.getSplitPartCount())));
+          static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,
+          parameter.getQuantGroup().value_or(0)));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

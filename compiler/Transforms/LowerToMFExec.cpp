@@ -98,7 +98,7 @@ bool assignsInPlace(mf::AssignOp assign) {
 /// in an entry that assigns no parameter, the results of an op or kernel
 /// region that reads only parameters, constants, views of them and such
 /// values, when none of its results (nor a view of one) is returned or
-/// updated as a KV cache.
+/// updated as a KV cache; never a dequantized weight.
 llvm::DenseSet<Value> derivedFromWeights(func::FuncOp entry) {
   Block &body = entry.getBody().front();
   llvm::DenseSet<Value> derived;
@@ -134,6 +134,11 @@ llvm::DenseSet<Value> derivedFromWeights(func::FuncOp entry) {
       if (fixed.contains(op.getOperand(0))) {
         fixed.insert(op.getResult(0));
       }
+      continue;
+    }
+    // A dequantized weight is never kept: that no float copy of it exists
+    // is the point of quantizing (the matmul kernels read it quantized).
+    if (isa<mf::DequantizeOp>(op)) {
       continue;
     }
     bool writesCache = isa<mf::FusionOp>(op) &&

@@ -7,6 +7,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -20,6 +22,8 @@ size_t mfrt::dtypeSize(DType type) {
   case DType::F16:
   case DType::BF16:
     return 2;
+  case DType::I8:
+    return 1;
   }
   return 4;
 }
@@ -34,6 +38,8 @@ const char *mfrt::dtypeName(DType type) {
     return "bf16";
   case DType::I32:
     return "i32";
+  case DType::I8:
+    return "i8";
   }
   return "?";
 }
@@ -280,6 +286,8 @@ float Tensor::loadFloat(int64_t i) const {
     return bfloat16ToFloat(as<uint16_t>()[i]);
   case DType::I32:
     return static_cast<float>(as<int32_t>()[i]);
+  case DType::I8:
+    return static_cast<float>(as<int8_t>()[i]);
   }
   return 0;
 }
@@ -298,6 +306,9 @@ void Tensor::storeFloat(int64_t i, float value) {
   case DType::I32:
     as<int32_t>()[i] = static_cast<int32_t>(value);
     return;
+  case DType::I8:
+    fromFloats(DType::I8, &value, as<int8_t>() + i, 1);
+    return;
   }
 }
 
@@ -315,6 +326,11 @@ void mfrt::toFloats(DType dtype, const void *from, float *out, int64_t n) {
   case DType::I32:
     for (int64_t i = 0; i < n; ++i) {
       out[i] = static_cast<float>(static_cast<const int32_t *>(from)[i]);
+    }
+    return;
+  case DType::I8:
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = static_cast<float>(static_cast<const int8_t *>(from)[i]);
     }
     return;
   }
@@ -348,6 +364,13 @@ void mfrt::fromFloats(DType dtype, const float *in, void *to, int64_t n) {
   case DType::I32:
     for (int64_t i = 0; i < n; ++i) {
       static_cast<int32_t *>(to)[i] = static_cast<int32_t>(in[i]);
+    }
+    return;
+  case DType::I8: // rounded to nearest even, saturated (NaN -> 0)
+    for (int64_t i = 0; i < n; ++i) {
+      float value = std::nearbyint(in[i]);
+      static_cast<int8_t *>(to)[i] = static_cast<int8_t>(
+          value != value ? 0.0f : std::clamp(value, -128.0f, 127.0f));
     }
     return;
   }

@@ -602,6 +602,51 @@ Status checkAlignment(const fb::Executable &root) {
   return Status::ok();
 }
 
+/// A quantized parameter: an I8 [N, K] weight, not split nor training
+/// state, whose scales are a later float parameter of [N] or [N, K / group]
+/// that is not itself quantized; an I8 parameter is always quantized.
+Status checkQuantization(const fb::Executable &root,
+                         const fb::Parameter &parameter) {
+  std::string where = "parameter '" + parameter.name()->str() + "'";
+  DType dtype = Executable::dtypeOf(*parameter.type());
+  int32_t scaleIndex = parameter.quant_scale();
+  if (scaleIndex < 0) {
+    return dtype == DType::I8
+               ? Status::error(where + " is I8 but names no scales")
+               : Status::ok();
+  }
+  Shape shape = Executable::shapeOf(*parameter.type());
+  int64_t group = parameter.quant_group();
+  const auto &parameters = *root.parameters();
+  size_t self = 0;
+  while (parameters.Get(self) != &parameter) {
+    ++self;
+  }
+  if (dtype != DType::I8 || shape.size() != 2 || parameter.state() ||
+      parameter.split_dim() >= 0 || group < 0 ||
+      (group > 0 && shape[1] % group != 0) ||
+      static_cast<size_t>(scaleIndex) <= self ||
+      static_cast<size_t>(scaleIndex) >= parameters.size()) {
+    return Status::error(where + " is not a valid quantized weight (an I8 "
+                                 "[N, K] one whose group divides K and whose "
+                                 "scales come after it)");
+  }
+  const fb::Parameter &scales = *parameters.Get(scaleIndex);
+  Shape expected{shape[0]};
+  if (group > 0) {
+    expected.push_back(shape[1] / group);
+  }
+  DType scaleType = Executable::dtypeOf(*scales.type());
+  if (scaleType == DType::I32 || scaleType == DType::I8 ||
+      Executable::shapeOf(*scales.type()) != expected ||
+      scales.quant_scale() >= 0 || scales.split_dim() >= 0) {
+    return Status::error(where + "'s scales '" + scales.name()->str() +
+                         "' are not a float parameter of shape " +
+                         formatShape(expected));
+  }
+  return Status::ok();
+}
+
 /// A grid of positive extents with at most kMaxRanks ranks.
 Status checkGrid(const fb::Executable &root) {
   if (!root.grid()) {
@@ -673,6 +718,7 @@ checkSemantics(const fb::Executable &root,
                              "' has an unknown init kind");
       }
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
+      MFRT_RETURN_IF_ERROR(checkQuantization(root, *parameter));
     }
   }
   if (!root.entries() || root.entries()->size() == 0) {

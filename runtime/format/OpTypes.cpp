@@ -69,6 +69,11 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
                                           const std::vector<TensorDesc> &outs) {
   mfshapes::Inferred inferred;
   switch (op.kind()) {
+  case fb::OpKind::Dequantize:
+    inferred = mfshapes::inferDequantize(
+        infoOf(in[0]), infoOf(in[1]),
+        op.attributes_as_DequantizeAttrs()->group_size());
+    break;
   case fb::OpKind::TopK:
     inferred =
         mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());

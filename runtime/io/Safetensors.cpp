@@ -43,9 +43,12 @@ StatusOr<DType> parseDType(const std::string &name) {
   if (name == "I32") {
     return DType::I32;
   }
+  if (name == "I8") {
+    return DType::I8;
+  }
   return Status::error(StatusCode::Unimplemented,
                        "dtype '" + name +
-                           "' is not supported (F32, F16, BF16, I32 are)");
+                           "' is not supported (F32, F16, BF16, I32, I8 are)");
 }
 
 const char *dtypeTag(DType type) {
@@ -58,6 +61,8 @@ const char *dtypeTag(DType type) {
     return "BF16";
   case DType::I32:
     return "I32";
+  case DType::I8:
+    return "I8";
   }
   return "F32";
 }

@@ -4,6 +4,7 @@
 
 #include "runtime/base/FileIO.h"
 #include "runtime/base/Hash.h"
+#include "runtime/io/Quantization.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/kernels/PanelGemm.h"
 
@@ -61,9 +62,8 @@ Shape wholeShapeOf(const fb::Parameter &parameter,
 /// A parameter's value as its `init` says (of `shape`: the whole weight).
 StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
-                              const Shape &shape) {
-  StatusOr<Tensor> tensor =
-      allocator.allocate(Executable::dtypeOf(*parameter.type()), shape);
+                              const Shape &shape, DType dtype) {
+  StatusOr<Tensor> tensor = allocator.allocate(dtype, shape);
   if (!tensor) {
     return tensor.status();
   }
@@ -231,12 +231,46 @@ bool isLoraAdapter(const std::string &name) {
   return endsWith(".lora_A.weight") || endsWith(".lora_B.weight");
 }
 
+/// The scales of quantized parameter `parameter` (its quant_scale).
+const fb::Parameter &scalesOf(const Executable &executable,
+                              const fb::Parameter &parameter) {
+  return *executable.root().parameters()->Get(
+      static_cast<uint32_t>(parameter.quant_scale()));
+}
+
+/// Quantizes the float `weight` into the values of quantized `parameter`
+/// (returned) and its scales (`scales`).
+StatusOr<Tensor> quantizedValues(const Executable &executable,
+                                 const fb::Parameter &parameter,
+                                 const Tensor &weight, Allocator &allocator,
+                                 Tensor &scales) {
+  const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
+  StatusOr<Tensor> values = allocator.allocate(
+      DType::I8, Executable::shapeOf(*parameter.type()), false);
+  StatusOr<Tensor> scaleTensor =
+      allocator.allocate(Executable::dtypeOf(*scaleParameter.type()),
+                         Executable::shapeOf(*scaleParameter.type()), false);
+  if (!values || !scaleTensor) {
+    return values ? scaleTensor.status() : values.status();
+  }
+  Status quantized =
+      quantizeRtn(weight, parameter.quant_group(), *values, *scaleTensor);
+  if (!quantized) {
+    return quantized.withContext("quantizing '" + parameter.name()->str() +
+                                 "'");
+  }
+  scales = scaleTensor.take();
+  return values;
+}
+
 StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
                               const Communicator *ranks) {
-  StatusOr<Tensor> whole = initialValue(parameter, allocator, seed,
-                                        wholeShapeOf(parameter, executable));
+  StatusOr<Tensor> whole =
+      initialValue(parameter, allocator, seed,
+                   wholeShapeOf(parameter, executable),
+                   Executable::dtypeOf(*parameter.type()));
   std::optional<TensorBlock> block = blockOf(parameter, ranks);
   if (!whole || !block) {
     return whole;
@@ -253,7 +287,32 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
   if (!executable.root().parameters()) {
     return weights;
   }
+  // A quantized weight is its float init quantized, which fills its
+  // scales (a later parameter) too.
+  std::map<int32_t, Tensor> quantizedScales;
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
+    int32_t index = static_cast<int32_t>(weights.tensors_.size());
+    if (auto scales = quantizedScales.find(index);
+        scales != quantizedScales.end()) {
+      weights.tensors_.push_back(std::move(scales->second));
+      continue;
+    }
+    if (parameter->quant_scale() >= 0) {
+      StatusOr<Tensor> weight = initialValue(
+          *parameter, allocator, seed, Executable::shapeOf(*parameter->type()),
+          Executable::dtypeOf(*scalesOf(executable, *parameter).type()));
+      if (!weight) {
+        return weight.status();
+      }
+      StatusOr<Tensor> values =
+          quantizedValues(executable, *parameter, *weight, allocator,
+                          quantizedScales[parameter->quant_scale()]);
+      if (!values) {
+        return values.status();
+      }
+      weights.tensors_.push_back(values.take());
+      continue;
+    }
     StatusOr<Tensor> tensor =
         initialBlock(executable, *parameter, allocator, seed, ranks);
     if (!tensor) {
@@ -299,12 +358,29 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   // The last fused qkv_concat tensor read (see below).
   std::string fusedName;
   Tensor fusedTensor;
+  // The scales of weights quantized from a float tensor, by index.
+  std::map<int32_t, Tensor> quantizedScales;
   if (executable.root().parameters()) {
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
+      if (auto scales = quantizedScales.find(
+              static_cast<int32_t>(weights.tensors_.size()));
+          scales != quantizedScales.end()) {
+        weights.tensors_.push_back(std::move(scales->second));
+        continue;
+      }
       std::string name = parameter->name()->str();
       std::vector<std::string> candidates{name};
       if (parameter->mf_name()) {
         candidates.push_back(parameter->mf_name()->str());
+        // Golden-stick's name of a quantized Linear's int8 weight.
+        const std::string suffix = ".weight";
+        std::string mfName = parameter->mf_name()->str();
+        if (parameter->quant_scale() >= 0 && mfName.size() > suffix.size() &&
+            mfName.compare(mfName.size() - suffix.size(), suffix.size(),
+                           suffix) == 0) {
+          candidates.push_back(mfName.substr(0, mfName.size() - suffix.size()) +
+                               "._handler.weight");
+        }
       }
       const std::string prefix = "transformer.";
       if (name.rfind(prefix, 0) == 0) {
@@ -434,6 +510,33 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
+      bool quantized = parameter->quant_scale() >= 0;
+      if (found->dtype == DType::I8 && !quantized) {
+        return Status::error(StatusCode::InvalidArgument,
+                             "'" + foundPath + "': tensor '" + foundName +
+                                 "' is quantized (I8), the model needs float "
+                                 "values; compile it with quantization_config "
+                                 "or give the float checkpoint");
+      }
+      if (quantized && found->dtype != DType::I8) {
+        // A float checkpoint: quantized here, which gives the scales too.
+        const fb::Parameter &scales = scalesOf(executable, *parameter);
+        StatusOr<Tensor> weight = allocator.allocate(
+            Executable::dtypeOf(*scales.type()), shape, false);
+        if (!weight) {
+          return weight.status();
+        }
+        MFRT_RETURN_IF_ERROR(foundFile->read(*found, *weight));
+        foundFile->release(*found);
+        StatusOr<Tensor> values =
+            quantizedValues(executable, *parameter, *weight, allocator,
+                            quantizedScales[parameter->quant_scale()]);
+        if (!values) {
+          return values.status().withContext("'" + foundPath + "'");
+        }
+        weights.tensors_.push_back(values.take());
+        continue;
+      }
       // In place (when asked) where the file's bytes serve as they are:
       // no copy, and ranks and processes share the file's pages. Else
       // copied and the file's pages released.

@@ -60,6 +60,35 @@ float geluErf(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
 }
 
+/// mf.dequantize: q * scale in f32, per row or per row and group, rows on
+/// the pool; stored in the result's type.
+Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
+                  Tensor &out, const ParallelFor &parallel) {
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
+  int64_t rows = q.dim(0), k = q.dim(1);
+  int64_t group = op.attributes_as_DequantizeAttrs()->group_size();
+  int64_t groups = group > 0 ? k / group : 1, width = group > 0 ? group : k;
+  parallel(rows, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> row, scales;
+    row.resize(static_cast<size_t>(k));
+    scales.resize(static_cast<size_t>(groups));
+    char *to = static_cast<char *>(out.data());
+    for (int64_t n = begin; n < end; ++n) {
+      const int8_t *values = q.as<int8_t>() + n * k;
+      toFloats(scale.dtype(),
+               static_cast<const char *>(scale.data()) +
+                   n * groups * dtypeSize(scale.dtype()),
+               scales.data(), groups);
+      for (int64_t j = 0; j < k; ++j) {
+        row[j] = static_cast<float>(values[j]) * scales[j / width];
+      }
+      fromFloats(out.dtype(), row.data(), to + n * k * dtypeSize(out.dtype()),
+                 k);
+    }
+  });
+  return Status::ok();
+}
+
 Status cast(const fb::Op &op, const Tensor &a, Tensor &out,
             const ParallelFor &parallel) {
   MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
@@ -1041,6 +1070,8 @@ Status mfrt::runKernel(const fb::Op &op,
                : unary(op, in(0), output, geluErf);
   case fb::OpKind::Cast:
     return cast(op, in(0), output, parallel);
+  case fb::OpKind::Dequantize:
+    return dequantize(op, in(0), in(1), output, parallel);
   case fb::OpKind::Broadcast:
     return broadcast(op, in(0), output);
   case fb::OpKind::ReduceSum:

@@ -25,13 +25,17 @@ namespace {
 /// constraint not named here constrains nothing the loader checks
 /// generically (the op's own rule in runtime/format/OpTypes.cpp does).
 ValueConstraint constraintOf(const NamedTypeConstraint &value) {
-  constexpr unsigned f32 = 1, f16 = 2, bf16 = 4, i32 = 8;
+  constexpr unsigned f32 = 1, f16 = 2, bf16 = 4, i32 = 8, i8 = 16;
   llvm::StringRef def = value.constraint.getDefName();
   ValueConstraint result;
   if (def == "MF_FloatTensor") {
     result.dtypes = f32 | f16 | bf16;
   } else if (def == "MF_IndexTensor" || def == "MF_PositionTensor") {
     result.dtypes = i32;
+  } else if (def == "MF_QuantizedTensor") {
+    result.dtypes = i8;
+  } else if (def == "MF_ParameterTensor") {
+    result.dtypes = f32 | f16 | bf16 | i8;
   } else if (def == "MF_ScalarIndexTensor") {
     result.dtypes = i32;
     result.rank = 0;

@@ -379,6 +379,8 @@ int compile(int argc, char **argv) {
   options.packWeights = packWeights;
   options.sequenceParallel =
       spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
+  options.quantizeWeights = !spec->model.quantization.quantMethod.empty();
+  options.quantizeExclude = spec->model.quantization.modulesToNotConvert;
   bool training =
       spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
   std::optional<int64_t> budgetBytes;

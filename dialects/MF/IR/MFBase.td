@@ -48,6 +48,12 @@ def MF_FloatElement : AnyTypeOf<[F32, F16, BF16]>;
 def MF_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def MF_IndexTensor : StaticShapeTensorOf<[I32]>;
 def MF_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32]>;
+/// A quantized weight's integer values (docs/quantization.md).
+def MF_QuantizedTensor : StaticShapeTensorOf<[I8]>;
+/// Any value: what a fusion region may read.
+def MF_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I8]>;
+/// What a parameter holds: a float tensor or a quantized weight.
+def MF_ParameterTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
 /// Upstream's shard.sharding split_axes (#shard.axisarray): per tensor
 /// dimension, the grid axes it is split over. (Not ShardBase.td's own
 /// definition: including that file would make mf's enum generator emit

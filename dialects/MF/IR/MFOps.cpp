@@ -211,6 +211,20 @@ LogicalResult ParameterOp::verify() {
                                                   getTensorType().getRank()) +
                                               " tensor");
   }
+  bool integer = getTensorType().getElementType().isInteger(8);
+  if (integer != getQuantScale().has_value()) {
+    return emitOpError() << (integer ? "holds i8 values but names no scales "
+                                       "(quantized(@scales))"
+                                     : "names scales but holds floats, not i8");
+  }
+  if (getQuantGroup() && !integer) {
+    return emitOpError() << "has a quantization group but is not quantized";
+  }
+  if (integer && (getTensorType().getRank() != 2 || getState() ||
+                  getSplitAxesAttr())) {
+    return emitOpError() << "a quantized parameter is a 2-D [N, K] weight, "
+                            "not training state, and not split (yet)";
+  }
   if (getSplitAxesAttr() && static_cast<int64_t>(getSplitAxesAttr().size()) >
                                 getTensorType().getRank()) {
     return emitOpError() << "split_axes has " << getSplitAxesAttr().size()
@@ -268,6 +282,28 @@ static LogicalResult verifyGridAxes(Operation *op, shard::GridOp grid,
 
 LogicalResult
 ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (getQuantScale()) {
+    auto scale = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
+        *this, getQuantScaleAttr());
+    ArrayRef<int64_t> shape = getTensorType().getShape();
+    int64_t group = getQuantGroup().value_or(0);
+    if (group > 0 && shape[1] % group != 0) {
+      return emitOpError() << "quantization group " << group
+                           << " does not divide K = " << shape[1];
+    }
+    SmallVector<int64_t> expected{shape[0]};
+    if (group > 0) {
+      expected.push_back(shape[1] / group);
+    }
+    if (!scale || scale.getTensorType().getShape() != ArrayRef(expected) ||
+        scale.getQuantScale()) {
+      InFlightDiagnostic diagnostic = emitOpError();
+      diagnostic << "scales '" << getQuantScaleAttr().getValue()
+                 << "' must name a float parameter of shape [";
+      llvm::interleaveComma(expected, diagnostic);
+      return diagnostic << "]";
+    }
+  }
   if (!getGrid()) {
     return success();
   }
@@ -1270,6 +1306,7 @@ mfshapes::TensorInfo infoOf(Value value) {
   mfshapes::Element kind = element.isF32()    ? mfshapes::Element::F32
                            : element.isF16()  ? mfshapes::Element::F16
                            : element.isBF16() ? mfshapes::Element::BF16
+                           : element.isInteger(8) ? mfshapes::Element::I8
                                               : mfshapes::Element::I32;
   return {kind,
           std::vector<int64_t>(type.getShape().begin(), type.getShape().end())};
@@ -1283,6 +1320,8 @@ Type elementTypeOf(MLIRContext *context, mfshapes::Element element) {
     return Float16Type::get(context);
   case mfshapes::Element::BF16:
     return BFloat16Type::get(context);
+  case mfshapes::Element::I8:
+    return IntegerType::get(context, 8);
   case mfshapes::Element::I32:
     break;
   }
@@ -1304,6 +1343,20 @@ LogicalResult inferredTypes(MLIRContext *context, std::optional<Location> loc,
 }
 
 } // namespace
+
+LogicalResult DequantizeOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferDequantize(infoOf(adaptor.getInput()),
+                                                 infoOf(adaptor.getScale()),
+                                                 adaptor.getGroupSize()),
+                       types);
+}
+
+// One multiply per element (the conversion is free beside it).
+int64_t DequantizeOp::getFlops() { return numElements(getResult()); }
 
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
                                        std::optional<Location> loc,

@@ -48,9 +48,19 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     change (`mf-choose-weight-layout` decides). Nothing may assign it: the
     packed copy would be stale.
 
+    A `quantized` parameter is a 2-D [N, K] weight stored as `i8` values q
+    whose float value is `q * scale`: `quant_scale` names the float
+    parameter that holds its scales, [N] (one per row, `quant_group` 0) or [N, K /
+    quant_group] (one per row and group of `quant_group` columns). The
+    runtime fills both from a float checkpoint (round to nearest,
+    symmetric: docs/quantization.md) or reads both from a quantized one;
+    `mf.dequantize` reads them.
+
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
+    mf.parameter @w : tensor<96x64xi8> init = zeros quantized(@w_scale)
+    mf.parameter @w_scale : tensor<96xf32> init = ones
     mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
@@ -59,7 +69,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
-    TypeAttrOf<MF_FloatTensor>:$type,
+    TypeAttrOf<MF_ParameterTensor>:$type,
     MF_ParameterInit:$init,
     OptionalAttr<F64Attr>:$std,
     OptionalAttr<StrAttr>:$mf_name,
@@ -68,11 +78,14 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     UnitAttr:$panels,
     OptionalAttr<FlatSymbolRefAttr>:$grid,
     OptionalAttr<MF_GridAxesArrayAttr>:$split_axes,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups,
+    OptionalAttr<FlatSymbolRefAttr>:$quant_scale,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$quant_group
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
-    (`panels` $panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)? attr-dict
+    (`panels` $panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
+    (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -104,7 +117,7 @@ def MF_ParamOp : MF_FreeOp<"param", [Pure,
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$name);
-  let results = (outs MF_FloatTensor:$result);
+  let results = (outs MF_ParameterTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
@@ -369,6 +382,31 @@ def MF_CastOp : MF_Op<"cast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>
   let results = (outs MF_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasFolder = 1;
+}
+
+def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The float value of a quantized weight";
+  let description = [{
+    `result[n, k] = q[n, k] * scale[n]` for per-row scales ([N]), or
+    `* scale[n, k / group_size]` for scales per row and group of
+    `group_size` columns ([N, K / group_size]), computed in f32 and stored
+    in the scales' type: the weight that a
+    `quantized` `mf.parameter` holds. Graph Mode's matmul kernels read `q`
+    and the scales where they multiply by the result (no float copy of the
+    weight exists); PyNative computes it.
+
+    ```mlir
+    %w = mf.dequantize %q, %s : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
+    %w2 = mf.dequantize %q, %s2 group_size = 32
+        : tensor<96x64xi8>, tensor<96x2xf32> -> tensor<96x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_QuantizedTensor:$input, MF_FloatTensor:$scale,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$group_size);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`group_size` `=` $group_size^)? attr-dict `:` type($input) `,` type($scale) `->` type($result)
+  }];
 }
 
 def MF_BroadcastOp : MF_CostedOp<"broadcast", [
@@ -1328,7 +1366,7 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<MF_Tensor>:$inputs, MF_FusionKind:$kind,
+  let arguments = (ins Variadic<MF_AnyTensor>:$inputs, MF_FusionKind:$kind,
                        OptionalAttr<SymbolRefAttr>:$kernel);
   let results = (outs Variadic<MF_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);

@@ -27,12 +27,20 @@ bool isSplatConstant(Value value) {
 }
 
 /// What a region reads for `operand` of a member: nothing for a splat, the
-/// input of a broadcast (the region broadcasts it itself), else the value.
-Value readFor(Value operand) {
+/// input of a broadcast (the region broadcasts it itself), a quantized
+/// weight's values and scales for its mf.dequantize (the region's matmul
+/// reads them: no float copy of the weight is stored), else the value.
+SmallVector<Value, 2> readsFor(Value operand) {
+  if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
+    return {dequantize.getInput(), dequantize.getScale()};
+  }
   if (auto broadcast = operand.getDefiningOp<BroadcastOp>()) {
     operand = broadcast.getInput();
   }
-  return isSplatConstant(operand) ? Value() : operand;
+  if (isSplatConstant(operand)) {
+    return {};
+  }
+  return {operand};
 }
 
 Boundary boundaryOf(ArrayRef<Operation *> ops) {
@@ -42,10 +50,11 @@ Boundary boundaryOf(ArrayRef<Operation *> ops) {
     for (Value operand : op->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (!producer || !members.contains(producer)) {
-        Value read = readFor(operand);
-        Operation *source = read ? read.getDefiningOp() : nullptr;
-        if (read && !(source && members.contains(source))) {
-          boundary.inputs.insert(read);
+        for (Value read : readsFor(operand)) {
+          Operation *source = read.getDefiningOp();
+          if (!(source && members.contains(source))) {
+            boundary.inputs.insert(read);
+          }
         }
       }
     }
@@ -96,8 +105,8 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   for (Operation *op : ops) {
     count(op);
     for (Value operand : op->getOperands()) {
-      if (auto broadcast = operand.getDefiningOp<BroadcastOp>()) {
-        count(broadcast);
+      if (isa_and_nonnull<BroadcastOp, DequantizeOp>(operand.getDefiningOp())) {
+        count(operand.getDefiningOp());
       }
     }
   }
@@ -154,13 +163,14 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   for (Value input : inputs) {
     mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
   }
-  // Splats and broadcasts the members read are computed in the region
-  // (cloned in; the originals go if nothing else needs them).
+  // Splats, broadcasts and dequantized weights the members read are
+  // computed in the region (cloned in; the originals go if nothing else
+  // needs them).
   llvm::SetVector<Operation *> sunk;
   std::function<void(Value)> sink = [&](Value value) {
     Operation *producer = value.getDefiningOp();
     if (mapping.contains(value) || !producer ||
-        !(isSplatConstant(value) || isa<BroadcastOp>(producer))) {
+        !(isSplatConstant(value) || isa<BroadcastOp, DequantizeOp>(producer))) {
       return;
     }
     for (Value operand : producer->getOperands()) {

@@ -27,6 +27,39 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
+  let summary = "Linear weights stored as int8 with per-row scales (RTN)";
+  let description = [{
+    Weight-only quantization as MindFormers' `quantization_config` asks
+    (`quant_method: rtn`, `weight_dtype: int8`): every 2-D float parameter
+    that is only ever multiplied by transposed (a Linear's [N, K] weight)
+    and whose name contains none of `exclude` (`modules_to_not_convert`,
+    matched as golden-stick does: a substring of the Hugging Face or the
+    MindFormers name) becomes an `i8` parameter `quantized` by a new
+    parameter `<name>_scale` of its float type, [N]; each read of it
+    becomes `mf.dequantize` of the two, which the matmul kernels fuse.
+    The runtime quantizes float checkpoints at load (docs/quantization.md).
+    A module that assigns parameters (training) is refused: the weights
+    would no longer be the checkpoint's.
+
+    ```mlir
+    mf.parameter @w : tensor<96x64xf32> init = normal {std = 0.02 : f64}
+    %w = mf.param @w : tensor<96x64xf32>
+    %y = mf.matmul %x, %w transpose_rhs : ...
+    // becomes
+    mf.parameter @w : tensor<96x64xi8> init = normal quantized(@w_scale) {std = 0.02 : f64}
+    mf.parameter @w_scale : tensor<96xf32> init = ones
+    %q = mf.param @w : tensor<96x64xi8>
+    %s = mf.param @w_scale : tensor<96xf32>
+    %w = mf.dequantize %q, %s : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
+    ```
+  }];
+  let options = [
+    ListOption<"exclude", "exclude", "std::string",
+               "Weights whose name contains one of these stay float">
+  ];
+}
+
 def MFPartitionPass : Pass<"mf-partition", "::mlir::ModuleOp"> {
   let summary = "Turns a graph with sharded parameters into one rank's program";
   let options = [

@@ -232,7 +232,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           ("optimizer." + kind + "." + of.getSymName()).str(), type,
           ParameterInit::zeros, FloatAttr(), StringAttr(),
           /*frozen=*/false, /*state=*/true, /*panels=*/false, grid, splitAxes,
-          of.getSplitGroupsAttr());
+          of.getSplitGroupsAttr(), /*quant_scale=*/FlatSymbolRefAttr(),
+          /*quant_group=*/IntegerAttr());
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);

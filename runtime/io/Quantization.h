@@ -1,0 +1,30 @@
+//===- Quantization.h - float weights to int8 and scales -------*- C++ -*-===//
+//
+// Round-to-nearest (RTN) weight quantization as MindFormers' quant_method
+// rtn computes it (golden-stick's symmetric int8 quantizer,
+// docs/quantization.md): for each row of an [N, K] weight (or each group of
+// `group` columns of a row), scale = 2 * max|w| / 255 and
+// q = clamp(round_half_even(w / scale), -128, 127); the weight's value is
+// then q * scale.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_IO_QUANTIZATION_H
+#define MFC_RUNTIME_IO_QUANTIZATION_H
+
+#include "runtime/base/Tensor.h"
+
+namespace mfrt {
+
+/// Quantizes the float [N, K] `weight` (any float dtype) into `values` (I8,
+/// [N, K]) and `scales` (a float dtype, [N] for `group` 0, else
+/// [N, K / group]). The scales are rounded to their dtype first and the
+/// values divided by the rounded scale, so that q * scale is what a reader
+/// of the two computes. A row (group) of zeros gets scale 0; a NaN or an
+/// infinity is an error.
+Status quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
+                   Tensor &scales);
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_IO_QUANTIZATION_H
