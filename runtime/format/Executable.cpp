@@ -540,7 +540,8 @@ Status checkKernelSignatures(const fb::Executable &root) {
           Executable::shapeOf(type).size() != 2) {
         return Status::error(kernel + " reads input " +
                              std::to_string(position) +
-                             " as panels; only a 2-D float weight is packed");
+                             " as panels; only a 2-D float or I8 (quantized) "
+                             "weight is packed");
       }
     }
   }

@@ -81,6 +81,21 @@ template <mfrt::DType dtype> void gemmWidened(const mfrt_gemm_args_v1 *args) {
   mfrt::mfrtGemmF32(&widened);
 }
 
+/// A tile of f32 A times an i8 weight B's values (a quantized weight, its
+/// scales applied by the kernel): the panel B's tile reads widened to f32,
+/// then the f32 gemm.
+void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
+  const mfrt_gemm_args_v1 &g = *args;
+  thread_local std::vector<float> rhs;
+  rhs.resize(static_cast<size_t>(g.n * g.k));
+  mfrt::panelToFloats(mfrt::DType::I8, g.b, g.trans_b != 0, g.n0, g.n, g.k,
+                      g.n_total, rhs.data());
+  mfrt_gemm_args_v1 widened{g.a,   rhs.data(), g.c,       g.ldc, g.m0,
+                            0,     g.m,        g.n,       g.k,   g.n,
+                            g.trans_b, g.trans_a, g.m_total};
+  mfrt::mfrtGemmF32(&widened);
+}
+
 /// Why this thread's last failing service failed (takeServiceError).
 thread_local std::string serviceError;
 
@@ -167,6 +182,9 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
        service<mfrt_attention_grad_v1>(&mfrtAttentionGrad)},
       {"mfrt_gemm_f16", service<mfrt_gemm_v1>(&gemmWidened<DType::F16>)},
       {"mfrt_gemm_bf16", service<mfrt_gemm_v1>(&gemmWidened<DType::BF16>)},
+      {"mfrt_gemm_i8", service<mfrt_gemm_v1>(&gemmInt8Weight)},
+      {"mfrt_gemm_panels_i8",
+       service<mfrt_gemm_v1>(&gemmPanelsService<DType::I8>)},
   };
   return services;
 }

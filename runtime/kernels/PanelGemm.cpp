@@ -34,13 +34,19 @@ constexpr int kRowBlock = 8;
 
 /// 16 elements of a panel row as f32, the first of `mask` only when
 /// `Masked` (the rest 0): f32 as they are, f16 converted, bf16 as the high
-/// halves of f32s.
+/// halves of f32s, i8 (a quantized weight's values) sign-extended and
+/// converted.
 template <DType Stored, bool Masked>
 __attribute__((target("avx512f,avx512bw,avx512vl"),
                always_inline)) inline __m512
 loadPanelRow(const void *at, __mmask16 mask) {
   if constexpr (Stored == DType::F32) {
     return Masked ? _mm512_maskz_loadu_ps(mask, at) : _mm512_loadu_ps(at);
+  } else if constexpr (Stored == DType::I8) {
+    __m128i bytes = Masked
+                        ? _mm_maskz_loadu_epi8(mask, at)
+                        : _mm_loadu_si128(static_cast<const __m128i *>(at));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
   } else {
     __m256i half = Masked
                        ? _mm256_maskz_loadu_epi16(mask, at)
@@ -107,6 +113,9 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256
 loadPanelRow8(const char *at) {
   if constexpr (Stored == DType::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float *>(at));
+  } else if constexpr (Stored == DType::I8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i *>(at))));
   } else {
     __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i *>(at));
     if constexpr (Stored == DType::F16) {
@@ -235,12 +244,15 @@ void transposeOf(const Element *in, int64_t rows, int64_t cols, Element *out) {
   }
 }
 
-/// The same for elements of `size` bytes (4 or 2).
+/// The same for elements of `size` bytes (4, 2 or 1).
 void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
                char *out) {
   if (size == 4) {
     transposeOf(reinterpret_cast<const uint32_t *>(in), rows, cols,
                 reinterpret_cast<uint32_t *>(out));
+  } else if (size == 1) {
+    transposeOf(reinterpret_cast<const uint8_t *>(in), rows, cols,
+                reinterpret_cast<uint8_t *>(out));
   } else {
     transposeOf(reinterpret_cast<const uint16_t *>(in), rows, cols,
                 reinterpret_cast<uint16_t *>(out));
@@ -255,7 +267,9 @@ void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
                 n = args.n, k = args.k, bigN = args.n_total;
   const float *lhs;
-  if constexpr (Stored == DType::F32) {
+  if constexpr (Stored == DType::F32 || Stored == DType::I8) {
+    // f32 activations (an i8 weight's are f32: the product's scale is the
+    // kernel's to apply).
     lhs = static_cast<const float *>(args.a) + m0 * k;
   } else { // the tile's rows of A in f32, once for all its panels
     thread_local std::vector<float> widened;
@@ -382,3 +396,4 @@ void mfrt::gemmPanelsService(const mfrt_gemm_args_v1 *args) {
 MFRT_INSTANTIATE_PANEL_GEMM(DType::F32)
 MFRT_INSTANTIATE_PANEL_GEMM(DType::F16)
 MFRT_INSTANTIATE_PANEL_GEMM(DType::BF16)
+MFRT_INSTANTIATE_PANEL_GEMM(DType::I8)

@@ -30,7 +30,7 @@ inline int64_t panelCount(int64_t n) {
 }
 
 /// Packs panels [panelBegin, panelEnd) of the [n, k] row-major `weight`
-/// (f32, f16 or bf16) into `panels` (n * k elements, another buffer).
+/// (f32, f16, bf16 or i8) into `panels` (n * k elements, another buffer).
 void packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
                 void *panels, int64_t panelBegin, int64_t panelEnd);
 
@@ -42,11 +42,12 @@ void packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
 void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
                   void *weight);
 
-/// The services mfrt_gemm_panels_f32, _f16 and _bf16 (one instance per
-/// type, called with the C convention like every service), with
+/// The services mfrt_gemm_panels_f32, _f16, _bf16 and _i8 (one instance
+/// per type, called with the C convention like every service), with
 /// mfrt_gemm_f32's argument struct: C[m x n] (row stride ldc, f32) = rows
 /// m0.. of A [M x K] (row-major) times columns n0.. of B^T, B an [N x K]
-/// weight given as its panels; A and B of type `Stored`. `trans_b` must be
+/// weight given as its panels; A and B of type `Stored`, but for I8: B a
+/// quantized weight's values, A f32 (the caller applies the scales). `trans_b` must be
 /// 1 and `trans_a` 0 (the only layout packed). A 16-bit tile's rows of A are
 /// widened once, its panels in registers as they are read.
 template <DType Stored> void gemmPanelsService(const mfrt_gemm_args_v1 *args);

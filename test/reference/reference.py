@@ -319,7 +319,7 @@ def hugging_face_model_config(path, root, yaml_cfg):
 # ---------------------------------------------------------------- safetensors
 
 ST_DTYPES = {"F32": (np.float32, torch.float32), "F16": (np.float16, torch.float16),
-             "BF16": (None, torch.bfloat16)}
+             "BF16": (None, torch.bfloat16), "I8": (np.int8, torch.int8)}
 
 
 def save_safetensors(path, tensors):
@@ -330,7 +330,7 @@ def save_safetensors(path, tensors):
             tag = "BF16"
         else:
             raw = tensor.contiguous().numpy().tobytes()
-            tag = {torch.float32: "F32", torch.float16: "F16"}[tensor.dtype]
+            tag = {torch.float32: "F32", torch.float16: "F16", torch.int8: "I8"}[tensor.dtype]
         header[name] = {"dtype": tag, "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
@@ -362,6 +362,37 @@ def load_safetensors(path):
             t = torch.from_numpy(np.frombuffer(raw, dtype=ST_DTYPES[info["dtype"]][0]).copy())
         tensors[name] = t.reshape(info["shape"])
     return tensors
+
+
+# ---------------------------------------------------------------- quantization
+
+def rtn_int8(weight, dtype):
+    """Golden-stick's RTN of an [N, K] weight (MindFormers' quant_method rtn):
+    per row, scale = 2 max|w| / 255 in `dtype` (the compute dtype), q =
+    clamp(round-half-even(w / scale), -128, 127). Returns (q, scale)."""
+    w = weight.to(dtype).float()  # the weight as the compute dtype holds it
+    scale = (2.0 * w.abs().amax(dim=1) / 255.0).to(dtype).float()
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round(w / safe[:, None]), -128, 127)
+    q = torch.where(scale[:, None] > 0, q, torch.zeros_like(q))
+    return q.to(torch.int8), scale.to(dtype)
+
+
+def quantized_linear_names(w, exclude):
+    """The Linear weights mf-quantize-weights quantizes: the 2-D
+    projections (and an untied lm_head) whose name holds none of `exclude`."""
+    return [name for name, t in w.items()
+            if t.dim() == 2 and (name.endswith("proj.weight") or name == "lm_head.weight")
+            and not any(part in name for part in exclude)]
+
+
+def apply_rtn_int8(w, exclude, dtype):
+    """The weights as a W8A16 model computes with them: each quantized
+    weight replaced by q * scale."""
+    for name in quantized_linear_names(w, exclude):
+        q, scale = rtn_int8(w[name], dtype)
+        w[name] = (q.float() * scale.float()[:, None]).to(w[name].dtype)
+    return w
 
 
 # ---------------------------------------------------------------- models
@@ -638,6 +669,10 @@ def main():
     parser.add_argument("--step-logits")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument("--rtn-int8", action="store_true",
+                        help="compute with the Linear weights RTN-quantized to int8 (W8A16)")
+    parser.add_argument("--not-convert", action="append", default=[],
+                        help="with --rtn-int8: weights whose name contains this stay float")
     args = parser.parse_args()
     cfg = Config(args.config, args.overrides)
 
@@ -657,6 +692,8 @@ def main():
 
     w = load_safetensors(args.weights)
     w = {name: t.to(cfg.param_dtype) for name, t in w.items()}
+    if args.rtn_int8:
+        w = apply_rtn_int8(w, args.not_convert, cfg.compute_dtype)
     if args.command == "logits":
         ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
         expected = logits_of(cfg, w, ids)

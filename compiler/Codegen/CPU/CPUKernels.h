@@ -80,6 +80,10 @@ inline constexpr llvm::StringLiteral kGemmServiceBF16 = "mfrt_gemm_bf16";
 inline constexpr llvm::StringLiteral kGemmPanelsService = "mfrt_gemm_panels_f32";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceF16 = "mfrt_gemm_panels_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_bf16";
+/// f32 A times the i8 values of a quantized weight B (as stored, or as
+/// panels): C = A op(Q); the kernel multiplies C's columns by the scales.
+inline constexpr llvm::StringLiteral kGemmServiceI8 = "mfrt_gemm_i8";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI8 = "mfrt_gemm_panels_i8";
 /// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;

@@ -4,7 +4,7 @@
 // into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module
 // that assigns none (packed once, they stay valid), the f32, f16 and bf16 [N,
 // K] weights that every reader multiplies by transposed inside a matmul region
-// (a Linear weight). The runtime then packs each once and, when nothing
+// (a Linear weight), and the i8 values of quantized ones read so. The runtime then packs each once and, when nothing
 // else reads it as stored, keeps only the panels.
 //
 // Whether to pack at all depends on the target: several rows times panels
@@ -21,6 +21,8 @@
 
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Transforms/Passes.h"
+
+#include <functional>
 
 namespace mfc {
 #define GEN_PASS_DEF_MFCHOOSEWEIGHTLAYOUTPASS
@@ -40,11 +42,19 @@ bool readAsPanel(OpOperand &use) {
     return false;
   }
   Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
-  return llvm::all_of(argument.getUses(), [](OpOperand &inner) {
-    auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
-    return matmul && inner.getOperandNumber() == 1 &&
-           matmul.getTransposeRhs() && !matmul.getTransposeLhs();
-  });
+  std::function<bool(Value)> onlyTransposedRhs = [&](Value value) {
+    return llvm::all_of(value.getUses(), [&](OpOperand &inner) {
+      // A quantized weight's values, through its mf.dequantize.
+      if (auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner())) {
+        return inner.getOperandNumber() == 0 &&
+               onlyTransposedRhs(dequantize.getResult());
+      }
+      auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
+      return matmul && inner.getOperandNumber() == 1 &&
+             matmul.getTransposeRhs() && !matmul.getTransposeLhs();
+    });
+  };
+  return onlyTransposedRhs(argument);
 }
 
 struct MFChooseWeightLayoutPass
@@ -82,7 +92,8 @@ struct MFChooseWeightLayoutPass
       auto type = cast<RankedTensorType>(param.getType());
       Type element = type.getElementType();
       bool panels = type.getRank() == 2 &&
-                    (element.isF32() || element.isF16() || element.isBF16()) &&
+                    (element.isF32() || element.isF16() || element.isBF16() ||
+                     element.isInteger(8)) &&
                     llvm::all_of(param->getUses(), readAsPanel);
       (panels ? read : readOtherwise).insert(param.getName());
     });

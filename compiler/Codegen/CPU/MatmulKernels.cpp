@@ -113,6 +113,9 @@ struct MatmulInfo {
   unsigned lhs, rhs; // region argument numbers
   int64_t k;
   bool transposedLhs; // a 2-D lhs stored [K, rows] (weight gradients)
+  /// A quantized weight (rhs: its i8 values): the region argument of its
+  /// per-row scales, which multiply the product's columns.
+  std::optional<unsigned> scales;
 };
 
 
@@ -124,6 +127,20 @@ bool isKernelFloat(Type element) {
 bool allKernelFloats(TypeRange types) {
   return llvm::all_of(types, [](Type type) {
     return isKernelFloat(cast<RankedTensorType>(type).getElementType());
+  });
+}
+
+/// The region's inputs are kernel floats, or the i8 values of a quantized
+/// weight that an mf.dequantize in the region reads.
+bool allKernelInputs(mf::FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  return llvm::all_of(body.getArguments(), [](BlockArgument argument) {
+    Type element = cast<RankedTensorType>(argument.getType()).getElementType();
+    return isKernelFloat(element) ||
+           (element.isInteger(8) &&
+            llvm::all_of(argument.getUsers(), [](Operation *user) {
+              return isa<mf::DequantizeOp>(user);
+            }));
   });
 }
 
@@ -178,8 +195,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       return failure();
     }
   }
-  if (!allKernelFloats(fusion.getInputs().getTypes()) ||
-      !allKernelFloats(fusion.getResultTypes())) {
+  if (!allKernelInputs(fusion) || !allKernelFloats(fusion.getResultTypes())) {
     why = "only f32, f16 and bf16 matmul regions have kernels";
     return failure();
   }
@@ -192,9 +208,30 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // In insertion order, so that a kernel prints the same in every run.
   TileReads argumentOf;
   for (Operation &op : body.without_terminator()) {
+    if (auto dequantize = dyn_cast<mf::DequantizeOp>(op)) {
+      // Read by the matmuls below, as the i8 values and their scales.
+      if (!isa<BlockArgument>(dequantize.getInput()) ||
+          !isa<BlockArgument>(dequantize.getScale()) ||
+          dequantize.getGroupSize() != 0 ||
+          !dequantize.getType().getElementType().isF32() ||
+          !llvm::all_of(dequantize->getUsers(), [](Operation *user) {
+            auto matmul = dyn_cast<mf::MatmulOp>(user);
+            return matmul && matmul.getRhs() != matmul.getLhs();
+          })) {
+        why = "a quantized weight other than an f32 one with per-row scales "
+              "multiplied by";
+        return failure();
+      }
+      continue;
+    }
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
+      std::optional<unsigned> scales;
+      if (auto dequantize = matmul.getRhs().getDefiningOp<mf::DequantizeOp>()) {
+        rhs = cast<BlockArgument>(dequantize.getInput());
+        scales = cast<BlockArgument>(dequantize.getScale()).getArgNumber();
+      }
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
       auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
       bool transposedLhs = matmul.getTransposeLhs();
@@ -216,8 +253,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         return failure();
       }
       matmulOf[matmul.getResult()] = matmuls.size();
-      matmuls.push_back(
-          {matmul, lhs.getArgNumber(), rhs.getArgNumber(), k, transposedLhs});
+      matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k,
+                         transposedLhs, scales});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -286,6 +323,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
+    if (matmul.scales) {
+      return readsPanels(matmul) ? kGemmPanelsServiceI8 : kGemmServiceI8;
+    }
     if (!readsPanels(matmul)) {
       return gemmServiceFor(element);
     }
@@ -307,7 +347,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   SmallVector<int32_t> panelInputs;
   for (MatmulInfo matmul : matmuls) {
     if (readsPanels(matmul)) { // a flat buffer of the weight's size
-      auto weight = cast<RankedTensorType>(matmul.op.getRhs().getType());
+      auto weight = cast<RankedTensorType>(fusion.getInputs()[matmul.rhs].getType());
       entry->getArgument(2 + matmul.rhs)
           .setType(MemRefType::get({weight.getNumElements()},
                                    weight.getElementType()));
@@ -363,6 +403,38 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   Value n = arith::MinUIOp::create(
       builder, loc, index(tileCols),
       arith::SubIOp::create(builder, loc, index(cols), n0));
+  // A quantized weight's product times its scales, in place: the tile's
+  // `m` rows of `n` columns, `stride` apart from `base` in the flat
+  // `product` (result or scratch), column j scaled by scales[n0 + j].
+  auto scaleColumns = [&](MatmulInfo matmul, Value product, Value base,
+                          int64_t stride, Value tileRows) {
+    Value scales = flattenMemRef(builder, loc, argument(*matmul.scales), {cols});
+    scf::ForOp::create(
+        builder, loc, index(0), tileRows, index(1), ValueRange{},
+        [&](OpBuilder &rowBuilder, Location, Value i, ValueRange) {
+          Value row = arith::AddIOp::create(
+              rowBuilder, loc, base,
+              arith::MulIOp::create(
+                  rowBuilder, loc, i,
+                  arith::ConstantIndexOp::create(rowBuilder, loc, stride)));
+          scf::ForOp::create(
+              rowBuilder, loc, arith::ConstantIndexOp::create(rowBuilder, loc, 0),
+              n, arith::ConstantIndexOp::create(rowBuilder, loc, 1), ValueRange{},
+              [&](OpBuilder &inner, Location, Value j, ValueRange) {
+                Value at = arith::AddIOp::create(inner, loc, row, j);
+                Value scale = memref::LoadOp::create(
+                    inner, loc, scales,
+                    ValueRange{arith::AddIOp::create(inner, loc, n0, j)});
+                Value value = memref::LoadOp::create(inner, loc, product,
+                                                     ValueRange{at});
+                memref::StoreOp::create(
+                    inner, loc, arith::MulFOp::create(inner, loc, value, scale),
+                    product, ValueRange{at});
+                scf::YieldOp::create(inner, loc);
+              });
+          scf::YieldOp::create(rowBuilder, loc);
+        });
+  };
   for (auto [i, matmul] : llvm::enumerate(matmuls)) {
     if (matvec) {
       Value x = flattenMemRef(builder, loc, argument(matmul.lhs), {matmul.k});
@@ -378,6 +450,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                      : emitVectorMatvecByColumns)(
             builder, loc, x, argument(matmul.rhs), out, offset, n0, n,
             matmul.k);
+      }
+      if (matmul.scales) {
+        scaleColumns(matmul, out, offset, 0, index(1));
       }
       continue;
     }
@@ -405,6 +480,18 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                               toI64(index(rows))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
+    if (matmul.scales) {
+      Value product =
+          direct ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),
+                                 {rows * cols})
+                 : flattenMemRef(builder, loc, scratch[i], {tileRows * tileCols});
+      Value base = direct ? arith::AddIOp::create(
+                                builder, loc,
+                                arith::MulIOp::create(builder, loc, m0, index(cols)),
+                                n0)
+                          : index(0);
+      scaleColumns(matmul, product, base, direct ? cols : tileCols, m);
+    }
   }
   if (direct) {
     return kernel;

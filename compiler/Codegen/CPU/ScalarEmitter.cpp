@@ -235,7 +235,9 @@ FailureOr<SmallVector<Value>>
 ScalarEmitter::emitBody(Block &body, llvm::DenseMap<Value, Value> &scalarOf,
                         Location loc, std::string &why) {
   for (Operation &op : body.without_terminator()) {
-    if (scalarOf.count(op.getResult(0))) {
+    // A matmul's product is an input here; the weight it dequantized is
+    // the matmul's, not the body's.
+    if (scalarOf.count(op.getResult(0)) || isa<mf::DequantizeOp>(op)) {
       continue;
     }
     SmallVector<Value> operands;

@@ -21,8 +21,9 @@
 // the k-th 32 columns of each (four contiguous streams); the rest one panel
 // at a time, a narrow last one under masks.
 //
-// Loads of f16/bf16 are widened in registers; products are summed in f32,
-// as the gemm services do. bf16 rows go 32 elements a load: a bf16 is the
+// Loads of f16/bf16 are widened in registers, and a quantized weight's i8
+// values converted (the kernel scales the sums); products are summed in
+// f32, as the gemm services do. bf16 rows go 32 elements a load: a bf16 is the
 // high half of an f32, so a pair's 32 bits give its even element by a
 // shift and its odd one by a mask (x split alike), with no widening
 // shuffle (Qwen2 scaled to 4 layers, bf16: decode 82.6-103.0 -> 84.2-113.8
@@ -188,7 +189,7 @@ private:
           b_.setInsertionPoint(builder.getInsertionBlock(),
                                builder.getInsertionPoint());
           Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{kk});
-          if (!storage_.isF32()) {
+          if (!elementOf(x_).isF32()) {
             xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
           }
           Value broadcast = vector::BroadcastOp::create(b_, loc_, wide_, xk);
@@ -206,13 +207,19 @@ private:
   /// kLanes elements of `memref` at `indices` in f32, those `mask` selects
   /// (the rest 0).
   Value loadUnder(Value memref, ValueRange indices, Value mask) {
-    auto stored = VectorType::get({kLanes}, storage_);
+    Type element = elementOf(memref);
+    auto stored = VectorType::get({kLanes}, element);
+    Attribute zero = element.isInteger(8)
+                         ? Attribute(b_.getIntegerAttr(element, 0))
+                         : Attribute(b_.getFloatAttr(element, 0.0));
     Value padding = arith::ConstantOp::create(
-        b_, loc_, stored,
-        DenseElementsAttr::get(
-            stored, ArrayRef<Attribute>{b_.getFloatAttr(storage_, 0.0)}));
+        b_, loc_, stored, DenseElementsAttr::get(stored, ArrayRef(zero)));
     return widen(vector::MaskedLoadOp::create(b_, loc_, stored, memref, indices,
                                               mask, padding));
+  }
+
+  static Type elementOf(Value memref) {
+    return cast<MemRefType>(memref.getType()).getElementType();
   }
 
   /// kLanes elements of `memref` at `indices` in f32; the first `valid`
@@ -224,7 +231,7 @@ private:
                        vector::ConstantMaskOp::create(
                            b_, loc_, maskType, ArrayRef<int64_t>{valid}));
     }
-    auto stored = VectorType::get({kLanes}, storage_);
+    auto stored = VectorType::get({kLanes}, elementOf(memref));
     return widen(vector::LoadOp::create(b_, loc_, stored, memref, indices));
   }
 
@@ -263,10 +270,16 @@ private:
             vector::BitCastOp::create(b_, loc_, wide_, odd)};
   }
 
-  /// A loaded vector in f32.
+  /// A loaded vector in f32 (a quantized weight's i8 values as numbers).
   Value widen(Value loaded) {
-    return storage_.isF32() ? loaded
-                            : arith::ExtFOp::create(b_, loc_, wide_, loaded);
+    Type element = cast<VectorType>(loaded.getType()).getElementType();
+    if (element.isF32()) {
+      return loaded;
+    }
+    if (element.isInteger(8)) {
+      return arith::SIToFPOp::create(b_, loc_, wide_, loaded);
+    }
+    return arith::ExtFOp::create(b_, loc_, wide_, loaded);
   }
 
   /// For lanes in groups of 2 * half (across a then b), the first halves

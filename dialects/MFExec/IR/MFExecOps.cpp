@@ -208,10 +208,11 @@ LogicalResult KernelOp::verify() {
     previous = position;
     auto weight = cast<MemRefType>(type.getInput(position));
     Type element = weight.getElementType();
-    if (weight.getRank() != 2 ||
-        !(element.isF32() || element.isF16() || element.isBF16())) {
+    if (weight.getRank() != 2 || !(element.isF32() || element.isF16() ||
+                                   element.isBF16() || element.isInteger(8))) {
       return emitOpError() << "reads input " << position << " (" << weight
-                           << ") as panels: only a 2-D float weight can be";
+                           << ") as panels: only a 2-D float or i8 "
+                              "(quantized) weight can be";
     }
   }
   return success();

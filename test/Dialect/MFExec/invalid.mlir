@@ -37,7 +37,7 @@ mfexec.executable @cpu target(#mfexec.target<triple = "x86_64", cpu = "znver3", 
 // -----
 
 mfexec.executable @cpu target(#mfexec.target<triple = "x86_64", cpu = "znver3", features = []>) {
-  // expected-error @+1 {{reads input 0 ('memref<4xf32>') as panels: only a 2-D float weight can be}}
+  // expected-error @+1 {{reads input 0 ('memref<4xf32>') as panels: only a 2-D float or i8 (quantized) weight can be}}
   mfexec.kernel @mfk_0 tiles(1) panels [0] : (memref<4xf32>) -> memref<4xf32>
   builtin.module {}
 }
