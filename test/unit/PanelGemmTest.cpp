@@ -23,7 +23,8 @@ namespace {
 /// columns, a last panel 6 wide, row counts that are not a multiple of
 /// the row block, and a K longer than one pass over a panel (K = 1100 >
 /// 1024); A and B in f32, f16 and bf16 (the reference on the same
-/// rounded values); through each microkernel this CPU runs.
+/// rounded values), and f32 A times a quantized weight's i8 values B;
+/// through each microkernel this CPU runs.
 TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   const int64_t M = 37, N = 70, K = 1100;
   using Service = void (*)(PanelIsa, const mfrt_gemm_args_v1 &);
@@ -34,20 +35,25 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
     for (auto [dtype, service] :
          {std::pair<DType, Service>{DType::F32, gemmPanelsWith<DType::F32>},
           {DType::F16, gemmPanelsWith<DType::F16>},
-          {DType::BF16, gemmPanelsWith<DType::BF16>}}) {
+          {DType::BF16, gemmPanelsWith<DType::BF16>},
+          {DType::I8, gemmPanelsWith<DType::I8>}}) {
       std::mt19937 generator(7);
       std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      // An i8 weight's values span [-128, 127]; its activations are f32.
+      const float range = dtype == DType::I8 ? 128.0f : 1.0f;
+      const DType aType = dtype == DType::I8 ? DType::F32 : dtype;
       std::vector<float> a(M * K), b(N * K);
       for (float &x : a)
         x = uniform(generator);
       for (float &x : b)
-        x = uniform(generator);
-      // Both operands stored in `dtype`; a and b become the values stored.
+        x = range * uniform(generator);
+      // Both operands stored in their type; a and b become the values
+      // stored.
       size_t size = dtypeSize(dtype);
-      std::vector<char> storedA(M * K * size), storedB(N * K * size);
-      fromFloats(dtype, a.data(), storedA.data(), M * K);
+      std::vector<char> storedA(M * K * dtypeSize(aType)), storedB(N * K * size);
+      fromFloats(aType, a.data(), storedA.data(), M * K);
       fromFloats(dtype, b.data(), storedB.data(), N * K);
-      toFloats(dtype, storedA.data(), a.data(), M * K);
+      toFloats(aType, storedA.data(), a.data(), M * K);
       toFloats(dtype, storedB.data(), b.data(), N * K);
       std::vector<char> panels(N * K * size);
       ASSERT_EQ(panelCount(N), 3);
@@ -73,7 +79,7 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
             for (int64_t k = 0; k < K; ++k) {
               sum += double(a[(t.m0 + i) * K + k]) * b[(t.n0 + j) * K + k];
             }
-            EXPECT_NEAR(c[i * ldc + j], sum, 1e-3)
+            EXPECT_NEAR(c[i * ldc + j], sum, 1e-3 * range)
                 << dtypeName(dtype) << " tile at " << t.m0 << "," << t.n0
                 << " element " << i << "," << j << ", microkernel "
                 << static_cast<int>(isa);

@@ -5,6 +5,7 @@
 #include "runtime/format/HostProgram.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/ThreadPool.h"
+#include "runtime/io/Quantization.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/kernels/Kernels.h"
 #include "runtime/session/Sampler.h"
@@ -637,4 +638,40 @@ TEST(HostProgram, AKernelUpdatesInPlaceOnlyACacheItTakesReadWrite) {
               std::string::npos)
         << program.status().message();
   }
+}
+
+/// Golden-stick's RTN: scale = 2 max|w| / 255 per row (1 for these rows,
+/// so every quotient is exact); w / scale rounded half to even (2.5 -> 2,
+/// 3.5 -> 4, 127.5 -> 128) and clamped to [-128, 127]; a row of zeros gets
+/// scale 0; groups of columns have their own scales; a NaN is refused.
+TEST(Quantization, RoundToNearestAsGoldenStick) {
+  Allocator allocator;
+  auto tensor = [&](DType dtype, Shape shape) {
+    return *allocator.allocate(dtype, std::move(shape));
+  };
+  Tensor weight = tensor(DType::F32, {3, 4});
+  const float values[] = {127.5f, 2.5f, -0.5f, 3.5f, -127.5f, 0, 0, 1.5f,
+                          0,      0,    0,     0};
+  std::copy(std::begin(values), std::end(values), weight.as<float>());
+  Tensor q = tensor(DType::I8, {3, 4}), scales = tensor(DType::F32, {3});
+  ASSERT_TRUE(quantizeRtn(weight, 0, q, scales));
+  EXPECT_EQ(scales.as<float>()[0], 1.0f);
+  EXPECT_EQ(scales.as<float>()[1], 1.0f);
+  EXPECT_EQ(scales.as<float>()[2], 0.0f);
+  const int8_t expected[] = {127, 2, 0, 4, -128, 0, 0, 2, 0, 0, 0, 0};
+  EXPECT_TRUE(std::equal(std::begin(expected), std::end(expected),
+                         q.as<int8_t>()));
+
+  Tensor grouped = tensor(DType::F32, {3, 2});
+  ASSERT_TRUE(quantizeRtn(weight, 2, q, grouped));
+  EXPECT_EQ(grouped.as<float>()[1], 2.0f * 3.5f / 255.0f);
+  EXPECT_EQ(q.as<int8_t>()[3], 127); // 3.5 / (7 / 255) = 127.5, clamped
+
+  weight.as<float>()[5] = std::nanf("");
+  Status refused = quantizeRtn(weight, 0, q, scales);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("row 1 has a non-finite value"),
+            std::string::npos);
+  Tensor wrongScales = tensor(DType::F32, {4});
+  EXPECT_FALSE(quantizeRtn(weight, 0, q, wrongScales));
 }

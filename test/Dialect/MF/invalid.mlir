@@ -616,3 +616,44 @@ func.func @weight_grad_expert(%dh: tensor<12x24xf32>, %rows: tensor<12x16xf32>, 
   %dw = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 4 : tensor<12x24xf32>, tensor<12x16xf32>, tensor<5xi32> -> tensor<24x16xf32>
   return %dw : tensor<24x16xf32>
 }
+
+// -----
+
+// expected-error @+1 {{holds i8 values but names no scales (quantized(@scales))}}
+mf.parameter @q : tensor<8x4xi8> init = zeros
+
+// -----
+
+// expected-error @+1 {{names scales but holds floats, not i8}}
+mf.parameter @q : tensor<8x4xf32> init = zeros quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{scales 's' must name a float parameter of shape [8, 2]}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 2)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{quantization group 3 does not divide K = 4}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 3)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+func.func @dequantize_scales(%q: tensor<8x4xi8>, %s: tensor<4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+2 {{expected float scales of shape [8], got [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %w = mf.dequantize %q, %s : tensor<8x4xi8>, tensor<4xf32> -> tensor<8x4xf32>
+  return %w : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @dequantize_group(%q: tensor<8x4xi8>, %s: tensor<8x1xf32>) -> tensor<8x4xf32> {
+  // expected-error @+2 {{group_size 3 does not divide K = 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %w = mf.dequantize %q, %s group_size = 3 : tensor<8x4xi8>, tensor<8x1xf32> -> tensor<8x4xf32>
+  return %w : tensor<8x4xf32>
+}

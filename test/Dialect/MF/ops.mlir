@@ -285,3 +285,26 @@ func.func @mixture_of_experts_gradients(%dv: tensor<6x2xf32>, %i: tensor<6x2xi32
   %drows = mf.moe_dispatch %dy, %pos, %p : (tensor<6x16xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<12x16xf32>
   return %dp, %dw, %dw2, %drows : tensor<6x4xf32>, tensor<24x16xf32>, tensor<6x2xf32>, tensor<12x16xf32>
 }
+
+// -----
+
+// A quantized weight (i8 values, per-row or per-group scales) and its
+// dequantization.
+// CHECK: mf.parameter @q : tensor<96x64xi8> init = zeros quantized(@q_scale)
+// CHECK: mf.parameter @g : tensor<96x64xi8> init = zeros quantized(@g_scale group = 32)
+// CHECK-LABEL: func.func @dequantize
+// CHECK: mf.dequantize %{{.*}}, %{{.*}} : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
+// CHECK: mf.dequantize %{{.*}}, %{{.*}} group_size = 32 : tensor<96x64xi8>, tensor<96x2xf16> -> tensor<96x64xf16>
+mf.parameter @q : tensor<96x64xi8> init = zeros quantized(@q_scale)
+mf.parameter @q_scale : tensor<96xf32> init = ones
+mf.parameter @g : tensor<96x64xi8> init = zeros quantized(@g_scale group = 32)
+mf.parameter @g_scale : tensor<96x2xf16> init = ones
+func.func @dequantize() -> (tensor<96x64xf32>, tensor<96x64xf16>) {
+  %q = mf.param @q : tensor<96x64xi8>
+  %s = mf.param @q_scale : tensor<96xf32>
+  %w = mf.dequantize %q, %s : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
+  %gq = mf.param @g : tensor<96x64xi8>
+  %gs = mf.param @g_scale : tensor<96x2xf16>
+  %gw = mf.dequantize %gq, %gs group_size = 32 : tensor<96x64xi8>, tensor<96x2xf16> -> tensor<96x64xf16>
+  return %w, %gw : tensor<96x64xf32>, tensor<96x64xf16>
+}
