@@ -67,9 +67,9 @@ Inferred mfshapes::inferDequantize(const TensorInfo &input,
     return failure("group_size " + std::to_string(groupSize) +
                    " does not divide K = " + std::to_string(k));
   }
-  std::vector<int64_t> scales =
-      groupSize == 0 ? std::vector<int64_t>{n}
-                     : std::vector<int64_t>{n, k / groupSize};
+  std::vector<int64_t> scales = groupSize == 0
+                                    ? std::vector<int64_t>{n}
+                                    : std::vector<int64_t>{n, k / groupSize};
   if (!isFloat(scale.element) || scale.shape != scales) {
     return failure("expected float scales of shape " + formatShape(scales) +
                    ", got " + formatShape(scale.shape));

@@ -1286,9 +1286,9 @@ private:
     // YAML's None is the string 'None' (MindFormers' configs write it so).
     auto isNone = [](const ConfigNode *value) {
       return !value || value->isNull() ||
-             (value->isScalar() && (value->scalar == "None" ||
-                                    value->scalar == "none" ||
-                                    value->scalar == "null"));
+             (value->isScalar() &&
+              (value->scalar == "None" || value->scalar == "none" ||
+               value->scalar == "null"));
     };
     auto refuse = [&](StringRef key, const llvm::Twine &why) {
       quant.error(quant.valueLoc(key), quant.childPath(key) + ": " + why);
@@ -1310,8 +1310,8 @@ private:
                                  "' is not supported yet; 'int8' (per-row "
                                  "scales) is");
     }
-    for (StringRef key : {"activation_dtype", "kvcache_dtype",
-                          "outliers_suppression"}) {
+    for (StringRef key :
+         {"activation_dtype", "kvcache_dtype", "outliers_suppression"}) {
       const ConfigNode *value = quant.get(key);
       if (!isNone(value)) {
         refuse(key, "only None is supported with quant_method 'rtn' (float "
@@ -1339,7 +1339,8 @@ private:
         args && !isNone(args) && !(args->isMap() && args->entries.empty())) {
       refuse("algorithm_args",
              "RTN takes no arguments (smooth_quant's alpha is not "
-             "supported yet); expected {}, got " + args->describe());
+             "supported yet); expected {}, got " +
+                 args->describe());
     }
     if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
       quant.error(quant.loc(), quant.path() +

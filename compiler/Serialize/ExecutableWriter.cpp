@@ -185,7 +185,8 @@ public:
       }
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
-          parameter.getMfName() ? parameter.getMfName()->str().c_str() : nullptr,
+          parameter.getMfName() ? parameter.getMfName()->str().c_str()
+                                : nullptr,
           *type, init, std, parameter.getFrozen(), parameter.getState(),
           splitDim, splitAxes.empty() ? nullptr : &splitAxes,
           static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,

@@ -38,8 +38,8 @@ void widenBfloat16s(const uint16_t *in, float *out, int64_t n);
 void narrowToHalves(const float *in, uint16_t *out, int64_t n);
 void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 
-/// `n` values of `dtype` (I32 and I8 converted as numbers) at `from` as f32, and
-/// f32 values stored as `dtype` (16-bit types round to nearest even).
+/// `n` values of `dtype` (I32 and I8 converted as numbers) at `from` as f32,
+/// and f32 values stored as `dtype` (16-bit types round to nearest even).
 void toFloats(DType dtype, const void *from, float *out, int64_t n);
 void fromFloats(DType dtype, const float *in, void *to, int64_t n);
 

@@ -23,12 +23,11 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
   Shape scaleShape = group > 0 ? Shape{rows, groups} : Shape{rows};
   if (scales.shape() != scaleShape || scales.dtype() == DType::I8 ||
       scales.dtype() == DType::I32) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "the scales of a quantized " +
-                             formatShape(weight.shape()) + " weight are float " +
-                             formatShape(scaleShape) + ", not " +
-                             dtypeName(scales.dtype()) + " " +
-                             formatShape(scales.shape()));
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "the scales of a quantized " + formatShape(weight.shape()) +
+            " weight are float " + formatShape(scaleShape) + ", not " +
+            dtypeName(scales.dtype()) + " " + formatShape(scales.shape()));
   }
   std::vector<float> row(static_cast<size_t>(k));
   std::vector<float> rowScales(static_cast<size_t>(groups));

@@ -267,10 +267,9 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
                               const Communicator *ranks) {
-  StatusOr<Tensor> whole =
-      initialValue(parameter, allocator, seed,
-                   wholeShapeOf(parameter, executable),
-                   Executable::dtypeOf(*parameter.type()));
+  StatusOr<Tensor> whole = initialValue(parameter, allocator, seed,
+                                        wholeShapeOf(parameter, executable),
+                                        Executable::dtypeOf(*parameter.type()));
   std::optional<TensorBlock> block = blockOf(parameter, ranks);
   if (!whole || !block) {
     return whole;

@@ -90,9 +90,9 @@ void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
   rhs.resize(static_cast<size_t>(g.n * g.k));
   mfrt::panelToFloats(mfrt::DType::I8, g.b, g.trans_b != 0, g.n0, g.n, g.k,
                       g.n_total, rhs.data());
-  mfrt_gemm_args_v1 widened{g.a,   rhs.data(), g.c,       g.ldc, g.m0,
-                            0,     g.m,        g.n,       g.k,   g.n,
-                            g.trans_b, g.trans_a, g.m_total};
+  mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,      g.ldc, g.m0,
+                            0,         g.m,        g.n,      g.k,   g.n,
+                            g.trans_b, g.trans_a,  g.m_total};
   mfrt::mfrtGemmF32(&widened);
 }
 

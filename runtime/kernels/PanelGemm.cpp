@@ -43,9 +43,8 @@ loadPanelRow(const void *at, __mmask16 mask) {
   if constexpr (Stored == DType::F32) {
     return Masked ? _mm512_maskz_loadu_ps(mask, at) : _mm512_loadu_ps(at);
   } else if constexpr (Stored == DType::I8) {
-    __m128i bytes = Masked
-                        ? _mm_maskz_loadu_epi8(mask, at)
-                        : _mm_loadu_si128(static_cast<const __m128i *>(at));
+    __m128i bytes = Masked ? _mm_maskz_loadu_epi8(mask, at)
+                           : _mm_loadu_si128(static_cast<const __m128i *>(at));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
   } else {
     __m256i half = Masked

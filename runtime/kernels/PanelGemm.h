@@ -47,9 +47,9 @@ void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
 /// mfrt_gemm_f32's argument struct: C[m x n] (row stride ldc, f32) = rows
 /// m0.. of A [M x K] (row-major) times columns n0.. of B^T, B an [N x K]
 /// weight given as its panels; A and B of type `Stored`, but for I8: B a
-/// quantized weight's values, A f32 (the caller applies the scales). `trans_b` must be
-/// 1 and `trans_a` 0 (the only layout packed). A 16-bit tile's rows of A are
-/// widened once, its panels in registers as they are read.
+/// quantized weight's values, A f32 (the caller applies the scales). `trans_b`
+/// must be 1 and `trans_a` 0 (the only layout packed). A 16-bit tile's rows of
+/// A are widened once, its panels in registers as they are read.
 template <DType Stored> void gemmPanelsService(const mfrt_gemm_args_v1 *args);
 
 /// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA

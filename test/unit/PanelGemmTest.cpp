@@ -50,7 +50,8 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
       // Both operands stored in their type; a and b become the values
       // stored.
       size_t size = dtypeSize(dtype);
-      std::vector<char> storedA(M * K * dtypeSize(aType)), storedB(N * K * size);
+      std::vector<char> storedA(M * K * dtypeSize(aType)),
+          storedB(N * K * size);
       fromFloats(aType, a.data(), storedA.data(), M * K);
       fromFloats(dtype, b.data(), storedB.data(), N * K);
       toFloats(aType, storedA.data(), a.data(), M * K);

@@ -650,8 +650,8 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
     return *allocator.allocate(dtype, std::move(shape));
   };
   Tensor weight = tensor(DType::F32, {3, 4});
-  const float values[] = {127.5f, 2.5f, -0.5f, 3.5f, -127.5f, 0, 0, 1.5f,
-                          0,      0,    0,     0};
+  const float values[] = {127.5f, 2.5f, -0.5f, 3.5f, -127.5f, 0,
+                          0,      1.5f, 0,     0,    0,       0};
   std::copy(std::begin(values), std::end(values), weight.as<float>());
   Tensor q = tensor(DType::I8, {3, 4}), scales = tensor(DType::F32, {3});
   ASSERT_TRUE(quantizeRtn(weight, 0, q, scales));
@@ -659,8 +659,8 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
   EXPECT_EQ(scales.as<float>()[1], 1.0f);
   EXPECT_EQ(scales.as<float>()[2], 0.0f);
   const int8_t expected[] = {127, 2, 0, 4, -128, 0, 0, 2, 0, 0, 0, 0};
-  EXPECT_TRUE(std::equal(std::begin(expected), std::end(expected),
-                         q.as<int8_t>()));
+  EXPECT_TRUE(
+      std::equal(std::begin(expected), std::end(expected), q.as<int8_t>()));
 
   Tensor grouped = tensor(DType::F32, {3, 2});
   ASSERT_TRUE(quantizeRtn(weight, 2, q, grouped));

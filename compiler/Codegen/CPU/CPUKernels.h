@@ -83,7 +83,8 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_
 /// f32 A times the i8 values of a quantized weight B (as stored, or as
 /// panels): C = A op(Q); the kernel multiplies C's columns by the scales.
 inline constexpr llvm::StringLiteral kGemmServiceI8 = "mfrt_gemm_i8";
-inline constexpr llvm::StringLiteral kGemmPanelsServiceI8 = "mfrt_gemm_panels_i8";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI8 =
+    "mfrt_gemm_panels_i8";
 /// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;

@@ -4,8 +4,9 @@
 // into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module
 // that assigns none (packed once, they stay valid), the f32, f16 and bf16 [N,
 // K] weights that every reader multiplies by transposed inside a matmul region
-// (a Linear weight), and the i8 values of quantized ones read so. The runtime then packs each once and, when nothing
-// else reads it as stored, keeps only the panels.
+// (a Linear weight), and the i8 values of quantized ones read so. The runtime
+// then packs each once and, when nothing else reads it as stored, keeps only
+// the panels.
 //
 // Whether to pack at all depends on the target: several rows times panels
 // run the runtime's AVX-512 or AVX2 (with FMA and F16C) microkernel, and

@@ -347,7 +347,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   SmallVector<int32_t> panelInputs;
   for (MatmulInfo matmul : matmuls) {
     if (readsPanels(matmul)) { // a flat buffer of the weight's size
-      auto weight = cast<RankedTensorType>(fusion.getInputs()[matmul.rhs].getType());
+      auto weight =
+          cast<RankedTensorType>(fusion.getInputs()[matmul.rhs].getType());
       entry->getArgument(2 + matmul.rhs)
           .setType(MemRefType::get({weight.getNumElements()},
                                    weight.getElementType()));
@@ -408,7 +409,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // `product` (result or scratch), column j scaled by scales[n0 + j].
   auto scaleColumns = [&](MatmulInfo matmul, Value product, Value base,
                           int64_t stride, Value tileRows) {
-    Value scales = flattenMemRef(builder, loc, argument(*matmul.scales), {cols});
+    Value scales =
+        flattenMemRef(builder, loc, argument(*matmul.scales), {cols});
     scf::ForOp::create(
         builder, loc, index(0), tileRows, index(1), ValueRange{},
         [&](OpBuilder &rowBuilder, Location, Value i, ValueRange) {
@@ -418,15 +420,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                   rowBuilder, loc, i,
                   arith::ConstantIndexOp::create(rowBuilder, loc, stride)));
           scf::ForOp::create(
-              rowBuilder, loc, arith::ConstantIndexOp::create(rowBuilder, loc, 0),
-              n, arith::ConstantIndexOp::create(rowBuilder, loc, 1), ValueRange{},
+              rowBuilder, loc,
+              arith::ConstantIndexOp::create(rowBuilder, loc, 0), n,
+              arith::ConstantIndexOp::create(rowBuilder, loc, 1), ValueRange{},
               [&](OpBuilder &inner, Location, Value j, ValueRange) {
                 Value at = arith::AddIOp::create(inner, loc, row, j);
                 Value scale = memref::LoadOp::create(
                     inner, loc, scales,
                     ValueRange{arith::AddIOp::create(inner, loc, n0, j)});
-                Value value = memref::LoadOp::create(inner, loc, product,
-                                                     ValueRange{at});
+                Value value =
+                    memref::LoadOp::create(inner, loc, product, ValueRange{at});
                 memref::StoreOp::create(
                     inner, loc, arith::MulFOp::create(inner, loc, value, scale),
                     product, ValueRange{at});
@@ -482,14 +485,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                 /*returnsStatus=*/false);
     if (matmul.scales) {
       Value product =
-          direct ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),
-                                 {rows * cols})
-                 : flattenMemRef(builder, loc, scratch[i], {tileRows * tileCols});
-      Value base = direct ? arith::AddIOp::create(
-                                builder, loc,
-                                arith::MulIOp::create(builder, loc, m0, index(cols)),
-                                n0)
-                          : index(0);
+          direct
+              ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),
+                              {rows * cols})
+              : flattenMemRef(builder, loc, scratch[i], {tileRows * tileCols});
+      Value base =
+          direct ? arith::AddIOp::create(
+                       builder, loc,
+                       arith::MulIOp::create(builder, loc, m0, index(cols)), n0)
+                 : index(0);
       scaleColumns(matmul, product, base, direct ? cols : tileCols, m);
     }
   }

@@ -220,8 +220,8 @@ LogicalResult ParameterOp::verify() {
   if (getQuantGroup() && !integer) {
     return emitOpError() << "has a quantization group but is not quantized";
   }
-  if (integer && (getTensorType().getRank() != 2 || getState() ||
-                  getSplitAxesAttr())) {
+  if (integer &&
+      (getTensorType().getRank() != 2 || getState() || getSplitAxesAttr())) {
     return emitOpError() << "a quantized parameter is a 2-D [N, K] weight, "
                             "not training state, and not split (yet)";
   }
@@ -1303,11 +1303,11 @@ namespace {
 mfshapes::TensorInfo infoOf(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   Type element = type.getElementType();
-  mfshapes::Element kind = element.isF32()    ? mfshapes::Element::F32
-                           : element.isF16()  ? mfshapes::Element::F16
-                           : element.isBF16() ? mfshapes::Element::BF16
+  mfshapes::Element kind = element.isF32()        ? mfshapes::Element::F32
+                           : element.isF16()      ? mfshapes::Element::F16
+                           : element.isBF16()     ? mfshapes::Element::BF16
                            : element.isInteger(8) ? mfshapes::Element::I8
-                                              : mfshapes::Element::I32;
+                                                  : mfshapes::Element::I32;
   return {kind,
           std::vector<int64_t>(type.getShape().begin(), type.getShape().end())};
 }

@@ -99,8 +99,7 @@ struct MFQuantizeWeightsPass
     auto excluded = [&](ParameterOp parameter) {
       return llvm::any_of(exclude, [&](const std::string &part) {
         return parameter.getSymName().contains(part) ||
-               (parameter.getMfName() &&
-                parameter.getMfName()->contains(part));
+               (parameter.getMfName() && parameter.getMfName()->contains(part));
       });
     };
     MLIRContext *context = &getContext();
@@ -121,7 +120,8 @@ struct MFQuantizeWeightsPass
       builder.setInsertionPointAfter(parameter);
       ParameterOp::create(builder, parameter.getLoc(), scaleName, scaleType,
                           ParameterInit::ones, FloatAttr(),
-                          mindFormersScaleName(parameter), parameter.getFrozen(),
+                          mindFormersScaleName(parameter),
+                          parameter.getFrozen(),
                           /*state=*/false, /*panels=*/false,
                           FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
                           IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr());
