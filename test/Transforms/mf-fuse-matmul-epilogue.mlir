@@ -91,3 +91,27 @@ func.func @early_consumer(%x: tensor<64x8xf32>, %dy: tensor<64x8xf32>, %z: tenso
   %u = mf.mul %dw, %sb : tensor<8x8xf32>
   return %u : tensor<8x8xf32>
 }
+
+// -----
+
+// Quantized weights: the region reads their i8 values and scales and
+// dequantizes them itself (no float weight is stored), and the matmuls
+// still move down to the gate past the dequantizations.
+// CHECK-LABEL: func.func @swiglu_quantized
+// CHECK-SAME: (%[[X:.+]]: tensor<8x16xf32>, %[[QG:.+]]: tensor<32x16xi8>, %[[SG:.+]]: tensor<32xf32>, %[[QU:.+]]: tensor<32x16xi8>, %[[SU:.+]]: tensor<32xf32>)
+// CHECK-NOT: mf.dequantize
+// CHECK: mf.fusion matmul_epilogue(%[[X]], %[[QG]], %[[SG]], %[[QU]], %[[SU]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: mf.dequantize
+// CHECK-NEXT: mf.matmul
+// CHECK-NEXT: mf.dequantize
+// CHECK-NEXT: mf.matmul
+// CHECK-NEXT: mf.swiglu
+func.func @swiglu_quantized(%x: tensor<8x16xf32>, %qg: tensor<32x16xi8>, %sg: tensor<32xf32>, %qu: tensor<32x16xi8>, %su: tensor<32xf32>) -> tensor<8x32xf32> {
+  %wg = mf.dequantize %qg, %sg : tensor<32x16xi8>, tensor<32xf32> -> tensor<32x16xf32>
+  %g = mf.matmul %x, %wg transpose_rhs : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %wu = mf.dequantize %qu, %su : tensor<32x16xi8>, tensor<32xf32> -> tensor<32x16xf32>
+  %u = mf.matmul %x, %wu transpose_rhs : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+  %h = mf.swiglu %g, %u : tensor<8x32xf32>
+  return %h : tensor<8x32xf32>
+}

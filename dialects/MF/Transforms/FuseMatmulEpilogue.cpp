@@ -51,7 +51,8 @@ bool movingKeepsMemory(MatmulOp matmul, Operation *consumer,
   bool adjacent = true;
   for (Operation *op = matmul->getNextNode(); op && op != consumer;
        op = op->getNextNode()) {
-    if (!isa<ParamOp, ConstantOp, ReshapeOp>(op) && !llvm::is_contained(fused, op)) {
+    if (!isa<ParamOp, ConstantOp, ReshapeOp, DequantizeOp>(op) &&
+        !llvm::is_contained(fused, op)) {
       adjacent = false;
       break;
     }
@@ -62,8 +63,10 @@ bool movingKeepsMemory(MatmulOp matmul, Operation *consumer,
   int64_t extended = 0;
   for (Value operand : matmul->getOperands()) {
     Operation *def = operand.getDefiningOp();
-    if (!def || isa<ParamOp, ConstantOp>(def)) {
-      continue; // entry inputs and weights live throughout
+    // Entry inputs and weights live throughout; a dequantized weight is
+    // computed in the region from them (FusionUtils.cpp), never stored.
+    if (!def || isa<ParamOp, ConstantOp, DequantizeOp>(def)) {
+      continue;
     }
     bool readLater = llvm::any_of(operand.getUsers(), [&](Operation *user) {
       Operation *at = consumer->getBlock()->findAncestorOpInBlock(*user);

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Weight quantization: accuracy and speed of W8A16 against f32.
+
+  bench/quant.py [--build build] [--steps 200] [--runs 5] [--config CONFIG]
+
+Accuracy needs a model that has learned something, so the bench trains one:
+--config (default bench/configs/llama-100m.yaml, a byte-level vocabulary
+here) is trained with mf-run for --steps AdamW steps on this repository's
+docs but every tenth file, from the deterministic init, and its weights
+saved. Each variant is then evaluated (mf-run --task eval, compiled with
+run_mode eval) on the held-out files, which the training never read:
+
+  f32          the trained weights
+  W8A16        quantization_config {quant_method: rtn, weight_dtype: int8},
+               modules_to_not_convert [lm_head]: quantized at load
+  ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
+  ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
+               dequantized and evaluated by the f32 model: the weights
+               llama.cpp would compute with (its dot products also round
+               the activations to 8 bits, which this does not)
+
+and prints perplexity and its change against f32.
+
+Speed: the predict config (the same model, run_mode predict) compiled f32
+and W8A16 and run alternately in fresh processes, --runs rounds, the same
+192-token prompt and 32 new tokens (mf-run --repeat 3 each): medians of
+prefill and decode tokens/s and peak RSS, W8A16/f32 ratios, and each
+decode's bytes read per token (every parameter an entry reads once) against
+the copy bandwidth mf-machine-limits measures: the decode rate that
+bandwidth alone would allow.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
+import gguf  # noqa: E402  (bench/gguf.py: ggml's reference quantizers)
+import numpy  # noqa: E402
+import reference  # noqa: E402
+import torch  # noqa: E402
+
+RTN = ("model.model_config.quantization_config={quant_method: rtn, weight_dtype: int8, "
+       "activation_dtype: None, kvcache_dtype: None, outliers_suppression: None, "
+       "modules_to_not_convert: [lm_head]}")
+
+
+def run(args, **kwargs):
+    result = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.exit(f"quant.py: {' '.join(args[:3])} ... failed:\n{result.stderr[-2000:]}")
+    return result
+
+
+def compile_model(build, config, binary, *sets):
+    args = [os.path.join(build, "bin", "mfc"), "compile", config, "-o", binary,
+            "--report", binary + ".json"]
+    for assignment in sets:
+        args += ["--set", assignment]
+    run(args)
+    with open(binary + ".json") as f:
+        return json.load(f)
+
+
+def corpora(tmp):
+    """(training text, held-out text): the docs, every tenth file held out."""
+    names = ["README.md"] + [os.path.join("docs", n)
+                             for n in sorted(os.listdir(os.path.join(ROOT, "docs")))
+                             if n.endswith(".md")]
+    train, held = os.path.join(tmp, "train.txt"), os.path.join(tmp, "heldout.txt")
+    with open(train, "wb") as t, open(held, "wb") as h:
+        for i, name in enumerate(names):
+            with open(os.path.join(ROOT, name), "rb") as f:
+                (h if i % 10 == 9 else t).write(f.read())
+    return train, held
+
+
+def ggml_roundtrip(weights, kind, out):
+    """The weights as ggml's Q8_0 / Q4_0 blocks hold them: every 2-D weight
+    whose rows split into 32-value blocks, quantized and dequantized."""
+    tensors = reference.load_safetensors(weights)
+    for name, t in tensors.items():
+        if t.dim() != 2 or t.shape[1] % gguf.QUANT_BLOCK:
+            continue
+        value = t.float().numpy()
+        raw = (gguf.quantize_q8_0 if kind == "q8_0" else gguf.quantize_q4_0)(value)
+        if kind == "q8_0":
+            blocks = numpy.frombuffer(raw, dtype=[("d", "<f2"), ("qs", "i1", 32)])
+            values = blocks["qs"].astype(numpy.float32)
+        else:
+            blocks = numpy.frombuffer(raw, dtype=[("d", "<f2"), ("qs", "u1", 16)])
+            low, high = blocks["qs"] & 15, blocks["qs"] >> 4
+            values = numpy.concatenate([low, high], axis=1).astype(numpy.float32) - 8
+        values *= blocks["d"].astype(numpy.float32)[:, None]
+        tensors[name] = torch.from_numpy(values.reshape(value.shape)).to(t.dtype)
+    reference.save_safetensors(out, tensors)
+
+
+def perplexity(build, binary, weights, data):
+    text = run([os.path.join(build, "bin", "mf-run"), binary, "--task", "eval",
+                "--weights", weights, "--data", data]).stdout
+    return float(re.search(r"perplexity ([\d.]+)", text).group(1))
+
+
+def generate(build, binary, weights, prompt, new_tokens):
+    """(prefill t/s, decode t/s, peak RSS MB): medians of mf-run --repeat 3."""
+    err = run([os.path.join(build, "bin", "mf-run"), binary, "--mode", "graph", "--weights",
+               weights, "--input-ids", ",".join(map(str, prompt)), "--max-new-tokens",
+               str(new_tokens), "--greedy", "--repeat", "3"]).stderr
+    m = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s.*?decode \d+ tokens in "
+                  r"[\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", err)
+    return float(m.group(1)), float(m.group(2)), float(m.group(3))
+
+
+def decode_bytes(weights, quantized):
+    """Bytes a decode step reads of the weights: every parameter once (a
+    quantized Linear's i8 values and f32 scales), but an untied embedding
+    table, of which it reads one row."""
+    tensors = reference.load_safetensors(weights)
+    linear = set(reference.quantized_linear_names(tensors, ["lm_head"])) if quantized else set()
+    tied = "lm_head.weight" not in tensors
+    total = 0
+    for name, t in tensors.items():
+        if name == "model.embed_tokens.weight" and not tied:
+            continue
+        if name in linear:
+            total += t.numel() + 4 * t.shape[0]
+        else:
+            total += t.numel() * t.element_size()
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--config", default=os.path.join(HERE, "configs", "llama-100m.yaml"))
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    build = os.path.abspath(args.build)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        train_text, held_text = corpora(tmp)
+        trained = os.path.join(tmp, "trained.safetensors")
+        train_bin = os.path.join(tmp, "train.bin")
+        compile_model(build, args.config, train_bin, "run_mode=train")
+        out = run([os.path.join(build, "bin", "mf-run"), train_bin, "--data", train_text,
+                   "--steps", str(args.steps), "--save-weights", trained]).stderr
+        last = re.findall(r"loss ([\d.]+)", out)
+        print(f"trained {os.path.basename(args.config)} for {args.steps} steps on the docs "
+              f"(last training loss {last[-1] if last else '?'}); held-out text: "
+              f"{os.path.getsize(held_text)} bytes")
+
+        eval_f32, eval_rtn = os.path.join(tmp, "eval.bin"), os.path.join(tmp, "eval-rtn.bin")
+        compile_model(build, args.config, eval_f32, "run_mode=eval")
+        compile_model(build, args.config, eval_rtn, "run_mode=eval", RTN)
+        rows = [("f32", perplexity(build, eval_f32, trained, held_text)),
+                ("W8A16 (RTN int8, per row)", perplexity(build, eval_rtn, trained, held_text))]
+        for kind in ("q8_0", "q4_0"):
+            weights = os.path.join(tmp, f"{kind}.safetensors")
+            ggml_roundtrip(trained, kind, weights)
+            rows.append((f"ggml {kind.upper()} weights",
+                         perplexity(build, eval_f32, weights, held_text)))
+        base = rows[0][1]
+        print(f"\n{'weights':28} {'perplexity':>10} {'vs f32':>8}")
+        for name, ppl in rows:
+            print(f"{name:28} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
+
+        limits = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
+        predict_f32 = os.path.join(tmp, "predict.bin")
+        predict_rtn = os.path.join(tmp, "predict-rtn.bin")
+        compile_model(build, args.config, predict_f32, "run_mode=predict", "context.mode=0")
+        compile_model(build, args.config, predict_rtn, "run_mode=predict", "context.mode=0", RTN)
+        cfg = reference.Config(args.config)
+        prompt = [(7 * i + 3) % min(cfg.vocab, 256) for i in range(192)]
+        results = {"f32": [], "W8A16": []}
+        for _ in range(args.runs):  # alternating: drift hits both alike
+            for name, binary in (("f32", predict_f32), ("W8A16", predict_rtn)):
+                results[name].append(generate(build, binary, trained, prompt, 32))
+                current = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
+                limits["copy_gbs"] = max(limits["copy_gbs"], current["copy_gbs"])
+        print(f"\nspeed: medians of {args.runs} alternating runs, 192-token prompt, 32 new "
+              f"tokens, {limits['threads']} threads; copy bandwidth {limits['copy_gbs']:.1f} GB/s "
+              f"(best of mf-machine-limits between the runs)")
+        print(f"{'weights':8} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
+              f"{'decode MB/token':>16} {'bandwidth bound t/s':>20}")
+        medians = {}
+        for name in ("f32", "W8A16"):
+            prefill, decode, rss = (statistics.median(r[i] for r in results[name])
+                                    for i in range(3))
+            medians[name] = (prefill, decode, rss)
+            read = decode_bytes(trained, name == "W8A16")
+            print(f"{name:8} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
+                  f"{limits['copy_gbs'] * 1e9 / read:20.0f}")
+        (pf, df, rf), (pq, dq, rq) = medians["f32"], medians["W8A16"]
+        print(f"W8A16 / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
+              f"{rq / rf:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
