@@ -710,6 +710,9 @@ checkSemantics(const fb::Executable &root,
   }
   MFRT_RETURN_IF_ERROR(checkGrid(root));
   if (root.parameters()) {
+    // Each parameter of scales belongs to one quantized weight (loading
+    // fills it from that weight).
+    std::vector<bool> scalesTaken(root.parameters()->size(), false);
     for (const fb::Parameter *parameter : *root.parameters()) {
       MFRT_RETURN_IF_ERROR(checkTensorType(
           parameter->type(), "parameter '" + parameter->name()->str() + "'"));
@@ -720,6 +723,14 @@ checkSemantics(const fb::Executable &root,
       }
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkQuantization(root, *parameter));
+      if (parameter->quant_scale() >= 0) {
+        if (scalesTaken[parameter->quant_scale()]) {
+          return Status::error("parameter '" + parameter->name()->str() +
+                               "' names the scales of another quantized "
+                               "weight");
+        }
+        scalesTaken[parameter->quant_scale()] = true;
+      }
     }
   }
   if (!root.entries() || root.entries()->size() == 0) {
