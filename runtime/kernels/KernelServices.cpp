@@ -185,6 +185,10 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
       {"mfrt_gemm_i8", service<mfrt_gemm_v1>(&gemmInt8Weight)},
       {"mfrt_gemm_panels_i8",
        service<mfrt_gemm_v1>(&gemmPanelsService<DType::I8>)},
+      {"mfrt_gemm_panels_i8_f16",
+       service<mfrt_gemm_v1>(&gemmInt8PanelsService<DType::F16>)},
+      {"mfrt_gemm_panels_i8_bf16",
+       service<mfrt_gemm_v1>(&gemmInt8PanelsService<DType::BF16>)},
   };
   return services;
 }

@@ -260,20 +260,24 @@ void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
 
 } // namespace
 
-template <DType Stored>
-void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
+namespace {
+
+/// The product with B's panels of `Stored` elements and A of `Activation`
+/// (the same type, but for a quantized weight's i8 values: A in the
+/// compute dtype, the scales the caller's to apply).
+template <DType Stored, DType Activation>
+void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t size = dtypeSize(Stored);
   const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
                 n = args.n, k = args.k, bigN = args.n_total;
   const float *lhs;
-  if constexpr (Stored == DType::F32 || Stored == DType::I8) {
-    // f32 activations (an i8 weight's are f32: the product's scale is the
-    // kernel's to apply).
+  if constexpr (Activation == DType::F32) {
     lhs = static_cast<const float *>(args.a) + m0 * k;
   } else { // the tile's rows of A in f32, once for all its panels
     thread_local std::vector<float> widened;
     widened.resize(static_cast<size_t>(m * k));
-    toFloats(Stored, static_cast<const char *>(args.a) + m0 * k * size,
+    toFloats(Activation,
+             static_cast<const char *>(args.a) + m0 * k * dtypeSize(Activation),
              widened.data(), m * k);
     lhs = widened.data();
   }
@@ -329,6 +333,31 @@ void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
     }
   }
 }
+
+} // namespace
+
+template <DType Stored>
+void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
+  gemmPanels<Stored, Stored == DType::I8 ? DType::F32 : Stored>(isa, args);
+}
+
+template <DType Activation>
+void mfrt::gemmInt8PanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
+  gemmPanels<DType::I8, Activation>(isa, args);
+}
+
+template <DType Activation>
+void mfrt::gemmInt8PanelsService(const mfrt_gemm_args_v1 *args) {
+  gemmInt8PanelsWith<Activation>(panelIsa(), *args);
+}
+
+template void mfrt::gemmInt8PanelsWith<DType::F16>(PanelIsa,
+                                                   const mfrt_gemm_args_v1 &);
+template void mfrt::gemmInt8PanelsWith<DType::BF16>(PanelIsa,
+                                                    const mfrt_gemm_args_v1 &);
+template void mfrt::gemmInt8PanelsService<DType::F16>(const mfrt_gemm_args_v1 *);
+template void
+mfrt::gemmInt8PanelsService<DType::BF16>(const mfrt_gemm_args_v1 *);
 
 void mfrt::packPanels(DType dtype, const void *weight, int64_t n, int64_t k,
                       void *panels, int64_t panelBegin, int64_t panelEnd) {

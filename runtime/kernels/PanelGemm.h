@@ -52,6 +52,11 @@ void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
 /// A are widened once, its panels in registers as they are read.
 template <DType Stored> void gemmPanelsService(const mfrt_gemm_args_v1 *args);
 
+/// The services mfrt_gemm_panels_i8_f16 and _i8_bf16: f16 or bf16 A (its
+/// tile's rows widened once) times a quantized weight's i8 panels.
+template <DType Activation>
+void gemmInt8PanelsService(const mfrt_gemm_args_v1 *args);
+
 /// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA
 /// and F16C (6 rows x 16 columns) and a portable loop. The services run
 /// the best this CPU has (panelIsa()).
@@ -63,6 +68,8 @@ bool runsPanelIsa(PanelIsa isa);
 /// CPU must run): the tests compare them.
 template <DType Stored>
 void gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
+template <DType Activation>
+void gemmInt8PanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
 
 } // namespace mfrt
 

@@ -93,6 +93,49 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
 
 /// A weight packs in its own storage (a narrow last panel too), to the
 /// same panels, and unpacks to itself.
+/// f16 and bf16 rows times a quantized weight's i8 panels (the tile's rows
+/// widened once) equal the product in double of the same rounded values.
+TEST(PanelGemm, HalfRowsTimesInt8Panels) {
+  const int64_t M = 19, N = 45, K = 70;
+  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+    if (!runsPanelIsa(isa)) {
+      continue;
+    }
+    for (DType rowType : {DType::F16, DType::BF16}) {
+      std::mt19937 generator(11);
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      std::vector<float> a(M * K), b(N * K);
+      for (float &x : a)
+        x = uniform(generator);
+      for (float &x : b)
+        x = 128.0f * uniform(generator);
+      std::vector<char> storedA(M * K * 2), storedB(N * K), panels(N * K);
+      fromFloats(rowType, a.data(), storedA.data(), M * K);
+      fromFloats(DType::I8, b.data(), storedB.data(), N * K);
+      toFloats(rowType, storedA.data(), a.data(), M * K);
+      toFloats(DType::I8, storedB.data(), b.data(), N * K);
+      packPanels(DType::I8, storedB.data(), N, K, panels.data(), 0,
+                 panelCount(N));
+      std::vector<float> c(M * N);
+      mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), N, 0, 0,
+                             M, N, K, N, /*trans_b=*/1, /*trans_a=*/0, M};
+      (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
+                             : gemmInt8PanelsWith<DType::BF16>)(isa, args);
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          double sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            sum += double(a[i * K + k]) * b[j * K + k];
+          }
+          EXPECT_NEAR(c[i * N + j], sum, 1e-2)
+              << dtypeName(rowType) << " element " << i << "," << j
+              << ", microkernel " << static_cast<int>(isa);
+        }
+      }
+    }
+  }
+}
+
 TEST(PanelGemm, PacksInPlaceAndUnpacks) {
   for (int64_t N : {96, 77}) {
     const int64_t K = 40;

@@ -85,6 +85,11 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceBF16 = "mfrt_gemm_panels_
 inline constexpr llvm::StringLiteral kGemmServiceI8 = "mfrt_gemm_i8";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceI8 =
     "mfrt_gemm_panels_i8";
+/// The same with f16 or bf16 A (its rows widened once a tile).
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI8F16 =
+    "mfrt_gemm_panels_i8_f16";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI8BF16 =
+    "mfrt_gemm_panels_i8_bf16";
 /// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;

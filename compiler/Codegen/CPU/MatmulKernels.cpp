@@ -213,13 +213,12 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       if (!isa<BlockArgument>(dequantize.getInput()) ||
           !isa<BlockArgument>(dequantize.getScale()) ||
           dequantize.getGroupSize() != 0 ||
-          !dequantize.getType().getElementType().isF32() ||
           !llvm::all_of(dequantize->getUsers(), [](Operation *user) {
             auto matmul = dyn_cast<mf::MatmulOp>(user);
             return matmul && matmul.getRhs() != matmul.getLhs();
           })) {
-        why = "a quantized weight other than an f32 one with per-row scales "
-              "multiplied by";
+        why = "a quantized weight with scales per group, or read otherwise "
+              "than multiplied by";
         return failure();
       }
       continue;
@@ -301,6 +300,18 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
            matmul.op.getTransposeRhs() && !matmul.transposedLhs;
   };
   bool anyPanels = llvm::any_of(matmuls, readsPanels);
+  // A quantized weight's products: f32 activations as stored or packed;
+  // f16 and bf16 ones through the packed layout's services only.
+  for (MatmulInfo matmul : matmuls) {
+    if (matmul.scales && !readsPanels(matmul) && rows > 1 &&
+        !cast<RankedTensorType>(matmul.op.getLhs().getType())
+             .getElementType()
+             .isF32()) {
+      why = "f16/bf16 rows times a quantized weight that is not packed "
+            "(--pack-weights=false or a target without the microkernels)";
+      return failure();
+    }
+  }
 
   Type i64 = builder.getI64Type(), f32 = builder.getF32Type();
   Location loc = fusion.getLoc();
@@ -324,7 +335,12 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
     if (matmul.scales) {
-      return readsPanels(matmul) ? kGemmPanelsServiceI8 : kGemmServiceI8;
+      if (!readsPanels(matmul)) {
+        return kGemmServiceI8;
+      }
+      return element.isF16()    ? kGemmPanelsServiceI8F16
+             : element.isBF16() ? kGemmPanelsServiceI8BF16
+                                : kGemmPanelsServiceI8;
     }
     if (!readsPanels(matmul)) {
       return gemmServiceFor(element);
@@ -428,6 +444,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                 Value scale = memref::LoadOp::create(
                     inner, loc, scales,
                     ValueRange{arith::AddIOp::create(inner, loc, n0, j)});
+                if (!scale.getType().isF32()) { // f16/bf16 scales
+                  scale = arith::ExtFOp::create(inner, loc, inner.getF32Type(),
+                                                scale);
+                }
                 Value value =
                     memref::LoadOp::create(inner, loc, product, ValueRange{at});
                 memref::StoreOp::create(
