@@ -355,7 +355,8 @@ template void mfrt::gemmInt8PanelsWith<DType::F16>(PanelIsa,
                                                    const mfrt_gemm_args_v1 &);
 template void mfrt::gemmInt8PanelsWith<DType::BF16>(PanelIsa,
                                                     const mfrt_gemm_args_v1 &);
-template void mfrt::gemmInt8PanelsService<DType::F16>(const mfrt_gemm_args_v1 *);
+template void
+mfrt::gemmInt8PanelsService<DType::F16>(const mfrt_gemm_args_v1 *);
 template void
 mfrt::gemmInt8PanelsService<DType::BF16>(const mfrt_gemm_args_v1 *);
 

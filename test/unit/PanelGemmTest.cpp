@@ -117,8 +117,9 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
       packPanels(DType::I8, storedB.data(), N, K, panels.data(), 0,
                  panelCount(N));
       std::vector<float> c(M * N);
-      mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), N, 0, 0,
-                             M, N, K, N, /*trans_b=*/1, /*trans_a=*/0, M};
+      mfrt_gemm_args_v1 args{
+          storedA.data(), panels.data(), c.data(), N, 0, 0, M, N, K, N,
+          /*trans_b=*/1,  /*trans_a=*/0, M};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
