@@ -13,6 +13,8 @@ run_mode eval) on the held-out files, which the training never read:
   f32          the trained weights
   W8A16        quantization_config {quant_method: rtn, weight_dtype: int8},
                modules_to_not_convert [lm_head]: quantized at load
+  W8A16 all    the same with modules_to_not_convert [] (the tied lm_head,
+               the embedding table, quantized too)
   ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
   ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
                dequantized and evaluated by the f32 model: the weights
@@ -49,9 +51,15 @@ import numpy  # noqa: E402
 import reference  # noqa: E402
 import torch  # noqa: E402
 
-RTN = ("model.model_config.quantization_config={quant_method: rtn, weight_dtype: int8, "
-       "activation_dtype: None, kvcache_dtype: None, outliers_suppression: None, "
-       "modules_to_not_convert: [lm_head]}")
+def rtn(not_convert):
+    return ("model.model_config.quantization_config={quant_method: rtn, weight_dtype: int8, "
+            "activation_dtype: None, kvcache_dtype: None, outliers_suppression: None, "
+            f"modules_to_not_convert: [{not_convert}]}}")
+
+
+# (name, --set, Linear names left float): MindFormers' RTN config keeps
+# lm_head float; with nothing excluded the tied table is quantized too.
+VARIANTS = [("W8A16", rtn("lm_head"), ["lm_head"]), ("W8A16 all", rtn(""), [])]
 
 
 def run(args, **kwargs):
@@ -122,13 +130,14 @@ def generate(build, binary, weights, prompt, new_tokens):
     return float(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
-def decode_bytes(weights, quantized):
+def decode_bytes(weights, not_convert):
     """Bytes a decode step reads of the weights: every parameter once (a
-    quantized Linear's i8 values and f32 scales), but an untied embedding
-    table, of which it reads one row."""
+    quantized Linear's i8 values and f32 scales; `not_convert` None: none
+    is), but an untied embedding table, of which it reads one row."""
     tensors = {name: t for name, t in reference.load_safetensors(weights).items()
                if not name.startswith("optimizer.")}  # a training checkpoint's state
-    linear = set(reference.quantized_linear_names(tensors, ["lm_head"])) if quantized else set()
+    linear = (set(reference.quantized_linear_names(tensors, not_convert))
+              if not_convert is not None else set())
     tied = "lm_head.weight" not in tensors
     total = 0
     for name, t in tensors.items():
@@ -163,11 +172,14 @@ def main():
               f"(last training loss {last[-1] if last else '?'}); held-out text: "
               f"{os.path.getsize(held_text)} bytes")
 
-        eval_f32, eval_rtn = os.path.join(tmp, "eval.bin"), os.path.join(tmp, "eval-rtn.bin")
+        eval_f32 = os.path.join(tmp, "eval.bin")
         compile_model(build, args.config, eval_f32, "run_mode=eval")
-        compile_model(build, args.config, eval_rtn, "run_mode=eval", RTN)
-        rows = [("f32", perplexity(build, eval_f32, trained, held_text)),
-                ("W8A16 (RTN int8, per row)", perplexity(build, eval_rtn, trained, held_text))]
+        rows = [("f32", perplexity(build, eval_f32, trained, held_text))]
+        for name, setting, _ in VARIANTS:
+            binary = os.path.join(tmp, f"eval-{len(rows)}.bin")
+            compile_model(build, args.config, binary, "run_mode=eval", setting)
+            rows.append((f"{name} (RTN int8, per row)",
+                         perplexity(build, binary, trained, held_text)))
         for kind in ("q8_0", "q4_0"):
             weights = os.path.join(tmp, f"{kind}.safetensors")
             ggml_roundtrip(trained, kind, weights)
@@ -179,34 +191,39 @@ def main():
             print(f"{name:28} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
 
         limits = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
-        predict_f32 = os.path.join(tmp, "predict.bin")
-        predict_rtn = os.path.join(tmp, "predict-rtn.bin")
-        compile_model(build, args.config, predict_f32, "run_mode=predict", "context.mode=0")
-        compile_model(build, args.config, predict_rtn, "run_mode=predict", "context.mode=0", RTN)
+        binaries = {"f32": os.path.join(tmp, "predict.bin")}
+        compile_model(build, args.config, binaries["f32"], "run_mode=predict", "context.mode=0")
+        for name, setting, _ in VARIANTS:
+            binaries[name] = os.path.join(tmp, f"predict-{len(binaries)}.bin")
+            compile_model(build, args.config, binaries[name], "run_mode=predict",
+                          "context.mode=0", setting)
         cfg = reference.Config(args.config)
         prompt = [(7 * i + 3) % min(cfg.vocab, 256) for i in range(192)]
-        results = {"f32": [], "W8A16": []}
-        for _ in range(args.runs):  # alternating: drift hits both alike
-            for name, binary in (("f32", predict_f32), ("W8A16", predict_rtn)):
+        results = {name: [] for name in binaries}
+        for _ in range(args.runs):  # alternating: drift hits all alike
+            for name, binary in binaries.items():
                 results[name].append(generate(build, binary, trained, prompt, 32))
                 current = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
                 limits["copy_gbs"] = max(limits["copy_gbs"], current["copy_gbs"])
         print(f"\nspeed: medians of {args.runs} alternating runs, 192-token prompt, 32 new "
               f"tokens, {limits['threads']} threads; copy bandwidth {limits['copy_gbs']:.1f} GB/s "
               f"(best of mf-machine-limits between the runs)")
-        print(f"{'weights':8} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
+        print(f"{'weights':10} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
               f"{'decode MB/token':>16} {'read GB/s':>10} {'copy-bound t/s':>15}")
         medians = {}
-        for name in ("f32", "W8A16"):
+        excluded = {name: kept for name, _, kept in VARIANTS}
+        for name in binaries:
             prefill, decode, rss = (statistics.median(r[i] for r in results[name])
                                     for i in range(3))
             medians[name] = (prefill, decode, rss)
-            read = decode_bytes(trained, name == "W8A16")
-            print(f"{name:8} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
+            read = decode_bytes(trained, excluded.get(name))
+            print(f"{name:10} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
                   f"{decode * read / 1e9:10.1f} {limits['copy_gbs'] * 1e9 / read:15.0f}")
-        (pf, df, rf), (pq, dq, rq) = medians["f32"], medians["W8A16"]
-        print(f"W8A16 / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
-              f"{rq / rf:.2f}x")
+        pf, df, rf = medians["f32"]
+        for name, _, _ in VARIANTS:
+            pq, dq, rq = medians[name]
+            print(f"{name} / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
+                  f"{rq / rf:.2f}x")
     return 0
 
 

@@ -9,9 +9,10 @@
 using namespace mfrt;
 
 Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
-                         Tensor &scales) {
+                         Tensor &scales, int64_t firstRow) {
   if (weight.rank() != 2 || values.dtype() != DType::I8 ||
-      values.shape() != weight.shape() || group < 0 ||
+      values.rank() != 2 || values.dim(1) != weight.dim(1) || firstRow < 0 ||
+      firstRow + weight.dim(0) > values.dim(0) || group < 0 ||
       (group > 0 && weight.dim(1) % group != 0)) {
     return Status::error(StatusCode::InvalidArgument,
                          "cannot quantize a weight of shape " +
@@ -20,12 +21,13 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
   }
   int64_t rows = weight.dim(0), k = weight.dim(1);
   int64_t width = group > 0 ? group : k, groups = k / width;
-  Shape scaleShape = group > 0 ? Shape{rows, groups} : Shape{rows};
+  Shape scaleShape =
+      group > 0 ? Shape{values.dim(0), groups} : Shape{values.dim(0)};
   if (scales.shape() != scaleShape || scales.dtype() == DType::I8 ||
       scales.dtype() == DType::I32) {
     return Status::error(
         StatusCode::InvalidArgument,
-        "the scales of a quantized " + formatShape(weight.shape()) +
+        "the scales of a quantized " + formatShape(values.shape()) +
             " weight are float " + formatShape(scaleShape) + ", not " +
             dtypeName(scales.dtype()) + " " + formatShape(scales.shape()));
   }
@@ -41,7 +43,7 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
       for (int64_t j = g * width; j < (g + 1) * width; ++j) {
         if (!std::isfinite(row[j])) {
           return Status::error(StatusCode::InvalidArgument,
-                               "row " + std::to_string(n) +
+                               "row " + std::to_string(firstRow + n) +
                                    " has a non-finite value, which has no "
                                    "int8 form");
         }
@@ -50,14 +52,16 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
       rowScales[g] = 2.0f * amax / 255.0f;
     }
     // The scales as stored (f16 or bf16 round them) are what q multiplies.
-    char *stored = scaleBytes + n * groups * dtypeSize(scales.dtype());
+    char *stored =
+        scaleBytes + (firstRow + n) * groups * dtypeSize(scales.dtype());
     fromFloats(scales.dtype(), rowScales.data(), stored, groups);
     toFloats(scales.dtype(), stored, rowScales.data(), groups);
     for (int64_t j = 0; j < k; ++j) {
       float scale = rowScales[j / width];
       row[j] = scale > 0 ? row[j] / scale : 0.0f;
     }
-    fromFloats(DType::I8, row.data(), values.as<int8_t>() + n * k, k);
+    fromFloats(DType::I8, row.data(), values.as<int8_t>() + (firstRow + n) * k,
+               k);
   }
   return Status::ok();
 }

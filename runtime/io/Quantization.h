@@ -22,8 +22,11 @@ namespace mfrt {
 /// values divided by the rounded scale, so that q * scale is what a reader
 /// of the two computes. A row (group) of zeros gets scale 0; a NaN or an
 /// infinity is an error.
+/// With `firstRow`, `weight` is rows [firstRow, firstRow + its rows) of
+/// the whole weight that `values` and `scales` hold (quantized a block at a
+/// time, no float copy of the whole weight is needed).
 Status quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
-                   Tensor &scales);
+                   Tensor &scales, int64_t firstRow = 0);
 
 } // namespace mfrt
 

@@ -518,21 +518,37 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "or give the float checkpoint");
       }
       if (quantized && found->dtype != DType::I8) {
-        // A float checkpoint: quantized here, which gives the scales too.
-        const fb::Parameter &scales = scalesOf(executable, *parameter);
-        StatusOr<Tensor> weight = allocator.allocate(
-            Executable::dtypeOf(*scales.type()), shape, false);
-        if (!weight) {
-          return weight.status();
+        // A float checkpoint: quantized here, which gives the scales too,
+        // a block of rows at a time (~4 MB of floats: no float copy of the
+        // whole weight, the largest of which is a tied vocabulary table).
+        const fb::Parameter &scaleParameter = scalesOf(executable, *parameter);
+        DType floatType = Executable::dtypeOf(*scaleParameter.type());
+        StatusOr<Tensor> values = allocator.allocate(DType::I8, shape, false);
+        StatusOr<Tensor> scales = allocator.allocate(
+            floatType, Executable::shapeOf(*scaleParameter.type()), false);
+        if (!values || !scales) {
+          return values ? scales.status() : values.status();
         }
-        MFRT_RETURN_IF_ERROR(foundFile->read(*found, *weight));
+        const int64_t blockRows = std::max<int64_t>(
+            1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
+        for (int64_t first = 0; first < shape[0]; first += blockRows) {
+          int64_t rows = std::min(blockRows, shape[0] - first);
+          StatusOr<Tensor> block =
+              allocator.allocate(floatType, {rows, shape[1]}, false);
+          if (!block) {
+            return block.status();
+          }
+          TensorBlock part{/*dim=*/0, first, rows};
+          MFRT_RETURN_IF_ERROR(foundFile->read(*found, *block, &part));
+          Status quantized = quantizeRtn(*block, parameter->quant_group(),
+                                         *values, *scales, first);
+          if (!quantized) {
+            return quantized.withContext("'" + foundPath + "': quantizing '" +
+                                         name + "'");
+          }
+        }
         foundFile->release(*found);
-        StatusOr<Tensor> values =
-            quantizedValues(executable, *parameter, *weight, allocator,
-                            quantizedScales[parameter->quant_scale()]);
-        if (!values) {
-          return values.status().withContext("'" + foundPath + "'");
-        }
+        quantizedScales[parameter->quant_scale()] = scales.take();
         weights.tensors_.push_back(values.take());
         continue;
       }

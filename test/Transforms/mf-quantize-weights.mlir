@@ -60,3 +60,4 @@ module {
     return %a : tensor<4xf32>
   }
 }
+

@@ -381,9 +381,16 @@ def rtn_int8(weight, dtype):
 def quantized_linear_names(w, exclude):
     """The Linear weights mf-quantize-weights quantizes: the 2-D
     projections (and an untied lm_head) whose name holds none of `exclude`."""
-    return [name for name, t in w.items()
-            if t.dim() == 2 and (name.endswith("proj.weight") or name == "lm_head.weight")
-            and not any(part in name for part in exclude)]
+    names = [name for name, t in w.items()
+             if t.dim() == 2 and (name.endswith("proj.weight") or name == "lm_head.weight")
+             and not any(part in name for part in exclude)]
+    # A tied embedding table is the lm_head too: quantized unless lm_head
+    # is excluded (its lookups read the quantized rows).
+    if ("lm_head.weight" not in w and "model.embed_tokens.weight" in w
+            and not any(part in "lm_head.weight" or part in "model.embed_tokens.weight"
+                        for part in exclude)):
+        names.append("model.embed_tokens.weight")
+    return names
 
 
 def apply_rtn_int8(w, exclude, dtype):

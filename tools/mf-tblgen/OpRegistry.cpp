@@ -36,6 +36,8 @@ ValueConstraint constraintOf(const NamedTypeConstraint &value) {
     result.dtypes = i8;
   } else if (def == "MF_ParameterTensor") {
     result.dtypes = f32 | f16 | bf16 | i8;
+  } else if (def == "MF_AnyTensor") {
+    result.dtypes = f32 | f16 | bf16 | i32 | i8;
   } else if (def == "MF_ScalarIndexTensor") {
     result.dtypes = i32;
     result.rank = 0;

@@ -372,13 +372,14 @@ def MF_GeluOp : MF_CostedOp<"gelu", [DeclareOpInterfaceMethods<MF_GradientOpInte
 def MF_CastOp : MF_Op<"cast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
   let summary = "Converts the element type";
   let description = [{
-    Rounds to nearest even when narrowing between float types.
+    Rounds to nearest even when narrowing between float types; integers
+    (i32, a quantized weight's i8 values) become floats by value.
 
     ```mlir
     %r = mf.cast %x : tensor<8xbf16> to tensor<8xf32>
     ```
   }];
-  let arguments = (ins MF_Tensor:$input);
+  let arguments = (ins MF_AnyTensor:$input);
   let results = (outs MF_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasFolder = 1;
@@ -569,7 +570,9 @@ def MF_EmbeddingOp : MF_CostedOp<"embedding", [
   let summary = "Looks up rows of an embedding table";
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]`. An id outside `[0, vocab)` is an
-    error at run time.
+    error at run time. The table may hold a quantized weight's i8 values
+    (mf-quantize-weights gathers their rows and scales for a tied
+    embedding).
 
     Vocabulary parallel (`vocab on @grid axes = [...]`): the table is this
     rank's block of rows of the whole table, split over the ranks that
@@ -584,10 +587,10 @@ def MF_EmbeddingOp : MF_CostedOp<"embedding", [
         : tensor<128x64xf32>, tensor<1x8xi32> -> tensor<1x8x64xf32>
     ```
   }];
-  let arguments = (ins MF_FloatTensor:$table, MF_IndexTensor:$ids,
+  let arguments = (ins MF_ParameterTensor:$table, MF_IndexTensor:$ids,
                        OptionalAttr<FlatSymbolRefAttr>:$grid,
                        OptionalAttr<DenseI16ArrayAttr>:$grid_axes);
-  let results = (outs MF_FloatTensor:$result);
+  let results = (outs MF_ParameterTensor:$result);
   let assemblyFormat = [{
     $table `,` $ids (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
   }];

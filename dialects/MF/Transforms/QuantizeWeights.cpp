@@ -36,24 +36,75 @@ bool onlyTransposedRhs(Value value) {
   });
 }
 
+/// A tied embedding table's lookup of a read: `use` is the table of an
+/// mf.embedding (not vocabulary-parallel).
+bool isTableLookup(OpOperand &use) {
+  auto embedding = dyn_cast<EmbeddingOp>(use.getOwner());
+  return embedding && use.getOperandNumber() == 0 && !embedding.getGrid();
+}
+
 /// The type a read of a parameter is multiplied in, when it is only ever a
 /// Linear's weight: its own, or the compute dtype it is cast to first
-/// (every use a cast to one type whose uses are all such products).
-Type linearWeightType(ParamOp read) {
-  if (onlyTransposedRhs(read.getResult())) {
-    return read.getType().getElementType();
-  }
+/// (every cast to one type whose uses are all such products). Lookups in
+/// it as an embedding table (a tied lm_head's) are allowed beside, and
+/// noted in `looksUp`; a read with no product at all is not a Linear's.
+Type linearWeightType(ParamOp read, bool &looksUp) {
   Type computed;
-  for (Operation *user : read->getUsers()) {
-    auto cast = dyn_cast<CastOp>(user);
-    Type element = cast ? cast.getType().getElementType() : Type();
-    if (!cast || !onlyTransposedRhs(cast.getResult()) ||
-        (computed && computed != element)) {
+  bool multiplied = false;
+  for (OpOperand &use : read->getUses()) {
+    if (isTableLookup(use)) {
+      looksUp = true;
+      continue;
+    }
+    Type element;
+    auto matmul = dyn_cast<MatmulOp>(use.getOwner());
+    if (auto cast = dyn_cast<CastOp>(use.getOwner())) {
+      if (!onlyTransposedRhs(cast.getResult())) {
+        return Type();
+      }
+      element = cast.getType().getElementType();
+    } else if (matmul && use.getOperandNumber() == 1 &&
+               matmul.getTransposeRhs() && !matmul.getTransposeLhs()) {
+      element = read.getType().getElementType();
+    } else {
+      return Type();
+    }
+    if (computed && computed != element) {
       return Type();
     }
     computed = element;
+    multiplied = true;
   }
-  return computed;
+  return multiplied ? computed : Type();
+}
+
+/// The rows of a quantized table (values `values`, scales `scales` [V])
+/// that `embedding` looked up, as `embedding` returned them: the i8 rows
+/// and their scales looked up alike, multiplied in the table's type.
+Value lookUpQuantized(OpBuilder &builder, EmbeddingOp embedding, Value values,
+                      Value scales) {
+  Location loc = embedding.getLoc();
+  RankedTensorType rowsType = embedding.getType();
+  Value ids = embedding.getIds();
+  auto valuesType = cast<RankedTensorType>(values.getType());
+  auto scalesType = cast<RankedTensorType>(scales.getType());
+  Value rows = EmbeddingOp::create(
+      builder, loc, rowsType.clone(valuesType.getElementType()), values, ids);
+  Value column = ReshapeOp::create(
+      builder, loc, scalesType.clone({scalesType.getDimSize(0), 1}), scales);
+  SmallVector<int64_t> oneWide(rowsType.getShape());
+  oneWide.back() = 1;
+  Value rowScales =
+      EmbeddingOp::create(builder, loc, scalesType.clone(oneWide), column, ids);
+  Type element = rowsType.getElementType();
+  if (scalesType.getElementType() != element) {
+    rowScales = CastOp::create(
+        builder, loc,
+        cast<RankedTensorType>(rowScales.getType()).clone(element), rowScales);
+  }
+  Value floats = CastOp::create(builder, loc, rowsType, rows);
+  Value spread = BroadcastOp::create(builder, loc, rowsType, rowScales);
+  return MulOp::create(builder, loc, floats, spread);
 }
 
 /// MindFormers' (golden-stick's) name of the scales of a quantized Linear
@@ -86,9 +137,13 @@ struct MFQuantizeWeightsPass
     // scales in the compute dtype).
     llvm::StringMap<SmallVector<ParamOp>> reads;
     llvm::StringMap<Type> computeType;
-    llvm::StringSet<> otherwiseRead;
+    llvm::StringSet<> otherwiseRead, tied;
     module.walk([&](ParamOp read) {
-      Type type = linearWeightType(read);
+      bool looksUp = false;
+      Type type = linearWeightType(read, looksUp);
+      if (looksUp) {
+        tied.insert(read.getName());
+      }
       auto [known, added] = computeType.try_emplace(read.getName(), type);
       if (!type || (!added && known->second != type)) {
         otherwiseRead.insert(read.getName());
@@ -96,10 +151,15 @@ struct MFQuantizeWeightsPass
         reads[read.getName()].push_back(read);
       }
     });
+    // A tied embedding table is also the lm_head: excluding that excludes
+    // it (MindFormers' configs keep lm_head float so).
     auto excluded = [&](ParameterOp parameter) {
       return llvm::any_of(exclude, [&](const std::string &part) {
         return parameter.getSymName().contains(part) ||
-               (parameter.getMfName() && parameter.getMfName()->contains(part));
+               (parameter.getMfName() &&
+                parameter.getMfName()->contains(part)) ||
+               (tied.contains(parameter.getSymName()) &&
+                StringRef("lm_head.weight").contains(part));
       });
     };
     MLIRContext *context = &getContext();
@@ -135,15 +195,24 @@ struct MFQuantizeWeightsPass
         Value values = ParamOp::create(builder, loc, quantizedType, name);
         Value scales = ParamOp::create(builder, loc, scaleType, scaleName);
         Value weight = DequantizeOp::create(builder, loc, values, scales);
-        // The casts to the compute dtype are the dequantization's now.
+        // The casts to the compute dtype are the dequantization's now;
+        // lookups in a tied table read its rows and their scales.
         for (Operation *user : llvm::make_early_inc_range(read->getUsers())) {
           if (isa<CastOp>(user)) {
             user->getResult(0).replaceAllUsesWith(weight);
             user->erase();
+          } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
+            builder.setInsertionPoint(embedding);
+            embedding.getResult().replaceAllUsesWith(
+                lookUpQuantized(builder, embedding, values, scales));
+            embedding.erase();
           }
         }
         read.getResult().replaceAllUsesWith(weight);
         read.erase();
+        if (weight.use_empty()) { // the read was only looked up in
+          weight.getDefiningOp()->erase();
+        }
       }
     }
   }
