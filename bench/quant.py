@@ -186,9 +186,9 @@ def main():
             rows.append((f"ggml {kind.upper()} weights",
                          perplexity(build, eval_f32, weights, held_text)))
         base = rows[0][1]
-        print(f"\n{'weights':28} {'perplexity':>10} {'vs f32':>8}")
+        print(f"\n{'weights':30} {'perplexity':>10} {'vs f32':>8}")
         for name, ppl in rows:
-            print(f"{name:28} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
+            print(f"{name:30} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
 
         limits = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
         binaries = {"f32": os.path.join(tmp, "predict.bin")}
