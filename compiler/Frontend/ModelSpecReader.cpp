@@ -829,7 +829,8 @@ private:
   /// did-you-mean (it would suggest compiling a different model).
   void readArch(MapReader &arch) {
     ModelConfig &config = spec_.model;
-    static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel"};
+    static const StringRef archs[] = {"LlamaForCausalLM", "GPT2LMHeadModel",
+                                      "ParallelLlamaForCausalLM"};
     const ConfigNode *archType = arch.get("type");
     if (archType && archType->isScalar() &&
         !llvm::is_contained(archs, archType->scalar)) {
@@ -841,6 +842,15 @@ private:
                               "and GPT2LMHeadModel)");
     } else if (arch.require("type", "LlamaForCausalLM") &&
                arch.readChoice("type", config.archType, archs)) {
+      if (config.archType == "ParallelLlamaForCausalLM") {
+        // MindFormers' inference-side class of the same model (its
+        // quantized predict configs name it).
+        context_.diagnostics.note(
+            archType->loc, "model.arch.type: ParallelLlamaForCausalLM is read "
+                           "as LlamaForCausalLM (MindFormers' inference "
+                           "class of the same model)");
+        config.archType = "LlamaForCausalLM";
+      }
       config.family = config.archType == "GPT2LMHeadModel" ? ModelFamily::GPT2
                                                            : ModelFamily::Llama;
     }
