@@ -10,8 +10,8 @@ using namespace mfrt;
 
 Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
                          Tensor &scales, int64_t firstRow) {
-  if (weight.rank() != 2 || values.dtype() != DType::I8 ||
-      values.rank() != 2 || values.dim(1) != weight.dim(1) || firstRow < 0 ||
+  if (weight.rank() != 2 || values.dtype() != DType::I8 || values.rank() != 2 ||
+      values.dim(1) != weight.dim(1) || firstRow < 0 ||
       firstRow + weight.dim(0) > values.dim(0) || group < 0 ||
       (group > 0 && weight.dim(1) % group != 0)) {
     return Status::error(StatusCode::InvalidArgument,
