@@ -6,6 +6,7 @@
 #include "runtime/format/ContentChecksum.h"
 #include "runtime/format/HostProgram.h"
 #include "runtime/format/OpTypes.h"
+#include "shapes/ShapeRules.h"
 
 #include <cstdio>
 
@@ -603,47 +604,40 @@ Status checkAlignment(const fb::Executable &root) {
   return Status::ok();
 }
 
-/// A quantized parameter: an I8 [N, K] weight, not split nor training
-/// state, whose scales are a later float parameter of [N] or [N, K / group]
-/// that is not itself quantized; an I8 parameter is always quantized.
-Status checkQuantization(const fb::Executable &root,
-                         const fb::Parameter &parameter) {
+/// Parameter `index`, quantized or not: an I8 parameter names its scales,
+/// a later parameter that is not quantized itself, and neither is split nor
+/// training state; the two fit mf.dequantize's rule (shapes/ShapeRules.h).
+Status checkQuantization(const fb::Executable &root, size_t index) {
+  const auto &parameters = *root.parameters();
+  const fb::Parameter &parameter = *parameters.Get(index);
   std::string where = "parameter '" + parameter.name()->str() + "'";
-  DType dtype = Executable::dtypeOf(*parameter.type());
   int32_t scaleIndex = parameter.quant_scale();
   if (scaleIndex < 0) {
-    return dtype == DType::I8
+    return Executable::dtypeOf(*parameter.type()) == DType::I8
                ? Status::error(where + " is I8 but names no scales")
                : Status::ok();
   }
-  Shape shape = Executable::shapeOf(*parameter.type());
-  int64_t group = parameter.quant_group();
-  const auto &parameters = *root.parameters();
-  size_t self = 0;
-  while (parameters.Get(self) != &parameter) {
-    ++self;
-  }
-  if (dtype != DType::I8 || shape.size() != 2 || parameter.state() ||
-      parameter.split_dim() >= 0 || group < 0 ||
-      (group > 0 && shape[1] % group != 0) ||
-      static_cast<size_t>(scaleIndex) <= self ||
+  if (static_cast<size_t>(scaleIndex) <= index ||
       static_cast<size_t>(scaleIndex) >= parameters.size()) {
-    return Status::error(where + " is not a valid quantized weight (an I8 "
-                                 "[N, K] one whose group divides K and whose "
-                                 "scales come after it)");
+    return Status::error(where + " names scales " + std::to_string(scaleIndex) +
+                         ", which is not a parameter after it");
   }
   const fb::Parameter &scales = *parameters.Get(scaleIndex);
-  Shape expected{shape[0]};
-  if (group > 0) {
-    expected.push_back(shape[1] / group);
-  }
-  DType scaleType = Executable::dtypeOf(*scales.type());
-  if (scaleType == DType::I32 || scaleType == DType::I8 ||
-      Executable::shapeOf(*scales.type()) != expected ||
+  auto info = [](const fb::Parameter &of) {
+    return mfshapes::TensorInfo{
+        static_cast<mfshapes::Element>(Executable::dtypeOf(*of.type())),
+        Executable::shapeOf(*of.type())};
+  };
+  mfshapes::Inferred rule = mfshapes::inferDequantize(
+      info(parameter), info(scales), parameter.quant_group());
+  if (!rule || parameter.state() || parameter.split_dim() >= 0 ||
       scales.quant_scale() >= 0 || scales.split_dim() >= 0) {
-    return Status::error(where + "'s scales '" + scales.name()->str() +
-                         "' are not a float parameter of shape " +
-                         formatShape(expected));
+    return Status::error(
+        where + " and its scales '" + scales.name()->str() +
+        "' are not a quantized weight (" +
+        (rule ? std::string("split, training state or scales quantized")
+              : rule.error) +
+        ")");
   }
   return Status::ok();
 }
@@ -713,7 +707,8 @@ checkSemantics(const fb::Executable &root,
     // Each parameter of scales belongs to one quantized weight (loading
     // fills it from that weight).
     std::vector<bool> scalesTaken(root.parameters()->size(), false);
-    for (const fb::Parameter *parameter : *root.parameters()) {
+    for (size_t index = 0; index < root.parameters()->size(); ++index) {
+      const fb::Parameter *parameter = root.parameters()->Get(index);
       MFRT_RETURN_IF_ERROR(checkTensorType(
           parameter->type(), "parameter '" + parameter->name()->str() + "'"));
       if (parameter->init() < fb::ParameterInit::MIN ||
@@ -722,7 +717,7 @@ checkSemantics(const fb::Executable &root,
                              "' has an unknown init kind");
       }
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
-      MFRT_RETURN_IF_ERROR(checkQuantization(root, *parameter));
+      MFRT_RETURN_IF_ERROR(checkQuantization(root, index));
       if (parameter->quant_scale() >= 0) {
         if (scalesTaken[parameter->quant_scale()]) {
           return Status::error("parameter '" + parameter->name()->str() +

@@ -82,7 +82,6 @@ struct HostProgram;
 std::vector<const fb::Entry *>
 entriesAndInitializer(const fb::Executable &root);
 
-/// A verified executable. Owns the file's bytes; the accessors read them.
 /// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
 /// or -1. The loader checks every entry so named (L in 1..seq_length - 1).
 int64_t prefillLengthOf(const std::string &name);
@@ -91,6 +90,7 @@ int64_t prefillLengthOf(const std::string &name);
 /// -1.
 int64_t rowPrefillLengthOf(const std::string &name, int64_t seq);
 
+/// A verified executable. Owns the file's bytes; the accessors read them.
 class Executable {
 public:
   /// Reads and verifies a file.

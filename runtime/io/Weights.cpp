@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -238,28 +239,42 @@ const fb::Parameter &scalesOf(const Executable &executable,
       static_cast<uint32_t>(parameter.quant_scale()));
 }
 
-/// Quantizes the float `weight` into the values of quantized `parameter`
-/// (returned) and its scales (`scales`).
-StatusOr<Tensor> quantizedValues(const Executable &executable,
-                                 const fb::Parameter &parameter,
-                                 const Tensor &weight, Allocator &allocator,
-                                 Tensor &scales) {
+/// The values of quantized `parameter` (returned) and its scales
+/// (`scales`), quantized from its float weight a block of rows at a time
+/// (~1M values: no float copy of a whole weight, the largest of which is a
+/// tied vocabulary table): `readRows(first, block)` fills `block` with rows
+/// first.. of the weight, in the scales' dtype (the compute dtype, as
+/// golden-stick quantizes).
+StatusOr<Tensor>
+quantizedValues(const Executable &executable, const fb::Parameter &parameter,
+                Allocator &allocator, Tensor &scales,
+                const std::function<Status(int64_t, Tensor &)> &readRows) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
-  StatusOr<Tensor> values = allocator.allocate(
-      DType::I8, Executable::shapeOf(*parameter.type()), false);
-  StatusOr<Tensor> scaleTensor =
-      allocator.allocate(Executable::dtypeOf(*scaleParameter.type()),
-                         Executable::shapeOf(*scaleParameter.type()), false);
-  if (!values || !scaleTensor) {
-    return values ? scaleTensor.status() : values.status();
+  DType floatType = Executable::dtypeOf(*scaleParameter.type());
+  Shape shape = Executable::shapeOf(*parameter.type());
+  MFRT_ASSIGN_OR_RETURN(Tensor values,
+                        allocator.allocate(DType::I8, shape, false));
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor scaleTensor,
+      allocator.allocate(floatType, Executable::shapeOf(*scaleParameter.type()),
+                         false));
+  const int64_t blockRows =
+      std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
+  for (int64_t first = 0; first < shape[0]; first += blockRows) {
+    MFRT_ASSIGN_OR_RETURN(
+        Tensor block,
+        allocator.allocate(
+            floatType, {std::min(blockRows, shape[0] - first), shape[1]},
+            false));
+    MFRT_RETURN_IF_ERROR(readRows(first, block));
+    Status quantized = quantizeRtn(block, parameter.quant_group(), values,
+                                   scaleTensor, first);
+    if (!quantized) {
+      return quantized.withContext("quantizing '" + parameter.name()->str() +
+                                   "'");
+    }
   }
-  Status quantized =
-      quantizeRtn(weight, parameter.quant_group(), *values, *scaleTensor);
-  if (!quantized) {
-    return quantized.withContext("quantizing '" + parameter.name()->str() +
-                                 "'");
-  }
-  scales = scaleTensor.take();
+  scales = std::move(scaleTensor);
   return values;
 }
 
@@ -297,15 +312,25 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       continue;
     }
     if (parameter->quant_scale() >= 0) {
-      StatusOr<Tensor> weight = initialValue(
-          *parameter, allocator, seed, Executable::shapeOf(*parameter->type()),
-          Executable::dtypeOf(*scalesOf(executable, *parameter).type()));
+      Shape shape = Executable::shapeOf(*parameter->type());
+      DType floatType =
+          Executable::dtypeOf(*scalesOf(executable, *parameter).type());
+      StatusOr<Tensor> weight =
+          initialValue(*parameter, allocator, seed, shape, floatType);
       if (!weight) {
         return weight.status();
       }
-      StatusOr<Tensor> values =
-          quantizedValues(executable, *parameter, *weight, allocator,
-                          quantizedScales[parameter->quant_scale()]);
+      size_t rowBytes = shape[1] * dtypeSize(floatType);
+      StatusOr<Tensor> values = quantizedValues(
+          executable, *parameter, allocator,
+          quantizedScales[parameter->quant_scale()],
+          [&](int64_t first, Tensor &block) {
+            std::memcpy(block.data(),
+                        static_cast<const char *>(weight->data()) +
+                            first * rowBytes,
+                        block.byteSize());
+            return Status::ok();
+          });
       if (!values) {
         return values.status();
       }
@@ -518,37 +543,18 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "or give the float checkpoint");
       }
       if (quantized && found->dtype != DType::I8) {
-        // A float checkpoint: quantized here, which gives the scales too,
-        // a block of rows at a time (~4 MB of floats: no float copy of the
-        // whole weight, the largest of which is a tied vocabulary table).
-        const fb::Parameter &scaleParameter = scalesOf(executable, *parameter);
-        DType floatType = Executable::dtypeOf(*scaleParameter.type());
-        StatusOr<Tensor> values = allocator.allocate(DType::I8, shape, false);
-        StatusOr<Tensor> scales = allocator.allocate(
-            floatType, Executable::shapeOf(*scaleParameter.type()), false);
-        if (!values || !scales) {
-          return values ? scales.status() : values.status();
-        }
-        const int64_t blockRows = std::max<int64_t>(
-            1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
-        for (int64_t first = 0; first < shape[0]; first += blockRows) {
-          int64_t rows = std::min(blockRows, shape[0] - first);
-          StatusOr<Tensor> block =
-              allocator.allocate(floatType, {rows, shape[1]}, false);
-          if (!block) {
-            return block.status();
-          }
-          TensorBlock part{/*dim=*/0, first, rows};
-          MFRT_RETURN_IF_ERROR(foundFile->read(*found, *block, &part));
-          Status quantized = quantizeRtn(*block, parameter->quant_group(),
-                                         *values, *scales, first);
-          if (!quantized) {
-            return quantized.withContext("'" + foundPath + "': quantizing '" +
-                                         name + "'");
-          }
+        // A float checkpoint: quantized here, which gives the scales too.
+        StatusOr<Tensor> values = quantizedValues(
+            executable, *parameter, allocator,
+            quantizedScales[parameter->quant_scale()],
+            [&](int64_t first, Tensor &block) {
+              TensorBlock rows{/*dim=*/0, first, block.dim(0)};
+              return foundFile->read(*found, block, &rows);
+            });
+        if (!values) {
+          return values.status().withContext("'" + foundPath + "'");
         }
         foundFile->release(*found);
-        quantizedScales[parameter->quant_scale()] = scales.take();
         weights.tensors_.push_back(values.take());
         continue;
       }

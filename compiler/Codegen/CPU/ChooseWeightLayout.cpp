@@ -22,8 +22,7 @@
 
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Transforms/Passes.h"
-
-#include <functional>
+#include "dialects/MF/Transforms/FusionUtils.h"
 
 namespace mfc {
 #define GEN_PASS_DEF_MFCHOOSEWEIGHTLAYOUTPASS
@@ -43,19 +42,14 @@ bool readAsPanel(OpOperand &use) {
     return false;
   }
   Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
-  std::function<bool(Value)> onlyTransposedRhs = [&](Value value) {
-    return llvm::all_of(value.getUses(), [&](OpOperand &inner) {
-      // A quantized weight's values, through its mf.dequantize.
-      if (auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner())) {
-        return inner.getOperandNumber() == 0 &&
-               onlyTransposedRhs(dequantize.getResult());
-      }
-      auto matmul = dyn_cast<mf::MatmulOp>(inner.getOwner());
-      return matmul && inner.getOperandNumber() == 1 &&
-             matmul.getTransposeRhs() && !matmul.getTransposeLhs();
-    });
-  };
-  return onlyTransposedRhs(argument);
+  return llvm::all_of(argument.getUses(), [](OpOperand &inner) {
+    // A quantized weight's values, through its mf.dequantize.
+    auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner());
+    if (dequantize && inner.getOperandNumber() == 0) {
+      return llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
+    }
+    return mf::isTransposedRhs(inner);
+  });
 }
 
 struct MFChooseWeightLayoutPass

@@ -209,16 +209,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   TileReads argumentOf;
   for (Operation &op : body.without_terminator()) {
     if (auto dequantize = dyn_cast<mf::DequantizeOp>(op)) {
-      // Read by the matmuls below, as the i8 values and their scales.
+      // Read by the matmuls below, as the i8 values and their scales: the
+      // scales of row n of an [N, K] weight multiply output column n, so
+      // the matmuls must multiply by it transposed.
       if (!isa<BlockArgument>(dequantize.getInput()) ||
           !isa<BlockArgument>(dequantize.getScale()) ||
           dequantize.getGroupSize() != 0 ||
-          !llvm::all_of(dequantize->getUsers(), [](Operation *user) {
-            auto matmul = dyn_cast<mf::MatmulOp>(user);
-            return matmul && matmul.getRhs() != matmul.getLhs();
-          })) {
+          !llvm::all_of(dequantize->getUses(), mf::isTransposedRhs)) {
         why = "a quantized weight with scales per group, or read otherwise "
-              "than multiplied by";
+              "than multiplied by transposed";
         return failure();
       }
       continue;
@@ -427,18 +426,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                           int64_t stride, Value tileRows) {
     Value scales =
         flattenMemRef(builder, loc, argument(*matmul.scales), {cols});
+    Value zero = index(0), one = index(1), rowStride = index(stride);
     scf::ForOp::create(
-        builder, loc, index(0), tileRows, index(1), ValueRange{},
+        builder, loc, zero, tileRows, one, ValueRange{},
         [&](OpBuilder &rowBuilder, Location, Value i, ValueRange) {
           Value row = arith::AddIOp::create(
               rowBuilder, loc, base,
-              arith::MulIOp::create(
-                  rowBuilder, loc, i,
-                  arith::ConstantIndexOp::create(rowBuilder, loc, stride)));
+              arith::MulIOp::create(rowBuilder, loc, i, rowStride));
           scf::ForOp::create(
-              rowBuilder, loc,
-              arith::ConstantIndexOp::create(rowBuilder, loc, 0), n,
-              arith::ConstantIndexOp::create(rowBuilder, loc, 1), ValueRange{},
+              rowBuilder, loc, zero, n, one, ValueRange{},
               [&](OpBuilder &inner, Location, Value j, ValueRange) {
                 Value at = arith::AddIOp::create(inner, loc, row, j);
                 Value scale = memref::LoadOp::create(

@@ -220,10 +220,9 @@ LogicalResult ParameterOp::verify() {
   if (getQuantGroup() && !integer) {
     return emitOpError() << "has a quantization group but is not quantized";
   }
-  if (integer &&
-      (getTensorType().getRank() != 2 || getState() || getSplitAxesAttr())) {
-    return emitOpError() << "a quantized parameter is a 2-D [N, K] weight, "
-                            "not training state, and not split (yet)";
+  if (integer && (getState() || getSplitAxesAttr())) {
+    return emitOpError() << "a quantized parameter is a weight, not training "
+                            "state, and is not split (yet)";
   }
   if (getSplitAxesAttr() && static_cast<int64_t>(getSplitAxesAttr().size()) >
                                 getTensorType().getRank()) {
@@ -280,28 +279,28 @@ static LogicalResult verifyGridAxes(Operation *op, shard::GridOp grid,
   return success();
 }
 
+namespace {
+/// A value type as the shape rules (shapes/ShapeRules.h) take it.
+mfshapes::TensorInfo infoOf(Type valueType);
+} // namespace
+
 LogicalResult
 ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getQuantScale()) {
+    // The values and scales are what mf.dequantize reads: its rule says
+    // whether they fit.
     auto scale = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
         *this, getQuantScaleAttr());
-    ArrayRef<int64_t> shape = getTensorType().getShape();
-    int64_t group = getQuantGroup().value_or(0);
-    if (group > 0 && shape[1] % group != 0) {
-      return emitOpError() << "quantization group " << group
-                           << " does not divide K = " << shape[1];
+    if (!scale || scale.getQuantScale()) {
+      return emitOpError() << "scales '" << getQuantScaleAttr().getValue()
+                           << "' must name a parameter that is not quantized";
     }
-    SmallVector<int64_t> expected{shape[0]};
-    if (group > 0) {
-      expected.push_back(shape[1] / group);
-    }
-    if (!scale || scale.getTensorType().getShape() != ArrayRef(expected) ||
-        scale.getQuantScale()) {
-      InFlightDiagnostic diagnostic = emitOpError();
-      diagnostic << "scales '" << getQuantScaleAttr().getValue()
-                 << "' must name a float parameter of shape [";
-      llvm::interleaveComma(expected, diagnostic);
-      return diagnostic << "]";
+    mfshapes::Inferred rule = mfshapes::inferDequantize(
+        infoOf(getType()), infoOf(scale.getType()), getQuantGroup().value_or(0));
+    if (!rule) {
+      return emitOpError() << "does not fit its scales '"
+                           << getQuantScaleAttr().getValue()
+                           << "': " << rule.error;
     }
   }
   if (!getGrid()) {
@@ -1300,8 +1299,8 @@ namespace {
 /// The rules' view of a value's type; an element type the rules do not know
 /// (the ODS constraints refuse it first) reads as i32, which no float
 /// operand accepts.
-mfshapes::TensorInfo infoOf(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
+mfshapes::TensorInfo infoOf(Type valueType) {
+  auto type = cast<RankedTensorType>(valueType);
   Type element = type.getElementType();
   mfshapes::Element kind = element.isF32()        ? mfshapes::Element::F32
                            : element.isF16()      ? mfshapes::Element::F16
@@ -1311,6 +1310,8 @@ mfshapes::TensorInfo infoOf(Value value) {
   return {kind,
           std::vector<int64_t>(type.getShape().begin(), type.getShape().end())};
 }
+
+mfshapes::TensorInfo infoOf(Value value) { return infoOf(value.getType()); }
 
 Type elementTypeOf(MLIRContext *context, mfshapes::Element element) {
   switch (element) {

@@ -87,6 +87,12 @@ bool mf::isElementwiseOp(Operation *op) {
          isa_and_nonnull<MFDialect>(op->getDialect());
 }
 
+bool mf::isTransposedRhs(OpOperand &use) {
+  auto matmul = dyn_cast<MatmulOp>(use.getOwner());
+  return matmul && use.getOperandNumber() == 1 && matmul.getTransposeRhs() &&
+         !matmul.getTransposeLhs();
+}
+
 bool mf::readsBroadcast(Operation *op) {
   return llvm::any_of(op->getOperands(), [](Value operand) {
     return operand.getDefiningOp<BroadcastOp>() != nullptr;

@@ -13,6 +13,10 @@ namespace mlir::mf {
 /// operands (one result).
 bool isElementwiseOp(Operation *op);
 
+/// Whether `use` is the right operand of an mf.matmul that multiplies by it
+/// transposed: how a Linear's [N, K] weight is read.
+bool isTransposedRhs(OpOperand &use);
+
 /// Whether `op` reads a broadcast, which a region holding it would compute
 /// in place (as it does splat constants) instead of reading it expanded.
 bool readsBroadcast(Operation *op);

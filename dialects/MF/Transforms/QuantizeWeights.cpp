@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,11 +30,7 @@ namespace {
 /// Whether every use of `value` multiplies by it transposed (a Linear's
 /// [N, K] weight).
 bool onlyTransposedRhs(Value value) {
-  return llvm::all_of(value.getUses(), [](OpOperand &use) {
-    auto matmul = dyn_cast<MatmulOp>(use.getOwner());
-    return matmul && use.getOperandNumber() == 1 && matmul.getTransposeRhs() &&
-           !matmul.getTransposeLhs();
-  });
+  return llvm::all_of(value.getUses(), isTransposedRhs);
 }
 
 /// A tied embedding table's lookup of a read: `use` is the table of an
@@ -57,14 +54,10 @@ Type linearWeightType(ParamOp read, bool &looksUp) {
       continue;
     }
     Type element;
-    auto matmul = dyn_cast<MatmulOp>(use.getOwner());
-    if (auto cast = dyn_cast<CastOp>(use.getOwner())) {
-      if (!onlyTransposedRhs(cast.getResult())) {
-        return Type();
-      }
+    auto cast = dyn_cast<CastOp>(use.getOwner());
+    if (cast && onlyTransposedRhs(cast.getResult())) {
       element = cast.getType().getElementType();
-    } else if (matmul && use.getOperandNumber() == 1 &&
-               matmul.getTransposeRhs() && !matmul.getTransposeLhs()) {
+    } else if (isTransposedRhs(use)) {
       element = read.getType().getElementType();
     } else {
       return Type();

@@ -630,13 +630,13 @@ mf.parameter @s : tensor<8xf32> init = ones
 
 // -----
 
-// expected-error @+1 {{scales 's' must name a float parameter of shape [8, 2]}}
+// expected-error @+1 {{does not fit its scales 's': expected float scales of shape [8, 2], got [8]}}
 mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 2)
 mf.parameter @s : tensor<8xf32> init = ones
 
 // -----
 
-// expected-error @+1 {{quantization group 3 does not divide K = 4}}
+// expected-error @+1 {{does not fit its scales 's': group_size 3 does not divide K = 4}}
 mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 3)
 mf.parameter @s : tensor<8xf32> init = ones
 
@@ -657,3 +657,27 @@ func.func @dequantize_group(%q: tensor<8x4xi8>, %s: tensor<8x1xf32>) -> tensor<8
   %w = mf.dequantize %q, %s group_size = 3 : tensor<8x4xi8>, tensor<8x1xf32> -> tensor<8x4xf32>
   return %w : tensor<8x4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{has a quantization group but is not quantized}}
+mf.parameter @w : tensor<8x4xf32> init = zeros {quant_group = 2 : i64}
+
+// -----
+
+// expected-error @+1 {{a quantized parameter is a weight, not training state, and is not split (yet)}}
+mf.parameter @q : tensor<8x4xi8> init = zeros state quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{scales 'q2' must name a parameter that is not quantized}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@q2)
+mf.parameter @q2 : tensor<8x4xi8> init = zeros quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{does not fit its scales 's': expected an i8 [N, K] weight, got [8]}}
+mf.parameter @q : tensor<8xi8> init = zeros quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
