@@ -263,12 +263,12 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
   for (int64_t first = 0; first < shape[0]; first += blockRows) {
     MFRT_ASSIGN_OR_RETURN(
         Tensor block,
-        allocator.allocate(
-            floatType, {std::min(blockRows, shape[0] - first), shape[1]},
-            false));
+        allocator.allocate(floatType,
+                           {std::min(blockRows, shape[0] - first), shape[1]},
+                           false));
     MFRT_RETURN_IF_ERROR(readRows(first, block));
-    Status quantized = quantizeRtn(block, parameter.quant_group(), values,
-                                   scaleTensor, first);
+    Status quantized =
+        quantizeRtn(block, parameter.quant_group(), values, scaleTensor, first);
     if (!quantized) {
       return quantized.withContext("quantizing '" + parameter.name()->str() +
                                    "'");
@@ -544,13 +544,13 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (quantized && found->dtype != DType::I8) {
         // A float checkpoint: quantized here, which gives the scales too.
-        StatusOr<Tensor> values = quantizedValues(
-            executable, *parameter, allocator,
-            quantizedScales[parameter->quant_scale()],
-            [&](int64_t first, Tensor &block) {
-              TensorBlock rows{/*dim=*/0, first, block.dim(0)};
-              return foundFile->read(*found, block, &rows);
-            });
+        StatusOr<Tensor> values =
+            quantizedValues(executable, *parameter, allocator,
+                            quantizedScales[parameter->quant_scale()],
+                            [&](int64_t first, Tensor &block) {
+                              TensorBlock rows{/*dim=*/0, first, block.dim(0)};
+                              return foundFile->read(*found, block, &rows);
+                            });
         if (!values) {
           return values.status().withContext("'" + foundPath + "'");
         }
