@@ -54,27 +54,34 @@ std::string mfshapes::formatShape(const std::vector<int64_t> &shape) {
 }
 
 Inferred mfshapes::inferDequantize(const TensorInfo &input,
-                                   const TensorInfo &scale, int64_t groupSize) {
+                                   const TensorInfo &scale, int64_t groupSize,
+                                   int64_t bits) {
+  if (bits != 8 && bits != 4) {
+    return failure("bits = " + std::to_string(bits) + " is not 8 or 4");
+  }
   if (input.element != Element::I8 || input.shape.size() != 2) {
-    return failure("expected an i8 [N, K] weight, got " +
+    return failure(std::string("expected an i8 [N, K") +
+                   (bits == 4 ? " / 2" : "") + "] weight, got " +
                    formatShape(input.shape));
   }
   if (std::string problem = checkDims(input, "the weight"); !problem.empty()) {
     return failure(problem);
   }
-  int64_t n = input.shape[0], k = input.shape[1];
-  if (groupSize < 0 || (groupSize > 0 && k % groupSize != 0)) {
+  int64_t n = input.shape[0], k = input.shape[1] * (bits == 4 ? 2 : 1);
+  if (groupSize < 0 || (groupSize > 0 && k % groupSize != 0) ||
+      (bits == 4 && groupSize % 2 != 0)) {
     return failure("group_size " + std::to_string(groupSize) +
-                   " does not divide K = " + std::to_string(k));
+                   " does not divide K = " + std::to_string(k) +
+                   (bits == 4 ? " in whole bytes" : ""));
   }
   std::vector<int64_t> scales = groupSize == 0
                                     ? std::vector<int64_t>{n}
-                                    : std::vector<int64_t>{n, k / groupSize};
+                                    : std::vector<int64_t>{k / groupSize, n};
   if (!isFloat(scale.element) || scale.shape != scales) {
     return failure("expected float scales of shape " + formatShape(scales) +
                    ", got " + formatShape(scale.shape));
   }
-  return {{{scale.element, input.shape}}, ""};
+  return {{{scale.element, {n, k}}}, ""};
 }
 
 Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {

@@ -41,11 +41,13 @@ struct Inferred {
   explicit operator bool() const { return error.empty(); }
 };
 
-/// mf.dequantize: the [N, K] weight of i8 values `input` [N, K] and
-/// float `scale`s, [N] (`groupSize` 0) or [N, K / groupSize], in the
-/// scales' type (MindFormers keeps them in the compute dtype).
+/// mf.dequantize: the [N, K] weight of `bits`-bit values `input` (8: i8
+/// [N, K]; 4: i8 [N, K / 2], two values a byte, the even column in the low
+/// nibble) and float `scale`s, [N] (`groupSize` 0) or [K / groupSize, N]
+/// (golden-stick's layout: a group's scales side by side), in the scales'
+/// type (MindFormers keeps them in the compute dtype).
 Inferred inferDequantize(const TensorInfo &input, const TensorInfo &scale,
-                         int64_t groupSize);
+                         int64_t groupSize, int64_t bits);
 
 /// mf.top_k: the `k` largest of the last dimension, and their indices.
 Inferred inferTopK(const TensorInfo &input, int64_t k);

@@ -90,7 +90,7 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
         /*frozen=*/false, /*state=*/false, /*panels=*/false, grid, splitAxes,
         splitGroups, /*quant_scale=*/FlatSymbolRefAttr(),
-        /*quant_group=*/IntegerAttr());
+        /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }

@@ -36,10 +36,12 @@ struct PetConfig {
 };
 
 /// Weight-only quantization from `model.model_config.quantization_config`
-/// (MindFormers' keys): RTN int8 weights with per-row scales.
+/// (MindFormers' keys): round-to-nearest int8 weights with per-row scales
+/// (rtn or ptq), or int4 ones with scales per group of columns (ptq).
 struct QuantizationConfig {
-  std::string quantMethod; ///< "rtn"; empty when there is no such section.
-  std::string weightDtype; ///< "int8"
+  std::string quantMethod; ///< "rtn" or "ptq"; empty when there is none.
+  std::string weightDtype; ///< "int8" or "int4"
+  int64_t groupSize = 0;   ///< 0: one scale per row (per_channel)
   /// Weights whose name contains one of these stay float (golden-stick's
   /// substring match over the layer's path).
   std::vector<std::string> modulesToNotConvert;

@@ -1303,31 +1303,93 @@ private:
     auto refuse = [&](StringRef key, const llvm::Twine &why) {
       quant.error(quant.valueLoc(key), quant.childPath(key) + ": " + why);
     };
+    // rtn is golden-stick's RTN (int8 weights); ptq without activation
+    // quantization, smoothing or GPTQ quantizes the weights alike (its
+    // min-max weight quantizer), int8 per row or int4 per group.
     static const StringRef methods[] = {"rtn", "ptq", "smooth_quant"};
     quant.require("quant_method", "rtn");
     if (quant.readChoice("quant_method", config.quantMethod, methods) &&
-        config.quantMethod != "rtn") {
+        config.quantMethod == "smooth_quant") {
       refuse("quant_method",
-             "'" + config.quantMethod +
-                 "' (int8 activations, calibrated) is not supported yet; "
-                 "'rtn' (int8 weights, float activations) is");
+             "'smooth_quant' (int8 activations, calibrated) is not supported "
+             "yet; 'rtn' and weight-only 'ptq' are");
     }
     static const StringRef weightTypes[] = {"int8", "int4"};
     config.weightDtype = "int8";
     if (quant.readChoice("weight_dtype", config.weightDtype, weightTypes) &&
-        config.weightDtype != "int8") {
-      refuse("weight_dtype", "'" + config.weightDtype +
-                                 "' is not supported yet; 'int8' (per-row "
-                                 "scales) is");
+        config.weightDtype == "int4" && config.quantMethod == "rtn") {
+      refuse("weight_dtype", "MindFormers' rtn quantizes to int8 only; int4 "
+                             "weights are quant_method 'ptq' with "
+                             "weight_quant_granularity 'per_group'");
     }
     for (StringRef key :
          {"activation_dtype", "kvcache_dtype", "outliers_suppression"}) {
       const ConfigNode *value = quant.get(key);
       if (!isNone(value)) {
-        refuse(key, "only None is supported with quant_method 'rtn' (float "
+        refuse(key, "only None is supported (weight-only quantization: float "
                     "activations and KV cache, no smoothing), got " +
                         value->describe());
       }
+    }
+    // ptq's keys past golden-stick's RTN (MindFormers' PtqConfig).
+    static const StringRef recoveries[] = {"none", "gptq"};
+    std::string recovery = "none";
+    if (quant.readChoice("precision_recovery", recovery, recoveries) &&
+        recovery != "none") {
+      refuse("precision_recovery",
+             "'gptq' is not supported yet; 'none' (round to nearest) is");
+    }
+    static const StringRef granularities[] = {"per_channel", "per_group"};
+    std::string granularity = "per_channel";
+    quant.readChoice("weight_quant_granularity", granularity, granularities);
+    int64_t groupSize = 0;
+    quant.readInt("group_size", groupSize, 0);
+    if (granularity == "per_group") {
+      // MindFormers accepts 64 and 128; 32 is ggml's Q4_0 block.
+      if (groupSize != 32 && groupSize != 64 && groupSize != 128) {
+        refuse(quant.get("group_size") ? "group_size"
+                                       : "weight_quant_granularity",
+               "per_group scales need group_size 64 or 128 (MindFormers' "
+               "choices; mfc also takes 32), got " +
+                   llvm::Twine(groupSize));
+      } else if (config.weightDtype != "int4") {
+        refuse("weight_quant_granularity",
+               "per_group scales are built for int4 weights; int8 takes "
+               "'per_channel'");
+      }
+      config.groupSize = groupSize;
+    } else if (config.weightDtype == "int4") {
+      refuse(quant.get("weight_quant_granularity") ? "weight_quant_granularity"
+                                                   : "weight_dtype",
+             "int4 weights need weight_quant_granularity 'per_group' with "
+             "group_size 64 or 128");
+    } else if (groupSize != 0) {
+      context_.diagnostics.warning(
+          quant.valueLoc("group_size"),
+          quant.childPath("group_size") +
+              ": applies to weight_quant_granularity 'per_group' only; "
+              "per_channel has one scale per row (as in MindFormers)");
+    }
+    // The granularities of quantized activations and KV cache: with both
+    // None only their defaults mean anything (MindFormers refuses
+    // per_token without int8).
+    for (auto [key, fallback] :
+         {std::pair<StringRef, StringRef>{"act_quant_granularity",
+                                          "per_tensor"},
+          {"kvcache_quant_granularity", "per_channel"}}) {
+      const ConfigNode *value = quant.get(key);
+      if (value && !(value->isScalar() && value->scalar == fallback)) {
+        refuse(key, "only '" + fallback +
+                        "' is supported without int8 activations and KV "
+                        "cache, got " +
+                        value->describe());
+      }
+    }
+    if (const ConfigNode *policies = quant.get("layer_policies");
+        policies && !isNone(policies) &&
+        !(policies->isMap() && policies->entries.empty())) {
+      refuse("layer_policies", "per-layer quantization strategies are not "
+                               "supported yet; expected {} or None");
     }
     if (const ConfigNode *modules = quant.get("modules_to_not_convert");
         modules && !isNone(modules)) {
@@ -1348,8 +1410,8 @@ private:
     if (const ConfigNode *args = quant.get("algorithm_args");
         args && !isNone(args) && !(args->isMap() && args->entries.empty())) {
       refuse("algorithm_args",
-             "RTN takes no arguments (smooth_quant's alpha is not "
-             "supported yet); expected {}, got " +
+             "round to nearest takes no arguments (smooth_quant's alpha "
+             "is not supported yet); expected {}, got " +
                  args->describe());
     }
     if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {

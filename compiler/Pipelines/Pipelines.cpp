@@ -33,6 +33,8 @@ void addQuantization(OpPassManager &pm, const CompileOptions &options) {
   mf::MFQuantizeWeightsPassOptions quantize;
   quantize.exclude.assign(options.quantizeExclude.begin(),
                           options.quantizeExclude.end());
+  quantize.bits = options.quantizeBits;
+  quantize.groupSize = options.quantizeGroupSize;
   pm.addPass(mf::createMFQuantizeWeightsPass(quantize));
 }
 

@@ -56,6 +56,9 @@ struct CompileOptions {
   /// mf-quantize-weights, and the names it leaves float.
   bool quantizeWeights = false;
   std::vector<std::string> quantizeExclude;
+  /// Its bits (8 or 4) and scales' group size (0: one scale per row).
+  int64_t quantizeBits = 8;
+  int64_t quantizeGroupSize = 0;
   /// Tensor-parallel modules: mf-partition's sequence parallelism
   /// (parallel_config.use_seq_parallel).
   bool sequenceParallel = false;

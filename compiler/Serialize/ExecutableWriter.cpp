@@ -190,7 +190,8 @@ public:
           *type, init, std, parameter.getFrozen(), parameter.getState(),
           splitDim, splitAxes.empty() ? nullptr : &splitAxes,
           static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,
-          parameter.getQuantGroup().value_or(0)));
+          parameter.getQuantGroup().value_or(0),
+          static_cast<int8_t>(parameter.getQuantBits().value_or(8))));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

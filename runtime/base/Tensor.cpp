@@ -383,3 +383,20 @@ void Tensor::loadFloats(float *out) const {
 void Tensor::storeFloats(const float *in) {
   fromFloats(dtype_, in, data(), numElements());
 }
+
+void mfrt::quantizedRowToFloats(const int8_t *row, int64_t k, int64_t bits,
+                                float *out) {
+  if (bits == 8) {
+    for (int64_t j = 0; j < k; ++j) {
+      out[j] = static_cast<float>(row[j]);
+    }
+    return;
+  }
+  for (int64_t j = 0; j < k / 2; ++j) {
+    // Arithmetic shifts sign-extend each nibble.
+    int8_t byte = row[j];
+    out[2 * j] = static_cast<float>(
+        static_cast<int8_t>(static_cast<uint8_t>(byte) << 4) >> 4);
+    out[2 * j + 1] = static_cast<float>(byte >> 4);
+  }
+}

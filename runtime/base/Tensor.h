@@ -42,6 +42,11 @@ void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 /// and f32 values stored as `dtype` (16-bit types round to nearest even).
 void toFloats(DType dtype, const void *from, float *out, int64_t n);
 void fromFloats(DType dtype, const float *in, void *to, int64_t n);
+/// The `k` integer values of a quantized weight's row stored at `row`
+/// (`bits` 8: k bytes; 4: k / 2 bytes, column 2j in the low nibble of byte
+/// j) as floats, unscaled.
+void quantizedRowToFloats(const int8_t *row, int64_t k, int64_t bits,
+                          float *out);
 
 /// Columns [n0, n0 + width) of op(B) for a weight B of `dtype` with K = `k`
 /// rows of op(B) — stored [K, N] or, `transposed`, [N, K] — as f32 in `out`

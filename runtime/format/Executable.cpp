@@ -629,7 +629,8 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
         Executable::shapeOf(*of.type())};
   };
   mfshapes::Inferred rule = mfshapes::inferDequantize(
-      info(parameter), info(scales), parameter.quant_group());
+      info(parameter), info(scales), parameter.quant_group(),
+      parameter.quant_bits());
   if (!rule || parameter.state() || parameter.split_dim() >= 0 ||
       scales.quant_scale() >= 0 || scales.split_dim() >= 0) {
     return Status::error(

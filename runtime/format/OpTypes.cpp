@@ -72,7 +72,8 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
   case fb::OpKind::Dequantize:
     inferred = mfshapes::inferDequantize(
         infoOf(in[0]), infoOf(in[1]),
-        op.attributes_as_DequantizeAttrs()->group_size());
+        op.attributes_as_DequantizeAttrs()->group_size(),
+        op.attributes_as_DequantizeAttrs()->bits());
     break;
   case fb::OpKind::TopK:
     inferred =

@@ -1,11 +1,12 @@
-//===- Quantization.h - float weights to int8 and scales -------*- C++ -*-===//
+//===- Quantization.h - float weights to int8/int4 and scales --*- C++ -*-===//
 //
-// Round-to-nearest (RTN) weight quantization as MindFormers' quant_method
-// rtn computes it (golden-stick's symmetric int8 quantizer,
-// docs/quantization.md): for each row of an [N, K] weight (or each group of
-// `group` columns of a row), scale = 2 * max|w| / 255 and
-// q = clamp(round_half_even(w / scale), -128, 127); the weight's value is
-// then q * scale.
+// Round-to-nearest (RTN) weight quantization as MindFormers computes it
+// (golden-stick's symmetric min-max quantizer, docs/quantization.md): for
+// each row of an [N, K] weight (or each group of `group` columns of a row),
+// with b bits, scale = 2 * max|w| / (2^b - 1) and
+// q = clamp(round_half_even(w / scale), -2^(b-1), 2^(b-1) - 1); the
+// weight's value is then q * scale. int4 values are stored two to a byte
+// (golden-stick's qint4x2 packing: column 2j in the low nibble of byte j).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,17 +17,17 @@
 
 namespace mfrt {
 
-/// Quantizes the float [N, K] `weight` (any float dtype) into `values` (I8,
-/// [N, K]) and `scales` (a float dtype, [N] for `group` 0, else
-/// [N, K / group]). The scales are rounded to their dtype first and the
-/// values divided by the rounded scale, so that q * scale is what a reader
-/// of the two computes. A row (group) of zeros gets scale 0; a NaN or an
-/// infinity is an error.
+/// Quantizes the float [N, K] `weight` (any float dtype) to `bits` (8 or
+/// 4) into `values` (I8, [N, K], or [N, K / 2] for 4 bits) and `scales` (a
+/// float dtype, [N] for `group` 0, else [K / group, N]). The scales are
+/// rounded to their dtype first and the values divided by the rounded
+/// scale, so that q * scale is what a reader of the two computes. A row
+/// (group) of zeros gets scale 0; a NaN or an infinity is an error.
 /// With `firstRow`, `weight` is rows [firstRow, firstRow + its rows) of
 /// the whole weight that `values` and `scales` hold (quantized a block at a
 /// time, no float copy of the whole weight is needed).
-Status quantizeRtn(const Tensor &weight, int64_t group, Tensor &values,
-                   Tensor &scales, int64_t firstRow = 0);
+Status quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
+                   Tensor &values, Tensor &scales, int64_t firstRow = 0);
 
 } // namespace mfrt
 

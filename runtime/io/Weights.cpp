@@ -239,6 +239,14 @@ const fb::Parameter &scalesOf(const Executable &executable,
       static_cast<uint32_t>(parameter.quant_scale()));
 }
 
+/// The float [N, K] weight whose quantized values `parameter` holds (I8
+/// [N, K], or [N, K / 2] for 4 bits).
+Shape floatShapeOf(const fb::Parameter &parameter) {
+  Shape shape = Executable::shapeOf(*parameter.type());
+  shape[1] *= parameter.quant_bits() == 4 ? 2 : 1;
+  return shape;
+}
+
 /// The values of quantized `parameter` (returned) and its scales
 /// (`scales`), quantized from its float weight a block of rows at a time
 /// (~1M values: no float copy of a whole weight, the largest of which is a
@@ -251,9 +259,11 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
                 const std::function<Status(int64_t, Tensor &)> &readRows) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
-  Shape shape = Executable::shapeOf(*parameter.type());
-  MFRT_ASSIGN_OR_RETURN(Tensor values,
-                        allocator.allocate(DType::I8, shape, false));
+  Shape shape = floatShapeOf(parameter);
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor values,
+      allocator.allocate(DType::I8, Executable::shapeOf(*parameter.type()),
+                         false));
   MFRT_ASSIGN_OR_RETURN(
       Tensor scaleTensor,
       allocator.allocate(floatType, Executable::shapeOf(*scaleParameter.type()),
@@ -268,7 +278,8 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
                            false));
     MFRT_RETURN_IF_ERROR(readRows(first, block));
     Status quantized =
-        quantizeRtn(block, parameter.quant_group(), values, scaleTensor, first);
+        quantizeRtn(block, parameter.quant_group(), parameter.quant_bits(),
+                    values, scaleTensor, first);
     if (!quantized) {
       return quantized.withContext("quantizing '" + parameter.name()->str() +
                                    "'");
@@ -312,7 +323,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       continue;
     }
     if (parameter->quant_scale() >= 0) {
-      Shape shape = Executable::shapeOf(*parameter->type());
+      Shape shape = floatShapeOf(*parameter);
       DType floatType =
           Executable::dtypeOf(*scalesOf(executable, *parameter).type());
       StatusOr<Tensor> weight =
@@ -519,7 +530,11 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                      : std::string()) +
                 "; the model needs it");
       }
-      Shape shape = wholeShapeOf(*parameter, executable);
+      bool quantized = parameter->quant_scale() >= 0;
+      // A float checkpoint of a quantized weight has its float shape.
+      Shape shape = quantized && found->dtype != DType::I8
+                        ? floatShapeOf(*parameter)
+                        : wholeShapeOf(*parameter, executable);
       if (found->shape != shape) {
         return Status::error(StatusCode::InvalidArgument,
                              "'" + foundPath + "': tensor '" + foundName +
@@ -534,7 +549,6 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
-      bool quantized = parameter->quant_scale() >= 0;
       if (found->dtype == DType::I8 && !quantized) {
         return Status::error(StatusCode::InvalidArgument,
                              "'" + foundPath + "': tensor '" + foundName +

@@ -2,6 +2,7 @@
 
 #include "runtime/kernels/Kernels.h"
 
+
 #include "runtime/kernels/FlashAttention.h"
 #include "runtime/kernels/GradientKernels.h"
 #include "runtime/kernels/KernelSupport.h"
@@ -60,27 +61,37 @@ float geluErf(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
 }
 
-/// mf.dequantize: q * scale in f32, per row or per row and group, rows on
-/// the pool; stored in the result's type.
+/// mf.dequantize: q * scale in f32, per row or per row and group (scales
+/// [K / group, N]), q i8 or int4 two to a byte, rows on the pool; stored
+/// in the result's type.
 Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
                   Tensor &out, const ParallelFor &parallel) {
-  MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
-  int64_t rows = q.dim(0), k = q.dim(1);
-  int64_t group = op.attributes_as_DequantizeAttrs()->group_size();
-  int64_t groups = group > 0 ? k / group : 1, width = group > 0 ? group : k;
+  const fb::DequantizeAttrs *attributes = op.attributes_as_DequantizeAttrs();
+  int64_t bits = attributes->bits(), group = attributes->group_size();
+  int64_t rows = out.dim(0), k = out.dim(1);
+  if (q.rank() != 2 || q.dim(0) != rows ||
+      q.dim(1) * (bits == 4 ? 2 : 1) != k) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "dequantize: values of shape " +
+                             formatShape(q.shape()) + " for a " +
+                             formatShape(out.shape()) + " weight");
+  }
+  int64_t width = group > 0 ? group : k;
+  const int64_t scaleSize = dtypeSize(scale.dtype());
   parallel(rows, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> row, scales;
+    thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(k));
-    scales.resize(static_cast<size_t>(groups));
     char *to = static_cast<char *>(out.data());
+    const char *scales = static_cast<const char *>(scale.data());
     for (int64_t n = begin; n < end; ++n) {
-      const int8_t *values = q.as<int8_t>() + n * k;
-      toFloats(scale.dtype(),
-               static_cast<const char *>(scale.data()) +
-                   n * groups * dtypeSize(scale.dtype()),
-               scales.data(), groups);
-      for (int64_t j = 0; j < k; ++j) {
-        row[j] = static_cast<float>(values[j]) * scales[j / width];
+      quantizedRowToFloats(q.as<int8_t>() + n * q.dim(1), k, bits, row.data());
+      for (int64_t g = 0; g * width < k; ++g) {
+        float factor;
+        toFloats(scale.dtype(), scales + (g * rows + n) * scaleSize, &factor,
+                 1);
+        for (int64_t j = g * width; j < (g + 1) * width; ++j) {
+          row[j] *= factor;
+        }
       }
       fromFloats(out.dtype(), row.data(), to + n * k * dtypeSize(out.dtype()),
                  k);

@@ -654,7 +654,7 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
                           0,      1.5f, 0,     0,    0,       0};
   std::copy(std::begin(values), std::end(values), weight.as<float>());
   Tensor q = tensor(DType::I8, {3, 4}), scales = tensor(DType::F32, {3});
-  ASSERT_TRUE(quantizeRtn(weight, 0, q, scales));
+  ASSERT_TRUE(quantizeRtn(weight, 0, 8, q, scales));
   EXPECT_EQ(scales.as<float>()[0], 1.0f);
   EXPECT_EQ(scales.as<float>()[1], 1.0f);
   EXPECT_EQ(scales.as<float>()[2], 0.0f);
@@ -662,16 +662,37 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
   EXPECT_TRUE(
       std::equal(std::begin(expected), std::end(expected), q.as<int8_t>()));
 
-  Tensor grouped = tensor(DType::F32, {3, 2});
-  ASSERT_TRUE(quantizeRtn(weight, 2, q, grouped));
-  EXPECT_EQ(grouped.as<float>()[1], 2.0f * 3.5f / 255.0f);
+  // Groups' scales are [K / group, N]: group 1 of row 0 at [1, 0].
+  Tensor grouped = tensor(DType::F32, {2, 3});
+  ASSERT_TRUE(quantizeRtn(weight, 2, 8, q, grouped));
+  EXPECT_EQ(grouped.as<float>()[3], 2.0f * 3.5f / 255.0f);
+  EXPECT_EQ(grouped.as<float>()[1], 1.0f); // row 1, group 0: |-127.5|
   EXPECT_EQ(q.as<int8_t>()[3], 127); // 3.5 / (7 / 255) = 127.5, clamped
 
+  // int4: scale = 2 max|w| / 15, values in [-8, 7], two a byte (column 2j
+  // in the low nibble). Row 0 in groups of 2: scales 2 * 127.5 / 15 = 17
+  // and 7 / 15; 127.5 / 17 = 7.5 -> 8 -> 7, 2.5 / 17 -> 0, -0.5 / (7 / 15)
+  // = -1.07 -> -1, 3.5 / (7 / 15) = 7.5 -> 8 -> 7.
+  Tensor q4 = tensor(DType::I8, {3, 2}), scales4 = tensor(DType::F32, {2, 3});
+  ASSERT_TRUE(quantizeRtn(weight, 2, 4, q4, scales4));
+  EXPECT_EQ(scales4.as<float>()[0], 17.0f);
+  EXPECT_EQ(scales4.as<float>()[3], 7.0f / 15.0f);
+  float unpacked[4];
+  quantizedRowToFloats(q4.as<int8_t>(), 4, 4, unpacked);
+  EXPECT_EQ(unpacked[0], 7.0f);
+  EXPECT_EQ(unpacked[1], 0.0f);
+  EXPECT_EQ(unpacked[2], -1.0f);
+  EXPECT_EQ(unpacked[3], 7.0f);
+  EXPECT_EQ(q4.as<int8_t>()[1], static_cast<int8_t>(0x7f)); // 7 | 7 << 4
+  quantizedRowToFloats(q4.as<int8_t>() + 2, 4, 4, unpacked); // row 1
+  EXPECT_EQ(unpacked[0], -8.0f); // -127.5 / 17 = -7.5 -> -8
+  EXPECT_FALSE(quantizeRtn(weight, 0, 4, q, scales)); // [3, 4] values
+
   weight.as<float>()[5] = std::nanf("");
-  Status refused = quantizeRtn(weight, 0, q, scales);
+  Status refused = quantizeRtn(weight, 0, 8, q, scales);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.message().find("row 1 has a non-finite value"),
             std::string::npos);
   Tensor wrongScales = tensor(DType::F32, {4});
-  EXPECT_FALSE(quantizeRtn(weight, 0, q, wrongScales));
+  EXPECT_FALSE(quantizeRtn(weight, 0, 8, q, wrongScales));
 }

@@ -381,6 +381,8 @@ int compile(int argc, char **argv) {
       spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
   options.quantizeWeights = !spec->model.quantization.quantMethod.empty();
   options.quantizeExclude = spec->model.quantization.modulesToNotConvert;
+  options.quantizeBits = spec->model.quantization.weightDtype == "int4" ? 4 : 8;
+  options.quantizeGroupSize = spec->model.quantization.groupSize;
   bool training =
       spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
   std::optional<int64_t> budgetBytes;

@@ -217,8 +217,13 @@ LogicalResult ParameterOp::verify() {
                                        "(quantized(@scales))"
                                      : "names scales but holds floats, not i8");
   }
-  if (getQuantGroup() && !integer) {
-    return emitOpError() << "has a quantization group but is not quantized";
+  if ((getQuantGroup() || getQuantBits()) && !integer) {
+    return emitOpError() << "has a quantization group or bits but is not "
+                            "quantized";
+  }
+  if (getQuantBits() && *getQuantBits() != 4 && *getQuantBits() != 8) {
+    return emitOpError() << "quantized to " << *getQuantBits()
+                         << " bits; 8 and 4 are supported";
   }
   if (integer && (getState() || getSplitAxesAttr())) {
     return emitOpError() << "a quantized parameter is a weight, not training "
@@ -297,7 +302,8 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     }
     mfshapes::Inferred rule =
         mfshapes::inferDequantize(infoOf(getType()), infoOf(scale.getType()),
-                                  getQuantGroup().value_or(0));
+                                  getQuantGroup().value_or(0),
+                                  getQuantBits().value_or(8));
     if (!rule) {
       return emitOpError() << "does not fit its scales '"
                            << getQuantScaleAttr().getValue()
@@ -1353,7 +1359,8 @@ LogicalResult DequantizeOp::inferReturnTypes(MLIRContext *context,
   return inferredTypes(context, loc, getOperationName(),
                        mfshapes::inferDequantize(infoOf(adaptor.getInput()),
                                                  infoOf(adaptor.getScale()),
-                                                 adaptor.getGroupSize()),
+                                                 adaptor.getGroupSize(),
+                                                 adaptor.getBits()),
                        types);
 }
 

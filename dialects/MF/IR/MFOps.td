@@ -48,10 +48,14 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     change (`mf-choose-weight-layout` decides). Nothing may assign it: the
     packed copy would be stale.
 
-    A `quantized` parameter is a 2-D [N, K] weight stored as `i8` values q
-    whose float value is `q * scale`: `quant_scale` names the float
-    parameter that holds its scales, [N] (one per row, `quant_group` 0) or [N, K /
-    quant_group] (one per row and group of `quant_group` columns). The
+    A `quantized` parameter is a 2-D [N, K] weight stored as integer values
+    q whose float value is `q * scale`: `i8` [N, K], or with `bits = 4`
+    int4 values two to a byte, `i8` [N, K / 2] (column 2j in the low
+    nibble of byte j, 2j + 1 in the high one: golden-stick's qint4x2
+    packing). `quant_scale` names the float parameter that holds its
+    scales, [N] (one per row, `quant_group` 0) or [K / quant_group, N] (one
+    per row and group of `quant_group` columns, a group's side by side as
+    golden-stick stores them). The
     runtime fills both from a float checkpoint (round to nearest,
     symmetric: docs/quantization.md) or reads both from a quantized one;
     `mf.dequantize` reads them.
@@ -61,6 +65,8 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
         {mf_name = "model.norm_out.weight"}
     mf.parameter @w : tensor<96x64xi8> init = zeros quantized(@w_scale)
     mf.parameter @w_scale : tensor<96xf32> init = ones
+    mf.parameter @w4 : tensor<96x32xi8> init = zeros quantized(@w4_scale group = 32 bits = 4)
+    mf.parameter @w4_scale : tensor<2x96xf32> init = ones
     mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
@@ -80,12 +86,13 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     OptionalAttr<MF_GridAxesArrayAttr>:$split_axes,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups,
     OptionalAttr<FlatSymbolRefAttr>:$quant_scale,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$quant_group
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$quant_group,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<4>, IntMaxValue<8>]>>:$quant_bits
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
     (`panels` $panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
-    (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? `)`)? attr-dict
+    (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? (`bits` `=` $quant_bits^)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -389,9 +396,11 @@ def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
   let summary = "The float value of a quantized weight";
   let description = [{
     `result[n, k] = q[n, k] * scale[n]` for per-row scales ([N]), or
-    `* scale[n, k / group_size]` for scales per row and group of
-    `group_size` columns ([N, K / group_size]), computed in f32 and stored
-    in the scales' type: the weight that a
+    `* scale[k / group_size, n]` for scales per row and group of
+    `group_size` columns ([K / group_size, N]), computed in f32 and stored
+    in the scales' type; `q` is i8 [N, K], or with `bits = 4` int4 values
+    two to a byte, i8 [N, K / 2] (q[n, 2j] in the low nibble of byte j):
+    the weight that a
     `quantized` `mf.parameter` holds. Graph Mode's matmul kernels read `q`
     and the scales where they multiply by the result (no float copy of the
     weight exists); PyNative computes it.
@@ -399,14 +408,17 @@ def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
     ```mlir
     %w = mf.dequantize %q, %s : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
     %w2 = mf.dequantize %q, %s2 group_size = 32
-        : tensor<96x64xi8>, tensor<96x2xf32> -> tensor<96x64xf32>
+        : tensor<96x64xi8>, tensor<2x96xf32> -> tensor<96x64xf32>
+    %w4 = mf.dequantize %q4, %s2 group_size = 32 bits = 4
+        : tensor<96x32xi8>, tensor<2x96xf32> -> tensor<96x64xf32>
     ```
   }];
   let arguments = (ins MF_QuantizedTensor:$input, MF_FloatTensor:$scale,
-                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$group_size);
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$group_size,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntMinValue<4>, IntMaxValue<8>]>, "8">:$bits);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $scale (`group_size` `=` $group_size^)? attr-dict `:` type($input) `,` type($scale) `->` type($result)
+    $input `,` $scale (`group_size` `=` $group_size^)? (`bits` `=` $bits^)? attr-dict `:` type($input) `,` type($scale) `->` type($result)
   }];
 }
 

@@ -28,7 +28,7 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
 }
 
 def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
-  let summary = "Linear weights stored as int8 with per-row scales (RTN)";
+  let summary = "Linear weights stored as int8 or int4 with scales (RTN)";
   let description = [{
     Weight-only quantization as MindFormers' `quantization_config` asks
     (`quant_method: rtn`, `weight_dtype: int8`): every 2-D float parameter
@@ -38,6 +38,10 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
     MindFormers name) becomes an `i8` parameter `quantized` by a new
     parameter `<name>_scale` of its float type, [N]; each read of it
     becomes `mf.dequantize` of the two, which the matmul kernels fuse.
+    With `bits=4` the values are int4, two to a byte (`i8` [N, K / 2]),
+    and with `group-size=G` the scales are [K / G, N], one per row and
+    group of G columns (MindFormers' `ptq` with `weight_dtype: int4`,
+    `weight_quant_granularity: per_group`).
     The runtime quantizes float checkpoints at load (docs/quantization.md).
     A module that assigns parameters (training) is refused: the weights
     would no longer be the checkpoint's.
@@ -56,7 +60,11 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"exclude", "exclude", "std::string",
-               "Weights whose name contains one of these stay float">
+               "Weights whose name contains one of these stay float">,
+    Option<"bits", "bits", "int64_t", /*default=*/"8",
+           "Bits a weight value takes: 8 (i8), or 4 (int4, two to a byte)">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"0",
+           "Columns that share a scale (0: one scale per row)">
   ];
 }
 

@@ -1,8 +1,9 @@
 //===- QuantizeWeights.cpp - Linear weights as int8 and scales ------------===//
 //
-// Weight-only RTN quantization (MindFormers' quant_method: rtn, weight_dtype:
-// int8): each Linear weight becomes an i8 parameter and a parameter of
-// per-row scales, and each read of it their mf.dequantize, which Graph
+// Weight-only RTN quantization (MindFormers' quant_method: rtn or ptq,
+// weight_dtype: int8 or int4): each Linear weight becomes an i8 parameter
+// (int4 values two to a byte) and a parameter of per-row or per-group
+// scales, and each read of it their mf.dequantize, which Graph
 // Mode's matmul kernels fuse (no float copy of the weight exists at run
 // time). Which values the two hold is the runtime's to compute from a float
 // checkpoint, or to read from a quantized one (docs/quantization.md).
@@ -156,6 +157,14 @@ struct MFQuantizeWeightsPass
       });
     };
     MLIRContext *context = &getContext();
+    if ((bits != 8 && bits != 4) || groupSize < 0 ||
+        (bits == 4 && groupSize % 2 != 0)) {
+      emitError(module.getLoc())
+          << "mf-quantize-weights: bits=" << static_cast<int64_t>(bits)
+          << " group-size=" << static_cast<int64_t>(groupSize)
+          << " is not supported (8 or 4 bits; an even group for 4)";
+      return signalPassFailure();
+    }
     for (auto parameter :
          llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
       RankedTensorType type = parameter.getTensorType();
@@ -166,9 +175,33 @@ struct MFQuantizeWeightsPass
           excluded(parameter)) {
         continue;
       }
+      int64_t n = type.getDimSize(0), k = type.getDimSize(1);
+      int64_t group = groupSize, width = bits;
+      if ((group > 0 && k % group != 0) || (width == 4 && k % 2 != 0)) {
+        parameter.emitError()
+            << "mf-quantize-weights: K = " << k << " of this [" << n << ", "
+            << k << "] weight is not a multiple of "
+            << (group > 0 && k % group != 0
+                    ? "the group size " + std::to_string(group)
+                    : std::string("2 (two int4 values a byte)"))
+            << "; choose a group_size that divides it or add the layer to "
+               "modules_to_not_convert";
+        return signalPassFailure();
+      }
+      if (bits == 4 && tied.contains(name)) {
+        // Lookups would read int4 rows whose scales run across [K / G, V].
+        parameter.emitError()
+            << "mf-quantize-weights: int4 of a tied embedding table (the "
+               "lm_head reads it) is not supported; add 'lm_head' to "
+               "modules_to_not_convert";
+        return signalPassFailure();
+      }
       std::string scaleName = (name + "_scale").str();
       Type element = computeType.lookup(name);
-      auto scaleType = RankedTensorType::get({type.getDimSize(0)}, element);
+      auto scaleType =
+          groupSize > 0
+              ? RankedTensorType::get({k / groupSize, n}, element)
+              : RankedTensorType::get({n}, element);
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
       ParameterOp::create(builder, parameter.getLoc(), scaleName, scaleType,
@@ -177,17 +210,26 @@ struct MFQuantizeWeightsPass
                           parameter.getFrozen(),
                           /*state=*/false, /*panels=*/false,
                           FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
-                          IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr());
-      auto quantizedType =
-          RankedTensorType::get(type.getShape(), IntegerType::get(context, 8));
+                          IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
+                          IntegerAttr());
+      auto quantizedType = RankedTensorType::get(
+          {n, bits == 4 ? k / 2 : k}, IntegerType::get(context, 8));
       parameter.setType(quantizedType);
       parameter.setQuantScaleAttr(FlatSymbolRefAttr::get(context, scaleName));
+      IntegerType i64 = IntegerType::get(context, 64);
+      if (groupSize > 0) {
+        parameter.setQuantGroupAttr(IntegerAttr::get(i64, groupSize));
+      }
+      if (bits != 8) {
+        parameter.setQuantBitsAttr(IntegerAttr::get(i64, bits));
+      }
       for (ParamOp read : reads[name]) {
         builder.setInsertionPoint(read);
         Location loc = read.getLoc();
         Value values = ParamOp::create(builder, loc, quantizedType, name);
         Value scales = ParamOp::create(builder, loc, scaleType, scaleName);
-        Value weight = DequantizeOp::create(builder, loc, values, scales);
+        Value weight =
+            DequantizeOp::create(builder, loc, values, scales, groupSize, bits);
         // The casts to the compute dtype are the dequantization's now;
         // lookups in a tied table read its rows and their scales.
         for (Operation *user : llvm::make_early_inc_range(read->getUsers())) {

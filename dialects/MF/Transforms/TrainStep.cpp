@@ -233,7 +233,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           ParameterInit::zeros, FloatAttr(), StringAttr(),
           /*frozen=*/false, /*state=*/true, /*panels=*/false, grid, splitAxes,
           of.getSplitGroupsAttr(), /*quant_scale=*/FlatSymbolRefAttr(),
-          /*quant_group=*/IntegerAttr());
+          /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);

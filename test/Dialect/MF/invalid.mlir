@@ -630,7 +630,7 @@ mf.parameter @s : tensor<8xf32> init = ones
 
 // -----
 
-// expected-error @+1 {{does not fit its scales 's': expected float scales of shape [8, 2], got [8]}}
+// expected-error @+1 {{does not fit its scales 's': expected float scales of shape [2, 8], got [8]}}
 mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 2)
 mf.parameter @s : tensor<8xf32> init = ones
 
@@ -660,7 +660,47 @@ func.func @dequantize_group(%q: tensor<8x4xi8>, %s: tensor<8x1xf32>) -> tensor<8
 
 // -----
 
-// expected-error @+1 {{has a quantization group but is not quantized}}
+func.func @dequantize_int4(%q: tensor<8x4xi8>, %s: tensor<8xf32>) -> tensor<8x4xf32> {
+  // An int4 weight [N, K] is i8 [N, K / 2]: here K = 8.
+  // expected-error @+2 {{'mf.dequantize' op inferred type(s) 'tensor<8x8xf32>' are incompatible with return type(s) of operation 'tensor<8x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %w = mf.dequantize %q, %s bits = 4 : tensor<8x4xi8>, tensor<8xf32> -> tensor<8x4xf32>
+  return %w : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @dequantize_int4_group(%q: tensor<8x4xi8>, %s: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+2 {{group_size 1 does not divide K = 8 in whole bytes}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %w = mf.dequantize %q, %s group_size = 1 bits = 4 : tensor<8x4xi8>, tensor<8x8xf32> -> tensor<8x8xf32>
+  return %w : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @dequantize_bits(%q: tensor<8x4xi8>, %s: tensor<8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+2 {{bits = 6 is not 8 or 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %w = mf.dequantize %q, %s bits = 6 : tensor<8x4xi8>, tensor<8xf32> -> tensor<8x4xf32>
+  return %w : tensor<8x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{quantized to 6 bits; 8 and 4 are supported}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s bits = 6)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{does not fit its scales 's': expected float scales of shape [4, 8], got [8, 4]}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 2 bits = 4)
+mf.parameter @s : tensor<8x4xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{has a quantization group or bits but is not quantized}}
 mf.parameter @w : tensor<8x4xf32> init = zeros {quant_group = 2 : i64}
 
 // -----

@@ -292,19 +292,26 @@ func.func @mixture_of_experts_gradients(%dv: tensor<6x2xf32>, %i: tensor<6x2xi32
 // dequantization.
 // CHECK: mf.parameter @q : tensor<96x64xi8> init = zeros quantized(@q_scale)
 // CHECK: mf.parameter @g : tensor<96x64xi8> init = zeros quantized(@g_scale group = 32)
+// CHECK: mf.parameter @i4 : tensor<96x32xi8> init = zeros quantized(@i4_scale group = 32 bits = 4)
 // CHECK-LABEL: func.func @dequantize
 // CHECK: mf.dequantize %{{.*}}, %{{.*}} : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
-// CHECK: mf.dequantize %{{.*}}, %{{.*}} group_size = 32 : tensor<96x64xi8>, tensor<96x2xf16> -> tensor<96x64xf16>
+// CHECK: mf.dequantize %{{.*}}, %{{.*}} group_size = 32 : tensor<96x64xi8>, tensor<2x96xf16> -> tensor<96x64xf16>
+// CHECK: mf.dequantize %{{.*}}, %{{.*}} group_size = 32 bits = 4 : tensor<96x32xi8>, tensor<2x96xf32> -> tensor<96x64xf32>
 mf.parameter @q : tensor<96x64xi8> init = zeros quantized(@q_scale)
 mf.parameter @q_scale : tensor<96xf32> init = ones
 mf.parameter @g : tensor<96x64xi8> init = zeros quantized(@g_scale group = 32)
-mf.parameter @g_scale : tensor<96x2xf16> init = ones
-func.func @dequantize() -> (tensor<96x64xf32>, tensor<96x64xf16>) {
+mf.parameter @g_scale : tensor<2x96xf16> init = ones
+mf.parameter @i4 : tensor<96x32xi8> init = zeros quantized(@i4_scale group = 32 bits = 4)
+mf.parameter @i4_scale : tensor<2x96xf32> init = ones
+func.func @dequantize() -> (tensor<96x64xf32>, tensor<96x64xf16>, tensor<96x64xf32>) {
   %q = mf.param @q : tensor<96x64xi8>
   %s = mf.param @q_scale : tensor<96xf32>
   %w = mf.dequantize %q, %s : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
   %gq = mf.param @g : tensor<96x64xi8>
-  %gs = mf.param @g_scale : tensor<96x2xf16>
-  %gw = mf.dequantize %gq, %gs group_size = 32 : tensor<96x64xi8>, tensor<96x2xf16> -> tensor<96x64xf16>
-  return %w, %gw : tensor<96x64xf32>, tensor<96x64xf16>
+  %gs = mf.param @g_scale : tensor<2x96xf16>
+  %gw = mf.dequantize %gq, %gs group_size = 32 : tensor<96x64xi8>, tensor<2x96xf16> -> tensor<96x64xf16>
+  %iq = mf.param @i4 : tensor<96x32xi8>
+  %is = mf.param @i4_scale : tensor<2x96xf32>
+  %iw = mf.dequantize %iq, %is group_size = 32 bits = 4 : tensor<96x32xi8>, tensor<2x96xf32> -> tensor<96x64xf32>
+  return %w, %gw, %iw : tensor<96x64xf32>, tensor<96x64xf16>, tensor<96x64xf32>
 }
