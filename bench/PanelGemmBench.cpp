@@ -69,7 +69,7 @@ void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
   double ours = flops / medianSeconds([&] {
                   service(isa, {storedA.data(), panels.data(), c.data(), cols,
                                 0, 0, rows, cols, depth, cols, /*trans_b=*/1,
-                                /*trans_a=*/0, rows});
+                                /*trans_a=*/0, rows, nullptr, 0});
                 }) /
                 1e9;
   std::printf("%-5s %4lld x %4lld x %4lld  openblas %6.1f  panels %6.1f GFLOP/s  %5.2fx\n",

@@ -99,6 +99,10 @@ typedef struct mfrt_gemm_args_v1 {
   int64_t n_total; /* N */
   int64_t trans_b, trans_a;
   int64_t m_total; /* M */
+  /* An int4 weight's scales ([K / group, N], in A's type) and group size;
+     NULL and 0 for every other product. */
+  const void *scales;
+  int64_t group;
 } mfrt_gemm_args_v1;
 typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
 

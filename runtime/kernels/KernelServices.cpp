@@ -49,7 +49,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
 
 // The kernels store each field of a service's argument struct as 8 bytes,
 // in order (CPUKernels.h's callService): the structs have no padding.
-static_assert(sizeof(mfrt_gemm_args_v1) == 13 * 8);
+static_assert(sizeof(mfrt_gemm_args_v1) == 15 * 8);
 static_assert(sizeof(mfrt_attention_args_v1) == 23 * 8);
 static_assert(sizeof(mfrt_attention_grad_args_v1) == 17 * 8);
 
@@ -77,7 +77,8 @@ template <mfrt::DType dtype> void gemmWidened(const mfrt_gemm_args_v1 *args) {
   mfrt::panelToFloats(dtype, g.b, g.trans_b != 0, g.n0, g.n, g.k, g.n_total,
                       rhs.data());
   mfrt_gemm_args_v1 widened{lhs.data(), rhs.data(), g.c, g.ldc,     0, 0,  g.m,
-                            g.n,        g.k,        g.n, g.trans_b, 0, g.m};
+                            g.n,        g.k,        g.n, g.trans_b, 0, g.m,
+                            nullptr,    0};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -92,7 +93,8 @@ void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
                       g.n_total, rhs.data());
   mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,      g.ldc, g.m0,
                             0,         g.m,        g.n,      g.k,   g.n,
-                            g.trans_b, g.trans_a,  g.m_total};
+                            g.trans_b, g.trans_a,  g.m_total, nullptr,
+                            0};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -189,6 +191,12 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
        service<mfrt_gemm_v1>(&gemmInt8PanelsService<DType::F16>)},
       {"mfrt_gemm_panels_i8_bf16",
        service<mfrt_gemm_v1>(&gemmInt8PanelsService<DType::BF16>)},
+      {"mfrt_gemm_panels_i4",
+       service<mfrt_gemm_v1>(&gemmInt4PanelsService<DType::F32>)},
+      {"mfrt_gemm_panels_i4_f16",
+       service<mfrt_gemm_v1>(&gemmInt4PanelsService<DType::F16>)},
+      {"mfrt_gemm_panels_i4_bf16",
+       service<mfrt_gemm_v1>(&gemmInt4PanelsService<DType::BF16>)},
   };
   return services;
 }

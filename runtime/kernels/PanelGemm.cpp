@@ -336,6 +336,145 @@ void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
 
 } // namespace
 
+namespace {
+
+/// Byte rows [0, pairs) of an int4 panel `width` columns wide (byte j of
+/// row kb: column j's values at k = 2kb, low nibble, and 2kb + 1, high)
+/// as f32 rows 2kb and 2kb + 1 of `out` [2 pairs][kPanelWidth], each value
+/// times its column's scale in `scales` (one group: all the rows share
+/// it); columns past `width` are 0.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+int4RowsAvx512(const int8_t *panel, int64_t width, int64_t pairs,
+               const float *scales, float *out) {
+  __mmask16 left = static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
+  __mmask16 right =
+      static_cast<__mmask16>((1u << std::max<int64_t>(width - 16, 0)) - 1);
+  __m512 scaleLeft = _mm512_maskz_loadu_ps(left, scales);
+  __m512 scaleRight = _mm512_maskz_loadu_ps(right, scales + 16);
+  for (int64_t kb = 0; kb < pairs; ++kb) {
+    const int8_t *row = panel + kb * width;
+    for (int half = 0; half < 2; ++half) {
+      __m512i bytes = _mm512_cvtepi8_epi32(
+          _mm_maskz_loadu_epi8(half ? right : left, row + 16 * half));
+      // Arithmetic shifts sign-extend each nibble.
+      __m512 low = _mm512_cvtepi32_ps(
+          _mm512_srai_epi32(_mm512_slli_epi32(bytes, 28), 28));
+      __m512 high = _mm512_cvtepi32_ps(_mm512_srai_epi32(bytes, 4));
+      __m512 scale = half ? scaleRight : scaleLeft;
+      _mm512_storeu_ps(out + 2 * kb * kPanelWidth + 16 * half,
+                       _mm512_mul_ps(low, scale));
+      _mm512_storeu_ps(out + (2 * kb + 1) * kPanelWidth + 16 * half,
+                       _mm512_mul_ps(high, scale));
+    }
+  }
+}
+
+void int4RowsPortable(const int8_t *panel, int64_t width, int64_t pairs,
+                      const float *scales, float *out) {
+  for (int64_t kb = 0; kb < pairs; ++kb) {
+    float *even = out + 2 * kb * kPanelWidth, *odd = even + kPanelWidth;
+    for (int64_t j = 0; j < kPanelWidth; ++j) {
+      int8_t byte = j < width ? panel[kb * width + j] : 0;
+      even[j] = static_cast<float>(
+                    static_cast<int8_t>(static_cast<uint8_t>(byte) << 4) >> 4) *
+                (j < width ? scales[j] : 0.0f);
+      odd[j] = static_cast<float>(byte >> 4) * (j < width ? scales[j] : 0.0f);
+    }
+  }
+}
+
+/// The product with an int4 weight's panels: each panel's block of depth
+/// (whole groups) is converted to f32 with its scales applied, once per
+/// tile, then multiplied by the f32 microkernel like a float weight's.
+template <DType Activation>
+void gemmInt4Panels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
+  const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
+                n = args.n, k = args.k, bigN = args.n_total,
+                group = args.group;
+  const float *lhs;
+  if constexpr (Activation == DType::F32) {
+    lhs = static_cast<const float *>(args.a) + m0 * k;
+  } else { // the tile's rows of A in f32, once for all its panels
+    thread_local std::vector<float> widened;
+    widened.resize(static_cast<size_t>(m * k));
+    toFloats(Activation,
+             static_cast<const char *>(args.a) + m0 * k * dtypeSize(Activation),
+             widened.data(), m * k);
+    lhs = widened.data();
+  }
+  const int8_t *panels = static_cast<const int8_t *>(args.b);
+  const char *scaleBytes = static_cast<const char *>(args.scales);
+  const int64_t block = std::max(group, kDepthBlock / group * group);
+  thread_local std::vector<float> wide, scales;
+  wide.resize(static_cast<size_t>(block * kPanelWidth));
+  scales.resize(kPanelWidth);
+  const int rowBlock = isa == PanelIsa::Avx2 ? kRowBlockAvx2 : kRowBlock;
+  for (int64_t k0 = 0; k0 < k; k0 += block) {
+    int64_t depth = std::min(block, k - k0);
+    for (int64_t p = n0 / kPanelWidth; p * kPanelWidth < n0 + n; ++p) {
+      int64_t first = std::max<int64_t>(n0 - p * kPanelWidth, 0);
+      int64_t last = std::min<int64_t>(n0 + n - p * kPanelWidth, kPanelWidth);
+      int64_t width = std::min(kPanelWidth, bigN - p * kPanelWidth);
+      const int8_t *panel = panels + p * kPanelWidth * (k / 2);
+      for (int64_t g0 = k0; g0 < k0 + depth; g0 += group) {
+        toFloats(Activation,
+                 scaleBytes + ((g0 / group) * bigN + p * kPanelWidth) *
+                                  dtypeSize(Activation),
+                 scales.data(), width);
+        float *to = wide.data() + (g0 - k0) * kPanelWidth;
+        if (isa == PanelIsa::Avx512) {
+          int4RowsAvx512(panel + g0 / 2 * width, width, group / 2,
+                         scales.data(), to);
+        } else {
+          int4RowsPortable(panel + g0 / 2 * width, width, group / 2,
+                           scales.data(), to);
+        }
+      }
+      float *out = args.c + (p * kPanelWidth - n0);
+      uint32_t columns = static_cast<uint32_t>(((uint64_t(1) << last) - 1) &
+                                               ~((uint64_t(1) << first) - 1));
+      for (int64_t i = 0; i < m; i += rowBlock) {
+        int rows = static_cast<int>(std::min<int64_t>(rowBlock, m - i));
+        if (isa == PanelIsa::Avx2) {
+          kPanelRowsAvx2<DType::F32>[rows - 1](
+              lhs + i * k + k0, k, reinterpret_cast<const char *>(wide.data()),
+              kPanelWidth * 4, depth, out + i * ldc, ldc, columns, k0 > 0);
+        } else if (isa == PanelIsa::Avx512) {
+          kPanelRows<DType::F32>[0][rows - 1](
+              lhs + i * k + k0, k, wide.data(), kPanelWidth, depth,
+              out + i * ldc, ldc, static_cast<__mmask16>(columns),
+              static_cast<__mmask16>(columns >> 16), k0 > 0);
+        } else {
+          panelRowsPortable(DType::F32, rows, lhs + i * k + k0, k, wide.data(),
+                            kPanelWidth, depth, out + i * ldc, ldc, first, last,
+                            k0 > 0);
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+template <DType Activation>
+void mfrt::gemmInt4PanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
+  gemmInt4Panels<Activation>(isa, args);
+}
+
+template <DType Activation>
+void mfrt::gemmInt4PanelsService(const mfrt_gemm_args_v1 *args) {
+  gemmInt4PanelsWith<Activation>(panelIsa(), *args);
+}
+
+#define MFRT_INSTANTIATE_INT4_PANEL_GEMM(Activation)                           \
+  template void mfrt::gemmInt4PanelsWith<Activation>(                          \
+      PanelIsa, const mfrt_gemm_args_v1 &);                                    \
+  template void mfrt::gemmInt4PanelsService<Activation>(                       \
+      const mfrt_gemm_args_v1 *);
+MFRT_INSTANTIATE_INT4_PANEL_GEMM(DType::F32)
+MFRT_INSTANTIATE_INT4_PANEL_GEMM(DType::F16)
+MFRT_INSTANTIATE_INT4_PANEL_GEMM(DType::BF16)
+
 template <DType Stored>
 void mfrt::gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   gemmPanels<Stored, Stored == DType::I8 ? DType::F32 : Stored>(isa, args);

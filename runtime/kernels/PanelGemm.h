@@ -57,6 +57,15 @@ template <DType Stored> void gemmPanelsService(const mfrt_gemm_args_v1 *args);
 template <DType Activation>
 void gemmInt8PanelsService(const mfrt_gemm_args_v1 *args);
 
+/// The services mfrt_gemm_panels_i4, _i4_f16 and _i4_bf16: A (f32, f16 or
+/// bf16) times an int4 weight B [N x K], given as the panels of its bytes
+/// (I8 [N, K / 2], packed like an i8 weight's: byte row kb of a panel holds
+/// each column's values at k = 2kb, low nibble, and 2kb + 1, high), with
+/// its scales (`args.scales`, [K / group, N] in A's type) applied per group
+/// of `args.group` columns of K.
+template <DType Activation>
+void gemmInt4PanelsService(const mfrt_gemm_args_v1 *args);
+
 /// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA
 /// and F16C (6 rows x 16 columns) and a portable loop. The services run
 /// the best this CPU has (panelIsa()).
@@ -70,6 +79,8 @@ template <DType Stored>
 void gemmPanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
 template <DType Activation>
 void gemmInt8PanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
+template <DType Activation>
+void gemmInt4PanelsWith(PanelIsa isa, const mfrt_gemm_args_v1 &args);
 
 } // namespace mfrt
 

@@ -69,7 +69,8 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
         const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
         std::vector<float> c(t.m * ldc, 123.0f);
         service(isa, {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0,
-                      t.m, t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M});
+                      t.m, t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr,
+                      0});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched
@@ -91,8 +92,6 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   }
 }
 
-/// A weight packs in its own storage (a narrow last panel too), to the
-/// same panels, and unpacks to itself.
 /// f16 and bf16 rows times a quantized weight's i8 panels (the tile's rows
 /// widened once) equal the product in double of the same rounded values.
 TEST(PanelGemm, HalfRowsTimesInt8Panels) {
@@ -119,7 +118,7 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
       std::vector<float> c(M * N);
       mfrt_gemm_args_v1 args{
           storedA.data(), panels.data(), c.data(), N, 0, 0, M, N, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M};
+          /*trans_b=*/1,  /*trans_a=*/0, M, nullptr, 0};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
@@ -137,6 +136,70 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
   }
 }
 
+/// f32, f16 and bf16 rows times an int4 weight's panels (two values a
+/// byte, scales per group of K in the rows' type) equal the product in
+/// double of the same values: tiles starting mid-panel, a narrow last
+/// panel, groups of 32 and 64, and K past one depth block (1088 > 1024).
+TEST(PanelGemm, RowsTimesInt4Panels) {
+  const int64_t M = 13, N = 70;
+  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+    if (!runsPanelIsa(isa)) {
+      continue;
+    }
+    for (auto [K, group] : {std::pair<int64_t, int64_t>{1088, 32}, {128, 64}}) {
+      for (DType rowType : {DType::F32, DType::F16, DType::BF16}) {
+        std::mt19937 generator(7);
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        std::uniform_int_distribution<int> nibble(-8, 7);
+        std::vector<float> a(M * K), scales(K / group * N);
+        for (float &x : a)
+          x = uniform(generator);
+        for (float &x : scales)
+          x = 0.1f * uniform(generator);
+        std::vector<int> q(N * K);
+        for (int &x : q)
+          x = nibble(generator);
+        const int64_t size = dtypeSize(rowType);
+        std::vector<char> storedA(M * K * size), storedScales(scales.size() * size);
+        fromFloats(rowType, a.data(), storedA.data(), M * K);
+        toFloats(rowType, storedA.data(), a.data(), M * K);
+        fromFloats(rowType, scales.data(), storedScales.data(), scales.size());
+        toFloats(rowType, storedScales.data(), scales.data(), scales.size());
+        std::vector<int8_t> bytes(N * K / 2), panels(N * K / 2);
+        for (int64_t i = 0; i < N * K / 2; ++i) {
+          bytes[i] = static_cast<int8_t>((q[2 * i] & 0x0f) |
+                                         (static_cast<unsigned>(q[2 * i + 1]) << 4));
+        }
+        packPanels(DType::I8, bytes.data(), N, K / 2, panels.data(), 0,
+                   panelCount(N));
+        for (auto [n0, n] : {std::pair<int64_t, int64_t>{0, N}, {20, 41}}) {
+          std::vector<float> c(M * n);
+          mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), n,
+                                 0, n0, M, n, K, N, /*trans_b=*/1,
+                                 /*trans_a=*/0, M, storedScales.data(), group};
+          (rowType == DType::F32   ? gemmInt4PanelsWith<DType::F32>
+           : rowType == DType::F16 ? gemmInt4PanelsWith<DType::F16>
+                                   : gemmInt4PanelsWith<DType::BF16>)(isa, args);
+          for (int64_t i = 0; i < M; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                sum += double(a[i * K + k]) * q[(n0 + j) * K + k] *
+                       scales[(k / group) * N + n0 + j];
+              }
+              ASSERT_NEAR(c[i * n + j], sum, 1e-3)
+                  << dtypeName(rowType) << " K " << K << " element " << i
+                  << "," << n0 + j << ", microkernel " << static_cast<int>(isa);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/// A weight packs in its own storage (a narrow last panel too), to the
+/// same panels, and unpacks to itself.
 TEST(PanelGemm, PacksInPlaceAndUnpacks) {
   for (int64_t N : {96, 77}) {
     const int64_t K = 40;
