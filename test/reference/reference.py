@@ -378,6 +378,22 @@ def rtn_int8(weight, dtype):
     return q.to(torch.int8), scale.to(dtype)
 
 
+def rtn_int4(weight, dtype, group):
+    """Golden-stick's min-max int4 quantizer of an [N, K] weight per group
+    of `group` columns (MindFormers' weight-only ptq, weight_dtype int4):
+    scale = 2 max|w| / 15 per row and group in `dtype`, q =
+    clamp(round-half-even(w / scale), -8, 7). Returns (q [N, K], scale
+    [N, K / group])."""
+    w = weight.to(dtype).float()
+    n, k = w.shape
+    blocks = w.reshape(n, k // group, group)
+    scale = (2.0 * blocks.abs().amax(dim=2) / 15.0).to(dtype).float()
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round(blocks / safe[:, :, None]), -8, 7)
+    q = torch.where(scale[:, :, None] > 0, q, torch.zeros_like(q))
+    return q.reshape(n, k).to(torch.int8), scale.to(dtype)
+
+
 def quantized_linear_names(w, exclude):
     """The Linear weights mf-quantize-weights quantizes: the 2-D
     projections (and an untied lm_head) whose name holds none of `exclude`."""
@@ -399,6 +415,16 @@ def apply_rtn_int8(w, exclude, dtype):
     for name in quantized_linear_names(w, exclude):
         q, scale = rtn_int8(w[name], dtype)
         w[name] = (q.float() * scale.float()[:, None]).to(w[name].dtype)
+    return w
+
+
+def apply_rtn_int4(w, exclude, dtype, group):
+    """The same for a W4A16 model (int4, scales per group of columns)."""
+    for name in quantized_linear_names(w, exclude):
+        q, scale = rtn_int4(w[name], dtype, group)
+        n, k = q.shape
+        value = q.float().reshape(n, k // group, group) * scale.float()[:, :, None]
+        w[name] = value.reshape(n, k).to(w[name].dtype)
     return w
 
 
@@ -678,8 +704,12 @@ def main():
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--rtn-int8", action="store_true",
                         help="compute with the Linear weights RTN-quantized to int8 (W8A16)")
+    parser.add_argument("--rtn-int4", type=int, metavar="GROUP",
+                        help="compute with the Linear weights quantized to int4 in groups of "
+                             "GROUP columns (W4A16)")
     parser.add_argument("--not-convert", action="append", default=[],
-                        help="with --rtn-int8: weights whose name contains this stay float")
+                        help="with --rtn-int8/--rtn-int4: weights whose name contains this "
+                             "stay float")
     args = parser.parse_args()
     cfg = Config(args.config, args.overrides)
 
@@ -701,6 +731,8 @@ def main():
     w = {name: t.to(cfg.param_dtype) for name, t in w.items()}
     if args.rtn_int8:
         w = apply_rtn_int8(w, args.not_convert, cfg.compute_dtype)
+    if args.rtn_int4:
+        w = apply_rtn_int4(w, args.not_convert, cfg.compute_dtype, args.rtn_int4)
     if args.command == "logits":
         ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
         expected = logits_of(cfg, w, ids)

@@ -90,6 +90,14 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceI8F16 =
     "mfrt_gemm_panels_i8_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceI8BF16 =
     "mfrt_gemm_panels_i8_bf16";
+/// A times an int4 weight's byte panels with its scales per group of K
+/// (passed in the argument struct), in A's type: f32, f16, bf16.
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI4 =
+    "mfrt_gemm_panels_i4";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI4F16 =
+    "mfrt_gemm_panels_i4_f16";
+inline constexpr llvm::StringLiteral kGemmPanelsServiceI4BF16 =
+    "mfrt_gemm_panels_i4_bf16";
 /// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;
@@ -212,6 +220,18 @@ void emitVectorMatvecByPanels(mlir::OpBuilder &builder, mlir::Location loc,
                               mlir::Value out, mlir::Value outOffset,
                               mlir::Value n0, mlir::Value n, int64_t k,
                               int64_t weightRows);
+
+/// The same for an int4 weight [weightRows, K] given as the panels of its
+/// bytes (i8 [weightRows, K / 2] packed like an i8 weight: byte row kb of
+/// a panel holds each column's values at k = 2kb, low nibble, and 2kb + 1,
+/// high) and its scales per `group` of K (a flat memref of [K / group,
+/// weightRows]), applied to each group's sums.
+void emitVectorMatvecByInt4Panels(mlir::OpBuilder &builder, mlir::Location loc,
+                                  mlir::Value x, mlir::Value panels,
+                                  mlir::Value scales, mlir::Value out,
+                                  mlir::Value outOffset, mlir::Value n0,
+                                  mlir::Value n, int64_t k, int64_t weightRows,
+                                  int64_t group);
 
 /// Lowers a module of kernels for `target` to the LLVM dialect, services
 /// included, each kernel behind its ABI entry point, with the library's

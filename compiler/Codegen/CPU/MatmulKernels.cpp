@@ -114,8 +114,10 @@ struct MatmulInfo {
   int64_t k;
   bool transposedLhs; // a 2-D lhs stored [K, rows] (weight gradients)
   /// A quantized weight (rhs: its i8 values): the region argument of its
-  /// per-row scales, which multiply the product's columns.
+  /// scales, per row (int8: they multiply the product's columns) or per
+  /// group of K (int4: the gemm service and the row code apply them).
   std::optional<unsigned> scales;
+  int64_t bits = 8, group = 0;
 };
 
 
@@ -212,12 +214,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       // Read by the matmuls below, as the i8 values and their scales: the
       // scales of row n of an [N, K] weight multiply output column n, so
       // the matmuls must multiply by it transposed.
+      // int8 weights have kernels with scales per row, int4 ones with
+      // scales per group in the products' type.
+      bool int4 = dequantize.getBits() == 4;
       if (!isa<BlockArgument>(dequantize.getInput()) ||
           !isa<BlockArgument>(dequantize.getScale()) ||
-          dequantize.getGroupSize() != 0 ||
+          (int4 ? dequantize.getGroupSize() == 0
+                : dequantize.getGroupSize() != 0) ||
           !llvm::all_of(dequantize->getUses(), mf::isTransposedRhs)) {
-        why = "a quantized weight with scales per group, or read otherwise "
-              "than multiplied by transposed";
+        why = "a quantized weight with int8 scales per group, int4 ones per "
+              "row, or read otherwise than multiplied by transposed";
         return failure();
       }
       continue;
@@ -226,9 +232,12 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
       std::optional<unsigned> scales;
+      int64_t bits = 8, group = 0;
       if (auto dequantize = matmul.getRhs().getDefiningOp<mf::DequantizeOp>()) {
         rhs = cast<BlockArgument>(dequantize.getInput());
         scales = cast<BlockArgument>(dequantize.getScale()).getArgNumber();
+        bits = dequantize.getBits();
+        group = dequantize.getGroupSize();
       }
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
       auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
@@ -252,7 +261,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       }
       matmulOf[matmul.getResult()] = matmuls.size();
       matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k,
-                         transposedLhs, scales});
+                         transposedLhs, scales, bits, group});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -302,6 +311,19 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
   for (MatmulInfo matmul : matmuls) {
+    if (matmul.bits == 4 && !readsPanels(matmul)) {
+      why = "an int4 weight that is not packed (--pack-weights=false or a "
+            "target without the microkernels)";
+      return failure();
+    }
+    if (matmul.bits == 4 &&
+        cast<RankedTensorType>(fusion.getInputs()[*matmul.scales].getType())
+                .getElementType() !=
+            cast<RankedTensorType>(matmul.op.getLhs().getType())
+                .getElementType()) {
+      why = "an int4 weight whose scales are not in its product's type";
+      return failure();
+    }
     if (matmul.scales && !readsPanels(matmul) && rows > 1 &&
         !cast<RankedTensorType>(matmul.op.getLhs().getType())
              .getElementType()
@@ -333,6 +355,11 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
+    if (matmul.bits == 4) {
+      return element.isF16()    ? kGemmPanelsServiceI4F16
+             : element.isBF16() ? kGemmPanelsServiceI4BF16
+                                : kGemmPanelsServiceI4;
+    }
     if (matmul.scales) {
       if (!readsPanels(matmul)) {
         return kGemmServiceI8;
@@ -401,9 +428,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  // The gemm calls' argument struct (13 fields), one for all of them.
+  // The gemm calls' argument struct (15 fields), one for all of them.
   Value gemmArguments =
-      matvec ? Value() : serviceArguments(builder, kernel, 13);
+      matvec ? Value() : serviceArguments(builder, kernel, 15);
   builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
@@ -461,6 +488,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                          argument(fusion.getInputs().size()), {cols})
                          : flattenMemRef(builder, loc, scratch[i], {tileCols});
       Value offset = direct ? n0 : index(0);
+      if (matmul.bits == 4) { // its scales applied per group
+        Value scales = flattenMemRef(builder, loc, argument(*matmul.scales),
+                                     {matmul.k / matmul.group * cols});
+        emitVectorMatvecByInt4Panels(builder, loc, x, argument(matmul.rhs),
+                                     scales, out, offset, n0, n, matmul.k, cols,
+                                     matmul.group);
+        continue;
+      }
       if (readsPanels(matmul)) {
         emitVectorMatvecByPanels(builder, loc, x, argument(matmul.rhs), out,
                                  offset, n0, n, matmul.k, cols);
@@ -496,10 +531,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                               toI64(index(cols)),
                               toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
                               toI64(index(matmul.transposedLhs ? 1 : 0)),
-                              toI64(index(rows))};
+                              toI64(index(rows)),
+                              matmul.bits == 4
+                                  ? pointerOf(argument(*matmul.scales))
+                                  : toI64(index(0)),
+                              toI64(index(matmul.group))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
-    if (matmul.scales) {
+    if (matmul.scales && matmul.bits == 8) {
       Value product =
           direct
               ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),

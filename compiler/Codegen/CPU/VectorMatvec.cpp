@@ -158,6 +158,125 @@ public:
     });
   }
 
+  /// x . the columns of `count` consecutive panels from panel p0 of an
+  /// int4 weight's bytes, packed flat like an i8 weight [weightRows, K / 2]
+  /// (byte row kb of a panel: each column's values at k = 2kb, low nibble,
+  /// and 2kb + 1, high), scaled per group of `group` along K by `scales`
+  /// ([K / group, weightRows] flat): per group, two FMA chains a vector
+  /// (x[2kb] times the low nibbles, x[2kb + 1] the high ones), then the
+  /// group's sums times its scales into the totals. Whole panels when
+  /// `width` is null, else one panel that wide, under masks.
+  SmallVector<Value> int4PanelSums(Value p0, int64_t count, Value width,
+                                   Value scales, int64_t group,
+                                   int64_t weightRows) {
+    Value stride = width ? width : index(kPanelWidth);
+    auto bytesType = VectorType::get({kLanes}, b_.getI8Type());
+    auto wordsType = VectorType::get({kLanes}, b_.getI32Type());
+    SmallVector<Value> masks;
+    if (width) {
+      auto maskType = VectorType::get({kLanes}, b_.getI1Type());
+      masks = {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
+               vector::CreateMaskOp::create(
+                   b_, loc_, maskType,
+                   ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
+    }
+    auto splat = [&](int32_t value) -> Value {
+      return arith::ConstantOp::create(
+          b_, loc_, wordsType,
+          DenseElementsAttr::get(
+              wordsType, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
+    };
+    auto broadcastX = [&](Value at) -> Value {
+      Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{at});
+      if (!elementOf(x_).isF32()) {
+        xk = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), xk);
+      }
+      return vector::BroadcastOp::create(b_, loc_, wide_, xk);
+    };
+    int64_t vectors = 2 * count;
+    SmallVector<Value> init(vectors, zeros());
+    auto groups = scf::ForOp::create(
+        b_, loc_, index(0), index(k_ / group), index(1), init,
+        [&](OpBuilder &outer, Location, Value g, ValueRange totals) {
+          OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(outer.getInsertionBlock(),
+                               outer.getInsertionPoint());
+          Value firstPair = arith::MulIOp::create(b_, loc_, g, index(group / 2));
+          SmallVector<Value> zero(vectors, zeros());
+          auto pairs = scf::ForOp::create(
+              b_, loc_, firstPair,
+              arith::AddIOp::create(b_, loc_, firstPair, index(group / 2)),
+              index(1), zero,
+              [&](OpBuilder &inner, Location, Value kb, ValueRange sums) {
+                OpBuilder::InsertionGuard guard(b_);
+                b_.setInsertionPoint(inner.getInsertionBlock(),
+                                     inner.getInsertionPoint());
+                Value even = arith::MulIOp::create(b_, loc_, kb, index(2));
+                Value xEven = broadcastX(even);
+                Value xOdd =
+                    broadcastX(arith::AddIOp::create(b_, loc_, even, index(1)));
+                SmallVector<Value> next;
+                for (int64_t v = 0; v < vectors; ++v) {
+                  Value panel = arith::MulIOp::create(
+                      b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
+                      index(kPanelWidth * (k_ / 2)));
+                  Value at = arith::AddIOp::create(
+                      b_, loc_,
+                      arith::AddIOp::create(
+                          b_, loc_, panel,
+                          arith::MulIOp::create(b_, loc_, kb, stride)),
+                      index(v % 2 * kLanes));
+                  Value bytes;
+                  if (width) {
+                    Value padding = arith::ConstantOp::create(
+                        b_, loc_, bytesType,
+                        DenseElementsAttr::get(
+                            bytesType,
+                            ArrayRef<Attribute>{b_.getI8IntegerAttr(0)}));
+                    bytes = vector::MaskedLoadOp::create(
+                        b_, loc_, bytesType, w_, ValueRange{at}, masks[v % 2],
+                        padding);
+                  } else {
+                    bytes = vector::LoadOp::create(b_, loc_, bytesType, w_,
+                                                   ValueRange{at});
+                  }
+                  // Arithmetic shifts sign-extend each nibble.
+                  Value words = arith::ExtSIOp::create(b_, loc_, wordsType, bytes);
+                  Value low = arith::ShRSIOp::create(
+                      b_, loc_, arith::ShLIOp::create(b_, loc_, words, splat(28)),
+                      splat(28));
+                  Value high = arith::ShRSIOp::create(b_, loc_, words, splat(4));
+                  Value sum = vector::FMAOp::create(
+                      b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, low),
+                      xEven, sums[v]);
+                  next.push_back(vector::FMAOp::create(
+                      b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, high),
+                      xOdd, sum));
+                }
+                scf::YieldOp::create(b_, loc_, next);
+              });
+          SmallVector<Value> next;
+          for (int64_t v = 0; v < vectors; ++v) {
+            Value column = arith::AddIOp::create(
+                b_, loc_,
+                arith::MulIOp::create(
+                    b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
+                    index(kPanelWidth)),
+                index(v % 2 * kLanes));
+            Value at = arith::AddIOp::create(
+                b_, loc_, arith::MulIOp::create(b_, loc_, g, index(weightRows)),
+                column);
+            Value scale = width ? loadUnder(scales, {at}, masks[v % 2])
+                                : load(scales, {at}, kLanes);
+            next.push_back(vector::FMAOp::create(b_, loc_, pairs.getResult(v),
+                                                 scale, totals[v]));
+          }
+          scf::YieldOp::create(b_, loc_, next);
+        });
+    return SmallVector<Value>(groups.getResults().begin(),
+                              groups.getResults().end());
+  }
+
   /// The sum of one vector of partial sums.
   Value sumOne(Value partial) {
     return vector::ReductionOp::create(b_, loc_, vector::CombiningKind::ADD,
@@ -390,10 +509,16 @@ void mfc::emitVectorMatvecByColumns(OpBuilder &builder, Location loc, Value x,
       });
 }
 
-void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
-                                   Value panels, Value out, Value outOffset,
-                                   Value n0, Value n, int64_t k,
-                                   int64_t weightRows) {
+namespace {
+
+/// emitVectorMatvecByPanels's loops, `sumsOf(emitter, p, panels, width)`
+/// giving the sums of `panels` panels from p (whole, or one `width` wide).
+void emitPanelLoops(
+    OpBuilder &builder, Location loc, Value x, Value panels, Value out,
+    Value outOffset, Value n0, Value n, int64_t k, int64_t weightRows,
+    llvm::function_ref<SmallVector<Value>(MatvecEmitter &, Value, int64_t,
+                                          Value)>
+        sumsOf) {
   MatvecEmitter emitter(builder, loc, x, panels, k);
   Value width = emitter.index(kPanelWidth);
   Value group = emitter.index(kPanelsAtOnce);
@@ -424,7 +549,7 @@ void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
               builder, loc, emitter.index(weightRows),
               arith::MulIOp::create(builder, loc, p, width)));
     }
-    SmallVector<Value> sums = emitter.panelSums(p, panelsHere, panelWidth);
+    SmallVector<Value> sums = sumsOf(emitter, p, panelsHere, panelWidth);
     for (int64_t v = 0; v < 2 * panelsHere; ++v) {
       Value column = arith::AddIOp::create(
           builder, loc, arith::MulIOp::create(builder, loc, g, width),
@@ -447,4 +572,28 @@ void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
                      [&](OpBuilder &body, Location, Value g, ValueRange) {
                        emitPanels(body, g, 1, true);
                      });
+}
+
+} // namespace
+
+void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
+                                   Value panels, Value out, Value outOffset,
+                                   Value n0, Value n, int64_t k,
+                                   int64_t weightRows) {
+  emitPanelLoops(builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
+                 [](MatvecEmitter &emitter, Value p, int64_t count,
+                    Value width) { return emitter.panelSums(p, count, width); });
+}
+
+void mfc::emitVectorMatvecByInt4Panels(OpBuilder &builder, Location loc,
+                                       Value x, Value panels, Value scales,
+                                       Value out, Value outOffset, Value n0,
+                                       Value n, int64_t k, int64_t weightRows,
+                                       int64_t group) {
+  emitPanelLoops(builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
+                 [&](MatvecEmitter &emitter, Value p, int64_t count,
+                     Value width) {
+                   return emitter.int4PanelSums(p, count, width, scales, group,
+                                                weightRows);
+                 });
 }
