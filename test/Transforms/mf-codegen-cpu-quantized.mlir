@@ -4,13 +4,18 @@
 // the scales (the dequantized weight is never stored): several rows call the
 // i8 gemm service, one row converts i8 vectors in the kernel's own code;
 // both then scale the product's columns. Multiplied by untransposed, a
-// scale per weight row would not be an output column's: no kernel.
-// CHECK: module attributes {mf.kernels_skipped = {"matmul: a quantized weight with scales per group, or read otherwise than multiplied by transposed" = 1 : i64}}
+// scale per weight row would not be an output column's: no kernel. An
+// int4 weight has kernels only as panels of a parameter (test/e2e/
+// quantized-int4.test): a function argument gets none.
+// CHECK: module attributes {mf.kernels_skipped = {"matmul: a quantized weight with int8 scales per group, int4 ones per row, or read otherwise than multiplied by transposed" = 1 : i64, "matmul: an int4 weight that is not packed (--pack-weights=false or a target without the microkernels)" = 1 : i64}}
 // CHECK-LABEL: func.func @rows
 // CHECK: mf.fusion matmul(%{{.*}}, %{{.*}}, %{{.*}}) {kernel = @cpu::@[[ROWS:mfk_[0-9]+]]}
 // CHECK-LABEL: func.func @one_row
 // CHECK: mf.fusion matmul(%{{.*}}, %{{.*}}, %{{.*}}) {kernel = @cpu::@[[ROW:mfk_[0-9]+]]}
 // CHECK-LABEL: func.func @untransposed
+// CHECK-NEXT: mf.dequantize
+// CHECK-NEXT: mf.matmul
+// CHECK-LABEL: func.func @int4_argument
 // CHECK-NEXT: mf.dequantize
 // CHECK-NEXT: mf.matmul
 // CHECK: func.func private @mfrt_gemm_i8
@@ -34,4 +39,9 @@ func.func @untransposed(%x: tensor<4x32xf32>, %q: tensor<32x64xi8>, %s: tensor<3
   %w = mf.dequantize %q, %s : tensor<32x64xi8>, tensor<32xf32> -> tensor<32x64xf32>
   %y = mf.matmul %x, %w : tensor<4x32xf32>, tensor<32x64xf32> -> tensor<4x64xf32>
   return %y : tensor<4x64xf32>
+}
+func.func @int4_argument(%x: tensor<4x64xf32>, %q: tensor<32x32xi8>, %s: tensor<2x32xf32>) -> tensor<4x32xf32> {
+  %w = mf.dequantize %q, %s group_size = 32 bits = 4 : tensor<32x32xi8>, tensor<2x32xf32> -> tensor<32x64xf32>
+  %y = mf.matmul %x, %w transpose_rhs : tensor<4x64xf32>, tensor<32x64xf32> -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
 }
