@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Weight quantization: accuracy and speed of W8A16 against f32.
+"""Weight quantization: accuracy and speed of W8A16 and W4A16 against f32.
 
   bench/quant.py [--build build] [--steps 200] [--runs 5] [--config CONFIG]
 
@@ -15,6 +15,9 @@ run_mode eval) on the held-out files, which the training never read:
                modules_to_not_convert [lm_head]: quantized at load
   W8A16 all    the same with modules_to_not_convert [] (the tied lm_head,
                the embedding table, quantized too)
+  W4A16 g32    quantization_config {quant_method: ptq, weight_dtype: int4,
+               weight_quant_granularity: per_group, group_size: 32}, lm_head
+               float (a tied table cannot be int4 yet)
   ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
   ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
                dequantized and evaluated by the f32 model: the weights
@@ -24,9 +27,9 @@ run_mode eval) on the held-out files, which the training never read:
 and prints perplexity and its change against f32.
 
 Speed: the predict config (the same model, run_mode predict) compiled f32
-and W8A16 and run alternately in fresh processes, --runs rounds, the same
+and quantized and run alternately in fresh processes, --runs rounds, the same
 192-token prompt and 32 new tokens (mf-run --repeat 3 each): medians of
-prefill and decode tokens/s and peak RSS, W8A16/f32 ratios, and each
+prefill and decode tokens/s and peak RSS, quantized/f32 ratios, and each
 decode's bytes read per token (every parameter an entry reads once), the
 read rate that makes, and the decode rate the copy bandwidth
 mf-machine-limits measures would allow (a read-only stream runs faster
@@ -57,9 +60,18 @@ def rtn(not_convert):
             f"modules_to_not_convert: [{not_convert}]}}")
 
 
-# (name, --set, Linear names left float): MindFormers' RTN config keeps
-# lm_head float; with nothing excluded the tied table is quantized too.
-VARIANTS = [("W8A16", rtn("lm_head"), ["lm_head"]), ("W8A16 all", rtn(""), [])]
+def ptq_int4(group, not_convert):
+    return ("model.model_config.quantization_config={quant_method: ptq, weight_dtype: int4, "
+            f"weight_quant_granularity: per_group, group_size: {group}, activation_dtype: None, "
+            f"modules_to_not_convert: [{not_convert}]}}")
+
+
+# (name, what it is, --set, Linear names left float, bits, group):
+# MindFormers' RTN config keeps lm_head float; with nothing excluded the
+# tied table is quantized too.
+VARIANTS = [("W8A16", "RTN int8, per row", rtn("lm_head"), ["lm_head"], 8, 0),
+            ("W8A16 all", "RTN int8, per row", rtn(""), [], 8, 0),
+            ("W4A16 g32", "int4, groups of 32", ptq_int4(32, "lm_head"), ["lm_head"], 4, 32)]
 
 
 def run(args, **kwargs):
@@ -130,10 +142,11 @@ def generate(build, binary, weights, prompt, new_tokens):
     return float(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
-def decode_bytes(weights, not_convert):
+def decode_bytes(weights, not_convert, bits=8, group=0):
     """Bytes a decode step reads of the weights: every parameter once (a
-    quantized Linear's i8 values and f32 scales; `not_convert` None: none
-    is), but an untied embedding table, of which it reads one row."""
+    quantized Linear's int8 or int4 values and f32 scales, per row or per
+    `group`; `not_convert` None: none is), but an untied embedding table,
+    of which it reads one row."""
     tensors = {name: t for name, t in reference.load_safetensors(weights).items()
                if not name.startswith("optimizer.")}  # a training checkpoint's state
     linear = (set(reference.quantized_linear_names(tensors, not_convert))
@@ -144,7 +157,7 @@ def decode_bytes(weights, not_convert):
         if name == "model.embed_tokens.weight" and not tied:
             continue
         if name in linear:
-            total += t.numel() + 4 * t.shape[0]
+            total += t.numel() * bits // 8 + 4 * (t.numel() // group if group else t.shape[0])
         else:
             total += t.numel() * t.element_size()
     return total
@@ -175,25 +188,24 @@ def main():
         eval_f32 = os.path.join(tmp, "eval.bin")
         compile_model(build, args.config, eval_f32, "run_mode=eval")
         rows = [("f32", perplexity(build, eval_f32, trained, held_text))]
-        for name, setting, _ in VARIANTS:
+        for name, what, setting, _, _, _ in VARIANTS:
             binary = os.path.join(tmp, f"eval-{len(rows)}.bin")
             compile_model(build, args.config, binary, "run_mode=eval", setting)
-            rows.append((f"{name} (RTN int8, per row)",
-                         perplexity(build, binary, trained, held_text)))
+            rows.append((f"{name} ({what})", perplexity(build, binary, trained, held_text)))
         for kind in ("q8_0", "q4_0"):
             weights = os.path.join(tmp, f"{kind}.safetensors")
             ggml_roundtrip(trained, kind, weights)
             rows.append((f"ggml {kind.upper()} weights",
                          perplexity(build, eval_f32, weights, held_text)))
         base = rows[0][1]
-        print(f"\n{'weights':30} {'perplexity':>10} {'vs f32':>8}")
+        print(f"\n{'weights':36} {'perplexity':>10} {'vs f32':>8}")
         for name, ppl in rows:
-            print(f"{name:30} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
+            print(f"{name:36} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
 
         limits = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
         binaries = {"f32": os.path.join(tmp, "predict.bin")}
         compile_model(build, args.config, binaries["f32"], "run_mode=predict", "context.mode=0")
-        for name, setting, _ in VARIANTS:
+        for name, _, setting, _, _, _ in VARIANTS:
             binaries[name] = os.path.join(tmp, f"predict-{len(binaries)}.bin")
             compile_model(build, args.config, binaries[name], "run_mode=predict",
                           "context.mode=0", setting)
@@ -211,16 +223,16 @@ def main():
         print(f"{'weights':10} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
               f"{'decode MB/token':>16} {'read GB/s':>10} {'copy-bound t/s':>15}")
         medians = {}
-        excluded = {name: kept for name, _, kept in VARIANTS}
+        layout = {name: (kept, bits, group) for name, _, _, kept, bits, group in VARIANTS}
         for name in binaries:
             prefill, decode, rss = (statistics.median(r[i] for r in results[name])
                                     for i in range(3))
             medians[name] = (prefill, decode, rss)
-            read = decode_bytes(trained, excluded.get(name))
+            read = decode_bytes(trained, *layout.get(name, (None,)))
             print(f"{name:10} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
                   f"{decode * read / 1e9:10.1f} {limits['copy_gbs'] * 1e9 / read:15.0f}")
         pf, df, rf = medians["f32"]
-        for name, _, _ in VARIANTS:
+        for name, *_ in VARIANTS:
             pq, dq, rq = medians[name]
             print(f"{name} / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
                   f"{rq / rf:.2f}x")
