@@ -17,7 +17,8 @@ run_mode eval) on the held-out files, which the training never read:
                the embedding table, quantized too)
   W4A16 g32    quantization_config {quant_method: ptq, weight_dtype: int4,
                weight_quant_granularity: per_group, group_size: 32}, lm_head
-               float (a tied table cannot be int4 yet)
+               float
+  W4A16 all    the same with the tied table int4 too
   ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
   ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
                dequantized and evaluated by the f32 model: the weights
@@ -71,7 +72,8 @@ def ptq_int4(group, not_convert):
 # tied table is quantized too.
 VARIANTS = [("W8A16", "RTN int8, per row", rtn("lm_head"), ["lm_head"], 8, 0),
             ("W8A16 all", "RTN int8, per row", rtn(""), [], 8, 0),
-            ("W4A16 g32", "int4, groups of 32", ptq_int4(32, "lm_head"), ["lm_head"], 4, 32)]
+            ("W4A16 g32", "int4, groups of 32", ptq_int4(32, "lm_head"), ["lm_head"], 4, 32),
+            ("W4A16 all", "int4, groups of 32", ptq_int4(32, ""), [], 4, 32)]
 
 
 def run(args, **kwargs):

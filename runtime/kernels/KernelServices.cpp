@@ -98,6 +98,28 @@ void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
   mfrt::mfrtGemmF32(&widened);
 }
 
+/// A tile of f32 A times an int4 weight B stored [N, K / 2] (not packed),
+/// its scales [K / group, N] applied per group: B's tile rows widened to
+/// f32 with their scales, then the f32 gemm.
+void gemmInt4Weight(const mfrt_gemm_args_v1 *args) {
+  const mfrt_gemm_args_v1 &g = *args;
+  thread_local std::vector<float> rhs;
+  rhs.resize(static_cast<size_t>(g.n * g.k));
+  const auto *bytes = static_cast<const int8_t *>(g.b);
+  const auto *scales = static_cast<const float *>(g.scales);
+  for (int64_t j = 0; j < g.n; ++j) {
+    float *row = rhs.data() + j * g.k;
+    mfrt::quantizedRowToFloats(bytes + (g.n0 + j) * (g.k / 2), g.k, 4, row);
+    for (int64_t k = 0; k < g.k; ++k) {
+      row[k] *= scales[(k / g.group) * g.n_total + g.n0 + j];
+    }
+  }
+  mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,       g.ldc,   g.m0,
+                            0,         g.m,        g.n,       g.k,     g.n,
+                            1,         g.trans_a,  g.m_total, nullptr, 0};
+  mfrt::mfrtGemmF32(&widened);
+}
+
 /// Why this thread's last failing service failed (takeServiceError).
 thread_local std::string serviceError;
 
@@ -185,6 +207,7 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
       {"mfrt_gemm_f16", service<mfrt_gemm_v1>(&gemmWidened<DType::F16>)},
       {"mfrt_gemm_bf16", service<mfrt_gemm_v1>(&gemmWidened<DType::BF16>)},
       {"mfrt_gemm_i8", service<mfrt_gemm_v1>(&gemmInt8Weight)},
+      {"mfrt_gemm_i4", service<mfrt_gemm_v1>(&gemmInt4Weight)},
       {"mfrt_gemm_panels_i8",
        service<mfrt_gemm_v1>(&gemmPanelsService<DType::I8>)},
       {"mfrt_gemm_panels_i8_f16",

@@ -90,6 +90,9 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceI8F16 =
     "mfrt_gemm_panels_i8_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceI8BF16 =
     "mfrt_gemm_panels_i8_bf16";
+/// f32 A times an int4 weight stored [N, K / 2] (not packed: a tied table
+/// its lookups read), with its scales per group of K.
+inline constexpr llvm::StringLiteral kGemmServiceI4 = "mfrt_gemm_i4";
 /// A times an int4 weight's byte panels with its scales per group of K
 /// (passed in the argument struct), in A's type: f32, f16, bf16.
 inline constexpr llvm::StringLiteral kGemmPanelsServiceI4 =
@@ -205,6 +208,15 @@ void emitVectorMatvec(mlir::OpBuilder &builder, mlir::Location loc,
                       mlir::Value x, mlir::Value w, mlir::Value out,
                       mlir::Value outOffset, mlir::Value n0, mlir::Value n,
                       int64_t k);
+/// The same for an int4 weight [weightRows, K] stored as bytes [weightRows,
+/// K / 2] (k = 2j in the low nibble of byte j) with its scales per `group`
+/// of K (a flat memref of [K / group, weightRows]); K and `group`
+/// multiples of 32.
+void emitVectorMatvecInt4(mlir::OpBuilder &builder, mlir::Location loc,
+                          mlir::Value x, mlir::Value w, mlir::Value scales,
+                          mlir::Value out, mlir::Value outOffset,
+                          mlir::Value n0, mlir::Value n, int64_t k,
+                          int64_t weightRows, int64_t group);
 /// The same for a weight stored [K, N]: out[outOffset + j] = x . column
 /// n0 + j of w, by rows of w (x[k] times 128 columns at a time).
 void emitVectorMatvecByColumns(mlir::OpBuilder &builder, mlir::Location loc,

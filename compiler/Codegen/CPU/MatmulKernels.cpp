@@ -311,9 +311,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
   for (MatmulInfo matmul : matmuls) {
-    if (matmul.bits == 4 && !readsPanels(matmul)) {
-      why = "an int4 weight that is not packed (--pack-weights=false or a "
-            "target without the microkernels)";
+    // An int4 weight as stored (a tied table its lookups read): the row
+    // code for one row (whole groups of 32), f32 rows through the service.
+    if (matmul.bits == 4 && !readsPanels(matmul) &&
+        (matmul.k % 32 != 0 || matmul.group % 32 != 0 ||
+         (rows > 1 && !cast<RankedTensorType>(matmul.op.getLhs().getType())
+                          .getElementType()
+                          .isF32()))) {
+      why = "an int4 weight that is not packed (--pack-weights=false, a "
+            "target without the microkernels, or a table lookups read) with "
+            "f16/bf16 rows or groups not of 32";
       return failure();
     }
     if (matmul.bits == 4 &&
@@ -356,6 +363,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
     if (matmul.bits == 4) {
+      if (!readsPanels(matmul)) {
+        return kGemmServiceI4;
+      }
       return element.isF16()    ? kGemmPanelsServiceI4F16
              : element.isBF16() ? kGemmPanelsServiceI4BF16
                                 : kGemmPanelsServiceI4;
@@ -491,9 +501,15 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       if (matmul.bits == 4) { // its scales applied per group
         Value scales = flattenMemRef(builder, loc, argument(*matmul.scales),
                                      {matmul.k / matmul.group * cols});
-        emitVectorMatvecByInt4Panels(builder, loc, x, argument(matmul.rhs),
-                                     scales, out, offset, n0, n, matmul.k, cols,
-                                     matmul.group);
+        if (readsPanels(matmul)) {
+          emitVectorMatvecByInt4Panels(builder, loc, x, argument(matmul.rhs),
+                                       scales, out, offset, n0, n, matmul.k,
+                                       cols, matmul.group);
+        } else {
+          emitVectorMatvecInt4(builder, loc, x, argument(matmul.rhs), scales,
+                               out, offset, n0, n, matmul.k, cols,
+                               matmul.group);
+        }
         continue;
       }
       if (readsPanels(matmul)) {

@@ -105,6 +105,82 @@ public:
     return sums;
   }
 
+  /// Sums of x times the rows row0.. (`count` of them) of an int4 weight
+  /// stored [N, K / 2] (byte j of a row: k = 2j in the low nibble, 2j + 1
+  /// in the high one), scaled per group of `group` (a multiple of 32) by
+  /// `scales` ([K / group, weightRows] flat): 16 bytes a step are 32
+  /// values of one group, their low nibbles against x's even elements and
+  /// the high ones against its odd ones (x split once a step for all the
+  /// rows), each converted vector times the row's scale. K % 32 == 0.
+  SmallVector<Value> int4RowSums(Value row0, int64_t count, Value scales,
+                                 int64_t group, int64_t weightRows) {
+    auto bytesType = VectorType::get({kLanes}, b_.getI8Type());
+    auto wordsType = VectorType::get({kLanes}, b_.getI32Type());
+    auto pairType = VectorType::get({2 * kLanes}, elementOf(x_));
+    auto splat = [&](int32_t value) -> Value {
+      return arith::ConstantOp::create(
+          b_, loc_, wordsType,
+          DenseElementsAttr::get(
+              wordsType, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
+    };
+    SmallVector<int64_t> evens, odds;
+    for (int64_t i = 0; i < kLanes; ++i) {
+      evens.push_back(2 * i);
+      odds.push_back(2 * i + 1);
+    }
+    SmallVector<Value> init(count, zeros());
+    auto loop = scf::ForOp::create(
+        b_, loc_, index(0), index(k_ / 2), index(kLanes), init,
+        [&](OpBuilder &builder, Location, Value kb, ValueRange sums) {
+          OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(builder.getInsertionBlock(),
+                               builder.getInsertionPoint());
+          Value k0 = arith::MulIOp::create(b_, loc_, kb, index(2));
+          Value both = vector::LoadOp::create(b_, loc_, pairType, x_,
+                                              ValueRange{k0});
+          if (!elementOf(x_).isF32()) {
+            both = arith::ExtFOp::create(
+                b_, loc_, VectorType::get({2 * kLanes}, b_.getF32Type()), both);
+          }
+          Value xEven = vector::ShuffleOp::create(b_, loc_, both, both, evens);
+          Value xOdd = vector::ShuffleOp::create(b_, loc_, both, both, odds);
+          Value scaleRow = arith::MulIOp::create(
+              b_, loc_, arith::DivUIOp::create(b_, loc_, k0, index(group)),
+              index(weightRows));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < count; ++r) {
+            Value row = arith::AddIOp::create(b_, loc_, row0, index(r));
+            Value scale = memref::LoadOp::create(
+                b_, loc_, scales,
+                ValueRange{arith::AddIOp::create(b_, loc_, scaleRow, row)});
+            if (!scale.getType().isF32()) {
+              scale = arith::ExtFOp::create(b_, loc_, b_.getF32Type(), scale);
+            }
+            Value spread = vector::BroadcastOp::create(b_, loc_, wide_, scale);
+            Value bytes = vector::LoadOp::create(b_, loc_, bytesType, w_,
+                                                 ValueRange{row, kb});
+            // Arithmetic shifts sign-extend each nibble.
+            Value words = arith::ExtSIOp::create(b_, loc_, wordsType, bytes);
+            Value low = arith::ShRSIOp::create(
+                b_, loc_, arith::ShLIOp::create(b_, loc_, words, splat(28)),
+                splat(28));
+            Value high = arith::ShRSIOp::create(b_, loc_, words, splat(4));
+            auto scaled = [&](Value values) -> Value {
+              return arith::MulFOp::create(
+                  b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, values),
+                  spread);
+            };
+            Value sum =
+                vector::FMAOp::create(b_, loc_, scaled(low), xEven, sums[r]);
+            next.push_back(
+                vector::FMAOp::create(b_, loc_, scaled(high), xOdd, sum));
+          }
+          scf::YieldOp::create(b_, loc_, next);
+        });
+    return SmallVector<Value>(loop.getResults().begin(),
+                              loop.getResults().end());
+  }
+
   /// The eight sums of eight vectors of partial sums, in order: pairs are
   /// halved and added until one lane a vector is left.
   Value sumEight(ArrayRef<Value> partial) {
@@ -425,11 +501,13 @@ private:
   VectorType wide_;
 };
 
-} // namespace
-
-void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
-                           Value out, Value outOffset, Value n0, Value n,
-                           int64_t k) {
+/// emitVectorMatvec's loops, `sumsOf(emitter, row0, count)` giving the
+/// partial sums of `count` weight rows from row0.
+void emitRowLoops(OpBuilder &builder, Location loc, Value x, Value w, Value out,
+                  Value outOffset, Value n0, Value n, int64_t k,
+                  llvm::function_ref<SmallVector<Value>(MatvecEmitter &, Value,
+                                                        int64_t)>
+                      sumsOf) {
   MatvecEmitter emitter(builder, loc, x, w, k);
   Value eight = emitter.index(kRowsAtOnce);
   Value grouped = arith::MulIOp::create(
@@ -447,7 +525,7 @@ void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
         builder.setInsertionPoint(body.getInsertionBlock(),
                                   body.getInsertionPoint());
         Value sums =
-            emitter.sumEight(emitter.partialSums(rowsFrom(j), kRowsAtOnce));
+            emitter.sumEight(sumsOf(emitter, rowsFrom(j), kRowsAtOnce));
         vector::StoreOp::create(builder, loc, sums, out, ValueRange{outAt(j)});
         scf::YieldOp::create(builder, loc);
       });
@@ -457,10 +535,32 @@ void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
         OpBuilder::InsertionGuard guard(builder);
         builder.setInsertionPoint(body.getInsertionBlock(),
                                   body.getInsertionPoint());
-        Value sum = emitter.sumOne(emitter.partialSums(rowsFrom(j), 1)[0]);
+        Value sum = emitter.sumOne(sumsOf(emitter, rowsFrom(j), 1)[0]);
         memref::StoreOp::create(builder, loc, sum, out, ValueRange{outAt(j)});
         scf::YieldOp::create(builder, loc);
       });
+}
+
+} // namespace
+
+void mfc::emitVectorMatvec(OpBuilder &builder, Location loc, Value x, Value w,
+                           Value out, Value outOffset, Value n0, Value n,
+                           int64_t k) {
+  emitRowLoops(builder, loc, x, w, out, outOffset, n0, n, k,
+               [](MatvecEmitter &emitter, Value row0, int64_t count) {
+                 return emitter.partialSums(row0, count);
+               });
+}
+
+void mfc::emitVectorMatvecInt4(OpBuilder &builder, Location loc, Value x,
+                               Value w, Value scales, Value out,
+                               Value outOffset, Value n0, Value n, int64_t k,
+                               int64_t weightRows, int64_t group) {
+  emitRowLoops(builder, loc, x, w, out, outOffset, n0, n, k,
+               [&](MatvecEmitter &emitter, Value row0, int64_t count) {
+                 return emitter.int4RowSums(row0, count, scales, group,
+                                            weightRows);
+               });
 }
 
 void mfc::emitVectorMatvecByColumns(OpBuilder &builder, Location loc, Value x,

@@ -101,6 +101,46 @@ Value lookUpQuantized(OpBuilder &builder, EmbeddingOp embedding, Value values,
   return MulOp::create(builder, loc, floats, spread);
 }
 
+/// The same for an int4 table (values [V, K / 2], scales [K / G, V] per
+/// group of G columns): the looked-up rows of bytes dequantized with their
+/// scales, which the lookup reads from the scales transposed ([V, K / G],
+/// derived once from the weights) and transposes back.
+Value lookUpInt4(OpBuilder &builder, EmbeddingOp embedding, Value values,
+                 Value scales, int64_t group) {
+  Location loc = embedding.getLoc();
+  RankedTensorType rowsType = embedding.getType();
+  Value ids = embedding.getIds();
+  auto valuesType = cast<RankedTensorType>(values.getType());
+  auto scalesType = cast<RankedTensorType>(scales.getType());
+  int64_t lookups = rowsType.getNumElements() / rowsType.getShape().back();
+  int64_t bytes = valuesType.getDimSize(1), groups = scalesType.getDimSize(0);
+  // The ids as one list: the looked-up rows are then the 2-D weight that
+  // mf.dequantize takes.
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  Value flatIds =
+      ReshapeOp::create(builder, loc, idsType.clone({lookups}), ids);
+  Value rows = EmbeddingOp::create(builder, loc,
+                                   valuesType.clone({lookups, bytes}), values,
+                                   flatIds);
+  Value byRow = TransposeOp::create(
+      builder, loc, scalesType.clone({scalesType.getDimSize(1), groups}),
+      scales, ArrayRef<int64_t>{1, 0});
+  Value rowScales = EmbeddingOp::create(
+      builder, loc, scalesType.clone({lookups, groups}), byRow, flatIds);
+  rowScales = TransposeOp::create(builder, loc,
+                                  scalesType.clone({groups, lookups}),
+                                  rowScales, ArrayRef<int64_t>{1, 0});
+  Value floats =
+      DequantizeOp::create(builder, loc, rows, rowScales, group, /*bits=*/4);
+  Type element = rowsType.getElementType();
+  if (scalesType.getElementType() != element) {
+    floats = CastOp::create(
+        builder, loc, cast<RankedTensorType>(floats.getType()).clone(element),
+        floats);
+  }
+  return ReshapeOp::create(builder, loc, rowsType, floats);
+}
+
 /// MindFormers' (golden-stick's) name of the scales of a quantized Linear
 /// whose weight it calls `<layer>.weight`: `<layer>._weight_quantizer.scale`.
 StringAttr mindFormersScaleName(ParameterOp parameter) {
@@ -158,11 +198,12 @@ struct MFQuantizeWeightsPass
     };
     MLIRContext *context = &getContext();
     if ((bits != 8 && bits != 4) || groupSize < 0 ||
-        (bits == 4 && groupSize % 2 != 0)) {
+        (bits == 4 && (groupSize == 0 || groupSize % 2 != 0))) {
       emitError(module.getLoc())
           << "mf-quantize-weights: bits=" << static_cast<int64_t>(bits)
           << " group-size=" << static_cast<int64_t>(groupSize)
-          << " is not supported (8 or 4 bits; an even group for 4)";
+          << " is not supported (8 bits per row or per group; 4 bits per "
+             "even group)";
       return signalPassFailure();
     }
     for (auto parameter :
@@ -185,14 +226,6 @@ struct MFQuantizeWeightsPass
                     ? "the group size " + std::to_string(group)
                     : std::string("2 (two int4 values a byte)"))
             << "; choose a group_size that divides it or add the layer to "
-               "modules_to_not_convert";
-        return signalPassFailure();
-      }
-      if (bits == 4 && tied.contains(name)) {
-        // Lookups would read int4 rows whose scales run across [K / G, V].
-        parameter.emitError()
-            << "mf-quantize-weights: int4 of a tied embedding table (the "
-               "lm_head reads it) is not supported; add 'lm_head' to "
                "modules_to_not_convert";
         return signalPassFailure();
       }
@@ -239,7 +272,9 @@ struct MFQuantizeWeightsPass
           } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
             builder.setInsertionPoint(embedding);
             embedding.getResult().replaceAllUsesWith(
-                lookUpQuantized(builder, embedding, values, scales));
+                bits == 4 ? lookUpInt4(builder, embedding, values, scales,
+                                       groupSize)
+                          : lookUpQuantized(builder, embedding, values, scales));
             embedding.erase();
           }
         }
