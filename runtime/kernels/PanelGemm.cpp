@@ -262,25 +262,32 @@ void transpose(const char *in, int64_t rows, int64_t cols, int64_t size,
 
 namespace {
 
+/// The tile's rows of A [M x K] (`Activation`) in f32: A itself, or the
+/// rows widened once for all the tile's panels.
+template <DType Activation>
+const float *tileRowsOfA(const mfrt_gemm_args_v1 &args) {
+  if constexpr (Activation == DType::F32) {
+    return static_cast<const float *>(args.a) + args.m0 * args.k;
+  } else {
+    thread_local std::vector<float> widened;
+    widened.resize(static_cast<size_t>(args.m * args.k));
+    toFloats(Activation,
+             static_cast<const char *>(args.a) +
+                 args.m0 * args.k * dtypeSize(Activation),
+             widened.data(), args.m * args.k);
+    return widened.data();
+  }
+}
+
 /// The product with B's panels of `Stored` elements and A of `Activation`
 /// (the same type, but for a quantized weight's i8 values: A in the
 /// compute dtype, the scales the caller's to apply).
 template <DType Stored, DType Activation>
 void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t size = dtypeSize(Stored);
-  const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
+  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m,
                 n = args.n, k = args.k, bigN = args.n_total;
-  const float *lhs;
-  if constexpr (Activation == DType::F32) {
-    lhs = static_cast<const float *>(args.a) + m0 * k;
-  } else { // the tile's rows of A in f32, once for all its panels
-    thread_local std::vector<float> widened;
-    widened.resize(static_cast<size_t>(m * k));
-    toFloats(Activation,
-             static_cast<const char *>(args.a) + m0 * k * dtypeSize(Activation),
-             widened.data(), m * k);
-    lhs = widened.data();
-  }
+  const float *lhs = tileRowsOfA<Activation>(args);
   const char *panels = static_cast<const char *>(args.b);
   float *tile = args.c;
   const int rowBlock = isa == PanelIsa::Avx2 ? kRowBlockAvx2 : kRowBlock;
@@ -338,6 +345,12 @@ void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
 
 namespace {
 
+// GCC 12's conversion intrinsics again (see loadPanelRow).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 /// Byte rows [0, pairs) of an int4 panel `width` columns wide (byte j of
 /// row kb: column j's values at k = 2kb, low nibble, and 2kb + 1, high)
 /// as f32 rows 2kb and 2kb + 1 of `out` [2 pairs][kPanelWidth], each value
@@ -369,6 +382,10 @@ int4RowsAvx512(const int8_t *panel, int64_t width, int64_t pairs,
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 void int4RowsPortable(const int8_t *panel, int64_t width, int64_t pairs,
                       const float *scales, float *out) {
   for (int64_t kb = 0; kb < pairs; ++kb) {
@@ -388,20 +405,10 @@ void int4RowsPortable(const int8_t *panel, int64_t width, int64_t pairs,
 /// tile, then multiplied by the f32 microkernel like a float weight's.
 template <DType Activation>
 void gemmInt4Panels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
-  const int64_t ldc = args.ldc, m0 = args.m0, n0 = args.n0, m = args.m,
+  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m,
                 n = args.n, k = args.k, bigN = args.n_total,
                 group = args.group;
-  const float *lhs;
-  if constexpr (Activation == DType::F32) {
-    lhs = static_cast<const float *>(args.a) + m0 * k;
-  } else { // the tile's rows of A in f32, once for all its panels
-    thread_local std::vector<float> widened;
-    widened.resize(static_cast<size_t>(m * k));
-    toFloats(Activation,
-             static_cast<const char *>(args.a) + m0 * k * dtypeSize(Activation),
-             widened.data(), m * k);
-    lhs = widened.data();
-  }
+  const float *lhs = tileRowsOfA<Activation>(args);
   const int8_t *panels = static_cast<const int8_t *>(args.b);
   const char *scaleBytes = static_cast<const char *>(args.scales);
   const int64_t block = std::max(group, kDepthBlock / group * group);

@@ -115,14 +115,7 @@ public:
   SmallVector<Value> int4RowSums(Value row0, int64_t count, Value scales,
                                  int64_t group, int64_t weightRows) {
     auto bytesType = VectorType::get({kLanes}, b_.getI8Type());
-    auto wordsType = VectorType::get({kLanes}, b_.getI32Type());
     auto pairType = VectorType::get({2 * kLanes}, elementOf(x_));
-    auto splat = [&](int32_t value) -> Value {
-      return arith::ConstantOp::create(
-          b_, loc_, wordsType,
-          DenseElementsAttr::get(
-              wordsType, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
-    };
     SmallVector<int64_t> evens, odds;
     for (int64_t i = 0; i < kLanes; ++i) {
       evens.push_back(2 * i);
@@ -159,21 +152,13 @@ public:
             Value spread = vector::BroadcastOp::create(b_, loc_, wide_, scale);
             Value bytes = vector::LoadOp::create(b_, loc_, bytesType, w_,
                                                  ValueRange{row, kb});
-            // Arithmetic shifts sign-extend each nibble.
-            Value words = arith::ExtSIOp::create(b_, loc_, wordsType, bytes);
-            Value low = arith::ShRSIOp::create(
-                b_, loc_, arith::ShLIOp::create(b_, loc_, words, splat(28)),
-                splat(28));
-            Value high = arith::ShRSIOp::create(b_, loc_, words, splat(4));
-            auto scaled = [&](Value values) -> Value {
-              return arith::MulFOp::create(
-                  b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, values),
-                  spread);
-            };
-            Value sum =
-                vector::FMAOp::create(b_, loc_, scaled(low), xEven, sums[r]);
-            next.push_back(
-                vector::FMAOp::create(b_, loc_, scaled(high), xOdd, sum));
+            auto [low, high] = nibbles(bytes);
+            Value sum = vector::FMAOp::create(
+                b_, loc_, arith::MulFOp::create(b_, loc_, low, spread), xEven,
+                sums[r]);
+            next.push_back(vector::FMAOp::create(
+                b_, loc_, arith::MulFOp::create(b_, loc_, high, spread), xOdd,
+                sum));
           }
           scf::YieldOp::create(b_, loc_, next);
         });
@@ -213,23 +198,9 @@ public:
   /// `width` is null, else one panel that wide, read under masks.
   SmallVector<Value> panelSums(Value p0, int64_t count, Value width) {
     Value stride = width ? width : index(kPanelWidth);
-    SmallVector<Value> masks;
-    if (width) {
-      auto maskType = VectorType::get({kLanes}, b_.getI1Type());
-      masks = {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
-               vector::CreateMaskOp::create(
-                   b_, loc_, maskType,
-                   ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
-    }
+    SmallVector<Value> masks = panelMasks(width);
     return broadcastSums(2 * count, [&](Value kk, int64_t v) {
-      Value panel = arith::MulIOp::create(
-          b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
-          index(kPanelWidth * k_));
-      Value at = arith::AddIOp::create(
-          b_, loc_,
-          arith::AddIOp::create(b_, loc_, panel,
-                                arith::MulIOp::create(b_, loc_, kk, stride)),
-          index(v % 2 * kLanes));
+      Value at = panelElement(p0, v, kk, stride, k_);
       return width ? loadUnder(w_, {at}, masks[v % 2]) : load(w_, {at}, kLanes);
     });
   }
@@ -247,21 +218,7 @@ public:
                                    int64_t weightRows) {
     Value stride = width ? width : index(kPanelWidth);
     auto bytesType = VectorType::get({kLanes}, b_.getI8Type());
-    auto wordsType = VectorType::get({kLanes}, b_.getI32Type());
-    SmallVector<Value> masks;
-    if (width) {
-      auto maskType = VectorType::get({kLanes}, b_.getI1Type());
-      masks = {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
-               vector::CreateMaskOp::create(
-                   b_, loc_, maskType,
-                   ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
-    }
-    auto splat = [&](int32_t value) -> Value {
-      return arith::ConstantOp::create(
-          b_, loc_, wordsType,
-          DenseElementsAttr::get(
-              wordsType, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
-    };
+    SmallVector<Value> masks = panelMasks(width);
     auto broadcastX = [&](Value at) -> Value {
       Value xk = memref::LoadOp::create(b_, loc_, x_, ValueRange{at});
       if (!elementOf(x_).isF32()) {
@@ -293,15 +250,7 @@ public:
                     broadcastX(arith::AddIOp::create(b_, loc_, even, index(1)));
                 SmallVector<Value> next;
                 for (int64_t v = 0; v < vectors; ++v) {
-                  Value panel = arith::MulIOp::create(
-                      b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
-                      index(kPanelWidth * (k_ / 2)));
-                  Value at = arith::AddIOp::create(
-                      b_, loc_,
-                      arith::AddIOp::create(
-                          b_, loc_, panel,
-                          arith::MulIOp::create(b_, loc_, kb, stride)),
-                      index(v % 2 * kLanes));
+                  Value at = panelElement(p0, v, kb, stride, k_ / 2);
                   Value bytes;
                   if (width) {
                     Value padding = arith::ConstantOp::create(
@@ -316,18 +265,11 @@ public:
                     bytes = vector::LoadOp::create(b_, loc_, bytesType, w_,
                                                    ValueRange{at});
                   }
-                  // Arithmetic shifts sign-extend each nibble.
-                  Value words = arith::ExtSIOp::create(b_, loc_, wordsType, bytes);
-                  Value low = arith::ShRSIOp::create(
-                      b_, loc_, arith::ShLIOp::create(b_, loc_, words, splat(28)),
-                      splat(28));
-                  Value high = arith::ShRSIOp::create(b_, loc_, words, splat(4));
-                  Value sum = vector::FMAOp::create(
-                      b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, low),
-                      xEven, sums[v]);
-                  next.push_back(vector::FMAOp::create(
-                      b_, loc_, arith::SIToFPOp::create(b_, loc_, wide_, high),
-                      xOdd, sum));
+                  auto [low, high] = nibbles(bytes);
+                  Value sum =
+                      vector::FMAOp::create(b_, loc_, low, xEven, sums[v]);
+                  next.push_back(
+                      vector::FMAOp::create(b_, loc_, high, xOdd, sum));
                 }
                 scf::YieldOp::create(b_, loc_, next);
               });
@@ -371,6 +313,50 @@ public:
   }
 
 private:
+  /// Masks of the two vectors of a panel `width` wide (none for null).
+  SmallVector<Value> panelMasks(Value width) {
+    if (!width) {
+      return {};
+    }
+    auto maskType = VectorType::get({kLanes}, b_.getI1Type());
+    return {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
+            vector::CreateMaskOp::create(
+                b_, loc_, maskType,
+                ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
+  }
+
+  /// The flat element of vector `v` (two a panel) of the panels from p0,
+  /// at row `row` of panels `depth` rows deep, rows `stride` elements apart.
+  Value panelElement(Value p0, int64_t v, Value row, Value stride,
+                     int64_t depth) {
+    Value panel = arith::MulIOp::create(
+        b_, loc_, arith::AddIOp::create(b_, loc_, p0, index(v / 2)),
+        index(kPanelWidth * depth));
+    return arith::AddIOp::create(
+        b_, loc_,
+        arith::AddIOp::create(b_, loc_, panel,
+                              arith::MulIOp::create(b_, loc_, row, stride)),
+        index(v % 2 * kLanes));
+  }
+
+  /// The low and the high nibbles of 16 bytes of int4 pairs, in f32 (an
+  /// arithmetic shift sign-extends each).
+  std::pair<Value, Value> nibbles(Value bytes) {
+    auto wordsType = VectorType::get({kLanes}, b_.getI32Type());
+    auto splat = [&](int32_t value) -> Value {
+      return arith::ConstantOp::create(
+          b_, loc_, wordsType,
+          DenseElementsAttr::get(
+              wordsType, ArrayRef<Attribute>{b_.getI32IntegerAttr(value)}));
+    };
+    Value words = arith::ExtSIOp::create(b_, loc_, wordsType, bytes);
+    Value low = arith::ShRSIOp::create(
+        b_, loc_, arith::ShLIOp::create(b_, loc_, words, splat(28)), splat(28));
+    Value high = arith::ShRSIOp::create(b_, loc_, words, splat(4));
+    return {arith::SIToFPOp::create(b_, loc_, wide_, low),
+            arith::SIToFPOp::create(b_, loc_, wide_, high)};
+  }
+
   /// Sums over k of x[k] (in f32, broadcast) times the `vectors` vectors
   /// `loadAt(k, v)` reads: that many FMA chains, no sums across lanes.
   SmallVector<Value>
