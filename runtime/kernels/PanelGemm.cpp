@@ -25,6 +25,11 @@ constexpr int64_t kDepthBlock = 1024;
 /// tiles, K = 768: 8 rows 215-222 GFLOP/s, 6 rows 198-211, 4 rows 76).
 constexpr int kRowBlock = 8;
 
+/// Whether `isa` runs the AVX-512 microkernels (AVX512-BF16 adds one).
+bool usesAvx512(PanelIsa isa) {
+  return isa == PanelIsa::Avx512 || isa == PanelIsa::Avx512Bf16;
+}
+
 // GCC 12's AVX-512 conversion intrinsics pass an undefined vector as the
 // unused pass-through operand, which -Wmaybe-uninitialized reports.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -102,6 +107,80 @@ panelRowsAvx512(const float *a, int64_t lda, const void *panelBytes,
   for (int r = 0; r < Rows; ++r) {
     _mm512_mask_storeu_ps(out + r * ldc, low, sum[r][0]);
     _mm512_mask_storeu_ps(out + r * ldc + 16, high, sum[r][1]);
+  }
+}
+
+/// rows x 32 of C (+)= the rows of bf16 A times `depth` rows of a bf16
+/// panel, two steps of K per instruction (vdpbf16ps, AVX512-BF16: each f32
+/// lane adds the products of a pair of bf16s): rows k and k + 1 of the
+/// panel are interleaved in registers into (k, k + 1) pairs of columns, and
+/// each row's (A[k], A[k + 1]) broadcast as one 32-bit pair. The
+/// interleave puts columns in the lanes by 128-bit quarters; the sums are
+/// put back in column order once, at the end.
+template <int Rows, bool Narrow>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void
+panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
+                 int64_t width, int64_t depth, float *out, int64_t ldc,
+                 __mmask16 low, __mmask16 high, bool accumulate) {
+  __m512 sum[Rows][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    sum[r][0] = _mm512_setzero_ps();
+    sum[r][1] = _mm512_setzero_ps();
+  }
+  const int64_t stride = Narrow ? width : kPanelWidth;
+  const __mmask32 columns =
+      Narrow ? static_cast<__mmask32>((uint64_t(1) << width) - 1) : ~__mmask32(0);
+  // Steps of two rows of the panel, k and k + 1, each A row's pair
+  // broadcast as one 32-bit value; an odd depth's last row pairs with
+  // zeros. (Written out twice: with one loop for both, GCC stored every
+  // sum to the stack each step.)
+  const int64_t pairs = depth / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t k = 2 * p;
+    // A narrow panel's rows load under the mask of its columns.
+    __m512i even = _mm512_maskz_loadu_epi16(columns, panel + k * stride);
+    __m512i odd = _mm512_maskz_loadu_epi16(columns, panel + (k + 1) * stride);
+    // Lane 4q + i of `left`: column 8q + i; of `right`: column 8q + 4 + i.
+    __m512bh left = (__m512bh)_mm512_unpacklo_epi16(even, odd);
+    __m512bh right = (__m512bh)_mm512_unpackhi_epi16(even, odd);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      __m512bh x = (__m512bh)_mm512_broadcastd_epi32(
+          _mm_loadu_si32(a + r * lda + k));
+      sum[r][0] = _mm512_dpbf16_ps(sum[r][0], x, left);
+      sum[r][1] = _mm512_dpbf16_ps(sum[r][1], x, right);
+    }
+  }
+  if (depth % 2 != 0) {
+    const int64_t k = depth - 1;
+    __m512i even = _mm512_maskz_loadu_epi16(columns, panel + k * stride);
+    __m512bh left =
+        (__m512bh)_mm512_unpacklo_epi16(even, _mm512_setzero_si512());
+    __m512bh right =
+        (__m512bh)_mm512_unpackhi_epi16(even, _mm512_setzero_si512());
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      __m512bh x = (__m512bh)_mm512_set1_epi32(a[r * lda + k]);
+      sum[r][0] = _mm512_dpbf16_ps(sum[r][0], x, left);
+      sum[r][1] = _mm512_dpbf16_ps(sum[r][1], x, right);
+    }
+  }
+  const __m512i first =
+      _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13,
+                                           14, 15, 28, 29, 30, 31);
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    __m512 columns0 = _mm512_permutex2var_ps(sum[r][0], first, sum[r][1]);
+    __m512 columns16 = _mm512_permutex2var_ps(sum[r][0], second, sum[r][1]);
+    if (accumulate) {
+      columns0 = _mm512_add_ps(columns0, _mm512_maskz_loadu_ps(low, out + r * ldc));
+      columns16 = _mm512_add_ps(columns16,
+                                _mm512_maskz_loadu_ps(high, out + r * ldc + 16));
+    }
+    _mm512_mask_storeu_ps(out + r * ldc, low, columns0);
+    _mm512_mask_storeu_ps(out + r * ldc + 16, high, columns16);
   }
 }
 
@@ -214,6 +293,18 @@ template <DType Stored>
 constexpr auto kPanelRows =
     panelKernels<Stored>(std::make_integer_sequence<int, kRowBlock>());
 
+using PanelRowsBf16 = void (*)(const uint16_t *, int64_t, const uint16_t *,
+                               int64_t, int64_t, float *, int64_t, __mmask16,
+                               __mmask16, bool);
+template <int... Rows>
+constexpr std::array<std::array<PanelRowsBf16, kRowBlock>, 2>
+panelKernelsBf16(std::integer_sequence<int, Rows...>) {
+  return {{{panelRowsBf16Dot<Rows + 1, false>...},
+           {panelRowsBf16Dot<Rows + 1, true>...}}};
+}
+constexpr auto kPanelRowsBf16 =
+    panelKernelsBf16(std::make_integer_sequence<int, kRowBlock>());
+
 /// Activation rows per AVX2 microkernel call (its 16 registers).
 constexpr int kRowBlockAvx2 = 6;
 using PanelRowsAvx2 = void (*)(const float *, int64_t, const char *, int64_t,
@@ -287,7 +378,14 @@ void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t size = dtypeSize(Stored);
   const int64_t ldc = args.ldc, n0 = args.n0, m = args.m,
                 n = args.n, k = args.k, bigN = args.n_total;
-  const float *lhs = tileRowsOfA<Activation>(args);
+  // bf16 times bf16 on AVX512-BF16: A's rows as they are, pairs of K a
+  // step; the other types (and this CPU's other kernels) widen to f32.
+  constexpr bool bf16Pairs = Stored == DType::BF16 && Activation == DType::BF16;
+  const float *lhs = bf16Pairs && isa == PanelIsa::Avx512Bf16
+                         ? nullptr
+                         : tileRowsOfA<Activation>(args);
+  const uint16_t *rawA =
+      bf16Pairs ? static_cast<const uint16_t *>(args.a) + args.m0 * k : nullptr;
   const char *panels = static_cast<const char *>(args.b);
   float *tile = args.c;
   const int rowBlock = isa == PanelIsa::Avx2 ? kRowBlockAvx2 : kRowBlock;
@@ -322,12 +420,18 @@ void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
       }
       for (int64_t i = 0; i < m; i += rowBlock) {
         int rows = static_cast<int>(std::min<int64_t>(rowBlock, m - i));
-        if (isa == PanelIsa::Avx2) {
+        if (bf16Pairs && isa == PanelIsa::Avx512Bf16) {
+          kPanelRowsBf16[width < kPanelWidth][rows - 1](
+              rawA + i * k + k0, k, reinterpret_cast<const uint16_t *>(panel),
+              width, depth, out + i * ldc, ldc,
+              static_cast<__mmask16>(columns),
+              static_cast<__mmask16>(columns >> 16), k0 > 0);
+        } else if (isa == PanelIsa::Avx2) {
           (padded ? kPanelRowsAvx2<DType::F32>
                   : kPanelRowsAvx2<Stored>)[rows - 1](
               lhs + i * k + k0, k, avx2Panel, avx2Stride, depth, out + i * ldc,
               ldc, columns, k0 > 0);
-        } else if (isa == PanelIsa::Avx512) {
+        } else if (usesAvx512(isa)) {
           kPanelRows<Stored>[width < kPanelWidth][rows - 1](
               lhs + i * k + k0, k, panel, width, depth, out + i * ldc, ldc,
               static_cast<__mmask16>(columns),
@@ -429,7 +533,7 @@ void gemmInt4Panels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
                                   dtypeSize(Activation),
                  scales.data(), width);
         float *to = wide.data() + (g0 - k0) * kPanelWidth;
-        if (isa == PanelIsa::Avx512) {
+        if (usesAvx512(isa)) {
           int4RowsAvx512(panel + g0 / 2 * width, width, group / 2,
                          scales.data(), to);
         } else {
@@ -446,7 +550,7 @@ void gemmInt4Panels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
           kPanelRowsAvx2<DType::F32>[rows - 1](
               lhs + i * k + k0, k, reinterpret_cast<const char *>(wide.data()),
               kPanelWidth * 4, depth, out + i * ldc, ldc, columns, k0 > 0);
-        } else if (isa == PanelIsa::Avx512) {
+        } else if (usesAvx512(isa)) {
           kPanelRows<DType::F32>[0][rows - 1](
               lhs + i * k + k0, k, wide.data(), kPanelWidth, depth,
               out + i * ldc, ldc, static_cast<__mmask16>(columns),
@@ -542,6 +646,8 @@ bool mfrt::runsPanelIsa(PanelIsa isa) {
   switch (isa) {
   case PanelIsa::Avx512:
     return hasAvx512();
+  case PanelIsa::Avx512Bf16:
+    return hasAvx512() && __builtin_cpu_supports("avx512bf16");
   case PanelIsa::Avx2:
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
@@ -552,7 +658,9 @@ bool mfrt::runsPanelIsa(PanelIsa isa) {
 }
 
 PanelIsa mfrt::panelIsa() {
-  static const PanelIsa isa = runsPanelIsa(PanelIsa::Avx512) ? PanelIsa::Avx512
+  static const PanelIsa isa = runsPanelIsa(PanelIsa::Avx512Bf16)
+                              ? PanelIsa::Avx512Bf16
+                              : runsPanelIsa(PanelIsa::Avx512) ? PanelIsa::Avx512
                               : runsPanelIsa(PanelIsa::Avx2)
                                   ? PanelIsa::Avx2
                                   : PanelIsa::Portable;

@@ -67,9 +67,11 @@ template <DType Activation>
 void gemmInt4PanelsService(const mfrt_gemm_args_v1 *args);
 
 /// The microkernels: AVX-512 (8 rows x 32 columns a call), AVX2 with FMA
-/// and F16C (6 rows x 16 columns) and a portable loop. The services run
-/// the best this CPU has (panelIsa()).
-enum class PanelIsa { Avx512, Avx2, Portable };
+/// and F16C (6 rows x 16 columns) and a portable loop; AVX512-BF16 runs the
+/// AVX-512 ones but for bf16 rows times bf16 panels, which it multiplies
+/// by pairs of K (vdpbf16ps) without widening. The services run the best
+/// this CPU has (panelIsa()).
+enum class PanelIsa { Avx512Bf16, Avx512, Avx2, Portable };
 PanelIsa panelIsa();
 /// Whether this CPU runs `isa`'s microkernel.
 bool runsPanelIsa(PanelIsa isa);

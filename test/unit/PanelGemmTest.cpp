@@ -28,7 +28,8 @@ namespace {
 TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
   const int64_t M = 37, N = 70, K = 1100;
   using Service = void (*)(PanelIsa, const mfrt_gemm_args_v1 &);
-  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+  for (PanelIsa isa : {PanelIsa::Avx512Bf16, PanelIsa::Avx512, PanelIsa::Avx2,
+                       PanelIsa::Portable}) {
     if (!runsPanelIsa(isa)) {
       continue;
     }
@@ -96,7 +97,8 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
 /// widened once) equal the product in double of the same rounded values.
 TEST(PanelGemm, HalfRowsTimesInt8Panels) {
   const int64_t M = 19, N = 45, K = 70;
-  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+  for (PanelIsa isa : {PanelIsa::Avx512Bf16, PanelIsa::Avx512, PanelIsa::Avx2,
+                       PanelIsa::Portable}) {
     if (!runsPanelIsa(isa)) {
       continue;
     }
@@ -142,7 +144,8 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
 /// panel, groups of 32 and 64, and K past one depth block (1088 > 1024).
 TEST(PanelGemm, RowsTimesInt4Panels) {
   const int64_t M = 13, N = 70;
-  for (PanelIsa isa : {PanelIsa::Avx512, PanelIsa::Avx2, PanelIsa::Portable}) {
+  for (PanelIsa isa : {PanelIsa::Avx512Bf16, PanelIsa::Avx512, PanelIsa::Avx2,
+                       PanelIsa::Portable}) {
     if (!runsPanelIsa(isa)) {
       continue;
     }
@@ -192,6 +195,51 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
                   << "," << n0 + j << ", microkernel " << static_cast<int>(isa);
             }
           }
+        }
+      }
+    }
+  }
+}
+
+/// bf16 rows times bf16 panels by pairs of K (AVX512-BF16's vdpbf16ps)
+/// equal the product in double of the same values, at an odd depth (the
+/// last step pairs with zeros), with a narrow last panel, tiles starting
+/// mid-panel and accumulating across depth blocks (K = 1037 + 1024 rows
+/// would be one block: 2061 is two, the second odd).
+TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
+  if (!runsPanelIsa(PanelIsa::Avx512Bf16)) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  }
+  for (int64_t K : {37, 2061}) {
+    const int64_t M = 11, N = 45;
+    std::mt19937 generator(3);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> a(M * K), b(N * K);
+    for (float &x : a)
+      x = uniform(generator);
+    for (float &x : b)
+      x = uniform(generator);
+    std::vector<uint16_t> storedA(M * K), storedB(N * K), panels(N * K);
+    fromFloats(DType::BF16, a.data(), storedA.data(), M * K);
+    fromFloats(DType::BF16, b.data(), storedB.data(), N * K);
+    toFloats(DType::BF16, storedA.data(), a.data(), M * K);
+    toFloats(DType::BF16, storedB.data(), b.data(), N * K);
+    packPanels(DType::BF16, storedB.data(), N, K, panels.data(), 0,
+               panelCount(N));
+    for (auto [n0, n] : {std::pair<int64_t, int64_t>{0, N}, {7, 30}}) {
+      std::vector<float> c(M * n);
+      mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), n, 0,
+                             n0, M, n, K, N, /*trans_b=*/1, /*trans_a=*/0, M,
+                             nullptr, 0};
+      gemmPanelsWith<DType::BF16>(PanelIsa::Avx512Bf16, args);
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            sum += double(a[i * K + k]) * b[(n0 + j) * K + k];
+          }
+          ASSERT_NEAR(c[i * n + j], sum, 1e-4 * std::sqrt(double(K)))
+              << "K " << K << " element " << i << "," << n0 + j;
         }
       }
     }
