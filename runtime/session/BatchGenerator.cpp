@@ -63,6 +63,14 @@ StatusOr<int64_t> BatchGenerator::add(GenerationRequest request,
                              " tokens but the context holds " +
                              std::to_string(seqLength_));
   }
+  for (auto [id, bias] : request.sampling.logitBias) {
+    if (id < 0 || id >= vocab_) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "logit_bias: token " + std::to_string(id) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(vocab_) + ")");
+    }
+  }
   for (int32_t id : request.prompt) {
     if (id < 0 || id >= vocab_) {
       return Status::error(StatusCode::InvalidArgument,
@@ -153,7 +161,8 @@ int64_t BatchGenerator::promptLeft(const Sequence &sequence) {
 
 void BatchGenerator::emit(size_t slot, const float *row) {
   Sequence &sequence = *slots_[slot];
-  int32_t next = sequence.sampler.next(row, vocab_, sequence.history);
+  int32_t next = sequence.sampler.next(row, vocab_, sequence.history,
+                                       sequence.request.prompt.size());
   ++sequence.generated;
   ++stats_.generatedTokens;
   const std::vector<int32_t> &stops = sequence.request.stopIds;

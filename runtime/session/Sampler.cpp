@@ -4,25 +4,45 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 
 using namespace mfrt;
 
 int32_t Sampler::next(const float *logits, int64_t vocabSize,
-                      const std::vector<int32_t> &history) {
-  if (!options_.doSample && options_.repetitionPenalty == 1.0) {
+                      const std::vector<int32_t> &history,
+                      size_t firstGenerated) {
+  if (!options_.doSample && !options_.changesLogits()) {
     // Greedy: the largest logit (the first of equals), no copy of the row.
     return static_cast<int32_t>(std::max_element(logits, logits + vocabSize) -
                                 logits);
   }
   std::vector<double> scores(logits, logits + vocabSize);
+  for (auto [id, bias] : options_.logitBias) {
+    if (id >= 0 && id < vocabSize) {
+      scores[id] += bias;
+    }
+  }
   if (options_.repetitionPenalty != 1.0) {
     // As in Hugging Face: shrink the logits of tokens already seen.
     for (int32_t id : std::set<int32_t>(history.begin(), history.end())) {
       if (id >= 0 && id < vocabSize) {
         scores[id] = scores[id] > 0 ? scores[id] / options_.repetitionPenalty
                                     : scores[id] * options_.repetitionPenalty;
+      }
+    }
+  }
+  if (options_.presencePenalty != 0.0 || options_.frequencyPenalty != 0.0) {
+    std::map<int32_t, int64_t> counts;
+    for (size_t i = std::min(firstGenerated, history.size()); i < history.size();
+         ++i) {
+      ++counts[history[i]];
+    }
+    for (auto [id, count] : counts) {
+      if (id >= 0 && id < vocabSize) {
+        scores[id] -= options_.presencePenalty +
+                      options_.frequencyPenalty * static_cast<double>(count);
       }
     }
   }

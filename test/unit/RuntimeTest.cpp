@@ -189,17 +189,46 @@ TEST(Generation, BytesIdsAndSampling) {
 
   float logits[4] = {0.1f, 3.0f, 2.9f, -1.0f};
   Sampler greedy(SamplingOptions{}, 0);
-  EXPECT_EQ(greedy.next(logits, 4, {}), 1);
+  EXPECT_EQ(greedy.next(logits, 4, {}, 0), 1);
   SamplingOptions penalized;
   penalized.repetitionPenalty = 2.0;
-  EXPECT_EQ(Sampler(penalized, 0).next(logits, 4, {1}), 2);
+  EXPECT_EQ(Sampler(penalized, 0).next(logits, 4, {1}, 0), 2);
   SamplingOptions topOne;
   topOne.doSample = true;
   topOne.topK = 1;
   Sampler sampler(topOne, 42);
   for (int i = 0; i < 10; ++i) {
-    EXPECT_EQ(sampler.next(logits, 4, {}), 1);
+    EXPECT_EQ(sampler.next(logits, 4, {}, 0), 1);
   }
+}
+
+// OpenAI's presence and frequency penalties count the generated tokens
+// only (the prompt's are history before `firstGenerated`), and logit_bias
+// adds to a logit before them.
+TEST(Generation, PenaltiesAndLogitBias) {
+  float logits[4] = {0.1f, 3.0f, 2.9f, 2.0f};
+  // History: prompt [1, 1], generated [2, 2].
+  const std::vector<int32_t> history = {1, 1, 2, 2};
+  SamplingOptions presence;
+  presence.presencePenalty = 0.5;
+  // 1 appears only in the prompt: 3.0 stays ahead of 2.9 - 0.5.
+  EXPECT_EQ(Sampler(presence, 0).next(logits, 4, history, 2), 1);
+  // Counted from the start, 1 would be penalized as well: 2.5 vs 2.4.
+  EXPECT_EQ(Sampler(presence, 0).next(logits, 4, history, 0), 1);
+  SamplingOptions frequency;
+  frequency.frequencyPenalty = 0.6;
+  // Over the whole history: 3.0 - 1.2 = 1.8, 2.9 - 1.2 = 1.7: 3 (2.0) wins.
+  EXPECT_EQ(Sampler(frequency, 0).next(logits, 4, history, 0), 3);
+  // Generated only: 1 keeps 3.0.
+  EXPECT_EQ(Sampler(frequency, 0).next(logits, 4, history, 2), 1);
+  SamplingOptions negative;
+  negative.frequencyPenalty = -0.1; // encourages repeats: 2.9 + 0.2 > 3.0
+  EXPECT_EQ(Sampler(negative, 0).next(logits, 4, history, 2), 2);
+  SamplingOptions bias;
+  bias.logitBias = {{0, 100.0}, {7, 5.0}}; // an id past the vocabulary: none
+  EXPECT_EQ(Sampler(bias, 0).next(logits, 4, {}, 0), 0);
+  bias.logitBias = {{1, -100.0}};
+  EXPECT_EQ(Sampler(bias, 0).next(logits, 4, {}, 0), 2);
 }
 
 // The sampler orders only the candidates it can pick (the top k, or as
@@ -252,7 +281,7 @@ TEST(Generation, SamplingOrdersOnlyWhatItCanPick) {
       Sampler sampler(options, 11);
       std::mt19937_64 random(11);
       for (int step = 0; step < 50; ++step) {
-        ASSERT_EQ(sampler.next(logits.data(), 5000, {}),
+        ASSERT_EQ(sampler.next(logits.data(), 5000, {}, 0),
                   reference(logits, options, random))
             << "top_k " << topK << ", top_p " << topP << ", spread " << spread
             << ", step " << step;
@@ -267,7 +296,7 @@ TEST(Generation, SamplingOrdersOnlyWhatItCanPick) {
   Sampler sampler(all, 3);
   std::vector<int> counts(4, 0);
   for (int i = 0; i < 20000; ++i) {
-    ++counts[sampler.next(four, 4, {})];
+    ++counts[sampler.next(four, 4, {}, 0)];
   }
   double total = 0;
   for (float logit : four) {

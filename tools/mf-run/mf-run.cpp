@@ -80,6 +80,7 @@ struct Options {
   std::optional<bool> doSample;
   std::optional<int64_t> topK;
   std::optional<double> topP, temperature, repetitionPenalty;
+  double presencePenalty = 0.0, frequencyPenalty = 0.0;
   std::optional<uint64_t> seed;
   std::string dumpLogits;
   std::string dumpStepLogits;
@@ -141,6 +142,9 @@ void usage(std::ostream &os) {
         "  --do-sample / --greedy     override the YAML's do_sample\n"
         "  --top-k K --top-p P --temperature T --repetition-penalty R --seed "
         "S\n"
+        "  --presence-penalty P --frequency-penalty F\n"
+        "                             OpenAI's penalties in [-2, 2], over the "
+        "generated tokens\n"
         "  --dump-logits out.npy      write the logits of every prompt "
         "position "
         "[batch, len, vocab] (f32)\n"
@@ -222,6 +226,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kTopP,
     kTemperature,
     kRepetitionPenalty,
+    kPresencePenalty,
+    kFrequencyPenalty,
     kSeed,
     kDumpLogits,
     kDumpStepLogits,
@@ -264,6 +270,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"top-p", required_argument, nullptr, kTopP},
       {"temperature", required_argument, nullptr, kTemperature},
       {"repetition-penalty", required_argument, nullptr, kRepetitionPenalty},
+      {"presence-penalty", required_argument, nullptr, kPresencePenalty},
+      {"frequency-penalty", required_argument, nullptr, kFrequencyPenalty},
       {"seed", required_argument, nullptr, kSeed},
       {"dump-logits", required_argument, nullptr, kDumpLogits},
       {"dump-step-logits", required_argument, nullptr, kDumpStepLogits},
@@ -404,6 +412,21 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       }
       options.repetitionPenalty = number;
       break;
+    case kPresencePenalty:
+    case kFrequencyPenalty: {
+      const char *flag = code == kPresencePenalty ? "presence-penalty"
+                                                  : "frequency-penalty";
+      if (!numeric(flag)) {
+        return std::nullopt;
+      }
+      if (!(number >= -2.0 && number <= 2.0)) {
+        fail(std::string("--") + flag + " must be from -2 to 2, got " + optarg);
+        return std::nullopt;
+      }
+      (code == kPresencePenalty ? options.presencePenalty
+                                : options.frequencyPenalty) = number;
+      break;
+    }
     case kSeed: {
       // Every 64-bit seed, exactly (a double would round above 2^53).
       uint64_t seed = 0;
@@ -552,6 +575,8 @@ Status checkRanksAgree(const Options &options, const Executable &executable,
       std::to_string(options.topP.value_or(-1)) + " " +
       std::to_string(options.temperature.value_or(-1)) + " " +
       std::to_string(options.repetitionPenalty.value_or(-1)) + " " +
+      std::to_string(options.presencePenalty) + " " +
+      std::to_string(options.frequencyPenalty) + " " +
       std::to_string(options.seed.value_or(executable.model().seed()));
   std::string input = options.prompt.value_or("") + "\x1f" +
                       options.chat.value_or("") + "\x1f" +
@@ -680,6 +705,8 @@ SamplingOptions samplingOf(const Options &options, const fb::ModelInfo &model) {
   sampling.temperature = options.temperature.value_or(model.temperature());
   sampling.repetitionPenalty =
       options.repetitionPenalty.value_or(model.repetition_penalty());
+  sampling.presencePenalty = options.presencePenalty;
+  sampling.frequencyPenalty = options.frequencyPenalty;
   return sampling;
 }
 
@@ -1043,7 +1070,7 @@ int predict(const Options &options, Session &session) {
       if (!options.dumpStepLogits.empty()) {
         stepLogits.insert(stepLogits.end(), row, row + vocab);
       }
-      int32_t next = sampler.next(row, vocab, tokens);
+      int32_t next = sampler.next(row, vocab, tokens, promptLength);
       generated.push_back(next);
       tokens.push_back(next);
       if (stream) {

@@ -83,6 +83,13 @@ std::vector<uint8_t> encodePlan(const Plan &plan) {
     writer.put(request.sampling.topP);
     writer.put(request.sampling.temperature);
     writer.put(request.sampling.repetitionPenalty);
+    writer.put(request.sampling.presencePenalty);
+    writer.put(request.sampling.frequencyPenalty);
+    writer.put<uint64_t>(request.sampling.logitBias.size());
+    for (auto [id, bias] : request.sampling.logitBias) {
+      writer.put(id);
+      writer.put(bias);
+    }
     writer.put(request.seed);
     writer.ids(request.stopIds);
   }
@@ -107,6 +114,13 @@ StatusOr<Plan> decodePlan(const std::vector<uint8_t> &bytes) {
     request.sampling.topP = reader.get<double>();
     request.sampling.temperature = reader.get<double>();
     request.sampling.repetitionPenalty = reader.get<double>();
+    request.sampling.presencePenalty = reader.get<double>();
+    request.sampling.frequencyPenalty = reader.get<double>();
+    uint64_t biases = reader.get<uint64_t>();
+    for (uint64_t b = 0; b < biases && !reader.failed; ++b) {
+      int32_t id = reader.get<int32_t>();
+      request.sampling.logitBias.emplace_back(id, reader.get<double>());
+    }
     request.seed = reader.get<uint64_t>();
     request.stopIds = reader.ids();
     plan.added.push_back(std::move(request));

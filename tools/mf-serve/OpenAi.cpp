@@ -2,6 +2,8 @@
 
 #include "tools/mf-serve/OpenAi.h"
 
+#include <charconv>
+#include <climits>
 #include <limits>
 #include <set>
 
@@ -50,10 +52,7 @@ Status onlyDefault(const json &body, const std::string &field) {
   const json &value = *it;
   bool isDefault =
       (field == "n" || field == "best_of") ? value == 1
-      : (field == "presence_penalty" || field == "frequency_penalty")
-          ? value.is_number() && value.get<double>() == 0.0
       : (field == "echo" || field == "logprobs") ? value == false
-      : field == "logit_bias" ? value.is_object() && value.empty()
       : field == "suffix"
           ? value.is_string() && value.get<std::string>().empty()
           : false;
@@ -62,11 +61,9 @@ Status onlyDefault(const json &body, const std::string &field) {
   }
   return fieldError(
       field, "only its default is supported (" +
-                 std::string(field == "n" || field == "best_of"       ? "1"
-                             : field == "logit_bias"                  ? "{}"
-                             : field == "suffix"                      ? "null"
-                             : field == "echo" || field == "logprobs" ? "false"
-                                                                      : "0") +
+                 std::string(field == "n" || field == "best_of" ? "1"
+                             : field == "suffix"                ? "null"
+                                                                : "false") +
                  "); mf-serve does not implement other values yet");
 }
 
@@ -116,8 +113,7 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     }
   }
   for (const char *field :
-       {"n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
-        "echo", "best_of", "suffix"}) {
+       {"n", "logprobs", "echo", "best_of", "suffix"}) {
     MFRT_RETURN_IF_ERROR(onlyDefault(body, field));
   }
   ApiRequest request;
@@ -219,6 +215,35 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
       it != body.end() && !it->is_null()) {
     MFRT_ASSIGN_OR_RETURN(request.sampling.repetitionPenalty,
                           numberIn(*it, "repetition_penalty", 1e-3, 100.0));
+  }
+  for (const char *field : {"presence_penalty", "frequency_penalty"}) {
+    if (auto it = body.find(field); it != body.end() && !it->is_null()) {
+      MFRT_ASSIGN_OR_RETURN(double penalty, numberIn(*it, field, -2.0, 2.0));
+      (std::string(field) == "presence_penalty"
+           ? request.sampling.presencePenalty
+           : request.sampling.frequencyPenalty) = penalty;
+    }
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    // {"token id": bias}: ids as decimal strings, biases in [-100, 100]
+    // (the ids are checked against the vocabulary when the request joins).
+    if (!it->is_object() || it->size() > 300) {
+      return fieldError("logit_bias", "must be an object of at most 300 "
+                                      "\"token id\": bias pairs");
+    }
+    for (const auto &[key, value] : it->items()) {
+      int64_t id = -1;
+      auto [end, error] =
+          std::from_chars(key.data(), key.data() + key.size(), id);
+      if (key.empty() || error != std::errc() ||
+          end != key.data() + key.size() || id < 0 || id > INT32_MAX) {
+        return fieldError("logit_bias", "'" + key.substr(0, 32) +
+                                            "' is not a token id");
+      }
+      MFRT_ASSIGN_OR_RETURN(
+          double bias, numberIn(value, "logit_bias." + key, -100.0, 100.0));
+      request.sampling.logitBias.emplace_back(static_cast<int32_t>(id), bias);
+    }
   }
   if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer()) {

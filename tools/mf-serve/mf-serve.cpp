@@ -436,6 +436,16 @@ void handleGeneration(Server &server, const httplib::Request &http,
                              std::to_string(server.contextLength),
                          chat ? "messages" : "prompt");
   }
+  int64_t vocab = server.session.executable.model().vocab_size();
+  for (auto [id, bias] : request.sampling.logitBias) {
+    if (id >= vocab) {
+      return rejectRequest(server, response, 400,
+                           "logit_bias: token " + std::to_string(id) +
+                               " is outside the vocabulary [0, " +
+                               std::to_string(vocab) + ")",
+                           "logit_bias");
+    }
+  }
   int64_t room = server.contextLength - promptLength;
   if (request.maxTokens && *request.maxTokens > room) {
     return rejectRequest(server, response, 400,

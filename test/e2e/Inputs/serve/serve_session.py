@@ -178,6 +178,26 @@ def main():
         "equal" if texts[0] == texts[1] else "DIFFER",
         "differ" if texts[2] != texts[3] else "EQUAL"))
 
+    # OpenAI's penalties (over the generated tokens) and logit_bias change
+    # the greedy text as mf-run's flags do; a bias of 100 on one id makes
+    # it every token.
+    penalties = {"presence_penalty": 1.5, "frequency_penalty": 2.0}
+    status, body = server.request("POST", "/v1/completions", dict(
+        {"prompt": PROMPTS[0], "max_tokens": 12, "temperature": 0}, **penalties))
+    penalized = json.loads(body)["choices"][0]["text"] if status == 200 else body
+    wanted = mf_run("--prompt", PROMPTS[0], "--max-new-tokens", "12",
+                    "--presence-penalty", "1.5", "--frequency-penalty", "2.0")
+    wanted = wanted[len(PROMPTS[0]):].rstrip("\n")
+    if penalized != wanted:
+        fail("penalized completion %r != mf-run's %r" % (penalized, wanted))
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 4, "temperature": 0,
+        "logit_bias": {"9707": 100}})
+    biased = json.loads(body)["choices"][0]["text"] if status == 200 else body
+    print("penalties: equal mf-run's (%s); logit_bias 100 on 9707: %r"
+          % ("differ from unpenalized" if penalized != expected[PROMPTS[0]]
+             else "SAME AS UNPENALIZED", biased))
+
     # Hostile requests: a 4xx that names the problem, and the server goes on.
     long_prompt = " ".join(["word"] * 400)
     cases = [
@@ -191,6 +211,10 @@ def main():
         ("wrong model", {"model": "gpt-4", "prompt": "hi"}, None),
         ("temperature 5", {"prompt": "hi", "temperature": 5}, None),
         ("top_k 2^64 - 1", {"prompt": "hi", "top_k": 2**64 - 1}, None),
+        ("presence_penalty 3", {"prompt": "hi", "presence_penalty": 3}, None),
+        ("logit_bias past the vocabulary",
+         {"prompt": "hi", "logit_bias": {"999999": 1}}, None),
+        ("logit_bias not an id", {"prompt": "hi", "logit_bias": {"x1": 1}}, None),
     ]
     for name, body, path in cases:
         status, text = server.request("POST", path or "/v1/completions", body)
