@@ -65,9 +65,9 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
     for (int64_t j = 0; j < k; ++j) {
       float scale = rowScales[j / width];
       // Round half to even (the default rounding mode), then clamp.
-      float q = scale > 0 ? std::clamp(std::nearbyint(row[j] / scale), low,
-                                       high)
-                          : 0.0f;
+      float q = scale > 0
+                    ? std::clamp(std::nearbyint(row[j] / scale), low, high)
+                    : 0.0f;
       auto value = static_cast<int8_t>(q);
       if (bits == 8) {
         out[j] = value;
@@ -75,7 +75,7 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
         out[j / 2] = static_cast<int8_t>(value & 0x0f);
       } else {
         out[j / 2] = static_cast<int8_t>(out[j / 2] |
-                                        (static_cast<uint8_t>(value) << 4));
+                                         (static_cast<uint8_t>(value) << 4));
       }
     }
   }

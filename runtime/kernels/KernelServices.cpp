@@ -76,9 +76,9 @@ template <mfrt::DType dtype> void gemmWidened(const mfrt_gemm_args_v1 *args) {
   rhs.resize(static_cast<size_t>(g.n * g.k));
   mfrt::panelToFloats(dtype, g.b, g.trans_b != 0, g.n0, g.n, g.k, g.n_total,
                       rhs.data());
-  mfrt_gemm_args_v1 widened{lhs.data(), rhs.data(), g.c, g.ldc,     0, 0,  g.m,
-                            g.n,        g.k,        g.n, g.trans_b, 0, g.m,
-                            nullptr,    0};
+  mfrt_gemm_args_v1 widened{lhs.data(), rhs.data(), g.c, g.ldc,   0,
+                            0,          g.m,        g.n, g.k,     g.n,
+                            g.trans_b,  0,          g.m, nullptr, 0};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -91,10 +91,9 @@ void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
   rhs.resize(static_cast<size_t>(g.n * g.k));
   mfrt::panelToFloats(mfrt::DType::I8, g.b, g.trans_b != 0, g.n0, g.n, g.k,
                       g.n_total, rhs.data());
-  mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,      g.ldc, g.m0,
-                            0,         g.m,        g.n,      g.k,   g.n,
-                            g.trans_b, g.trans_a,  g.m_total, nullptr,
-                            0};
+  mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,       g.ldc,   g.m0,
+                            0,         g.m,        g.n,       g.k,     g.n,
+                            g.trans_b, g.trans_a,  g.m_total, nullptr, 0};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -114,9 +113,9 @@ void gemmInt4Weight(const mfrt_gemm_args_v1 *args) {
       row[k] *= scales[(k / g.group) * g.n_total + g.n0 + j];
     }
   }
-  mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,       g.ldc,   g.m0,
-                            0,         g.m,        g.n,       g.k,     g.n,
-                            1,         g.trans_a,  g.m_total, nullptr, 0};
+  mfrt_gemm_args_v1 widened{g.a, rhs.data(), g.c,       g.ldc,   g.m0,
+                            0,   g.m,        g.n,       g.k,     g.n,
+                            1,   g.trans_a,  g.m_total, nullptr, 0};
   mfrt::mfrtGemmF32(&widened);
 }
 

@@ -2,7 +2,6 @@
 
 #include "runtime/kernels/Kernels.h"
 
-
 #include "runtime/kernels/FlashAttention.h"
 #include "runtime/kernels/GradientKernels.h"
 #include "runtime/kernels/KernelSupport.h"

@@ -130,7 +130,8 @@ panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
   }
   const int64_t stride = Narrow ? width : kPanelWidth;
   const __mmask32 columns =
-      Narrow ? static_cast<__mmask32>((uint64_t(1) << width) - 1) : ~__mmask32(0);
+      Narrow ? static_cast<__mmask32>((uint64_t(1) << width) - 1)
+             : ~__mmask32(0);
   // Steps of two rows of the panel, k and k + 1, each A row's pair
   // broadcast as one 32-bit value; an odd depth's last row pairs with
   // zeros. (Written out twice: with one loop for both, GCC stored every
@@ -146,8 +147,8 @@ panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
     __m512bh right = (__m512bh)_mm512_unpackhi_epi16(even, odd);
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
-      __m512bh x = (__m512bh)_mm512_broadcastd_epi32(
-          _mm_loadu_si32(a + r * lda + k));
+      __m512bh x =
+          (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32(a + r * lda + k));
       sum[r][0] = _mm512_dpbf16_ps(sum[r][0], x, left);
       sum[r][1] = _mm512_dpbf16_ps(sum[r][1], x, right);
     }
@@ -175,9 +176,10 @@ panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
     __m512 columns0 = _mm512_permutex2var_ps(sum[r][0], first, sum[r][1]);
     __m512 columns16 = _mm512_permutex2var_ps(sum[r][0], second, sum[r][1]);
     if (accumulate) {
-      columns0 = _mm512_add_ps(columns0, _mm512_maskz_loadu_ps(low, out + r * ldc));
-      columns16 = _mm512_add_ps(columns16,
-                                _mm512_maskz_loadu_ps(high, out + r * ldc + 16));
+      columns0 =
+          _mm512_add_ps(columns0, _mm512_maskz_loadu_ps(low, out + r * ldc));
+      columns16 = _mm512_add_ps(
+          columns16, _mm512_maskz_loadu_ps(high, out + r * ldc + 16));
     }
     _mm512_mask_storeu_ps(out + r * ldc, low, columns0);
     _mm512_mask_storeu_ps(out + r * ldc + 16, high, columns16);
@@ -376,8 +378,8 @@ const float *tileRowsOfA(const mfrt_gemm_args_v1 &args) {
 template <DType Stored, DType Activation>
 void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t size = dtypeSize(Stored);
-  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m,
-                n = args.n, k = args.k, bigN = args.n_total;
+  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m, n = args.n,
+                k = args.k, bigN = args.n_total;
   // bf16 times bf16 on AVX512-BF16: A's rows as they are, pairs of K a
   // step; the other types (and this CPU's other kernels) widen to f32.
   constexpr bool bf16Pairs = Stored == DType::BF16 && Activation == DType::BF16;
@@ -423,8 +425,7 @@ void gemmPanels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
         if (bf16Pairs && isa == PanelIsa::Avx512Bf16) {
           kPanelRowsBf16[width < kPanelWidth][rows - 1](
               rawA + i * k + k0, k, reinterpret_cast<const uint16_t *>(panel),
-              width, depth, out + i * ldc, ldc,
-              static_cast<__mmask16>(columns),
+              width, depth, out + i * ldc, ldc, static_cast<__mmask16>(columns),
               static_cast<__mmask16>(columns >> 16), k0 > 0);
         } else if (isa == PanelIsa::Avx2) {
           (padded ? kPanelRowsAvx2<DType::F32>
@@ -463,7 +464,8 @@ namespace {
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void
 int4RowsAvx512(const int8_t *panel, int64_t width, int64_t pairs,
                const float *scales, float *out) {
-  __mmask16 left = static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
+  __mmask16 left =
+      static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
   __mmask16 right =
       static_cast<__mmask16>((1u << std::max<int64_t>(width - 16, 0)) - 1);
   __m512 scaleLeft = _mm512_maskz_loadu_ps(left, scales);
@@ -509,9 +511,8 @@ void int4RowsPortable(const int8_t *panel, int64_t width, int64_t pairs,
 /// tile, then multiplied by the f32 microkernel like a float weight's.
 template <DType Activation>
 void gemmInt4Panels(PanelIsa isa, const mfrt_gemm_args_v1 &args) {
-  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m,
-                n = args.n, k = args.k, bigN = args.n_total,
-                group = args.group;
+  const int64_t ldc = args.ldc, n0 = args.n0, m = args.m, n = args.n,
+                k = args.k, bigN = args.n_total, group = args.group;
   const float *lhs = tileRowsOfA<Activation>(args);
   const int8_t *panels = static_cast<const int8_t *>(args.b);
   const char *scaleBytes = static_cast<const char *>(args.scales);
@@ -658,12 +659,11 @@ bool mfrt::runsPanelIsa(PanelIsa isa) {
 }
 
 PanelIsa mfrt::panelIsa() {
-  static const PanelIsa isa = runsPanelIsa(PanelIsa::Avx512Bf16)
-                              ? PanelIsa::Avx512Bf16
-                              : runsPanelIsa(PanelIsa::Avx512) ? PanelIsa::Avx512
-                              : runsPanelIsa(PanelIsa::Avx2)
-                                  ? PanelIsa::Avx2
-                                  : PanelIsa::Portable;
+  static const PanelIsa isa =
+      runsPanelIsa(PanelIsa::Avx512Bf16) ? PanelIsa::Avx512Bf16
+      : runsPanelIsa(PanelIsa::Avx512)   ? PanelIsa::Avx512
+      : runsPanelIsa(PanelIsa::Avx2)     ? PanelIsa::Avx2
+                                         : PanelIsa::Portable;
   return isa;
 }
 

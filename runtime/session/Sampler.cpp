@@ -35,8 +35,8 @@ int32_t Sampler::next(const float *logits, int64_t vocabSize,
   }
   if (options_.presencePenalty != 0.0 || options_.frequencyPenalty != 0.0) {
     std::map<int32_t, int64_t> counts;
-    for (size_t i = std::min(firstGenerated, history.size()); i < history.size();
-         ++i) {
+    for (size_t i = std::min(firstGenerated, history.size());
+         i < history.size(); ++i) {
       ++counts[history[i]];
     }
     for (auto [id, count] : counts) {

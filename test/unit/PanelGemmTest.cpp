@@ -69,9 +69,9 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
                      Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
         const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
         std::vector<float> c(t.m * ldc, 123.0f);
-        service(isa, {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0,
-                      t.m, t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr,
-                      0});
+        service(isa,
+                {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0, t.m,
+                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched
@@ -119,8 +119,8 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
                  panelCount(N));
       std::vector<float> c(M * N);
       mfrt_gemm_args_v1 args{
-          storedA.data(), panels.data(), c.data(), N, 0, 0, M, N, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M, nullptr, 0};
+          storedA.data(), panels.data(), c.data(), N,       0, 0, M, N, K, N,
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
@@ -163,26 +163,40 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
         for (int &x : q)
           x = nibble(generator);
         const int64_t size = dtypeSize(rowType);
-        std::vector<char> storedA(M * K * size), storedScales(scales.size() * size);
+        std::vector<char> storedA(M * K * size),
+            storedScales(scales.size() * size);
         fromFloats(rowType, a.data(), storedA.data(), M * K);
         toFloats(rowType, storedA.data(), a.data(), M * K);
         fromFloats(rowType, scales.data(), storedScales.data(), scales.size());
         toFloats(rowType, storedScales.data(), scales.data(), scales.size());
         std::vector<int8_t> bytes(N * K / 2), panels(N * K / 2);
         for (int64_t i = 0; i < N * K / 2; ++i) {
-          bytes[i] = static_cast<int8_t>((q[2 * i] & 0x0f) |
-                                         (static_cast<unsigned>(q[2 * i + 1]) << 4));
+          bytes[i] = static_cast<int8_t>(
+              (q[2 * i] & 0x0f) | (static_cast<unsigned>(q[2 * i + 1]) << 4));
         }
         packPanels(DType::I8, bytes.data(), N, K / 2, panels.data(), 0,
                    panelCount(N));
         for (auto [n0, n] : {std::pair<int64_t, int64_t>{0, N}, {20, 41}}) {
           std::vector<float> c(M * n);
-          mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), n,
-                                 0, n0, M, n, K, N, /*trans_b=*/1,
-                                 /*trans_a=*/0, M, storedScales.data(), group};
-          (rowType == DType::F32   ? gemmInt4PanelsWith<DType::F32>
-           : rowType == DType::F16 ? gemmInt4PanelsWith<DType::F16>
-                                   : gemmInt4PanelsWith<DType::BF16>)(isa, args);
+          mfrt_gemm_args_v1 args{storedA.data(),
+                                 panels.data(),
+                                 c.data(),
+                                 n,
+                                 0,
+                                 n0,
+                                 M,
+                                 n,
+                                 K,
+                                 N,
+                                 /*trans_b=*/1,
+                                 /*trans_a=*/0,
+                                 M,
+                                 storedScales.data(),
+                                 group};
+          (rowType == DType::F32 ? gemmInt4PanelsWith<DType::F32>
+           : rowType == DType::F16
+               ? gemmInt4PanelsWith<DType::F16>
+               : gemmInt4PanelsWith<DType::BF16>)(isa, args);
           for (int64_t i = 0; i < M; ++i) {
             for (int64_t j = 0; j < n; ++j) {
               double sum = 0;
@@ -191,8 +205,8 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
                        scales[(k / group) * N + n0 + j];
               }
               ASSERT_NEAR(c[i * n + j], sum, 1e-3)
-                  << dtypeName(rowType) << " K " << K << " element " << i
-                  << "," << n0 + j << ", microkernel " << static_cast<int>(isa);
+                  << dtypeName(rowType) << " K " << K << " element " << i << ","
+                  << n0 + j << ", microkernel " << static_cast<int>(isa);
             }
           }
         }
@@ -228,9 +242,9 @@ TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
                panelCount(N));
     for (auto [n0, n] : {std::pair<int64_t, int64_t>{0, N}, {7, 30}}) {
       std::vector<float> c(M * n);
-      mfrt_gemm_args_v1 args{storedA.data(), panels.data(), c.data(), n, 0,
-                             n0, M, n, K, N, /*trans_b=*/1, /*trans_a=*/0, M,
-                             nullptr, 0};
+      mfrt_gemm_args_v1 args{
+          storedA.data(), panels.data(), c.data(), n,       0, n0, M, n, K, N,
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
       gemmPanelsWith<DType::BF16>(PanelIsa::Avx512Bf16, args);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < n; ++j) {

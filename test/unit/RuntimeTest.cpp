@@ -712,7 +712,7 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
   EXPECT_EQ(unpacked[1], 0.0f);
   EXPECT_EQ(unpacked[2], -1.0f);
   EXPECT_EQ(unpacked[3], 7.0f);
-  EXPECT_EQ(q4.as<int8_t>()[1], static_cast<int8_t>(0x7f)); // 7 | 7 << 4
+  EXPECT_EQ(q4.as<int8_t>()[1], static_cast<int8_t>(0x7f));  // 7 | 7 << 4
   quantizedRowToFloats(q4.as<int8_t>() + 2, 4, 4, unpacked); // row 1
   EXPECT_EQ(unpacked[0], -8.0f); // -127.5 / 17 = -7.5 -> -8
   EXPECT_FALSE(quantizeRtn(weight, 0, 4, q, scales)); // [3, 4] values

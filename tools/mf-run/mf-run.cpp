@@ -414,8 +414,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kPresencePenalty:
     case kFrequencyPenalty: {
-      const char *flag = code == kPresencePenalty ? "presence-penalty"
-                                                  : "frequency-penalty";
+      const char *flag =
+          code == kPresencePenalty ? "presence-penalty" : "frequency-penalty";
       if (!numeric(flag)) {
         return std::nullopt;
       }

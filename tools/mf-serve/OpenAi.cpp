@@ -50,21 +50,20 @@ Status onlyDefault(const json &body, const std::string &field) {
     return Status::ok();
   }
   const json &value = *it;
-  bool isDefault =
-      (field == "n" || field == "best_of") ? value == 1
-      : (field == "echo" || field == "logprobs") ? value == false
-      : field == "suffix"
-          ? value.is_string() && value.get<std::string>().empty()
-          : false;
+  bool isDefault = (field == "n" || field == "best_of")       ? value == 1
+                   : (field == "echo" || field == "logprobs") ? value == false
+                   : field == "suffix"
+                       ? value.is_string() && value.get<std::string>().empty()
+                       : false;
   if (isDefault) {
     return Status::ok();
   }
-  return fieldError(
-      field, "only its default is supported (" +
-                 std::string(field == "n" || field == "best_of" ? "1"
-                             : field == "suffix"                ? "null"
-                                                                : "false") +
-                 "); mf-serve does not implement other values yet");
+  return fieldError(field,
+                    "only its default is supported (" +
+                        std::string(field == "n" || field == "best_of" ? "1"
+                                    : field == "suffix"                ? "null"
+                                                        : "false") +
+                        "); mf-serve does not implement other values yet");
 }
 
 } // namespace
@@ -112,8 +111,7 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
                    " that mf-serve reads");
     }
   }
-  for (const char *field :
-       {"n", "logprobs", "echo", "best_of", "suffix"}) {
+  for (const char *field : {"n", "logprobs", "echo", "best_of", "suffix"}) {
     MFRT_RETURN_IF_ERROR(onlyDefault(body, field));
   }
   ApiRequest request;
@@ -237,8 +235,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
           std::from_chars(key.data(), key.data() + key.size(), id);
       if (key.empty() || error != std::errc() ||
           end != key.data() + key.size() || id < 0 || id > INT32_MAX) {
-        return fieldError("logit_bias", "'" + key.substr(0, 32) +
-                                            "' is not a token id");
+        return fieldError("logit_bias",
+                          "'" + key.substr(0, 32) + "' is not a token id");
       }
       MFRT_ASSIGN_OR_RETURN(
           double bias, numberIn(value, "logit_bias." + key, -100.0, 100.0));

@@ -316,8 +316,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     if (matmul.bits == 4 && !readsPanels(matmul) &&
         (matmul.k % 32 != 0 || matmul.group % 32 != 0 ||
          (rows > 1 && !cast<RankedTensorType>(matmul.op.getLhs().getType())
-                          .getElementType()
-                          .isF32()))) {
+                           .getElementType()
+                           .isF32()))) {
       why = "an int4 weight that is not packed (--pack-weights=false, a "
             "target without the microkernels, or a table lookups read) with "
             "f16/bf16 rows or groups not of 32";

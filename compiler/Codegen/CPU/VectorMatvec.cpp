@@ -129,8 +129,8 @@ public:
           b_.setInsertionPoint(builder.getInsertionBlock(),
                                builder.getInsertionPoint());
           Value k0 = arith::MulIOp::create(b_, loc_, kb, index(2));
-          Value both = vector::LoadOp::create(b_, loc_, pairType, x_,
-                                              ValueRange{k0});
+          Value both =
+              vector::LoadOp::create(b_, loc_, pairType, x_, ValueRange{k0});
           if (!elementOf(x_).isF32()) {
             both = arith::ExtFOp::create(
                 b_, loc_, VectorType::get({2 * kLanes}, b_.getF32Type()), both);
@@ -234,7 +234,8 @@ public:
           OpBuilder::InsertionGuard guard(b_);
           b_.setInsertionPoint(outer.getInsertionBlock(),
                                outer.getInsertionPoint());
-          Value firstPair = arith::MulIOp::create(b_, loc_, g, index(group / 2));
+          Value firstPair =
+              arith::MulIOp::create(b_, loc_, g, index(group / 2));
           SmallVector<Value> zero(vectors, zeros());
           auto pairs = scf::ForOp::create(
               b_, loc_, firstPair,
@@ -258,9 +259,9 @@ public:
                         DenseElementsAttr::get(
                             bytesType,
                             ArrayRef<Attribute>{b_.getI8IntegerAttr(0)}));
-                    bytes = vector::MaskedLoadOp::create(
-                        b_, loc_, bytesType, w_, ValueRange{at}, masks[v % 2],
-                        padding);
+                    bytes = vector::MaskedLoadOp::create(b_, loc_, bytesType,
+                                                         w_, ValueRange{at},
+                                                         masks[v % 2], padding);
                   } else {
                     bytes = vector::LoadOp::create(b_, loc_, bytesType, w_,
                                                    ValueRange{at});
@@ -320,9 +321,9 @@ private:
     }
     auto maskType = VectorType::get({kLanes}, b_.getI1Type());
     return {vector::CreateMaskOp::create(b_, loc_, maskType, ValueRange{width}),
-            vector::CreateMaskOp::create(
-                b_, loc_, maskType,
-                ValueRange{arith::SubIOp::create(b_, loc_, width, index(kLanes))})};
+            vector::CreateMaskOp::create(b_, loc_, maskType,
+                                         ValueRange{arith::SubIOp::create(
+                                             b_, loc_, width, index(kLanes))})};
   }
 
   /// The flat element of vector `v` (two a panel) of the panels from p0,
@@ -489,11 +490,11 @@ private:
 
 /// emitVectorMatvec's loops, `sumsOf(emitter, row0, count)` giving the
 /// partial sums of `count` weight rows from row0.
-void emitRowLoops(OpBuilder &builder, Location loc, Value x, Value w, Value out,
-                  Value outOffset, Value n0, Value n, int64_t k,
-                  llvm::function_ref<SmallVector<Value>(MatvecEmitter &, Value,
-                                                        int64_t)>
-                      sumsOf) {
+void emitRowLoops(
+    OpBuilder &builder, Location loc, Value x, Value w, Value out,
+    Value outOffset, Value n0, Value n, int64_t k,
+    llvm::function_ref<SmallVector<Value>(MatvecEmitter &, Value, int64_t)>
+        sumsOf) {
   MatvecEmitter emitter(builder, loc, x, w, k);
   Value eight = emitter.index(kRowsAtOnce);
   Value grouped = arith::MulIOp::create(
@@ -599,12 +600,12 @@ namespace {
 
 /// emitVectorMatvecByPanels's loops, `sumsOf(emitter, p, panels, width)`
 /// giving the sums of `panels` panels from p (whole, or one `width` wide).
-void emitPanelLoops(
-    OpBuilder &builder, Location loc, Value x, Value panels, Value out,
-    Value outOffset, Value n0, Value n, int64_t k, int64_t weightRows,
-    llvm::function_ref<SmallVector<Value>(MatvecEmitter &, Value, int64_t,
-                                          Value)>
-        sumsOf) {
+void emitPanelLoops(OpBuilder &builder, Location loc, Value x, Value panels,
+                    Value out, Value outOffset, Value n0, Value n, int64_t k,
+                    int64_t weightRows,
+                    llvm::function_ref<SmallVector<Value>(
+                        MatvecEmitter &, Value, int64_t, Value)>
+                        sumsOf) {
   MatvecEmitter emitter(builder, loc, x, panels, k);
   Value width = emitter.index(kPanelWidth);
   Value group = emitter.index(kPanelsAtOnce);
@@ -666,9 +667,11 @@ void mfc::emitVectorMatvecByPanels(OpBuilder &builder, Location loc, Value x,
                                    Value panels, Value out, Value outOffset,
                                    Value n0, Value n, int64_t k,
                                    int64_t weightRows) {
-  emitPanelLoops(builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
-                 [](MatvecEmitter &emitter, Value p, int64_t count,
-                    Value width) { return emitter.panelSums(p, count, width); });
+  emitPanelLoops(
+      builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
+      [](MatvecEmitter &emitter, Value p, int64_t count, Value width) {
+        return emitter.panelSums(p, count, width);
+      });
 }
 
 void mfc::emitVectorMatvecByInt4Panels(OpBuilder &builder, Location loc,
@@ -676,10 +679,10 @@ void mfc::emitVectorMatvecByInt4Panels(OpBuilder &builder, Location loc,
                                        Value out, Value outOffset, Value n0,
                                        Value n, int64_t k, int64_t weightRows,
                                        int64_t group) {
-  emitPanelLoops(builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
-                 [&](MatvecEmitter &emitter, Value p, int64_t count,
-                     Value width) {
-                   return emitter.int4PanelSums(p, count, width, scales, group,
-                                                weightRows);
-                 });
+  emitPanelLoops(
+      builder, loc, x, panels, out, outOffset, n0, n, k, weightRows,
+      [&](MatvecEmitter &emitter, Value p, int64_t count, Value width) {
+        return emitter.int4PanelSums(p, count, width, scales, group,
+                                     weightRows);
+      });
 }

@@ -300,10 +300,9 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "scales '" << getQuantScaleAttr().getValue()
                            << "' must name a parameter that is not quantized";
     }
-    mfshapes::Inferred rule =
-        mfshapes::inferDequantize(infoOf(getType()), infoOf(scale.getType()),
-                                  getQuantGroup().value_or(0),
-                                  getQuantBits().value_or(8));
+    mfshapes::Inferred rule = mfshapes::inferDequantize(
+        infoOf(getType()), infoOf(scale.getType()), getQuantGroup().value_or(0),
+        getQuantBits().value_or(8));
     if (!rule) {
       return emitOpError() << "does not fit its scales '"
                            << getQuantScaleAttr().getValue()

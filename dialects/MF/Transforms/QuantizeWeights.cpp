@@ -119,17 +119,16 @@ Value lookUpInt4(OpBuilder &builder, EmbeddingOp embedding, Value values,
   auto idsType = cast<RankedTensorType>(ids.getType());
   Value flatIds =
       ReshapeOp::create(builder, loc, idsType.clone({lookups}), ids);
-  Value rows = EmbeddingOp::create(builder, loc,
-                                   valuesType.clone({lookups, bytes}), values,
-                                   flatIds);
+  Value rows = EmbeddingOp::create(
+      builder, loc, valuesType.clone({lookups, bytes}), values, flatIds);
   Value byRow = TransposeOp::create(
       builder, loc, scalesType.clone({scalesType.getDimSize(1), groups}),
       scales, ArrayRef<int64_t>{1, 0});
   Value rowScales = EmbeddingOp::create(
       builder, loc, scalesType.clone({lookups, groups}), byRow, flatIds);
-  rowScales = TransposeOp::create(builder, loc,
-                                  scalesType.clone({groups, lookups}),
-                                  rowScales, ArrayRef<int64_t>{1, 0});
+  rowScales =
+      TransposeOp::create(builder, loc, scalesType.clone({groups, lookups}),
+                          rowScales, ArrayRef<int64_t>{1, 0});
   Value floats =
       DequantizeOp::create(builder, loc, rows, rowScales, group, /*bits=*/4);
   Type element = rowsType.getElementType();
@@ -231,22 +230,20 @@ struct MFQuantizeWeightsPass
       }
       std::string scaleName = (name + "_scale").str();
       Type element = computeType.lookup(name);
-      auto scaleType =
-          groupSize > 0
-              ? RankedTensorType::get({k / groupSize, n}, element)
-              : RankedTensorType::get({n}, element);
+      auto scaleType = groupSize > 0
+                           ? RankedTensorType::get({k / groupSize, n}, element)
+                           : RankedTensorType::get({n}, element);
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
-      ParameterOp::create(builder, parameter.getLoc(), scaleName, scaleType,
-                          ParameterInit::ones, FloatAttr(),
-                          mindFormersScaleName(parameter),
-                          parameter.getFrozen(),
-                          /*state=*/false, /*panels=*/false,
-                          FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
-                          IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
-                          IntegerAttr());
-      auto quantizedType = RankedTensorType::get(
-          {n, bits == 4 ? k / 2 : k}, IntegerType::get(context, 8));
+      ParameterOp::create(
+          builder, parameter.getLoc(), scaleName, scaleType,
+          ParameterInit::ones, FloatAttr(), mindFormersScaleName(parameter),
+          parameter.getFrozen(),
+          /*state=*/false, /*panels=*/false, FlatSymbolRefAttr(),
+          shard::GridAxesArrayAttr(), IntegerAttr(), FlatSymbolRefAttr(),
+          IntegerAttr(), IntegerAttr());
+      auto quantizedType = RankedTensorType::get({n, bits == 4 ? k / 2 : k},
+                                                 IntegerType::get(context, 8));
       parameter.setType(quantizedType);
       parameter.setQuantScaleAttr(FlatSymbolRefAttr::get(context, scaleName));
       IntegerType i64 = IntegerType::get(context, 64);
@@ -272,9 +269,9 @@ struct MFQuantizeWeightsPass
           } else if (auto embedding = dyn_cast<EmbeddingOp>(user)) {
             builder.setInsertionPoint(embedding);
             embedding.getResult().replaceAllUsesWith(
-                bits == 4 ? lookUpInt4(builder, embedding, values, scales,
-                                       groupSize)
-                          : lookUpQuantized(builder, embedding, values, scales));
+                bits == 4
+                    ? lookUpInt4(builder, embedding, values, scales, groupSize)
+                    : lookUpQuantized(builder, embedding, values, scales));
             embedding.erase();
           }
         }
