@@ -68,6 +68,11 @@ Inferred mfshapes::inferDequantize(const TensorInfo &input,
     return failure(problem);
   }
   int64_t n = input.shape[0], k = input.shape[1] * (bits == 4 ? 2 : 1);
+  if (std::string problem =
+          checkDims({input.element, {n, k}}, "the dequantized weight");
+      !problem.empty()) {
+    return failure(problem);
+  }
   if (groupSize < 0 || (groupSize > 0 && k % groupSize != 0) ||
       (bits == 4 && groupSize % 2 != 0)) {
     return failure("group_size " + std::to_string(groupSize) +

@@ -1362,7 +1362,7 @@ private:
       refuse(quant.get("weight_quant_granularity") ? "weight_quant_granularity"
                                                    : "weight_dtype",
              "int4 weights need weight_quant_granularity 'per_group' with "
-             "group_size 64 or 128");
+             "group_size 64 or 128 (or 32)");
     } else if (groupSize != 0) {
       context_.diagnostics.warning(
           quant.valueLoc("group_size"),

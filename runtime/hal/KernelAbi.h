@@ -36,8 +36,9 @@ extern "C" {
 /* The version this header describes. A new field or a changed meaning is a
    new version (mfrt_dispatch_state_v2, ...); a library answers the versions
    it was built for. Version 2: the services take argument structs
-   (version 1 passed their fields as arguments). */
-#define MFRT_KERNEL_ABI_VERSION 3u
+   (version 1 passed their fields as arguments). Version 4: the gemm
+   arguments end with an int4 weight's scales and group. */
+#define MFRT_KERNEL_ABI_VERSION 4u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {

@@ -60,6 +60,13 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
       char *stored = scaleBytes + (g * n + at) * scaleSize;
       fromFloats(scales.dtype(), &scale, stored, 1);
       toFloats(scales.dtype(), stored, &rowScales[g], 1);
+      if (!std::isfinite(rowScales[g])) { // past f16's range
+        return Status::error(StatusCode::InvalidArgument,
+                             "row " + std::to_string(at) +
+                                 " needs a scale of " + std::to_string(scale) +
+                                 ", which " + dtypeName(scales.dtype()) +
+                                 " cannot hold");
+      }
     }
     int8_t *out = values.as<int8_t>() + at * (k / perByte);
     for (int64_t j = 0; j < k; ++j) {

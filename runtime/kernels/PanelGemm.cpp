@@ -117,6 +117,11 @@ panelRowsAvx512(const float *a, int64_t lda, const void *panelBytes,
 /// each row's (A[k], A[k + 1]) broadcast as one 32-bit pair. The
 /// interleave puts columns in the lanes by 128-bit quarters; the sums are
 /// put back in column order once, at the end.
+// GCC 12's broadcast intrinsics, as its conversions (see loadPanelRow).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <int Rows, bool Narrow>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void
 panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
@@ -185,6 +190,10 @@ panelRowsBf16Dot(const uint16_t *a, int64_t lda, const uint16_t *panel,
     _mm512_mask_storeu_ps(out + r * ldc + 16, high, columns16);
   }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /// 8 elements of a panel row as f32 (AVX2 with F16C, as every AVX2 CPU
 /// has).

@@ -218,8 +218,8 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
 /// bf16 rows times bf16 panels by pairs of K (AVX512-BF16's vdpbf16ps)
 /// equal the product in double of the same values, at an odd depth (the
 /// last step pairs with zeros), with a narrow last panel, tiles starting
-/// mid-panel and accumulating across depth blocks (K = 1037 + 1024 rows
-/// would be one block: 2061 is two, the second odd).
+/// mid-panel and accumulating across depth blocks (K = 2061: blocks of
+/// 1024, 1024 and an odd 13).
 TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
   if (!runsPanelIsa(PanelIsa::Avx512Bf16)) {
     GTEST_SKIP() << "this CPU has no AVX512-BF16";

@@ -210,11 +210,12 @@ TEST(Generation, PenaltiesAndLogitBias) {
   // History: prompt [1, 1], generated [2, 2].
   const std::vector<int32_t> history = {1, 1, 2, 2};
   SamplingOptions presence;
-  presence.presencePenalty = 0.5;
-  // 1 appears only in the prompt: 3.0 stays ahead of 2.9 - 0.5.
-  EXPECT_EQ(Sampler(presence, 0).next(logits, 4, history, 2), 1);
-  // Counted from the start, 1 would be penalized as well: 2.5 vs 2.4.
-  EXPECT_EQ(Sampler(presence, 0).next(logits, 4, history, 0), 1);
+  presence.presencePenalty = 0.15;
+  float close[4] = {0.1f, 3.0f, 2.0f, 2.9f};
+  // 1 appears only in the prompt: its 3.0 stays ahead of 3's 2.9.
+  EXPECT_EQ(Sampler(presence, 0).next(close, 4, history, 2), 1);
+  // Counted from the start, 1 would be penalized: 2.85 < 2.9.
+  EXPECT_EQ(Sampler(presence, 0).next(close, 4, history, 0), 3);
   SamplingOptions frequency;
   frequency.frequencyPenalty = 0.6;
   // Over the whole history: 3.0 - 1.2 = 1.8, 2.9 - 1.2 = 1.7: 3 (2.0) wins.
@@ -712,7 +713,7 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
   EXPECT_EQ(unpacked[1], 0.0f);
   EXPECT_EQ(unpacked[2], -1.0f);
   EXPECT_EQ(unpacked[3], 7.0f);
-  EXPECT_EQ(q4.as<int8_t>()[1], static_cast<int8_t>(0x7f));  // 7 | 7 << 4
+  EXPECT_EQ(q4.as<int8_t>()[1], static_cast<int8_t>(0x7f));  // -1 & 0xf | 7 << 4
   quantizedRowToFloats(q4.as<int8_t>() + 2, 4, 4, unpacked); // row 1
   EXPECT_EQ(unpacked[0], -8.0f); // -127.5 / 17 = -7.5 -> -8
   EXPECT_FALSE(quantizeRtn(weight, 0, 4, q, scales)); // [3, 4] values

@@ -233,13 +233,16 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
       int64_t id = -1;
       auto [end, error] =
           std::from_chars(key.data(), key.data() + key.size(), id);
+      // One spelling an id ("01" would be "1" again, biased twice).
       if (key.empty() || error != std::errc() ||
-          end != key.data() + key.size() || id < 0 || id > INT32_MAX) {
+          end != key.data() + key.size() || id < 0 || id > INT32_MAX ||
+          (key.size() > 1 && key[0] == '0')) {
         return fieldError("logit_bias",
                           "'" + key.substr(0, 32) + "' is not a token id");
       }
       MFRT_ASSIGN_OR_RETURN(
           double bias, numberIn(value, "logit_bias." + key, -100.0, 100.0));
+      // (key is at most 10 digits here: the field name stays short.)
       request.sampling.logitBias.emplace_back(static_cast<int32_t>(id), bias);
     }
   }

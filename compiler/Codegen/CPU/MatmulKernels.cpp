@@ -308,6 +308,11 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
            matmul.op.getTransposeRhs() && !matmul.transposedLhs;
   };
   bool anyPanels = llvm::any_of(matmuls, readsPanels);
+  // One row times the weights (decode) is the kernel's own vector code;
+  // anything else calls the gemm services.
+  bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
+    return matmul.transposedLhs;
+  });
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
   for (MatmulInfo matmul : matmuls) {
@@ -315,7 +320,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     // code for one row (whole groups of 32), f32 rows through the service.
     if (matmul.bits == 4 && !readsPanels(matmul) &&
         (matmul.k % 32 != 0 || matmul.group % 32 != 0 ||
-         (rows > 1 && !cast<RankedTensorType>(matmul.op.getLhs().getType())
+         (!matvec && !cast<RankedTensorType>(matmul.op.getLhs().getType())
                            .getElementType()
                            .isF32()))) {
       why = "an int4 weight that is not packed (--pack-weights=false, a "
@@ -353,11 +358,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
-  // One row times the weights (decode) is the kernel's own vector code;
-  // anything else calls the gemm services.
-  bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
-    return matmul.transposedLhs;
-  });
+
 
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     Type element =

@@ -228,6 +228,14 @@ struct MFQuantizeWeightsPass
                "modules_to_not_convert";
         return signalPassFailure();
       }
+      if (bits == 8 && group > 0 && tied.contains(name)) {
+        // Its lookups read one scale a row ([V, 1] columns).
+        parameter.emitError()
+            << "mf-quantize-weights: a tied embedding table with int8 scales "
+               "per group is not supported; add 'lm_head' to "
+               "modules_to_not_convert";
+        return signalPassFailure();
+      }
       std::string scaleName = (name + "_scale").str();
       Type element = computeType.lookup(name);
       auto scaleType = groupSize > 0
