@@ -50,7 +50,7 @@ Status onlyDefault(const json &body, const std::string &field) {
     return Status::ok();
   }
   const json &value = *it;
-  bool isDefault = (field == "n" || field == "best_of")       ? value == 1
+  bool isDefault = field == "best_of"                         ? value == 1
                    : (field == "echo" || field == "logprobs") ? value == false
                    : field == "suffix"
                        ? value.is_string() && value.get<std::string>().empty()
@@ -60,7 +60,7 @@ Status onlyDefault(const json &body, const std::string &field) {
   }
   return fieldError(field,
                     "only its default is supported (" +
-                        std::string(field == "n" || field == "best_of" ? "1"
+                        std::string(field == "best_of" ? "1"
                                     : field == "suffix"                ? "null"
                                                         : "false") +
                         "); mf-serve does not implement other values yet");
@@ -111,7 +111,7 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
                    " that mf-serve reads");
     }
   }
-  for (const char *field : {"n", "logprobs", "echo", "best_of", "suffix"}) {
+  for (const char *field : {"logprobs", "echo", "best_of", "suffix"}) {
     MFRT_RETURN_IF_ERROR(onlyDefault(body, field));
   }
   ApiRequest request;
@@ -214,6 +214,9 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     MFRT_ASSIGN_OR_RETURN(request.sampling.repetitionPenalty,
                           numberIn(*it, "repetition_penalty", 1e-3, 100.0));
   }
+  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
+    MFRT_ASSIGN_OR_RETURN(request.n, integerIn(*it, "n", 1, 16));
+  }
   for (const char *field : {"presence_penalty", "frequency_penalty"}) {
     if (auto it = body.find(field); it != body.end() && !it->is_null()) {
       MFRT_ASSIGN_OR_RETURN(double penalty, numberIn(*it, field, -2.0, 2.0));
@@ -273,6 +276,10 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
       return fieldError("stream", "must be true or false");
     }
     request.stream = it->get<bool>();
+  }
+  if (request.stream && request.n > 1) {
+    return fieldError("n", "more than one choice is not streamed yet; "
+                           "stream: false returns them all");
   }
   if (auto it = body.find("stream_options");
       it != body.end() && !it->is_null()) {

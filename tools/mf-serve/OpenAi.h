@@ -38,6 +38,9 @@ struct ApiRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool includeUsage = false; ///< stream_options.include_usage
+  /// Choices: sequences generated for the prompt, choice i seeded with
+  /// seed + i (not streamed yet).
+  int64_t n = 1;
 };
 
 /// Reads `body`; an InvalidArgument error names the field and what it

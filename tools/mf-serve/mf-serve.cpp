@@ -323,6 +323,9 @@ public:
     return delta;
   }
 
+  /// The client left (or the request failed): the engine frees the slot.
+  void abandon() { job_->abandoned = true; }
+
   const std::string &text() const { return text_; }
   const std::string &finishReason() const { return reason_; }
   const std::string &error() const { return error_; }
@@ -462,20 +465,27 @@ void handleGeneration(Server &server, const httplib::Request &http,
                             : chat            ? room
                                               : std::min<int64_t>(16, room);
   generation.sampling = request.sampling;
-  generation.seed = request.seed;
   generation.stopIds = server.stopIds;
-  auto job = std::make_shared<Job>();
-  if (Status status = server.engine.submit(std::move(generation), job);
-      !status) {
-    return replyError(response, 503, status.message(), "server_busy");
+  // One sequence a choice, choice i seeded with seed + i (greedy ones are
+  // alike); a full queue turns the whole request away.
+  std::vector<std::shared_ptr<ReplyText>> replies;
+  for (int64_t i = 0; i < request.n; ++i) {
+    auto job = std::make_shared<Job>();
+    generation.seed = request.seed + static_cast<uint64_t>(i);
+    if (Status status = server.engine.submit(generation, job); !status) {
+      for (const auto &earlier : replies) {
+        earlier->abandon();
+      }
+      return replyError(response, 503, status.message(), "server_busy");
+    }
+    replies.push_back(
+        std::make_shared<ReplyText>(job, server.tokenizer, *ids, request.stop));
   }
   std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(number);
   int64_t created = static_cast<int64_t>(std::time(nullptr));
-  auto reply =
-      std::make_shared<ReplyText>(job, server.tokenizer, *ids, request.stop);
-  auto choice = [chat](const std::string &text, const json &finish,
-                       bool delta) {
-    json result = {{"index", 0}, {"finish_reason", finish}};
+  auto choice = [chat](const std::string &text, const json &finish, bool delta,
+                       int64_t index = 0) {
+    json result = {{"index", index}, {"finish_reason", finish}};
     if (!chat) {
       result["text"] = text;
       result["logprobs"] = nullptr;
@@ -488,23 +498,34 @@ void handleGeneration(Server &server, const httplib::Request &http,
   };
   std::string object = chat ? "chat.completion" : "text_completion";
   if (!request.stream) {
-    bool done = false;
-    while (!done) {
-      reply->next(std::chrono::milliseconds(1000), done);
+    json choices = json::array();
+    int64_t completionTokens = 0;
+    for (size_t i = 0; i < replies.size(); ++i) {
+      const std::shared_ptr<ReplyText> &reply = replies[i];
+      bool done = false;
+      while (!done) {
+        reply->next(std::chrono::milliseconds(1000), done);
+      }
+      if (!reply->error().empty()) {
+        for (const auto &other : replies) {
+          other->abandon();
+        }
+        return replyError(response, 500, reply->error(), "server_error");
+      }
+      choices.push_back(choice(reply->text(), reply->finishReason(), false,
+                               static_cast<int64_t>(i)));
+      completionTokens += reply->completionTokens();
     }
-    if (!reply->error().empty()) {
-      return replyError(response, 500, reply->error(), "server_error");
-    }
-    json result = {
-        {"id", id},
-        {"object", object},
-        {"created", created},
-        {"model", server.name},
-        {"choices", {choice(reply->text(), reply->finishReason(), false)}},
-        {"usage", usageOf(promptLength, reply->completionTokens())}};
+    json result = {{"id", id},
+                   {"object", object},
+                   {"created", created},
+                   {"model", server.name},
+                   {"choices", std::move(choices)},
+                   {"usage", usageOf(promptLength, completionTokens)}};
     response.set_content(dumpJson(result), "application/json");
     return;
   }
+  std::shared_ptr<ReplyText> reply = replies.front(); // streamed: n is 1
   std::string chunkObject = chat ? "chat.completion.chunk" : "text_completion";
   bool includeUsage = request.includeUsage;
   auto started = std::make_shared<bool>(false);
@@ -535,14 +556,14 @@ void handleGeneration(Server &server, const httplib::Request &http,
                         {"delta", {{"role", "assistant"}, {"content", ""}}},
                         {"finish_reason", nullptr}};
           if (!send(chunk({first}))) {
-            job->abandoned = true;
+            reply->abandon();
             return false;
           }
         }
         bool done = false;
         std::string delta = reply->next(std::chrono::milliseconds(200), done);
         if (!delta.empty() && !send(chunk({choice(delta, nullptr, true)}))) {
-          job->abandoned = true; // the client left: free its slot
+          reply->abandon(); // the client left: free its slot
           return false;
         }
         if (!done) {
@@ -565,9 +586,9 @@ void handleGeneration(Server &server, const httplib::Request &http,
         sink.done();
         return true;
       },
-      [job](bool success) {
+      [reply](bool success) {
         if (!success) {
-          job->abandoned = true;
+          reply->abandon();
         }
       });
 }

@@ -178,6 +178,28 @@ def main():
         "equal" if texts[0] == texts[1] else "DIFFER",
         "differ" if texts[2] != texts[3] else "EQUAL"))
 
+    # n choices: choice i is seeded seed + i, so seed 5's n = 2 are the
+    # single requests seeded 5 and 6; greedy ones are all alike.
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 12, "temperature": 1.0, "seed": 6})
+    seed6 = json.loads(body)["choices"][0]["text"]
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 12, "temperature": 1.0, "seed": 5,
+        "n": 2})
+    two = json.loads(body)
+    status, body = server.request("POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": CHAT}], "max_tokens": 10,
+        "temperature": 0, "n": 3})
+    three = json.loads(body)
+    chats = [c["message"]["content"] for c in three["choices"]]
+    print("n = 2, seed 5: choices %s, equal to seeds 5 and 6: %s; usage %d "
+          "completion tokens; greedy chat n = 3: %s" % (
+              [c["index"] for c in two["choices"]],
+              [c["text"] for c in two["choices"]] == [texts[0], seed6],
+              two["usage"]["completion_tokens"],
+              "alike, equal mf-run's" if chats == [chat_expected] * 3
+              else "DIFFER: %r" % chats))
+
     # OpenAI's penalties (over the generated tokens) and logit_bias change
     # the greedy text as mf-run's flags do; a bias of 100 on one id makes
     # it every token.
@@ -203,7 +225,8 @@ def main():
     cases = [
         ("malformed JSON", b"{bad", None),
         ("unknown field", {"prompt": "hi", "max_token": 3}, None),
-        ("n = 2", {"prompt": "hi", "n": 2}, None),
+        ("n = 2 streamed", {"prompt": "hi", "n": 2, "stream": True}, None),
+        ("n = 17", {"prompt": "hi", "n": 17}, None),
         ("10^6 tokens", {"prompt": "hi", "max_tokens": 1000000}, None),
         ("over-long prompt", {"prompt": long_prompt}, None),
         ("unknown role", {"messages": [{"role": "wizard", "content": "hi"}]},
