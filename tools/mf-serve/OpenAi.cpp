@@ -60,8 +60,8 @@ Status onlyDefault(const json &body, const std::string &field) {
   }
   return fieldError(field,
                     "only its default is supported (" +
-                        std::string(field == "best_of" ? "1"
-                                    : field == "suffix"                ? "null"
+                        std::string(field == "best_of"  ? "1"
+                                    : field == "suffix" ? "null"
                                                         : "false") +
                         "); mf-serve does not implement other values yet");
 }
