@@ -74,6 +74,8 @@ public:
 
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
 
+  int64_t vocab() const { return vocab_; }
+
   /// Queues a request; `callback` hears of each token it makes and of its
   /// end (on the thread that calls step). Returns its id. A request whose
   /// prompt is empty or longer than the context is an error.

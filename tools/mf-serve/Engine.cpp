@@ -2,6 +2,12 @@
 
 #include "tools/mf-serve/Engine.h"
 
+#include <numeric>
+
+#include <cmath>
+
+#include <algorithm>
+
 #include <cstdio>
 #include <cstring>
 
@@ -137,6 +143,33 @@ StatusOr<Plan> decodePlan(const std::vector<uint8_t> &bytes) {
 
 } // namespace
 
+TokenLogprobs mfserve::logprobsOf(const float *logits, int64_t vocab,
+                                  int32_t token,
+                         int64_t top) {
+  // log softmax in double: the largest logit first, then the log of the
+  // sum of exponentials.
+  double best = *std::max_element(logits, logits + vocab), sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    sum += std::exp(static_cast<double>(logits[i]) - best);
+  }
+  double logTotal = best + std::log(sum);
+  TokenLogprobs result;
+  result.logprob = static_cast<float>(logits[token] - logTotal);
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  int64_t count = std::min(top, vocab);
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && a < b);
+                    });
+  for (int64_t i = 0; i < count; ++i) {
+    result.top.emplace_back(ids[i],
+                            static_cast<float>(logits[ids[i]] - logTotal));
+  }
+  return result;
+}
+
 Status Engine::submit(GenerationRequest request, std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -214,6 +247,12 @@ void Engine::run() {
               ++metrics_.firstTokens;
             }
             held->tokens.push_back(*event.token);
+            if (held->topLogprobs >= 0 && event.logits) {
+              held->logprobs.push_back(logprobsOf(event.logits,
+                                                  generator_.vocab(),
+                                                  *event.token,
+                                                  held->topLogprobs));
+            }
           }
           held->finish = event.finish;
           if (!event.error.empty()) {

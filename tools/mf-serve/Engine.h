@@ -35,6 +35,19 @@ namespace mfserve {
 using Clock = std::chrono::steady_clock;
 
 /// One request's tokens as they are made.
+/// A generated token's log-probability under the model's logits (before
+/// temperature, penalties and biases, as vLLM reports them) and the most
+/// likely alternatives.
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// The log-probability of `token` and the `top` most likely ids (ties by
+/// id) in a row of `vocab` logits.
+TokenLogprobs logprobsOf(const float *logits, int64_t vocab, int32_t token,
+                         int64_t top);
+
 struct Job {
   std::mutex mutex;
   std::condition_variable changed;
@@ -44,6 +57,10 @@ struct Job {
   std::atomic<bool> abandoned{false}; ///< the client left or a stop string hit
   Clock::time_point submitted = Clock::now();
   int64_t promptTokens = 0;
+  /// logprobs asked for: -1 none, else how many alternatives a token
+  /// lists; `logprobs` holds each token's, index for index with `tokens`.
+  int64_t topLogprobs = -1;
+  std::vector<TokenLogprobs> logprobs;
 };
 
 /// Counters for /metrics (Prometheus text).

@@ -51,7 +51,7 @@ Status onlyDefault(const json &body, const std::string &field) {
   }
   const json &value = *it;
   bool isDefault = field == "best_of"                         ? value == 1
-                   : (field == "echo" || field == "logprobs") ? value == false
+                   : field == "echo"                          ? value == false
                    : field == "suffix"
                        ? value.is_string() && value.get<std::string>().empty()
                        : false;
@@ -101,8 +101,8 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
                                                "repetition_penalty"};
   static const std::set<std::string> completionOnly = {"prompt", "echo",
                                                        "best_of", "suffix"};
-  static const std::set<std::string> chatOnly = {"messages",
-                                                 "max_completion_tokens"};
+  static const std::set<std::string> chatOnly = {
+      "messages", "max_completion_tokens", "top_logprobs"};
   for (const auto &[key, value] : body.items()) {
     if (!common.count(key) && !(chat ? chatOnly : completionOnly).count(key)) {
       return fieldError(
@@ -111,7 +111,7 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
                    " that mf-serve reads");
     }
   }
-  for (const char *field : {"logprobs", "echo", "best_of", "suffix"}) {
+  for (const char *field : {"echo", "best_of", "suffix"}) {
     MFRT_RETURN_IF_ERROR(onlyDefault(body, field));
   }
   ApiRequest request;
@@ -214,6 +214,26 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     MFRT_ASSIGN_OR_RETURN(request.sampling.repetitionPenalty,
                           numberIn(*it, "repetition_penalty", 1e-3, 100.0));
   }
+  // Completions: logprobs N (0 to 5 alternatives); chat: logprobs true
+  // with top_logprobs N (0 to 20).
+  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+    if (chat) {
+      if (!it->is_boolean()) {
+        return fieldError("logprobs", "must be true or false");
+      }
+      request.topLogprobs = it->get<bool>() ? 0 : -1;
+    } else {
+      MFRT_ASSIGN_OR_RETURN(request.topLogprobs,
+                            integerIn(*it, "logprobs", 0, 5));
+    }
+  }
+  if (auto it = body.find("top_logprobs"); it != body.end() && !it->is_null()) {
+    if (request.topLogprobs < 0) {
+      return fieldError("top_logprobs", "needs logprobs: true");
+    }
+    MFRT_ASSIGN_OR_RETURN(request.topLogprobs,
+                          integerIn(*it, "top_logprobs", 0, 20));
+  }
   if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
     MFRT_ASSIGN_OR_RETURN(request.n, integerIn(*it, "n", 1, 16));
   }
@@ -276,6 +296,10 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
       return fieldError("stream", "must be true or false");
     }
     request.stream = it->get<bool>();
+  }
+  if (request.stream && request.topLogprobs >= 0) {
+    return fieldError("logprobs", "log-probabilities are not streamed yet; "
+                                  "stream: false returns them");
   }
   if (request.stream && request.n > 1) {
     return fieldError("n", "more than one choice is not streamed yet; "

@@ -41,6 +41,10 @@ struct ApiRequest {
   /// Choices: sequences generated for the prompt, choice i seeded with
   /// seed + i (not streamed yet).
   int64_t n = 1;
+  /// Log-probabilities asked for (completions' `logprobs`, chat's
+  /// `logprobs` + `top_logprobs`): -1 none, else the alternatives a token
+  /// lists (not streamed yet).
+  int64_t topLogprobs = -1;
 };
 
 /// Reads `body`; an InvalidArgument error names the field and what it

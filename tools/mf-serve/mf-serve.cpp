@@ -326,6 +326,22 @@ public:
   /// The client left (or the request failed): the engine frees the slot.
   void abandon() { job_->abandoned = true; }
 
+  /// The log-probabilities of the tokens the text holds (after the
+  /// request ended).
+  std::vector<TokenLogprobs> logprobs() const {
+    std::lock_guard<std::mutex> lock(job_->mutex);
+    size_t count = std::min(job_->logprobs.size(),
+                            static_cast<size_t>(completionTokens_));
+    return {job_->logprobs.begin(), job_->logprobs.begin() + count};
+  }
+  /// The generated token ids the text holds.
+  std::vector<int32_t> tokens() const {
+    std::lock_guard<std::mutex> lock(job_->mutex);
+    size_t count = std::min(job_->tokens.size(),
+                            static_cast<size_t>(completionTokens_));
+    return {job_->tokens.begin(), job_->tokens.begin() + count};
+  }
+
   const std::string &text() const { return text_; }
   const std::string &finishReason() const { return reason_; }
   const std::string &error() const { return error_; }
@@ -354,6 +370,67 @@ private:
   bool stopped_ = false;
   int64_t completionTokens_ = 0;
 };
+
+/// A token's text (its bytes, as the tokenizer decodes it alone).
+std::string tokenText(const Server &server, int32_t id) {
+  if (server.tokenizer) {
+    StatusOr<std::string> text = server.tokenizer->decodeBytes({id}, false);
+    return text ? *text : std::string();
+  }
+  return decodeBytes({id});
+}
+
+/// OpenAI's logprobs object of a choice: completions' (tokens,
+/// token_logprobs, top_logprobs, text_offset) or chat's (content: token,
+/// logprob, bytes, top_logprobs).
+json logprobsJson(const Server &server, bool chat,
+                  const std::vector<int32_t> &tokens,
+                  const std::vector<TokenLogprobs> &logprobs) {
+  auto bytesOf = [](const std::string &text) {
+    json bytes = json::array();
+    for (unsigned char c : text) {
+      bytes.push_back(static_cast<int>(c));
+    }
+    return bytes;
+  };
+  if (chat) {
+    json content = json::array();
+    for (size_t i = 0; i < logprobs.size(); ++i) {
+      std::string text = tokenText(server, tokens[i]);
+      json top = json::array();
+      for (auto [id, logprob] : logprobs[i].top) {
+        std::string alternative = tokenText(server, id);
+        top.push_back({{"token", alternative},
+                       {"logprob", logprob},
+                       {"bytes", bytesOf(alternative)}});
+      }
+      content.push_back({{"token", text},
+                         {"logprob", logprobs[i].logprob},
+                         {"bytes", bytesOf(text)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json texts = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  int64_t offset = 0;
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    std::string text = tokenText(server, tokens[i]);
+    texts.push_back(text);
+    values.push_back(logprobs[i].logprob);
+    json top = json::object();
+    for (auto [id, logprob] : logprobs[i].top) {
+      top[tokenText(server, id)] = logprob;
+    }
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", std::move(texts)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
 
 /// The request's prompt as ids, or a 400.
 StatusOr<std::vector<int32_t>> promptIds(Server &server,
@@ -471,6 +548,7 @@ void handleGeneration(Server &server, const httplib::Request &http,
   std::vector<std::shared_ptr<ReplyText>> replies;
   for (int64_t i = 0; i < request.n; ++i) {
     auto job = std::make_shared<Job>();
+    job->topLogprobs = request.topLogprobs;
     generation.seed = request.seed + static_cast<uint64_t>(i);
     if (Status status = server.engine.submit(generation, job); !status) {
       for (const auto &earlier : replies) {
@@ -514,6 +592,10 @@ void handleGeneration(Server &server, const httplib::Request &http,
       }
       choices.push_back(choice(reply->text(), reply->finishReason(), false,
                                static_cast<int64_t>(i)));
+      if (request.topLogprobs >= 0) {
+        choices.back()["logprobs"] =
+            logprobsJson(server, chat, reply->tokens(), reply->logprobs());
+      }
       completionTokens += reply->completionTokens();
     }
     json result = {{"id", id},

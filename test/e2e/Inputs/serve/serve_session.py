@@ -220,6 +220,34 @@ def main():
           % ("differ from unpenalized" if penalized != expected[PROMPTS[0]]
              else "SAME AS UNPENALIZED", biased))
 
+    # Log-probabilities: the greedy token is its step's best alternative,
+    # and each equals the log-softmax of mf-run's logits of that step
+    # (--dump-step-logits, f32; within 1e-4).
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 6, "temperature": 0, "logprobs": 3})
+    lp = json.loads(body)["choices"][0]
+    steps = os.path.join(WORK, "logprob-steps.npy")
+    mf_run("--prompt", PROMPTS[0], "--max-new-tokens", "6",
+           "--dump-step-logits", steps)
+    import numpy
+    logits = numpy.load(steps).astype(numpy.float64).reshape(6, -1)
+    best = logits.max(axis=1, keepdims=True)
+    logsoftmax = logits - best - numpy.log(numpy.exp(logits - best).sum(axis=1, keepdims=True))
+    expected_lp = logsoftmax.max(axis=1)
+    got_lp = numpy.array(lp["logprobs"]["token_logprobs"])
+    tops_ok = all(max(top, key=top.get) == token and abs(top[token] - value) < 1e-6
+                  for top, token, value in zip(lp["logprobs"]["top_logprobs"],
+                                               lp["logprobs"]["tokens"], got_lp))
+    status, body = server.request("POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": CHAT}], "max_tokens": 4,
+        "temperature": 0, "logprobs": True, "top_logprobs": 2})
+    content = json.loads(body)["choices"][0]["logprobs"]["content"]
+    print("logprobs: %d tokens joining to the text: %s; best alternatives: %s; "
+          "equal mf-run's log-softmax: %s; chat: %d tokens, %d alternatives each"
+          % (len(got_lp), "".join(lp["logprobs"]["tokens"]) == lp["text"], tops_ok,
+             bool(numpy.abs(got_lp - expected_lp).max() < 1e-4), len(content),
+             len(content[0]["top_logprobs"])))
+
     # Hostile requests: a 4xx that names the problem, and the server goes on.
     long_prompt = " ".join(["word"] * 400)
     cases = [
@@ -227,6 +255,10 @@ def main():
         ("unknown field", {"prompt": "hi", "max_token": 3}, None),
         ("n = 2 streamed", {"prompt": "hi", "n": 2, "stream": True}, None),
         ("n = 17", {"prompt": "hi", "n": 17}, None),
+        ("logprobs 6", {"prompt": "hi", "logprobs": 6}, None),
+        ("logprobs streamed", {"prompt": "hi", "logprobs": 1, "stream": True}, None),
+        ("top_logprobs alone", {"messages": [{"role": "user", "content": "hi"}],
+                                "top_logprobs": 2}, "/v1/chat/completions"),
         ("10^6 tokens", {"prompt": "hi", "max_tokens": 1000000}, None),
         ("over-long prompt", {"prompt": long_prompt}, None),
         ("unknown role", {"messages": [{"role": "wizard", "content": "hi"}]},
