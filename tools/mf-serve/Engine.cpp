@@ -144,8 +144,7 @@ StatusOr<Plan> decodePlan(const std::vector<uint8_t> &bytes) {
 } // namespace
 
 TokenLogprobs mfserve::logprobsOf(const float *logits, int64_t vocab,
-                                  int32_t token,
-                         int64_t top) {
+                                  int32_t token, int64_t top) {
   // log softmax in double: the largest logit first, then the log of the
   // sum of exponentials.
   double best = *std::max_element(logits, logits + vocab), sum = 0;
@@ -158,11 +157,10 @@ TokenLogprobs mfserve::logprobsOf(const float *logits, int64_t vocab,
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
   std::iota(ids.begin(), ids.end(), 0);
   int64_t count = std::min(top, vocab);
-  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
+  std::partial_sort(
+      ids.begin(), ids.begin() + count, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
   for (int64_t i = 0; i < count; ++i) {
     result.top.emplace_back(ids[i],
                             static_cast<float>(logits[ids[i]] - logTotal));
@@ -248,10 +246,9 @@ void Engine::run() {
             }
             held->tokens.push_back(*event.token);
             if (held->topLogprobs >= 0 && event.logits) {
-              held->logprobs.push_back(logprobsOf(event.logits,
-                                                  generator_.vocab(),
-                                                  *event.token,
-                                                  held->topLogprobs));
+              held->logprobs.push_back(
+                  logprobsOf(event.logits, generator_.vocab(), *event.token,
+                             held->topLogprobs));
             }
           }
           held->finish = event.finish;

@@ -50,8 +50,8 @@ Status onlyDefault(const json &body, const std::string &field) {
     return Status::ok();
   }
   const json &value = *it;
-  bool isDefault = field == "best_of"                         ? value == 1
-                   : field == "echo"                          ? value == false
+  bool isDefault = field == "best_of" ? value == 1
+                   : field == "echo"  ? value == false
                    : field == "suffix"
                        ? value.is_string() && value.get<std::string>().empty()
                        : false;

@@ -330,15 +330,15 @@ public:
   /// request ended).
   std::vector<TokenLogprobs> logprobs() const {
     std::lock_guard<std::mutex> lock(job_->mutex);
-    size_t count = std::min(job_->logprobs.size(),
-                            static_cast<size_t>(completionTokens_));
+    size_t count =
+        std::min(job_->logprobs.size(), static_cast<size_t>(completionTokens_));
     return {job_->logprobs.begin(), job_->logprobs.begin() + count};
   }
   /// The generated token ids the text holds.
   std::vector<int32_t> tokens() const {
     std::lock_guard<std::mutex> lock(job_->mutex);
-    size_t count = std::min(job_->tokens.size(),
-                            static_cast<size_t>(completionTokens_));
+    size_t count =
+        std::min(job_->tokens.size(), static_cast<size_t>(completionTokens_));
     return {job_->tokens.begin(), job_->tokens.begin() + count};
   }
 
