@@ -2,14 +2,11 @@
 
 #include "tools/mf-serve/Engine.h"
 
-#include <numeric>
-
-#include <cmath>
-
 #include <algorithm>
-
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 using namespace mfserve;
 using namespace mfrt;
