@@ -297,10 +297,6 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     }
     request.stream = it->get<bool>();
   }
-  if (request.stream && request.topLogprobs >= 0) {
-    return fieldError("logprobs", "log-probabilities are not streamed yet; "
-                                  "stream: false returns them");
-  }
   if (request.stream && request.n > 1) {
     return fieldError("n", "more than one choice is not streamed yet; "
                            "stream: false returns them all");

@@ -43,7 +43,7 @@ struct ApiRequest {
   int64_t n = 1;
   /// Log-probabilities asked for (completions' `logprobs`, chat's
   /// `logprobs` + `top_logprobs`): -1 none, else the alternatives a token
-  /// lists (not streamed yet).
+  /// lists.
   int64_t topLogprobs = -1;
 };
 

@@ -613,6 +613,29 @@ void handleGeneration(Server &server, const httplib::Request &http,
   auto started = std::make_shared<bool>(false);
   auto finished = std::make_shared<bool>(false);
   std::string name = server.name;
+  // Streamed logprobs: each chunk carries those of the tokens consumed
+  // since the last one that carried any (the text may hold some back for a
+  // stop string); the last chunk the rest.
+  const Server *serving = &server;
+  int64_t topLogprobs = request.topLogprobs;
+  auto logprobsSent = std::make_shared<size_t>(0);
+  auto withLogprobs = [=](json choice) {
+    if (topLogprobs < 0) {
+      return choice;
+    }
+    std::vector<TokenLogprobs> logprobs = reply->logprobs();
+    std::vector<int32_t> tokens = reply->tokens();
+    if (*logprobsSent < logprobs.size()) {
+      choice["logprobs"] = logprobsJson(
+          *serving, chat,
+          {tokens.begin() + static_cast<ptrdiff_t>(*logprobsSent),
+           tokens.begin() + static_cast<ptrdiff_t>(logprobs.size())},
+          {logprobs.begin() + static_cast<ptrdiff_t>(*logprobsSent),
+           logprobs.end()});
+      *logprobsSent = logprobs.size();
+    }
+    return choice;
+  };
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(
       "text/event-stream",
@@ -644,7 +667,8 @@ void handleGeneration(Server &server, const httplib::Request &http,
         }
         bool done = false;
         std::string delta = reply->next(std::chrono::milliseconds(200), done);
-        if (!delta.empty() && !send(chunk({choice(delta, nullptr, true)}))) {
+        if (!delta.empty() &&
+            !send(chunk({withLogprobs(choice(delta, nullptr, true))}))) {
           reply->abandon(); // the client left: free its slot
           return false;
         }
@@ -656,7 +680,7 @@ void handleGeneration(Server &server, const httplib::Request &http,
           send(json{{"error",
                      {{"message", reply->error()}, {"type", "server_error"}}}});
         } else {
-          send(chunk({choice("", reply->finishReason(), true)}));
+          send(chunk({withLogprobs(choice("", reply->finishReason(), true))}));
         }
         if (includeUsage) {
           json usage = chunk(json::array());

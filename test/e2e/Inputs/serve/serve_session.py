@@ -242,6 +242,20 @@ def main():
         "messages": [{"role": "user", "content": CHAT}], "max_tokens": 4,
         "temperature": 0, "logprobs": True, "top_logprobs": 2})
     content = json.loads(body)["choices"][0]["logprobs"]["content"]
+    # Streamed, the chunks carry the same tokens and values.
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 6, "temperature": 0, "logprobs": 3,
+        "stream": True})
+    streamed_tokens, streamed_values = [], []
+    for line in body.split("\n"):
+        if line.startswith("data: {"):
+            for c in json.loads(line[6:])["choices"]:
+                if c.get("logprobs"):
+                    streamed_tokens += c["logprobs"]["tokens"]
+                    streamed_values += c["logprobs"]["token_logprobs"]
+    print("streamed logprobs equal: %s" % (
+        streamed_tokens == lp["logprobs"]["tokens"]
+        and streamed_values == lp["logprobs"]["token_logprobs"]))
     print("logprobs: %d tokens joining to the text: %s; best alternatives: %s; "
           "equal mf-run's log-softmax: %s; chat: %d tokens, %d alternatives each"
           % (len(got_lp), "".join(lp["logprobs"]["tokens"]) == lp["text"], tops_ok,
@@ -256,7 +270,6 @@ def main():
         ("n = 2 streamed", {"prompt": "hi", "n": 2, "stream": True}, None),
         ("n = 17", {"prompt": "hi", "n": 17}, None),
         ("logprobs 6", {"prompt": "hi", "logprobs": 6}, None),
-        ("logprobs streamed", {"prompt": "hi", "logprobs": 1, "stream": True}, None),
         ("top_logprobs alone", {"messages": [{"role": "user", "content": "hi"}],
                                 "top_logprobs": 2}, "/v1/chat/completions"),
         ("10^6 tokens", {"prompt": "hi", "max_tokens": 1000000}, None),
