@@ -718,6 +718,15 @@ TEST(Quantization, RoundToNearestAsGoldenStick) {
   EXPECT_EQ(unpacked[0], -8.0f); // -127.5 / 17 = -7.5 -> -8
   EXPECT_FALSE(quantizeRtn(weight, 0, 4, q, scales)); // [3, 4] values
 
+  // A scale past f16's range (2 * 1e6 / 15) is refused, not stored as inf.
+  Tensor big = tensor(DType::F32, {1, 4}), q1 = tensor(DType::I8, {1, 2});
+  Tensor halfScales = tensor(DType::F16, {2, 1});
+  std::fill(big.as<float>(), big.as<float>() + 4, 1e6f);
+  Status overflow = quantizeRtn(big, 2, 4, q1, halfScales);
+  ASSERT_FALSE(overflow);
+  EXPECT_NE(overflow.message().find("which f16 cannot hold"), std::string::npos)
+      << overflow.message();
+
   weight.as<float>()[5] = std::nanf("");
   Status refused = quantizeRtn(weight, 0, 8, q, scales);
   ASSERT_FALSE(refused);

@@ -216,14 +216,12 @@ struct MFQuantizeWeightsPass
         continue;
       }
       int64_t n = type.getDimSize(0), k = type.getDimSize(1);
-      int64_t group = groupSize, width = bits;
-      if ((group > 0 && k % group != 0) || (width == 4 && k % 2 != 0)) {
+      // (int4 groups are even, so a K they divide is whole bytes.)
+      int64_t group = groupSize;
+      if (group > 0 && k % group != 0) {
         parameter.emitError()
             << "mf-quantize-weights: K = " << k << " of this [" << n << ", "
-            << k << "] weight is not a multiple of "
-            << (group > 0 && k % group != 0
-                    ? "the group size " + std::to_string(group)
-                    : std::string("2 (two int4 values a byte)"))
+            << k << "] weight is not a multiple of the group size " << group
             << "; choose a group_size that divides it or add the layer to "
                "modules_to_not_convert";
         return signalPassFailure();

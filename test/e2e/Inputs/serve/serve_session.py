@@ -283,6 +283,7 @@ def main():
         ("logit_bias past the vocabulary",
          {"prompt": "hi", "logit_bias": {"999999": 1}}, None),
         ("logit_bias not an id", {"prompt": "hi", "logit_bias": {"x1": 1}}, None),
+        ("logit_bias 01", {"prompt": "hi", "logit_bias": {"01": 1}}, None),
     ]
     for name, body, path in cases:
         status, text = server.request("POST", path or "/v1/completions", body)
