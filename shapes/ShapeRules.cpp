@@ -59,17 +59,24 @@ Inferred mfshapes::inferDequantize(const TensorInfo &input,
   if (bits != 8 && bits != 4) {
     return failure("bits = " + std::to_string(bits) + " is not 8 or 4");
   }
-  if (input.element != Element::I8 || input.shape.size() != 2) {
+  // Per-row int8 values may have any leading dimensions (activations
+  // quantized per token); int4 and grouped values are a weight, [N, K].
+  bool rows = bits == 8 && groupSize == 0;
+  if (input.element != Element::I8 || input.shape.size() < 2 ||
+      (!rows && input.shape.size() != 2)) {
     return failure(std::string("expected an i8 [N, K") +
-                   (bits == 4 ? " / 2" : "") + "] weight, got " +
+                   (bits == 4 ? " / 2" : "") + "] weight" +
+                   (rows ? " or [..., N, K] values" : "") + ", got " +
                    formatShape(input.shape));
   }
   if (std::string problem = checkDims(input, "the weight"); !problem.empty()) {
     return failure(problem);
   }
-  int64_t n = input.shape[0], k = input.shape[1] * (bits == 4 ? 2 : 1);
+  std::vector<int64_t> shape = input.shape;
+  int64_t k = shape.back() * (bits == 4 ? 2 : 1);
+  shape.back() = k;
   if (std::string problem =
-          checkDims({input.element, {n, k}}, "the dequantized weight");
+          checkDims({input.element, shape}, "the dequantized weight");
       !problem.empty()) {
     return failure(problem);
   }
@@ -79,14 +86,27 @@ Inferred mfshapes::inferDequantize(const TensorInfo &input,
                    " does not divide K = " + std::to_string(k) +
                    (bits == 4 ? " in whole bytes" : ""));
   }
-  std::vector<int64_t> scales = groupSize == 0
-                                    ? std::vector<int64_t>{n}
-                                    : std::vector<int64_t>{k / groupSize, n};
+  std::vector<int64_t> scales(shape.begin(), shape.end() - 1);
+  if (groupSize > 0) {
+    scales = {k / groupSize, shape[0]};
+  }
   if (!isFloat(scale.element) || scale.shape != scales) {
     return failure("expected float scales of shape " + formatShape(scales) +
                    ", got " + formatShape(scale.shape));
   }
-  return {{{scale.element, {n, k}}}, ""};
+  return {{{scale.element, shape}}, ""};
+}
+
+Inferred mfshapes::inferDynamicQuantize(const TensorInfo &input) {
+  if (!isFloat(input.element) || input.shape.size() < 2) {
+    return failure("expected a float tensor of rank >= 2, got " +
+                   formatShape(input.shape));
+  }
+  if (std::string problem = checkDims(input, "the input"); !problem.empty()) {
+    return failure(problem);
+  }
+  std::vector<int64_t> rows(input.shape.begin(), input.shape.end() - 1);
+  return {{{Element::I8, input.shape}, {input.element, rows}}, ""};
 }
 
 Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {

@@ -45,9 +45,15 @@ struct Inferred {
 /// [N, K]; 4: i8 [N, K / 2], two values a byte, the even column in the low
 /// nibble) and float `scale`s, [N] (`groupSize` 0) or [K / groupSize, N]
 /// (golden-stick's layout: a group's scales side by side), in the scales'
-/// type (MindFormers keeps them in the compute dtype).
+/// type (MindFormers keeps them in the compute dtype). Per-row int8 values
+/// may have leading dimensions ([..., N, K], scales [..., N]: activations
+/// quantized per token).
 Inferred inferDequantize(const TensorInfo &input, const TensorInfo &scale,
                          int64_t groupSize, int64_t bits);
+
+/// mf.dynamic_quantize: a float [..., K] as i8 values of the same shape
+/// and one scale per row, [...], in the input's type.
+Inferred inferDynamicQuantize(const TensorInfo &input);
 
 /// mf.top_k: the `k` largest of the last dimension, and their indices.
 Inferred inferTopK(const TensorInfo &input, int64_t k);

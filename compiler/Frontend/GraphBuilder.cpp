@@ -88,7 +88,8 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     parameter = mf::ParameterOp::create(
         parameterBuilder_, loc, name, type, init, std,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
-        /*frozen=*/false, /*state=*/false, /*panels=*/false, grid, splitAxes,
+        /*frozen=*/false, /*state=*/false, /*panels=*/false, /*dot_panels=*/false, grid,
+        splitAxes,
         splitGroups, /*quant_scale=*/FlatSymbolRefAttr(),
         /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
   }

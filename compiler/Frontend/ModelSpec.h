@@ -42,6 +42,8 @@ struct QuantizationConfig {
   std::string quantMethod; ///< "rtn" or "ptq"; empty when there is none.
   std::string weightDtype; ///< "int8" or "int4"
   int64_t groupSize = 0;   ///< 0: one scale per row (per_channel)
+  /// "int8": activations quantized per token (W8A8); empty: float.
+  std::string activationDtype;
   /// Weights whose name contains one of these stay float (golden-stick's
   /// substring match over the layer's path).
   std::vector<std::string> modulesToNotConvert;

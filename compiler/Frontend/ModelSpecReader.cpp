@@ -1312,7 +1312,8 @@ private:
         config.quantMethod == "smooth_quant") {
       refuse("quant_method",
              "'smooth_quant' (int8 activations, calibrated) is not supported "
-             "yet; 'rtn' and weight-only 'ptq' are");
+             "yet; 'rtn' and 'ptq' (weight-only, or W8A8 with per_token "
+             "activations) are");
     }
     static const StringRef weightTypes[] = {"int8", "int4"};
     config.weightDtype = "int8";
@@ -1322,12 +1323,27 @@ private:
                              "weights are quant_method 'ptq' with "
                              "weight_quant_granularity 'per_group'");
     }
-    for (StringRef key :
-         {"activation_dtype", "kvcache_dtype", "outliers_suppression"}) {
+    // int8 activations: golden-stick's W8A8 with per-token (dynamic)
+    // scales, which needs no calibration.
+    if (const ConfigNode *value = quant.get("activation_dtype");
+        !isNone(value)) {
+      if (!(value->isScalar() && value->scalar == "int8")) {
+        refuse("activation_dtype",
+               "expected None or 'int8', got " + value->describe());
+      } else if (config.quantMethod != "ptq") {
+        refuse("activation_dtype",
+               "int8 activations are quant_method 'ptq' (with "
+               "act_quant_granularity 'per_token'); " +
+                   config.quantMethod + " quantizes weights only");
+      } else {
+        config.activationDtype = "int8";
+      }
+    }
+    for (StringRef key : {"kvcache_dtype", "outliers_suppression"}) {
       const ConfigNode *value = quant.get(key);
       if (!isNone(value)) {
-        refuse(key, "only None is supported (weight-only quantization: float "
-                    "activations and KV cache, no smoothing), got " +
+        refuse(key, "only None is supported (no int8 KV cache, no "
+                    "smoothing: both need calibration), got " +
                         value->describe());
       }
     }
@@ -1342,6 +1358,17 @@ private:
     static const StringRef granularities[] = {"per_channel", "per_group"};
     std::string granularity = "per_channel";
     quant.readChoice("weight_quant_granularity", granularity, granularities);
+    bool int8Activations = config.activationDtype == "int8";
+    if (int8Activations && config.weightDtype == "int4") {
+      refuse("weight_dtype",
+             "int4 weights with int8 activations need precision_recovery "
+             "'gptq' in MindFormers, which mfc does not build; W8A8 takes "
+             "weight_dtype 'int8'");
+    } else if (int8Activations && granularity != "per_channel") {
+      refuse("weight_quant_granularity",
+             "int8 weights with int8 activations take 'per_channel' scales "
+             "(as golden-stick requires)");
+    }
     int64_t groupSize = 0;
     quant.readInt("group_size", groupSize, 0);
     if (granularity == "per_group") {
@@ -1370,20 +1397,38 @@ private:
               ": applies to weight_quant_granularity 'per_group' only; "
               "per_channel has one scale per row (as in MindFormers)");
     }
-    // The granularities of quantized activations and KV cache: with both
-    // None only their defaults mean anything (MindFormers refuses
-    // per_token without int8).
-    for (auto [key, fallback] :
-         {std::pair<StringRef, StringRef>{"act_quant_granularity",
-                                          "per_tensor"},
-          {"kvcache_quant_granularity", "per_channel"}}) {
-      const ConfigNode *value = quant.get(key);
-      if (value && !(value->isScalar() && value->scalar == fallback)) {
-        refuse(key, "only '" + fallback +
-                        "' is supported without int8 activations and KV "
-                        "cache, got " +
-                        value->describe());
+    // How the activations are quantized: per_token (dynamic: a scale per
+    // token at run time) is built; per_tensor int8 (golden-stick's default)
+    // is a static scale from calibration. Without int8 activations only the
+    // default means anything (MindFormers refuses per_token then).
+    if (const ConfigNode *value = quant.get("act_quant_granularity")) {
+      bool perToken = value->isScalar() && value->scalar == "per_token";
+      bool perTensor = value->isScalar() && value->scalar == "per_tensor";
+      if (int8Activations && !perToken) {
+        refuse("act_quant_granularity",
+               perTensor ? llvm::Twine("'per_tensor' int8 activations need "
+                                       "static scales from calibration, "
+                                       "which mfc does not build yet; "
+                                       "'per_token' (dynamic) is supported")
+                         : "expected 'per_token', got " + value->describe());
+      } else if (!int8Activations && !perTensor) {
+        refuse("act_quant_granularity",
+               "only 'per_tensor' is supported without int8 activations "
+               "(activation_dtype None), got " +
+                   value->describe());
       }
+    } else if (int8Activations) {
+      refuse("activation_dtype",
+             "int8 activations need act_quant_granularity 'per_token' "
+             "(dynamic); the default 'per_tensor' needs calibration, which "
+             "mfc does not build yet");
+    }
+    if (const ConfigNode *value = quant.get("kvcache_quant_granularity");
+        value && !(value->isScalar() && value->scalar == "per_channel")) {
+      refuse("kvcache_quant_granularity",
+             "only 'per_channel' is supported without an int8 KV cache, "
+             "got " +
+                 value->describe());
     }
     if (const ConfigNode *policies = quant.get("layer_policies");
         policies && !isNone(policies) &&

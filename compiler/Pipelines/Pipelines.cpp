@@ -35,6 +35,7 @@ void addQuantization(OpPassManager &pm, const CompileOptions &options) {
                           options.quantizeExclude.end());
   quantize.bits = options.quantizeBits;
   quantize.groupSize = options.quantizeGroupSize;
+  quantize.activations = options.quantizeActivations;
   pm.addPass(mf::createMFQuantizeWeightsPass(quantize));
 }
 

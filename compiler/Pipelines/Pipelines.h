@@ -59,6 +59,8 @@ struct CompileOptions {
   /// Its bits (8 or 4) and scales' group size (0: one scale per row).
   int64_t quantizeBits = 8;
   int64_t quantizeGroupSize = 0;
+  /// Its activations: "none", or "per-token" (int8 rows: W8A8).
+  std::string quantizeActivations = "none";
   /// Tensor-parallel modules: mf-partition's sequence parallelism
   /// (parallel_config.use_seq_parallel).
   bool sequenceParallel = false;

@@ -400,3 +400,28 @@ void mfrt::quantizedRowToFloats(const int8_t *row, int64_t k, int64_t bits,
     out[2 * j + 1] = static_cast<float>(byte >> 4);
   }
 }
+
+float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
+                                DType scaleType) {
+  float amax = 0;
+  bool finite = true;
+  for (int64_t j = 0; j < k; ++j) {
+    finite = finite && std::isfinite(row[j]);
+    amax = std::max(amax, std::fabs(row[j]));
+  }
+  float scale = finite ? amax / 127.0f : std::nanf("");
+  uint16_t stored = 0;
+  if (scaleType != DType::F32) { // the scale the values multiply
+    fromFloats(scaleType, &scale, &stored, 1);
+    toFloats(scaleType, &stored, &scale, 1);
+  }
+  if (!(scale > 0) || !std::isfinite(scale)) {
+    std::fill(out, out + k, int8_t{0});
+    return scale;
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    out[j] = static_cast<int8_t>(
+        std::clamp(std::nearbyint(row[j] / scale), -128.0f, 127.0f));
+  }
+  return scale;
+}

@@ -75,6 +75,9 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
         op.attributes_as_DequantizeAttrs()->group_size(),
         op.attributes_as_DequantizeAttrs()->bits());
     break;
+  case fb::OpKind::DynamicQuantize:
+    inferred = mfshapes::inferDynamicQuantize(infoOf(in[0]));
+    break;
   case fb::OpKind::TopK:
     inferred =
         mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());

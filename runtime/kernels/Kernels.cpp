@@ -67,9 +67,11 @@ Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
                   Tensor &out, const ParallelFor &parallel) {
   const fb::DequantizeAttrs *attributes = op.attributes_as_DequantizeAttrs();
   int64_t bits = attributes->bits(), group = attributes->group_size();
-  int64_t rows = out.dim(0), k = out.dim(1);
-  if (q.rank() != 2 || q.dim(0) != rows ||
-      q.dim(1) * (bits == 4 ? 2 : 1) != k) {
+  // Per-row values may have leading dimensions: rows are all but the last.
+  int64_t k = out.shape().back(), rows = out.numElements() / k;
+  std::vector<int64_t> stored = out.shape();
+  stored.back() = bits == 4 ? k / 2 : k;
+  if (q.shape() != stored || (bits == 4 && k % 2 != 0)) {
     return Status::error(StatusCode::InvalidArgument,
                          "dequantize: values of shape " +
                              formatShape(q.shape()) + " for a " +
@@ -83,7 +85,8 @@ Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
     char *to = static_cast<char *>(out.data());
     const char *scales = static_cast<const char *>(scale.data());
     for (int64_t n = begin; n < end; ++n) {
-      quantizedRowToFloats(q.as<int8_t>() + n * q.dim(1), k, bits, row.data());
+      quantizedRowToFloats(q.as<int8_t>() + n * stored.back(), k, bits,
+                           row.data());
       for (int64_t g = 0; g * width < k; ++g) {
         float factor;
         toFloats(scale.dtype(), scales + (g * rows + n) * scaleSize, &factor,
@@ -94,6 +97,37 @@ Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
       }
       fromFloats(out.dtype(), row.data(), to + n * k * dtypeSize(out.dtype()),
                  k);
+    }
+  });
+  return Status::ok();
+}
+
+/// mf.dynamic_quantize: each row of the last dimension as i8 values and
+/// one scale, max|x| / 127 rounded to the scales' type; the values divided
+/// by that rounded scale, rounded half to even and clamped, in f32.
+Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
+                       Tensor &scales, const ParallelFor &parallel) {
+  int64_t k = x.shape().back(), rows = x.numElements() / k;
+  if (values.shape() != x.shape() || scales.numElements() != rows) {
+    return shapeError(op, "values " + formatShape(values.shape()) +
+                              " and scales " + formatShape(scales.shape()) +
+                              " for rows of " + formatShape(x.shape()));
+  }
+  parallel(rows, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      toFloats(x.dtype(),
+               static_cast<const char *>(x.data()) +
+                   r * k * dtypeSize(x.dtype()),
+               row.data(), k);
+      float scale = quantizeRowPerToken(row.data(), k,
+                                        values.as<int8_t>() + r * k,
+                                        scales.dtype());
+      fromFloats(scales.dtype(), &scale,
+                 static_cast<char *>(scales.data()) +
+                     r * dtypeSize(scales.dtype()),
+                 1);
     }
   });
   return Status::ok();
@@ -1138,6 +1172,8 @@ Status mfrt::runKernel(const fb::Op &op,
     return pad(op, in(0), output);
   case fb::OpKind::TopK:
     return topK(op, in(0), output, *outputs[1], parallel);
+  case fb::OpKind::DynamicQuantize:
+    return dynamicQuantize(op, in(0), output, *outputs[1], parallel);
   case fb::OpKind::MoeRoute:
     return moeRoute(op, in(0), output, *outputs[1]);
   case fb::OpKind::MoeDispatch:

@@ -428,6 +428,40 @@ def apply_rtn_int4(w, exclude, dtype, group):
     return w
 
 
+# The weights whose products quantize their rows per token (W8A8:
+# --w8a8), filled by apply_w8a8.
+INT8_ROWS = set()
+
+
+def quantize_per_token(x):
+    """MindSpore's DynamicQuant (golden-stick's W8A8, act_quant_granularity
+    per_token) as mf.dynamic_quantize computes it: per row, scale = max|x| /
+    127 in x's dtype, q = clamp(round-half-even(x / scale), -128, 127); the
+    rows the matmul then multiplies, q * scale, in x's dtype."""
+    dtype = x.dtype
+    x32 = x.float()
+    scale = (x32.abs().amax(dim=-1, keepdim=True) / 127.0).to(dtype).float()
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round(x32 / safe), -128, 127)
+    q = torch.where(scale > 0, q, torch.zeros_like(q))
+    return (q * scale).to(dtype)
+
+
+def times_weight(x, name, weight):
+    """x @ weight.T, the rows quantized per token first when `name` is a
+    W8A8 weight."""
+    if name in INT8_ROWS:
+        x = quantize_per_token(x)
+    return x @ weight.T
+
+
+def apply_w8a8(w, exclude, dtype):
+    """W8A8 (per-token activations): the weights as W8A16, and their
+    products' rows quantized per token."""
+    INT8_ROWS.update(quantized_linear_names(w, exclude))
+    return apply_rtn_int8(w, exclude, dtype)
+
+
 # ---------------------------------------------------------------- models
 
 def rms_norm(x, w, eps):
@@ -507,7 +541,7 @@ def llama_layer(cfg, w, i, x, positions):
     p = f"model.layers.{i}."
 
     def linear(inp, name, bias=False):
-        out = inp.to(c) @ w[p + name + ".weight"].to(c).T
+        out = times_weight(inp.to(c), p + name + ".weight", w[p + name + ".weight"].to(c))
         if bias:
             out = out + w[p + name + ".bias"].to(c)
         if cfg.lora_targets(f"model.layers.{i}." + MF_PROJECTIONS[name]):
@@ -599,8 +633,8 @@ def llama_logits(cfg, w, ids, checkpoint=False):
         else:
             x = llama_layer(cfg, w, i, x, positions)
     x = rms_norm(x, w["model.norm.weight"], cfg.eps).to(c)
-    head = w["model.embed_tokens.weight"] if cfg.tied else w["lm_head.weight"]
-    return (x @ head.to(c).T).float()
+    head = "model.embed_tokens.weight" if cfg.tied else "lm_head.weight"
+    return times_weight(x, head, w[head].to(c)).float()
 
 
 def layer_norm(x, weight, bias, eps):
@@ -707,8 +741,11 @@ def main():
     parser.add_argument("--rtn-int4", type=int, metavar="GROUP",
                         help="compute with the Linear weights quantized to int4 in groups of "
                              "GROUP columns (W4A16)")
+    parser.add_argument("--w8a8", action="store_true",
+                        help="compute with the Linear weights RTN-quantized to int8 and "
+                             "their rows quantized per token (W8A8)")
     parser.add_argument("--not-convert", action="append", default=[],
-                        help="with --rtn-int8/--rtn-int4: weights whose name contains this "
+                        help="with --rtn-int8/--rtn-int4/--w8a8: weights whose name contains this "
                              "stay float")
     args = parser.parse_args()
     cfg = Config(args.config, args.overrides)
@@ -733,6 +770,8 @@ def main():
         w = apply_rtn_int8(w, args.not_convert, cfg.compute_dtype)
     if args.rtn_int4:
         w = apply_rtn_int4(w, args.not_convert, cfg.compute_dtype, args.rtn_int4)
+    if args.w8a8:
+        w = apply_w8a8(w, args.not_convert, cfg.compute_dtype)
     if args.command == "logits":
         ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
         expected = logits_of(cfg, w, ids)

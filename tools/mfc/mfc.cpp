@@ -383,6 +383,8 @@ int compile(int argc, char **argv) {
   options.quantizeExclude = spec->model.quantization.modulesToNotConvert;
   options.quantizeBits = spec->model.quantization.weightDtype == "int4" ? 4 : 8;
   options.quantizeGroupSize = spec->model.quantization.groupSize;
+  options.quantizeActivations =
+      spec->model.quantization.activationDtype == "int8" ? "per-token" : "none";
   bool training =
       spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
   std::optional<int64_t> budgetBytes;

@@ -211,7 +211,18 @@ LogicalResult ParameterOp::verify() {
                                                   getTensorType().getRank()) +
                                               " tensor");
   }
+  if (getDotPanels() && (getPanels() || !getQuantScale() ||
+                         getQuantBits().value_or(8) != 8 ||
+                         getQuantGroup())) {
+    return emitOpError() << "dot_panels needs an int8 weight with one scale "
+                            "per row, read in one layout (not also panels)";
+  }
   bool integer = getTensorType().getElementType().isInteger(8);
+  if (integer && getTensorType().getRank() != 2) {
+    return emitOpError() << "a quantized parameter is a 2-D weight [N, K], "
+                            "not a rank-"
+                         << getTensorType().getRank() << " tensor";
+  }
   if (integer != getQuantScale().has_value()) {
     return emitOpError() << (integer ? "holds i8 values but names no scales "
                                        "(quantized(@scales))"
@@ -1365,6 +1376,17 @@ LogicalResult DequantizeOp::inferReturnTypes(MLIRContext *context,
 
 // One multiply per element (the conversion is free beside it).
 int64_t DequantizeOp::getFlops() { return numElements(getResult()); }
+
+LogicalResult DynamicQuantizeOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferDynamicQuantize(infoOf(adaptor.getInput())),
+                       types);
+}
+
+// A pass for each row's largest magnitude, then a divide and a round.
+int64_t DynamicQuantizeOp::getFlops() { return 3 * numElements(getInput()); }
 
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
                                        std::optional<Location> loc,

@@ -46,7 +46,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     read, where they multiply by it transposed, packed into panels of 32
     rows (runtime/kernels/PanelGemm.h) that the runtime packs once when the weights
     change (`mf-choose-weight-layout` decides). Nothing may assign it: the
-    packed copy would be stale.
+    packed copy would be stale. A `dot_panels` parameter is a quantized
+    weight's i8 values packed alike for int8 dot products (each panel
+    [K / 4][32][4]: four K of a column side by side), which the kernels
+    multiply by int8 activations (`mf.dynamic_quantize`).
 
     A `quantized` parameter is a 2-D [N, K] weight stored as integer values
     q whose float value is `q * scale`: `i8` [N, K], or with `bits = 4`
@@ -82,6 +85,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     UnitAttr:$frozen,
     UnitAttr:$state,
     UnitAttr:$panels,
+    UnitAttr:$dot_panels,
     OptionalAttr<FlatSymbolRefAttr>:$grid,
     OptionalAttr<MF_GridAxesArrayAttr>:$split_axes,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups,
@@ -91,7 +95,7 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
-    (`panels` $panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
+    (`panels` $panels^)? (`dot_panels` $dot_panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
     (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? (`bits` `=` $quant_bits^)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
@@ -419,6 +423,29 @@ def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`group_size` `=` $group_size^)? (`bits` `=` $bits^)? attr-dict `:` type($input) `,` type($scale) `->` type($result)
+  }];
+}
+
+def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Activations as int8 values and one scale per row";
+  let description = [{
+    Per row of the last dimension (a token's activations), symmetric:
+    `scale = max|x| / 127`, rounded to the input's type, and
+    `q = clamp(round_half_even(x / scale), -128, 127)` with the rounded
+    scale (0 and all-zero values for a row of zeros), computed in f32.
+    This is MindSpore's `DynamicQuant` that golden-stick's W8A8 with
+    `act_quant_granularity: per_token` runs before each quantized Linear;
+    `mf.dequantize` of the two is the rows the matmul multiplies, which
+    Graph Mode's kernels multiply as int8 dot products.
+
+    ```mlir
+    %q, %s = mf.dynamic_quantize %x : tensor<1x8x64xf32> -> tensor<1x8x64xi8>, tensor<1x8xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input);
+  let results = (outs MF_QuantizedTensor:$values, MF_FloatTensor:$scales);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($values) `,` type($scales)
   }];
 }
 

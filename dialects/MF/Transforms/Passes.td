@@ -42,6 +42,11 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
     and with `group-size=G` the scales are [K / G, N], one per row and
     group of G columns (MindFormers' `ptq` with `weight_dtype: int4`,
     `weight_quant_granularity: per_group`).
+    With `activations=per-token` (`ptq` with `activation_dtype: int8`,
+    `act_quant_granularity: per_token`: W8A8) each such matmul's rows are
+    quantized too: its left operand becomes `mf.dequantize` of
+    `mf.dynamic_quantize` of it (one per distinct operand), which the
+    kernels multiply as int8 dot products.
     The runtime quantizes float checkpoints at load (docs/quantization.md).
     A module that assigns parameters (training) is refused: the weights
     would no longer be the checkpoint's.
@@ -64,7 +69,10 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
     Option<"bits", "bits", "int64_t", /*default=*/"8",
            "Bits a weight value takes: 8 (i8), or 4 (int4, two to a byte)">,
     Option<"groupSize", "group-size", "int64_t", /*default=*/"0",
-           "Columns that share a scale (0: one scale per row)">
+           "Columns that share a scale (0: one scale per row)">,
+    Option<"activations", "activations", "std::string", /*default=*/"\"none\"",
+           "How the quantized weights' activations are multiplied: none (in "
+           "float, W8A16/W4A16) or per-token (int8, one scale per row: W8A8)">
   ];
 }
 

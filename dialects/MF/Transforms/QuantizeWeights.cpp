@@ -196,6 +196,19 @@ struct MFQuantizeWeightsPass
       });
     };
     MLIRContext *context = &getContext();
+    if (activations != "none" && activations != "per-token") {
+      emitError(module.getLoc())
+          << "mf-quantize-weights: activations is none or per-token, not '"
+          << activations << "'";
+      return signalPassFailure();
+    }
+    bool int8Rows = activations == "per-token";
+    if (int8Rows && (bits != 8 || groupSize != 0)) {
+      emitError(module.getLoc())
+          << "mf-quantize-weights: int8 activations take int8 weights with "
+             "one scale per row (bits=8 group-size=0), as golden-stick's W8A8";
+      return signalPassFailure();
+    }
     if ((bits != 8 && bits != 4) || groupSize < 0 ||
         (bits == 4 && (groupSize == 0 || groupSize % 2 != 0))) {
       emitError(module.getLoc())
@@ -205,6 +218,7 @@ struct MFQuantizeWeightsPass
              "even group)";
       return signalPassFailure();
     }
+    llvm::DenseMap<Value, Value> rowsOf;
     for (auto parameter :
          llvm::make_early_inc_range(module.getOps<ParameterOp>())) {
       RankedTensorType type = parameter.getTensorType();
@@ -245,7 +259,8 @@ struct MFQuantizeWeightsPass
           builder, parameter.getLoc(), scaleName, scaleType,
           ParameterInit::ones, FloatAttr(), mindFormersScaleName(parameter),
           parameter.getFrozen(),
-          /*state=*/false, /*panels=*/false, FlatSymbolRefAttr(),
+          /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
+          FlatSymbolRefAttr(),
           shard::GridAxesArrayAttr(), IntegerAttr(), FlatSymbolRefAttr(),
           IntegerAttr(), IntegerAttr());
       auto quantizedType = RankedTensorType::get({n, bits == 4 ? k / 2 : k},
@@ -285,9 +300,43 @@ struct MFQuantizeWeightsPass
         read.erase();
         if (weight.use_empty()) { // the read was only looked up in
           weight.getDefiningOp()->erase();
+        } else if (int8Rows && failed(quantizeRows(weight, rowsOf))) {
+          return signalPassFailure();
         }
       }
     }
+  }
+
+  /// W8A8: the rows that each product by `weight` (an mf.dequantize)
+  /// multiplies, quantized per token; `rowsOf` shares one quantization of
+  /// an operand among its products (a layer's q, k and v).
+  LogicalResult quantizeRows(Value weight,
+                             llvm::DenseMap<Value, Value> &rowsOf) {
+    for (Operation *user : weight.getUsers()) {
+      auto matmul = cast<MatmulOp>(user); // transposed rhs: checked above
+      if (matmul.getTransposeLhs()) {
+        return matmul.emitOpError()
+               << "mf-quantize-weights: int8 activations stored transposed "
+                  "have no per-token scales";
+      }
+      Value lhs = matmul.getLhs();
+      auto [known, added] = rowsOf.try_emplace(lhs);
+      if (added) {
+        OpBuilder builder(matmul);
+        if (Operation *producer = lhs.getDefiningOp()) {
+          builder.setInsertionPointAfter(producer);
+        } else {
+          builder.setInsertionPointToStart(
+              cast<BlockArgument>(lhs).getOwner());
+        }
+        auto quantize = DynamicQuantizeOp::create(builder, matmul.getLoc(), lhs);
+        known->second = DequantizeOp::create(
+            builder, matmul.getLoc(), quantize.getValues(),
+            quantize.getScales(), /*group_size=*/0, /*bits=*/8);
+      }
+      matmul.getLhsMutable().assign(known->second);
+    }
+    return success();
   }
 };
 
