@@ -313,13 +313,16 @@ private:
     if (failed(inputs) || failed(outputs)) {
       return failure();
     }
-    std::vector<uint32_t> panels;
-    if (std::optional<ArrayRef<int32_t>> positions = kernel.getPanelInputs()) {
-      panels.assign(positions->begin(), positions->end());
-    }
+    auto positions = [](std::optional<ArrayRef<int32_t>> inputs) {
+      ArrayRef<int32_t> list = inputs.value_or(ArrayRef<int32_t>());
+      return std::vector<uint32_t>(list.begin(), list.end());
+    };
+    std::vector<uint32_t> panels = positions(kernel.getPanelInputs());
+    std::vector<uint32_t> dotPanels = positions(kernel.getDotPanelInputs());
     return fb::CreateKernelSignatureDirect(
         builder_, &*inputs, &*outputs, static_cast<uint32_t>(kernel.getTiles()),
-        panels.empty() ? nullptr : &panels);
+        panels.empty() ? nullptr : &panels,
+        dotPanels.empty() ? nullptr : &dotPanels);
   }
 
   /// The schedule and runner settings (schedule names reduced to the four

@@ -72,7 +72,7 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
     };
     for (uint32_t c = 0; c < host->commands()->size(); ++c) {
       const auto &bindings = *host->commands()->Get(c)->bindings();
-      const std::vector<uint32_t> &panels = program->panelBindings[c];
+      const auto &panels = program->panelBindings[c];
       std::vector<uint32_t> read, written;
       for (uint32_t b = 0; b < bindings.size(); ++b) {
         const fb::Buffer &storage = storageOf(bindings.Get(b)->buffer());
@@ -83,7 +83,8 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
         if (storage.kind() != fb::BufferKind::Parameter) {
           continue;
         }
-        bool panel = std::find(panels.begin(), panels.end(), b) != panels.end();
+        bool panel = std::any_of(panels.begin(), panels.end(),
+                                 [&](const auto &p) { return p.position == b; });
         reads.asStored[storage.index()] =
             reads.asStored[storage.index()] || !panel;
         if (!derives || panel) {
@@ -184,11 +185,17 @@ Status GraphExecutor::releaseComputedSources() {
   return Status::ok();
 }
 
-StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
-                                                           uint32_t source,
-                                                           int64_t parameter) {
+StatusOr<GraphExecutor::Derived *>
+GraphExecutor::panelsOf(Prepared &prepared, uint32_t source, int64_t parameter,
+                        PanelLayout layout) {
   auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
+  if (!inserted && panels.layout != layout) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "kernels read parameter " + std::to_string(parameter) +
+                             " packed in two layouts");
+  }
+  panels.layout = layout;
   if (!inserted) { // another entry's: this one packs it again if it must
     bool listed =
         panels.parameterItself ||
@@ -208,9 +215,9 @@ StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
     Tensor &stored = weights_.mutableTensor(parameter);
     if (!weights_.storedAsPanels(parameter)) {
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-        packPanelsInPlace(dtype, stored.data(), n, k, begin, end);
+        packWeightInPlace(layout, dtype, stored.data(), n, k, begin, end);
       });
-      weights_.noteStoredAsPanels(parameter);
+      weights_.noteStoredAsPanels(parameter, layout);
     }
     panels.tensor = stored.reshaped({n * k});
     panels.parameterItself = true;
@@ -349,10 +356,10 @@ GraphExecutor::prepare(const fb::Entry &entry) {
       }
       call.lengths.push_back(bytes);
     }
-    for (uint32_t position : prepared->program->panelBindings[c]) {
+    for (auto [position, layout] : prepared->program->panelBindings[c]) {
       uint32_t source = command.bindings()->Get(position)->buffer();
-      StatusOr<Derived *> packed =
-          panelsOf(*prepared, source, host.buffers()->Get(source)->index());
+      StatusOr<Derived *> packed = panelsOf(
+          *prepared, source, host.buffers()->Get(source)->index(), layout);
       if (!packed) {
         return packed.status();
       }
@@ -494,14 +501,34 @@ Status GraphExecutor::observeCommand(
   return Status::ok();
 }
 
+void GraphExecutor::takeQuantized(const fb::Entry &entry, Prepared &prepared,
+                                  size_t index,
+                                  const std::vector<Tensor> &values) {
+  const fb::Command &command = *entry.host()->commands()->Get(index);
+  if (command.kind() != fb::CommandKind::Library ||
+      entry.ops()->Get(command.first_op())->kind() !=
+          fb::OpKind::DynamicQuantize) {
+    return;
+  }
+  for (const fb::Binding *binding : *command.bindings()) {
+    Tensor &buffer = prepared.buffers[binding->buffer()];
+    if (binding->access() == fb::Access::Write &&
+        binding->value() < values.size() &&
+        values[binding->value()].byteSize() == buffer.byteSize()) {
+      std::memcpy(buffer.data(), values[binding->value()].data(),
+                  buffer.byteSize());
+    }
+  }
+}
+
 void GraphExecutor::packPanelCopies(Prepared &prepared) {
   for (const auto &[panels, source] : prepared.panelSources) {
     if (panels->computedFor != weights_.version()) {
       const Tensor &weight = prepared.buffers[source];
       int64_t n = weight.shape()[0], k = weight.shape()[1];
       pool_.parallelFor(panelCount(n), [&](int64_t begin, int64_t end) {
-        packPanels(weight.dtype(), weight.data(), n, k, panels->tensor.data(),
-                   begin, end);
+        packWeight(panels->layout, weight.dtype(), weight.data(), n, k,
+                   panels->tensor.data(), begin, end);
       });
       panels->computedFor = weights_.version();
     }
@@ -596,7 +623,8 @@ StatusOr<std::vector<Tensor>> GraphExecutor::run(const std::string &entryName,
   const HostProgram &program = *ready.program;
   // Copies and checks only when a debugging user asked for them.
   bool observed = options.checkNumerics || options.traceEvents ||
-                  options.capturedValues || !options.dumpTensorsDir.empty();
+                  options.capturedValues || options.quantizedFrom ||
+                  !options.dumpTensorsDir.empty();
   // What the weights determine was computed when they last changed (a
   // profile shows when it is); a run that checks or keeps values looks at
   // what the entry reads of it.
@@ -622,6 +650,9 @@ StatusOr<std::vector<Tensor>> GraphExecutor::run(const std::string &entryName,
     // An observed command's outputs are looked at right away: it finishes.
     MFRT_RETURN_IF_ERROR(
         runCommand(*entry, ready, index, /*deferred=*/!observe));
+    if (options.quantizedFrom) {
+      takeQuantized(*entry, ready, index, *options.quantizedFrom);
+    }
     return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };

@@ -74,6 +74,8 @@ private:
     Shape shape;
     /// A parameter's own storage, packed (keepParametersAsPanels).
     bool parameterItself = false;
+    /// A parameter's panels: how they are packed.
+    PanelLayout layout = PanelLayout::Columns;
   };
   /// A dispatch's call: the kernel, its bindings' addresses and lengths in
   /// order (runtime/hal/KernelAbi.h), and where it is (for its errors).
@@ -121,7 +123,11 @@ private:
   /// shared by every entry: the parameter's own storage when
   /// keepParametersAsPanels() allows, else a copy that run() packs.
   StatusOr<Derived *> panelsOf(Prepared &prepared, uint32_t source,
-                               int64_t parameter);
+                               int64_t parameter, PanelLayout layout);
+  /// RunOptions::quantizedFrom: command `index`'s results, when it is an
+  /// mf.dynamic_quantize, replaced by `values`'.
+  void takeQuantized(const fb::Entry &entry, Prepared &prepared, size_t index,
+                     const std::vector<Tensor> &values);
   /// Runs command `index` of a prepared entry. A dispatch's tiles on other
   /// threads may still run when it returns if `deferred` (finishKernels()
   /// waits for them).

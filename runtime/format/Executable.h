@@ -26,8 +26,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 14;
-constexpr uint32_t kMaxFormatVersion = 14;
+constexpr uint32_t kMinFormatVersion = 15;
+constexpr uint32_t kMaxFormatVersion = 15;
 
 /// The length of a flatbuffers vector, which an absent vector has as 0.
 template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {

@@ -432,19 +432,37 @@ private:
                      root_.kernels()->Get(command.kernel())->str() + "' takes");
         }
       }
-      for (uint32_t i = 0;
-           signature.panel_inputs() && i < signature.panel_inputs()->size();
-           ++i) {
-        uint32_t position = signature.panel_inputs()->Get(i);
-        if (position >= inputs ||
-            entry_.host()
-                    ->buffers()
-                    ->Get(bindings.Get(position)->buffer())
-                    ->kind() != fb::BufferKind::Parameter) {
-          return bad("has " + where +
-                     " read a panel input that is no parameter");
+      for (auto [list, layout] :
+           {std::pair{signature.panel_inputs(), PanelLayout::Columns},
+            {signature.dot_panel_inputs(), PanelLayout::Int8Dot}}) {
+        for (uint32_t i = 0; list && i < list->size(); ++i) {
+          uint32_t position = list->Get(i);
+          const fb::Buffer *buffer =
+              position < inputs ? entry_.host()->buffers()->Get(
+                                      bindings.Get(position)->buffer())
+                                : nullptr;
+          if (!buffer || buffer->kind() != fb::BufferKind::Parameter) {
+            return bad("has " + where +
+                       " read a panel input that is no parameter");
+          }
+          const fb::TensorType &type = *buffer->type();
+          std::vector<int64_t> shape = Executable::shapeOf(type);
+          if (layout == PanelLayout::Int8Dot &&
+              (Executable::dtypeOf(type) != DType::I8 || shape.size() != 2 ||
+               shape[1] % 4 != 0)) {
+            return bad("has " + where +
+                       " read dot panels of a weight that is not i8 [N, K] "
+                       "with K a multiple of 4");
+          }
+          auto &known = program_.panelBindings.back();
+          if (std::any_of(known.begin(), known.end(), [&](const auto &other) {
+                return other.position == position;
+              })) {
+            return bad("has " + where + " read input " +
+                       std::to_string(position) + " in two panel layouts");
+          }
+          known.push_back({position, layout});
         }
-        program_.panelBindings.back().push_back(position);
       }
       // Its inputs come from before its ops; its outputs are their results.
       for (uint32_t i = 0; i < count; ++i) {

@@ -34,6 +34,11 @@
 
 namespace mfrt {
 
+/// How a kernel reads a weight that the runtime packs once: panels of 32
+/// rows (runtime/kernels/PanelGemm.h), or an int8 weight's dot panels
+/// (runtime/kernels/Int8DotGemm.h).
+enum class PanelLayout : uint8_t { Columns, Int8Dot };
+
 struct HostProgram {
   uint64_t arenaBytes = 0;
   /// Per buffer: the buffer whose storage it is (itself, or a view's root).
@@ -46,8 +51,13 @@ struct HostProgram {
     uint32_t buffer, value, op;
   };
   std::vector<DerivedValue> derivedValues;
-  /// Per command: the bindings that are kernel panel inputs.
-  std::vector<std::vector<uint32_t>> panelBindings;
+  /// Per command: the bindings that are kernel panel inputs, and how each
+  /// is packed.
+  struct PanelBinding {
+    uint32_t position;
+    PanelLayout layout;
+  };
+  std::vector<std::vector<PanelBinding>> panelBindings;
   /// The entry assigns parameters (a training step): running it changes
   /// the weights.
   bool assignsParameters = false;

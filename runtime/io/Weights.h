@@ -4,10 +4,12 @@
 #define MFC_RUNTIME_IO_WEIGHTS_H
 
 #include "runtime/format/Executable.h"
+#include "runtime/format/HostProgram.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/Communicator.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,11 +62,11 @@ public:
   /// it notes so; PyNative refuses such a parameter, save() and
   /// saveMerged() write the stored layout.
   bool storedAsPanels(size_t index) const {
-    return index < asPanels_.size() && asPanels_[index];
+    return index < asPanels_.size() && asPanels_[index].has_value();
   }
-  void noteStoredAsPanels(size_t index) {
+  void noteStoredAsPanels(size_t index, PanelLayout layout) {
     asPanels_.resize(tensors_.size());
-    asPanels_[index] = true;
+    asPanels_[index] = layout;
   }
 
   /// Graph Mode alone may also release a parameter that it reads only to
@@ -131,7 +133,7 @@ private:
   StatusOr<Tensor> asStored(size_t index, const std::string &name) const;
 
   std::vector<Tensor> tensors_;
-  std::vector<bool> asPanels_;
+  std::vector<std::optional<PanelLayout>> asPanels_;
   std::vector<bool> released_;
   uint64_t version_ = 0;
   uint64_t mappedBytes_ = 0;

@@ -7,6 +7,7 @@
 
 #include "runtime/base/Tensor.h"
 #include "runtime/kernels/FlashAttention.h"
+#include "runtime/kernels/Int8DotGemm.h"
 #include "runtime/kernels/PanelGemm.h"
 
 #include <cblas.h>
@@ -49,7 +50,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
 
 // The kernels store each field of a service's argument struct as 8 bytes,
 // in order (CPUKernels.h's callService): the structs have no padding.
-static_assert(sizeof(mfrt_gemm_args_v1) == 15 * 8);
+static_assert(sizeof(mfrt_gemm_args_v1) == 16 * 8);
 static_assert(sizeof(mfrt_attention_args_v1) == 23 * 8);
 static_assert(sizeof(mfrt_attention_grad_args_v1) == 17 * 8);
 
@@ -219,6 +220,17 @@ const std::vector<mfrt::KernelService> &mfrt::kernelServices() {
        service<mfrt_gemm_v1>(&gemmInt4PanelsService<DType::F16>)},
       {"mfrt_gemm_panels_i4_bf16",
        service<mfrt_gemm_v1>(&gemmInt4PanelsService<DType::BF16>)},
+      {"mfrt_gemm_i8i8_dot",
+       service<mfrt_gemm_v1>(&gemmInt8DotService<DType::F32>)},
+      {"mfrt_gemm_i8i8_dot_f16",
+       service<mfrt_gemm_v1>(&gemmInt8DotService<DType::F16>)},
+      {"mfrt_gemm_i8i8_dot_bf16",
+       service<mfrt_gemm_v1>(&gemmInt8DotService<DType::BF16>)},
+      {"mfrt_gemm_i8i8", service<mfrt_gemm_v1>(&gemmInt8RowsService<DType::F32>)},
+      {"mfrt_gemm_i8i8_f16",
+       service<mfrt_gemm_v1>(&gemmInt8RowsService<DType::F16>)},
+      {"mfrt_gemm_i8i8_bf16",
+       service<mfrt_gemm_v1>(&gemmInt8RowsService<DType::BF16>)},
   };
   return services;
 }

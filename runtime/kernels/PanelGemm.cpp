@@ -3,6 +3,7 @@
 #include "runtime/kernels/PanelGemm.h"
 
 #include "runtime/hal/CpuFeatures.h"
+#include "runtime/kernels/Int8DotGemm.h"
 
 #include <immintrin.h>
 
@@ -649,6 +650,38 @@ void mfrt::unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
     transpose(static_cast<const char *>(panels) + p * kPanelWidth * k * size, k,
               std::min(kPanelWidth, n - p * kPanelWidth), size,
               static_cast<char *>(weight) + p * kPanelWidth * k * size);
+  }
+}
+
+void mfrt::packWeight(PanelLayout layout, DType dtype, const void *weight,
+                      int64_t n, int64_t k, void *panels, int64_t panelBegin,
+                      int64_t panelEnd) {
+  if (layout == PanelLayout::Int8Dot) {
+    packDotPanels(static_cast<const int8_t *>(weight), n, k,
+                  static_cast<int8_t *>(panels), panelBegin, panelEnd);
+  } else {
+    packPanels(dtype, weight, n, k, panels, panelBegin, panelEnd);
+  }
+}
+
+void mfrt::packWeightInPlace(PanelLayout layout, DType dtype, void *weight,
+                             int64_t n, int64_t k, int64_t panelBegin,
+                             int64_t panelEnd) {
+  if (layout == PanelLayout::Int8Dot) {
+    packDotPanelsInPlace(static_cast<int8_t *>(weight), n, k, panelBegin,
+                         panelEnd);
+  } else {
+    packPanelsInPlace(dtype, weight, n, k, panelBegin, panelEnd);
+  }
+}
+
+void mfrt::unpackWeight(PanelLayout layout, DType dtype, const void *panels,
+                        int64_t n, int64_t k, void *weight) {
+  if (layout == PanelLayout::Int8Dot) {
+    unpackDotPanels(static_cast<const int8_t *>(panels), n, k,
+                    static_cast<int8_t *>(weight));
+  } else {
+    unpackPanels(dtype, panels, n, k, weight);
   }
 }
 

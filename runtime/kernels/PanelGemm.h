@@ -16,6 +16,7 @@
 #define MFC_RUNTIME_KERNELS_PANELGEMM_H
 
 #include "runtime/base/Tensor.h"
+#include "runtime/format/HostProgram.h"
 #include "runtime/hal/KernelAbi.h"
 
 #include <cstdint>
@@ -41,6 +42,16 @@ void packPanelsInPlace(DType dtype, void *weight, int64_t n, int64_t k,
 /// The [n, k] weight that `panels` hold.
 void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
                   void *weight);
+
+/// The same three for either layout a kernel reads (an Int8Dot weight is
+/// i8 with k a multiple of 4: runtime/kernels/Int8DotGemm.h).
+void packWeight(PanelLayout layout, DType dtype, const void *weight, int64_t n,
+                int64_t k, void *panels, int64_t panelBegin, int64_t panelEnd);
+void packWeightInPlace(PanelLayout layout, DType dtype, void *weight,
+                       int64_t n, int64_t k, int64_t panelBegin,
+                       int64_t panelEnd);
+void unpackWeight(PanelLayout layout, DType dtype, const void *panels,
+                  int64_t n, int64_t k, void *weight);
 
 /// The services mfrt_gemm_panels_f32, _f16, _bf16 and _i8 (one instance
 /// per type, called with the C convention like every service), with

@@ -71,7 +71,7 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
         std::vector<float> c(t.m * ldc, 123.0f);
         service(isa,
                 {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0, t.m,
-                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0});
+                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0, nullptr});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched
@@ -120,7 +120,7 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
       std::vector<float> c(M * N);
       mfrt_gemm_args_v1 args{
           storedA.data(), panels.data(), c.data(), N,       0, 0, M, N, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0, nullptr};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
@@ -192,7 +192,8 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
                                  /*trans_a=*/0,
                                  M,
                                  storedScales.data(),
-                                 group};
+                                 group,
+                                 nullptr};
           (rowType == DType::F32 ? gemmInt4PanelsWith<DType::F32>
            : rowType == DType::F16
                ? gemmInt4PanelsWith<DType::F16>
@@ -244,7 +245,7 @@ TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
       std::vector<float> c(M * n);
       mfrt_gemm_args_v1 args{
           storedA.data(), panels.data(), c.data(), n,       0, n0, M, n, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0, nullptr};
       gemmPanelsWith<DType::BF16>(PanelIsa::Avx512Bf16, args);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < n; ++j) {
@@ -383,7 +384,7 @@ TEST(PanelGemm, WeightsStoredAsPanelsSaveAsStoredAndPyNativeRefusesThem) {
                             (*weights)[0].as<float>() + 64 * 8);
   mfrt::Tensor &weight = weights->mutableTensor(0);
   packPanelsInPlace(DType::F32, weight.data(), 64, 8, 0, panelCount(64));
-  weights->noteStoredAsPanels(0);
+  weights->noteStoredAsPanels(0, mfrt::PanelLayout::Columns);
   ASSERT_NE(std::vector<float>(weight.as<float>(), weight.as<float>() + 64 * 8),
             stored);
 

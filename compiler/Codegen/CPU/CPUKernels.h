@@ -101,12 +101,29 @@ inline constexpr llvm::StringLiteral kGemmPanelsServiceI4F16 =
     "mfrt_gemm_panels_i4_f16";
 inline constexpr llvm::StringLiteral kGemmPanelsServiceI4BF16 =
     "mfrt_gemm_panels_i4_bf16";
+/// int8 rows (mf.dynamic_quantize) times an int8 weight, both scaled
+/// (the rows' scales and the weight's passed in the argument struct, in
+/// the product's type): through the weight's dot panels, or as stored.
+inline constexpr llvm::StringLiteral kGemmDotService = "mfrt_gemm_i8i8_dot";
+inline constexpr llvm::StringLiteral kGemmDotServiceF16 =
+    "mfrt_gemm_i8i8_dot_f16";
+inline constexpr llvm::StringLiteral kGemmDotServiceBF16 =
+    "mfrt_gemm_i8i8_dot_bf16";
+inline constexpr llvm::StringLiteral kGemmInt8RowsService = "mfrt_gemm_i8i8";
+inline constexpr llvm::StringLiteral kGemmInt8RowsServiceF16 =
+    "mfrt_gemm_i8i8_f16";
+inline constexpr llvm::StringLiteral kGemmInt8RowsServiceBF16 =
+    "mfrt_gemm_i8i8_bf16";
 /// Columns of the product per panel: runtime/kernels/PanelGemm.h's kPanelWidth,
 /// the layout both sides share (checked by the panels numerics harness).
 inline constexpr int64_t kPanelWidth = 32;
 /// On a region whose kernel takes some inputs as panels: their operand
 /// numbers, which mf-codegen-cpu moves into the kernel's mfexec.kernel.
 inline constexpr llvm::StringLiteral kPanelInputsAttr = "mf.panel_inputs";
+/// The same for the inputs it takes as dot panels (runtime/kernels/
+/// Int8DotGemm.h: an int8 weight that int8 rows multiply).
+inline constexpr llvm::StringLiteral kDotPanelInputsAttr =
+    "mf.dot_panel_inputs";
 
 /// The runtime's attention service (runtime/hal/KernelAbi.h's
 /// mfrt_attention_args_v1): computes units [begin, end) of (batch, KV head)
@@ -195,10 +212,18 @@ buildElementwiseKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
 /// the epilogue while it is in cache (a lone matmul straight into its
 /// result). A product by one of `panelParameters` ([N, K], transposed)
 /// reads it as panels: kGemmPanelsService, or emitVectorMatvecByPanels for
-/// one row.
+/// one row; int8 rows (an mf.dequantize of mf.dynamic_quantize's values)
+/// times an int8 weight are int8 dot products, through the weight's dot
+/// panels (kGemmDotService) or as stored (kGemmInt8RowsService).
+/// The parameters that kernels read packed (mf-choose-weight-layout's
+/// `panels` and `dot_panels`).
+struct WeightLayouts {
+  llvm::StringSet<> panels, dotPanels;
+};
+
 mlir::FailureOr<mlir::func::FuncOp>
 buildMatmulKernel(mlir::mf::FusionOp fusion, mlir::OpBuilder &builder,
-                  const llvm::StringSet<> &panelParameters, std::string &why);
+                  const WeightLayouts &panelParameters, std::string &why);
 
 /// Emits out[outOffset + j] = x . w[n0 + j] for j in [0, n): a row x [K]
 /// times rows of a weight w [N, K] (memrefs of f32, f16 or bf16; summed in

@@ -4,7 +4,9 @@
 // into panels (runtime/kernels/PanelGemm.h) instead of as stored: in a module
 // that assigns none (packed once, they stay valid), the f32, f16 and bf16 [N,
 // K] weights that every reader multiplies by transposed inside a matmul region
-// (a Linear weight), and the i8 values of quantized ones read so. The runtime
+// (a Linear weight), and the i8 values of quantized ones read so; `dot_panels`
+// the i8 values of an int8 weight that multiplies only int8 rows (W8A8:
+// runtime/kernels/Int8DotGemm.h). The runtime
 // then packs each once and, when nothing else reads it as stored, keeps only
 // the panels.
 //
@@ -24,6 +26,8 @@
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/Transforms/FusionUtils.h"
 
+#include "llvm/ADT/StringMap.h"
+
 namespace mfc {
 #define GEN_PASS_DEF_MFCHOOSEWEIGHTLAYOUTPASS
 #include "compiler/Transforms/Passes.h.inc"
@@ -33,23 +37,41 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `use` of a parameter's value is the transposed right operand of
-/// every matmul its matmul region feeds it to.
-bool readAsPanel(OpOperand &use) {
+enum class Layout { Stored, Panels, DotPanels };
+
+/// Whether a matmul multiplies int8 rows (an mf.dequantize of them).
+bool multipliesInt8Rows(Operation *op) {
+  auto matmul = dyn_cast<mf::MatmulOp>(op);
+  return matmul && matmul.getLhs().getDefiningOp<mf::DequantizeOp>();
+}
+
+/// How `use` of a parameter's value reads it: as panels when every matmul
+/// its matmul region feeds it to multiplies by it transposed; as dot panels
+/// when those are an int8 weight's products with int8 rows (and K is a
+/// multiple of 4); else as stored.
+Layout layoutOfRead(OpOperand &use) {
   auto fusion = dyn_cast<mf::FusionOp>(use.getOwner());
   if (!fusion || (fusion.getKind() != mf::FusionKind::matmul &&
                   fusion.getKind() != mf::FusionKind::matmul_epilogue)) {
-    return false;
+    return Layout::Stored;
   }
   Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
-  return llvm::all_of(argument.getUses(), [](OpOperand &inner) {
+  auto type = cast<RankedTensorType>(argument.getType());
+  bool dot = type.getElementType().isInteger(8) && type.getDimSize(1) % 4 == 0;
+  bool panels = true;
+  for (OpOperand &inner : argument.getUses()) {
     // A quantized weight's values, through its mf.dequantize.
     auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner());
     if (dequantize && inner.getOperandNumber() == 0) {
-      return llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
+      panels = panels && llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
+      dot = dot && dequantize.getBits() == 8 &&
+            llvm::all_of(dequantize->getUsers(), multipliesInt8Rows);
+    } else {
+      panels = panels && mf::isTransposedRhs(inner);
+      dot = false;
     }
-    return mf::isTransposedRhs(inner);
-  });
+  }
+  return !panels ? Layout::Stored : dot ? Layout::DotPanels : Layout::Panels;
 }
 
 struct MFChooseWeightLayoutPass
@@ -82,21 +104,37 @@ struct MFChooseWeightLayoutPass
             .wasInterrupted()) {
       return;
     }
-    llvm::StringSet<> read, readOtherwise;
+    // Each parameter's one layout (Stored when its reads disagree).
+    llvm::StringMap<Layout> layouts;
     graph.walk([&](mf::ParamOp param) {
       auto type = cast<RankedTensorType>(param.getType());
       Type element = type.getElementType();
-      bool panels = type.getRank() == 2 &&
-                    (element.isF32() || element.isF16() || element.isBF16() ||
-                     element.isInteger(8)) &&
-                    llvm::all_of(param->getUses(), readAsPanel);
-      (panels ? read : readOtherwise).insert(param.getName());
+      Layout layout = Layout::Stored;
+      if (type.getRank() == 2 &&
+          (element.isF32() || element.isF16() || element.isBF16() ||
+           element.isInteger(8)) &&
+          !param->use_empty()) {
+        layout = layoutOfRead(*param->getUses().begin());
+        for (OpOperand &use : param->getUses()) {
+          if (layoutOfRead(use) != layout) {
+            layout = Layout::Stored;
+          }
+        }
+      }
+      auto [known, added] = layouts.try_emplace(param.getName(), layout);
+      if (!added && known->second != layout) {
+        known->second = Layout::Stored;
+      }
     });
     for (auto parameter : graph.getOps<mf::ParameterOp>()) {
-      if (read.contains(parameter.getSymName()) &&
-          !readOtherwise.contains(parameter.getSymName()) &&
-          !parameter.getState()) {
+      Layout layout = layouts.lookup(parameter.getSymName());
+      if (parameter.getState()) {
+        continue;
+      }
+      if (layout == Layout::Panels) {
         parameter.setPanels(true);
+      } else if (layout == Layout::DotPanels) {
+        parameter.setDotPanels(true);
       }
     }
   }

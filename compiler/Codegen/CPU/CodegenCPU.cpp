@@ -220,19 +220,22 @@ scf::ForOp mfc::buildTileLoop(OpBuilder &builder, Location loc, Block *entry,
 
 namespace {
 
-/// The parameters mf-choose-weight-layout marked `panels`.
-llvm::StringSet<> parametersReadAsPanels(ModuleOp graph) {
-  llvm::StringSet<> panels;
+/// The parameters mf-choose-weight-layout marked `panels` or `dot_panels`.
+WeightLayouts parametersReadAsPanels(ModuleOp graph) {
+  WeightLayouts layouts;
   for (auto parameter : graph.getOps<mf::ParameterOp>()) {
     if (parameter.getPanels()) {
-      panels.insert(parameter.getSymName());
+      layouts.panels.insert(parameter.getSymName());
+    }
+    if (parameter.getDotPanels()) {
+      layouts.dotPanels.insert(parameter.getSymName());
     }
   }
-  return panels;
+  return layouts;
 }
 
 FailureOr<func::FuncOp> buildKernel(mf::FusionOp fusion, OpBuilder &builder,
-                                    const llvm::StringSet<> &panelParameters,
+                                    const WeightLayouts &panelParameters,
                                     std::string &why) {
   switch (fusion.getKind()) {
   case mf::FusionKind::elementwise:
@@ -272,7 +275,7 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
     if (failed(target)) {
       return signalPassFailure();
     }
-    llvm::StringSet<> panelParameters = parametersReadAsPanels(graph);
+    WeightLayouts panelParameters = parametersReadAsPanels(graph);
 
     OpBuilder builder(&getContext());
     builder.setInsertionPointToEnd(graph.getBody());
@@ -297,7 +300,10 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
           continue;
         }
         auto panels = fusion->getAttrOfType<DenseI32ArrayAttr>(kPanelInputsAttr);
+        auto dotPanels =
+            fusion->getAttrOfType<DenseI32ArrayAttr>(kDotPanelInputsAttr);
         fusion->removeAttr(kPanelInputsAttr);
+        fusion->removeAttr(kDotPanelInputsAttr);
         // Identical regions (every layer's) share one kernel.
         func::FuncOp same = findEquivalentKernel(*kernel, unique);
         if (same) {
@@ -323,7 +329,8 @@ struct MFCodegenCPUPass : mfc::impl::MFCodegenCPUPassBase<MFCodegenCPUPass> {
         mfexec::KernelOp::create(
             declarations, fusion.getLoc(), name,
             builder.getFunctionType(inputs, outputs),
-            cast<IntegerAttr>((*kernel)->getAttr(kTilesAttr)).getInt(), panels);
+            cast<IntegerAttr>((*kernel)->getAttr(kTilesAttr)).getInt(), panels,
+            dotPanels);
       }
     }
     for (mf::FusionOp fusion : withoutKernel) {

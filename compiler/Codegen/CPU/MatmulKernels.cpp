@@ -118,7 +118,17 @@ struct MatmulInfo {
   /// group of K (int4: the gemm service and the row code apply them).
   std::optional<unsigned> scales;
   int64_t bits = 8, group = 0;
+  /// int8 rows (lhs: their i8 values, an mf.dynamic_quantize's): the region
+  /// argument of their per-row scales. The product is then int8 dot
+  /// products, scaled by both.
+  std::optional<unsigned> lhsScales;
 };
+
+/// Whether `use` is the rows a matmul multiplies, not transposed.
+bool isProductRows(OpOperand &use) {
+  auto matmul = dyn_cast<mf::MatmulOp>(use.getOwner());
+  return matmul && use.getOperandNumber() == 0 && !matmul.getTransposeLhs();
+}
 
 
 /// f32, f16 or bf16: what the gemm services and the epilogue handle.
@@ -177,7 +187,7 @@ std::optional<TileInput> mfc::classifyTileInput(ArrayRef<int64_t> from,
 
 FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                                                OpBuilder &builder,
-                                               const llvm::StringSet<> &panelParameters,
+                                               const WeightLayouts &panelParameters,
                                                std::string &why) {
   MLIRContext *context = builder.getContext();
   Block &body = fusion.getBody().front();
@@ -216,12 +226,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       // the matmuls must multiply by it transposed.
       // int8 weights have kernels with scales per row, int4 ones with
       // scales per group in the products' type.
+      // Or int8 rows with their scales, which the matmuls multiply.
       bool int4 = dequantize.getBits() == 4;
+      bool rowsOfProducts =
+          !int4 && llvm::all_of(dequantize->getUses(), isProductRows);
       if (!isa<BlockArgument>(dequantize.getInput()) ||
           !isa<BlockArgument>(dequantize.getScale()) ||
           (int4 ? dequantize.getGroupSize() == 0
                 : dequantize.getGroupSize() != 0) ||
-          !llvm::all_of(dequantize->getUses(), mf::isTransposedRhs)) {
+          !(rowsOfProducts ||
+            llvm::all_of(dequantize->getUses(), mf::isTransposedRhs))) {
         why = "a quantized weight with int8 scales per group, int4 ones per "
               "row, or read otherwise than multiplied by transposed";
         return failure();
@@ -231,13 +245,22 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
-      std::optional<unsigned> scales;
+      std::optional<unsigned> scales, lhsScales;
       int64_t bits = 8, group = 0;
       if (auto dequantize = matmul.getRhs().getDefiningOp<mf::DequantizeOp>()) {
         rhs = cast<BlockArgument>(dequantize.getInput());
         scales = cast<BlockArgument>(dequantize.getScale()).getArgNumber();
         bits = dequantize.getBits();
         group = dequantize.getGroupSize();
+      }
+      if (auto rows = matmul.getLhs().getDefiningOp<mf::DequantizeOp>()) {
+        if (!scales || bits != 8 || group != 0) {
+          why = "int8 rows times a weight that is not int8 with a scale per "
+                "row";
+          return failure();
+        }
+        lhs = cast<BlockArgument>(rows.getInput());
+        lhsScales = cast<BlockArgument>(rows.getScale()).getArgNumber();
       }
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
       auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
@@ -261,7 +284,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       }
       matmulOf[matmul.getResult()] = matmuls.size();
       matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k,
-                         transposedLhs, scales, bits, group});
+                         transposedLhs, scales, bits, group, lhsScales});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -302,16 +325,20 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // (runtime/kernels/PanelGemm.h): the gemm service packs nothing per call, a
   // one-row product streams them, and Graph Mode need not keep the
   // parameter as stored. Any other product reads it as stored.
+  // int8 rows read an int8 weight's dot panels instead.
   auto readsPanels = [&](MatmulInfo matmul) {
     auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
-    return parameter && panelParameters.contains(parameter.getName()) &&
+    const llvm::StringSet<> &packed = matmul.lhsScales
+                                          ? panelParameters.dotPanels
+                                          : panelParameters.panels;
+    return parameter && packed.contains(parameter.getName()) &&
            matmul.op.getTransposeRhs() && !matmul.transposedLhs;
   };
   bool anyPanels = llvm::any_of(matmuls, readsPanels);
   // One row times the weights (decode) is the kernel's own vector code;
-  // anything else calls the gemm services.
+  // anything else (and int8 rows) calls the gemm services.
   bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
-    return matmul.transposedLhs;
+    return matmul.transposedLhs || matmul.lhsScales;
   });
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
@@ -336,7 +363,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       why = "an int4 weight whose scales are not in its product's type";
       return failure();
     }
-    if (matmul.scales && !readsPanels(matmul) && rows > 1 &&
+    if (matmul.scales && !matmul.lhsScales && !readsPanels(matmul) &&
+        rows > 1 &&
         !cast<RankedTensorType>(matmul.op.getLhs().getType())
              .getElementType()
              .isF32()) {
@@ -363,6 +391,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
+    if (matmul.lhsScales) {
+      if (!readsPanels(matmul)) {
+        return element.isF16()    ? kGemmInt8RowsServiceF16
+               : element.isBF16() ? kGemmInt8RowsServiceBF16
+                                  : kGemmInt8RowsService;
+      }
+      return element.isF16()    ? kGemmDotServiceF16
+             : element.isBF16() ? kGemmDotServiceBF16
+                                : kGemmDotService;
+    }
     if (matmul.bits == 4) {
       if (!readsPanels(matmul)) {
         return kGemmServiceI4;
@@ -397,7 +435,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // results.
   func::FuncOp kernel = createKernelFunction(fusion, builder, tiles);
   Block *entry = &kernel.getBody().front();
-  SmallVector<int32_t> panelInputs;
+  SmallVector<int32_t> panelInputs, dotPanelInputs;
   for (MatmulInfo matmul : matmuls) {
     if (readsPanels(matmul)) { // a flat buffer of the weight's size
       auto weight =
@@ -405,13 +443,22 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       entry->getArgument(2 + matmul.rhs)
           .setType(MemRefType::get({weight.getNumElements()},
                                    weight.getElementType()));
-      panelInputs.push_back(matmul.rhs);
+      (matmul.lhsScales ? dotPanelInputs : panelInputs)
+          .push_back(matmul.rhs);
     }
   }
-  if (!panelInputs.empty()) {
+  if (!panelInputs.empty() || !dotPanelInputs.empty()) {
     kernel.setFunctionType(builder.getFunctionType(entry->getArgumentTypes(),
                                                    kernel.getResultTypes()));
-    fusion->setAttr(kPanelInputsAttr, builder.getDenseI32ArrayAttr(panelInputs));
+  }
+  // (Increasing, as the mfexec.kernel verifier wants.)
+  for (auto [name, inputs] : {std::pair{kPanelInputsAttr, &panelInputs},
+                              {kDotPanelInputsAttr, &dotPanelInputs}}) {
+    llvm::sort(*inputs);
+    inputs->erase(std::unique(inputs->begin(), inputs->end()), inputs->end());
+    if (!inputs->empty()) {
+      fusion->setAttr(name, builder.getDenseI32ArrayAttr(*inputs));
+    }
   }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(entry);
@@ -439,9 +486,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  // The gemm calls' argument struct (15 fields), one for all of them.
+  // The gemm calls' argument struct (16 fields), one for all of them.
   Value gemmArguments =
-      matvec ? Value() : serviceArguments(builder, kernel, 15);
+      matvec ? Value() : serviceArguments(builder, kernel, 16);
   builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
@@ -549,13 +596,16 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                               toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
                               toI64(index(matmul.transposedLhs ? 1 : 0)),
                               toI64(index(rows)),
-                              matmul.bits == 4
+                              matmul.bits == 4 || matmul.lhsScales
                                   ? pointerOf(argument(*matmul.scales))
                                   : toI64(index(0)),
-                              toI64(index(matmul.group))};
+                              toI64(index(matmul.group)),
+                              matmul.lhsScales
+                                  ? pointerOf(argument(*matmul.lhsScales))
+                                  : toI64(index(0))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
-    if (matmul.scales && matmul.bits == 8) {
+    if (matmul.scales && matmul.bits == 8 && !matmul.lhsScales) {
       Value product =
           direct
               ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),

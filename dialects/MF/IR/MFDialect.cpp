@@ -119,7 +119,7 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     auto tiles = dyn_cast<IntegerAttr>(value);
     return expect(tiles && tiles.getInt() >= 1, "a positive tile count");
   }
-  if (name == "mf.panel_inputs") {
+  if (name == "mf.panel_inputs" || name == "mf.dot_panel_inputs") {
     return expect(isa<DenseI32ArrayAttr>(value), "an array<i32> of positions");
   }
   if (name == "mf.kernels_skipped") {

@@ -193,29 +193,46 @@ LogicalResult KernelOp::verify() {
   if (type.getNumResults() == 0) {
     return emitOpError() << "has no outputs";
   }
-  std::optional<ArrayRef<int32_t>> panels = getPanelInputs();
-  if (!panels) {
+  // Panel inputs: increasing input positions of 2-D weights, a float or
+  // i8 one as panels, an i8 one with K a multiple of 4 as dot panels.
+  auto checkPanels = [&](std::optional<ArrayRef<int32_t>> positions,
+                         bool dot) -> LogicalResult {
+    int64_t previous = -1;
+    for (int32_t position : positions.value_or(ArrayRef<int32_t>())) {
+      if (position <= previous ||
+          position >= static_cast<int64_t>(type.getNumInputs())) {
+        return emitOpError() << (dot ? "dot " : "")
+                             << "panel inputs must be increasing input "
+                                "positions below "
+                             << type.getNumInputs();
+      }
+      previous = position;
+      auto weight = cast<MemRefType>(type.getInput(position));
+      Type element = weight.getElementType();
+      if (dot ? weight.getRank() != 2 || !element.isInteger(8) ||
+                    weight.getDimSize(1) % 4 != 0
+              : weight.getRank() != 2 ||
+                    !(element.isF32() || element.isF16() || element.isBF16() ||
+                      element.isInteger(8))) {
+        return emitOpError()
+               << "reads input " << position << " (" << weight << ") as "
+               << (dot ? "dot panels: only a 2-D i8 weight whose K is a "
+                         "multiple of 4 can be"
+                       : "panels: only a 2-D float or i8 (quantized) weight "
+                         "can be");
+      }
+      if (dot && llvm::is_contained(
+                     getPanelInputs().value_or(ArrayRef<int32_t>()), position)) {
+        return emitOpError() << "reads input " << position
+                             << " both as panels and as dot panels";
+      }
+    }
     return success();
+  };
+  if (failed(checkPanels(getPanelInputs(), /*dot=*/false))) {
+    return failure();
   }
-  int64_t previous = -1;
-  for (int32_t position : *panels) {
-    if (position <= previous ||
-        position >= static_cast<int64_t>(type.getNumInputs())) {
-      return emitOpError() << "panel inputs must be increasing input positions "
-                              "below "
-                           << type.getNumInputs();
-    }
-    previous = position;
-    auto weight = cast<MemRefType>(type.getInput(position));
-    Type element = weight.getElementType();
-    if (weight.getRank() != 2 || !(element.isF32() || element.isF16() ||
-                                   element.isBF16() || element.isInteger(8))) {
-      return emitOpError() << "reads input " << position << " (" << weight
-                           << ") as panels: only a 2-D float or i8 "
-                              "(quantized) weight can be";
-    }
-  }
-  return success();
+  return checkPanels(getDotPanelInputs(), /*dot=*/true);
 }
 
 //===----------------------------------------------------------------------===//

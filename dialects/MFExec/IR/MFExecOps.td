@@ -115,20 +115,26 @@ def MFExec_KernelOp : MFExec_Op<"kernel", [Symbol,
     types, passed in this order; its work is `tiles` independent tiles,
     and one call computes a range of them. A `panels` input is a 2-D
     [N, K] weight that the kernel reads packed into panels of 32 rows
-    (runtime/kernels/PanelGemm.h), not as stored.
+    (runtime/kernels/PanelGemm.h), not as stored; a `dot_panels` input an
+    i8 [N, K] weight packed for int8 dot products
+    (runtime/kernels/Int8DotGemm.h).
 
     ```mlir
     mfexec.kernel @mfk_1 tiles(8) panels [1]
         : (memref<16x64xf32>, memref<64x64xf32>) -> memref<16x64xf32>
+    mfexec.kernel @mfk_2 tiles(4) dot_panels [1]
+        : (memref<16x64xi8>, memref<96x64xi8>, memref<96xf32>, memref<16xf32>)
+        -> memref<16x96xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<FunctionType>:$function_type,
                        ConfinedAttr<I64Attr, [IntMinValue<1>]>:$tiles,
-                       OptionalAttr<DenseI32ArrayAttr>:$panel_inputs);
+                       OptionalAttr<DenseI32ArrayAttr>:$panel_inputs,
+                       OptionalAttr<DenseI32ArrayAttr>:$dot_panel_inputs);
   let assemblyFormat = [{
-    $sym_name `tiles` `(` $tiles `)` (`panels` $panel_inputs^)? attr-dict `:`
-    $function_type
+    $sym_name `tiles` `(` $tiles `)` (`panels` $panel_inputs^)?
+    (`dot_panels` $dot_panel_inputs^)? attr-dict `:` $function_type
   }];
   let hasVerifier = 1;
 }

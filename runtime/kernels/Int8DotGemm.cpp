@@ -1,0 +1,287 @@
+//===- Int8DotGemm.cpp - int8 rows times int8 weights ---------------------===//
+
+#include "runtime/kernels/Int8DotGemm.h"
+
+#include "runtime/kernels/PanelGemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+using namespace mfrt;
+
+namespace {
+
+/// Activation rows per microkernel call: 8 rows x 2 vectors are 16
+/// accumulators.
+constexpr int kRowBlock = 8;
+
+/// The lanes (columns) of a panel `width` wide that its two vectors hold.
+__mmask16 lowLanes(int64_t width) {
+  return static_cast<__mmask16>((1u << std::min<int64_t>(width, 16)) - 1);
+}
+__mmask16 highLanes(int64_t width) {
+  return static_cast<__mmask16>((1u << std::max<int64_t>(width - 16, 0)) - 1);
+}
+
+/// Panel p's block of the dot layout: byte (kb, j, t) of a panel `width`
+/// wide, for weight row 32p + j and column 4kb + t.
+inline int64_t dotOffset(int64_t kb, int64_t j, int64_t t, int64_t width) {
+  return (kb * width + j) * 4 + t;
+}
+
+void packOne(const int8_t *rows, int64_t width, int64_t k, int8_t *panel) {
+  for (int64_t j = 0; j < width; ++j) {
+    for (int64_t c = 0; c < k; ++c) {
+      // Plus 128: the unsigned bytes vpdpbusd takes.
+      panel[dotOffset(c / 4, j, c % 4, width)] =
+          static_cast<int8_t>(static_cast<uint8_t>(rows[j * k + c]) ^ 0x80u);
+    }
+  }
+}
+
+/// The tile's rows of A, what the kernels need besides: each row's sum
+/// (vpdpbusd's +128 on the weights adds 128 times it) and scale in f32.
+struct RowFacts {
+  std::vector<int32_t> sums;
+  std::vector<float> scales;
+};
+
+template <DType Scale>
+const RowFacts &rowFacts(const mfrt_gemm_args_v1 &args) {
+  thread_local RowFacts facts;
+  facts.sums.assign(static_cast<size_t>(args.m), 0);
+  facts.scales.resize(static_cast<size_t>(args.m));
+  const int8_t *a = static_cast<const int8_t *>(args.a) + args.m0 * args.k;
+  for (int64_t i = 0; i < args.m; ++i) {
+    int32_t sum = 0;
+    for (int64_t c = 0; c < args.k; ++c) {
+      sum += a[i * args.k + c];
+    }
+    facts.sums[i] = sum;
+  }
+  toFloats(Scale,
+           static_cast<const char *>(args.a_scales) +
+               args.m0 * dtypeSize(Scale),
+           facts.scales.data(), args.m);
+  return facts;
+}
+
+/// `rows` rows of A (from `a`, K = `k`) times one dot panel `width` wide:
+/// out[r * ldc + j] = float(dot) * rowScales[r] * columnScales[j] for the
+/// tile's columns j in `store` (bit j), out at the panel's column 0.
+template <int Rows>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void
+dotRowsVnni(const int8_t *a, int64_t k, const int8_t *panel, int64_t width,
+            const int32_t *rowSums, const float *rowScales,
+            const float *columnScales, float *out, int64_t ldc,
+            uint32_t store) {
+  __m512i acc[Rows][2];
+  for (int r = 0; r < Rows; ++r) {
+    acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  }
+  const __mmask16 low = lowLanes(width), high = highLanes(width);
+  const int64_t stride = width * 4;
+  for (int64_t kb = 0; kb < k / 4; ++kb) {
+    const int8_t *row = panel + kb * stride;
+    __m512i left = _mm512_maskz_loadu_epi32(low, row);
+    __m512i right = _mm512_maskz_loadu_epi32(high, row + 64);
+    for (int r = 0; r < Rows; ++r) {
+      int32_t four;
+      std::memcpy(&four, a + r * k + 4 * kb, 4);
+      __m512i x = _mm512_set1_epi32(four);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], left, x);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], right, x);
+    }
+  }
+  __m512 scaleLeft = _mm512_maskz_loadu_ps(low, columnScales);
+  __m512 scaleRight = _mm512_maskz_loadu_ps(high, columnScales + 16);
+  const auto storeLeft = static_cast<__mmask16>(store);
+  const auto storeRight = static_cast<__mmask16>(store >> 16);
+  for (int r = 0; r < Rows; ++r) {
+    __m512i offset = _mm512_set1_epi32(128 * rowSums[r]);
+    __m512 rowScale = _mm512_set1_ps(rowScales[r]);
+    for (int half = 0; half < 2; ++half) {
+      __m512 value = _mm512_mul_ps(
+          _mm512_mul_ps(
+              _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][half], offset)),
+              rowScale),
+          half ? scaleRight : scaleLeft);
+      _mm512_mask_storeu_ps(out + r * ldc + 16 * half,
+                            half ? storeRight : storeLeft, value);
+    }
+  }
+}
+
+using DotRows = void (*)(const int8_t *, int64_t, const int8_t *, int64_t,
+                         const int32_t *, const float *, const float *, float *,
+                         int64_t, uint32_t);
+constexpr DotRows kDotRowsVnni[kRowBlock] = {
+    dotRowsVnni<1>, dotRowsVnni<2>, dotRowsVnni<3>, dotRowsVnni<4>,
+    dotRowsVnni<5>, dotRowsVnni<6>, dotRowsVnni<7>, dotRowsVnni<8>};
+
+/// The same integers and floats, one at a time.
+void dotRowsPortable(int rows, const int8_t *a, int64_t k,
+                     const int8_t *panel, int64_t width,
+                     const float *rowScales, const float *columnScales,
+                     float *out, int64_t ldc, uint32_t store) {
+  for (int r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < width; ++j) {
+      if (!(store >> j & 1)) {
+        continue;
+      }
+      int32_t dot = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        auto weight = static_cast<int8_t>(
+            static_cast<uint8_t>(panel[dotOffset(c / 4, j, c % 4, width)]) ^
+            0x80u);
+        dot += int32_t{weight} * a[r * k + c];
+      }
+      out[r * ldc + j] =
+          static_cast<float>(dot) * rowScales[r] * columnScales[j];
+    }
+  }
+}
+
+template <DType Scale>
+void gemmInt8Dot(DotIsa isa, const mfrt_gemm_args_v1 &args) {
+  const int64_t n0 = args.n0, m = args.m, n = args.n, k = args.k,
+                bigN = args.n_total;
+  const RowFacts &facts = rowFacts<Scale>(args);
+  const int8_t *a = static_cast<const int8_t *>(args.a) + args.m0 * k;
+  const int8_t *panels = static_cast<const int8_t *>(args.b);
+  float columnScales[kPanelWidth];
+  for (int64_t p = n0 / kPanelWidth; p * kPanelWidth < n0 + n; ++p) {
+    // The panel's columns in the tile: [first, last) of its 32.
+    int64_t first = std::max<int64_t>(n0 - p * kPanelWidth, 0);
+    int64_t last = std::min<int64_t>(n0 + n - p * kPanelWidth, kPanelWidth);
+    int64_t width = std::min(kPanelWidth, bigN - p * kPanelWidth);
+    const int8_t *panel = panels + p * kPanelWidth * k;
+    toFloats(Scale,
+             static_cast<const char *>(args.scales) +
+                 p * kPanelWidth * dtypeSize(Scale),
+             columnScales, width);
+    // Column 0 of the panel in the tile (left of it for a tile that
+    // starts mid-panel: those columns are not stored).
+    float *out = args.c + (p * kPanelWidth - n0);
+    uint32_t store = static_cast<uint32_t>(((uint64_t(1) << last) - 1) &
+                                           ~((uint64_t(1) << first) - 1));
+    for (int64_t i = 0; i < m; i += kRowBlock) {
+      int rows = static_cast<int>(std::min<int64_t>(kRowBlock, m - i));
+      if (isa == DotIsa::Avx512Vnni) {
+        kDotRowsVnni[rows - 1](a + i * k, k, panel, width,
+                               facts.sums.data() + i,
+                               facts.scales.data() + i, columnScales,
+                               out + i * args.ldc, args.ldc, store);
+      } else {
+        dotRowsPortable(rows, a + i * k, k, panel, width,
+                        facts.scales.data() + i, columnScales,
+                        out + i * args.ldc, args.ldc, store);
+      }
+    }
+  }
+}
+
+} // namespace
+
+void mfrt::packDotPanels(const int8_t *weight, int64_t n, int64_t k,
+                         int8_t *panels, int64_t panelBegin,
+                         int64_t panelEnd) {
+  for (int64_t p = panelBegin; p < panelEnd; ++p) {
+    packOne(weight + p * kPanelWidth * k,
+            std::min(kPanelWidth, n - p * kPanelWidth), k,
+            panels + p * kPanelWidth * k);
+  }
+}
+
+void mfrt::packDotPanelsInPlace(int8_t *weight, int64_t n, int64_t k,
+                                int64_t panelBegin, int64_t panelEnd) {
+  std::vector<int8_t> rows(static_cast<size_t>(kPanelWidth * k));
+  for (int64_t p = panelBegin; p < panelEnd; ++p) {
+    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
+    int8_t *panel = weight + p * kPanelWidth * k;
+    std::memcpy(rows.data(), panel, static_cast<size_t>(width * k));
+    packOne(rows.data(), width, k, panel);
+  }
+}
+
+void mfrt::unpackDotPanels(const int8_t *panels, int64_t n, int64_t k,
+                           int8_t *weight) {
+  for (int64_t p = 0; p < panelCount(n); ++p) {
+    int64_t width = std::min(kPanelWidth, n - p * kPanelWidth);
+    const int8_t *panel = panels + p * kPanelWidth * k;
+    int8_t *rows = weight + p * kPanelWidth * k;
+    for (int64_t j = 0; j < width; ++j) {
+      for (int64_t c = 0; c < k; ++c) {
+        rows[j * k + c] = static_cast<int8_t>(
+            static_cast<uint8_t>(panel[dotOffset(c / 4, j, c % 4, width)]) ^
+            0x80u);
+      }
+    }
+  }
+}
+
+bool mfrt::runsDotIsa(DotIsa isa) {
+  switch (isa) {
+  case DotIsa::Avx512Vnni:
+    return __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+  case DotIsa::Portable:
+    return true;
+  }
+  return false;
+}
+
+DotIsa mfrt::dotIsa() {
+  static const DotIsa isa = runsDotIsa(DotIsa::Avx512Vnni)
+                                ? DotIsa::Avx512Vnni
+                                : DotIsa::Portable;
+  return isa;
+}
+
+template <DType Scale>
+void mfrt::gemmInt8DotWith(DotIsa isa, const mfrt_gemm_args_v1 &args) {
+  gemmInt8Dot<Scale>(isa, args);
+}
+
+template <DType Scale>
+void mfrt::gemmInt8DotService(const mfrt_gemm_args_v1 *args) {
+  gemmInt8Dot<Scale>(dotIsa(), *args);
+}
+
+template <DType Scale>
+void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
+  const int64_t m = args->m, n = args->n, k = args->k;
+  const RowFacts &facts = rowFacts<Scale>(*args);
+  const int8_t *a = static_cast<const int8_t *>(args->a) + args->m0 * k;
+  const int8_t *b = static_cast<const int8_t *>(args->b) + args->n0 * k;
+  thread_local std::vector<float> columnScales;
+  columnScales.resize(static_cast<size_t>(n));
+  toFloats(Scale,
+           static_cast<const char *>(args->scales) +
+               args->n0 * dtypeSize(Scale),
+           columnScales.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t dot = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        dot += int32_t{a[i * k + c]} * b[j * k + c];
+      }
+      args->c[i * args->ldc + j] =
+          static_cast<float>(dot) * facts.scales[i] * columnScales[j];
+    }
+  }
+}
+
+#define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \
+  template void mfrt::gemmInt8DotWith<Scale>(DotIsa,                           \
+                                             const mfrt_gemm_args_v1 &);       \
+  template void mfrt::gemmInt8DotService<Scale>(const mfrt_gemm_args_v1 *);    \
+  template void mfrt::gemmInt8RowsService<Scale>(const mfrt_gemm_args_v1 *);
+MFRT_INSTANTIATE_INT8_DOT(DType::F32)
+MFRT_INSTANTIATE_INT8_DOT(DType::F16)
+MFRT_INSTANTIATE_INT8_DOT(DType::BF16)
