@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/kernels/Int8DotGemm.h"
 #include "runtime/kernels/PanelGemm.h"
 
 #include <cblas.h>
@@ -80,6 +81,40 @@ void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
 
 } // namespace
 
+/// W8A8's product (f32 rows quantized per token, times an int8 weight's
+/// dot panels, scaled) against W8A16's (f32 rows times the i8 weight's
+/// panels, the scales the caller's): giga multiply-adds x 2 per second,
+/// and the ratio.
+void measureInt8(int64_t rows, int64_t cols, int64_t depth) {
+  std::mt19937 generator(2);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::vector<int8_t> a(rows * depth), w(cols * depth), dot(w.size()),
+      panels(w.size());
+  for (int8_t &x : a) x = static_cast<int8_t>(byte(generator));
+  for (int8_t &x : w) x = static_cast<int8_t>(byte(generator));
+  std::vector<float> rowsF32(a.begin(), a.end()), scales(cols, 0.01f),
+      c(rows * cols);
+  packDotPanels(w.data(), cols, depth, dot.data(), 0, panelCount(cols));
+  packPanels(DType::I8, w.data(), cols, depth, panels.data(), 0,
+             panelCount(cols));
+  mfrt_gemm_args_v1 int8Args{rowsF32.data(), dot.data(), c.data(), cols,
+                             0, 0, rows, cols, depth, cols, 1, 0, rows,
+                             scales.data(), 0};
+  mfrt_gemm_args_v1 floatArgs{rowsF32.data(), panels.data(), c.data(), cols,
+                              0, 0, rows, cols, depth, cols, 1, 0, rows,
+                              nullptr, 0};
+  double ops = 2.0 * rows * cols * depth;
+  double int8 = medianSeconds(
+      [&] { gemmInt8DotWith<DType::F32>(dotIsa(), int8Args); });
+  double widened = medianSeconds(
+      [&] { gemmPanelsWith<DType::I8>(panelIsa(), floatArgs); });
+  std::printf("%5lld x %4lld x %4lld  i8 x i8 dot %7.1f GOP/s   f32 x i8 "
+              "panels %7.1f GFLOP/s   ratio %.2f\n",
+              static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(depth), ops / int8 * 1e-9,
+              ops / widened * 1e-9, widened / int8);
+}
+
 int main(int argc, char **argv) {
   bool avx2 = argc > 1 && std::string(argv[1]) == "--avx2";
   if (argc > 2 || (argc == 2 && !avx2)) {
@@ -130,6 +165,13 @@ int main(int argc, char **argv) {
     std::printf("bf16 through the AVX-512 microkernel (widened to f32):\n");
     measure(PanelIsa::Avx512, DType::BF16, gemmPanelsWith<DType::BF16>, 256,
             128, 1024);
+  }
+  std::printf("W8A8 (%s) against W8A16:\n",
+              dotIsa() == DotIsa::Avx512Vnni ? "AVX512-VNNI" : "portable");
+  for (Shape s : {Shape{256, 128, 768}, Shape{256, 128, 2048},
+                  Shape{32, 256, 768}, Shape{1, 768, 768},
+                  Shape{1, 2048, 768}, Shape{1, 768, 2048}}) {
+    measureInt8(s.rows, s.cols, s.depth);
   }
   return 0;
 }

@@ -401,15 +401,74 @@ void mfrt::quantizedRowToFloats(const int8_t *row, int64_t k, int64_t bits,
   }
 }
 
-float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
-                                DType scaleType) {
-  float amax = 0;
-  bool finite = true;
+namespace {
+
+/// The values of a row with a positive, finite scale: x / scale rounded
+/// half to even (the default rounding mode, as nearbyint), clamped.
+void quantizeRowPortable(const float *row, int64_t k, float scale,
+                         int8_t *out) {
   for (int64_t j = 0; j < k; ++j) {
-    finite = finite && std::isfinite(row[j]);
+    out[j] = static_cast<int8_t>(
+        std::clamp(std::nearbyint(row[j] / scale), -128.0f, 127.0f));
+  }
+}
+
+/// The same, 16 at a time: the same division, rounding and clamp.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+quantizeRowAvx512(const float *row, int64_t k, float scale, int8_t *out) {
+  const __m512 divisor = _mm512_set1_ps(scale);
+  const __m512 low = _mm512_set1_ps(-128.0f), high = _mm512_set1_ps(127.0f);
+  for (int64_t j = 0; j < k; j += 16) {
+    auto lanes = static_cast<__mmask16>(
+        (1u << std::min<int64_t>(16, k - j)) - 1);
+    __m512 q = _mm512_roundscale_ps(
+        _mm512_div_ps(_mm512_maskz_loadu_ps(lanes, row + j), divisor),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_min_ps(_mm512_max_ps(q, low), high);
+    _mm512_mask_cvtsepi32_storeu_epi8(out + j, lanes, _mm512_cvtps_epi32(q));
+  }
+}
+
+/// A row's largest magnitude, or NaN when it holds a NaN or an infinity.
+float largestMagnitudePortable(const float *row, int64_t k) {
+  float amax = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    if (!std::isfinite(row[j])) {
+      return std::nanf("");
+    }
     amax = std::max(amax, std::fabs(row[j]));
   }
-  float scale = finite ? amax / 127.0f : std::nanf("");
+  return amax;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float
+largestMagnitudeAvx512(const float *row, int64_t k) {
+  __m512 amax = _mm512_setzero_ps();
+  const __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::max());
+  bool finite = true;
+  for (int64_t j = 0; j < k; j += 16) {
+    auto lanes = static_cast<__mmask16>(
+        (1u << std::min<int64_t>(16, k - j)) - 1);
+    __m512 magnitude = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, row + j));
+    // Ordered: false for a NaN, and an infinity is above the largest.
+    finite = finite &&
+             _mm512_mask_cmp_ps_mask(lanes, magnitude, largest, _CMP_LE_OQ) ==
+                 lanes;
+    amax = _mm512_max_ps(amax, magnitude);
+  }
+  return finite ? _mm512_reduce_max_ps(amax) : std::nanf("");
+}
+
+} // namespace
+
+float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
+                                DType scaleType) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl");
+  float scale = (avx512 ? largestMagnitudeAvx512
+                        : largestMagnitudePortable)(row, k) /
+                127.0f;
   uint16_t stored = 0;
   if (scaleType != DType::F32) { // the scale the values multiply
     fromFloats(scaleType, &scale, &stored, 1);
@@ -419,9 +478,6 @@ float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
     std::fill(out, out + k, int8_t{0});
     return scale;
   }
-  for (int64_t j = 0; j < k; ++j) {
-    out[j] = static_cast<int8_t>(
-        std::clamp(std::nearbyint(row[j] / scale), -128.0f, 127.0f));
-  }
+  (avx512 ? quantizeRowAvx512 : quantizeRowPortable)(row, k, scale, out);
   return scale;
 }

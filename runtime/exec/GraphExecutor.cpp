@@ -501,22 +501,23 @@ Status GraphExecutor::observeCommand(
   return Status::ok();
 }
 
-void GraphExecutor::takeQuantized(const fb::Entry &entry, Prepared &prepared,
-                                  size_t index,
-                                  const std::vector<Tensor> &values) {
+void GraphExecutor::takeQuantizedRows(const fb::Entry &entry,
+                                      Prepared &prepared, size_t index,
+                                      const std::vector<Tensor> &values) {
   const fb::Command &command = *entry.host()->commands()->Get(index);
-  if (command.kind() != fb::CommandKind::Library ||
-      entry.ops()->Get(command.first_op())->kind() !=
-          fb::OpKind::DynamicQuantize) {
-    return;
-  }
-  for (const fb::Binding *binding : *command.bindings()) {
-    Tensor &buffer = prepared.buffers[binding->buffer()];
-    if (binding->access() == fb::Access::Write &&
-        binding->value() < values.size() &&
-        values[binding->value()].byteSize() == buffer.byteSize()) {
-      std::memcpy(buffer.data(), values[binding->value()].data(),
-                  buffer.byteSize());
+  for (uint32_t i = 0; i < command.op_count(); ++i) {
+    const fb::Op &op = *entry.ops()->Get(command.first_op() + i);
+    if (op.kind() != fb::OpKind::DynamicQuantize) {
+      continue;
+    }
+    uint32_t rows = op.operands()->Get(0);
+    for (const fb::Binding *binding : *command.bindings()) {
+      Tensor &buffer = prepared.buffers[binding->buffer()];
+      if (binding->access() == fb::Access::Read && binding->value() == rows &&
+          rows < values.size() &&
+          values[rows].byteSize() == buffer.byteSize()) {
+        std::memcpy(buffer.data(), values[rows].data(), buffer.byteSize());
+      }
     }
   }
 }
@@ -648,11 +649,11 @@ StatusOr<std::vector<Tensor>> GraphExecutor::run(const std::string &entryName,
     auto began = observe ? std::chrono::steady_clock::now()
                          : std::chrono::steady_clock::time_point();
     // An observed command's outputs are looked at right away: it finishes.
+    if (options.quantizedFrom) {
+      takeQuantizedRows(*entry, ready, index, *options.quantizedFrom);
+    }
     MFRT_RETURN_IF_ERROR(
         runCommand(*entry, ready, index, /*deferred=*/!observe));
-    if (options.quantizedFrom) {
-      takeQuantized(*entry, ready, index, *options.quantizedFrom);
-    }
     return observe ? observeCommand(*entry, ready, index, began, options)
                    : Status::ok();
   };

@@ -124,10 +124,10 @@ private:
   /// keepParametersAsPanels() allows, else a copy that run() packs.
   StatusOr<Derived *> panelsOf(Prepared &prepared, uint32_t source,
                                int64_t parameter, PanelLayout layout);
-  /// RunOptions::quantizedFrom: command `index`'s results, when it is an
-  /// mf.dynamic_quantize, replaced by `values`'.
-  void takeQuantized(const fb::Entry &entry, Prepared &prepared, size_t index,
-                     const std::vector<Tensor> &values);
+  /// RunOptions::quantizedFrom: the rows that command `index`'s
+  /// mf.dynamic_quantize ops read, replaced by `values`' before it runs.
+  void takeQuantizedRows(const fb::Entry &entry, Prepared &prepared,
+                         size_t index, const std::vector<Tensor> &values);
   /// Runs command `index` of a prepared entry. A dispatch's tiles on other
   /// threads may still run when it returns if `deferred` (finishKernels()
   /// waits for them).

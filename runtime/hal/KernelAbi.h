@@ -37,9 +37,8 @@ extern "C" {
    new version (mfrt_dispatch_state_v2, ...); a library answers the versions
    it was built for. Version 2: the services take argument structs
    (version 1 passed their fields as arguments). Version 4: the gemm
-   arguments end with an int4 weight's scales and group. Version 5: and
-   with int8 rows' scales (W8A8). */
-#define MFRT_KERNEL_ABI_VERSION 5u
+   arguments end with an int4 weight's scales and group. */
+#define MFRT_KERNEL_ABI_VERSION 4u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {
@@ -89,9 +88,10 @@ typedef const mfrt_kernel_library_v1 *(*mfrt_kernel_library_query_fn)(
    (A, B f32), mfrt_gemm_f16 and mfrt_gemm_bf16 (A, B in those, multiplied
    in f32); mfrt_gemm_panels_f32, _f16 and _bf16: B an [N x K] weight
    (trans_b = 1) given as its panels of 32 rows (runtime/kernels/PanelGemm.h);
-   mfrt_gemm_i8i8_dot (_f16, _bf16): A i8 rows quantized per token times an
-   int8 weight's dot panels (runtime/kernels/Int8DotGemm.h), both scaled;
-   mfrt_gemm_i8i8 (_f16, _bf16) the same with the weight as stored.
+   mfrt_gemm_i8i8_dot (_f16, _bf16): A (f32, f16, bf16) quantized to int8
+   per row (mf.dynamic_quantize) times an int8 weight's dot panels
+   (runtime/kernels/Int8DotGemm.h), both scaled; mfrt_gemm_i8i8 (_f16,
+   _bf16) the same with the weight as stored.
    They cannot fail: their arguments are the compiler's constants. */
 typedef struct mfrt_gemm_args_v1 {
   const void *a; /* [M x K] row-major, or stored [K x M] when trans_a */
@@ -105,12 +105,10 @@ typedef struct mfrt_gemm_args_v1 {
   int64_t trans_b, trans_a;
   int64_t m_total; /* M */
   /* An int4 weight's scales ([K / group, N], in A's type) and group size,
-     or an int8 weight's ([N]) beside int8 rows (mfrt_gemm_i8i8*); NULL and
-     0 for every other product. */
+     or an int8 weight's ([N]) for mfrt_gemm_i8i8*; NULL and 0 for every
+     other product. */
   const void *scales;
   int64_t group;
-  /* int8 rows' scales ([M]) for mfrt_gemm_i8i8*, else NULL. */
-  const void *a_scales;
 } mfrt_gemm_args_v1;
 typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
 

@@ -33,10 +33,12 @@ void packDotPanelsInPlace(int8_t *weight, int64_t n, int64_t k,
 void unpackDotPanels(const int8_t *panels, int64_t n, int64_t k,
                      int8_t *weight);
 
-/// The services mfrt_gemm_i8i8_dot (f32 scales), _f16 and _bf16: C[m x n]
-/// (f32, row stride ldc) = rows m0.. of A (i8 [M, K]) times columns n0..
-/// of B^T, B the dot panels of an [N, K] i8 weight, times `a_scales[m]`
-/// and `scales[n]` (of `Scale`). `trans_b` is 1 and `trans_a` 0.
+/// The services mfrt_gemm_i8i8_dot (f32), _f16 and _bf16: C[m x n] (f32,
+/// row stride ldc) = rows m0.. of A ([M, K] of `Scale`) quantized per row
+/// as mf.dynamic_quantize does (quantizeRowPerToken: values q_a, scales
+/// s_a in `Scale`), times columns n0.. of B^T, B the dot panels of an
+/// [N, K] i8 weight with `scales` [N] (of `Scale`): float(q_a . q_w[n]) *
+/// s_a * s_w[n], in f32. `trans_b` is 1 and `trans_a` 0.
 template <DType Scale> void gemmInt8DotService(const mfrt_gemm_args_v1 *args);
 /// mfrt_gemm_i8i8 (_f16, _bf16): the same with B the [N, K] weight as
 /// stored (a table that lookups also read, or --pack-weights=false).

@@ -1317,7 +1317,7 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked,
   RunOptions eager, graph;
   eager.capturedValues = &eagerValues;
   graph.capturedValues = &graphValues;
-  graph.quantizedFrom = &eagerValues; // int8 rows: RunOptions explains
+  graph.quantizedFrom = &eagerValues; // rows to quantize: RunOptions says why
   std::vector<Tensor> copies;
   for (const Tensor &input : *inputs) {
     StatusOr<Tensor> copy = session.allocator.allocate(input.dtype(), input.shape());

@@ -73,9 +73,12 @@ constexpr int64_t kMaxScratchElements = int64_t(1) << 16;
 
 /// The tile shape for a rows x cols output whose matmuls multiply-add
 /// `depth` times per output element (the sum of their K); tiles narrower
-/// than the output are a multiple of `columnAlign` wide.
+/// than the output are a multiple of `columnAlign` wide. `rowsFirst`
+/// halves rows before columns: each tile quantizes its rows (int8 rows),
+/// so fewer tiles across do it fewer times.
 std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
-                                       int64_t depth, int64_t columnAlign) {
+                                       int64_t depth, int64_t columnAlign,
+                                       bool rowsFirst) {
   if (rows * cols * depth < kMinParallelWork &&
       rows * cols <= kMaxScratchElements) {
     int64_t half = llvm::alignTo(llvm::divideCeil(cols, 2),
@@ -93,8 +96,9 @@ std::pair<int64_t, int64_t> chooseTile(int64_t rows, int64_t cols,
   int64_t minCols =
       std::max(rows == 1 ? kMinVectorTileCols : kMinTileSide, columnAlign);
   while (tiles() < kMinTiles) {
-    bool halveCols = tileCols > minCols;
-    bool halveRows = !halveCols && tileRows > kMinTileSide;
+    bool halveRows = rowsFirst && tileRows > kMinTileSide / 2;
+    bool halveCols = !halveRows && tileCols > minCols;
+    halveRows = halveRows || (!halveCols && tileRows > kMinTileSide);
     int64_t nextRows = halveRows ? llvm::divideCeil(tileRows, 2) : tileRows;
     int64_t nextCols =
         halveCols ? llvm::alignTo(llvm::divideCeil(tileCols, 2), columnAlign)
@@ -118,10 +122,10 @@ struct MatmulInfo {
   /// group of K (int4: the gemm service and the row code apply them).
   std::optional<unsigned> scales;
   int64_t bits = 8, group = 0;
-  /// int8 rows (lhs: their i8 values, an mf.dynamic_quantize's): the region
-  /// argument of their per-row scales. The product is then int8 dot
-  /// products, scaled by both.
-  std::optional<unsigned> lhsScales;
+  /// The rows (lhs) are quantized per token (an mf.dynamic_quantize of them
+  /// in the region) and multiplied by an int8 weight as int8 dot products,
+  /// which the gemm service computes from the float rows.
+  bool int8Rows = false;
 };
 
 /// Whether `use` is the rows a matmul multiplies, not transposed.
@@ -220,6 +224,23 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // In insertion order, so that a kernel prints the same in every run.
   TileReads argumentOf;
   for (Operation &op : body.without_terminator()) {
+    if (auto quantize = dyn_cast<mf::DynamicQuantizeOp>(op)) {
+      // Float rows the services quantize: their values and scales read by
+      // the mf.dequantize of the rows of products only.
+      bool rowsOfProducts =
+          isa<BlockArgument>(quantize.getInput()) &&
+          llvm::all_of(quantize->getUsers(), [&](Operation *user) {
+            auto rows = dyn_cast<mf::DequantizeOp>(user);
+            return rows && rows.getInput() == quantize.getValues() &&
+                   rows.getScale() == quantize.getScales() &&
+                   llvm::all_of(rows->getUses(), isProductRows);
+          });
+      if (!rowsOfProducts) {
+        why = "rows quantized per token that are not only multiplied";
+        return failure();
+      }
+      continue;
+    }
     if (auto dequantize = dyn_cast<mf::DequantizeOp>(op)) {
       // Read by the matmuls below, as the i8 values and their scales: the
       // scales of row n of an [N, K] weight multiply output column n, so
@@ -228,14 +249,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       // scales per group in the products' type.
       // Or int8 rows with their scales, which the matmuls multiply.
       bool int4 = dequantize.getBits() == 4;
-      bool rowsOfProducts =
-          !int4 && llvm::all_of(dequantize->getUses(), isProductRows);
+      if (dequantize.getInput().getDefiningOp<mf::DynamicQuantizeOp>()) {
+        continue; // checked with the mf.dynamic_quantize
+      }
       if (!isa<BlockArgument>(dequantize.getInput()) ||
           !isa<BlockArgument>(dequantize.getScale()) ||
           (int4 ? dequantize.getGroupSize() == 0
                 : dequantize.getGroupSize() != 0) ||
-          !(rowsOfProducts ||
-            llvm::all_of(dequantize->getUses(), mf::isTransposedRhs))) {
+          !llvm::all_of(dequantize->getUses(), mf::isTransposedRhs)) {
         why = "a quantized weight with int8 scales per group, int4 ones per "
               "row, or read otherwise than multiplied by transposed";
         return failure();
@@ -245,8 +266,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
-      std::optional<unsigned> scales, lhsScales;
+      std::optional<unsigned> scales;
       int64_t bits = 8, group = 0;
+      bool int8Rows = false;
       if (auto dequantize = matmul.getRhs().getDefiningOp<mf::DequantizeOp>()) {
         rhs = cast<BlockArgument>(dequantize.getInput());
         scales = cast<BlockArgument>(dequantize.getScale()).getArgNumber();
@@ -254,13 +276,14 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         group = dequantize.getGroupSize();
       }
       if (auto rows = matmul.getLhs().getDefiningOp<mf::DequantizeOp>()) {
-        if (!scales || bits != 8 || group != 0) {
+        auto quantize = rows.getInput().getDefiningOp<mf::DynamicQuantizeOp>();
+        if (!quantize || !scales || bits != 8 || group != 0) {
           why = "int8 rows times a weight that is not int8 with a scale per "
                 "row";
           return failure();
         }
-        lhs = cast<BlockArgument>(rows.getInput());
-        lhsScales = cast<BlockArgument>(rows.getScale()).getArgNumber();
+        lhs = cast<BlockArgument>(quantize.getInput());
+        int8Rows = true;
       }
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
       auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
@@ -284,7 +307,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       }
       matmulOf[matmul.getResult()] = matmuls.size();
       matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k,
-                         transposedLhs, scales, bits, group, lhsScales});
+                         transposedLhs, scales, bits, group, int8Rows});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -328,7 +351,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // int8 rows read an int8 weight's dot panels instead.
   auto readsPanels = [&](MatmulInfo matmul) {
     auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
-    const llvm::StringSet<> &packed = matmul.lhsScales
+    const llvm::StringSet<> &packed = matmul.int8Rows
                                           ? panelParameters.dotPanels
                                           : panelParameters.panels;
     return parameter && packed.contains(parameter.getName()) &&
@@ -338,7 +361,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // One row times the weights (decode) is the kernel's own vector code;
   // anything else (and int8 rows) calls the gemm services.
   bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
-    return matmul.transposedLhs || matmul.lhsScales;
+    return matmul.transposedLhs || matmul.int8Rows;
   });
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
@@ -363,7 +386,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       why = "an int4 weight whose scales are not in its product's type";
       return failure();
     }
-    if (matmul.scales && !matmul.lhsScales && !readsPanels(matmul) &&
+    if (matmul.scales && !matmul.int8Rows && !readsPanels(matmul) &&
         rows > 1 &&
         !cast<RankedTensorType>(matmul.op.getLhs().getType())
              .getElementType()
@@ -382,7 +405,10 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   }
   // A one-row product reads panels whole: its tiles start at a panel.
   auto [tileRows, tileCols] =
-      chooseTile(rows, cols, depth, rows == 1 && anyPanels ? kPanelWidth : 1);
+      chooseTile(rows, cols, depth, rows == 1 && anyPanels ? kPanelWidth : 1,
+                 llvm::any_of(matmuls, [](const MatmulInfo &matmul) {
+                   return matmul.int8Rows;
+                 }));
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
@@ -391,7 +417,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     Type element =
         cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
-    if (matmul.lhsScales) {
+    if (matmul.int8Rows) {
       if (!readsPanels(matmul)) {
         return element.isF16()    ? kGemmInt8RowsServiceF16
                : element.isBF16() ? kGemmInt8RowsServiceBF16
@@ -443,7 +469,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       entry->getArgument(2 + matmul.rhs)
           .setType(MemRefType::get({weight.getNumElements()},
                                    weight.getElementType()));
-      (matmul.lhsScales ? dotPanelInputs : panelInputs)
+      (matmul.int8Rows ? dotPanelInputs : panelInputs)
           .push_back(matmul.rhs);
     }
   }
@@ -486,9 +512,9 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  // The gemm calls' argument struct (16 fields), one for all of them.
+  // The gemm calls' argument struct (15 fields), one for all of them.
   Value gemmArguments =
-      matvec ? Value() : serviceArguments(builder, kernel, 16);
+      matvec ? Value() : serviceArguments(builder, kernel, 15);
   builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
@@ -596,16 +622,13 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
                               toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
                               toI64(index(matmul.transposedLhs ? 1 : 0)),
                               toI64(index(rows)),
-                              matmul.bits == 4 || matmul.lhsScales
+                              matmul.bits == 4 || matmul.int8Rows
                                   ? pointerOf(argument(*matmul.scales))
                                   : toI64(index(0)),
-                              toI64(index(matmul.group)),
-                              matmul.lhsScales
-                                  ? pointerOf(argument(*matmul.lhsScales))
-                                  : toI64(index(0))};
+                              toI64(index(matmul.group))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
-    if (matmul.scales && matmul.bits == 8 && !matmul.lhsScales) {
+    if (matmul.scales && matmul.bits == 8 && !matmul.int8Rows) {
       Value product =
           direct
               ? flattenMemRef(builder, loc, argument(fusion.getInputs().size()),

@@ -235,9 +235,10 @@ FailureOr<SmallVector<Value>>
 ScalarEmitter::emitBody(Block &body, llvm::DenseMap<Value, Value> &scalarOf,
                         Location loc, std::string &why) {
   for (Operation &op : body.without_terminator()) {
-    // A matmul's product is an input here; the weight it dequantized is
-    // the matmul's, not the body's.
-    if (scalarOf.count(op.getResult(0)) || isa<mf::DequantizeOp>(op)) {
+    // A matmul's product is an input here; the weight it dequantized and
+    // the rows it quantized are the matmul's, not the body's.
+    if (scalarOf.count(op.getResult(0)) ||
+        isa<mf::DequantizeOp, mf::DynamicQuantizeOp>(op)) {
       continue;
     }
     SmallVector<Value> operands;

@@ -32,6 +32,10 @@ bool isSplatConstant(Value value) {
 /// reads them: no float copy of the weight is stored), else the value.
 SmallVector<Value, 2> readsFor(Value operand) {
   if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
+    // Rows quantized per token: the region quantizes them itself.
+    if (auto rows = dequantize.getInput().getDefiningOp<DynamicQuantizeOp>()) {
+      return {rows.getInput()};
+    }
     return {dequantize.getInput(), dequantize.getScale()};
   }
   if (auto broadcast = operand.getDefiningOp<BroadcastOp>()) {
@@ -113,6 +117,10 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
     for (Value operand : op->getOperands()) {
       if (isa_and_nonnull<BroadcastOp, DequantizeOp>(operand.getDefiningOp())) {
         count(operand.getDefiningOp());
+        if (Operation *rows = operand.getDefiningOp()->getOperand(0).getDefiningOp();
+            isa_and_nonnull<DynamicQuantizeOp>(rows)) {
+          count(rows);
+        }
       }
     }
   }
@@ -169,14 +177,15 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   for (Value input : inputs) {
     mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
   }
-  // Splats, broadcasts and dequantized weights the members read are
-  // computed in the region (cloned in; the originals go if nothing else
-  // needs them).
+  // Splats, broadcasts, dequantized weights and rows quantized per token
+  // the members read are computed in the region (cloned in; the originals
+  // go if nothing else needs them).
   llvm::SetVector<Operation *> sunk;
   std::function<void(Value)> sink = [&](Value value) {
     Operation *producer = value.getDefiningOp();
     if (mapping.contains(value) || !producer ||
-        !(isSplatConstant(value) || isa<BroadcastOp, DequantizeOp>(producer))) {
+        !(isSplatConstant(value) ||
+          isa<BroadcastOp, DequantizeOp, DynamicQuantizeOp>(producer))) {
       return;
     }
     for (Value operand : producer->getOperands()) {
