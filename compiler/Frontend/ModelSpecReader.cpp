@@ -1330,12 +1330,13 @@ private:
       if (!(value->isScalar() && value->scalar == "int8")) {
         refuse("activation_dtype",
                "expected None or 'int8', got " + value->describe());
-      } else if (config.quantMethod != "ptq") {
+      } else if (config.quantMethod == "rtn") {
+        // (smooth_quant's int8 activations: refused at quant_method.)
         refuse("activation_dtype",
                "int8 activations are quant_method 'ptq' (with "
                "act_quant_granularity 'per_token'); " +
                    config.quantMethod + " quantizes weights only");
-      } else {
+      } else if (config.quantMethod == "ptq") {
         config.activationDtype = "int8";
       }
     }

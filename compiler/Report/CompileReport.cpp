@@ -23,8 +23,9 @@ struct FusionGroup {
   std::string kernel; ///< empty before codegen
   int64_t tiles = 0;
   std::vector<std::string> ops; ///< "mf.add @ model.layers.0.attention_add"
-  /// Parameters its kernel reads packed into panels.
-  std::vector<std::string> panels;
+  /// Parameters its kernel reads packed into panels, and into dot panels
+  /// (int8 weights that int8 rows multiply).
+  std::vector<std::string> panels, dotPanels;
   int64_t flops = 0;
   int64_t bytes = 0;
 };
@@ -295,11 +296,16 @@ std::vector<EntryReport> collect(ModuleOp module) {
         if (kernel) {
           group.kernel = kernel.getSymName().str();
           group.tiles = kernel.getTiles();
-          for (int32_t input : kernel.getPanelInputs().value_or(ArrayRef<int32_t>())) {
-            auto parameter =
-                fusion.getInputs()[input].getDefiningOp<mf::ParamOp>();
-            group.panels.push_back(parameter ? parameter.getName().str() : "?");
-          }
+          auto names = [&](std::optional<ArrayRef<int32_t>> inputs,
+                           std::vector<std::string> &into) {
+            for (int32_t input : inputs.value_or(ArrayRef<int32_t>())) {
+              auto parameter =
+                  fusion.getInputs()[input].getDefiningOp<mf::ParamOp>();
+              into.push_back(parameter ? parameter.getName().str() : "?");
+            }
+          };
+          names(kernel.getPanelInputs(), group.panels);
+          names(kernel.getDotPanelInputs(), group.dotPanels);
         }
         for (Operation &inner : fusion.getBody().front().without_terminator()) {
           group.ops.push_back(inner.getName().getStringRef().str() + " @ " +
@@ -377,6 +383,13 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
           panels.push_back(name);
         }
         object["weights_as_panels"] = std::move(panels);
+      }
+      if (!group.dotPanels.empty()) {
+        llvm::json::Array panels;
+        for (const std::string &name : group.dotPanels) {
+          panels.push_back(name);
+        }
+        object["weights_as_dot_panels"] = std::move(panels);
       }
       groups.push_back(std::move(object));
     }
@@ -597,6 +610,9 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       os << group.ops.size() << " ops, " << group.bytes << " bytes";
       for (auto [i, name] : llvm::enumerate(group.panels)) {
         os << (i ? ", " : "; weights as panels: ") << name;
+      }
+      for (auto [i, name] : llvm::enumerate(group.dotPanels)) {
+        os << (i ? ", " : "; weights as dot panels: ") << name;
       }
       os << "):\n";
       for (const std::string &op : group.ops) {

@@ -57,21 +57,28 @@ Layout layoutOfRead(OpOperand &use) {
   }
   Value argument = fusion.getBody().front().getArgument(use.getOperandNumber());
   auto type = cast<RankedTensorType>(argument.getType());
-  bool dot = type.getElementType().isInteger(8) && type.getDimSize(1) % 4 == 0;
-  bool panels = true;
+  bool panels = true, int8Rows = false, floatRows = false;
   for (OpOperand &inner : argument.getUses()) {
     // A quantized weight's values, through its mf.dequantize.
     auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner());
     if (dequantize && inner.getOperandNumber() == 0) {
       panels = panels && llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
-      dot = dot && dequantize.getBits() == 8 &&
-            llvm::all_of(dequantize->getUsers(), multipliesInt8Rows);
+      for (Operation *user : dequantize->getUsers()) {
+        (multipliesInt8Rows(user) ? int8Rows : floatRows) = true;
+      }
     } else {
       panels = panels && mf::isTransposedRhs(inner);
-      dot = false;
+      floatRows = true;
     }
   }
-  return !panels ? Layout::Stored : dot ? Layout::DotPanels : Layout::Panels;
+  if (!panels || (int8Rows && floatRows)) {
+    return Layout::Stored;
+  }
+  if (!int8Rows) {
+    return Layout::Panels;
+  }
+  // (The dot layout takes K four at a time.)
+  return type.getDimSize(1) % 4 == 0 ? Layout::DotPanels : Layout::Stored;
 }
 
 struct MFChooseWeightLayoutPass

@@ -300,8 +300,8 @@ struct MFQuantizeWeightsPass
         read.erase();
         if (weight.use_empty()) { // the read was only looked up in
           weight.getDefiningOp()->erase();
-        } else if (int8Rows && failed(quantizeRows(weight, rowsOf))) {
-          return signalPassFailure();
+        } else if (int8Rows) {
+          quantizeRows(weight, rowsOf);
         }
       }
     }
@@ -310,15 +310,10 @@ struct MFQuantizeWeightsPass
   /// W8A8: the rows that each product by `weight` (an mf.dequantize)
   /// multiplies, quantized per token; `rowsOf` shares one quantization of
   /// an operand among its products (a layer's q, k and v).
-  LogicalResult quantizeRows(Value weight,
-                             llvm::DenseMap<Value, Value> &rowsOf) {
+  void quantizeRows(Value weight, llvm::DenseMap<Value, Value> &rowsOf) {
     for (Operation *user : weight.getUsers()) {
-      auto matmul = cast<MatmulOp>(user); // transposed rhs: checked above
-      if (matmul.getTransposeLhs()) {
-        return matmul.emitOpError()
-               << "mf-quantize-weights: int8 activations stored transposed "
-                  "have no per-token scales";
-      }
+      // (A Linear's product: its rows [..., M, K] are not transposed.)
+      auto matmul = cast<MatmulOp>(user);
       Value lhs = matmul.getLhs();
       auto [known, added] = rowsOf.try_emplace(lhs);
       if (added) {
@@ -336,7 +331,6 @@ struct MFQuantizeWeightsPass
       }
       matmul.getLhsMutable().assign(known->second);
     }
-    return success();
   }
 };
 

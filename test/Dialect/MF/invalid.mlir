@@ -718,6 +718,55 @@ mf.parameter @s : tensor<8xf32> init = ones
 
 // -----
 
-// expected-error @+1 {{does not fit its scales 's': expected an i8 [N, K] weight, got [8]}}
+// expected-error @+1 {{a quantized parameter is a 2-D weight [N, K], not a rank-1 tensor}}
 mf.parameter @q : tensor<8xi8> init = zeros quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// Per-row values with leading dimensions are activations, not a weight.
+// expected-error @+1 {{a quantized parameter is a 2-D weight [N, K], not a rank-3 tensor}}
+mf.parameter @q : tensor<2x8x4xi8> init = zeros quantized(@s)
+mf.parameter @s : tensor<2x8xf32> init = ones
+
+// -----
+
+func.func @dequantize_rows_of_another_shape(%q: tensor<2x8x64xi8>, %s: tensor<2x4xf32>) -> tensor<2x8x64xf32> {
+  // expected-error @+2 {{expected float scales of shape [2, 8], got [2, 4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %x = mf.dequantize %q, %s : tensor<2x8x64xi8>, tensor<2x4xf32> -> tensor<2x8x64xf32>
+  return %x : tensor<2x8x64xf32>
+}
+
+// -----
+
+func.func @grouped_rows(%q: tensor<2x8x64xi8>, %s: tensor<2x2x8xf32>) -> tensor<2x8x64xf32> {
+  // expected-error @+2 {{expected an i8 [N, K] weight, got [2, 8, 64]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %x = mf.dequantize %q, %s group_size = 32 : tensor<2x8x64xi8>, tensor<2x2x8xf32> -> tensor<2x8x64xf32>
+  return %x : tensor<2x8x64xf32>
+}
+
+// -----
+
+func.func @quantize_a_vector(%x: tensor<64xf32>) {
+  // expected-error @+2 {{expected a float tensor of rank >= 2, got [64]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %s = mf.dynamic_quantize %x : tensor<64xf32> -> tensor<64xi8>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @quantize_to_other_scales(%x: tensor<4x64xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<4x64xi8>', 'tensor<4xbf16>' are incompatible with return type(s) of operation 'tensor<4x64xi8>', 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %s = mf.dynamic_quantize %x : tensor<4x64xbf16> -> tensor<4x64xi8>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{dot_panels needs an int8 weight with one scale per row, read in one layout (not also panels)}}
+mf.parameter @q : tensor<8x64xi8> init = zeros panels dot_panels quantized(@s)
 mf.parameter @s : tensor<8xf32> init = ones

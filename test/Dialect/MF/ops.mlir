@@ -315,3 +315,23 @@ func.func @dequantize() -> (tensor<96x64xf32>, tensor<96x64xf16>, tensor<96x64xf
   %iw = mf.dequantize %iq, %is group_size = 32 bits = 4 : tensor<96x32xi8>, tensor<2x96xf32> -> tensor<96x64xf32>
   return %w, %gw, %iw : tensor<96x64xf32>, tensor<96x64xf16>, tensor<96x64xf32>
 }
+
+// -----
+
+// W8A8: rows quantized per token, dequantized, times an int8 weight read as
+// dot panels.
+// CHECK: mf.parameter @w : tensor<96x64xi8> init = zeros dot_panels quantized(@w_scale)
+// CHECK-LABEL: func.func @int8_rows
+// CHECK: %[[Q:.*]], %[[S:.*]] = mf.dynamic_quantize %{{.*}} : tensor<1x8x64xbf16> -> tensor<1x8x64xi8>, tensor<1x8xbf16>
+// CHECK: mf.dequantize %[[Q]], %[[S]] : tensor<1x8x64xi8>, tensor<1x8xbf16> -> tensor<1x8x64xbf16>
+mf.parameter @w : tensor<96x64xi8> init = zeros dot_panels quantized(@w_scale)
+mf.parameter @w_scale : tensor<96xbf16> init = ones
+func.func @int8_rows(%x: tensor<1x8x64xbf16>) -> tensor<1x8x96xbf16> {
+  %q, %s = mf.dynamic_quantize %x : tensor<1x8x64xbf16> -> tensor<1x8x64xi8>, tensor<1x8xbf16>
+  %rows = mf.dequantize %q, %s : tensor<1x8x64xi8>, tensor<1x8xbf16> -> tensor<1x8x64xbf16>
+  %wq = mf.param @w : tensor<96x64xi8>
+  %ws = mf.param @w_scale : tensor<96xbf16>
+  %w = mf.dequantize %wq, %ws : tensor<96x64xi8>, tensor<96xbf16> -> tensor<96x64xbf16>
+  %y = mf.matmul %rows, %w transpose_rhs : tensor<1x8x64xbf16>, tensor<96x64xbf16> -> tensor<1x8x96xbf16>
+  return %y : tensor<1x8x96xbf16>
+}
