@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Weight quantization: accuracy and speed of W8A16 and W4A16 against f32.
+"""Quantization: accuracy and speed of W8A16, W4A16 and W8A8 against f32 and llama.cpp.
 
   bench/quant.py [--build build] [--steps 200] [--runs 5] [--config CONFIG]
 
@@ -19,11 +19,16 @@ run_mode eval) on the held-out files, which the training never read:
                weight_quant_granularity: per_group, group_size: 32}, lm_head
                float
   W4A16 all    the same with the tied table int4 too
+  W8A8         quantization_config {quant_method: ptq, weight_dtype: int8,
+               activation_dtype: int8, act_quant_granularity: per_token}:
+               int8 weights per row and each product's rows quantized per
+               token at run time (int8 dot products), lm_head float
+  W8A8 all     the same with the tied table int8 too
   ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
   ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
                dequantized and evaluated by the f32 model: the weights
                llama.cpp would compute with (its dot products also round
-               the activations to 8 bits, which this does not)
+               the activations to 8 bits, which this does not: W8A8 does)
 
 and prints perplexity and its change against f32.
 
@@ -34,13 +39,19 @@ prefill and decode tokens/s and peak RSS, quantized/f32 ratios, and each
 decode's bytes read per token (every parameter an entry reads once), the
 read rate that makes, and the decode rate the copy bandwidth
 mf-machine-limits measures would allow (a read-only stream runs faster
-than a copy, which reads and writes: decode can pass that bound).
+than a copy, which reads and writes: decode can pass that bound). With
+node and the npm node-llama-cpp peer installed (scripts/install-peers.sh),
+llama.cpp runs the trained weights as Q8_0 and Q4_0 GGUFs (bench/gguf.py)
+in the same alternating rounds (bench/predict.py's llamacpp_measure), and
+the ratios against it are printed: W8A8 and W8A16 against Q8_0, W4A16
+against Q4_0.
 """
 import argparse
 import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,6 +62,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import gguf  # noqa: E402  (bench/gguf.py: ggml's reference quantizers)
+import predict  # noqa: E402  (bench/predict.py: the llama.cpp peer's runner)
 import numpy  # noqa: E402
 import reference  # noqa: E402
 import torch  # noqa: E402
@@ -58,6 +70,12 @@ import torch  # noqa: E402
 def rtn(not_convert):
     return ("model.model_config.quantization_config={quant_method: rtn, weight_dtype: int8, "
             "activation_dtype: None, kvcache_dtype: None, outliers_suppression: None, "
+            f"modules_to_not_convert: [{not_convert}]}}")
+
+
+def ptq_w8a8(not_convert):
+    return ("model.model_config.quantization_config={quant_method: ptq, weight_dtype: int8, "
+            "activation_dtype: int8, act_quant_granularity: per_token, "
             f"modules_to_not_convert: [{not_convert}]}}")
 
 
@@ -73,7 +91,12 @@ def ptq_int4(group, not_convert):
 VARIANTS = [("W8A16", "RTN int8, per row", rtn("lm_head"), ["lm_head"], 8, 0),
             ("W8A16 all", "RTN int8, per row", rtn(""), [], 8, 0),
             ("W4A16 g32", "int4, groups of 32", ptq_int4(32, "lm_head"), ["lm_head"], 4, 32),
-            ("W4A16 all", "int4, groups of 32", ptq_int4(32, ""), [], 4, 32)]
+            ("W4A16 all", "int4, groups of 32", ptq_int4(32, ""), [], 4, 32),
+            ("W8A8", "int8 rows per token", ptq_w8a8("lm_head"), ["lm_head"], 8, 0),
+            ("W8A8 all", "int8 rows per token", ptq_w8a8(""), [], 8, 0)]
+# llama.cpp's formats each mfc format is compared with.
+PEER_OF = {"W8A16": "Q8_0", "W8A16 all": "Q8_0", "W4A16 g32": "Q4_0", "W4A16 all": "Q4_0",
+           "W8A8": "Q8_0", "W8A8 all": "Q8_0"}
 
 
 def run(args, **kwargs):
@@ -213,8 +236,19 @@ def main():
                           "context.mode=0", setting)
         cfg = reference.Config(args.config)
         prompt = [(7 * i + 3) % min(cfg.vocab, 256) for i in range(192)]
-        results = {name: [] for name in binaries}
+        peers = {}
+        if shutil.which("node") and os.path.isdir(predict.LLAMA_CPP_DIR):
+            for kind in ("q8_0", "q4_0"):
+                peers[f"llama.cpp {kind.upper()}"] = os.path.join(tmp, f"{kind}.gguf")
+                run([sys.executable, os.path.join(HERE, "gguf.py"), args.config, trained,
+                     peers[f"llama.cpp {kind.upper()}"], "--type", kind])
+        else:
+            print("(no node or node-llama-cpp: llama.cpp not measured; "
+                  "scripts/install-peers.sh installs them)")
+        results = {name: [] for name in list(binaries) + list(peers)}
         for _ in range(args.runs):  # alternating: drift hits all alike
+            for name, gguf_path in peers.items():
+                results[name].append(predict.llamacpp_measure(gguf_path, prompt, 32))
             for name, binary in binaries.items():
                 results[name].append(generate(build, binary, trained, prompt, 32))
                 current = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
@@ -226,18 +260,26 @@ def main():
               f"{'decode MB/token':>16} {'read GB/s':>10} {'copy-bound t/s':>15}")
         medians = {}
         layout = {name: (kept, bits, group) for name, _, _, kept, bits, group in VARIANTS}
-        for name in binaries:
+        for name in results:
             prefill, decode, rss = (statistics.median(r[i] for r in results[name])
                                     for i in range(3))
             medians[name] = (prefill, decode, rss)
+            if name in peers:
+                print(f"{name:16} {prefill:6.1f} {decode:11.1f} {rss:8.1f}")
+                continue
             read = decode_bytes(trained, *layout.get(name, (None,)))
             print(f"{name:10} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
                   f"{decode * read / 1e9:10.1f} {limits['copy_gbs'] * 1e9 / read:15.0f}")
         pf, df, rf = medians["f32"]
         for name, *_ in VARIANTS:
             pq, dq, rq = medians[name]
-            print(f"{name} / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
-                  f"{rq / rf:.2f}x")
+            line = (f"{name} / f32: prefill {pq / pf:.2f}x, decode {dq / df:.2f}x, peak RSS "
+                    f"{rq / rf:.2f}x")
+            peer = f"llama.cpp {PEER_OF[name]}"
+            if peer in medians:
+                pp, dp, _ = medians[peer]
+                line += f"; / {peer}: prefill {pq / pp:.2f}x, decode {dq / dp:.2f}x"
+            print(line)
     return 0
 
 
