@@ -88,9 +88,9 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
     parameter = mf::ParameterOp::create(
         parameterBuilder_, loc, name, type, init, std,
         mfName.empty() ? StringAttr() : builder_.getStringAttr(mfName),
-        /*frozen=*/false, /*state=*/false, /*panels=*/false, /*dot_panels=*/false, grid,
-        splitAxes,
-        splitGroups, /*quant_scale=*/FlatSymbolRefAttr(),
+        /*frozen=*/false, /*state=*/false, /*panels=*/false,
+        /*dot_panels=*/false, grid, splitAxes, splitGroups,
+        /*quant_scale=*/FlatSymbolRefAttr(),
         /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);

@@ -419,8 +419,8 @@ quantizeRowAvx512(const float *row, int64_t k, float scale, int8_t *out) {
   const __m512 divisor = _mm512_set1_ps(scale);
   const __m512 low = _mm512_set1_ps(-128.0f), high = _mm512_set1_ps(127.0f);
   for (int64_t j = 0; j < k; j += 16) {
-    auto lanes = static_cast<__mmask16>(
-        (1u << std::min<int64_t>(16, k - j)) - 1);
+    auto lanes =
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, k - j)) - 1);
     __m512 q = _mm512_roundscale_ps(
         _mm512_div_ps(_mm512_maskz_loadu_ps(lanes, row + j), divisor),
         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -447,13 +447,12 @@ largestMagnitudeAvx512(const float *row, int64_t k) {
   const __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::max());
   bool finite = true;
   for (int64_t j = 0; j < k; j += 16) {
-    auto lanes = static_cast<__mmask16>(
-        (1u << std::min<int64_t>(16, k - j)) - 1);
+    auto lanes =
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, k - j)) - 1);
     __m512 magnitude = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, row + j));
     // Ordered: false for a NaN, and an infinity is above the largest.
-    finite = finite &&
-             _mm512_mask_cmp_ps_mask(lanes, magnitude, largest, _CMP_LE_OQ) ==
-                 lanes;
+    finite = finite && _mm512_mask_cmp_ps_mask(lanes, magnitude, largest,
+                                               _CMP_LE_OQ) == lanes;
     amax = _mm512_max_ps(amax, magnitude);
   }
   return finite ? _mm512_reduce_max_ps(amax) : std::nanf("");
@@ -466,9 +465,9 @@ float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
   static const bool avx512 = __builtin_cpu_supports("avx512f") &&
                              __builtin_cpu_supports("avx512bw") &&
                              __builtin_cpu_supports("avx512vl");
-  float scale = (avx512 ? largestMagnitudeAvx512
-                        : largestMagnitudePortable)(row, k) /
-                127.0f;
+  float scale =
+      (avx512 ? largestMagnitudeAvx512 : largestMagnitudePortable)(row, k) /
+      127.0f;
   uint16_t stored = 0;
   if (scaleType != DType::F32) { // the scale the values multiply
     fromFloats(scaleType, &scale, &stored, 1);

@@ -83,8 +83,9 @@ GraphExecutor::ParameterReads GraphExecutor::parameterReads() const {
         if (storage.kind() != fb::BufferKind::Parameter) {
           continue;
         }
-        bool panel = std::any_of(panels.begin(), panels.end(),
-                                 [&](const auto &p) { return p.position == b; });
+        bool panel =
+            std::any_of(panels.begin(), panels.end(),
+                        [&](const auto &p) { return p.position == b; });
         reads.asStored[storage.index()] =
             reads.asStored[storage.index()] || !panel;
         if (!derives || panel) {
@@ -185,9 +186,10 @@ Status GraphExecutor::releaseComputedSources() {
   return Status::ok();
 }
 
-StatusOr<GraphExecutor::Derived *>
-GraphExecutor::panelsOf(Prepared &prepared, uint32_t source, int64_t parameter,
-                        PanelLayout layout) {
+StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
+                                                           uint32_t source,
+                                                           int64_t parameter,
+                                                           PanelLayout layout) {
   auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
   if (!inserted && panels.layout != layout) {

@@ -437,10 +437,10 @@ private:
             {signature.dot_panel_inputs(), PanelLayout::Int8Dot}}) {
         for (uint32_t i = 0; list && i < list->size(); ++i) {
           uint32_t position = list->Get(i);
-          const fb::Buffer *buffer =
-              position < inputs ? entry_.host()->buffers()->Get(
-                                      bindings.Get(position)->buffer())
-                                : nullptr;
+          const fb::Buffer *buffer = position < inputs
+                                         ? entry_.host()->buffers()->Get(
+                                               bindings.Get(position)->buffer())
+                                         : nullptr;
           if (!buffer || buffer->kind() != fb::BufferKind::Parameter) {
             return bad("has " + where +
                        " read a panel input that is no parameter");

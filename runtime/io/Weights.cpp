@@ -633,8 +633,8 @@ StatusOr<Tensor> Weights::asStored(size_t index,
                              std::to_string(tensor.byteSize()) + " bytes");
   }
   Tensor stored(tensor.dtype(), tensor.shape(), std::move(bytes));
-  unpackWeight(*asPanels_[index], tensor.dtype(), tensor.data(),
-               tensor.dim(0), tensor.dim(1), stored.data());
+  unpackWeight(*asPanels_[index], tensor.dtype(), tensor.data(), tensor.dim(0),
+               tensor.dim(1), stored.data());
   return stored;
 }
 

@@ -113,9 +113,11 @@ dotRowsVnni(const int8_t *a, int64_t k, const int8_t *panel, int64_t width,
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {
       const int64_t at = kb + c;
-      _mm_prefetch(reinterpret_cast<const char *>(panel + (at + kPrefetchSteps) * stride),
+      _mm_prefetch(reinterpret_cast<const char *>(
+                       panel + (at + kPrefetchSteps) * stride),
                    _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char *>(panel + (at + kPrefetchSteps) * stride + 64),
+      _mm_prefetch(reinterpret_cast<const char *>(
+                       panel + (at + kPrefetchSteps) * stride + 64),
                    _MM_HINT_T0);
       __m512i left = _mm512_maskz_loadu_epi32(low, panel + at * stride);
       __m512i right = _mm512_maskz_loadu_epi32(high, panel + at * stride + 64);
@@ -124,7 +126,8 @@ dotRowsVnni(const int8_t *a, int64_t k, const int8_t *panel, int64_t width,
         int32_t four;
         std::memcpy(&four, a + r * k + 4 * at, 4);
         __m512i x = _mm512_set1_epi32(four);
-        acc[c * Rows + r][0] = _mm512_dpbusd_epi32(acc[c * Rows + r][0], left, x);
+        acc[c * Rows + r][0] =
+            _mm512_dpbusd_epi32(acc[c * Rows + r][0], left, x);
         acc[c * Rows + r][1] =
             _mm512_dpbusd_epi32(acc[c * Rows + r][1], right, x);
       }
@@ -160,12 +163,12 @@ dotRowsVnni(const int8_t *a, int64_t k, const int8_t *panel, int64_t width,
     __m512 rowScale = _mm512_set1_ps(rowScales[r]);
     __m512 left = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][0], offset));
     __m512 right = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][1], offset));
-    _mm512_mask_storeu_ps(out + r * ldc, storeLeft,
-                          _mm512_mul_ps(_mm512_mul_ps(left, rowScale),
-                                        scaleLeft));
-    _mm512_mask_storeu_ps(out + r * ldc + 16, storeRight,
-                          _mm512_mul_ps(_mm512_mul_ps(right, rowScale),
-                                        scaleRight));
+    _mm512_mask_storeu_ps(
+        out + r * ldc, storeLeft,
+        _mm512_mul_ps(_mm512_mul_ps(left, rowScale), scaleLeft));
+    _mm512_mask_storeu_ps(
+        out + r * ldc + 16, storeRight,
+        _mm512_mul_ps(_mm512_mul_ps(right, rowScale), scaleRight));
   }
 }
 
@@ -177,10 +180,10 @@ constexpr DotRows kDotRowsVnni[kRowBlock] = {
     dotRowsVnni<5>, dotRowsVnni<6>, dotRowsVnni<7>, dotRowsVnni<8>};
 
 /// The same integers and floats, one at a time.
-void dotRowsPortable(int rows, const int8_t *a, int64_t k,
-                     const int8_t *panel, int64_t width,
-                     const float *rowScales, const float *columnScales,
-                     float *out, int64_t ldc, uint32_t store) {
+void dotRowsPortable(int rows, const int8_t *a, int64_t k, const int8_t *panel,
+                     int64_t width, const float *rowScales,
+                     const float *columnScales, float *out, int64_t ldc,
+                     uint32_t store) {
   for (int r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < width; ++j) {
       if (!(store >> j & 1)) {
@@ -226,9 +229,9 @@ void gemmInt8Dot(DotIsa isa, const mfrt_gemm_args_v1 &args) {
       int rows = static_cast<int>(std::min<int64_t>(kRowBlock, m - i));
       if (isa == DotIsa::Avx512Vnni) {
         kDotRowsVnni[rows - 1](a + i * k, k, panel, width,
-                               facts.sums.data() + i,
-                               facts.scales.data() + i, columnScales,
-                               out + i * args.ldc, args.ldc, store);
+                               facts.sums.data() + i, facts.scales.data() + i,
+                               columnScales, out + i * args.ldc, args.ldc,
+                               store);
       } else {
         dotRowsPortable(rows, a + i * k, k, panel, width,
                         facts.scales.data() + i, columnScales,
@@ -241,8 +244,7 @@ void gemmInt8Dot(DotIsa isa, const mfrt_gemm_args_v1 &args) {
 } // namespace
 
 void mfrt::packDotPanels(const int8_t *weight, int64_t n, int64_t k,
-                         int8_t *panels, int64_t panelBegin,
-                         int64_t panelEnd) {
+                         int8_t *panels, int64_t panelBegin, int64_t panelEnd) {
   for (int64_t p = panelBegin; p < panelEnd; ++p) {
     packOne(weight + p * kPanelWidth * k,
             std::min(kPanelWidth, n - p * kPanelWidth), k,
@@ -291,9 +293,8 @@ bool mfrt::runsDotIsa(DotIsa isa) {
 }
 
 DotIsa mfrt::dotIsa() {
-  static const DotIsa isa = runsDotIsa(DotIsa::Avx512Vnni)
-                                ? DotIsa::Avx512Vnni
-                                : DotIsa::Portable;
+  static const DotIsa isa =
+      runsDotIsa(DotIsa::Avx512Vnni) ? DotIsa::Avx512Vnni : DotIsa::Portable;
   return isa;
 }
 

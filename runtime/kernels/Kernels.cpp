@@ -121,9 +121,8 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
                static_cast<const char *>(x.data()) +
                    r * k * dtypeSize(x.dtype()),
                row.data(), k);
-      float scale = quantizeRowPerToken(row.data(), k,
-                                        values.as<int8_t>() + r * k,
-                                        scales.dtype());
+      float scale = quantizeRowPerToken(
+          row.data(), k, values.as<int8_t>() + r * k, scales.dtype());
       fromFloats(scales.dtype(), &scale,
                  static_cast<char *>(scales.data()) +
                      r * dtypeSize(scales.dtype()),

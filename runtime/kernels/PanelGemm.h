@@ -47,9 +47,8 @@ void unpackPanels(DType dtype, const void *panels, int64_t n, int64_t k,
 /// i8 with k a multiple of 4: runtime/kernels/Int8DotGemm.h).
 void packWeight(PanelLayout layout, DType dtype, const void *weight, int64_t n,
                 int64_t k, void *panels, int64_t panelBegin, int64_t panelEnd);
-void packWeightInPlace(PanelLayout layout, DType dtype, void *weight,
-                       int64_t n, int64_t k, int64_t panelBegin,
-                       int64_t panelEnd);
+void packWeightInPlace(PanelLayout layout, DType dtype, void *weight, int64_t n,
+                       int64_t k, int64_t panelBegin, int64_t panelEnd);
 void unpackWeight(PanelLayout layout, DType dtype, const void *panels,
                   int64_t n, int64_t k, void *weight);
 

@@ -142,15 +142,13 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
                                    });
       services.emplace_back(vnni ? "avx512-vnni" : "portable", through);
     }
-    services.emplace_back("as stored", rowType == DType::F32
-                                           ? +[](const mfrt_gemm_args_v1 &a) {
-                                               gemmInt8RowsService<DType::F32>(
-                                                   &a);
-                                             }
-                                           : +[](const mfrt_gemm_args_v1 &a) {
-                                               gemmInt8RowsService<DType::BF16>(
-                                                   &a);
-                                             });
+    services.emplace_back(
+        "as stored", rowType == DType::F32
+                         ? +[](const mfrt_gemm_args_v1
+                                   &a) { gemmInt8RowsService<DType::F32>(&a); }
+                         : +[](const mfrt_gemm_args_v1 &a) {
+                             gemmInt8RowsService<DType::BF16>(&a);
+                           });
     struct Tile {
       int64_t m0, n0, m, n;
     };

@@ -62,7 +62,8 @@ Layout layoutOfRead(OpOperand &use) {
     // A quantized weight's values, through its mf.dequantize.
     auto dequantize = dyn_cast<mf::DequantizeOp>(inner.getOwner());
     if (dequantize && inner.getOperandNumber() == 0) {
-      panels = panels && llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
+      panels =
+          panels && llvm::all_of(dequantize->getUses(), mf::isTransposedRhs);
       for (Operation *user : dequantize->getUsers()) {
         (multipliesInt8Rows(user) ? int8Rows : floatRows) = true;
       }

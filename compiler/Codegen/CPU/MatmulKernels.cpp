@@ -134,7 +134,6 @@ bool isProductRows(OpOperand &use) {
   return matmul && use.getOperandNumber() == 0 && !matmul.getTransposeLhs();
 }
 
-
 /// f32, f16 or bf16: what the gemm services and the epilogue handle.
 bool isKernelFloat(Type element) {
   return element.isF32() || element.isF16() || element.isBF16();
@@ -189,10 +188,9 @@ std::optional<TileInput> mfc::classifyTileInput(ArrayRef<int64_t> from,
   return std::nullopt;
 }
 
-FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
-                                               OpBuilder &builder,
-                                               const WeightLayouts &panelParameters,
-                                               std::string &why) {
+FailureOr<func::FuncOp>
+mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
+                       const WeightLayouts &panelParameters, std::string &why) {
   MLIRContext *context = builder.getContext();
   Block &body = fusion.getBody().front();
   if (fusion.getNumResults() == 0) {
@@ -351,9 +349,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // int8 rows read an int8 weight's dot panels instead.
   auto readsPanels = [&](MatmulInfo matmul) {
     auto parameter = fusion.getInputs()[matmul.rhs].getDefiningOp<mf::ParamOp>();
-    const llvm::StringSet<> &packed = matmul.int8Rows
-                                          ? panelParameters.dotPanels
-                                          : panelParameters.panels;
+    const llvm::StringSet<> &packed =
+        matmul.int8Rows ? panelParameters.dotPanels : panelParameters.panels;
     return parameter && packed.contains(parameter.getName()) &&
            matmul.op.getTransposeRhs() && !matmul.transposedLhs;
   };
@@ -361,8 +358,8 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
   // One row times the weights (decode) is the kernel's own vector code;
   // anything else (and int8 rows) calls the gemm services.
   bool matvec = rows == 1 && llvm::none_of(matmuls, [](MatmulInfo matmul) {
-    return matmul.transposedLhs || matmul.int8Rows;
-  });
+                  return matmul.transposedLhs || matmul.int8Rows;
+                });
   // A quantized weight's products: f32 activations as stored or packed;
   // f16 and bf16 ones through the packed layout's services only.
   for (MatmulInfo matmul : matmuls) {
@@ -386,8 +383,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       why = "an int4 weight whose scales are not in its product's type";
       return failure();
     }
-    if (matmul.scales && !matmul.int8Rows && !readsPanels(matmul) &&
-        rows > 1 &&
+    if (matmul.scales && !matmul.int8Rows && !readsPanels(matmul) && rows > 1 &&
         !cast<RankedTensorType>(matmul.op.getLhs().getType())
              .getElementType()
              .isF32()) {
@@ -469,8 +465,7 @@ FailureOr<func::FuncOp> mfc::buildMatmulKernel(mf::FusionOp fusion,
       entry->getArgument(2 + matmul.rhs)
           .setType(MemRefType::get({weight.getNumElements()},
                                    weight.getElementType()));
-      (matmul.int8Rows ? dotPanelInputs : panelInputs)
-          .push_back(matmul.rhs);
+      (matmul.int8Rows ? dotPanelInputs : panelInputs).push_back(matmul.rhs);
     }
   }
   if (!panelInputs.empty() || !dotPanelInputs.empty()) {

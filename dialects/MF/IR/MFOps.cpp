@@ -212,8 +212,7 @@ LogicalResult ParameterOp::verify() {
                                               " tensor");
   }
   if (getDotPanels() && (getPanels() || !getQuantScale() ||
-                         getQuantBits().value_or(8) != 8 ||
-                         getQuantGroup())) {
+                         getQuantBits().value_or(8) != 8 || getQuantGroup())) {
     return emitOpError() << "dot_panels needs an int8 weight with one scale "
                             "per row, read in one layout (not also panels)";
   }
@@ -1380,9 +1379,9 @@ int64_t DequantizeOp::getFlops() { return numElements(getResult()); }
 LogicalResult DynamicQuantizeOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &types) {
-  return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferDynamicQuantize(infoOf(adaptor.getInput())),
-                       types);
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferDynamicQuantize(infoOf(adaptor.getInput())), types);
 }
 
 // A pass for each row's largest magnitude, then a divide and a round.

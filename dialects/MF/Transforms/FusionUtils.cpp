@@ -117,7 +117,8 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
     for (Value operand : op->getOperands()) {
       if (isa_and_nonnull<BroadcastOp, DequantizeOp>(operand.getDefiningOp())) {
         count(operand.getDefiningOp());
-        if (Operation *rows = operand.getDefiningOp()->getOperand(0).getDefiningOp();
+        if (Operation *rows =
+                operand.getDefiningOp()->getOperand(0).getDefiningOp();
             isa_and_nonnull<DynamicQuantizeOp>(rows)) {
           count(rows);
         }

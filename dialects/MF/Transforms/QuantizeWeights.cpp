@@ -260,9 +260,8 @@ struct MFQuantizeWeightsPass
           ParameterInit::ones, FloatAttr(), mindFormersScaleName(parameter),
           parameter.getFrozen(),
           /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
-          FlatSymbolRefAttr(),
-          shard::GridAxesArrayAttr(), IntegerAttr(), FlatSymbolRefAttr(),
-          IntegerAttr(), IntegerAttr());
+          FlatSymbolRefAttr(), shard::GridAxesArrayAttr(), IntegerAttr(),
+          FlatSymbolRefAttr(), IntegerAttr(), IntegerAttr());
       auto quantizedType = RankedTensorType::get({n, bits == 4 ? k / 2 : k},
                                                  IntegerType::get(context, 8));
       parameter.setType(quantizedType);
@@ -321,10 +320,10 @@ struct MFQuantizeWeightsPass
         if (Operation *producer = lhs.getDefiningOp()) {
           builder.setInsertionPointAfter(producer);
         } else {
-          builder.setInsertionPointToStart(
-              cast<BlockArgument>(lhs).getOwner());
+          builder.setInsertionPointToStart(cast<BlockArgument>(lhs).getOwner());
         }
-        auto quantize = DynamicQuantizeOp::create(builder, matmul.getLoc(), lhs);
+        auto quantize =
+            DynamicQuantizeOp::create(builder, matmul.getLoc(), lhs);
         known->second = DequantizeOp::create(
             builder, matmul.getLoc(), quantize.getValues(),
             quantize.getScales(), /*group_size=*/0, /*bits=*/8);

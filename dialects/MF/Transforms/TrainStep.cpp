@@ -231,9 +231,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           builder, of.getLoc(),
           ("optimizer." + kind + "." + of.getSymName()).str(), type,
           ParameterInit::zeros, FloatAttr(), StringAttr(),
-          /*frozen=*/false, /*state=*/true, /*panels=*/false, /*dot_panels=*/false, grid,
-          splitAxes,
-          of.getSplitGroupsAttr(), /*quant_scale=*/FlatSymbolRefAttr(),
+          /*frozen=*/false, /*state=*/true, /*panels=*/false,
+          /*dot_panels=*/false, grid, splitAxes, of.getSplitGroupsAttr(),
+          /*quant_scale=*/FlatSymbolRefAttr(),
           /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
     };
     for (Trained &entry : trained) {

@@ -221,8 +221,9 @@ LogicalResult KernelOp::verify() {
                        : "panels: only a 2-D float or i8 (quantized) weight "
                          "can be");
       }
-      if (dot && llvm::is_contained(
-                     getPanelInputs().value_or(ArrayRef<int32_t>()), position)) {
+      if (dot &&
+          llvm::is_contained(getPanelInputs().value_or(ArrayRef<int32_t>()),
+                             position)) {
         return emitOpError() << "reads input " << position
                              << " both as panels and as dot panels";
       }
