@@ -2,12 +2,14 @@
 """Quantization: accuracy and speed of W8A16, W4A16 and W8A8 against f32 and llama.cpp.
 
   bench/quant.py [--build build] [--steps 200] [--runs 5] [--config CONFIG]
+                 [--weights TRAINED.safetensors]
 
 Accuracy needs a model that has learned something, so the bench trains one:
 --config (default bench/configs/llama-100m.yaml, a byte-level vocabulary
 here) is trained with mf-run for --steps AdamW steps on this repository's
 docs but every tenth file, from the deterministic init, and its weights
-saved. Each variant is then evaluated (mf-run --task eval, compiled with
+saved (or --weights names weights trained so before, to measure again
+without training). Each variant is then evaluated (mf-run --task eval, compiled with
 run_mode eval) on the held-out files, which the training never read:
 
   f32          the trained weights
@@ -195,20 +197,26 @@ def main():
     parser.add_argument("--config", default=os.path.join(HERE, "configs", "llama-100m.yaml"))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--weights", help="weights trained before (skips the training)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
 
     with tempfile.TemporaryDirectory() as tmp:
         train_text, held_text = corpora(tmp)
         trained = os.path.join(tmp, "trained.safetensors")
-        train_bin = os.path.join(tmp, "train.bin")
-        compile_model(build, args.config, train_bin, "run_mode=train")
-        out = run([os.path.join(build, "bin", "mf-run"), train_bin, "--data", train_text,
-                   "--steps", str(args.steps), "--save-weights", trained]).stderr
-        last = re.findall(r"loss ([\d.]+)", out)
-        print(f"trained {os.path.basename(args.config)} for {args.steps} steps on the docs "
-              f"(last training loss {last[-1] if last else '?'}); held-out text: "
-              f"{os.path.getsize(held_text)} bytes")
+        if args.weights:
+            trained = os.path.abspath(args.weights)
+            print(f"weights {trained} (trained before); held-out text: "
+                  f"{os.path.getsize(held_text)} bytes")
+        else:
+            train_bin = os.path.join(tmp, "train.bin")
+            compile_model(build, args.config, train_bin, "run_mode=train")
+            out = run([os.path.join(build, "bin", "mf-run"), train_bin, "--data", train_text,
+                       "--steps", str(args.steps), "--save-weights", trained]).stderr
+            last = re.findall(r"loss ([\d.]+)", out)
+            print(f"trained {os.path.basename(args.config)} for {args.steps} steps on the docs "
+                  f"(last training loss {last[-1] if last else '?'}); held-out text: "
+                  f"{os.path.getsize(held_text)} bytes")
 
         eval_f32 = os.path.join(tmp, "eval.bin")
         compile_model(build, args.config, eval_f32, "run_mode=eval")

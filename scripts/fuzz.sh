@@ -79,7 +79,7 @@ done
   --set model.model_config.seq_length=32 --set parallel_config.data_parallel=1 \
   --set parallel_config.expert_parallel=1 --set parallel_config.pipeline_stage=1 \
   -o "$corpus/executable/mixtral-capacity-train.bin" 2>/dev/null
-# Quantized weights: int8 per row (a tied table's lookups too) and int4
+# Quantized weights: int8 per row (a tied table's lookups too), int4
 # two to a byte with scales per group.
 "$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
   --set model.model_config.tie_word_embeddings=True \
@@ -89,6 +89,10 @@ done
   --set model.model_config.intermediate_size=384 \
   --set 'model.model_config.quantization_config={quant_method: ptq, weight_dtype: int4, weight_quant_granularity: per_group, group_size: 32, modules_to_not_convert: []}' \
   -o "$corpus/executable/llama-w4a16.bin" 2>/dev/null
+# W8A8: rows quantized per token in the kernels, weights as dot panels.
+"$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
+  --set 'model.model_config.quantization_config={quant_method: ptq, activation_dtype: int8, act_quant_granularity: per_token, modules_to_not_convert: [lm_head]}' \
+  -o "$corpus/executable/llama-w8a8.bin" 2>/dev/null
 # Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
 /usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
 import os, struct, sys, zlib
