@@ -308,6 +308,79 @@ void mfrt::gemmInt8DotService(const mfrt_gemm_args_v1 *args) {
   gemmInt8Dot<Scale>(dotIsa(), *args);
 }
 
+namespace {
+
+/// float(the dot product) * rowScale * columnScale, from the sums of
+/// (a + 128) * w and of w.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"),
+               always_inline)) inline float
+scaledDot(__m512i dot, __m512i sum, float rowScale, float columnScale) {
+  int32_t exact =
+      _mm512_reduce_add_epi32(dot) - 128 * _mm512_reduce_add_epi32(sum);
+  return static_cast<float>(exact) * rowScale * columnScale;
+}
+
+/// One quantized row `a` (K = `k`) times `n` rows of a weight as stored
+/// (`w`, [n, k]): out[j] = float(a . w[j]) * rowScale * columnScales[j].
+/// The row's values are the unsigned side (`shifted`: a + 128), the
+/// weight's the signed one, four weight rows at a time, 64 values a step;
+/// each weight row's sum (vpdpbusd by ones) takes the offset back out.
+/// (A tied table's lm_head: 32000 x 768 of llama-100m, 31 decode steps,
+/// 64.0 ms without the prefetch, 14.2 with it; W8A16's row code 29.8.)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void
+rowTimesStoredVnni(const uint8_t *shifted, int64_t k, const int8_t *w,
+                   int64_t n, float rowScale, const float *columnScales,
+                   float *out) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m512i dot0 = _mm512_setzero_si512(), dot1 = dot0, dot2 = dot0,
+            dot3 = dot0, sum0 = dot0, sum1 = dot0, sum2 = dot0, sum3 = dot0;
+    const int8_t *w0 = w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+    for (int64_t c = 0; c < k; c += 64) {
+      const __mmask64 lanes =
+          k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
+      // The rows two blocks on (as the dot panels' prefetch, ~6 KB ahead
+      // for K = 768): past the weight's end it is only a hint.
+      for (const int8_t *ahead : {w0, w1, w2, w3}) {
+        _mm_prefetch(reinterpret_cast<const char *>(ahead + 8 * k + c),
+                     _MM_HINT_T0);
+      }
+      __m512i x = _mm512_maskz_loadu_epi8(lanes, shifted + c);
+      __m512i v0 = _mm512_maskz_loadu_epi8(lanes, w0 + c);
+      __m512i v1 = _mm512_maskz_loadu_epi8(lanes, w1 + c);
+      __m512i v2 = _mm512_maskz_loadu_epi8(lanes, w2 + c);
+      __m512i v3 = _mm512_maskz_loadu_epi8(lanes, w3 + c);
+      dot0 = _mm512_dpbusd_epi32(dot0, x, v0);
+      dot1 = _mm512_dpbusd_epi32(dot1, x, v1);
+      dot2 = _mm512_dpbusd_epi32(dot2, x, v2);
+      dot3 = _mm512_dpbusd_epi32(dot3, x, v3);
+      sum0 = _mm512_dpbusd_epi32(sum0, ones, v0);
+      sum1 = _mm512_dpbusd_epi32(sum1, ones, v1);
+      sum2 = _mm512_dpbusd_epi32(sum2, ones, v2);
+      sum3 = _mm512_dpbusd_epi32(sum3, ones, v3);
+    }
+    out[j] = scaledDot(dot0, sum0, rowScale, columnScales[j]);
+    out[j + 1] = scaledDot(dot1, sum1, rowScale, columnScales[j + 1]);
+    out[j + 2] = scaledDot(dot2, sum2, rowScale, columnScales[j + 2]);
+    out[j + 3] = scaledDot(dot3, sum3, rowScale, columnScales[j + 3]);
+  }
+  for (; j < n; ++j) {
+    __m512i dot = _mm512_setzero_si512(), sum = dot;
+    for (int64_t c = 0; c < k; c += 64) {
+      const __mmask64 lanes =
+          k - c >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - c)) - 1;
+      __m512i x = _mm512_maskz_loadu_epi8(lanes, shifted + c);
+      __m512i v = _mm512_maskz_loadu_epi8(lanes, w + j * k + c);
+      dot = _mm512_dpbusd_epi32(dot, x, v);
+      sum = _mm512_dpbusd_epi32(sum, ones, v);
+    }
+    out[j] = scaledDot(dot, sum, rowScale, columnScales[j]);
+  }
+}
+
+} // namespace
+
 template <DType Scale>
 void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
   const int64_t m = args->m, n = args->n, k = args->k;
@@ -315,12 +388,23 @@ void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
   const int8_t *a = facts.values.data();
   const int8_t *b = static_cast<const int8_t *>(args->b) + args->n0 * k;
   thread_local std::vector<float> columnScales;
+  thread_local std::vector<uint8_t> shifted;
   columnScales.resize(static_cast<size_t>(n));
   toFloats(Scale,
            static_cast<const char *>(args->scales) +
                args->n0 * dtypeSize(Scale),
            columnScales.data(), n);
+  const bool vnni = dotIsa() == DotIsa::Avx512Vnni;
   for (int64_t i = 0; i < m; ++i) {
+    if (vnni) {
+      shifted.resize(static_cast<size_t>(k));
+      for (int64_t c = 0; c < k; ++c) {
+        shifted[c] = static_cast<uint8_t>(a[i * k + c]) ^ 0x80u;
+      }
+      rowTimesStoredVnni(shifted.data(), k, b, n, facts.scales[i],
+                         columnScales.data(), args->c + i * args->ldc);
+      continue;
+    }
     for (int64_t j = 0; j < n; ++j) {
       int32_t dot = 0;
       for (int64_t c = 0; c < k; ++c) {
