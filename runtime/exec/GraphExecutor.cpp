@@ -193,9 +193,12 @@ StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
   auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
   if (!inserted && panels.layout != layout) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "kernels read parameter " + std::to_string(parameter) +
-                             " packed in two layouts");
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "kernels read parameter '" +
+            executable_.root().parameters()->Get(parameter)->name()->str() +
+            "' packed in two layouts (panels and dot panels); recompile the "
+            "model");
   }
   panels.layout = layout;
   if (!inserted) { // another entry's: this one packs it again if it must
