@@ -38,6 +38,11 @@ void widenBfloat16s(const uint16_t *in, float *out, int64_t n);
 void narrowToHalves(const float *in, uint16_t *out, int64_t n);
 void narrowToBfloat16s(const float *in, uint16_t *out, int64_t n);
 
+/// How a kernel reads a weight that the runtime packs once: panels of 32
+/// rows (runtime/kernels/PanelGemm.h), or an int8 weight's dot panels
+/// (runtime/kernels/Int8DotGemm.h).
+enum class PanelLayout : uint8_t { Columns, Int8Dot };
+
 /// `n` values of `dtype` (I32 and I8 converted as numbers) at `from` as f32,
 /// and f32 values stored as `dtype` (16-bit types round to nearest even).
 void toFloats(DType dtype, const void *from, float *out, int64_t n);

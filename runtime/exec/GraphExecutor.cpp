@@ -192,7 +192,9 @@ StatusOr<GraphExecutor::Derived *> GraphExecutor::panelsOf(Prepared &prepared,
                                                            PanelLayout layout) {
   auto [it, inserted] = panels_.try_emplace(parameter);
   Derived &panels = it->second;
-  if (!inserted && panels.layout != layout) {
+  if ((!inserted && panels.layout != layout) ||
+      (weights_.storedAsPanels(parameter) &&
+       weights_.panelLayout(parameter) != layout)) {
     return Status::error(
         StatusCode::InvalidArgument,
         "kernels read parameter '" +

@@ -34,11 +34,6 @@
 
 namespace mfrt {
 
-/// How a kernel reads a weight that the runtime packs once: panels of 32
-/// rows (runtime/kernels/PanelGemm.h), or an int8 weight's dot panels
-/// (runtime/kernels/Int8DotGemm.h).
-enum class PanelLayout : uint8_t { Columns, Int8Dot };
-
 struct HostProgram {
   uint64_t arenaBytes = 0;
   /// Per buffer: the buffer whose storage it is (itself, or a view's root).

@@ -4,7 +4,6 @@
 #define MFC_RUNTIME_IO_WEIGHTS_H
 
 #include "runtime/format/Executable.h"
-#include "runtime/format/HostProgram.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/Communicator.h"
 
@@ -64,6 +63,8 @@ public:
   bool storedAsPanels(size_t index) const {
     return index < asPanels_.size() && asPanels_[index].has_value();
   }
+  /// The layout it is stored in (storedAsPanels(index) must hold).
+  PanelLayout panelLayout(size_t index) const { return *asPanels_[index]; }
   void noteStoredAsPanels(size_t index, PanelLayout layout) {
     asPanels_.resize(tensors_.size());
     asPanels_[index] = layout;

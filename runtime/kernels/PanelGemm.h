@@ -16,7 +16,6 @@
 #define MFC_RUNTIME_KERNELS_PANELGEMM_H
 
 #include "runtime/base/Tensor.h"
-#include "runtime/format/HostProgram.h"
 #include "runtime/hal/KernelAbi.h"
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-outline-lone-matmuls,mf-choose-weight-layout{pack-weights=true},mf-codegen-cpu)' | FileCheck %s
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-outline-lone-matmuls,mf-choose-weight-layout{pack-weights=false},mf-codegen-cpu)' | FileCheck %s --check-prefix=STORED
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-outline-lone-matmuls,mf-choose-weight-layout{cpu=x86-64-v3})' 2>&1 >/dev/null | FileCheck %s --check-prefix=NOVNNI
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-outline-lone-matmuls,mf-choose-weight-layout{cpu=sapphirerapids})' 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=VNNI
 
 // W8A8: a region that quantizes its float rows per token and multiplies
 // them by an int8 weight calls the int8 dot service, which quantizes the
@@ -36,6 +38,9 @@
 // CHECK: call @mfrt_gemm_i8i8(
 // CHECK: func.func @[[BF16]](
 // CHECK: call @mfrt_gemm_i8i8_dot_bf16(
+// On a target without AVX512-VNNI the portable loop runs: a warning.
+// NOVNNI: warning: int8 activations (W8A8) on a target without AVX512-VNNI ('x86-64-v3'): its int8 dot products run a portable loop, slower than W8A16 (activation_dtype: None) there
+// VNNI-NOT: warning
 // STORED-NOT: dot_panels
 // STORED: call @mfrt_gemm_i8i8(
 mf.parameter @w : tensor<32x64xi8> init = zeros quantized(@w_scale)

@@ -194,14 +194,19 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
               *root.kernel_signatures()->Get(command.kernel());
           os << "  kernel " << root.kernels()->Get(command.kernel())->str()
              << " (" << signature.tiles() << " tiles";
-          if (signature.panel_inputs()) {
+          for (auto [inputs, layout] :
+               {std::pair{signature.panel_inputs(), "panels"},
+                {signature.dot_panel_inputs(), "dot panels"}}) {
+            if (!inputs) {
+              continue;
+            }
             os << "; reads";
-            for (uint32_t position : *signature.panel_inputs()) {
+            for (uint32_t position : *inputs) {
               if (position < command.bindings()->size()) {
                 os << " %" << command.bindings()->Get(position)->value();
               }
             }
-            os << " as panels";
+            os << " as " << layout;
           }
           os << ") computes:\n";
         }

@@ -39,10 +39,13 @@ namespace {
 
 enum class Layout { Stored, Panels, DotPanels };
 
-/// Whether a matmul multiplies int8 rows (an mf.dequantize of them).
+/// Whether a matmul multiplies int8 rows (an mf.dequantize of
+/// mf.dynamic_quantize's values).
 bool multipliesInt8Rows(Operation *op) {
   auto matmul = dyn_cast<mf::MatmulOp>(op);
-  return matmul && matmul.getLhs().getDefiningOp<mf::DequantizeOp>();
+  auto rows = matmul ? matmul.getLhs().getDefiningOp<mf::DequantizeOp>()
+                     : mf::DequantizeOp();
+  return rows && rows.getInput().getDefiningOp<mf::DynamicQuantizeOp>();
 }
 
 /// How `use` of a parameter's value reads it: as panels when every matmul
@@ -93,6 +96,25 @@ struct MFChooseWeightLayoutPass
       emitError(graph.getLoc())
           << "pack-weights is auto, true or false, not '" << packWeights << "'";
       return signalPassFailure();
+    }
+    // W8A8's int8 dot products have a microkernel for AVX512-VNNI only;
+    // elsewhere they run the portable loop, slower than W8A16's.
+    if (graph.walk([](mf::DynamicQuantizeOp) {
+               return WalkResult::interrupt();
+             }).wasInterrupted()) {
+      FailureOr<mfexec::TargetAttr> target =
+          mfc::resolveKernelTarget(cpu, graph.getLoc());
+      if (failed(target)) {
+        return signalPassFailure();
+      }
+      if (!llvm::is_contained(target->getFeatures(),
+                              StringAttr::get(&getContext(), "avx512vnni"))) {
+        emitWarning(graph.getLoc())
+            << "int8 activations (W8A8) on a target without AVX512-VNNI "
+               "('" << target->getCpu()
+            << "'): its int8 dot products run a portable loop, slower than "
+               "W8A16 (activation_dtype: None) there";
+      }
     }
     bool pack = packWeights == "true";
     if (packWeights == "auto") {

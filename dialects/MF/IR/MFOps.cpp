@@ -211,10 +211,13 @@ LogicalResult ParameterOp::verify() {
                                                   getTensorType().getRank()) +
                                               " tensor");
   }
-  if (getDotPanels() && (getPanels() || !getQuantScale() ||
-                         getQuantBits().value_or(8) != 8 || getQuantGroup())) {
-    return emitOpError() << "dot_panels needs an int8 weight with one scale "
-                            "per row, read in one layout (not also panels)";
+  if (getDotPanels() &&
+      (getPanels() || getState() || !getQuantScale() ||
+       getQuantBits().value_or(8) != 8 || getQuantGroup() ||
+       getTensorType().getRank() != 2 || getTensorType().getDimSize(1) % 4)) {
+    return emitOpError() << "dot_panels needs an int8 weight [N, K] with one "
+                            "scale per row and K a multiple of 4, read in one "
+                            "layout (not also panels)";
   }
   bool integer = getTensorType().getElementType().isInteger(8);
   if (integer && getTensorType().getRank() != 2) {

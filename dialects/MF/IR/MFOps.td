@@ -429,7 +429,8 @@ def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
 def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAdaptor]> {
   let summary = "Activations as int8 values and one scale per row";
   let description = [{
-    Per row of the last dimension (a token's activations), symmetric:
+    For a float tensor of rank >= 2, per row of the last dimension (a
+    token's activations), symmetric:
     `scale = max|x| / 127`, rounded to the input's type, and
     `q = clamp(round_half_even(x / scale), -128, 127)` with the rounded
     scale (0 and all-zero values for a row of zeros), computed in f32.

@@ -33,7 +33,8 @@ bool isSplatConstant(Value value) {
 SmallVector<Value, 2> readsFor(Value operand) {
   if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
     // Rows quantized per token: the region quantizes them itself.
-    if (auto rows = dequantize.getInput().getDefiningOp<DynamicQuantizeOp>()) {
+    auto rows = dequantize.getInput().getDefiningOp<DynamicQuantizeOp>();
+    if (rows && dequantize.getScale() == rows.getScales()) {
       return {rows.getInput()};
     }
     return {dequantize.getInput(), dequantize.getScale()};

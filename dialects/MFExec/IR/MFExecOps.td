@@ -123,8 +123,7 @@ def MFExec_KernelOp : MFExec_Op<"kernel", [Symbol,
     mfexec.kernel @mfk_1 tiles(8) panels [1]
         : (memref<16x64xf32>, memref<64x64xf32>) -> memref<16x64xf32>
     mfexec.kernel @mfk_2 tiles(4) dot_panels [1]
-        : (memref<16x64xi8>, memref<96x64xi8>, memref<96xf32>, memref<16xf32>)
-        -> memref<16x96xf32>
+        : (memref<16x64xf32>, memref<96x64xi8>, memref<96xf32>) -> memref<16x96xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,

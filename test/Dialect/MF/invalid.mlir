@@ -767,6 +767,13 @@ func.func @quantize_to_other_scales(%x: tensor<4x64xbf16>) {
 
 // -----
 
-// expected-error @+1 {{dot_panels needs an int8 weight with one scale per row, read in one layout (not also panels)}}
+// expected-error @+1 {{dot_panels needs an int8 weight [N, K] with one scale per row and K a multiple of 4, read in one layout (not also panels)}}
 mf.parameter @q : tensor<8x64xi8> init = zeros panels dot_panels quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// The dot layout takes K four at a time.
+// expected-error @+1 {{dot_panels needs an int8 weight [N, K] with one scale per row and K a multiple of 4}}
+mf.parameter @q : tensor<8x66xi8> init = zeros dot_panels quantized(@s)
 mf.parameter @s : tensor<8xf32> init = ones
