@@ -99,9 +99,9 @@ struct MFChooseWeightLayoutPass
     }
     // W8A8's int8 dot products have a microkernel for AVX512-VNNI only;
     // elsewhere they run the portable loop, slower than W8A16's.
-    if (graph.walk([](mf::DynamicQuantizeOp) {
-               return WalkResult::interrupt();
-             }).wasInterrupted()) {
+    if (graph
+            .walk([](mf::DynamicQuantizeOp) { return WalkResult::interrupt(); })
+            .wasInterrupted()) {
       FailureOr<mfexec::TargetAttr> target =
           mfc::resolveKernelTarget(cpu, graph.getLoc());
       if (failed(target)) {
@@ -111,7 +111,8 @@ struct MFChooseWeightLayoutPass
                               StringAttr::get(&getContext(), "avx512vnni"))) {
         emitWarning(graph.getLoc())
             << "int8 activations (W8A8) on a target without AVX512-VNNI "
-               "('" << target->getCpu()
+               "('"
+            << target->getCpu()
             << "'): its int8 dot products run a portable loop, slower than "
                "W8A16 (activation_dtype: None) there";
       }
