@@ -52,13 +52,6 @@ void fromFloats(DType dtype, const float *in, void *to, int64_t n);
 /// j) as floats, unscaled.
 void quantizedRowToFloats(const int8_t *row, int64_t k, int64_t bits,
                           float *out);
-/// One row of `k` activations quantized per token (mf.dynamic_quantize):
-/// the values in `out` and their scale, max|x| / 127 as `scaleType` holds
-/// it, which the values were divided by (rounded half to even, clamped to
-/// [-128, 127]). A row of zeros has scale 0; one with a NaN or an infinity
-/// scale NaN (and values 0), so that it propagates as in float.
-float quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
-                          DType scaleType);
 
 /// Columns [n0, n0 + width) of op(B) for a weight B of `dtype` with K = `k`
 /// rows of op(B) — stored [K, N] or, `transposed`, [N, K] — as f32 in `out`

@@ -2,15 +2,25 @@
 
 #include "runtime/kernels/Int8DotGemm.h"
 
+#include "runtime/hal/CpuFeatures.h"
 #include "runtime/kernels/PanelGemm.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 using namespace mfrt;
+
+// GCC 12's AVX-512 intrinsics pass an undefined vector as the unused
+// pass-through operand, which -W(maybe-)uninitialized reports.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace {
 
@@ -49,8 +59,8 @@ void packOne(const int8_t *rows, int64_t width, int64_t k, int8_t *panel) {
 }
 
 /// The tile's rows of A quantized per token, as mf.dynamic_quantize does
-/// (the same function): their values, scales (f32) and each row's sum of
-/// values (vpdpbusd's +128 on the weights adds 128 times it).
+/// (the same function): their values, scales (f32) and, `withSums`, each
+/// row's sum of values (the dot panels' +128 adds 128 times it).
 struct QuantizedRows {
   std::vector<int8_t> values;
   std::vector<float> scales;
@@ -58,13 +68,14 @@ struct QuantizedRows {
 };
 
 template <DType Scale>
-const QuantizedRows &quantizeTileRows(const mfrt_gemm_args_v1 &args) {
+const QuantizedRows &quantizeTileRows(const mfrt_gemm_args_v1 &args,
+                                      bool withSums) {
   thread_local QuantizedRows rows;
   thread_local std::vector<float> row;
   const int64_t m = args.m, k = args.k;
   rows.values.resize(static_cast<size_t>(m * k));
   rows.scales.resize(static_cast<size_t>(m));
-  rows.sums.assign(static_cast<size_t>(m), 0);
+  rows.sums.assign(withSums ? static_cast<size_t>(m) : 0, 0);
   row.resize(static_cast<size_t>(k));
   const char *a = static_cast<const char *>(args.a);
   for (int64_t i = 0; i < m; ++i) {
@@ -76,11 +87,9 @@ const QuantizedRows &quantizeTileRows(const mfrt_gemm_args_v1 &args) {
     }
     int8_t *values = rows.values.data() + i * k;
     rows.scales[i] = quantizeRowPerToken(floats, k, values, Scale);
-    int32_t sum = 0;
-    for (int64_t c = 0; c < k; ++c) {
-      sum += values[c];
+    for (int64_t c = 0; withSums && c < k; ++c) {
+      rows.sums[i] += values[c];
     }
-    rows.sums[i] = sum;
   }
   return rows;
 }
@@ -206,7 +215,7 @@ template <DType Scale>
 void gemmInt8Dot(DotIsa isa, const mfrt_gemm_args_v1 &args) {
   const int64_t n0 = args.n0, m = args.m, n = args.n, k = args.k,
                 bigN = args.n_total;
-  const QuantizedRows &facts = quantizeTileRows<Scale>(args);
+  const QuantizedRows &facts = quantizeTileRows<Scale>(args, /*withSums=*/true);
   const int8_t *a = facts.values.data();
   const int8_t *panels = static_cast<const int8_t *>(args.b);
   float columnScales[kPanelWidth];
@@ -282,10 +291,7 @@ void mfrt::unpackDotPanels(const int8_t *panels, int64_t n, int64_t k,
 bool mfrt::runsDotIsa(DotIsa isa) {
   switch (isa) {
   case DotIsa::Avx512Vnni:
-    return __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    return hasAvx512() && __builtin_cpu_supports("avx512vnni");
   case DotIsa::Portable:
     return true;
   }
@@ -384,7 +390,8 @@ rowTimesStoredVnni(const uint8_t *shifted, int64_t k, const int8_t *w,
 template <DType Scale>
 void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
   const int64_t m = args->m, n = args->n, k = args->k;
-  const QuantizedRows &facts = quantizeTileRows<Scale>(*args);
+  const QuantizedRows &facts =
+      quantizeTileRows<Scale>(*args, /*withSums=*/false);
   const int8_t *a = facts.values.data();
   const int8_t *b = static_cast<const int8_t *>(args->b) + args->n0 * k;
   thread_local std::vector<float> columnScales;
@@ -414,6 +421,84 @@ void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
           static_cast<float>(dot) * facts.scales[i] * columnScales[j];
     }
   }
+}
+
+namespace {
+
+/// The values of a row with a positive, finite scale: x / scale rounded
+/// half to even (the default rounding mode, as nearbyint), clamped.
+void quantizeRowPortable(const float *row, int64_t k, float scale,
+                         int8_t *out) {
+  for (int64_t j = 0; j < k; ++j) {
+    out[j] = static_cast<int8_t>(
+        std::clamp(std::nearbyint(row[j] / scale), -128.0f, 127.0f));
+  }
+}
+
+/// The same, 16 at a time: the same division, rounding and clamp.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void
+quantizeRowAvx512(const float *row, int64_t k, float scale, int8_t *out) {
+  const __m512 divisor = _mm512_set1_ps(scale);
+  const __m512 low = _mm512_set1_ps(-128.0f), high = _mm512_set1_ps(127.0f);
+  for (int64_t j = 0; j < k; j += 16) {
+    auto lanes =
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, k - j)) - 1);
+    __m512 q = _mm512_roundscale_ps(
+        _mm512_div_ps(_mm512_maskz_loadu_ps(lanes, row + j), divisor),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_min_ps(_mm512_max_ps(q, low), high);
+    _mm512_mask_cvtsepi32_storeu_epi8(out + j, lanes, _mm512_cvtps_epi32(q));
+  }
+}
+
+/// A row's largest magnitude, or NaN when it holds a NaN or an infinity.
+float largestMagnitudePortable(const float *row, int64_t k) {
+  float amax = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    if (!std::isfinite(row[j])) {
+      return std::nanf("");
+    }
+    amax = std::max(amax, std::fabs(row[j]));
+  }
+  return amax;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float
+largestMagnitudeAvx512(const float *row, int64_t k) {
+  __m512 amax = _mm512_setzero_ps();
+  const __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::max());
+  bool finite = true;
+  for (int64_t j = 0; j < k; j += 16) {
+    auto lanes =
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, k - j)) - 1);
+    __m512 magnitude = _mm512_abs_ps(_mm512_maskz_loadu_ps(lanes, row + j));
+    // Ordered: false for a NaN, and an infinity is above the largest.
+    finite = finite && _mm512_mask_cmp_ps_mask(lanes, magnitude, largest,
+                                               _CMP_LE_OQ) == lanes;
+    amax = _mm512_max_ps(amax, magnitude);
+  }
+  return finite ? _mm512_reduce_max_ps(amax) : std::nanf("");
+}
+
+} // namespace
+
+float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
+                                DType scaleType) {
+  const bool avx512 = hasAvx512();
+  float scale =
+      (avx512 ? largestMagnitudeAvx512 : largestMagnitudePortable)(row, k) /
+      127.0f;
+  uint16_t stored = 0;
+  if (scaleType != DType::F32) { // the scale the values multiply
+    fromFloats(scaleType, &scale, &stored, 1);
+    toFloats(scaleType, &stored, &scale, 1);
+  }
+  if (!(scale > 0) || !std::isfinite(scale)) {
+    std::fill(out, out + k, int8_t{0});
+    return scale;
+  }
+  (avx512 ? quantizeRowAvx512 : quantizeRowPortable)(row, k, scale, out);
+  return scale;
 }
 
 #define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \

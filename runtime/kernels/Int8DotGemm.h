@@ -22,6 +22,15 @@
 
 namespace mfrt {
 
+/// One row of `k` activations quantized per token (mf.dynamic_quantize,
+/// whose eager kernel calls it, as the services below do): the values in
+/// `out` and their scale, max|x| / 127 as `scaleType` holds it, which the
+/// values were divided by (rounded half to even, clamped to [-128, 127]).
+/// A row of zeros has scale 0; one with a NaN or an infinity scale NaN (and
+/// values 0), so that it propagates as in float.
+float quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
+                          DType scaleType);
+
 /// Packs panels [panelBegin, panelEnd) of the [n, k] i8 `weight` (k a
 /// multiple of 4) into dot panels in `panels` (n * k bytes, another buffer).
 void packDotPanels(const int8_t *weight, int64_t n, int64_t k, int8_t *panels,

@@ -4,6 +4,7 @@
 
 #include "runtime/kernels/FlashAttention.h"
 #include "runtime/kernels/GradientKernels.h"
+#include "runtime/kernels/Int8DotGemm.h"
 #include "runtime/kernels/KernelSupport.h"
 #include "runtime/kernels/MoeKernels.h"
 
