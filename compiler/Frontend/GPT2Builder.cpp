@@ -17,17 +17,14 @@ class GPT2Builder : public GraphBuilder {
 public:
   using GraphBuilder::GraphBuilder;
 
-  Value buildForward(Value ids, KvCache *cache) override {
+  Value embed(Value ids, KvCache *cache) override {
     const ModelConfig &model = spec_.model;
     int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
     int64_t hiddenSize = model.hiddenSize;
     RankedTensorType embedded = tensorType({batch, seq, hiddenSize}, paramType());
 
     Location wteLoc = loc("transformer.wte", "vocab_size");
-    // vocab_emb_dp: False splits the tied table by vocabulary.
-    Value wte = weight("transformer.wte.weight", "", {model.vocabSize, hiddenSize},
-                       wteLoc, spec_.vocabParallel ? 0 : -1);
-    Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte, ids);
+    Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte(), ids);
     Location wpeLoc = loc("transformer.wpe", "seq_length");
     Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
                        wpeLoc);
@@ -36,16 +33,32 @@ public:
     Value placed =
         mf::EmbeddingOp::create(builder_, wpeLoc, embedded, wpe, positionIds);
     Value hidden = mf::AddOp::create(builder_, wpeLoc, tokens, placed);
-    hidden = castTo(hidden, computeType(), wpeLoc);
+    return castTo(hidden, computeType(), wpeLoc);
+  }
 
-    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+  Value layers(Value hidden, int64_t first, int64_t end,
+               KvCache *cache) override {
+    for (int64_t layer = first; layer < end; ++layer) {
       hidden = block(layer, hidden, cache);
     }
+    return hidden;
+  }
+
+  Value head(Value hidden) override {
     Value normed = layerNorm(hidden, "transformer.ln_f");
-    return logits(normed, wte, loc("lm_head", "vocab_size"));
+    return logits(normed, wte(), loc("lm_head", "vocab_size"));
   }
 
 private:
+  /// The token embedding, tied to the LM head; vocab_emb_dp: False splits
+  /// it by vocabulary.
+  Value wte() {
+    const ModelConfig &model = spec_.model;
+    return weight("transformer.wte.weight", "", {model.vocabSize, model.hiddenSize},
+                  loc("transformer.wte", "vocab_size"),
+                  spec_.vocabParallel ? 0 : -1);
+  }
+
   Value layerNorm(Value input, const std::string &path) {
     Location normLoc = loc(path, "layernorm_compute_type");
     int64_t hiddenSize = spec_.model.hiddenSize;

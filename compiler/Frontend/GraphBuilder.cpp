@@ -3,6 +3,7 @@
 #include "compiler/Frontend/GraphBuilder.h"
 
 #include "compiler/Frontend/ModelBuilder.h"
+#include "compiler/Frontend/RecomputePlan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
@@ -18,14 +19,20 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
       parameterBuilder_(module.getContext()) {
   parameterBuilder_.setInsertionPointToStart(module.getBody());
   builder_.setInsertionPointToEnd(module.getBody());
-  if (spec.shardedModelParallel > 1 || spec.shardedDataParallel > 1) {
-    // MindFormers' device grid: data_parallel x model_parallel. Tensor
-    // parallelism splits parameters over axis 1; mf-train-step averages
-    // gradients over axis 0.
+  if (spec.shardedModelParallel > 1 || spec.shardedDataParallel > 1 ||
+      spec.shardedPipelineStages > 1) {
+    // MindFormers' device grid: data_parallel x model_parallel (x
+    // pipeline_stage). Tensor parallelism splits parameters over axis 1;
+    // mf-train-step averages gradients over axis 0; each stage's ranks run
+    // its entries.
+    SmallVector<int64_t> shape = {spec.shardedDataParallel,
+                                  spec.shardedModelParallel};
+    if (spec.shardedPipelineStages > 1) {
+      shape.push_back(spec.shardedPipelineStages);
+    }
     grid_ = mlir::shard::GridOp::create(
         parameterBuilder_, loc("parallel_config", "parallel_config"), "grid",
-        parameterBuilder_.getDenseI64ArrayAttr(
-            {spec.shardedDataParallel, spec.shardedModelParallel}));
+        parameterBuilder_.getDenseI64ArrayAttr(shape));
   }
 }
 
@@ -291,6 +298,10 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
                    builder_.getI64IntegerAttr(spec_.contextMode));
   if (spec_.runMode == RunMode::Predict) {
     buildPredictEntries(options);
+  } else if (spec_.shardedPipelineStages > 1) {
+    module_->setAttr(mf::kMicroBatchesAttrName,
+                     builder_.getI64IntegerAttr(spec_.parallel.microBatchNum));
+    buildStageEntries();
   } else {
     buildLossEntry();
   }
@@ -439,21 +450,56 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   buildAllLogits();
 }
 
-void GraphBuilder::buildLossEntry() {
+Value GraphBuilder::loss(Value logits, Value labels) {
   const ModelConfig &model = spec_.model;
+  int64_t rows = shapeOf(labels)[0] * shapeOf(labels)[1];
+  Location lossLoc = loc("loss", "ignore_token_id");
+  Value flatLogits = reshape(logits, {rows, model.vocabSize}, lossLoc);
+  Value flatLabels = reshape(labels, {rows}, lossLoc);
+  return mf::CrossEntropyOp::create(builder_, lossLoc,
+                                    tensorType({}, builder_.getF32Type()),
+                                    flatLogits, flatLabels, model.ignoreTokenId);
+}
+
+void GraphBuilder::buildLossEntry() {
   int64_t batch = spec_.entryBatchSize();
-  int64_t seq = model.seqLength;
-  RankedTensorType idsType = tensorType({batch, seq}, builder_.getI32Type());
+  RankedTensorType idsType =
+      tensorType({batch, spec_.model.seqLength}, builder_.getI32Type());
   func::FuncOp entry =
       beginEntry("forward_loss", {"input_ids", "labels"}, {idsType, idsType});
   Value logits = buildForward(entry.getArgument(0), nullptr);
-  Location lossLoc = loc("loss", "ignore_token_id");
-  Value flatLogits = reshape(logits, {batch * seq, model.vocabSize}, lossLoc);
-  Value flatLabels = reshape(entry.getArgument(1), {batch * seq}, lossLoc);
-  Value loss = mf::CrossEntropyOp::create(
-      builder_, lossLoc, tensorType({}, builder_.getF32Type()), flatLogits,
-      flatLabels, model.ignoreTokenId);
-  finishEntry(entry, {loss}, {"loss"});
+  finishEntry(entry, {loss(logits, entry.getArgument(1))}, {"loss"});
+}
+
+void GraphBuilder::buildStageEntries() {
+  int64_t batch = spec_.entryBatchSize();
+  RankedTensorType idsType =
+      tensorType({batch, spec_.model.seqLength}, builder_.getI32Type());
+  int64_t stages = spec_.shardedPipelineStages;
+  Type hiddenType; // the first stage's output: what every later one takes
+  for (const LayerChunk &chunk : layerChunks(spec_)) {
+    bool first = chunk.stage == 0, last = chunk.stage + 1 == stages;
+    SmallVector<std::string> names = {first ? "input_ids" : "hidden"};
+    SmallVector<Type> types = {first ? Type(idsType) : hiddenType};
+    if (last) {
+      names.push_back("labels");
+      types.push_back(idsType);
+    }
+    func::FuncOp entry = beginEntry(
+        "stage" + std::to_string(chunk.stage) + "_forward", names, types);
+    entry->setAttr(mf::kStageAttrName, builder_.getI64IntegerAttr(chunk.stage));
+    Value hidden = entry.getArgument(0);
+    if (first) {
+      hidden = embed(hidden, nullptr);
+    }
+    hidden = layers(hidden, chunk.first, chunk.first + chunk.count, nullptr);
+    if (last) {
+      finishEntry(entry, {loss(head(hidden), entry.getArgument(1))}, {"loss"});
+    } else {
+      hiddenType = hidden.getType();
+      finishEntry(entry, {hidden}, {"hidden"});
+    }
+  }
 }
 
 std::vector<int64_t> mfc::prefillLengthsFor(const FrontendOptions &options,

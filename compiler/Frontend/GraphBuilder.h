@@ -35,7 +35,19 @@ public:
   /// The logits [batch, seq, vocab] in f32 for token `ids` [batch, seq]
   /// ([batch, 1, vocab] while an entry selects one position, see
   /// logitsPosition_). With `cache`, attention reads and extends it.
-  virtual mlir::Value buildForward(mlir::Value ids, KvCache *cache) = 0;
+  mlir::Value buildForward(mlir::Value ids, KvCache *cache) {
+    mlir::Value hidden = embed(ids, cache);
+    return head(layers(hidden, 0, spec_.model.numLayers, cache));
+  }
+
+  /// The forward in the pieces pipeline stages cut it into: the residual
+  /// stream [batch, seq, hidden] of `ids`; layers [first, end) on it
+  /// (`cache`'s past length places the tokens); the logits of the last
+  /// layer's output (its final norm and the lm_head).
+  virtual mlir::Value embed(mlir::Value ids, KvCache *cache) = 0;
+  virtual mlir::Value layers(mlir::Value hidden, int64_t first, int64_t end,
+                             KvCache *cache) = 0;
+  virtual mlir::Value head(mlir::Value hidden) = 0;
 
   /// Declares all entry points of the spec's run mode.
   /// Fails (with an error at the YAML key) on a config that builds nothing
@@ -124,6 +136,14 @@ private:
   void setOptimizer();
   void buildPredictEntries(const FrontendOptions &options);
   void buildLossEntry();
+  /// The cross-entropy of `logits` against `labels` (both of a whole
+  /// batch), as forward_loss returns it.
+  mlir::Value loss(mlir::Value logits, mlir::Value labels);
+  /// A pipelined training module's entries: per stage s, `stage<s>_forward`
+  /// (attribute mf.stage = s) from its input (input_ids on the first stage,
+  /// else the previous stage's hidden states) to its output (hidden states,
+  /// or on the last stage the loss of `labels`).
+  void buildStageEntries();
   mlir::func::FuncOp beginEntry(llvm::StringRef name,
                                 llvm::ArrayRef<std::string> inputNames,
                                 llvm::ArrayRef<mlir::Type> inputTypes);
@@ -145,6 +165,10 @@ private:
   /// The device grid of a tensor-parallel program (else null).
   mlir::shard::GridOp grid_;
   static constexpr int16_t kModelParallelAxis = 1;
+  /// A pipelined program's grid is data_parallel x model_parallel x
+  /// pipeline_stage: the stage is the last axis, so the first two keep
+  /// their meaning.
+  static constexpr int16_t kPipelineAxis = 2;
 };
 
 /// The LLaMA family (LLaMA 1/2/3, Qwen2, Baichuan-style decoders).

@@ -20,40 +20,52 @@ class LlamaBuilder : public GraphBuilder {
 public:
   using GraphBuilder::GraphBuilder;
 
-  Value buildForward(Value ids, KvCache *cache) override {
+  Value embed(Value ids, KvCache *) override {
     const ModelConfig &model = spec_.model;
     int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
-
     Location embedLoc = loc("model.tok_embeddings", "vocab_size");
-    // vocab_emb_dp: False splits the table (and the lm_head) by vocabulary.
-    int64_t vocabSplit = spec_.vocabParallel ? 0 : -1;
-    Value table = weight("model.embed_tokens.weight",
-                         "model.tok_embeddings.embedding_weight",
-                         {model.vocabSize, model.hiddenSize}, embedLoc,
-                         vocabSplit);
     Value hidden = mf::EmbeddingOp::create(
         builder_, embedLoc,
-        tensorType({batch, seq, model.hiddenSize}, paramType()), table, ids);
-    hidden = castTo(hidden, residualType(), embedLoc);
+        tensorType({batch, seq, model.hiddenSize}, paramType()), table(), ids);
+    return castTo(hidden, residualType(), embedLoc);
+  }
 
+  Value layers(Value hidden, int64_t first, int64_t end,
+               KvCache *cache) override {
+    int64_t batch = shapeOf(hidden)[0], seq = shapeOf(hidden)[1];
     Value positionIds =
         positions(batch, seq, cache ? cache->pastLength : Value(),
                   loc("model.rotary_embedding", "theta"));
-    for (int64_t layer = 0; layer < model.numLayers; ++layer) {
+    for (int64_t layer = first; layer < end; ++layer) {
       hidden = decoderLayer(layer, hidden, positionIds, cache);
     }
+    return hidden;
+  }
 
+  Value head(Value hidden) override {
+    const ModelConfig &model = spec_.model;
     Value normed = rmsNorm(hidden, "model.norm.weight", "model.norm_out");
     Location headLoc = loc("lm_head", "vocab_size");
-    Value head = model.tieWordEmbeddings
-                     ? table
-                     : weight("lm_head.weight", "lm_head.weight",
-                              {model.vocabSize, model.hiddenSize}, headLoc,
-                              vocabSplit);
-    return logits(normed, head, headLoc);
+    Value weights = model.tieWordEmbeddings
+                        ? table()
+                        : weight("lm_head.weight", "lm_head.weight",
+                                 {model.vocabSize, model.hiddenSize}, headLoc,
+                                 vocabSplit());
+    return logits(normed, weights, headLoc);
   }
 
 private:
+  /// vocab_emb_dp: False splits the table (and the lm_head) by vocabulary.
+  int64_t vocabSplit() { return spec_.vocabParallel ? 0 : -1; }
+
+  Value table() {
+    const ModelConfig &model = spec_.model;
+    return weight("model.embed_tokens.weight",
+                  "model.tok_embeddings.embedding_weight",
+                  {model.vocabSize, model.hiddenSize},
+                  loc("model.tok_embeddings", "vocab_size"), vocabSplit());
+  }
+
   /// fp32_residual_connection keeps the residual stream in float32.
   Type residualType() {
     return spec_.model.fp32ResidualConnection ? builder_.getF32Type()

@@ -294,6 +294,10 @@ struct ModelSpec {
   /// runner_config.batch_size sequences; gradients and the loss are
   /// averaged over them), or 1.
   int64_t shardedDataParallel = 1;
+  /// The pipeline stages of a training program (each rank runs one
+  /// stage's layers; micro_batch_num micro-batches a step, in a 1F1B
+  /// schedule), or 1.
+  int64_t shardedPipelineStages = 1;
   /// vocab_emb_dp: False under tensor parallelism: the embedding, lm_head
   /// and cross-entropy split by vocabulary over the model-parallel ranks.
   bool vocabParallel = false;

@@ -2032,7 +2032,11 @@ private:
             "model.model_config.quantization_config");
       }
     }
-    int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel;
+    if (config.pipelineStage > 1 && whyNotPipelineParallel().empty()) {
+      spec_.shardedPipelineStages = config.pipelineStage;
+    }
+    int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel *
+                    spec_.shardedPipelineStages;
     // MindSpore's parallel context, otherwise the trainer's: the one key
     // that changes the layout mfc builds.
     if (const ConfigNode *shard = nodeAtPath("parallel.enable_parallel_optimizer")) {
@@ -2090,6 +2094,8 @@ private:
                 llvm::Twine(spec_.shardedDataParallel).str() +
                 " x model_parallel " +
                 llvm::Twine(spec_.shardedModelParallel).str() +
+                " x pipeline_stage " +
+                llvm::Twine(spec_.shardedPipelineStages).str() +
                 "): " + unbuiltDegrees(config));
       }
       if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
@@ -2139,9 +2145,9 @@ private:
       reasons.push_back(degree("model_parallel", config.modelParallel) +
                         " is built " + whyNotTensorParallel());
     }
-    if (config.pipelineStage > 1) {
+    if (config.pipelineStage > 1 && spec_.shardedPipelineStages == 1) {
       reasons.push_back(degree("pipeline_stage", config.pipelineStage) +
-                        ": pipeline parallelism is not built yet");
+                        " is built " + whyNotPipelineParallel());
     }
     if (config.contextParallel > 1) {
       reasons.push_back(degree("context_parallel", config.contextParallel) +
@@ -2158,6 +2164,71 @@ private:
     }
     if (spec_.runMode == RunMode::Predict) {
       return "for training and eval only (predict runs one rank's batch)";
+    }
+    return "";
+  }
+
+  /// What a program of pipeline stages builds so far: 1F1B over whole
+  /// stages; the rest is refused at its key.
+  void validatePipeline() {
+    std::string pc = "parallel_config";
+    if (spec_.model.ppInterleaveNum > 1) {
+      diagnostics().error(
+          interleaveLoc_,
+          "model.model_config.pp_interleave_num: " +
+              llvm::Twine(spec_.model.ppInterleaveNum) +
+              " chunks per stage (the interleaved pipeline) are not built "
+              "yet; mfc schedules whole stages with 1F1B (set "
+              "pp_interleave_num: 1)");
+    }
+    std::string schedulerKey = "parallel.pipeline_config.pipeline_scheduler";
+    if (const ConfigNode *scheduler = nodeAtPath(schedulerKey)) {
+      if (!scheduler->isScalar() || scheduler->scalar != "1f1b") {
+        diagnostics().error(locOfKey(schedulerKey),
+                            schedulerKey + ": " + scheduler->describe() +
+                                " is not built yet; mfc's pipeline schedule "
+                                "is 1f1b (MindSpore's default)");
+      }
+    }
+    if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2) {
+      diagnostics().error(
+          locOfKey(pc + ".pipeline_stage"),
+          pc + ".pipeline_stage: " +
+              llvm::Twine(spec_.shardedPipelineStages) +
+              " stages of a model with tied embeddings are not built yet "
+              "(the first and last stage share the table: built for 2 "
+              "stages); untie them or use pipeline_stage: 2");
+    }
+    if (spec_.runner.gradientAccumulationSteps > 1) {
+      // MindFormers' trainer does the same (base_trainer.py).
+      context_.diagnostics.warning(
+          locOfKey("runner_config.gradient_accumulation_steps"),
+          "runner_config.gradient_accumulation_steps: " +
+              llvm::Twine(spec_.runner.gradientAccumulationSteps).str() +
+              " does not take effect under pipeline parallelism (as in "
+              "MindFormers): a step runs parallel_config.micro_batch_num = " +
+              llvm::Twine(spec_.parallel.microBatchNum).str() +
+              " micro-batches; reset to 1");
+      spec_.runner.gradientAccumulationSteps = 1;
+    }
+  }
+
+  /// Why pipeline_stage does not make a program of stages (empty when it
+  /// does).
+  std::string whyNotPipelineParallel() const {
+    if (!spec_.useParallel) {
+      return "only with use_parallel: True, as in MindFormers";
+    }
+    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
+      return "for training only so far (predict and eval run every layer on "
+             "each rank)";
+    }
+    if (spec_.model.family != ModelFamily::Llama &&
+        spec_.model.family != ModelFamily::GPT2) {
+      return "for LLaMA-family and GPT-2 models only so far";
+    }
+    if (spec_.model.moe.numExperts > 0) {
+      return "for dense models only so far (not mixture-of-experts)";
     }
     return "";
   }
@@ -2567,6 +2638,9 @@ private:
                               llvm::Twine(parallel.pipelineStage) +
                               " pipeline stages; use at least " +
                               llvm::Twine(parallel.pipelineStage));
+    }
+    if (spec_.shardedPipelineStages > 1) {
+      validatePipeline();
     }
     // Fewer layers than stages is reported above; the mapping needs both.
     bool stagesKnown =

@@ -18,6 +18,8 @@
 
 #include "compiler/Serialize/ExecutableWriter.h"
 
+#include "compiler/Analysis/PipelineSchedule.h"
+
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/IR/OpLevelProgram.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
@@ -131,6 +133,19 @@ public:
     for (auto candidate : module_.getOps<shard::GridOp>()) {
       grid = candidate;
     }
+    // A pipelined program's parameters are held by the stages that read
+    // them (their optimizer state too: each stage's train_step reads it).
+    llvm::StringMap<std::vector<int16_t>> stagesReading;
+    for (auto function : module_.getOps<func::FuncOp>()) {
+      if (auto stage = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName)) {
+        function.walk([&](mf::ParamOp read) {
+          std::vector<int16_t> &stages = stagesReading[read.getName()];
+          if (!llvm::is_contained(stages, stage.getInt())) {
+            stages.push_back(static_cast<int16_t>(stage.getInt()));
+          }
+        });
+      }
+    }
     std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
     size_t declared = 0;
     for (auto parameter : module_.getOps<mf::ParameterOp>()) {
@@ -183,6 +198,12 @@ public:
           splitAxes.assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
         }
       }
+      std::vector<int16_t> *stages = nullptr;
+      if (auto it = stagesReading.find(parameter.getSymName());
+          it != stagesReading.end()) {
+        llvm::sort(it->second);
+        stages = &it->second;
+      }
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str()
@@ -191,7 +212,7 @@ public:
           splitDim, splitAxes.empty() ? nullptr : &splitAxes,
           static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,
           parameter.getQuantGroup().value_or(0),
-          static_cast<int8_t>(parameter.getQuantBits().value_or(8))));
+          static_cast<int8_t>(parameter.getQuantBits().value_or(8)), stages));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;
@@ -347,7 +368,36 @@ private:
         spec_.runner.gradientAccumulationSteps, spec_.runner.epochs,
         spec_.model.pet.petType == "lora"
             ? spec_.model.pet.loraAlpha / spec_.model.pet.loraRank
-            : 0.0);
+            : 0.0,
+        writePipeline());
+  }
+
+  /// A pipelined module's schedule (its grid's last axis is the stage).
+  flatbuffers::Offset<fb::Pipeline> writePipeline() {
+    auto microBatches =
+        module_->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName);
+    if (!microBatches) {
+      return 0;
+    }
+    int64_t stages = 1;
+    for (auto grid : module_.getOps<shard::GridOp>()) {
+      stages = grid.getShape().back();
+    }
+    std::vector<flatbuffers::Offset<fb::StageSchedule>> written;
+    for (const StageSchedule &stage :
+         schedule1F1B(stages, microBatches.getInt())) {
+      std::vector<uint8_t> backward;
+      std::vector<int32_t> micro;
+      for (const PipelineSlot &slot : stage.slots) {
+        backward.push_back(slot.backward);
+        micro.push_back(static_cast<int32_t>(slot.microBatch));
+      }
+      written.push_back(fb::CreateStageScheduleDirect(
+          builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight)));
+    }
+    return fb::CreatePipelineDirect(builder_, "1f1b",
+                                    static_cast<int32_t>(microBatches.getInt()),
+                                    &written);
   }
 
   FailureOr<flatbuffers::Offset<fb::TensorType>>
@@ -429,9 +479,11 @@ private:
     auto inputIds = builder_.CreateVector(inputs);
     auto outputIds = builder_.CreateVector(outputs);
     auto opList = builder_.CreateVector(ops);
+    auto stage = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
     return fb::CreateEntry(builder_, name, valueTypes, inputIds,
                            inputNameOffsets, outputIds, outputNameOffsets,
-                           opList, graph.host);
+                           opList, graph.host,
+                           stage ? static_cast<int32_t>(stage.getInt()) : -1);
   }
 
   /// An entry's Graph Mode program, from its host program.

@@ -293,6 +293,206 @@ bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
          Executable::shapeOf(a) == Executable::shapeOf(b);
 }
 
+/// A pipelined program: a schedule the runtime can follow (each stage
+/// runs each micro-batch's forward, then its backward, once, keeping no
+/// more inputs than it says) and the entries it names, with inputs and
+/// outputs that connect the stages.
+Status checkPipeline(const fb::Executable &root) {
+  const fb::Training *training = root.model()->training();
+  const fb::Pipeline *pipeline = training ? training->pipeline() : nullptr;
+  size_t stages = pipeline ? pipeline->stages()->size() : 0;
+  for (const fb::Entry *entry : *root.entries()) {
+    if (entry->stage() < -1 || entry->stage() >= static_cast<int64_t>(stages)) {
+      return Status::error("entry '" + entry->name()->str() + "' is of stage " +
+                           std::to_string(entry->stage()) + " of a program of " +
+                           std::to_string(stages) + " pipeline stages");
+    }
+  }
+  for (uint32_t i = 0; root.parameters() && i < root.parameters()->size(); ++i) {
+    const fb::Parameter *parameter = root.parameters()->Get(i);
+    if (!parameter->stages()) {
+      continue;
+    }
+    for (int16_t stage : *parameter->stages()) {
+      if (stage < 0 || static_cast<size_t>(stage) >= stages) {
+        return Status::error("parameter '" + parameter->name()->str() +
+                             "' is held by stage " + std::to_string(stage) +
+                             " of a program of " + std::to_string(stages) +
+                             " pipeline stages");
+      }
+    }
+  }
+  if (!pipeline) {
+    return Status::ok();
+  }
+  auto bad = [](const std::string &what) {
+    return Status::error("the pipeline schedule " + what);
+  };
+  int64_t micro = pipeline->micro_batches();
+  if (!root.grid() || root.grid()->size() != 3 ||
+      root.grid()->Get(2) != static_cast<int64_t>(stages) || stages < 2) {
+    return bad("is not for the grid's stages (its last axis)");
+  }
+  if (pipeline->scheduler()->str() != "1f1b" || micro < 1 ||
+      micro > kMaxMicroBatches) {
+    return bad("is not a 1f1b schedule of 1 to " +
+               std::to_string(kMaxMicroBatches) + " micro-batches");
+  }
+  auto entryNamed = [&](const std::string &name) -> const fb::Entry * {
+    for (const fb::Entry *entry : *root.entries()) {
+      if (entry->name()->str() == name) {
+        return entry;
+      }
+    }
+    return nullptr;
+  };
+  const fb::TensorType *previousHidden = nullptr;
+  const fb::ModelInfo &model = *root.model();
+  std::vector<int64_t> idsShape = {model.batch_size(), model.seq_length()};
+  for (size_t stage = 0; stage < stages; ++stage) {
+    const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
+    bool first = stage == 0, last = stage + 1 == stages;
+    std::string of = "stage " + std::to_string(stage);
+    if (own.backward()->size() != own.micro_batch()->size()) {
+      return bad("of " + of + " has slots without a micro-batch");
+    }
+    std::vector<int> forwards(static_cast<size_t>(micro)),
+        backwards(static_cast<size_t>(micro));
+    int64_t inFlight = 0, most = 0;
+    for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
+      int32_t index = own.micro_batch()->Get(slot);
+      if (index < 0 || index >= micro) {
+        return bad("of " + of + " names micro-batch " + std::to_string(index));
+      }
+      if (own.backward()->Get(slot)) {
+        if (!last && forwards[index] == 0) {
+          return bad("of " + of + " runs a backward before its forward");
+        }
+        ++backwards[index];
+        inFlight -= last ? 0 : 1;
+      } else {
+        if (last) {
+          return bad("of the last stage has a forward (its backwards run it)");
+        }
+        ++forwards[index];
+        most = std::max(most, ++inFlight);
+      }
+    }
+    for (int64_t index = 0; index < micro; ++index) {
+      if (backwards[index] != 1 || forwards[index] != (last ? 0 : 1)) {
+        return bad("of " + of + " does not run micro-batch " +
+                   std::to_string(index) + " forward and backward once");
+      }
+    }
+    if (own.in_flight() != most) {
+      return bad("of " + of + " keeps " + std::to_string(most) +
+                 " inputs, not " + std::to_string(own.in_flight()));
+    }
+    // Its entries: inputs by name, outputs by name.
+    std::string prefix = "stage" + std::to_string(stage) + "_";
+    std::vector<std::string> names = {prefix + "train_step",
+                                      prefix + "accumulate_gradients"};
+    if (!last) {
+      names.push_back(prefix + "forward");
+    }
+    const fb::TensorType *input = nullptr, *output = nullptr;
+    for (const std::string &name : names) {
+      const fb::Entry *entry = entryNamed(name);
+      if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
+        return Status::error("the pipeline needs an entry '" + name +
+                             "' of " + of);
+      }
+      bool isForward = name == prefix + "forward";
+      bool isStep = name == prefix + "train_step";
+      std::vector<std::string> inputs = {first ? "input_ids" : "hidden"};
+      if (last) {
+        inputs.push_back("labels");
+      } else if (!isForward) {
+        inputs.push_back("output_gradient");
+      }
+      if (isStep) { // the update alone, of the gradient sums
+        inputs = {"learning_rate", "step"};
+      }
+      std::vector<std::string> outputs;
+      if (isForward) {
+        outputs.push_back("hidden");
+      } else if (!isStep) {
+        if (last) {
+          outputs.push_back("loss");
+        }
+        if (!first) {
+          outputs.push_back("input_gradient");
+        }
+      }
+      auto names = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *list) {
+        std::vector<std::string> text;
+        for (const flatbuffers::String *name : *list) {
+          text.push_back(name->str());
+        }
+        return text;
+      };
+      std::vector<std::string> outputNames = names(entry->output_names());
+      if (isStep && outputNames.size() == outputs.size() + 1) {
+        outputs.push_back("grad_norm");
+      }
+      if (names(entry->input_names()) != inputs || outputNames != outputs) {
+        return Status::error("entry '" + name + "' does not take and return "
+                             "what its pipeline stage passes on");
+      }
+      if (isStep) {
+        if (!Executable::hasType(inputType(*entry, 0), DType::F32, {}) ||
+            !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
+            (!outputs.empty() &&
+             !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
+          return Status::error("entry '" + name + "' does not map an f32 "
+                               "learning rate and step to an f32 gradient norm");
+        }
+        continue;
+      }
+      const fb::TensorType &in = inputType(*entry, 0);
+      if (first ? !Executable::hasType(in, DType::I32, idsShape)
+                : (previousHidden && !sameType(in, *previousHidden)) ||
+                      Executable::shapeOf(in).size() != 3) {
+        return Status::error("entry '" + name + "' takes another input than " +
+                             (first ? "i32 ids" : "the previous stage's hidden "
+                                                  "states"));
+      }
+      input = &in;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const fb::TensorType &type = outputType(*entry, i);
+        if ((outputs[i] == "loss" || outputs[i] == "grad_norm")
+                ? !Executable::hasType(type, DType::F32, {})
+            : outputs[i] == "input_gradient" ? !sameType(type, in)
+                                             : false) {
+          return Status::error("entry '" + name + "' returns " + outputs[i] +
+                               " of another type");
+        }
+        if (outputs[i] == "hidden") {
+          output = &type;
+        }
+      }
+      if (last && !Executable::hasType(inputType(*entry, 1), DType::I32, idsShape)) {
+        return Status::error("entry '" + name + "' takes labels of another type");
+      }
+    }
+    (void)input;
+    if (!last) {
+      // Its backwards take the gradient of the hidden states it sends.
+      for (const std::string &name : names) {
+        const fb::Entry *entry = entryNamed(name);
+        if (name == prefix + "accumulate_gradients" &&
+            !sameType(inputType(*entry, 1), *output)) {
+          return Status::error("entry '" + name +
+                               "' takes a gradient of another type than its "
+                               "stage's output");
+        }
+      }
+    }
+    previousHidden = output;
+  }
+  return Status::ok();
+}
+
 /// The entry points' signatures are a contract with the runtime's tasks:
 /// token ids in, f32 logits or loss out, KV caches passed through.
 Status checkEntryContracts(const fb::Executable &root) {
@@ -778,6 +978,7 @@ checkSemantics(const fb::Executable &root,
     return Status::error("the kernel library does not say what CPU it was "
                          "compiled for");
   }
+  MFRT_RETURN_IF_ERROR(checkPipeline(root));
   return checkEntryContracts(root);
 }
 
@@ -941,4 +1142,26 @@ std::vector<std::string> Executable::entryNames() const {
     names.push_back(entry->name()->str());
   }
   return names;
+}
+
+const fb::Pipeline *Executable::pipeline() const {
+  const fb::Training *training = model().training();
+  return training ? training->pipeline() : nullptr;
+}
+
+int64_t Executable::pipelineStages() const {
+  const fb::Pipeline *schedule = pipeline();
+  return schedule ? static_cast<int64_t>(schedule->stages()->size()) : 1;
+}
+
+bool Executable::holds(const fb::Parameter &parameter, int64_t stage) {
+  if (!parameter.stages() || parameter.stages()->size() == 0) {
+    return true;
+  }
+  for (int16_t held : *parameter.stages()) {
+    if (held == stage) {
+      return true;
+    }
+  }
+  return false;
 }

@@ -26,8 +26,11 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 15;
-constexpr uint32_t kMaxFormatVersion = 15;
+constexpr uint32_t kMinFormatVersion = 16;
+constexpr uint32_t kMaxFormatVersion = 16;
+/// The most micro-batches a pipeline schedule may have (MindFormers' own
+/// configs use up to 256).
+constexpr int64_t kMaxMicroBatches = 1 << 16;
 
 /// The length of a flatbuffers vector, which an absent vector has as 0.
 template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
@@ -110,6 +113,15 @@ public:
   /// (root().initializer()), verified at load; null when it has none.
   const HostProgram *hostProgram(const fb::Entry &entry) const;
   std::vector<std::string> entryNames() const;
+
+  /// A pipelined program's schedule (the grid's last axis is the stage),
+  /// else null.
+  const fb::Pipeline *pipeline() const;
+  /// Its stage count (1: not pipelined).
+  int64_t pipelineStages() const;
+  /// Whether the ranks of pipeline `stage` hold `parameter` (every rank
+  /// holds every parameter of a program that is not pipelined).
+  static bool holds(const fb::Parameter &parameter, int64_t stage);
 
   /// The tensor type of value `id` of `entry` (checked at load).
   static DType dtypeOf(const fb::TensorType &type);

@@ -20,6 +20,7 @@ using namespace mfrt;
 /// The communicators of the rank groups collectives have used, by axes.
 struct Communicator::Groups {
   std::map<std::vector<int64_t>, MPI_Comm> byAxes;
+  std::vector<MPI_Request> sends; ///< send()'s, until waitSends()
 };
 
 namespace {
@@ -53,7 +54,8 @@ Communicator::start(const std::vector<int64_t> &grid) {
   }
   std::string compiled = "model.bin is compiled for " + std::to_string(ranks) +
                          " ranks (a " + gridText(grid) +
-                         " grid: data_parallel x model_parallel)";
+                         " grid: data_parallel x model_parallel" +
+                         (grid.size() > 2 ? std::string(" x pipeline_stage)") : ")");
   if (!startedByMpirun()) {
     return Status::error(StatusCode::FailedPrecondition,
                          compiled + ": run mpirun -n " + std::to_string(ranks) +
@@ -75,6 +77,29 @@ Communicator::start(const std::vector<int64_t> &grid) {
                          compiled + ", but mpirun started " +
                              std::to_string(size) + ": run mpirun -n " +
                              std::to_string(ranks) + " mf-run ...");
+  }
+  // Every group of axes, in the same order on every rank.
+  size_t axes = grid.size();
+  for (uint32_t subset = 1; subset < (1u << axes); ++subset) {
+    std::vector<int64_t> along;
+    for (size_t axis = 0; axis < axes; ++axis) {
+      if (subset & (1u << axis)) {
+        along.push_back(static_cast<int64_t>(axis));
+      }
+    }
+    std::vector<int64_t> others;
+    for (size_t axis = 0; axis < axes; ++axis) {
+      if (!(subset & (1u << axis))) {
+        others.push_back(static_cast<int64_t>(axis));
+      }
+    }
+    MPI_Comm &comm = communicator->groups_->byAxes[along];
+    if (MPI_Comm_split(MPI_COMM_WORLD,
+                       static_cast<int>(communicator->indexAlong(others)),
+                       static_cast<int>(communicator->indexAlong(along)),
+                       &comm) != MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
+    }
   }
   return communicator;
 }
@@ -253,22 +278,66 @@ StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
                          "a collective outside an MPI run");
   }
   // The ranks with the same coordinates off `axes`, ordered by theirs
-  // along `axes`.
-  auto [it, made] = groups_->byAxes.try_emplace(axes, MPI_COMM_NULL);
-  if (made) {
-    std::vector<int64_t> others;
-    for (int64_t axis = 0; axis < static_cast<int64_t>(grid_.size()); ++axis) {
-      if (std::find(axes.begin(), axes.end(), axis) == axes.end()) {
-        others.push_back(axis);
-      }
-    }
-    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(indexAlong(others)),
-                       static_cast<int>(indexAlong(axes)),
-                       &it->second) != MPI_SUCCESS) {
-      return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
-    }
+  // along `axes` (start() made them all).
+  auto it = groups_->byAxes.find(axes);
+  if (it == groups_->byAxes.end()) {
+    return Status::error(StatusCode::Internal,
+                         "a collective over axes the grid does not have");
   }
   return static_cast<void *>(it->second);
+}
+
+Status Communicator::send(const Tensor &tensor, int64_t axis, int64_t to,
+                          int tag) {
+  StatusOr<void *> made = groupFor({axis}, static_cast<int64_t>(tensor.byteSize()),
+                                   "a send of bytes");
+  if (!made) {
+    return made.status();
+  }
+  MPI_Request request;
+  if (MPI_Isend(tensor.data(), static_cast<int>(tensor.byteSize()), MPI_BYTE,
+                static_cast<int>(to), tag, static_cast<MPI_Comm>(*made),
+                &request) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Isend failed");
+  }
+  groups_->sends.push_back(request);
+  return Status::ok();
+}
+
+Status Communicator::receive(Tensor &tensor, int64_t axis, int64_t from,
+                             int tag) {
+  StatusOr<void *> made = groupFor(
+      {axis}, static_cast<int64_t>(tensor.byteSize()), "a receive of bytes");
+  if (!made) {
+    return made.status();
+  }
+  MPI_Status status;
+  if (MPI_Recv(tensor.data(), static_cast<int>(tensor.byteSize()), MPI_BYTE,
+               static_cast<int>(from), tag, static_cast<MPI_Comm>(*made),
+               &status) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Recv failed");
+  }
+  int received = 0;
+  MPI_Get_count(&status, MPI_BYTE, &received);
+  if (static_cast<size_t>(received) != tensor.byteSize()) {
+    return Status::error(StatusCode::Internal,
+                         "received " + std::to_string(received) +
+                             " bytes, expected " +
+                             std::to_string(tensor.byteSize()));
+  }
+  return Status::ok();
+}
+
+Status Communicator::waitSends() {
+  if (!groups_ || groups_->sends.empty()) {
+    return Status::ok();
+  }
+  int result = MPI_Waitall(static_cast<int>(groups_->sends.size()),
+                           groups_->sends.data(), MPI_STATUSES_IGNORE);
+  groups_->sends.clear();
+  return result == MPI_SUCCESS
+             ? Status::ok()
+             : Status::error(StatusCode::Unavailable, "MPI_Waitall failed");
 }
 
 Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,

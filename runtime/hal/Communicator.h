@@ -62,6 +62,17 @@ public:
   Status keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                    const std::vector<int64_t> &axes) const;
 
+  /// Point to point along one grid axis (a pipeline's stages): sends
+  /// `tensor` to the rank at index `to` along `axis` (the same coordinates
+  /// otherwise), without waiting: `tensor`'s storage must stay as it is
+  /// until waitSends(). `tag` tells the messages between two ranks apart.
+  Status send(const Tensor &tensor, int64_t axis, int64_t to, int tag);
+  /// Receives into `tensor` (its size: what the sender sends) from the
+  /// rank at index `from` along `axis`, waiting for it.
+  Status receive(Tensor &tensor, int64_t axis, int64_t from, int tag);
+  /// Waits until every send() so far is done.
+  Status waitSends();
+
   /// Rank 0's `bytes` on every rank (replacing theirs): what a server's
   /// rank 0 decided that the other ranks must do the same.
   Status broadcastBytes(std::vector<uint8_t> &bytes);
@@ -84,9 +95,10 @@ public:
 private:
   Communicator() = default;
   struct Groups;
-  /// The communicator of the ranks that differ only along `axes` (made at
-  /// first use: every rank runs the same program, so every rank makes it
-  /// at the same point), or an error.
+  /// The communicator of the ranks that differ only along `axes` (every
+  /// one made at start: ranks of different pipeline stages run different
+  /// programs, so none could be made at first use, a collective of all
+  /// ranks), or an error.
   StatusOr<void *> group(const std::vector<int64_t> &axes);
   /// group(axes) for a call of `count` MPI items (an error beyond MPI's
   /// int counts, `what` naming them).

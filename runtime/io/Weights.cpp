@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -305,6 +306,61 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
 
 } // namespace
 
+int64_t mfrt::stageOfRank(const Executable &executable,
+                          const Communicator *ranks) {
+  if (executable.pipelineStages() <= 1 || !ranks || !executable.root().grid()) {
+    return -1;
+  }
+  return ranks->indexAlong(
+      {static_cast<int64_t>(executable.root().grid()->size()) - 1});
+}
+
+StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
+                                         const Executable &executable,
+                                         Communicator *ranks) const {
+  int64_t stage = stageOfRank(executable, ranks);
+  if (stage < 0) {
+    return whole(index, executable, ranks);
+  }
+  // The first stage holding it gathers it whole (its tensor-parallel
+  // blocks), and its rank at data and model index 0 sends it to rank 0.
+  const fb::Parameter &parameter = *executable.root().parameters()->Get(index);
+  int64_t owner = parameter.stages() && parameter.stages()->size() > 0
+                      ? parameter.stages()->Get(0)
+                      : 0;
+  int64_t stageAxis =
+      static_cast<int64_t>(executable.root().grid()->size()) - 1;
+  std::vector<int64_t> others(static_cast<size_t>(stageAxis));
+  std::iota(others.begin(), others.end(), 0);
+  Tensor gathered;
+  if (stage == owner) {
+    MFRT_ASSIGN_OR_RETURN(gathered, whole(index, executable, ranks));
+  }
+  if (owner == 0 || ranks->indexAlong(others) != 0) {
+    return gathered;
+  }
+  if (stage == owner) {
+    MFRT_RETURN_IF_ERROR(ranks->send(gathered, stageAxis, 0, /*tag=*/0));
+    MFRT_RETURN_IF_ERROR(ranks->waitSends());
+    return gathered;
+  }
+  if (stage != 0) {
+    return gathered;
+  }
+  Shape shape = wholeShapeOf(parameter, executable);
+  DType dtype = Executable::dtypeOf(*parameter.type());
+  size_t size = static_cast<size_t>(*checkedElementCount(shape)) * dtypeSize(dtype);
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
+  if (!bytes) {
+    return Status::error(StatusCode::ResourceExhausted,
+                         "out of memory receiving parameter '" +
+                             parameter.name()->str() + "'");
+  }
+  Tensor received(dtype, shape, std::move(bytes));
+  MFRT_RETURN_IF_ERROR(ranks->receive(received, stageAxis, owner, /*tag=*/0));
+  return received;
+}
+
 StatusOr<Weights> Weights::initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed,
                                       const Communicator *ranks) {
@@ -315,8 +371,13 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
   // A quantized weight is its float init quantized, which fills its
   // scales (a later parameter) too.
   std::map<int32_t, Tensor> quantizedScales;
+  int64_t stage = stageOfRank(executable, ranks);
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
     int32_t index = static_cast<int32_t>(weights.tensors_.size());
+    if (stage >= 0 && !Executable::holds(*parameter, stage)) {
+      weights.tensors_.emplace_back(); // another pipeline stage's
+      continue;
+    }
     if (auto scales = quantizedScales.find(index);
         scales != quantizedScales.end()) {
       weights.tensors_.push_back(std::move(scales->second));
@@ -388,6 +449,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   }
   std::string described =
       paths.size() == 1 ? "'" + paths[0] + "'" : "the weight files";
+  int64_t stage = stageOfRank(executable, ranks);
   Weights weights;
   std::vector<std::set<std::string>> used(files.size());
   // The last fused qkv_concat tensor read (see below).
@@ -438,6 +500,11 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             break;
           }
         }
+      }
+      if (stage >= 0 && !Executable::holds(*parameter, stage)) {
+        // Another pipeline stage's: its ranks read it (and check it).
+        weights.tensors_.emplace_back();
+        continue;
       }
       if (!found && parameter->mf_name()) {
         // A MindFormers checkpoint written with qkv_concat.
@@ -683,7 +750,7 @@ Status Weights::save(const Executable &executable, const std::string &path,
     if (!withFrozen && executable.root().parameters()->Get(i)->frozen()) {
       continue;
     }
-    StatusOr<Tensor> tensor = whole(i, executable, ranks);
+    StatusOr<Tensor> tensor = wholeOnPrimary(i, executable, ranks);
     if (!tensor) {
       return tensor.status();
     }
@@ -718,7 +785,7 @@ Status Weights::savePeftAdapters(const Executable &executable,
     if (root.parameters()->Get(i)->state() || !isLoraAdapter(name)) {
       continue; // not their optimizer state
     }
-    StatusOr<Tensor> tensor = whole(i, executable, ranks);
+    StatusOr<Tensor> tensor = wholeOnPrimary(i, executable, ranks);
     if (!tensor) {
       return tensor.status();
     }

@@ -128,6 +128,12 @@ public:
   StatusOr<Tensor> whole(size_t index, const Executable &executable,
                          Communicator *ranks) const;
 
+  /// whole(), on rank 0 (others get what they hold, or nothing): in a
+  /// pipelined run the ranks of the first stage holding it send it there.
+  /// A collective: every rank calls it.
+  StatusOr<Tensor> wholeOnPrimary(size_t index, const Executable &executable,
+                                  Communicator *ranks) const;
+
 private:
   /// Parameter i, called `name`, as stored (an [N, K] one unpacked from
   /// its panels).
@@ -140,6 +146,11 @@ private:
   uint64_t mappedBytes_ = 0;
   std::vector<std::string> initializedAdapters_;
 };
+
+/// The pipeline stage whose parameters and entries this rank holds and
+/// runs (its index along the grid's last axis), or -1 for a program that
+/// is not pipelined (every rank holds every parameter).
+int64_t stageOfRank(const Executable &executable, const Communicator *ranks);
 
 } // namespace mfrt
 

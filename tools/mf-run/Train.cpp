@@ -15,6 +15,7 @@
 #include "tools/mf-run/Train.h"
 
 #include "tools/mf-run/Fail.h"
+#include "tools/mf-run/PipelineStep.h"
 
 #include "runtime/format/TrainingSettings.h"
 #include "runtime/io/Safetensors.h"
@@ -34,8 +35,13 @@ namespace {
 /// Where the batches come from.
 class Batches {
 public:
-  Batches(const Executable &executable, Executor &executor)
-      : model_(executable.model()), executor_(executor) {}
+  /// Ids and labels are allocated as inputs 0 of `idsEntry` and 1 of
+  /// `labelsEntry`.
+  Batches(const Executable &executable, Executor &executor,
+          std::string idsEntry = "train_step",
+          std::string labelsEntry = "train_step")
+      : model_(executable.model()), executor_(executor),
+        idsEntry_(std::move(idsEntry)), labelsEntry_(std::move(labelsEntry)) {}
 
   Status open(const TrainOptions &options) {
     if (options.ranks) {
@@ -98,7 +104,8 @@ public:
   StatusOr<std::vector<Tensor>> next(int64_t &position) {
     std::vector<Tensor> inputs;
     for (size_t index : {0, 1}) {
-      StatusOr<Tensor> input = executor_.allocateInput("train_step", index);
+      StatusOr<Tensor> input =
+          executor_.allocateInput(index == 0 ? idsEntry_ : labelsEntry_, index);
       if (!input) {
         return input.status();
       }
@@ -136,6 +143,7 @@ public:
 private:
   const fb::ModelInfo &model_;
   Executor &executor_;
+  std::string idsEntry_, labelsEntry_;
   std::vector<int32_t> sequence_, data_;
   int64_t rank_ = 0, ranks_ = 1;
 };
@@ -312,6 +320,9 @@ Status mfrt::savePeftBeside(const std::string &path,
 Status mfrt::checkTrainable(const Executable &executable) {
   int64_t accumulation =
       TrainingSettings::from(executable.model()).gradientAccumulationSteps;
+  if (executable.pipeline()) {
+    return Status::ok(); // its stages' entries were checked at load
+  }
   if (!executable.entry("train_step") ||
       (accumulation > 1 && !executable.entry("accumulate_gradients"))) {
     return Status::error(StatusCode::FailedPrecondition,
@@ -330,7 +341,21 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   if (Status status = checkTrainable(executable); !status) {
     return fail(status);
   }
-  Batches batches(executable, executor);
+  // A pipelined program: this rank's stage follows the compiled schedule
+  // over micro_batch_num micro-batches a step.
+  std::optional<PipelineStep> pipeline;
+  if (executable.pipeline()) {
+    if (!options.ranks) {
+      return fail(StatusCode::FailedPrecondition,
+                  "a pipelined model.bin runs under mpirun");
+    }
+    pipeline.emplace(executable, executor, *options.ranks, runOptions);
+    accumulation = pipeline->microBatches();
+  }
+  Batches batches = pipeline ? Batches(executable, executor,
+                                       pipeline->idsEntry(),
+                                       pipeline->labelsEntry())
+                             : Batches(executable, executor);
   if (Status status = batches.open(options); !status) {
     return fail(status);
   }
@@ -374,7 +399,23 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
   for (int64_t step = first; step < steps; ++step) {
     double loss = 0;
     double lr = settings.learningRateAt(step, steps);
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
+    if (pipeline) {
+      std::vector<MicroBatch> micro;
+      for (int64_t i = 0; i < accumulation; ++i) {
+        StatusOr<std::vector<Tensor>> inputs = batches.next(position);
+        if (!inputs) {
+          return fail(inputs.status());
+        }
+        micro.push_back({(*inputs)[0], (*inputs)[1]});
+      }
+      StatusOr<double> stepLoss =
+          pipeline->run(micro, lr, static_cast<int64_t>(step + 1));
+      if (!stepLoss) {
+        return fail(stepLoss.status());
+      }
+      loss = *stepLoss;
+    }
+    for (int64_t micro = 0; !pipeline && micro < accumulation; ++micro) {
       StatusOr<std::vector<Tensor>> inputs = batches.next(position);
       if (!inputs) {
         return fail(inputs.status());

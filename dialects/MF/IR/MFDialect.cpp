@@ -3,6 +3,7 @@
 #include "dialects/MF/IR/MFDialect.h"
 
 #include "dialects/MF/IR/MFOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -107,6 +108,17 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     auto mode = dyn_cast<IntegerAttr>(value);
     return onModule(mode && (mode.getInt() == 0 || mode.getInt() == 1),
                     "0 (graph) or 1 (pynative)");
+  }
+  if (name == kStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op)) {
+      return op->emitError() << "'" << name << "' belongs on an entry function";
+    }
+    return expect(stage && stage.getInt() >= 0, "a pipeline stage index");
+  }
+  if (name == kMicroBatchesAttrName) {
+    auto count = dyn_cast<IntegerAttr>(value);
+    return onModule(count && count.getInt() >= 1, "a positive micro-batch count");
   }
   if (name == "mf.recomputed") {
     return expect(isa<UnitAttr>(value), "a unit attribute");

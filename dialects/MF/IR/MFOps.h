@@ -60,6 +60,11 @@ namespace mlir::mf {
 std::optional<RunMode> getRunMode(Operation *module);
 /// True for a module compiled to train (run mode train or finetune).
 bool isTrainingModule(Operation *module);
+/// A pipelined training module's entries: the pipeline stage (an index)
+/// whose ranks run the function; the module's `mf.micro_batches` is how
+/// many micro-batches a training step runs through the stages.
+inline constexpr llvm::StringLiteral kStageAttrName = "mf.stage";
+inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
 } // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 

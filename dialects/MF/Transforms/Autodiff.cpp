@@ -9,12 +9,21 @@
 // 3. Return the loss and the gradient of every trained parameter (not
 //    frozen, not state), in module order (zeros for one the loss does not depend on).
 //
+// A pipeline stage's `stage<s>_forward` (attribute mf.stage) becomes
+// `stage<s>_forward_backward` the same way, but its output may be hidden
+// states, not a loss: then the gradient of its output is an input
+// (`output_gradient`, sent back by the next stage) instead of 1. It returns
+// its loss (the last stage's), the gradient of its float input
+// (`input_gradient`, for the previous stage) and the gradients of the
+// trained parameters it reads.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::mf {
@@ -39,41 +48,72 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
     if (!isTrainingModule(module)) {
       return;
     }
-    auto forward = module.lookupSymbol<func::FuncOp>("forward_loss");
-    if (!forward) {
-      emitError(module.getLoc()) << "a training module needs a forward_loss entry";
-      return signalPassFailure();
+    SmallVector<std::pair<func::FuncOp, std::string>> forwards;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func->hasAttr(kStageAttrName) &&
+          func.getSymName().ends_with("_forward")) {
+        forwards.emplace_back(func, func.getSymName().str() + "_backward");
+      }
     }
-    if (module.lookupSymbol("forward_backward")) {
-      return; // differentiated already
+    if (forwards.empty()) {
+      auto forward = module.lookupSymbol<func::FuncOp>("forward_loss");
+      if (!forward) {
+        emitError(module.getLoc())
+            << "a training module needs a forward_loss entry (or pipeline "
+               "stages' stage<s>_forward)";
+        return signalPassFailure();
+      }
+      forwards.emplace_back(forward, "forward_backward");
     }
-    OpBuilder builder(forward);
-    builder.setInsertionPointAfter(forward);
-    auto entry = cast<func::FuncOp>(builder.clone(*forward));
-    entry.setSymName("forward_backward");
-    if (failed(differentiate(entry))) {
-      entry.erase();
-      return signalPassFailure();
+    for (auto [forward, name] : forwards) {
+      if (module.lookupSymbol(name)) {
+        continue; // differentiated already
+      }
+      OpBuilder builder(forward);
+      builder.setInsertionPointAfter(forward);
+      auto entry = cast<func::FuncOp>(builder.clone(*forward));
+      entry.setSymName(name);
+      if (failed(differentiate(entry, entry->hasAttr(kStageAttrName)))) {
+        entry.erase();
+        return signalPassFailure();
+      }
     }
   }
 
-  LogicalResult differentiate(func::FuncOp entry) {
+  /// `stage`: a pipeline stage's (see the file comment).
+  LogicalResult differentiate(func::FuncOp entry, bool stage) {
     Block &body = entry.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     if (ret.getNumOperands() != 1) {
-      return ret.emitError() << "forward_loss must return just the loss";
+      return ret.emitError() << entry.getSymName()
+                             << " must return just the loss"
+                             << (stage ? " or its hidden states" : "");
     }
-    Value loss = ret.getOperand(0);
+    Value output = ret.getOperand(0);
+    auto outputType = cast<RankedTensorType>(output.getType());
+    bool isLoss = outputType.getRank() == 0;
+    if (!isLoss && !stage) {
+      return ret.emitError() << "forward_loss must return a scalar loss";
+    }
     OpBuilder builder(ret);
     llvm::DenseMap<Value, Value> gradientOf;
     llvm::MapVector<StringRef, Value> parameterGradients;
     auto accumulate = [&](Value &slot, Value gradient, Location loc) {
       slot = slot ? Value(AddOp::create(builder, loc, slot, gradient)) : gradient;
     };
-    gradientOf[loss] = ConstantOp::create(
-        builder, loss.getLoc(),
-        DenseElementsAttr::get(cast<RankedTensorType>(loss.getType()),
-                               builder.getF32FloatAttr(1.0f)));
+    SmallVector<Value> inputs(entry.getArguments());
+    if (isLoss) {
+      gradientOf[output] = ConstantOp::create(
+          builder, output.getLoc(),
+          DenseElementsAttr::get(outputType, builder.getF32FloatAttr(1.0f)));
+    } else {
+      (void)entry.insertArgument(
+          entry.getNumArguments(), outputType,
+          builder.getDictionaryAttr(builder.getNamedAttr(
+              "mf.name", builder.getStringAttr("output_gradient"))),
+          output.getLoc());
+      gradientOf[output] = entry.getArguments().back();
+    }
 
     SmallVector<Operation *> forwardOps;
     for (Operation &op : body.without_terminator()) {
@@ -118,15 +158,37 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
       }
     }
 
-    // The loss, then every parameter's gradient in module order.
-    SmallVector<Value> results{loss};
-    SmallVector<Type> resultTypes{loss.getType()};
-    SmallVector<Attribute> names{builder.getDictionaryAttr(
-        builder.getNamedAttr("mf.name", builder.getStringAttr("loss")))};
+    // The loss, a stage's input gradient, then every parameter's gradient
+    // in module order.
+    SmallVector<Value> results;
+    SmallVector<Type> resultTypes;
+    SmallVector<Attribute> names;
+    auto addResult = [&](Value value, StringRef name) {
+      results.push_back(value);
+      resultTypes.push_back(value.getType());
+      names.push_back(builder.getDictionaryAttr(
+          builder.getNamedAttr("mf.name", builder.getStringAttr(name))));
+    };
+    if (isLoss) {
+      addResult(output, "loss");
+    }
+    for (Value input : inputs) {
+      auto type = cast<RankedTensorType>(input.getType());
+      if (stage && isa<FloatType>(type.getElementType())) {
+        Value gradient = gradientOf.lookup(input);
+        addResult(gradient ? gradient : zerosOf(builder, entry.getLoc(), type),
+                  "input_gradient");
+      }
+    }
+    llvm::DenseSet<StringRef> read; // a stage's parameters
+    entry.walk([&](ParamOp op) { read.insert(op.getName()); });
     auto module = entry->getParentOfType<ModuleOp>();
     for (auto parameter : module.getOps<ParameterOp>()) {
       if (!parameter.isTrained()) {
         continue; // frozen or state: no gradient (its computation is dead code)
+      }
+      if (stage && !read.contains(parameter.getSymName())) {
+        continue; // another stage's
       }
       Value gradient = parameterGradients.lookup(parameter.getSymName());
       if (!gradient) {
@@ -138,11 +200,7 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
         gradient = zerosOf(builder, parameter.getLoc(),
                            parameter.getShardType(grid));
       }
-      results.push_back(gradient);
-      resultTypes.push_back(gradient.getType());
-      names.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-          "mf.name",
-          builder.getStringAttr("grad." + parameter.getSymName().str()))));
+      addResult(gradient, "grad." + parameter.getSymName().str());
     }
     func::ReturnOp::create(builder, ret.getLoc(), results);
     ret.erase();

@@ -12,12 +12,22 @@
 //    Splat constants stand for the hyperparameters, so fusion turns each
 //    parameter's update into one elementwise kernel.
 //
+// A pipelined module does this per stage: `stage<s>_forward_backward`
+// becomes `stage<s>_accumulate_gradients` (every micro-batch's backward;
+// `mf.micro_batches` of them make a step) over the parameters the stage
+// reads, and `stage<s>_train_step(learning_rate, step)` is the update alone,
+// of the sums. The global norm sums every stage's squares (an
+// mf.all_reduce over the pipeline axis), and a parameter two stages read
+// (tied embeddings) has its gradient summed over them first.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <map>
@@ -81,8 +91,8 @@ struct Trained {
 /// yet with `mark` (kUpdateAttrName: mf-schedule-updates moves them), but
 /// not constants and parameter reads, which need no moving.
 void markUpdateOps(Operation *after, Operation *before, Attribute mark) {
-  for (Operation *op = after->getNextNode(); op != before;
-       op = op->getNextNode()) {
+  for (Operation *op = after ? after->getNextNode() : &before->getBlock()->front();
+       op != before; op = op->getNextNode()) {
     if (!op->hasAttr(kUpdateAttrName) && op->getNumOperands() > 0) {
       op->setAttr(kUpdateAttrName, mark);
     }
@@ -145,47 +155,154 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
   /// grid when its axis 0 (data_parallel) has several ranks, else null.
   shard::GridOp grid_, dataGrid_;
 
+  /// A pipelined module's stage count (its grid's last axis), else 0.
+  int64_t stages_ = 0;
+  /// Per parameter, the stages whose forward reads it.
+  llvm::StringMap<SmallVector<int64_t>> readingStages_;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (!isTrainingModule(module) || module.lookupSymbol("train_step")) {
       return; // not training, or built already
     }
-    auto backward = module.lookupSymbol<func::FuncOp>("forward_backward");
-    if (!backward) {
-      emitError(module.getLoc())
-          << "a training module needs forward_backward (run mf-autodiff first)";
-      return signalPassFailure();
+    // The entries to build from: forward_backward, or each stage's.
+    SmallVector<std::pair<func::FuncOp, std::string>> backwards;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      StringRef name = func.getSymName();
+      if (func->hasAttr(kStageAttrName) && name.ends_with("_forward_backward")) {
+        backwards.emplace_back(
+            func, name.drop_back(strlen("forward_backward")).str());
+      }
+    }
+    if (backwards.empty()) {
+      auto backward = module.lookupSymbol<func::FuncOp>("forward_backward");
+      if (!backward) {
+        emitError(module.getLoc()) << "a training module needs forward_backward "
+                                      "(run mf-autodiff first)";
+        return signalPassFailure();
+      }
+      backwards.emplace_back(backward, "");
+    } else if (module.lookupSymbol(backwards.front().second + "train_step")) {
+      return; // built already
     }
     FailureOr<OptimizerSettings> settings = readSettings(module);
     if (failed(settings)) {
       return signalPassFailure();
     }
     // Data parallelism: axis 0 of the module's grid (MindFormers'
-    // data_parallel x model_parallel).
+    // data_parallel x model_parallel (x pipeline_stage)).
     for (auto grid : module.getOps<shard::GridOp>()) {
       grid_ = grid;
       if (grid.getShape()[0] > 1) {
         dataGrid_ = grid;
       }
     }
+    if (auto microBatches =
+            module->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName)) {
+      if (!grid_ || grid_.getShape().size() != 3) {
+        emitError(module.getLoc())
+            << "a pipelined module (" << kMicroBatchesAttrName
+            << ") needs a data x model x pipeline grid";
+        return signalPassFailure();
+      }
+      stages_ = grid_.getShape()[kPipelineAxis];
+      settings->accumulation *= microBatches.getInt();
+      for (auto func : module.getOps<func::FuncOp>()) {
+        if (func->hasAttr(kStageAttrName) && func.getSymName().ends_with("_forward")) {
+          int64_t stage = func->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+          llvm::SmallSet<StringRef, 16> seen;
+          func.walk([&](ParamOp read) {
+            if (seen.insert(read.getName()).second) {
+              readingStages_[read.getName()].push_back(stage);
+            }
+          });
+        }
+      }
+    }
     SmallVector<Trained> trained = declareState(module, *settings);
-    if (trained.size() + 1 != backward.getNumResults()) {
-      backward.emitError() << "returns " << backward.getNumResults()
-                           << " values; expected the loss and one gradient per "
-                              "trained parameter ("
-                           << trained.size() << ")";
-      return signalPassFailure();
+    for (auto [backward, prefix] : backwards) {
+      // The gradients follow the loss and a stage's input gradient.
+      SmallVector<Trained> returned;
+      unsigned leading = 0;
+      for (unsigned i = 0; i < backward.getNumResults(); ++i) {
+        auto name = backward.getResultAttrOfType<StringAttr>(i, "mf.name");
+        if (!name || !name.getValue().starts_with("grad.")) {
+          if (!returned.empty()) {
+            backward.emitError() << "returns result " << i
+                                 << " after the gradients; expected the loss "
+                                    "(and an input gradient) first";
+            return signalPassFailure();
+          }
+          ++leading;
+          continue;
+        }
+        StringRef parameter = name.getValue().drop_front(strlen("grad."));
+        auto found = llvm::find_if(trained, [&](Trained &t) {
+          return t.parameter.getSymName() == parameter;
+        });
+        if (found == trained.end()) {
+          backward.emitError() << "returns the gradient of '" << parameter
+                               << "', which is not a trained parameter";
+          return signalPassFailure();
+        }
+        returned.push_back(*found);
+      }
+      if (prefix.empty() && returned.size() != trained.size()) {
+        backward.emitError() << "returns " << backward.getNumResults()
+                             << " values; expected the loss and one gradient "
+                                "per trained parameter ("
+                             << trained.size() << ")";
+        return signalPassFailure();
+      }
+      OpBuilder builder(module.getContext());
+      builder.setInsertionPointToEnd(module.getBody());
+      if (settings->accumulation > 1 || stages_) {
+        auto accumulate = cast<func::FuncOp>(builder.clone(*backward));
+        accumulate.setSymName(prefix + "accumulate_gradients");
+        if (failed(buildAccumulation(accumulate, leading, returned, *settings))) {
+          return signalPassFailure();
+        }
+      }
+      if (stages_) {
+        // A stage's update runs alone, after its last backward: the global
+        // norm waits for every stage, so it must not hold back a gradient
+        // that another stage waits for.
+        auto step = func::FuncOp::create(builder, backward.getLoc(),
+                                         prefix + "train_step",
+                                         builder.getFunctionType({}, {}));
+        step->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
+        OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
+        func::ReturnOp::create(body, backward.getLoc());
+        if (failed(buildUpdate(step, 0, returned, *settings, /*fromSums=*/true))) {
+          return signalPassFailure();
+        }
+        continue;
+      }
+      auto step = cast<func::FuncOp>(builder.clone(*backward));
+      step.setSymName(prefix + "train_step");
+      if (failed(buildUpdate(step, leading, returned, *settings))) {
+        return signalPassFailure();
+      }
     }
-    OpBuilder builder(module.getContext());
-    builder.setInsertionPointToEnd(module.getBody());
-    if (settings->accumulation > 1) {
-      auto accumulate = cast<func::FuncOp>(builder.clone(*backward));
-      accumulate.setSymName("accumulate_gradients");
-      buildAccumulation(accumulate, trained, *settings);
+  }
+
+  static constexpr int16_t kPipelineAxis = 2;
+
+  /// A parameter that several stages read (tied embeddings): its gradient
+  /// is the sum of theirs, which every stage reading it must join. Counted
+  /// in the global norm by the first of them only.
+  FailureOr<bool> sharedByStages(ParameterOp parameter) const {
+    auto it = readingStages_.find(parameter.getSymName());
+    if (it == readingStages_.end() || it->second.size() < 2) {
+      return false;
     }
-    auto step = cast<func::FuncOp>(builder.clone(*backward));
-    step.setSymName("train_step");
-    buildUpdate(step, trained, *settings);
+    if (static_cast<int64_t>(it->second.size()) != stages_) {
+      return parameter.emitError()
+             << "is read by " << it->second.size() << " of the " << stages_
+             << " pipeline stages; a parameter shared by some stages but not "
+                "all is not supported yet";
+    }
+    return true;
   }
 
   /// The state parameters, after the model's, in the same order.
@@ -240,7 +357,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);
       entry.m = declare(entry.parameter, "m", entry.shardedDim);
       entry.v = declare(entry.parameter, "v", entry.shardedDim);
-      if (settings.accumulation > 1) {
+      if (settings.accumulation > 1 || stages_) {
         entry.gradientSum = declare(entry.parameter, "grad_sum", std::nullopt);
       }
     }
@@ -407,26 +524,51 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     return math.div(g, math.scalar(static_cast<double>(settings.accumulation)));
   }
 
-  void buildAccumulation(func::FuncOp entry, MutableArrayRef<Trained> trained,
-                         const OptimizerSettings &settings) {
+  /// The results before the gradients (`leading` of them: the loss, a
+  /// stage's input gradient), the loss averaged over the data-parallel
+  /// ranks, with their names.
+  void leadingResults(func::FuncOp entry, func::ReturnOp ret, unsigned leading,
+                      MathBuilder &math, SmallVectorImpl<Value> &results,
+                      SmallVectorImpl<StringRef> &names) {
+    for (unsigned i = 0; i < leading; ++i) {
+      StringRef name =
+          entry.getResultAttrOfType<StringAttr>(i, "mf.name").getValue();
+      Value value = ret.getOperand(i);
+      results.push_back(name == "loss" ? meanOverDataParallel(math, value)
+                                       : value);
+      names.push_back(name);
+    }
+  }
+
+  LogicalResult buildAccumulation(func::FuncOp entry, unsigned leading,
+                                  MutableArrayRef<Trained> trained,
+                                  const OptimizerSettings &settings) {
     auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
     OpBuilder builder(ret);
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       Location loc = locationOf(parameter.parameter);
       MathBuilder math(builder, loc);
       Operation *last = ret->getPrevNode();
-      Value share = microBatchShare(math, ret.getOperand(1 + index), settings);
+      Value share =
+          microBatchShare(math, ret.getOperand(leading + index), settings);
       Value sum = math.add(read(builder, parameter.gradientSum, loc), share);
       AssignOp::create(builder, loc, parameter.gradientSum.getSymName(), sum);
       markUpdateOps(last, ret, FlatSymbolRefAttr::get(parameter.parameter));
     }
     MathBuilder shared(builder, entry.getLoc());
-    setResults(entry, ret, {meanOverDataParallel(shared, ret.getOperand(0))},
-               {"loss"});
+    SmallVector<Value> results;
+    SmallVector<StringRef> names;
+    leadingResults(entry, ret, leading, shared, results, names);
+    setResults(entry, ret, results, names);
+    return success();
   }
 
-  void buildUpdate(func::FuncOp entry, MutableArrayRef<Trained> trained,
-                   const OptimizerSettings &settings) {
+  /// `fromSums`: the entry is the update alone, of the gradient sums that
+  /// accumulate_gradients made (a pipeline stage's).
+  LogicalResult buildUpdate(func::FuncOp entry, unsigned leading,
+                            MutableArrayRef<Trained> trained,
+                            const OptimizerSettings &settings,
+                            bool fromSums = false) {
     MLIRContext *context = entry.getContext();
     auto scalarType = RankedTensorType::get({}, Float32Type::get(context));
     unsigned argumentCount = entry.getNumArguments();
@@ -457,9 +599,22 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     for (auto [index, parameter] : llvm::enumerate(trained)) {
       MathBuilder math(builder, locationOf(parameter.parameter));
       Operation *last = ret->getPrevNode();
-      Value g = microBatchShare(math, ret.getOperand(1 + index), settings);
-      if (settings.accumulation > 1) {
-        g = math.add(read(builder, parameter.gradientSum, math.loc), g);
+      Value g;
+      if (fromSums) {
+        g = read(builder, parameter.gradientSum, math.loc);
+      } else {
+        g = microBatchShare(math, ret.getOperand(leading + index), settings);
+        if (settings.accumulation > 1) {
+          g = math.add(read(builder, parameter.gradientSum, math.loc), g);
+        }
+      }
+      FailureOr<bool> shared = sharedByStages(parameter.parameter);
+      if (failed(shared)) {
+        return failure();
+      }
+      if (*shared) {
+        g = AllReduceOp::create(builder, math.loc, g, grid_.getSymName(),
+                                builder.getDenseI16ArrayAttr({kPipelineAxis}));
       }
       if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
@@ -492,7 +647,12 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       // blocks; a replicated one's count once.
       Value total;
       std::map<SmallVector<int16_t>, Value> splitTotals;
+      int64_t stage = stages_ ? entry->getAttrOfType<IntegerAttr>(kStageAttrName).getInt() : 0;
       for (auto [parameter, g] : llvm::zip(trained, gradients)) {
+        auto readers = readingStages_.find(parameter.parameter.getSymName());
+        if (readers != readingStages_.end() && readers->second.front() != stage) {
+          continue; // a shared parameter's: counted by the first stage
+        }
         Value squares = shared.sumAll(shared.mul(g, g));
         SmallVector<int16_t> axes =
             parameter.shardedDim ? splitAxesOf(parameter.m)
@@ -507,6 +667,14 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                                           grid_.getSymName(),
                                           builder.getDenseI16ArrayAttr(axes));
         total = total ? shared.add(total, whole) : whole;
+      }
+      if (!total) { // a stage whose parameters another stage counts
+        total = shared.scalar(0.0);
+      }
+      if (stages_) { // every stage's squares
+        total = AllReduceOp::create(builder, optimizerLoc, total,
+                                    grid_.getSymName(),
+                                    builder.getDenseI16ArrayAttr({kPipelineAxis}));
       }
       norm = shared.sqrt(total);
       Value scale =
@@ -587,13 +755,15 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     // The rest (per-step scalars, clipping, buckets) serve several updates.
     markUpdateOps(backwardEnd, ret, UnitAttr::get(context));
 
-    SmallVector<Value> results{meanOverDataParallel(shared, ret.getOperand(0))};
-    SmallVector<StringRef> names{"loss"};
+    SmallVector<Value> results;
+    SmallVector<StringRef> names;
+    leadingResults(entry, ret, leading, shared, results, names);
     if (norm) {
       results.push_back(norm);
       names.push_back("grad_norm");
     }
     setResults(entry, ret, results, names);
+    return success();
   }
 
   /// Replaces the entry's return by one of `results`, named `names`.

@@ -1,0 +1,52 @@
+//===- PipelineSchedule.h - the order of a pipeline's passes ----*- C++ -*-===//
+//
+// A pipelined training step runs m micro-batches through p stages. Each
+// stage's ranks run a forward (F) and a backward (B) pass per micro-batch;
+// the schedule is the order they run them in, fixed at compile time and
+// written into model.bin, so the runtime only follows it.
+//
+// 1F1B (PipeDream-Flush; MindSpore's default pipeline schedule): stage s
+// first runs min(p - s - 1, m) forwards (the warm-up), then alternates one
+// forward and one backward, then runs the remaining backwards. A stage
+// holds at most min(p - s, m) micro-batches between their F and B, where
+// GPipe (all forwards, then all backwards) holds m.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
+#define MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfc {
+
+struct PipelineSlot {
+  bool backward = false;
+  int64_t microBatch = 0;
+};
+
+/// One stage's passes in order. The last stage's forward of a micro-batch
+/// is part of its backward (one pass computes the loss and the
+/// gradients), so its slots are backwards only.
+struct StageSchedule {
+  std::vector<PipelineSlot> slots;
+  /// The most micro-batches between their forward and backward.
+  int64_t inFlight = 0;
+};
+
+/// The 1F1B schedule of `stages` stages and `microBatches` micro-batches
+/// (microBatches >= 1, stages >= 1).
+std::vector<StageSchedule> schedule1F1B(int64_t stages, int64_t microBatches);
+
+/// The fraction of a step each stage idles under 1F1B with equal stages
+/// and a backward twice a forward: (p - 1) / (m + p - 1).
+double bubbleFraction1F1B(int64_t stages, int64_t microBatches);
+
+/// A stage's slots as text: "F0 F1 B0 F2 B1 B2".
+std::string describe(const StageSchedule &stage);
+
+} // namespace mfc
+
+#endif // MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H

@@ -1,0 +1,123 @@
+//===- PipelineStep.cpp - one rank's part of a pipelined step -------------===//
+
+#include "tools/mf-run/PipelineStep.h"
+
+#include "runtime/io/Weights.h"
+
+using namespace mfrt;
+
+namespace {
+
+/// Message tags between two neighbouring stages: a micro-batch's hidden
+/// states go forward, their gradient comes back (MPI keeps the order of
+/// messages with the same tag, so the index may wrap).
+int forwardTag(int64_t micro) { return static_cast<int>(micro % 16384) * 2; }
+int backwardTag(int64_t micro) { return forwardTag(micro) + 1; }
+
+/// The output of `entry` called `name`, or null.
+const Tensor *outputNamed(const fb::Entry &entry,
+                          const std::vector<Tensor> &outputs,
+                          const std::string &name) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (entry.output_names()->Get(i)->str() == name) {
+      return &outputs[i];
+    }
+  }
+  return nullptr;
+}
+
+} // namespace
+
+PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
+                           Communicator &ranks, const RunOptions &runOptions)
+    : executable_(executable), executor_(executor), ranks_(ranks),
+      runOptions_(runOptions),
+      schedule_(*executable.pipeline()->stages()->Get(static_cast<uint32_t>(
+          stageOfRank(executable, &ranks)))),
+      stages_(executable.pipelineStages()),
+      stage_(stageOfRank(executable, &ranks)),
+      microBatches_(executable.pipeline()->micro_batches()),
+      stageAxis_(static_cast<int64_t>(executable.root().grid()->size()) - 1) {}
+
+StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
+                                       size_t index, int64_t from, int tag) {
+  MFRT_ASSIGN_OR_RETURN(Tensor tensor, executor_.allocateInput(entryName, index));
+  MFRT_RETURN_IF_ERROR(ranks_.receive(tensor, stageAxis_, from, tag));
+  return tensor;
+}
+
+StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
+                                   double lr, int64_t step) {
+  bool first = stage_ == 0, last = stage_ + 1 == stages_;
+  std::map<int64_t, Tensor> kept; // stage inputs between forward and backward
+  std::vector<Tensor> sending;    // alive until waitSends()
+  double loss = 0;
+  size_t slots = schedule_.backward()->size();
+  for (size_t slot = 0; slot < slots; ++slot) {
+    int64_t micro = schedule_.micro_batch()->Get(slot);
+    const MicroBatch &batch = batches[static_cast<size_t>(micro)];
+    if (!schedule_.backward()->Get(slot)) {
+      std::string name = entry("forward");
+      Tensor input = batch.ids;
+      if (!first) {
+        MFRT_ASSIGN_OR_RETURN(
+            input, receive(name, 0, stage_ - 1, forwardTag(micro)));
+      }
+      kept[micro] = input;
+      MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
+                            executor_.run(name, {input}, runOptions_));
+      sending.push_back(outputs[0]);
+      MFRT_RETURN_IF_ERROR(
+          ranks_.send(sending.back(), stageAxis_, stage_ + 1, forwardTag(micro)));
+      continue;
+    }
+    std::string name = entry("accumulate_gradients");
+    std::vector<Tensor> inputs;
+    if (last) {
+      Tensor input = batch.ids;
+      if (!first) {
+        MFRT_ASSIGN_OR_RETURN(
+            input, receive(name, 0, stage_ - 1, forwardTag(micro)));
+      }
+      inputs = {input, batch.labels};
+    } else {
+      auto found = kept.find(micro);
+      if (found == kept.end()) {
+        return Status::error(StatusCode::Internal,
+                             "the pipeline schedule runs a backward before its "
+                             "forward");
+      }
+      MFRT_ASSIGN_OR_RETURN(
+          Tensor gradient, receive(name, 1, stage_ + 1, backwardTag(micro)));
+      inputs = {found->second, gradient};
+      kept.erase(found);
+    }
+    MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
+                          executor_.run(name, std::move(inputs), runOptions_));
+    const fb::Entry &ran = *executable_.entry(name);
+    if (const Tensor *value = outputNamed(ran, outputs, "loss")) {
+      loss += value->loadFloat(0) / static_cast<double>(microBatches_);
+    }
+    if (!first) {
+      const Tensor *gradient = outputNamed(ran, outputs, "input_gradient");
+      sending.push_back(*gradient);
+      MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ - 1,
+                                       backwardTag(micro)));
+    }
+  }
+  // The update, once every gradient this stage sends is on its way.
+  std::string update = entry("train_step");
+  std::vector<Tensor> scalars;
+  for (double value : {lr, static_cast<double>(step)}) {
+    MFRT_ASSIGN_OR_RETURN(Tensor scalar,
+                          executor_.allocateInput(update, scalars.size()));
+    scalar.as<float>()[0] = static_cast<float>(value);
+    scalars.push_back(scalar);
+  }
+  MFRT_RETURN_IF_ERROR(executor_.run(update, std::move(scalars), runOptions_).status());
+  MFRT_RETURN_IF_ERROR(ranks_.waitSends());
+  // The last stage's loss, on every stage (the others add nothing).
+  MFRT_RETURN_IF_ERROR(
+      ranks_.allReduceInPlace(&loss, 1, /*max=*/false, {stageAxis_}));
+  return loss;
+}

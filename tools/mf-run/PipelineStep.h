@@ -1,0 +1,70 @@
+//===- PipelineStep.h - one rank's part of a pipelined step -----*- C++ -*-===//
+//
+// A pipelined model.bin (Training.pipeline) gives each stage's ranks their
+// own entries and the compiled order of their passes over the step's
+// micro-batches. This follows it: a forward receives its input from the
+// previous stage (or takes the micro-batch's ids), keeps it, and sends its
+// hidden states on; a backward receives their gradient from the next stage
+// (the last stage: the labels), runs the stage again from the kept input
+// and sends the input's gradient back, adding its parameters' gradients to
+// their sums. Then the stage's train_step updates its parameters from the
+// sums (its global norm joins every stage's). Sends do not wait
+// (MPI_Isend), so no order of the stages' sends can deadlock; receives do.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_TOOLS_MF_RUN_PIPELINESTEP_H
+#define MFC_TOOLS_MF_RUN_PIPELINESTEP_H
+
+#include "runtime/exec/Executor.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// One micro-batch's ids and labels ([batch, seq] i32 each).
+struct MicroBatch {
+  Tensor ids, labels;
+};
+
+class PipelineStep {
+public:
+  /// This rank's stage of `executable`'s pipeline (which must have one).
+  PipelineStep(const Executable &executable, Executor &executor,
+               Communicator &ranks, const RunOptions &runOptions);
+
+  int64_t stage() const { return stage_; }
+  int64_t microBatches() const { return microBatches_; }
+  /// The entry whose inputs are the micro-batches' ids and labels.
+  std::string idsEntry() const { return "stage0_accumulate_gradients"; }
+  std::string labelsEntry() const {
+    return "stage" + std::to_string(stages_ - 1) + "_accumulate_gradients";
+  }
+
+  /// Runs this rank's passes of one step over `batches` (one per
+  /// micro-batch) with learning rate `lr` at step `step` (from 1). Returns
+  /// the step's loss (the mean of the micro-batches'), on every rank.
+  StatusOr<double> run(const std::vector<MicroBatch> &batches, double lr,
+                       int64_t step);
+
+private:
+  std::string entry(const std::string &name) const {
+    return "stage" + std::to_string(stage_) + "_" + name;
+  }
+  /// Receives input `index` of `entryName` from stage `from`.
+  StatusOr<Tensor> receive(const std::string &entryName, size_t index,
+                           int64_t from, int tag);
+
+  const Executable &executable_;
+  Executor &executor_;
+  Communicator &ranks_;
+  const RunOptions &runOptions_;
+  const fb::StageSchedule &schedule_;
+  int64_t stages_, stage_, microBatches_, stageAxis_;
+};
+
+} // namespace mfrt
+
+#endif // MFC_TOOLS_MF_RUN_PIPELINESTEP_H
