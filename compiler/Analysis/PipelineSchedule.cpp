@@ -40,9 +40,17 @@ double mfc::bubbleFraction1F1B(int64_t stages, int64_t microBatches) {
          static_cast<double>(microBatches + stages - 1);
 }
 
-std::string mfc::describe(const StageSchedule &stage) {
+std::string mfc::describe(const StageSchedule &stage, size_t limit) {
   std::string text;
-  for (const PipelineSlot &slot : stage.slots) {
+  size_t count = stage.slots.size();
+  for (size_t i = 0; i < count; ++i) {
+    // The first and last slots of a long schedule: its warm-up, its
+    // steady state and its cool-down.
+    if (count > limit && i == limit * 2 / 3) {
+      text += " ...";
+      i = count - limit / 3;
+    }
+    const PipelineSlot &slot = stage.slots[i];
     if (!text.empty()) {
       text += ' ';
     }

@@ -16,6 +16,7 @@
 #ifndef MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
 #define MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,8 +45,9 @@ std::vector<StageSchedule> schedule1F1B(int64_t stages, int64_t microBatches);
 /// and a backward twice a forward: (p - 1) / (m + p - 1).
 double bubbleFraction1F1B(int64_t stages, int64_t microBatches);
 
-/// A stage's slots as text: "F0 F1 B0 F2 B1 B2".
-std::string describe(const StageSchedule &stage);
+/// A stage's slots as text: "F0 F1 B0 F2 B1 B2"; beyond `limit` slots,
+/// the first two thirds and the last third of them around "...".
+std::string describe(const StageSchedule &stage, size_t limit = SIZE_MAX);
 
 } // namespace mfc
 

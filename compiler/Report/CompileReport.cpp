@@ -1,6 +1,7 @@
 //===- CompileReport.cpp - what the compiler decided, readable ------------===//
 
 #include "compiler/Report/CompileReport.h"
+#include "compiler/Analysis/PipelineSchedule.h"
 
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/IR/OpLevelProgram.h"
@@ -9,6 +10,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <optional>
@@ -133,7 +136,8 @@ struct Collectives {
 /// Per entry, its all-reduces grouped by axes (entries without are left out).
 std::vector<std::pair<std::string, std::vector<Collectives>>>
 collectivesOf(ModuleOp module, shard::GridOp grid) {
-  static const char *const axisNames[] = {"data_parallel", "model_parallel"};
+  static const char *const axisNames[] = {"data_parallel", "model_parallel",
+                                          "pipeline_stage"};
   std::vector<std::pair<std::string, std::vector<Collectives>>> entries;
   for (auto function : module.getOps<func::FuncOp>()) {
     std::map<std::pair<std::string, std::string>, Collectives> byAxes;
@@ -142,7 +146,7 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       int64_t ranks = 1;
       for (int16_t axis : gridAxes) {
         axes += (axes.empty() ? "" : " x ") +
-                std::string(axis < 2 ? axisNames[axis] : "axis " + std::to_string(axis));
+                std::string(axis < 3 ? axisNames[axis] : "axis " + std::to_string(axis));
         ranks *= grid.getShape()[axis];
       }
       Collectives &collectives = byAxes[{kind.str(), axes}];
@@ -185,6 +189,74 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
     }
   }
   return entries;
+}
+
+/// One pipeline stage of a pipelined training module, per rank.
+struct StageReport {
+  int64_t firstLayer = -1, lastLayer = -1;
+  int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  int64_t backwardArena = -1; ///< its accumulate_gradients' plan
+  int64_t inputBytes = 0;     ///< one kept input (a micro-batch's)
+  StageSchedule schedule;
+};
+
+/// The stages of a pipelined module (mf.micro_batches), else empty.
+std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
+  auto microBatches =
+      module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName);
+  if (!microBatches || !grid) {
+    return {};
+  }
+  int64_t stageCount = grid.getShape().back();
+  std::vector<StageReport> stages(static_cast<size_t>(stageCount));
+  std::vector<StageSchedule> schedule =
+      schedule1F1B(stageCount, microBatches.getInt());
+  llvm::Regex layer("\\.(layers|h)\\.([0-9]+)\\.");
+  for (auto function : module.getOps<func::FuncOp>()) {
+    auto stageAttr = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
+    if (!stageAttr || !function.getSymName().ends_with("_train_step")) {
+      continue;
+    }
+    StageReport &stage = stages[static_cast<size_t>(stageAttr.getInt())];
+    stage.schedule = schedule[static_cast<size_t>(stageAttr.getInt())];
+    // What its update reads: its parameters and their state.
+    llvm::StringSet<> read;
+    function.walk([&](mf::ParamOp op) { read.insert(op.getName()); });
+    for (auto parameter : module.getOps<mf::ParameterOp>()) {
+      StringRef name = parameter.getSymName();
+      if (!read.contains(name)) {
+        continue;
+      }
+      int64_t bytes = bytesOf(parameter.getShardType(grid));
+      if (name.starts_with("optimizer.grad_sum.")) {
+        stage.gradientBytes += bytes;
+      } else if (parameter.getState()) {
+        stage.optimizerBytes += bytes;
+      } else {
+        stage.parameterBytes += bytes;
+        SmallVector<StringRef> match;
+        if (layer.match(name, &match)) {
+          int64_t index = std::stoll(match[2].str());
+          stage.firstLayer =
+              stage.firstLayer < 0 ? index : std::min(stage.firstLayer, index);
+          stage.lastLayer = std::max(stage.lastLayer, index);
+        }
+      }
+    }
+    std::string prefix =
+        function.getSymName().drop_back(strlen("train_step")).str();
+    if (mfexec::EntryOp host =
+            hostProgramOf(module, prefix + "accumulate_gradients")) {
+      if (host.getArenaBytes()) {
+        stage.backwardArena = *host.getArenaBytes();
+      }
+    }
+    if (auto backward =
+            module.lookupSymbol<func::FuncOp>(prefix + "accumulate_gradients")) {
+      stage.inputBytes = bytesOf(backward.getArgumentTypes().front());
+    }
+  }
+  return stages;
 }
 
 /// "none 0-3, selective 4-5, full 6-11": runs of equal choices.
@@ -488,10 +560,37 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
       }
       perEntry[name] = std::move(collectives);
     }
-    root["parallel"] = llvm::json::Object{
-        {"grid", std::move(shape)},
-        {"parameter_bytes_per_rank", parameters},
-        {"collectives", std::move(perEntry)}};
+    llvm::json::Object parallel{{"grid", std::move(shape)},
+                                {"parameter_bytes_per_rank", parameters},
+                                {"collectives", std::move(perEntry)}};
+    std::vector<StageReport> stages = pipelineStagesOf(module, grid);
+    if (!stages.empty()) {
+      int64_t micro = module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName).getInt();
+      llvm::json::Array list;
+      int64_t most = 0;
+      for (const StageReport &stage : stages) {
+        int64_t held =
+            stage.parameterBytes + stage.gradientBytes + stage.optimizerBytes;
+        most = std::max(most, held);
+        list.push_back(llvm::json::Object{
+            {"layers", llvm::json::Array{stage.firstLayer, stage.lastLayer}},
+            {"parameter_bytes_per_rank", stage.parameterBytes},
+            {"gradient_bytes_per_rank", stage.gradientBytes},
+            {"optimizer_bytes_per_rank", stage.optimizerBytes},
+            {"backward_arena_bytes", stage.backwardArena},
+            {"micro_batches_in_flight", stage.schedule.inFlight},
+            {"kept_input_bytes", stage.schedule.inFlight * stage.inputBytes},
+            {"schedule", describe(stage.schedule)}});
+      }
+      parallel["parameter_bytes_per_rank"] = most;
+      parallel["pipeline"] = llvm::json::Object{
+          {"scheduler", "1f1b"},
+          {"micro_batches", micro},
+          {"bubble_fraction",
+           bubbleFraction1F1B(static_cast<int64_t>(stages.size()), micro)}};
+      parallel["stages"] = std::move(list);
+    }
+    root["parallel"] = std::move(parallel);
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
@@ -504,14 +603,46 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       parameters += bytesOf(parameter.getShardType(grid));
       whole += bytesOf(parameter.getTensorType());
     }
+    std::vector<StageReport> stages = pipelineStagesOf(module, grid);
+    if (!stages.empty()) {
+      parameters = 0;
+      for (const StageReport &stage : stages) {
+        parameters = std::max(parameters, stage.parameterBytes +
+                                              stage.gradientBytes +
+                                              stage.optimizerBytes);
+      }
+    }
     os << "parallel: grid " << grid.getShape()[0];
     for (int64_t extent : grid.getShape().drop_front()) {
       os << "x" << extent;
     }
-    os << llvm::format(" (data_parallel x model_parallel); each rank holds "
-                       "%.4g MB of weights and optimizer state (whole: %.4g "
+    os << llvm::format(" (data_parallel x model_parallel%s); each rank holds "
+                       "%s%.4g MB of weights and optimizer state (whole: %.4g "
                        "MB)\n",
-                       parameters / 1e6, whole / 1e6);
+                       stages.empty() ? "" : " x pipeline_stage",
+                       stages.empty() ? "" : "at most ", parameters / 1e6,
+                       whole / 1e6);
+    if (!stages.empty()) {
+      int64_t micro = module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName).getInt();
+      os << llvm::format("pipeline: %zu stages, %lld micro-batches a step, "
+                         "1F1B (bubble (p-1)/(m+p-1) = %.1f%%)\n",
+                         stages.size(), static_cast<long long>(micro),
+                         100 * bubbleFraction1F1B(
+                                   static_cast<int64_t>(stages.size()), micro));
+      for (auto [index, stage] : llvm::enumerate(stages)) {
+        os << llvm::format(
+            "  stage %zu: layers %lld-%lld; per rank: parameters %.4g MB, "
+            "gradient sums %.4g MB, optimizer state %.4g MB, backward arena "
+            "%.4g MB, %lld micro-batch inputs kept (%.4g MB)\n    %s\n",
+            index, static_cast<long long>(stage.firstLayer),
+            static_cast<long long>(stage.lastLayer), stage.parameterBytes / 1e6,
+            stage.gradientBytes / 1e6, stage.optimizerBytes / 1e6,
+            stage.backwardArena / 1e6,
+            static_cast<long long>(stage.schedule.inFlight),
+            stage.schedule.inFlight * stage.inputBytes / 1e6,
+            describe(stage.schedule, 30).c_str());
+      }
+    }
     for (auto &[name, list] : collectivesOf(module, grid)) {
       os << "  @" << name << ":";
       for (const Collectives &c : list) {

@@ -78,28 +78,24 @@ Communicator::start(const std::vector<int64_t> &grid) {
                              std::to_string(size) + ": run mpirun -n " +
                              std::to_string(ranks) + " mf-run ...");
   }
-  // Every group of axes, in the same order on every rank.
+  // Every group of axes, each order of them (the ranks' order in the
+  // group), made in the same order on every rank.
   size_t axes = grid.size();
   for (uint32_t subset = 1; subset < (1u << axes); ++subset) {
-    std::vector<int64_t> along;
+    std::vector<int64_t> along, others;
     for (size_t axis = 0; axis < axes; ++axis) {
-      if (subset & (1u << axis)) {
-        along.push_back(static_cast<int64_t>(axis));
+      (subset & (1u << axis) ? along : others)
+          .push_back(static_cast<int64_t>(axis));
+    }
+    do {
+      MPI_Comm &comm = communicator->groups_->byAxes[along];
+      if (MPI_Comm_split(MPI_COMM_WORLD,
+                         static_cast<int>(communicator->indexAlong(others)),
+                         static_cast<int>(communicator->indexAlong(along)),
+                         &comm) != MPI_SUCCESS) {
+        return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
       }
-    }
-    std::vector<int64_t> others;
-    for (size_t axis = 0; axis < axes; ++axis) {
-      if (!(subset & (1u << axis))) {
-        others.push_back(static_cast<int64_t>(axis));
-      }
-    }
-    MPI_Comm &comm = communicator->groups_->byAxes[along];
-    if (MPI_Comm_split(MPI_COMM_WORLD,
-                       static_cast<int>(communicator->indexAlong(others)),
-                       static_cast<int>(communicator->indexAlong(along)),
-                       &comm) != MPI_SUCCESS) {
-      return Status::error(StatusCode::Unavailable, "MPI_Comm_split failed");
-    }
+    } while (std::next_permutation(along.begin(), along.end()));
   }
   return communicator;
 }

@@ -40,8 +40,23 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       os << (i ? "x" : "") << root.grid()->Get(i);
       ranks *= root.grid()->Get(i);
     }
-    os << " (data_parallel x model_parallel): run with mpirun -n " << ranks
-       << "\n";
+    os << " (data_parallel x model_parallel"
+       << (root.grid()->size() > 2 ? " x pipeline_stage" : "")
+       << "): run with mpirun -n " << ranks << "\n";
+  }
+  if (const fb::Pipeline *pipeline = executable.pipeline()) {
+    os << "pipeline: " << pipeline->stages()->size() << " stages, "
+       << pipeline->micro_batches() << " micro-batches a step, "
+       << pipeline->scheduler()->str() << "\n";
+    for (size_t stage = 0; stage < pipeline->stages()->size(); ++stage) {
+      const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
+      os << "  stage " << stage << ":";
+      for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
+        os << (own.backward()->Get(slot) ? " B" : " F")
+           << own.micro_batch()->Get(slot);
+      }
+      os << " (" << own.in_flight() << " micro-batch inputs kept)\n";
+    }
   }
   os << "model " << (model.name() ? model.name()->str() : "?") << ": "
      << fb::EnumNameModelFamily(model.family()) << ", run_mode "
@@ -112,6 +127,12 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     if (parameter.mf_name()) {
       os << " (mindformers: " << parameter.mf_name()->str() << ")";
     }
+    if (parameter.stages() && parameter.stages()->size() > 0) {
+      os << (parameter.stages()->size() > 1 ? " stages" : " stage");
+      for (size_t s = 0; s < parameter.stages()->size(); ++s) {
+        os << (s ? ", " : " ") << parameter.stages()->Get(s);
+      }
+    }
     os << "\n";
   }
   size_t kernelCount = root.kernels() ? root.kernels()->size() : 0;
@@ -140,7 +161,11 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
          << ": " << typeText(*entry->values()->Get(entry->outputs()->Get(i)));
     }
     size_t opCount = entry->ops() ? entry->ops()->size() : 0;
-    os << "), " << opCount << " ops\n";
+    os << "), " << opCount << " ops";
+    if (entry->stage() >= 0) {
+      os << ", pipeline stage " << entry->stage();
+    }
+    os << "\n";
     const fb::HostProgram *host = entry->host();
     // Per op: the command that computes it (-1: none) and where each value
     // is stored.

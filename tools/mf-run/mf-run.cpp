@@ -1446,8 +1446,12 @@ int checkModes(Session &session) {
   size_t checked = 0, libraryChecked = 0;
   std::string compared;
   std::vector<std::string> skipped;
+  int64_t stage = stageOfRank(session.executable, ranks.get());
   for (const std::string &name : session.executable.entryNames()) {
     const fb::Entry &entry = *session.executable.entry(name);
+    if (entry.stage() >= 0 && entry.stage() != stage) {
+      continue; // another pipeline stage's: its ranks compare it
+    }
     if (entry.ops() && assignsParameters(entry)) {
       skipped.push_back(name);
       continue;
@@ -1461,6 +1465,11 @@ int checkModes(Session &session) {
   std::cout << "check: " << compared << " in graph mode equal pynative "
             << "(rtol 1e-4, atol 1e-5; kernels computing in f16/bf16: two ulps): "
             << checked << " kernel dispatches compared";
+  if (stage >= 0) {
+    std::cout << " on pipeline stage " << stage
+              << "'s ranks (each stage's ranks compare its entries; an error "
+                 "on any ends the run)";
+  }
   if (libraryChecked > 0) {
     std::cout << ", and " << libraryChecked << " library ops";
   }
