@@ -24,7 +24,8 @@ public:
     RankedTensorType embedded = tensorType({batch, seq, hiddenSize}, paramType());
 
     Location wteLoc = loc("transformer.wte", "vocab_size");
-    Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte(), ids);
+    Value tokens =
+        mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte(), ids);
     Location wpeLoc = loc("transformer.wpe", "seq_length");
     Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
                        wpeLoc);
@@ -54,9 +55,9 @@ private:
   /// it by vocabulary.
   Value wte() {
     const ModelConfig &model = spec_.model;
-    return weight("transformer.wte.weight", "", {model.vocabSize, model.hiddenSize},
-                  loc("transformer.wte", "vocab_size"),
-                  spec_.vocabParallel ? 0 : -1);
+    return weight(
+        "transformer.wte.weight", "", {model.vocabSize, model.hiddenSize},
+        loc("transformer.wte", "vocab_size"), spec_.vocabParallel ? 0 : -1);
   }
 
   Value layerNorm(Value input, const std::string &path) {

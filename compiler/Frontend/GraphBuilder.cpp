@@ -456,9 +456,9 @@ Value GraphBuilder::loss(Value logits, Value labels) {
   Location lossLoc = loc("loss", "ignore_token_id");
   Value flatLogits = reshape(logits, {rows, model.vocabSize}, lossLoc);
   Value flatLabels = reshape(labels, {rows}, lossLoc);
-  return mf::CrossEntropyOp::create(builder_, lossLoc,
-                                    tensorType({}, builder_.getF32Type()),
-                                    flatLogits, flatLabels, model.ignoreTokenId);
+  return mf::CrossEntropyOp::create(
+      builder_, lossLoc, tensorType({}, builder_.getF32Type()), flatLogits,
+      flatLabels, model.ignoreTokenId);
 }
 
 void GraphBuilder::buildLossEntry() {

@@ -2193,8 +2193,7 @@ private:
     if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2) {
       diagnostics().error(
           locOfKey(pc + ".pipeline_stage"),
-          pc + ".pipeline_stage: " +
-              llvm::Twine(spec_.shardedPipelineStages) +
+          pc + ".pipeline_stage: " + llvm::Twine(spec_.shardedPipelineStages) +
               " stages of a model with tied embeddings are not built yet "
               "(the first and last stage share the table: built for 2 "
               "stages); untie them or use pipeline_stage: 2");

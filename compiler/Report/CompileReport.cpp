@@ -8,10 +8,10 @@
 #include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <optional>
@@ -146,7 +146,8 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       int64_t ranks = 1;
       for (int16_t axis : gridAxes) {
         axes += (axes.empty() ? "" : " x ") +
-                std::string(axis < 3 ? axisNames[axis] : "axis " + std::to_string(axis));
+                std::string(axis < 3 ? axisNames[axis]
+                                     : "axis " + std::to_string(axis));
         ranks *= grid.getShape()[axis];
       }
       Collectives &collectives = byAxes[{kind.str(), axes}];
@@ -251,8 +252,8 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
         stage.backwardArena = *host.getArenaBytes();
       }
     }
-    if (auto backward =
-            module.lookupSymbol<func::FuncOp>(prefix + "accumulate_gradients")) {
+    if (auto backward = module.lookupSymbol<func::FuncOp>(
+            prefix + "accumulate_gradients")) {
       stage.inputBytes = bytesOf(backward.getArgumentTypes().front());
     }
   }
@@ -565,7 +566,9 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
                                 {"collectives", std::move(perEntry)}};
     std::vector<StageReport> stages = pipelineStagesOf(module, grid);
     if (!stages.empty()) {
-      int64_t micro = module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName).getInt();
+      int64_t micro =
+          module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)
+              .getInt();
       llvm::json::Array list;
       int64_t most = 0;
       for (const StageReport &stage : stages) {
@@ -607,9 +610,9 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     if (!stages.empty()) {
       parameters = 0;
       for (const StageReport &stage : stages) {
-        parameters = std::max(parameters, stage.parameterBytes +
-                                              stage.gradientBytes +
-                                              stage.optimizerBytes);
+        parameters =
+            std::max(parameters, stage.parameterBytes + stage.gradientBytes +
+                                     stage.optimizerBytes);
       }
     }
     os << "parallel: grid " << grid.getShape()[0];
@@ -623,12 +626,14 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
                        stages.empty() ? "" : "at most ", parameters / 1e6,
                        whole / 1e6);
     if (!stages.empty()) {
-      int64_t micro = module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName).getInt();
-      os << llvm::format("pipeline: %zu stages, %lld micro-batches a step, "
-                         "1F1B (bubble (p-1)/(m+p-1) = %.1f%%)\n",
-                         stages.size(), static_cast<long long>(micro),
-                         100 * bubbleFraction1F1B(
-                                   static_cast<int64_t>(stages.size()), micro));
+      int64_t micro =
+          module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)
+              .getInt();
+      os << llvm::format(
+          "pipeline: %zu stages, %lld micro-batches a step, "
+          "1F1B (bubble (p-1)/(m+p-1) = %.1f%%)\n",
+          stages.size(), static_cast<long long>(micro),
+          100 * bubbleFraction1F1B(static_cast<int64_t>(stages.size()), micro));
       for (auto [index, stage] : llvm::enumerate(stages)) {
         os << llvm::format(
             "  stage %zu: layers %lld-%lld; per rank: parameters %.4g MB, "

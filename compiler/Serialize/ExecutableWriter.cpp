@@ -137,7 +137,8 @@ public:
     // them (their optimizer state too: each stage's train_step reads it).
     llvm::StringMap<std::vector<int16_t>> stagesReading;
     for (auto function : module_.getOps<func::FuncOp>()) {
-      if (auto stage = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName)) {
+      if (auto stage =
+              function->getAttrOfType<IntegerAttr>(mf::kStageAttrName)) {
         function.walk([&](mf::ParamOp read) {
           std::vector<int16_t> &stages = stagesReading[read.getName()];
           if (!llvm::is_contained(stages, stage.getInt())) {

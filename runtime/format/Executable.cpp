@@ -304,11 +304,13 @@ Status checkPipeline(const fb::Executable &root) {
   for (const fb::Entry *entry : *root.entries()) {
     if (entry->stage() < -1 || entry->stage() >= static_cast<int64_t>(stages)) {
       return Status::error("entry '" + entry->name()->str() + "' is of stage " +
-                           std::to_string(entry->stage()) + " of a program of " +
-                           std::to_string(stages) + " pipeline stages");
+                           std::to_string(entry->stage()) +
+                           " of a program of " + std::to_string(stages) +
+                           " pipeline stages");
     }
   }
-  for (uint32_t i = 0; root.parameters() && i < root.parameters()->size(); ++i) {
+  for (uint32_t i = 0; root.parameters() && i < root.parameters()->size();
+       ++i) {
     const fb::Parameter *parameter = root.parameters()->Get(i);
     if (!parameter->stages()) {
       continue;
@@ -399,8 +401,8 @@ Status checkPipeline(const fb::Executable &root) {
     for (const std::string &name : names) {
       const fb::Entry *entry = entryNamed(name);
       if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
-        return Status::error("the pipeline needs an entry '" + name +
-                             "' of " + of);
+        return Status::error("the pipeline needs an entry '" + name + "' of " +
+                             of);
       }
       bool isForward = name == prefix + "forward";
       bool isStep = name == prefix + "train_step";
@@ -424,19 +426,22 @@ Status checkPipeline(const fb::Executable &root) {
           outputs.push_back("input_gradient");
         }
       }
-      auto names = [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *list) {
-        std::vector<std::string> text;
-        for (const flatbuffers::String *name : *list) {
-          text.push_back(name->str());
-        }
-        return text;
-      };
+      auto names =
+          [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
+                 *list) {
+            std::vector<std::string> text;
+            for (const flatbuffers::String *name : *list) {
+              text.push_back(name->str());
+            }
+            return text;
+          };
       std::vector<std::string> outputNames = names(entry->output_names());
       if (isStep && outputNames.size() == outputs.size() + 1) {
         outputs.push_back("grad_norm");
       }
       if (names(entry->input_names()) != inputs || outputNames != outputs) {
-        return Status::error("entry '" + name + "' does not take and return "
+        return Status::error("entry '" + name +
+                             "' does not take and return "
                              "what its pipeline stage passes on");
       }
       if (isStep) {
@@ -444,8 +449,10 @@ Status checkPipeline(const fb::Executable &root) {
             !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
             (!outputs.empty() &&
              !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
-          return Status::error("entry '" + name + "' does not map an f32 "
-                               "learning rate and step to an f32 gradient norm");
+          return Status::error(
+              "entry '" + name +
+              "' does not map an f32 "
+              "learning rate and step to an f32 gradient norm");
         }
         continue;
       }
@@ -454,8 +461,9 @@ Status checkPipeline(const fb::Executable &root) {
                 : (previousHidden && !sameType(in, *previousHidden)) ||
                       Executable::shapeOf(in).size() != 3) {
         return Status::error("entry '" + name + "' takes another input than " +
-                             (first ? "i32 ids" : "the previous stage's hidden "
-                                                  "states"));
+                             (first ? "i32 ids"
+                                    : "the previous stage's hidden "
+                                      "states"));
       }
       input = &in;
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -471,8 +479,10 @@ Status checkPipeline(const fb::Executable &root) {
           output = &type;
         }
       }
-      if (last && !Executable::hasType(inputType(*entry, 1), DType::I32, idsShape)) {
-        return Status::error("entry '" + name + "' takes labels of another type");
+      if (last &&
+          !Executable::hasType(inputType(*entry, 1), DType::I32, idsShape)) {
+        return Status::error("entry '" + name +
+                             "' takes labels of another type");
       }
     }
     (void)input;

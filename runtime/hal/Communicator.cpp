@@ -52,10 +52,10 @@ Communicator::start(const std::vector<int64_t> &grid) {
   if (ranks == 1) {
     return communicator;
   }
-  std::string compiled = "model.bin is compiled for " + std::to_string(ranks) +
-                         " ranks (a " + gridText(grid) +
-                         " grid: data_parallel x model_parallel" +
-                         (grid.size() > 2 ? std::string(" x pipeline_stage)") : ")");
+  std::string compiled =
+      "model.bin is compiled for " + std::to_string(ranks) + " ranks (a " +
+      gridText(grid) + " grid: data_parallel x model_parallel" +
+      (grid.size() > 2 ? std::string(" x pipeline_stage)") : ")");
   if (!startedByMpirun()) {
     return Status::error(StatusCode::FailedPrecondition,
                          compiled + ": run mpirun -n " + std::to_string(ranks) +
@@ -285,8 +285,8 @@ StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
 
 Status Communicator::send(const Tensor &tensor, int64_t axis, int64_t to,
                           int tag) {
-  StatusOr<void *> made = groupFor({axis}, static_cast<int64_t>(tensor.byteSize()),
-                                   "a send of bytes");
+  StatusOr<void *> made = groupFor(
+      {axis}, static_cast<int64_t>(tensor.byteSize()), "a send of bytes");
   if (!made) {
     return made.status();
   }

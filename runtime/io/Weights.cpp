@@ -349,8 +349,10 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
   }
   Shape shape = wholeShapeOf(parameter, executable);
   DType dtype = Executable::dtypeOf(*parameter.type());
-  size_t size = static_cast<size_t>(*checkedElementCount(shape)) * dtypeSize(dtype);
-  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)), std::free);
+  size_t size =
+      static_cast<size_t>(*checkedElementCount(shape)) * dtypeSize(dtype);
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)),
+                              std::free);
   if (!bytes) {
     return Status::error(StatusCode::ResourceExhausted,
                          "out of memory receiving parameter '" +

@@ -1,4 +1,5 @@
-//===- PipelineScheduleTest.cpp - the 1F1B schedule ------------------------===//
+//===- PipelineScheduleTest.cpp - the 1F1B schedule
+//------------------------===//
 
 #include "compiler/Analysis/PipelineSchedule.h"
 
@@ -15,8 +16,7 @@ TEST(PipelineSchedule, OneForwardOneBackward) {
   std::vector<StageSchedule> schedule = schedule1F1B(4, 6);
   ASSERT_EQ(schedule.size(), 4u);
   // Stage s warms up with p - s - 1 forwards, alternates, then drains.
-  EXPECT_EQ(describe(schedule[0]),
-            "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(describe(schedule[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
   EXPECT_EQ(describe(schedule[2]), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5");
   // The last stage's forward is part of its backward.
   EXPECT_EQ(describe(schedule[3]), "B0 B1 B2 B3 B4 B5");

@@ -32,8 +32,8 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
                            Communicator &ranks, const RunOptions &runOptions)
     : executable_(executable), executor_(executor), ranks_(ranks),
       runOptions_(runOptions),
-      schedule_(*executable.pipeline()->stages()->Get(static_cast<uint32_t>(
-          stageOfRank(executable, &ranks)))),
+      schedule_(*executable.pipeline()->stages()->Get(
+          static_cast<uint32_t>(stageOfRank(executable, &ranks)))),
       stages_(executable.pipelineStages()),
       stage_(stageOfRank(executable, &ranks)),
       microBatches_(executable.pipeline()->micro_batches()),
@@ -41,7 +41,8 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
 
 StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
                                        size_t index, int64_t from, int tag) {
-  MFRT_ASSIGN_OR_RETURN(Tensor tensor, executor_.allocateInput(entryName, index));
+  MFRT_ASSIGN_OR_RETURN(Tensor tensor,
+                        executor_.allocateInput(entryName, index));
   MFRT_RETURN_IF_ERROR(ranks_.receive(tensor, stageAxis_, from, tag));
   return tensor;
 }
@@ -60,15 +61,15 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       std::string name = entry("forward");
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(
-            input, receive(name, 0, stage_ - 1, forwardTag(micro)));
+        MFRT_ASSIGN_OR_RETURN(input,
+                              receive(name, 0, stage_ - 1, forwardTag(micro)));
       }
       kept[micro] = input;
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
                             executor_.run(name, {input}, runOptions_));
       sending.push_back(outputs[0]);
-      MFRT_RETURN_IF_ERROR(
-          ranks_.send(sending.back(), stageAxis_, stage_ + 1, forwardTag(micro)));
+      MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ + 1,
+                                       forwardTag(micro)));
       continue;
     }
     std::string name = entry("accumulate_gradients");
@@ -76,8 +77,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     if (last) {
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(
-            input, receive(name, 0, stage_ - 1, forwardTag(micro)));
+        MFRT_ASSIGN_OR_RETURN(input,
+                              receive(name, 0, stage_ - 1, forwardTag(micro)));
       }
       inputs = {input, batch.labels};
     } else {
@@ -87,8 +88,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                              "the pipeline schedule runs a backward before its "
                              "forward");
       }
-      MFRT_ASSIGN_OR_RETURN(
-          Tensor gradient, receive(name, 1, stage_ + 1, backwardTag(micro)));
+      MFRT_ASSIGN_OR_RETURN(Tensor gradient,
+                            receive(name, 1, stage_ + 1, backwardTag(micro)));
       inputs = {found->second, gradient};
       kept.erase(found);
     }
@@ -114,7 +115,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     scalar.as<float>()[0] = static_cast<float>(value);
     scalars.push_back(scalar);
   }
-  MFRT_RETURN_IF_ERROR(executor_.run(update, std::move(scalars), runOptions_).status());
+  MFRT_RETURN_IF_ERROR(
+      executor_.run(update, std::move(scalars), runOptions_).status());
   MFRT_RETURN_IF_ERROR(ranks_.waitSends());
   // The last stage's loss, on every stage (the others add nothing).
   MFRT_RETURN_IF_ERROR(

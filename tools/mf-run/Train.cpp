@@ -352,10 +352,10 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
     pipeline.emplace(executable, executor, *options.ranks, runOptions);
     accumulation = pipeline->microBatches();
   }
-  Batches batches = pipeline ? Batches(executable, executor,
-                                       pipeline->idsEntry(),
-                                       pipeline->labelsEntry())
-                             : Batches(executable, executor);
+  Batches batches = pipeline
+                        ? Batches(executable, executor, pipeline->idsEntry(),
+                                  pipeline->labelsEntry())
+                        : Batches(executable, executor);
   if (Status status = batches.open(options); !status) {
     return fail(status);
   }

@@ -118,7 +118,8 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kMicroBatchesAttrName) {
     auto count = dyn_cast<IntegerAttr>(value);
-    return onModule(count && count.getInt() >= 1, "a positive micro-batch count");
+    return onModule(count && count.getInt() >= 1,
+                    "a positive micro-batch count");
   }
   if (name == "mf.recomputed") {
     return expect(isa<UnitAttr>(value), "a unit attribute");

@@ -7,7 +7,8 @@
 //    users sums them (mf.add); a parameter read adds to the parameter's
 //    gradient.
 // 3. Return the loss and the gradient of every trained parameter (not
-//    frozen, not state), in module order (zeros for one the loss does not depend on).
+//    frozen, not state), in module order (zeros for one the loss does not
+//    depend on).
 //
 // A pipeline stage's `stage<s>_forward` (attribute mf.stage) becomes
 // `stage<s>_forward_backward` the same way, but its output may be hidden
@@ -85,9 +86,9 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
     Block &body = entry.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     if (ret.getNumOperands() != 1) {
-      return ret.emitError() << entry.getSymName()
-                             << " must return just the loss"
-                             << (stage ? " or its hidden states" : "");
+      return ret.emitError()
+             << entry.getSymName() << " must return just the loss"
+             << (stage ? " or its hidden states" : "");
     }
     Value output = ret.getOperand(0);
     auto outputType = cast<RankedTensorType>(output.getType());

@@ -91,7 +91,8 @@ struct Trained {
 /// yet with `mark` (kUpdateAttrName: mf-schedule-updates moves them), but
 /// not constants and parameter reads, which need no moving.
 void markUpdateOps(Operation *after, Operation *before, Attribute mark) {
-  for (Operation *op = after ? after->getNextNode() : &before->getBlock()->front();
+  for (Operation *op = after ? after->getNextNode()
+                             : &before->getBlock()->front();
        op != before; op = op->getNextNode()) {
     if (!op->hasAttr(kUpdateAttrName) && op->getNumOperands() > 0) {
       op->setAttr(kUpdateAttrName, mark);
@@ -169,7 +170,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     SmallVector<std::pair<func::FuncOp, std::string>> backwards;
     for (auto func : module.getOps<func::FuncOp>()) {
       StringRef name = func.getSymName();
-      if (func->hasAttr(kStageAttrName) && name.ends_with("_forward_backward")) {
+      if (func->hasAttr(kStageAttrName) &&
+          name.ends_with("_forward_backward")) {
         backwards.emplace_back(
             func, name.drop_back(strlen("forward_backward")).str());
       }
@@ -177,8 +179,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     if (backwards.empty()) {
       auto backward = module.lookupSymbol<func::FuncOp>("forward_backward");
       if (!backward) {
-        emitError(module.getLoc()) << "a training module needs forward_backward "
-                                      "(run mf-autodiff first)";
+        emitError(module.getLoc())
+            << "a training module needs forward_backward "
+               "(run mf-autodiff first)";
         return signalPassFailure();
       }
       backwards.emplace_back(backward, "");
@@ -208,8 +211,10 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       stages_ = grid_.getShape()[kPipelineAxis];
       settings->accumulation *= microBatches.getInt();
       for (auto func : module.getOps<func::FuncOp>()) {
-        if (func->hasAttr(kStageAttrName) && func.getSymName().ends_with("_forward")) {
-          int64_t stage = func->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+        if (func->hasAttr(kStageAttrName) &&
+            func.getSymName().ends_with("_forward")) {
+          int64_t stage =
+              func->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
           llvm::SmallSet<StringRef, 16> seen;
           func.walk([&](ParamOp read) {
             if (seen.insert(read.getName()).second) {
@@ -259,7 +264,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (settings->accumulation > 1 || stages_) {
         auto accumulate = cast<func::FuncOp>(builder.clone(*backward));
         accumulate.setSymName(prefix + "accumulate_gradients");
-        if (failed(buildAccumulation(accumulate, leading, returned, *settings))) {
+        if (failed(
+                buildAccumulation(accumulate, leading, returned, *settings))) {
           return signalPassFailure();
         }
       }
@@ -273,7 +279,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         step->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
         OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
         func::ReturnOp::create(body, backward.getLoc());
-        if (failed(buildUpdate(step, 0, returned, *settings, /*fromSums=*/true))) {
+        if (failed(
+                buildUpdate(step, 0, returned, *settings, /*fromSums=*/true))) {
           return signalPassFailure();
         }
         continue;
@@ -647,10 +654,13 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       // blocks; a replicated one's count once.
       Value total;
       std::map<SmallVector<int16_t>, Value> splitTotals;
-      int64_t stage = stages_ ? entry->getAttrOfType<IntegerAttr>(kStageAttrName).getInt() : 0;
+      int64_t stage =
+          stages_ ? entry->getAttrOfType<IntegerAttr>(kStageAttrName).getInt()
+                  : 0;
       for (auto [parameter, g] : llvm::zip(trained, gradients)) {
         auto readers = readingStages_.find(parameter.parameter.getSymName());
-        if (readers != readingStages_.end() && readers->second.front() != stage) {
+        if (readers != readingStages_.end() &&
+            readers->second.front() != stage) {
           continue; // a shared parameter's: counted by the first stage
         }
         Value squares = shared.sumAll(shared.mul(g, g));
@@ -672,9 +682,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         total = shared.scalar(0.0);
       }
       if (stages_) { // every stage's squares
-        total = AllReduceOp::create(builder, optimizerLoc, total,
-                                    grid_.getSymName(),
-                                    builder.getDenseI16ArrayAttr({kPipelineAxis}));
+        total = AllReduceOp::create(
+            builder, optimizerLoc, total, grid_.getSymName(),
+            builder.getDenseI16ArrayAttr({kPipelineAxis}));
       }
       norm = shared.sqrt(total);
       Value scale =
