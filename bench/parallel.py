@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Data and tensor parallelism: per-rank memory and communication, and speed.
+"""Data, tensor and pipeline parallelism: per-rank memory and communication, and speed.
 
   bench/parallel.py [--build build] [--config PATH] [--runs 3] [--steps 3]
-                    [--tables layout,speed]
+                    [--tables layout,speed,pipeline] [--micro-batches 4]
 
 layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
 (compile only) with its own parallel_config (data_parallel 8) and as
@@ -34,6 +34,11 @@ on one rank with 2 threads against 2 data-parallel ranks of batch 1 with
 one thread each (mpirun), with gradient_aggregation_group's 4 buckets and
 with one all-reduce a gradient, alternating within each run, and prints the
 medians of time per step (after the first) and their ratios.
+
+pipeline: trains llama-100m as pipeline_stage 2 (micro_batch_num 4, batch
+1, one thread a rank) against one rank accumulating the same 4
+micro-batches (1 and 2 threads), alternating; prints the medians and each
+stage's measured waiting (mf-run's per-stage line) beside 1F1B's bubble.
 """
 import argparse
 import json
@@ -192,13 +197,61 @@ def speed_table(args, tmp):
           f"{medians['dp2, 1 thread a rank'] / medians['dp2, a bucket a tensor']:.2f}x the time")
 
 
+def pipeline_table(args, tmp):
+    """pp2 against one rank on the same global batch: llama-100m, batch 1 x
+    micro_batch_num 4 (one rank: gradient_accumulation_steps 4), one thread a
+    rank; and each stage's measured waiting against 1F1B's bubble."""
+    config = os.path.join(HERE, "configs", "llama-100m.yaml")
+    corpus = os.path.join(tmp, "corpus.txt")
+    if not os.path.exists(corpus):
+        with open(corpus, "w") as out:
+            for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+                if name.endswith(".md"):
+                    with open(os.path.join(ROOT, "docs", name)) as f:
+                        out.write(f.read())
+    micro = args.micro_batches
+    one = os.path.join(tmp, "pp-one.bin")
+    pp2 = os.path.join(tmp, "pp2.bin")
+    common = ["run_mode=train", "runner_config.batch_size=1"]
+    compile_report(args.build, config, one, common + [f"runner_config.gradient_accumulation_steps={micro}"])
+    compile_report(args.build, config, pp2, common + [
+        "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}"])
+    mfrun = os.path.join(args.build, "bin", "mf-run")
+    run = ["--init-weights", "--data", corpus, "--steps", str(args.steps)]
+    times = {"one rank, 1 thread": [], "one rank, 2 threads": [], "pp2, 1 thread a rank": []}
+    waits = {0: [], 1: []}
+    for _ in range(args.runs):
+        for threads in (1, 2):
+            r = subprocess.run([mfrun, one, "--threads", str(threads)] + run,
+                               capture_output=True, text=True, check=True)
+            times[f"one rank, {threads} thread{'s' if threads > 1 else ''}"].append(step_ms(r.stderr))
+        r = subprocess.run(MPIRUN + ["-n", "2", mfrun, pp2, "--threads", "1"] + run,
+                           capture_output=True, text=True, check=True)
+        times["pp2, 1 thread a rank"].append(step_ms(r.stderr))
+        for stage, share in re.findall(r"pipeline stage (\d+) \(rank \d+\): .*?\(([\d.]+)% of its steps\)", r.stderr):
+            waits[int(stage)].append(float(share))
+    print(f"\nllama-100m train step, batch 1 x {micro} micro-batches of 256 tokens, medians of "
+          f"{args.runs} alternating runs of {args.steps} steps")
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    for name, ms in medians.items():
+        print(f"  {name:22} {ms:9.1f} ms/step   runs: {', '.join(f'{t:.0f}' for t in times[name])}")
+    print(f"  pp2 / one rank of 1 thread: {medians['pp2, 1 thread a rank'] / medians['one rank, 1 thread']:.2f}x the time; "
+          f"/ one rank of 2 threads: {medians['pp2, 1 thread a rank'] / medians['one rank, 2 threads']:.2f}x")
+    bubble = 100.0 * (2 - 1) / (micro + 2 - 1)
+    for stage, shares in waits.items():
+        if shares:
+            print(f"  stage {stage} waits {statistics.median(shares):.1f}% of its steps "
+                  f"(1F1B's bubble with equal stages: {bubble:.1f}%)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--mindformers", default=os.path.join(ROOT, "..", "shared", "configs", "mindformers"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--tables", default="layout,speed")
+    parser.add_argument("--tables", default="layout,speed,pipeline")
+    parser.add_argument("--micro-batches", type=int, default=4)
     args = parser.parse_args()
     tables = args.tables.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,6 +259,8 @@ def main():
             layout_table(args, tmp)
         if "speed" in tables:
             speed_table(args, tmp)
+        if "pipeline" in tables:
+            pipeline_table(args, tmp)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 
 #include "runtime/io/Weights.h"
 
+#include <chrono>
+
 using namespace mfrt;
 
 namespace {
@@ -49,6 +51,16 @@ StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
 
 StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                                    double lr, int64_t step) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point began = Clock::now();
+  auto timed = [&](const std::string &name,
+                   std::vector<Tensor> inputs) -> StatusOr<std::vector<Tensor>> {
+    Clock::time_point start = Clock::now();
+    StatusOr<std::vector<Tensor>> outputs =
+        executor_.run(name, std::move(inputs), runOptions_);
+    busySeconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    return outputs;
+  };
   bool first = stage_ == 0, last = stage_ + 1 == stages_;
   std::map<int64_t, Tensor> kept; // stage inputs between forward and backward
   std::vector<Tensor> sending;    // alive until waitSends()
@@ -65,8 +77,7 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                               receive(name, 0, stage_ - 1, forwardTag(micro)));
       }
       kept[micro] = input;
-      MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
-                            executor_.run(name, {input}, runOptions_));
+      MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
       sending.push_back(outputs[0]);
       MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ + 1,
                                        forwardTag(micro)));
@@ -94,7 +105,7 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       kept.erase(found);
     }
     MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
-                          executor_.run(name, std::move(inputs), runOptions_));
+                          timed(name, std::move(inputs)));
     const fb::Entry &ran = *executable_.entry(name);
     if (const Tensor *value = outputNamed(ran, outputs, "loss")) {
       loss += value->loadFloat(0) / static_cast<double>(microBatches_);
@@ -115,11 +126,11 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     scalar.as<float>()[0] = static_cast<float>(value);
     scalars.push_back(scalar);
   }
-  MFRT_RETURN_IF_ERROR(
-      executor_.run(update, std::move(scalars), runOptions_).status());
+  MFRT_RETURN_IF_ERROR(timed(update, std::move(scalars)).status());
   MFRT_RETURN_IF_ERROR(ranks_.waitSends());
   // The last stage's loss, on every stage (the others add nothing).
   MFRT_RETURN_IF_ERROR(
       ranks_.allReduceInPlace(&loss, 1, /*max=*/false, {stageAxis_}));
+  runSeconds_ += std::chrono::duration<double>(Clock::now() - began).count();
   return loss;
 }

@@ -49,6 +49,11 @@ public:
   StatusOr<double> run(const std::vector<MicroBatch> &batches, double lr,
                        int64_t step);
 
+  /// Seconds this rank spent in run(), and in its entries (the rest it
+  /// waited for other stages: its share of the bubble, and messages).
+  double runSeconds() const { return runSeconds_; }
+  double busySeconds() const { return busySeconds_; }
+
 private:
   std::string entry(const std::string &name) const {
     return "stage" + std::to_string(stage_) + "_" + name;
@@ -63,6 +68,7 @@ private:
   const RunOptions &runOptions_;
   const fb::StageSchedule &schedule_;
   int64_t stages_, stage_, microBatches_, stageAxis_;
+  double runSeconds_ = 0, busySeconds_ = 0;
 };
 
 } // namespace mfrt

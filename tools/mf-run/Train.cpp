@@ -478,6 +478,18 @@ int mfrt::runTraining(const TrainOptions &options, const Executable &executable,
                   after * 1e3 / (ran - 1));
     steady = text;
   }
+  if (pipeline && ran > 0) {
+    // Every stage's own line (stderr is not silenced on other ranks): how
+    // much of a step it computed and how much it waited.
+    double run = pipeline->runSeconds(), busy = pipeline->busySeconds();
+    std::fprintf(stderr,
+                 "mf-run: pipeline stage %lld (rank %lld): %.2f ms/step in "
+                 "its entries, %.2f ms/step waiting (%.1f%% of its steps)\n",
+                 static_cast<long long>(pipeline->stage()),
+                 static_cast<long long>(options.ranks->rank()),
+                 busy * 1e3 / ran, (run - busy) * 1e3 / ran,
+                 100 * (run - busy) / std::max(run, 1e-12));
+  }
   if (!primaryRank) {
     return 0;
   }

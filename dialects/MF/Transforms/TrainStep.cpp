@@ -226,10 +226,24 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     }
     SmallVector<Trained> trained = declareState(module, *settings);
     for (auto [backward, prefix] : backwards) {
-      // The gradients follow the loss and a stage's input gradient.
+      // forward_backward: the loss, then every trained parameter's
+      // gradient in order. A stage's: its loss and input gradient, then
+      // the gradients of its parameters, by name.
       SmallVector<Trained> returned;
       unsigned leading = 0;
-      for (unsigned i = 0; i < backward.getNumResults(); ++i) {
+      if (prefix.empty()) {
+        if (trained.size() + 1 != backward.getNumResults()) {
+          backward.emitError() << "returns " << backward.getNumResults()
+                               << " values; expected the loss and one "
+                                  "gradient per trained parameter ("
+                               << trained.size() << ")";
+          return signalPassFailure();
+        }
+        returned = trained;
+        leading = 1;
+      }
+      for (unsigned i = 0; !prefix.empty() && i < backward.getNumResults();
+           ++i) {
         auto name = backward.getResultAttrOfType<StringAttr>(i, "mf.name");
         if (!name || !name.getValue().starts_with("grad.")) {
           if (!returned.empty()) {
@@ -251,13 +265,6 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           return signalPassFailure();
         }
         returned.push_back(*found);
-      }
-      if (prefix.empty() && returned.size() != trained.size()) {
-        backward.emitError() << "returns " << backward.getNumResults()
-                             << " values; expected the loss and one gradient "
-                                "per trained parameter ("
-                             << trained.size() << ")";
-        return signalPassFailure();
       }
       OpBuilder builder(module.getContext());
       builder.setInsertionPointToEnd(module.getBody());
@@ -538,8 +545,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                       MathBuilder &math, SmallVectorImpl<Value> &results,
                       SmallVectorImpl<StringRef> &names) {
     for (unsigned i = 0; i < leading; ++i) {
-      StringRef name =
-          entry.getResultAttrOfType<StringAttr>(i, "mf.name").getValue();
+      // forward_backward's first result is its loss, named or not.
+      auto attr = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
+      StringRef name = attr ? attr.getValue() : StringRef("loss");
       Value value = ret.getOperand(i);
       results.push_back(name == "loss" ? meanOverDataParallel(math, value)
                                        : value);
