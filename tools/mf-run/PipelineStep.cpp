@@ -53,8 +53,9 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                                    double lr, int64_t step) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point began = Clock::now();
-  auto timed = [&](const std::string &name,
-                   std::vector<Tensor> inputs) -> StatusOr<std::vector<Tensor>> {
+  auto timed =
+      [&](const std::string &name,
+          std::vector<Tensor> inputs) -> StatusOr<std::vector<Tensor>> {
     Clock::time_point start = Clock::now();
     StatusOr<std::vector<Tensor>> outputs =
         executor_.run(name, std::move(inputs), runOptions_);
