@@ -543,6 +543,22 @@ void GraphExecutor::packPanelCopies(Prepared &prepared) {
   }
 }
 
+bool GraphExecutor::readsParameterElsewhere(const fb::Entry &entry,
+                                            size_t command) const {
+  const fb::HostProgram &host = *entry.host();
+  const HostProgram &program = *executable_.hostProgram(entry);
+  for (const fb::Binding *binding :
+       *host.commands()->Get(static_cast<uint32_t>(command))->bindings()) {
+    const fb::Buffer &storage =
+        *host.buffers()->Get(program.root[binding->buffer()]);
+    if (storage.kind() == fb::BufferKind::Parameter &&
+        weights_.heldElsewhere(storage.index())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Status GraphExecutor::initialize() {
   const fb::Entry *initializer = executable_.root().initializer();
   if (!initializer || initializedFor_ == weights_.version()) {
@@ -558,6 +574,9 @@ Status GraphExecutor::initialize() {
   for (size_t index = 0; index < initializer->host()->commands()->size();
        ++index) {
     const std::vector<Derived *> &computes = ready.computes[index];
+    if (readsParameterElsewhere(*initializer, index)) {
+      continue; // another pipeline stage's values, which its entries read
+    }
     if (std::all_of(computes.begin(), computes.end(), [&](const Derived *slot) {
           return slot->computedFor == weights_.version();
         })) {

@@ -118,6 +118,9 @@ private:
     std::vector<std::set<uint32_t>> derivedInto;
   };
   ParameterReads parameterReads() const;
+  /// Whether command `command` of `entry` reads a parameter of another
+  /// pipeline stage (the initializer's derivations of them are theirs).
+  bool readsParameterElsewhere(const fb::Entry &entry, size_t command) const;
   StatusOr<Prepared *> prepare(const fb::Entry &entry);
   /// The panels of parameter `parameter` (bound as buffer `source`),
   /// shared by every entry: the parameter's own storage when

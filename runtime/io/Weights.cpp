@@ -377,6 +377,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
     int32_t index = static_cast<int32_t>(weights.tensors_.size());
     if (stage >= 0 && !Executable::holds(*parameter, stage)) {
+      weights.elsewhere_.resize(weights.tensors_.size() + 1);
+      weights.elsewhere_.back() = true;
       weights.tensors_.emplace_back(); // another pipeline stage's
       continue;
     }
@@ -505,6 +507,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (stage >= 0 && !Executable::holds(*parameter, stage)) {
         // Another pipeline stage's: its ranks read it (and check it).
+        weights.elsewhere_.resize(weights.tensors_.size() + 1);
+        weights.elsewhere_.back() = true;
         weights.tensors_.emplace_back();
         continue;
       }

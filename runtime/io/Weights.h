@@ -83,6 +83,12 @@ public:
     tensors_[index] = Tensor();
   }
 
+  /// Whether parameter `index` is another pipeline stage's, which this
+  /// rank does not hold (its tensor is empty).
+  bool heldElsewhere(size_t index) const {
+    return index < elsewhere_.size() && elsewhere_[index];
+  }
+
   /// Bytes of parameters served in place from mapped weight files (not
   /// in the allocator's count).
   uint64_t mappedBytes() const { return mappedBytes_; }
@@ -142,6 +148,7 @@ private:
   std::vector<Tensor> tensors_;
   std::vector<std::optional<PanelLayout>> asPanels_;
   std::vector<bool> released_;
+  std::vector<bool> elsewhere_; ///< another pipeline stage's
   uint64_t version_ = 0;
   uint64_t mappedBytes_ = 0;
   std::vector<std::string> initializedAdapters_;

@@ -25,6 +25,10 @@ def read(path):
         if name == "__metadata__":
             continue
         begin, end = entry["data_offsets"]
+        if entry["dtype"] == "BF16":  # the high half of an f32
+            bits = numpy.frombuffer(body[begin:end], numpy.uint16).astype(numpy.uint32) << 16
+            tensors[name] = bits.view(numpy.float32).reshape(entry["shape"])
+            continue
         tensors[name] = numpy.frombuffer(body[begin:end], DTYPES[entry["dtype"]]).reshape(entry["shape"])
     return tensors
 
