@@ -177,7 +177,8 @@ def speed_table(args, tmp):
     compile_report(args.build, config, unbucketed,
                    dp2_common + ["parallel_config.gradient_aggregation_group=100000"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
-    run = ["--init-weights", "--data", corpus, "--steps", str(args.steps)]
+    # Graph Mode: llama-100m.yaml's context mode is 1 (PyNative).
+    run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
     times = {"one rank, 2 threads": [], "dp2, 1 thread a rank": [],
              "dp2, a bucket a tensor": []}
     for _ in range(args.runs):
@@ -217,7 +218,8 @@ def pipeline_table(args, tmp):
     compile_report(args.build, config, pp2, common + [
         "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
-    run = ["--init-weights", "--data", corpus, "--steps", str(args.steps)]
+    # Graph Mode: llama-100m.yaml's context mode is 1 (PyNative).
+    run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
     times = {"one rank, 1 thread": [], "one rank, 2 threads": [], "pp2, 1 thread a rank": []}
     waits = {0: [], 1: []}
     for _ in range(args.runs):

@@ -61,6 +61,7 @@ void addRecompute(OpPassManager &pm, const CompileOptions &options) {
   recompute.exclude.assign(options.recomputeExclude.begin(),
                            options.recomputeExclude.end());
   pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));
+  pm.addPass(mf::createMFSplitStagesPass());
 }
 
 void addFusion(OpPassManager &pm, const CompileOptions &) {
@@ -117,7 +118,9 @@ const Phase kPhases[] = {
      addAutodiff},
     {"recompute",
      "training modules: the backward reads recomputed copies of the forward "
-     "values recompute_config selects (mf.recomputed), not the originals",
+     "values recompute_config selects (mf.recomputed), not the originals; "
+     "a pipeline stage's forward returns the values its backward reads "
+     "(mf-split-stages)",
      addRecompute},
     {"fusion",
      "mf ops grouped into mf.fusion regions, one per future kernel; in "

@@ -197,7 +197,9 @@ struct StageReport {
   int64_t firstLayer = -1, lastLayer = -1;
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
   int64_t backwardArena = -1; ///< its accumulate_gradients' plan
-  int64_t inputBytes = 0;     ///< one kept input (a micro-batch's)
+  /// What one micro-batch in flight keeps: the stage's input and the
+  /// values its forward saved for the backward.
+  int64_t keptBytes = 0;
   StageSchedule schedule;
 };
 
@@ -254,7 +256,13 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
     }
     if (auto backward = module.lookupSymbol<func::FuncOp>(
             prefix + "accumulate_gradients")) {
-      stage.inputBytes = bytesOf(backward.getArgumentTypes().front());
+      // Its input, and what its forward saved for it (mf-split-stages).
+      for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
+        auto name = backward.getArgAttrOfType<StringAttr>(i, "mf.name");
+        if (i == 0 || (name && name.getValue().starts_with("saved."))) {
+          stage.keptBytes += bytesOf(backward.getArgumentTypes()[i]);
+        }
+      }
     }
   }
   return stages;
@@ -582,7 +590,7 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
             {"optimizer_bytes_per_rank", stage.optimizerBytes},
             {"backward_arena_bytes", stage.backwardArena},
             {"micro_batches_in_flight", stage.schedule.inFlight},
-            {"kept_input_bytes", stage.schedule.inFlight * stage.inputBytes},
+            {"kept_bytes", stage.schedule.inFlight * stage.keptBytes},
             {"schedule", describe(stage.schedule)}});
       }
       parallel["parameter_bytes_per_rank"] = most;
@@ -638,13 +646,13 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
         os << llvm::format(
             "  stage %zu: layers %lld-%lld; per rank: parameters %.4g MB, "
             "gradient sums %.4g MB, optimizer state %.4g MB, backward arena "
-            "%.4g MB, %lld micro-batch inputs kept (%.4g MB)\n    %s\n",
+            "%.4g MB, %lld micro-batches kept (%.4g MB)\n    %s\n",
             index, static_cast<long long>(stage.firstLayer),
             static_cast<long long>(stage.lastLayer), stage.parameterBytes / 1e6,
             stage.gradientBytes / 1e6, stage.optimizerBytes / 1e6,
             stage.backwardArena / 1e6,
             static_cast<long long>(stage.schedule.inFlight),
-            stage.schedule.inFlight * stage.inputBytes / 1e6,
+            stage.schedule.inFlight * stage.keptBytes / 1e6,
             describe(stage.schedule, 30).c_str());
       }
     }

@@ -398,6 +398,15 @@ Status checkPipeline(const fb::Executable &root) {
       names.push_back(prefix + "forward");
     }
     const fb::TensorType *input = nullptr, *output = nullptr;
+    // What a forward keeps for its backward: its outputs after `hidden`.
+    const fb::Entry *forward = last ? nullptr : entryNamed(prefix + "forward");
+    size_t saved = forward && forward->outputs()->size() > 0
+                       ? forward->outputs()->size() - 1
+                       : 0;
+    std::vector<std::string> savedNames;
+    for (size_t i = 0; i < saved; ++i) {
+      savedNames.push_back("saved." + std::to_string(i));
+    }
     for (const std::string &name : names) {
       const fb::Entry *entry = entryNamed(name);
       if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
@@ -411,6 +420,7 @@ Status checkPipeline(const fb::Executable &root) {
         inputs.push_back("labels");
       } else if (!isForward) {
         inputs.push_back("output_gradient");
+        inputs.insert(inputs.end(), savedNames.begin(), savedNames.end());
       }
       if (isStep) { // the update alone, of the gradient sums
         inputs = {"learning_rate", "step"};
@@ -418,6 +428,7 @@ Status checkPipeline(const fb::Executable &root) {
       std::vector<std::string> outputs;
       if (isForward) {
         outputs.push_back("hidden");
+        outputs.insert(outputs.end(), savedNames.begin(), savedNames.end());
       } else if (!isStep) {
         if (last) {
           outputs.push_back("loss");
@@ -495,6 +506,14 @@ Status checkPipeline(const fb::Executable &root) {
           return Status::error("entry '" + name +
                                "' takes a gradient of another type than its "
                                "stage's output");
+        }
+        for (size_t i = 0; name == prefix + "accumulate_gradients" && i < saved;
+             ++i) {
+          if (!sameType(inputType(*entry, 2 + i), outputType(*forward, 1 + i))) {
+            return Status::error("entry '" + name + "' takes saved." +
+                                 std::to_string(i) +
+                                 " of another type than its forward keeps");
+          }
         }
       }
     }

@@ -55,7 +55,7 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
         os << (own.backward()->Get(slot) ? " B" : " F")
            << own.micro_batch()->Get(slot);
       }
-      os << " (" << own.in_flight() << " micro-batch inputs kept)\n";
+      os << " (" << own.in_flight() << " micro-batches kept)\n";
     }
   }
   os << "model " << (model.name() ? model.name()->str() : "?") << ": "

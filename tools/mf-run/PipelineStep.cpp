@@ -63,7 +63,9 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     return outputs;
   };
   bool first = stage_ == 0, last = stage_ + 1 == stages_;
-  std::map<int64_t, Tensor> kept; // stage inputs between forward and backward
+  // Per micro-batch between its forward and backward: the stage's input
+  // and what the forward saved for the backward.
+  std::map<int64_t, std::vector<Tensor>> kept;
   std::vector<Tensor> sending;    // alive until waitSends()
   double loss = 0;
   size_t slots = schedule_.backward()->size();
@@ -77,9 +79,10 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
         MFRT_ASSIGN_OR_RETURN(input,
                               receive(name, 0, stage_ - 1, forwardTag(micro)));
       }
-      kept[micro] = input;
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
       sending.push_back(outputs[0]);
+      outputs[0] = input; // kept: the input, then the saved values
+      kept[micro] = std::move(outputs);
       MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ + 1,
                                        forwardTag(micro)));
       continue;
@@ -102,7 +105,9 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       }
       MFRT_ASSIGN_OR_RETURN(Tensor gradient,
                             receive(name, 1, stage_ + 1, backwardTag(micro)));
-      inputs = {found->second, gradient};
+      inputs = {found->second[0], gradient};
+      inputs.insert(inputs.end(), found->second.begin() + 1,
+                    found->second.end());
       kept.erase(found);
     }
     MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,

@@ -15,8 +15,9 @@
 // states, not a loss: then the gradient of its output is an input
 // (`output_gradient`, sent back by the next stage) instead of 1. It returns
 // its loss (the last stage's), the gradient of its float input
-// (`input_gradient`, for the previous stage) and the gradients of the
-// trained parameters it reads.
+// (`input_gradient`, for the previous stage), a stage's own output
+// (`hidden`, which mf-split-stages sends on from the forward) and the
+// gradients of the trained parameters it reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -172,6 +173,10 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
     };
     if (isLoss) {
       addResult(output, "loss");
+    } else {
+      // What the backward differentiates (mf-recompute's forward is what
+      // it depends on; mf-split-stages sends it on).
+      addResult(output, "hidden");
     }
     for (Value input : inputs) {
       auto type = cast<RankedTensorType>(input.getType());

@@ -176,10 +176,42 @@ def MFTrainStepPass : Pass<"mf-train-step", "::mlir::ModuleOp"> {
   }];
 }
 
+def MFSplitStagesPass : Pass<"mf-split-stages", "::mlir::ModuleOp"> {
+  let summary = "A pipeline stage's forward keeps what its backward reads";
+  let description = [{
+    In a pipelined training module (`mf.micro_batches`, after mf-train-step
+    and mf-recompute), each stage but the last runs its forward for a
+    micro-batch and its backward later. Without this pass the backward
+    (`stage<s>_accumulate_gradients`) recomputes the whole forward from the
+    stage's input. This pass splits it at the values the backward reads:
+    its forward ops (those its `hidden` result depends on) move into a new
+    `stage<s>_forward`, which returns `hidden` and, as `saved.<i>`, every
+    forward value a backward op reads; the backward takes them as inputs
+    after `output_gradient` and keeps only the backward (parameter and
+    constant reads, which cost nothing, on both sides). What mf-recompute
+    chose to recompute stays in the backward (its clones read the kept
+    checkpoints), so `recompute_config` decides what a micro-batch in
+    flight keeps, as in MindFormers.
+
+    ```mlir
+    // before
+    func.func @stage0_accumulate_gradients(%x, %dy) -> (tensor<...> {mf.name = "hidden"}) {
+      %h = mf.matmul %x, %w ...      // forward
+      %g = mf.matmul %dy, %w ...     // backward, reads %x
+      ...
+    }
+    // after
+    func.func @stage0_forward(%x) -> (hidden, saved.0 ...)
+    func.func @stage0_accumulate_gradients(%x, %dy, %saved0, ...)
+    ```
+  }];
+}
+
 def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
   let summary = "The backward reads recomputed copies of selected forward values";
   let description = [{
-    In an entry that returns a `loss` and differentiates it (after
+    In an entry that returns a `loss` (or a pipeline stage's `hidden` output)
+    and differentiates it (after
     mf-autodiff and mf-train-step), the forward ops are those the loss
     depends on; every other op is the backward. Forward ops chosen for
     recomputation have their results dropped after the forward: each

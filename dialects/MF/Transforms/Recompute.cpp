@@ -143,12 +143,14 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
     rewriteBackward(entry, forward, recomputed);
   }
 
-  /// The returned value named `loss`, if the entry differentiates it.
+  /// The returned value the entry differentiates: its `loss`, or a
+  /// pipeline stage's `hidden` output.
   static std::optional<Value> lossOf(func::FuncOp entry) {
     auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
     for (unsigned i = 0; i < entry.getNumResults(); ++i) {
       auto name = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
-      if (name && name.getValue() == "loss") {
+      if (name && (name.getValue() == "loss" ||
+                   (name.getValue() == "hidden" && entry->hasAttr(kStageAttrName)))) {
         return ret.getOperand(i);
       }
     }
