@@ -235,11 +235,14 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
       return clones.lookup(value);
     };
     SmallVector<Operation *> backward;
-    for (Operation &op : entry.getBody().front()) {
+    for (Operation &op : entry.getBody().front().without_terminator()) {
       if (!forward.contains(&op)) {
         backward.push_back(&op);
       }
     }
+    // The return reads the originals: the differentiated value (a pipeline
+    // stage's output, which its last layer's full recompute would otherwise
+    // take for an inner value) is the forward's result, not a clone.
     for (Operation *op : backward) {
       for (OpOperand &use : op->getOpOperands()) {
         Operation *def = use.get().getDefiningOp();
