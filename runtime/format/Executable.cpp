@@ -509,7 +509,8 @@ Status checkPipeline(const fb::Executable &root) {
         }
         for (size_t i = 0; name == prefix + "accumulate_gradients" && i < saved;
              ++i) {
-          if (!sameType(inputType(*entry, 2 + i), outputType(*forward, 1 + i))) {
+          if (!sameType(inputType(*entry, 2 + i),
+                        outputType(*forward, 1 + i))) {
             return Status::error("entry '" + name + "' takes saved." +
                                  std::to_string(i) +
                                  " of another type than its forward keeps");

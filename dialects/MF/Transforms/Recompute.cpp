@@ -149,8 +149,9 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
     auto ret = cast<func::ReturnOp>(entry.getBody().front().getTerminator());
     for (unsigned i = 0; i < entry.getNumResults(); ++i) {
       auto name = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
-      if (name && (name.getValue() == "loss" ||
-                   (name.getValue() == "hidden" && entry->hasAttr(kStageAttrName)))) {
+      if (name &&
+          (name.getValue() == "loss" ||
+           (name.getValue() == "hidden" && entry->hasAttr(kStageAttrName)))) {
         return ret.getOperand(i);
       }
     }

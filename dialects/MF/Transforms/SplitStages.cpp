@@ -1,4 +1,5 @@
-//===- SplitStages.cpp - a pipeline stage's forward keeps what its backward reads ===//
+//===- SplitStages.cpp - a pipeline stage's forward keeps what its backward
+//reads ===//
 //
 // Per stage but the last, in stage<s>_accumulate_gradients(x, dy, ...):
 // 1. The forward ops: those the `hidden` result depends on. Reads of
@@ -58,16 +59,14 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
     if (!module->hasAttr(kMicroBatchesAttrName)) {
       return;
     }
-    for (auto backward :
-         llvm::to_vector(module.getOps<func::FuncOp>())) {
+    for (auto backward : llvm::to_vector(module.getOps<func::FuncOp>())) {
       StringRef name = backward.getSymName();
       if (!backward->hasAttr(kStageAttrName) ||
           !name.ends_with("_accumulate_gradients") ||
           !argumentNamed(backward, "output_gradient")) {
         continue; // not a backward, or the last stage's (no forward apart)
       }
-      std::string prefix =
-          name.drop_back(strlen("accumulate_gradients")).str();
+      std::string prefix = name.drop_back(strlen("accumulate_gradients")).str();
       if (failed(split(module, backward, prefix))) {
         return signalPassFailure();
       }
@@ -159,8 +158,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
 
     // 4. The backward without its forward.
     for (auto [index, value] : llvm::enumerate(saved)) {
-      (void)backward.insertArgument(backward.getNumArguments(),
-                                    value.getType(),
+      (void)backward.insertArgument(backward.getNumArguments(), value.getType(),
                                     named(builder, "saved." + Twine(index)),
                                     value.getLoc());
       Value argument = backward.getArguments().back();
