@@ -217,32 +217,42 @@ def pipeline_table(args, tmp):
     compile_report(args.build, config, one, common + [f"runner_config.gradient_accumulation_steps={micro}"])
     compile_report(args.build, config, pp2, common + [
         "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}"])
+    # MindFormers' offset moves a layer to the first stage: the last one
+    # also runs the final norm, the lm_head and the loss.
+    balanced = os.path.join(tmp, "pp2-offset.bin")
+    compile_report(args.build, config, balanced, common + [
+        "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}",
+        "model.model_config.offset=[1,-1]"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
     # Graph Mode: llama-100m.yaml's context mode is 1 (PyNative).
     run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
-    times = {"one rank, 1 thread": [], "one rank, 2 threads": [], "pp2, 1 thread a rank": []}
-    waits = {0: [], 1: []}
+    pipelined = (("pp2, 1 thread a rank", pp2), ("pp2 offset [1,-1]", balanced))
+    times = {"one rank, 1 thread": [], "one rank, 2 threads": []}
+    times.update({name: [] for name, _ in pipelined})
+    waits = {(name, stage): [] for name, _ in pipelined for stage in (0, 1)}
     for _ in range(args.runs):
         for threads in (1, 2):
             r = subprocess.run([mfrun, one, "--threads", str(threads)] + run,
                                capture_output=True, text=True, check=True)
             times[f"one rank, {threads} thread{'s' if threads > 1 else ''}"].append(step_ms(r.stderr))
-        r = subprocess.run(MPIRUN + ["-n", "2", mfrun, pp2, "--threads", "1"] + run,
-                           capture_output=True, text=True, check=True)
-        times["pp2, 1 thread a rank"].append(step_ms(r.stderr))
-        for stage, share in re.findall(r"pipeline stage (\d+) \(rank \d+\): .*?\(([\d.]+)% of its steps\)", r.stderr):
-            waits[int(stage)].append(float(share))
+        for name, binary in pipelined:
+            r = subprocess.run(MPIRUN + ["-n", "2", mfrun, binary, "--threads", "1"] + run,
+                               capture_output=True, text=True, check=True)
+            times[name].append(step_ms(r.stderr))
+            for stage, share in re.findall(r"pipeline stage (\d+) \(rank \d+\): .*?\(([\d.]+)% of its steps\)", r.stderr):
+                waits[(name, int(stage))].append(float(share))
     print(f"\nllama-100m train step, batch 1 x {micro} micro-batches of 256 tokens, medians of "
           f"{args.runs} alternating runs of {args.steps} steps")
     medians = {k: statistics.median(v) for k, v in times.items()}
     for name, ms in medians.items():
         print(f"  {name:22} {ms:9.1f} ms/step   runs: {', '.join(f'{t:.0f}' for t in times[name])}")
-    print(f"  pp2 / one rank of 1 thread: {medians['pp2, 1 thread a rank'] / medians['one rank, 1 thread']:.2f}x the time; "
-          f"/ one rank of 2 threads: {medians['pp2, 1 thread a rank'] / medians['one rank, 2 threads']:.2f}x")
+    for name, _ in pipelined:
+        print(f"  {name} / one rank of 1 thread: {medians[name] / medians['one rank, 1 thread']:.2f}x the time; "
+              f"/ one rank of 2 threads: {medians[name] / medians['one rank, 2 threads']:.2f}x")
     bubble = 100.0 * (2 - 1) / (micro + 2 - 1)
-    for stage, shares in waits.items():
+    for (name, stage), shares in waits.items():
         if shares:
-            print(f"  stage {stage} waits {statistics.median(shares):.1f}% of its steps "
+            print(f"  {name}: stage {stage} waits {statistics.median(shares):.1f}% of its steps "
                   f"(1F1B's bubble with equal stages: {bubble:.1f}%)")
 
 
