@@ -327,6 +327,36 @@ Status checkPipeline(const fb::Executable &root) {
   if (!pipeline) {
     return Status::ok();
   }
+  // A stage's ranks hold only its parameters: each entry runs on one stage
+  // and reads and writes only what that stage holds.
+  for (const fb::Entry *entry : *root.entries()) {
+    std::string where = "entry '" + entry->name()->str() + "'";
+    if (entry->stage() < 0) {
+      return Status::error(where + " of a pipelined program runs on no stage");
+    }
+    auto check = [&](int64_t parameter) -> Status {
+      if (!Executable::holds(*root.parameters()->Get(parameter), entry->stage())) {
+        return Status::error(where + " of stage " +
+                             std::to_string(entry->stage()) +
+                             " reads parameter '" +
+                             root.parameters()->Get(parameter)->name()->str() +
+                             "', which its stage does not hold");
+      }
+      return Status::ok();
+    };
+    for (uint32_t i = 0; entry->ops() && i < entry->ops()->size(); ++i) {
+      const fb::Op *op = entry->ops()->Get(i);
+      if (op->kind() == fb::OpKind::Param || op->kind() == fb::OpKind::Assign) {
+        MFRT_RETURN_IF_ERROR(check(parameterOf(*op)));
+      }
+    }
+    const fb::HostProgram *host = entry->host();
+    for (uint32_t i = 0; host && i < host->buffers()->size(); ++i) {
+      if (host->buffers()->Get(i)->kind() == fb::BufferKind::Parameter) {
+        MFRT_RETURN_IF_ERROR(check(host->buffers()->Get(i)->index()));
+      }
+    }
+  }
   auto bad = [](const std::string &what) {
     return Status::error("the pipeline schedule " + what);
   };
@@ -441,8 +471,8 @@ Status checkPipeline(const fb::Executable &root) {
           [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
                  *list) {
             std::vector<std::string> text;
-            for (const flatbuffers::String *name : *list) {
-              text.push_back(name->str());
+            for (uint32_t i = 0; list && i < list->size(); ++i) {
+              text.push_back(list->Get(i)->str());
             }
             return text;
           };
@@ -519,6 +549,39 @@ Status checkPipeline(const fb::Executable &root) {
       }
     }
     previousHidden = output;
+  }
+  // The stages together: a forward waits for its input from the stage
+  // before, a backward for its gradient from the stage after (the last
+  // stage's, for its input). Run them in turn; a schedule in which every
+  // unfinished stage waits would hang every rank.
+  std::vector<size_t> next(stages, 0);
+  std::vector<std::vector<bool>> forwardDone(
+      stages, std::vector<bool>(static_cast<size_t>(micro))),
+      backwardDone = forwardDone;
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t stage = 0; stage < stages; ++stage) {
+      const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
+      bool last = stage + 1 == stages;
+      for (; next[stage] < own.backward()->size(); ++next[stage]) {
+        bool backward = own.backward()->Get(next[stage]);
+        size_t index = static_cast<size_t>(own.micro_batch()->Get(next[stage]));
+        bool ready = backward && !last ? backwardDone[stage + 1][index]
+                                       : stage == 0 || forwardDone[stage - 1][index];
+        if (!ready) {
+          break;
+        }
+        (backward ? backwardDone : forwardDone)[stage][index] = true;
+        progressed = true;
+      }
+    }
+  }
+  for (size_t stage = 0; stage < stages; ++stage) {
+    if (next[stage] < pipeline->stages()->Get(stage)->backward()->size()) {
+      return bad("makes the stages wait for each other forever (stage " +
+                 std::to_string(stage) + " at slot " +
+                 std::to_string(next[stage]) + ")");
+    }
   }
   return Status::ok();
 }
@@ -880,6 +943,12 @@ Status checkGrid(const fb::Executable &root) {
   }
   constexpr int64_t kMaxRanks = 1 << 20;
   int64_t ranks = 1;
+  // data x model (x pipeline): the runtime makes a group per set of axes.
+  if (root.grid()->size() > 3) {
+    return Status::error("the device grid has " +
+                         std::to_string(root.grid()->size()) +
+                         " axes (at most 3: data, model, pipeline)");
+  }
   for (int64_t extent : *root.grid()) {
     if (extent <= 0 || extent > kMaxRanks || ranks * extent > kMaxRanks) {
       return Status::error("the device grid has an extent of " +

@@ -20,7 +20,9 @@ using namespace mfrt;
 /// The communicators of the rank groups collectives have used, by axes.
 struct Communicator::Groups {
   std::map<std::vector<int64_t>, MPI_Comm> byAxes;
-  std::vector<MPI_Request> sends; ///< send()'s, until waitSends()
+  /// send()'s requests and tensors, until done.
+  std::vector<MPI_Request> sends;
+  std::vector<Tensor> sent;
 };
 
 namespace {
@@ -283,8 +285,7 @@ StatusOr<void *> Communicator::group(const std::vector<int64_t> &axes) {
   return static_cast<void *>(it->second);
 }
 
-Status Communicator::send(const Tensor &tensor, int64_t axis, int64_t to,
-                          int tag) {
+Status Communicator::send(Tensor tensor, int64_t axis, int64_t to, int tag) {
   StatusOr<void *> made = groupFor(
       {axis}, static_cast<int64_t>(tensor.byteSize()), "a send of bytes");
   if (!made) {
@@ -297,6 +298,32 @@ Status Communicator::send(const Tensor &tensor, int64_t axis, int64_t to,
     return Status::error(StatusCode::Unavailable, "MPI_Isend failed");
   }
   groups_->sends.push_back(request);
+  groups_->sent.push_back(std::move(tensor));
+  return Status::ok();
+}
+
+Status Communicator::progressSends() {
+  if (!groups_ || groups_->sends.empty()) {
+    return Status::ok();
+  }
+  std::vector<int> done(groups_->sends.size());
+  int count = 0;
+  if (MPI_Testsome(static_cast<int>(groups_->sends.size()),
+                   groups_->sends.data(), &count, done.data(),
+                   MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Testsome failed");
+  }
+  // Done requests are MPI_REQUEST_NULL now: drop them and their tensors.
+  size_t kept = 0;
+  for (size_t i = 0; i < groups_->sends.size(); ++i) {
+    if (groups_->sends[i] != MPI_REQUEST_NULL) {
+      groups_->sends[kept] = groups_->sends[i];
+      groups_->sent[kept] = std::move(groups_->sent[i]);
+      ++kept;
+    }
+  }
+  groups_->sends.resize(kept);
+  groups_->sent.resize(kept);
   return Status::ok();
 }
 
@@ -331,6 +358,7 @@ Status Communicator::waitSends() {
   int result = MPI_Waitall(static_cast<int>(groups_->sends.size()),
                            groups_->sends.data(), MPI_STATUSES_IGNORE);
   groups_->sends.clear();
+  groups_->sent.clear();
   return result == MPI_SUCCESS
              ? Status::ok()
              : Status::error(StatusCode::Unavailable, "MPI_Waitall failed");

@@ -64,9 +64,12 @@ public:
 
   /// Point to point along one grid axis (a pipeline's stages): sends
   /// `tensor` to the rank at index `to` along `axis` (the same coordinates
-  /// otherwise), without waiting: `tensor`'s storage must stay as it is
-  /// until waitSends(). `tag` tells the messages between two ranks apart.
-  Status send(const Tensor &tensor, int64_t axis, int64_t to, int tag);
+  /// otherwise), without waiting; the communicator keeps the tensor until
+  /// the send is done (its storage must not change). `tag` tells the
+  /// messages between two ranks apart.
+  Status send(Tensor tensor, int64_t axis, int64_t to, int tag);
+  /// Lets go of the tensors of the sends that are done, without waiting.
+  Status progressSends();
   /// Receives into `tensor` (its size: what the sender sends) from the
   /// rank at index `from` along `axis`, waiting for it.
   Status receive(Tensor &tensor, int64_t axis, int64_t from, int tag);

@@ -506,7 +506,17 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         }
       }
       if (stage >= 0 && !Executable::holds(*parameter, stage)) {
-        // Another pipeline stage's: its ranks read it (and check it).
+        // Another pipeline stage's: its ranks read it (and check it). A
+        // MindFormers qkv_concat tensor it would come from is theirs too.
+        if (std::optional<FusedSource> source =
+                parameter->mf_name() ? fusedSourceOf(parameter->mf_name()->str())
+                                     : std::nullopt) {
+          for (size_t f = 0; f < files.size(); ++f) {
+            if (files[f].tensors().count(source->name)) {
+              used[f].insert(source->name);
+            }
+          }
+        }
         weights.elsewhere_.resize(weights.tensors_.size() + 1);
         weights.elsewhere_.back() = true;
         weights.tensors_.emplace_back();
@@ -797,7 +807,7 @@ Status Weights::savePeftAdapters(const Executable &executable,
     }
     stored.push_back(tensor.take());
     if (name.find(".lora_A.") != std::string::npos) {
-      rank = stored.back().dim(0);
+      rank = stored.back().defined() ? stored.back().dim(0) : rank;
     }
     // target_modules: the module's own name (q_proj), as PEFT matches it.
     std::string module = name.substr(0, name.find(".lora_"));

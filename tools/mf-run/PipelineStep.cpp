@@ -66,7 +66,6 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
   // Per micro-batch between its forward and backward: the stage's input
   // and what the forward saved for the backward.
   std::map<int64_t, std::vector<Tensor>> kept;
-  std::vector<Tensor> sending;    // alive until waitSends()
   double loss = 0;
   size_t slots = schedule_.backward()->size();
   for (size_t slot = 0; slot < slots; ++slot) {
@@ -80,11 +79,13 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                               receive(name, 0, stage_ - 1, forwardTag(micro)));
       }
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
-      sending.push_back(outputs[0]);
+      MFRT_RETURN_IF_ERROR(
+          ranks_.send(outputs[0], stageAxis_, stage_ + 1, forwardTag(micro)));
       outputs[0] = input; // kept: the input, then the saved values
       kept[micro] = std::move(outputs);
-      MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ + 1,
-                                       forwardTag(micro)));
+      // What the next stage has received goes now: at most what it has
+      // not yet stays.
+      MFRT_RETURN_IF_ERROR(ranks_.progressSends());
       continue;
     }
     std::string name = entry("accumulate_gradients");
@@ -118,10 +119,10 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     }
     if (!first) {
       const Tensor *gradient = outputNamed(ran, outputs, "input_gradient");
-      sending.push_back(*gradient);
-      MFRT_RETURN_IF_ERROR(ranks_.send(sending.back(), stageAxis_, stage_ - 1,
-                                       backwardTag(micro)));
+      MFRT_RETURN_IF_ERROR(
+          ranks_.send(*gradient, stageAxis_, stage_ - 1, backwardTag(micro)));
     }
+    MFRT_RETURN_IF_ERROR(ranks_.progressSends());
   }
   // The update, once every gradient this stage sends is on its way.
   std::string update = entry("train_step");

@@ -1573,10 +1573,12 @@ int run(int argc, char **argv) {
   }
   if (ranks->size() > 1 &&
       (!options.dumpTensors.empty() || !options.dumpGrads.empty() ||
-       (splitParameters && !options.mergeLora.empty()))) {
+       ((splitParameters || executable->pipeline()) &&
+        !options.mergeLora.empty()))) {
     return failUsage(
-        "--dump-tensors and --dump-grads (and, with split weights, "
-        "--merge-lora) are not built for multi-rank programs yet: "
+        "--dump-tensors and --dump-grads (and, with split weights or "
+        "pipeline stages, --merge-lora) are not built for multi-rank "
+        "programs yet: "
         "each rank holds its own values");
   }
   const fb::ModelInfo &model = executable->model();

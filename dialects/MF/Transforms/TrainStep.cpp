@@ -303,8 +303,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
   static constexpr int16_t kPipelineAxis = 2;
 
   /// A parameter that several stages read (tied embeddings): its gradient
-  /// is the sum of theirs, which every stage reading it must join. Counted
-  /// in the global norm by the first of them only.
+  /// is the sum of theirs, which every stage reading it must join. Each of
+  /// them counts its share of its squares in the global norm.
   FailureOr<bool> sharedByStages(ParameterOp parameter) const {
     auto it = readingStages_.find(parameter.getSymName());
     if (it == readingStages_.end() || it->second.size() < 2) {
@@ -662,16 +662,18 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       // blocks; a replicated one's count once.
       Value total;
       std::map<SmallVector<int16_t>, Value> splitTotals;
-      int64_t stage =
-          stages_ ? entry->getAttrOfType<IntegerAttr>(kStageAttrName).getInt()
-                  : 0;
       for (auto [parameter, g] : llvm::zip(trained, gradients)) {
-        auto readers = readingStages_.find(parameter.parameter.getSymName());
-        if (readers != readingStages_.end() &&
-            readers->second.front() != stage) {
-          continue; // a shared parameter's: counted by the first stage
-        }
         Value squares = shared.sumAll(shared.mul(g, g));
+        // A shared parameter's (summed over its stages already): each stage
+        // counts its share, so that every stage's norm reads the sum's
+        // all-reduce (the stages run their pipeline-axis all-reduces in
+        // the same order whatever moves independent ops).
+        auto readers = readingStages_.find(parameter.parameter.getSymName());
+        if (readers != readingStages_.end() && readers->second.size() > 1) {
+          squares = shared.mul(
+              squares, shared.scalar(1.0 / static_cast<double>(
+                                               readers->second.size())));
+        }
         SmallVector<int16_t> axes =
             parameter.shardedDim ? splitAxesOf(parameter.m)
             : parameter.parameter.getSplitAxesAttr()
