@@ -335,7 +335,8 @@ Status checkPipeline(const fb::Executable &root) {
       return Status::error(where + " of a pipelined program runs on no stage");
     }
     auto check = [&](int64_t parameter) -> Status {
-      if (!Executable::holds(*root.parameters()->Get(parameter), entry->stage())) {
+      if (!Executable::holds(*root.parameters()->Get(parameter),
+                             entry->stage())) {
         return Status::error(where + " of stage " +
                              std::to_string(entry->stage()) +
                              " reads parameter '" +
@@ -566,8 +567,9 @@ Status checkPipeline(const fb::Executable &root) {
       for (; next[stage] < own.backward()->size(); ++next[stage]) {
         bool backward = own.backward()->Get(next[stage]);
         size_t index = static_cast<size_t>(own.micro_batch()->Get(next[stage]));
-        bool ready = backward && !last ? backwardDone[stage + 1][index]
-                                       : stage == 0 || forwardDone[stage - 1][index];
+        bool ready = backward && !last
+                         ? backwardDone[stage + 1][index]
+                         : stage == 0 || forwardDone[stage - 1][index];
         if (!ready) {
           break;
         }

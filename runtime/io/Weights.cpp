@@ -509,8 +509,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         // Another pipeline stage's: its ranks read it (and check it). A
         // MindFormers qkv_concat tensor it would come from is theirs too.
         if (std::optional<FusedSource> source =
-                parameter->mf_name() ? fusedSourceOf(parameter->mf_name()->str())
-                                     : std::nullopt) {
+                parameter->mf_name()
+                    ? fusedSourceOf(parameter->mf_name()->str())
+                    : std::nullopt) {
           for (size_t f = 0; f < files.size(); ++f) {
             if (files[f].tensors().count(source->name)) {
               used[f].insert(source->name);

@@ -671,8 +671,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         auto readers = readingStages_.find(parameter.parameter.getSymName());
         if (readers != readingStages_.end() && readers->second.size() > 1) {
           squares = shared.mul(
-              squares, shared.scalar(1.0 / static_cast<double>(
-                                               readers->second.size())));
+              squares,
+              shared.scalar(1.0 / static_cast<double>(readers->second.size())));
         }
         SmallVector<int16_t> axes =
             parameter.shardedDim ? splitAxesOf(parameter.m)
