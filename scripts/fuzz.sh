@@ -61,6 +61,10 @@ done
 "$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
   --set use_parallel=True --set parallel_config.data_parallel=2 --set parallel_config.model_parallel=2 \
   --set parallel.enable_parallel_optimizer=True -o "$corpus/executable/dp2tp2-zero.bin" 2>/dev/null
+# Pipeline stages: a compiled schedule, stage-held parameters, saved values.
+"$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set use_parallel=True \
+  --set parallel_config.pipeline_stage=2 --set parallel_config.micro_batch_num=4 \
+  -o "$corpus/executable/pp2.bin" 2>/dev/null
 # Vocabulary-parallel lookups and losses; GPT-2's c_attn split in parts.
 "$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
   --set use_parallel=True --set parallel_config.model_parallel=2 --set parallel_config.vocab_emb_dp=False \
