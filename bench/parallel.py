@@ -2,7 +2,7 @@
 """Data, tensor and pipeline parallelism: per-rank memory and communication, and speed.
 
   bench/parallel.py [--build build] [--config PATH] [--runs 3] [--steps 3]
-                    [--tables layout,speed,pipeline] [--micro-batches 4]
+                    [--tables layout,speed,pipeline,stages] [--micro-batches 4]
 
 layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
 (compile only) with its own parallel_config (data_parallel 8) and as
@@ -39,6 +39,11 @@ pipeline: trains llama-100m as pipeline_stage 2 (micro_batch_num 4, batch
 1, one thread a rank) against one rank accumulating the same 4
 micro-batches (1 and 2 threads), alternating; prints the medians and each
 stage's measured waiting (mf-run's per-stage line) beside 1F1B's bubble.
+
+stages: compiles pretrain_llama2_70b_bf16_32p.yaml at full size (dp1 x mp4
+x pp8, 256 micro-batches) and prints each stage's per-rank parameter,
+gradient-sum and AdamW bytes from --report beside the count Megatron-LM's
+theoretical_memory_usage formula makes for the same layout.
 """
 import argparse
 import json
@@ -256,13 +261,70 @@ def pipeline_table(args, tmp):
                   f"(1F1B's bubble with equal stages: {bubble:.1f}%)")
 
 
+def ffn_width(model):
+    """MindFormers' LLaMA FFN width (llama_layer.py): 4h times
+    ffn_dim_multiplier + 0.01, two thirds of that, rounded up to multiple_of
+    (or intermediate_size when given): 70B's 28672."""
+    if model.get("intermediate_size"):
+        return model["intermediate_size"]
+    width = 4 * model["hidden_size"]
+    if model.get("ffn_dim_multiplier"):
+        width = int((model["ffn_dim_multiplier"] + 0.01) * width)
+    width = 2 * width // 3
+    multiple = model.get("multiple_of", 256)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
+def stages_table(args, tmp):
+    """The 70B config's pipeline stages as compiled (--report) beside the
+    parameter count per stage that Megatron-LM's theoretical_memory_usage
+    makes (its layer count for SwiGLU with grouped-query attention, the
+    embedding on the first stage, the final norm and an untied lm_head on
+    the last, split by model_parallel), at mfc's bytes per parameter."""
+    config = os.path.join(args.mindformers, "pretrain_llama2_70b_bf16_32p.yaml")
+    binary = os.path.join(tmp, "70b.bin")
+    report = compile_report(args.build, config, binary, [])
+    with open(config) as f:
+        doc = yaml.safe_load(f)
+    model, parallel = doc["model"]["model_config"], doc["parallel_config"]
+    h, heads = model["hidden_size"], model["num_heads"]
+    kv = model.get("n_kv_heads") or heads
+    tp = parallel["model_parallel"]
+    vocab = model["vocab_size"]
+    vocab_split = tp if (not parallel.get("vocab_emb_dp", True) and vocab % tp == 0) else 1
+    per_layer = (2 * h * h + 2 * h * (kv * h // heads) + 3 * h * ffn_width(model)) // tp + 2 * h
+    param_bytes = DTYPE_BYTES[model.get("param_init_type", "float32")]
+    stages = report["parallel"]["stages"]
+    pipeline = report["parallel"]["pipeline"]
+    print(f"\n{os.path.basename(config)} (full size, compile only): {len(stages)} stages, "
+          f"{pipeline['micro_batches']} micro-batches, bubble {100 * pipeline['bubble_fraction']:.1f}%")
+    print(f"  per rank, MB         parameters (formula)   gradient sums (formula)  AdamW m+v (formula)  "
+          f"worst difference")
+    for index, stage in enumerate(stages):
+        first, last = stage["layers"]
+        count = (last - first + 1) * per_layer
+        if index == 0:
+            count += vocab * h // vocab_split
+        if index == len(stages) - 1:
+            count += h + vocab * h // vocab_split
+        expected = (count * param_bytes, count * 4, count * 8)
+        actual = (stage["parameter_bytes_per_rank"], stage["gradient_bytes_per_rank"],
+                  stage["optimizer_bytes_per_rank"])
+        worst = max(abs(a - e) / e for a, e in zip(actual, expected))
+        print(f"  stage {index} (layers {first}-{last}) "
+              + "  ".join(f"{a / 1e6:9.1f} ({e / 1e6:9.1f})" for a, e in zip(actual, expected))
+              + f"   {100 * worst:.3f}%")
+    print("  (bf16 parameters, f32 gradient sums and AdamW m and v: 14 bytes a parameter;"
+          " Megatron's formula counts 18 with its f32 main copy of the weights)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--mindformers", default=os.path.join(ROOT, "..", "shared", "configs", "mindformers"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--tables", default="layout,speed,pipeline")
+    parser.add_argument("--tables", default="layout,speed,pipeline,stages")
     parser.add_argument("--micro-batches", type=int, default=4)
     args = parser.parse_args()
     tables = args.tables.split(",")
@@ -273,6 +335,8 @@ def main():
             speed_table(args, tmp)
         if "pipeline" in tables:
             pipeline_table(args, tmp)
+        if "stages" in tables:
+            stages_table(args, tmp)
 
 
 if __name__ == "__main__":
