@@ -1215,6 +1215,13 @@ int evaluate(const Options &options, Session &session) {
   }
   const std::string entryName =
       session.executable.entry("forward_loss") ? "forward_loss" : "";
+  if (entryName.empty() && session.executable.pipeline()) {
+    return fail(StatusCode::Unimplemented,
+                "eval of a pipelined model.bin (pipeline stages) is not built "
+                "yet: compile the config without them (--set "
+                "parallel_config.pipeline_stage=1; a pipelined run's "
+                "checkpoint loads into any layout)");
+  }
   if (entryName.empty()) {
     return fail(StatusCode::FailedPrecondition,
                 "eval needs a 'forward_loss' entry: compile the config with "
