@@ -22,7 +22,8 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
   if (spec.shardedModelParallel > 1 || spec.shardedDataParallel > 1 ||
       spec.shardedPipelineStages > 1) {
     // MindFormers' device grid: data_parallel x model_parallel (x
-    // pipeline_stage). Tensor parallelism splits parameters over axis 1;
+    // pipeline_stage, mf::kPipelineGridAxis: last, so the first two keep
+    // their meaning). Tensor parallelism splits parameters over axis 1;
     // mf-train-step averages gradients over axis 0; each stage's ranks run
     // its entries.
     SmallVector<int64_t> shape = {spec.shardedDataParallel,

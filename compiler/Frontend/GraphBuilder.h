@@ -165,10 +165,6 @@ private:
   /// The device grid of a tensor-parallel program (else null).
   mlir::shard::GridOp grid_;
   static constexpr int16_t kModelParallelAxis = 1;
-  /// A pipelined program's grid is data_parallel x model_parallel x
-  /// pipeline_stage: the stage is the last axis, so the first two keep
-  /// their meaning.
-  static constexpr int16_t kPipelineAxis = 2;
 };
 
 /// The LLaMA family (LLaMA 1/2/3, Qwen2, Baichuan-style decoders).

@@ -428,7 +428,7 @@ Status checkPipeline(const fb::Executable &root) {
     if (!last) {
       names.push_back(prefix + "forward");
     }
-    const fb::TensorType *input = nullptr, *output = nullptr;
+    const fb::TensorType *output = nullptr;
     // What a forward keeps for its backward: its outputs after `hidden`.
     const fb::Entry *forward = last ? nullptr : entryNamed(prefix + "forward");
     size_t saved = forward && forward->outputs()->size() > 0
@@ -507,7 +507,6 @@ Status checkPipeline(const fb::Executable &root) {
                                     : "the previous stage's hidden "
                                       "states"));
       }
-      input = &in;
       for (size_t i = 0; i < outputs.size(); ++i) {
         const fb::TensorType &type = outputType(*entry, i);
         if ((outputs[i] == "loss" || outputs[i] == "grad_norm")
@@ -527,7 +526,6 @@ Status checkPipeline(const fb::Executable &root) {
                              "' takes labels of another type");
       }
     }
-    (void)input;
     if (!last) {
       // Its backwards take the gradient of the hidden states it sends.
       for (const std::string &name : names) {

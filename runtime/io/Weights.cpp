@@ -62,6 +62,24 @@ Shape wholeShapeOf(const fb::Parameter &parameter,
 }
 
 /// A parameter's value as its `init` says (of `shape`: the whole weight).
+/// Storage for the whole of `parameter` (as loading checked it fits: its
+/// block times the ranks) in `dtype`, for `doing` it ("gathering").
+StatusOr<Tensor> wholeTensor(const fb::Parameter &parameter,
+                             const Executable &executable, DType dtype,
+                             const char *doing) {
+  Shape shape = wholeShapeOf(parameter, executable);
+  size_t size =
+      static_cast<size_t>(*checkedElementCount(shape)) * dtypeSize(dtype);
+  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)),
+                              std::free);
+  if (!bytes) {
+    return Status::error(StatusCode::ResourceExhausted,
+                         std::string("out of memory ") + doing +
+                             " parameter '" + parameter.name()->str() + "'");
+  }
+  return Tensor(dtype, shape, std::move(bytes));
+}
+
 StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
                               const Shape &shape, DType dtype) {
@@ -347,18 +365,10 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
   if (stage != 0) {
     return gathered;
   }
-  Shape shape = wholeShapeOf(parameter, executable);
-  DType dtype = Executable::dtypeOf(*parameter.type());
-  size_t size =
-      static_cast<size_t>(*checkedElementCount(shape)) * dtypeSize(dtype);
-  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)),
-                              std::free);
-  if (!bytes) {
-    return Status::error(StatusCode::ResourceExhausted,
-                         "out of memory receiving parameter '" +
-                             parameter.name()->str() + "'");
-  }
-  Tensor received(dtype, shape, std::move(bytes));
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor received,
+      wholeTensor(parameter, executable, Executable::dtypeOf(*parameter.type()),
+                  "receiving"));
   MFRT_RETURN_IF_ERROR(ranks->receive(received, stageAxis, owner, /*tag=*/0));
   return received;
 }
@@ -734,18 +744,10 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
                          "parameter '" + parameter.name()->str() +
                              "' is split over ranks that are not running");
   }
-  Shape shape = wholeShapeOf(parameter, executable);
-  // The whole weight, as loading checked it fits (its block times ranks).
-  size_t size = static_cast<size_t>(*checkedElementCount(shape)) *
-                dtypeSize(stored->dtype());
-  std::shared_ptr<void> bytes(std::malloc(std::max<size_t>(1, size)),
-                              std::free);
-  if (!bytes) {
-    return Status::error(StatusCode::ResourceExhausted,
-                         "out of memory gathering parameter '" +
-                             parameter.name()->str() + "'");
-  }
-  Tensor gathered(stored->dtype(), shape, std::move(bytes));
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor gathered,
+      wholeTensor(parameter, executable, stored->dtype(), "gathering"));
+  Shape shape = gathered.shape();
   // Gathered part by part: each part's blocks side by side.
   int64_t dim = parameter.split_dim(), parts = parameter.split_parts();
   Tensor gatheredParts = gathered.reshaped(partsView(shape, dim, parts));

@@ -65,6 +65,8 @@ bool isTrainingModule(Operation *module);
 /// many micro-batches a training step runs through the stages.
 inline constexpr llvm::StringLiteral kStageAttrName = "mf.stage";
 inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
+/// The grid axis of a pipelined module's stages (data x model x pipeline).
+inline constexpr int16_t kPipelineGridAxis = 2;
 } // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 

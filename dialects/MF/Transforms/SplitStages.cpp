@@ -14,6 +14,7 @@
 #include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/Transforms/Passes.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -28,20 +29,13 @@ using namespace mlir::mf;
 
 namespace {
 
-/// The index of the result (or argument) of `entry` named `name`.
-std::optional<unsigned> resultNamed(func::FuncOp entry, StringRef name) {
-  for (unsigned i = 0; i < entry.getNumResults(); ++i) {
-    auto attr = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
-    if (attr && attr.getValue() == name) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-std::optional<unsigned> argumentNamed(func::FuncOp entry, StringRef name) {
-  for (unsigned i = 0; i < entry.getNumArguments(); ++i) {
-    auto attr = entry.getArgAttrOfType<StringAttr>(i, "mf.name");
-    if (attr && attr.getValue() == name) {
+/// The index of the value named `name` among `count` whose `mf.name`
+/// attributes `nameAt` gives (an entry's results or arguments).
+std::optional<unsigned>
+indexNamed(unsigned count, function_ref<StringAttr(unsigned)> nameAt,
+           StringRef name) {
+  for (unsigned i = 0; i < count; ++i) {
+    if (StringAttr attr = nameAt(i); attr && attr.getValue() == name) {
       return i;
     }
   }
@@ -63,7 +57,11 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       StringRef name = backward.getSymName();
       if (!backward->hasAttr(kStageAttrName) ||
           !name.ends_with("_accumulate_gradients") ||
-          !argumentNamed(backward, "output_gradient")) {
+          !indexNamed(backward.getNumArguments(),
+                      [&](unsigned i) {
+                        return backward.getArgAttrOfType<StringAttr>(i, "mf.name");
+                      },
+                      "output_gradient")) {
         continue; // not a backward, or the last stage's (no forward apart)
       }
       std::string prefix = name.drop_back(strlen("accumulate_gradients")).str();
@@ -77,7 +75,12 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
                       const std::string &prefix) {
     Block &body = backward.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    std::optional<unsigned> hiddenAt = resultNamed(backward, "hidden");
+    std::optional<unsigned> hiddenAt = indexNamed(
+        backward.getNumResults(),
+        [&](unsigned i) {
+          return backward.getResultAttrOfType<StringAttr>(i, "mf.name");
+        },
+        "hidden");
     if (!hiddenAt) {
       return backward.emitError()
              << "returns no 'hidden' (its stage's output): run mf-autodiff's "
@@ -87,15 +90,14 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
     Value input = backward.getArgument(0);
 
     // 1. The forward: what `hidden` depends on.
-    llvm::DenseSet<Operation *> forward;
-    SmallVector<Value> work{hidden};
-    while (!work.empty()) {
-      Operation *op = work.pop_back_val().getDefiningOp();
-      if (!op || !forward.insert(op).second) {
-        continue;
-      }
-      llvm::append_range(work, op->getOperands());
+    BackwardSliceOptions sliceOptions;
+    sliceOptions.inclusive = true;
+    sliceOptions.omitBlockArguments = true;
+    llvm::SetVector<Operation *> slice;
+    if (failed(getBackwardSlice(hidden, &slice, sliceOptions))) {
+      return backward.emitError() << "has a forward that cannot be sliced";
     }
+    llvm::DenseSet<Operation *> forward(slice.begin(), slice.end());
     auto shared = [](Operation *op) { return op->getNumOperands() == 0; };
     for (Operation *op : forward) {
       if (!isMemoryEffectFree(op)) {

@@ -208,7 +208,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
             << ") needs a data x model x pipeline grid";
         return signalPassFailure();
       }
-      stages_ = grid_.getShape()[kPipelineAxis];
+      stages_ = grid_.getShape()[kPipelineGridAxis];
       settings->accumulation *= microBatches.getInt();
       for (auto func : module.getOps<func::FuncOp>()) {
         if (func->hasAttr(kStageAttrName) &&
@@ -299,8 +299,6 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
     }
   }
-
-  static constexpr int16_t kPipelineAxis = 2;
 
   /// A parameter that several stages read (tied embeddings): its gradient
   /// is the sum of theirs, which every stage reading it must join. Each of
@@ -629,7 +627,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
       if (*shared) {
         g = AllReduceOp::create(builder, math.loc, g, grid_.getSymName(),
-                                builder.getDenseI16ArrayAttr({kPipelineAxis}));
+                                builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
       }
       if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
@@ -694,7 +692,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (stages_) { // every stage's squares
         total = AllReduceOp::create(
             builder, optimizerLoc, total, grid_.getSymName(),
-            builder.getDenseI16ArrayAttr({kPipelineAxis}));
+            builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
       }
       norm = shared.sqrt(total);
       Value scale =

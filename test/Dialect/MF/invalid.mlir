@@ -777,3 +777,15 @@ mf.parameter @s : tensor<8xf32> init = ones
 // expected-error @+1 {{dot_panels needs an int8 weight [N, K] with one scale per row and K a multiple of 4}}
 mf.parameter @q : tensor<8x66xi8> init = zeros dot_panels quantized(@s)
 mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// A pipeline stage belongs on an entry function.
+// expected-error @+1 {{'mf.stage' belongs on an entry function}}
+mf.parameter @w : tensor<4xf32> init = ones {mf.stage = 0 : i64}
+
+// -----
+
+// expected-error @+1 {{'mf.micro_batches' must be a positive micro-batch count, got 0 : i64}}
+module attributes {mf.micro_batches = 0 : i64} {
+}
