@@ -365,10 +365,10 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
   if (stage != 0) {
     return gathered;
   }
-  MFRT_ASSIGN_OR_RETURN(
-      Tensor received,
-      wholeTensor(parameter, executable, Executable::dtypeOf(*parameter.type()),
-                  "receiving"));
+  MFRT_ASSIGN_OR_RETURN(Tensor received,
+                        wholeTensor(parameter, executable,
+                                    Executable::dtypeOf(*parameter.type()),
+                                    "receiving"));
   MFRT_RETURN_IF_ERROR(ranks->receive(received, stageAxis, owner, /*tag=*/0));
   return received;
 }

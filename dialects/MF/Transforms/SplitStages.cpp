@@ -31,9 +31,9 @@ namespace {
 
 /// The index of the value named `name` among `count` whose `mf.name`
 /// attributes `nameAt` gives (an entry's results or arguments).
-std::optional<unsigned>
-indexNamed(unsigned count, function_ref<StringAttr(unsigned)> nameAt,
-           StringRef name) {
+std::optional<unsigned> indexNamed(unsigned count,
+                                   function_ref<StringAttr(unsigned)> nameAt,
+                                   StringRef name) {
   for (unsigned i = 0; i < count; ++i) {
     if (StringAttr attr = nameAt(i); attr && attr.getValue() == name) {
       return i;
@@ -57,11 +57,12 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       StringRef name = backward.getSymName();
       if (!backward->hasAttr(kStageAttrName) ||
           !name.ends_with("_accumulate_gradients") ||
-          !indexNamed(backward.getNumArguments(),
-                      [&](unsigned i) {
-                        return backward.getArgAttrOfType<StringAttr>(i, "mf.name");
-                      },
-                      "output_gradient")) {
+          !indexNamed(
+              backward.getNumArguments(),
+              [&](unsigned i) {
+                return backward.getArgAttrOfType<StringAttr>(i, "mf.name");
+              },
+              "output_gradient")) {
         continue; // not a backward, or the last stage's (no forward apart)
       }
       std::string prefix = name.drop_back(strlen("accumulate_gradients")).str();

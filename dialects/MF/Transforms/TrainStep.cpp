@@ -626,8 +626,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         return failure();
       }
       if (*shared) {
-        g = AllReduceOp::create(builder, math.loc, g, grid_.getSymName(),
-                                builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
+        g = AllReduceOp::create(
+            builder, math.loc, g, grid_.getSymName(),
+            builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
       }
       if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
