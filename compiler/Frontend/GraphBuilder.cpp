@@ -170,19 +170,22 @@ Value GraphBuilder::positions(int64_t batch, int64_t seq, Value pastLength,
 Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
                                     int64_t layer,
                                     const std::string &attentionPath) {
-  Value pastLength;
+  Value pastLength, blockTable;
   if (cache) {
     Location cacheLoc = loc(attentionPath + ".kv_cache", "use_past");
-    k = cache->keys[layer] = mf::KvCacheWriteOp::create(
-        builder_, cacheLoc, cache->keys[layer], k, cache->pastLength);
-    v = cache->values[layer] = mf::KvCacheWriteOp::create(
-        builder_, cacheLoc, cache->values[layer], v, cache->pastLength);
+    k = cache->keys[layer] =
+        mf::KvCacheWriteOp::create(builder_, cacheLoc, cache->keys[layer], k,
+                                   cache->pastLength, cache->blockTable);
+    v = cache->values[layer] =
+        mf::KvCacheWriteOp::create(builder_, cacheLoc, cache->values[layer], v,
+                                   cache->pastLength, cache->blockTable);
     pastLength = cache->pastLength;
+    blockTable = cache->blockTable;
   }
   ArrayRef<int64_t> shape = shapeOf(q);
   Value attended = mf::AttentionOp::create(
       builder_, loc(attentionPath + ".attention_core", "num_heads"), q.getType(),
-      q, k, v, pastLength, /*causal=*/true,
+      q, k, v, pastLength, blockTable, /*causal=*/true,
       llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3]))));
   return reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
                  loc(attentionPath + ".merge_heads", "num_heads"));
@@ -396,10 +399,19 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   // (its last prompt token) only; decode, of its one token.
   // `rows`: the batch (every entry), or 1 for the prefills of one row that
   // a server runs on one sequence's cache row while the others wait.
+  // A paged cache (block_size, num_blocks) is one pool per layer and K/V
+  // that every entry takes whole, each row reading and writing it through
+  // its row of `block_tables` (after the positions): the rows of one-row
+  // prefills need no view of it.
+  bool paged = model.pagedCache();
   auto build = [&](StringRef name, int64_t seq, bool isPrefill, int64_t rows) {
     RankedTensorType cacheType =
-        tensorType({rows, model.seqLength, model.kvHeads(), model.headDim()},
-                   computeType());
+        paged ? tensorType({model.kvNumBlocks, model.kvBlockSize,
+                            model.kvHeads(), model.headDim()},
+                           computeType())
+              : tensorType(
+                    {rows, model.seqLength, model.kvHeads(), model.headDim()},
+                    computeType());
     SmallVector<Type> cacheTypes(cacheNames.size(), cacheType);
     RankedTensorType positionType = tensorType({rows}, ids);
     SmallVector<std::string> inputNames = {"input_ids", "past_length"};
@@ -408,15 +420,22 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
       inputNames.push_back("logits_position");
       inputTypes.push_back(positionType);
     }
+    if (paged) {
+      inputNames.push_back("block_tables");
+      inputTypes.push_back(tensorType({rows, model.blockTableWidth()}, ids));
+    }
     inputNames.append(cacheNames.begin(), cacheNames.end());
     inputTypes.append(cacheTypes.begin(), cacheTypes.end());
     func::FuncOp entry = beginEntry(name, inputNames, inputTypes);
 
-    unsigned firstCache = isPrefill ? 3 : 2;
+    unsigned firstCache = (isPrefill ? 3 : 2) + (paged ? 1 : 0);
     KvCache cache;
     cache.pastLength = entry.getArgument(1);
     if (isPrefill) {
       logitsPosition_ = entry.getArgument(2);
+    }
+    if (paged) {
+      cache.blockTable = entry.getArgument(firstCache - 1);
     }
     for (int64_t layer = 0; layer < model.numLayers; ++layer) {
       cache.keys.push_back(entry.getArgument(firstCache + 2 * layer));
@@ -441,7 +460,8 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   build("decode", 1, /*isPrefill=*/false, batch);
   if (batch > 1) {
     // A new sequence's prompt without the other rows' padding (mf-serve,
-    // mf-run --prompts-file): its cache row is a [1, ...] cache.
+    // mf-run --prompts-file): its cache row is a [1, ...] cache (a paged
+    // cache: the pool, through one row of block table).
     build("prefill_row", model.seqLength, /*isPrefill=*/true, 1);
     for (int64_t length : lengths) {
       build("prefill_row_" + std::to_string(length), length,

@@ -22,6 +22,8 @@ namespace mfc {
 /// updated ones.
 struct KvCache {
   mlir::Value pastLength;
+  /// A paged cache's block tables ([rows, blocks] i32), else null.
+  mlir::Value blockTable;
   llvm::SmallVector<mlir::Value> keys;
   llvm::SmallVector<mlir::Value> values;
 };

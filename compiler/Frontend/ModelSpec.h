@@ -134,6 +134,14 @@ struct ModelConfig {
   DType rotaryDtype = DType::F32;
 
   bool usePast = false;
+  /// A paged KV cache (MindFormers' PagedAttention): `block_size` and
+  /// `num_blocks` of model_config, set when either is given.
+  int64_t kvBlockSize = 0, kvNumBlocks = 0;
+  bool pagedCache() const { return usePast && kvBlockSize > 0; }
+  /// Blocks a row's table maps: enough for seq_length.
+  int64_t blockTableWidth() const {
+    return (seqLength + kvBlockSize - 1) / kvBlockSize;
+  }
   bool useFlashAttention = false;
   int64_t maxDecodeLength = 1024;
   double initMethodStd = 0.02;

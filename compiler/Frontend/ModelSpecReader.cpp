@@ -584,7 +584,7 @@ constexpr StringRef kTrainerOnlyKeys[] = {
 /// Keys of model_config that exist in MindFormers but change nothing that mfc
 /// compiles (runtime paging, checkpoint names, dropout, ...).
 constexpr StringRef kIgnoredModelKeys[] = {
-    "block_size", "num_blocks", "is_dynamic", "auto_map",
+    "is_dynamic", "auto_map",
     "use_past_shard", "emb_dropout_prob",
     "fine_grain_interleave", "use_prompt_flash_attention",
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
@@ -818,11 +818,42 @@ private:
     readInterleave(cfg);
     readPetConfig(cfg);
     readQuantizationConfig(cfg);
+    readPagedCache(cfg);
     for (StringRef key : kIgnoredModelKeys) {
       cfg.ignore({key});
     }
     cfg.finish();
     model.finish();
+  }
+
+  /// `block_size` / `num_blocks`: MindFormers' PagedAttention. They shape
+  /// the KV cache of predict with use_past (elsewhere there is none): a
+  /// pool of num_blocks blocks of block_size positions that the sequences
+  /// share, each through its block table. Either one alone takes
+  /// MindFormers' default for the other (16, 512).
+  void readPagedCache(MapReader &cfg) {
+    ModelConfig &config = spec_.model;
+    if (!cfg.get("block_size") && !cfg.get("num_blocks")) {
+      return;
+    }
+    int64_t blockSize = 16, numBlocks = 512;
+    cfg.readPositive("block_size", blockSize, kMaxSequence);
+    cfg.readPositive("num_blocks", numBlocks, int64_t(1) << 24);
+    if (!config.usePast || spec_.runMode != RunMode::Predict) {
+      return;
+    }
+    config.kvBlockSize = blockSize;
+    config.kvNumBlocks = numBlocks;
+    if (numBlocks * blockSize < config.seqLength) {
+      cfg.error(cfg.get("num_blocks") ? cfg.valueLoc("num_blocks")
+                                      : cfg.keyLoc("block_size"),
+                cfg.childPath("num_blocks") + ": " +
+                    std::to_string(numBlocks) + " blocks of " +
+                    std::to_string(blockSize) +
+                    " positions hold fewer than one sequence of seq_length " +
+                    std::to_string(config.seqLength) + "; set num_blocks >= " +
+                    std::to_string(config.blockTableWidth()));
+    }
   }
 
   /// `model.arch.type`. Another architecture is not a misspelling: no

@@ -249,7 +249,9 @@ public:
         spec_.bosToken.empty() ? nullptr : spec_.bosToken.c_str(),
         spec_.eosToken.empty() ? nullptr : spec_.eosToken.c_str(),
         spec_.loadCheckpoint.empty() ? nullptr : spec_.loadCheckpoint.c_str(),
-        spec_.tokenizerClass.empty() ? nullptr : spec_.tokenizerClass.c_str());
+        spec_.tokenizerClass.empty() ? nullptr : spec_.tokenizerClass.c_str(),
+        model.pagedCache() ? model.kvBlockSize : 0,
+        model.pagedCache() ? model.kvNumBlocks : 0);
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;

@@ -593,6 +593,31 @@ Status checkEntryContracts(const fb::Executable &root) {
   int64_t batch = model.batch_size(), seq = model.seq_length();
   int64_t vocab = model.vocab_size();
   size_t caches = model.use_past() ? 2 * model.num_layers() : 0;
+  // A paged cache: pools of kv_num_blocks blocks, read through block tables
+  // [rows, width] that every predict entry takes after its positions.
+  int64_t blockSize = model.kv_block_size(), poolBlocks = model.kv_num_blocks();
+  bool paged = blockSize != 0 || poolBlocks != 0;
+  if (paged && (blockSize <= 0 || poolBlocks <= 0 || caches == 0 ||
+                blockSize > seq || poolBlocks > (int64_t(1) << 24) ||
+                poolBlocks * blockSize < seq)) {
+    return Status::error(
+        "the model's paged KV cache (" + std::to_string(poolBlocks) +
+        " blocks of " + std::to_string(blockSize) +
+        ") needs use_past and room for one sequence of seq_length " +
+        std::to_string(seq));
+  }
+  int64_t tableWidth = paged ? (seq + blockSize - 1) / blockSize : 0;
+  // Whether input `i` of `entry` is a block table for `rows` rows, and
+  // whether a cache type is a pool of the model's blocks.
+  auto isBlockTable = [&](const fb::Entry &entry, size_t i, int64_t rows) {
+    return Executable::hasType(inputType(entry, i), DType::I32,
+                               {rows, tableWidth});
+  };
+  auto isPool = [&](const fb::TensorType &cache) {
+    Shape shape = Executable::shapeOf(cache);
+    return shape.size() == 4 && shape[0] == poolBlocks && shape[1] == blockSize;
+  };
+  const size_t tables = paged ? 1 : 0;
   const fb::Entry *prefill = nullptr;
   for (const fb::Entry *entry : *root.entries()) {
     if (entry->name()->str() == "prefill") {
@@ -614,29 +639,38 @@ Status checkEntryContracts(const fb::Executable &root) {
                    "seq_length tokens of a model with a KV cache and a batch "
                    "of more than one");
       }
-      if (inputs != 3 + caches || outputs != 1 + caches ||
+      if (inputs != 3 + tables + caches || outputs != 1 + caches ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
                                {1, rowPrefill}) ||
           !Executable::hasType(inputType(*entry, 1), DType::I32, {1}) ||
           !Executable::hasType(inputType(*entry, 2), DType::I32, {1}) ||
+          (paged && !isBlockTable(*entry, 3, 1)) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32,
                                {1, 1, vocab})) {
         return bad("does not take i32 ids [1, " + std::to_string(rowPrefill) +
-                   "], one past_length and one logits_position and return "
-                   "f32 logits [1, 1, " +
-                   std::to_string(vocab) + "]");
+                   "], one past_length and one logits_position" +
+                   (paged ? ", one row of block table [1, " +
+                                std::to_string(tableWidth) + "]"
+                          : std::string()) +
+                   " and return f32 logits [1, 1, " + std::to_string(vocab) +
+                   "]");
       }
       for (size_t i = 0; i < caches; ++i) {
-        const fb::TensorType &cache = inputType(*entry, 3 + i);
-        bool fits = prefill && prefill->inputs()->size() == 3 + caches;
+        const fb::TensorType &cache = inputType(*entry, 3 + tables + i);
+        bool fits =
+            prefill && prefill->inputs()->size() == 3 + tables + caches;
         if (fits) {
-          const fb::TensorType &whole = inputType(*prefill, 3 + i);
+          // One row of prefill's caches; a paged cache's pool whole.
+          const fb::TensorType &whole = inputType(*prefill, 3 + tables + i);
           Shape row = Executable::shapeOf(whole);
           fits = !row.empty() && cache.dtype() == whole.dtype() &&
-                 Executable::shapeOf(cache) == (row[0] = 1, row);
+                 Executable::shapeOf(cache) ==
+                     (paged ? row : (row[0] = 1, row));
         }
         if (!fits || !sameType(cache, outputType(*entry, 1 + i))) {
-          return bad("takes KV caches that are not one row of prefill's");
+          return bad(paged ? "takes KV caches that are not prefill's pools"
+                           : "takes KV caches that are not one row of "
+                             "prefill's");
         }
       }
     } else if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
@@ -655,12 +689,17 @@ Status checkEntryContracts(const fb::Executable &root) {
       if (decode && caches == 0) {
         return bad("decodes without a KV cache");
       }
-      const size_t kFirstCache = 1 + (caches > 0) + !decode;
+      const size_t kFirstPosition = 1, kTables = 1 + (caches > 0) + !decode;
+      const size_t kFirstCache = kTables + tables;
       if (inputs != kFirstCache + caches || outputs != 1 + caches) {
         return bad("has the wrong number of inputs or outputs");
       }
+      if (paged && !isBlockTable(*entry, kTables, batch)) {
+        return bad("does not take i32 block_tables [" + std::to_string(batch) +
+                   ", " + std::to_string(tableWidth) + "] after its positions");
+      }
       bool positionsPerRow = true;
-      for (size_t i = 1; i < kFirstCache; ++i) {
+      for (size_t i = kFirstPosition; i < kTables; ++i) {
         positionsPerRow &=
             Executable::hasType(inputType(*entry, i), DType::I32, {batch});
       }
@@ -680,10 +719,15 @@ Status checkEntryContracts(const fb::Executable &root) {
                       outputType(*entry, 1 + i))) {
           return bad("returns a KV cache of another type than it takes");
         }
+        if (paged && !isPool(inputType(*entry, kFirstCache + i))) {
+          return bad("takes a KV cache that is not a pool of " +
+                     std::to_string(poolBlocks) + " blocks of " +
+                     std::to_string(blockSize));
+        }
         if ((decode || shorterPrefill > 0) &&
-            (!prefill || prefill->inputs()->size() != 3 + caches ||
+            (!prefill || prefill->inputs()->size() != 3 + tables + caches ||
              !sameType(inputType(*entry, kFirstCache + i),
-                       inputType(*prefill, 3 + i)))) {
+                       inputType(*prefill, 3 + tables + i)))) {
           return bad("takes KV caches of other types than prefill");
         }
       }

@@ -26,8 +26,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 16;
-constexpr uint32_t kMaxFormatVersion = 16;
+constexpr uint32_t kMinFormatVersion = 17;
+constexpr uint32_t kMaxFormatVersion = 17;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;

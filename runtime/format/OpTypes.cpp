@@ -27,6 +27,14 @@ bool isPositionFor(const TensorDesc &type, int64_t batch) {
          (type.shape.empty() || type.shape == Shape{batch});
 }
 
+/// A paged cache's block table: i32 [batch, blocks] with room for
+/// `tokens` new positions in blocks of `blockSize`.
+bool isBlockTableFor(const TensorDesc &type, int64_t batch, int64_t tokens,
+                     int64_t blockSize) {
+  return type.dtype == DType::I32 && type.shape.size() == 2 &&
+         type.shape[0] == batch && type.shape[1] * blockSize >= tokens;
+}
+
 bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
   return (rule.dtypes >> static_cast<int>(type.dtype) & 1) &&
          (rule.rank < 0 ||
@@ -313,18 +321,32 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return "";
   }
   case fb::OpKind::Attention: {
+    // q, k, v, then past_length, then a paged cache's block table (k and
+    // v are then pools of blocks).
     const Shape &q = in[0].shape, &k = in[1].shape;
-    bool hasPast = in.size() == 4;
+    bool hasPast = in.size() >= 4, paged = in.size() == 5;
     if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
-        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
-        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
-        (hasPast && !isPositionFor(in[3], q[0]))) {
+        k.size() != 4 || (!paged && q[0] != k[0]) || q[3] != k[3] ||
+        k[2] <= 0 || q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
+        !isFloat(out.dtype) || (hasPast && !isPositionFor(in[3], q[0]))) {
       return "query, key and value do not fit";
+    }
+    if (paged && !isBlockTableFor(in[4], q[0], q[1], k[1])) {
+      return "the block table does not map the query's rows";
     }
     return "";
   }
   case fb::OpKind::KvCacheWrite: {
     const Shape &cache = in[0].shape, &update = in[1].shape;
+    if (in.size() == 4) { // a pool of blocks, through a block table
+      return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
+                     cache[2] == update[2] && cache[3] == update[3] &&
+                     in[0].dtype == in[1].dtype &&
+                     isPositionFor(in[2], update[0]) &&
+                     isBlockTableFor(in[3], update[0], update[1], cache[1])
+                 ? ""
+                 : "the update does not fit the block pool and its table";
+    }
     return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
                    cache[0] == update[0] && cache[2] == update[2] &&
                    cache[3] == update[3] && update[1] <= cache[1] &&

@@ -37,8 +37,9 @@ extern "C" {
    new version (mfrt_dispatch_state_v2, ...); a library answers the versions
    it was built for. Version 2: the services take argument structs
    (version 1 passed their fields as arguments). Version 4: the gemm
-   arguments end with an int4 weight's scales and group. */
-#define MFRT_KERNEL_ABI_VERSION 4u
+   arguments end with an int4 weight's scales and group. Version 5: the
+   attention arguments end with a paged cache's block table. */
+#define MFRT_KERNEL_ABI_VERSION 5u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {
@@ -119,9 +120,12 @@ typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
    read from past_pointer unless it is NULL (then past_value). flags: 1
    causal, 2 RoPE on the query, 4 RoPE on the new keys, 8 has a past; 16
    the buffers are f16, 32 bf16, else f32; 64 past_pointer holds one past
-   length per batch row (else one for all). Returns MFRT_KERNEL_OK, or
+   length per batch row (else one for all); 128 the caches are pools of
+   paged KV blocks ([pool_blocks, block_size, kv_heads, dim]) that row b
+   reads and writes through block_table[b * (keys / block_size) ...], keys
+   being then what a row's table maps. Returns MFRT_KERNEL_OK, or
    MFRT_KERNEL_SERVICE_FAILED (writing nothing) for a past length that does
-   not fit the cache. */
+   not fit the cache or a block table entry past the pool. */
 typedef struct mfrt_attention_args_v1 {
   int64_t unit_begin, unit_end;
   const void *query, *new_keys, *new_values;
@@ -134,6 +138,8 @@ typedef struct mfrt_attention_args_v1 {
   int64_t batch, seq, heads, kv_heads, dim, keys, new_rows;
   int64_t flags;
   double scale, theta;
+  const int32_t *block_table;
+  int64_t block_size, pool_blocks;
 } mfrt_attention_args_v1;
 typedef int32_t (*mfrt_attention_v1)(const mfrt_attention_args_v1 *args);
 

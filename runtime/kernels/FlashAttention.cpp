@@ -319,9 +319,39 @@ void mfrt::ropeAngles(const std::vector<float> &inverseFrequency,
   lastSines.assign(sines, sines + half);
 }
 
+int64_t BlockTable::mappedPrefix(int64_t b, int64_t limit) const {
+  int64_t mapped = 0;
+  while (mapped < limit && entries[b * width + mapped / blockSize] >= 0) {
+    mapped = std::min(limit, (mapped / blockSize + 1) * blockSize);
+  }
+  return mapped;
+}
+
+std::string BlockTable::check(int64_t batch) const {
+  for (int64_t i = 0; i < batch * width; ++i) {
+    if (entries[i] >= poolBlocks) {
+      return "block table entry " + std::to_string(entries[i]) +
+             " (batch row " + std::to_string(i / width) +
+             ") is past the pool of " + std::to_string(poolBlocks) +
+             " KV blocks";
+    }
+  }
+  return {};
+}
+
 std::string mfrt::runFusedAttention(const FusedAttention &args,
                                     int64_t unitBegin, int64_t unitEnd) {
   const bool cached = args.cacheKey != nullptr;
+  const BlockTable &table = args.table;
+  if (table) {
+    if (!cached || args.cacheKey != args.cacheKeyIn ||
+        args.cacheValue != args.cacheValueIn) {
+      return "a paged KV cache is written in place, by its own region";
+    }
+    if (std::string why = table.check(args.batch); !why.empty()) {
+      return why;
+    }
+  }
   int64_t available = cached ? args.keys : args.newRows;
   auto pastOf = [&](int64_t b) -> int64_t {
     return args.pastRows ? args.pastRows[b] : args.past;
@@ -429,6 +459,15 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     int64_t attended = args.hasPast ? past + args.seq : args.newRows;
     const void *keySource = args.newKeys, *valueSource = args.newValues;
     int64_t keyBase = newBase;
+    // The element where row b's cache position p of this KV head is, or -1
+    // (a paged block not mapped).
+    auto cacheElement = [&](int64_t p) -> int64_t {
+      if (!table) {
+        return headBase + p * kvStride;
+      }
+      int64_t row = table.poolRow(b, p);
+      return row < 0 ? -1 : (row * args.kvHeads + kvHead) * dim;
+    };
     if (cached) {
       for (auto [from, to] : {std::pair{args.cacheKeyIn, args.cacheKey},
                               std::pair{args.cacheValueIn, args.cacheValue}}) {
@@ -438,7 +477,10 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
-        int64_t target = headBase + (past + row) * kvStride;
+        int64_t target = cacheElement(past + row);
+        if (target < 0) {
+          continue;
+        }
         if (args.ropeKey) {
           rotate(args.newKeys, newBase + row * kvStride, row, rotated.data());
           fromFloats(
@@ -456,50 +498,88 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       keyBase = headBase;
     }
     // f32 keys and values to attend over: in place when they are f32 and
-    // need no turning, else rows converted once per unit.
+    // need no turning, else rows converted once per unit. A paged row
+    // reads its keys up to its first block not mapped, gathered from their
+    // blocks.
     const float *keys, *values;
-    int64_t keyStride = kvStride, valueStride = kvStride;
-    if (args.ropeKey && !cached) {
-      keyRows.resize(attended * dim);
-      for (int64_t row = 0; row < attended; ++row) {
-        rotate(keySource, keyBase + row * kvStride, row, &keyRows[row * dim]);
-      }
-    } else if (!f32) {
-      keyRows.resize(attended * dim);
-      loadRows(dtype, keySource, keyBase, kvStride, attended, dim,
-               keyRows.data());
-    }
-    if ((args.ropeKey && !cached) || !f32) {
+    int64_t keyStride = dim, valueStride = dim;
+    int64_t visible = table ? table.mappedPrefix(b, attended) : attended;
+    if (table) {
+      keyRows.resize(visible * dim);
+      valueRows.resize(visible * dim);
       keys = keyRows.data();
-      keyStride = dim;
-    } else {
-      keys = static_cast<const float *>(keySource) + keyBase;
-    }
-    if (f32) {
-      values = static_cast<const float *>(valueSource) + keyBase;
-    } else {
-      valueRows.resize(attended * dim);
-      loadRows(dtype, valueSource, keyBase, kvStride, attended, dim,
-               valueRows.data());
       values = valueRows.data();
-      valueStride = dim;
+      for (int64_t p = 0; p < visible; ++p) {
+        int64_t element = cacheElement(p);
+        toFloats(dtype, elementAt(dtype, args.cacheKey, element),
+                 &keyRows[p * dim], dim);
+        toFloats(dtype, elementAt(dtype, args.cacheValue, element),
+                 &valueRows[p * dim], dim);
+      }
+    } else {
+      if (args.ropeKey && !cached) {
+        keyRows.resize(attended * dim);
+        for (int64_t row = 0; row < attended; ++row) {
+          rotate(keySource, keyBase + row * kvStride, row, &keyRows[row * dim]);
+        }
+        keys = keyRows.data();
+      } else if (!f32) {
+        keyRows.resize(attended * dim);
+        loadRows(dtype, keySource, keyBase, kvStride, attended, dim,
+                 keyRows.data());
+        keys = keyRows.data();
+      } else {
+        keys = static_cast<const float *>(keySource) + keyBase;
+        keyStride = kvStride;
+      }
+      if (f32) {
+        values = static_cast<const float *>(valueSource) + keyBase;
+        valueStride = kvStride;
+      } else {
+        valueRows.resize(attended * dim);
+        loadRows(dtype, valueSource, keyBase, kvStride, attended, dim,
+                 valueRows.data());
+        values = valueRows.data();
+      }
     }
+    // Query rows that would see a key not mapped (causal row i sees
+    // past + i + 1 keys) output zeros: rows [validRows, seq) of each head.
+    int64_t validRows =
+        visible == attended ? args.seq
+        : args.causal       ? std::clamp<int64_t>(visible - past, 0, args.seq)
+                            : 0;
+    auto zeroRows = [&](int64_t head, int64_t first) {
+      for (int64_t i = first; i < args.seq; ++i) {
+        std::memset(const_cast<char *>(elementAt(
+                        dtype, args.out,
+                        ((b * args.seq + i) * args.heads + head) * dim)),
+                    0, dim * dtypeSize(dtype));
+      }
+    };
     if (args.seq == 1) {
+      if (validRows == 0) {
+        for (int64_t head = kvHead * group; head < (kvHead + 1) * group;
+             ++head) {
+          zeroRows(head, 0);
+        }
+        continue;
+      }
       // One position: the query rows of the group's heads, side by side,
       // attend together (one GEMM for the group instead of one per head).
       attendQueries((b * args.heads + kvHead * group) * dim, group, dim, 0, 0,
                     attentionOfOnePosition(
                         nullptr, keys, values, keyStride, valueStride, group,
-                        past, attended, args.causal, args.scale, nullptr, dim));
+                        past, visible, args.causal, args.scale, nullptr, dim));
       continue;
     }
     for (int64_t head = kvHead * group; head < (kvHead + 1) * group; ++head) {
-      for (int64_t first = 0; first < args.seq; first += kAttentionRowBlock) {
-        int64_t rows = std::min(kAttentionRowBlock, args.seq - first);
+      zeroRows(head, validRows);
+      for (int64_t first = 0; first < validRows; first += kAttentionRowBlock) {
+        int64_t rows = std::min(kAttentionRowBlock, validRows - first);
         attendQueries(((b * args.seq + first) * args.heads + head) * dim, rows,
                       queryStride, first, 1,
                       {nullptr, 0, keys, values, keyStride, valueStride, first,
-                       rows, past, attended, args.causal, args.scale, nullptr,
+                       rows, past, visible, args.causal, args.scale, nullptr,
                        0, dim});
       }
     }

@@ -78,6 +78,25 @@ inline void ropeRotate(const float *x, float *out, const float *cosines,
   }
 }
 
+/// A paged KV cache's block table (PagedAttention): position p of batch
+/// row b lives in pool block entries[b * width + p / blockSize], at row
+/// p % blockSize of it; a negative entry is a block not mapped.
+struct BlockTable {
+  const int32_t *entries = nullptr; // null: the cache is not paged
+  int64_t width = 0, blockSize = 0, poolBlocks = 0;
+
+  explicit operator bool() const { return entries != nullptr; }
+  /// Row b's position p as a row of the pool, or -1 when not mapped.
+  int64_t poolRow(int64_t b, int64_t p) const {
+    int32_t block = entries[b * width + p / blockSize];
+    return block < 0 ? -1 : block * blockSize + p % blockSize;
+  }
+  /// How many of row b's first `limit` positions are mapped, from 0.
+  int64_t mappedPrefix(int64_t b, int64_t limit) const;
+  /// Why an entry of rows [0, batch) lies past the pool, else empty.
+  std::string check(int64_t batch) const;
+};
+
 /// What one compiled attention region computes (see FuseAttention.cpp):
 /// optionally RoPE on the query and the new keys (by `positions`
 /// [batch, seq]), optionally the new keys and values written into caches
@@ -100,12 +119,17 @@ struct FusedAttention {
   int64_t newRows; // rows of newKeys / newValues
   float scale, theta;
   DType dtype;
+  /// With a block table the caches are pools [poolBlocks, blockSize,
+  /// kvHeads, dim], written in place, and `keys` is what a row's table maps.
+  BlockTable table;
 };
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: each writes its KV
 /// head's new cache rows, then attends for the query heads that read it.
 /// Returns why it cannot (a past_length that does not fit the keys, in any
-/// row), else an empty string; nothing is written then.
+/// row; a block table entry past the pool), else an empty string; nothing
+/// is written then. A query row that would see a key in a block not mapped
+/// has zeros as its output, and new rows there are not written.
 std::string runFusedAttention(const FusedAttention &args, int64_t unitBegin,
                               int64_t unitEnd);
 

@@ -596,6 +596,24 @@ StatusOr<std::vector<int64_t>> positionsPerRow(const fb::Op &op,
   return starts;
 }
 
+/// A paged cache's block table operand for `batch` rows over a pool of
+/// `pool` [blocks, block_size, ...], its entries checked against the pool.
+StatusOr<BlockTable> blockTableOf(const fb::Op &op, const Tensor &entries,
+                                  int64_t batch, const Tensor &pool) {
+  if (entries.dtype() != DType::I32 || entries.rank() != 2 ||
+      entries.dim(0) != batch || pool.rank() != 4) {
+    return shapeError(op, "a block table must be i32 [" +
+                              std::to_string(batch) + ", blocks], got " +
+                              formatShape(entries.shape()));
+  }
+  BlockTable table{entries.as<int32_t>(), entries.dim(1), pool.dim(1),
+                   pool.dim(0)};
+  if (std::string why = table.check(batch); !why.empty()) {
+    return shapeError(op, why);
+  }
+  return table;
+}
+
 /// Attention per (batch, head, block of query rows), FlashAttention.h's
 /// blocks over the cache in place (GQA: the head's KV head, strided).
 /// Tiles may run at once; a tile's math does not depend on the split.
@@ -603,10 +621,12 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                  Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
   const fb::AttentionAttrs &attrs = *op.attributes_as_AttentionAttrs();
-  bool causal = attrs.causal(), hasPast = inputs.size() == 4;
+  // q, k, v, then past_length, then a paged cache's block table.
+  bool causal = attrs.causal(), hasPast = inputs.size() >= 4;
+  bool paged = inputs.size() == 5;
   if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() ||
-      q.dim(0) != k.dim(0) || q.dim(3) != k.dim(3) || k.dim(2) == 0 ||
-      q.dim(2) % k.dim(2) != 0) {
+      (!paged && q.dim(0) != k.dim(0)) || q.dim(3) != k.dim(3) ||
+      k.dim(2) == 0 || q.dim(2) % k.dim(2) != 0) {
     return shapeError(op, "query " + formatShape(q.shape()) +
                               " does not fit key/value " +
                               formatShape(k.shape()));
@@ -614,6 +634,11 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2), group = heads / kvHeads;
+  BlockTable table;
+  if (paged) {
+    MFRT_ASSIGN_OR_RETURN(table, blockTableOf(op, *inputs[4], batch, k));
+    keys = table.width * table.blockSize; // what a row's table maps
+  }
   std::vector<int64_t> pasts(batch, 0);
   if (hasPast) {
     MFRT_ASSIGN_OR_RETURN(pasts,
@@ -634,9 +659,32 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   // (the rest of a cache is never read; widening a 1024-position f16 cache
   // took GPT-2 11 ms a layer per decode step), so a batch's rows are
   // keyRows apart in kf/vf.
-  int64_t keyRows = k.dtype() == DType::F32 ? keys : std::min(attended, keys);
+  int64_t keyRows = k.dtype() == DType::F32 && !paged
+                        ? keys
+                        : std::min(attended, keys);
+  // The keys each row may read: a paged row's up to its first block not
+  // mapped; a query row that would see past them outputs zeros.
+  std::vector<int64_t> visible(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rowKeys = std::min(attendedOf(b), keys);
+    visible[b] = paged ? table.mappedPrefix(b, rowKeys) : rowKeys;
+  }
   std::vector<float> widenedKeys, widenedValues;
   auto widened = [&](const Tensor &t, std::vector<float> &rows) {
+    if (paged) { // each row's keys gathered from its blocks, in f32
+      int64_t rowBytes = kvHeads * dim * dtypeSize(t.dtype());
+      rows.assign(batch * keyRows * kvHeads * dim, 0.0f);
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t p = 0; p < visible[b]; ++p) {
+          toFloats(t.dtype(),
+                   static_cast<const char *>(t.data()) +
+                       table.poolRow(b, p) * rowBytes,
+                   rows.data() + (b * keyRows + p) * kvHeads * dim,
+                   kvHeads * dim);
+        }
+      }
+      return static_cast<const float *>(rows.data());
+    }
     if (t.dtype() == DType::F32) {
       return t.as<float>();
     }
@@ -663,10 +711,13 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
         int64_t b = unit / kvHeads, kvHead = unit % kvHeads;
         int64_t offset = (b * heads + kvHead * group) * dim;
         int64_t kvOffset = (b * keyRows * kvHeads + kvHead) * dim;
+        if (visible[b] < std::min(attendedOf(b), keys)) {
+          std::fill_n(result.data() + offset, group * dim, 0.0f);
+          continue;
+        }
         attendRows(attentionOfOnePosition(qf.data() + offset, kf + kvOffset,
                                           vf + kvOffset, keyStride, keyStride,
-                                          group, pasts[b],
-                                          std::min(attendedOf(b), keys), causal,
+                                          group, pasts[b], visible[b], causal,
                                           scale, result.data() + offset, dim),
                    scratch);
       }
@@ -684,14 +735,67 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       int64_t rows = std::min(seq, firstRow + kAttentionRowBlock) - firstRow;
       int64_t offset = ((b * seq + firstRow) * heads + h) * dim;
       int64_t kvOffset = (b * keyRows * kvHeads + h / group) * dim;
+      // Rows that would see a key not mapped (causal row i sees past + i +
+      // 1) output zeros.
+      int64_t validRows = rows;
+      if (visible[b] < std::min(attendedOf(b), keys)) {
+        validRows = causal ? std::clamp<int64_t>(visible[b] - pasts[b] -
+                                                     firstRow,
+                                                 0, rows)
+                           : 0;
+        for (int64_t r = validRows; r < rows; ++r) {
+          std::fill_n(result.data() + offset + r * queryStride, dim, 0.0f);
+        }
+      }
+      if (validRows == 0) {
+        continue;
+      }
       attendRows({qf.data() + offset, queryStride, kf + kvOffset, vf + kvOffset,
-                  keyStride, keyStride, firstRow, rows, pasts[b],
-                  std::min(attendedOf(b), keys), causal, scale,
-                  result.data() + offset, queryStride, dim},
+                  keyStride, keyStride, firstRow, validRows, pasts[b],
+                  visible[b], causal, scale, result.data() + offset,
+                  queryStride, dim},
                  scratch);
     }
   });
   result.finish();
+  return Status::ok();
+}
+
+/// A paged cache (a pool of blocks): each row's new tokens where its block
+/// table maps them; a position in a block not mapped is not written.
+Status pagedKvCacheWrite(const fb::Op &op, const Tensor &pool,
+                         const Tensor &update, const Tensor &position,
+                         const Tensor &entries, Tensor &out) {
+  if (pool.rank() != 4 || update.rank() != 4 ||
+      pool.dim(2) != update.dim(2) || pool.dim(3) != update.dim(3) ||
+      pool.dtype() != update.dtype()) {
+    return shapeError(op, "update " + formatShape(update.shape()) +
+                              " does not fit the block pool " +
+                              formatShape(pool.shape()));
+  }
+  MFRT_RETURN_IF_ERROR(expectSameShape(op, pool, out));
+  int64_t batch = update.dim(0), count = update.dim(1);
+  MFRT_ASSIGN_OR_RETURN(BlockTable table,
+                        blockTableOf(op, entries, batch, pool));
+  MFRT_ASSIGN_OR_RETURN(
+      std::vector<int64_t> starts,
+      positionsPerRow(op, position, batch, count,
+                      table.width * table.blockSize));
+  if (out.data() != pool.data()) {
+    std::memcpy(out.data(), pool.data(), out.byteSize());
+  }
+  size_t rowBytes = pool.dim(2) * pool.dim(3) * dtypeSize(pool.dtype());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t row = table.poolRow(b, starts[b] + r);
+      if (row >= 0) {
+        std::memcpy(static_cast<char *>(out.data()) + row * rowBytes,
+                    static_cast<const char *>(update.data()) +
+                        (b * count + r) * rowBytes,
+                    rowBytes);
+      }
+    }
+  }
   return Status::ok();
 }
 
@@ -1151,7 +1255,9 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::Attention:
     return attention(op, inputs, output, parallel);
   case fb::OpKind::KvCacheWrite:
-    return kvCacheWrite(op, in(0), in(1), in(2), output);
+    return inputs.size() == 4
+               ? pagedKvCacheWrite(op, in(0), in(1), in(2), in(3), output)
+               : kvCacheWrite(op, in(0), in(1), in(2), output);
   case fb::OpKind::CrossEntropy:
     return crossEntropy(op, in(0), in(1), output, parallel, block);
   case fb::OpKind::SiluGrad:

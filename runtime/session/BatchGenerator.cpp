@@ -17,6 +17,12 @@ BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
   vocab_ = model.vocab_size();
   padId_ = model.pad_token_id();
   slots_.resize(model.batch_size());
+  if (model.kv_block_size() > 0) {
+    pool_.emplace(model.kv_num_blocks(), model.kv_block_size());
+    tableWidth_ = (seqLength_ + model.kv_block_size() - 1) /
+                  model.kv_block_size();
+    stats_.kvBlocks = model.kv_num_blocks();
+  }
 }
 
 StatusOr<std::unique_ptr<BatchGenerator>>
@@ -42,9 +48,10 @@ BatchGenerator::create(const Executable &executable, Executor &executor,
                          "batched generation needs the model's prefills of "
                          "one row (prefill_row): recompile it with this mfc");
   }
-  // The caches, zero, as decode takes them (after ids and past_length).
+  // The caches, zero, as decode takes them (after ids, past_length and a
+  // paged cache's block tables).
   const fb::Entry &decode = *executable.entry("decode");
-  for (size_t i = 2; i < decode.inputs()->size(); ++i) {
+  for (size_t i = generator->pool_ ? 3 : 2; i < decode.inputs()->size(); ++i) {
     MFRT_ASSIGN_OR_RETURN(Tensor cache, executor.allocateInput("decode", i));
     generator->caches_.push_back(std::move(cache));
   }
@@ -110,9 +117,128 @@ bool BatchGenerator::busy() const {
 
 void BatchGenerator::finish(size_t slot, FinishReason reason,
                             std::string error) {
+  Sequence &sequence = *slots_[slot];
+  sequence.callback(
+      {sequence.id, std::nullopt, reason, nullptr, std::move(error)});
+  vacate(slot);
+}
+
+void BatchGenerator::vacate(size_t slot) {
+  releaseBlocks(*slots_[slot]);
+  slots_[slot].reset();
+  admitted_.erase(std::find(admitted_.begin(), admitted_.end(), slot));
+}
+
+int64_t BatchGenerator::prefillTarget(const Sequence &sequence) {
+  return sequence.generated > 0
+             ? static_cast<int64_t>(sequence.history.size()) - 1
+             : static_cast<int64_t>(sequence.request.prompt.size());
+}
+
+bool BatchGenerator::reserveBlocks(Sequence &sequence) {
+  if (!pool_) {
+    return true;
+  }
+  const int64_t blockSize = pool_->blockSize();
+  const int64_t target = prefillTarget(sequence);
+  // Full blocks of a known prefix are shared; a new prompt keeps its last
+  // token to run, whose logits pick the first new token.
+  int64_t shareable = (sequence.generated > 0 ? target : target - 1) / blockSize;
+  const int32_t *tokens = sequence.history.data();
+  for (int64_t i = 0; i < shareable; ++i) {
+    std::optional<int32_t> block =
+        pool_->share(sequence.publishedHash, tokens + i * blockSize);
+    if (!block) {
+      break;
+    }
+    sequence.blocks.push_back(*block);
+    sequence.publishedHash = KvBlockPool::chainHash(
+        sequence.publishedHash, tokens + i * blockSize, blockSize);
+    ++sequence.published;
+  }
+  int64_t needed = (target + blockSize - 1) / blockSize -
+                   static_cast<int64_t>(sequence.blocks.size());
+  if (needed > pool_->freeBlocks()) {
+    releaseBlocks(sequence);
+    return false;
+  }
+  for (int64_t i = 0; i < needed; ++i) {
+    sequence.blocks.push_back(*pool_->allocate());
+  }
+  sequence.fed = sequence.published * blockSize;
+  stats_.prefixHitTokens += sequence.fed;
+  // A preempted sequence whose tokens were all found decodes at once.
+  if (sequence.generated > 0 && sequence.fed == target) {
+    sequence.pending = sequence.history.back();
+  }
+  return true;
+}
+
+void BatchGenerator::releaseBlocks(Sequence &sequence) {
+  for (int32_t block : sequence.blocks) {
+    pool_->release(block);
+  }
+  sequence.blocks.clear();
+  sequence.published = 0;
+  sequence.publishedHash = 0;
+}
+
+void BatchGenerator::publishBlocks(Sequence &sequence) {
+  if (!pool_) {
+    return;
+  }
+  const int64_t blockSize = pool_->blockSize();
+  while ((sequence.published + 1) * blockSize <= sequence.fed) {
+    const int32_t *tokens =
+        sequence.history.data() + sequence.published * blockSize;
+    pool_->publish(sequence.blocks[sequence.published], sequence.publishedHash,
+                   tokens);
+    sequence.publishedHash =
+        KvBlockPool::chainHash(sequence.publishedHash, tokens, blockSize);
+    ++sequence.published;
+  }
+}
+
+void BatchGenerator::preempt(size_t slot) {
+  releaseBlocks(*slots_[slot]);
   std::unique_ptr<Sequence> sequence = std::move(slots_[slot]);
-  sequence->callback(
-      {sequence->id, std::nullopt, reason, nullptr, std::move(error)});
+  admitted_.erase(std::find(admitted_.begin(), admitted_.end(), slot));
+  sequence->pending.reset();
+  sequence->fed = 0;
+  ++stats_.preemptions;
+  waiting_.push_front(std::move(sequence));
+}
+
+void BatchGenerator::growForDecode() {
+  if (!pool_) {
+    return;
+  }
+  for (size_t i = 0; i < admitted_.size(); ++i) {
+    size_t slot = admitted_[i];
+    Sequence &sequence = *slots_[slot];
+    if (!sequence.pending || sequence.fed / pool_->blockSize() <
+                                 static_cast<int64_t>(sequence.blocks.size())) {
+      continue;
+    }
+    // The newest sequences make room for the older ones.
+    while (pool_->freeBlocks() == 0 && admitted_.back() != slot) {
+      preempt(admitted_.back());
+    }
+    if (pool_->freeBlocks() == 0) {
+      preempt(slot);
+      return; // it was the newest: none after it needs a block
+    }
+    sequence.blocks.push_back(*pool_->allocate());
+  }
+}
+
+void BatchGenerator::fillBlockTable(Tensor &table, int64_t row,
+                                    const Sequence *sequence) {
+  int32_t *entries = table.as<int32_t>() + row * tableWidth_;
+  std::fill_n(entries, tableWidth_, -1);
+  if (sequence) {
+    std::copy(sequence->blocks.begin(), sequence->blocks.end(), entries);
+  }
 }
 
 void BatchGenerator::admit() {
@@ -133,8 +259,13 @@ void BatchGenerator::admit() {
   }
   for (size_t slot = 0; slot < slots_.size() && !waiting_.empty(); ++slot) {
     if (!slots_[slot]) {
+      // First come, first served: the queue's head waits for its blocks.
+      if (!reserveBlocks(*waiting_.front())) {
+        break;
+      }
       slots_[slot] = std::move(waiting_.front());
       waiting_.pop_front();
+      admitted_.push_back(slot);
       // A request for no tokens ends before it runs.
       if (slots_[slot]->request.maxNewTokens == 0) {
         finish(slot, FinishReason::Length);
@@ -150,13 +281,12 @@ void BatchGenerator::countRunning() {
   stats_.running =
       std::count_if(slots_.begin(), slots_.end(),
                     [](const auto &sequence) { return bool(sequence); });
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.kvBlocksUsed = pool_ ? pool_->usedBlocks() : 0;
 }
 
 int64_t BatchGenerator::promptLeft(const Sequence &sequence) {
-  return sequence.pending
-             ? 0
-             : static_cast<int64_t>(sequence.request.prompt.size()) -
-                   sequence.fed;
+  return sequence.pending ? 0 : prefillTarget(sequence) - sequence.fed;
 }
 
 void BatchGenerator::emit(size_t slot, const float *row) {
@@ -168,7 +298,7 @@ void BatchGenerator::emit(size_t slot, const float *row) {
   const std::vector<int32_t> &stops = sequence.request.stopIds;
   if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
     sequence.callback({sequence.id, std::nullopt, FinishReason::Stop, row, ""});
-    slots_[slot].reset();
+    vacate(slot);
     return;
   }
   sequence.history.push_back(next);
@@ -182,7 +312,7 @@ void BatchGenerator::emit(size_t slot, const float *row) {
   }
   sequence.callback({sequence.id, next, reason, row, ""});
   if (last) {
-    slots_[slot].reset();
+    vacate(slot);
   } else {
     sequence.pending = next;
   }
@@ -215,7 +345,7 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition,
                         executor_.allocateInput(entry, 2));
   std::fill_n(ids.as<int32_t>(), width, static_cast<int32_t>(padId_));
-  std::copy_n(sequence.request.prompt.begin() + sequence.fed, feed,
+  std::copy_n(sequence.history.begin() + sequence.fed, feed,
               ids.as<int32_t>());
   past.as<int32_t>()[0] = static_cast<int32_t>(sequence.fed);
   logitsPosition.as<int32_t>()[0] = static_cast<int32_t>(feed - 1);
@@ -223,10 +353,16 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   inputs.push_back(std::move(ids));
   inputs.push_back(std::move(past));
   inputs.push_back(std::move(logitsPosition));
-  // The slot's row of each cache, in place.
+  // The slot's row of each cache, in place; a paged cache's pools whole,
+  // through the sequence's block table.
   std::vector<Tensor> rows;
+  if (pool_) {
+    MFRT_ASSIGN_OR_RETURN(Tensor table, executor_.allocateInput(entry, 3));
+    fillBlockTable(table, 0, &sequence);
+    inputs.push_back(std::move(table));
+  }
   for (const Tensor &cache : caches_) {
-    rows.push_back(cache.rows(static_cast<int64_t>(slot), 1));
+    rows.push_back(pool_ ? cache : cache.rows(static_cast<int64_t>(slot), 1));
     inputs.push_back(rows.back());
   }
   MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
@@ -240,8 +376,14 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   ++stats_.steps;
   sequence.fed += feed;
   stats_.promptTokens += feed;
+  publishBlocks(sequence);
   if (promptLeft(sequence) == 0) {
-    emit(slot, outputs[0].as<float>());
+    // A preempted sequence has its next token already: decode feeds it.
+    if (sequence.generated > 0) {
+      sequence.pending = sequence.history.back();
+    } else {
+      emit(slot, outputs[0].as<float>());
+    }
   }
   return feed;
 }
@@ -266,6 +408,7 @@ Status BatchGenerator::step() {
     }
   }
   Status status = Status::ok();
+  growForDecode();
   if (std::any_of(slots_.begin(), slots_.end(), [](const auto &sequence) {
         return sequence && sequence->pending.has_value();
       })) {
@@ -292,6 +435,17 @@ Status BatchGenerator::decode() {
   std::vector<Tensor> inputs;
   inputs.push_back(std::move(ids));
   inputs.push_back(std::move(past));
+  if (pool_) {
+    // A row without a token to feed maps no block: nothing of it is
+    // written.
+    MFRT_ASSIGN_OR_RETURN(Tensor table, executor_.allocateInput("decode", 2));
+    for (int64_t b = 0; b < batch; ++b) {
+      const Sequence *sequence = slots_[b].get();
+      fillBlockTable(table, b,
+                     sequence && sequence->pending ? sequence : nullptr);
+    }
+    inputs.push_back(std::move(table));
+  }
   for (const Tensor &cache : caches_) {
     inputs.push_back(cache);
   }
@@ -309,6 +463,7 @@ Status BatchGenerator::decode() {
     if (sequence && sequence->pending) {
       ++sequence->fed;
       sequence->pending.reset();
+      publishBlocks(*sequence);
       emit(static_cast<size_t>(b), logits.as<float>() + b * vocab_);
     }
   }

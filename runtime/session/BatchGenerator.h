@@ -10,6 +10,15 @@
 // joins at the next step; a finished or cancelled one frees its slot at
 // once. The compiled graph stays static: positions are data.
 //
+// With a paged KV cache (block_size, num_blocks) the slots share one pool
+// of blocks (KvBlockPool): a request is admitted when its prompt's blocks
+// are free (the blocks of a prompt prefix another sequence computed are
+// shared, not recomputed), a decoding sequence takes a block each
+// block_size tokens, and when none is free the sequence admitted last is
+// preempted: its blocks are freed, and it waits at the front of the queue
+// to recompute its tokens (vLLM's recompute preemption). Never a crash,
+// never a wrong token.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_RUNTIME_SESSION_BATCHGENERATOR_H
@@ -18,6 +27,7 @@
 #include "runtime/base/Status.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/format/Executable.h"
+#include "runtime/session/KvBlockPool.h"
 #include "runtime/session/PrefillPlan.h"
 #include "runtime/session/Sampler.h"
 #include "runtime/text/TokenIds.h"
@@ -59,6 +69,10 @@ using GenerationCallback = std::function<void(const GenerationEvent &)>;
 struct GenerationStats {
   int64_t waiting = 0, running = 0;
   int64_t steps = 0, decodeSteps = 0, promptTokens = 0, generatedTokens = 0;
+  /// A paged cache: its blocks, those held, the prompt tokens found in
+  /// shared blocks (not computed), and sequences preempted to recompute.
+  int64_t kvBlocks = 0, kvBlocksUsed = 0, prefixHitTokens = 0,
+          preemptions = 0;
 };
 
 class BatchGenerator {
@@ -103,12 +117,37 @@ private:
     int64_t generated = 0;
     std::optional<int32_t> pending; ///< sampled, not yet fed
     bool cancelled = false;
+    /// A paged cache: the blocks of its positions, in order; how many of
+    /// them are findable full blocks, and the hash of the last of those.
+    std::vector<int32_t> blocks;
+    int64_t published = 0;
+    uint64_t publishedHash = 0;
   };
 
   BatchGenerator(const Executable &executable, Executor &executor,
                  int64_t maxBatchedTokens, RunOptions runOptions);
   void admit();
   void finish(size_t slot, FinishReason reason, std::string error = "");
+  /// Frees `slot` (and its blocks).
+  void vacate(size_t slot);
+  /// A paged cache: takes the blocks of `sequence`'s prefill (sharing
+  /// those of a known prefix, which then count as fed); false, holding
+  /// nothing, when too few are free.
+  bool reserveBlocks(Sequence &sequence);
+  void releaseBlocks(Sequence &sequence);
+  /// Makes the sequence's full blocks findable by later prompts.
+  void publishBlocks(Sequence &sequence);
+  /// A block for each sequence that decodes into a new one, preempting the
+  /// sequences admitted last while none is free.
+  void growForDecode();
+  /// Sends slot's sequence back to the front of the queue, its blocks
+  /// freed; it recomputes its tokens when admitted again.
+  void preempt(size_t slot);
+  /// The tokens to run through prefills: the prompt, or after a
+  /// preemption every token but the last sampled (which decode feeds).
+  static int64_t prefillTarget(const Sequence &sequence);
+  /// `table` row `row` as slot's block table (or, for null, no block).
+  void fillBlockTable(Tensor &table, int64_t row, const Sequence *sequence);
   /// Ends every running sequence after a failed run (its cache rows can no
   /// longer be trusted).
   void failRunning(const Status &status);
@@ -134,6 +173,11 @@ private:
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<Tensor> caches_;
+  /// A paged cache's blocks, and the index of the entries' block tables
+  /// (after ids and positions) and caches.
+  std::optional<KvBlockPool> pool_;
+  int64_t tableWidth_ = 0;
+  std::vector<size_t> admitted_; ///< running slots, oldest admission first
   int64_t nextId_ = 1;
   GenerationStats stats_;
 };

@@ -971,6 +971,15 @@ int predict(const Options &options, Session &session) {
     std::fill_n(positions.as<int32_t>(), positions.numElements(),
                 static_cast<int32_t>(position));
   };
+  // A paged KV cache: every row computes the same tokens and only row 0's
+  // are read, so row 0 holds blocks 0, 1, ... (the pool has a sequence's
+  // worth) and the other rows none (nothing of theirs is written).
+  const bool paged = model.kv_block_size() > 0;
+  auto fillBlockTables = [&](Tensor &tables) {
+    int32_t *entries = tables.as<int32_t>();
+    std::fill_n(entries, tables.numElements(), -1);
+    std::iota(entries, entries + tables.dim(1), 0);
+  };
   auto runEntry = [&](const std::string &name, std::vector<Tensor> inputs)
       -> StatusOr<std::vector<Tensor>> {
     return executor.run(name, std::move(inputs), session.runOptions);
@@ -992,7 +1001,7 @@ int predict(const Options &options, Session &session) {
   };
   std::vector<int32_t> generated;
   std::vector<float> stepLogits; // the row each token was picked from
-  Tensor decodeIds, decodePast;
+  Tensor decodeIds, decodePast, decodeTables;
   for (int64_t run = 0; run < options.repeat; ++run) {
     tokens.resize(promptLength);
     // Prefill, chunk by chunk: each continues the caches the last wrote.
@@ -1003,7 +1012,7 @@ int predict(const Options &options, Session &session) {
       // ids, past_length (with a cache) and logits_position, then the
       // caches: zero for the first call, a later one's what the call before
       // it wrote (its outputs: logits, then the caches).
-      const size_t firstCache = model.use_past() ? 3 : 2;
+      const size_t firstCache = model.use_past() ? 3 + paged : 2;
       const size_t count = session.executable.entry(name)->inputs()->size();
       std::vector<Tensor> inputs;
       for (size_t i = 0; i < count; ++i) {
@@ -1023,7 +1032,10 @@ int predict(const Options &options, Session &session) {
       if (model.use_past()) {
         fillPositions(inputs[1], chunk.past); // past_length
       }
-      fillPositions(inputs[firstCache - 1], chunk.tokens - 1);
+      fillPositions(inputs[2 - !model.use_past()], chunk.tokens - 1);
+      if (paged) {
+        fillBlockTables(inputs[3]);
+      }
       StatusOr<std::vector<Tensor>> outputs = runEntry(name, std::move(inputs));
       if (!outputs) {
         return fail(outputs.status());
@@ -1094,8 +1106,19 @@ int predict(const Options &options, Session &session) {
           }
           decodeIds = ids.take();
           decodePast = past.take();
+          if (paged) {
+            StatusOr<Tensor> tables = executor.allocateInput("decode", 2);
+            if (!tables) {
+              return fail(tables.status());
+            }
+            decodeTables = tables.take();
+            fillBlockTables(decodeTables);
+          }
         }
         std::vector<Tensor> arguments{decodeIds, decodePast};
+        if (paged) {
+          arguments.push_back(decodeTables);
+        }
         fillIds(arguments[0], {next}, 1);
         fillPositions(arguments[1], static_cast<int64_t>(tokens.size()) - 1);
         for (size_t i = 1; i < state.size(); ++i) {

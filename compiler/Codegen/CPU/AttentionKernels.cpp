@@ -8,7 +8,8 @@
 //   for tile t in [tileBegin, tileEnd):
 //     status = mfrt_attention(units of t, query, new keys, new values,
 //                             caches in and out, positions, past_length,
-//                             output, shape, flags, scale, theta)
+//                             output, shape, flags, scale, theta,
+//                             block table, block size, pool blocks)
 //   return the first status that is not MFRT_KERNEL_OK
 //
 // The service (runtime/kernels/FlashAttention.h) writes a unit's new cache rows
@@ -42,7 +43,7 @@ struct AttentionParts {
   mf::RopeOp ropeQuery, ropeKey;
   mf::KvCacheWriteOp writeKey, writeValue;
   int query = -1, newKeys = -1, newValues = -1, cacheKey = -1, cacheValue = -1,
-      positions = -1, past = -1;
+      positions = -1, past = -1, blockTable = -1;
   int64_t pastValue = 0; // when past_length is a constant
 };
 
@@ -95,10 +96,21 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
     }
     if (parts.cacheKey < 0 || parts.cacheValue < 0 ||
         parts.writeKey.getPosition() != attention.getPastLength() ||
-        parts.writeValue.getPosition() != attention.getPastLength()) {
-      why = "cache writes that are not at the attention's past_length";
+        parts.writeValue.getPosition() != attention.getPastLength() ||
+        parts.writeKey.getBlockTable() != attention.getBlockTable() ||
+        parts.writeValue.getBlockTable() != attention.getBlockTable()) {
+      why = "cache writes that are not at the attention's past_length "
+            "through its block table";
       return failure();
     }
+    if (Value table = attention.getBlockTable();
+        table && (parts.blockTable = argumentNumber(table)) < 0) {
+      why = "a block table computed in the region";
+      return failure();
+    }
+  } else if (attention.getBlockTable()) {
+    why = "a paged attention without its cache writes";
+    return failure();
   } else {
     parts.newKeys = sourceOf(attention.getKey(), parts.ropeKey);
     parts.newValues = argumentNumber(attention.getValue());
@@ -272,12 +284,20 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   }
   AttentionParts parts = *analyzed;
   ArrayRef<int64_t> query = parts.attention.getQuery().getType().getShape();
-  ArrayRef<int64_t> key = parts.attention.getKey().getType().getShape();
+  ArrayRef<int64_t> pool = parts.attention.getKey().getType().getShape();
+  // A paged pool's keys, as each row sees them: [batch, table width x
+  // block_size, kv_heads, head_dim].
+  SmallVector<int64_t> key(pool);
+  if (Value table = parts.attention.getBlockTable()) {
+    key = {query[0],
+           cast<RankedTensorType>(table.getType()).getDimSize(1) * pool[1],
+           pool[2], pool[3]};
+  }
   auto newKeysType =
       cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionService, 23);
+      buildUnitKernel(fusion, builder, query, key, kAttentionService, 26);
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
   auto resultPointer = [&](Value value) -> Value {
@@ -298,6 +318,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
               .getRank() == 1) {
     flags |= 64;
   }
+  bool paged = parts.blockTable >= 0;
+  flags |= paged ? 128 : 0;
   Type storage = parts.attention.getQuery().getType().getElementType();
   flags |= storage.isF16() ? 16 : storage.isBF16() ? 32 : 0;
   mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
@@ -321,7 +343,9 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       SmallVector<Value>{
           unit.constant(newKeysType.getDimSize(1)), unit.constant(flags),
           unit.real(parts.attention.getScale().convertToDouble()),
-          unit.real(rope ? rope.getTheta().convertToDouble() : 0.0)});
+          unit.real(rope ? rope.getTheta().convertToDouble() : 0.0),
+          unit.pointer(parts.blockTable), unit.constant(paged ? pool[1] : 0),
+          unit.constant(paged ? pool[0] : 0)});
   unit.call(kAttentionService, operands);
   return unit.kernel;
 }

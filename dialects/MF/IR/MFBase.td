@@ -75,6 +75,9 @@ def MF_ScalarIndexTensor : 0DTensorOf<[I32]> {
 /// tensor<i32> (one position for every row) or tensor<batch x i32> (one per
 /// row: the rows of a serving batch are sequences of their own).
 def MF_PositionTensor : TensorRankOf<[I32], [0, 1]>;
+/// A paged KV cache's block table: per batch row, the pool block of each
+/// block_size positions (negative: not mapped).
+def MF_BlockTable : TensorRankOf<[I32], [2]>;
 
 //===----------------------------------------------------------------------===//
 // Base op class

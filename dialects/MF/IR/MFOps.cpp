@@ -901,6 +901,25 @@ static LogicalResult verifyPositionRows(Operation *op, Value position,
   return success();
 }
 
+/// A paged cache's block table: one row per batch row, enough blocks of
+/// `blockSize` positions for `tokens` new ones.
+static LogicalResult verifyBlockTable(Operation *op, Value table, int64_t batch,
+                                      int64_t tokens, int64_t blockSize) {
+  auto type = cast<RankedTensorType>(table.getType());
+  if (type.getDimSize(0) != batch) {
+    return op->emitOpError() << "block_table has " << type.getDimSize(0)
+                             << " rows, expected one per batch row (" << batch
+                             << ")";
+  }
+  if (tokens > type.getDimSize(1) * blockSize) {
+    return op->emitOpError()
+           << "block_table maps " << type.getDimSize(1) << " blocks of "
+           << blockSize << " positions, fewer than the " << tokens
+           << " new tokens";
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   RankedTensorType query = getQuery().getType(), key = getKey().getType();
   if (query.getRank() != 4 || key.getRank() != 4) {
@@ -909,7 +928,16 @@ LogicalResult AttentionOp::verify() {
                          << formatShape(query.getShape()) << " and "
                          << formatShape(key.getShape());
   }
-  if (query.getDimSize(0) != key.getDimSize(0)) {
+  if (Value table = getBlockTable()) {
+    if (failed(verifyBlockTable(*this, table, query.getDimSize(0),
+                                query.getDimSize(1), key.getDimSize(1)))) {
+      return failure();
+    }
+    if (!getPastLength()) {
+      return emitOpError() << "a block_table needs the past_length of each "
+                              "row (a paged cache is read to it)";
+    }
+  } else if (query.getDimSize(0) != key.getDimSize(0)) {
     return emitOpError() << "query batch " << query.getDimSize(0)
                          << " differs from key/value batch "
                          << key.getDimSize(0);
@@ -940,8 +968,13 @@ LogicalResult AttentionOp::verify() {
 
 int64_t AttentionOp::getFlops() {
   RankedTensorType query = getQuery().getType(), key = getKey().getType();
-  int64_t pairs = query.getDimSize(0) * query.getDimSize(2) *
-                  query.getDimSize(1) * key.getDimSize(1);
+  // A paged pool's rows are each row's keys as its block table maps them.
+  int64_t keys = key.getDimSize(1);
+  if (Value table = getBlockTable()) {
+    keys *= cast<RankedTensorType>(table.getType()).getDimSize(1);
+  }
+  int64_t pairs =
+      query.getDimSize(0) * query.getDimSize(2) * query.getDimSize(1) * keys;
   // QK^T and PV are 2*D each per (query, key) pair; softmax about 5.
   return pairs * (4 * query.getDimSize(3) + 5);
 }
@@ -951,6 +984,23 @@ LogicalResult KvCacheWriteOp::verify() {
   if (cache.getRank() != 4 || update.getRank() != 4) {
     return emitOpError() << "expected rank-4 cache and update "
                             "([batch, len, kv_heads, head_dim])";
+  }
+  if (Value table = getBlockTable()) {
+    // A pool of blocks: the update's rows go where the table maps them.
+    for (int64_t dim : {2, 3}) {
+      if (cache.getDimSize(dim) != update.getDimSize(dim)) {
+        return emitOpError()
+               << "update shape " << formatShape(update.getShape())
+               << " does not fit the block pool " << formatShape(cache.getShape())
+               << " in dim " << dim;
+      }
+    }
+    if (failed(verifyBlockTable(*this, table, update.getDimSize(0),
+                                update.getDimSize(1), cache.getDimSize(1)))) {
+      return failure();
+    }
+    return verifyPositionRows(*this, getPosition(), update.getDimSize(0),
+                              "position");
   }
   for (int64_t dim : {0, 2, 3}) {
     if (cache.getDimSize(dim) != update.getDimSize(dim)) {

@@ -778,7 +778,7 @@ def MF_RopeOp : MF_CostedOp<"rope", [
 def MF_AttentionOp : MF_CostedOp<"attention", [
     DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     AllTypesMatch<["query", "result"]>,
-    AllTypesMatch<["key", "value"]>]> {
+    AllTypesMatch<["key", "value"]>, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention, causal, with grouped KV heads";
   let description = [{
     `query` is `[batch, seq, q_heads, head_dim]`; `key` and `value` are
@@ -793,22 +793,37 @@ def MF_AttentionOp : MF_CostedOp<"attention", [
     batch row, or one per row (`tensor<batch x i32>`, written after a
     colon): the rows of a serving batch are at different positions.
 
+    With a `block_table` (`tensor<batch x blocks x i32>`, a paged KV cache
+    as PagedAttention has it), `key` and `value` are pools
+    `[num_blocks, block_size, kv_heads, head_dim]` and row `b`'s key at
+    position `p` is pool block `block_table[b, p / block_size]`, row
+    `p % block_size`; `past_length` is then required. A negative entry is
+    a block not mapped: a query row that would see a key in one has zeros
+    as its output (a free serving slot, a prompt's padding). An entry past
+    the pool is an error at run time.
+
     ```mlir
     %o = mf.attention %q, %k, %v past_length(%n) causal scale = 2.5e-01
         : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
     %r = mf.attention %q2, %k2, %v2 past_length(%rows : tensor<2xi32>) causal
         scale = 2.5e-01 : tensor<2x1x4x16xf32>, tensor<2x32x2x16xf32>
+    %p = mf.attention %q2, %kp, %vp past_length(%rows : tensor<2xi32>)
+        block_table(%table) causal scale = 2.5e-01
+        : tensor<2x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<2x4xi32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
                        MF_FloatTensor:$value,
                        Optional<MF_PositionTensor>:$past_length,
+                       Optional<MF_BlockTable>:$block_table,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`past_length` `(` $past_length^ `` custom<PositionType>(type($past_length)) `)`)?
+    (`block_table` `(` $block_table^ `)`)?
     (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($query) `,` type($key)
+    (`,` type($block_table)^)?
   }];
   let hasVerifier = 1;
 }
@@ -827,19 +842,30 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [
     written after the other types). A position past the end is an error at
     run time.
 
+    With a `block_table` (`tensor<batch x blocks x i32>`), `cache` is a pool
+    `[num_blocks, block_size, kv_heads, head_dim]` of paged KV blocks
+    (mf.attention says how a table maps positions); a row whose block is
+    not mapped (a negative entry) is not written.
+
     ```mlir
     %c1 = mf.kv_cache_write %c0, %k, %pos
         : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
     %c3 = mf.kv_cache_write %c2, %k2, %rows
         : tensor<2x32x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>
+    %p1 = mf.kv_cache_write %p0, %k2, %rows block_table(%table)
+        : tensor<64x8x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>,
+          tensor<2x4xi32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$cache, MF_FloatTensor:$update,
-                       MF_PositionTensor:$position);
+                       MF_PositionTensor:$position,
+                       Optional<MF_BlockTable>:$block_table);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $cache `,` $update `,` $position attr-dict `:` type($cache) `,`
+    $cache `,` $update `,` $position (`block_table` `(` $block_table^ `)`)?
+    attr-dict `:` type($cache) `,`
     type($update) `` custom<TrailingPositionType>(type($position))
+    (`,` type($block_table)^)?
   }];
   let hasVerifier = 1;
 }

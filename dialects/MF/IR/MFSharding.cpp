@@ -261,8 +261,8 @@ LogicalResult RopeOp::partition(Partitioning &p) {
   return p.assign(getResult(), input, *this);
 }
 
-/// Query, key and value split by heads (dimension 2) the same way: each
-/// rank attends with its heads (and its KV heads).
+/// Query, key and value split by heads (dimension 2, of a paged pool too)
+/// the same way: each rank attends with its heads (and its KV heads).
 LogicalResult AttentionOp::partition(Partitioning &p) {
   if (!p.anySplit(*this)) {
     return success();
@@ -270,14 +270,16 @@ LogicalResult AttentionOp::partition(Partitioning &p) {
   const Split query = p.splitOf(getQuery());
   if (query.dim != 2 || query.partial || p.splitOf(getKey()) != query ||
       p.splitOf(getValue()) != query ||
-      (getPastLength() && !p.splitOf(getPastLength()).replicated())) {
+      (getPastLength() && !p.splitOf(getPastLength()).replicated()) ||
+      (getBlockTable() && !p.splitOf(getBlockTable()).replicated())) {
     return p.noRule(*this);
   }
   return p.assign(getResult(), query, *this);
 }
 
-/// The cache holds the rank's KV heads: a cache that is an entry argument
-/// takes the split of what is written into it.
+/// The cache (or a paged cache's pool: heads are dimension 2 of both) holds
+/// the rank's KV heads: a cache that is an entry argument takes the split
+/// of what is written into it; block tables are every rank's.
 LogicalResult KvCacheWriteOp::partition(Partitioning &p) {
   if (!p.anySplit(*this)) {
     return success();
@@ -285,7 +287,8 @@ LogicalResult KvCacheWriteOp::partition(Partitioning &p) {
   const Split update = p.splitOf(getUpdate());
   Value cache = getCache();
   if (update.dim != 2 || update.partial ||
-      !p.splitOf(getPosition()).replicated()) {
+      !p.splitOf(getPosition()).replicated() ||
+      (getBlockTable() && !p.splitOf(getBlockTable()).replicated())) {
     return p.noRule(*this);
   }
   if (p.splitOf(cache).replicated() && isa<BlockArgument>(cache) &&

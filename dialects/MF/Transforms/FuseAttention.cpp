@@ -2,7 +2,8 @@
 //
 // 1. For each mf.attention (f32, f16 or bf16), collect what only it
 //    consumes: the RoPE of its query, the KV-cache writes of its key and
-//    value (at the attention's past_length), and the RoPE of the new keys
+//    value (at the attention's past_length, through its block table when
+//    the cache is paged), and the RoPE of the new keys
 //    (into the write, or straight into the attention without a cache). Both RoPEs must turn by the same
 //    positions and theta, or neither joins.
 // 2. Outline them with the attention as one "attention" region when the
@@ -57,10 +58,12 @@ RopeOp soleRope(Value value) {
              : RopeOp();
 }
 
-/// The write of new rows into a cache at `position` producing `value`.
-KvCacheWriteOp cacheWriteAt(Value value, Value position) {
+/// The write of new rows into a cache at `position` (through `table`, a
+/// paged cache's block table, or none) producing `value`.
+KvCacheWriteOp cacheWriteAt(Value value, Value position, Value table) {
   auto write = value.getDefiningOp<KvCacheWriteOp>();
-  return write && position && write.getPosition() == position
+  return write && position && write.getPosition() == position &&
+                 write.getBlockTable() == table
              ? write
              : KvCacheWriteOp();
 }
@@ -71,8 +74,9 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
   Value past = attention.getPastLength();
   KvCacheWriteOp writeKey, writeValue;
   if (withCache) {
-    writeKey = cacheWriteAt(attention.getKey(), past);
-    writeValue = cacheWriteAt(attention.getValue(), past);
+    Value table = attention.getBlockTable();
+    writeKey = cacheWriteAt(attention.getKey(), past, table);
+    writeValue = cacheWriteAt(attention.getValue(), past, table);
     if (!writeKey || !writeValue || writeKey == writeValue) {
       return {};
     }
@@ -158,7 +162,9 @@ struct MFFuseAttentionPass
         continue;
       }
       SmallVector<Operation *> group = attentionGroup(attention, true);
-      if (group.empty()) {
+      // A paged cache is read through its table by the region that writes
+      // it; a paged attention alone is the runtime kernel's.
+      if (group.empty() && !attention.getBlockTable()) {
         group = attentionGroup(attention, false);
       }
       if (group.size() > 1 && fusionCost(group).pays()) {
