@@ -283,6 +283,7 @@ void BatchGenerator::countRunning() {
                     [](const auto &sequence) { return bool(sequence); });
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.kvBlocksUsed = pool_ ? pool_->usedBlocks() : 0;
+  stats_.kvBlocksPeak = std::max(stats_.kvBlocksPeak, stats_.kvBlocksUsed);
 }
 
 int64_t BatchGenerator::promptLeft(const Sequence &sequence) {

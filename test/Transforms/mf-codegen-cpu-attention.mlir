@@ -42,10 +42,24 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
   return %dq, %dk, %dv : tensor<2x64x4x32xf32>, tensor<2x64x2x32xf32>, tensor<2x64x2x32xf32>
 }
 
+// Decode of two sequences on a paged cache (pools of 64 blocks of 8): the
+// block table joins the region, and the kernel passes it to the service.
+// CHECK-LABEL: func.func @paged
+// CHECK: mf.fusion attention{{.*}}kernel = @cpu::@mfk_3
+func.func @paged(%q: tensor<2x1x4x16xf32>, %k: tensor<2x1x2x16xf32>, %v: tensor<2x1x2x16xf32>, %pos: tensor<2x1xi32>, %past: tensor<2xi32>, %table: tensor<2x4xi32>, %ck: tensor<64x8x2x16xf32>, %cv: tensor<64x8x2x16xf32>) -> (tensor<2x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<64x8x2x16xf32>) {
+  %qr = mf.rope %q, %pos theta = 1.0e+04 : tensor<2x1x4x16xf32>, tensor<2x1xi32>
+  %kr = mf.rope %k, %pos theta = 1.0e+04 : tensor<2x1x2x16xf32>, tensor<2x1xi32>
+  %ck1 = mf.kv_cache_write %ck, %kr, %past block_table(%table) : tensor<64x8x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>, tensor<2x4xi32>
+  %cv1 = mf.kv_cache_write %cv, %v, %past block_table(%table) : tensor<64x8x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>, tensor<2x4xi32>
+  %o = mf.attention %qr, %ck1, %cv1 past_length(%past : tensor<2xi32>) block_table(%table) causal scale = 2.5e-01 : tensor<2x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<2x4xi32>
+  return %o, %ck1, %cv1 : tensor<2x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<64x8x2x16xf32>
+}
+
 // The executable declares each kernel's tiles.
 // CHECK: mfexec.kernel @mfk_0 tiles(1) :
 // CHECK: mfexec.kernel @mfk_1 tiles(4) :
 // CHECK: mfexec.kernel @mfk_2 tiles(4) :
+// CHECK: mfexec.kernel @mfk_3 tiles(1) :
 
 // The service, declared once, takes its argument struct
 // (mfrt_attention_args_v1, runtime/hal/KernelAbi.h); each kernel fills it per
@@ -58,7 +72,7 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-DAG: func.func private @mfrt_attention(!llvm.ptr) -> i32
 // KERNELS-LABEL: func.func @mfk_0(
 // KERNELS-SAME: -> i32 attributes {mf.tiles = 1 : i64}
-// KERNELS-DAG: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<23xi64>
+// KERNELS-DAG: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<26xi64>
 // KERNELS-DAG: %[[STATUS:.+]] = memref.alloca() : memref<i32>
 // KERNELS: scf.for
 // KERNELS: %[[ADDRESS:.+]] = memref.extract_aligned_pointer_as_index %[[ARGS]]
@@ -76,13 +90,13 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-DAG: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f64
 // KERNELS-DAG: %[[THETA:.+]] = arith.constant 5.000000e+05 : f64
 // KERNELS: %[[C20:.+]] = arith.constant 20 : index
-// KERNELS-NEXT: memref.store %[[FLAGS]], %{{.+}}[%[[C20]]] : memref<23xi64>
+// KERNELS-NEXT: memref.store %[[FLAGS]], %{{.+}}[%[[C20]]] : memref<26xi64>
 // KERNELS-NEXT: %[[SCALEBITS:.+]] = arith.bitcast %[[SCALE]] : f64 to i64
 // KERNELS-NEXT: %[[C21:.+]] = arith.constant 21 : index
-// KERNELS-NEXT: memref.store %[[SCALEBITS]], %{{.+}}[%[[C21]]] : memref<23xi64>
+// KERNELS-NEXT: memref.store %[[SCALEBITS]], %{{.+}}[%[[C21]]] : memref<26xi64>
 // KERNELS-NEXT: %[[THETABITS:.+]] = arith.bitcast %[[THETA]] : f64 to i64
 // KERNELS-NEXT: %[[C22:.+]] = arith.constant 22 : index
-// KERNELS-NEXT: memref.store %[[THETABITS]], %{{.+}}[%[[C22]]] : memref<23xi64>
+// KERNELS-NEXT: memref.store %[[THETABITS]], %{{.+}}[%[[C22]]] : memref<26xi64>
 // KERNELS: call @mfrt_attention(
 
 // Region results in program order (dv, dq, dk): the gradients by wrt are
@@ -103,7 +117,26 @@ func.func @gradients(%q: tensor<2x64x4x32xf32>, %k: tensor<2x64x2x32xf32>, %v: t
 // KERNELS-NEXT: memref.store %[[DVI]], %{{.+}}[%[[C8]]] : memref<17xi64>
 // KERNELS: call @mfrt_attention_grad(
 
+// The paged kernel: flags 207 (causal, both RoPEs, a past, one per row, a
+// paged cache), the keys a row's table maps (4 x 8 = 32) in the shape, then
+// the block table's address, the block size and the pool's blocks.
+// KERNELS-LABEL: func.func @mfk_3(
+// KERNELS-SAME: %arg7: memref<2x4xi32>
+// KERNELS-DAG: %[[PFLAGS:.+]] = arith.constant 207 : i64
+// KERNELS-DAG: %[[TABLE:.+]] = memref.extract_aligned_pointer_as_index %arg7
+// KERNELS-DAG: %[[TABLEI:.+]] = arith.index_cast %[[TABLE]]
+// KERNELS: %[[C20P:.+]] = arith.constant 20 : index
+// KERNELS-NEXT: memref.store %[[PFLAGS]], %{{.+}}[%[[C20P]]] : memref<26xi64>
+// KERNELS: %[[C23:.+]] = arith.constant 23 : index
+// KERNELS-NEXT: memref.store %[[TABLEI]], %{{.+}}[%[[C23]]] : memref<26xi64>
+// KERNELS-NEXT: %[[C24:.+]] = arith.constant 24 : index
+// KERNELS-NEXT: memref.store %c8_i64{{.*}}, %{{.+}}[%[[C24]]] : memref<26xi64>
+// KERNELS-NEXT: %[[C25:.+]] = arith.constant 25 : index
+// KERNELS-NEXT: memref.store %c64_i64{{.*}}, %{{.+}}[%[[C25]]] : memref<26xi64>
+// KERNELS: call @mfrt_attention(
+
 // OBJECT-DAG: T mfk_0
+// OBJECT-DAG: T mfk_3
 // OBJECT-DAG: T mfk_1
 // OBJECT-DAG: T mfk_2
 // OBJECT-DAG: B mfrt_attention_grad_ptr

@@ -63,7 +63,13 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
      << (model.run_mode() ? model.run_mode()->str() : "?") << ", batch "
      << model.batch_size() << ", seq_length " << model.seq_length()
      << ", vocab " << model.vocab_size() << ", layers " << model.num_layers()
-     << (model.use_past() ? ", KV cache" : "") << "\n";
+     << (model.kv_block_size() > 0
+             ? ", paged KV cache: " + std::to_string(model.kv_num_blocks()) +
+                   " blocks of " + std::to_string(model.kv_block_size()) +
+                   " positions"
+         : model.use_past() ? ", KV cache"
+                            : "")
+     << "\n";
   // The generation defaults mf-run's flags override.
   os << "generation: bos " << model.bos_token_id() << ", eos";
   if (model.eos_token_ids()) {

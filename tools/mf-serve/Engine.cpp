@@ -284,6 +284,10 @@ void Engine::run() {
     metrics_.decodeSteps += after.decodeSteps - before.decodeSteps;
     metrics_.waiting = after.waiting;
     metrics_.running = after.running;
+    metrics_.kvBlocks = after.kvBlocks;
+    metrics_.kvBlocksUsed = after.kvBlocksUsed;
+    metrics_.prefixHitTokens = after.prefixHitTokens;
+    metrics_.preemptions = after.preemptions;
     if (!status) {
       // The step's sequences were ended; their clients hear why.
       std::fprintf(stderr, "mf-serve: error: %s\n", status.message().c_str());

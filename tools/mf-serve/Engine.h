@@ -68,6 +68,10 @@ struct Metrics {
   std::atomic<int64_t> requests{0}, rejected{0}, promptTokens{0},
       generatedTokens{0}, steps{0}, decodeSteps{0}, waiting{0}, running{0},
       finished{0}, cancelled{0};
+  /// A paged KV cache's blocks, those held, tokens found in cached blocks
+  /// and sequences preempted (0 without one).
+  std::atomic<int64_t> kvBlocks{0}, kvBlocksUsed{0}, prefixHitTokens{0},
+      preemptions{0};
   std::atomic<double> firstTokenSeconds{0}, requestSeconds{0};
   std::atomic<int64_t> firstTokens{0};
 };
@@ -77,7 +81,9 @@ public:
   Engine(mfrt::BatchGenerator &generator, int64_t maxWaiting, Metrics &metrics,
          mfrt::Communicator *ranks = nullptr)
       : generator_(generator), maxWaiting_(maxWaiting), metrics_(metrics),
-        ranks_(ranks && ranks->size() > 1 ? ranks : nullptr) {}
+        ranks_(ranks && ranks->size() > 1 ? ranks : nullptr) {
+    metrics_.kvBlocks = generator.stats().kvBlocks;
+  }
 
   /// Queues a request; an error when the queue is full (the HTTP layer
   /// answers 503) or the engine stopped.

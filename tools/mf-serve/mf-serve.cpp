@@ -738,6 +738,20 @@ std::string metricsText(const Server &server) {
       static_cast<double>(m.running.load()));
   add("mfserve_slots", "gauge", "Slots (the model's batch_size).",
       static_cast<double>(server.engine.slots()));
+  if (m.kvBlocks.load() > 0) {
+    add("mfserve_kv_blocks", "gauge",
+        "Blocks of the paged KV cache (model_config.num_blocks).",
+        static_cast<double>(m.kvBlocks.load()));
+    add("mfserve_kv_blocks_in_use", "gauge",
+        "KV blocks held by running sequences.",
+        static_cast<double>(m.kvBlocksUsed.load()));
+    add("mfserve_prefix_cache_hit_tokens_total", "counter",
+        "Tokens found in cached KV blocks of an earlier prompt, not computed.",
+        static_cast<double>(m.prefixHitTokens.load()));
+    add("mfserve_preemptions_total", "counter",
+        "Sequences preempted for KV blocks (their tokens recomputed).",
+        static_cast<double>(m.preemptions.load()));
+  }
   add("mfserve_time_to_first_token_seconds_sum", "counter",
       "Seconds from submission to the first token, summed.",
       m.firstTokenSeconds.load());

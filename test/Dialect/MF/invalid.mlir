@@ -251,6 +251,46 @@ func.func @kv_cache_heads(%c: tensor<1x4x2x16xf32>, %u: tensor<1x1x4x16xf32>, %n
 
 // -----
 
+func.func @paged_cache_rows(%pool: tensor<16x8x2x16xf32>, %u: tensor<2x1x2x16xf32>, %rows: tensor<2xi32>, %table: tensor<3x4xi32>) -> tensor<16x8x2x16xf32> {
+  // expected-error @+1 {{block_table has 3 rows, expected one per batch row (2)}}
+  %0 = mf.kv_cache_write %pool, %u, %rows block_table(%table) : tensor<16x8x2x16xf32>, tensor<2x1x2x16xf32>, tensor<2xi32>, tensor<3x4xi32>
+  return %0 : tensor<16x8x2x16xf32>
+}
+
+// -----
+
+func.func @paged_cache_room(%pool: tensor<16x8x2x16xf32>, %u: tensor<1x40x2x16xf32>, %n: tensor<1xi32>, %table: tensor<1x4xi32>) -> tensor<16x8x2x16xf32> {
+  // expected-error @+1 {{block_table maps 4 blocks of 8 positions, fewer than the 40 new tokens}}
+  %0 = mf.kv_cache_write %pool, %u, %n block_table(%table) : tensor<16x8x2x16xf32>, tensor<1x40x2x16xf32>, tensor<1xi32>, tensor<1x4xi32>
+  return %0 : tensor<16x8x2x16xf32>
+}
+
+// -----
+
+func.func @paged_cache_heads(%pool: tensor<16x8x2x16xf32>, %u: tensor<1x1x4x16xf32>, %n: tensor<1xi32>, %table: tensor<1x4xi32>) -> tensor<16x8x2x16xf32> {
+  // expected-error @+1 {{update shape [1, 1, 4, 16] does not fit the block pool [16, 8, 2, 16] in dim 2}}
+  %0 = mf.kv_cache_write %pool, %u, %n block_table(%table) : tensor<16x8x2x16xf32>, tensor<1x1x4x16xf32>, tensor<1xi32>, tensor<1x4xi32>
+  return %0 : tensor<16x8x2x16xf32>
+}
+
+// -----
+
+func.func @paged_attention_past(%q: tensor<1x1x4x16xf32>, %pool: tensor<16x8x2x16xf32>, %table: tensor<1x4xi32>) -> tensor<1x1x4x16xf32> {
+  // expected-error @+1 {{a block_table needs the past_length of each row}}
+  %0 = mf.attention %q, %pool, %pool block_table(%table) causal scale = 2.5e-01 : tensor<1x1x4x16xf32>, tensor<16x8x2x16xf32>, tensor<1x4xi32>
+  return %0 : tensor<1x1x4x16xf32>
+}
+
+// -----
+
+func.func @paged_attention_table_rank(%q: tensor<1x1x4x16xf32>, %pool: tensor<16x8x2x16xf32>, %n: tensor<1xi32>, %table: tensor<4xi32>) -> tensor<1x1x4x16xf32> {
+  // expected-error @+1 {{must be 2D tensor of 32-bit signless integer values}}
+  %0 = mf.attention %q, %pool, %pool past_length(%n : tensor<1xi32>) block_table(%table) causal scale = 2.5e-01 : tensor<1x1x4x16xf32>, tensor<16x8x2x16xf32>, tensor<4xi32>
+  return %0 : tensor<1x1x4x16xf32>
+}
+
+// -----
+
 func.func @cross_entropy(%l: tensor<8x256xf32>, %y: tensor<4xi32>) -> tensor<f32> {
   // expected-error @+1 {{expected labels of shape [8], got [4]}}
   %0 = mf.cross_entropy %l, %y ignore_index = -100 : tensor<8x256xf32>, tensor<4xi32> -> tensor<f32>

@@ -135,6 +135,19 @@ func.func @attention_with_positions_per_row(%q: tensor<3x1x4x16xf32>, %k: tensor
 
 // -----
 
+// A paged cache: pools of 64 blocks of 8 positions, each row's through its
+// row of the block table (4 blocks: 32 positions).
+// CHECK-LABEL: func.func @paged_attention
+func.func @paged_attention(%q: tensor<3x1x4x16xf32>, %k: tensor<3x1x2x16xf32>, %pool: tensor<64x8x2x16xf32>, %rows: tensor<3xi32>, %table: tensor<3x4xi32>) -> tensor<3x1x4x16xf32> {
+  // CHECK: mf.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}} block_table(%{{.*}}) : tensor<64x8x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3xi32>, tensor<3x4xi32>
+  %p1 = mf.kv_cache_write %pool, %k, %rows block_table(%table) : tensor<64x8x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3xi32>, tensor<3x4xi32>
+  // CHECK: mf.attention %{{.*}}, %{{.*}}, %{{.*}} past_length(%{{.*}} : tensor<3xi32>) block_table(%{{.*}}) causal scale = 2.500000e-01 : tensor<3x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<3x4xi32>
+  %o = mf.attention %q, %p1, %p1 past_length(%rows : tensor<3xi32>) block_table(%table) causal scale = 2.5e-01 : tensor<3x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<3x4xi32>
+  return %o : tensor<3x1x4x16xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<8x256xf32>, %labels: tensor<8xi32>) -> tensor<f32> {
   // CHECK: mf.cross_entropy %{{.*}}, %{{.*}} ignore_index = -100 : tensor<8x256xf32>, tensor<8xi32> -> tensor<f32>
