@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -473,4 +475,128 @@ TEST(FlashAttention, RopeAnglesAreRecomputedWhenAnythingDiffers) {
   expectAngles(500000.0f, 16, 5.0f, -1.0f);
   expectAngles(500000.0f, 8, 5.0f, -1.0f);
   expectAngles(500000.0f, 8, 6.0f, -1.0f);
+}
+
+namespace {
+
+/// The same attention on a cache of rows and on a pool of blocks holding
+/// the same positions, scattered (row b's block i is pool block
+/// order[b * width + i]); `unmapped` rows map no block.
+struct PagedCall {
+  static constexpr int64_t kBlock = 4, kWidth = 8, kPool = 20;
+  int64_t batch, seq, heads = 4, kvHeads = 2, dim = 16;
+  std::vector<float> query, newKeys, newValues, rowsKey, rowsValue, poolKey,
+      poolValue, rowsOut, pagedOut;
+  std::vector<int32_t> pasts, positions, table;
+
+  PagedCall(int64_t batch, int64_t seq, std::vector<int32_t> pastRows,
+            const std::vector<bool> &unmapped)
+      : batch(batch), seq(seq), pasts(std::move(pastRows)) {
+    std::mt19937 random(11);
+    query = randomValues(batch * seq * heads * dim, random);
+    newKeys = randomValues(batch * seq * kvHeads * dim, random);
+    newValues = randomValues(newKeys.size(), random);
+    const int64_t keys = kWidth * kBlock, row = kvHeads * dim;
+    rowsKey = randomValues(batch * keys * row, random);
+    rowsValue = randomValues(rowsKey.size(), random);
+    poolKey.assign(kPool * kBlock * row, 0.0f);
+    poolValue.assign(poolKey.size(), 0.0f);
+    std::vector<int32_t> order(kPool);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), random);
+    table.assign(batch * kWidth, -1);
+    int64_t next = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      // Blocks for the positions the row reads and writes.
+      int64_t blocks = (pasts[b] + seq + kBlock - 1) / kBlock;
+      for (int64_t i = 0; i < blocks && !unmapped[b]; ++i) {
+        table[b * kWidth + i] = order[next++];
+        for (int64_t p = 0; p < kBlock; ++p) {
+          std::copy_n(&rowsKey[((b * keys) + i * kBlock + p) * row], row,
+                      &poolKey[(table[b * kWidth + i] * kBlock + p) * row]);
+          std::copy_n(&rowsValue[((b * keys) + i * kBlock + p) * row], row,
+                      &poolValue[(table[b * kWidth + i] * kBlock + p) * row]);
+        }
+      }
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < seq; ++i) {
+        positions.push_back(pasts[b] + static_cast<int32_t>(i));
+      }
+    }
+    rowsOut.assign(query.size(), -1.0f);
+    pagedOut.assign(query.size(), -1.0f);
+  }
+
+  FusedAttention args(bool paged) {
+    float *key = paged ? poolKey.data() : rowsKey.data();
+    float *value = paged ? poolValue.data() : rowsValue.data();
+    FusedAttention call{query.data(), newKeys.data(), newValues.data(),
+                        key, value, key, value, positions.data(),
+                        true, true, true, true, pasts.data(), 0,
+                        paged ? pagedOut.data() : rowsOut.data(),
+                        batch, seq, heads, kvHeads, dim, kWidth * kBlock,
+                        seq, 0.25f, 10000.0f, DType::F32};
+    if (paged) {
+      call.table = {table.data(), kWidth, kBlock, kPool};
+    }
+    return call;
+  }
+};
+
+} // namespace
+
+TEST(FlashAttention, APagedCacheEqualsRowsOfCache) {
+  // Decode of three rows at their own positions, and a prefill of two.
+  for (auto [batch, seq, pasts] :
+       {std::tuple{3, 1, std::vector<int32_t>{9, 0, 27}},
+        std::tuple{2, 6, std::vector<int32_t>{3, 12}}}) {
+    PagedCall call(batch, seq, pasts, std::vector<bool>(batch, false));
+    ASSERT_EQ(runFusedAttention(call.args(false), 0, batch * call.kvHeads), "");
+    ASSERT_EQ(runFusedAttention(call.args(true), 0, batch * call.kvHeads), "");
+    for (size_t i = 0; i < call.rowsOut.size(); ++i) {
+      ASSERT_NEAR(call.pagedOut[i], call.rowsOut[i], 1e-6) << "output " << i;
+    }
+    // The new rows went where the tables map them.
+    const int64_t row = call.kvHeads * call.dim, keys = 32;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t p = 0; p < pasts[b] + seq; ++p) {
+        int32_t block = call.table[b * PagedCall::kWidth + p / 4];
+        for (int64_t e = 0; e < row; ++e) {
+          ASSERT_EQ(call.poolKey[(block * 4 + p % 4) * row + e],
+                    call.rowsKey[(b * keys + p) * row + e]);
+          ASSERT_EQ(call.poolValue[(block * 4 + p % 4) * row + e],
+                    call.rowsValue[(b * keys + p) * row + e]);
+        }
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, ARowWithoutBlocksWritesNothingAndOutputsZeros) {
+  PagedCall call(2, 1, {5, 5}, {false, true});
+  std::vector<float> poolBefore = call.poolKey;
+  ASSERT_EQ(runFusedAttention(call.args(false), 0, 2 * call.kvHeads), "");
+  ASSERT_EQ(runFusedAttention(call.args(true), 0, 2 * call.kvHeads), "");
+  const int64_t rowOut = call.heads * call.dim;
+  for (int64_t i = 0; i < rowOut; ++i) {
+    EXPECT_NEAR(call.pagedOut[i], call.rowsOut[i], 1e-6);
+    EXPECT_EQ(call.pagedOut[rowOut + i], 0.0f);
+  }
+  // Row 0 wrote its one new position; nothing else changed.
+  int64_t changed = 0;
+  for (size_t i = 0; i < poolBefore.size(); ++i) {
+    changed += call.poolKey[i] != poolBefore[i];
+  }
+  EXPECT_EQ(changed, call.kvHeads * call.dim);
+}
+
+TEST(FlashAttention, ABlockPastThePoolFailsTheCallAndWritesNothing) {
+  PagedCall call(2, 1, {5, 5}, {false, false});
+  call.table[PagedCall::kWidth + 1] = PagedCall::kPool; // row 1, block 1
+  std::vector<float> poolBefore = call.poolKey;
+  EXPECT_EQ(runFusedAttention(call.args(true), 0, 2 * call.kvHeads),
+            "block table entry 20 (batch row 1) is past the pool of 20 KV "
+            "blocks");
+  EXPECT_EQ(call.poolKey, poolBefore);
 }
