@@ -184,8 +184,8 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
   }
   ArrayRef<int64_t> shape = shapeOf(q);
   Value attended = mf::AttentionOp::create(
-      builder_, loc(attentionPath + ".attention_core", "num_heads"), q.getType(),
-      q, k, v, pastLength, blockTable, /*causal=*/true,
+      builder_, loc(attentionPath + ".attention_core", "num_heads"),
+      q.getType(), q, k, v, pastLength, blockTable, /*causal=*/true,
       llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3]))));
   return reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
                  loc(attentionPath + ".merge_heads", "num_heads"));

@@ -584,8 +584,7 @@ constexpr StringRef kTrainerOnlyKeys[] = {
 /// Keys of model_config that exist in MindFormers but change nothing that mfc
 /// compiles (runtime paging, checkpoint names, dropout, ...).
 constexpr StringRef kIgnoredModelKeys[] = {
-    "is_dynamic", "auto_map",
-    "use_past_shard", "emb_dropout_prob",
+    "is_dynamic", "auto_map", "use_past_shard", "emb_dropout_prob",
     "fine_grain_interleave", "use_prompt_flash_attention",
     "hidden_dropout_rate", "attention_dropout_rate", "max_position_embedding",
     "max_position_embeddings", "parallel_decoding", "use_rope_slice",
@@ -847,9 +846,8 @@ private:
     if (numBlocks * blockSize < config.seqLength) {
       cfg.error(cfg.get("num_blocks") ? cfg.valueLoc("num_blocks")
                                       : cfg.keyLoc("block_size"),
-                cfg.childPath("num_blocks") + ": " +
-                    std::to_string(numBlocks) + " blocks of " +
-                    std::to_string(blockSize) +
+                cfg.childPath("num_blocks") + ": " + std::to_string(numBlocks) +
+                    " blocks of " + std::to_string(blockSize) +
                     " positions hold fewer than one sequence of seq_length " +
                     std::to_string(config.seqLength) + "; set num_blocks >= " +
                     std::to_string(config.blockTableWidth()));

@@ -597,9 +597,9 @@ Status checkEntryContracts(const fb::Executable &root) {
   // [rows, width] that every predict entry takes after its positions.
   int64_t blockSize = model.kv_block_size(), poolBlocks = model.kv_num_blocks();
   bool paged = blockSize != 0 || poolBlocks != 0;
-  if (paged && (blockSize <= 0 || poolBlocks <= 0 || caches == 0 ||
-                blockSize > seq || poolBlocks > (int64_t(1) << 24) ||
-                poolBlocks * blockSize < seq)) {
+  if (paged &&
+      (blockSize <= 0 || poolBlocks <= 0 || caches == 0 || blockSize > seq ||
+       poolBlocks > (int64_t(1) << 24) || poolBlocks * blockSize < seq)) {
     return Status::error(
         "the model's paged KV cache (" + std::to_string(poolBlocks) +
         " blocks of " + std::to_string(blockSize) +
@@ -657,15 +657,14 @@ Status checkEntryContracts(const fb::Executable &root) {
       }
       for (size_t i = 0; i < caches; ++i) {
         const fb::TensorType &cache = inputType(*entry, 3 + tables + i);
-        bool fits =
-            prefill && prefill->inputs()->size() == 3 + tables + caches;
+        bool fits = prefill && prefill->inputs()->size() == 3 + tables + caches;
         if (fits) {
           // One row of prefill's caches; a paged cache's pool whole.
           const fb::TensorType &whole = inputType(*prefill, 3 + tables + i);
           Shape row = Executable::shapeOf(whole);
-          fits = !row.empty() && cache.dtype() == whole.dtype() &&
-                 Executable::shapeOf(cache) ==
-                     (paged ? row : (row[0] = 1, row));
+          fits =
+              !row.empty() && cache.dtype() == whole.dtype() &&
+              Executable::shapeOf(cache) == (paged ? row : (row[0] = 1, row));
         }
         if (!fits || !sameType(cache, outputType(*entry, 1 + i))) {
           return bad(paged ? "takes KV caches that are not prefill's pools"

@@ -544,9 +544,9 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     }
     // Query rows that would see a key not mapped (causal row i sees
     // past + i + 1 keys) output zeros: rows [validRows, seq) of each head.
-    int64_t validRows =
-        visible == attended ? args.seq
-        : args.causal       ? std::clamp<int64_t>(visible - past, 0, args.seq)
+    int64_t validRows = visible == attended ? args.seq
+                        : args.causal
+                            ? std::clamp<int64_t>(visible - past, 0, args.seq)
                             : 0;
     auto zeroRows = [&](int64_t head, int64_t first) {
       for (int64_t i = first; i < args.seq; ++i) {
@@ -579,8 +579,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         attendQueries(((b * args.seq + first) * args.heads + head) * dim, rows,
                       queryStride, first, 1,
                       {nullptr, 0, keys, values, keyStride, valueStride, first,
-                       rows, past, visible, args.causal, args.scale, nullptr,
-                       0, dim});
+                       rows, past, visible, args.causal, args.scale, nullptr, 0,
+                       dim});
       }
     }
   }

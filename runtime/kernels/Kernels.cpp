@@ -659,9 +659,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   // (the rest of a cache is never read; widening a 1024-position f16 cache
   // took GPT-2 11 ms a layer per decode step), so a batch's rows are
   // keyRows apart in kf/vf.
-  int64_t keyRows = k.dtype() == DType::F32 && !paged
-                        ? keys
-                        : std::min(attended, keys);
+  int64_t keyRows =
+      k.dtype() == DType::F32 && !paged ? keys : std::min(attended, keys);
   // The keys each row may read: a paged row's up to its first block not
   // mapped; a query row that would see past them outputs zeros.
   std::vector<int64_t> visible(batch);
@@ -739,10 +738,10 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
       // 1) output zeros.
       int64_t validRows = rows;
       if (visible[b] < std::min(attendedOf(b), keys)) {
-        validRows = causal ? std::clamp<int64_t>(visible[b] - pasts[b] -
-                                                     firstRow,
-                                                 0, rows)
-                           : 0;
+        validRows =
+            causal
+                ? std::clamp<int64_t>(visible[b] - pasts[b] - firstRow, 0, rows)
+                : 0;
         for (int64_t r = validRows; r < rows; ++r) {
           std::fill_n(result.data() + offset + r * queryStride, dim, 0.0f);
         }
@@ -766,9 +765,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
 Status pagedKvCacheWrite(const fb::Op &op, const Tensor &pool,
                          const Tensor &update, const Tensor &position,
                          const Tensor &entries, Tensor &out) {
-  if (pool.rank() != 4 || update.rank() != 4 ||
-      pool.dim(2) != update.dim(2) || pool.dim(3) != update.dim(3) ||
-      pool.dtype() != update.dtype()) {
+  if (pool.rank() != 4 || update.rank() != 4 || pool.dim(2) != update.dim(2) ||
+      pool.dim(3) != update.dim(3) || pool.dtype() != update.dtype()) {
     return shapeError(op, "update " + formatShape(update.shape()) +
                               " does not fit the block pool " +
                               formatShape(pool.shape()));
@@ -777,10 +775,9 @@ Status pagedKvCacheWrite(const fb::Op &op, const Tensor &pool,
   int64_t batch = update.dim(0), count = update.dim(1);
   MFRT_ASSIGN_OR_RETURN(BlockTable table,
                         blockTableOf(op, entries, batch, pool));
-  MFRT_ASSIGN_OR_RETURN(
-      std::vector<int64_t> starts,
-      positionsPerRow(op, position, batch, count,
-                      table.width * table.blockSize));
+  MFRT_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                        positionsPerRow(op, position, batch, count,
+                                        table.width * table.blockSize));
   if (out.data() != pool.data()) {
     std::memcpy(out.data(), pool.data(), out.byteSize());
   }

@@ -19,8 +19,8 @@ BatchGenerator::BatchGenerator(const Executable &executable, Executor &executor,
   slots_.resize(model.batch_size());
   if (model.kv_block_size() > 0) {
     pool_.emplace(model.kv_num_blocks(), model.kv_block_size());
-    tableWidth_ = (seqLength_ + model.kv_block_size() - 1) /
-                  model.kv_block_size();
+    tableWidth_ =
+        (seqLength_ + model.kv_block_size() - 1) / model.kv_block_size();
     stats_.kvBlocks = model.kv_num_blocks();
   }
 }
@@ -143,7 +143,8 @@ bool BatchGenerator::reserveBlocks(Sequence &sequence) {
   const int64_t target = prefillTarget(sequence);
   // Full blocks of a known prefix are shared; a new prompt keeps its last
   // token to run, whose logits pick the first new token.
-  int64_t shareable = (sequence.generated > 0 ? target : target - 1) / blockSize;
+  int64_t shareable =
+      (sequence.generated > 0 ? target : target - 1) / blockSize;
   const int32_t *tokens = sequence.history.data();
   for (int64_t i = 0; i < shareable; ++i) {
     std::optional<int32_t> block =
@@ -346,8 +347,7 @@ StatusOr<int64_t> BatchGenerator::prefillRow(size_t slot, int64_t budget) {
   MFRT_ASSIGN_OR_RETURN(Tensor logitsPosition,
                         executor_.allocateInput(entry, 2));
   std::fill_n(ids.as<int32_t>(), width, static_cast<int32_t>(padId_));
-  std::copy_n(sequence.history.begin() + sequence.fed, feed,
-              ids.as<int32_t>());
+  std::copy_n(sequence.history.begin() + sequence.fed, feed, ids.as<int32_t>());
   past.as<int32_t>()[0] = static_cast<int32_t>(sequence.fed);
   logitsPosition.as<int32_t>()[0] = static_cast<int32_t>(feed - 1);
   std::vector<Tensor> inputs;

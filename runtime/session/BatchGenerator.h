@@ -71,8 +71,8 @@ struct GenerationStats {
   int64_t steps = 0, decodeSteps = 0, promptTokens = 0, generatedTokens = 0;
   /// A paged cache: its blocks, those held, the prompt tokens found in
   /// shared blocks (not computed), and sequences preempted to recompute.
-  int64_t kvBlocks = 0, kvBlocksUsed = 0, kvBlocksPeak = 0,
-          prefixHitTokens = 0, preemptions = 0;
+  int64_t kvBlocks = 0, kvBlocksUsed = 0, kvBlocksPeak = 0, prefixHitTokens = 0,
+          preemptions = 0;
 };
 
 class BatchGenerator {

@@ -51,7 +51,8 @@ uint64_t KvBlockPool::chainHash(uint64_t parent, const int32_t *tokens,
 
 std::optional<int32_t> KvBlockPool::share(uint64_t parent,
                                           const int32_t *tokens) {
-  auto [begin, end] = byHash_.equal_range(chainHash(parent, tokens, blockSize_));
+  auto [begin, end] =
+      byHash_.equal_range(chainHash(parent, tokens, blockSize_));
   for (auto it = begin; it != end; ++it) {
     int32_t block = it->second;
     const Contents &held = contents_[block];
@@ -79,7 +80,8 @@ void KvBlockPool::publish(int32_t block, uint64_t parent,
     }
   }
   forget(block);
-  contents_[block] = {parent, std::vector<int32_t>(tokens, tokens + blockSize_)};
+  contents_[block] = {parent,
+                      std::vector<int32_t>(tokens, tokens + blockSize_)};
   byHash_.emplace(hash, block);
 }
 

@@ -531,12 +531,31 @@ struct PagedCall {
   FusedAttention args(bool paged) {
     float *key = paged ? poolKey.data() : rowsKey.data();
     float *value = paged ? poolValue.data() : rowsValue.data();
-    FusedAttention call{query.data(), newKeys.data(), newValues.data(),
-                        key, value, key, value, positions.data(),
-                        true, true, true, true, pasts.data(), 0,
+    FusedAttention call{query.data(),
+                        newKeys.data(),
+                        newValues.data(),
+                        key,
+                        value,
+                        key,
+                        value,
+                        positions.data(),
+                        true,
+                        true,
+                        true,
+                        true,
+                        pasts.data(),
+                        0,
                         paged ? pagedOut.data() : rowsOut.data(),
-                        batch, seq, heads, kvHeads, dim, kWidth * kBlock,
-                        seq, 0.25f, 10000.0f, DType::F32};
+                        batch,
+                        seq,
+                        heads,
+                        kvHeads,
+                        dim,
+                        kWidth * kBlock,
+                        seq,
+                        0.25f,
+                        10000.0f,
+                        DType::F32};
     if (paged) {
       call.table = {table.data(), kWidth, kBlock, kPool};
     }

@@ -868,15 +868,16 @@ int predictBatch(const Options &options, Session &session) {
                static_cast<long long>(stats.steps),
                static_cast<long long>(stats.decodeSteps));
   if (stats.kvBlocks > 0) {
-    std::fprintf(stderr,
-                 "mf-run: paged KV cache: %lld blocks of %lld, at most %lld "
-                 "held; %lld tokens found in cached blocks, not computed; %lld "
-                 "preemptions (recomputed)\n",
-                 static_cast<long long>(stats.kvBlocks),
-                 static_cast<long long>(session.executable.model().kv_block_size()),
-                 static_cast<long long>(stats.kvBlocksPeak),
-                 static_cast<long long>(stats.prefixHitTokens),
-                 static_cast<long long>(stats.preemptions));
+    std::fprintf(
+        stderr,
+        "mf-run: paged KV cache: %lld blocks of %lld, at most %lld "
+        "held; %lld tokens found in cached blocks, not computed; %lld "
+        "preemptions (recomputed)\n",
+        static_cast<long long>(stats.kvBlocks),
+        static_cast<long long>(session.executable.model().kv_block_size()),
+        static_cast<long long>(stats.kvBlocksPeak),
+        static_cast<long long>(stats.prefixHitTokens),
+        static_cast<long long>(stats.preemptions));
   }
   return writeTrace(options, session);
 }

@@ -907,9 +907,9 @@ static LogicalResult verifyBlockTable(Operation *op, Value table, int64_t batch,
                                       int64_t tokens, int64_t blockSize) {
   auto type = cast<RankedTensorType>(table.getType());
   if (type.getDimSize(0) != batch) {
-    return op->emitOpError() << "block_table has " << type.getDimSize(0)
-                             << " rows, expected one per batch row (" << batch
-                             << ")";
+    return op->emitOpError()
+           << "block_table has " << type.getDimSize(0)
+           << " rows, expected one per batch row (" << batch << ")";
   }
   if (tokens > type.getDimSize(1) * blockSize) {
     return op->emitOpError()
@@ -991,8 +991,8 @@ LogicalResult KvCacheWriteOp::verify() {
       if (cache.getDimSize(dim) != update.getDimSize(dim)) {
         return emitOpError()
                << "update shape " << formatShape(update.getShape())
-               << " does not fit the block pool " << formatShape(cache.getShape())
-               << " in dim " << dim;
+               << " does not fit the block pool "
+               << formatShape(cache.getShape()) << " in dim " << dim;
       }
     }
     if (failed(verifyBlockTable(*this, table, update.getDimSize(0),

@@ -4,8 +4,8 @@
 //    consumes: the RoPE of its query, the KV-cache writes of its key and
 //    value (at the attention's past_length, through its block table when
 //    the cache is paged), and the RoPE of the new keys
-//    (into the write, or straight into the attention without a cache). Both RoPEs must turn by the same
-//    positions and theta, or neither joins.
+//    (into the write, or straight into the attention without a cache). Both
+//    RoPEs must turn by the same positions and theta, or neither joins.
 // 2. Outline them with the attention as one "attention" region when the
 //    cost model says it moves fewer bytes (a lone attention does not: it is
 //    left to the runtime's kernel). The region computes the rotated query
