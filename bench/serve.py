@@ -2,6 +2,7 @@
 """Serving throughput: continuous batching against one request at a time.
 
   bench/serve.py [--build build] [--rounds 3] [--clients 8] [--requests 32]
+                 [--shared-prefix N] [--pool-blocks B] [--no-peer]
 
 Compiles bench/configs/llama-100m.yaml twice: with batch_size = --clients
 (the server's slots) and with batch_size 1 (a server that runs one request
@@ -12,6 +13,11 @@ concurrent clients to each server in turn (alternating, so a slow spell of
 the machine hits both), and measures the generated tokens/s over the
 round's wall time, each request's time to first token and its latency.
 Prints medians over the rounds and the ratio batched / one-at-a-time.
+A third server has the same slots on a paged KV cache (blocks of 16
+positions, a pool of --pool-blocks, by default half the memory of the
+batched server's cache rows), which finds the prompts' common prefix in
+cached blocks: --shared-prefix N starts every prompt with the same N
+tokens (a system prompt).
 The same rounds also run through llama.cpp (npm node-llama-cpp, CPU build,
 every core) on the same weights as an f32 GGUF (bench/gguf.py): the same
 prompts from --clients sequences of one context, each taking the next
@@ -34,11 +40,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def compile_model(mfc, slots, out):
+def compile_model(mfc, slots, out, pool_blocks=0):
+    paged = (["--set", "model.model_config.block_size=16",
+              "--set", "model.model_config.num_blocks=%d" % pool_blocks]
+             if pool_blocks else [])
     subprocess.run([mfc, "compile", os.path.join(HERE, "configs", "llama-100m.yaml"),
                     "--set", "model.model_config.batch_size=%d" % slots,
-                    "--prefill-lengths=16,32,64", "-o", out],
+                    "--prefill-lengths=16,32,64", *paged, "-o", out],
                    check=True, stderr=subprocess.DEVNULL)
+
+
+def metric(port, name):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
 
 
 class Server:
@@ -134,16 +154,26 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--shared-prefix", type=int, default=0)
+    parser.add_argument("--pool-blocks", type=int, default=0)
+    parser.add_argument("--no-peer", action="store_true",
+                        help="skip llama.cpp")
     args = parser.parse_args()
+    # llama-100m's context is 256: half of the batched server's cache rows.
+    pool_blocks = args.pool_blocks or args.clients * 256 // 16 // 2
     mfc = os.path.join(args.build, "bin", "mfc")
     serve = os.path.join(args.build, "bin", "mf-serve")
     rng = random.Random(0)
-    prompts = [[rng.randrange(3, 32000) for _ in range(rng.randrange(16, 65))]
+    prefix = [rng.randrange(3, 32000) for _ in range(args.shared_prefix)]
+    prompts = [prefix + [rng.randrange(3, 32000)
+                         for _ in range(rng.randrange(16, 65))]
                for _ in range(args.requests)]
     with tempfile.TemporaryDirectory() as work:
         batched_bin = os.path.join(work, "batched.bin")
+        paged_bin = os.path.join(work, "paged.bin")
         single_bin = os.path.join(work, "single.bin")
         compile_model(mfc, args.clients, batched_bin)
+        compile_model(mfc, args.clients, paged_bin, pool_blocks)
         compile_model(mfc, 1, single_bin)
         # The servers' weights (--init-weights), for llama.cpp as GGUF.
         weights = os.path.join(work, "w.safetensors")
@@ -157,24 +187,42 @@ def main():
         prompts_path = os.path.join(work, "prompts.json")
         with open(prompts_path, "w") as f:
             json.dump(prompts, f)
+        paged = "batched, paged"
         sides = {"batched": Server(serve, batched_bin, work, "batched"),
+                 paged: Server(serve, paged_bin, work, "paged"),
                  "one at a time": Server(serve, single_bin, work, "single")}
         try:
             for server in sides.values():  # warm: weights paged in, panels packed
                 run_round(server.port, prompts[:2], 4, 2)
             peer = "llama.cpp, %d seq." % args.clients
-            rounds = {name: [] for name in list(sides) + [peer]}
+            rounds = {name: [] for name in list(sides) + ([] if args.no_peer else [peer])}
             for _ in range(args.rounds):
                 for name, server in sides.items():
                     rounds[name].append(
                         run_round(server.port, prompts, args.tokens, args.clients))
-                rounds[peer].append(llamacpp_round(gguf, prompts_path, args.tokens, args.clients))
+                if not args.no_peer:
+                    rounds[peer].append(llamacpp_round(gguf, prompts_path, args.tokens, args.clients))
+            pool = {key: metric(sides[paged].port, "mfserve_" + key)
+                    for key in ("kv_blocks", "prefix_cache_hit_tokens_total",
+                                "preemptions_total", "prompt_tokens_total")}
         finally:
             for server in sides.values():
                 server.stop()
     print("llama-100m (fp32, Graph Mode), %d requests of %d tokens from %d "
-          "clients, medians of %d rounds:" % (args.requests, args.tokens,
-                                               args.clients, args.rounds))
+          "clients%s, medians of %d rounds:"
+          % (args.requests, args.tokens, args.clients,
+             ", prompts sharing their first %d tokens" % args.shared_prefix
+             if args.shared_prefix else "", args.rounds))
+    # f32 keys and values of 12 layers, 4 KV heads of 64.
+    position_bytes = 12 * 2 * 4 * 64 * 4
+    print("  KV cache: batched %.1f MB (%d rows of 256), paged %.1f MB (%d "
+          "blocks of 16)" % (args.clients * 256 * position_bytes / 1e6,
+                             args.clients, pool["kv_blocks"] * 16 *
+                             position_bytes / 1e6, pool["kv_blocks"]))
+    print("  paged: %d prompt tokens found in cached blocks, %d computed; "
+          "%d preemptions" % (pool["prefix_cache_hit_tokens_total"],
+                              pool["prompt_tokens_total"],
+                              pool["preemptions_total"]))
     medians = {}
     for name, results in rounds.items():
         medians[name] = {key: statistics.median(r[key] for r in results)
@@ -187,8 +235,14 @@ def main():
     print("  batched / one at a time: %.2fx tokens/s" %
           (medians["batched"]["tokens_per_s"] /
            medians["one at a time"]["tokens_per_s"]))
-    print("  batched / %s: %.2fx tokens/s" %
-          (peer, medians["batched"]["tokens_per_s"] / medians[peer]["tokens_per_s"]))
+    print("  batched, paged / batched: %.2fx tokens/s, time to first token "
+          "p50 %.2fx" % (medians[paged]["tokens_per_s"] /
+                         medians["batched"]["tokens_per_s"],
+                         medians[paged]["ttft_p50"] /
+                         medians["batched"]["ttft_p50"]))
+    if not args.no_peer:
+        print("  batched / %s: %.2fx tokens/s" %
+              (peer, medians["batched"]["tokens_per_s"] / medians[peer]["tokens_per_s"]))
 
 
 if __name__ == "__main__":
