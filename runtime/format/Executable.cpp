@@ -597,16 +597,25 @@ Status checkEntryContracts(const fb::Executable &root) {
   // [rows, width] that every predict entry takes after its positions.
   int64_t blockSize = model.kv_block_size(), poolBlocks = model.kv_num_blocks();
   bool paged = blockSize != 0 || poolBlocks != 0;
-  if (paged &&
-      (blockSize <= 0 || poolBlocks <= 0 || caches == 0 || blockSize > seq ||
-       poolBlocks > (int64_t(1) << 24) || poolBlocks * blockSize < seq)) {
-    return Status::error(
-        "the model's paged KV cache (" + std::to_string(poolBlocks) +
-        " blocks of " + std::to_string(blockSize) +
-        ") needs use_past and room for one sequence of seq_length " +
-        std::to_string(seq));
+  int64_t tableWidth = 0;
+  if (paged) {
+    std::string pool = "the model's paged KV cache (" +
+                       std::to_string(poolBlocks) + " blocks of " +
+                       std::to_string(blockSize) + ")";
+    if (blockSize <= 0 || poolBlocks <= 0 || poolBlocks > (int64_t(1) << 24)) {
+      return Status::error(pool + " needs 1 to 2^24 blocks of at least one "
+                                  "position");
+    }
+    if (caches == 0) {
+      return Status::error(pool + " needs a KV cache (use_past)");
+    }
+    tableWidth = seq / blockSize + (seq % blockSize != 0);
+    if (poolBlocks < tableWidth) {
+      return Status::error(pool + " holds less than one sequence of "
+                                  "seq_length " +
+                           std::to_string(seq));
+    }
   }
-  int64_t tableWidth = paged ? (seq + blockSize - 1) / blockSize : 0;
   // Whether input `i` of `entry` is a block table for `rows` rows, and
   // whether a cache type is a pool of the model's blocks.
   auto isBlockTable = [&](const fb::Entry &entry, size_t i, int64_t rows) {

@@ -32,7 +32,8 @@ bool isPositionFor(const TensorDesc &type, int64_t batch) {
 bool isBlockTableFor(const TensorDesc &type, int64_t batch, int64_t tokens,
                      int64_t blockSize) {
   return type.dtype == DType::I32 && type.shape.size() == 2 &&
-         type.shape[0] == batch && type.shape[1] * blockSize >= tokens;
+         type.shape[0] == batch && blockSize > 0 &&
+         type.shape[1] >= tokens / blockSize + (tokens % blockSize != 0);
 }
 
 bool fitsRule(const ValueRule &rule, const TensorDesc &type) {

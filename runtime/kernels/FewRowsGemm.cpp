@@ -88,8 +88,9 @@ void mfrt::fewRowsTimesWeight(const float *a, int64_t lda, int64_t rows,
                               float *c, int64_t ldc) {
   for (int64_t n = 0; n < columns; n += kColumns) {
     int q = static_cast<int>(std::min<int64_t>(kColumns, columns - n));
-    const float *ahead =
-        n + kPrefetchRows < columns ? w + (n + kPrefetchRows) * k : nullptr;
+    const float *ahead = n + kPrefetchRows + q <= columns
+                             ? w + (n + kPrefetchRows) * k
+                             : nullptr;
     kBlocks[rows - 1][q - 1](a, lda, w + n * k, k, c + n, ldc, ahead);
   }
 }

@@ -33,7 +33,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
   const float *lhs = a + g.m0 * g.k;
   const float *rhs = b + (g.trans_b ? g.n0 * g.k : g.n0);
   int64_t ldb = g.trans_b ? g.k : g.n_total;
-  if (g.trans_b && g.m <= kFewRowsMax && runsFewRowsGemm()) {
+  if (g.trans_b && g.m > 0 && g.m <= kFewRowsMax && runsFewRowsGemm()) {
     // A batch's decode through a weight as stored (the tied lm_head).
     fewRowsTimesWeight(lhs, g.k, g.m, rhs, g.n, g.k, g.c, g.ldc);
     return;

@@ -146,26 +146,44 @@ bool BatchGenerator::reserveBlocks(Sequence &sequence) {
   int64_t shareable =
       (sequence.generated > 0 ? target : target - 1) / blockSize;
   const int32_t *tokens = sequence.history.data();
+  std::vector<KvBlockPool::Contents> shared;
   for (int64_t i = 0; i < shareable; ++i) {
-    std::optional<int32_t> block =
-        pool_->share(sequence.publishedHash, tokens + i * blockSize);
+    std::optional<KvBlockPool::Contents> block = pool_->share(
+        shared.empty() ? KvBlockPool::Contents{} : shared.back(),
+        tokens + i * blockSize);
     if (!block) {
       break;
     }
-    sequence.blocks.push_back(*block);
-    sequence.publishedHash = KvBlockPool::chainHash(
-        sequence.publishedHash, tokens + i * blockSize, blockSize);
-    ++sequence.published;
+    shared.push_back(*block);
+  }
+  // The rest must have prefills that fit before the context's end (near
+  // it, only the wide ones start at a block boundary): fewer shared blocks
+  // until it does (from the start, it always does).
+  auto restHasPlan = [&] {
+    int64_t fed = static_cast<int64_t>(shared.size()) * blockSize;
+    return fed == target ||
+           !planPrefill(rowPrefills_, fed, target - fed, seqLength_).empty();
+  };
+  while (!shared.empty() && !restHasPlan()) {
+    pool_->release(shared.back().block);
+    shared.pop_back();
   }
   int64_t needed = (target + blockSize - 1) / blockSize -
-                   static_cast<int64_t>(sequence.blocks.size());
+                   static_cast<int64_t>(shared.size());
   if (needed > pool_->freeBlocks()) {
-    releaseBlocks(sequence);
+    for (const KvBlockPool::Contents &block : shared) {
+      pool_->release(block.block);
+    }
     return false;
+  }
+  for (const KvBlockPool::Contents &block : shared) {
+    sequence.blocks.push_back(block.block);
   }
   for (int64_t i = 0; i < needed; ++i) {
     sequence.blocks.push_back(*pool_->allocate());
   }
+  sequence.published = static_cast<int64_t>(shared.size());
+  sequence.prefixEnd = shared.empty() ? KvBlockPool::Contents{} : shared.back();
   sequence.fed = sequence.published * blockSize;
   stats_.prefixHitTokens += sequence.fed;
   // A preempted sequence whose tokens were all found decodes at once.
@@ -176,12 +194,16 @@ bool BatchGenerator::reserveBlocks(Sequence &sequence) {
 }
 
 void BatchGenerator::releaseBlocks(Sequence &sequence) {
-  for (int32_t block : sequence.blocks) {
-    pool_->release(block);
+  // Last block first: the free list hands out the oldest release first, so
+  // a prefix's first blocks, which its later ones are found through, stay
+  // findable longest.
+  for (auto block = sequence.blocks.rbegin(); block != sequence.blocks.rend();
+       ++block) {
+    pool_->release(*block);
   }
   sequence.blocks.clear();
   sequence.published = 0;
-  sequence.publishedHash = 0;
+  sequence.prefixEnd = {};
 }
 
 void BatchGenerator::publishBlocks(Sequence &sequence) {
@@ -192,10 +214,8 @@ void BatchGenerator::publishBlocks(Sequence &sequence) {
   while ((sequence.published + 1) * blockSize <= sequence.fed) {
     const int32_t *tokens =
         sequence.history.data() + sequence.published * blockSize;
-    pool_->publish(sequence.blocks[sequence.published], sequence.publishedHash,
-                   tokens);
-    sequence.publishedHash =
-        KvBlockPool::chainHash(sequence.publishedHash, tokens, blockSize);
+    sequence.prefixEnd = pool_->publish(sequence.blocks[sequence.published],
+                                        sequence.prefixEnd, tokens);
     ++sequence.published;
   }
 }

@@ -118,10 +118,11 @@ private:
     std::optional<int32_t> pending; ///< sampled, not yet fed
     bool cancelled = false;
     /// A paged cache: the blocks of its positions, in order; how many of
-    /// them are findable full blocks, and the hash of the last of those.
+    /// them are findable full blocks, and the block whose contents end
+    /// that prefix (the parent of the next one published).
     std::vector<int32_t> blocks;
     int64_t published = 0;
-    uint64_t publishedHash = 0;
+    KvBlockPool::Contents prefixEnd;
   };
 
   BatchGenerator(const Executable &executable, Executor &executor,
@@ -173,8 +174,7 @@ private:
   std::vector<std::unique_ptr<Sequence>> slots_; ///< null: free
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<Tensor> caches_;
-  /// A paged cache's blocks, and the index of the entries' block tables
-  /// (after ids and positions) and caches.
+  /// A paged cache's blocks, and the width of a row's block table.
   std::optional<KvBlockPool> pool_;
   int64_t tableWidth_ = 0;
   std::vector<size_t> admitted_; ///< running slots, oldest admission first

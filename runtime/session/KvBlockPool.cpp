@@ -8,8 +8,8 @@
 using namespace mfrt;
 
 KvBlockPool::KvBlockPool(int64_t blocks, int64_t blockSize)
-    : blockSize_(blockSize), references_(blocks, 0), contents_(blocks),
-      freePosition_(blocks) {
+    : blockSize_(blockSize), references_(blocks, 0), generations_(blocks, 0),
+      held_(blocks), freePosition_(blocks) {
   for (int32_t block = 0; block < blocks; ++block) {
     freePosition_[block] = free_.insert(free_.end(), block);
   }
@@ -22,6 +22,7 @@ std::optional<int32_t> KvBlockPool::allocate() {
   int32_t block = free_.front();
   free_.pop_front();
   forget(block);
+  ++generations_[block]; // new contents
   references_[block] = 1;
   return block;
 }
@@ -33,68 +34,71 @@ void KvBlockPool::release(int32_t block) {
   }
 }
 
-uint64_t KvBlockPool::chainHash(uint64_t parent, const int32_t *tokens,
-                                int64_t count) {
-  // FNV-1a over the parent's hash and the tokens' bytes.
+uint64_t KvBlockPool::keyOf(Contents parent, const int32_t *tokens) const {
+  // FNV-1a over the parent and the tokens: it picks the candidates only.
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&](uint64_t value, int bytes) {
     for (int i = 0; i < bytes; ++i) {
       hash = (hash ^ ((value >> (8 * i)) & 0xff)) * 1099511628211ull;
     }
   };
-  mix(parent, 8);
-  for (int64_t i = 0; i < count; ++i) {
+  mix(static_cast<uint32_t>(parent.block), 4);
+  mix(parent.generation, 8);
+  for (int64_t i = 0; i < blockSize_; ++i) {
     mix(static_cast<uint32_t>(tokens[i]), 4);
   }
   return hash;
 }
 
-std::optional<int32_t> KvBlockPool::share(uint64_t parent,
-                                          const int32_t *tokens) {
-  auto [begin, end] =
-      byHash_.equal_range(chainHash(parent, tokens, blockSize_));
+int32_t KvBlockPool::find(Contents parent, const int32_t *tokens) const {
+  // A parent that holds other contents now has no findable children.
+  if (parent.block >= 0 && generations_[parent.block] != parent.generation) {
+    return -1;
+  }
+  auto [begin, end] = byKey_.equal_range(keyOf(parent, tokens));
   for (auto it = begin; it != end; ++it) {
-    int32_t block = it->second;
-    const Contents &held = contents_[block];
-    // The hash names a candidate; the parent and the tokens decide.
-    if (held.parent == parent &&
+    const Held &held = held_[it->second];
+    if (held.parent.block == parent.block &&
+        held.parent.generation == parent.generation &&
         std::equal(held.tokens.begin(), held.tokens.end(), tokens)) {
-      if (references_[block]++ == 0) {
-        free_.erase(freePosition_[block]);
-      }
-      return block;
+      return it->second;
     }
   }
-  return std::nullopt;
+  return -1;
 }
 
-void KvBlockPool::publish(int32_t block, uint64_t parent,
-                          const int32_t *tokens) {
-  uint64_t hash = chainHash(parent, tokens, blockSize_);
-  auto [begin, end] = byHash_.equal_range(hash);
-  for (auto it = begin; it != end; ++it) {
-    const Contents &held = contents_[it->second];
-    if (held.parent == parent &&
-        std::equal(held.tokens.begin(), held.tokens.end(), tokens)) {
-      return;
-    }
+std::optional<KvBlockPool::Contents>
+KvBlockPool::share(Contents parent, const int32_t *tokens) {
+  int32_t block = find(parent, tokens);
+  if (block < 0) {
+    return std::nullopt;
+  }
+  if (references_[block]++ == 0) {
+    free_.erase(freePosition_[block]);
+  }
+  return Contents{block, generations_[block]};
+}
+
+KvBlockPool::Contents KvBlockPool::publish(int32_t block, Contents parent,
+                                           const int32_t *tokens) {
+  if (int32_t holder = find(parent, tokens); holder >= 0) {
+    return {holder, generations_[holder]};
   }
   forget(block);
-  contents_[block] = {parent,
-                      std::vector<int32_t>(tokens, tokens + blockSize_)};
-  byHash_.emplace(hash, block);
+  held_[block] = {parent, std::vector<int32_t>(tokens, tokens + blockSize_)};
+  byKey_.emplace(keyOf(parent, tokens), block);
+  return {block, generations_[block]};
 }
 
 void KvBlockPool::forget(int32_t block) {
-  Contents &held = contents_[block];
+  Held &held = held_[block];
   if (held.tokens.empty()) {
     return;
   }
-  auto [begin, end] = byHash_.equal_range(
-      chainHash(held.parent, held.tokens.data(), blockSize_));
+  auto [begin, end] = byKey_.equal_range(keyOf(held.parent, held.tokens.data()));
   for (auto it = begin; it != end; ++it) {
     if (it->second == block) {
-      byHash_.erase(it);
+      byKey_.erase(it);
       break;
     }
   }

@@ -10,7 +10,10 @@
 // block is taken again.
 //
 // Only full blocks are shared, and a shared block is never written: a
-// sequence writes only past its shared prefix, into blocks of its own.
+// sequence writes only past its shared prefix, into blocks of its own. A
+// block is found by its parent block and its own tokens, both checked (the
+// hash only picks candidates), so no crafted prompt can collide into
+// another's prefix.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,34 +44,42 @@ public:
   /// One holder less; at none the block is free, its contents findable.
   void release(int32_t block);
 
-  /// The identity of a full block's contents: the tokens of every position
-  /// up to its end, as a chained 64-bit hash (`parent`: the previous
-  /// block's, 0 for the first).
-  static uint64_t chainHash(uint64_t parent, const int32_t *tokens,
-                            int64_t count);
+  /// A block as it held some contents: `generation` counts the contents a
+  /// block has held, so a reference to contents it no longer holds finds
+  /// nothing. Block -1: the start of every sequence.
+  struct Contents {
+    int32_t block = -1;
+    uint64_t generation = 0;
+  };
 
-  /// The block holding exactly `tokens` (blockSize of them) after the
-  /// prefix hashed `parent`, taken for one more holder; none if no block
-  /// holds it.
-  std::optional<int32_t> share(uint64_t parent, const int32_t *tokens);
-  /// Makes `block`, now holding `tokens` after the prefix hashed `parent`,
-  /// findable by share. A prefix another block already holds keeps that one.
-  void publish(int32_t block, uint64_t parent, const int32_t *tokens);
+  /// The block holding exactly `tokens` (blockSize of them) right after the
+  /// prefix that `parent` ends, taken for one more holder; none if no
+  /// block holds them. A candidate is checked by its parent and tokens, so
+  /// a prefix is found only where every token of it matches.
+  std::optional<Contents> share(Contents parent, const int32_t *tokens);
+  /// Makes `block`, now holding `tokens` after the prefix `parent` ends,
+  /// findable by share. Returns what holds them from now on: `block`, or
+  /// the block that already did (the parent of the next block either way).
+  Contents publish(int32_t block, Contents parent, const int32_t *tokens);
 
 private:
-  struct Contents {
-    uint64_t parent = 0;
+  struct Held {
+    Contents parent;
     std::vector<int32_t> tokens; // empty: nothing findable
   };
+  uint64_t keyOf(Contents parent, const int32_t *tokens) const;
+  /// The findable block holding `tokens` after `parent`, or -1.
+  int32_t find(Contents parent, const int32_t *tokens) const;
   /// Forgets what `block` held.
   void forget(int32_t block);
 
   int64_t blockSize_;
   std::vector<int32_t> references_;
-  std::vector<Contents> contents_;
+  std::vector<uint64_t> generations_;
+  std::vector<Held> held_;
   std::list<int32_t> free_; // oldest release first
   std::vector<std::list<int32_t>::iterator> freePosition_;
-  std::unordered_multimap<uint64_t, int32_t> byHash_;
+  std::unordered_multimap<uint64_t, int32_t> byKey_;
 };
 
 } // namespace mfrt

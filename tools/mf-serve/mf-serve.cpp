@@ -746,7 +746,8 @@ std::string metricsText(const Server &server) {
         "KV blocks held by running sequences.",
         static_cast<double>(m.kvBlocksUsed.load()));
     add("mfserve_prefix_cache_hit_tokens_total", "counter",
-        "Tokens found in cached KV blocks of an earlier prompt, not computed.",
+        "Tokens found in cached KV blocks (an earlier prompt's, or a "
+        "preempted sequence's own), not computed.",
         static_cast<double>(m.prefixHitTokens.load()));
     add("mfserve_preemptions_total", "counter",
         "Sequences preempted for KV blocks (their tokens recomputed).",
