@@ -611,8 +611,9 @@ Status checkEntryContracts(const fb::Executable &root) {
     }
     tableWidth = seq / blockSize + (seq % blockSize != 0);
     if (poolBlocks < tableWidth) {
-      return Status::error(pool + " holds less than one sequence of "
-                                  "seq_length " +
+      return Status::error(pool +
+                           " holds less than one sequence of "
+                           "seq_length " +
                            std::to_string(seq));
     }
   }

@@ -148,9 +148,9 @@ bool BatchGenerator::reserveBlocks(Sequence &sequence) {
   const int32_t *tokens = sequence.history.data();
   std::vector<KvBlockPool::Contents> shared;
   for (int64_t i = 0; i < shareable; ++i) {
-    std::optional<KvBlockPool::Contents> block = pool_->share(
-        shared.empty() ? KvBlockPool::Contents{} : shared.back(),
-        tokens + i * blockSize);
+    std::optional<KvBlockPool::Contents> block =
+        pool_->share(shared.empty() ? KvBlockPool::Contents{} : shared.back(),
+                     tokens + i * blockSize);
     if (!block) {
       break;
     }

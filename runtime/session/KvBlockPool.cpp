@@ -67,8 +67,8 @@ int32_t KvBlockPool::find(Contents parent, const int32_t *tokens) const {
   return -1;
 }
 
-std::optional<KvBlockPool::Contents>
-KvBlockPool::share(Contents parent, const int32_t *tokens) {
+std::optional<KvBlockPool::Contents> KvBlockPool::share(Contents parent,
+                                                        const int32_t *tokens) {
   int32_t block = find(parent, tokens);
   if (block < 0) {
     return std::nullopt;
@@ -95,7 +95,8 @@ void KvBlockPool::forget(int32_t block) {
   if (held.tokens.empty()) {
     return;
   }
-  auto [begin, end] = byKey_.equal_range(keyOf(held.parent, held.tokens.data()));
+  auto [begin, end] =
+      byKey_.equal_range(keyOf(held.parent, held.tokens.data()));
   for (auto it = begin; it != end; ++it) {
     if (it->second == block) {
       byKey_.erase(it);
