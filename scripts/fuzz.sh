@@ -65,6 +65,10 @@ done
 "$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set use_parallel=True \
   --set parallel_config.pipeline_stage=2 --set parallel_config.micro_batch_num=4 \
   -o "$corpus/executable/pp2.bin" 2>/dev/null
+# A paged KV cache: pools of blocks, block tables, the pool's size.
+"$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
+  --set model.model_config.batch_size=2 --set model.model_config.block_size=8 \
+  --set model.model_config.num_blocks=16 -o "$corpus/executable/paged.bin" 2>/dev/null
 # Vocabulary-parallel lookups and losses; GPT-2's c_attn split in parts.
 "$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set model.model_config.num_layers=1 \
   --set use_parallel=True --set parallel_config.model_parallel=2 --set parallel_config.vocab_emb_dp=False \
