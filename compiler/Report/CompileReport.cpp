@@ -269,6 +269,53 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
 }
 
 /// "none 0-3, selective 4-5, full 6-11": runs of equal choices.
+/// The KV caches a predict module's decode takes (per rank when sharded).
+struct KvCacheReport {
+  int64_t caches = 0, bytes = 0, slots = 0, seqLength = 0;
+  int64_t blocks = 0, blockSize = 0; // a paged cache's pool, else 0
+  /// What caches of a row of seq_length for every slot would take.
+  int64_t rowsBytes() const {
+    return blocks ? bytes / (blocks * blockSize) * slots * seqLength : bytes;
+  }
+};
+
+std::optional<KvCacheReport> kvCacheOf(ModuleOp module) {
+  auto decode = module.lookupSymbol<func::FuncOp>("decode");
+  auto prefill = module.lookupSymbol<func::FuncOp>("prefill");
+  if (!decode || !prefill) {
+    return std::nullopt;
+  }
+  KvCacheReport report;
+  auto ids = cast<RankedTensorType>(prefill.getArgumentTypes()[0]);
+  report.slots = ids.getDimSize(0);
+  report.seqLength = ids.getDimSize(1);
+  for (unsigned i = 0; i < decode.getNumArguments(); ++i) {
+    auto name = decode.getArgAttrOfType<StringAttr>(i, "mf.name");
+    auto type = cast<RankedTensorType>(decode.getArgumentTypes()[i]);
+    if (name && name.getValue().starts_with("cache.")) {
+      ++report.caches;
+      report.bytes += bytesOf(type);
+    } else if (name && name.getValue() == "block_tables") {
+      report.blocks = -1; // the pool's shape, from a cache
+    }
+  }
+  if (report.caches == 0) {
+    return std::nullopt;
+  }
+  if (report.blocks) {
+    for (unsigned i = 0; i < decode.getNumArguments(); ++i) {
+      auto name = decode.getArgAttrOfType<StringAttr>(i, "mf.name");
+      if (name && name.getValue().starts_with("cache.")) {
+        auto type = cast<RankedTensorType>(decode.getArgumentTypes()[i]);
+        report.blocks = type.getDimSize(0);
+        report.blockSize = type.getDimSize(1);
+        break;
+      }
+    }
+  }
+  return report;
+}
+
 std::string describeChoices(const std::vector<std::string> &choices) {
   std::string text;
   for (size_t first = 0; first < choices.size();) {
@@ -603,6 +650,17 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
     }
     root["parallel"] = std::move(parallel);
   }
+  if (std::optional<KvCacheReport> cache = kvCacheOf(module)) {
+    llvm::json::Object object{{"caches", cache->caches},
+                              {"bytes", cache->bytes},
+                              {"slots", cache->slots},
+                              {"rows_bytes", cache->rowsBytes()}};
+    if (cache->blocks) {
+      object["blocks"] = cache->blocks;
+      object["block_size"] = cache->blockSize;
+    }
+    root["kv_cache"] = std::move(object);
+  }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
 }
 
@@ -668,6 +726,26 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       }
       os << "\n";
     }
+  }
+  if (std::optional<KvCacheReport> cache = kvCacheOf(module)) {
+    os << llvm::format("KV cache: %lld caches, %.4g MB", 
+                       static_cast<long long>(cache->caches),
+                       cache->bytes / 1e6);
+    if (cache->blocks) {
+      os << llvm::format(
+          " (paged: pools of %lld blocks of %lld positions that %lld slots "
+          "share; a row of seq_length %lld for every slot would take %.4g "
+          "MB)",
+          static_cast<long long>(cache->blocks),
+          static_cast<long long>(cache->blockSize),
+          static_cast<long long>(cache->slots),
+          static_cast<long long>(cache->seqLength), cache->rowsBytes() / 1e6);
+    } else {
+      os << llvm::format(" (a row of seq_length %lld for each of %lld slots)",
+                         static_cast<long long>(cache->seqLength),
+                         static_cast<long long>(cache->slots));
+    }
+    os << "\n";
   }
   if (std::optional<TrainingMemory> memory = trainingMemory(module)) {
     os << llvm::format(
