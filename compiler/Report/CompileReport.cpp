@@ -728,7 +728,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     }
   }
   if (std::optional<KvCacheReport> cache = kvCacheOf(module)) {
-    os << llvm::format("KV cache: %lld caches, %.4g MB", 
+    os << llvm::format("KV cache: %lld caches, %.4g MB",
                        static_cast<long long>(cache->caches),
                        cache->bytes / 1e6);
     if (cache->blocks) {
