@@ -297,10 +297,6 @@ StatusOr<ApiRequest> mfserve::parseRequest(const json &body, bool chat,
     }
     request.stream = it->get<bool>();
   }
-  if (request.stream && request.n > 1) {
-    return fieldError("n", "more than one choice is not streamed yet; "
-                           "stream: false returns them all");
-  }
   if (auto it = body.find("stream_options");
       it != body.end() && !it->is_null()) {
     if (!it->is_object() ||

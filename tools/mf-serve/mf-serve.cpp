@@ -607,34 +607,42 @@ void handleGeneration(Server &server, const httplib::Request &http,
     response.set_content(dumpJson(result), "application/json");
     return;
   }
-  std::shared_ptr<ReplyText> reply = replies.front(); // streamed: n is 1
+  // Streamed: each chunk carries one choice's new text, by its index; the
+  // stream ends when every choice has.
   std::string chunkObject = chat ? "chat.completion.chunk" : "text_completion";
   bool includeUsage = request.includeUsage;
   auto started = std::make_shared<bool>(false);
-  auto finished = std::make_shared<bool>(false);
+  auto finished = std::make_shared<std::vector<bool>>(replies.size(), false);
   std::string name = server.name;
   // Streamed logprobs: each chunk carries those of the tokens consumed
   // since the last one that carried any (the text may hold some back for a
   // stop string); the last chunk the rest.
   const Server *serving = &server;
   int64_t topLogprobs = request.topLogprobs;
-  auto logprobsSent = std::make_shared<size_t>(0);
-  auto withLogprobs = [=](json choice) {
+  auto logprobsSent =
+      std::make_shared<std::vector<size_t>>(replies.size(), 0);
+  auto withLogprobs = [=](json choice, size_t index) {
     if (topLogprobs < 0) {
       return choice;
     }
+    const std::shared_ptr<ReplyText> &reply = replies[index];
     std::vector<TokenLogprobs> logprobs = reply->logprobs();
     std::vector<int32_t> tokens = reply->tokens();
-    if (*logprobsSent < logprobs.size()) {
+    size_t &sent = (*logprobsSent)[index];
+    if (sent < logprobs.size()) {
       choice["logprobs"] = logprobsJson(
           *serving, chat,
-          {tokens.begin() + static_cast<ptrdiff_t>(*logprobsSent),
+          {tokens.begin() + static_cast<ptrdiff_t>(sent),
            tokens.begin() + static_cast<ptrdiff_t>(logprobs.size())},
-          {logprobs.begin() + static_cast<ptrdiff_t>(*logprobsSent),
-           logprobs.end()});
-      *logprobsSent = logprobs.size();
+          {logprobs.begin() + static_cast<ptrdiff_t>(sent), logprobs.end()});
+      sent = logprobs.size();
     }
     return choice;
+  };
+  auto abandonAll = [replies] {
+    for (const auto &reply : replies) {
+      reply->abandon();
+    }
   };
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(
@@ -651,40 +659,69 @@ void handleGeneration(Server &server, const httplib::Request &http,
                       {"model", name},
                       {"choices", std::move(choices)}};
         };
-        if (*finished) {
+        auto allFinished = [&] {
+          return std::all_of(finished->begin(), finished->end(),
+                             [](bool done) { return done; });
+        };
+        if (allFinished()) {
           sink.done();
           return true;
         }
         if (chat && !*started) {
           *started = true;
-          json first = {{"index", 0},
-                        {"delta", {{"role", "assistant"}, {"content", ""}}},
-                        {"finish_reason", nullptr}};
-          if (!send(chunk({first}))) {
-            reply->abandon();
-            return false;
+          for (size_t i = 0; i < replies.size(); ++i) {
+            json first = {{"index", i},
+                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                          {"finish_reason", nullptr}};
+            if (!send(chunk({first}))) {
+              abandonAll();
+              return false;
+            }
           }
         }
-        bool done = false;
-        std::string delta = reply->next(std::chrono::milliseconds(200), done);
-        if (!delta.empty() &&
-            !send(chunk({withLogprobs(choice(delta, nullptr, true))}))) {
-          reply->abandon(); // the client left: free its slot
-          return false;
+        // The choices' waits share one 200 ms round.
+        auto wait = std::chrono::milliseconds(
+            std::max<int64_t>(1, 200 / static_cast<int64_t>(replies.size())));
+        for (size_t i = 0; i < replies.size(); ++i) {
+          if ((*finished)[i]) {
+            continue;
+          }
+          const std::shared_ptr<ReplyText> &reply = replies[i];
+          bool done = false;
+          std::string delta = reply->next(wait, done);
+          if (!delta.empty() &&
+              !send(chunk({withLogprobs(
+                  choice(delta, nullptr, true, static_cast<int64_t>(i)),
+                  i)}))) {
+            abandonAll(); // the client left: free its slots
+            return false;
+          }
+          if (!done) {
+            continue;
+          }
+          (*finished)[i] = true;
+          if (!reply->error().empty()) {
+            // One choice failed: the request did.
+            abandonAll();
+            std::fill(finished->begin(), finished->end(), true);
+            send(json{{"error", {{"message", reply->error()},
+                                 {"type", "server_error"}}}});
+            break;
+          }
+          send(chunk({withLogprobs(choice("", reply->finishReason(), true,
+                                          static_cast<int64_t>(i)),
+                                   i)}));
         }
-        if (!done) {
+        if (!allFinished()) {
           return true;
         }
-        *finished = true;
-        if (!reply->error().empty()) {
-          send(json{{"error",
-                     {{"message", reply->error()}, {"type", "server_error"}}}});
-        } else {
-          send(chunk({withLogprobs(choice("", reply->finishReason(), true))}));
-        }
         if (includeUsage) {
+          int64_t completionTokens = 0;
+          for (const auto &reply : replies) {
+            completionTokens += reply->completionTokens();
+          }
           json usage = chunk(json::array());
-          usage["usage"] = usageOf(promptLength, reply->completionTokens());
+          usage["usage"] = usageOf(promptLength, completionTokens);
           send(usage);
         }
         std::string last = "data: [DONE]\n\n";
@@ -692,9 +729,9 @@ void handleGeneration(Server &server, const httplib::Request &http,
         sink.done();
         return true;
       },
-      [reply](bool success) {
+      [abandonAll](bool success) {
         if (!success) {
-          reply->abandon();
+          abandonAll();
         }
       });
 }

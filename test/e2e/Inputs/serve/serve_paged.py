@@ -137,7 +137,14 @@ def main():
     print("preemption: %s" % ("sequences preempted and recomputed"
                               if preempted > 0 else "NONE"))
 
+    # The last answer can reach the client before the engine's step that
+    # made it has counted what it freed.
+    deadline = time.time() + 30
     metrics = server.metrics()
+    while (metrics["mfserve_kv_blocks_in_use"] or
+           metrics["mfserve_slots_in_use"]) and time.time() < deadline:
+        time.sleep(0.05)
+        metrics = server.metrics()
     print("idle: %d blocks in use, %d slots in use" %
           (metrics["mfserve_kv_blocks_in_use"],
            metrics["mfserve_slots_in_use"]))

@@ -199,6 +199,23 @@ def main():
               two["usage"]["completion_tokens"],
               "alike, equal mf-run's" if chats == [chat_expected] * 3
               else "DIFFER: %r" % chats))
+    # Streamed, the n choices come as chunks by index, each joining to the
+    # text it has unstreamed; the usage counts them all.
+    status, body = server.request("POST", "/v1/completions", {
+        "prompt": PROMPTS[0], "max_tokens": 12, "temperature": 1.0, "seed": 5,
+        "n": 2, "stream": True, "stream_options": {"include_usage": True}})
+    joined, finishes, usage = ["", ""], [None, None], None
+    for line in body.split("\n"):
+        if line.startswith("data: {"):
+            event = json.loads(line[6:])
+            usage = event.get("usage") or usage
+            for c in event["choices"]:
+                joined[c["index"]] += c["text"]
+                finishes[c["index"]] = c["finish_reason"] or finishes[c["index"]]
+    print("n = 2 streamed: %s, finish %s, usage %d completion tokens" % (
+        "equal to unstreamed" if joined == [c["text"] for c in two["choices"]]
+        else "DIFFER: %r" % joined, "/".join(map(str, finishes)),
+        usage["completion_tokens"] if usage else -1))
 
     # OpenAI's penalties (over the generated tokens) and logit_bias change
     # the greedy text as mf-run's flags do; a bias of 100 on one id makes
@@ -267,7 +284,6 @@ def main():
     cases = [
         ("malformed JSON", b"{bad", None),
         ("unknown field", {"prompt": "hi", "max_token": 3}, None),
-        ("n = 2 streamed", {"prompt": "hi", "n": 2, "stream": True}, None),
         ("n = 17", {"prompt": "hi", "n": 17}, None),
         ("logprobs 6", {"prompt": "hi", "logprobs": 6}, None),
         ("top_logprobs alone", {"messages": [{"role": "user", "content": "hi"}],
