@@ -619,8 +619,7 @@ void handleGeneration(Server &server, const httplib::Request &http,
   // stop string); the last chunk the rest.
   const Server *serving = &server;
   int64_t topLogprobs = request.topLogprobs;
-  auto logprobsSent =
-      std::make_shared<std::vector<size_t>>(replies.size(), 0);
+  auto logprobsSent = std::make_shared<std::vector<size_t>>(replies.size(), 0);
   auto withLogprobs = [=](json choice, size_t index) {
     if (topLogprobs < 0) {
       return choice;
@@ -704,13 +703,14 @@ void handleGeneration(Server &server, const httplib::Request &http,
             // One choice failed: the request did.
             abandonAll();
             std::fill(finished->begin(), finished->end(), true);
-            send(json{{"error", {{"message", reply->error()},
-                                 {"type", "server_error"}}}});
+            send(json{
+                {"error",
+                 {{"message", reply->error()}, {"type", "server_error"}}}});
             break;
           }
-          send(chunk({withLogprobs(choice("", reply->finishReason(), true,
-                                          static_cast<int64_t>(i)),
-                                   i)}));
+          send(chunk({withLogprobs(
+              choice("", reply->finishReason(), true, static_cast<int64_t>(i)),
+              i)}));
         }
         if (!allFinished()) {
           return true;
