@@ -1346,9 +1346,20 @@ Status checkEntry(const std::string &name, Session &session, size_t &checked,
   if (!inputs) {
     return inputs.status();
   }
-  // Deterministic token ids (and labels) within the vocabulary.
+  // Deterministic token ids (and labels) within the vocabulary; a paged
+  // cache's block tables give each row blocks of its own while the pool
+  // lasts (rows sharing a block would race to write it), the rest unmapped.
   int64_t vocab = session.executable.model().vocab_size();
-  for (Tensor &input : *inputs) {
+  int64_t poolBlocks = session.executable.model().kv_num_blocks();
+  for (size_t index = 0; index < inputs->size(); ++index) {
+    Tensor &input = (*inputs)[index];
+    if (entry->input_names() && index < entry->input_names()->size() &&
+        entry->input_names()->Get(index)->str() == "block_tables") {
+      for (int64_t i = 0; i < input.numElements(); ++i) {
+        input.as<int32_t>()[i] = i < poolBlocks ? static_cast<int32_t>(i) : -1;
+      }
+      continue;
+    }
     if (input.dtype() == DType::I32 && input.rank() == 2) {
       for (int64_t i = 0; i < input.numElements(); ++i) {
         input.as<int32_t>()[i] = static_cast<int32_t>((7 * i + 3) % vocab);
