@@ -14,20 +14,15 @@ is idle again. Prints one line per check; exits 1 on the first failure.
 
 import concurrent.futures
 import functools
-import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
+from mf_serve import MfServe, fail
+
 MFC_BIN, PAGED, ROWS, WORK, PROMPTS_FILE = sys.argv[1:6]
-
-
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,54 +37,8 @@ def mf_run(prompt, tokens):
     return text[len(prompt):]
 
 
-class Server:
-    def __init__(self):
-        port_file = os.path.join(WORK, "paged-port")
-        if os.path.exists(port_file):
-            os.remove(port_file)
-        self.log = open(os.path.join(WORK, "paged-serve.log"), "wb")
-        self.process = subprocess.Popen(
-            [os.path.join(MFC_BIN, "mf-serve"), PAGED, "--init-weights",
-             "--port", "0", "--port-file", port_file],
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 120
-        while not os.path.exists(port_file):
-            if self.process.poll() is not None or time.time() > deadline:
-                fail("mf-serve did not start: " + open(self.log.name).read())
-            time.sleep(0.05)
-        self.port = int(open(port_file).read())
-
-    def request(self, method, path, body=None):
-        connection = http.client.HTTPConnection("127.0.0.1", self.port,
-                                                timeout=300)
-        connection.request(method, path,
-                           None if body is None else json.dumps(body),
-                           {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        data = response.read().decode("utf-8")
-        connection.close()
-        return response.status, data
-
-    def complete(self, prompt, tokens):
-        status, body = self.request("POST", "/v1/completions", {
-            "prompt": prompt, "max_tokens": tokens, "temperature": 0})
-        if status != 200:
-            fail("completion of %r: %d %s" % (prompt, status, body))
-        return json.loads(body)["choices"][0]["text"]
-
-    def metrics(self):
-        values = {}
-        for line in self.request("GET", "/metrics")[1].splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.split()
-                values[name] = float(value)
-        return values
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=60)
-        self.log.close()
-        return code
+def Server():
+    return MfServe(os.path.join(MFC_BIN, "mf-serve"), PAGED, WORK, "paged")
 
 
 def at_once(server, prompts, tokens):
@@ -148,7 +97,7 @@ def main():
     print("idle: %d blocks in use, %d slots in use" %
           (metrics["mfserve_kv_blocks_in_use"],
            metrics["mfserve_slots_in_use"]))
-    print("stopped: exit %d" % server.stop())
+    print("stopped: exit %d" % server.stop()[0])
 
 
 main()

@@ -12,16 +12,15 @@ keeps serving throughout. Prints one line per check; exits 1 on the first
 failure.
 """
 
-import atexit
-import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+
+from mf_serve import MfServe, fail
 
 MFC_BIN, NODE_MODULES, MODEL, WORK, PROMPTS_FILE, EXPECTED = sys.argv[1:7]
 MF_RUN = os.path.join(MFC_BIN, "mf-run")
@@ -35,86 +34,14 @@ for line in open(PROMPTS_FILE, encoding="utf-8"):
 CHAT = "Hello, who are you?"
 
 
-SERVERS = []
-
-
-def stop_servers():
-    # A server left running would hold the pipe to FileCheck open.
-    for server in SERVERS:
-        if server.process.poll() is None:
-            server.process.kill()
-
-
-atexit.register(stop_servers)
-
-
-def fail(message):
-    print("FAIL: " + message)
-    sys.exit(1)
-
-
 def mf_run(*args):
     out = subprocess.run([MF_RUN, MODEL, "--init-weights", "--greedy", *args],
                          capture_output=True, check=True)
     return out.stdout.decode("utf-8")
 
 
-class Server:
-    def __init__(self, *flags):
-        self.port_file = os.path.join(WORK, "port")
-        if os.path.exists(self.port_file):
-            os.remove(self.port_file)
-        self.log = open(os.path.join(WORK, "serve.log"), "wb")
-        self.process = subprocess.Popen(
-            [MF_SERVE, MODEL, "--init-weights", "--port", "0", "--port-file",
-             self.port_file, *flags], stdout=subprocess.DEVNULL, stderr=self.log)
-        SERVERS.append(self)
-        deadline = time.time() + 120
-        while not os.path.exists(self.port_file):
-            if self.process.poll() is not None or time.time() > deadline:
-                fail("mf-serve did not start: " + open(self.log.name).read())
-            time.sleep(0.05)
-        self.port = int(open(self.port_file).read())
-
-    def request(self, method, path, body=None, timeout=120):
-        connection = http.client.HTTPConnection("127.0.0.1", self.port,
-                                                timeout=timeout)
-        payload = body if isinstance(body, (bytes, type(None))) else json.dumps(body)
-        connection.request(method, path, payload,
-                           {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        data = response.read().decode("utf-8")
-        connection.close()
-        return response.status, data
-
-    def metrics(self):
-        _, text = self.request("GET", "/metrics")
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.split()
-                values[name] = float(value)
-        return values
-
-    def rss_mb(self):
-        for line in open("/proc/%d/status" % self.process.pid):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-        return 0.0
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=60)
-        self.log.close()
-        return code, open(self.log.name).read()
-
-
-def complete(server, prompt, tokens):
-    status, body = server.request("POST", "/v1/completions", {
-        "prompt": prompt, "max_tokens": tokens, "temperature": 0})
-    if status != 200:
-        fail("completion of %r: %d %s" % (prompt, status, body))
-    return json.loads(body)["choices"][0]["text"]
+def Server(*flags):
+    return MfServe(MF_SERVE, MODEL, WORK, "serve", *flags)
 
 
 def main():
@@ -154,7 +81,7 @@ def main():
     results = {}
 
     def worker(prompt):
-        results[prompt] = complete(server, prompt, 12)
+        results[prompt] = server.complete(prompt, 12)
 
     threads = [threading.Thread(target=worker, args=(p,)) for p in PROMPTS]
     for thread in threads:
