@@ -2553,20 +2553,19 @@ private:
     }
     const ParallelConfig &parallel = spec_.parallel;
     if (model.moe.numExperts > 0 &&
-        parallel.dataParallel * parallel.modelParallel *
-                parallel.contextParallel * parallel.expertParallel >
+        parallel.modelParallel * parallel.contextParallel *
+                parallel.expertParallel >
             1) {
-      StringRef key = parallel.expertParallel > 1    ? "expert_parallel"
-                      : parallel.modelParallel > 1   ? "model_parallel"
-                      : parallel.contextParallel > 1 ? "context_parallel"
-                                                     : "data_parallel";
+      StringRef key = parallel.expertParallel > 1  ? "expert_parallel"
+                      : parallel.modelParallel > 1 ? "model_parallel"
+                                                   : "context_parallel";
       diagnostics().error(
           loc("parallel_config." + key.str()),
           "parallel_config." + key +
-              ": a mixture of experts runs on one rank so far (its ops have "
-              "no sharding rules yet, and MindFormers routes each data- and "
-              "context-parallel group's tokens apart); set data_parallel, "
-              "model_parallel, context_parallel and expert_parallel to 1");
+              ": a mixture of experts is built with data parallelism only "
+              "so far (its ops have no rules for split experts or split "
+              "tokens yet); set model_parallel, context_parallel and "
+              "expert_parallel to 1");
     }
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {

@@ -779,6 +779,11 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
        << " routed layers, " << first.experts << " experts " << first.width
        << " wide, " << first.perToken << " per token, "
        << first.tokens * first.perToken << " (token, choice) pairs a layer";
+    // Each data-parallel rank routes its own tokens (MindFormers' groups).
+    if (shard::GridOp grid = gridOf(module);
+        grid && grid.getShape()[0] > 1) {
+      os << " on each data-parallel rank";
+    }
     if (first.capacity > 0) {
       os << ", at most " << first.capacity << " per expert (the rest dropped)";
     } else {
