@@ -2552,10 +2552,10 @@ private:
               "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
-    if (model.moe.numExperts > 0 &&
-        parallel.modelParallel * parallel.contextParallel *
-                parallel.expertParallel >
-            1) {
+    if (model.moe.numExperts > 0 && parallel.modelParallel *
+                                            parallel.contextParallel *
+                                            parallel.expertParallel >
+                                        1) {
       StringRef key = parallel.expertParallel > 1  ? "expert_parallel"
                       : parallel.modelParallel > 1 ? "model_parallel"
                                                    : "context_parallel";

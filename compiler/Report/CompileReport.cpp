@@ -780,8 +780,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
        << " wide, " << first.perToken << " per token, "
        << first.tokens * first.perToken << " (token, choice) pairs a layer";
     // Each data-parallel rank routes its own tokens (MindFormers' groups).
-    if (shard::GridOp grid = gridOf(module);
-        grid && grid.getShape()[0] > 1) {
+    if (shard::GridOp grid = gridOf(module); grid && grid.getShape()[0] > 1) {
       os << " on each data-parallel rank";
     }
     if (first.capacity > 0) {
