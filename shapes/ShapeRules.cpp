@@ -192,28 +192,43 @@ Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
       !problem.empty()) {
     return failure(problem);
   }
-  if (offsets.element != Element::I32 ||
-      offsets.shape != std::vector<int64_t>{int64_t(weights.size()) + 1}) {
-    return failure("expected i32 group offsets of shape [" +
-                   std::to_string(weights.size() + 1) +
-                   "] (one more than the weights), got " +
-                   formatShape(offsets.shape));
+  // One stacked weight [E, ...] serves any multiple of E groups.
+  bool stacked = weights.size() == 1 && weights.front().shape.size() == 3;
+  int64_t experts =
+      stacked ? weights.front().shape[0] : static_cast<int64_t>(weights.size());
+  if (offsets.element != Element::I32 || offsets.shape.size() != 1 ||
+      (stacked ? experts == 0 || offsets.shape[0] < 1 ||
+                     (offsets.shape[0] - 1) % experts != 0
+               : offsets.shape[0] != experts + 1)) {
+    return failure(
+        "expected i32 group offsets of shape [" +
+        std::string(stacked ? "a multiple of " + std::to_string(experts) +
+                                  " plus one] (groups of the stacked weight's "
+                                  "experts"
+                            : std::to_string(experts + 1) +
+                                  "] (one more than the weights") +
+        "), got " + formatShape(offsets.shape));
   }
   const TensorInfo &first = weights.front();
+  std::vector<int64_t> matrix(first.shape.end() - 2, first.shape.end());
   int inDim = transposed ? 1 : 0;
   for (size_t e = 0; e < weights.size(); ++e) {
     const TensorInfo &weight = weights[e];
-    if (weight.element != rows.element || weight.shape.size() != 2 ||
-        weight.shape[inDim] != rows.shape[1] || weight.shape != first.shape) {
+    std::vector<int64_t> expertShape =
+        stacked ? matrix : weight.shape; // [out, in] or [in, out]
+    if (weight.element != rows.element ||
+        weight.shape.size() != (stacked ? 3u : 2u) ||
+        expertShape[inDim] != rows.shape[1] || weight.shape != first.shape) {
       std::string in = std::to_string(rows.shape[1]);
+      std::string each = transposed ? "[out, " + in + "]" : "[" + in + ", out]";
       return failure("weight " + std::to_string(e) + " " +
                      formatShape(weight.shape) + " is not " +
-                     (transposed ? "[out, " + in + "]" : "[" + in + ", out]") +
+                     (stacked ? "[experts] + " : "") + each +
                      " of the rows' dtype, like weight 0 " +
                      formatShape(first.shape));
     }
   }
-  return {{{rows.element, {rows.shape[0], first.shape[1 - inDim]}}}, ""};
+  return {{{rows.element, {rows.shape[0], matrix[1 - inDim]}}}, ""};
 }
 
 Inferred mfshapes::inferMoeCombine(const TensorInfo &rows,
@@ -271,7 +286,7 @@ Inferred mfshapes::inferTopKGrad(const TensorInfo &gradient,
 
 Inferred mfshapes::inferGroupedMatmulWeightGrad(
     const TensorInfo &resultGradient, const TensorInfo &rows,
-    const TensorInfo &offsets, int64_t expert) {
+    const TensorInfo &offsets, int64_t expert, int64_t stacked) {
   if (!isFloat(resultGradient.element) || resultGradient.shape.size() != 2 ||
       rows.element != resultGradient.element || rows.shape.size() != 2 ||
       rows.shape[0] != resultGradient.shape[0]) {
@@ -288,11 +303,54 @@ Inferred mfshapes::inferGroupedMatmulWeightGrad(
     return failure(problem);
   }
   if (offsets.element != Element::I32 || offsets.shape.size() != 1 ||
-      expert < 0 || expert >= offsets.shape[0] - 1) {
+      offsets.shape[0] < 1) {
+    return failure("expected i32 group offsets, got " +
+                   formatShape(offsets.shape));
+  }
+  int64_t groups = offsets.shape[0] - 1;
+  if (stacked > 0) {
+    if (expert != 0 || groups % stacked != 0) {
+      return failure("a stacked gradient of " + std::to_string(stacked) +
+                     " experts needs expert 0 and a multiple of " +
+                     std::to_string(stacked) + " groups, got expert " +
+                     std::to_string(expert) + " and offsets " +
+                     formatShape(offsets.shape));
+    }
+    return {{{rows.element,
+              {stacked, resultGradient.shape[1], rows.shape[1]}}},
+            ""};
+  }
+  if (expert < 0 || expert >= groups) {
     return failure("expert " + std::to_string(expert) +
                    " has no group in offsets " + formatShape(offsets.shape));
   }
   return {{{rows.element, {resultGradient.shape[1], rows.shape[1]}}}, ""};
+}
+
+Inferred mfshapes::inferAllToAll(const TensorInfo &rows,
+                                 const TensorInfo &sendOffsets,
+                                 const TensorInfo &recvOffsets,
+                                 int64_t resultRows) {
+  if (!isFloat(rows.element) || rows.shape.empty()) {
+    return failure("expected float rows, got " + formatShape(rows.shape));
+  }
+  if (std::string problem = checkDims(rows, "rows"); !problem.empty()) {
+    return failure(problem);
+  }
+  if (sendOffsets.element != Element::I32 || sendOffsets.shape.size() != 1 ||
+      sendOffsets.shape[0] < 1 || !(recvOffsets == sendOffsets)) {
+    return failure("expected i32 send and receive offsets of one shape "
+                   "[segments + 1], got " +
+                   formatShape(sendOffsets.shape) + " and " +
+                   formatShape(recvOffsets.shape));
+  }
+  std::vector<int64_t> shape = rows.shape;
+  shape[0] = resultRows;
+  if (std::string problem = checkDims({rows.element, shape}, "the result");
+      !problem.empty()) {
+    return failure(problem);
+  }
+  return {{{rows.element, shape}}, ""};
 }
 
 Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,

@@ -70,7 +70,8 @@ Inferred inferMoeDispatch(const TensorInfo &tokens, const TensorInfo &positions,
                           const TensorInfo *weights);
 
 /// mf.grouped_matmul: each group of rows times its expert's weight, stored
-/// [in, out], or [out, in] (a Linear's) with `transposed`.
+/// [in, out], or [out, in] (a Linear's) with `transposed`; one weight
+/// stacked [E, ...] serves any multiple of E groups (group g: expert g mod E).
 Inferred inferGroupedMatmul(const TensorInfo &rows, const TensorInfo &offsets,
                             const std::vector<TensorInfo> &weights,
                             bool transposed);
@@ -85,11 +86,17 @@ Inferred inferTopKGrad(const TensorInfo &gradient, const TensorInfo &indices,
                        int64_t width);
 
 /// mf.grouped_matmul_weight_grad: one expert's weight gradient, [out, in],
-/// from the result's gradient [rows, out] and the rows [rows, in].
+/// from the result's gradient [rows, out] and the rows [rows, in]; with
+/// `stacked` E > 0, a stacked weight's, [E, out, in].
 Inferred inferGroupedMatmulWeightGrad(const TensorInfo &resultGradient,
                                       const TensorInfo &rows,
                                       const TensorInfo &offsets,
-                                      int64_t expert);
+                                      int64_t expert, int64_t stacked);
+
+/// mf.all_to_all: segments of `rows` sent to the ranks of a group, the
+/// result holding `resultRows` rows (a static bound) of the rows' kind.
+Inferred inferAllToAll(const TensorInfo &rows, const TensorInfo &sendOffsets,
+                       const TensorInfo &recvOffsets, int64_t resultRows);
 
 /// mf.moe_weights_grad: the gradient of mf.moe_combine's routing weights.
 Inferred inferMoeWeightsGrad(const TensorInfo &resultGradient,

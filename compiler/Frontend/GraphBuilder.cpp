@@ -99,7 +99,8 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
         /*frozen=*/false, /*state=*/false, /*panels=*/false,
         /*dot_panels=*/false, grid, splitAxes, splitGroups,
         /*quant_scale=*/FlatSymbolRefAttr(),
-        /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
+        /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(),
+        /*parts=*/ArrayAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
@@ -109,6 +110,32 @@ Value GraphBuilder::weight(StringRef name, StringRef mfName,
                            int64_t splitDim, int64_t splitParts) {
   return param(name, mfName, shape, mf::ParameterInit::normal, loc, splitDim,
                splitParts);
+}
+
+Value GraphBuilder::stackedWeight(StringRef name, ArrayRef<std::string> parts,
+                                  ArrayRef<int64_t> shape, Location loc) {
+  RankedTensorType type = tensorType(shape, paramType());
+  mf::ParameterOp &parameter = parameters_[name];
+  if (!parameter) {
+    FlatSymbolRefAttr grid;
+    mlir::shard::GridAxesArrayAttr splitAxes;
+    if (expertParallel()) {
+      SmallVector<DenseI16ArrayAttr> axes(shape.size(),
+                                          builder_.getDenseI16ArrayAttr({}));
+      axes[0] = builder_.getDenseI16ArrayAttr({kDataParallelAxis});
+      grid = gridName();
+      splitAxes = mlir::shard::GridAxesArrayAttr::get(context(), axes);
+    }
+    SmallVector<StringRef> names(parts.begin(), parts.end());
+    parameter = mf::ParameterOp::create(
+        parameterBuilder_, loc, name, type, mf::ParameterInit::normal,
+        builder_.getF64FloatAttr(spec_.model.initMethodStd), StringAttr(),
+        /*frozen=*/false, /*state=*/false, /*panels=*/false,
+        /*dot_panels=*/false, grid, splitAxes, /*split_groups=*/IntegerAttr(),
+        /*quant_scale=*/FlatSymbolRefAttr(), /*quant_group=*/IntegerAttr(),
+        /*quant_bits=*/IntegerAttr(), builder_.getStrArrayAttr(names));
+  }
+  return mf::ParamOp::create(builder_, loc, type, name);
 }
 
 Value GraphBuilder::castTo(Value value, Type elementType, Location loc) {

@@ -81,6 +81,22 @@ protected:
                      llvm::ArrayRef<int64_t> shape, mlir::Location loc,
                      int64_t splitDim = -1, int64_t splitParts = 1);
 
+  /// A normal-initialized stack of weights [parts, ...] (`shape`), each
+  /// slice a checkpoint tensor of its own (a layer's experts); under
+  /// expert parallelism split along its experts over the data-parallel
+  /// axis, so that each rank holds its experts.
+  mlir::Value stackedWeight(llvm::StringRef name,
+                            llvm::ArrayRef<std::string> parts,
+                            llvm::ArrayRef<int64_t> shape, mlir::Location loc);
+  /// Whether expert parallelism splits the experts over the data-parallel
+  /// ranks (the grid's axis 0).
+  bool expertParallel() { return grid_ && spec_.shardedExpertParallel > 1; }
+  /// The grid's name and the data-parallel axis, for the exchanges.
+  mlir::FlatSymbolRefAttr gridName() {
+    return mlir::FlatSymbolRefAttr::get(grid_.getSymNameAttr());
+  }
+  static constexpr int16_t kDataParallelAxis = 0;
+
   mlir::Value castTo(mlir::Value value, mlir::Type elementType,
                      mlir::Location loc);
   mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape,

@@ -270,30 +270,70 @@ private:
                                            route.getPositions(),
                                            /*weights=*/Value());
 
+    // Expert parallelism: each rank holds experts / ep consecutive experts;
+    // the rows go to the ranks holding their experts (counts first), arrive
+    // in groups by sender, and go back after the experts' SwiGLU.
+    Value groups = route.getOffsets(), expertRows = rows;
+    auto axes = builder_.getDenseI16ArrayAttr({kDataParallelAxis});
+    Location exchangeLoc =
+        loc(moePath + ".dispatch", "parallel_config.expert_parallel");
+    if (expertParallel()) {
+      groups = mf::AllToAllOffsetsOp::create(builder_, exchangeLoc,
+                                             route.getOffsets(), gridName(),
+                                             axes);
+      // At most every rank's pairs arrive (with a capacity, at most the
+      // capacity of each of this rank's experts from each rank).
+      int64_t ranks = spec_.shardedExpertParallel;
+      int64_t bound = ranks * tokens * k;
+      if (capacity > 0) {
+        bound = std::min(bound, ranks * (experts / ranks) * capacity);
+      }
+      expertRows = mf::AllToAllOp::create(
+          builder_, exchangeLoc,
+          tensorType({bound, hiddenSize}, computeType()), rows,
+          route.getOffsets(), groups, gridName(), axes);
+    }
+
     int64_t width = moe.expertWidth;
     StringRef widthKey =
         moe.mixtralNames ? "intermediate_size" : "moe_intermediate_size";
     auto projections = [&](StringRef hfName, StringRef mixtralName, int64_t out,
                            int64_t in, Value input) {
       Location projLoc = loc(moePath + ".experts." + mixtralName, widthKey);
-      SmallVector<Value> perExpert;
+      StringRef projName = moe.mixtralNames ? mixtralName : hfName;
+      SmallVector<std::string> names;
       for (int64_t e = 0; e < experts; ++e) {
-        std::string name = block + ".experts." + std::to_string(e) + "." +
-                           (moe.mixtralNames ? mixtralName : hfName).str() +
-                           ".weight";
-        perExpert.push_back(castTo(weight(name, "", {out, in}, projLoc),
-                                   computeType(), projLoc));
+        names.push_back(block + ".experts." + std::to_string(e) + "." +
+                        projName.str() + ".weight");
       }
-      return mf::GroupedMatmulOp::create(builder_, projLoc, input,
-                                         route.getOffsets(), perExpert,
+      SmallVector<Value> perExpert;
+      if (expertParallel()) {
+        // One stack of the experts, split by expert over the ranks.
+        perExpert.push_back(castTo(
+            stackedWeight(block + ".experts." + projName.str(), names,
+                          {experts, out, in}, projLoc),
+            computeType(), projLoc));
+      } else {
+        for (const std::string &name : names) {
+          perExpert.push_back(castTo(weight(name, "", {out, in}, projLoc),
+                                     computeType(), projLoc));
+        }
+      }
+      return mf::GroupedMatmulOp::create(builder_, projLoc, input, groups,
+                                         perExpert,
                                          /*transpose_rhs=*/true)
           .getResult();
     };
-    Value gated = projections("gate_proj", "w1", width, hiddenSize, rows);
-    Value up = projections("up_proj", "w3", width, hiddenSize, rows);
+    Value gated = projections("gate_proj", "w1", width, hiddenSize, expertRows);
+    Value up = projections("up_proj", "w3", width, hiddenSize, expertRows);
     Value activated = mf::SwiGluOp::create(
         builder_, loc(moePath + ".experts.mul", widthKey), gated, up);
     Value down = projections("down_proj", "w2", hiddenSize, width, activated);
+    if (expertParallel()) {
+      down = mf::AllToAllOp::create(builder_, exchangeLoc, rows.getType(), down,
+                                    groups, route.getOffsets(), gridName(),
+                                    axes);
+    }
     Location combineLoc = loc(moePath + ".combine", "num_experts_per_tok");
     Value combined = mf::MoeCombineOp::create(builder_, combineLoc, down,
                                               route.getPositions(), weights);

@@ -302,6 +302,10 @@ struct ModelSpec {
   /// runner_config.batch_size sequences; gradients and the loss are
   /// averaged over them), or 1.
   int64_t shardedDataParallel = 1;
+  /// expert_parallel: the data-parallel ranks over which a mixture of
+  /// experts' experts are split (each rank holds experts / this), with
+  /// tokens exchanged by mf.all_to_all; 1 when every rank holds them all.
+  int64_t shardedExpertParallel = 1;
   /// The pipeline stages of a training program (each rank runs one
   /// stage's layers; micro_batch_num micro-batches a step, in a 1F1B
   /// schedule), or 1.

@@ -2029,19 +2029,17 @@ private:
     parallel.finish();
     // Degrees that split the math in ways mf-partition has no rules for:
     // refused, not compiled as fewer ranks.
-    for (auto [key, degree] :
-         {std::pair{"context_parallel", config.contextParallel},
-          std::pair{"expert_parallel", config.expertParallel}}) {
-      if (spec_.useParallel && degree > 1) {
-        diagnostics().error(
-            locOfKey("parallel_config." + std::string(key)),
-            "parallel_config." + std::string(key) + ": " +
-                llvm::Twine(degree).str() +
-                " is not built yet (mfc builds data, tensor, sequence and "
-                "vocabulary parallelism); set it to 1 (--set "
-                "parallel_config." + key + "=1)");
-      }
+    if (spec_.useParallel && config.contextParallel > 1) {
+      diagnostics().error(
+          locOfKey("parallel_config.context_parallel"),
+          "parallel_config.context_parallel: " +
+              llvm::Twine(config.contextParallel).str() +
+              " is not built yet (mfc builds data, tensor, sequence, "
+              "vocabulary, pipeline and expert parallelism); set it to 1 "
+              "(--set parallel_config.context_parallel=1)");
     }
+    // expert_parallel splits a mixture of experts' experts: checked with
+    // the model (validateExpertParallel).
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
     std::string unsharded = whyNotTensorParallel();
@@ -2187,6 +2185,59 @@ private:
 
   /// Why data_parallel does not make a multi-rank program (empty when it
   /// does): what mf-train-step and the runtime support so far.
+  /// expert_parallel e: MindFormers r1.5.0's rules (moe.py): expert_num
+  /// and data_parallel x context_parallel are multiples of e. mfc splits the
+  /// experts over all the data-parallel ranks (e = data_parallel); fewer
+  /// (experts replicated over data_parallel / e groups) is not built yet.
+  void validateExpertParallel() {
+    const ParallelConfig &parallel = spec_.parallel;
+    int64_t ep = parallel.expertParallel;
+    if (!spec_.useParallel || ep == 1) {
+      return;
+    }
+    llvm::SMLoc at = locOfKey("parallel_config.expert_parallel");
+    std::string key = "parallel_config.expert_parallel: " + std::to_string(ep);
+    int64_t experts = spec_.model.moe.numExperts;
+    if (experts == 0) {
+      diagnostics().warning(at, key + " changes nothing: the model has no "
+                                      "mixture-of-experts layers");
+      return;
+    }
+    if (experts % ep != 0) {
+      diagnostics().error(at, key + " does not divide the " +
+                                  std::to_string(experts) +
+                                  " experts (MindFormers requires expert_num "
+                                  "to be a multiple of expert_parallel)");
+      return;
+    }
+    if (parallel.dataParallel * parallel.contextParallel % ep != 0) {
+      diagnostics().error(
+          at, key + " does not divide data_parallel x context_parallel = " +
+                  std::to_string(parallel.dataParallel *
+                                 parallel.contextParallel) +
+                  " (MindFormers requires it to); set expert_parallel to a "
+                  "divisor of data_parallel");
+      return;
+    }
+    if (std::string why = whyNotDataParallel(); !why.empty()) {
+      diagnostics().error(at, key + ": expert parallelism splits the "
+                                    "experts over the data-parallel ranks, "
+                                    "which are built " +
+                                    why + "; set it to 1");
+      return;
+    }
+    if (ep != parallel.dataParallel) {
+      diagnostics().error(
+          at, key + " below data_parallel " +
+                  std::to_string(parallel.dataParallel) +
+                  " (each expert held by data_parallel / expert_parallel "
+                  "ranks) is not built yet; set expert_parallel to " +
+                  std::to_string(parallel.dataParallel));
+      return;
+    }
+    spec_.shardedExpertParallel = ep;
+  }
+
   std::string whyNotDataParallel() const {
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
@@ -2552,21 +2603,19 @@ private:
               "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
-    if (model.moe.numExperts > 0 && parallel.modelParallel *
-                                            parallel.contextParallel *
-                                            parallel.expertParallel >
-                                        1) {
-      StringRef key = parallel.expertParallel > 1  ? "expert_parallel"
-                      : parallel.modelParallel > 1 ? "model_parallel"
-                                                   : "context_parallel";
+    if (model.moe.numExperts > 0 &&
+        parallel.modelParallel * parallel.contextParallel > 1) {
+      StringRef key = parallel.modelParallel > 1 ? "model_parallel"
+                                                 : "context_parallel";
       diagnostics().error(
           loc("parallel_config." + key.str()),
           "parallel_config." + key +
-              ": a mixture of experts is built with data parallelism only "
-              "so far (its ops have no rules for split experts or split "
-              "tokens yet); set model_parallel, context_parallel and "
-              "expert_parallel to 1");
+              ": a mixture of experts is built with data and expert "
+              "parallelism only so far (its ops have no rules for experts "
+              "split by width or for split sequences yet); set "
+              "model_parallel and context_parallel to 1");
     }
+    validateExpertParallel();
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {
       std::string key =

@@ -126,7 +126,8 @@ struct Collectives {
   std::string axes; ///< "model_parallel", "data_parallel", ...
   int64_t count = 0, bytes = 0, ranks = 1;
   /// What a ring algorithm sends from each rank: 2 (n - 1) / n payloads
-  /// for an all-reduce, (n - 1) / n for a reduce-scatter or an all-gather.
+  /// for an all-reduce, (n - 1) / n for a reduce-scatter or an all-gather
+  /// (and for an all-to-all of even shares, sent directly).
   int64_t wireBytes() const {
     int64_t passes = kind == "all_reduce" ? 2 : 1;
     return ranks <= 1 ? 0 : passes * (ranks - 1) * bytes / ranks;
@@ -171,6 +172,12 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
               bytesOf(scatter.getInput().getType()));
       } else if (auto gather = dyn_cast<mf::AllGatherOp>(op)) {
         count("all_gather", gather.getGridAxes(), bytesOf(gather.getType()));
+      } else if (auto exchange = dyn_cast<mf::AllToAllOp>(op)) {
+        // A bound: the rows actually sent are known at run time.
+        count("all_to_all (at most)", exchange.getGridAxes(),
+              bytesOf(exchange.getRows().getType()));
+      } else if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
+        count("all_to_all", counts.getGridAxes(), bytesOf(counts.getType()));
       } else if (auto loss = dyn_cast<mf::CrossEntropyOp>(op);
                  loss && loss.getGridAxes()) {
         count("all_reduce", *loss.getGridAxes(), tokenBytes(loss.getLogits()));
@@ -360,10 +367,18 @@ routedLayersOf(ModuleOp module) {
       }
       ArrayRef<int64_t> shape = route.getIndices().getType().getShape();
       int64_t width = 0;
-      // The experts' first projections read the dispatched rows.
-      for (Operation *user : route.getOffsets().getUsers()) {
+      // The experts' first projections read the dispatched rows (under
+      // expert parallelism: the rows the ranks sent, by their offsets).
+      Value groups = route.getOffsets();
+      for (Operation *user : groups.getUsers()) {
+        if (auto exchange = dyn_cast<mf::AllToAllOffsetsOp>(user)) {
+          groups = exchange.getResult();
+        }
+      }
+      for (Operation *user : groups.getUsers()) {
         auto matmul = dyn_cast<mf::GroupedMatmulOp>(user);
-        if (matmul && matmul.getRows().getDefiningOp<mf::MoeDispatchOp>()) {
+        Operation *rows = matmul ? matmul.getRows().getDefiningOp() : nullptr;
+        if (isa_and_nonnull<mf::MoeDispatchOp, mf::AllToAllOp>(rows)) {
           width = matmul.getType().getShape()[1];
           break;
         }
@@ -717,12 +732,16 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     for (auto &[name, list] : collectivesOf(module, grid)) {
       os << "  @" << name << ":";
       for (const Collectives &c : list) {
+        // An all-to-all sends each other rank its share directly: (n - 1)
+        // / n of the payload when the shares are even.
+        bool direct = StringRef(c.kind).starts_with("all_to_all");
         os << llvm::format(" %lld %s over %s (%lld ranks) of %.4g MB, "
-                           "%.4g MB sent per rank by a ring;",
+                           "%.4g MB sent per rank %s;",
                            static_cast<long long>(c.count), c.kind.c_str(),
                            c.axes.c_str(),
                            static_cast<long long>(c.ranks), c.bytes / 1e6,
-                           c.wireBytes() / 1e6);
+                           c.wireBytes() / 1e6,
+                           direct ? "if the shares are even" : "by a ring");
       }
       os << "\n";
     }

@@ -205,6 +205,12 @@ public:
         llvm::sort(it->second);
         stages = &it->second;
       }
+      std::vector<flatbuffers::Offset<flatbuffers::String>> parts;
+      if (ArrayAttr names = parameter.getPartsAttr()) {
+        for (StringAttr part : names.getAsRange<StringAttr>()) {
+          parts.push_back(builder_.CreateString(part.getValue().str()));
+        }
+      }
       parameters.push_back(fb::CreateParameterDirect(
           builder_, parameter.getSymName().str().c_str(),
           parameter.getMfName() ? parameter.getMfName()->str().c_str()
@@ -213,7 +219,8 @@ public:
           splitDim, splitAxes.empty() ? nullptr : &splitAxes,
           static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,
           parameter.getQuantGroup().value_or(0),
-          static_cast<int8_t>(parameter.getQuantBits().value_or(8)), stages));
+          static_cast<int8_t>(parameter.getQuantBits().value_or(8)), stages,
+          parts.empty() ? nullptr : &parts));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

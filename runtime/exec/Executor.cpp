@@ -261,8 +261,16 @@ Status Executor::runOp(const fb::Op &op,
     return runKernel(op, inputs, outputs, parallel, block);
   }
   std::vector<int64_t> axes = gridAxesOf(op);
-  if (op.kind() == fb::OpKind::AllReduce) {
+  switch (op.kind()) {
+  case fb::OpKind::AllReduce:
     return communicator_->allReduceSum(*inputs[0], output, axes);
+  case fb::OpKind::AllToAllOffsets:
+    return communicator_->allToAllOffsets(*inputs[0], output, axes);
+  case fb::OpKind::AllToAll:
+    return communicator_->allToAll(*inputs[0], *inputs[1], *inputs[2], output,
+                                   axes);
+  default:
+    break;
   }
   int64_t dim = collectiveDimension(op);
   switch (op.kind()) {

@@ -50,9 +50,21 @@ StatusOr<int64_t> ranksAlong(const fb::Executable &root, const Axes &axes,
 
 Status checkCollective(const fb::Executable &root, const fb::Op &op,
                        const Shape &input, const Shape &result,
-                       const std::string &where) {
-  bool alongDim = op.kind() != fb::OpKind::AllReduce;
+                       const Shape *offsets, const std::string &where) {
+  bool alongDim = op.kind() != fb::OpKind::AllReduce &&
+                  op.kind() != fb::OpKind::AllToAll &&
+                  op.kind() != fb::OpKind::AllToAllOffsets;
   StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
+  if (ranks && offsets) {
+    // A share of segments for each rank of the group.
+    int64_t segments = offsets->empty() ? 0 : (*offsets)[0] - 1;
+    if (segments < 1 || segments % *ranks != 0) {
+      return Status::error(where + ": offsets " + formatShape(*offsets) +
+                           " do not cut the rows into a share of segments "
+                           "for each of " +
+                           std::to_string(*ranks) + " ranks");
+    }
+  }
   if (!ranks || !alongDim) {
     return ranks.status();
   }
@@ -184,8 +196,15 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
         return typesFit.withContext(where);
       }
       if (isCollective(op.kind())) {
+        // An all-to-all's offsets: its segments (the loader checked arity).
+        const Shape *offsets = op.kind() == fb::OpKind::AllToAll
+                                   ? &operandTypes[1].shape
+                               : op.kind() == fb::OpKind::AllToAllOffsets
+                                   ? &operandTypes[0].shape
+                                   : nullptr;
         MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
-                                             resultTypes[0].shape, where));
+                                             resultTypes[0].shape, offsets,
+                                             where));
       }
       if (std::vector<int64_t> axes = vocabularyAxes(op); !axes.empty()) {
         StatusOr<int64_t> ranks = ranksAlong(root, axes, where);

@@ -26,8 +26,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 17;
-constexpr uint32_t kMaxFormatVersion = 17;
+constexpr uint32_t kMinFormatVersion = 18;
+constexpr uint32_t kMaxFormatVersion = 18;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;
@@ -42,7 +42,8 @@ template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
 /// too, through it).
 inline bool isCollective(fb::OpKind kind) {
   return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
-         kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter;
+         kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter ||
+         kind == fb::OpKind::AllToAll || kind == fb::OpKind::AllToAllOffsets;
 }
 
 /// A collective's grid axes, or those a vocabulary-parallel op (Embedding,

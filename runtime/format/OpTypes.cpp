@@ -125,7 +125,13 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
   case fb::OpKind::GroupedMatmulWeightGrad:
     inferred = mfshapes::inferGroupedMatmulWeightGrad(
         infoOf(in[0]), infoOf(in[1]), infoOf(in[2]),
-        op.attributes_as_GroupedMatmulWeightGradAttrs()->expert());
+        op.attributes_as_GroupedMatmulWeightGradAttrs()->expert(),
+        op.attributes_as_GroupedMatmulWeightGradAttrs()->stacked());
+    break;
+  case fb::OpKind::AllToAll:
+    inferred = mfshapes::inferAllToAll(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]),
+        outs.empty() || outs[0].shape.empty() ? -1 : outs[0].shape[0]);
     break;
   case fb::OpKind::MoeWeightsGrad:
     inferred = mfshapes::inferMoeWeightsGrad(infoOf(in[0]), infoOf(in[1]),
@@ -422,6 +428,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                : "expected an operand of the result's dtype and rank, and "
                  "grid axes";
   case fb::OpKind::AllReduce: // its axes are checked against the grid
+  case fb::OpKind::AllToAllOffsets:
     return !gridAxesOf(op).empty() ? "" : "expected grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;

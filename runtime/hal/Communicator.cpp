@@ -398,6 +398,156 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
   return Status::ok();
 }
 
+namespace {
+
+/// Offsets `[S + 1]` that ascend from within [0, rows] to within it, cut
+/// into `ranks` equal shares of segments; or why not.
+Status checkSegments(const Tensor &offsets, int64_t rows, int64_t ranks,
+                     const char *what) {
+  int64_t segments = offsets.numElements() - 1;
+  if (offsets.dtype() != DType::I32 || segments < 1 || segments % ranks != 0) {
+    return Status::error(StatusCode::Internal,
+                         std::string("all_to_all: ") + what +
+                             " are not i32 segments, a share for each of " +
+                             std::to_string(ranks) + " ranks");
+  }
+  const int32_t *at = offsets.as<int32_t>();
+  for (int64_t s = 0; s < segments; ++s) {
+    if (at[s] < 0 || at[s + 1] < at[s] || at[s + 1] > rows) {
+      return Status::error(StatusCode::InvalidArgument,
+                           std::string("all_to_all: ") + what + " [" +
+                               std::to_string(at[s]) + ", " +
+                               std::to_string(at[s + 1]) + ") of segment " +
+                               std::to_string(s) + " are not within the " +
+                               std::to_string(rows) + " rows");
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status Communicator::allToAllOffsets(const Tensor &sent, Tensor &received,
+                                     const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (received.dtype() != DType::I32 ||
+      received.numElements() != sent.numElements()) {
+    return Status::error(StatusCode::Internal,
+                         "all_to_all_offsets: the result is not the "
+                         "operand's shape");
+  }
+  MFRT_RETURN_IF_ERROR(
+      checkSegments(sent, INT32_MAX, ranks, "the offsets to send"));
+  int64_t segments = sent.numElements() - 1;
+  const int32_t *at = sent.as<int32_t>();
+  std::vector<int32_t> counts(segments), arrive(segments);
+  for (int64_t s = 0; s < segments; ++s) {
+    counts[s] = at[s + 1] - at[s];
+  }
+  if (ranks == 1) {
+    arrive = counts;
+  } else {
+    StatusOr<void *> made = group(axes);
+    if (!made) {
+      return made.status();
+    }
+    int share = static_cast<int>(segments / ranks);
+    if (MPI_Alltoall(counts.data(), share, MPI_INT32_T, arrive.data(), share,
+                     MPI_INT32_T, static_cast<MPI_Comm>(*made)) !=
+        MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable, "MPI_Alltoall failed");
+    }
+  }
+  int32_t *out = received.as<int32_t>();
+  int64_t sum = 0;
+  out[0] = 0;
+  for (int64_t s = 0; s < segments; ++s) {
+    sum += arrive[s];
+    if (arrive[s] < 0 || sum > INT32_MAX) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "all_to_all_offsets: the ranks send more rows than "
+                           "i32 offsets count");
+    }
+    out[s + 1] = static_cast<int32_t>(sum);
+  }
+  return Status::ok();
+}
+
+Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
+                              const Tensor &recvOffsets, Tensor &result,
+                              const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (rows.dtype() != result.dtype() || rows.shape().empty() ||
+      result.shape().empty() || rows.dim(0) == 0 ||
+      rows.numElements() / rows.dim(0) !=
+          (result.dim(0) ? result.numElements() / result.dim(0) : 0)) {
+    return Status::error(StatusCode::Internal,
+                         "all_to_all: the result's rows are not the operand's");
+  }
+  MFRT_RETURN_IF_ERROR(
+      checkSegments(sendOffsets, rows.dim(0), ranks, "the rows to send"));
+  MFRT_RETURN_IF_ERROR(
+      checkSegments(recvOffsets, result.dim(0), ranks, "the rows to receive"));
+  if (sendOffsets.numElements() != recvOffsets.numElements()) {
+    return Status::error(StatusCode::Internal,
+                         "all_to_all: send and receive segments differ");
+  }
+  size_t rowBytes = rows.byteSize() / rows.dim(0);
+  int64_t share = (sendOffsets.numElements() - 1) / ranks;
+  const int32_t *send = sendOffsets.as<int32_t>();
+  const int32_t *recv = recvOffsets.as<int32_t>();
+  // Each rank's rows in one run of segments: counts and places in rows.
+  std::vector<int> sendCounts(ranks), sendPlaces(ranks), recvCounts(ranks),
+      recvPlaces(ranks);
+  for (int64_t j = 0; j < ranks; ++j) {
+    sendPlaces[j] = send[j * share];
+    sendCounts[j] = send[(j + 1) * share] - send[j * share];
+    recvPlaces[j] = recv[j * share];
+    recvCounts[j] = recv[(j + 1) * share] - recv[j * share];
+  }
+  // Into scratch: the memory plan may lay the result over the rows.
+  int64_t arriving = recv[ranks * share];
+  uint8_t *staged = scratch(std::max<size_t>(1, arriving * rowBytes));
+  if (ranks == 1) {
+    if (sendCounts[0] != recvCounts[0]) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "all_to_all: the receive offsets are not the sent "
+                           "segments'");
+    }
+    std::memcpy(staged,
+                static_cast<const uint8_t *>(rows.data()) +
+                    sendPlaces[0] * rowBytes,
+                arriving * rowBytes);
+  } else {
+    StatusOr<void *> made = group(axes);
+    if (!made) {
+      return made.status();
+    }
+    if (rowBytes > static_cast<size_t>(INT_MAX)) {
+      return Status::error(StatusCode::Internal,
+                           "all_to_all: a row is more bytes than MPI counts");
+    }
+    MPI_Datatype row;
+    MPI_Type_contiguous(static_cast<int>(rowBytes), MPI_BYTE, &row);
+    MPI_Type_commit(&row);
+    int status = MPI_Alltoallv(rows.data(), sendCounts.data(),
+                               sendPlaces.data(), row, staged,
+                               recvCounts.data(), recvPlaces.data(), row,
+                               static_cast<MPI_Comm>(*made));
+    MPI_Type_free(&row);
+    if (status != MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable,
+                           "MPI_Alltoallv failed (do the ranks' offsets "
+                           "agree?)");
+    }
+  }
+  uint8_t *out = static_cast<uint8_t *>(result.data());
+  std::memcpy(out, staged, arriving * rowBytes);
+  std::memset(out + arriving * rowBytes, 0,
+              (result.dim(0) - arriving) * rowBytes);
+  return Status::ok();
+}
+
 Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                                const std::vector<int64_t> &axes) const {
   int64_t ranks = extentAlong(axes);

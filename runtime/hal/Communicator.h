@@ -62,6 +62,19 @@ public:
   Status keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                    const std::vector<int64_t> &axes) const;
 
+  /// Expert parallelism's count exchange: `sent` cuts this rank's rows
+  /// into S segments, S / n for each of the n ranks that differ only along
+  /// `axes` (rank j's in order); `received` (i32 [S + 1], may be `sent`'s
+  /// buffer) cuts what arrives into segments by sender, offsets from 0
+  /// (segment i * S / n + l: sender i's segment this * S / n + l).
+  Status allToAllOffsets(const Tensor &sent, Tensor &received,
+                         const std::vector<int64_t> &axes);
+  /// Moves the rows of `rows` that `sendOffsets` give each rank to it
+  /// (MPI_Alltoallv); `result` holds what arrives, laid out by
+  /// `recvOffsets` (allToAllOffsets of the senders'), its other rows zero.
+  Status allToAll(const Tensor &rows, const Tensor &sendOffsets,
+                  const Tensor &recvOffsets, Tensor &result,
+                  const std::vector<int64_t> &axes);
   /// Point to point along one grid axis (a pipeline's stages): sends
   /// `tensor` to the rank at index `to` along `axis` (the same coordinates
   /// otherwise), without waiting; the communicator keeps the tensor until

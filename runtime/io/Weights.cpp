@@ -98,26 +98,36 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
     break;
   case fb::ParameterInit::Normal:
   case fb::ParameterInit::HeUniform: {
-    std::mt19937_64 generator(
-        seed ^ fnv1a64(parameter.name()->data(), parameter.name()->size()));
-    // Our own uniform draws (and Box-Muller on them): identical on every
-    // platform.
-    auto uniform = [&] {
-      return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
-    };
-    if (parameter.init() == fb::ParameterInit::HeUniform) {
-      int64_t fanIn = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
-      double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
-      for (int64_t i = 0; i < count; ++i) {
-        tensor->storeFloat(i,
-                           static_cast<float>((2.0 * uniform() - 1.0) * bound));
+    // Each part of a stacked weight as the tensor of its name would be
+    // (an expert as on one rank); else the whole by the parameter's name.
+    const auto *parts = parameter.parts();
+    int64_t pieces = parts && parts->size() ? parts->size() : 1;
+    int64_t perPiece = count / pieces;
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      const flatbuffers::String *name =
+          pieces > 1 || (parts && parts->size()) ? parts->Get(piece)
+                                                 : parameter.name();
+      std::mt19937_64 generator(seed ^ fnv1a64(name->data(), name->size()));
+      // Our own uniform draws (and Box-Muller on them): identical on every
+      // platform.
+      auto uniform = [&] {
+        return (static_cast<double>(generator() >> 11) + 0.5) * 0x1.0p-53;
+      };
+      int64_t first = piece * perPiece;
+      if (parameter.init() == fb::ParameterInit::HeUniform) {
+        int64_t fanIn = shape.empty() ? 1 : std::max<int64_t>(1, shape.back());
+        double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
+        for (int64_t i = first; i < first + perPiece; ++i) {
+          tensor->storeFloat(
+              i, static_cast<float>((2.0 * uniform() - 1.0) * bound));
+        }
+        continue;
       }
-      break;
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      double value = std::sqrt(-2.0 * std::log(uniform())) *
-                     std::cos(2.0 * M_PI * uniform());
-      tensor->storeFloat(i, static_cast<float>(value * parameter.std()));
+      for (int64_t i = first; i < first + perPiece; ++i) {
+        double value = std::sqrt(-2.0 * std::log(uniform())) *
+                       std::cos(2.0 * M_PI * uniform());
+        tensor->storeFloat(i, static_cast<float>(value * parameter.std()));
+      }
     }
     break;
   }
@@ -322,6 +332,74 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
   return blockOfTensor(*whole, *block, allocator);
 }
 
+/// A stacked parameter (`parts`): this rank's slices, each read from the
+/// tensor of its name (the other ranks' parts marked `used`, not read); an
+/// empty tensor for another pipeline stage's.
+StatusOr<Tensor> readParts(const Executable &executable,
+                           const fb::Parameter &parameter,
+                           std::vector<CheckpointFile> &files,
+                           const std::vector<std::string> &paths,
+                           std::vector<std::set<std::string>> &used,
+                           Allocator &allocator, const Communicator *ranks,
+                           int64_t stage) {
+  const auto &parts = *parameter.parts();
+  int64_t count = parts.size();
+  std::optional<TensorBlock> block = blockOf(parameter, ranks);
+  int64_t first = block ? block->begin : 0;
+  int64_t held = block ? block->length : count;
+  bool here = stage < 0 || Executable::holds(parameter, stage);
+  Shape partShape = wholeShapeOf(parameter, executable);
+  partShape.erase(partShape.begin());
+  DType dtype = Executable::dtypeOf(*parameter.type());
+  Tensor stack;
+  if (here) {
+    StatusOr<Tensor> made =
+        allocator.allocate(dtype, Executable::shapeOf(*parameter.type()));
+    if (!made) {
+      return made.status();
+    }
+    stack = made.take();
+  }
+  for (int64_t p = 0; p < count; ++p) {
+    std::string name = parts.Get(p)->str();
+    size_t f = files.size();
+    while (f-- > 0 && !files[f].tensors().count(name)) {
+    }
+    bool mine = here && p >= first && p < first + held;
+    if (f < files.size()) {
+      used[f].insert(name); // another rank's part is read there
+    }
+    if (!mine) {
+      continue;
+    }
+    if (f >= files.size()) {
+      if (parameter.state()) {
+        continue; // fresh training state: zeros (allocated so)
+      }
+      return Status::error(StatusCode::NotFound,
+                           (paths.size() == 1 ? "'" + paths[0] + "'"
+                                              : std::string("the weight files")) +
+                               " has no tensor '" + name +
+                               "'; the model needs it (part " +
+                               std::to_string(p) + " of '" +
+                               parameter.name()->str() + "')");
+    }
+    const CheckpointEntry &entry = files[f].tensors().at(name);
+    if (entry.shape != partShape || entry.dtype == DType::I32 ||
+        entry.dtype == DType::I8) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "'" + paths[f] + "': tensor '" + name + "' is " +
+                               std::string(dtypeName(entry.dtype)) +
+                               formatShape(entry.shape) + ", the model needs " +
+                               "floats of shape " + formatShape(partShape));
+    }
+    Tensor slice = stack.rows(p - first, 1).reshaped(partShape);
+    MFRT_RETURN_IF_ERROR(files[f].read(entry, slice));
+    files[f].release(entry);
+  }
+  return stack;
+}
+
 } // namespace
 
 int64_t mfrt::stageOfRank(const Executable &executable,
@@ -477,6 +555,20 @@ StatusOr<Weights> Weights::load(const Executable &executable,
               static_cast<int32_t>(weights.tensors_.size()));
           scales != quantizedScales.end()) {
         weights.tensors_.push_back(std::move(scales->second));
+        continue;
+      }
+      if (parameter->parts() && parameter->parts()->size() > 0) {
+        // A stack of tensors (experts): this rank's, part by part.
+        StatusOr<Tensor> block = readParts(executable, *parameter, files,
+                                           paths, used, allocator, ranks, stage);
+        if (!block) {
+          return block.status();
+        }
+        if (!block->defined()) { // another pipeline stage's
+          weights.elsewhere_.resize(weights.tensors_.size() + 1);
+          weights.elsewhere_.back() = true;
+        }
+        weights.tensors_.push_back(block.take());
         continue;
       }
       std::string name = parameter->name()->str();
@@ -762,8 +854,14 @@ StatusOr<Tensor> Weights::whole(size_t index, const Executable &executable,
 Status Weights::save(const Executable &executable, const std::string &path,
                      Communicator *ranks, bool withFrozen,
                      const std::map<std::string, std::string> &metadata) const {
+  // `named` points into `stored`: room for every part of every stack.
+  size_t pieces = 0;
+  for (const fb::Parameter *parameter : *executable.root().parameters()) {
+    pieces += parameter->parts() ? std::max<size_t>(1, parameter->parts()->size())
+                                 : 1;
+  }
   std::vector<Tensor> stored;
-  stored.reserve(tensors_.size());
+  stored.reserve(pieces);
   std::vector<std::pair<std::string, const Tensor *>> named;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     if (!withFrozen && executable.root().parameters()->Get(i)->frozen()) {
@@ -773,9 +871,19 @@ Status Weights::save(const Executable &executable, const std::string &path,
     if (!tensor) {
       return tensor.status();
     }
+    const fb::Parameter &parameter = *executable.root().parameters()->Get(i);
+    if (parameter.parts() && parameter.parts()->size() > 0 &&
+        tensor->defined()) {
+      // A stack: each part under its own name (Hugging Face's experts).
+      Shape partShape(tensor->shape().begin() + 1, tensor->shape().end());
+      for (size_t p = 0; p < parameter.parts()->size(); ++p) {
+        stored.push_back(tensor->rows(p, 1).reshaped(partShape));
+        named.emplace_back(parameter.parts()->Get(p)->str(), &stored.back());
+      }
+      continue;
+    }
     stored.push_back(tensor.take());
-    named.emplace_back(executable.root().parameters()->Get(i)->name()->str(),
-                       &stored.back());
+    named.emplace_back(parameter.name()->str(), &stored.back());
   }
   if (ranks && ranks->rank() != 0) {
     return Status::ok(); // rank 0 writes the whole weights

@@ -176,7 +176,12 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
                                    const std::vector<const Tensor *> &inputs,
                                    Tensor &out, const ParallelFor &parallel) {
   const Tensor &rows = *inputs[0], &offsets = *inputs[1];
-  int64_t experts = static_cast<int64_t>(inputs.size()) - 2;
+  // Per-expert weights, or one stacked [E, ...] whose expert g mod E takes
+  // group g (an expert-parallel layer's groups come from each rank).
+  bool stacked = inputs.size() == 3 && inputs[2]->shape().size() == 3;
+  int64_t experts = stacked ? inputs[2]->dim(0)
+                            : static_cast<int64_t>(inputs.size()) - 2;
+  int64_t groups = offsets.numElements() - 1;
   int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
   bool transposed = op.attributes_as_GroupedMatmulAttrs()->transpose_rhs();
   MFRT_RETURN_IF_ERROR(checkOffsets(op, offsets, total));
@@ -185,32 +190,35 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
   F32Out y(out);
   // Rows no group claims (none in a dropless layer) are zero.
   std::fill(y.data(), y.data() + start[0] * n, 0.0f);
-  std::fill(y.data() + start[experts] * n, y.data() + total * n, 0.0f);
-  // Tiles of (expert, block of output columns) over the non-empty groups,
+  std::fill(y.data() + start[groups] * n, y.data() + total * n, 0.0f);
+  // Tiles of (group, block of output columns) over the non-empty groups,
   // each a serial product (Graph Mode's pool runs them side by side; an
   // expert no token chose is not even widened). A decode step's groups are
   // a row or two: the column blocks are what spreads its weight reads.
   constexpr int64_t kColumns = 128;
   struct Tile {
-    int64_t expert, column;
+    int64_t group, column;
   };
   std::vector<Tile> tiles;
-  std::vector<std::optional<F32In>> weights(experts);
-  for (int64_t e = 0; e < experts; ++e) {
-    bool used = start[e + 1] > start[e];
-    if (used) {
-      weights[e].emplace(*inputs[2 + e]);
+  std::vector<std::optional<F32In>> weights(stacked ? 1 : experts);
+  for (int64_t g = 0; g < groups; ++g) {
+    bool used = start[g + 1] > start[g];
+    int64_t w = stacked ? 0 : g % experts;
+    if (used && !weights[w]) {
+      weights[w].emplace(*inputs[2 + w]);
     }
     for (int64_t column = 0; used && column < n; column += kColumns) {
-      tiles.push_back({e, column});
+      tiles.push_back({g, column});
     }
   }
+  int64_t expertSize = k * n; // one expert's [n, k] or [k, n] weight
   parallel(static_cast<int64_t>(tiles.size()), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      int64_t e = tiles[t].expert, column = tiles[t].column;
-      int64_t first = start[e], count = start[e + 1] - start[e];
+      int64_t g = tiles[t].group, column = tiles[t].column;
+      int64_t first = start[g], count = start[g + 1] - start[g];
       int64_t width = std::min(kColumns, n - column);
-      const float *w = weights[e]->data();
+      const float *w = stacked ? weights[0]->data() + (g % experts) * expertSize
+                               : weights[g % experts]->data();
       // Columns [column, column + width) of W^T: rows of an [n, k] weight,
       // columns of a [k, n] one.
       const float *b = transposed ? w + column * k : w + column;
@@ -282,23 +290,31 @@ Status mfrt::detail::groupedMatmulWeightGrad(const fb::Op &op,
                                              const Tensor &rows,
                                              const Tensor &offsets,
                                              Tensor &out) {
-  int64_t expert = op.attributes_as_GroupedMatmulWeightGradAttrs()->expert();
-  if (expert < 0 || expert >= offsets.numElements() - 1) {
+  const auto *attributes = op.attributes_as_GroupedMatmulWeightGradAttrs();
+  int64_t expert = attributes->expert(), stacked = attributes->stacked();
+  int64_t groups = offsets.numElements() - 1;
+  if (stacked > 0 ? groups % stacked != 0
+                  : expert < 0 || expert >= groups) {
     return shapeError(op, "expert " + std::to_string(expert) +
                               " has no group"); // the loader checked it too
   }
   MFRT_RETURN_IF_ERROR(checkOffsets(op, offsets, rows.dim(0)));
   const int32_t *start = offsets.as<int32_t>();
-  int64_t first = start[expert], count = start[expert + 1] - first;
   int64_t n = gradient.dim(1), k = rows.dim(1);
   F32Out dw(out);
-  if (count == 0) {
-    std::fill(dw.data(), dw.data() + out.numElements(), 0.0f);
-  } else {
-    F32In g(gradient), x(rows);
+  std::fill(dw.data(), dw.data() + out.numElements(), 0.0f);
+  F32In g(gradient), x(rows);
+  // Expert e's gradient sums its groups: e alone, or (stacked) every group
+  // g with g mod E = e, accumulated by beta 1.
+  for (int64_t group = stacked > 0 ? 0 : expert;
+       group < (stacked > 0 ? groups : expert + 1); ++group) {
+    int64_t first = start[group], count = start[group + 1] - first;
+    if (count == 0) {
+      continue;
+    }
+    float *to = dw.data() + (stacked > 0 ? (group % stacked) * n * k : 0);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, count, 1.0f,
-                g.data() + first * n, n, x.data() + first * k, k, 0.0f,
-                dw.data(), k);
+                g.data() + first * n, n, x.data() + first * k, k, 1.0f, to, k);
   }
   dw.finish();
   return Status::ok();

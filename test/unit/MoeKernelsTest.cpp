@@ -180,10 +180,10 @@ TEST(ShapeRules, RefuseWhatOverflows) {
   TensorInfo offsets{Element::I32, {3}};
   // expert + 1 would overflow: the rule must not wrap.
   Inferred expert = inferGroupedMatmulWeightGrad(
-      gradient, rows, offsets, std::numeric_limits<int64_t>::max());
+      gradient, rows, offsets, std::numeric_limits<int64_t>::max(), 0);
   EXPECT_FALSE(expert);
-  EXPECT_TRUE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 1));
-  EXPECT_FALSE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 2));
+  EXPECT_TRUE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 1, 0));
+  EXPECT_FALSE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 2, 0));
   // BLAS takes int sizes.
   TensorInfo wide{Element::F32, {2, int64_t(1) << 31}};
   EXPECT_FALSE(inferTopK(wide, 1));

@@ -442,6 +442,18 @@ LogicalResult GroupedMatmulOp::buildGradients(OpBuilder &b, Value g,
   grads.push_back(GroupedMatmulOp::create(b, loc, g, getOffsets(), getWeights(),
                                           !transposed));
   grads.push_back(Value());
+  // A stacked weight [E, ...]: every expert's gradient in one op.
+  auto weightType = cast<RankedTensorType>(getWeights().front().getType());
+  if (getWeights().size() == 1 && weightType.getRank() == 3) {
+    int64_t experts = weightType.getShape()[0];
+    grads.push_back(
+        transposed
+            ? GroupedMatmulWeightGradOp::create(b, loc, g, getRows(),
+                                                getOffsets(), 0, experts)
+            : GroupedMatmulWeightGradOp::create(b, loc, getRows(), g,
+                                                getOffsets(), 0, experts));
+    return success();
+  }
   for (auto [expert, weight] : llvm::enumerate(getWeights())) {
     grads.push_back(
         transposed ? GroupedMatmulWeightGradOp::create(b, loc, g, getRows(),
@@ -462,5 +474,17 @@ LogicalResult MoeCombineOp::buildGradients(OpBuilder &b, Value g,
   grads.push_back(Value());
   grads.push_back(
       MoeWeightsGradOp::create(b, loc, g, getRows(), getPositions()));
+  return success();
+}
+
+// The rows went to the ranks by `send_offsets` and arrived by
+// `recv_offsets`: their gradient goes back the same way reversed.
+LogicalResult AllToAllOp::buildGradients(OpBuilder &b, Value g,
+                                         SmallVectorImpl<Value> &grads) {
+  grads.push_back(AllToAllOp::create(b, getLoc(), getRows().getType(), g,
+                                     getRecvOffsets(), getSendOffsets(),
+                                     getGridAttr(), getGridAxesAttr()));
+  grads.push_back(Value());
+  grads.push_back(Value());
   return success();
 }

@@ -248,6 +248,16 @@ LogicalResult ParameterOp::verify() {
                          << " entries for a rank-" << getTensorType().getRank()
                          << " parameter";
   }
+  if (ArrayAttr parts = getPartsAttr();
+      parts && (getTensorType().getRank() < 1 || parts.size() < 1 ||
+                getTensorType().getDimSize(0) !=
+                    static_cast<int64_t>(parts.size()) ||
+                integer || getSplitGroups())) {
+    return emitOpError() << "has " << parts.size()
+                         << " parts, which must be the slices of a float "
+                            "weight's dimension 0 ("
+                         << getTensorType() << ")";
+  }
   if (getSplitGroups()) {
     int64_t splitDims = getSplitAxesAttr()
                             ? llvm::count_if(getSplitAxesAttr().getAxes(),
@@ -1241,6 +1251,24 @@ verifyCollectiveAxes(Operation *op, FlatSymbolRefAttr gridName,
   return grid;
 }
 
+/// An all-to-all's offsets cut the rows into the same number of segments
+/// for each rank of the group.
+static LogicalResult verifySegmentsPerRank(Operation *op, shard::GridOp grid,
+                                           ArrayRef<int16_t> axes,
+                                           RankedTensorType offsets) {
+  int64_t ranks = 1;
+  for (int16_t axis : axes) {
+    ranks *= grid.getShape()[axis];
+  }
+  int64_t segments = offsets.getRank() == 1 ? offsets.getShape()[0] - 1 : -1;
+  if (segments < 1 || segments % ranks != 0) {
+    return op->emitOpError() << "expects offsets of a positive multiple of "
+                             << ranks << " segments (one share per rank) plus "
+                             << "one, got " << offsets;
+  }
+  return success();
+}
+
 /// A vocabulary-parallel op names a grid and its axes together, or neither.
 static LogicalResult verifyVocabSplit(Operation *op, FlatSymbolRefAttr gridName,
                                       std::optional<ArrayRef<int16_t>> axes,
@@ -1544,15 +1572,63 @@ LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(
                        mfshapes::inferGroupedMatmulWeightGrad(
                            infoOf(adaptor.getGradient()),
                            infoOf(adaptor.getRows()),
-                           infoOf(adaptor.getOffsets()), adaptor.getExpert()),
+                           infoOf(adaptor.getOffsets()), adaptor.getExpert(),
+                           adaptor.getStacked()),
                        types);
 }
 
-// The cost assumes the expert takes its share, rows / experts.
+// The cost assumes the expert takes its share, rows / experts; a stacked
+// gradient takes every row once.
 int64_t GroupedMatmulWeightGradOp::getFlops() {
-  int64_t experts = tensorType(getOffsets()).getShape()[0] - 1;
+  int64_t experts = getStacked() > 0
+                        ? static_cast<int64_t>(getStacked())
+                        : tensorType(getOffsets()).getShape()[0] - 1;
   return 2 * numElements(getResult()) * tensorType(getRows()).getShape()[0] /
          std::max<int64_t>(1, experts);
+}
+
+LogicalResult AllToAllOffsetsOp::verifySymbolUses(
+    SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid =
+      verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  return verifySegmentsPerRank(*this, *grid, getGridAxes(),
+                               tensorType(getOffsets()));
+}
+int64_t AllToAllOffsetsOp::getFlops() { return 0; }
+int64_t AllToAllOffsetsOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}
+
+LogicalResult AllToAllOp::verify() {
+  mfshapes::Inferred rule = mfshapes::inferAllToAll(
+      infoOf(getRows()), infoOf(getSendOffsets()), infoOf(getRecvOffsets()),
+      tensorType(getResult()).getShape()[0]);
+  if (!rule) {
+    return emitOpError() << rule.error;
+  }
+  if (tensorType(getResult()) != tensorType(getRows()).clone(
+                                      rule.results.front().shape)) {
+    return emitOpError() << "expects a result of the rows' dtype and "
+                            "trailing dimensions, got "
+                         << getResult().getType();
+  }
+  return success();
+}
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid =
+      verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  return verifySegmentsPerRank(*this, *grid, getGridAxes(),
+                               tensorType(getSendOffsets()));
+}
+int64_t AllToAllOp::getFlops() { return 0; }
+int64_t AllToAllOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
 }
 
 LogicalResult MoeWeightsGradOp::inferReturnTypes(MLIRContext *context,

@@ -42,6 +42,13 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     every part, in order (vLLM's merged column-parallel layout), so that it
     holds its heads' q, k and v.
 
+    With `parts = [n0, n1, ...]` the weight is those tensors stacked along
+    dimension 0, one slice each: a mixture-of-experts layer's experts
+    (`[E, out, in]`), which checkpoints hold one tensor per expert
+    (Hugging Face's `experts.N.gate_proj.weight`) and which expert
+    parallelism splits along dimension 0. The runtime reads, initializes
+    and writes each part under its own name; `sym_name` names the stack.
+
     A `panels` parameter is a 2-D [N, K] weight that Graph Mode's kernels
     read, where they multiply by it transposed, packed into panels of 32
     rows (runtime/kernels/PanelGemm.h) that the runtime packs once when the weights
@@ -74,6 +81,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
         init = normal sharding(@grid, [[], [1]] groups = 3) {std = 2.0e-02 : f64}
+    mf.parameter @model.layers.0.mlp.experts.gate_proj : tensor<2x48x32xf32>
+        init = normal sharding(@grid, [[0], [], []]) {std = 2.0e-02 : f64,
+        parts = ["model.layers.0.mlp.experts.0.gate_proj.weight",
+                 "model.layers.0.mlp.experts.1.gate_proj.weight"]}
     ```
   }];
   let arguments = (ins
@@ -91,7 +102,8 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<2>]>>:$split_groups,
     OptionalAttr<FlatSymbolRefAttr>:$quant_scale,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$quant_group,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<4>, IntMaxValue<8>]>>:$quant_bits
+    OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<4>, IntMaxValue<8>]>>:$quant_bits,
+    OptionalAttr<StrArrayAttr>:$parts
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
@@ -1213,6 +1225,65 @@ def MF_PadOp : MF_CostedOp<"pad", [Pure, SameOperandsAndResultElementType]> {
   let hasVerifier = 1;
 }
 
+def MF_AllToAllOffsetsOp : MF_CostedOp<"all_to_all_offsets", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["getFlops", "getBytesAccessed"]> {
+  let summary = "Tells each rank of a group how many rows of each segment it receives";
+  let description = [{
+    Expert parallelism's first exchange. `offsets` cut this rank's rows
+    into `S` segments, `S / n` for each of the `n` ranks of the group (the
+    ranks that differ only in the coordinates of `grid_axes`): segments
+    `[j * S / n, (j + 1) * S / n)` go to rank `j`. The result cuts the rows
+    this rank receives into segments by sender: segment `i * S / n + l` is
+    sender `i`'s segment `this * S / n + l`, and the result's offsets are
+    their sizes' running sum from 0. `mf.all_to_all` then moves the rows.
+
+    ```mlir
+    %recv_off = mf.all_to_all_offsets %off on @grid axes = [0] : tensor<9xi32>
+    ```
+  }];
+  let arguments = (ins MF_IndexTensor:$offsets, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs MF_IndexTensor:$result);
+  let assemblyFormat = [{
+    $offsets `on` $grid `axes` `=` $grid_axes attr-dict `:` type($result)
+  }];
+}
+
+def MF_AllToAllOp : MF_CostedOp<"all_to_all", [
+    Pure, DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["getFlops", "getBytesAccessed"]> {
+  let summary = "Sends segments of rows to the ranks of a group (MPI_Alltoallv)";
+  let description = [{
+    Rows `[send_offsets[s], send_offsets[s + 1])` of `rows` are segment
+    `s`; of the `S` segments, `[j * S / n, (j + 1) * S / n)` go to rank `j`
+    of the group (as `mf.all_to_all_offsets`). The result holds what the
+    ranks send this one, laid out by `recv_offsets` (segments by sender);
+    its rows past the last offset are zero. Each rank's `recv_offsets` must
+    be what `mf.all_to_all_offsets` makes of the senders' `send_offsets`;
+    the result's row count is a static bound (a dropless expert-parallel
+    layer's: every rank's rows). Its gradient sends the result's gradient
+    back: `mf.all_to_all` with the two offsets swapped.
+
+    ```mlir
+    %recv = mf.all_to_all %rows, %off, %recv_off on @grid axes = [0]
+        : tensor<12x64xf32>, tensor<9xi32>, tensor<9xi32> -> tensor<24x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$rows, MF_IndexTensor:$send_offsets,
+                       MF_IndexTensor:$recv_offsets, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $send_offsets `,` $recv_offsets `on` $grid `axes` `=` $grid_axes
+    attr-dict `:` type($rows) `,` type($send_offsets) `,` type($recv_offsets)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Mixture of experts
 //===----------------------------------------------------------------------===//
@@ -1304,7 +1375,8 @@ def MF_MoeDispatchOp : MF_CostedOp<"moe_dispatch", [Pure, InferTypeOpAdaptor,
 }
 
 def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>]> {
   let summary = "Each expert's rows times that expert's weight";
   let description = [{
     Rows `[offsets[e], offsets[e + 1])` of `rows` are multiplied by
@@ -1314,9 +1386,17 @@ def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
     within `[0, rows]` are an error when the op runs; rows no group claims
     are zero. Its cost assumes every row is computed once.
 
+    The experts' weights may also be one stacked operand `[E, in, out]`
+    (`[E, out, in]`): then the offsets may cut the rows into any multiple
+    of `E` groups, group `g` being expert `g mod E`'s. That is an
+    expert-parallel layer's, whose received rows come in `E` groups from
+    each rank (`mf.all_to_all`).
+
     ```mlir
     %h = mf.grouped_matmul %rows, %off, %w0, %w1 transpose_rhs
         : tensor<12x64xf32>, tensor<3xi32>, tensor<96x64xf32>, tensor<96x64xf32> -> tensor<12x96xf32>
+    %h2 = mf.grouped_matmul %recv, %recv_off, %w transpose_rhs
+        : tensor<24x64xf32>, tensor<5xi32>, tensor<2x96x64xf32> -> tensor<24x96xf32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$rows, MF_IndexTensor:$offsets,
@@ -1374,17 +1454,24 @@ def MF_GroupedMatmulWeightGradOp : MF_CostedOp<"grouped_matmul_weight_grad", [
     `[offsets[expert], offsets[expert + 1])`): the gradient of its weight
     stored `[out, in]`; zero when no token chose the expert.
 
+    With `stacked = E` it is the gradient of a stacked weight
+    `[E, out, in]`: expert `e`'s is the sum over the groups `g` with
+    `g mod E = e` (`expert` is then 0).
+
     ```mlir
     %dw1 = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 1
         : tensor<12x96xf32>, tensor<12x64xf32>, tensor<3xi32> -> tensor<96x64xf32>
+    %dw = mf.grouped_matmul_weight_grad %dh, %recv, %recv_off expert = 0 stacked = 2
+        : tensor<24x96xf32>, tensor<24x64xf32>, tensor<5xi32> -> tensor<2x96x64xf32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$gradient, MF_FloatTensor:$rows,
                        MF_IndexTensor:$offsets,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$expert);
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$expert,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$stacked);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $gradient `,` $rows `,` $offsets `expert` `=` $expert attr-dict `:` type($gradient) `,` type($rows) `,` type($offsets) `->` type($result)
+    $gradient `,` $rows `,` $offsets `expert` `=` $expert (`stacked` `=` $stacked^)? attr-dict `:` type($gradient) `,` type($rows) `,` type($offsets) `->` type($result)
   }];
 }
 

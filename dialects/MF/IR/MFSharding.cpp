@@ -368,3 +368,25 @@ LogicalResult AllReduceOp::partition(Partitioning &p) {
 LogicalResult AllGatherOp::partition(Partitioning &) { return success(); }
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
+
+// Expert parallelism: a stacked expert weight split along its experts
+// (dimension 0) holds this rank's experts; the rows are the ones the ranks
+// sent them (mf.all_to_all), in groups of the local experts, so the result
+// is whole. Every other split is refused.
+LogicalResult GroupedMatmulOp::partition(Partitioning &partitioning) {
+  if (!partitioning.anySplit(*this)) {
+    return success();
+  }
+  const Split rows = partitioning.splitOf(getRows());
+  const Split offsets = partitioning.splitOf(getOffsets());
+  if (getWeights().size() != 1 || !rows.replicated() ||
+      !offsets.replicated()) {
+    return partitioning.noRule(*this);
+  }
+  const Split weight = partitioning.splitOf(getWeights().front());
+  if (weight.partial || weight.dim != 0 || weight.parts != 1 ||
+      cast<RankedTensorType>(getWeights().front().getType()).getRank() != 3) {
+    return partitioning.noRule(*this);
+  }
+  return success();
+}

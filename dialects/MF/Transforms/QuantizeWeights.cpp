@@ -261,7 +261,8 @@ struct MFQuantizeWeightsPass
           parameter.getFrozen(),
           /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
           FlatSymbolRefAttr(), shard::GridAxesArrayAttr(), IntegerAttr(),
-          FlatSymbolRefAttr(), IntegerAttr(), IntegerAttr());
+          FlatSymbolRefAttr(), IntegerAttr(), IntegerAttr(),
+          /*parts=*/ArrayAttr());
       auto quantizedType = RankedTensorType::get({n, bits == 4 ? k / 2 : k},
                                                  IntegerType::get(context, 8));
       parameter.setType(quantizedType);

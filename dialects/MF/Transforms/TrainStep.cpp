@@ -356,6 +356,17 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         grid = FlatSymbolRefAttr::get(dataGrid_.getSymNameAttr());
         splitAxes = shard::GridAxesArrayAttr::get(builder.getContext(), axes);
       }
+      // A stacked weight's state is stacked alike, its parts named after
+      // the weight's (checkpoints keep the state of each expert).
+      ArrayAttr parts;
+      if (ArrayAttr weightParts = of.getPartsAttr()) {
+        SmallVector<Attribute> names;
+        for (StringAttr part : weightParts.getAsRange<StringAttr>()) {
+          names.push_back(builder.getStringAttr("optimizer." + kind + "." +
+                                                part.getValue()));
+        }
+        parts = builder.getArrayAttr(names);
+      }
       return ParameterOp::create(
           builder, of.getLoc(),
           ("optimizer." + kind + "." + of.getSymName()).str(), type,
@@ -363,7 +374,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           /*frozen=*/false, /*state=*/true, /*panels=*/false,
           /*dot_panels=*/false, grid, splitAxes, of.getSplitGroupsAttr(),
           /*quant_scale=*/FlatSymbolRefAttr(),
-          /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr());
+          /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(), parts);
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);
@@ -391,7 +402,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
   std::optional<int64_t> shardedDimOf(ParameterOp parameter,
                                       const OptimizerSettings &settings) {
     if (!settings.parallelOptimizer || !dataGrid_ ||
-        parameter.getSplitPartCount() > 1) {
+        parameter.getSplitPartCount() > 1 || splitOverData(parameter)) {
       return std::nullopt;
     }
     int64_t dim = 0;
@@ -408,6 +419,14 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       return std::nullopt;
     }
     return dim;
+  }
+
+  /// Whether the data-parallel ranks hold blocks of `parameter` (an
+  /// expert-parallel layer's experts): its gradient on each rank is
+  /// already the sum over all ranks' tokens (mf.all_to_all brought them).
+  static bool splitOverData(ParameterOp parameter) {
+    return parameter.getSplitAxesAttr() &&
+           llvm::is_contained(splitAxesOf(parameter), int16_t(0));
   }
 
   /// Every grid axis a split parameter is split over.
@@ -630,7 +649,11 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
             builder, math.loc, g, grid_.getSymName(),
             builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
       }
-      if (parameter.shardedDim) {
+      if (splitOverData(parameter.parameter)) {
+        // The sum of every rank's loss's gradient: their mean is 1/dp of it.
+        gradients.push_back(math.mul(
+            g, math.scalar(1.0 / static_cast<double>(dataGrid_.getShape()[0]))));
+      } else if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
         auto shardType = blockType(parameter.m);
         g = ReduceScatterOp::create(builder, math.loc, shardType, g,
