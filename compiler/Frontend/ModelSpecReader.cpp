@@ -2192,11 +2192,17 @@ private:
   void validateExpertParallel() {
     const ParallelConfig &parallel = spec_.parallel;
     int64_t ep = parallel.expertParallel;
-    if (!spec_.useParallel || ep == 1) {
+    if (ep == 1) {
       return;
     }
     llvm::SMLoc at = locOfKey("parallel_config.expert_parallel");
     std::string key = "parallel_config.expert_parallel: " + std::to_string(ep);
+    if (!spec_.useParallel) {
+      diagnostics().warning(at, key + " changes nothing without use_parallel: "
+                                      "True (as in MindFormers); every rank "
+                                      "would hold every expert");
+      return;
+    }
     int64_t experts = spec_.model.moe.numExperts;
     if (experts == 0) {
       diagnostics().warning(at, key + " changes nothing: the model has no "

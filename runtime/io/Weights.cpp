@@ -365,13 +365,8 @@ StatusOr<Tensor> readParts(const Executable &executable,
     size_t f = files.size();
     while (f-- > 0 && !files[f].tensors().count(name)) {
     }
-    bool mine = here && p >= first && p < first + held;
-    if (f < files.size()) {
-      used[f].insert(name); // another rank's part is read there
-    }
-    if (!mine) {
-      continue;
-    }
+    // Every rank checks every part, so that each refuses a bad file alike
+    // (another rank's part is read there).
     if (f >= files.size()) {
       if (parameter.state()) {
         continue; // fresh training state: zeros (allocated so)
@@ -384,6 +379,7 @@ StatusOr<Tensor> readParts(const Executable &executable,
                                std::to_string(p) + " of '" +
                                parameter.name()->str() + "')");
     }
+    used[f].insert(name);
     const CheckpointEntry &entry = files[f].tensors().at(name);
     if (entry.shape != partShape || entry.dtype == DType::I32 ||
         entry.dtype == DType::I8) {
@@ -392,6 +388,9 @@ StatusOr<Tensor> readParts(const Executable &executable,
                                std::string(dtypeName(entry.dtype)) +
                                formatShape(entry.shape) + ", the model needs " +
                                "floats of shape " + formatShape(partShape));
+    }
+    if (!here || p < first || p >= first + held) {
+      continue;
     }
     Tensor slice = stack.rows(p - first, 1).reshaped(partShape);
     MFRT_RETURN_IF_ERROR(files[f].read(entry, slice));

@@ -231,3 +231,71 @@ TEST(MoeLoader, RefusesAnAttributeTypeWithoutItsTable) {
             std::string::npos)
       << executable.status().message();
 }
+
+// Expert parallelism's form: one weight stacked [E, out, in] serves groups
+// from each rank, group g being expert g mod E. It equals the per-expert
+// form given the same weight per group, and the stacked gradient sums each
+// expert's groups (the per-expert gradients of groups e and e + E).
+TEST(MoeKernels, StackedExpertsTakeGroupsFromEachRank) {
+  auto filled = [](const Shape &shape, float scale) {
+    Tensor tensor = floatTensor(shape, 0.0f);
+    for (int64_t i = 0; i < tensor.numElements(); ++i) {
+      tensor.as<float>()[i] = scale * static_cast<float>((i * 7) % 11 - 5);
+    }
+    return tensor;
+  };
+  Tensor rows = filled({7, 3}, 0.25f), stack = filled({2, 4, 3}, 0.5f);
+  Tensor w0 = stack.rows(0, 1).reshaped({4, 3});
+  Tensor w1 = stack.rows(1, 1).reshaped({4, 3});
+  // Groups of two ranks' rows: [0, 2) expert 0, [2, 3) expert 1 from rank
+  // 0; [3, 3) expert 0 (none), [3, 6) expert 1 from rank 1; row 6 unused.
+  Tensor offsets = indexTensor({5}, {0, 2, 3, 3, 6});
+  auto matmulOp = [](size_t operands) {
+    return opBytes(fb::OpKind::GroupedMatmul, operands, 1,
+                   fb::OpAttributes::GroupedMatmulAttrs,
+                   [](flatbuffers::FlatBufferBuilder &b) {
+                     return fb::CreateGroupedMatmulAttrs(b, true).Union();
+                   });
+  };
+  std::vector<uint8_t> stacked = matmulOp(3), perGroup = matmulOp(6);
+  Tensor a = floatTensor({7, 4}, -1.0f), b = floatTensor({7, 4}, -1.0f);
+  ASSERT_TRUE(runKernel(*flatbuffers::GetRoot<fb::Op>(stacked.data()),
+                        {&rows, &offsets, &stack}, {&a}));
+  ASSERT_TRUE(runKernel(*flatbuffers::GetRoot<fb::Op>(perGroup.data()),
+                        {&rows, &offsets, &w0, &w1, &w0, &w1}, {&b}));
+  for (int64_t i = 0; i < 28; ++i) {
+    EXPECT_EQ(a.as<float>()[i], b.as<float>()[i]) << i;
+  }
+  EXPECT_EQ(a.as<float>()[6 * 4], 0.0f); // no group claims row 6
+
+  auto gradOp = [](int64_t expert, int64_t stack) {
+    return opBytes(fb::OpKind::GroupedMatmulWeightGrad, 3, 1,
+                   fb::OpAttributes::GroupedMatmulWeightGradAttrs,
+                   [&](flatbuffers::FlatBufferBuilder &b) {
+                     return fb::CreateGroupedMatmulWeightGradAttrs(b, expert,
+                                                                   stack)
+                         .Union();
+                   });
+  };
+  Tensor dy = filled({7, 4}, 0.125f);
+  Tensor dStack = floatTensor({2, 4, 3}, -1.0f);
+  std::vector<uint8_t> whole = gradOp(0, 2);
+  ASSERT_TRUE(runKernel(*flatbuffers::GetRoot<fb::Op>(whole.data()),
+                        {&dy, &rows, &offsets}, {&dStack}));
+  for (int64_t e = 0; e < 2; ++e) {
+    Tensor sum = floatTensor({4, 3}, 0.0f);
+    for (int64_t group : {e, e + 2}) {
+      Tensor one = floatTensor({4, 3}, -1.0f);
+      std::vector<uint8_t> single = gradOp(group, 0);
+      ASSERT_TRUE(runKernel(*flatbuffers::GetRoot<fb::Op>(single.data()),
+                            {&dy, &rows, &offsets}, {&one}));
+      for (int64_t i = 0; i < 12; ++i) {
+        sum.as<float>()[i] += one.as<float>()[i];
+      }
+    }
+    for (int64_t i = 0; i < 12; ++i) {
+      EXPECT_FLOAT_EQ(dStack.as<float>()[e * 12 + i], sum.as<float>()[i])
+          << "expert " << e << " element " << i;
+    }
+  }
+}

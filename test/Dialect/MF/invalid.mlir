@@ -829,3 +829,53 @@ mf.parameter @w : tensor<4xf32> init = ones {mf.stage = 0 : i64}
 // expected-error @+1 {{'mf.micro_batches' must be a positive micro-batch count, got 0 : i64}}
 module attributes {mf.micro_batches = 0 : i64} {
 }
+
+// -----
+
+shard.grid @grid(shape = 2x1)
+func.func @all_to_all_segments(%off: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{expects offsets of a positive multiple of 2 segments (one share per rank) plus one, got 'tensor<4xi32>'}}
+  %0 = mf.all_to_all_offsets %off on @grid axes = [0] : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x1)
+func.func @all_to_all_offsets_differ(%rows: tensor<12x16xf32>, %a: tensor<5xi32>, %b: tensor<3xi32>) -> tensor<24x16xf32> {
+  // expected-error @+1 {{expected i32 send and receive offsets of one shape [segments + 1], got [5] and [3]}}
+  %0 = mf.all_to_all %rows, %a, %b on @grid axes = [0] : tensor<12x16xf32>, tensor<5xi32>, tensor<3xi32> -> tensor<24x16xf32>
+  return %0 : tensor<24x16xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x1)
+func.func @all_to_all_row_shape(%rows: tensor<12x16xf32>, %a: tensor<5xi32>) -> tensor<24x8xf32> {
+  // expected-error @+1 {{expects a result of the rows' dtype and trailing dimensions, got 'tensor<24x8xf32>'}}
+  %0 = mf.all_to_all %rows, %a, %a on @grid axes = [0] : tensor<12x16xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<24x8xf32>
+  return %0 : tensor<24x8xf32>
+}
+
+// -----
+
+func.func @stacked_groups(%rows: tensor<12x16xf32>, %off: tensor<4xi32>, %w: tensor<2x24x16xf32>) -> tensor<12x24xf32> {
+  // expected-error @+2 {{expected i32 group offsets of shape [a multiple of 2 plus one] (groups of the stacked weight's experts), got [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %h = mf.grouped_matmul %rows, %off, %w transpose_rhs : tensor<12x16xf32>, tensor<4xi32>, tensor<2x24x16xf32> -> tensor<12x24xf32>
+  return %h : tensor<12x24xf32>
+}
+
+// -----
+
+func.func @stacked_gradient(%dh: tensor<12x24xf32>, %rows: tensor<12x16xf32>, %off: tensor<4xi32>) -> tensor<2x24x16xf32> {
+  // expected-error @+2 {{a stacked gradient of 2 experts needs expert 0 and a multiple of 2 groups, got expert 0 and offsets [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dw = mf.grouped_matmul_weight_grad %dh, %rows, %off expert = 0 stacked = 2 : tensor<12x24xf32>, tensor<12x16xf32>, tensor<4xi32> -> tensor<2x24x16xf32>
+  return %dw : tensor<2x24x16xf32>
+}
+
+// -----
+
+// expected-error @+1 {{has 3 parts, which must be the slices of a float weight's dimension 0 ('tensor<4x8xf32>')}}
+mf.parameter @stack : tensor<4x8xf32> init = ones {parts = ["a", "b", "c"]}

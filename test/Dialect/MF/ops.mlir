@@ -348,3 +348,29 @@ func.func @int8_rows(%x: tensor<1x8x64xbf16>) -> tensor<1x8x96xbf16> {
   %y = mf.matmul %rows, %w transpose_rhs : tensor<1x8x64xbf16>, tensor<96x64xbf16> -> tensor<1x8x96xbf16>
   return %y : tensor<1x8x96xbf16>
 }
+
+// -----
+
+// Expert parallelism: experts stacked (parts: one checkpoint tensor each)
+// and split over grid axis 0; the rows go to the ranks holding their
+// experts and come back, the grouped matmul takes groups of the stacked
+// weight's experts from each rank, and one op gives the stack's gradient.
+shard.grid @grid(shape = 2x1)
+// CHECK: mf.parameter @experts : tensor<4x24x16xf32> init = normal sharding(@grid, {{\[\[}}0], [], []]) {parts = ["e.0", "e.1", "e.2", "e.3"], std = 2.000000e-02 : f64}
+mf.parameter @experts : tensor<4x24x16xf32> init = normal sharding(@grid, [[0], [], []]) {parts = ["e.0", "e.1", "e.2", "e.3"], std = 2.000000e-02 : f64}
+// CHECK-LABEL: func.func @expert_parallel
+func.func @expert_parallel(%rows: tensor<12x16xf32>, %off: tensor<5xi32>,
+                           %w: tensor<2x24x16xf32>)
+    -> (tensor<12x24xf32>, tensor<2x24x16xf32>) {
+  // CHECK: mf.all_to_all_offsets %{{.*}} on @grid axes = [0] : tensor<5xi32>
+  %recv_off = mf.all_to_all_offsets %off on @grid axes = [0] : tensor<5xi32>
+  // CHECK: mf.all_to_all %{{.*}}, %{{.*}}, %{{.*}} on @grid axes = [0] : tensor<12x16xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<24x16xf32>
+  %recv = mf.all_to_all %rows, %off, %recv_off on @grid axes = [0] : tensor<12x16xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<24x16xf32>
+  // CHECK: mf.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs : tensor<24x16xf32>, tensor<5xi32>, tensor<2x24x16xf32> -> tensor<24x24xf32>
+  %h = mf.grouped_matmul %recv, %recv_off, %w transpose_rhs : tensor<24x16xf32>, tensor<5xi32>, tensor<2x24x16xf32> -> tensor<24x24xf32>
+  // CHECK: mf.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} expert = 0 stacked = 2 : tensor<24x24xf32>, tensor<24x16xf32>, tensor<5xi32> -> tensor<2x24x16xf32>
+  %dw = mf.grouped_matmul_weight_grad %h, %recv, %recv_off expert = 0 stacked = 2 : tensor<24x24xf32>, tensor<24x16xf32>, tensor<5xi32> -> tensor<2x24x16xf32>
+  // CHECK: mf.all_to_all %{{.*}}, %{{.*}}, %{{.*}} on @grid axes = [0] : tensor<24x24xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<12x24xf32>
+  %back = mf.all_to_all %h, %recv_off, %off on @grid axes = [0] : tensor<24x24xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<12x24xf32>
+  return %back, %dw : tensor<12x24xf32>, tensor<2x24x16xf32>
+}
