@@ -221,11 +221,10 @@ Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
         expertShape[inDim] != rows.shape[1] || weight.shape != first.shape) {
       std::string in = std::to_string(rows.shape[1]);
       std::string each = transposed ? "[out, " + in + "]" : "[" + in + ", out]";
-      return failure("weight " + std::to_string(e) + " " +
-                     formatShape(weight.shape) + " is not " +
-                     (stacked ? "[experts] + " : "") + each +
-                     " of the rows' dtype, like weight 0 " +
-                     formatShape(first.shape));
+      return failure(
+          "weight " + std::to_string(e) + " " + formatShape(weight.shape) +
+          " is not " + (stacked ? "[experts] + " : "") + each +
+          " of the rows' dtype, like weight 0 " + formatShape(first.shape));
     }
   }
   return {{{rows.element, {rows.shape[0], matrix[1 - inDim]}}}, ""};
@@ -316,8 +315,7 @@ Inferred mfshapes::inferGroupedMatmulWeightGrad(
                      std::to_string(expert) + " and offsets " +
                      formatShape(offsets.shape));
     }
-    return {{{rows.element,
-              {stacked, resultGradient.shape[1], rows.shape[1]}}},
+    return {{{rows.element, {stacked, resultGradient.shape[1], rows.shape[1]}}},
             ""};
   }
   if (expert < 0 || expert >= groups) {

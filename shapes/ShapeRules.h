@@ -90,8 +90,8 @@ Inferred inferTopKGrad(const TensorInfo &gradient, const TensorInfo &indices,
 /// `stacked` E > 0, a stacked weight's, [E, out, in].
 Inferred inferGroupedMatmulWeightGrad(const TensorInfo &resultGradient,
                                       const TensorInfo &rows,
-                                      const TensorInfo &offsets,
-                                      int64_t expert, int64_t stacked);
+                                      const TensorInfo &offsets, int64_t expert,
+                                      int64_t stacked);
 
 /// mf.all_to_all: segments of `rows` sent to the ranks of a group, the
 /// result holding `resultRows` rows (a static bound) of the rows' kind.

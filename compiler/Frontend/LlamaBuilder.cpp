@@ -278,9 +278,8 @@ private:
     Location exchangeLoc =
         loc(moePath + ".dispatch", "parallel_config.expert_parallel");
     if (expertParallel()) {
-      groups = mf::AllToAllOffsetsOp::create(builder_, exchangeLoc,
-                                             route.getOffsets(), gridName(),
-                                             axes);
+      groups = mf::AllToAllOffsetsOp::create(
+          builder_, exchangeLoc, route.getOffsets(), gridName(), axes);
       // At most every rank's pairs arrive (with a capacity, at most the
       // capacity of each of this rank's experts from each rank).
       int64_t ranks = spec_.shardedExpertParallel;
@@ -289,9 +288,8 @@ private:
         bound = std::min(bound, ranks * (experts / ranks) * capacity);
       }
       expertRows = mf::AllToAllOp::create(
-          builder_, exchangeLoc,
-          tensorType({bound, hiddenSize}, computeType()), rows,
-          route.getOffsets(), groups, gridName(), axes);
+          builder_, exchangeLoc, tensorType({bound, hiddenSize}, computeType()),
+          rows, route.getOffsets(), groups, gridName(), axes);
     }
 
     int64_t width = moe.expertWidth;
@@ -309,10 +307,10 @@ private:
       SmallVector<Value> perExpert;
       if (expertParallel()) {
         // One stack of the experts, split by expert over the ranks.
-        perExpert.push_back(castTo(
-            stackedWeight(block + ".experts." + projName.str(), names,
-                          {experts, out, in}, projLoc),
-            computeType(), projLoc));
+        perExpert.push_back(
+            castTo(stackedWeight(block + ".experts." + projName.str(), names,
+                                 {experts, out, in}, projLoc),
+                   computeType(), projLoc));
       } else {
         for (const std::string &name : names) {
           perExpert.push_back(castTo(weight(name, "", {out, in}, projLoc),
@@ -330,9 +328,9 @@ private:
         builder_, loc(moePath + ".experts.mul", widthKey), gated, up);
     Value down = projections("down_proj", "w2", hiddenSize, width, activated);
     if (expertParallel()) {
-      down = mf::AllToAllOp::create(builder_, exchangeLoc, rows.getType(), down,
-                                    groups, route.getOffsets(), gridName(),
-                                    axes);
+      down =
+          mf::AllToAllOp::create(builder_, exchangeLoc, rows.getType(), down,
+                                 groups, route.getOffsets(), gridName(), axes);
     }
     Location combineLoc = loc(moePath + ".combine", "num_experts_per_tok");
     Value combined = mf::MoeCombineOp::create(builder_, combineLoc, down,

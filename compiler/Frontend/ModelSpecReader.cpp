@@ -2218,18 +2218,19 @@ private:
     }
     if (parallel.dataParallel * parallel.contextParallel % ep != 0) {
       diagnostics().error(
-          at, key + " does not divide data_parallel x context_parallel = " +
-                  std::to_string(parallel.dataParallel *
-                                 parallel.contextParallel) +
-                  " (MindFormers requires it to); set expert_parallel to a "
-                  "divisor of data_parallel");
+          at,
+          key + " does not divide data_parallel x context_parallel = " +
+              std::to_string(parallel.dataParallel * parallel.contextParallel) +
+              " (MindFormers requires it to); set expert_parallel to a "
+              "divisor of data_parallel");
       return;
     }
     if (std::string why = whyNotDataParallel(); !why.empty()) {
-      diagnostics().error(at, key + ": expert parallelism splits the "
-                                    "experts over the data-parallel ranks, "
-                                    "which are built " +
-                                    why + "; set it to 1");
+      diagnostics().error(at, key +
+                                  ": expert parallelism splits the "
+                                  "experts over the data-parallel ranks, "
+                                  "which are built " +
+                                  why + "; set it to 1");
       return;
     }
     if (ep != parallel.dataParallel) {
@@ -2611,8 +2612,8 @@ private:
     const ParallelConfig &parallel = spec_.parallel;
     if (model.moe.numExperts > 0 &&
         parallel.modelParallel * parallel.contextParallel > 1) {
-      StringRef key = parallel.modelParallel > 1 ? "model_parallel"
-                                                 : "context_parallel";
+      StringRef key =
+          parallel.modelParallel > 1 ? "model_parallel" : "context_parallel";
       diagnostics().error(
           loc("parallel_config." + key.str()),
           "parallel_config." + key +

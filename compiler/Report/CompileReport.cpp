@@ -738,9 +738,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
         os << llvm::format(" %lld %s over %s (%lld ranks) of %.4g MB, "
                            "%.4g MB sent per rank %s;",
                            static_cast<long long>(c.count), c.kind.c_str(),
-                           c.axes.c_str(),
-                           static_cast<long long>(c.ranks), c.bytes / 1e6,
-                           c.wireBytes() / 1e6,
+                           c.axes.c_str(), static_cast<long long>(c.ranks),
+                           c.bytes / 1e6, c.wireBytes() / 1e6,
                            direct ? "if the shares are even" : "by a ring");
       }
       os << "\n";

@@ -197,11 +197,10 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
       }
       if (isCollective(op.kind())) {
         // An all-to-all's offsets: its segments (the loader checked arity).
-        const Shape *offsets = op.kind() == fb::OpKind::AllToAll
-                                   ? &operandTypes[1].shape
-                               : op.kind() == fb::OpKind::AllToAllOffsets
-                                   ? &operandTypes[0].shape
-                                   : nullptr;
+        const Shape *offsets =
+            op.kind() == fb::OpKind::AllToAll          ? &operandTypes[1].shape
+            : op.kind() == fb::OpKind::AllToAllOffsets ? &operandTypes[0].shape
+                                                       : nullptr;
         MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
                                              resultTypes[0].shape, offsets,
                                              where));

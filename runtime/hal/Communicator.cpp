@@ -453,8 +453,8 @@ Status Communicator::allToAllOffsets(const Tensor &sent, Tensor &received,
     }
     int share = static_cast<int>(segments / ranks);
     if (MPI_Alltoall(counts.data(), share, MPI_INT32_T, arrive.data(), share,
-                     MPI_INT32_T, static_cast<MPI_Comm>(*made)) !=
-        MPI_SUCCESS) {
+                     MPI_INT32_T,
+                     static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
       return Status::error(StatusCode::Unavailable, "MPI_Alltoall failed");
     }
   }
@@ -530,10 +530,10 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
     MPI_Datatype row;
     MPI_Type_contiguous(static_cast<int>(rowBytes), MPI_BYTE, &row);
     MPI_Type_commit(&row);
-    int status = MPI_Alltoallv(rows.data(), sendCounts.data(),
-                               sendPlaces.data(), row, staged,
-                               recvCounts.data(), recvPlaces.data(), row,
-                               static_cast<MPI_Comm>(*made));
+    int status =
+        MPI_Alltoallv(rows.data(), sendCounts.data(), sendPlaces.data(), row,
+                      staged, recvCounts.data(), recvPlaces.data(), row,
+                      static_cast<MPI_Comm>(*made));
     MPI_Type_free(&row);
     if (status != MPI_SUCCESS) {
       return Status::error(StatusCode::Unavailable,

@@ -104,9 +104,9 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
     int64_t pieces = parts && parts->size() ? parts->size() : 1;
     int64_t perPiece = count / pieces;
     for (int64_t piece = 0; piece < pieces; ++piece) {
-      const flatbuffers::String *name =
-          pieces > 1 || (parts && parts->size()) ? parts->Get(piece)
-                                                 : parameter.name();
+      const flatbuffers::String *name = pieces > 1 || (parts && parts->size())
+                                            ? parts->Get(piece)
+                                            : parameter.name();
       std::mt19937_64 generator(seed ^ fnv1a64(name->data(), name->size()));
       // Our own uniform draws (and Box-Muller on them): identical on every
       // platform.
@@ -371,13 +371,12 @@ StatusOr<Tensor> readParts(const Executable &executable,
       if (parameter.state()) {
         continue; // fresh training state: zeros (allocated so)
       }
-      return Status::error(StatusCode::NotFound,
-                           (paths.size() == 1 ? "'" + paths[0] + "'"
-                                              : std::string("the weight files")) +
-                               " has no tensor '" + name +
-                               "'; the model needs it (part " +
-                               std::to_string(p) + " of '" +
-                               parameter.name()->str() + "')");
+      return Status::error(
+          StatusCode::NotFound,
+          (paths.size() == 1 ? "'" + paths[0] + "'"
+                             : std::string("the weight files")) +
+              " has no tensor '" + name + "'; the model needs it (part " +
+              std::to_string(p) + " of '" + parameter.name()->str() + "')");
     }
     used[f].insert(name);
     const CheckpointEntry &entry = files[f].tensors().at(name);
@@ -558,8 +557,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (parameter->parts() && parameter->parts()->size() > 0) {
         // A stack of tensors (experts): this rank's, part by part.
-        StatusOr<Tensor> block = readParts(executable, *parameter, files,
-                                           paths, used, allocator, ranks, stage);
+        StatusOr<Tensor> block = readParts(executable, *parameter, files, paths,
+                                           used, allocator, ranks, stage);
         if (!block) {
           return block.status();
         }
@@ -856,8 +855,9 @@ Status Weights::save(const Executable &executable, const std::string &path,
   // `named` points into `stored`: room for every part of every stack.
   size_t pieces = 0;
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
-    pieces += parameter->parts() ? std::max<size_t>(1, parameter->parts()->size())
-                                 : 1;
+    pieces += parameter->parts()
+                  ? std::max<size_t>(1, parameter->parts()->size())
+                  : 1;
   }
   std::vector<Tensor> stored;
   stored.reserve(pieces);

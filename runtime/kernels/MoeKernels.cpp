@@ -179,8 +179,8 @@ Status mfrt::detail::groupedMatmul(const fb::Op &op,
   // Per-expert weights, or one stacked [E, ...] whose expert g mod E takes
   // group g (an expert-parallel layer's groups come from each rank).
   bool stacked = inputs.size() == 3 && inputs[2]->shape().size() == 3;
-  int64_t experts = stacked ? inputs[2]->dim(0)
-                            : static_cast<int64_t>(inputs.size()) - 2;
+  int64_t experts =
+      stacked ? inputs[2]->dim(0) : static_cast<int64_t>(inputs.size()) - 2;
   int64_t groups = offsets.numElements() - 1;
   int64_t total = rows.dim(0), k = rows.dim(1), n = out.dim(1);
   bool transposed = op.attributes_as_GroupedMatmulAttrs()->transpose_rhs();
@@ -293,8 +293,7 @@ Status mfrt::detail::groupedMatmulWeightGrad(const fb::Op &op,
   const auto *attributes = op.attributes_as_GroupedMatmulWeightGradAttrs();
   int64_t expert = attributes->expert(), stacked = attributes->stacked();
   int64_t groups = offsets.numElements() - 1;
-  if (stacked > 0 ? groups % stacked != 0
-                  : expert < 0 || expert >= groups) {
+  if (stacked > 0 ? groups % stacked != 0 : expert < 0 || expert >= groups) {
     return shapeError(op, "expert " + std::to_string(expert) +
                               " has no group"); // the loader checked it too
   }

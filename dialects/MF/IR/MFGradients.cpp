@@ -446,12 +446,11 @@ LogicalResult GroupedMatmulOp::buildGradients(OpBuilder &b, Value g,
   auto weightType = cast<RankedTensorType>(getWeights().front().getType());
   if (getWeights().size() == 1 && weightType.getRank() == 3) {
     int64_t experts = weightType.getShape()[0];
-    grads.push_back(
-        transposed
-            ? GroupedMatmulWeightGradOp::create(b, loc, g, getRows(),
-                                                getOffsets(), 0, experts)
-            : GroupedMatmulWeightGradOp::create(b, loc, getRows(), g,
-                                                getOffsets(), 0, experts));
+    grads.push_back(transposed
+                        ? GroupedMatmulWeightGradOp::create(
+                              b, loc, g, getRows(), getOffsets(), 0, experts)
+                        : GroupedMatmulWeightGradOp::create(
+                              b, loc, getRows(), g, getOffsets(), 0, experts));
     return success();
   }
   for (auto [expert, weight] : llvm::enumerate(getWeights())) {

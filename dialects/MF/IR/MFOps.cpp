@@ -249,10 +249,10 @@ LogicalResult ParameterOp::verify() {
                          << " parameter";
   }
   if (ArrayAttr parts = getPartsAttr();
-      parts && (getTensorType().getRank() < 1 || parts.size() < 1 ||
-                getTensorType().getDimSize(0) !=
-                    static_cast<int64_t>(parts.size()) ||
-                integer || getSplitGroups())) {
+      parts &&
+      (getTensorType().getRank() < 1 || parts.size() < 1 ||
+       getTensorType().getDimSize(0) != static_cast<int64_t>(parts.size()) ||
+       integer || getSplitGroups())) {
     return emitOpError() << "has " << parts.size()
                          << " parts, which must be the slices of a float "
                             "weight's dimension 0 ("
@@ -1587,8 +1587,8 @@ int64_t GroupedMatmulWeightGradOp::getFlops() {
          std::max<int64_t>(1, experts);
 }
 
-LogicalResult AllToAllOffsetsOp::verifySymbolUses(
-    SymbolTableCollection &symbolTable) {
+LogicalResult
+AllToAllOffsetsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<shard::GridOp> grid =
       verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
   if (failed(grid)) {
@@ -1609,8 +1609,8 @@ LogicalResult AllToAllOp::verify() {
   if (!rule) {
     return emitOpError() << rule.error;
   }
-  if (tensorType(getResult()) != tensorType(getRows()).clone(
-                                      rule.results.front().shape)) {
+  if (tensorType(getResult()) !=
+      tensorType(getRows()).clone(rule.results.front().shape)) {
     return emitOpError() << "expects a result of the rows' dtype and "
                             "trailing dimensions, got "
                          << getResult().getType();

@@ -379,8 +379,7 @@ LogicalResult GroupedMatmulOp::partition(Partitioning &partitioning) {
   }
   const Split rows = partitioning.splitOf(getRows());
   const Split offsets = partitioning.splitOf(getOffsets());
-  if (getWeights().size() != 1 || !rows.replicated() ||
-      !offsets.replicated()) {
+  if (getWeights().size() != 1 || !rows.replicated() || !offsets.replicated()) {
     return partitioning.noRule(*this);
   }
   const Split weight = partitioning.splitOf(getWeights().front());

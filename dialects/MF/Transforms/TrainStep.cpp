@@ -652,7 +652,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (splitOverData(parameter.parameter)) {
         // The sum of every rank's loss's gradient: their mean is 1/dp of it.
         gradients.push_back(math.mul(
-            g, math.scalar(1.0 / static_cast<double>(dataGrid_.getShape()[0]))));
+            g,
+            math.scalar(1.0 / static_cast<double>(dataGrid_.getShape()[0]))));
       } else if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
         auto shardType = blockType(parameter.m);
