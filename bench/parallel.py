@@ -2,7 +2,7 @@
 """Data, tensor and pipeline parallelism: per-rank memory and communication, and speed.
 
   bench/parallel.py [--build build] [--config PATH] [--runs 3] [--steps 3]
-                    [--tables layout,speed,pipeline,stages] [--micro-batches 4]
+                    [--tables layout,speed,pipeline,stages,experts] [--micro-batches 4]
 
 layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
 (compile only) with its own parallel_config (data_parallel 8) and as
@@ -39,6 +39,14 @@ pipeline: trains llama-100m as pipeline_stage 2 (micro_batch_num 4, batch
 1, one thread a rank) against one rank accumulating the same 4
 micro-batches (1 and 2 threads), alternating; prints the medians and each
 stage's measured waiting (mf-run's per-stage line) beside 1F1B's bubble.
+
+experts: trains bench/configs/mixtral-150m.yaml (8 experts, 2 per token,
+TopkRouterV2's capacity, batch 2 x 256 global) on one rank with 2 threads,
+as data_parallel 2 (every rank holds every expert) and as expert_parallel 2
+(each rank holds 4 experts; the routed rows exchanged with MPI_Alltoallv),
+one thread a rank, alternating; prints the medians of time per step and
+each layout's per-rank trained parameters, gradients and AdamW state from
+--report, and rank 0's peak RSS.
 
 stages: compiles pretrain_llama2_70b_bf16_32p.yaml at full size (dp1 x mp4
 x pp8, 256 micro-batches) and prints each stage's per-rank parameter,
@@ -318,13 +326,64 @@ def stages_table(args, tmp):
           " Megatron's formula counts 18 with its f32 main copy of the weights)")
 
 
+def peak_rss_mb(stderr):
+    match = re.search(r"peak RSS ([\d.]+) MB", stderr)
+    return float(match.group(1)) if match else float("nan")
+
+
+def experts_table(args, tmp):
+    config = os.path.join(HERE, "configs", "mixtral-150m.yaml")
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as out:
+        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+            if name.endswith(".md"):
+                with open(os.path.join(ROOT, "docs", name)) as f:
+                    out.write(f.read())
+    # MindFormers' LLaMA trains a mixture of experts with TopkRouterV2.
+    train = ["run_mode=train", "moe_config.routing_policy=TopkRouterV2"]
+    parallel = ["runner_config.batch_size=1", "use_parallel=True",
+                "parallel_config.data_parallel=2"]
+    layouts = {
+        "one rank, 2 threads": (train + ["runner_config.batch_size=2"], 1, 2),
+        "dp2, 1 thread a rank": (train + parallel, 2, 1),
+        "ep2, 1 thread a rank": (train + parallel + ["parallel_config.expert_parallel=2"], 2, 1),
+    }
+    mfrun = os.path.join(args.build, "bin", "mf-run")
+    binaries, held = {}, {}
+    for name, (overrides, _, _) in layouts.items():
+        binaries[name] = os.path.join(tmp, name.split(",")[0].replace(" ", "-") + ".bin")
+        memory = compile_report(args.build, config, binaries[name], overrides)["training_memory_bytes"]
+        held[name] = memory["trained_parameters"] + memory["gradients"] + memory["optimizer_state"]
+    run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
+    times = {name: [] for name in layouts}
+    rss = {name: [] for name in layouts}
+    for _ in range(args.runs):
+        for name, (_, ranks, threads) in layouts.items():
+            command = [mfrun, binaries[name], "--threads", str(threads)] + run
+            if ranks > 1:
+                command = MPIRUN + ["-n", str(ranks)] + command
+            r = subprocess.run(command, capture_output=True, text=True, check=True)
+            times[name].append(step_ms(r.stderr))
+            rss[name].append(peak_rss_mb(r.stderr))
+    print(f"\nmixtral-150m train step (8 experts, 2 a token, capacity), batch 2 x 256 (global), "
+          f"medians of {args.runs} alternating runs of {args.steps} steps")
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    for name in layouts:
+        print(f"  {name:22} {medians[name]:9.1f} ms/step   per rank: weights, gradients and AdamW "
+              f"state {held[name] / 1e6:8.1f} MB, rank 0's peak RSS {statistics.median(rss[name]):7.1f} MB"
+              f"   runs: {', '.join(f'{t:.0f}' for t in times[name])}")
+    one, dp, ep = (medians[n] for n in layouts)
+    print(f"  ep2 / dp2: {ep / dp:.2f}x the time, {held['ep2, 1 thread a rank'] / held['dp2, 1 thread a rank']:.2f}x "
+          f"the bytes held per rank; ep2 / one rank: {ep / one:.2f}x the time")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--mindformers", default=os.path.join(ROOT, "..", "shared", "configs", "mindformers"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--tables", default="layout,speed,pipeline,stages")
+    parser.add_argument("--tables", default="layout,speed,pipeline,stages,experts")
     parser.add_argument("--micro-batches", type=int, default=4)
     args = parser.parse_args()
     tables = args.tables.split(",")
@@ -337,6 +396,8 @@ def main():
             pipeline_table(args, tmp)
         if "stages" in tables:
             stages_table(args, tmp)
+        if "experts" in tables:
+            experts_table(args, tmp)
 
 
 if __name__ == "__main__":
