@@ -509,14 +509,73 @@ Value GraphBuilder::loss(Value logits, Value labels) {
       flatLabels, model.ignoreTokenId);
 }
 
+Value GraphBuilder::loadBalancingLoss(Location loc) {
+  Type f32 = builder_.getF32Type();
+  auto sumAll = [&](Value x) {
+    int64_t count = cast<RankedTensorType>(x.getType()).getNumElements();
+    Value sum = mf::ReduceSumOp::create(builder_, loc, tensorType({1}, f32),
+                                        reshape(x, {count}, loc), 0);
+    return reshape(sum, {}, loc);
+  };
+  // P[e]: the router probabilities summed over every layer's tokens.
+  Value probabilitySums;
+  int64_t pairs = 0, experts = 0;
+  for (auto [probs, chosen] : routers_) {
+    ArrayRef<int64_t> shape = shapeOf(probs);
+    experts = shape[1];
+    pairs += shape[0];
+    Value sums = mf::ReduceSumOp::create(builder_, loc,
+                                         tensorType({1, experts}, f32), probs, 0);
+    probabilitySums = probabilitySums
+                          ? Value(mf::AddOp::create(builder_, loc,
+                                                    probabilitySums, sums))
+                          : sums;
+  }
+  // sum over e of count[e] P[e] is the sum over every chosen (token, choice)
+  // of P[its expert]: a lookup in P (whose gradient scatters back to P).
+  Value table = reshape(probabilitySums, {experts, 1}, loc);
+  Value total;
+  for (auto [probs, chosen] : routers_) {
+    ArrayRef<int64_t> shape = shapeOf(chosen);
+    Value picked = mf::EmbeddingOp::create(
+        builder_, loc, tensorType({shape[0], shape[1], 1}, f32), table, chosen);
+    Value sum = sumAll(picked);
+    total = total ? Value(mf::AddOp::create(builder_, loc, total, sum)) : sum;
+  }
+  // E * sum over e of (count[e] / N) (P[e] / N), N the tokens of all layers.
+  double scale = static_cast<double>(experts) /
+                 (static_cast<double>(pairs) * static_cast<double>(pairs));
+  Value factor = mf::ConstantOp::create(
+      builder_, loc,
+      DenseElementsAttr::get(tensorType({}, f32),
+                             builder_.getF32FloatAttr(static_cast<float>(scale))));
+  return mf::MulOp::create(builder_, loc, total, factor);
+}
+
 void GraphBuilder::buildLossEntry() {
   int64_t batch = spec_.entryBatchSize();
   RankedTensorType idsType =
       tensorType({batch, spec_.model.seqLength}, builder_.getI32Type());
   func::FuncOp entry =
       beginEntry("forward_loss", {"input_ids", "labels"}, {idsType, idsType});
+  routers_.clear();
   Value logits = buildForward(entry.getArgument(0), nullptr);
-  finishEntry(entry, {loss(logits, entry.getArgument(1))}, {"loss"});
+  Value total = loss(logits, entry.getArgument(1));
+  if (!routers_.empty()) {
+    // transformers: loss += router_aux_loss_coef * aux_loss.
+    Location auxLoc = loc("loss.router_aux_loss", "output_router_logits");
+    double coefficient = spec_.model.moe.auxLossCoef;
+    Value scaled = mf::MulOp::create(
+        builder_, auxLoc, loadBalancingLoss(auxLoc),
+        mf::ConstantOp::create(
+            builder_, auxLoc,
+            DenseElementsAttr::get(
+                tensorType({}, builder_.getF32Type()),
+                builder_.getF32FloatAttr(static_cast<float>(coefficient)))));
+    total = mf::AddOp::create(builder_, auxLoc, total, scaled);
+    routers_.clear();
+  }
+  finishEntry(entry, {total}, {"loss"});
 }
 
 void GraphBuilder::buildStageEntries() {

@@ -63,6 +63,13 @@ protected:
                                     mlir::Type elementType);
   llvm::ArrayRef<int64_t> shapeOf(mlir::Value value);
 
+  /// transformers' load-balancing loss of the routers in routers_ (its
+  /// load_balancing_loss_func without an attention mask): E times the sum
+  /// over experts of the share of (token, choice) pairs routed to each,
+  /// times its mean router probability, over every routed layer's tokens
+  /// together. Only the probabilities carry a gradient.
+  mlir::Value loadBalancingLoss(mlir::Location loc);
+
   /// `modelPath` fused with the position of the YAML key `yamlKey`: a dotted
   /// path, a top-level key, or else a key of model.model_config.
   mlir::Location loc(const llvm::Twine &modelPath, llvm::StringRef yamlKey);
@@ -148,6 +155,10 @@ protected:
   mlir::ModuleOp module_;
   const ModelSpec &spec_;
   mlir::OpBuilder builder_;
+  /// Each routed layer's router probabilities [tokens, E] (f32) and chosen
+  /// experts [tokens, k] in the entry being built, when the load-balancing
+  /// loss joins its loss (output_router_logits).
+  std::vector<std::pair<mlir::Value, mlir::Value>> routers_;
 
 private:
   /// The optimizer of a training module, for mf-train-step.

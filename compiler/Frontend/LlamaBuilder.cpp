@@ -231,6 +231,9 @@ private:
     Value probs = mf::SoftmaxOp::create(builder_, routerLoc,
                                         castTo(logits, f32, routerLoc), 1);
     auto chosen = mf::TopKOp::create(builder_, routerLoc, probs, k);
+    if (moe.auxLossCoef > 0) {
+      routers_.emplace_back(probs, chosen.getIndices());
+    }
     Value weights = chosen.getValues();
     auto splat = [&](double value, ArrayRef<int64_t> shape, Location at) {
       RankedTensorType type = tensorType(shape, f32);

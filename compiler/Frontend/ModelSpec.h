@@ -70,6 +70,9 @@ struct MoeConfig {
   double capacityFactor = 0;
   int64_t capacityMultiple = 1;
   bool sequenceDropOrder = false;  ///< enable_sdrop: token order, not choice
+  /// transformers' router_aux_loss_coef, when output_router_logits adds
+  /// the load-balancing loss to the training and eval loss (else 0).
+  double auxLossCoef = 0;
   std::optional<DType> routerType; ///< router_dense_type; none: compute's
   int64_t sparseStep = 1; ///< decoder_sparse_step: every n-th layer routes
   std::vector<int64_t> denseLayers; ///< mlp_only_layers

@@ -1033,12 +1033,8 @@ private:
     bool training =
         spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune;
     // transformers adds it to every loss it computes (eval's too).
-    if (spec_.runMode != RunMode::Predict && routerLogits && auxLoss > 0) {
-      cfg.error(cfg.valueLoc("output_router_logits"),
-                cfg.childPath("output_router_logits") +
-                    ": true adds the router's load-balancing loss "
-                    "(router_aux_loss_coef) to the loss, which is not built "
-                    "yet; set it to false for the language model loss alone");
+    if (spec_.runMode != RunMode::Predict && routerLogits) {
+      moe.auxLossCoef = auxLoss;
     }
     if (training && jitter > 0) {
       cfg.error(cfg.valueLoc("router_jitter_noise"),

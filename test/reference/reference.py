@@ -114,6 +114,13 @@ class Config:
         self.norm_topk_prob = True if self.mixtral else bool(cfg.get("norm_topk_prob", False))
         self.sparse_step = cfg.get("decoder_sparse_step", 1)
         self.dense_layers = cfg.get("mlp_only_layers") or []
+        # transformers adds router_aux_loss_coef times the load-balancing
+        # loss to the loss when output_router_logits asks.
+        self.aux_coef = cfg.get("router_aux_loss_coef", 0.001) \
+            if qwen_moe or self.mixtral else 0.0
+        if not cfg.get("output_router_logits", False):
+            self.aux_coef = 0.0
+        self.router_logits = []  # each routed layer's, while aux_coef asks
         self.norm_eps, self.routed_scale, self.scale_normalized = 0.0, 1.0, True
         self.capacity, self.sequence_drop = 0, False
         moe = root.get("moe_config") or {}
@@ -575,6 +582,8 @@ def sparse_moe_block(cfg, w, p, h):
     block = p + ("block_sparse_moe." if cfg.mixtral else "mlp.")
     names = ("w1", "w3", "w2") if cfg.mixtral else ("gate_proj", "up_proj", "down_proj")
     logits = h.to(c) @ w[block + "gate.weight"].to(c).T
+    if cfg.aux_coef:
+        cfg.router_logits.append(logits)
     probs = torch.softmax(logits.float(), dim=1)
     weights, chosen = torch.topk(probs, cfg.experts_per_token, dim=-1)
     if cfg.norm_topk_prob:
@@ -618,6 +627,19 @@ def sparse_moe_block(cfg, w, p, h):
             shared = torch.sigmoid(x @ w[p + "mlp.shared_expert_gate.weight"].to(c).T) * shared
         out = out + shared
     return out
+
+
+def load_balancing_loss(cfg):
+    """transformers' load_balancing_loss_func (Mixtral, Qwen3-MoE) over the
+    router logits of every routed layer since the last call, without an
+    attention mask: E * sum over choices and experts of the share of tokens
+    routed there times the mean router probability."""
+    logits = torch.cat(cfg.router_logits, dim=0)
+    cfg.router_logits.clear()
+    probs = torch.softmax(logits.float(), dim=-1)
+    _, chosen = torch.topk(probs, cfg.experts_per_token, dim=-1)
+    mask = torch.nn.functional.one_hot(chosen, cfg.num_experts).float()
+    return torch.sum(mask.mean(dim=0) * probs.mean(dim=0)[None, :]) * cfg.num_experts
 
 
 def llama_logits(cfg, w, ids, checkpoint=False):
@@ -831,6 +853,8 @@ def main():
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab).float(),
                                                  labels.reshape(-1),
                                                  ignore_index=cfg.ignore_index)
+        if getattr(cfg, "aux_coef", 0.0):
+            loss = loss + cfg.aux_coef * load_balancing_loss(cfg)
         loss.backward()
         actual = load_safetensors(args.actual)
         ok = report("loss", actual.pop("__loss__").float().reshape(()), loss.detach(),
@@ -885,7 +909,10 @@ def main():
                 logits = logits_of(cfg, w, ids)
                 loss = torch.nn.functional.cross_entropy(
                     logits.reshape(-1, cfg.vocab).float(), labels.reshape(-1),
-                    ignore_index=cfg.ignore_index) / cfg.accumulation
+                    ignore_index=cfg.ignore_index)
+                if getattr(cfg, "aux_coef", 0.0):
+                    loss = loss + cfg.aux_coef * load_balancing_loss(cfg)
+                loss = loss / cfg.accumulation
                 loss.backward()
             if cfg.clip:
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
