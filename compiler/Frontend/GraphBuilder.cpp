@@ -524,12 +524,12 @@ Value GraphBuilder::loadBalancingLoss(Location loc) {
     ArrayRef<int64_t> shape = shapeOf(probs);
     experts = shape[1];
     pairs += shape[0];
-    Value sums = mf::ReduceSumOp::create(builder_, loc,
-                                         tensorType({1, experts}, f32), probs, 0);
-    probabilitySums = probabilitySums
-                          ? Value(mf::AddOp::create(builder_, loc,
-                                                    probabilitySums, sums))
-                          : sums;
+    Value sums = mf::ReduceSumOp::create(
+        builder_, loc, tensorType({1, experts}, f32), probs, 0);
+    probabilitySums =
+        probabilitySums
+            ? Value(mf::AddOp::create(builder_, loc, probabilitySums, sums))
+            : sums;
   }
   // sum over e of count[e] P[e] is the sum over every chosen (token, choice)
   // of P[its expert]: a lookup in P (whose gradient scatters back to P).
@@ -547,8 +547,9 @@ Value GraphBuilder::loadBalancingLoss(Location loc) {
                  (static_cast<double>(pairs) * static_cast<double>(pairs));
   Value factor = mf::ConstantOp::create(
       builder_, loc,
-      DenseElementsAttr::get(tensorType({}, f32),
-                             builder_.getF32FloatAttr(static_cast<float>(scale))));
+      DenseElementsAttr::get(
+          tensorType({}, f32),
+          builder_.getF32FloatAttr(static_cast<float>(scale))));
   return mf::MulOp::create(builder_, loc, total, factor);
 }
 
