@@ -2606,17 +2606,44 @@ private:
               "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
-    if (model.moe.numExperts > 0 &&
-        parallel.modelParallel * parallel.contextParallel > 1) {
-      StringRef key =
-          parallel.modelParallel > 1 ? "model_parallel" : "context_parallel";
+    if (model.moe.numExperts > 0 && parallel.contextParallel > 1) {
       diagnostics().error(
-          loc("parallel_config." + key.str()),
-          "parallel_config." + key +
-              ": a mixture of experts is built with data and expert "
-              "parallelism only so far (its ops have no rules for experts "
-              "split by width or for split sequences yet); set "
-              "model_parallel and context_parallel to 1");
+          loc("parallel_config.context_parallel"),
+          "parallel_config.context_parallel: a mixture of experts is built "
+          "with data, tensor and expert parallelism so far (its routing has "
+          "no rule for a split sequence yet); set context_parallel to 1");
+    }
+    if (model.moe.numExperts > 0 && spec_.shardedModelParallel > 1) {
+      // Megatron's layout inside each expert: w1 and w3 by output
+      // features, w2 by input features (MindFormers' (ep, 1, mp)).
+      for (auto [what, width] :
+           {std::pair{"each expert's width", model.moe.expertWidth},
+            std::pair{"the shared expert's width",
+                      model.moe.sharedExpertWidth}}) {
+        if (width % spec_.shardedModelParallel != 0) {
+          diagnostics().error(
+              loc("parallel_config.model_parallel"),
+              "parallel_config.model_parallel: " +
+                  llvm::Twine(spec_.shardedModelParallel) + " must divide " +
+                  what + " (" + llvm::Twine(width) +
+                  ") to split the experts' projections; choose among " +
+                  divisors(width));
+        }
+      }
+      if (parallel.useSeqParallel) {
+        diagnostics().error(
+            loc("parallel_config.use_seq_parallel"),
+            "parallel_config.use_seq_parallel: sequence parallelism with a "
+            "mixture of experts is not built yet (the routers read every "
+            "token); set it to False");
+      }
+      if (parallel.expertParallel > 1) {
+        diagnostics().error(
+            loc("parallel_config.expert_parallel"),
+            "parallel_config.expert_parallel: experts split both by expert "
+            "and by width (expert_parallel with model_parallel) are not "
+            "built yet; set one of them to 1");
+      }
     }
     validateExpertParallel();
     if (model.family == ModelFamily::GPT2 &&

@@ -372,20 +372,40 @@ LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
 // Expert parallelism: a stacked expert weight split along its experts
 // (dimension 0) holds this rank's experts; the rows are the ones the ranks
 // sent them (mf.all_to_all), in groups of the local experts, so the result
-// is whole. Every other split is refused.
+// is whole. Tensor parallelism: every expert split by width. Every other
+// split is refused.
 LogicalResult GroupedMatmulOp::partition(Partitioning &partitioning) {
   if (!partitioning.anySplit(*this)) {
     return success();
   }
   const Split rows = partitioning.splitOf(getRows());
   const Split offsets = partitioning.splitOf(getOffsets());
-  if (getWeights().size() != 1 || !rows.replicated() || !offsets.replicated()) {
-    return partitioning.noRule(*this);
-  }
   const Split weight = partitioning.splitOf(getWeights().front());
-  if (weight.partial || weight.dim != 0 || weight.parts != 1 ||
-      cast<RankedTensorType>(getWeights().front().getType()).getRank() != 3) {
+  if (!offsets.replicated() || rows.partial || weight.partial ||
+      weight.parts != 1 || llvm::any_of(getWeights(), [&](Value other) {
+        return partitioning.splitOf(other) != weight;
+      })) {
     return partitioning.noRule(*this);
   }
-  return success();
+  bool stacked =
+      getWeights().size() == 1 &&
+      cast<RankedTensorType>(getWeights().front().getType()).getRank() == 3;
+  if (stacked) {
+    return rows.replicated() && weight.dim == 0 ? success()
+                                                : partitioning.noRule(*this);
+  }
+  // Tensor parallelism inside each expert (every expert's weight split
+  // alike), as a Linear's: column parallel, the rows through mf.replicate
+  // so that their gradient sums the ranks'; row parallel, a partial sum.
+  int64_t outDim = getTransposeRhs() ? 0 : 1, inDim = 1 - outDim;
+  if (rows.replicated() && weight.dim == outDim) {
+    getRowsMutable().assign(partitioning.replicated(getRows(), weight.axes));
+    return partitioning.assign(getResult(), Split::along(1, weight.axes),
+                               *this);
+  }
+  if (rows.dim == 1 && weight.dim == inDim && rows.axes == weight.axes &&
+      rows.parts == 1) {
+    return partitioning.sumPartial(getResult(), rows.axes, *this);
+  }
+  return partitioning.noRule(*this);
 }
