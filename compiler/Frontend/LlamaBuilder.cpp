@@ -317,9 +317,8 @@ private:
       } else {
         // Tensor parallelism inside each expert: w1 and w3 by output
         // features, w2 by input features (Megatron's layout).
-        int64_t splitDim = projName == (moe.mixtralNames ? "w2" : "down_proj")
-                               ? 1
-                               : 0;
+        int64_t splitDim =
+            projName == (moe.mixtralNames ? "w2" : "down_proj") ? 1 : 0;
         for (const std::string &name : names) {
           perExpert.push_back(
               castTo(weight(name, "", {out, in}, projLoc, splitDim),
