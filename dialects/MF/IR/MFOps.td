@@ -1408,7 +1408,8 @@ def MF_GroupedMatmulOp : MF_CostedOp<"grouped_matmul", [Pure, InferTypeOpAdaptor
 }
 
 def MF_MoeCombineOp : MF_CostedOp<"moe_combine", [Pure, InferTypeOpAdaptor,
-                                   DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
+                                   DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+                                   DeclareOpInterfaceMethods<MF_ShardingOpInterface>]> {
   let summary = "Sums each token's expert rows, weighted by its router";
   let description = [{
     `result[t] = sum over c of weights[t, c] * rows[positions[t, c]]`,

@@ -405,7 +405,35 @@ LogicalResult GroupedMatmulOp::partition(Partitioning &partitioning) {
   }
   if (rows.dim == 1 && weight.dim == inDim && rows.axes == weight.axes &&
       rows.parts == 1) {
+    // Partial sums that mf.moe_combine sums: its weighted sum is linear,
+    // so one all-reduce of its [tokens, h] result completes them, k times
+    // fewer rows than the [tokens k, h] here.
+    bool combined = llvm::all_of(getResult().getUsers(), [&](Operation *user) {
+      auto combine = dyn_cast<MoeCombineOp>(user);
+      return combine && combine.getRows() == getResult();
+    });
+    if (combined) {
+      partitioning.record(getResult(), Split::partialSum(rows.axes));
+      return success();
+    }
     return partitioning.sumPartial(getResult(), rows.axes, *this);
   }
   return partitioning.noRule(*this);
+}
+
+// Rows that are partial sums over ranks (a row-parallel expert projection)
+// give a partial sum: the combine is linear in them. The routing weights'
+// gradient is then a dot product with partial rows: they go through
+// mf.replicate, whose gradient sums it over the ranks.
+LogicalResult MoeCombineOp::partition(Partitioning &partitioning) {
+  if (!partitioning.anySplit(*this)) {
+    return success();
+  }
+  const Split rows = partitioning.splitOf(getRows());
+  if (!rows.partial || !partitioning.splitOf(getPositions()).replicated() ||
+      !partitioning.splitOf(getWeights()).replicated()) {
+    return partitioning.noRule(*this);
+  }
+  getWeightsMutable().assign(partitioning.replicated(getWeights(), rows.axes));
+  return partitioning.sumPartial(getResult(), rows.axes, *this);
 }
