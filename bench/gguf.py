@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes a LLaMA model's safetensors weights as a GGUF file (v3, f32), so
 llama.cpp (bench's peer, through npm node-llama-cpp) runs the same model on
-the same weights.
+the same weights; a Mixtral-shaped mixture of experts too.
 
   bench/gguf.py CONFIG.yaml WEIGHTS.safetensors OUT.gguf [--type f32|q8_0|q4_0]
                [--tokenizer tokenizer.json]
@@ -13,6 +13,12 @@ Face's rotate-half RoPE to llama.cpp's interleaved pairs, a tied lm_head left
 out (llama.cpp then reads token_embd), and the vocabulary: a tokenizer.json's
 tokens (SentencePiece style: '<0xNN>' byte tokens, '<s>', '</s>', '<unk>')
 or, without one, placeholders (the benchmarks feed ids, not text).
+A mixture of experts (every layer routed, Mixtral's names: MindFormers'
+LLaMA with moe_config) is written as convert_hf_to_gguf.py writes Mixtral:
+llama.expert_count and expert_used_count, the router as ffn_gate_inp and
+each projection's experts stacked, [experts, out, in], as ffn_gate_exps,
+ffn_up_exps and ffn_down_exps (llama.cpp's LLaMA renormalizes the chosen
+experts' softmax weights, as norm_topk_prob does).
 --type q8_0 / q4_0 store every matrix whose rows are whole blocks of 32 as
 ggml's reference quantizers do (quantize_row_q8_0_ref: a block's scale
 max|x| / 127, values rounded half away from zero; quantize_row_q4_0_ref: the
@@ -149,6 +155,12 @@ def main():
     cfg = reference.Config(args.config)
     if cfg.gpt2 or cfg.qkv_bias or cfg.qk_norm:
         sys.exit("gguf.py: only plain LLaMA models (no biases, no q/k norms, not GPT-2)")
+    experts = cfg.num_experts if cfg.num_experts > 1 else 0
+    if experts and (not cfg.mixtral or cfg.shared_width or
+                    not all(cfg.routed(layer) for layer in range(cfg.layers)) or
+                    not cfg.norm_topk_prob or cfg.routed_scale != 1.0):
+        sys.exit("gguf.py: only Mixtral-shaped mixtures of experts (every layer routed, "
+                 "renormalized top-k, no shared expert)")
     scaled = not torch_equal(cfg.inv_freq, reference.rope_frequencies(cfg.theta, cfg.head_dim, "None", None))
     if scaled:
         sys.exit("gguf.py: RoPE scaling (extend_method, scaling_factor) is not written; "
@@ -162,9 +174,21 @@ def main():
              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
              "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
              "mlp.down_proj": "ffn_down"}
+    if experts:
+        for hf in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            del parts[hf]
+        parts["block_sparse_moe.gate"] = "ffn_gate_inp"
     for layer in range(cfg.layers):
         for hf, gguf in parts.items():
             names[f"model.layers.{layer}.{hf}.weight"] = f"blk.{layer}.{gguf}.weight"
+    # Each projection's experts stacked [experts, out, in].
+    for layer in range(cfg.layers if experts else 0):
+        for hf, gguf in (("w1", "ffn_gate_exps"), ("w3", "ffn_up_exps"), ("w2", "ffn_down_exps")):
+            stack = f"model.layers.{layer}.block_sparse_moe.experts.{hf}"
+            weights[stack] = numpy.stack([
+                weights.pop(f"model.layers.{layer}.block_sparse_moe.experts.{e}.{hf}.weight")
+                for e in range(experts)])
+            names[stack] = f"blk.{layer}.{gguf}.weight"
     tensors = []
     for hf, gguf in names.items():
         if hf not in weights:
@@ -180,7 +204,10 @@ def main():
 
     tokens, scores, types = vocabulary(cfg, args.tokenizer)
     bos = reference.yaml.safe_load(open(args.config))["model"]["model_config"].get("bos_token_id", 1)
-    feed_forward = weights["model.layers.0.mlp.gate_proj.weight"].shape[0]
+    feed_forward = cfg.expert_width if experts else \
+        weights["model.layers.0.mlp.gate_proj.weight"].shape[0]
+    moe_keys = [pack_kv("llama.expert_count", UINT32, experts),
+                pack_kv("llama.expert_used_count", UINT32, cfg.experts_per_token)] if experts else []
     metadata = [
         pack_kv("general.architecture", STRING, "llama"),
         pack_kv("general.name", STRING, os.path.splitext(os.path.basename(args.config))[0]),
@@ -198,6 +225,7 @@ def main():
         pack_kv("llama.attention.layer_norm_rms_epsilon", FLOAT32, cfg.eps),
         pack_kv("llama.rope.freq_base", FLOAT32, cfg.theta),
         pack_kv("llama.vocab_size", UINT32, cfg.vocab),
+        *moe_keys,
         pack_kv("tokenizer.ggml.model", STRING, "llama"),
         pack_kv("tokenizer.ggml.tokens", ARRAY, tokens, STRING),
         pack_kv("tokenizer.ggml.scores", ARRAY, scores, FLOAT32),
@@ -211,9 +239,10 @@ def main():
     ggml_type = FILE_TYPES[args.type][1]
     stored = []
     for name, value in tensors:
-        if ggml_type != GGML_F32 and value.ndim == 2 and value.shape[1] % QUANT_BLOCK == 0:
+        if ggml_type != GGML_F32 and value.ndim >= 2 and value.shape[-1] % QUANT_BLOCK == 0:
             quantize = quantize_q8_0 if ggml_type == GGML_Q8_0 else quantize_q4_0
-            stored.append((name, value.shape, ggml_type, quantize(value)))
+            rows = value.reshape(-1, value.shape[-1])  # stacked experts: rows in order
+            stored.append((name, value.shape, ggml_type, quantize(rows)))
         else:
             stored.append((name, value.shape, GGML_F32, value.tobytes()))
     infos, offset = [], 0

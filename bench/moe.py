@@ -11,10 +11,12 @@ so that another tenant's load hits all alike) time
   - mf-run --mode graph and --mode pynative on the MoE model,
   - a PyTorch eager model with a KV cache whose routed layers are Hugging
     Face's loop over the chosen experts (bench/predict.py's CachedLlama),
+  - llama.cpp (npm node-llama-cpp, all cores) on the same weights as an f32
+    GGUF (bench/gguf.py writes the experts as Mixtral's ffn_*_exps),
   - mf-run --mode graph on the dense twin,
 and print medians of prefill and decode tokens/s, Graph / PyNative, Graph /
-PyTorch (> 1: Graph is faster) and the MoE's decode time over the dense
-twin's (the issue's goal: within 1.3x).
+PyTorch, Graph / llama.cpp (> 1: Graph is faster) and the MoE's decode time
+over the dense twin's (the issue's goal: within 1.3x).
 """
 import argparse
 import os
@@ -56,27 +58,34 @@ def main():
                                                          "reference.py"),
                             "make-weights", path, weights[name], "--std", "0.02"],
                            check=True, capture_output=True)
+        gguf = os.path.join(tmp, "moe.gguf")
+        subprocess.run([sys.executable, os.path.join(HERE, "gguf.py"), config, weights["moe"],
+                        gguf], check=True, capture_output=True)
         cfg = predict.reference.Config(config)
         prompt = predict.make_prompt(cfg, prompt_length)
-        results = {"graph": [], "pynative": [], "pytorch": [], "dense": []}
+        results = {"graph": [], "pynative": [], "pytorch": [], "llama.cpp": [], "dense": []}
         for _ in range(args.runs):
             for mode in ("graph", "pynative"):
                 results[mode].append(predict.mfrun_run(args.build, mode, binaries["moe"],
                                                        weights["moe"], prompt, new_tokens))
             results["pytorch"].append(predict.torch_measure(config, weights["moe"],
                                                             prompt_length, new_tokens))
+            results["llama.cpp"].append(predict.llamacpp_measure(gguf, prompt, new_tokens))
             results["dense"].append(predict.mfrun_run(args.build, "graph", binaries["dense"],
                                                       weights["dense"], prompt, new_tokens))
         med = {k: [statistics.median(r[i] for r in v) for i in range(3)]
                for k, v in results.items()}
-        print(f"{'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} {'dense':>11} "
-              f"{'g/pynative':>10} {'g/pytorch':>9} {'moe/dense time':>14}")
+        print(f"{'phase':8} {'graph':>11} {'pynative':>11} {'pytorch':>11} {'llama.cpp':>11} "
+              f"{'dense':>11} {'g/pynative':>10} {'g/pytorch':>9} {'g/llama.cpp':>11} "
+              f"{'moe/dense time':>14}")
         for index, phase in enumerate(["prefill", "decode"]):
-            g, p, t, d = (med[k][index] for k in ("graph", "pynative", "pytorch", "dense"))
-            print(f"{phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {d:7.1f} t/s "
-                  f"{g / p:9.2f}x {g / t:8.2f}x {d / g:13.2f}x")
+            g, p, t, l, d = (med[k][index] for k in ("graph", "pynative", "pytorch", "llama.cpp",
+                                                      "dense"))
+            print(f"{phase:8} {g:7.1f} t/s {p:7.1f} t/s {t:7.1f} t/s {l:7.1f} t/s {d:7.1f} t/s "
+                  f"{g / p:9.2f}x {g / t:8.2f}x {g / l:10.2f}x {d / g:13.2f}x")
         print(f"peak RSS: graph {med['graph'][2]:.0f} MB, pynative {med['pynative'][2]:.0f} MB, "
-              f"pytorch {med['pytorch'][2]:.0f} MB, dense graph {med['dense'][2]:.0f} MB")
+              f"pytorch {med['pytorch'][2]:.0f} MB, llama.cpp {med['llama.cpp'][2]:.0f} MB, "
+              f"dense graph {med['dense'][2]:.0f} MB")
         print(f"medians of {args.runs} rounds, each side in a fresh process; prompt "
               f"{prompt_length} tokens, {new_tokens} new")
 
