@@ -2309,9 +2309,6 @@ private:
         spec_.model.family != ModelFamily::GPT2) {
       return "for LLaMA-family and GPT-2 models only so far";
     }
-    if (spec_.model.moe.numExperts > 0) {
-      return "for dense models only so far (not mixture-of-experts)";
-    }
     return "";
   }
 

@@ -43,8 +43,8 @@ parser.add_argument("expected")
 parser.add_argument("actual", nargs="+")
 parser.add_argument("--noise")
 parser.add_argument("--without", action="append", default=[],
-                    help="leave out the expected file's tensors whose name "
-                    "starts with this (state only its run keeps)")
+                    help="leave out the tensors whose name starts with this "
+                    "(state that only some of the runs keep)")
 args = parser.parse_args()
 expected = {n: t for n, t in read(args.expected).items()
             if not any(n.startswith(p) for p in args.without)}
@@ -53,7 +53,8 @@ if args.noise:
     for n, d in differences(expected, read(args.noise)).items():
         bound[n] = max(bound[n], 2 * d)
 for path in args.actual:
-    actual = read(path)
+    actual = {n: t for n, t in read(path).items()
+              if not any(n.startswith(p) for p in args.without)}
     name = path.rsplit('/', 1)[-1]
     if sorted(actual) != sorted(expected):
         print(f"{name}: other tensors: MISMATCH")
