@@ -19,14 +19,14 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
       parameterBuilder_(module.getContext()) {
   parameterBuilder_.setInsertionPointToStart(module.getBody());
   builder_.setInsertionPointToEnd(module.getBody());
-  if (spec.shardedModelParallel > 1 || spec.shardedDataParallel > 1 ||
+  if (spec.shardedModelParallel > 1 || spec.dataAxisRanks() > 1 ||
       spec.shardedPipelineStages > 1) {
     // MindFormers' device grid: data_parallel x model_parallel (x
     // pipeline_stage, mf::kPipelineGridAxis: last, so the first two keep
     // their meaning). Tensor parallelism splits parameters over axis 1;
     // mf-train-step averages gradients over axis 0; each stage's ranks run
     // its entries.
-    SmallVector<int64_t> shape = {spec.shardedDataParallel,
+    SmallVector<int64_t> shape = {spec.dataAxisRanks(),
                                   spec.shardedModelParallel};
     if (spec.shardedPipelineStages > 1) {
       shape.push_back(spec.shardedPipelineStages);

@@ -309,6 +309,11 @@ struct ModelSpec {
   /// experts' experts are split (each rank holds experts / this), with
   /// tokens exchanged by mf.all_to_all; 1 when every rank holds them all.
   int64_t shardedExpertParallel = 1;
+  /// The ranks along the grid's axis 0: data-parallel ranks in training,
+  /// or in predict the expert-parallel ones (each runs the same batch).
+  int64_t dataAxisRanks() const {
+    return std::max(shardedDataParallel, shardedExpertParallel);
+  }
   /// The pipeline stages of a training program (each rank runs one
   /// stage's layers; micro_batch_num micro-batches a step, in a 1F1B
   /// schedule), or 1.

@@ -2058,7 +2058,8 @@ private:
     if (config.pipelineStage > 1 && whyNotPipelineParallel().empty()) {
       spec_.shardedPipelineStages = config.pipelineStage;
     }
-    int64_t ranks = spec_.shardedDataParallel * spec_.shardedModelParallel *
+    validateExpertParallel();
+    int64_t ranks = spec_.dataAxisRanks() * spec_.shardedModelParallel *
                     spec_.shardedPipelineStages;
     // MindSpore's parallel context, otherwise the trainer's: the one key
     // that changes the layout mfc builds.
@@ -2221,7 +2222,11 @@ private:
               "divisor of data_parallel");
       return;
     }
-    if (std::string why = whyNotDataParallel(); !why.empty()) {
+    // Predict runs one batch on every data-parallel rank: the experts are
+    // split over them all the same (each rank's rows go to their experts'
+    // ranks and come back, as in training).
+    if (std::string why = whyNotDataParallel();
+        !why.empty() && spec_.runMode != RunMode::Predict) {
       diagnostics().error(at, key +
                                   ": expert parallelism splits the "
                                   "experts over the data-parallel ranks, "
@@ -2642,7 +2647,6 @@ private:
             "built yet; set one of them to 1");
       }
     }
-    validateExpertParallel();
     if (model.family == ModelFamily::GPT2 &&
         (model.qkLayernorm || model.fp32ResidualConnection)) {
       std::string key =
