@@ -2639,12 +2639,20 @@ private:
             "mixture of experts is not built yet (the routers read every "
             "token); set it to False");
       }
-      if (parallel.expertParallel > 1) {
-        diagnostics().error(
+      if (spec_.shardedExpertParallel > 1) {
+        // A layout, not the math: said loudly, compiled.
+        diagnostics().warning(
             loc("parallel_config.expert_parallel"),
-            "parallel_config.expert_parallel: experts split both by expert "
-            "and by width (expert_parallel with model_parallel) are not "
-            "built yet; set one of them to 1");
+            "parallel_config.expert_parallel: MindFormers also splits each "
+            "expert's width over the " +
+                llvm::Twine(spec_.shardedModelParallel) +
+                " model-parallel ranks ((ep, 1, mp)); mfc does not yet, so "
+                "each rank holds 1/" +
+                llvm::Twine(spec_.shardedExpertParallel) +
+                " of the experts whole, not 1/" +
+                llvm::Twine(spec_.shardedExpertParallel *
+                            spec_.shardedModelParallel) +
+                " (the same values, more memory per rank)");
       }
     }
     if (model.family == ModelFamily::GPT2 &&
