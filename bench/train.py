@@ -4,7 +4,9 @@
   bench/train.py [--build build] [--runs 3] [--steps 6] [--tables speed,recompute]
 
 For examples/llama-tiny.yaml (batch 4 x 128) and bench/configs/llama-100m.yaml
-(batch 1 x 256), compiled with run_mode train: each run, in a fresh process,
+(batch 1 x 256), and with --models mixtral-150m bench/configs/mixtral-150m.yaml
+(8 experts, 2 a token, TopkRouterV2's capacity; PyTorch runs the reference's
+loop over each expert's tokens), compiled with run_mode train: each run, in a fresh process,
 trains --steps AdamW steps on this repository's docs from the same weights;
 mf-run reports its time per step after the first (which also touches every
 page of the arena and optimizer state) and peak RSS, and PyTorch eager runs
@@ -196,12 +198,19 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--tables", default="speed,recompute")
+    parser.add_argument("--models", default="llama-tiny,llama-100m",
+                        help="the speed table's models: llama-tiny, llama-100m, mixtral-150m")
     parser.add_argument("--recompute-seq", type=int, default=1024)
     parser.add_argument("--recompute-steps", type=int, default=3)
     args = parser.parse_args()
     tables = args.tables.split(",")
-    configs = [("llama-tiny", os.path.join(ROOT, "examples", "llama-tiny.yaml")),
-               ("llama-100m", os.path.join(HERE, "configs", "llama-100m.yaml"))]
+    # (name, YAML, --set overrides for training): MindFormers' LLaMA trains
+    # a mixture of experts with TopkRouterV2 (and its capacity).
+    known = {"llama-tiny": (os.path.join(ROOT, "examples", "llama-tiny.yaml"), ()),
+             "llama-100m": (os.path.join(HERE, "configs", "llama-100m.yaml"), ()),
+             "mixtral-150m": (os.path.join(HERE, "configs", "mixtral-150m.yaml"),
+                              ("moe_config.routing_policy=TopkRouterV2",))}
+    configs = [(name, *known[name]) for name in args.models.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.txt")
         with open(corpus, "wb") as out:
@@ -219,11 +228,12 @@ def main():
 def speed_table(args, tmp, corpus, configs):
     print(f"{'model':11} {'graph':>16} {'pynative':>16} {'pytorch':>16} "
           f"{'speed g/pt':>10} {'mem g/pt':>8} {'speed g/pn':>10}")
-    for name, config in configs:
+    for name, config, overrides in configs:
         binary = os.path.join(tmp, name + ".bin")
         weights = os.path.join(tmp, name + ".safetensors")
+        sets = [arg for override in overrides for arg in ("--set", override)]
         subprocess.run([os.path.join(args.build, "bin", "mfc"), "compile", config,
-                        "--set", "run_mode=train", "-o", binary],
+                        "--set", "run_mode=train", "-o", binary] + sets,
                        check=True, capture_output=True)
         subprocess.run([sys.executable, os.path.join(ROOT, "test", "reference", "reference.py"),
                         "make-weights", config, weights, "--std", "0.02",
@@ -233,7 +243,7 @@ def speed_table(args, tmp, corpus, configs):
             for mode in ("graph", "pynative"):
                 results[mode].append(mfrun(args.build, mode, binary, weights, corpus,
                                            args.steps))
-            results["pytorch"].append(torch_run(config, weights, corpus, args.steps))
+            results["pytorch"].append(torch_run(config, weights, corpus, args.steps, overrides))
         med = {k: [statistics.median(x[i] for x in v) for i in range(2)]
                for k, v in results.items()}
         g, p, t = med["graph"], med["pynative"], med["pytorch"]
