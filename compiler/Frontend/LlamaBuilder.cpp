@@ -220,7 +220,11 @@ private:
     Type routerType =
         moe.routerType ? elementType(*moe.routerType) : computeType();
     // MindFormers keeps the router's weight in router_dense_type too.
-    Value gate = param(block + ".gate.weight", "", {experts, hiddenSize},
+    // MindFormers' Mixtral keeps it as feed_forward.router.dense (r1.5.0
+    // research/mixtral/convert_weight.py).
+    std::string routerName =
+        moe.mixtralNames ? moePath + ".router.dense.weight" : "";
+    Value gate = param(block + ".gate.weight", routerName, {experts, hiddenSize},
                        mf::ParameterInit::normal, routerLoc, -1, 1,
                        moe.routerType ? routerType : Type());
     Value logits = mf::MatmulOp::create(

@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 
 using namespace mfrt;
@@ -133,6 +134,92 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
   }
   }
   return tensor;
+}
+
+/// Where a MindFormers checkpoint keeps one Mixtral expert's weight: its
+/// experts stacked, `model.layers.L.feed_forward.ffn.w1.weight` [E, out,
+/// in], for Hugging Face's `model.layers.L.block_sparse_moe.experts.e.w1.
+/// weight` (r1.5.0's research/mixtral/convert_weight.py without use_gmm).
+struct StackedSource {
+  std::string name; ///< the stacked tensor
+  int64_t expert = 0;
+};
+
+std::optional<StackedSource> stackedSourceOf(const std::string &hfName) {
+  static const std::regex pattern(
+      R"(^(model\.layers\.\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight$)");
+  std::smatch match;
+  if (!std::regex_match(hfName, match, pattern) || match[2].length() > 9) {
+    return std::nullopt;
+  }
+  return StackedSource{match[1].str() + ".feed_forward.ffn." +
+                           match[3].str() + ".weight",
+                       std::stoll(match[2].str())};
+}
+
+/// How many of the executable's experts each stacked source holds (its
+/// experts' parameters, or a stacked parameter's parts).
+std::map<std::string, int64_t> stackedExpertCounts(const Executable &executable) {
+  std::map<std::string, int64_t> counts;
+  auto count = [&](const std::string &name) {
+    if (std::optional<StackedSource> source = stackedSourceOf(name)) {
+      int64_t &n = counts[source->name];
+      n = std::max(n, source->expert + 1);
+    }
+  };
+  for (const fb::Parameter *parameter : *executable.root().parameters()) {
+    count(parameter->name()->str());
+    if (parameter->parts()) {
+      for (const flatbuffers::String *part : *parameter->parts()) {
+        count(part->str());
+      }
+    }
+  }
+  return counts;
+}
+
+/// Expert `source.expert` of the stacked tensor `source.name` in `files`
+/// (the last file that has it) into `into` ([out, in]), or only checked
+/// when `into` has no storage; nullopt when no file has the stack, an
+/// error when it does not hold that expert as `shape`.
+std::optional<Status> readStackedExpert(const StackedSource &source,
+                                        int64_t experts,
+                                        std::vector<CheckpointFile> &files,
+                                        const std::vector<std::string> &paths,
+                                        std::vector<std::set<std::string>> &used,
+                                        const std::string &forName,
+                                        const Shape &shape, Tensor &into) {
+  for (size_t f = files.size(); f-- > 0;) {
+    auto it = files[f].tensors().find(source.name);
+    if (it == files[f].tensors().end()) {
+      continue;
+    }
+    const CheckpointEntry &stack = it->second;
+    used[f].insert(source.name);
+    Shape expected = shape;
+    expected.insert(expected.begin(), experts);
+    if (stack.shape != expected || stack.dtype == DType::I32 ||
+        stack.dtype == DType::I8) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "'" + paths[f] + "': tensor '" + source.name +
+                               "' is " + std::string(dtypeName(stack.dtype)) +
+                               formatShape(stack.shape) +
+                               ", the model's experts stacked are floats of "
+                               "shape " +
+                               formatShape(expected) + " (for '" + forName +
+                               "')");
+    }
+    if (!into.defined()) {
+      return Status::ok();
+    }
+    // Into `into` seen as [1, out, in]: the stack's slice `expert`.
+    Shape one = shape;
+    one.insert(one.begin(), 1);
+    Tensor slice = into.reshaped(one);
+    TensorBlock block{/*dim=*/0, source.expert, 1};
+    return files[f].read(stack, slice, &block);
+  }
+  return std::nullopt;
 }
 
 /// Where a MindFormers checkpoint written with qkv_concat keeps a
@@ -340,6 +427,7 @@ StatusOr<Tensor> readParts(const Executable &executable,
                            std::vector<CheckpointFile> &files,
                            const std::vector<std::string> &paths,
                            std::vector<std::set<std::string>> &used,
+                           const std::map<std::string, int64_t> &stackCounts,
                            Allocator &allocator, const Communicator *ranks,
                            int64_t stage) {
   const auto &parts = *parameter.parts();
@@ -370,6 +458,19 @@ StatusOr<Tensor> readParts(const Executable &executable,
     if (f >= files.size()) {
       if (parameter.state()) {
         continue; // fresh training state: zeros (allocated so)
+      }
+      // A MindFormers checkpoint's stacked experts: the rank's slices.
+      if (std::optional<StackedSource> source = stackedSourceOf(name)) {
+        bool mine = here && p >= first && p < first + held;
+        // Another rank's part is only checked.
+        Tensor into = mine ? stack.rows(p - first, 1).reshaped(partShape)
+                           : Tensor();
+        if (std::optional<Status> read = readStackedExpert(
+                *source, stackCounts.at(source->name), files, paths, used,
+                name, partShape, into)) {
+          MFRT_RETURN_IF_ERROR(*read);
+          continue;
+        }
       }
       return Status::error(
           StatusCode::NotFound,
@@ -548,6 +649,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   // The scales of weights quantized from a float tensor, by index.
   std::map<int32_t, Tensor> quantizedScales;
   if (executable.root().parameters()) {
+    std::map<std::string, int64_t> stackCounts = stackedExpertCounts(executable);
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
       if (auto scales = quantizedScales.find(
               static_cast<int32_t>(weights.tensors_.size()));
@@ -557,8 +659,9 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (parameter->parts() && parameter->parts()->size() > 0) {
         // A stack of tensors (experts): this rank's, part by part.
-        StatusOr<Tensor> block = readParts(executable, *parameter, files, paths,
-                                           used, allocator, ranks, stage);
+        StatusOr<Tensor> block =
+            readParts(executable, *parameter, files, paths, used, stackCounts,
+                      allocator, ranks, stage);
         if (!block) {
           return block.status();
         }
@@ -680,6 +783,25 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         }
         if (weights.tensors_.size() == tensorsBefore + 1) {
           continue;
+        }
+      }
+      if (!found) {
+        // A MindFormers checkpoint's stacked Mixtral experts.
+        if (std::optional<StackedSource> source = stackedSourceOf(name)) {
+          StatusOr<Tensor> tensor =
+              allocator.allocate(Executable::dtypeOf(*parameter->type()),
+                                 Executable::shapeOf(*parameter->type()), false);
+          if (!tensor) {
+            return tensor.status();
+          }
+          if (std::optional<Status> read =
+                  readStackedExpert(
+                  *source, stackCounts.at(source->name), files, paths, used,
+                  name, tensor->shape(), *tensor)) {
+            MFRT_RETURN_IF_ERROR(*read);
+            weights.tensors_.push_back(tensor.take());
+            continue;
+          }
         }
       }
       if (!found && !parameter->state() && isLoraAdapter(name)) {
