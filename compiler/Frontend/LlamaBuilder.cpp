@@ -224,9 +224,9 @@ private:
     // research/mixtral/convert_weight.py).
     std::string routerName =
         moe.mixtralNames ? moePath + ".router.dense.weight" : "";
-    Value gate = param(block + ".gate.weight", routerName, {experts, hiddenSize},
-                       mf::ParameterInit::normal, routerLoc, -1, 1,
-                       moe.routerType ? routerType : Type());
+    Value gate = param(block + ".gate.weight", routerName,
+                       {experts, hiddenSize}, mf::ParameterInit::normal,
+                       routerLoc, -1, 1, moe.routerType ? routerType : Type());
     Value logits = mf::MatmulOp::create(
         builder_, routerLoc, tensorType({tokens, experts}, routerType),
         castTo(x, routerType, routerLoc), castTo(gate, routerType, routerLoc),

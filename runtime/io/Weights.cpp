@@ -152,14 +152,15 @@ std::optional<StackedSource> stackedSourceOf(const std::string &hfName) {
   if (!std::regex_match(hfName, match, pattern) || match[2].length() > 9) {
     return std::nullopt;
   }
-  return StackedSource{match[1].str() + ".feed_forward.ffn." +
-                           match[3].str() + ".weight",
+  return StackedSource{match[1].str() + ".feed_forward.ffn." + match[3].str() +
+                           ".weight",
                        std::stoll(match[2].str())};
 }
 
 /// How many of the executable's experts each stacked source holds (its
 /// experts' parameters, or a stacked parameter's parts).
-std::map<std::string, int64_t> stackedExpertCounts(const Executable &executable) {
+std::map<std::string, int64_t>
+stackedExpertCounts(const Executable &executable) {
   std::map<std::string, int64_t> counts;
   auto count = [&](const std::string &name) {
     if (std::optional<StackedSource> source = stackedSourceOf(name)) {
@@ -182,13 +183,11 @@ std::map<std::string, int64_t> stackedExpertCounts(const Executable &executable)
 /// (the last file that has it) into `into` ([out, in]), or only checked
 /// when `into` has no storage; nullopt when no file has the stack, an
 /// error when it does not hold that expert as `shape`.
-std::optional<Status> readStackedExpert(const StackedSource &source,
-                                        int64_t experts,
-                                        std::vector<CheckpointFile> &files,
-                                        const std::vector<std::string> &paths,
-                                        std::vector<std::set<std::string>> &used,
-                                        const std::string &forName,
-                                        const Shape &shape, Tensor &into) {
+std::optional<Status> readStackedExpert(
+    const StackedSource &source, int64_t experts,
+    std::vector<CheckpointFile> &files, const std::vector<std::string> &paths,
+    std::vector<std::set<std::string>> &used, const std::string &forName,
+    const Shape &shape, Tensor &into) {
   for (size_t f = files.size(); f-- > 0;) {
     auto it = files[f].tensors().find(source.name);
     if (it == files[f].tensors().end()) {
@@ -200,14 +199,13 @@ std::optional<Status> readStackedExpert(const StackedSource &source,
     expected.insert(expected.begin(), experts);
     if (stack.shape != expected || stack.dtype == DType::I32 ||
         stack.dtype == DType::I8) {
-      return Status::error(StatusCode::InvalidArgument,
-                           "'" + paths[f] + "': tensor '" + source.name +
-                               "' is " + std::string(dtypeName(stack.dtype)) +
-                               formatShape(stack.shape) +
-                               ", the model's experts stacked are floats of "
-                               "shape " +
-                               formatShape(expected) + " (for '" + forName +
-                               "')");
+      return Status::error(
+          StatusCode::InvalidArgument,
+          "'" + paths[f] + "': tensor '" + source.name + "' is " +
+              std::string(dtypeName(stack.dtype)) + formatShape(stack.shape) +
+              ", the model's experts stacked are floats of "
+              "shape " +
+              formatShape(expected) + " (for '" + forName + "')");
     }
     if (!into.defined()) {
       return Status::ok();
@@ -463,11 +461,11 @@ StatusOr<Tensor> readParts(const Executable &executable,
       if (std::optional<StackedSource> source = stackedSourceOf(name)) {
         bool mine = here && p >= first && p < first + held;
         // Another rank's part is only checked.
-        Tensor into = mine ? stack.rows(p - first, 1).reshaped(partShape)
-                           : Tensor();
-        if (std::optional<Status> read = readStackedExpert(
-                *source, stackCounts.at(source->name), files, paths, used,
-                name, partShape, into)) {
+        Tensor into =
+            mine ? stack.rows(p - first, 1).reshaped(partShape) : Tensor();
+        if (std::optional<Status> read =
+                readStackedExpert(*source, stackCounts.at(source->name), files,
+                                  paths, used, name, partShape, into)) {
           MFRT_RETURN_IF_ERROR(*read);
           continue;
         }
@@ -649,7 +647,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   // The scales of weights quantized from a float tensor, by index.
   std::map<int32_t, Tensor> quantizedScales;
   if (executable.root().parameters()) {
-    std::map<std::string, int64_t> stackCounts = stackedExpertCounts(executable);
+    std::map<std::string, int64_t> stackCounts =
+        stackedExpertCounts(executable);
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
       if (auto scales = quantizedScales.find(
               static_cast<int32_t>(weights.tensors_.size()));
@@ -788,14 +787,13 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (!found) {
         // A MindFormers checkpoint's stacked Mixtral experts.
         if (std::optional<StackedSource> source = stackedSourceOf(name)) {
-          StatusOr<Tensor> tensor =
-              allocator.allocate(Executable::dtypeOf(*parameter->type()),
-                                 Executable::shapeOf(*parameter->type()), false);
+          StatusOr<Tensor> tensor = allocator.allocate(
+              Executable::dtypeOf(*parameter->type()),
+              Executable::shapeOf(*parameter->type()), false);
           if (!tensor) {
             return tensor.status();
           }
-          if (std::optional<Status> read =
-                  readStackedExpert(
+          if (std::optional<Status> read = readStackedExpert(
                   *source, stackCounts.at(source->name), files, paths, used,
                   name, tensor->shape(), *tensor)) {
             MFRT_RETURN_IF_ERROR(*read);
