@@ -1063,6 +1063,38 @@ Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   return Status::ok();
 }
 
+/// A stacked parameter's parts are the slices of its whole weight's
+/// dimension 0, each named, a float weight split (if at all) along them.
+Status checkParts(const fb::Executable &root, const fb::Parameter &parameter) {
+  if (!parameter.parts() || parameter.parts()->size() == 0) {
+    return Status::ok();
+  }
+  std::string where = "parameter '" + parameter.name()->str() + "'";
+  const auto *shape = parameter.type()->shape();
+  int64_t whole = sizeOf(shape) ? shape->Get(0) : 0;
+  if (parameter.split_dim() == 0) {
+    for (int16_t axis : *parameter.split_axes()) {
+      whole *= root.grid()->Get(axis); // checkSplit checked the axes
+    }
+  }
+  if (whole != static_cast<int64_t>(parameter.parts()->size()) ||
+      parameter.split_dim() > 0 || parameter.split_parts() != 1 ||
+      parameter.quant_scale() >= 0 ||
+      Executable::dtypeOf(*parameter.type()) == DType::I8) {
+    return Status::error(where + " has " +
+                         std::to_string(parameter.parts()->size()) +
+                         " parts, which are not the slices of its float "
+                         "weight's dimension 0 (" +
+                         std::to_string(whole) + ")");
+  }
+  for (const flatbuffers::String *part : *parameter.parts()) {
+    if (!part || part->size() == 0) {
+      return Status::error(where + " has a part without a name");
+    }
+  }
+  return Status::ok();
+}
+
 /// `programs` receives each entry's verified host program (null for an
 /// entry without one), in entry order.
 Status
@@ -1088,6 +1120,7 @@ checkSemantics(const fb::Executable &root,
                              "' has an unknown init kind");
       }
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
+      MFRT_RETURN_IF_ERROR(checkParts(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkQuantization(root, index));
       if (parameter->quant_scale() >= 0) {
         if (scalesTaken[parameter->quant_scale()]) {
