@@ -87,6 +87,11 @@ done
   --set model.model_config.seq_length=32 --set parallel_config.data_parallel=1 \
   --set parallel_config.expert_parallel=1 --set parallel_config.pipeline_stage=1 \
   -o "$corpus/executable/mixtral-capacity-train.bin" 2>/dev/null
+# Expert parallelism: stacked experts with parts, all-to-all exchanges.
+"$build/bin/mfc" compile test/Frontend/Inputs/predict_qwen3_moe.yaml --set model.model_config.num_layers=1 \
+  --set "model.model_config.mlp_only_layers=[]" --set run_mode=train --set use_parallel=True \
+  --set parallel_config.data_parallel=2 --set parallel_config.expert_parallel=2 \
+  --set runner_config.batch_size=1 -o "$corpus/executable/qwen3-moe-ep2.bin" 2>/dev/null
 # Quantized weights: int8 per row (a tied table's lookups too), int4
 # two to a byte with scales per group.
 "$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
