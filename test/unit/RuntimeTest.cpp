@@ -470,7 +470,59 @@ TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
   }
 }
 
-/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]
+TEST(Kernels, BroadcastsRowsOfOneValueAsElementByElement) {
+  // A broadcast along the innermost dimension fills each row with one
+  // value (PyNative's optimizer broadcasts its scalars to every weight);
+  // the rest gathers. Both against the index arithmetic, for 4- and 2-byte
+  // elements.
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<uint32_t> operands{0}, results{1};
+  builder.Finish(
+      fb::CreateOpDirect(builder, fb::OpKind::Broadcast, &operands, &results));
+  const fb::Op *op = flatbuffers::GetRoot<fb::Op>(builder.GetBufferPointer());
+  auto tensor = [](DType dtype, const Shape &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      n *= d;
+    }
+    return Tensor(dtype, shape,
+                  std::shared_ptr<void>(::operator new(n * dtypeSize(dtype) + 1),
+                                        [](void *p) { ::operator delete(p); }));
+  };
+  struct Case {
+    Shape from, to;
+  };
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const Case &c : {Case{{}, {3, 5}}, Case{{3, 1}, {3, 5}},
+                          Case{{1, 1, 1}, {2, 3, 4}}, Case{{2, 1, 4}, {2, 3, 4}},
+                          Case{{4}, {3, 4}}, Case{{2, 3, 1}, {2, 3, 7}}}) {
+      Tensor input = tensor(dtype, c.from), out = tensor(dtype, c.to);
+      for (int64_t i = 0; i < input.numElements(); ++i) {
+        input.storeFloat(i, static_cast<float>(i + 1));
+      }
+      ASSERT_TRUE(runKernel(*op, {&input}, {&out}));
+      // Element [i0, .., in] of `to` reads `from` at the indices of its
+      // non-1 dimensions (aligned to the right).
+      size_t lead = c.to.size() - c.from.size();
+      for (int64_t i = 0; i < out.numElements(); ++i) {
+        int64_t rest = i, source = 0, stride = 1;
+        std::vector<int64_t> index(c.to.size());
+        for (int64_t d = static_cast<int64_t>(c.to.size()) - 1; d >= 0; --d) {
+          index[d] = rest % c.to[d];
+          rest /= c.to[d];
+        }
+        for (int64_t d = static_cast<int64_t>(c.from.size()) - 1; d >= 0; --d) {
+          source += (c.from[d] == 1 ? 0 : index[lead + d]) * stride;
+          stride *= c.from[d];
+        }
+        EXPECT_EQ(out.loadFloat(i), input.loadFloat(source))
+            << formatShape(c.from) << " -> " << formatShape(c.to) << " at " << i;
+      }
+    }
+  }
+}
+
+/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]
 /// derived slots, kernel `signature` (if given) and one entry, and verifies
 /// the entry's host program.
 struct HostProgramProbe {
