@@ -486,16 +486,17 @@ TEST(Kernels, BroadcastsRowsOfOneValueAsElementByElement) {
       n *= d;
     }
     return Tensor(dtype, shape,
-                  std::shared_ptr<void>(::operator new(n * dtypeSize(dtype) + 1),
+                  std::shared_ptr<void>(::operator new(n *dtypeSize(dtype) + 1),
                                         [](void *p) { ::operator delete(p); }));
   };
   struct Case {
     Shape from, to;
   };
   for (DType dtype : {DType::F32, DType::BF16}) {
-    for (const Case &c : {Case{{}, {3, 5}}, Case{{3, 1}, {3, 5}},
-                          Case{{1, 1, 1}, {2, 3, 4}}, Case{{2, 1, 4}, {2, 3, 4}},
-                          Case{{4}, {3, 4}}, Case{{2, 3, 1}, {2, 3, 7}}}) {
+    for (const Case &c :
+         {Case{{}, {3, 5}}, Case{{3, 1}, {3, 5}}, Case{{1, 1, 1}, {2, 3, 4}},
+          Case{{2, 1, 4}, {2, 3, 4}}, Case{{4}, {3, 4}},
+          Case{{2, 3, 1}, {2, 3, 7}}}) {
       Tensor input = tensor(dtype, c.from), out = tensor(dtype, c.to);
       for (int64_t i = 0; i < input.numElements(); ++i) {
         input.storeFloat(i, static_cast<float>(i + 1));
@@ -516,15 +517,17 @@ TEST(Kernels, BroadcastsRowsOfOneValueAsElementByElement) {
           stride *= c.from[d];
         }
         EXPECT_EQ(out.loadFloat(i), input.loadFloat(source))
-            << formatShape(c.from) << " -> " << formatShape(c.to) << " at " << i;
+            << formatShape(c.from) << " -> " << formatShape(c.to) << " at "
+            << i;
       }
     }
   }
 }
 
-/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]
-/// derived slots, kernel `signature` (if given) and one entry, and verifies
-/// the entry's host program.
+/// Builds an executable with f32[4] parameters p0 and p1, two bf16[4]/// Builds
+/// an executable with f32[4] parameters p0 and p1, two bf16[4] derived slots,
+/// kernel `signature` (if given) and one entry, and verifies the entry's host
+/// program.
 struct HostProgramProbe {
   flatbuffers::FlatBufferBuilder builder;
   std::vector<int64_t> four{4};
