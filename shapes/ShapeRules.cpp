@@ -194,11 +194,14 @@ Inferred mfshapes::inferGroupedMatmul(const TensorInfo &rows,
   }
   // One stacked weight [E, ...] serves any multiple of E groups.
   bool stacked = weights.size() == 1 && weights.front().shape.size() == 3;
+  if (weights.front().shape.size() != (stacked ? 3u : 2u)) {
+    return failure("weight 0 " + formatShape(weights.front().shape) +
+                   " is neither one expert's matrix nor a stack of them");
+  }
   int64_t experts =
       stacked ? weights.front().shape[0] : static_cast<int64_t>(weights.size());
   if (offsets.element != Element::I32 || offsets.shape.size() != 1 ||
-      (stacked ? experts == 0 || offsets.shape[0] < 1 ||
-                     (offsets.shape[0] - 1) % experts != 0
+      (stacked ? offsets.shape[0] < 1 || (offsets.shape[0] - 1) % experts != 0
                : offsets.shape[0] != experts + 1)) {
     return failure(
         "expected i32 group offsets of shape [" +

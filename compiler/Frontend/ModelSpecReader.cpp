@@ -1035,6 +1035,7 @@ private:
     // transformers adds it to every loss it computes (eval's too).
     if (spec_.runMode != RunMode::Predict && routerLogits) {
       moe.auxLossCoef = auxLoss;
+      routerLogitsLoc_ = cfg.valueLoc("output_router_logits");
     }
     if (training && jitter > 0) {
       cfg.error(cfg.valueLoc("router_jitter_noise"),
@@ -2034,8 +2035,6 @@ private:
               "vocabulary, pipeline and expert parallelism); set it to 1 "
               "(--set parallel_config.context_parallel=1)");
     }
-    // expert_parallel splits a mixture of experts' experts: checked with
-    // the model (validateExpertParallel).
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
     std::string unsharded = whyNotTensorParallel();
@@ -2180,8 +2179,6 @@ private:
     return llvm::join(reasons, "; ");
   }
 
-  /// Why data_parallel does not make a multi-rank program (empty when it
-  /// does): what mf-train-step and the runtime support so far.
   /// expert_parallel e: MindFormers r1.5.0's rules (moe.py): expert_num
   /// and data_parallel x context_parallel are multiples of e. mfc splits the
   /// experts over all the data-parallel ranks (e = data_parallel); fewer
@@ -2246,6 +2243,8 @@ private:
     spec_.shardedExpertParallel = ep;
   }
 
+  /// Why data_parallel does not make a multi-rank program (empty when it
+  /// does): what mf-train-step and the runtime support so far.
   std::string whyNotDataParallel() const {
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
@@ -2260,6 +2259,14 @@ private:
   /// stages; the rest is refused at its key.
   void validatePipeline() {
     std::string pc = "parallel_config";
+    if (spec_.model.moe.auxLossCoef > 0) {
+      diagnostics().error(
+          routerLogitsLoc_,
+          "model.model_config.output_router_logits: the load-balancing loss "
+          "sums every routed layer's routers, which pipeline stages hold "
+          "apart; it is not built with pipeline_stage > 1 yet (set it to "
+          "false, or pipeline_stage: 1)");
+    }
     if (spec_.model.ppInterleaveNum > 1) {
       diagnostics().error(
           interleaveLoc_,
@@ -3139,6 +3146,8 @@ private:
   std::optional<double> ropeFactor_, llama3LowFreqFactor_,
       llama3HighFreqFactor_, llama3OriginalContext_;
   SMLoc interleaveLoc_;
+  /// Where output_router_logits asked for the load-balancing loss.
+  SMLoc routerLogitsLoc_;
   bool mpCommRecomputeGiven_ = false;
 };
 

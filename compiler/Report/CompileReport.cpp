@@ -174,10 +174,11 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
         count("all_gather", gather.getGridAxes(), bytesOf(gather.getType()));
       } else if (auto exchange = dyn_cast<mf::AllToAllOp>(op)) {
         // A bound: the rows actually sent are known at run time.
-        count("all_to_all (at most)", exchange.getGridAxes(),
+        count("all_to_all of rows (at most)", exchange.getGridAxes(),
               bytesOf(exchange.getRows().getType()));
       } else if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
-        count("all_to_all", counts.getGridAxes(), bytesOf(counts.getType()));
+        count("all_to_all of row counts", counts.getGridAxes(),
+              bytesOf(counts.getType()));
       } else if (auto loss = dyn_cast<mf::CrossEntropyOp>(op);
                  loss && loss.getGridAxes()) {
         count("all_reduce", *loss.getGridAxes(), tokenBytes(loss.getLogits()));

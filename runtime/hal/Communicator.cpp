@@ -400,18 +400,23 @@ Status Communicator::allGather(const Tensor &block, Tensor &whole, int64_t dim,
 
 namespace {
 
-/// Offsets `[S + 1]` that ascend from within [0, rows] to within it, cut
-/// into `ranks` equal shares of segments; or why not.
+/// Offsets `[S + 1]` that ascend from 0 to within [0, rows], cut into
+/// `ranks` equal shares of segments; or why not.
 Status checkSegments(const Tensor &offsets, int64_t rows, int64_t ranks,
                      const char *what) {
   int64_t segments = offsets.numElements() - 1;
   if (offsets.dtype() != DType::I32 || segments < 1 || segments % ranks != 0) {
-    return Status::error(StatusCode::Internal,
+    return Status::error(StatusCode::InvalidArgument,
                          std::string("all_to_all: ") + what +
                              " are not i32 segments, a share for each of " +
                              std::to_string(ranks) + " ranks");
   }
   const int32_t *at = offsets.as<int32_t>();
+  if (at[0] != 0) {
+    return Status::error(StatusCode::InvalidArgument,
+                         std::string("all_to_all: ") + what + " start at row " +
+                             std::to_string(at[0]) + ", not 0");
+  }
   for (int64_t s = 0; s < segments; ++s) {
     if (at[s] < 0 || at[s + 1] < at[s] || at[s + 1] > rows) {
       return Status::error(StatusCode::InvalidArgument,
@@ -477,10 +482,11 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
                               const Tensor &recvOffsets, Tensor &result,
                               const std::vector<int64_t> &axes) {
   int64_t ranks = extentAlong(axes);
+  // The loader checked the shapes (no dimension is 0).
   if (rows.dtype() != result.dtype() || rows.shape().empty() ||
-      result.shape().empty() || rows.dim(0) == 0 ||
+      result.shape().empty() ||
       rows.numElements() / rows.dim(0) !=
-          (result.dim(0) ? result.numElements() / result.dim(0) : 0)) {
+          result.numElements() / result.dim(0)) {
     return Status::error(StatusCode::Internal,
                          "all_to_all: the result's rows are not the operand's");
   }
@@ -505,7 +511,8 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
     recvPlaces[j] = recv[j * share];
     recvCounts[j] = recv[(j + 1) * share] - recv[j * share];
   }
-  // Into scratch: the memory plan may lay the result over the rows.
+  // Into scratch: the memory plan may lay the result over the rows. Both
+  // offsets start at row 0, so what arrives is rows [0, arriving).
   int64_t arriving = recv[ranks * share];
   uint8_t *staged = scratch(std::max<size_t>(1, arriving * rowBytes));
   if (ranks == 1) {
@@ -514,31 +521,49 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
                            "all_to_all: the receive offsets are not the sent "
                            "segments'");
     }
-    std::memcpy(staged,
-                static_cast<const uint8_t *>(rows.data()) +
-                    sendPlaces[0] * rowBytes,
-                arriving * rowBytes);
+    std::memcpy(staged, rows.data(), arriving * rowBytes);
   } else {
     StatusOr<void *> made = group(axes);
     if (!made) {
       return made.status();
+    }
+    MPI_Comm comm = static_cast<MPI_Comm>(*made);
+    // What each rank sends this one, against what the receive offsets
+    // expect: offsets that are not the senders' would make MPI_Alltoallv
+    // truncate (or wait), so they are an error here, on the rank that
+    // holds them (mf-run then ends every rank).
+    std::vector<int> sent(ranks);
+    if (MPI_Alltoall(sendCounts.data(), 1, MPI_INT, sent.data(), 1, MPI_INT,
+                     comm) != MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable, "MPI_Alltoall failed");
+    }
+    for (int64_t j = 0; j < ranks; ++j) {
+      if (sent[j] != recvCounts[j]) {
+        return Status::error(StatusCode::InvalidArgument,
+                             "all_to_all: rank " + std::to_string(j) +
+                                 " of the group sends " +
+                                 std::to_string(sent[j]) +
+                                 " rows, the receive offsets expect " +
+                                 std::to_string(recvCounts[j]));
+      }
     }
     if (rowBytes > static_cast<size_t>(INT_MAX)) {
       return Status::error(StatusCode::Internal,
                            "all_to_all: a row is more bytes than MPI counts");
     }
     MPI_Datatype row;
-    MPI_Type_contiguous(static_cast<int>(rowBytes), MPI_BYTE, &row);
-    MPI_Type_commit(&row);
-    int status =
-        MPI_Alltoallv(rows.data(), sendCounts.data(), sendPlaces.data(), row,
-                      staged, recvCounts.data(), recvPlaces.data(), row,
-                      static_cast<MPI_Comm>(*made));
+    if (MPI_Type_contiguous(static_cast<int>(rowBytes), MPI_BYTE, &row) !=
+            MPI_SUCCESS ||
+        MPI_Type_commit(&row) != MPI_SUCCESS) {
+      return Status::error(StatusCode::Unavailable,
+                           "MPI_Type_contiguous failed");
+    }
+    int status = MPI_Alltoallv(rows.data(), sendCounts.data(),
+                               sendPlaces.data(), row, staged,
+                               recvCounts.data(), recvPlaces.data(), row, comm);
     MPI_Type_free(&row);
     if (status != MPI_SUCCESS) {
-      return Status::error(StatusCode::Unavailable,
-                           "MPI_Alltoallv failed (do the ranks' offsets "
-                           "agree?)");
+      return Status::error(StatusCode::Unavailable, "MPI_Alltoallv failed");
     }
   }
   uint8_t *out = static_cast<uint8_t *>(result.data());

@@ -105,9 +105,8 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
     int64_t pieces = parts && parts->size() ? parts->size() : 1;
     int64_t perPiece = count / pieces;
     for (int64_t piece = 0; piece < pieces; ++piece) {
-      const flatbuffers::String *name = pieces > 1 || (parts && parts->size())
-                                            ? parts->Get(piece)
-                                            : parameter.name();
+      const flatbuffers::String *name =
+          parts && parts->size() ? parts->Get(piece) : parameter.name();
       std::mt19937_64 generator(seed ^ fnv1a64(name->data(), name->size()));
       // Our own uniform draws (and Box-Muller on them): identical on every
       // platform.
@@ -720,6 +719,14 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             }
           }
         }
+        // So is a MindFormers stack of experts it would come from.
+        if (std::optional<StackedSource> stacked = stackedSourceOf(name)) {
+          for (size_t f = 0; f < files.size(); ++f) {
+            if (files[f].tensors().count(stacked->name)) {
+              used[f].insert(stacked->name);
+            }
+          }
+        }
         weights.elsewhere_.resize(weights.tensors_.size() + 1);
         weights.elsewhere_.back() = true;
         weights.tensors_.emplace_back();
@@ -785,11 +792,12 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         }
       }
       if (!found) {
-        // A MindFormers checkpoint's stacked Mixtral experts.
+        // A MindFormers checkpoint's stacked Mixtral experts: the whole
+        // expert, then (tensor parallelism) this rank's block of it.
         if (std::optional<StackedSource> source = stackedSourceOf(name)) {
-          StatusOr<Tensor> tensor = allocator.allocate(
-              Executable::dtypeOf(*parameter->type()),
-              Executable::shapeOf(*parameter->type()), false);
+          StatusOr<Tensor> tensor =
+              allocator.allocate(Executable::dtypeOf(*parameter->type()),
+                                 wholeShapeOf(*parameter, executable), false);
           if (!tensor) {
             return tensor.status();
           }
@@ -797,7 +805,16 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                   *source, stackCounts.at(source->name), files, paths, used,
                   name, tensor->shape(), *tensor)) {
             MFRT_RETURN_IF_ERROR(*read);
-            weights.tensors_.push_back(tensor.take());
+            std::optional<TensorBlock> block = blockOf(*parameter, ranks);
+            if (block) {
+              StatusOr<Tensor> mine = blockOfTensor(*tensor, *block, allocator);
+              if (!mine) {
+                return mine.status();
+              }
+              weights.tensors_.push_back(mine.take());
+            } else {
+              weights.tensors_.push_back(tensor.take());
+            }
             continue;
           }
         }

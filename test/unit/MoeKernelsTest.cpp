@@ -9,6 +9,7 @@
 
 #include "runtime/format/ContentChecksum.h"
 #include "runtime/format/Executable.h"
+#include "runtime/hal/Communicator.h"
 #include "runtime/kernels/Kernels.h"
 #include "shapes/ShapeRules.h"
 
@@ -184,6 +185,13 @@ TEST(ShapeRules, RefuseWhatOverflows) {
   EXPECT_FALSE(expert);
   EXPECT_TRUE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 1, 0));
   EXPECT_FALSE(inferGroupedMatmulWeightGrad(gradient, rows, offsets, 2, 0));
+  // A weight that is neither a matrix nor a stack of them (a hostile
+  // model.bin's): refused before its shape is read.
+  TensorInfo rows16{Element::F32, {4, 16}}, two{Element::I32, {2}};
+  EXPECT_FALSE(inferGroupedMatmul(rows16, two, {{Element::F32, {}}}, true));
+  EXPECT_FALSE(inferGroupedMatmul(rows16, two, {{Element::F32, {16}}}, true));
+  EXPECT_FALSE(
+      inferGroupedMatmul(rows16, two, {{Element::F32, {1, 2, 3, 16}}}, true));
   // BLAS takes int sizes.
   TensorInfo wide{Element::F32, {2, int64_t(1) << 31}};
   EXPECT_FALSE(inferTopK(wide, 1));
@@ -298,4 +306,28 @@ TEST(MoeKernels, StackedExpertsTakeGroupsFromEachRank) {
           << "expert " << e << " element " << i;
     }
   }
+}
+
+// mf.all_to_all on a group of one rank (no MPI): offsets from a hostile
+// model.bin that do not start at row 0, or whose receive side is not the
+// sent segments, are errors, not reads past the rows.
+TEST(AllToAll, RefusesOffsetsThatAreNotTheRowsSent) {
+  StatusOr<std::unique_ptr<Communicator>> ranks = Communicator::start({1, 1});
+  ASSERT_TRUE(ranks) << ranks.status().message();
+  Tensor rows = floatTensor({4, 2}, 1.0f), result = floatTensor({8, 2}, -1.0f);
+  Tensor from0 = indexTensor({2}, {0, 4});
+  Tensor late = indexTensor({2}, {4, 8});
+  Status status = (*ranks)->allToAll(rows, from0, late, result, {0});
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("start at row 4, not 0"), std::string::npos)
+      << status.message();
+  Tensor fewer = indexTensor({2}, {0, 3});
+  status = (*ranks)->allToAll(rows, from0, fewer, result, {0});
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.message().find("not the sent segments'"), std::string::npos)
+      << status.message();
+  // The rows that arrive, then zeros.
+  ASSERT_TRUE((*ranks)->allToAll(rows, from0, from0, result, {0}));
+  EXPECT_EQ(result.as<float>()[7], 1.0f);
+  EXPECT_EQ(result.as<float>()[8], 0.0f);
 }

@@ -248,11 +248,16 @@ LogicalResult ParameterOp::verify() {
                          << " entries for a rank-" << getTensorType().getRank()
                          << " parameter";
   }
+  // Split along its parts if at all (what model.bin records).
+  bool splitElsewhere =
+      getSplitAxesAttr() &&
+      llvm::any_of(llvm::drop_begin(getSplitAxesAttr().getAxes()),
+                   [](DenseI16ArrayAttr axes) { return !axes.empty(); });
   if (ArrayAttr parts = getPartsAttr();
       parts &&
       (getTensorType().getRank() < 1 || parts.size() < 1 ||
        getTensorType().getDimSize(0) != static_cast<int64_t>(parts.size()) ||
-       integer || getSplitGroups())) {
+       integer || getSplitGroups() || splitElsewhere)) {
     return emitOpError() << "has " << parts.size()
                          << " parts, which must be the slices of a float "
                             "weight's dimension 0 ("

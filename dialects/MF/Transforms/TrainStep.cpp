@@ -649,7 +649,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
             builder, math.loc, g, grid_.getSymName(),
             builder.getDenseI16ArrayAttr({kPipelineGridAxis}));
       }
-      if (splitOverData(parameter.parameter)) {
+      if (dataGrid_ && splitOverData(parameter.parameter)) {
         // The sum of every rank's loss's gradient: their mean is 1/dp of it.
         gradients.push_back(math.mul(
             g,
