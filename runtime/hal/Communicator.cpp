@@ -539,12 +539,11 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
     }
     for (int64_t j = 0; j < ranks; ++j) {
       if (sent[j] != recvCounts[j]) {
-        return Status::error(StatusCode::InvalidArgument,
-                             "all_to_all: rank " + std::to_string(j) +
-                                 " of the group sends " +
-                                 std::to_string(sent[j]) +
-                                 " rows, the receive offsets expect " +
-                                 std::to_string(recvCounts[j]));
+        return Status::error(
+            StatusCode::InvalidArgument,
+            "all_to_all: rank " + std::to_string(j) + " of the group sends " +
+                std::to_string(sent[j]) + " rows, the receive offsets expect " +
+                std::to_string(recvCounts[j]));
       }
     }
     if (rowBytes > static_cast<size_t>(INT_MAX)) {
@@ -558,9 +557,9 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
       return Status::error(StatusCode::Unavailable,
                            "MPI_Type_contiguous failed");
     }
-    int status = MPI_Alltoallv(rows.data(), sendCounts.data(),
-                               sendPlaces.data(), row, staged,
-                               recvCounts.data(), recvPlaces.data(), row, comm);
+    int status =
+        MPI_Alltoallv(rows.data(), sendCounts.data(), sendPlaces.data(), row,
+                      staged, recvCounts.data(), recvPlaces.data(), row, comm);
     MPI_Type_free(&row);
     if (status != MPI_SUCCESS) {
       return Status::error(StatusCode::Unavailable, "MPI_Alltoallv failed");
