@@ -81,9 +81,12 @@ StatusOr<Tensor> wholeTensor(const fb::Parameter &parameter,
   return Tensor(dtype, shape, std::move(bytes));
 }
 
+/// A stacked weight's parts from `firstPart` on fill `shape`'s dimension 0
+/// (this rank's experts: no other rank's are made).
 StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
-                              const Shape &shape, DType dtype) {
+                              const Shape &shape, DType dtype,
+                              int64_t firstPart = 0) {
   StatusOr<Tensor> tensor = allocator.allocate(dtype, shape);
   if (!tensor) {
     return tensor.status();
@@ -102,11 +105,12 @@ StatusOr<Tensor> initialValue(const fb::Parameter &parameter,
     // Each part of a stacked weight as the tensor of its name would be
     // (an expert as on one rank); else the whole by the parameter's name.
     const auto *parts = parameter.parts();
-    int64_t pieces = parts && parts->size() ? parts->size() : 1;
-    int64_t perPiece = count / pieces;
+    bool stacked = parts && parts->size();
+    int64_t pieces = stacked && !shape.empty() ? shape[0] : 1;
+    int64_t perPiece = count / std::max<int64_t>(1, pieces);
     for (int64_t piece = 0; piece < pieces; ++piece) {
       const flatbuffers::String *name =
-          parts && parts->size() ? parts->Get(piece) : parameter.name();
+          stacked ? parts->Get(firstPart + piece) : parameter.name();
       std::mt19937_64 generator(seed ^ fnv1a64(name->data(), name->size()));
       // Our own uniform draws (and Box-Muller on them): identical on every
       // platform.
@@ -406,6 +410,14 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
                               const Communicator *ranks) {
+  std::optional<TensorBlock> stackBlock = blockOf(parameter, ranks);
+  if (parameter.parts() && parameter.parts()->size() && stackBlock) {
+    // A rank's experts: made alone, from their own names' seeds.
+    return initialValue(parameter, allocator, seed,
+                        Executable::shapeOf(*parameter.type()),
+                        Executable::dtypeOf(*parameter.type()),
+                        stackBlock->begin);
+  }
   StatusOr<Tensor> whole = initialValue(parameter, allocator, seed,
                                         wholeShapeOf(parameter, executable),
                                         Executable::dtypeOf(*parameter.type()));
