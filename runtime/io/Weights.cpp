@@ -413,10 +413,9 @@ StatusOr<Tensor> initialBlock(const Executable &executable,
   std::optional<TensorBlock> stackBlock = blockOf(parameter, ranks);
   if (parameter.parts() && parameter.parts()->size() && stackBlock) {
     // A rank's experts: made alone, from their own names' seeds.
-    return initialValue(parameter, allocator, seed,
-                        Executable::shapeOf(*parameter.type()),
-                        Executable::dtypeOf(*parameter.type()),
-                        stackBlock->begin);
+    return initialValue(
+        parameter, allocator, seed, Executable::shapeOf(*parameter.type()),
+        Executable::dtypeOf(*parameter.type()), stackBlock->begin);
   }
   StatusOr<Tensor> whole = initialValue(parameter, allocator, seed,
                                         wholeShapeOf(parameter, executable),
