@@ -197,10 +197,23 @@ Status loadProgress(const std::string &path, const Executable &executable,
   MFRT_RETURN_IF_ERROR(
       whole("mfc.data_position", dataEntry->second, 0, position));
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
-    if (parameter->state() &&
-        file->tensors().find(parameter->name()->str()) == file->tensors().end()) {
-      return Status::error("'" + path + "' has no optimizer state '" +
-                           parameter->name()->str() + "'");
+    if (!parameter->state()) {
+      continue;
+    }
+    // A stacked parameter's state is one tensor per part (per expert).
+    std::vector<std::string> names;
+    if (parameter->parts() && parameter->parts()->size()) {
+      for (const flatbuffers::String *part : *parameter->parts()) {
+        names.push_back(part->str());
+      }
+    } else {
+      names.push_back(parameter->name()->str());
+    }
+    for (const std::string &name : names) {
+      if (file->tensors().find(name) == file->tensors().end()) {
+        return Status::error("'" + path + "' has no optimizer state '" +
+                             name + "'");
+      }
     }
   }
   return Status::ok();
