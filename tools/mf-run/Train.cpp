@@ -211,8 +211,8 @@ Status loadProgress(const std::string &path, const Executable &executable,
     }
     for (const std::string &name : names) {
       if (file->tensors().find(name) == file->tensors().end()) {
-        return Status::error("'" + path + "' has no optimizer state '" +
-                             name + "'");
+        return Status::error("'" + path + "' has no optimizer state '" + name +
+                             "'");
       }
     }
   }
