@@ -2211,12 +2211,21 @@ private:
       return;
     }
     if (parallel.dataParallel * parallel.contextParallel % ep != 0) {
+      // MindFormers' newer (Megatron-core) MoE takes the expert ranks from
+      // data_parallel x model_parallel instead (its master configs do).
+      bool fromModelRanks =
+          parallel.dataParallel * parallel.modelParallel % ep == 0;
       diagnostics().error(
           at,
           key + " does not divide data_parallel x context_parallel = " +
               std::to_string(parallel.dataParallel * parallel.contextParallel) +
-              " (MindFormers requires it to); set expert_parallel to a "
-              "divisor of data_parallel");
+              (fromModelRanks
+                   ? ", as MindFormers r1.5.0 requires; its Megatron-style "
+                     "MoE, which takes the experts' ranks from "
+                     "data_parallel x model_parallel, is not built yet; set "
+                     "expert_parallel to a divisor of data_parallel"
+                   : " (MindFormers requires it to); set expert_parallel to "
+                     "a divisor of data_parallel"));
       return;
     }
     // Predict runs one batch on every data-parallel rank: the experts are
