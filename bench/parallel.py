@@ -164,6 +164,17 @@ def layout_table(args, tmp):
             first = False
 
 
+def docs_corpus(tmp):
+    """This repository's docs as one text file: the training data."""
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w") as out:
+        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+            if name.endswith(".md"):
+                with open(os.path.join(ROOT, "docs", name)) as f:
+                    out.write(f.read())
+    return corpus
+
+
 def step_ms(stderr):
     match = re.search(r"\(([\d.]+) ms/step.*?(?:, ([\d.]+) ms/step after the first)?\); ", stderr)
     return float(match.group(2) or match.group(1))
@@ -171,12 +182,7 @@ def step_ms(stderr):
 
 def speed_table(args, tmp):
     config = os.path.join(HERE, "configs", "llama-100m.yaml")
-    corpus = os.path.join(tmp, "corpus.txt")
-    with open(corpus, "w") as out:
-        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
-            if name.endswith(".md"):
-                with open(os.path.join(ROOT, "docs", name)) as f:
-                    out.write(f.read())
+    corpus = docs_corpus(tmp)
     common = ["run_mode=train", "runner_config.batch_size=2"]
     one = os.path.join(tmp, "one.bin")
     dp2 = os.path.join(tmp, "dp2.bin")
@@ -333,12 +339,7 @@ def peak_rss_mb(stderr):
 
 def experts_table(args, tmp):
     config = os.path.join(HERE, "configs", "mixtral-150m.yaml")
-    corpus = os.path.join(tmp, "corpus.txt")
-    with open(corpus, "w") as out:
-        for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
-            if name.endswith(".md"):
-                with open(os.path.join(ROOT, "docs", name)) as f:
-                    out.write(f.read())
+    corpus = docs_corpus(tmp)
     # MindFormers' LLaMA trains a mixture of experts with TopkRouterV2.
     train = ["run_mode=train", "moe_config.routing_policy=TopkRouterV2"]
     parallel = ["runner_config.batch_size=1", "use_parallel=True",
