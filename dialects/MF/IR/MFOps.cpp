@@ -1592,15 +1592,23 @@ int64_t GroupedMatmulWeightGradOp::getFlops() {
          std::max<int64_t>(1, experts);
 }
 
-LogicalResult
-AllToAllOffsetsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+/// An all-to-all's grid and axes, and its offsets' share per rank.
+static LogicalResult verifyAllToAll(Operation *op, FlatSymbolRefAttr gridName,
+                                    ArrayRef<int16_t> axes,
+                                    RankedTensorType offsets,
+                                    SymbolTableCollection &symbolTable) {
   FailureOr<shard::GridOp> grid =
-      verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+      verifyCollectiveAxes(op, gridName, axes, symbolTable);
   if (failed(grid)) {
     return failure();
   }
-  return verifySegmentsPerRank(*this, *grid, getGridAxes(),
-                               tensorType(getOffsets()));
+  return verifySegmentsPerRank(op, *grid, axes, offsets);
+}
+
+LogicalResult
+AllToAllOffsetsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyAllToAll(*this, getGridAttr(), getGridAxes(),
+                        tensorType(getOffsets()), symbolTable);
 }
 int64_t AllToAllOffsetsOp::getFlops() { return 0; }
 int64_t AllToAllOffsetsOp::getBytesAccessed() {
@@ -1623,13 +1631,8 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<shard::GridOp> grid =
-      verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
-  if (failed(grid)) {
-    return failure();
-  }
-  return verifySegmentsPerRank(*this, *grid, getGridAxes(),
-                               tensorType(getSendOffsets()));
+  return verifyAllToAll(*this, getGridAttr(), getGridAxes(),
+                        tensorType(getSendOffsets()), symbolTable);
 }
 int64_t AllToAllOp::getFlops() { return 0; }
 int64_t AllToAllOp::getBytesAccessed() {
