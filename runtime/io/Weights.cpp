@@ -718,23 +718,18 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         }
       }
       if (stage >= 0 && !Executable::holds(*parameter, stage)) {
-        // Another pipeline stage's: its ranks read it (and check it). A
-        // MindFormers qkv_concat tensor it would come from is theirs too.
-        if (std::optional<FusedSource> source =
-                parameter->mf_name()
-                    ? fusedSourceOf(parameter->mf_name()->str())
-                    : std::nullopt) {
-          for (size_t f = 0; f < files.size(); ++f) {
-            if (files[f].tensors().count(source->name)) {
-              used[f].insert(source->name);
-            }
-          }
-        }
-        // So is a MindFormers stack of experts it would come from.
-        if (std::optional<StackedSource> stacked = stackedSourceOf(name)) {
-          for (size_t f = 0; f < files.size(); ++f) {
-            if (files[f].tensors().count(stacked->name)) {
-              used[f].insert(stacked->name);
+        // Another pipeline stage's: its ranks read it (and check it), and
+        // a MindFormers qkv_concat tensor or stack of experts it would
+        // come from is theirs too.
+        std::optional<FusedSource> fused =
+            parameter->mf_name() ? fusedSourceOf(parameter->mf_name()->str())
+                                 : std::nullopt;
+        std::optional<StackedSource> stacked = stackedSourceOf(name);
+        for (const std::string *source :
+             {fused ? &fused->name : nullptr, stacked ? &stacked->name : nullptr}) {
+          for (size_t f = 0; source && f < files.size(); ++f) {
+            if (files[f].tensors().count(*source)) {
+              used[f].insert(*source);
             }
           }
         }

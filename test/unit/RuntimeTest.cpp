@@ -308,6 +308,17 @@ TEST(Generation, SamplingOrdersOnlyWhatItCanPick) {
   }
 }
 
+/// A tensor of `shape` in fresh (uninitialized) storage.
+Tensor newTensor(DType dtype, const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    n *= d;
+  }
+  return Tensor(dtype, shape,
+                std::shared_ptr<void>(::operator new(n * dtypeSize(dtype) + 1),
+                                      [](void *p) { ::operator delete(p); }));
+}
+
 } // namespace
 
 // The kernel library's checksum is standard FNV-1a 64 (published vectors).
@@ -436,11 +447,7 @@ TEST(Kernels, CastsBetweenFloatTypesInBulkAsElementByElement) {
   ParallelFor parallel = [&](int64_t count, const auto &body) {
     pool.parallelFor(count, body);
   };
-  auto tensor = [](DType dtype, int64_t n) {
-    return Tensor(dtype, {n},
-                  std::shared_ptr<void>(::operator new(n * dtypeSize(dtype)),
-                                        [](void *p) { ::operator delete(p); }));
-  };
+  auto tensor = [](DType dtype, int64_t n) { return newTensor(dtype, {n}); };
   const int64_t n = 40000;
   Tensor source = tensor(DType::F32, n);
   for (int64_t i = 0; i < n; ++i) {
@@ -480,15 +487,7 @@ TEST(Kernels, BroadcastsRowsOfOneValueAsElementByElement) {
   builder.Finish(
       fb::CreateOpDirect(builder, fb::OpKind::Broadcast, &operands, &results));
   const fb::Op *op = flatbuffers::GetRoot<fb::Op>(builder.GetBufferPointer());
-  auto tensor = [](DType dtype, const Shape &shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) {
-      n *= d;
-    }
-    return Tensor(dtype, shape,
-                  std::shared_ptr<void>(::operator new(n *dtypeSize(dtype) + 1),
-                                        [](void *p) { ::operator delete(p); }));
-  };
+  auto tensor = newTensor;
   struct Case {
     Shape from, to;
   };

@@ -1256,15 +1256,21 @@ verifyCollectiveAxes(Operation *op, FlatSymbolRefAttr gridName,
   return grid;
 }
 
+/// The ranks of a group: the product of the grid's extents along `axes`.
+static int64_t ranksAlong(shard::GridOp grid, ArrayRef<int16_t> axes) {
+  int64_t ranks = 1;
+  for (int16_t axis : axes) {
+    ranks *= grid.getShape()[axis];
+  }
+  return ranks;
+}
+
 /// An all-to-all's offsets cut the rows into the same number of segments
 /// for each rank of the group.
 static LogicalResult verifySegmentsPerRank(Operation *op, shard::GridOp grid,
                                            ArrayRef<int16_t> axes,
                                            RankedTensorType offsets) {
-  int64_t ranks = 1;
-  for (int16_t axis : axes) {
-    ranks *= grid.getShape()[axis];
-  }
+  int64_t ranks = ranksAlong(grid, axes);
   int64_t segments = offsets.getRank() == 1 ? offsets.getShape()[0] - 1 : -1;
   if (segments < 1 || segments % ranks != 0) {
     return op->emitOpError() << "expects offsets of a positive multiple of "
@@ -1321,10 +1327,7 @@ static LogicalResult verifyDimCollective(Operation *op, FlatSymbolRefAttr gridNa
   if (failed(grid)) {
     return failure();
   }
-  int64_t ranks = 1;
-  for (int16_t axis : axes) {
-    ranks *= grid->getShape()[axis];
-  }
+  int64_t ranks = ranksAlong(*grid, axes);
   SmallVector<int64_t> expected(block.getShape());
   if (dimension >= block.getRank()) {
     return op->emitOpError() << "dimension " << dimension

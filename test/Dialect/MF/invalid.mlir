@@ -879,3 +879,9 @@ func.func @stacked_gradient(%dh: tensor<12x24xf32>, %rows: tensor<12x16xf32>, %o
 
 // expected-error @+1 {{has 3 parts, which must be the slices of a float weight's dimension 0 ('tensor<4x8xf32>')}}
 mf.parameter @stack : tensor<4x8xf32> init = ones {parts = ["a", "b", "c"]}
+
+// -----
+
+shard.grid @grid(shape = 2x1)
+// expected-error @+1 {{has 2 parts, which must be the slices of a float weight's dimension 0 ('tensor<2x8xf32>')}}
+mf.parameter @stack_split : tensor<2x8xf32> init = ones sharding(@grid, [[], [0]]) {parts = ["a", "b"]}
