@@ -725,8 +725,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
             parameter->mf_name() ? fusedSourceOf(parameter->mf_name()->str())
                                  : std::nullopt;
         std::optional<StackedSource> stacked = stackedSourceOf(name);
-        for (const std::string *source :
-             {fused ? &fused->name : nullptr, stacked ? &stacked->name : nullptr}) {
+        for (const std::string *source : {fused ? &fused->name : nullptr,
+                                          stacked ? &stacked->name : nullptr}) {
           for (size_t f = 0; source && f < files.size(); ++f) {
             if (files[f].tensors().count(*source)) {
               used[f].insert(*source);

@@ -315,7 +315,7 @@ Tensor newTensor(DType dtype, const Shape &shape) {
     n *= d;
   }
   return Tensor(dtype, shape,
-                std::shared_ptr<void>(::operator new(n * dtypeSize(dtype) + 1),
+                std::shared_ptr<void>(::operator new(n *dtypeSize(dtype) + 1),
                                       [](void *p) { ::operator delete(p); }));
 }
 
