@@ -354,6 +354,32 @@ Inferred mfshapes::inferAllToAll(const TensorInfo &rows,
   return {{{rows.element, shape}}, ""};
 }
 
+Inferred mfshapes::inferAllToAllDims(const TensorInfo &input, int64_t ranks,
+                                     int64_t splitDim, int64_t concatDim) {
+  int64_t rank = static_cast<int64_t>(input.shape.size());
+  if (!isFloat(input.element) || ranks < 1) {
+    return failure("expected a float tensor over at least one rank");
+  }
+  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank) {
+    return failure("split and concat dimensions " + std::to_string(splitDim) +
+                   " and " + std::to_string(concatDim) +
+                   " are not dimensions of " + formatShape(input.shape));
+  }
+  if (input.shape[splitDim] % ranks != 0) {
+    return failure("dimension " + std::to_string(splitDim) + " of " +
+                   formatShape(input.shape) + " does not split into " +
+                   std::to_string(ranks) + " blocks");
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape[splitDim] /= ranks;
+  shape[concatDim] *= ranks;
+  if (std::string problem = checkDims({input.element, shape}, "the result");
+      !problem.empty()) {
+    return failure(problem);
+  }
+  return {{{input.element, shape}}, ""};
+}
+
 Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,
                                        const TensorInfo &rows,
                                        const TensorInfo &positions) {

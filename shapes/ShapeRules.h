@@ -98,6 +98,11 @@ Inferred inferGroupedMatmulWeightGrad(const TensorInfo &resultGradient,
 Inferred inferAllToAll(const TensorInfo &rows, const TensorInfo &sendOffsets,
                        const TensorInfo &recvOffsets, int64_t resultRows);
 
+/// mf.all_to_all_dims over `ranks` ranks: `input` cut into `ranks` blocks
+/// along `splitDim`, the blocks received joined along `concatDim`.
+Inferred inferAllToAllDims(const TensorInfo &input, int64_t ranks,
+                           int64_t splitDim, int64_t concatDim);
+
 /// mf.moe_weights_grad: the gradient of mf.moe_combine's routing weights.
 Inferred inferMoeWeightsGrad(const TensorInfo &resultGradient,
                              const TensorInfo &rows,

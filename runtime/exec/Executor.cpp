@@ -269,6 +269,11 @@ Status Executor::runOp(const fb::Op &op,
   case fb::OpKind::AllToAll:
     return communicator_->allToAll(*inputs[0], *inputs[1], *inputs[2], output,
                                    axes);
+  case fb::OpKind::AllToAllDims: {
+    const auto *attrs = op.attributes_as_AllToAllDimsAttrs();
+    return communicator_->allToAllDims(*inputs[0], output, attrs->split_dim(),
+                                       attrs->concat_dim(), axes);
+  }
   default:
     break;
   }

@@ -53,8 +53,24 @@ Status checkCollective(const fb::Executable &root, const fb::Op &op,
                        const Shape *offsets, const std::string &where) {
   bool alongDim = op.kind() != fb::OpKind::AllReduce &&
                   op.kind() != fb::OpKind::AllToAll &&
-                  op.kind() != fb::OpKind::AllToAllOffsets;
+                  op.kind() != fb::OpKind::AllToAllOffsets &&
+                  op.kind() != fb::OpKind::AllToAllDims;
   StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
+  if (ranks && op.kind() == fb::OpKind::AllToAllDims) {
+    // The float dtype and the result's dtype: the registry row checked.
+    const auto *attrs = op.attributes_as_AllToAllDimsAttrs();
+    mfshapes::Inferred rule = mfshapes::inferAllToAllDims(
+        {mfshapes::Element::F32, input}, *ranks, attrs->split_dim(),
+        attrs->concat_dim());
+    if (!rule) {
+      return Status::error(where + ": " + rule.error);
+    }
+    if (rule.results.front().shape != result) {
+      return Status::error(where + ": the result " + formatShape(result) +
+                           " is not " +
+                           mfshapes::formatShape(rule.results.front().shape));
+    }
+  }
   if (ranks && offsets) {
     // A share of segments for each rank of the group.
     int64_t segments = offsets->empty() ? 0 : (*offsets)[0] - 1;

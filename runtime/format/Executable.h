@@ -43,7 +43,8 @@ template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {
 inline bool isCollective(fb::OpKind kind) {
   return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
          kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter ||
-         kind == fb::OpKind::AllToAll || kind == fb::OpKind::AllToAllOffsets;
+         kind == fb::OpKind::AllToAll || kind == fb::OpKind::AllToAllOffsets ||
+         kind == fb::OpKind::AllToAllDims;
 }
 
 /// A collective's grid axes, or those a vocabulary-parallel op (Embedding,

@@ -429,6 +429,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                  "grid axes";
   case fb::OpKind::AllReduce: // its axes are checked against the grid
   case fb::OpKind::AllToAllOffsets:
+  case fb::OpKind::AllToAllDims:
     return !gridAxesOf(op).empty() ? "" : "expected grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;

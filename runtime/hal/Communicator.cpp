@@ -572,6 +572,58 @@ Status Communicator::allToAll(const Tensor &rows, const Tensor &sendOffsets,
   return Status::ok();
 }
 
+Status Communicator::allToAllDims(const Tensor &input, Tensor &output,
+                                  int64_t splitDim, int64_t concatDim,
+                                  const std::vector<int64_t> &axes) {
+  int64_t ranks = extentAlong(axes);
+  if (input.dtype() != output.dtype() ||
+      input.numElements() != output.numElements() ||
+      input.shape()[splitDim] != output.shape()[splitDim] * ranks) {
+    return Status::error(StatusCode::Internal,
+                         "all_to_all_dims: the result is not the operand's "
+                         "blocks moved from one dimension to another");
+  }
+  if (ranks == 1) {
+    std::memmove(output.data(), input.data(), input.byteSize());
+    return Status::ok();
+  }
+  int64_t blockBytes = static_cast<int64_t>(input.byteSize()) / ranks;
+  if (blockBytes > INT_MAX) {
+    return Status::error(StatusCode::Unimplemented,
+                         "all_to_all_dims: a block is more bytes than MPI "
+                         "counts");
+  }
+  StatusOr<void *> made =
+      groupFor(axes, blockBytes, "all_to_all_dims of a block of bytes");
+  if (!made) {
+    return made.status();
+  }
+  // The blocks to send one after the other, then those received: the
+  // result may lie over the operand.
+  size_t elementBytes = dtypeSize(input.dtype());
+  uint8_t *sent = scratch(2 * input.byteSize());
+  uint8_t *received = sent + input.byteSize();
+  int64_t length = output.shape()[splitDim];
+  for (int64_t r = 0; r < ranks; ++r) {
+    copyBlock(input.data(), sent + r * blockBytes, input.shape(), splitDim,
+              r * length, length, elementBytes, /*intoWhole=*/false);
+  }
+  int count = static_cast<int>(blockBytes);
+  if (MPI_Alltoall(sent, count, MPI_BYTE, received, count, MPI_BYTE,
+                   static_cast<MPI_Comm>(*made)) != MPI_SUCCESS) {
+    return Status::error(StatusCode::Unavailable, "MPI_Alltoall failed");
+  }
+  int64_t joined = input.shape()[concatDim];
+  if (splitDim == concatDim) {
+    joined = length;
+  }
+  for (int64_t r = 0; r < ranks; ++r) {
+    copyBlock(received + r * blockBytes, output.data(), output.shape(),
+              concatDim, r * joined, joined, elementBytes, /*intoWhole=*/true);
+  }
+  return Status::ok();
+}
+
 Status Communicator::keepBlock(const Tensor &input, Tensor &output, int64_t dim,
                                const std::vector<int64_t> &axes) const {
   int64_t ranks = extentAlong(axes);

@@ -75,6 +75,12 @@ public:
   Status allToAll(const Tensor &rows, const Tensor &sendOffsets,
                   const Tensor &recvOffsets, Tensor &result,
                   const std::vector<int64_t> &axes);
+  /// Cuts `input` into n blocks along `splitDim` (n the ranks that differ
+  /// only along `axes`), sends block j to rank j, and joins the blocks it
+  /// receives along `concatDim` in the senders' order (MPI_Alltoall).
+  Status allToAllDims(const Tensor &input, Tensor &output, int64_t splitDim,
+                      int64_t concatDim, const std::vector<int64_t> &axes);
+
   /// Point to point along one grid axis (a pipeline's stages): sends
   /// `tensor` to the rank at index `to` along `axis` (the same coordinates
   /// otherwise), without waiting; the communicator keeps the tensor until

@@ -385,6 +385,15 @@ LogicalResult AllGatherOp::buildGradients(OpBuilder &b, Value g,
   return success();
 }
 
+// The blocks went from split_dim to concat_dim: their gradient goes back.
+LogicalResult AllToAllDimsOp::buildGradients(OpBuilder &b, Value g,
+                                             SmallVectorImpl<Value> &grads) {
+  grads.push_back(AllToAllDimsOp::create(
+      b, getLoc(), getInput().getType(), g, getGrid(), getGridAxes(),
+      getConcatDim(), getSplitDim()));
+  return success();
+}
+
 LogicalResult ReduceScatterOp::buildGradients(OpBuilder &b, Value g,
                                               SmallVectorImpl<Value> &grads) {
   grads.push_back(AllGatherOp::create(b, getLoc(), getInput().getType(), g,

@@ -1357,6 +1357,31 @@ LogicalResult ScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                              getInput().getType(), getResult().getType(),
                              symbolTable);
 }
+LogicalResult
+AllToAllDimsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<shard::GridOp> grid =
+      verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+  if (failed(grid)) {
+    return failure();
+  }
+  mfshapes::Inferred rule =
+      mfshapes::inferAllToAllDims(infoOf(getInput().getType()), ranksAlong(*grid, getGridAxes()),
+                                  getSplitDim(), getConcatDim());
+  if (!rule) {
+    return emitOpError() << rule.error;
+  }
+  if (tensorType(getResult()).getShape() !=
+      ArrayRef<int64_t>(rule.results.front().shape)) {
+    return emitOpError() << "expects the result "
+                         << mfshapes::formatShape(rule.results.front().shape)
+                         << ", got " << getResult().getType();
+  }
+  return success();
+}
+int64_t AllToAllDimsOp::getFlops() { return 0; }
+int64_t AllToAllDimsOp::getBytesAccessed() {
+  return detail::countOperandAndResultBytes(*this);
+}
 int64_t AllGatherOp::getFlops() { return 0; }
 int64_t AllGatherOp::getBytesAccessed() {
   return detail::countOperandAndResultBytes(*this);

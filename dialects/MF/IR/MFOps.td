@@ -984,6 +984,39 @@ def MF_ScatterOp : MF_DimCollectiveOp<"scatter",
   let hasCanonicalizeMethod = 1;
 }
 
+def MF_AllToAllDimsOp : MF_CostedOp<"all_to_all_dims", [
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, Pure,
+    SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["getFlops", "getBytesAccessed"]> {
+  let summary = "Moves a tensor's split over the ranks from one dimension to another";
+  let description = [{
+    Each of the `n` ranks of the group (the ranks that differ only in the
+    coordinates of `grid_axes`) cuts `input` into `n` blocks along
+    `split_dim` and sends block `j` to rank `j`; the result is the blocks
+    it receives joined along `concat_dim` in the senders' order (StableHLO's
+    `all_to_all`, an `MPI_Alltoall`). DeepSpeed-Ulysses' context
+    parallelism: the ranks hold a block of the sequence of every head
+    before, and every position of a block of the heads after. Its gradient
+    moves the split back: the same op with the two dimensions swapped.
+
+    ```mlir
+    %q = mf.all_to_all_dims %x on @grid axes = [3] split = 2 concat = 1
+        : tensor<1x8x4x16xf32> -> tensor<1x16x2x16xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `axes` `=` $grid_axes `split` `=` $split_dim
+    `concat` `=` $concat_dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
 def MF_ReplicateOp : MF_FreeOp<"replicate", [
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultType,

@@ -368,6 +368,7 @@ LogicalResult AllReduceOp::partition(Partitioning &p) {
 LogicalResult AllGatherOp::partition(Partitioning &) { return success(); }
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
+LogicalResult AllToAllDimsOp::partition(Partitioning &) { return success(); }
 
 // Expert parallelism: a stacked expert weight split along its experts
 // (dimension 0) holds this rank's experts; the rows are the ones the ranks

@@ -885,3 +885,30 @@ mf.parameter @stack : tensor<4x8xf32> init = ones {parts = ["a", "b", "c"]}
 shard.grid @grid(shape = 2x1)
 // expected-error @+1 {{has 2 parts, which must be the slices of a float weight's dimension 0 ('tensor<2x8xf32>')}}
 mf.parameter @stack_split : tensor<2x8xf32> init = ones sharding(@grid, [[], [0]]) {parts = ["a", "b"]}
+
+// -----
+
+shard.grid @grid(shape = 1x1x1x2)
+func.func @all_to_all_dims_uneven(%x: tensor<1x8x3x16xf32>) -> tensor<1x16x1x16xf32> {
+  // expected-error @+1 {{dimension 2 of [1, 8, 3, 16] does not split into 2 blocks}}
+  %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 2 concat = 1 : tensor<1x8x3x16xf32> -> tensor<1x16x1x16xf32>
+  return %0 : tensor<1x16x1x16xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x1x1x2)
+func.func @all_to_all_dims_result(%x: tensor<1x8x4x16xf32>) -> tensor<1x8x4x16xf32> {
+  // expected-error @+1 {{expects the result [1, 16, 2, 16], got 'tensor<1x8x4x16xf32>'}}
+  %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 2 concat = 1 : tensor<1x8x4x16xf32> -> tensor<1x8x4x16xf32>
+  return %0 : tensor<1x8x4x16xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 1x1x1x2)
+func.func @all_to_all_dims_dimension(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{split and concat dimensions 2 and 0 are not dimensions of [8, 4]}}
+  %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 2 concat = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}

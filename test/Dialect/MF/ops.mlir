@@ -374,3 +374,18 @@ func.func @expert_parallel(%rows: tensor<12x16xf32>, %off: tensor<5xi32>,
   %back = mf.all_to_all %h, %recv_off, %off on @grid axes = [0] : tensor<24x24xf32>, tensor<5xi32>, tensor<5xi32> -> tensor<12x24xf32>
   return %back, %dw : tensor<12x24xf32>, tensor<2x24x16xf32>
 }
+
+// -----
+
+// Ulysses context parallelism over grid axis 3: the ranks trade their
+// block of the sequence of every head for every position of their heads,
+// and back.
+shard.grid @grid(shape = 1x1x1x2)
+// CHECK-LABEL: func.func @context_parallel_heads
+func.func @context_parallel_heads(%q: tensor<1x8x4x16xf32>) -> tensor<1x8x4x16xf32> {
+  // CHECK: mf.all_to_all_dims %{{.*}} on @grid axes = [3] split = 2 concat = 1 : tensor<1x8x4x16xf32> -> tensor<1x16x2x16xf32>
+  %heads = mf.all_to_all_dims %q on @grid axes = [3] split = 2 concat = 1 : tensor<1x8x4x16xf32> -> tensor<1x16x2x16xf32>
+  // CHECK: mf.all_to_all_dims %{{.*}} on @grid axes = [3] split = 1 concat = 2 : tensor<1x16x2x16xf32> -> tensor<1x8x4x16xf32>
+  %back = mf.all_to_all_dims %heads on @grid axes = [3] split = 1 concat = 2 : tensor<1x16x2x16xf32> -> tensor<1x8x4x16xf32>
+  return %back : tensor<1x8x4x16xf32>
+}
