@@ -20,16 +20,20 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
   parameterBuilder_.setInsertionPointToStart(module.getBody());
   builder_.setInsertionPointToEnd(module.getBody());
   if (spec.shardedModelParallel > 1 || spec.dataAxisRanks() > 1 ||
-      spec.shardedPipelineStages > 1) {
+      spec.shardedPipelineStages > 1 || spec.shardedContextParallel > 1) {
     // MindFormers' device grid: data_parallel x model_parallel (x
-    // pipeline_stage, mf::kPipelineGridAxis: last, so the first two keep
-    // their meaning). Tensor parallelism splits parameters over axis 1;
-    // mf-train-step averages gradients over axis 0; each stage's ranks run
-    // its entries.
+    // pipeline_stage, mf::kPipelineGridAxis (x context_parallel,
+    // mf::kContextGridAxis)): each added last, so the others keep their
+    // meaning. Tensor parallelism splits parameters over axis 1;
+    // mf-train-step averages gradients over axis 0 and the context axis;
+    // each stage's ranks run its entries.
     SmallVector<int64_t> shape = {spec.dataAxisRanks(),
                                   spec.shardedModelParallel};
-    if (spec.shardedPipelineStages > 1) {
+    if (spec.shardedPipelineStages > 1 || spec.shardedContextParallel > 1) {
       shape.push_back(spec.shardedPipelineStages);
+    }
+    if (spec.shardedContextParallel > 1) {
+      shape.push_back(spec.shardedContextParallel);
     }
     grid_ = mlir::shard::GridOp::create(
         parameterBuilder_, loc("parallel_config", "parallel_config"), "grid",
@@ -179,6 +183,19 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
   Value broadcastBias =
       broadcastTo(castTo(bias, compute, loc), resultShape, loc);
   return mf::AddOp::create(builder_, loc, matmul, broadcastBias);
+}
+
+Value GraphBuilder::exchangeOverContext(Value x, int64_t splitDim,
+                                        int64_t concatDim, Location loc) {
+  SmallVector<int64_t> shape(shapeOf(x));
+  shape[splitDim] /= spec_.shardedContextParallel;
+  shape[concatDim] *= spec_.shardedContextParallel;
+  return mf::AllToAllDimsOp::create(
+      builder_, loc,
+      tensorType(shape, cast<RankedTensorType>(x.getType()).getElementType()),
+      x, gridName(), builder_.getDenseI16ArrayAttr({mf::kContextGridAxis}),
+      builder_.getI64IntegerAttr(splitDim),
+      builder_.getI64IntegerAttr(concatDim));
 }
 
 Value GraphBuilder::positions(int64_t batch, int64_t seq, Value pastLength,
@@ -556,7 +573,7 @@ Value GraphBuilder::loadBalancingLoss(Location loc) {
 void GraphBuilder::buildLossEntry() {
   int64_t batch = spec_.entryBatchSize();
   RankedTensorType idsType =
-      tensorType({batch, spec_.model.seqLength}, builder_.getI32Type());
+      tensorType({batch, spec_.localSeqLength()}, builder_.getI32Type());
   func::FuncOp entry =
       beginEntry("forward_loss", {"input_ids", "labels"}, {idsType, idsType});
   routers_.clear();

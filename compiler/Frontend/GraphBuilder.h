@@ -103,6 +103,13 @@ protected:
     return mlir::FlatSymbolRefAttr::get(grid_.getSymNameAttr());
   }
   static constexpr int16_t kDataParallelAxis = 0;
+  /// Whether context parallelism splits each sequence over the ranks of
+  /// the grid's context axis.
+  bool contextParallel() { return grid_ && spec_.shardedContextParallel > 1; }
+  /// `x`'s blocks along `splitDim` traded over the context-parallel ranks
+  /// for theirs along `concatDim` (mf.all_to_all_dims).
+  mlir::Value exchangeOverContext(mlir::Value x, int64_t splitDim,
+                                  int64_t concatDim, mlir::Location loc);
 
   mlir::Value castTo(mlir::Value value, mlir::Type elementType,
                      mlir::Location loc);

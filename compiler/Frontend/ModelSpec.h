@@ -203,6 +203,9 @@ struct ParallelConfig {
   bool useSeqParallel = false;
   bool vocabEmbDp = true;
   int64_t microBatchInterleaveNum = 1;
+  /// context_parallel_algo: colossalai_cp (MindFormers' default), ulysses_cp
+  /// or hybrid_cp.
+  std::string contextParallelAlgo = "colossalai_cp";
 
   int64_t deviceCount() const {
     return dataParallel * modelParallel * pipelineStage * contextParallel;
@@ -313,6 +316,15 @@ struct ModelSpec {
   /// or in predict the expert-parallel ones (each runs the same batch).
   int64_t dataAxisRanks() const {
     return std::max(shardedDataParallel, shardedExpertParallel);
+  }
+  /// context_parallel: the ranks each training sequence is split over
+  /// (each holds seq_length / this positions; attention trades them for a
+  /// block of the heads with mf.all_to_all_dims, DeepSpeed-Ulysses' way),
+  /// or 1.
+  int64_t shardedContextParallel = 1;
+  /// The positions of each sequence one rank's training entries hold.
+  int64_t localSeqLength() const {
+    return model.seqLength / shardedContextParallel;
   }
   /// The pipeline stages of a training program (each rank runs one
   /// stage's layers; micro_batch_num micro-batches a step, in a 1F1B

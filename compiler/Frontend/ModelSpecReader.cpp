@@ -2021,19 +2021,26 @@ private:
                       "in MindFormers), which this config ") +
               (enableShard ? "sets to False" : "does not set"));
     }
-    parallel.ignore({"context_parallel_algo", "ulysses_degree_in_cp",
-                     "mem_coeff"});
+    static const StringRef algorithms[] = {"colossalai_cp", "ulysses_cp",
+                                           "hybrid_cp"};
+    parallel.readChoice("context_parallel_algo", config.contextParallelAlgo,
+                        algorithms);
+    int64_t ulyssesDegree = 1;
+    parallel.readPositive("ulysses_degree_in_cp", ulyssesDegree, kMaxParallel);
+    parallel.ignore({"mem_coeff"});
     parallel.finish();
-    // Degrees that split the math in ways mf-partition has no rules for:
-    // refused, not compiled as fewer ranks.
-    if (spec_.useParallel && config.contextParallel > 1) {
-      diagnostics().error(
-          locOfKey("parallel_config.context_parallel"),
-          "parallel_config.context_parallel: " +
-              llvm::Twine(config.contextParallel).str() +
-              " is not built yet (mfc builds data, tensor, sequence, "
-              "vocabulary, pipeline and expert parallelism); set it to 1 "
-              "(--set parallel_config.context_parallel=1)");
+    if (ulyssesDegree > 1 && config.contextParallelAlgo != "hybrid_cp") {
+      // MindFormers warns the same (transformer_config.py).
+      context_.diagnostics.warning(
+          locOfKey("parallel_config.ulysses_degree_in_cp"),
+          "parallel_config.ulysses_degree_in_cp: " +
+              llvm::Twine(ulyssesDegree).str() +
+              " takes effect only with context_parallel_algo: hybrid_cp "
+              "(as in MindFormers); ignored");
+    }
+    if (config.contextParallel > 1 && whyNotContextParallel().empty()) {
+      spec_.shardedContextParallel = config.contextParallel;
+      validateContextParallel(ulyssesDegree);
     }
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
@@ -2059,7 +2066,7 @@ private:
     }
     validateExpertParallel();
     int64_t ranks = spec_.dataAxisRanks() * spec_.shardedModelParallel *
-                    spec_.shardedPipelineStages;
+                    spec_.shardedPipelineStages * spec_.shardedContextParallel;
     // MindSpore's parallel context, otherwise the trainer's: the one key
     // that changes the layout mfc builds.
     if (const ConfigNode *shard = nodeAtPath("parallel.enable_parallel_optimizer")) {
@@ -2172,11 +2179,83 @@ private:
       reasons.push_back(degree("pipeline_stage", config.pipelineStage) +
                         " is built " + whyNotPipelineParallel());
     }
-    if (config.contextParallel > 1) {
+    if (config.contextParallel > 1 && spec_.shardedContextParallel == 1) {
       reasons.push_back(degree("context_parallel", config.contextParallel) +
-                        ": context parallelism is not built yet");
+                        " is built " + whyNotContextParallel());
     }
     return llvm::join(reasons, "; ");
+  }
+
+  /// Why context_parallel does not split the sequences (empty when it
+  /// does).
+  std::string whyNotContextParallel() const {
+    if (!spec_.useParallel) {
+      return "only with use_parallel: True, as in MindFormers";
+    }
+    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
+      return "for training only so far (eval and predict run every position "
+             "on each rank)";
+    }
+    return "";
+  }
+
+  /// context_parallel c in training: each rank holds seq_length / c
+  /// positions of every sequence, and attention exchanges them for a block
+  /// of the heads (DeepSpeed-Ulysses). What is not built is an error at its
+  /// key; the ring (colossalai_cp) is a layout warning: the same split and
+  /// math, other messages.
+  void validateContextParallel(int64_t ulyssesDegree) {
+    const ParallelConfig &config = spec_.parallel;
+    const ModelConfig &model = spec_.model;
+    int64_t cp = config.contextParallel;
+    std::string key = "parallel_config.context_parallel";
+    std::string at = key + ": " + std::to_string(cp);
+    auto refuse = [&](const std::string &why) {
+      diagnostics().error(locOfKey(key), at + ": " + why);
+    };
+    if (config.contextParallelAlgo == "hybrid_cp") {
+      diagnostics().error(
+          locOfKey("parallel_config.context_parallel_algo"),
+          "parallel_config.context_parallel_algo: hybrid_cp (Ulysses over " +
+              std::to_string(ulyssesDegree) +
+              " ranks inside a ring) is not built yet; ulysses_cp is");
+    } else if (config.contextParallelAlgo == "colossalai_cp") {
+      context_.diagnostics.warning(
+          spec_.keyPositions.count("parallel_config.context_parallel_algo")
+              ? locOfKey("parallel_config.context_parallel_algo")
+              : locOfKey(key),
+          "parallel_config.context_parallel_algo: colossalai_cp (ring "
+          "attention, MindFormers' default) is not built yet; the sequence "
+          "is split the same way and attention exchanges it for a block of "
+          "the heads instead (ulysses_cp): the same math and activations per "
+          "rank, all-to-all messages in place of the ring's K/V blocks (set "
+          "context_parallel_algo: ulysses_cp to say so)");
+    }
+    if (model.family != ModelFamily::Llama) {
+      refuse("built for LLaMA-family models so far (GPT-2's learned "
+             "position embeddings would need each rank's offset); set "
+             "context_parallel: 1");
+    }
+    if (spec_.shardedPipelineStages > 1) {
+      refuse("not built with pipeline_stage > 1 yet; set one of them to 1");
+    }
+    if (spec_.shardedModelParallel > 1) {
+      refuse("not built with model_parallel > 1 yet; set one of them to 1");
+    }
+    if (model.seqLength % cp != 0) {
+      refuse("must divide seq_length (" + std::to_string(model.seqLength) +
+             "): each rank holds seq_length / context_parallel positions");
+    }
+    // MindFormers' rule (llama_transformer.py): the heads split over
+    // model_parallel x the Ulysses ranks.
+    int64_t headSplit = config.modelParallel * cp;
+    if (model.numHeads % headSplit != 0 || model.kvHeads() % headSplit != 0) {
+      refuse("num_heads (" + std::to_string(model.numHeads) +
+             ") and n_kv_heads (" + std::to_string(model.kvHeads()) +
+             ") must be multiples of model_parallel x context_parallel = " +
+             std::to_string(headSplit) +
+             " (attention runs a block of the heads on each rank)");
+    }
   }
 
   /// expert_parallel e: MindFormers r1.5.0's rules (moe.py): expert_num

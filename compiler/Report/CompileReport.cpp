@@ -137,8 +137,6 @@ struct Collectives {
 /// Per entry, its all-reduces grouped by axes (entries without are left out).
 std::vector<std::pair<std::string, std::vector<Collectives>>>
 collectivesOf(ModuleOp module, shard::GridOp grid) {
-  static const char *const axisNames[] = {"data_parallel", "model_parallel",
-                                          "pipeline_stage"};
   std::vector<std::pair<std::string, std::vector<Collectives>>> entries;
   for (auto function : module.getOps<func::FuncOp>()) {
     std::map<std::pair<std::string, std::string>, Collectives> byAxes;
@@ -146,9 +144,7 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       std::string axes;
       int64_t ranks = 1;
       for (int16_t axis : gridAxes) {
-        axes += (axes.empty() ? "" : " x ") +
-                std::string(axis < 3 ? axisNames[axis]
-                                     : "axis " + std::to_string(axis));
+        axes += (axes.empty() ? "" : " x ") + mf::gridAxisName(axis);
         ranks *= grid.getShape()[axis];
       }
       Collectives &collectives = byAxes[{kind.str(), axes}];
@@ -176,6 +172,8 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
         // A bound: the rows actually sent are known at run time.
         count("all_to_all of rows (at most)", exchange.getGridAxes(),
               bytesOf(exchange.getRows().getType()));
+      } else if (auto exchange = dyn_cast<mf::AllToAllDimsOp>(op)) {
+        count("all_to_all", exchange.getGridAxes(), bytesOf(exchange.getType()));
       } else if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
         count("all_to_all of row counts", counts.getGridAxes(),
               bytesOf(counts.getType()));
@@ -701,10 +699,14 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     for (int64_t extent : grid.getShape().drop_front()) {
       os << "x" << extent;
     }
-    os << llvm::format(" (data_parallel x model_parallel%s); each rank holds "
+    std::string axes;
+    for (int64_t axis = 0; axis < grid.getRank(); ++axis) {
+      axes += (axis ? " x " : "") + mf::gridAxisName(axis);
+    }
+    os << llvm::format(" (%s); each rank holds "
                        "%s%.4g MB of weights and optimizer state (whole: %.4g "
                        "MB)\n",
-                       stages.empty() ? "" : " x pipeline_stage",
+                       axes.c_str(),
                        stages.empty() ? "" : "at most ", parameters / 1e6,
                        whole / 1e6);
     if (!stages.empty()) {
@@ -734,14 +736,17 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       os << "  @" << name << ":";
       for (const Collectives &c : list) {
         // An all-to-all sends each other rank its share directly: (n - 1)
-        // / n of the payload when the shares are even.
-        bool direct = StringRef(c.kind).starts_with("all_to_all");
+        // / n of the payload when the shares are even (always, for the
+        // blocks of mf.all_to_all_dims).
+        StringRef kind = c.kind;
+        const char *how = !kind.starts_with("all_to_all") ? "by a ring"
+                          : kind == "all_to_all"          ? "directly"
+                                                 : "if the shares are even";
         os << llvm::format(" %lld %s over %s (%lld ranks) of %.4g MB, "
                            "%.4g MB sent per rank %s;",
                            static_cast<long long>(c.count), c.kind.c_str(),
                            c.axes.c_str(), static_cast<long long>(c.ranks),
-                           c.bytes / 1e6, c.wireBytes() / 1e6,
-                           direct ? "if the shares are even" : "by a ring");
+                           c.bytes / 1e6, c.wireBytes() / 1e6, how);
       }
       os << "\n";
     }

@@ -625,6 +625,19 @@ Status checkPipeline(const fb::Executable &root) {
 Status checkEntryContracts(const fb::Executable &root) {
   const fb::ModelInfo &model = *root.model();
   int64_t batch = model.batch_size(), seq = model.seq_length();
+  // Training entries hold a block of each sequence under context
+  // parallelism: seq_length / its ranks positions.
+  int64_t contextRanks =
+      root.grid() && root.grid()->size() > kContextAxis
+          ? root.grid()->Get(kContextAxis)
+          : 1;
+  if (seq % contextRanks != 0) {
+    return Status::error("seq_length " + std::to_string(seq) +
+                         " does not divide into blocks for " +
+                         std::to_string(contextRanks) +
+                         " context-parallel ranks");
+  }
+  int64_t trainingSeq = seq / contextRanks;
   int64_t vocab = model.vocab_size();
   size_t caches = model.use_past() ? 2 * model.num_layers() : 0;
   // A paged cache: pools of kv_num_blocks blocks, read through block tables
@@ -794,9 +807,9 @@ Status checkEntryContracts(const fb::Executable &root) {
       size_t parameters = trained.size();
       if (inputs != 2 || outputs != 1 + parameters ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(inputType(*entry, 1), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss and one "
                    "gradient per trained parameter");
@@ -810,9 +823,9 @@ Status checkEntryContracts(const fb::Executable &root) {
     } else if (name == "train_step") {
       if (inputs != 4 || outputs < 1 || outputs > 2 ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(inputType(*entry, 1), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(inputType(*entry, 2), DType::F32, {}) ||
           !Executable::hasType(inputType(*entry, 3), DType::F32, {}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {}) ||
@@ -824,9 +837,9 @@ Status checkEntryContracts(const fb::Executable &root) {
     } else if (name == "forward_loss" || name == "accumulate_gradients") {
       if (inputs != 2 || outputs != 1 ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(inputType(*entry, 1), DType::I32,
-                               {batch, seq}) ||
+                               {batch, trainingSeq}) ||
           !Executable::hasType(outputType(*entry, 0), DType::F32, {})) {
         return bad("does not map i32 ids and labels to an f32 loss");
       }
@@ -1030,11 +1043,13 @@ Status checkGrid(const fb::Executable &root) {
   }
   constexpr int64_t kMaxRanks = 1 << 20;
   int64_t ranks = 1;
-  // data x model (x pipeline): the runtime makes a group per set of axes.
-  if (root.grid()->size() > 3) {
+  // data x model (x pipeline (x context)): the runtime makes a group per
+  // set of axes.
+  if (root.grid()->size() > kContextAxis + 1) {
     return Status::error("the device grid has " +
                          std::to_string(root.grid()->size()) +
-                         " axes (at most 3: data, model, pipeline)");
+                         " axes (at most 4: " +
+                         gridAxesText(kContextAxis + 1) + ")");
   }
   for (int64_t extent : *root.grid()) {
     if (extent <= 0 || extent > kMaxRanks || ranks * extent > kMaxRanks) {

@@ -26,11 +26,26 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 18;
-constexpr uint32_t kMaxFormatVersion = 18;
+constexpr uint32_t kMinFormatVersion = 19;
+constexpr uint32_t kMaxFormatVersion = 19;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;
+
+/// The grid's axes (Executable.grid), each present when a later one is:
+/// data_parallel, model_parallel, pipeline_stage, context_parallel.
+constexpr int64_t kDataAxis = 0, kPipelineAxis = 2, kContextAxis = 3;
+/// "data_parallel x model_parallel ...": the first `axes` axes' names.
+inline std::string gridAxesText(size_t axes) {
+  static const char *const names[] = {"data_parallel", "model_parallel",
+                                      "pipeline_stage", "context_parallel"};
+  std::string text;
+  for (size_t axis = 0; axis < axes; ++axis) {
+    text += (axis ? " x " : "") +
+            std::string(axis < 4 ? names[axis] : "axis " + std::to_string(axis));
+  }
+  return text;
+}
 
 /// The length of a flatbuffers vector, which an absent vector has as 0.
 template <typename T> size_t sizeOf(const flatbuffers::Vector<T> *vector) {

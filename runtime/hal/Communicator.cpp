@@ -2,6 +2,8 @@
 
 #include "runtime/hal/Communicator.h"
 
+#include "runtime/format/Executable.h"
+
 // MPI's C API only: OpenMPI's deprecated C++ bindings need a library of
 // their own.
 #define OMPI_SKIP_MPICXX 1
@@ -56,8 +58,7 @@ Communicator::start(const std::vector<int64_t> &grid) {
   }
   std::string compiled =
       "model.bin is compiled for " + std::to_string(ranks) + " ranks (a " +
-      gridText(grid) + " grid: data_parallel x model_parallel" +
-      (grid.size() > 2 ? std::string(" x pipeline_stage)") : ")");
+      gridText(grid) + " grid: " + gridAxesText(grid.size()) + ")";
   if (!startedByMpirun()) {
     return Status::error(StatusCode::FailedPrecondition,
                          compiled + ": run mpirun -n " + std::to_string(ranks) +

@@ -30,6 +30,8 @@ public:
   ~Communicator();
 
   int64_t rank() const { return rank_; }
+  /// The grid's extents, one per axis.
+  const std::vector<int64_t> &grid() const { return grid_; }
   int64_t size() const { return size_; }
   /// The index of this rank among the ranks that differ only along `axes`
   /// (row-major over `axes` in order), and how many such ranks there are.

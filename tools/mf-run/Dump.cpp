@@ -40,8 +40,7 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       os << (i ? "x" : "") << root.grid()->Get(i);
       ranks *= root.grid()->Get(i);
     }
-    os << " (data_parallel x model_parallel"
-       << (root.grid()->size() > 2 ? " x pipeline_stage" : "")
+    os << " (" << gridAxesText(root.grid()->size())
        << "): run with mpirun -n " << ranks << "\n";
   }
   if (const fb::Pipeline *pipeline = executable.pipeline()) {

@@ -39,7 +39,7 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
       stages_(executable.pipelineStages()),
       stage_(stageOfRank(executable, &ranks)),
       microBatches_(executable.pipeline()->micro_batches()),
-      stageAxis_(static_cast<int64_t>(executable.root().grid()->size()) - 1) {}
+      stageAxis_(kPipelineAxis) {}
 
 StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
                                        size_t index, int64_t from, int tag) {

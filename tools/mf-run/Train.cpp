@@ -45,8 +45,12 @@ public:
 
   Status open(const TrainOptions &options) {
     if (options.ranks) {
-      rank_ = options.ranks->indexAlong({0});
-      ranks_ = options.ranks->extentAlong({0});
+      rank_ = options.ranks->indexAlong({kDataAxis});
+      ranks_ = options.ranks->extentAlong({kDataAxis});
+      if (options.ranks->grid().size() > kContextAxis) {
+        chunk_ = options.ranks->indexAlong({kContextAxis});
+        chunks_ = options.ranks->extentAlong({kContextAxis});
+      }
     }
     int64_t seq = model_.seq_length();
     if (options.inputIds) {
@@ -59,6 +63,16 @@ public:
         return Status::error("--input-ids for training needs 2 to seq_length + 1 = " +
                              std::to_string(seq + 1) + " ids, got " +
                              std::to_string(ids->size()));
+      }
+      if (chunks_ > 1 && static_cast<int64_t>(ids->size()) != seq + 1) {
+        // Padding would leave the ranks' blocks different counts of labels,
+        // and each rank's loss is the mean over its own.
+        return Status::error(
+            "--input-ids under context parallelism needs seq_length + 1 = " +
+            std::to_string(seq + 1) + " ids (each of the " +
+            std::to_string(chunks_) +
+            " ranks' blocks of the sequence must count as many labels), got " +
+            std::to_string(ids->size()));
       }
       sequence_ = ids.take();
       return Status::ok();
@@ -114,16 +128,19 @@ public:
     int32_t *ids = inputs[0].as<int32_t>();
     int32_t *labels = inputs[1].as<int32_t>();
     int64_t batch = model_.batch_size(), seq = model_.seq_length();
+    // With context parallelism this rank's block of each row's positions.
+    int64_t block = seq / chunks_, start = chunk_ * block;
     if (!sequence_.empty()) {
       // The sequence in every row; labels shifted by one, padding ignored.
       int64_t length = static_cast<int64_t>(sequence_.size());
       for (int64_t b = 0; b < batch; ++b) {
-        for (int64_t i = 0; i < seq; ++i) {
-          ids[b * seq + i] =
+        for (int64_t i = start; i < start + block; ++i) {
+          int64_t at = b * block + i - start;
+          ids[at] =
               i < length ? sequence_[i] : static_cast<int32_t>(model_.pad_token_id());
-          labels[b * seq + i] = i + 1 < length
-                                    ? sequence_[i + 1]
-                                    : static_cast<int32_t>(model_.ignore_token_id());
+          labels[at] = i + 1 < length
+                           ? sequence_[i + 1]
+                           : static_cast<int32_t>(model_.ignore_token_id());
         }
       }
       return inputs;
@@ -131,10 +148,13 @@ public:
     if (position + globalTokensPerBatch() + 1 > static_cast<int64_t>(data_.size())) {
       position = 0; // the next epoch
     }
-    int64_t first = position + rank_ * tokensPerBatch(); // this rank's part
-    for (int64_t i = 0; i < tokensPerBatch(); ++i) {
-      ids[i] = data_[first + i];
-      labels[i] = data_[first + i + 1];
+    int64_t first = position + rank_ * tokensPerBatch(); // this rank's rows
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < block; ++i) {
+        int64_t from = first + b * seq + start + i;
+        ids[b * block + i] = data_[from];
+        labels[b * block + i] = data_[from + 1];
+      }
     }
     position += globalTokensPerBatch();
     return inputs;
@@ -146,6 +166,8 @@ private:
   std::string idsEntry_, labelsEntry_;
   std::vector<int32_t> sequence_, data_;
   int64_t rank_ = 0, ranks_ = 1;
+  /// This rank's index along the context-parallel axis, and its ranks.
+  int64_t chunk_ = 0, chunks_ = 1;
 };
 
 /// What a checkpoint holds: the trained parameters (all of them, or LoRA's

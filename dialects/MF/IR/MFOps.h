@@ -67,6 +67,16 @@ inline constexpr llvm::StringLiteral kStageAttrName = "mf.stage";
 inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
 /// The grid axis of a pipelined module's stages (data x model x pipeline).
 inline constexpr int16_t kPipelineGridAxis = 2;
+/// The grid axis of context parallelism (data x model x pipeline x
+/// context): its ranks each hold a block of every sequence.
+inline constexpr int16_t kContextGridAxis = 3;
+/// A grid axis's name: data_parallel, model_parallel, pipeline_stage,
+/// context_parallel.
+inline std::string gridAxisName(int64_t axis) {
+  static const char *const names[] = {"data_parallel", "model_parallel",
+                                      "pipeline_stage", "context_parallel"};
+  return axis >= 0 && axis < 4 ? names[axis] : "axis " + std::to_string(axis);
+}
 } // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 

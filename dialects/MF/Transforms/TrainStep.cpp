@@ -153,8 +153,14 @@ public:
 
 struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
   /// The module's device grid (a sharded program's), or null; the same
-  /// grid when its axis 0 (data_parallel) has several ranks, else null.
+  /// grid when its data axes have several ranks, else null.
   shard::GridOp grid_, dataGrid_;
+  /// The axes whose ranks each compute the gradient of their own part of
+  /// the global batch: data_parallel's (axis 0) and, with context
+  /// parallelism, context_parallel's (each rank holds a block of every
+  /// sequence); and how many ranks they have together.
+  SmallVector<int16_t> dataAxes_ = {0};
+  int64_t dataRanks_ = 1;
 
   /// A pipelined module's stage count (its grid's last axis), else 0.
   int64_t stages_ = 0;
@@ -196,7 +202,14 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     // data_parallel x model_parallel (x pipeline_stage)).
     for (auto grid : module.getOps<shard::GridOp>()) {
       grid_ = grid;
-      if (grid.getShape()[0] > 1) {
+      if (grid.getShape().size() > kContextGridAxis &&
+          grid.getShape()[kContextGridAxis] > 1) {
+        dataAxes_.push_back(kContextGridAxis);
+      }
+      for (int16_t axis : dataAxes_) {
+        dataRanks_ *= grid.getShape()[axis];
+      }
+      if (dataRanks_ > 1) {
         dataGrid_ = grid;
       }
     }
@@ -351,7 +364,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         axes.resize(std::max<size_t>(axes.size(), *shardedDim + 1),
                     builder.getDenseI16ArrayAttr({}));
         SmallVector<int16_t> dimAxes(axes[*shardedDim].asArrayRef());
-        dimAxes.push_back(0); // within the model-parallel block, if any
+        // Within the model-parallel block, if any.
+        dimAxes.append(dataAxes_.begin(), dataAxes_.end());
         axes[*shardedDim] = builder.getDenseI16ArrayAttr(dimAxes);
         grid = FlatSymbolRefAttr::get(dataGrid_.getSymNameAttr());
         splitAxes = shard::GridAxesArrayAttr::get(builder.getContext(), axes);
@@ -415,7 +429,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     }
     RankedTensorType block = blockType(parameter);
     if (block.getRank() == 0 ||
-        block.getShape()[dim] % dataGrid_.getShape()[0] != 0) {
+        block.getShape()[dim] % dataRanks_ != 0) {
       return std::nullopt;
     }
     return dim;
@@ -458,9 +472,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     }
     Value sum = AllReduceOp::create(math.b, math.loc, value,
                                     dataGrid_.getSymName(),
-                                    math.b.getDenseI16ArrayAttr({0}));
+                                    math.b.getDenseI16ArrayAttr(dataAxes_));
     return math.mul(sum, math.scalar(1.0 / static_cast<double>(
-                                               dataGrid_.getShape()[0])));
+                                               dataRanks_)));
   }
 
   /// The most elements one fused all-reduce carries: bigger ones are
@@ -653,16 +667,16 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         // The sum of every rank's loss's gradient: their mean is 1/dp of it.
         gradients.push_back(math.mul(
             g,
-            math.scalar(1.0 / static_cast<double>(dataGrid_.getShape()[0]))));
+            math.scalar(1.0 / static_cast<double>(dataRanks_))));
       } else if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
         auto shardType = blockType(parameter.m);
         g = ReduceScatterOp::create(builder, math.loc, shardType, g,
                                     dataGrid_.getSymName(),
-                                    builder.getDenseI16ArrayAttr({0}),
+                                    builder.getDenseI16ArrayAttr(dataAxes_),
                                     *parameter.shardedDim);
         gradients.push_back(math.mul(g, math.scalar(1.0 / static_cast<double>(
-                                                             dataGrid_.getShape()[0]))));
+                                                             dataRanks_))));
       } else {
         unshardedAt.push_back(gradients.size());
         unsharded.push_back(g);
@@ -754,7 +768,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (parameter.shardedDim) {
         weight = ScatterOp::create(builder, loc, type, weight,
                                    dataGrid_.getSymName(),
-                                   builder.getDenseI16ArrayAttr({0}),
+                                   builder.getDenseI16ArrayAttr(dataAxes_),
                                    *parameter.shardedDim);
       }
       Value m = math.add(math.mul(read(builder, parameter.m, loc),
@@ -785,7 +799,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         // Every rank's updated shard, to every rank.
         next = AllGatherOp::create(builder, loc, blockType(parameter.parameter),
                                    next, dataGrid_.getSymName(),
-                                   builder.getDenseI16ArrayAttr({0}),
+                                   builder.getDenseI16ArrayAttr(dataAxes_),
                                    *parameter.shardedDim);
       }
       AssignOp::create(builder, loc, parameter.parameter.getSymName(), next);
