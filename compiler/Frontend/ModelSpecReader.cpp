@@ -2023,8 +2023,10 @@ private:
     }
     static const StringRef algorithms[] = {"colossalai_cp", "ulysses_cp",
                                            "hybrid_cp"};
-    parallel.readChoice("context_parallel_algo", config.contextParallelAlgo,
-                        algorithms);
+    bool knownAlgorithm = !parallel.get("context_parallel_algo") ||
+                          parallel.readChoice("context_parallel_algo",
+                                              config.contextParallelAlgo,
+                                              algorithms);
     int64_t ulyssesDegree = 1;
     parallel.readPositive("ulysses_degree_in_cp", ulyssesDegree, kMaxParallel);
     parallel.ignore({"mem_coeff"});
@@ -2037,10 +2039,6 @@ private:
               llvm::Twine(ulyssesDegree).str() +
               " takes effect only with context_parallel_algo: hybrid_cp "
               "(as in MindFormers); ignored");
-    }
-    if (config.contextParallel > 1 && whyNotContextParallel().empty()) {
-      spec_.shardedContextParallel = config.contextParallel;
-      validateContextParallel(ulyssesDegree);
     }
     int64_t devices = config.dataParallel * config.modelParallel *
                       config.pipelineStage * config.contextParallel;
@@ -2065,6 +2063,11 @@ private:
       spec_.shardedPipelineStages = config.pipelineStage;
     }
     validateExpertParallel();
+    if (config.contextParallel > 1 && whyNotContextParallel().empty() &&
+        knownAlgorithm) {
+      spec_.shardedContextParallel = config.contextParallel;
+      validateContextParallel();
+    }
     int64_t ranks = spec_.dataAxisRanks() * spec_.shardedModelParallel *
                     spec_.shardedPipelineStages * spec_.shardedContextParallel;
     // MindSpore's parallel context, otherwise the trainer's: the one key
@@ -2180,8 +2183,11 @@ private:
                         " is built " + whyNotPipelineParallel());
     }
     if (config.contextParallel > 1 && spec_.shardedContextParallel == 1) {
+      std::string why = whyNotContextParallel();
       reasons.push_back(degree("context_parallel", config.contextParallel) +
-                        " is built " + whyNotContextParallel());
+                        " is built " +
+                        (why.empty() ? "with a known context_parallel_algo"
+                                     : why));
     }
     return llvm::join(reasons, "; ");
   }
@@ -2192,19 +2198,19 @@ private:
     if (!spec_.useParallel) {
       return "only with use_parallel: True, as in MindFormers";
     }
-    if (spec_.runMode != RunMode::Train && spec_.runMode != RunMode::Finetune) {
-      return "for training only so far (eval and predict run every position "
-             "on each rank)";
+    if (spec_.runMode == RunMode::Predict) {
+      return "for training and eval only so far (predict runs every "
+             "position on each rank)";
     }
     return "";
   }
 
-  /// context_parallel c in training: each rank holds seq_length / c
+  /// context_parallel c in training and eval: each rank holds seq_length / c
   /// positions of every sequence, and attention exchanges them for a block
   /// of the heads (DeepSpeed-Ulysses). What is not built is an error at its
   /// key; the ring (colossalai_cp) is a layout warning: the same split and
   /// math, other messages.
-  void validateContextParallel(int64_t ulyssesDegree) {
+  void validateContextParallel() {
     const ParallelConfig &config = spec_.parallel;
     const ModelConfig &model = spec_.model;
     int64_t cp = config.contextParallel;
@@ -2216,9 +2222,9 @@ private:
     if (config.contextParallelAlgo == "hybrid_cp") {
       diagnostics().error(
           locOfKey("parallel_config.context_parallel_algo"),
-          "parallel_config.context_parallel_algo: hybrid_cp (Ulysses over " +
-              std::to_string(ulyssesDegree) +
-              " ranks inside a ring) is not built yet; ulysses_cp is");
+          "parallel_config.context_parallel_algo: hybrid_cp (Ulysses groups "
+          "of ulysses_degree_in_cp ranks inside a ring) is not built yet; "
+          "ulysses_cp is");
     } else if (config.contextParallelAlgo == "colossalai_cp") {
       context_.diagnostics.warning(
           spec_.keyPositions.count("parallel_config.context_parallel_algo")

@@ -1275,10 +1275,18 @@ int evaluate(const Options &options, Session &session) {
   // Data parallelism: each global batch is batch_size windows a
   // data-parallel rank, rank r taking the r-th; every rank runs every step
   // (a rank past the end runs padding), and the sums are combined at the
-  // end.
-  const std::vector<int64_t> dataAxis = {0};
+  // end. Context parallelism: each rank holds a block of each window's
+  // positions.
+  const std::vector<int64_t> dataAxis = {kDataAxis};
   int64_t dataRanks = ranks ? ranks->extentAlong(dataAxis) : 1;
   int64_t dataIndex = ranks ? ranks->indexAlong(dataAxis) : 0;
+  std::vector<int64_t> sumAxes = dataAxis;
+  int64_t block = seq, start = 0;
+  if (ranks && ranks->grid().size() > kContextAxis) {
+    sumAxes.push_back(kContextAxis);
+    block = seq / ranks->extentAlong({kContextAxis});
+    start = ranks->indexAlong({kContextAxis}) * block;
+  }
   double totalLoss = 0;
   int64_t totalTokens = 0;
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
@@ -1291,12 +1299,12 @@ int evaluate(const Options &options, Session &session) {
     int64_t first = step + dataIndex * batch;
     int64_t rows = std::clamp<int64_t>(windows - first, 0, batch);
     for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t i = 0; i < seq; ++i) {
+      for (int64_t i = 0; i < block; ++i) {
         bool real = b < rows;
-        int64_t at = (first + b) * seq + i;
-        ids.as<int32_t>()[b * seq + i] =
+        int64_t at = (first + b) * seq + start + i;
+        ids.as<int32_t>()[b * block + i] =
             real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
-        labels.as<int32_t>()[b * seq + i] =
+        labels.as<int32_t>()[b * block + i] =
             real ? (*data)[at + 1] : static_cast<int32_t>(model.ignore_token_id());
       }
     }
@@ -1305,13 +1313,13 @@ int evaluate(const Options &options, Session &session) {
     if (!outputs) {
       return fail(outputs.status());
     }
-    totalLoss += (*outputs)[0].loadFloat(0) * rows * seq;
-    totalTokens += rows * seq;
+    totalLoss += (*outputs)[0].loadFloat(0) * rows * block;
+    totalTokens += rows * block;
   }
-  if (dataRanks > 1) {
+  if (ranks && ranks->extentAlong(sumAxes) > 1) {
     double sums[2] = {totalLoss, static_cast<double>(totalTokens)};
     if (Status status =
-            ranks->allReduceInPlace(sums, 2, /*max=*/false, dataAxis);
+            ranks->allReduceInPlace(sums, 2, /*max=*/false, sumAxes);
         !status) {
       return fail(status);
     }
