@@ -368,7 +368,19 @@ LogicalResult AllReduceOp::partition(Partitioning &p) {
 LogicalResult AllGatherOp::partition(Partitioning &) { return success(); }
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
-LogicalResult AllToAllDimsOp::partition(Partitioning &) { return success(); }
+/// Context parallelism's exchange of a tensor-parallel rank's heads: the
+/// model-parallel split stays where it is (each rank trades its block of
+/// the heads it holds), so the result is split as the input is.
+LogicalResult AllToAllDimsOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.partial || input.parts > 1) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), input, *this);
+}
 
 // Expert parallelism: a stacked expert weight split along its experts
 // (dimension 0) holds this rank's experts; the rows are the ones the ranks
