@@ -185,6 +185,29 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
   return mf::AddOp::create(builder_, loc, matmul, broadcastBias);
 }
 
+Value GraphBuilder::contextOffset(int64_t localSeq, Location loc) {
+  auto scalar = tensorType({}, builder_.getI32Type());
+  Value index = mf::ProcessIndexOp::create(
+      builder_, loc, scalar, gridName(),
+      builder_.getDenseI16ArrayAttr({mf::kContextGridAxis}));
+  Value length = mf::ConstantOp::create(
+      builder_, loc,
+      DenseElementsAttr::get(scalar, builder_.getI32IntegerAttr(
+                                         static_cast<int32_t>(localSeq))));
+  return mf::MulOp::create(builder_, loc, index, length);
+}
+
+Value GraphBuilder::gatherOverContext(Value x, int64_t dim, Location loc) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] *= spec_.shardedContextParallel;
+  auto axes = builder_.getDenseI16ArrayAttr({mf::kContextGridAxis});
+  Value whole = mf::AllGatherOp::create(builder_, loc, type.clone(shape), x,
+                                        gridName(), axes,
+                                        builder_.getI64IntegerAttr(dim));
+  return mf::ReplicateOp::create(builder_, loc, whole, gridName(), axes);
+}
+
 Value GraphBuilder::exchangeOverContext(Value x, int64_t splitDim,
                                         int64_t concatDim, Location loc) {
   SmallVector<int64_t> shape(shapeOf(x));
@@ -215,6 +238,15 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
                                     int64_t layer,
                                     const std::string &attentionPath) {
   Value pastLength, blockTable;
+  if (!cache && contextOffset_) {
+    // colossalai_cp: this rank's queries against every rank's keys and
+    // values, the first at this rank's offset.
+    Location gatherLoc =
+        loc(attentionPath + ".attention_core", "parallel_config.context_parallel");
+    k = gatherOverContext(k, /*dim=*/1, gatherLoc);
+    v = gatherOverContext(v, /*dim=*/1, gatherLoc);
+    pastLength = contextOffset_;
+  }
   if (cache) {
     Location cacheLoc = loc(attentionPath + ".kv_cache", "use_past");
     k = cache->keys[layer] =

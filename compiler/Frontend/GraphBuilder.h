@@ -103,9 +103,19 @@ protected:
     return mlir::FlatSymbolRefAttr::get(grid_.getSymNameAttr());
   }
   static constexpr int16_t kDataParallelAxis = 0;
+  /// Under context parallelism that gathers keys (colossalai_cp), this
+  /// rank's first position (an i32 scalar) while the layers are built.
+  mlir::Value contextOffset_;
   /// Whether context parallelism splits each sequence over the ranks of
   /// the grid's context axis.
   bool contextParallel() { return grid_ && spec_.shardedContextParallel > 1; }
+  /// This rank's first position of each sequence (context parallelism): its
+  /// index along the context axis times the positions a rank holds.
+  mlir::Value contextOffset(int64_t localSeq, mlir::Location loc);
+  /// Every context-parallel rank's block of `x` along `dim`, joined, through
+  /// mf.replicate: each rank's gradient of the whole is its queries' part,
+  /// which the gradient sums over the ranks (a reduce-scatter).
+  mlir::Value gatherOverContext(mlir::Value x, int64_t dim, mlir::Location loc);
   /// `x`'s blocks along `splitDim` traded over the context-parallel ranks
   /// for theirs along `concatDim` (mf.all_to_all_dims).
   mlir::Value exchangeOverContext(mlir::Value x, int64_t splitDim,
@@ -191,6 +201,7 @@ private:
   /// of the last prompt token alone, and the lm_head over every position
   /// was ~23% of llama-100m's prefill FLOPs.
   mlir::Value logitsPosition_;
+
   llvm::StringMap<mlir::mf::ParameterOp> parameters_;
   bool warnedLoraDropout_ = false;
   /// The projections LoRA's target_modules was matched against, and how

@@ -33,15 +33,27 @@ public:
   Value layers(Value hidden, int64_t first, int64_t end,
                KvCache *cache) override {
     int64_t batch = shapeOf(hidden)[0], seq = shapeOf(hidden)[1];
-    // With context parallelism the rotations apply after attention's
-    // exchange, to every position of the sequence.
-    Value positionIds = positions(
-        batch, contextParallel() ? seq * spec_.shardedContextParallel : seq,
-        cache ? cache->pastLength : Value(),
-        loc("model.rotary_embedding", "theta"));
+    Location positionsLoc = loc("model.rotary_embedding", "theta");
+    Value positionIds;
+    if (!contextParallel()) {
+      positionIds = positions(batch, seq, cache ? cache->pastLength : Value(),
+                              positionsLoc);
+    } else if (spec_.contextGathersKeys()) {
+      // This rank's positions: its block of each sequence.
+      contextOffset_ = contextOffset(seq, positionsLoc);
+      positionIds = positions(
+          batch, seq, broadcastTo(contextOffset_, {batch}, positionsLoc),
+          positionsLoc);
+    } else {
+      // Ulysses: the rotations apply after attention's exchange, to every
+      // position of the sequence.
+      positionIds = positions(batch, seq * spec_.shardedContextParallel,
+                              Value(), positionsLoc);
+    }
     for (int64_t layer = first; layer < end; ++layer) {
       hidden = decoderLayer(layer, hidden, positionIds, cache);
     }
+    contextOffset_ = Value();
     return hidden;
   }
 
@@ -159,7 +171,8 @@ private:
       k = rmsNorm(k, hf + ".self_attn.k_norm.weight", attn + ".k_layernorm",
                   "qk_layernorm");
     }
-    if (contextParallel()) {
+    bool ulysses = contextParallel() && !spec_.contextGathersKeys();
+    if (ulysses) {
       // DeepSpeed-Ulysses: this rank's block of the sequence of every head
       // becomes every position of a block of the heads (MindFormers'
       // ulysses_cp inserts the same all-to-all before its attention).
@@ -173,7 +186,7 @@ private:
     k = rope(k, positionIds, attn + ".rotary_embedding.k");
 
     Value attended = causalAttention(q, k, v, cache, layer, attn);
-    if (contextParallel()) {
+    if (ulysses) {
       // [batch, seq, heads / cp * head_dim] back to this rank's positions
       // of every head (the ranks' heads are consecutive).
       attended = exchangeOverContext(

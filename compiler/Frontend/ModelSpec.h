@@ -146,6 +146,9 @@ struct ModelConfig {
     return (seqLength + kvBlockSize - 1) / kvBlockSize;
   }
   bool useFlashAttention = false;
+  /// use_ring_attention: context parallelism passes K/V blocks around a
+  /// ring (MindSpore's FlashAttention with enable_ring_attention).
+  bool useRingAttention = false;
   int64_t maxDecodeLength = 1024;
   double initMethodStd = 0.02;
 
@@ -322,6 +325,13 @@ struct ModelSpec {
   /// block of the heads with mf.all_to_all_dims, DeepSpeed-Ulysses' way),
   /// or 1.
   int64_t shardedContextParallel = 1;
+  /// Whether context parallelism gathers every rank's keys and values for
+  /// its queries (colossalai_cp), rather than trading positions for heads
+  /// (ulysses_cp).
+  bool contextGathersKeys() const {
+    return shardedContextParallel > 1 &&
+           parallel.contextParallelAlgo != "ulysses_cp";
+  }
   /// The positions of each sequence one rank's training entries hold.
   int64_t localSeqLength() const {
     return model.seqLength / shardedContextParallel;

@@ -786,6 +786,7 @@ private:
     readResidualAndEmbeddingTypes(cfg);
     cfg.readBool("use_past", config.usePast);
     cfg.readBool("use_flash_attention", config.useFlashAttention);
+    cfg.readBool("use_ring_attention", config.useRingAttention);
     cfg.readPositive("max_decode_length", config.maxDecodeLength, kMaxSequence);
     cfg.readFloat("init_method_std", config.initMethodStd, 0, INFINITY, true);
     cfg.readFloat("initializer_range", config.initMethodStd, 0, INFINITY, true);
@@ -2205,11 +2206,14 @@ private:
     return "";
   }
 
-  /// context_parallel c in training and eval: each rank holds seq_length / c
-  /// positions of every sequence, and attention exchanges them for a block
-  /// of the heads (DeepSpeed-Ulysses). What is not built is an error at its
-  /// key; the ring (colossalai_cp) is a layout warning: the same split and
-  /// math, other messages.
+  /// context_parallel c in training and eval: each rank holds seq_length /
+  /// c positions of every sequence. colossalai_cp (MindFormers' default):
+  /// its queries attend to every rank's keys and values, gathered (as
+  /// MindSpore's FlashAttention splits the query's sequence and not the
+  /// keys'); ulysses_cp: attention trades the positions for a block of the
+  /// heads. What is not built is an error at its key; the ring
+  /// (use_ring_attention) is a layout warning: the same split and math,
+  /// other messages.
   void validateContextParallel() {
     const ParallelConfig &config = spec_.parallel;
     const ModelConfig &model = spec_.model;
@@ -2219,23 +2223,21 @@ private:
     auto refuse = [&](const std::string &why) {
       diagnostics().error(locOfKey(key), at + ": " + why);
     };
+    bool ulysses = config.contextParallelAlgo == "ulysses_cp";
     if (config.contextParallelAlgo == "hybrid_cp") {
       diagnostics().error(
           locOfKey("parallel_config.context_parallel_algo"),
           "parallel_config.context_parallel_algo: hybrid_cp (Ulysses groups "
           "of ulysses_degree_in_cp ranks inside a ring) is not built yet; "
-          "ulysses_cp is");
-    } else if (config.contextParallelAlgo == "colossalai_cp") {
+          "colossalai_cp and ulysses_cp are");
+    } else if (model.useRingAttention && !ulysses) {
       context_.diagnostics.warning(
-          spec_.keyPositions.count("parallel_config.context_parallel_algo")
-              ? locOfKey("parallel_config.context_parallel_algo")
-              : locOfKey(key),
-          "parallel_config.context_parallel_algo: colossalai_cp (ring "
-          "attention, MindFormers' default) is not built yet; the sequence "
-          "is split the same way and attention exchanges it for a block of "
-          "the heads instead (ulysses_cp): the same math and activations per "
-          "rank, all-to-all messages in place of the ring's K/V blocks (set "
-          "context_parallel_algo: ulysses_cp to say so)");
+          locOfKey("model.model_config.use_ring_attention"),
+          "model.model_config.use_ring_attention: ring attention (K/V blocks "
+          "passed from rank to rank) is not built yet; each rank gathers "
+          "every rank's keys and values for its queries instead, as "
+          "colossalai_cp does without it: the same math, one layer's K/V of "
+          "the whole sequence on each rank at a time");
     }
     if (model.family != ModelFamily::Llama) {
       refuse("built for LLaMA-family models so far (GPT-2's learned "
@@ -2245,19 +2247,25 @@ private:
     if (spec_.shardedPipelineStages > 1) {
       refuse("not built with pipeline_stage > 1 yet; set one of them to 1");
     }
+    if (!ulysses && spec_.shardedModelParallel > 1) {
+      refuse("colossalai_cp is not built with model_parallel > 1 yet; set "
+             "one of them to 1, or context_parallel_algo: ulysses_cp");
+    }
     if (model.seqLength % cp != 0) {
       refuse("must divide seq_length (" + std::to_string(model.seqLength) +
              "): each rank holds seq_length / context_parallel positions");
     }
-    // MindFormers' rule (llama_transformer.py): the heads split over
-    // model_parallel x the Ulysses ranks.
+    // MindFormers' rule for Ulysses (llama_transformer.py): the heads
+    // split over model_parallel x the Ulysses ranks.
     int64_t headSplit = config.modelParallel * cp;
-    if (model.numHeads % headSplit != 0 || model.kvHeads() % headSplit != 0) {
+    if (ulysses &&
+        (model.numHeads % headSplit != 0 || model.kvHeads() % headSplit != 0)) {
       refuse("num_heads (" + std::to_string(model.numHeads) +
              ") and n_kv_heads (" + std::to_string(model.kvHeads()) +
              ") must be multiples of model_parallel x context_parallel = " +
              std::to_string(headSplit) +
-             " (attention runs a block of the heads on each rank)");
+             " for ulysses_cp (attention runs a block of the heads on each "
+             "rank); colossalai_cp has no such rule");
     }
   }
 

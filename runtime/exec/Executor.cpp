@@ -269,6 +269,10 @@ Status Executor::runOp(const fb::Op &op,
   case fb::OpKind::AllToAll:
     return communicator_->allToAll(*inputs[0], *inputs[1], *inputs[2], output,
                                    axes);
+  case fb::OpKind::ProcessIndex:
+    output.as<int32_t>()[0] =
+        static_cast<int32_t>(communicator_->indexAlong(axes));
+    return Status::ok();
   case fb::OpKind::AllToAllDims: {
     const auto *attrs = op.attributes_as_AllToAllDimsAttrs();
     return communicator_->allToAllDims(*inputs[0], output, attrs->split_dim(),

@@ -54,7 +54,8 @@ Status checkCollective(const fb::Executable &root, const fb::Op &op,
   bool alongDim = op.kind() != fb::OpKind::AllReduce &&
                   op.kind() != fb::OpKind::AllToAll &&
                   op.kind() != fb::OpKind::AllToAllOffsets &&
-                  op.kind() != fb::OpKind::AllToAllDims;
+                  op.kind() != fb::OpKind::AllToAllDims &&
+                  op.kind() != fb::OpKind::ProcessIndex;
   StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
   if (ranks && op.kind() == fb::OpKind::AllToAllDims) {
     // The float dtype and the result's dtype: the registry row checked.
@@ -217,7 +218,11 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
             op.kind() == fb::OpKind::AllToAll          ? &operandTypes[1].shape
             : op.kind() == fb::OpKind::AllToAllOffsets ? &operandTypes[0].shape
                                                        : nullptr;
-        MFRT_RETURN_IF_ERROR(checkCollective(root, op, operandTypes[0].shape,
+        static const Shape kNoOperand;
+        MFRT_RETURN_IF_ERROR(checkCollective(root, op,
+                                             operandTypes.empty()
+                                                 ? kNoOperand
+                                                 : operandTypes[0].shape,
                                              resultTypes[0].shape, offsets,
                                              where));
       }

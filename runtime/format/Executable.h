@@ -59,7 +59,7 @@ inline bool isCollective(fb::OpKind kind) {
   return kind == fb::OpKind::AllReduce || kind == fb::OpKind::AllGather ||
          kind == fb::OpKind::ReduceScatter || kind == fb::OpKind::Scatter ||
          kind == fb::OpKind::AllToAll || kind == fb::OpKind::AllToAllOffsets ||
-         kind == fb::OpKind::AllToAllDims;
+         kind == fb::OpKind::AllToAllDims || kind == fb::OpKind::ProcessIndex;
 }
 
 /// A collective's grid axes, or those a vocabulary-parallel op (Embedding,

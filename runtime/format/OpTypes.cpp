@@ -403,8 +403,11 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
         q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
-        operand < 0 || operand > 2) {
-      return "query, key, value and gradient do not fit";
+        operand < 0 || operand > 2 ||
+        (in.size() > 4 &&
+         (in[4].dtype != DType::I32 || !in[4].shape.empty()))) {
+      return "query, key, value and gradient (and an i32 scalar past "
+             "length) do not fit";
     }
     return sameType(in[operand], out)
                ? ""
@@ -430,6 +433,7 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::AllReduce: // its axes are checked against the grid
   case fb::OpKind::AllToAllOffsets:
   case fb::OpKind::AllToAllDims:
+  case fb::OpKind::ProcessIndex:
     return !gridAxesOf(op).empty() ? "" : "expected grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;

@@ -154,6 +154,9 @@ typedef struct mfrt_attention_grad_args_v1 {
   int64_t batch, seq, heads, kv_heads, dim, key_rows;
   int64_t flags;
   double scale;
+  /* One past length for every row, or NULL (0): query row i saw keys
+     0 .. past + i. */
+  const int32_t *past_length;
 } mfrt_attention_grad_args_v1;
 typedef int32_t (*mfrt_attention_grad_v1)(
     const mfrt_attention_grad_args_v1 *args);

@@ -146,6 +146,8 @@ struct AttentionGradient {
   bool causal;
   float scale;
   DType dtype;
+  /// Query row i saw keys 0 .. past + i (past + seq <= keyRows).
+  int64_t past = 0;
 };
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: a unit writes its KV

@@ -178,9 +178,19 @@ Status mfrt::detail::attentionGrad(const fb::Op &op,
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2);
   float scale = static_cast<float>(attrs.scale());
+  int64_t past = 0;
+  if (inputs.size() > 4) { // past_length: the loader checked an i32 scalar
+    past = inputs[4]->as<int32_t>()[0];
+    if (past < 0 || past + seq > keys) {
+      return shapeError(op, "past_length " + std::to_string(past) + " and " +
+                                std::to_string(seq) +
+                                " query rows do not fit " +
+                                std::to_string(keys) + " keys");
+    }
+  }
   AttentionGradient args{nullptr, nullptr, nullptr, nullptr,  nullptr, nullptr,
                          nullptr, batch,   seq,     heads,    kvHeads, dim,
-                         keys,    causal,  scale,   q.dtype()};
+                         keys,    causal,  scale,   q.dtype(), past};
   auto run = [&](const void *query, const void *key, const void *value,
                  const void *outGrad, void *grad) {
     args.query = query;

@@ -58,7 +58,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
 // in order (CPUKernels.h's callService): the structs have no padding.
 static_assert(sizeof(mfrt_gemm_args_v1) == 15 * 8);
 static_assert(sizeof(mfrt_attention_args_v1) == 26 * 8);
-static_assert(sizeof(mfrt_attention_grad_args_v1) == 17 * 8);
+static_assert(sizeof(mfrt_attention_grad_args_v1) == 18 * 8);
 
 namespace {
 
@@ -182,10 +182,18 @@ extern "C" int32_t
 mfrt::mfrtAttentionGrad(const mfrt_attention_grad_args_v1 *args) {
   prepareBlasThread();
   const mfrt_attention_grad_args_v1 &g = *args;
+  int64_t past = g.past_length ? *g.past_length : 0;
+  if (past < 0 || past + g.seq > g.key_rows) {
+    serviceError = "attention_grad: past_length " + std::to_string(past) +
+                   " and " + std::to_string(g.seq) +
+                   " query rows do not fit " + std::to_string(g.key_rows) +
+                   " keys";
+    return MFRT_KERNEL_SERVICE_FAILED;
+  }
   runAttentionGradient({g.query, g.keys, g.values, g.out_grad, g.query_grad,
                         g.key_grad, g.value_grad, g.batch, g.seq, g.heads,
                         g.kv_heads, g.dim, g.key_rows, (g.flags & 1) != 0,
-                        static_cast<float>(g.scale), storageOf(g.flags)},
+                        static_cast<float>(g.scale), storageOf(g.flags), past},
                        g.unit_begin, g.unit_end);
   return MFRT_KERNEL_OK;
 }

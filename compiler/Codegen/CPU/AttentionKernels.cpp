@@ -380,17 +380,19 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
   if (!first || !(storage.isF32() || storage.isF16() || storage.isBF16()) ||
       llvm::any_of(first->getOperands(), [&](Value value) {
         return !isa<BlockArgument>(value) ||
-               cast<RankedTensorType>(value.getType()).getElementType() !=
-                   storage;
+               (value != first.getPastLength() &&
+                cast<RankedTensorType>(value.getType()).getElementType() !=
+                    storage);
       })) {
-    why = "gradients of region inputs of one type, f32, f16 or bf16";
+    why = "gradients of region inputs of one type, f32, f16 or bf16 (and "
+          "an i32 past length)";
     return failure();
   }
   ArrayRef<int64_t> query = first.getQuery().getType().getShape();
   ArrayRef<int64_t> key = first.getKey().getType().getShape();
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 17);
+      buildUnitKernel(fusion, builder, query, key, kAttentionGradService, 18);
   auto operand = [&](Value value) {
     return unit.pointer(static_cast<int>(cast<BlockArgument>(value).getArgNumber()));
   };
@@ -409,6 +411,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionGradKernel(mf::FusionOp fusion,
                   (storage.isF16() ? 16 : storage.isBF16() ? 32 : 0);
   operands.push_back(unit.constant(flags));
   operands.push_back(unit.real(first.getScale().convertToDouble()));
+  operands.push_back(first.getPastLength() ? operand(first.getPastLength())
+                                           : unit.pointer(-1));
   unit.call(kAttentionGradService, operands);
   return unit.kernel;
 }

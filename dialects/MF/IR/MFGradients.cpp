@@ -334,14 +334,21 @@ LogicalResult RopeOp::buildGradients(OpBuilder &b, Value g,
 
 LogicalResult AttentionOp::buildGradients(OpBuilder &b, Value g,
                                           SmallVectorImpl<Value> &grads) {
-  if (getPastLength()) {
-    return noRule(*this, "with a KV cache (past_length)");
+  // One past length for every row (context parallelism's first position of
+  // this rank's queries); a cache's per-row lengths and pages are serving's.
+  Value past = getPastLength();
+  if (getBlockTable() ||
+      (past && cast<RankedTensorType>(past.getType()).getRank() != 0)) {
+    return noRule(*this, "with a KV cache (per-row past_length, block_table)");
   }
   for (int64_t operand : {0, 1, 2}) {
     grads.push_back(AttentionGradOp::create(
         b, getLoc(), getOperand(operand).getType(), getQuery(), getKey(),
-        getValue(), g, getCausalAttr(), getScaleAttr(),
+        getValue(), g, past, getCausalAttr(), getScaleAttr(),
         b.getI64IntegerAttr(operand)));
+  }
+  if (past) {
+    grads.push_back(Value());
   }
   return success();
 }

@@ -1311,6 +1311,10 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
 }
 
+LogicalResult ProcessIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
+}
+
 LogicalResult ReplicateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
 }
@@ -1407,9 +1411,21 @@ int64_t ScatterOp::getBytesAccessed() {
   return detail::countOperandAndResultBytes(*this);
 }
 
-// Only its gradient rule is of use: folded away after autodiff (no pass
-// between mf-partition and mf-autodiff folds).
-OpFoldResult ReplicateOp::fold(FoldAdaptor) { return getInput(); }
+// Only its gradient rule is of use: kept until mf-autodiff has
+// differentiated a training module (the frontend makes some: context
+// parallelism's gathered keys), folded away after it and in other modules.
+OpFoldResult ReplicateOp::fold(FoldAdaptor) {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  bool differentiated =
+      !module || !isTrainingModule(module) ||
+      llvm::any_of(module.getOps<SymbolOpInterface>(),
+                   [](SymbolOpInterface symbol) {
+                     return symbol.getName().ends_with("forward_backward");
+                   });
+  return differentiated ? getInput() : OpFoldResult();
+}
+int64_t ProcessIndexOp::getFlops() { return 0; }
+int64_t ProcessIndexOp::getBytesAccessed() { return 0; }
 int64_t ReplicateOp::getFlops() { return 0; }
 int64_t ReplicateOp::getBytesAccessed() { return 0; }
 

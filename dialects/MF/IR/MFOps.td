@@ -1017,6 +1017,26 @@ def MF_AllToAllDimsOp : MF_CostedOp<"all_to_all_dims", [
   }];
 }
 
+def MF_ProcessIndexOp : MF_FreeOp<"process_index", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This rank's index along grid axes";
+  let description = [{
+    The index of the running rank among the ranks that differ only in the
+    coordinates of `grid_axes` (row-major over them; upstream MLIR's
+    `shard.process_multi_index` of one axis): what a rank's block of a split
+    dimension starts at, in blocks (context parallelism's first position).
+
+    ```mlir
+    %r = mf.process_index on @grid axes = [3] : tensor<i32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
+  let results = (outs MF_ScalarIndexTensor:$result);
+  let assemblyFormat = [{
+    `on` $grid `axes` `=` $grid_axes attr-dict `:` type($result)
+  }];
+}
+
 def MF_ReplicateOp : MF_FreeOp<"replicate", [
     DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
     SameOperandsAndResultType,
@@ -1197,19 +1217,26 @@ def MF_AttentionGradOp : MF_CostedOp<"attention_grad", [Pure,
     of its result: `wrt` = 0 gives the query's gradient, 1 the key's, 2
     the value's (summed over the query heads that share a KV head). The
     softmax is recomputed one query row at a time; no s x s matrix is kept.
+    With a `past_length` (one scalar), query `i` saw keys `0 ..
+    past_length + i`, as in `mf.attention`: context parallelism's queries
+    of one block of the sequence against every rank's keys.
 
     ```mlir
     %dk = mf.attention_grad %q, %k, %v, %do causal scale = 2.5e-01 wrt = 1
         : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x2x16xf32>
+    %dq = mf.attention_grad %q, %k, %v, %do past_length(%n) causal
+        scale = 2.5e-01 wrt = 0
+        : tensor<1x4x4x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x4x4x16xf32>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
                        MF_FloatTensor:$value, MF_FloatTensor:$grad,
+                       Optional<MF_ScalarIndexTensor>:$past_length,
                        UnitAttr:$causal, F64Attr:$scale,
                        ConfinedAttr<I64Attr, [IntMinValue<0>, IntMaxValue<2>]>:$wrt);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad (`causal` $causal^)? `scale` `=` $scale `wrt` `=` $wrt attr-dict `:` type($query) `,` type($key) `->` type($result)
+    $query `,` $key `,` $value `,` $grad (`past_length` `(` $past_length^ `)`)? (`causal` $causal^)? `scale` `=` $scale `wrt` `=` $wrt attr-dict `:` type($query) `,` type($key) `->` type($result)
   }];
   let hasVerifier = 1;
 }
