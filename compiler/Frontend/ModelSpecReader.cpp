@@ -2247,10 +2247,6 @@ private:
     if (spec_.shardedPipelineStages > 1) {
       refuse("not built with pipeline_stage > 1 yet; set one of them to 1");
     }
-    if (!ulysses && spec_.shardedModelParallel > 1) {
-      refuse("colossalai_cp is not built with model_parallel > 1 yet; set "
-             "one of them to 1, or context_parallel_algo: ulysses_cp");
-    }
     if (model.seqLength % cp != 0) {
       refuse("must divide seq_length (" + std::to_string(model.seqLength) +
              "): each rank holds seq_length / context_parallel positions");

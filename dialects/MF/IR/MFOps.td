@@ -1038,7 +1038,8 @@ def MF_ProcessIndexOp : MF_FreeOp<"process_index", [
 }
 
 def MF_ReplicateOp : MF_FreeOp<"replicate", [
-    DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, Pure,
     SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let inExecutable = 0; // not stored in model.bin

@@ -365,9 +365,35 @@ LogicalResult AllReduceOp::partition(Partitioning &p) {
 }
 
 // The collectives mf-partition makes record their results' splits.
-LogicalResult AllGatherOp::partition(Partitioning &) { return success(); }
+// What mf-partition gathers is per rank already. A gather the frontend
+// built (context parallelism's keys, along the sequence) of a value that
+// tensor parallelism splits along another dimension (the heads) gathers
+// each rank's block: the result is split as the input is.
+LogicalResult AllGatherOp::partition(Partitioning &p) {
+  const Split input = p.splitOf(getInput());
+  if (input.replicated() || input.dim == getDimension()) {
+    return success();
+  }
+  if (input.partial || input.parts > 1) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), input, *this);
+}
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
+/// A replicate the frontend built (context parallelism's gathered keys)
+/// over a value split along other axes: the identity, split alike.
+LogicalResult ReplicateOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.partial) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), input, *this);
+}
+
 /// Context parallelism's exchange of a tensor-parallel rank's heads: the
 /// model-parallel split stays where it is (each rank trades its block of
 /// the heads it holds), so the result is split as the input is.

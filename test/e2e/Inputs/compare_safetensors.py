@@ -1,5 +1,5 @@
 """Compares every tensor of safetensors files with the first's: |a - b| /
-max |a| per tensor must be within 1e-5, or, with --noise FILE (the same
+max |a| per tensor must be within 1e-5 (or --bound), or, with --noise FILE (the same
 run's weights from the other mode: Graph Mode against PyNative), within
 twice what that run differs from the first, where that is more: a tensor
 whose AdamW updates amplify rounding (a small one, such as the key bias
@@ -42,13 +42,15 @@ parser = argparse.ArgumentParser()
 parser.add_argument("expected")
 parser.add_argument("actual", nargs="+")
 parser.add_argument("--noise")
+parser.add_argument("--bound", type=float, default=1e-5,
+                    help="the relative difference allowed (1e-5: f32 runs)")
 parser.add_argument("--without", action="append", default=[],
                     help="leave out the tensors whose name starts with this "
                     "(state that only some of the runs keep)")
 args = parser.parse_args()
 expected = {n: t for n, t in read(args.expected).items()
             if not any(n.startswith(p) for p in args.without)}
-bound = {n: 1e-5 for n in expected}
+bound = {n: args.bound for n in expected}
 if args.noise:
     for n, d in differences(expected, read(args.noise)).items():
         bound[n] = max(bound[n], 2 * d)
