@@ -631,7 +631,7 @@ void GraphBuilder::buildLossEntry() {
 void GraphBuilder::buildStageEntries() {
   int64_t batch = spec_.entryBatchSize();
   RankedTensorType idsType =
-      tensorType({batch, spec_.model.seqLength}, builder_.getI32Type());
+      tensorType({batch, spec_.localSeqLength()}, builder_.getI32Type());
   int64_t stages = spec_.shardedPipelineStages;
   Type hiddenType; // the first stage's output: what every later one takes
   for (const LayerChunk &chunk : layerChunks(spec_)) {

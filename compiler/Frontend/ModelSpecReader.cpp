@@ -2244,9 +2244,6 @@ private:
              "position embeddings would need each rank's offset); set "
              "context_parallel: 1");
     }
-    if (spec_.shardedPipelineStages > 1) {
-      refuse("not built with pipeline_stage > 1 yet; set one of them to 1");
-    }
     if (model.seqLength % cp != 0) {
       refuse("must divide seq_length (" + std::to_string(model.seqLength) +
              "): each rank holds seq_length / context_parallel positions");

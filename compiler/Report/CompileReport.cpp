@@ -216,7 +216,7 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
   if (!microBatches || !grid) {
     return {};
   }
-  int64_t stageCount = grid.getShape().back();
+  int64_t stageCount = grid.getShape()[mf::kPipelineGridAxis];
   std::vector<StageReport> stages(static_cast<size_t>(stageCount));
   std::vector<StageSchedule> schedule =
       schedule1F1B(stageCount, microBatches.getInt());

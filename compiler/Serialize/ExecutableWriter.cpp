@@ -391,7 +391,7 @@ private:
     }
     int64_t stages = 1;
     for (auto grid : module_.getOps<shard::GridOp>()) {
-      stages = grid.getShape().back();
+      stages = grid.getShape()[mf::kPipelineGridAxis];
     }
     std::vector<flatbuffers::Offset<fb::StageSchedule>> written;
     for (const StageSchedule &stage :

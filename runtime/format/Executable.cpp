@@ -336,6 +336,14 @@ bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
 /// runs each micro-batch's forward, then its backward, once, keeping no
 /// more inputs than it says) and the entries it names, with inputs and
 /// outputs that connect the stages.
+/// The ranks each training sequence is split over (context parallelism):
+/// its entries hold seq_length / this positions of each.
+int64_t contextRanksOf(const fb::Executable &root) {
+  return root.grid() && root.grid()->size() > kContextAxis
+             ? root.grid()->Get(kContextAxis)
+             : 1;
+}
+
 Status checkPipeline(const fb::Executable &root) {
   const fb::Training *training = root.model()->training();
   const fb::Pipeline *pipeline = training ? training->pipeline() : nullptr;
@@ -401,9 +409,11 @@ Status checkPipeline(const fb::Executable &root) {
     return Status::error("the pipeline schedule " + what);
   };
   int64_t micro = pipeline->micro_batches();
-  if (!root.grid() || root.grid()->size() != 3 ||
-      root.grid()->Get(2) != static_cast<int64_t>(stages) || stages < 2) {
-    return bad("is not for the grid's stages (its last axis)");
+  if (!root.grid() || root.grid()->size() <= kPipelineAxis ||
+      root.grid()->Get(kPipelineAxis) != static_cast<int64_t>(stages) ||
+      stages < 2) {
+    return bad("is not for the grid's stages (its axis " +
+               std::to_string(kPipelineAxis) + ")");
   }
   if (pipeline->scheduler()->str() != "1f1b" || micro < 1 ||
       micro > kMaxMicroBatches) {
@@ -420,7 +430,8 @@ Status checkPipeline(const fb::Executable &root) {
   };
   const fb::TensorType *previousHidden = nullptr;
   const fb::ModelInfo &model = *root.model();
-  std::vector<int64_t> idsShape = {model.batch_size(), model.seq_length()};
+  std::vector<int64_t> idsShape = {
+      model.batch_size(), model.seq_length() / contextRanksOf(root)};
   for (size_t stage = 0; stage < stages; ++stage) {
     const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
     bool first = stage == 0, last = stage + 1 == stages;
@@ -630,12 +641,7 @@ Status checkPipeline(const fb::Executable &root) {
 Status checkEntryContracts(const fb::Executable &root) {
   const fb::ModelInfo &model = *root.model();
   int64_t batch = model.batch_size(), seq = model.seq_length();
-  // Training entries hold a block of each sequence under context
-  // parallelism: seq_length / its ranks positions.
-  int64_t contextRanks =
-      root.grid() && root.grid()->size() > kContextAxis
-          ? root.grid()->Get(kContextAxis)
-          : 1;
+  int64_t contextRanks = contextRanksOf(root);
   if (seq % contextRanks != 0) {
     return Status::error("seq_length " + std::to_string(seq) +
                          " does not divide into blocks for " +

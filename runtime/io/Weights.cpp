@@ -514,8 +514,7 @@ int64_t mfrt::stageOfRank(const Executable &executable,
   if (executable.pipelineStages() <= 1 || !ranks || !executable.root().grid()) {
     return -1;
   }
-  return ranks->indexAlong(
-      {static_cast<int64_t>(executable.root().grid()->size()) - 1});
+  return ranks->indexAlong({kPipelineAxis});
 }
 
 StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
@@ -531,10 +530,14 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
   int64_t owner = parameter.stages() && parameter.stages()->size() > 0
                       ? parameter.stages()->Get(0)
                       : 0;
-  int64_t stageAxis =
-      static_cast<int64_t>(executable.root().grid()->size()) - 1;
-  std::vector<int64_t> others(static_cast<size_t>(stageAxis));
-  std::iota(others.begin(), others.end(), 0);
+  int64_t stageAxis = kPipelineAxis;
+  std::vector<int64_t> others;
+  for (int64_t axis = 0;
+       axis < static_cast<int64_t>(executable.root().grid()->size()); ++axis) {
+    if (axis != stageAxis) {
+      others.push_back(axis);
+    }
+  }
   Tensor gathered;
   if (stage == owner) {
     MFRT_ASSIGN_OR_RETURN(gathered, whole(index, executable, ranks));

@@ -215,7 +215,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     }
     if (auto microBatches =
             module->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName)) {
-      if (!grid_ || grid_.getShape().size() != 3) {
+      if (!grid_ || grid_.getShape().size() <= kPipelineGridAxis) {
         emitError(module.getLoc())
             << "a pipelined module (" << kMicroBatchesAttrName
             << ") needs a data x model x pipeline grid";
