@@ -192,8 +192,8 @@ Value GraphBuilder::contextOffset(int64_t localSeq, Location loc) {
       builder_.getDenseI16ArrayAttr({mf::kContextGridAxis}));
   Value length = mf::ConstantOp::create(
       builder_, loc,
-      DenseElementsAttr::get(scalar, builder_.getI32IntegerAttr(
-                                         static_cast<int32_t>(localSeq))));
+      DenseElementsAttr::get(
+          scalar, builder_.getI32IntegerAttr(static_cast<int32_t>(localSeq))));
   return mf::MulOp::create(builder_, loc, index, length);
 }
 
@@ -202,9 +202,9 @@ Value GraphBuilder::gatherOverContext(Value x, int64_t dim, Location loc) {
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] *= spec_.shardedContextParallel;
   auto axes = builder_.getDenseI16ArrayAttr({mf::kContextGridAxis});
-  Value whole = mf::AllGatherOp::create(builder_, loc, type.clone(shape), x,
-                                        gridName(), axes,
-                                        builder_.getI64IntegerAttr(dim));
+  Value whole =
+      mf::AllGatherOp::create(builder_, loc, type.clone(shape), x, gridName(),
+                              axes, builder_.getI64IntegerAttr(dim));
   return mf::ReplicateOp::create(builder_, loc, whole, gridName(), axes);
 }
 
@@ -241,8 +241,8 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
   if (!cache && contextOffset_) {
     // colossalai_cp: this rank's queries against every rank's keys and
     // values, the first at this rank's offset.
-    Location gatherLoc =
-        loc(attentionPath + ".attention_core", "parallel_config.context_parallel");
+    Location gatherLoc = loc(attentionPath + ".attention_core",
+                             "parallel_config.context_parallel");
     k = gatherOverContext(k, /*dim=*/1, gatherLoc);
     v = gatherOverContext(v, /*dim=*/1, gatherLoc);
     pastLength = contextOffset_;

@@ -189,9 +189,9 @@ private:
     if (ulysses) {
       // [batch, seq, heads / cp * head_dim] back to this rank's positions
       // of every head (the ranks' heads are consecutive).
-      attended = exchangeOverContext(
-          attended, /*splitDim=*/1, /*concatDim=*/2,
-          loc(attn + ".ulysses_merger_a2a", "parallel_config.context_parallel"));
+      attended = exchangeOverContext(attended, /*splitDim=*/1, /*concatDim=*/2,
+                                     loc(attn + ".ulysses_merger_a2a",
+                                         "parallel_config.context_parallel"));
     }
     Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
                               hiddenSize, heads * headDim, false, "hidden_size",

@@ -2024,10 +2024,10 @@ private:
     }
     static const StringRef algorithms[] = {"colossalai_cp", "ulysses_cp",
                                            "hybrid_cp"};
-    bool knownAlgorithm = !parallel.get("context_parallel_algo") ||
-                          parallel.readChoice("context_parallel_algo",
-                                              config.contextParallelAlgo,
-                                              algorithms);
+    bool knownAlgorithm =
+        !parallel.get("context_parallel_algo") ||
+        parallel.readChoice("context_parallel_algo", config.contextParallelAlgo,
+                            algorithms);
     int64_t ulyssesDegree = 1;
     parallel.readPositive("ulysses_degree_in_cp", ulyssesDegree, kMaxParallel);
     parallel.ignore({"mem_coeff"});
@@ -2185,10 +2185,9 @@ private:
     }
     if (config.contextParallel > 1 && spec_.shardedContextParallel == 1) {
       std::string why = whyNotContextParallel();
-      reasons.push_back(degree("context_parallel", config.contextParallel) +
-                        " is built " +
-                        (why.empty() ? "with a known context_parallel_algo"
-                                     : why));
+      reasons.push_back(
+          degree("context_parallel", config.contextParallel) + " is built " +
+          (why.empty() ? "with a known context_parallel_algo" : why));
     }
     return llvm::join(reasons, "; ");
   }

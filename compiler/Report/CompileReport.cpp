@@ -173,7 +173,8 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
         count("all_to_all of rows (at most)", exchange.getGridAxes(),
               bytesOf(exchange.getRows().getType()));
       } else if (auto exchange = dyn_cast<mf::AllToAllDimsOp>(op)) {
-        count("all_to_all", exchange.getGridAxes(), bytesOf(exchange.getType()));
+        count("all_to_all", exchange.getGridAxes(),
+              bytesOf(exchange.getType()));
       } else if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
         count("all_to_all of row counts", counts.getGridAxes(),
               bytesOf(counts.getType()));
@@ -706,9 +707,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     os << llvm::format(" (%s); each rank holds "
                        "%s%.4g MB of weights and optimizer state (whole: %.4g "
                        "MB)\n",
-                       axes.c_str(),
-                       stages.empty() ? "" : "at most ", parameters / 1e6,
-                       whole / 1e6);
+                       axes.c_str(), stages.empty() ? "" : "at most ",
+                       parameters / 1e6, whole / 1e6);
     if (!stages.empty()) {
       int64_t micro =
           module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)

@@ -60,9 +60,9 @@ Status checkCollective(const fb::Executable &root, const fb::Op &op,
   if (ranks && op.kind() == fb::OpKind::AllToAllDims) {
     // The float dtype and the result's dtype: the registry row checked.
     const auto *attrs = op.attributes_as_AllToAllDimsAttrs();
-    mfshapes::Inferred rule = mfshapes::inferAllToAllDims(
-        {mfshapes::Element::F32, input}, *ranks, attrs->split_dim(),
-        attrs->concat_dim());
+    mfshapes::Inferred rule =
+        mfshapes::inferAllToAllDims({mfshapes::Element::F32, input}, *ranks,
+                                    attrs->split_dim(), attrs->concat_dim());
     if (!rule) {
       return Status::error(where + ": " + rule.error);
     }
@@ -219,12 +219,9 @@ Status checkEntry(const fb::Executable &root, const fb::Entry &entry) {
             : op.kind() == fb::OpKind::AllToAllOffsets ? &operandTypes[0].shape
                                                        : nullptr;
         static const Shape kNoOperand;
-        MFRT_RETURN_IF_ERROR(checkCollective(root, op,
-                                             operandTypes.empty()
-                                                 ? kNoOperand
-                                                 : operandTypes[0].shape,
-                                             resultTypes[0].shape, offsets,
-                                             where));
+        MFRT_RETURN_IF_ERROR(checkCollective(
+            root, op, operandTypes.empty() ? kNoOperand : operandTypes[0].shape,
+            resultTypes[0].shape, offsets, where));
       }
       if (std::vector<int64_t> axes = vocabularyAxes(op); !axes.empty()) {
         StatusOr<int64_t> ranks = ranksAlong(root, axes, where);
@@ -430,8 +427,8 @@ Status checkPipeline(const fb::Executable &root) {
   };
   const fb::TensorType *previousHidden = nullptr;
   const fb::ModelInfo &model = *root.model();
-  std::vector<int64_t> idsShape = {
-      model.batch_size(), model.seq_length() / contextRanksOf(root)};
+  std::vector<int64_t> idsShape = {model.batch_size(),
+                                   model.seq_length() / contextRanksOf(root)};
   for (size_t stage = 0; stage < stages; ++stage) {
     const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
     bool first = stage == 0, last = stage + 1 == stages;
@@ -1057,10 +1054,9 @@ Status checkGrid(const fb::Executable &root) {
   // data x model (x pipeline (x context)): the runtime makes a group per
   // set of axes.
   if (root.grid()->size() > kContextAxis + 1) {
-    return Status::error("the device grid has " +
-                         std::to_string(root.grid()->size()) +
-                         " axes (at most 4: " +
-                         gridAxesText(kContextAxis + 1) + ")");
+    return Status::error(
+        "the device grid has " + std::to_string(root.grid()->size()) +
+        " axes (at most 4: " + gridAxesText(kContextAxis + 1) + ")");
   }
   for (int64_t extent : *root.grid()) {
     if (extent <= 0 || extent > kMaxRanks || ranks * extent > kMaxRanks) {

@@ -41,8 +41,9 @@ inline std::string gridAxesText(size_t axes) {
                                       "pipeline_stage", "context_parallel"};
   std::string text;
   for (size_t axis = 0; axis < axes; ++axis) {
-    text += (axis ? " x " : "") +
-            std::string(axis < 4 ? names[axis] : "axis " + std::to_string(axis));
+    text +=
+        (axis ? " x " : "") +
+        std::string(axis < 4 ? names[axis] : "axis " + std::to_string(axis));
   }
   return text;
 }

@@ -56,9 +56,9 @@ Communicator::start(const std::vector<int64_t> &grid) {
   if (ranks == 1) {
     return communicator;
   }
-  std::string compiled =
-      "model.bin is compiled for " + std::to_string(ranks) + " ranks (a " +
-      gridText(grid) + " grid: " + gridAxesText(grid.size()) + ")";
+  std::string compiled = "model.bin is compiled for " + std::to_string(ranks) +
+                         " ranks (a " + gridText(grid) +
+                         " grid: " + gridAxesText(grid.size()) + ")";
   if (!startedByMpirun()) {
     return Status::error(StatusCode::FailedPrecondition,
                          compiled + ": run mpirun -n " + std::to_string(ranks) +

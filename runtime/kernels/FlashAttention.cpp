@@ -673,8 +673,7 @@ void mfrt::runAttentionGradient(const AttentionGradient &args,
       for (int64_t first = 0; first < seq; first += kAttentionRowBlock) {
         int64_t rows = std::min(kAttentionRowBlock, seq - first);
         auto visibleTo = [&](int64_t r) {
-          return args.causal ? std::min(keys, args.past + first + r + 1)
-                             : keys;
+          return args.causal ? std::min(keys, args.past + first + r + 1) : keys;
         };
         int64_t width = visibleTo(rows - 1);
         const float *query = queryHead + first * qStride;

@@ -188,8 +188,8 @@ Status mfrt::detail::attentionGrad(const fb::Op &op,
                                 std::to_string(keys) + " keys");
     }
   }
-  AttentionGradient args{nullptr, nullptr, nullptr, nullptr,  nullptr, nullptr,
-                         nullptr, batch,   seq,     heads,    kvHeads, dim,
+  AttentionGradient args{nullptr, nullptr, nullptr, nullptr,   nullptr, nullptr,
+                         nullptr, batch,   seq,     heads,     kvHeads, dim,
                          keys,    causal,  scale,   q.dtype(), past};
   auto run = [&](const void *query, const void *key, const void *value,
                  const void *outGrad, void *grad) {

@@ -185,9 +185,8 @@ mfrt::mfrtAttentionGrad(const mfrt_attention_grad_args_v1 *args) {
   int64_t past = g.past_length ? *g.past_length : 0;
   if (past < 0 || past + g.seq > g.key_rows) {
     serviceError = "attention_grad: past_length " + std::to_string(past) +
-                   " and " + std::to_string(g.seq) +
-                   " query rows do not fit " + std::to_string(g.key_rows) +
-                   " keys";
+                   " and " + std::to_string(g.seq) + " query rows do not fit " +
+                   std::to_string(g.key_rows) + " keys";
     return MFRT_KERNEL_SERVICE_FAILED;
   }
   runAttentionGradient({g.query, g.keys, g.values, g.out_grad, g.query_grad,

@@ -40,8 +40,8 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       os << (i ? "x" : "") << root.grid()->Get(i);
       ranks *= root.grid()->Get(i);
     }
-    os << " (" << gridAxesText(root.grid()->size())
-       << "): run with mpirun -n " << ranks << "\n";
+    os << " (" << gridAxesText(root.grid()->size()) << "): run with mpirun -n "
+       << ranks << "\n";
   }
   if (const fb::Pipeline *pipeline = executable.pipeline()) {
     os << "pipeline: " << pipeline->stages()->size() << " stages, "

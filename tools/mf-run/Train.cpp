@@ -136,8 +136,8 @@ public:
       for (int64_t b = 0; b < batch; ++b) {
         for (int64_t i = start; i < start + block; ++i) {
           int64_t at = b * block + i - start;
-          ids[at] =
-              i < length ? sequence_[i] : static_cast<int32_t>(model_.pad_token_id());
+          ids[at] = i < length ? sequence_[i]
+                               : static_cast<int32_t>(model_.pad_token_id());
           labels[at] = i + 1 < length
                            ? sequence_[i + 1]
                            : static_cast<int32_t>(model_.ignore_token_id());

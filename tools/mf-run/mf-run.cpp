@@ -1305,7 +1305,8 @@ int evaluate(const Options &options, Session &session) {
         ids.as<int32_t>()[b * block + i] =
             real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
         labels.as<int32_t>()[b * block + i] =
-            real ? (*data)[at + 1] : static_cast<int32_t>(model.ignore_token_id());
+            real ? (*data)[at + 1]
+                 : static_cast<int32_t>(model.ignore_token_id());
       }
     }
     StatusOr<std::vector<Tensor>> outputs =

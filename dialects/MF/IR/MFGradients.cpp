@@ -395,9 +395,9 @@ LogicalResult AllGatherOp::buildGradients(OpBuilder &b, Value g,
 // The blocks went from split_dim to concat_dim: their gradient goes back.
 LogicalResult AllToAllDimsOp::buildGradients(OpBuilder &b, Value g,
                                              SmallVectorImpl<Value> &grads) {
-  grads.push_back(AllToAllDimsOp::create(
-      b, getLoc(), getInput().getType(), g, getGrid(), getGridAxes(),
-      getConcatDim(), getSplitDim()));
+  grads.push_back(AllToAllDimsOp::create(b, getLoc(), getInput().getType(), g,
+                                         getGrid(), getGridAxes(),
+                                         getConcatDim(), getSplitDim()));
   return success();
 }
 

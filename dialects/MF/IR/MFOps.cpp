@@ -1311,7 +1311,8 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
 }
 
-LogicalResult ProcessIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult
+ProcessIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyCollectiveAxes(*this, getGridAttr(), getGridAxes(), symbolTable);
 }
 
@@ -1368,9 +1369,9 @@ AllToAllDimsOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (failed(grid)) {
     return failure();
   }
-  mfshapes::Inferred rule =
-      mfshapes::inferAllToAllDims(infoOf(getInput().getType()), ranksAlong(*grid, getGridAxes()),
-                                  getSplitDim(), getConcatDim());
+  mfshapes::Inferred rule = mfshapes::inferAllToAllDims(
+      infoOf(getInput().getType()), ranksAlong(*grid, getGridAxes()),
+      getSplitDim(), getConcatDim());
   if (!rule) {
     return emitOpError() << rule.error;
   }

@@ -428,8 +428,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
     }
     RankedTensorType block = blockType(parameter);
-    if (block.getRank() == 0 ||
-        block.getShape()[dim] % dataRanks_ != 0) {
+    if (block.getRank() == 0 || block.getShape()[dim] % dataRanks_ != 0) {
       return std::nullopt;
     }
     return dim;
@@ -470,11 +469,10 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     if (!dataGrid_) {
       return value;
     }
-    Value sum = AllReduceOp::create(math.b, math.loc, value,
-                                    dataGrid_.getSymName(),
-                                    math.b.getDenseI16ArrayAttr(dataAxes_));
-    return math.mul(sum, math.scalar(1.0 / static_cast<double>(
-                                               dataRanks_)));
+    Value sum =
+        AllReduceOp::create(math.b, math.loc, value, dataGrid_.getSymName(),
+                            math.b.getDenseI16ArrayAttr(dataAxes_));
+    return math.mul(sum, math.scalar(1.0 / static_cast<double>(dataRanks_)));
   }
 
   /// The most elements one fused all-reduce carries: bigger ones are
@@ -665,18 +663,16 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
       if (dataGrid_ && splitOverData(parameter.parameter)) {
         // The sum of every rank's loss's gradient: their mean is 1/dp of it.
-        gradients.push_back(math.mul(
-            g,
-            math.scalar(1.0 / static_cast<double>(dataRanks_))));
+        gradients.push_back(
+            math.mul(g, math.scalar(1.0 / static_cast<double>(dataRanks_))));
       } else if (parameter.shardedDim) {
         // ZeRO-1: the rank's shard of the data-parallel mean.
         auto shardType = blockType(parameter.m);
-        g = ReduceScatterOp::create(builder, math.loc, shardType, g,
-                                    dataGrid_.getSymName(),
-                                    builder.getDenseI16ArrayAttr(dataAxes_),
-                                    *parameter.shardedDim);
-        gradients.push_back(math.mul(g, math.scalar(1.0 / static_cast<double>(
-                                                             dataRanks_))));
+        g = ReduceScatterOp::create(
+            builder, math.loc, shardType, g, dataGrid_.getSymName(),
+            builder.getDenseI16ArrayAttr(dataAxes_), *parameter.shardedDim);
+        gradients.push_back(
+            math.mul(g, math.scalar(1.0 / static_cast<double>(dataRanks_))));
       } else {
         unshardedAt.push_back(gradients.size());
         unsharded.push_back(g);
@@ -766,10 +762,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       Value weight = math.castTo(read(builder, parameter.parameter, loc),
                                  builder.getF32Type());
       if (parameter.shardedDim) {
-        weight = ScatterOp::create(builder, loc, type, weight,
-                                   dataGrid_.getSymName(),
-                                   builder.getDenseI16ArrayAttr(dataAxes_),
-                                   *parameter.shardedDim);
+        weight = ScatterOp::create(
+            builder, loc, type, weight, dataGrid_.getSymName(),
+            builder.getDenseI16ArrayAttr(dataAxes_), *parameter.shardedDim);
       }
       Value m = math.add(math.mul(read(builder, parameter.m, loc),
                                   math.splat(settings.beta1, type)),
