@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Data, tensor and pipeline parallelism: per-rank memory and communication, and speed.
+"""Data, tensor, pipeline, expert and context parallelism: per-rank memory and communication, and speed.
 
   bench/parallel.py [--build build] [--config PATH] [--runs 3] [--steps 3]
-                    [--tables layout,speed,pipeline,stages,experts] [--micro-batches 4]
+                    [--tables layout,speed,pipeline,stages,experts,context] [--micro-batches 4]
+                    [--context-length 2048]
 
 layout: compiles the real MindFormers pretrain_llama2_7b.yaml at full size
 (compile only) with its own parallel_config (data_parallel 8) and as
@@ -47,6 +48,13 @@ as data_parallel 2 (every rank holds every expert) and as expert_parallel 2
 one thread a rank, alternating; prints the medians of time per step and
 each layout's per-rank trained parameters, gradients and AdamW state from
 --report, and rank 0's peak RSS.
+
+context: trains llama-100m on sequences of --context-length tokens (batch
+1) on one rank (1 and 2 threads) and as context_parallel 2 (one thread a
+rank) with each algorithm: colossalai_cp (every rank's keys and values
+gathered) and ulysses_cp (positions traded for heads), alternating; prints
+the medians of time per step, train_step's activation arena per rank from
+--report (what context parallelism divides) and rank 0's peak RSS.
 
 stages: compiles pretrain_llama2_70b_bf16_32p.yaml at full size (dp1 x mp4
 x pp8, 256 micro-batches) and prints each stage's per-rank parameter,
@@ -378,14 +386,57 @@ def experts_table(args, tmp):
           f"the bytes held per rank; ep2 / one rank: {ep / one:.2f}x the time")
 
 
+def context_table(args, tmp):
+    config = os.path.join(HERE, "configs", "llama-100m.yaml")
+    corpus = docs_corpus(tmp)
+    train = ["run_mode=train", "runner_config.batch_size=1",
+             f"model.model_config.seq_length={args.context_length}"]
+    cp2 = train + ["use_parallel=True", "parallel_config.context_parallel=2"]
+    layouts = {
+        "one rank, 1 thread": (train, 1, 1),
+        "one rank, 2 threads": (train, 1, 2),
+        "cp2 colossalai_cp": (cp2, 2, 1),
+        "cp2 ulysses_cp": (cp2 + ["parallel_config.context_parallel_algo=ulysses_cp"], 2, 1),
+    }
+    mfrun = os.path.join(args.build, "bin", "mf-run")
+    binaries, arena = {}, {}
+    for name, (overrides, _, _) in layouts.items():
+        binaries[name] = os.path.join(tmp, "context-" + re.sub(r"[^a-z0-9]+", "-", name) + ".bin")
+        memory = compile_report(args.build, config, binaries[name], overrides)["training_memory_bytes"]
+        arena[name] = memory["activations_arena"]
+    run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
+    times = {name: [] for name in layouts}
+    rss = {name: [] for name in layouts}
+    for _ in range(args.runs):
+        for name, (_, ranks, threads) in layouts.items():
+            command = [mfrun, binaries[name], "--threads", str(threads)] + run
+            if ranks > 1:
+                command = MPIRUN + ["-n", str(ranks)] + command
+            r = subprocess.run(command, capture_output=True, text=True, check=True)
+            times[name].append(step_ms(r.stderr))
+            rss[name].append(peak_rss_mb(r.stderr))
+    print(f"\nllama-100m train step, batch 1 x {args.context_length} tokens, medians of {args.runs} "
+          f"alternating runs of {args.steps} steps")
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    for name in layouts:
+        print(f"  {name:22} {medians[name]:9.1f} ms/step   train_step arena per rank {arena[name] / 1e6:8.1f} MB, "
+              f"rank 0's peak RSS {statistics.median(rss[name]):7.1f} MB   runs: "
+              f"{', '.join(f'{t:.0f}' for t in times[name])}")
+    for name in ("cp2 colossalai_cp", "cp2 ulysses_cp"):
+        print(f"  {name} / one rank of 1 thread: {medians[name] / medians['one rank, 1 thread']:.2f}x the time, "
+              f"{arena[name] / arena['one rank, 1 thread']:.2f}x the arena; / one rank of 2 threads: "
+              f"{medians[name] / medians['one rank, 2 threads']:.2f}x the time")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--mindformers", default=os.path.join(ROOT, "..", "shared", "configs", "mindformers"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--tables", default="layout,speed,pipeline,stages,experts")
+    parser.add_argument("--tables", default="layout,speed,pipeline,stages,experts,context")
     parser.add_argument("--micro-batches", type=int, default=4)
+    parser.add_argument("--context-length", type=int, default=2048)
     args = parser.parse_args()
     tables = args.tables.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -399,6 +450,8 @@ def main():
             stages_table(args, tmp)
         if "experts" in tables:
             experts_table(args, tmp)
+        if "context" in tables:
+            context_table(args, tmp)
 
 
 if __name__ == "__main__":

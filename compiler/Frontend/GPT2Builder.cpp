@@ -30,7 +30,9 @@ public:
     Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
                        wpeLoc);
     Value positionIds =
-        positions(batch, seq, cache ? cache->pastLength : Value(), wpeLoc);
+        contextParallel()
+            ? contextPositions(batch, seq, wpeLoc)
+            : positions(batch, seq, cache ? cache->pastLength : Value(), wpeLoc);
     Value placed =
         mf::EmbeddingOp::create(builder_, wpeLoc, embedded, wpe, positionIds);
     Value hidden = mf::AddOp::create(builder_, wpeLoc, tokens, placed);

@@ -185,6 +185,12 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
   return mf::AddOp::create(builder_, loc, matmul, broadcastBias);
 }
 
+Value GraphBuilder::contextPositions(int64_t batch, int64_t localSeq,
+                                     Location loc) {
+  return positions(batch, localSeq,
+                   broadcastTo(contextOffset(localSeq, loc), {batch}, loc), loc);
+}
+
 Value GraphBuilder::contextOffset(int64_t localSeq, Location loc) {
   auto scalar = tensorType({}, builder_.getI32Type());
   Value index = mf::ProcessIndexOp::create(
@@ -238,14 +244,25 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
                                     int64_t layer,
                                     const std::string &attentionPath) {
   Value pastLength, blockTable;
-  if (!cache && contextOffset_) {
-    // colossalai_cp: this rank's queries against every rank's keys and
-    // values, the first at this rank's offset.
-    Location gatherLoc = loc(attentionPath + ".attention_core",
-                             "parallel_config.context_parallel");
-    k = gatherOverContext(k, /*dim=*/1, gatherLoc);
-    v = gatherOverContext(v, /*dim=*/1, gatherLoc);
-    pastLength = contextOffset_;
+  bool ulysses = false;
+  if (!cache && contextParallel()) {
+    Location exchangeLoc = loc(attentionPath + ".attention_core",
+                               "parallel_config.context_parallel");
+    if (spec_.contextGathersKeys()) {
+      // colossalai_cp: this rank's queries against every rank's keys and
+      // values, the first at this rank's first position.
+      k = gatherOverContext(k, /*dim=*/1, exchangeLoc);
+      v = gatherOverContext(v, /*dim=*/1, exchangeLoc);
+      pastLength = contextOffset(shapeOf(q)[1], exchangeLoc);
+    } else {
+      // DeepSpeed-Ulysses: this rank's block of the sequence of every head
+      // becomes every position of a block of the heads (MindFormers'
+      // ulysses_cp inserts the same all-to-all before its attention).
+      ulysses = true;
+      q = exchangeOverContext(q, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
+      k = exchangeOverContext(k, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
+      v = exchangeOverContext(v, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
+    }
   }
   if (cache) {
     Location cacheLoc = loc(attentionPath + ".kv_cache", "use_past");
@@ -263,8 +280,16 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
       builder_, loc(attentionPath + ".attention_core", "num_heads"),
       q.getType(), q, k, v, pastLength, blockTable, /*causal=*/true,
       llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3]))));
-  return reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
-                 loc(attentionPath + ".merge_heads", "num_heads"));
+  Value merged = reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
+                         loc(attentionPath + ".merge_heads", "num_heads"));
+  if (!ulysses) {
+    return merged;
+  }
+  // [batch, seq, heads / cp * head_dim] back to this rank's positions of
+  // every head (the ranks' heads are consecutive).
+  return exchangeOverContext(
+      merged, /*splitDim=*/1, /*concatDim=*/2,
+      loc(attentionPath + ".merge_heads", "parallel_config.context_parallel"));
 }
 
 Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {

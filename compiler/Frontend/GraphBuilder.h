@@ -103,15 +103,15 @@ protected:
     return mlir::FlatSymbolRefAttr::get(grid_.getSymNameAttr());
   }
   static constexpr int16_t kDataParallelAxis = 0;
-  /// Under context parallelism that gathers keys (colossalai_cp), this
-  /// rank's first position (an i32 scalar) while the layers are built.
-  mlir::Value contextOffset_;
   /// Whether context parallelism splits each sequence over the ranks of
   /// the grid's context axis.
   bool contextParallel() { return grid_ && spec_.shardedContextParallel > 1; }
   /// This rank's first position of each sequence (context parallelism): its
   /// index along the context axis times the positions a rank holds.
   mlir::Value contextOffset(int64_t localSeq, mlir::Location loc);
+  /// The positions of this rank's block of each sequence, [batch, localSeq].
+  mlir::Value contextPositions(int64_t batch, int64_t localSeq,
+                               mlir::Location loc);
   /// Every context-parallel rank's block of `x` along `dim`, joined, through
   /// mf.replicate: each rank's gradient of the whole is its queries' part,
   /// which the gradient sums over the ranks (a reduce-scatter).

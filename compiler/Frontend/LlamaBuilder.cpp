@@ -34,26 +34,14 @@ public:
                KvCache *cache) override {
     int64_t batch = shapeOf(hidden)[0], seq = shapeOf(hidden)[1];
     Location positionsLoc = loc("model.rotary_embedding", "theta");
-    Value positionIds;
-    if (!contextParallel()) {
-      positionIds = positions(batch, seq, cache ? cache->pastLength : Value(),
-                              positionsLoc);
-    } else if (spec_.contextGathersKeys()) {
-      // This rank's positions: its block of each sequence.
-      contextOffset_ = contextOffset(seq, positionsLoc);
-      positionIds = positions(
-          batch, seq, broadcastTo(contextOffset_, {batch}, positionsLoc),
-          positionsLoc);
-    } else {
-      // Ulysses: the rotations apply after attention's exchange, to every
-      // position of the sequence.
-      positionIds = positions(batch, seq * spec_.shardedContextParallel,
-                              Value(), positionsLoc);
-    }
+    Value positionIds =
+        contextParallel()
+            ? contextPositions(batch, seq, positionsLoc)
+            : positions(batch, seq, cache ? cache->pastLength : Value(),
+                        positionsLoc);
     for (int64_t layer = first; layer < end; ++layer) {
       hidden = decoderLayer(layer, hidden, positionIds, cache);
     }
-    contextOffset_ = Value();
     return hidden;
   }
 
@@ -171,28 +159,10 @@ private:
       k = rmsNorm(k, hf + ".self_attn.k_norm.weight", attn + ".k_layernorm",
                   "qk_layernorm");
     }
-    bool ulysses = contextParallel() && !spec_.contextGathersKeys();
-    if (ulysses) {
-      // DeepSpeed-Ulysses: this rank's block of the sequence of every head
-      // becomes every position of a block of the heads (MindFormers'
-      // ulysses_cp inserts the same all-to-all before its attention).
-      Location exchangeLoc =
-          loc(attn + ".ulysses_a2a", "parallel_config.context_parallel");
-      q = exchangeOverContext(q, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
-      k = exchangeOverContext(k, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
-      v = exchangeOverContext(v, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
-    }
     q = rope(q, positionIds, attn + ".rotary_embedding.q");
     k = rope(k, positionIds, attn + ".rotary_embedding.k");
 
     Value attended = causalAttention(q, k, v, cache, layer, attn);
-    if (ulysses) {
-      // [batch, seq, heads / cp * head_dim] back to this rank's positions
-      // of every head (the ranks' heads are consecutive).
-      attended = exchangeOverContext(attended, /*splitDim=*/1, /*concatDim=*/2,
-                                     loc(attn + ".ulysses_merger_a2a",
-                                         "parallel_config.context_parallel"));
-    }
     Value output = projection(attended, hf + ".self_attn.o_proj", attn + ".wo",
                               hiddenSize, heads * headDim, false, "hidden_size",
                               Parallel::Row);

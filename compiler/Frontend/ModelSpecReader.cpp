@@ -2238,11 +2238,6 @@ private:
           "colossalai_cp does without it: the same math, one layer's K/V of "
           "the whole sequence on each rank at a time");
     }
-    if (model.family != ModelFamily::Llama) {
-      refuse("built for LLaMA-family models so far (GPT-2's learned "
-             "position embeddings would need each rank's offset); set "
-             "context_parallel: 1");
-    }
     if (model.seqLength % cp != 0) {
       refuse("must divide seq_length (" + std::to_string(model.seqLength) +
              "): each rank holds seq_length / context_parallel positions");

@@ -110,11 +110,14 @@ func.func @paged(%q: tensor<2x1x4x16xf32>, %k: tensor<2x1x2x16xf32>, %v: tensor<
 // KERNELS-DAG: %[[DKI:.+]] = arith.index_cast %[[DK]]
 // KERNELS-DAG: %[[DVI:.+]] = arith.index_cast %[[DV]]
 // KERNELS: %[[C6:.+]] = arith.constant 6 : index
-// KERNELS-NEXT: memref.store %[[DQI]], %{{.+}}[%[[C6]]] : memref<17xi64>
+// KERNELS-NEXT: memref.store %[[DQI]], %{{.+}}[%[[C6]]] : memref<18xi64>
 // KERNELS-NEXT: %[[C7:.+]] = arith.constant 7 : index
-// KERNELS-NEXT: memref.store %[[DKI]], %{{.+}}[%[[C7]]] : memref<17xi64>
+// KERNELS-NEXT: memref.store %[[DKI]], %{{.+}}[%[[C7]]] : memref<18xi64>
 // KERNELS-NEXT: %[[C8:.+]] = arith.constant 8 : index
-// KERNELS-NEXT: memref.store %[[DVI]], %{{.+}}[%[[C8]]] : memref<17xi64>
+// KERNELS-NEXT: memref.store %[[DVI]], %{{.+}}[%[[C8]]] : memref<18xi64>
+// No past length: field 17 is a null pointer.
+// KERNELS: %[[C17:.+]] = arith.constant 17 : index
+// KERNELS-NEXT: memref.store %c0_i64, %{{.+}}[%[[C17]]] : memref<18xi64>
 // KERNELS: call @mfrt_attention_grad(
 
 // The paged kernel: flags 207 (causal, both RoPEs, a past, one per row, a
