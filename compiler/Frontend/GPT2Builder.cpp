@@ -32,7 +32,8 @@ public:
     Value positionIds =
         contextParallel()
             ? contextPositions(batch, seq, wpeLoc)
-            : positions(batch, seq, cache ? cache->pastLength : Value(), wpeLoc);
+            : positions(batch, seq, cache ? cache->pastLength : Value(),
+                        wpeLoc);
     Value placed =
         mf::EmbeddingOp::create(builder_, wpeLoc, embedded, wpe, positionIds);
     Value hidden = mf::AddOp::create(builder_, wpeLoc, tokens, placed);

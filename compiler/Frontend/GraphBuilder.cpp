@@ -188,7 +188,8 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
 Value GraphBuilder::contextPositions(int64_t batch, int64_t localSeq,
                                      Location loc) {
   return positions(batch, localSeq,
-                   broadcastTo(contextOffset(localSeq, loc), {batch}, loc), loc);
+                   broadcastTo(contextOffset(localSeq, loc), {batch}, loc),
+                   loc);
 }
 
 Value GraphBuilder::contextOffset(int64_t localSeq, Location loc) {
