@@ -6,8 +6,9 @@
 
 using namespace mfc;
 
-std::vector<StageSchedule> mfc::schedule1F1B(int64_t stages,
-                                             int64_t microBatches) {
+std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
+                                                 int64_t stages,
+                                                 int64_t microBatches) {
   std::vector<StageSchedule> schedule(static_cast<size_t>(stages));
   for (int64_t stage = 0; stage < stages; ++stage) {
     StageSchedule &own = schedule[static_cast<size_t>(stage)];
@@ -17,7 +18,10 @@ std::vector<StageSchedule> mfc::schedule1F1B(int64_t stages,
       }
       continue; // its forward is part of each backward: nothing kept
     }
-    int64_t warmup = std::min(stages - stage - 1, microBatches);
+    // GPipe's warm-up is every forward.
+    int64_t warmup = scheduler == "gpipe"
+                         ? microBatches
+                         : std::min(stages - stage - 1, microBatches);
     int64_t forward = 0, backward = 0;
     for (; forward < warmup; ++forward) {
       own.slots.push_back({false, forward});
@@ -35,7 +39,7 @@ std::vector<StageSchedule> mfc::schedule1F1B(int64_t stages,
   return schedule;
 }
 
-double mfc::bubbleFraction1F1B(int64_t stages, int64_t microBatches) {
+double mfc::bubbleFraction(int64_t stages, int64_t microBatches) {
   return static_cast<double>(stages - 1) /
          static_cast<double>(microBatches + stages - 1);
 }

@@ -8,8 +8,10 @@
 // 1F1B (PipeDream-Flush; MindSpore's default pipeline schedule): stage s
 // first runs min(p - s - 1, m) forwards (the warm-up), then alternates one
 // forward and one backward, then runs the remaining backwards. A stage
-// holds at most min(p - s, m) micro-batches between their F and B, where
-// GPipe (all forwards, then all backwards) holds m.
+// holds at most min(p - s, m) micro-batches between their F and B.
+// GPipe (MindSpore's pipeline_scheduler "gpipe"): all forwards, then all
+// backwards; a stage holds all m. Both idle (p - 1) / (m + p - 1) of a
+// step with equal stages: 1F1B's gain is memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,13 +39,18 @@ struct StageSchedule {
   int64_t inFlight = 0;
 };
 
-/// The 1F1B schedule of `stages` stages and `microBatches` micro-batches
-/// (microBatches >= 1, stages >= 1).
-std::vector<StageSchedule> schedule1F1B(int64_t stages, int64_t microBatches);
+/// The schedulers built, by MindSpore's names (pipeline_scheduler).
+inline constexpr const char *kPipelineSchedulers[] = {"1f1b", "gpipe"};
 
-/// The fraction of a step each stage idles under 1F1B with equal stages
-/// and a backward twice a forward: (p - 1) / (m + p - 1).
-double bubbleFraction1F1B(int64_t stages, int64_t microBatches);
+/// The schedule `scheduler` (one of kPipelineSchedulers) makes of `stages`
+/// stages and `microBatches` micro-batches (both >= 1).
+std::vector<StageSchedule> schedulePipeline(const std::string &scheduler,
+                                            int64_t stages,
+                                            int64_t microBatches);
+
+/// The fraction of a step each stage idles under 1F1B or GPipe with equal
+/// stages and a backward twice a forward: (p - 1) / (m + p - 1).
+double bubbleFraction(int64_t stages, int64_t microBatches);
 
 /// A stage's slots as text: "F0 F1 B0 F2 B1 B2"; beyond `limit` slots,
 /// the first two thirds and the last third of them around "...".

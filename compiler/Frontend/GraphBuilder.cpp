@@ -407,6 +407,8 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
   } else if (spec_.shardedPipelineStages > 1) {
     module_->setAttr(mf::kMicroBatchesAttrName,
                      builder_.getI64IntegerAttr(spec_.parallel.microBatchNum));
+    module_->setAttr(mf::kPipelineSchedulerAttrName,
+                     builder_.getStringAttr(spec_.parallel.pipelineScheduler));
     buildStageEntries();
   } else {
     buildLossEntry();

@@ -206,6 +206,9 @@ struct ParallelConfig {
   bool useSeqParallel = false;
   bool vocabEmbDp = true;
   int64_t microBatchInterleaveNum = 1;
+  /// parallel.pipeline_config.pipeline_scheduler: 1f1b (MindSpore's
+  /// default) or gpipe.
+  std::string pipelineScheduler = "1f1b";
   /// context_parallel_algo: colossalai_cp (MindFormers' default), ulysses_cp
   /// or hybrid_cp.
   std::string contextParallelAlgo = "colossalai_cp";

@@ -11,6 +11,7 @@
 
 #include "compiler/Frontend/ModelSpecReader.h"
 
+#include "compiler/Analysis/PipelineSchedule.h"
 #include "compiler/Frontend/HuggingFaceConfig.h"
 #include "compiler/Frontend/RecomputePlan.h"
 
@@ -2341,8 +2342,8 @@ private:
     return "";
   }
 
-  /// What a program of pipeline stages builds so far: 1F1B over whole
-  /// stages; the rest is refused at its key.
+  /// What a program of pipeline stages builds so far: 1F1B or GPipe over
+  /// whole stages; the rest is refused at its key.
   void validatePipeline() {
     std::string pc = "parallel_config";
     if (spec_.model.moe.auxLossCoef > 0) {
@@ -2359,16 +2360,20 @@ private:
           "model.model_config.pp_interleave_num: " +
               llvm::Twine(spec_.model.ppInterleaveNum) +
               " chunks per stage (the interleaved pipeline) are not built "
-              "yet; mfc schedules whole stages with 1F1B (set "
+              "yet; mfc schedules whole stages (1f1b or gpipe; set "
               "pp_interleave_num: 1)");
     }
     std::string schedulerKey = "parallel.pipeline_config.pipeline_scheduler";
     if (const ConfigNode *scheduler = nodeAtPath(schedulerKey)) {
-      if (!scheduler->isScalar() || scheduler->scalar != "1f1b") {
+      if (scheduler->isScalar() &&
+          llvm::is_contained(kPipelineSchedulers, scheduler->scalar)) {
+        spec_.parallel.pipelineScheduler = scheduler->scalar;
+      } else {
+        // MindSpore's others: zero_bubble_v, seqpipe, seqvpp, seqsmartvpp.
         diagnostics().error(locOfKey(schedulerKey),
                             schedulerKey + ": " + scheduler->describe() +
-                                " is not built yet; mfc's pipeline schedule "
-                                "is 1f1b (MindSpore's default)");
+                                " is not built yet; mfc schedules 1f1b "
+                                "(MindSpore's default) and gpipe");
       }
     }
     if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2) {

@@ -219,8 +219,8 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
   }
   int64_t stageCount = grid.getShape()[mf::kPipelineGridAxis];
   std::vector<StageReport> stages(static_cast<size_t>(stageCount));
-  std::vector<StageSchedule> schedule =
-      schedule1F1B(stageCount, microBatches.getInt());
+  std::vector<StageSchedule> schedule = schedulePipeline(
+      mf::pipelineSchedulerOf(module), stageCount, microBatches.getInt());
   llvm::Regex layer("\\.(layers|h)\\.([0-9]+)\\.");
   for (auto function : module.getOps<func::FuncOp>()) {
     auto stageAttr = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
@@ -657,10 +657,10 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
       }
       parallel["parameter_bytes_per_rank"] = most;
       parallel["pipeline"] = llvm::json::Object{
-          {"scheduler", "1f1b"},
+          {"scheduler", mf::pipelineSchedulerOf(module)},
           {"micro_batches", micro},
           {"bubble_fraction",
-           bubbleFraction1F1B(static_cast<int64_t>(stages.size()), micro)}};
+           bubbleFraction(static_cast<int64_t>(stages.size()), micro)}};
       parallel["stages"] = std::move(list);
     }
     root["parallel"] = std::move(parallel);
@@ -715,9 +715,10 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
               .getInt();
       os << llvm::format(
           "pipeline: %zu stages, %lld micro-batches a step, "
-          "1F1B (bubble (p-1)/(m+p-1) = %.1f%%)\n",
+          "%s (bubble (p-1)/(m+p-1) = %.1f%%)\n",
           stages.size(), static_cast<long long>(micro),
-          100 * bubbleFraction1F1B(static_cast<int64_t>(stages.size()), micro));
+          mf::pipelineSchedulerOf(module) == "gpipe" ? "GPipe" : "1F1B",
+          100 * bubbleFraction(static_cast<int64_t>(stages.size()), micro));
       for (auto [index, stage] : llvm::enumerate(stages)) {
         os << llvm::format(
             "  stage %zu: layers %lld-%lld; per rank: parameters %.4g MB, "

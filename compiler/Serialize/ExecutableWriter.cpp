@@ -382,7 +382,7 @@ private:
         writePipeline());
   }
 
-  /// A pipelined module's schedule (its grid's last axis is the stage).
+  /// A pipelined module's schedule (its grid's axis 2 is the stage).
   flatbuffers::Offset<fb::Pipeline> writePipeline() {
     auto microBatches =
         module_->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName);
@@ -393,9 +393,10 @@ private:
     for (auto grid : module_.getOps<shard::GridOp>()) {
       stages = grid.getShape()[mf::kPipelineGridAxis];
     }
+    std::string scheduler = mf::pipelineSchedulerOf(module_);
     std::vector<flatbuffers::Offset<fb::StageSchedule>> written;
     for (const StageSchedule &stage :
-         schedule1F1B(stages, microBatches.getInt())) {
+         schedulePipeline(scheduler, stages, microBatches.getInt())) {
       std::vector<uint8_t> backward;
       std::vector<int32_t> micro;
       for (const PipelineSlot &slot : stage.slots) {
@@ -405,7 +406,7 @@ private:
       written.push_back(fb::CreateStageScheduleDirect(
           builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight)));
     }
-    return fb::CreatePipelineDirect(builder_, "1f1b",
+    return fb::CreatePipelineDirect(builder_, scheduler.c_str(),
                                     static_cast<int32_t>(microBatches.getInt()),
                                     &written);
   }

@@ -412,9 +412,10 @@ Status checkPipeline(const fb::Executable &root) {
     return bad("is not for the grid's stages (its axis " +
                std::to_string(kPipelineAxis) + ")");
   }
-  if (pipeline->scheduler()->str() != "1f1b" || micro < 1 ||
+  std::string scheduler = pipeline->scheduler()->str();
+  if ((scheduler != "1f1b" && scheduler != "gpipe") || micro < 1 ||
       micro > kMaxMicroBatches) {
-    return bad("is not a 1f1b schedule of 1 to " +
+    return bad("is not a 1f1b or gpipe schedule of 1 to " +
                std::to_string(kMaxMicroBatches) + " micro-batches");
   }
   auto entryNamed = [&](const std::string &name) -> const fb::Entry * {

@@ -1,5 +1,4 @@
-//===- PipelineScheduleTest.cpp - the 1F1B schedule
-//------------------------===//
+//===- PipelineScheduleTest.cpp - the 1F1B and GPipe schedules -----------===//
 
 #include "compiler/Analysis/PipelineSchedule.h"
 
@@ -13,7 +12,7 @@ using namespace mfc;
 namespace {
 
 TEST(PipelineSchedule, OneForwardOneBackward) {
-  std::vector<StageSchedule> schedule = schedule1F1B(4, 6);
+  std::vector<StageSchedule> schedule = schedulePipeline("1f1b", 4, 6);
   ASSERT_EQ(schedule.size(), 4u);
   // Stage s warms up with p - s - 1 forwards, alternates, then drains.
   EXPECT_EQ(describe(schedule[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
@@ -28,7 +27,7 @@ TEST(PipelineSchedule, OneForwardOneBackward) {
 
 TEST(PipelineSchedule, FewerMicroBatchesThanWarmup) {
   // Two micro-batches on 4 stages: every forward first, at most 2 kept.
-  std::vector<StageSchedule> schedule = schedule1F1B(4, 2);
+  std::vector<StageSchedule> schedule = schedulePipeline("1f1b", 4, 2);
   EXPECT_EQ(describe(schedule[0]), "F0 F1 B0 B1");
   EXPECT_EQ(schedule[0].inFlight, 2);
 }
@@ -36,7 +35,7 @@ TEST(PipelineSchedule, FewerMicroBatchesThanWarmup) {
 TEST(PipelineSchedule, EveryMicroBatchOnceEachWayInOrder) {
   for (int64_t stages = 2; stages <= 6; ++stages) {
     for (int64_t micro = 1; micro <= 9; ++micro) {
-      std::vector<StageSchedule> schedule = schedule1F1B(stages, micro);
+      std::vector<StageSchedule> schedule = schedulePipeline("1f1b", stages, micro);
       for (int64_t s = 0; s < stages; ++s) {
         std::map<std::pair<bool, int64_t>, int> seen;
         int64_t kept = 0, most = 0;
@@ -61,10 +60,22 @@ TEST(PipelineSchedule, EveryMicroBatchOnceEachWayInOrder) {
   }
 }
 
+TEST(PipelineSchedule, GPipe) {
+  // Every forward, then every backward: each stage but the last keeps all
+  // its micro-batches.
+  std::vector<StageSchedule> schedule = schedulePipeline("gpipe", 3, 4);
+  EXPECT_EQ(describe(schedule[0]), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(describe(schedule[1]), "F0 F1 F2 F3 B0 B1 B2 B3");
+  EXPECT_EQ(describe(schedule[2]), "B0 B1 B2 B3");
+  EXPECT_EQ(schedule[0].inFlight, 4);
+  EXPECT_EQ(schedule[1].inFlight, 4);
+  EXPECT_EQ(schedule[2].inFlight, 0);
+}
+
 TEST(PipelineSchedule, BubbleAndLongText) {
-  EXPECT_DOUBLE_EQ(bubbleFraction1F1B(2, 4), 0.2);
-  EXPECT_DOUBLE_EQ(bubbleFraction1F1B(8, 256), 7.0 / 263.0);
-  std::string text = describe(schedule1F1B(2, 40)[1], 9);
+  EXPECT_DOUBLE_EQ(bubbleFraction(2, 4), 0.2);
+  EXPECT_DOUBLE_EQ(bubbleFraction(8, 256), 7.0 / 263.0);
+  std::string text = describe(schedulePipeline("1f1b", 2, 40)[1], 9);
   EXPECT_EQ(text, "B0 B1 B2 B3 B4 B5 ... B37 B38 B39");
 }
 

@@ -116,6 +116,12 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     }
     return expect(stage && stage.getInt() >= 0, "a pipeline stage index");
   }
+  if (name == kPipelineSchedulerAttrName) {
+    auto scheduler = dyn_cast<StringAttr>(value);
+    return onModule(scheduler && (scheduler.getValue() == "1f1b" ||
+                                  scheduler.getValue() == "gpipe"),
+                    "\"1f1b\" or \"gpipe\"");
+  }
   if (name == kMicroBatchesAttrName) {
     auto count = dyn_cast<IntegerAttr>(value);
     return onModule(count && count.getInt() >= 1,

@@ -65,6 +65,15 @@ bool isTrainingModule(Operation *module);
 /// many micro-batches a training step runs through the stages.
 inline constexpr llvm::StringLiteral kStageAttrName = "mf.stage";
 inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
+/// A pipelined module's schedule, by MindSpore's name (pipeline_scheduler:
+/// "1f1b" or "gpipe"); absent: 1f1b.
+inline constexpr llvm::StringLiteral kPipelineSchedulerAttrName =
+    "mf.pipeline_scheduler";
+/// A pipelined module's scheduler (kPipelineSchedulerAttrName, or 1f1b).
+inline std::string pipelineSchedulerOf(Operation *module) {
+  auto name = module->getAttrOfType<StringAttr>(kPipelineSchedulerAttrName);
+  return name ? name.str() : "1f1b";
+}
 /// The grid axis of a pipelined module's stages (data x model x pipeline).
 inline constexpr int16_t kPipelineGridAxis = 2;
 /// The grid axis of context parallelism (data x model x pipeline x

@@ -87,3 +87,9 @@ module {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+// expected-error @+1 {{'mf.pipeline_scheduler' must be "1f1b" or "gpipe"}}
+module attributes {mf.pipeline_scheduler = "zero_bubble_v"} {
+}
