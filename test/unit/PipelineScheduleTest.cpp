@@ -35,7 +35,8 @@ TEST(PipelineSchedule, FewerMicroBatchesThanWarmup) {
 TEST(PipelineSchedule, EveryMicroBatchOnceEachWayInOrder) {
   for (int64_t stages = 2; stages <= 6; ++stages) {
     for (int64_t micro = 1; micro <= 9; ++micro) {
-      std::vector<StageSchedule> schedule = schedulePipeline("1f1b", stages, micro);
+      std::vector<StageSchedule> schedule =
+          schedulePipeline("1f1b", stages, micro);
       for (int64_t s = 0; s < stages; ++s) {
         std::map<std::pair<bool, int64_t>, int> seen;
         int64_t kept = 0, most = 0;
