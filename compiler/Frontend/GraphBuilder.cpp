@@ -187,21 +187,39 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
 
 Value GraphBuilder::contextPositions(int64_t batch, int64_t localSeq,
                                      Location loc) {
-  return positions(batch, localSeq,
-                   broadcastTo(contextOffset(localSeq, loc), {batch}, loc),
-                   loc);
+  int64_t runs = spec_.contextRuns(), length = localSeq / runs;
+  SmallVector<Value> parts;
+  for (int64_t run = 0; run < runs; ++run) {
+    parts.push_back(positions(
+        batch, length,
+        broadcastTo(contextRunStart(run, length, loc), {batch}, loc), loc));
+  }
+  return runs == 1 ? parts.front()
+                   : Value(mf::ConcatOp::create(
+                         builder_, loc, tensorType({batch, localSeq},
+                                                   builder_.getI32Type()),
+                         parts, 1));
 }
 
-Value GraphBuilder::contextOffset(int64_t localSeq, Location loc) {
+Value GraphBuilder::contextRunStart(int64_t run, int64_t length,
+                                    Location loc) {
   auto scalar = tensorType({}, builder_.getI32Type());
+  auto constant = [&](int64_t value) -> Value {
+    return mf::ConstantOp::create(
+        builder_, loc,
+        DenseElementsAttr::get(
+            scalar, builder_.getI32IntegerAttr(static_cast<int32_t>(value))));
+  };
   Value index = mf::ProcessIndexOp::create(
       builder_, loc, scalar, gridName(),
       builder_.getDenseI16ArrayAttr({mf::kContextGridAxis}));
-  Value length = mf::ConstantOp::create(
-      builder_, loc,
-      DenseElementsAttr::get(
-          scalar, builder_.getI32IntegerAttr(static_cast<int32_t>(localSeq))));
-  return mf::MulOp::create(builder_, loc, index, length);
+  Value start = mf::MulOp::create(builder_, loc, index, constant(length));
+  if (run == 0) {
+    return start;
+  }
+  // Block 2c - 1 - r of the sequence.
+  int64_t last = 2 * spec_.shardedContextParallel - 1;
+  return mf::SubOp::create(builder_, loc, constant(last * length), start);
 }
 
 Value GraphBuilder::gatherOverContext(Value x, int64_t dim, Location loc) {
@@ -212,7 +230,26 @@ Value GraphBuilder::gatherOverContext(Value x, int64_t dim, Location loc) {
   Value whole =
       mf::AllGatherOp::create(builder_, loc, type.clone(shape), x, gridName(),
                               axes, builder_.getI64IntegerAttr(dim));
-  return mf::ReplicateOp::create(builder_, loc, whole, gridName(), axes);
+  Value replicated =
+      mf::ReplicateOp::create(builder_, loc, whole, gridName(), axes);
+  if (spec_.contextRuns() == 1) {
+    return replicated;
+  }
+  // Rank j's runs are blocks j and 2c - 1 - j: back to position order.
+  int64_t ranks = spec_.shardedContextParallel;
+  int64_t length = type.getShape()[dim] / 2;
+  SmallVector<int64_t> blockShape(type.getShape());
+  blockShape[dim] = length;
+  SmallVector<Value> blocks;
+  for (int64_t block = 0; block < 2 * ranks; ++block) {
+    int64_t rank = block < ranks ? block : 2 * ranks - 1 - block;
+    SmallVector<int64_t> offsets(type.getRank(), 0);
+    offsets[dim] = (2 * rank + (block < ranks ? 0 : 1)) * length;
+    blocks.push_back(mf::SliceOp::create(builder_, loc,
+                                         type.clone(blockShape), replicated,
+                                         offsets));
+  }
+  return mf::ConcatOp::create(builder_, loc, type.clone(shape), blocks, dim);
 }
 
 Value GraphBuilder::exchangeOverContext(Value x, int64_t splitDim,
@@ -251,10 +288,11 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
                                "parallel_config.context_parallel");
     if (spec_.contextGathersKeys()) {
       // colossalai_cp: this rank's queries against every rank's keys and
-      // values, the first at this rank's first position.
+      // values (in position order), each run of queries from its first
+      // position.
       k = gatherOverContext(k, /*dim=*/1, exchangeLoc);
       v = gatherOverContext(v, /*dim=*/1, exchangeLoc);
-      pastLength = contextOffset(shapeOf(q)[1], exchangeLoc);
+      return gatheredAttention(q, k, v, attentionPath);
     } else {
       // DeepSpeed-Ulysses: this rank's block of the sequence of every head
       // becomes every position of a block of the heads (MindFormers'
@@ -291,6 +329,34 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
   return exchangeOverContext(
       merged, /*splitDim=*/1, /*concatDim=*/2,
       loc(attentionPath + ".merge_heads", "parallel_config.context_parallel"));
+}
+
+Value GraphBuilder::gatheredAttention(Value q, Value k, Value v,
+                                      const std::string &attentionPath) {
+  Location attentionLoc = loc(attentionPath + ".attention_core", "num_heads");
+  auto queryType = cast<RankedTensorType>(q.getType());
+  ArrayRef<int64_t> shape = queryType.getShape();
+  int64_t runs = spec_.contextRuns(), length = shape[1] / runs;
+  SmallVector<int64_t> runShape(shape);
+  runShape[1] = length;
+  SmallVector<Value> attended;
+  for (int64_t run = 0; run < runs; ++run) {
+    Value queries = q;
+    if (runs > 1) {
+      queries = mf::SliceOp::create(builder_, attentionLoc,
+                                    queryType.clone(runShape), q,
+                                    ArrayRef<int64_t>{0, run * length, 0, 0});
+    }
+    attended.push_back(mf::AttentionOp::create(
+        builder_, attentionLoc, queries.getType(), queries, k, v,
+        contextRunStart(run, length, attentionLoc), Value(), /*causal=*/true,
+        llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3])))));
+  }
+  Value joined = runs == 1 ? attended.front()
+                           : Value(mf::ConcatOp::create(builder_, attentionLoc,
+                                                        queryType, attended, 1));
+  return reshape(joined, {shape[0], shape[1], shape[2] * shape[3]},
+                 loc(attentionPath + ".merge_heads", "num_heads"));
 }
 
 Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
@@ -402,6 +468,10 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
                            *mf::symbolizeRunMode(toString(spec_.runMode))));
   module_->setAttr("mf.context_mode",
                    builder_.getI64IntegerAttr(spec_.contextMode));
+  if (spec_.shardedContextParallel > 1) {
+    module_->setAttr(mf::kContextBlocksAttrName,
+                     builder_.getI64IntegerAttr(spec_.contextRuns()));
+  }
   if (spec_.runMode == RunMode::Predict) {
     buildPredictEntries(options);
   } else if (spec_.shardedPipelineStages > 1) {

@@ -106,15 +106,21 @@ protected:
   /// Whether context parallelism splits each sequence over the ranks of
   /// the grid's context axis.
   bool contextParallel() { return grid_ && spec_.shardedContextParallel > 1; }
-  /// This rank's first position of each sequence (context parallelism): its
-  /// index along the context axis times the positions a rank holds.
-  mlir::Value contextOffset(int64_t localSeq, mlir::Location loc);
+  /// Where run `run` of this rank's runs of `length` positions of each
+  /// sequence starts (context parallelism; ModelSpec::contextRuns).
+  mlir::Value contextRunStart(int64_t run, int64_t length, mlir::Location loc);
+  /// colossalai_cp's attention: each run of this rank's queries `q` against
+  /// every rank's keys and values (`k`, `v`, in position order) from its
+  /// first position; merged heads.
+  mlir::Value gatheredAttention(mlir::Value q, mlir::Value k, mlir::Value v,
+                                const std::string &attentionPath);
   /// The positions of this rank's block of each sequence, [batch, localSeq].
   mlir::Value contextPositions(int64_t batch, int64_t localSeq,
                                mlir::Location loc);
-  /// Every context-parallel rank's block of `x` along `dim`, joined, through
-  /// mf.replicate: each rank's gradient of the whole is its queries' part,
-  /// which the gradient sums over the ranks (a reduce-scatter).
+  /// Every context-parallel rank's runs of `x` along `dim`, joined in
+  /// position order, through mf.replicate: each rank's gradient of the
+  /// whole is its queries' part, which the gradient sums over the ranks (a
+  /// reduce-scatter).
   mlir::Value gatherOverContext(mlir::Value x, int64_t dim, mlir::Location loc);
   /// `x`'s blocks along `splitDim` traded over the context-parallel ranks
   /// for theirs along `concatDim` (mf.all_to_all_dims).

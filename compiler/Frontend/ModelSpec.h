@@ -335,6 +335,16 @@ struct ModelSpec {
     return shardedContextParallel > 1 &&
            parallel.contextParallelAlgo != "ulysses_cp";
   }
+  /// The runs of each sequence's positions a context-parallel rank holds:
+  /// 2 (Megatron's causal load balance: blocks r and 2c - 1 - r of 2c, so
+  /// that every rank's queries see as many keys) when it gathers keys and
+  /// 2c divides the sequence, else 1 (its block).
+  int64_t contextRuns() const {
+    return contextGathersKeys() &&
+                   model.seqLength % (2 * shardedContextParallel) == 0
+               ? 2
+               : 1;
+  }
   /// The positions of each sequence one rank's training entries hold.
   int64_t localSeqLength() const {
     return model.seqLength / shardedContextParallel;

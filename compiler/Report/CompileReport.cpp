@@ -709,6 +709,16 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
                        "MB)\n",
                        axes.c_str(), stages.empty() ? "" : "at most ",
                        parameters / 1e6, whole / 1e6);
+    if (auto runs =
+            module->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName)) {
+      os << llvm::format(
+          "context parallelism: each of %lld ranks holds %s of each "
+          "sequence's positions%s\n",
+          static_cast<long long>(grid.getShape()[mf::kContextGridAxis]),
+          runs.getInt() > 1 ? "2 runs" : "a block",
+          runs.getInt() > 1 ? " (causal load balance: blocks r and 2c-1-r)"
+                            : "");
+    }
     if (!stages.empty()) {
       int64_t micro =
           module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)

@@ -258,7 +258,7 @@ public:
         spec_.loadCheckpoint.empty() ? nullptr : spec_.loadCheckpoint.c_str(),
         spec_.tokenizerClass.empty() ? nullptr : spec_.tokenizerClass.c_str(),
         model.pagedCache() ? model.kvBlockSize : 0,
-        model.pagedCache() ? model.kvNumBlocks : 0);
+        model.pagedCache() ? model.kvNumBlocks : 0, contextBlocks());
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;
@@ -380,6 +380,13 @@ private:
             ? spec_.model.pet.loraAlpha / spec_.model.pet.loraRank
             : 0.0,
         writePipeline());
+  }
+
+  /// The runs of each sequence's positions a context-parallel rank holds
+  /// (the module's mf.context_blocks), or 0.
+  int64_t contextBlocks() {
+    auto blocks = module_->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName);
+    return blocks ? blocks.getInt() : 0;
   }
 
   /// A pipelined module's schedule (its grid's axis 2 is the stage).

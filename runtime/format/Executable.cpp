@@ -640,9 +640,11 @@ Status checkEntryContracts(const fb::Executable &root) {
   const fb::ModelInfo &model = *root.model();
   int64_t batch = model.batch_size(), seq = model.seq_length();
   int64_t contextRanks = contextRanksOf(root);
-  if (seq % contextRanks != 0) {
+  int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
+  if (runs > 2 || seq % (contextRanks * runs) != 0) {
     return Status::error("seq_length " + std::to_string(seq) +
-                         " does not divide into blocks for " +
+                         " does not divide into " + std::to_string(runs) +
+                         " runs of positions for each of " +
                          std::to_string(contextRanks) +
                          " context-parallel ranks");
   }

@@ -35,6 +35,20 @@ constexpr int64_t kMaxMicroBatches = 1 << 16;
 /// The grid's axes (Executable.grid), each present when a later one is:
 /// data_parallel, model_parallel, pipeline_stage, context_parallel.
 constexpr int64_t kDataAxis = 0, kPipelineAxis = 2, kContextAxis = 3;
+/// Where each run of positions of a sequence that context-parallel rank
+/// `index` of `ranks` holds starts, for `blocks` runs (1: its block of
+/// seq / ranks; 2: blocks index and 2 ranks - 1 - index of seq / 2 ranks,
+/// Megatron's causal load balance); each run is seq / (ranks x blocks)
+/// long.
+inline std::vector<int64_t> contextRunStarts(int64_t seq, int64_t index,
+                                             int64_t ranks, int64_t blocks) {
+  int64_t length = seq / (ranks * blocks);
+  if (blocks == 2) {
+    return {index * length, (2 * ranks - 1 - index) * length};
+  }
+  return {index * length};
+}
+
 /// "data_parallel x model_parallel ...": the first `axes` axes' names.
 inline std::string gridAxesText(size_t axes) {
   static const char *const names[] = {"data_parallel", "model_parallel",

@@ -4,6 +4,7 @@
 
 #include "runtime/format/HostProgram.h"
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace mfrt;
@@ -42,6 +43,15 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
     os << " (" << gridAxesText(root.grid()->size()) << "): run with mpirun -n "
        << ranks << "\n";
+    if (root.grid()->size() > kContextAxis) {
+      int64_t contextRanks = root.grid()->Get(kContextAxis);
+      int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
+      os << "context parallelism: each of " << contextRanks
+         << " ranks holds " << runs << " run" << (runs > 1 ? "s" : "")
+         << " of " << model.seq_length() / (contextRanks * runs)
+         << " positions of each sequence"
+         << (runs > 1 ? " (causal load balance)" : "") << "\n";
+    }
   }
   if (const fb::Pipeline *pipeline = executable.pipeline()) {
     os << "pipeline: " << pipeline->stages()->size() << " stages, "

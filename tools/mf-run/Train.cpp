@@ -48,8 +48,10 @@ public:
       rank_ = options.ranks->indexAlong({kDataAxis});
       ranks_ = options.ranks->extentAlong({kDataAxis});
       if (options.ranks->grid().size() > kContextAxis) {
-        chunk_ = options.ranks->indexAlong({kContextAxis});
         chunks_ = options.ranks->extentAlong({kContextAxis});
+        runStarts_ = contextRunStarts(
+            model_.seq_length(), options.ranks->indexAlong({kContextAxis}),
+            chunks_, std::max<int64_t>(model_.context_blocks(), 1));
       }
     }
     int64_t seq = model_.seq_length();
@@ -128,18 +130,21 @@ public:
     int32_t *ids = inputs[0].as<int32_t>();
     int32_t *labels = inputs[1].as<int32_t>();
     int64_t batch = model_.batch_size(), seq = model_.seq_length();
-    // With context parallelism this rank's block of each row's positions.
-    int64_t block = seq / chunks_, start = chunk_ * block;
+    // With context parallelism this rank's runs of each row's positions:
+    // position i of the entry's row is run i / run's, at i % run.
+    int64_t run = seq / (chunks_ * static_cast<int64_t>(runStarts_.size()));
+    int64_t block = run * static_cast<int64_t>(runStarts_.size());
+    auto positionOf = [&](int64_t i) { return runStarts_[i / run] + i % run; };
     if (!sequence_.empty()) {
       // The sequence in every row; labels shifted by one, padding ignored.
       int64_t length = static_cast<int64_t>(sequence_.size());
       for (int64_t b = 0; b < batch; ++b) {
-        for (int64_t i = start; i < start + block; ++i) {
-          int64_t at = b * block + i - start;
-          ids[at] = i < length ? sequence_[i]
+        for (int64_t i = 0; i < block; ++i) {
+          int64_t at = b * block + i, p = positionOf(i);
+          ids[at] = p < length ? sequence_[p]
                                : static_cast<int32_t>(model_.pad_token_id());
-          labels[at] = i + 1 < length
-                           ? sequence_[i + 1]
+          labels[at] = p + 1 < length
+                           ? sequence_[p + 1]
                            : static_cast<int32_t>(model_.ignore_token_id());
         }
       }
@@ -151,7 +156,7 @@ public:
     int64_t first = position + rank_ * tokensPerBatch(); // this rank's rows
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < block; ++i) {
-        int64_t from = first + b * seq + start + i;
+        int64_t from = first + b * seq + positionOf(i);
         ids[b * block + i] = data_[from];
         labels[b * block + i] = data_[from + 1];
       }
@@ -166,8 +171,10 @@ private:
   std::string idsEntry_, labelsEntry_;
   std::vector<int32_t> sequence_, data_;
   int64_t rank_ = 0, ranks_ = 1;
-  /// This rank's index along the context-parallel axis, and its ranks.
-  int64_t chunk_ = 0, chunks_ = 1;
+  /// The context-parallel ranks, and where this rank's runs of each
+  /// sequence's positions start.
+  int64_t chunks_ = 1;
+  std::vector<int64_t> runStarts_ = {0};
 };
 
 /// What a checkpoint holds: the trained parameters (all of them, or LoRA's

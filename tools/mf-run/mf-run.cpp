@@ -1281,12 +1281,17 @@ int evaluate(const Options &options, Session &session) {
   int64_t dataRanks = ranks ? ranks->extentAlong(dataAxis) : 1;
   int64_t dataIndex = ranks ? ranks->indexAlong(dataAxis) : 0;
   std::vector<int64_t> sumAxes = dataAxis;
-  int64_t block = seq, start = 0;
+  std::vector<int64_t> runStarts = {0};
+  int64_t run = seq;
   if (ranks && ranks->grid().size() > kContextAxis) {
     sumAxes.push_back(kContextAxis);
-    block = seq / ranks->extentAlong({kContextAxis});
-    start = ranks->indexAlong({kContextAxis}) * block;
+    int64_t contextRanks = ranks->extentAlong({kContextAxis});
+    runStarts = contextRunStarts(seq, ranks->indexAlong({kContextAxis}),
+                                 contextRanks,
+                                 std::max<int64_t>(model.context_blocks(), 1));
+    run = seq / (contextRanks * static_cast<int64_t>(runStarts.size()));
   }
+  int64_t block = run * static_cast<int64_t>(runStarts.size());
   double totalLoss = 0;
   int64_t totalTokens = 0;
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
@@ -1301,7 +1306,7 @@ int evaluate(const Options &options, Session &session) {
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < block; ++i) {
         bool real = b < rows;
-        int64_t at = (first + b) * seq + start + i;
+        int64_t at = (first + b) * seq + runStarts[i / run] + i % run;
         ids.as<int32_t>()[b * block + i] =
             real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
         labels.as<int32_t>()[b * block + i] =

@@ -116,6 +116,11 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     }
     return expect(stage && stage.getInt() >= 0, "a pipeline stage index");
   }
+  if (name == kContextBlocksAttrName) {
+    auto blocks = dyn_cast<IntegerAttr>(value);
+    return onModule(blocks && (blocks.getInt() == 1 || blocks.getInt() == 2),
+                    "1 or 2 runs of positions a rank");
+  }
   if (name == kPipelineSchedulerAttrName) {
     auto scheduler = dyn_cast<StringAttr>(value);
     return onModule(scheduler && (scheduler.getValue() == "1f1b" ||

@@ -69,6 +69,11 @@ inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
 /// "1f1b" or "gpipe"); absent: 1f1b.
 inline constexpr llvm::StringLiteral kPipelineSchedulerAttrName =
     "mf.pipeline_scheduler";
+/// A context-parallel module's runs of each sequence's positions per rank:
+/// 1 (its block), or 2 (Megatron's causal load balance: blocks r and
+/// 2c - 1 - r of 2c).
+inline constexpr llvm::StringLiteral kContextBlocksAttrName =
+    "mf.context_blocks";
 /// A pipelined module's scheduler (kPipelineSchedulerAttrName, or 1f1b).
 inline std::string pipelineSchedulerOf(Operation *module) {
   auto name = module->getAttrOfType<StringAttr>(kPipelineSchedulerAttrName);

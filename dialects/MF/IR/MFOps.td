@@ -592,7 +592,8 @@ def MF_SliceOp : MF_CostedOp<"slice", [
   let hasFolder = 1;
 }
 
-def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOpInterface>,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, Pure,
     SameOperandsAndResultElementType]> {
   let summary = "Joins tensors along one dimension";
   let description = [{

@@ -381,6 +381,22 @@ LogicalResult AllGatherOp::partition(Partitioning &p) {
 }
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
+/// Inputs split alike along another dimension than the one joined (context
+/// parallelism's runs of positions, heads split): the result is split so.
+LogicalResult ConcatOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split first = p.splitOf(getInputs().front());
+  if (first.partial || first.parts > 1 ||
+      first.dim == static_cast<int64_t>(getDimension()) ||
+      llvm::any_of(getInputs(),
+                   [&](Value input) { return p.splitOf(input) != first; })) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), first, *this);
+}
+
 /// A replicate the frontend built (context parallelism's gathered keys)
 /// over a value split along other axes: the identity, split alike.
 LogicalResult ReplicateOp::partition(Partitioning &p) {
