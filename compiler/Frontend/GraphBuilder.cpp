@@ -196,13 +196,12 @@ Value GraphBuilder::contextPositions(int64_t batch, int64_t localSeq,
   }
   return runs == 1 ? parts.front()
                    : Value(mf::ConcatOp::create(
-                         builder_, loc, tensorType({batch, localSeq},
-                                                   builder_.getI32Type()),
+                         builder_, loc,
+                         tensorType({batch, localSeq}, builder_.getI32Type()),
                          parts, 1));
 }
 
-Value GraphBuilder::contextRunStart(int64_t run, int64_t length,
-                                    Location loc) {
+Value GraphBuilder::contextRunStart(int64_t run, int64_t length, Location loc) {
   auto scalar = tensorType({}, builder_.getI32Type());
   auto constant = [&](int64_t value) -> Value {
     return mf::ConstantOp::create(
@@ -245,9 +244,8 @@ Value GraphBuilder::gatherOverContext(Value x, int64_t dim, Location loc) {
     int64_t rank = block < ranks ? block : 2 * ranks - 1 - block;
     SmallVector<int64_t> offsets(type.getRank(), 0);
     offsets[dim] = (2 * rank + (block < ranks ? 0 : 1)) * length;
-    blocks.push_back(mf::SliceOp::create(builder_, loc,
-                                         type.clone(blockShape), replicated,
-                                         offsets));
+    blocks.push_back(mf::SliceOp::create(builder_, loc, type.clone(blockShape),
+                                         replicated, offsets));
   }
   return mf::ConcatOp::create(builder_, loc, type.clone(shape), blocks, dim);
 }
@@ -343,18 +341,19 @@ Value GraphBuilder::gatheredAttention(Value q, Value k, Value v,
   for (int64_t run = 0; run < runs; ++run) {
     Value queries = q;
     if (runs > 1) {
-      queries = mf::SliceOp::create(builder_, attentionLoc,
-                                    queryType.clone(runShape), q,
-                                    ArrayRef<int64_t>{0, run * length, 0, 0});
+      queries =
+          mf::SliceOp::create(builder_, attentionLoc, queryType.clone(runShape),
+                              q, ArrayRef<int64_t>{0, run * length, 0, 0});
     }
     attended.push_back(mf::AttentionOp::create(
         builder_, attentionLoc, queries.getType(), queries, k, v,
         contextRunStart(run, length, attentionLoc), Value(), /*causal=*/true,
         llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3])))));
   }
-  Value joined = runs == 1 ? attended.front()
-                           : Value(mf::ConcatOp::create(builder_, attentionLoc,
-                                                        queryType, attended, 1));
+  Value joined = runs == 1
+                     ? attended.front()
+                     : Value(mf::ConcatOp::create(builder_, attentionLoc,
+                                                  queryType, attended, 1));
   return reshape(joined, {shape[0], shape[1], shape[2] * shape[3]},
                  loc(attentionPath + ".merge_heads", "num_heads"));
 }

@@ -385,7 +385,8 @@ private:
   /// The runs of each sequence's positions a context-parallel rank holds
   /// (the module's mf.context_blocks), or 0.
   int64_t contextBlocks() {
-    auto blocks = module_->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName);
+    auto blocks =
+        module_->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName);
     return blocks ? blocks.getInt() : 0;
   }
 

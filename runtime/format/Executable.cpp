@@ -642,11 +642,10 @@ Status checkEntryContracts(const fb::Executable &root) {
   int64_t contextRanks = contextRanksOf(root);
   int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
   if (runs > 2 || seq % (contextRanks * runs) != 0) {
-    return Status::error("seq_length " + std::to_string(seq) +
-                         " does not divide into " + std::to_string(runs) +
-                         " runs of positions for each of " +
-                         std::to_string(contextRanks) +
-                         " context-parallel ranks");
+    return Status::error(
+        "seq_length " + std::to_string(seq) + " does not divide into " +
+        std::to_string(runs) + " runs of positions for each of " +
+        std::to_string(contextRanks) + " context-parallel ranks");
   }
   int64_t trainingSeq = seq / contextRanks;
   int64_t vocab = model.vocab_size();

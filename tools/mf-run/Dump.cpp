@@ -46,9 +46,9 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     if (root.grid()->size() > kContextAxis) {
       int64_t contextRanks = root.grid()->Get(kContextAxis);
       int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
-      os << "context parallelism: each of " << contextRanks
-         << " ranks holds " << runs << " run" << (runs > 1 ? "s" : "")
-         << " of " << model.seq_length() / (contextRanks * runs)
+      os << "context parallelism: each of " << contextRanks << " ranks holds "
+         << runs << " run" << (runs > 1 ? "s" : "") << " of "
+         << model.seq_length() / (contextRanks * runs)
          << " positions of each sequence"
          << (runs > 1 ? " (causal load balance)" : "") << "\n";
     }

@@ -1286,9 +1286,9 @@ int evaluate(const Options &options, Session &session) {
   if (ranks && ranks->grid().size() > kContextAxis) {
     sumAxes.push_back(kContextAxis);
     int64_t contextRanks = ranks->extentAlong({kContextAxis});
-    runStarts = contextRunStarts(seq, ranks->indexAlong({kContextAxis}),
-                                 contextRanks,
-                                 std::max<int64_t>(model.context_blocks(), 1));
+    runStarts =
+        contextRunStarts(seq, ranks->indexAlong({kContextAxis}), contextRanks,
+                         std::max<int64_t>(model.context_blocks(), 1));
     run = seq / (contextRanks * static_cast<int64_t>(runStarts.size()));
   }
   int64_t block = run * static_cast<int64_t>(runStarts.size());
