@@ -365,6 +365,10 @@ Inferred mfshapes::inferAllToAllDims(const TensorInfo &input, int64_t ranks,
                    " and " + std::to_string(concatDim) +
                    " are not dimensions of " + formatShape(input.shape));
   }
+  if (splitDim == concatDim) {
+    return failure("split and concat dimensions are both " +
+                   std::to_string(splitDim) + "; they must differ");
+  }
   if (input.shape[splitDim] % ranks != 0) {
     return failure("dimension " + std::to_string(splitDim) + " of " +
                    formatShape(input.shape) + " does not split into " +

@@ -18,7 +18,8 @@ std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
       }
       continue; // its forward is part of each backward: nothing kept
     }
-    // GPipe's warm-up is every forward.
+    // GPipe's warm-up is every forward (the frontend and the dialect's
+    // verifier admit only the schedulers of kPipelineSchedulers).
     int64_t warmup = scheduler == "gpipe"
                          ? microBatches
                          : std::min(stages - stage - 1, microBatches);

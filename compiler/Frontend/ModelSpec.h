@@ -324,9 +324,9 @@ struct ModelSpec {
     return std::max(shardedDataParallel, shardedExpertParallel);
   }
   /// context_parallel: the ranks each training sequence is split over
-  /// (each holds seq_length / this positions; attention trades them for a
-  /// block of the heads with mf.all_to_all_dims, DeepSpeed-Ulysses' way),
-  /// or 1.
+  /// (each holds seq_length / this positions; attention gathers every
+  /// rank's keys and values, or trades the positions for a block of the
+  /// heads with mf.all_to_all_dims, DeepSpeed-Ulysses' way), or 1.
   int64_t shardedContextParallel = 1;
   /// Whether context parallelism gathers every rank's keys and values for
   /// its queries (colossalai_cp), rather than trading positions for heads

@@ -2080,7 +2080,9 @@ private:
         diagnostics().error(locOfKey("parallel.enable_parallel_optimizer"),
                             "parallel.enable_parallel_optimizer: expected True "
                             "or False, got " + shard->describe());
-      } else if (*enabled && spec_.shardedDataParallel > 1) {
+      } else if (*enabled && (spec_.shardedDataParallel > 1 ||
+                              spec_.shardedContextParallel > 1)) {
+        // Over data_parallel x context_parallel, as MindFormers' dp x cp.
         spec_.parallelOptimizer = true;
       } else if (*enabled) {
         context_.diagnostics.warning(
@@ -2089,8 +2091,9 @@ private:
             "sharded: " +
                 std::string(config.dataParallel > 1
                                 ? "the program does not run data_parallel ranks"
-                                : "data_parallel is 1, there are no "
-                                  "data-parallel ranks to shard it over"));
+                                : "data_parallel (and context_parallel) is 1, "
+                                  "there are no data-parallel ranks to shard "
+                                  "it over"));
       }
     }
     // Settings of tensor parallelism, in a program without it.
@@ -2131,6 +2134,10 @@ private:
                 llvm::Twine(spec_.shardedModelParallel).str() +
                 " x pipeline_stage " +
                 llvm::Twine(spec_.shardedPipelineStages).str() +
+                (spec_.shardedContextParallel > 1
+                     ? " x context_parallel " +
+                           llvm::Twine(spec_.shardedContextParallel).str()
+                     : std::string()) +
                 "): " + unbuiltDegrees(config));
       }
       if (spec_.shardedModelParallel > 1 && !config.vocabEmbDp) {
@@ -2706,7 +2713,7 @@ private:
               "); MindFormers fails on it; raise max_router_load");
     }
     const ParallelConfig &parallel = spec_.parallel;
-    if (model.moe.numExperts > 0 && parallel.contextParallel > 1) {
+    if (model.moe.numExperts > 0 && spec_.shardedContextParallel > 1) {
       diagnostics().error(
           loc("parallel_config.context_parallel"),
           "parallel_config.context_parallel: a mixture of experts is built "

@@ -214,7 +214,8 @@ struct StageReport {
 std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
   auto microBatches =
       module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName);
-  if (!microBatches || !grid) {
+  if (!microBatches || !grid ||
+      grid.getShape().size() <= mf::kPipelineGridAxis) {
     return {};
   }
   int64_t stageCount = grid.getShape()[mf::kPipelineGridAxis];
@@ -710,7 +711,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
                        axes.c_str(), stages.empty() ? "" : "at most ",
                        parameters / 1e6, whole / 1e6);
     if (auto runs =
-            module->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName)) {
+            module->getAttrOfType<IntegerAttr>(mf::kContextBlocksAttrName);
+        runs && grid.getShape().size() > mf::kContextGridAxis) {
       os << llvm::format(
           "context parallelism: each of %lld ranks holds %s of each "
           "sequence's positions%s\n",

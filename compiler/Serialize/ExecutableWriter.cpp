@@ -399,7 +399,11 @@ private:
     }
     int64_t stages = 1;
     for (auto grid : module_.getOps<shard::GridOp>()) {
-      stages = grid.getShape()[mf::kPipelineGridAxis];
+      // (A hand-written module without the axis: one stage, which the
+      // loader refuses.)
+      if (grid.getShape().size() > mf::kPipelineGridAxis) {
+        stages = grid.getShape()[mf::kPipelineGridAxis];
+      }
     }
     std::string scheduler = mf::pipelineSchedulerOf(module_);
     std::vector<flatbuffers::Offset<fb::StageSchedule>> written;

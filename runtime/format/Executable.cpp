@@ -58,7 +58,7 @@ Status checkCollective(const fb::Executable &root, const fb::Op &op,
                   op.kind() != fb::OpKind::ProcessIndex;
   StatusOr<int64_t> ranks = ranksAlong(root, gridAxesOf(op), where);
   if (ranks && op.kind() == fb::OpKind::AllToAllDims) {
-    // The float dtype and the result's dtype: the registry row checked.
+    // The dtypes: checkOpTypes checked them (float, one for both).
     const auto *attrs = op.attributes_as_AllToAllDimsAttrs();
     mfshapes::Inferred rule =
         mfshapes::inferAllToAllDims({mfshapes::Element::F32, input}, *ranks,
@@ -329,10 +329,6 @@ bool sameType(const fb::TensorType &a, const fb::TensorType &b) {
          Executable::shapeOf(a) == Executable::shapeOf(b);
 }
 
-/// A pipelined program: a schedule the runtime can follow (each stage
-/// runs each micro-batch's forward, then its backward, once, keeping no
-/// more inputs than it says) and the entries it names, with inputs and
-/// outputs that connect the stages.
 /// The ranks each training sequence is split over (context parallelism):
 /// its entries hold seq_length / this positions of each.
 int64_t contextRanksOf(const fb::Executable &root) {
@@ -341,6 +337,10 @@ int64_t contextRanksOf(const fb::Executable &root) {
              : 1;
 }
 
+/// A pipelined program: a schedule the runtime can follow (each stage
+/// runs each micro-batch's forward, then its backward, once, keeping no
+/// more inputs than it says) and the entries it names, with inputs and
+/// outputs that connect the stages.
 Status checkPipeline(const fb::Executable &root) {
   const fb::Training *training = root.model()->training();
   const fb::Pipeline *pipeline = training ? training->pipeline() : nullptr;
@@ -641,7 +641,11 @@ Status checkEntryContracts(const fb::Executable &root) {
   int64_t batch = model.batch_size(), seq = model.seq_length();
   int64_t contextRanks = contextRanksOf(root);
   int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
-  if (runs > 2 || seq % (contextRanks * runs) != 0) {
+  if (runs > 2) {
+    return Status::error("context_blocks is " + std::to_string(runs) +
+                         "; a rank holds 1 or 2 runs of each sequence");
+  }
+  if (seq % (contextRanks * runs) != 0) {
     return Status::error(
         "seq_length " + std::to_string(seq) + " does not divide into " +
         std::to_string(runs) + " runs of positions for each of " +

@@ -146,7 +146,7 @@ public:
   const HostProgram *hostProgram(const fb::Entry &entry) const;
   std::vector<std::string> entryNames() const;
 
-  /// A pipelined program's schedule (the grid's last axis is the stage),
+  /// A pipelined program's schedule (the grid's axis 2 is the stage),
   /// else null.
   const fb::Pipeline *pipeline() const;
   /// Its stage count (1: not pipelined).

@@ -432,9 +432,12 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                  "grid axes";
   case fb::OpKind::AllReduce: // its axes are checked against the grid
   case fb::OpKind::AllToAllOffsets:
-  case fb::OpKind::AllToAllDims:
   case fb::OpKind::ProcessIndex:
     return !gridAxesOf(op).empty() ? "" : "expected grid axes";
+  case fb::OpKind::AllToAllDims: // shapes: against the grid
+    return in[0].dtype == out.dtype && !gridAxesOf(op).empty()
+               ? ""
+               : "expected an operand of the result's dtype, and grid axes";
   case fb::OpKind::Pad: {
     const Shape &from = in[0].shape;
     const auto *offsets = op.attributes_as_PadAttrs()->offsets();

@@ -577,7 +577,7 @@ Status Communicator::allToAllDims(const Tensor &input, Tensor &output,
                                   int64_t splitDim, int64_t concatDim,
                                   const std::vector<int64_t> &axes) {
   int64_t ranks = extentAlong(axes);
-  if (input.dtype() != output.dtype() ||
+  if (input.dtype() != output.dtype() || splitDim == concatDim ||
       input.numElements() != output.numElements() ||
       input.shape()[splitDim] != output.shape()[splitDim] * ranks) {
     return Status::error(StatusCode::Internal,
@@ -589,11 +589,6 @@ Status Communicator::allToAllDims(const Tensor &input, Tensor &output,
     return Status::ok();
   }
   int64_t blockBytes = static_cast<int64_t>(input.byteSize()) / ranks;
-  if (blockBytes > INT_MAX) {
-    return Status::error(StatusCode::Unimplemented,
-                         "all_to_all_dims: a block is more bytes than MPI "
-                         "counts");
-  }
   StatusOr<void *> made =
       groupFor(axes, blockBytes, "all_to_all_dims of a block of bytes");
   if (!made) {
@@ -615,9 +610,6 @@ Status Communicator::allToAllDims(const Tensor &input, Tensor &output,
     return Status::error(StatusCode::Unavailable, "MPI_Alltoall failed");
   }
   int64_t joined = input.shape()[concatDim];
-  if (splitDim == concatDim) {
-    joined = length;
-  }
   for (int64_t r = 0; r < ranks; ++r) {
     copyBlock(received + r * blockBytes, output.data(), output.shape(),
               concatDim, r * joined, joined, elementBytes, /*intoWhole=*/true);

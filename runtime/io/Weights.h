@@ -155,7 +155,7 @@ private:
 };
 
 /// The pipeline stage whose parameters and entries this rank holds and
-/// runs (its index along the grid's last axis), or -1 for a program that
+/// runs (its index along the grid's axis 2), or -1 for a program that
 /// is not pipelined (every rank holds every parameter).
 int64_t stageOfRank(const Executable &executable, const Communicator *ranks);
 

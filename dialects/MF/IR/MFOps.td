@@ -1050,7 +1050,8 @@ def MF_ReplicateOp : MF_FreeOp<"replicate", [
     each rank's consumers compute with its block of split weights (the
     input of column-parallel matmuls): each rank's gradient of the value is
     then only its part, and the gradient rule sums them over the ranks of
-    `grid_axes` with `mf.all_reduce`. `mf-partition` puts it there; once
+    `grid_axes` with `mf.all_reduce`. `mf-partition` puts it there (and the
+    frontend, over context parallelism's gathered keys); once
     `mf-autodiff` has used it, canonicalization folds it away.
 
     ```mlir

@@ -113,7 +113,8 @@ public:
   }
 
   Value replicated(Value value, ArrayRef<int16_t> axes) override {
-    if (auto existing = value.getDefiningOp<ReplicateOp>()) {
+    if (auto existing = value.getDefiningOp<ReplicateOp>();
+        existing && existing.getGridAxes() == axes) {
       return existing; // a matmul visited again reads it already
     }
     Value &replica = replicas_[value];

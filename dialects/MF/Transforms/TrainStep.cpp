@@ -162,7 +162,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
   SmallVector<int16_t> dataAxes_ = {0};
   int64_t dataRanks_ = 1;
 
-  /// A pipelined module's stage count (its grid's last axis), else 0.
+  /// A pipelined module's stage count (its grid's axis 2), else 0.
   int64_t stages_ = 0;
   /// Per parameter, the stages whose forward reads it.
   llvm::StringMap<SmallVector<int64_t>> readingStages_;
@@ -199,7 +199,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       return signalPassFailure();
     }
     // Data parallelism: axis 0 of the module's grid (MindFormers'
-    // data_parallel x model_parallel (x pipeline_stage)).
+    // data_parallel x model_parallel (x pipeline_stage (x
+    // context_parallel))), and the context axis: each of their ranks
+    // computes the gradient of its part of the global batch.
     for (auto grid : module.getOps<shard::GridOp>()) {
       grid_ = grid;
       if (grid.getShape().size() > kContextGridAxis &&

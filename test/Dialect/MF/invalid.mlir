@@ -912,3 +912,12 @@ func.func @all_to_all_dims_dimension(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 2 concat = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
 }
+
+// -----
+
+shard.grid @grid(shape = 1x1x1x2)
+func.func @all_to_all_dims_same(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{split and concat dimensions are both 0; they must differ}}
+  %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 0 concat = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
