@@ -345,6 +345,23 @@ def peak_rss_mb(stderr):
     return float(match.group(1)) if match else float("nan")
 
 
+def alternate(args, binaries, layouts, run):
+    """Runs every layout (overrides, ranks, threads a rank) once a round
+    for args.runs rounds; each one's times per step and rank 0's peak RSS."""
+    mfrun = os.path.join(args.build, "bin", "mf-run")
+    times = {name: [] for name in layouts}
+    rss = {name: [] for name in layouts}
+    for _ in range(args.runs):
+        for name, (_, ranks, threads) in layouts.items():
+            command = [mfrun, binaries[name], "--threads", str(threads)] + run
+            if ranks > 1:
+                command = MPIRUN + ["-n", str(ranks)] + command
+            r = subprocess.run(command, capture_output=True, text=True, check=True)
+            times[name].append(step_ms(r.stderr))
+            rss[name].append(peak_rss_mb(r.stderr))
+    return times, rss
+
+
 def experts_table(args, tmp):
     config = os.path.join(HERE, "configs", "mixtral-150m.yaml")
     corpus = docs_corpus(tmp)
@@ -357,23 +374,13 @@ def experts_table(args, tmp):
         "dp2, 1 thread a rank": (train + parallel, 2, 1),
         "ep2, 1 thread a rank": (train + parallel + ["parallel_config.expert_parallel=2"], 2, 1),
     }
-    mfrun = os.path.join(args.build, "bin", "mf-run")
     binaries, held = {}, {}
     for name, (overrides, _, _) in layouts.items():
         binaries[name] = os.path.join(tmp, name.split(",")[0].replace(" ", "-") + ".bin")
         memory = compile_report(args.build, config, binaries[name], overrides)["training_memory_bytes"]
         held[name] = memory["trained_parameters"] + memory["gradients"] + memory["optimizer_state"]
     run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
-    times = {name: [] for name in layouts}
-    rss = {name: [] for name in layouts}
-    for _ in range(args.runs):
-        for name, (_, ranks, threads) in layouts.items():
-            command = [mfrun, binaries[name], "--threads", str(threads)] + run
-            if ranks > 1:
-                command = MPIRUN + ["-n", str(ranks)] + command
-            r = subprocess.run(command, capture_output=True, text=True, check=True)
-            times[name].append(step_ms(r.stderr))
-            rss[name].append(peak_rss_mb(r.stderr))
+    times, rss = alternate(args, binaries, layouts, run)
     print(f"\nmixtral-150m train step (8 experts, 2 a token, capacity), batch 2 x 256 (global), "
           f"medians of {args.runs} alternating runs of {args.steps} steps")
     medians = {k: statistics.median(v) for k, v in times.items()}
@@ -398,23 +405,13 @@ def context_table(args, tmp):
         "cp2 colossalai_cp": (cp2, 2, 1),
         "cp2 ulysses_cp": (cp2 + ["parallel_config.context_parallel_algo=ulysses_cp"], 2, 1),
     }
-    mfrun = os.path.join(args.build, "bin", "mf-run")
     binaries, arena = {}, {}
     for name, (overrides, _, _) in layouts.items():
         binaries[name] = os.path.join(tmp, "context-" + re.sub(r"[^a-z0-9]+", "-", name) + ".bin")
         memory = compile_report(args.build, config, binaries[name], overrides)["training_memory_bytes"]
         arena[name] = memory["activations_arena"]
     run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
-    times = {name: [] for name in layouts}
-    rss = {name: [] for name in layouts}
-    for _ in range(args.runs):
-        for name, (_, ranks, threads) in layouts.items():
-            command = [mfrun, binaries[name], "--threads", str(threads)] + run
-            if ranks > 1:
-                command = MPIRUN + ["-n", str(ranks)] + command
-            r = subprocess.run(command, capture_output=True, text=True, check=True)
-            times[name].append(step_ms(r.stderr))
-            rss[name].append(peak_rss_mb(r.stderr))
+    times, rss = alternate(args, binaries, layouts, run)
     print(f"\nllama-100m train step, batch 1 x {args.context_length} tokens, medians of {args.runs} "
           f"alternating runs of {args.steps} steps")
     medians = {k: statistics.median(v) for k, v in times.items()}
