@@ -1248,15 +1248,15 @@ int evaluate(const Options &options, Session &session) {
   if (!data) {
     return fail(data.status());
   }
+  // A pipelined program: each rank runs its stage's forward, the hidden
+  // states passed on, the last stage's forward the loss.
+  int64_t stage = stageOfRank(session.executable, ranks.get());
+  int64_t stages = session.executable.pipelineStages();
+  bool first = stage <= 0, last = stage < 0 || stage + 1 == stages;
   const std::string entryName =
-      session.executable.entry("forward_loss") ? "forward_loss" : "";
-  if (entryName.empty() && session.executable.pipeline()) {
-    return fail(StatusCode::Unimplemented,
-                "eval of a pipelined model.bin (pipeline stages) is not built "
-                "yet: compile the config without them (--set "
-                "parallel_config.pipeline_stage=1; a pipelined run's "
-                "checkpoint loads into any layout)");
-  }
+      stage >= 0 ? "stage" + std::to_string(stage) + "_forward"
+      : session.executable.entry("forward_loss") ? "forward_loss"
+                                                  : "";
   if (entryName.empty()) {
     return fail(StatusCode::FailedPrecondition,
                 "eval needs a 'forward_loss' entry: compile the config with "
@@ -1299,19 +1299,30 @@ int evaluate(const Options &options, Session &session) {
     if (!inputs) {
       return fail(inputs.status());
     }
-    Tensor &ids = (*inputs)[0];
-    Tensor &labels = (*inputs)[1];
-    int64_t first = step + dataIndex * batch;
-    int64_t rows = std::clamp<int64_t>(windows - first, 0, batch);
+    // The first stage's ids (input 0), the last stage's labels (its last
+    // input); another stage's input 0 is the previous one's hidden states.
+    int64_t firstWindow = step + dataIndex * batch;
+    int64_t rows = std::clamp<int64_t>(windows - firstWindow, 0, batch);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < block; ++i) {
         bool real = b < rows;
-        int64_t at = (first + b) * seq + runStarts[i / run] + i % run;
-        ids.as<int32_t>()[b * block + i] =
-            real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
-        labels.as<int32_t>()[b * block + i] =
-            real ? (*data)[at + 1]
-                 : static_cast<int32_t>(model.ignore_token_id());
+        int64_t at = (firstWindow + b) * seq + runStarts[i / run] + i % run;
+        if (first) {
+          inputs->front().as<int32_t>()[b * block + i] =
+              real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
+        }
+        if (last) {
+          inputs->back().as<int32_t>()[b * block + i] =
+              real ? (*data)[at + 1]
+                   : static_cast<int32_t>(model.ignore_token_id());
+        }
+      }
+    }
+    if (!first) {
+      if (Status status =
+              ranks->receive(inputs->front(), kPipelineAxis, stage - 1, 0);
+          !status) {
+        return fail(status);
       }
     }
     StatusOr<std::vector<Tensor>> outputs =
@@ -1319,8 +1330,26 @@ int evaluate(const Options &options, Session &session) {
     if (!outputs) {
       return fail(outputs.status());
     }
+    if (!last) {
+      // The hidden states on (the saved values a backward would read are
+      // not needed).
+      if (Status status = ranks->send(std::move(outputs->front()),
+                                      kPipelineAxis, stage + 1, 0);
+          !status) {
+        return fail(status);
+      }
+      continue;
+    }
     totalLoss += (*outputs)[0].loadFloat(0) * rows * block;
     totalTokens += rows * block;
+  }
+  if (stage >= 0) {
+    // The last stage's sums reach rank 0 (every other stage's are 0).
+    sumAxes.push_back(kPipelineAxis);
+    std::sort(sumAxes.begin(), sumAxes.end());
+    if (Status status = ranks->waitSends(); !status) {
+      return fail(status);
+    }
   }
   if (ranks && ranks->extentAlong(sumAxes) > 1) {
     double sums[2] = {totalLoss, static_cast<double>(totalTokens)};
