@@ -1256,7 +1256,7 @@ int evaluate(const Options &options, Session &session) {
   const std::string entryName =
       stage >= 0 ? "stage" + std::to_string(stage) + "_forward"
       : session.executable.entry("forward_loss") ? "forward_loss"
-                                                  : "";
+                                                 : "";
   if (entryName.empty()) {
     return fail(StatusCode::FailedPrecondition,
                 "eval needs a 'forward_loss' entry: compile the config with "
