@@ -92,6 +92,14 @@ done
   --set "model.model_config.mlp_only_layers=[]" --set run_mode=train --set use_parallel=True \
   --set parallel_config.data_parallel=2 --set parallel_config.expert_parallel=2 \
   --set runner_config.batch_size=1 -o "$corpus/executable/qwen3-moe-ep2.bin" 2>/dev/null
+# Context parallelism: gathered keys with the causal load balance
+# (process_index, all_gather, attention_grad with a past length), and
+# Ulysses' exchanges (all_to_all_dims).
+"$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set use_parallel=True \
+  --set parallel_config.context_parallel=2 -o "$corpus/executable/cp2-gathered.bin" 2>/dev/null
+"$build/bin/mfc" compile test/Frontend/train-adamw.yaml --set use_parallel=True \
+  --set parallel_config.context_parallel=2 --set parallel_config.context_parallel_algo=ulysses_cp \
+  -o "$corpus/executable/cp2-ulysses.bin" 2>/dev/null
 # Quantized weights: int8 per row (a tied table's lookups too), int4
 # two to a byte with scales per group.
 "$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
