@@ -2714,11 +2714,26 @@ private:
     }
     const ParallelConfig &parallel = spec_.parallel;
     if (model.moe.numExperts > 0 && spec_.shardedContextParallel > 1) {
-      diagnostics().error(
-          loc("parallel_config.context_parallel"),
-          "parallel_config.context_parallel: a mixture of experts is built "
-          "with data, tensor and expert parallelism so far (its routing has "
-          "no rule for a split sequence yet); set context_parallel to 1");
+      // Each context-parallel rank routes its own tokens, as MindFormers'
+      // MoE groups them by data_parallel x context_parallel (its capacity
+      // per group of a rank's tokens). The load-balancing loss counts every
+      // rank's tokens, and experts split over the context axis need it in
+      // their exchange: not built.
+      if (spec_.shardedExpertParallel > 1) {
+        diagnostics().error(
+            loc("parallel_config.context_parallel"),
+            "parallel_config.context_parallel: expert parallelism with "
+            "context parallelism is not built yet (experts split over "
+            "data_parallel only); set one of them to 1");
+      }
+      if (model.moe.auxLossCoef > 0) {
+        diagnostics().error(
+            routerLogitsLoc_,
+            "model.model_config.output_router_logits: the load-balancing loss "
+            "counts every context-parallel rank's tokens; it is not built "
+            "with context_parallel > 1 yet (set it to false, or "
+            "context_parallel: 1)");
+      }
     }
     if (model.moe.numExperts > 0 && spec_.shardedModelParallel > 1) {
       // Megatron's layout inside each expert: w1 and w3 by output

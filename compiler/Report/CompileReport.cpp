@@ -816,8 +816,15 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
        << " routed layers, " << first.experts << " experts " << first.width
        << " wide, " << first.perToken << " per token, "
        << first.tokens * first.perToken << " (token, choice) pairs a layer";
-    // Each data-parallel rank routes its own tokens (MindFormers' groups).
-    if (shard::GridOp grid = gridOf(module); grid && grid.getShape()[0] > 1) {
+    // Each data- (and context-) parallel rank routes its own tokens
+    // (MindFormers' groups of dp x cp).
+    shard::GridOp grid = gridOf(module);
+    bool contextRanks = grid &&
+                        grid.getShape().size() > mf::kContextGridAxis &&
+                        grid.getShape()[mf::kContextGridAxis] > 1;
+    if (contextRanks) {
+      os << " on each data- and context-parallel rank";
+    } else if (grid && grid.getShape()[0] > 1) {
       os << " on each data-parallel rank";
     }
     if (first.capacity > 0) {
