@@ -819,8 +819,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     // Each data- (and context-) parallel rank routes its own tokens
     // (MindFormers' groups of dp x cp).
     shard::GridOp grid = gridOf(module);
-    bool contextRanks = grid &&
-                        grid.getShape().size() > mf::kContextGridAxis &&
+    bool contextRanks = grid && grid.getShape().size() > mf::kContextGridAxis &&
                         grid.getShape()[mf::kContextGridAxis] > 1;
     if (contextRanks) {
       os << " on each data- and context-parallel rank";
