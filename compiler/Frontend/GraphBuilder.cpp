@@ -291,15 +291,14 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
       k = gatherOverContext(k, /*dim=*/1, exchangeLoc);
       v = gatherOverContext(v, /*dim=*/1, exchangeLoc);
       return gatheredAttention(q, k, v, attentionPath);
-    } else {
-      // DeepSpeed-Ulysses: this rank's block of the sequence of every head
-      // becomes every position of a block of the heads (MindFormers'
-      // ulysses_cp inserts the same all-to-all before its attention).
-      ulysses = true;
-      q = exchangeOverContext(q, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
-      k = exchangeOverContext(k, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
-      v = exchangeOverContext(v, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
     }
+    // DeepSpeed-Ulysses: this rank's block of the sequence of every head
+    // becomes every position of a block of the heads (MindFormers'
+    // ulysses_cp inserts the same all-to-all before its attention).
+    ulysses = true;
+    q = exchangeOverContext(q, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
+    k = exchangeOverContext(k, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
+    v = exchangeOverContext(v, /*splitDim=*/2, /*concatDim=*/1, exchangeLoc);
   }
   if (cache) {
     Location cacheLoc = loc(attentionPath + ".kv_cache", "use_past");

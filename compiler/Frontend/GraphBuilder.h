@@ -207,7 +207,6 @@ private:
   /// of the last prompt token alone, and the lm_head over every position
   /// was ~23% of llama-100m's prefill FLOPs.
   mlir::Value logitsPosition_;
-
   llvm::StringMap<mlir::mf::ParameterOp> parameters_;
   bool warnedLoraDropout_ = false;
   /// The projections LoRA's target_modules was matched against, and how

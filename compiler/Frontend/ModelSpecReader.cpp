@@ -2096,6 +2096,14 @@ private:
                                   "it over"));
       }
     }
+    // Settings of context parallelism, in a program without it.
+    if (spec_.shardedContextParallel == 1 && spec_.model.useRingAttention) {
+      context_.diagnostics.warning(
+          locOfKey("model.model_config.use_ring_attention"),
+          "model.model_config.use_ring_attention: ring attention passes the "
+          "context-parallel ranks' keys and values; this program runs no "
+          "context_parallel ranks, so it changes nothing");
+    }
     // Settings of tensor parallelism, in a program without it.
     if (spec_.shardedModelParallel == 1) {
       if (config.useSeqParallel) {
@@ -2237,7 +2245,14 @@ private:
           "parallel_config.context_parallel_algo: hybrid_cp (Ulysses groups "
           "of ulysses_degree_in_cp ranks inside a ring) is not built yet; "
           "colossalai_cp and ulysses_cp are");
-    } else if (model.useRingAttention && !ulysses) {
+    } else if (model.useRingAttention && ulysses) {
+      // MindFormers warns the same (transformer_config.py).
+      context_.diagnostics.warning(
+          locOfKey("model.model_config.use_ring_attention"),
+          "model.model_config.use_ring_attention: takes effect only with "
+          "context_parallel_algo colossalai_cp (as in MindFormers); "
+          "ulysses_cp exchanges heads, ignored");
+    } else if (model.useRingAttention) {
       context_.diagnostics.warning(
           locOfKey("model.model_config.use_ring_attention"),
           "model.model_config.use_ring_attention: ring attention (K/V blocks "

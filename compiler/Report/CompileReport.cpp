@@ -144,7 +144,7 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       std::string axes;
       int64_t ranks = 1;
       for (int16_t axis : gridAxes) {
-        axes += (axes.empty() ? "" : " x ") + mf::gridAxisName(axis);
+        axes += (axes.empty() ? "" : " x ") + mfshapes::gridAxisName(axis);
         ranks *= grid.getShape()[axis];
       }
       Collectives &collectives = byAxes[{kind.str(), axes}];
@@ -703,7 +703,7 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     }
     std::string axes;
     for (int64_t axis = 0; axis < grid.getRank(); ++axis) {
-      axes += (axis ? " x " : "") + mf::gridAxisName(axis);
+      axes += (axis ? " x " : "") + mfshapes::gridAxisName(axis);
     }
     os << llvm::format(" (%s); each rank holds "
                        "%s%.4g MB of weights and optimizer state (whole: %.4g "

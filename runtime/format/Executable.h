@@ -15,6 +15,7 @@
 #include "runtime/base/Tensor.h"
 #include "runtime/format/OpRegistry.h"
 #include "runtime/format/schemas/mf_executable_generated.h"
+#include "shapes/GridAxes.h"
 
 #include <cstdint>
 #include <memory>
@@ -32,34 +33,41 @@ constexpr uint32_t kMaxFormatVersion = 19;
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;
 
-/// The grid's axes (Executable.grid), each present when a later one is:
-/// data_parallel, model_parallel, pipeline_stage, context_parallel.
-constexpr int64_t kDataAxis = 0, kPipelineAxis = 2, kContextAxis = 3;
-/// Where each run of positions of a sequence that context-parallel rank
-/// `index` of `ranks` holds starts, for `blocks` runs (1: its block of
-/// seq / ranks; 2: blocks index and 2 ranks - 1 - index of seq / 2 ranks,
-/// Megatron's causal load balance); each run is seq / (ranks x blocks)
-/// long.
-inline std::vector<int64_t> contextRunStarts(int64_t seq, int64_t index,
-                                             int64_t ranks, int64_t blocks) {
-  int64_t length = seq / (ranks * blocks);
-  if (blocks == 2) {
-    return {index * length, (2 * ranks - 1 - index) * length};
-  }
-  return {index * length};
-}
+/// The grid's axes (shapes/GridAxes.h).
+using mfshapes::gridAxesText;
+constexpr int64_t kDataAxis = mfshapes::kDataAxis,
+                  kPipelineAxis = mfshapes::kPipelineAxis,
+                  kContextAxis = mfshapes::kContextAxis;
 
-/// "data_parallel x model_parallel ...": the first `axes` axes' names.
-inline std::string gridAxesText(size_t axes) {
-  static const char *const names[] = {"data_parallel", "model_parallel",
-                                      "pipeline_stage", "context_parallel"};
-  std::string text;
-  for (size_t axis = 0; axis < axes; ++axis) {
-    text +=
-        (axis ? " x " : "") +
-        std::string(axis < 4 ? names[axis] : "axis " + std::to_string(axis));
+/// The positions of each sequence one context-parallel rank holds (one run
+/// of seq / ranks, or, with ModelInfo.context_blocks 2, Megatron's causal
+/// load balance: blocks index and 2 ranks - 1 - index of 2 ranks): where
+/// each run starts, and how long runs are.
+struct ContextRuns {
+  std::vector<int64_t> starts = {0};
+  int64_t length = 0;
+
+  /// The positions a rank holds of each sequence.
+  int64_t positions() const {
+    return length * static_cast<int64_t>(starts.size());
   }
-  return text;
+  /// The sequence position of the rank's `i`-th position.
+  int64_t positionOf(int64_t i) const {
+    return starts[i / length] + i % length;
+  }
+};
+/// Rank `index` of `ranks` context-parallel ranks' runs of a `model`'s
+/// sequences (one rank: the whole sequence).
+inline ContextRuns contextRunsOf(const fb::ModelInfo &model, int64_t index,
+                                 int64_t ranks) {
+  int64_t blocks = model.context_blocks() == 2 ? 2 : 1;
+  ContextRuns runs;
+  runs.length = model.seq_length() / (ranks * blocks);
+  runs.starts = {index * runs.length};
+  if (blocks == 2) {
+    runs.starts.push_back((2 * ranks - 1 - index) * runs.length);
+  }
+  return runs;
 }
 
 /// The length of a flatbuffers vector, which an absent vector has as 0.

@@ -4,7 +4,6 @@
 
 #include "runtime/format/HostProgram.h"
 
-#include <algorithm>
 #include <cstdio>
 
 using namespace mfrt;
@@ -45,12 +44,12 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
        << ranks << "\n";
     if (root.grid()->size() > kContextAxis) {
       int64_t contextRanks = root.grid()->Get(kContextAxis);
-      int64_t runs = std::max<int64_t>(model.context_blocks(), 1);
+      ContextRuns runs = contextRunsOf(model, 0, contextRanks);
+      size_t count = runs.starts.size();
       os << "context parallelism: each of " << contextRanks << " ranks holds "
-         << runs << " run" << (runs > 1 ? "s" : "") << " of "
-         << model.seq_length() / (contextRanks * runs)
+         << count << " run" << (count > 1 ? "s" : "") << " of " << runs.length
          << " positions of each sequence"
-         << (runs > 1 ? " (causal load balance)" : "") << "\n";
+         << (count > 1 ? " (causal load balance)" : "") << "\n";
     }
   }
   if (const fb::Pipeline *pipeline = executable.pipeline()) {

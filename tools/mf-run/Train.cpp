@@ -49,9 +49,8 @@ public:
       ranks_ = options.ranks->extentAlong({kDataAxis});
       if (options.ranks->grid().size() > kContextAxis) {
         chunks_ = options.ranks->extentAlong({kContextAxis});
-        runStarts_ = contextRunStarts(
-            model_.seq_length(), options.ranks->indexAlong({kContextAxis}),
-            chunks_, std::max<int64_t>(model_.context_blocks(), 1));
+        runs_ = contextRunsOf(model_, options.ranks->indexAlong({kContextAxis}),
+                              chunks_);
       }
     }
     int64_t seq = model_.seq_length();
@@ -130,11 +129,9 @@ public:
     int32_t *ids = inputs[0].as<int32_t>();
     int32_t *labels = inputs[1].as<int32_t>();
     int64_t batch = model_.batch_size(), seq = model_.seq_length();
-    // With context parallelism this rank's runs of each row's positions:
-    // position i of the entry's row is run i / run's, at i % run.
-    int64_t run = seq / (chunks_ * static_cast<int64_t>(runStarts_.size()));
-    int64_t block = run * static_cast<int64_t>(runStarts_.size());
-    auto positionOf = [&](int64_t i) { return runStarts_[i / run] + i % run; };
+    // With context parallelism this rank's runs of each row's positions.
+    int64_t block = runs_.positions();
+    auto positionOf = [&](int64_t i) { return runs_.positionOf(i); };
     if (!sequence_.empty()) {
       // The sequence in every row; labels shifted by one, padding ignored.
       int64_t length = static_cast<int64_t>(sequence_.size());
@@ -171,10 +168,10 @@ private:
   std::string idsEntry_, labelsEntry_;
   std::vector<int32_t> sequence_, data_;
   int64_t rank_ = 0, ranks_ = 1;
-  /// The context-parallel ranks, and where this rank's runs of each
-  /// sequence's positions start.
+  /// The context-parallel ranks, and this rank's runs of each sequence's
+  /// positions.
   int64_t chunks_ = 1;
-  std::vector<int64_t> runStarts_ = {0};
+  ContextRuns runs_ = contextRunsOf(model_, 0, 1);
 };
 
 /// What a checkpoint holds: the trained parameters (all of them, or LoRA's

@@ -1281,17 +1281,13 @@ int evaluate(const Options &options, Session &session) {
   int64_t dataRanks = ranks ? ranks->extentAlong(dataAxis) : 1;
   int64_t dataIndex = ranks ? ranks->indexAlong(dataAxis) : 0;
   std::vector<int64_t> sumAxes = dataAxis;
-  std::vector<int64_t> runStarts = {0};
-  int64_t run = seq;
+  ContextRuns runs = contextRunsOf(model, 0, 1);
   if (ranks && ranks->grid().size() > kContextAxis) {
     sumAxes.push_back(kContextAxis);
-    int64_t contextRanks = ranks->extentAlong({kContextAxis});
-    runStarts =
-        contextRunStarts(seq, ranks->indexAlong({kContextAxis}), contextRanks,
-                         std::max<int64_t>(model.context_blocks(), 1));
-    run = seq / (contextRanks * static_cast<int64_t>(runStarts.size()));
+    runs = contextRunsOf(model, ranks->indexAlong({kContextAxis}),
+                         ranks->extentAlong({kContextAxis}));
   }
-  int64_t block = run * static_cast<int64_t>(runStarts.size());
+  int64_t block = runs.positions();
   double totalLoss = 0;
   int64_t totalTokens = 0;
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
@@ -1306,7 +1302,7 @@ int evaluate(const Options &options, Session &session) {
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < block; ++i) {
         bool real = b < rows;
-        int64_t at = (firstWindow + b) * seq + runStarts[i / run] + i % run;
+        int64_t at = (firstWindow + b) * seq + runs.positionOf(i);
         if (first) {
           inputs->front().as<int32_t>()[b * block + i] =
               real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
@@ -1333,9 +1329,11 @@ int evaluate(const Options &options, Session &session) {
     if (!last) {
       // The hidden states on (the saved values a backward would read are
       // not needed).
+      // The communicator keeps each sent tensor until MPI is done with it:
+      // let go of those done, or the stage would hold every batch's.
       if (Status status = ranks->send(std::move(outputs->front()),
                                       kPipelineAxis, stage + 1, 0);
-          !status) {
+          !status || !(status = ranks->progressSends())) {
         return fail(status);
       }
       continue;

@@ -4,6 +4,7 @@
 #define MFC_DIALECTS_MF_IR_MFOPS_H
 
 #include "dialects/MF/IR/MFDialect.h"
+#include "shapes/GridAxes.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
@@ -80,17 +81,10 @@ inline std::string pipelineSchedulerOf(Operation *module) {
   return name ? name.str() : "1f1b";
 }
 /// The grid axis of a pipelined module's stages (data x model x pipeline).
-inline constexpr int16_t kPipelineGridAxis = 2;
+inline constexpr int16_t kPipelineGridAxis = mfshapes::kPipelineAxis;
 /// The grid axis of context parallelism (data x model x pipeline x
 /// context): its ranks each hold a block of every sequence.
-inline constexpr int16_t kContextGridAxis = 3;
-/// A grid axis's name: data_parallel, model_parallel, pipeline_stage,
-/// context_parallel.
-inline std::string gridAxisName(int64_t axis) {
-  static const char *const names[] = {"data_parallel", "model_parallel",
-                                      "pipeline_stage", "context_parallel"};
-  return axis >= 0 && axis < 4 ? names[axis] : "axis " + std::to_string(axis);
-}
+inline constexpr int16_t kContextGridAxis = mfshapes::kContextAxis;
 } // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 

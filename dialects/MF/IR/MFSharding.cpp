@@ -364,6 +364,18 @@ LogicalResult AllReduceOp::partition(Partitioning &p) {
   return success(); // replicated
 }
 
+/// An op that acts on every block alike along another dimension than its
+/// input's split: its result is split as the input is (not a partial sum,
+/// nor a split in parts).
+static LogicalResult splitLikeInput(Operation *op, Value input,
+                                    Partitioning &p) {
+  const Split split = p.splitOf(input);
+  if (split.partial || split.parts > 1) {
+    return p.noRule(op);
+  }
+  return p.assign(op->getResult(0), split, op);
+}
+
 // The collectives mf-partition makes record their results' splits.
 // What mf-partition gathers is per rank already. A gather the frontend
 // built (context parallelism's keys, along the sequence) of a value that
@@ -374,10 +386,7 @@ LogicalResult AllGatherOp::partition(Partitioning &p) {
   if (input.replicated() || input.dim == getDimension()) {
     return success();
   }
-  if (input.partial || input.parts > 1) {
-    return p.noRule(*this);
-  }
-  return p.assign(getResult(), input, *this);
+  return splitLikeInput(*this, getInput(), p);
 }
 LogicalResult ReduceScatterOp::partition(Partitioning &) { return success(); }
 LogicalResult ScatterOp::partition(Partitioning &) { return success(); }
@@ -400,28 +409,14 @@ LogicalResult ConcatOp::partition(Partitioning &p) {
 /// A replicate the frontend built (context parallelism's gathered keys)
 /// over a value split along other axes: the identity, split alike.
 LogicalResult ReplicateOp::partition(Partitioning &p) {
-  if (!p.anySplit(*this)) {
-    return success();
-  }
-  const Split input = p.splitOf(getInput());
-  if (input.partial) {
-    return p.noRule(*this);
-  }
-  return p.assign(getResult(), input, *this);
+  return p.anySplit(*this) ? splitLikeInput(*this, getInput(), p) : success();
 }
 
 /// Context parallelism's exchange of a tensor-parallel rank's heads: the
 /// model-parallel split stays where it is (each rank trades its block of
 /// the heads it holds), so the result is split as the input is.
 LogicalResult AllToAllDimsOp::partition(Partitioning &p) {
-  if (!p.anySplit(*this)) {
-    return success();
-  }
-  const Split input = p.splitOf(getInput());
-  if (input.partial || input.parts > 1) {
-    return p.noRule(*this);
-  }
-  return p.assign(getResult(), input, *this);
+  return p.anySplit(*this) ? splitLikeInput(*this, getInput(), p) : success();
 }
 
 // Expert parallelism: a stacked expert weight split along its experts
