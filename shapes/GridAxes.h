@@ -1,4 +1,5 @@
-//===- GridAxes.h - the device grid's axes, for both sides of model.bin -*- C++ -*-===//
+//===- GridAxes.h - the device grid's axes, for both sides of model.bin -*- C++
+//-*-===//
 //
 // A sharded program's device grid (upstream MLIR's shard.grid, model.bin's
 // Executable.grid) has up to four axes, each present when a later one is:

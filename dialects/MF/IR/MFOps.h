@@ -4,10 +4,9 @@
 #define MFC_DIALECTS_MF_IR_MFOPS_H
 
 #include "dialects/MF/IR/MFDialect.h"
-#include "shapes/GridAxes.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -16,6 +15,7 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "shapes/GridAxes.h"
 
 namespace mlir::mf::detail {
 /// Default FLOP count: one per result element.
