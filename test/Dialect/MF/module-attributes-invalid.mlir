@@ -93,3 +93,9 @@ module {
 // expected-error @+1 {{'mf.pipeline_scheduler' must be "1f1b" or "gpipe"}}
 module attributes {mf.pipeline_scheduler = "zero_bubble_v"} {
 }
+
+// -----
+
+// expected-error @+1 {{'mf.context_blocks' must be 1 or 2 runs of positions a rank}}
+module attributes {mf.context_blocks = 3 : i64} {
+}
