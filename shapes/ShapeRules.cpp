@@ -109,6 +109,28 @@ Inferred mfshapes::inferDynamicQuantize(const TensorInfo &input) {
   return {{{Element::I8, input.shape}, {input.element, rows}}, ""};
 }
 
+Inferred mfshapes::inferQuantize(const TensorInfo &input,
+                                 const TensorInfo &scale,
+                                 const TensorInfo &zeroPoint) {
+  if (!isFloat(input.element) || input.shape.empty()) {
+    return failure("expected a float tensor of rank >= 1, got " +
+                   formatShape(input.shape));
+  }
+  if (std::string problem = checkDims(input, "the input"); !problem.empty()) {
+    return failure(problem);
+  }
+  std::vector<int64_t> channels{input.shape.back()};
+  if (!isFloat(scale.element) || scale.shape != channels) {
+    return failure("expected float scales " + formatShape(channels) +
+                   " (one per channel), got " + formatShape(scale.shape));
+  }
+  if (zeroPoint.element != Element::I8 || zeroPoint.shape != channels) {
+    return failure("expected i8 zero points " + formatShape(channels) +
+                   " (one per channel), got " + formatShape(zeroPoint.shape));
+  }
+  return {{{Element::I8, input.shape}}, ""};
+}
+
 Inferred mfshapes::inferTopK(const TensorInfo &input, int64_t k) {
   if (!isFloat(input.element) || input.shape.empty()) {
     return failure("expected a float tensor of rank >= 1");

@@ -55,6 +55,11 @@ Inferred inferDequantize(const TensorInfo &input, const TensorInfo &scale,
 /// and one scale per row, [...], in the input's type.
 Inferred inferDynamicQuantize(const TensorInfo &input);
 
+/// mf.quantize: a float [..., K] as i8 values of the same shape, with a
+/// float scale and an i8 zero point per channel ([K] each).
+Inferred inferQuantize(const TensorInfo &input, const TensorInfo &scale,
+                       const TensorInfo &zeroPoint);
+
 /// mf.top_k: the `k` largest of the last dimension, and their indices.
 Inferred inferTopK(const TensorInfo &input, int64_t k);
 

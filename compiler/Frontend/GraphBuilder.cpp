@@ -104,7 +104,8 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
         /*dot_panels=*/false, grid, splitAxes, splitGroups,
         /*quant_scale=*/FlatSymbolRefAttr(),
         /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(),
-        /*parts=*/ArrayAttr());
+        FlatSymbolRefAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
+        FloatAttr(), /*parts=*/ArrayAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
@@ -137,7 +138,8 @@ Value GraphBuilder::stackedWeight(StringRef name, ArrayRef<std::string> parts,
         /*frozen=*/false, /*state=*/false, /*panels=*/false,
         /*dot_panels=*/false, grid, splitAxes, /*split_groups=*/IntegerAttr(),
         /*quant_scale=*/FlatSymbolRefAttr(), /*quant_group=*/IntegerAttr(),
-        /*quant_bits=*/IntegerAttr(), builder_.getStrArrayAttr(names));
+        /*quant_bits=*/IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
+        FlatSymbolRefAttr(), FloatAttr(), builder_.getStrArrayAttr(names));
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }

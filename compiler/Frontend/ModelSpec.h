@@ -42,8 +42,15 @@ struct QuantizationConfig {
   std::string quantMethod; ///< "rtn" or "ptq"; empty when there is none.
   std::string weightDtype; ///< "int8" or "int4"
   int64_t groupSize = 0;   ///< 0: one scale per row (per_channel)
-  /// "int8": activations quantized per token (W8A8); empty: float.
+  /// "int8": activations quantized per token (W8A8), or with calibrated
+  /// static scales (act_quant_granularity per_tensor: SmoothQuant); empty:
+  /// float.
   std::string activationDtype;
+  /// With int8 activations: "per_token" or "per_tensor" (calibrated).
+  std::string activationGranularity;
+  /// SmoothQuant's migration strength (outliers_suppression 'smooth', or
+  /// quant_method smooth_quant); negative: no smoothing.
+  double smoothAlpha = -1;
   /// Weights whose name contains one of these stay float (golden-stick's
   /// substring match over the layer's path).
   std::vector<std::string> modulesToNotConvert;

@@ -1334,47 +1334,66 @@ private:
     // rtn is golden-stick's RTN (int8 weights); ptq without activation
     // quantization, smoothing or GPTQ quantizes the weights alike (its
     // min-max weight quantizer), int8 per row or int4 per group.
+    // smooth_quant is golden-stick's SmoothQuant: int8 weights and int8
+    // activations with calibrated per-tensor scales, always smoothed.
     static const StringRef methods[] = {"rtn", "ptq", "smooth_quant"};
     quant.require("quant_method", "rtn");
-    if (quant.readChoice("quant_method", config.quantMethod, methods) &&
-        config.quantMethod == "smooth_quant") {
-      refuse("quant_method",
-             "'smooth_quant' (int8 activations, calibrated) is not supported "
-             "yet; 'rtn' and 'ptq' (weight-only, or W8A8 with per_token "
-             "activations) are");
-    }
+    quant.readChoice("quant_method", config.quantMethod, methods);
+    const bool smoothQuant = config.quantMethod == "smooth_quant";
     static const StringRef weightTypes[] = {"int8", "int4"};
     config.weightDtype = "int8";
     if (quant.readChoice("weight_dtype", config.weightDtype, weightTypes) &&
-        config.weightDtype == "int4" && config.quantMethod == "rtn") {
-      refuse("weight_dtype", "MindFormers' rtn quantizes to int8 only; int4 "
-                             "weights are quant_method 'ptq' with "
-                             "weight_quant_granularity 'per_group'");
+        config.weightDtype == "int4" && config.quantMethod != "ptq") {
+      refuse("weight_dtype", "MindFormers' " + config.quantMethod +
+                                 " quantizes to int8 only; int4 weights are "
+                                 "quant_method 'ptq' with "
+                                 "weight_quant_granularity 'per_group'");
     }
-    // int8 activations: golden-stick's W8A8 with per-token (dynamic)
-    // scales, which needs no calibration.
+    // int8 activations: golden-stick's W8A8, per token (dynamic scales) or
+    // per tensor (static scales from calibration).
     if (const ConfigNode *value = quant.get("activation_dtype");
         !isNone(value)) {
       if (!(value->isScalar() && value->scalar == "int8")) {
         refuse("activation_dtype",
                "expected None or 'int8', got " + value->describe());
       } else if (config.quantMethod == "rtn") {
-        // (smooth_quant's int8 activations: refused at quant_method.)
         refuse("activation_dtype",
-               "int8 activations are quant_method 'ptq' (with "
-               "act_quant_granularity 'per_token'); " +
-                   config.quantMethod + " quantizes weights only");
-      } else if (config.quantMethod == "ptq") {
+               "int8 activations are quant_method 'ptq' or 'smooth_quant'; "
+               "rtn quantizes weights only");
+      } else {
         config.activationDtype = "int8";
       }
+    } else if (smoothQuant) {
+      refuse(quant.get("activation_dtype") ? "activation_dtype"
+                                           : "quant_method",
+             "smooth_quant quantizes the activations to int8 (golden-stick's "
+             "SmoothQuant is W8A8); write activation_dtype: 'int8', or "
+             "quant_method 'rtn' for int8 weights alone");
     }
-    for (StringRef key : {"kvcache_dtype", "outliers_suppression"}) {
-      const ConfigNode *value = quant.get(key);
-      if (!isNone(value)) {
-        refuse(key, "only None is supported (no int8 KV cache, no "
-                    "smoothing: both need calibration), got " +
-                        value->describe());
+    if (const ConfigNode *value = quant.get("kvcache_dtype");
+        !isNone(value)) {
+      refuse("kvcache_dtype", "only None is supported (an int8 KV cache is "
+                              "not built yet), got " +
+                                  value->describe());
+    }
+    // Smoothing: SmoothQuant's per-channel factors, which golden-stick's
+    // SmoothQuant always applies and its PTQ with outliers_suppression
+    // 'smooth' (the same algorithm).
+    bool smoothing = smoothQuant;
+    if (const ConfigNode *value = quant.get("outliers_suppression");
+        !isNone(value)) {
+      if (!(value->isScalar() && value->scalar == "smooth")) {
+        refuse("outliers_suppression",
+               "expected None or 'smooth', got " + value->describe());
       }
+      smoothing = true;
+    } else if (smoothQuant && value) {
+      context_.diagnostics.warning(
+          quant.valueLoc("outliers_suppression"),
+          quant.childPath("outliers_suppression") +
+              ": smooth_quant smooths whatever this says (golden-stick's "
+              "SmoothQuant does); use quant_method 'ptq' for int8 "
+              "activations without smoothing");
     }
     // ptq's keys past golden-stick's RTN (MindFormers' PtqConfig).
     static const StringRef recoveries[] = {"none", "gptq"};
@@ -1427,30 +1446,54 @@ private:
               "per_channel has one scale per row (as in MindFormers)");
     }
     // How the activations are quantized: per_token (dynamic: a scale per
-    // token at run time) is built; per_tensor int8 (golden-stick's default)
-    // is a static scale from calibration. Without int8 activations only the
-    // default means anything (MindFormers refuses per_token then).
-    if (const ConfigNode *value = quant.get("act_quant_granularity")) {
-      bool perToken = value->isScalar() && value->scalar == "per_token";
-      bool perTensor = value->isScalar() && value->scalar == "per_tensor";
-      if (int8Activations && !perToken) {
-        refuse("act_quant_granularity",
-               perTensor ? llvm::Twine("'per_tensor' int8 activations need "
-                                       "static scales from calibration, "
-                                       "which mfc does not build yet; "
-                                       "'per_token' (dynamic) is supported")
-                         : "expected 'per_token', got " + value->describe());
-      } else if (!int8Activations && !perTensor) {
+    // token at run time) or per_tensor (golden-stick's default: a static
+    // scale and zero point from calibration, mf-run --task calibrate).
+    // Without int8 activations only the default means anything
+    // (MindFormers refuses per_token then).
+    static const StringRef actGranularities[] = {"per_tensor", "per_token"};
+    std::string actGranularity = "per_tensor";
+    if (quant.readChoice("act_quant_granularity", actGranularity,
+                         actGranularities)) {
+      if (!int8Activations && actGranularity != "per_tensor") {
         refuse("act_quant_granularity",
                "only 'per_tensor' is supported without int8 activations "
-               "(activation_dtype None), got " +
-                   value->describe());
+               "(activation_dtype None), got '" +
+                   actGranularity + "'");
+      } else if (smoothQuant && actGranularity != "per_tensor") {
+        refuse("act_quant_granularity",
+               "smooth_quant's activations are 'per_tensor' (static, "
+               "calibrated); per-token int8 activations are quant_method "
+               "'ptq'");
       }
-    } else if (int8Activations) {
-      refuse("activation_dtype",
-             "int8 activations need act_quant_granularity 'per_token' "
-             "(dynamic); the default 'per_tensor' needs calibration, which "
-             "mfc does not build yet");
+    }
+    if (int8Activations) {
+      config.activationGranularity = actGranularity;
+    }
+    if (smoothing && !(int8Activations && actGranularity == "per_tensor")) {
+      refuse("outliers_suppression",
+             "smoothing is built for int8 activations with "
+             "act_quant_granularity 'per_tensor' (SmoothQuant), not for " +
+                 llvm::Twine(int8Activations ? "per-token activations"
+                                             : "float activations"));
+    }
+    // Golden-stick's SmoothQuant takes its migration strength from
+    // algorithm_args (alpha, 0.5 by default); nothing else has arguments.
+    if (smoothing) {
+      config.smoothAlpha = 0.5;
+    }
+    if (const ConfigNode *args = quant.get("algorithm_args");
+        args && !isNone(args) && !(args->isMap() && args->entries.empty())) {
+      if (!smoothing || !args->isMap()) {
+        refuse("algorithm_args",
+               "round to nearest takes no arguments; expected {} (or "
+               "{alpha: A} with smoothing), got " +
+                   args->describe());
+      } else {
+        MapReader algorithm = section(quant, "algorithm_args");
+        // (SmoothQuant's migration strength.)
+        algorithm.readFloat("alpha", config.smoothAlpha, 0.0, 1.0);
+        algorithm.finish();
+      }
     }
     if (const ConfigNode *value = quant.get("kvcache_quant_granularity");
         value && !(value->isScalar() && value->scalar == "per_channel")) {
@@ -1480,13 +1523,6 @@ private:
         }
         config.modulesToNotConvert.push_back(item->scalar);
       }
-    }
-    if (const ConfigNode *args = quant.get("algorithm_args");
-        args && !isNone(args) && !(args->isMap() && args->entries.empty())) {
-      refuse("algorithm_args",
-             "round to nearest takes no arguments (smooth_quant's alpha "
-             "is not supported yet); expected {}, got " +
-                 args->describe());
     }
     if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
       quant.error(quant.loc(), quant.path() +

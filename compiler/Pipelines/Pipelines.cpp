@@ -36,6 +36,7 @@ void addQuantization(OpPassManager &pm, const CompileOptions &options) {
   quantize.bits = options.quantizeBits;
   quantize.groupSize = options.quantizeGroupSize;
   quantize.activations = options.quantizeActivations;
+  quantize.smoothAlpha = options.quantizeSmoothAlpha;
   pm.addPass(mf::createMFQuantizeWeightsPass(quantize));
 }
 

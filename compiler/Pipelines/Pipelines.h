@@ -61,6 +61,9 @@ struct CompileOptions {
   int64_t quantizeGroupSize = 0;
   /// Its activations: "none", or "per-token" (int8 rows: W8A8).
   std::string quantizeActivations = "none";
+  /// With "per-tensor" activations: SmoothQuant's migration strength
+  /// (negative: no smoothing).
+  double quantizeSmoothAlpha = -1;
   /// Tensor-parallel modules: mf-partition's sequence parallelism
   /// (parallel_config.use_seq_parallel).
   bool sequenceParallel = false;

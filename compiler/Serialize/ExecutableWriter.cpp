@@ -157,14 +157,20 @@ public:
       if (failed(type)) {
         return failure();
       }
-      int32_t quantScale = -1;
-      if (parameter.getQuantScale()) {
-        quantScale = static_cast<int32_t>(
-            parameterIndex_.lookup(*parameter.getQuantScale()));
-        if (quantScale < static_cast<int32_t>(parameters.size())) {
+      // A quantized weight's companions come after it: the runtime fills
+      // them from the float weight.
+      auto companion = [&](std::optional<StringRef> name) -> int32_t {
+        return name ? static_cast<int32_t>(parameterIndex_.lookup(*name)) : -1;
+      };
+      int32_t quantScale = companion(parameter.getQuantScale());
+      int32_t inputScale = companion(parameter.getQuantInputScale());
+      int32_t inputZeroPoint = companion(parameter.getQuantInputZeroPoint());
+      int32_t quantBias = companion(parameter.getQuantBias());
+      for (int32_t index : {quantScale, inputScale, inputZeroPoint, quantBias}) {
+        if (index >= 0 && index < static_cast<int32_t>(parameters.size())) {
           return parameter.emitOpError()
                  << "has its scales declared before it; model.bin needs them "
-                    "after (the runtime fills both from the float weight)";
+                    "after (the runtime fills them from the float weight)";
         }
       }
       fb::ParameterInit init = fb::ParameterInit::Normal;
@@ -220,7 +226,11 @@ public:
           static_cast<int32_t>(parameter.getSplitPartCount()), quantScale,
           parameter.getQuantGroup().value_or(0),
           static_cast<int8_t>(parameter.getQuantBits().value_or(8)), stages,
-          parts.empty() ? nullptr : &parts));
+          parts.empty() ? nullptr : &parts, inputScale, inputZeroPoint,
+          quantBias,
+          parameter.getQuantSmoothAlphaAttr()
+              ? parameter.getQuantSmoothAlphaAttr().getValueAsDouble()
+              : -1.0));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

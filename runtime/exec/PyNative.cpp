@@ -36,6 +36,12 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     lastUse[id] = opCount;
   }
 
+  // Calibration: the parameter each value reads (directly or cast), so
+  // that a matmul by one transposed (a Linear) records its rows.
+  std::vector<int64_t> parameterRead;
+  if (options.activationRanges) {
+    parameterRead.assign(valueCount, -1);
+  }
   std::vector<const Tensor *> operands;
   std::vector<Tensor> results;
   std::vector<Tensor *> resultSlots;
@@ -52,6 +58,21 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
     if (op.operands()) {
       for (uint32_t id : *op.operands()) {
         operands.push_back(&values[id]);
+      }
+    }
+    if (options.activationRanges) {
+      if (op.kind() == fb::OpKind::Param) {
+        parameterRead[resultId] = parameterOf(op);
+      } else if (op.kind() == fb::OpKind::Cast) {
+        parameterRead[resultId] = parameterRead[op.operands()->Get(0)];
+      } else if (op.kind() == fb::OpKind::Matmul &&
+                 op.attributes_as_MatmulAttrs()->transpose_rhs() &&
+                 !op.attributes_as_MatmulAttrs()->transpose_lhs()) {
+        if (int64_t parameter = parameterRead[op.operands()->Get(1)];
+            parameter >= 0) {
+          MFRT_RETURN_IF_ERROR(
+              options.activationRanges->record(parameter, *operands[0]));
+        }
       }
     }
     results.assign(op.results()->size(), Tensor());

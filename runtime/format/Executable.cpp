@@ -8,6 +8,7 @@
 #include "runtime/format/OpTypes.h"
 #include "shapes/ShapeRules.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace mfrt;
@@ -1020,7 +1021,15 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
   std::string where = "parameter '" + parameter.name()->str() + "'";
   int32_t scaleIndex = parameter.quant_scale();
   if (scaleIndex < 0) {
-    return Executable::dtypeOf(*parameter.type()) == DType::I8
+    if (parameter.quant_input_scale() != -1 ||
+        parameter.quant_input_zero_point() != -1 ||
+        parameter.quant_bias() != -1) {
+      return Status::error(where + " is not quantized but names calibration "
+                                   "parameters");
+    }
+    // (An I8 vector is a calibrated weight's zero points.)
+    return Executable::dtypeOf(*parameter.type()) == DType::I8 &&
+                   sizeOf(parameter.type()->shape()) != 1
                ? Status::error(where + " is I8 but names no scales")
                : Status::ok();
   }
@@ -1046,6 +1055,53 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
         (rule ? std::string("split, training state or scales quantized")
               : rule.error) +
         ")");
+  }
+  // Calibrated activations: mf.quantize's scales and zero points [K] and
+  // the bias [N], each a later parameter that is neither quantized nor
+  // split.
+  int32_t companions[] = {parameter.quant_input_scale(),
+                          parameter.quant_input_zero_point(),
+                          parameter.quant_bias()};
+  bool calibrated = companions[0] >= 0;
+  if (!calibrated) {
+    if (companions[1] >= 0 || companions[2] >= 0 ||
+        parameter.quant_smooth_alpha() != -1) {
+      return Status::error(where + " has calibration parameters but no input "
+                                   "scales");
+    }
+    return Status::ok();
+  }
+  if (parameter.quant_bits() != 8 || parameter.quant_group() != 0 ||
+      !(parameter.quant_smooth_alpha() == -1 ||
+        (parameter.quant_smooth_alpha() >= 0 &&
+         parameter.quant_smooth_alpha() <= 1)) ||
+      !std::isfinite(parameter.quant_smooth_alpha())) {
+    return Status::error(where + " is calibrated but not int8 per row with a "
+                                 "smoothing strength in [0, 1] or -1");
+  }
+  const int64_t n = Executable::shapeOf(*parameter.type())[0];
+  const int64_t k = Executable::shapeOf(*parameter.type())[1];
+  const int64_t sizes[] = {k, k, n};
+  const char *names[] = {"input scales", "input zero points", "bias"};
+  for (int i = 0; i < 3; ++i) {
+    int32_t at = companions[i];
+    if (at < 0 || static_cast<size_t>(at) <= index ||
+        static_cast<size_t>(at) >= parameters.size()) {
+      return Status::error(where + " names " + names[i] + " " +
+                           std::to_string(at) +
+                           ", which is not a parameter after it");
+    }
+    const fb::Parameter &companion = *parameters.Get(at);
+    DType dtype = Executable::dtypeOf(*companion.type());
+    if (Executable::shapeOf(*companion.type()) != Shape{sizes[i]} ||
+        (dtype == DType::I8) != (i == 1) || dtype == DType::I32 ||
+        companion.quant_scale() >= 0 || companion.split_dim() >= 0 ||
+        companion.state()) {
+      return Status::error(where + "'s " + names[i] + " '" +
+                           companion.name()->str() + "' are not " +
+                           (i == 1 ? "I8 [" : "floats [") +
+                           std::to_string(sizes[i]) + "]");
+    }
   }
   return Status::ok();
 }
@@ -1166,13 +1222,18 @@ checkSemantics(const fb::Executable &root,
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkParts(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkQuantization(root, index));
-      if (parameter->quant_scale() >= 0) {
-        if (scalesTaken[parameter->quant_scale()]) {
+      for (int32_t companion :
+           {parameter->quant_scale(), parameter->quant_input_scale(),
+            parameter->quant_input_zero_point(), parameter->quant_bias()}) {
+        if (companion < 0) {
+          continue;
+        }
+        if (scalesTaken[companion]) {
           return Status::error("parameter '" + parameter->name()->str() +
                                "' names the scales of another quantized "
                                "weight");
         }
-        scalesTaken[parameter->quant_scale()] = true;
+        scalesTaken[companion] = true;
       }
     }
   }

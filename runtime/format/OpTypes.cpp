@@ -87,6 +87,10 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
   case fb::OpKind::DynamicQuantize:
     inferred = mfshapes::inferDynamicQuantize(infoOf(in[0]));
     break;
+  case fb::OpKind::Quantize:
+    inferred = mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]),
+                                       infoOf(in[2]));
+    break;
   case fb::OpKind::TopK:
     inferred =
         mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());

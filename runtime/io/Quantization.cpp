@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using namespace mfrt;
@@ -86,5 +87,133 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
       }
     }
   }
+  return Status::ok();
+}
+
+Status mfrt::quantizeCalibrated(
+    int64_t n, int64_t k, DType computeType, const std::vector<float> &channelMin,
+    const std::vector<float> &channelMax, double alpha,
+    const std::function<Status(int64_t, Tensor &)> &readRows,
+    const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
+    CalibratedWeight &out) {
+  if (static_cast<int64_t>(channelMin.size()) != k ||
+      static_cast<int64_t>(channelMax.size()) != k) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "the calibration has ranges of " +
+                             std::to_string(channelMin.size()) +
+                             " input channels for a weight of " +
+                             std::to_string(k));
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    if (!std::isfinite(channelMin[j]) || !std::isfinite(channelMax[j]) ||
+        channelMin[j] > channelMax[j]) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "the calibration's range of input channel " +
+                               std::to_string(j) + " is empty or not finite");
+    }
+  }
+  const int64_t blockRows =
+      std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, k));
+  auto forEachBlock = [&](const std::function<Status(int64_t, Tensor &)>
+                              &visit) -> Status {
+    for (int64_t first = 0; first < n; first += blockRows) {
+      MFRT_ASSIGN_OR_RETURN(
+          Tensor block,
+          allocate(computeType, {std::min(blockRows, n - first), k}));
+      MFRT_RETURN_IF_ERROR(readRows(first, block));
+      MFRT_RETURN_IF_ERROR(visit(first, block));
+    }
+    return Status::ok();
+  };
+  // Smoothing factors from the activations' and the weight's column
+  // ranges (golden-stick computes them in f32).
+  std::vector<float> smooth(static_cast<size_t>(k), 1.0f);
+  if (alpha >= 0) {
+    std::vector<float> columnMax(static_cast<size_t>(k), 0.0f), row(smooth);
+    MFRT_RETURN_IF_ERROR(forEachBlock([&](int64_t first, Tensor &block) {
+      for (int64_t r = 0; r < block.dim(0); ++r) {
+        toFloats(computeType,
+                 static_cast<const char *>(block.data()) +
+                     r * k * dtypeSize(computeType),
+                 row.data(), k);
+        for (int64_t j = 0; j < k; ++j) {
+          if (!std::isfinite(row[j])) {
+            return Status::error(StatusCode::InvalidArgument,
+                                 "row " + std::to_string(first + r) +
+                                     " has a non-finite value");
+          }
+          columnMax[j] = std::max(columnMax[j], std::fabs(row[j]));
+        }
+      }
+      return Status::ok();
+    }));
+    for (int64_t j = 0; j < k; ++j) {
+      float activation = std::max(std::fabs(channelMin[j]),
+                                  std::fabs(channelMax[j]));
+      float numerator = std::pow(activation, static_cast<float>(alpha));
+      float denominator =
+          std::pow(columnMax[j], static_cast<float>(1.0 - alpha));
+      smooth[j] = numerator == 0 || denominator == 0
+                      ? 1.0f
+                      : std::max(numerator / denominator, 1e-5f);
+    }
+  }
+  // The activations' per-tensor range after smoothing (x / s is monotone
+  // in x), its asymmetric int8 scale and zero point in f64, as
+  // golden-stick's cal_quantization_params.
+  double low = std::numeric_limits<double>::infinity(), high = -low;
+  for (int64_t j = 0; j < k; ++j) {
+    low = std::min(low, static_cast<double>(channelMin[j] / smooth[j]));
+    high = std::max(high, static_cast<double>(channelMax[j] / smooth[j]));
+  }
+  double scale = 1.0, zeroPoint = 0.0;
+  if (high != low) {
+    scale = (high - low) / 255.0;
+    // (golden-stick does not clamp: a range without 0 would overflow its
+    // int8 zero point.)
+    zeroPoint = std::clamp(std::nearbyint(-128.0 - low / scale), -128.0, 127.0);
+  }
+  MFRT_ASSIGN_OR_RETURN(out.values, allocate(DType::I8, {n, k}));
+  MFRT_ASSIGN_OR_RETURN(out.scales, allocate(DType::F32, {n}));
+  MFRT_ASSIGN_OR_RETURN(out.inputScales, allocate(computeType, {k}));
+  MFRT_ASSIGN_OR_RETURN(out.zeroPoints, allocate(DType::I8, {k}));
+  MFRT_ASSIGN_OR_RETURN(out.bias, allocate(computeType, {n}));
+  MFRT_ASSIGN_OR_RETURN(Tensor rowScales, allocate(computeType, {n}));
+  std::vector<float> inputScales(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    inputScales[j] = static_cast<float>(scale) * smooth[j];
+  }
+  fromFloats(computeType, inputScales.data(), out.inputScales.data(), k);
+  std::fill_n(out.zeroPoints.as<int8_t>(), k,
+              static_cast<int8_t>(zeroPoint));
+  // The smoothed weight (in the compute dtype, as golden-stick stores it)
+  // quantized per row.
+  std::vector<float> row(static_cast<size_t>(k));
+  MFRT_RETURN_IF_ERROR(forEachBlock([&](int64_t first, Tensor &block) {
+    char *bytes = static_cast<char *>(block.data());
+    for (int64_t r = 0; r < block.dim(0); ++r) {
+      char *at = bytes + r * k * dtypeSize(computeType);
+      toFloats(computeType, at, row.data(), k);
+      for (int64_t j = 0; j < k; ++j) {
+        row[j] *= smooth[j];
+      }
+      fromFloats(computeType, row.data(), at, k);
+    }
+    return quantizeRtn(block, 0, 8, out.values, rowScales, first);
+  }));
+  std::vector<float> weightScales(static_cast<size_t>(n));
+  toFloats(computeType, rowScales.data(), weightScales.data(), n);
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    float combined = static_cast<float>(scale) * weightScales[r];
+    out.scales.as<float>()[r] = combined;
+    int64_t sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      sum += out.values.as<int8_t>()[r * k + j];
+    }
+    bias[r] = static_cast<float>(-zeroPoint * static_cast<double>(sum) *
+                                 combined);
+  }
+  fromFloats(computeType, bias.data(), out.bias.data(), n);
   return Status::ok();
 }

@@ -15,6 +15,9 @@
 
 #include "runtime/base/Tensor.h"
 
+#include <functional>
+#include <vector>
+
 namespace mfrt {
 
 /// Quantizes the float [N, K] `weight` (any float dtype) to `bits` (8 or
@@ -28,6 +31,33 @@ namespace mfrt {
 /// time, no float copy of the whole weight is needed).
 Status quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
                    Tensor &values, Tensor &scales, int64_t firstRow = 0);
+
+/// A calibrated int8 weight's tensors (SmoothQuant: docs/quantization.md):
+/// the [N, K] values, their scales [N] (f32: the activations' per-tensor
+/// scale times the weight row's), the activations' input scales [K] and
+/// zero points (I8 [K]) that mf.quantize reads, and the bias [N] that
+/// corrects the product for the zero point. The float tensors are
+/// allocated by the caller in the model's dtypes.
+struct CalibratedWeight {
+  Tensor values, scales, inputScales, zeroPoints, bias;
+};
+
+/// Quantizes the float [N, K] weight that `readRows(first, block)` gives a
+/// block of rows at a time (in `computeType`, which the input scales and
+/// the bias take) as golden-stick's SmoothQuant does, from the range of
+/// each input channel over the calibration (`channelMin`, `channelMax`,
+/// [K]): with `alpha` >= 0, smoothing factors
+/// s[j] = max|x_j|^alpha / max|W[:, j]|^(1 - alpha) (1 where either is 0,
+/// at least 1e-5) multiply the weight's columns and divide the activations;
+/// the activations' per-tensor range after smoothing gives an asymmetric
+/// int8 scale and zero point; the smoothed weight is quantized per row as
+/// quantizeRtn does. An empty or non-finite range is an error.
+Status quantizeCalibrated(
+    int64_t n, int64_t k, DType computeType, const std::vector<float> &channelMin,
+    const std::vector<float> &channelMax, double alpha,
+    const std::function<Status(int64_t, Tensor &)> &readRows,
+    const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
+    CalibratedWeight &out);
 
 } // namespace mfrt
 

@@ -406,6 +406,57 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
   return values;
 }
 
+/// The values of calibrated `parameter` (returned), with its scales, input
+/// scales, zero points and bias put in `companions` by parameter index,
+/// quantized from its float weight (`readRows`, as quantizedValues) with
+/// the activation ranges `calibration` holds for it.
+StatusOr<Tensor> calibratedValues(const Executable &executable,
+                                  const fb::Parameter &parameter,
+                                  Allocator &allocator,
+                                  const Calibration *calibration,
+                                  std::map<int32_t, Tensor> &companions,
+                                  const std::function<Status(int64_t, Tensor &)>
+                                      &readRows) {
+  std::string name = parameter.name()->str();
+  auto ranges = calibration ? calibration->byWeight.find(name)
+                            : std::map<std::string, Calibration::Ranges>::
+                                  const_iterator();
+  if (!calibration || ranges == calibration->byWeight.end()) {
+    return Status::error(
+        StatusCode::FailedPrecondition,
+        "parameter '" + name +
+            "' multiplies int8 activations with calibrated scales "
+            "(quant_method smooth_quant, or ptq with per_tensor "
+            "activations), and " +
+            (calibration ? std::string("the calibration has no ranges for it")
+                         : std::string("no calibration was given")) +
+            ": give --calibration FILE, which mf-run FLOAT.bin --task "
+            "calibrate --data TEXT --save-calibration FILE writes (FLOAT.bin: "
+            "the same config compiled with mfc --calibration-model), or "
+            "weights that hold its quantized values and scales");
+  }
+  const auto &parameters = *executable.root().parameters();
+  DType computeType = Executable::dtypeOf(
+      *parameters.Get(static_cast<uint32_t>(parameter.quant_bias()))->type());
+  Shape shape = Executable::shapeOf(*parameter.type());
+  CalibratedWeight weight;
+  Status quantized = quantizeCalibrated(
+      shape[0], shape[1], computeType, ranges->second.min, ranges->second.max,
+      parameter.quant_smooth_alpha(), readRows,
+      [&](DType dtype, const Shape &of) {
+        return allocator.allocate(dtype, of, false);
+      },
+      weight);
+  if (!quantized) {
+    return quantized.withContext("quantizing '" + name + "'");
+  }
+  companions[parameter.quant_scale()] = std::move(weight.scales);
+  companions[parameter.quant_input_scale()] = std::move(weight.inputScales);
+  companions[parameter.quant_input_zero_point()] = std::move(weight.zeroPoints);
+  companions[parameter.quant_bias()] = std::move(weight.bias);
+  return std::move(weight.values);
+}
+
 StatusOr<Tensor> initialBlock(const Executable &executable,
                               const fb::Parameter &parameter,
                               Allocator &allocator, uint64_t seed,
@@ -563,7 +614,8 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
 
 StatusOr<Weights> Weights::initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed,
-                                      const Communicator *ranks) {
+                                      const Communicator *ranks,
+                                      const Calibration *calibration) {
   Weights weights;
   if (!executable.root().parameters()) {
     return weights;
@@ -587,24 +639,35 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
     }
     if (parameter->quant_scale() >= 0) {
       Shape shape = floatShapeOf(*parameter);
-      DType floatType =
-          Executable::dtypeOf(*scalesOf(executable, *parameter).type());
+      // (A calibrated weight's scales are f32; it is quantized from the
+      // compute dtype, its bias's.)
+      DType floatType = Executable::dtypeOf(
+          *executable.root()
+               .parameters()
+               ->Get(static_cast<uint32_t>(parameter->quant_bias() >= 0
+                                               ? parameter->quant_bias()
+                                               : parameter->quant_scale()))
+               ->type());
       StatusOr<Tensor> weight =
           initialValue(*parameter, allocator, seed, shape, floatType);
       if (!weight) {
         return weight.status();
       }
       size_t rowBytes = shape[1] * dtypeSize(floatType);
-      StatusOr<Tensor> values = quantizedValues(
-          executable, *parameter, allocator,
-          quantizedScales[parameter->quant_scale()],
-          [&](int64_t first, Tensor &block) {
-            std::memcpy(block.data(),
-                        static_cast<const char *>(weight->data()) +
-                            first * rowBytes,
-                        block.byteSize());
-            return Status::ok();
-          });
+      auto readRows = [&](int64_t first, Tensor &block) {
+        std::memcpy(block.data(),
+                    static_cast<const char *>(weight->data()) +
+                        first * rowBytes,
+                    block.byteSize());
+        return Status::ok();
+      };
+      StatusOr<Tensor> values =
+          parameter->quant_input_scale() >= 0
+              ? calibratedValues(executable, *parameter, allocator,
+                                 calibration, quantizedScales, readRows)
+              : quantizedValues(executable, *parameter, allocator,
+                                quantizedScales[parameter->quant_scale()],
+                                readRows);
       if (!values) {
         return values.status();
       }
@@ -632,7 +695,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &givenPaths,
                                 const std::string &otherPrefix,
-                                const Communicator *ranks, bool inPlace) {
+                                const Communicator *ranks, bool inPlace,
+                                const Calibration *calibration) {
   std::vector<CheckpointFile> files;
   std::vector<std::string> paths;
   for (const std::string &given : givenPaths) {
@@ -879,7 +943,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "' is I32, parameters are floating point");
       }
       DType dtype = Executable::dtypeOf(*parameter->type());
-      if (found->dtype == DType::I8 && !quantized) {
+      if (found->dtype == DType::I8 && !quantized && dtype != DType::I8) {
         return Status::error(StatusCode::InvalidArgument,
                              "'" + foundPath + "': tensor '" + foundName +
                                  "' is quantized (I8), the model needs float "
@@ -887,14 +951,19 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                  "or give the float checkpoint");
       }
       if (quantized && found->dtype != DType::I8) {
-        // A float checkpoint: quantized here, which gives the scales too.
+        // A float checkpoint: quantized here, which gives the scales too
+        // (and a calibrated weight's other tensors).
+        auto readRows = [&](int64_t first, Tensor &block) {
+          TensorBlock rows{/*dim=*/0, first, block.dim(0)};
+          return foundFile->read(*found, block, &rows);
+        };
         StatusOr<Tensor> values =
-            quantizedValues(executable, *parameter, allocator,
-                            quantizedScales[parameter->quant_scale()],
-                            [&](int64_t first, Tensor &block) {
-                              TensorBlock rows{/*dim=*/0, first, block.dim(0)};
-                              return foundFile->read(*found, block, &rows);
-                            });
+            parameter->quant_input_scale() >= 0
+                ? calibratedValues(executable, *parameter, allocator,
+                                   calibration, quantizedScales, readRows)
+                : quantizedValues(executable, *parameter, allocator,
+                                  quantizedScales[parameter->quant_scale()],
+                                  readRows);
         if (!values) {
           return values.status().withContext("'" + foundPath + "'");
         }

@@ -6,6 +6,7 @@
 #include "runtime/format/Executable.h"
 #include "runtime/hal/Allocator.h"
 #include "runtime/hal/Communicator.h"
+#include "runtime/io/Calibration.h"
 
 #include <map>
 #include <optional>
@@ -24,9 +25,14 @@ public:
   /// In a sharded program (`ranks` given), a split parameter is this
   /// rank's block of the whole weight, with the same values as the
   /// whole weight of a single-rank run.
+  ///
+  /// A calibrated weight (static int8 activations: SmoothQuant) is
+  /// quantized with the activation ranges of `calibration`, which must have
+  /// it.
   static StatusOr<Weights> initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed,
-                                      const Communicator *ranks = nullptr);
+                                      const Communicator *ranks = nullptr,
+                                      const Calibration *calibration = nullptr);
 
   /// Values from a safetensors file, by Hugging Face name or MindFormers
   /// name, converted to the declared dtype. A missing tensor, an extra one
@@ -47,7 +53,8 @@ public:
                                 const std::vector<std::string> &paths,
                                 const std::string &otherPrefix = "",
                                 const Communicator *ranks = nullptr,
-                                bool inPlace = false);
+                                bool inPlace = false,
+                                const Calibration *calibration = nullptr);
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place (through

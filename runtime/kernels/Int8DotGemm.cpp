@@ -501,6 +501,16 @@ float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
   return scale;
 }
 
+void mfrt::quantizeRowStatic(const float *row, int64_t k, const float *scales,
+                             const float *zeroPoints, int8_t *out) {
+  for (int64_t j = 0; j < k; ++j) {
+    float value = std::nearbyint(row[j] / scales[j] + zeroPoints[j]);
+    out[j] = std::isnan(value)
+                 ? int8_t{0}
+                 : static_cast<int8_t>(std::clamp(value, -128.0f, 127.0f));
+  }
+}
+
 #define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \
   template void mfrt::gemmInt8DotWith<Scale>(DotIsa,                           \
                                              const mfrt_gemm_args_v1 &);       \

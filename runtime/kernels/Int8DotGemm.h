@@ -31,6 +31,13 @@ namespace mfrt {
 float quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
                           DType scaleType);
 
+/// One row of `k` activations quantized with static scales and zero points
+/// per channel (mf.quantize, whose eager kernel calls it):
+/// clamp(round_half_even(x / scales[j] + zeroPoints[j]), -128, 127) in f32.
+/// A NaN becomes 0 (an int8 value has no NaN).
+void quantizeRowStatic(const float *row, int64_t k, const float *scales,
+                       const float *zeroPoints, int8_t *out);
+
 /// Packs panels [panelBegin, panelEnd) of the [n, k] i8 `weight` (k a
 /// multiple of 4) into dot panels in `panels` (n * k bytes, another buffer).
 void packDotPanels(const int8_t *weight, int64_t n, int64_t k, int8_t *panels,

@@ -133,6 +133,40 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
   return Status::ok();
 }
 
+/// mf.quantize: each channel of the last dimension by its static scale and
+/// zero point, rounded half to even and clamped, in f32.
+Status quantize(const fb::Op &op, const Tensor &x, const Tensor &scales,
+                const Tensor &zeroPoints, Tensor &values,
+                const ParallelFor &parallel) {
+  int64_t k = x.shape().back(), rows = x.numElements() / k;
+  if (values.shape() != x.shape() || scales.numElements() != k ||
+      zeroPoints.numElements() != k) {
+    return shapeError(op, "values " + formatShape(values.shape()) +
+                              ", scales " + formatShape(scales.shape()) +
+                              " and zero points " +
+                              formatShape(zeroPoints.shape()) + " for " +
+                              formatShape(x.shape()));
+  }
+  std::vector<float> scale(static_cast<size_t>(k)), zero(scale.size());
+  toFloats(scales.dtype(), scales.data(), scale.data(), k);
+  for (int64_t j = 0; j < k; ++j) {
+    zero[j] = zeroPoints.as<int8_t>()[j];
+  }
+  parallel(rows, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      toFloats(x.dtype(),
+               static_cast<const char *>(x.data()) +
+                   r * k * dtypeSize(x.dtype()),
+               row.data(), k);
+      quantizeRowStatic(row.data(), k, scale.data(), zero.data(),
+                        values.as<int8_t>() + r * k);
+    }
+  });
+  return Status::ok();
+}
+
 Status cast(const fb::Op &op, const Tensor &a, Tensor &out,
             const ParallelFor &parallel) {
   MFRT_RETURN_IF_ERROR(expectSameShape(op, a, out));
@@ -1309,6 +1343,8 @@ Status mfrt::runKernel(const fb::Op &op,
     return pad(op, in(0), output);
   case fb::OpKind::TopK:
     return topK(op, in(0), output, *outputs[1], parallel);
+  case fb::OpKind::Quantize:
+    return quantize(op, in(0), in(1), in(2), output, parallel);
   case fb::OpKind::DynamicQuantize:
     return dynamicQuantize(op, in(0), output, *outputs[1], parallel);
   case fb::OpKind::MoeRoute:

@@ -24,12 +24,13 @@ Status ModelSession::loadKernels(int64_t threads) {
 
 Status ModelSession::loadWeights(const std::vector<std::string> &files,
                                  uint64_t seed, const Communicator *ranks,
-                                 bool inPlace) {
+                                 bool inPlace, const Calibration *calibration) {
   MFRT_ASSIGN_OR_RETURN(
       weights, files.empty()
-                   ? Weights::initialize(executable, allocator, seed, ranks)
+                   ? Weights::initialize(executable, allocator, seed, ranks,
+                                         calibration)
                    : Weights::load(executable, allocator, files, "optimizer.",
-                                   ranks, inPlace));
+                                   ranks, inPlace, calibration));
   return Status::ok();
 }
 

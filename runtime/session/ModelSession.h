@@ -46,9 +46,11 @@ struct ModelSession {
   /// tiles in parallel).
   Status loadKernels(int64_t threads);
   /// The weights: from `files` (safetensors files, Hugging Face folders,
-  /// .ckpt), else the deterministic init of `seed`.
+  /// .ckpt), else the deterministic init of `seed`; calibrated weights
+  /// quantized with `calibration`'s activation ranges.
   Status loadWeights(const std::vector<std::string> &files, uint64_t seed,
-                     const Communicator *ranks, bool inPlace);
+                     const Communicator *ranks, bool inPlace,
+                     const Calibration *calibration = nullptr);
   /// The executor of `mode` ("graph": after loadKernels; "pynative").
   Status startExecutor(const std::string &mode, GraphWeightUse use,
                        Communicator *ranks);

@@ -17,6 +17,7 @@
 #include "runtime/hal/BlasThread.h"
 #include "runtime/hal/Communicator.h"
 #include "runtime/hal/KernelLibrary.h"
+#include "runtime/io/Calibration.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Weights.h"
 #include "runtime/kernels/KernelServices.h"
@@ -35,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include <getopt.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -86,6 +88,8 @@ struct Options {
   std::string dumpStepLogits;
   std::string data;
   std::string saveWeights;
+  std::string calibration;     ///< activation ranges a calibrated model reads
+  std::string saveCalibration; ///< --task calibrate's output
   std::string dumpTensors;
   std::string dumpGrads;
   int64_t steps = -1;
@@ -122,8 +126,8 @@ void usage(std::ostream &os) {
         "pages shared between\n"
         "                             processes; slower kernels on 4 KiB file "
         "pages)\n"
-        "  --task predict|eval|train|finetune (default: the YAML's "
-        "run_mode)\n"
+        "  --task predict|eval|train|finetune|calibrate (default: the "
+        "YAML's run_mode)\n"
         "  --prompt TEXT              predict: text, through the tokenizer "
         "(or bytes, for a vocabulary of 256);\n"
         "                             repeated: prompts generated together, "
@@ -150,8 +154,17 @@ void usage(std::ostream &os) {
         "[batch, len, vocab] (f32)\n"
         "  --dump-step-logits out.npy write the logits each new token was "
         "picked from [steps, vocab]\n"
-        "  --data FILE                eval, train: a text file or an MFTOKENS "
-        "file\n"
+        "  --data FILE                eval, train, calibrate: a text file or "
+        "an MFTOKENS file\n"
+        "  --save-calibration OUT     calibrate: the range of every Linear's "
+        "input channels over\n"
+        "                             --data, for quant_method smooth_quant "
+        "(a float model: mfc\n"
+        "                             --calibration-model)\n"
+        "  --calibration FILE         the activation ranges that a "
+        "smooth_quant model's weights\n"
+        "                             are quantized with (from --task "
+        "calibrate)\n"
         "  --input-ids 1,2,3          train: one sequence as the whole batch "
         "(labels: the ids shifted by one)\n"
         "  --dump-grads G.safetensors train: the first step's gradients, by "
@@ -251,6 +264,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kSystem,
     kWeightsInPlace,
     kInitWeights,
+    kCalibration,
+    kSaveCalibration,
     kHelp
   };
   static const option longOptions[] = {
@@ -258,6 +273,8 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       {"weights", required_argument, nullptr, kWeights},
       {"weights-in-place", no_argument, nullptr, kWeightsInPlace},
       {"init-weights", no_argument, nullptr, kInitWeights},
+      {"calibration", required_argument, nullptr, kCalibration},
+      {"save-calibration", required_argument, nullptr, kSaveCalibration},
       {"task", required_argument, nullptr, kTask},
       {"prompt", required_argument, nullptr, kPrompt},
       {"prompts-file", required_argument, nullptr, kPromptsFile},
@@ -507,6 +524,12 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kInitWeights:
       options.initWeights = true;
+      break;
+    case kCalibration:
+      options.calibration = optarg;
+      break;
+    case kSaveCalibration:
+      options.saveCalibration = optarg;
       break;
     case 'h':
     case kHelp:
@@ -1235,6 +1258,106 @@ int predict(const Options &options, Session &session) {
 }
 
 
+/// --task calibrate: the float model's `logits` entry, in PyNative, over
+/// windows of seq_length tokens of --data; the range of every input
+/// channel of each Linear (a parameter multiplied by transposed) over all
+/// of them, written for a calibrated model's loading (--calibration).
+int calibrate(const Options &options, Session &session) {
+  const fb::ModelInfo &model = session.executable.model();
+  if (options.data.empty()) {
+    return failUsage("calibrate needs --data FILE (text, or an MFTOKENS "
+                     "file): the samples whose activation ranges it measures");
+  }
+  if (ranks && ranks->size() > 1) {
+    return failUsage("calibrate runs on one process; run it without mpirun");
+  }
+  for (const fb::Parameter *parameter : *session.executable.root().parameters()) {
+    if (parameter->quant_scale() >= 0) {
+      return fail(StatusCode::FailedPrecondition,
+                  "calibrate measures the float model, and '" +
+                      parameter->name()->str() +
+                      "' is quantized; compile the config with mfc "
+                      "--calibration-model and calibrate that");
+    }
+  }
+  if (!session.executable.entry("logits")) {
+    return fail(StatusCode::FailedPrecondition,
+                "calibrate runs the 'logits' entry: compile the config with "
+                "run_mode predict (--set run_mode=predict)");
+  }
+  StatusOr<std::vector<int32_t>> data = readTokens(
+      options.data, model.vocab_size(), [&](const std::string &text) {
+        return encodeText(options, session, text, /*addSpecialTokens=*/false,
+                          "'" + options.data + "'");
+      });
+  if (!data) {
+    return fail(data.status());
+  }
+  int64_t batch = model.batch_size(), seq = model.seq_length();
+  int64_t windows = static_cast<int64_t>(data->size()) / seq;
+  if (windows < 1) {
+    return fail(StatusCode::InvalidArgument,
+                "'" + options.data + "' has " + std::to_string(data->size()) +
+                    " tokens; calibrate needs at least seq_length = " +
+                    std::to_string(seq) +
+                    " (it runs whole windows, no padding)");
+  }
+  ActivationRanges ranges;
+  RunOptions runOptions = session.runOptions;
+  runOptions.activationRanges = &ranges;
+  auto started = std::chrono::steady_clock::now();
+  const bool progress = isatty(STDERR_FILENO); // a counter for a terminal
+  for (int64_t first = 0; first < windows; first += batch) {
+    StatusOr<std::vector<Tensor>> inputs =
+        session.executor->allocateInputs("logits");
+    if (!inputs) {
+      return fail(inputs.status());
+    }
+    // Rows past the last window repeat the first: a range is the same.
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t window = first + b < windows ? first + b : first;
+      std::copy_n(data->begin() + window * seq, seq,
+                  inputs->front().as<int32_t>() + b * seq);
+    }
+    StatusOr<std::vector<Tensor>> outputs =
+        session.executor->run("logits", inputs.take(), runOptions);
+    if (!outputs) {
+      return fail(outputs.status());
+    }
+    if (progress) {
+      std::fprintf(stderr, "\rmf-run: calibrate: window %lld of %lld",
+                   static_cast<long long>(std::min(first + batch, windows)),
+                   static_cast<long long>(windows));
+    }
+  }
+  if (progress) {
+    std::fprintf(stderr, "\n");
+  }
+  Calibration calibration;
+  calibration.tokens = windows * seq;
+  for (auto &[index, channels] : ranges.byParameter) {
+    calibration.byWeight[session.executable.root()
+                             .parameters()
+                             ->Get(static_cast<uint32_t>(index))
+                             ->name()
+                             ->str()] = {std::move(channels.min),
+                                         std::move(channels.max)};
+  }
+  if (Status status = calibration.write(options.saveCalibration); !status) {
+    return fail(status);
+  }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  std::fprintf(stderr,
+               "mf-run: calibrated the inputs of %zu Linear weights on %lld "
+               "windows of %lld tokens in %.1f s; wrote %s\n",
+               calibration.byWeight.size(), static_cast<long long>(windows),
+               static_cast<long long>(seq), seconds,
+               options.saveCalibration.c_str());
+  return 0;
+}
+
 int evaluate(const Options &options, Session &session) {
   const fb::ModelInfo &model = session.executable.model();
   if (options.data.empty()) {
@@ -1692,9 +1815,34 @@ int run(int argc, char **argv) {
   if (task == "finetune") {
     task = "train";
   }
-  if (task != "predict" && task != "eval" && task != "train") {
-    return failUsage("--task must be predict, eval, train or finetune, got '" +
-                     task + "'");
+  if (task != "predict" && task != "eval" && task != "train" &&
+      task != "calibrate") {
+    return failUsage(
+        "--task must be predict, eval, train, finetune or calibrate, got '" +
+        task + "'");
+  }
+  if (task == "calibrate") {
+    if (options.saveCalibration.empty()) {
+      return failUsage("calibrate needs --save-calibration OUT (the "
+                       "activation ranges it measures)");
+    }
+    // PyNative observes each Linear's rows; Graph Mode fuses them away.
+    if (options.mode == "graph") {
+      return failUsage("calibrate runs in PyNative mode (it observes every "
+                       "Linear's input); drop --mode graph");
+    }
+    mode = "pynative";
+  }
+  if (!options.saveCalibration.empty() && task != "calibrate") {
+    return failUsage("--save-calibration is --task calibrate's output");
+  }
+  std::optional<Calibration> calibration;
+  if (!options.calibration.empty()) {
+    StatusOr<Calibration> read = Calibration::read(options.calibration);
+    if (!read) {
+      return fail(read.status());
+    }
+    calibration = read.take();
   }
 
   Session session(executable.take());
@@ -1730,9 +1878,10 @@ int run(int argc, char **argv) {
       return failUsage(
           "no weights: the YAML's load_checkpoint is empty and no --weights "
           "was given, so " +
-          std::string(task == "train" ? "finetuning" : task == "eval"
-                                                            ? "evaluating"
-                                                            : "predicting") +
+          std::string(task == "train"       ? "finetuning"
+                      : task == "eval"      ? "evaluating"
+                      : task == "calibrate" ? "calibrating"
+                                            : "predicting") +
           " would use random parameters; give --weights FILE|FOLDER (a "
           "safetensors file, a Hugging Face folder, a MindSpore .ckpt), set "
           "load_checkpoint in the YAML, or --init-weights for the "
@@ -1761,7 +1910,8 @@ int run(int argc, char **argv) {
   }
   if (Status status =
           session.loadWeights(weightFiles, options.seed.value_or(model.seed()),
-                              ranks.get(), options.weightsInPlace);
+                              ranks.get(), options.weightsInPlace,
+                              calibration ? &*calibration : nullptr);
       !status) {
     return fail(fromYaml ? Status::error(status.code(),
                                          status.message() +
@@ -1864,6 +2014,9 @@ int runTask(const Options &options, Session &session, const std::string &task,
     int code = runTraining(train, session.executable, session.weights,
                            *session.executor, session.runOptions);
     return code != 0 ? code : writeTrace(options, session);
+  }
+  if (task == "calibrate") {
+    return calibrate(options, session);
   }
   return evaluate(options, session);
 }

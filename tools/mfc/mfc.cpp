@@ -290,6 +290,12 @@ int compile(int argc, char **argv) {
                             "every assignment: 3^num_layers plans, the true "
                             "optimum (at most 8 layers)")),
       cl::init(BudgetSearch::Prefix), cl::cat(category));
+  cl::opt<bool> calibrationModel(
+      "calibration-model",
+      cl::desc("Compile a quantization_config with calibrated activations "
+               "(smooth_quant) as its float model, which mf-run --task "
+               "calibrate runs to measure the activation ranges"),
+      cl::init(false), cl::cat(category));
   cl::opt<std::string>
       dumpIrDir("dump-ir-dir",
                 cl::desc("Write the IR after every phase to DIR/NN-<phase>.mlir"),
@@ -379,12 +385,26 @@ int compile(int argc, char **argv) {
   options.packWeights = packWeights;
   options.sequenceParallel =
       spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
-  options.quantizeWeights = !spec->model.quantization.quantMethod.empty();
+  options.quantizeWeights =
+      !spec->model.quantization.quantMethod.empty() && !calibrationModel;
+  if (calibrationModel &&
+      spec->model.quantization.activationGranularity != "per_tensor") {
+    printError("--calibration-model: this config has no calibrated "
+               "activations (quantization_config with activation_dtype "
+               "'int8' and act_quant_granularity 'per_tensor', as "
+               "smooth_quant has); its weights are quantized at load without "
+               "calibration");
+    return 1;
+  }
   options.quantizeExclude = spec->model.quantization.modulesToNotConvert;
   options.quantizeBits = spec->model.quantization.weightDtype == "int4" ? 4 : 8;
   options.quantizeGroupSize = spec->model.quantization.groupSize;
+  const QuantizationConfig &quantization = spec->model.quantization;
   options.quantizeActivations =
-      spec->model.quantization.activationDtype == "int8" ? "per-token" : "none";
+      quantization.activationDtype != "int8"           ? "none"
+      : quantization.activationGranularity == "per_tensor" ? "per-tensor"
+                                                           : "per-token";
+  options.quantizeSmoothAlpha = quantization.smoothAlpha;
   bool training =
       spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
   std::optional<int64_t> budgetBytes;

@@ -219,7 +219,9 @@ LogicalResult ParameterOp::verify() {
                             "scale per row and K a multiple of 4, read in one "
                             "layout (not also panels)";
   }
-  bool integer = getTensorType().getElementType().isInteger(8);
+  // i8: a quantized weight's values, or (rank 1) zero points.
+  bool integer = getTensorType().getElementType().isInteger(8) &&
+                 getTensorType().getRank() != 1;
   if (integer && getTensorType().getRank() != 2) {
     return emitOpError() << "a quantized parameter is a 2-D weight [N, K], "
                             "not a rank-"
@@ -237,6 +239,17 @@ LogicalResult ParameterOp::verify() {
   if (getQuantBits() && *getQuantBits() != 4 && *getQuantBits() != 8) {
     return emitOpError() << "quantized to " << *getQuantBits()
                          << " bits; 8 and 4 are supported";
+  }
+  if (getQuantInputScale() &&
+      (!integer || getQuantBits().value_or(8) != 8 || getQuantGroup())) {
+    return emitOpError() << "calibrated activations need int8 values with "
+                            "one scale per row";
+  }
+  if (FloatAttr alpha = getQuantSmoothAlphaAttr();
+      alpha && !(alpha.getValueAsDouble() >= 0.0 &&
+                 alpha.getValueAsDouble() <= 1.0)) {
+    return emitOpError() << "smooth = " << alpha.getValueAsDouble()
+                         << " is not a migration strength in [0, 1]";
   }
   if (integer && (getState() || getSplitAxesAttr())) {
     return emitOpError() << "a quantized parameter is a weight, not training "
@@ -335,6 +348,32 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "does not fit its scales '"
                            << getQuantScaleAttr().getValue()
                            << "': " << rule.error;
+    }
+  }
+  if (getQuantInputScale()) {
+    // What mf.quantize reads ([K] scales and zero points) and the bias
+    // ([N], floats).
+    int64_t rows = getTensorType().getDimSize(0);
+    int64_t channels = getTensorType().getDimSize(1);
+    auto check = [&](FlatSymbolRefAttr name, int64_t size, bool i8,
+                     StringRef what) -> LogicalResult {
+      auto companion =
+          symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, name);
+      if (!companion || companion.getQuantScale() ||
+          companion.getTensorType().getShape() != ArrayRef<int64_t>{size} ||
+          companion.getTensorType().getElementType().isInteger(8) != i8) {
+        return emitOpError() << what << " '" << name.getValue()
+                             << "' must name a " << (i8 ? "i8" : "float")
+                             << " parameter [" << size << "]";
+      }
+      return success();
+    };
+    if (failed(check(getQuantInputScaleAttr(), channels, false,
+                     "input scales")) ||
+        failed(check(getQuantInputZeroPointAttr(), channels, true,
+                     "input zero points")) ||
+        failed(check(getQuantBiasAttr(), rows, false, "bias"))) {
+      return failure();
     }
   }
   if (!getGrid()) {
@@ -1517,6 +1556,20 @@ LogicalResult DynamicQuantizeOp::inferReturnTypes(
 
 // A pass for each row's largest magnitude, then a divide and a round.
 int64_t DynamicQuantizeOp::getFlops() { return 3 * numElements(getInput()); }
+
+LogicalResult QuantizeOp::inferReturnTypes(MLIRContext *context,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferQuantize(infoOf(adaptor.getInput()),
+                                               infoOf(adaptor.getScale()),
+                                               infoOf(adaptor.getZeroPoint())),
+                       types);
+}
+
+// A divide, an add and a round per element.
+int64_t QuantizeOp::getFlops() { return 3 * numElements(getInput()); }
 
 LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
                                        std::optional<Location> loc,

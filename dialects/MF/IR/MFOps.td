@@ -70,6 +70,19 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     symmetric: docs/quantization.md) or reads both from a quantized one;
     `mf.dequantize` reads them.
 
+    A `calibrated` one (int8 per row) multiplies activations quantized with
+    static scales (golden-stick's SmoothQuant, or PTQ with per-tensor
+    activations): `quant_input_scale` and `quant_input_zero_point` name the
+    parameters that `mf.quantize` reads ([K], float and i8), `quant_bias`
+    the float [N] one that corrects the product for the zero point
+    (`-zp * scale[n] * sum_k q[n, k]`), and then `quant_scale` holds the
+    activations' per-tensor scale times the weight's. With
+    `smooth = alpha` the weight and the activations' scales carry
+    SmoothQuant's per-channel factors of migration strength alpha. The
+    runtime computes all four from a float checkpoint and the activation
+    ranges that `mf-run --task calibrate` records, or reads them from a
+    quantized one.
+
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
@@ -77,6 +90,8 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     mf.parameter @w_scale : tensor<96xf32> init = ones
     mf.parameter @w4 : tensor<96x32xi8> init = zeros quantized(@w4_scale group = 32 bits = 4)
     mf.parameter @w4_scale : tensor<2x96xf32> init = ones
+    mf.parameter @w8 : tensor<96x64xi8> init = zeros
+        quantized(@w8_scale calibrated(@w8_input_scale, @w8_input_zero_point, @w8_bias smooth = 5.0e-01))
     mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
@@ -103,12 +118,17 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     OptionalAttr<FlatSymbolRefAttr>:$quant_scale,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$quant_group,
     OptionalAttr<ConfinedAttr<I64Attr, [IntMinValue<4>, IntMaxValue<8>]>>:$quant_bits,
+    OptionalAttr<FlatSymbolRefAttr>:$quant_input_scale,
+    OptionalAttr<FlatSymbolRefAttr>:$quant_input_zero_point,
+    OptionalAttr<FlatSymbolRefAttr>:$quant_bias,
+    OptionalAttr<F64Attr>:$quant_smooth_alpha,
     OptionalAttr<StrArrayAttr>:$parts
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
     (`panels` $panels^)? (`dot_panels` $dot_panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
-    (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? (`bits` `=` $quant_bits^)? `)`)? attr-dict
+    (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? (`bits` `=` $quant_bits^)?
+     (`calibrated` `(` $quant_input_scale^ `,` $quant_input_zero_point `,` $quant_bias (`smooth` `=` $quant_smooth_alpha^)? `)`)? `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -459,6 +479,32 @@ def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAda
   let results = (outs MF_QuantizedTensor:$values, MF_FloatTensor:$scales);
   let assemblyFormat = [{
     $input attr-dict `:` type($input) `->` type($values) `,` type($scales)
+  }];
+}
+
+def MF_QuantizeOp : MF_CostedOp<"quantize", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Activations as int8 values with static scales and zero points";
+  let description = [{
+    For a float tensor [..., K], per channel k of the last dimension:
+    `q = clamp(round_half_even(x / scale[k] + zero_point[k]), -128, 127)`,
+    computed in f32 with the scales as stored. This is MindSpore's
+    `QuantV2` that golden-stick's SmoothQuant (and PTQ with
+    `act_quant_granularity: per_tensor`) runs before each quantized
+    Linear: the scales are the calibrated per-tensor scale times the
+    channel's smoothing factor, the zero points the calibrated one in every
+    channel (asymmetric). The matmul multiplies the values as they are
+    (`mf.cast` to the compute dtype); the scale and the zero point's
+    correction are the weight's scales and a bias.
+
+    ```mlir
+    %q = mf.quantize %x, %s, %zp : tensor<1x8x64xf32>, tensor<64xf32>, tensor<64xi8> -> tensor<1x8x64xi8>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$scale,
+                       MF_QuantizedTensor:$zero_point);
+  let results = (outs MF_QuantizedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $zero_point attr-dict `:` type($input) `,` type($scale) `,` type($zero_point) `->` type($result)
   }];
 }
 

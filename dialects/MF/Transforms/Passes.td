@@ -47,6 +47,14 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
     quantized too: its left operand becomes `mf.dequantize` of
     `mf.dynamic_quantize` of it (one per distinct operand), which the
     kernels multiply as int8 dot products.
+    With `activations=per-tensor` (`smooth_quant`, or `ptq` with
+    `act_quant_granularity: per_tensor`) the weight is `calibrated`: each
+    product's rows become `mf.cast` of `mf.quantize` of them by the
+    parameters `<name>_input_scale` and `<name>_input_zero_point` ([K]),
+    the weight's scales (f32) hold the activations' per-tensor scale too,
+    and `<name>_bias` ([N]) is added to the product for the zero point;
+    with `smooth-alpha` the runtime smooths the weight and the input scales
+    with SmoothQuant's factors from the calibration's ranges.
     The runtime quantizes float checkpoints at load (docs/quantization.md).
     A module that assigns parameters (training) is refused: the weights
     would no longer be the checkpoint's.
@@ -72,7 +80,13 @@ def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
            "Columns that share a scale (0: one scale per row)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"none\"",
            "How the quantized weights' activations are multiplied: none (in "
-           "float, W8A16/W4A16) or per-token (int8, one scale per row: W8A8)">
+           "float, W8A16/W4A16), per-token (int8, one scale per row: W8A8) "
+           "or per-tensor (int8 with calibrated static scales and zero "
+           "points: SmoothQuant)">,
+    Option<"smoothAlpha", "smooth-alpha", "double", /*default=*/"-1.0",
+           "With per-tensor activations: SmoothQuant's migration strength "
+           "(golden-stick's alpha, 0.5 by default there); negative: no "
+           "smoothing">
   ];
 }
 

@@ -140,16 +140,30 @@ Value lookUpInt4(OpBuilder &builder, EmbeddingOp embedding, Value values,
   return ReshapeOp::create(builder, loc, rowsType, floats);
 }
 
-/// MindFormers' (golden-stick's) name of the scales of a quantized Linear
-/// whose weight it calls `<layer>.weight`: `<layer>._weight_quantizer.scale`.
-StringAttr mindFormersScaleName(ParameterOp parameter) {
+/// MindFormers' (golden-stick's) name `<layer><suffix>` of a tensor of a
+/// quantized Linear whose weight it calls `<layer>.weight`, e.g. its scales
+/// `<layer>._weight_quantizer.scale`.
+StringAttr mindFormersName(ParameterOp parameter, StringRef suffix) {
   std::optional<StringRef> name = parameter.getMfName();
   if (!name || !name->ends_with(".weight")) {
     return StringAttr();
   }
   return StringAttr::get(parameter.getContext(),
-                         name->drop_back(strlen(".weight")).str() +
-                             "._weight_quantizer.scale");
+                         name->drop_back(strlen(".weight")).str() + suffix);
+}
+
+/// A new float or i8 parameter beside `parameter`, initialized to ones.
+void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
+                  RankedTensorType type, StringAttr mfName) {
+  ParameterOp::create(builder, parameter.getLoc(), name, type,
+                      type.getElementType().isInteger(8) ? ParameterInit::zeros
+                                                         : ParameterInit::ones,
+                      FloatAttr(), mfName, parameter.getFrozen(),
+                      /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
+                      FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
+                      IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
+                      IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
+                      FlatSymbolRefAttr(), FloatAttr(), /*parts=*/ArrayAttr());
 }
 
 struct MFQuantizeWeightsPass
@@ -196,14 +210,23 @@ struct MFQuantizeWeightsPass
       });
     };
     MLIRContext *context = &getContext();
-    if (activations != "none" && activations != "per-token") {
+    if (activations != "none" && activations != "per-token" &&
+        activations != "per-tensor") {
       emitError(module.getLoc())
-          << "mf-quantize-weights: activations is none or per-token, not '"
+          << "mf-quantize-weights: activations is none, per-token or "
+             "per-tensor, not '"
           << activations << "'";
       return signalPassFailure();
     }
     bool int8Rows = activations == "per-token";
-    if (int8Rows && (bits != 8 || groupSize != 0)) {
+    bool calibrated = activations == "per-tensor";
+    if (smoothAlpha > 1.0 || (smoothAlpha >= 0.0 && !calibrated)) {
+      emitError(module.getLoc())
+          << "mf-quantize-weights: smooth-alpha=" << smoothAlpha
+          << " needs activations=per-tensor and a value in [0, 1]";
+      return signalPassFailure();
+    }
+    if ((int8Rows || calibrated) && (bits != 8 || groupSize != 0)) {
       emitError(module.getLoc())
           << "mf-quantize-weights: int8 activations take int8 weights with "
              "one scale per row (bits=8 group-size=0), as golden-stick's W8A8";
@@ -240,6 +263,15 @@ struct MFQuantizeWeightsPass
                "modules_to_not_convert";
         return signalPassFailure();
       }
+      if (calibrated && tied.contains(name)) {
+        // Its scales hold the activations' scale too, which a lookup has
+        // no use for.
+        parameter.emitError()
+            << "mf-quantize-weights: a tied embedding table with calibrated "
+               "int8 activations is not supported; add 'lm_head' to "
+               "modules_to_not_convert (as MindFormers' configs do)";
+        return signalPassFailure();
+      }
       if (bits == 8 && group > 0 && tied.contains(name)) {
         // Its lookups read one scale a row ([V, 1] columns).
         parameter.emitError()
@@ -250,19 +282,45 @@ struct MFQuantizeWeightsPass
       }
       std::string scaleName = (name + "_scale").str();
       Type element = computeType.lookup(name);
-      auto scaleType = groupSize > 0
-                           ? RankedTensorType::get({k / groupSize, n}, element)
-                           : RankedTensorType::get({n}, element);
+      // Calibrated: the scales hold the activations' per-tensor scale times
+      // the weight's, in f32 (as golden-stick keeps them: in float16 they
+      // would be subnormal).
+      Type scaleElement = calibrated ? Float32Type::get(context) : element;
+      auto scaleType =
+          groupSize > 0 ? RankedTensorType::get({k / groupSize, n}, scaleElement)
+                        : RankedTensorType::get({n}, scaleElement);
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
-      ParameterOp::create(
-          builder, parameter.getLoc(), scaleName, scaleType,
-          ParameterInit::ones, FloatAttr(), mindFormersScaleName(parameter),
-          parameter.getFrozen(),
-          /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
-          FlatSymbolRefAttr(), shard::GridAxesArrayAttr(), IntegerAttr(),
-          FlatSymbolRefAttr(), IntegerAttr(), IntegerAttr(),
-          /*parts=*/ArrayAttr());
+      addCompanion(builder, parameter, scaleName, scaleType,
+                   calibrated ? StringAttr()
+                              : mindFormersName(parameter,
+                                                "._weight_quantizer.scale"));
+      std::string inputScaleName = (name + "_input_scale").str();
+      std::string zeroPointName = (name + "_input_zero_point").str();
+      std::string biasName = (name + "_bias").str();
+      auto inputScaleType = RankedTensorType::get({k}, element);
+      auto zeroPointType =
+          RankedTensorType::get({k}, IntegerType::get(context, 8));
+      auto biasType = RankedTensorType::get({n}, element);
+      if (calibrated) {
+        // Golden-stick's names for SmoothQuant's deployed tensors.
+        addCompanion(
+            builder, parameter, inputScaleName, inputScaleType,
+            mindFormersName(parameter, "._input_quantizer.t_scale"));
+        addCompanion(builder, parameter, zeroPointName, zeroPointType,
+                     mindFormersName(parameter, "._input_quantizer.t_zp"));
+        addCompanion(builder, parameter, biasName, biasType,
+                     mindFormersName(parameter, "._handler.bias"));
+        parameter.setQuantInputScaleAttr(
+            FlatSymbolRefAttr::get(context, inputScaleName));
+        parameter.setQuantInputZeroPointAttr(
+            FlatSymbolRefAttr::get(context, zeroPointName));
+        parameter.setQuantBiasAttr(FlatSymbolRefAttr::get(context, biasName));
+        if (smoothAlpha >= 0.0) {
+          parameter.setQuantSmoothAlphaAttr(
+              FloatAttr::get(Float64Type::get(context), smoothAlpha));
+        }
+      }
       auto quantizedType = RankedTensorType::get({n, bits == 4 ? k / 2 : k},
                                                  IntegerType::get(context, 8));
       parameter.setType(quantizedType);
@@ -281,6 +339,12 @@ struct MFQuantizeWeightsPass
         Value scales = ParamOp::create(builder, loc, scaleType, scaleName);
         Value weight =
             DequantizeOp::create(builder, loc, values, scales, groupSize, bits);
+        if (scaleElement != element) {
+          weight = CastOp::create(builder, loc,
+                                  cast<RankedTensorType>(weight.getType())
+                                      .clone(element),
+                                  weight);
+        }
         // The casts to the compute dtype are the dequantization's now;
         // lookups in a tied table read its rows and their scales.
         for (Operation *user : llvm::make_early_inc_range(read->getUsers())) {
@@ -302,8 +366,43 @@ struct MFQuantizeWeightsPass
           weight.getDefiningOp()->erase();
         } else if (int8Rows) {
           quantizeRows(weight, rowsOf);
+        } else if (calibrated) {
+          quantizeRowsStatically(weight, inputScaleName, inputScaleType,
+                                 zeroPointName, zeroPointType, biasName,
+                                 biasType);
         }
       }
+    }
+  }
+
+  /// SmoothQuant: the rows of each product by `weight` quantized by the
+  /// weight's own calibrated scales and zero points (mf.quantize), which
+  /// the product multiplies as they are; the bias corrects it for the zero
+  /// point.
+  void quantizeRowsStatically(Value weight, StringRef inputScaleName,
+                              RankedTensorType inputScaleType,
+                              StringRef zeroPointName,
+                              RankedTensorType zeroPointType,
+                              StringRef biasName, RankedTensorType biasType) {
+    for (Operation *user : llvm::make_early_inc_range(weight.getUsers())) {
+      auto matmul = cast<MatmulOp>(user);
+      OpBuilder builder(matmul);
+      Location loc = matmul.getLoc();
+      Value lhs = matmul.getLhs();
+      Value scales = ParamOp::create(builder, loc, inputScaleType,
+                                     inputScaleName);
+      Value zeroPoints =
+          ParamOp::create(builder, loc, zeroPointType, zeroPointName);
+      Value values = QuantizeOp::create(builder, loc, lhs, scales, zeroPoints);
+      Value rows = CastOp::create(
+          builder, loc, cast<RankedTensorType>(lhs.getType()), values);
+      matmul.getLhsMutable().assign(rows);
+      builder.setInsertionPointAfter(matmul);
+      Value bias = ParamOp::create(builder, loc, biasType, biasName);
+      Value spread =
+          BroadcastOp::create(builder, loc, matmul.getType(), bias);
+      auto sum = AddOp::create(builder, loc, matmul.getResult(), spread);
+      matmul.getResult().replaceAllUsesExcept(sum.getResult(), sum);
     }
   }
 

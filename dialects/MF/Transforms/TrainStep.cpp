@@ -390,7 +390,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           /*frozen=*/false, /*state=*/true, /*panels=*/false,
           /*dot_panels=*/false, grid, splitAxes, of.getSplitGroupsAttr(),
           /*quant_scale=*/FlatSymbolRefAttr(),
-          /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(), parts);
+          /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(),
+          FlatSymbolRefAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
+          FloatAttr(), parts);
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);

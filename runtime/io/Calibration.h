@@ -1,0 +1,39 @@
+//===- Calibration.h - activation ranges for static quantization -*- C++ -*-===//
+//
+// What `mf-run --task calibrate` measures on a float model and a calibrated
+// model's loading reads (docs/quantization.md): for each Linear weight, by
+// its parameter name, the range of every input channel over the
+// calibration's tokens. A safetensors file: `<weight>.input_min` and
+// `<weight>.input_max`, F32 [K] each, and `__metadata__` {"format":
+// "mfc-calibration", "tokens": N}.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFC_RUNTIME_IO_CALIBRATION_H
+#define MFC_RUNTIME_IO_CALIBRATION_H
+
+#include "runtime/base/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+struct Calibration {
+  struct Ranges {
+    std::vector<float> min, max; ///< per input channel
+  };
+  std::map<std::string, Ranges> byWeight;
+  int64_t tokens = 0; ///< the tokens they were measured on
+
+  /// Reads a file `write` wrote; anything else (a checkpoint, ranges of
+  /// different lengths, a min above its max) is an error naming it.
+  static StatusOr<Calibration> read(const std::string &path);
+  Status write(const std::string &path) const;
+};
+
+} // namespace mfrt
+
+#endif // MFC_RUNTIME_IO_CALIBRATION_H
