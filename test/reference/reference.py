@@ -454,12 +454,60 @@ def quantize_per_token(x):
     return (q * scale).to(dtype)
 
 
+# The weights whose products quantize their rows with calibrated static
+# scales (SmoothQuant: --smooth-quant), by name: (input scales [K], zero
+# point, bias [N], the weight's f32 values), filled by apply_smooth_quant.
+STATIC_ROWS = {}
+
+
 def times_weight(x, name, weight):
     """x @ weight.T, the rows quantized per token first when `name` is a
-    W8A8 weight."""
+    W8A8 weight, or with its static scales and zero point (and the bias
+    that corrects for it added) when it is a SmoothQuant one."""
+    if name in STATIC_ROWS:
+        # The int8 product in f32 (the weight's f32 values), then in x's
+        # dtype with the bias.
+        scales, zero_point, bias, weight32 = STATIC_ROWS[name]
+        q = torch.clamp(torch.round(x.float() / scales.float() + zero_point), -128, 127)
+        return (q @ weight32.T).to(x.dtype) + bias
     if name in INT8_ROWS:
         x = quantize_per_token(x)
     return x @ weight.T
+
+
+def apply_smooth_quant(w, exclude, dtype, calibration, alpha):
+    """Golden-stick's SmoothQuant from the activation ranges `calibration`
+    holds (mf-run --task calibrate), as docs/quantization.md writes it: the
+    smoothing factors s = max|x|^alpha / max|W|^(1 - alpha) per input
+    channel (1 where either is 0, at least 1e-5; none for alpha < 0), the
+    activations' per-tensor asymmetric scale and zero point after smoothing,
+    the smoothed weight (in `dtype`) quantized per row as RTN, its scales
+    times the activations' (f32), and the bias -zp * scale * sum(q)."""
+    ranges = load_safetensors(calibration)
+    for name in quantized_linear_names(w, exclude):
+        low, high = ranges[name + ".input_min"].float(), ranges[name + ".input_max"].float()
+        weight = w[name].to(dtype).float()
+        if alpha >= 0:
+            activation = torch.maximum(low.abs(), high.abs())
+            numerator = activation.pow(alpha)
+            denominator = weight.abs().amax(dim=0).pow(1.0 - alpha)
+            smooth = torch.where((numerator == 0) | (denominator == 0), torch.ones_like(numerator),
+                                 torch.clamp(numerator / denominator, min=1e-5))
+        else:
+            smooth = torch.ones_like(low)
+        lo = float((low / smooth).min().double())
+        hi = float((high / smooth).max().double())
+        scale, zero_point = 1.0, 0.0
+        if hi != lo:
+            scale = (hi - lo) / 255.0
+            zero_point = float(min(max(round(-128.0 - lo / scale), -128), 127))
+        scale32 = torch.tensor(scale, dtype=torch.float32)
+        input_scales = (scale32 * smooth).to(dtype)
+        q, row_scale = rtn_int8((weight * smooth).to(dtype), dtype)
+        combined = scale32 * row_scale.float()
+        bias = (-zero_point * q.double().sum(dim=1) * combined.double()).to(dtype)
+        STATIC_ROWS[name] = (input_scales, zero_point, bias, q.float() * combined[:, None])
+    return w
 
 
 def apply_w8a8(w, exclude, dtype):
@@ -766,6 +814,12 @@ def main():
     parser.add_argument("--w8a8", action="store_true",
                         help="compute with the Linear weights RTN-quantized to int8 and "
                              "their rows quantized per token (W8A8)")
+    parser.add_argument("--smooth-quant", metavar="CALIBRATION",
+                        help="compute as SmoothQuant with the activation ranges of this file "
+                             "(mf-run --task calibrate's)")
+    parser.add_argument("--smooth-alpha", type=float, default=0.5,
+                        help="with --smooth-quant: the migration strength (negative: no "
+                             "smoothing)")
     parser.add_argument("--not-convert", action="append", default=[],
                         help="with --rtn-int8/--rtn-int4/--w8a8: weights whose name contains this "
                              "stay float")
@@ -794,6 +848,9 @@ def main():
         w = apply_rtn_int4(w, args.not_convert, cfg.compute_dtype, args.rtn_int4)
     if args.w8a8:
         w = apply_w8a8(w, args.not_convert, cfg.compute_dtype)
+    if args.smooth_quant:
+        w = apply_smooth_quant(w, args.not_convert, cfg.compute_dtype, args.smooth_quant,
+                               args.smooth_alpha)
     if args.command == "logits":
         ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
         expected = logits_of(cfg, w, ids)

@@ -339,14 +339,11 @@ struct MFQuantizeWeightsPass
         Value scales = ParamOp::create(builder, loc, scaleType, scaleName);
         Value weight =
             DequantizeOp::create(builder, loc, values, scales, groupSize, bits);
-        if (scaleElement != element) {
-          weight = CastOp::create(builder, loc,
-                                  cast<RankedTensorType>(weight.getType())
-                                      .clone(element),
-                                  weight);
-        }
+
         // The casts to the compute dtype are the dequantization's now;
-        // lookups in a tied table read its rows and their scales.
+        // lookups in a tied table read its rows and their scales. (A
+        // calibrated weight's f32 values are multiplied in f32: the products
+        // are rebuilt by quantizeRowsStatically.)
         for (Operation *user : llvm::make_early_inc_range(read->getUsers())) {
           if (isa<CastOp>(user)) {
             user->getResult(0).replaceAllUsesWith(weight);
@@ -385,24 +382,34 @@ struct MFQuantizeWeightsPass
                               RankedTensorType zeroPointType,
                               StringRef biasName, RankedTensorType biasType) {
     for (Operation *user : llvm::make_early_inc_range(weight.getUsers())) {
+      // The product of the int8 values in f32, as golden-stick's
+      // QuantBatchMatmul scales its int32 sums by the f32 scales, then in
+      // the compute dtype with the bias added.
       auto matmul = cast<MatmulOp>(user);
       OpBuilder builder(matmul);
       Location loc = matmul.getLoc();
       Value lhs = matmul.getLhs();
+      Type f32 = builder.getF32Type();
       Value scales = ParamOp::create(builder, loc, inputScaleType,
                                      inputScaleName);
       Value zeroPoints =
           ParamOp::create(builder, loc, zeroPointType, zeroPointName);
       Value values = QuantizeOp::create(builder, loc, lhs, scales, zeroPoints);
       Value rows = CastOp::create(
-          builder, loc, cast<RankedTensorType>(lhs.getType()), values);
-      matmul.getLhsMutable().assign(rows);
-      builder.setInsertionPointAfter(matmul);
+          builder, loc, cast<RankedTensorType>(lhs.getType()).clone(f32),
+          values);
+      RankedTensorType resultType = matmul.getType();
+      Value product = MatmulOp::create(builder, loc, resultType.clone(f32),
+                                       rows, weight, matmul.getTransposeLhs(),
+                                       matmul.getTransposeRhs());
+      if (resultType.getElementType() != f32) {
+        product = CastOp::create(builder, loc, resultType, product);
+      }
       Value bias = ParamOp::create(builder, loc, biasType, biasName);
-      Value spread =
-          BroadcastOp::create(builder, loc, matmul.getType(), bias);
-      auto sum = AddOp::create(builder, loc, matmul.getResult(), spread);
-      matmul.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+      Value spread = BroadcastOp::create(builder, loc, resultType, bias);
+      Value sum = AddOp::create(builder, loc, product, spread);
+      matmul.getResult().replaceAllUsesWith(sum);
+      matmul.erase();
     }
   }
 
