@@ -514,7 +514,8 @@ void GraphExecutor::takeQuantizedRows(const fb::Entry &entry,
   const fb::Command &command = *entry.host()->commands()->Get(index);
   for (uint32_t i = 0; i < command.op_count(); ++i) {
     const fb::Op &op = *entry.ops()->Get(command.first_op() + i);
-    if (op.kind() != fb::OpKind::DynamicQuantize) {
+    if (op.kind() != fb::OpKind::DynamicQuantize &&
+        op.kind() != fb::OpKind::Quantize) {
       continue;
     }
     uint32_t rows = op.operands()->Get(0);

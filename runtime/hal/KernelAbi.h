@@ -90,7 +90,7 @@ typedef const mfrt_kernel_library_v1 *(*mfrt_kernel_library_query_fn)(
    in f32); mfrt_gemm_panels_f32, _f16 and _bf16: B an [N x K] weight
    (trans_b = 1) given as its panels of 32 rows (runtime/kernels/PanelGemm.h);
    mfrt_gemm_i8i8_dot (_f16, _bf16): A (f32, f16, bf16) quantized to int8
-   per row (mf.dynamic_quantize) times an int8 weight's dot panels
+   per row (mf.dynamic_quantize), or with static scales (mf.quantize), times an int8 weight's dot panels
    (runtime/kernels/Int8DotGemm.h), both scaled; mfrt_gemm_i8i8 (_f16,
    _bf16) the same with the weight as stored.
    They cannot fail: their arguments are the compiler's constants. */
@@ -110,6 +110,12 @@ typedef struct mfrt_gemm_args_v1 {
      other product. */
   const void *scales;
   int64_t group;
+  /* mfrt_gemm_i8i8*: A quantized with static scales ([K], A's type) and
+     zero points ([K], int8) per column of A (mf.quantize) rather than per
+     row; the products are then scaled by the weight's scales alone, which
+     are f32. NULL for every other product. */
+  const void *a_scales;
+  const int8_t *a_zero_points;
 } mfrt_gemm_args_v1;
 typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
 

@@ -59,8 +59,10 @@ void packOne(const int8_t *rows, int64_t width, int64_t k, int8_t *panel) {
 }
 
 /// The tile's rows of A quantized per token, as mf.dynamic_quantize does
-/// (the same function): their values, scales (f32) and, `withSums`, each
-/// row's sum of values (the dot panels' +128 adds 128 times it).
+/// (the same function), or with the static scales and zero points of
+/// `a_scales` as mf.quantize does (scales 1): their values, scales (f32)
+/// and, `withSums`, each row's sum of values (the dot panels' +128 adds
+/// 128 times it).
 struct QuantizedRows {
   std::vector<int8_t> values;
   std::vector<float> scales;
@@ -78,6 +80,15 @@ const QuantizedRows &quantizeTileRows(const mfrt_gemm_args_v1 &args,
   rows.sums.assign(withSums ? static_cast<size_t>(m) : 0, 0);
   row.resize(static_cast<size_t>(k));
   const char *a = static_cast<const char *>(args.a);
+  thread_local std::vector<float> staticScales, zeroPoints;
+  if (args.a_scales) {
+    staticScales.resize(static_cast<size_t>(k));
+    zeroPoints.resize(static_cast<size_t>(k));
+    toFloats(Scale, args.a_scales, staticScales.data(), k);
+    for (int64_t c = 0; c < k; ++c) {
+      zeroPoints[c] = args.a_zero_points[c];
+    }
+  }
   for (int64_t i = 0; i < m; ++i) {
     const char *from = a + (args.m0 + i) * k * dtypeSize(Scale);
     const float *floats = reinterpret_cast<const float *>(from);
@@ -86,7 +97,13 @@ const QuantizedRows &quantizeTileRows(const mfrt_gemm_args_v1 &args,
       floats = row.data();
     }
     int8_t *values = rows.values.data() + i * k;
-    rows.scales[i] = quantizeRowPerToken(floats, k, values, Scale);
+    if (args.a_scales) {
+      quantizeRowStatic(floats, k, staticScales.data(), zeroPoints.data(),
+                        values);
+      rows.scales[i] = 1.0f;
+    } else {
+      rows.scales[i] = quantizeRowPerToken(floats, k, values, Scale);
+    }
     for (int64_t c = 0; withSums && c < k; ++c) {
       rows.sums[i] += values[c];
     }
@@ -225,9 +242,11 @@ void gemmInt8Dot(DotIsa isa, const mfrt_gemm_args_v1 &args) {
     int64_t last = std::min<int64_t>(n0 + n - p * kPanelWidth, kPanelWidth);
     int64_t width = std::min(kPanelWidth, bigN - p * kPanelWidth);
     const int8_t *panel = panels + p * kPanelWidth * k;
-    toFloats(Scale,
+    // (f32 with rows quantized with static scales.)
+    const DType scaleType = args.a_scales ? DType::F32 : Scale;
+    toFloats(scaleType,
              static_cast<const char *>(args.scales) +
-                 p * kPanelWidth * dtypeSize(Scale),
+                 p * kPanelWidth * dtypeSize(scaleType),
              columnScales, width);
     // Column 0 of the panel in the tile (left of it for a tile that
     // starts mid-panel: those columns are not stored).
@@ -397,9 +416,10 @@ void mfrt::gemmInt8RowsService(const mfrt_gemm_args_v1 *args) {
   thread_local std::vector<float> columnScales;
   thread_local std::vector<uint8_t> shifted;
   columnScales.resize(static_cast<size_t>(n));
-  toFloats(Scale,
+  const DType scaleType = args->a_scales ? DType::F32 : Scale;
+  toFloats(scaleType,
            static_cast<const char *>(args->scales) +
-               args->n0 * dtypeSize(Scale),
+               args->n0 * dtypeSize(scaleType),
            columnScales.data(), n);
   const bool vnni = dotIsa() == DotIsa::Avx512Vnni;
   for (int64_t i = 0; i < m; ++i) {

@@ -56,7 +56,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
 
 // The kernels store each field of a service's argument struct as 8 bytes,
 // in order (CPUKernels.h's callService): the structs have no padding.
-static_assert(sizeof(mfrt_gemm_args_v1) == 15 * 8);
+static_assert(sizeof(mfrt_gemm_args_v1) == 17 * 8);
 static_assert(sizeof(mfrt_attention_args_v1) == 26 * 8);
 static_assert(sizeof(mfrt_attention_grad_args_v1) == 18 * 8);
 

@@ -40,12 +40,15 @@ namespace {
 enum class Layout { Stored, Panels, DotPanels };
 
 /// Whether a matmul multiplies int8 rows (an mf.dequantize of
-/// mf.dynamic_quantize's values).
+/// mf.dynamic_quantize's values, or mf.quantize's cast to floats).
 bool multipliesInt8Rows(Operation *op) {
   auto matmul = dyn_cast<mf::MatmulOp>(op);
-  auto rows = matmul ? matmul.getLhs().getDefiningOp<mf::DequantizeOp>()
-                     : mf::DequantizeOp();
-  return rows && rows.getInput().getDefiningOp<mf::DynamicQuantizeOp>();
+  if (!matmul) {
+    return false;
+  }
+  auto rows = matmul.getLhs().getDefiningOp<mf::DequantizeOp>();
+  return (rows && rows.getInput().getDefiningOp<mf::DynamicQuantizeOp>()) ||
+         mf::quantizedRowsOf(matmul.getLhs());
 }
 
 /// How `use` of a parameter's value reads it: as panels when every matmul
@@ -100,7 +103,11 @@ struct MFChooseWeightLayoutPass
     // W8A8's int8 dot products have a microkernel for AVX512-VNNI only;
     // elsewhere they run the portable loop, slower than W8A16's.
     if (graph
-            .walk([](mf::DynamicQuantizeOp) { return WalkResult::interrupt(); })
+            .walk([](Operation *op) {
+              return isa<mf::DynamicQuantizeOp, mf::QuantizeOp>(op)
+                         ? WalkResult::interrupt()
+                         : WalkResult::advance();
+            })
             .wasInterrupted()) {
       FailureOr<mfexec::TargetAttr> target =
           mfc::resolveKernelTarget(cpu, graph.getLoc());

@@ -126,6 +126,10 @@ struct MatmulInfo {
   /// in the region) and multiplied by an int8 weight as int8 dot products,
   /// which the gemm service computes from the float rows.
   bool int8Rows = false;
+  /// With static scales (an mf.quantize of them, cast to f32): the region
+  /// arguments of the rows, their per-channel scales and zero points; the
+  /// weight's scales are then f32.
+  std::optional<unsigned> rowScales, rowZeroPoints;
 };
 
 /// Whether `use` is the rows a matmul multiplies, not transposed.
@@ -154,7 +158,7 @@ bool allKernelInputs(mf::FusionOp fusion) {
     return isKernelFloat(element) ||
            (element.isInteger(8) &&
             llvm::all_of(argument.getUsers(), [](Operation *user) {
-              return isa<mf::DequantizeOp>(user);
+              return isa<mf::DequantizeOp, mf::QuantizeOp>(user);
             }));
   });
 }
@@ -222,6 +226,27 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
   // In insertion order, so that a kernel prints the same in every run.
   TileReads argumentOf;
   for (Operation &op : body.without_terminator()) {
+    if (auto quantize = dyn_cast<mf::QuantizeOp>(op)) {
+      // Float rows the services quantize with static scales: cast to f32,
+      // multiplied only.
+      bool rowsOfProducts =
+          isa<BlockArgument>(quantize.getInput()) &&
+          isa<BlockArgument>(quantize.getScale()) &&
+          isa<BlockArgument>(quantize.getZeroPoint()) &&
+          llvm::all_of(quantize->getUsers(), [&](Operation *user) {
+            auto rows = dyn_cast<mf::CastOp>(user);
+            return rows && rows.getType().getElementType().isF32() &&
+                   llvm::all_of(rows->getUses(), isProductRows);
+          });
+      if (!rowsOfProducts) {
+        why = "rows quantized with static scales that are not only multiplied";
+        return failure();
+      }
+      continue;
+    }
+    if (mf::quantizedRowsOf(op.getResult(0))) {
+      continue; // checked with the mf.quantize
+    }
     if (auto quantize = dyn_cast<mf::DynamicQuantizeOp>(op)) {
       // Float rows the services quantize: their values and scales read by
       // the mf.dequantize of the rows of products only.
@@ -264,7 +289,7 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
     if (auto matmul = dyn_cast<mf::MatmulOp>(op)) {
       auto lhs = dyn_cast<BlockArgument>(matmul.getLhs());
       auto rhs = dyn_cast<BlockArgument>(matmul.getRhs());
-      std::optional<unsigned> scales;
+      std::optional<unsigned> scales, rowScales, rowZeroPoints;
       int64_t bits = 8, group = 0;
       bool int8Rows = false;
       if (auto dequantize = matmul.getRhs().getDefiningOp<mf::DequantizeOp>()) {
@@ -281,6 +306,21 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
           return failure();
         }
         lhs = cast<BlockArgument>(quantize.getInput());
+        int8Rows = true;
+      }
+      if (mf::QuantizeOp quantize = mf::quantizedRowsOf(matmul.getLhs())) {
+        if (!scales || bits != 8 || group != 0 ||
+            !cast<RankedTensorType>(fusion.getInputs()[*scales].getType())
+                 .getElementType()
+                 .isF32()) {
+          why = "rows quantized with static scales times a weight that is not "
+                "int8 with an f32 scale per row";
+          return failure();
+        }
+        lhs = cast<BlockArgument>(quantize.getInput());
+        rowScales = cast<BlockArgument>(quantize.getScale()).getArgNumber();
+        rowZeroPoints =
+            cast<BlockArgument>(quantize.getZeroPoint()).getArgNumber();
         int8Rows = true;
       }
       auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
@@ -305,7 +345,8 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
       }
       matmulOf[matmul.getResult()] = matmuls.size();
       matmuls.push_back({matmul, lhs.getArgNumber(), rhs.getArgNumber(), k,
-                         transposedLhs, scales, bits, group, int8Rows});
+                         transposedLhs, scales, bits, group, int8Rows,
+                         rowScales, rowZeroPoints});
       continue;
     }
     if (auto broadcast = dyn_cast<mf::BroadcastOp>(op)) {
@@ -411,8 +452,10 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
 
 
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
+    // (Rows quantized by the service: the type they are stored in.)
     Type element =
-        cast<RankedTensorType>(matmul.op.getLhs().getType()).getElementType();
+        cast<RankedTensorType>(fusion.getInputs()[matmul.lhs].getType())
+            .getElementType();
     if (matmul.int8Rows) {
       if (!readsPanels(matmul)) {
         return element.isF16()    ? kGemmInt8RowsServiceF16
@@ -509,7 +552,7 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
   }
   // The gemm calls' argument struct (15 fields), one for all of them.
   Value gemmArguments =
-      matvec ? Value() : serviceArguments(builder, kernel, 15);
+      matvec ? Value() : serviceArguments(builder, kernel, 17);
   builder.setInsertionPoint(entry->getTerminator());
   scf::ForOp loop = buildTileLoop(builder, loc, entry, tiles);
   Value tile = loop.getInductionVar();
@@ -620,7 +663,13 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
                               matmul.bits == 4 || matmul.int8Rows
                                   ? pointerOf(argument(*matmul.scales))
                                   : toI64(index(0)),
-                              toI64(index(matmul.group))};
+                              toI64(index(matmul.group)),
+                              matmul.rowScales
+                                  ? pointerOf(argument(*matmul.rowScales))
+                                  : toI64(index(0)),
+                              matmul.rowZeroPoints
+                                  ? pointerOf(argument(*matmul.rowZeroPoints))
+                                  : toI64(index(0))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
     if (matmul.scales && matmul.bits == 8 && !matmul.int8Rows) {

@@ -3,6 +3,7 @@
 #include "compiler/Codegen/CPU/ScalarEmitter.h"
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/FusionUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -238,7 +239,8 @@ ScalarEmitter::emitBody(Block &body, llvm::DenseMap<Value, Value> &scalarOf,
     // A matmul's product is an input here; the weight it dequantized and
     // the rows it quantized are the matmul's, not the body's.
     if (scalarOf.count(op.getResult(0)) ||
-        isa<mf::DequantizeOp, mf::DynamicQuantizeOp>(op)) {
+        isa<mf::DequantizeOp, mf::DynamicQuantizeOp, mf::QuantizeOp>(op) ||
+        mf::quantizedRowsOf(op.getResult(0))) {
       continue;
     }
     SmallVector<Value> operands;

@@ -63,9 +63,11 @@ bool movingKeepsMemory(MatmulOp matmul, Operation *consumer,
   int64_t extended = 0;
   for (Value operand : matmul->getOperands()) {
     Operation *def = operand.getDefiningOp();
-    // Entry inputs and weights live throughout; a dequantized weight is
-    // computed in the region from them (FusionUtils.cpp), never stored.
-    if (!def || isa<ParamOp, ConstantOp, DequantizeOp>(def)) {
+    // Entry inputs and weights live throughout; a dequantized weight (or
+    // quantized rows) is computed in the region from them
+    // (FusionUtils.cpp), never stored.
+    if (!def || isa<ParamOp, ConstantOp, DequantizeOp>(def) ||
+        quantizedRowsOf(operand)) {
       continue;
     }
     bool readLater = llvm::any_of(operand.getUsers(), [&](Operation *user) {

@@ -31,6 +31,11 @@ bool isSplatConstant(Value value) {
 /// weight's values and scales for its mf.dequantize (the region's matmul
 /// reads them: no float copy of the weight is stored), else the value.
 SmallVector<Value, 2> readsFor(Value operand) {
+  if (QuantizeOp quantize = quantizedRowsOf(operand)) {
+    // Rows quantized with static scales: the region quantizes them itself.
+    return {quantize.getInput(), quantize.getScale(),
+            quantize.getZeroPoint()};
+  }
   if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
     // Rows quantized per token: the region quantizes them itself.
     auto rows = dequantize.getInput().getDefiningOp<DynamicQuantizeOp>();
@@ -87,9 +92,17 @@ int64_t bytesOf(ArrayRef<Value> values) {
 
 } // namespace
 
+QuantizeOp mf::quantizedRowsOf(Value value) {
+  auto cast = value.getDefiningOp<CastOp>();
+  return cast ? cast.getInput().getDefiningOp<QuantizeOp>() : QuantizeOp();
+}
+
 bool mf::isElementwiseOp(Operation *op) {
+  // (Rows quantized with static scales belong to the matmuls that
+  // multiply them: the region computes them.)
   return op->hasTrait<OpTrait::Elementwise>() && op->getNumResults() == 1 &&
-         isa_and_nonnull<MFDialect>(op->getDialect());
+         isa_and_nonnull<MFDialect>(op->getDialect()) &&
+         !quantizedRowsOf(op->getResult(0));
 }
 
 bool mf::isTransposedRhs(OpOperand &use) {
@@ -116,6 +129,10 @@ FusionCost mf::fusionCost(ArrayRef<Operation *> ops) {
   for (Operation *op : ops) {
     count(op);
     for (Value operand : op->getOperands()) {
+      if (QuantizeOp quantize = quantizedRowsOf(operand)) {
+        count(quantize);
+        count(operand.getDefiningOp());
+      }
       if (isa_and_nonnull<BroadcastOp, DequantizeOp>(operand.getDefiningOp())) {
         count(operand.getDefiningOp());
         if (Operation *rows =
@@ -179,15 +196,16 @@ FusionOp mf::outlineIntoFusion(ArrayRef<Operation *> ops, FusionKind kind) {
   for (Value input : inputs) {
     mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
   }
-  // Splats, broadcasts, dequantized weights and rows quantized per token
-  // the members read are computed in the region (cloned in; the originals
+  // Splats, broadcasts, dequantized weights and quantized rows the members
+  // read are computed in the region (cloned in; the originals
   // go if nothing else needs them).
   llvm::SetVector<Operation *> sunk;
   std::function<void(Value)> sink = [&](Value value) {
     Operation *producer = value.getDefiningOp();
     if (mapping.contains(value) || !producer ||
-        !(isSplatConstant(value) ||
-          isa<BroadcastOp, DequantizeOp, DynamicQuantizeOp>(producer))) {
+        !(isSplatConstant(value) || quantizedRowsOf(value) ||
+          isa<BroadcastOp, DequantizeOp, DynamicQuantizeOp, QuantizeOp>(
+              producer))) {
       return;
     }
     for (Value operand : producer->getOperands()) {

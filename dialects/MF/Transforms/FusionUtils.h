@@ -9,6 +9,11 @@
 
 namespace mlir::mf {
 
+/// The mf.quantize whose values `value` is, cast to floats (rows quantized
+/// with static scales, which a matmul multiplies as they are); null
+/// otherwise.
+QuantizeOp quantizedRowsOf(Value value);
+
 /// An mf op that computes each result element from the same element of its
 /// operands (one result).
 bool isElementwiseOp(Operation *op);
