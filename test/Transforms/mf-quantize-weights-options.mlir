@@ -5,6 +5,8 @@
 // RUN: not mf-opt %s --mf-quantize-weights="activations=dynamic" 2>&1 | FileCheck %s --check-prefix=ACTIVATIONS
 // RUN: not mf-opt %s --mf-quantize-weights="activations=per-token bits=4 group-size=32" 2>&1 | FileCheck %s --check-prefix=A8W4
 // RUN: mf-opt %s --mf-quantize-weights="activations=per-token" | FileCheck %s --check-prefix=TIEDA8
+// RUN: not mf-opt %s --mf-quantize-weights="smooth-alpha=0.5" 2>&1 | FileCheck %s --check-prefix=SMOOTHALONE
+// RUN: not mf-opt %s --mf-quantize-weights="activations=per-tensor" 2>&1 | FileCheck %s --check-prefix=STATICTIED
 
 // The pass's options: 8 or 4 bits, int4 only in (even) groups; a tied
 // table's lookups read one int8 scale a row, so int8 groups refuse it
@@ -16,7 +18,9 @@
 // int8 activations: per token, and only with int8 weights per row; a tied
 // table's lm_head then multiplies rows quantized per token (its lookups
 // read the table's rows as W8A16's do).
-// ACTIVATIONS: error: mf-quantize-weights: activations is none or per-token, not 'dynamic'
+// ACTIVATIONS: error: mf-quantize-weights: activations is none, per-token or per-tensor, not 'dynamic'
+// SMOOTHALONE: error: mf-quantize-weights: smooth-alpha=5.000000e-01 needs activations=per-tensor and a value in [0, 1]
+// STATICTIED: error: mf-quantize-weights: a tied embedding table with calibrated int8 activations is not supported
 // A8W4: error: mf-quantize-weights: int8 activations take int8 weights with one scale per row (bits=8 group-size=0), as golden-stick's W8A8
 // TIEDA8: mf.dynamic_quantize %{{.*}} : tensor<2x8xf32> -> tensor<2x8xi8>, tensor<2xf32>
 mf.parameter @tied : tensor<16x8xf32> init = normal {std = 2.000000e-02 : f64}

@@ -329,8 +329,10 @@ ST_DTYPES = {"F32": (np.float32, torch.float32), "F16": (np.float16, torch.float
              "BF16": (None, torch.bfloat16), "I8": (np.int8, torch.int8)}
 
 
-def save_safetensors(path, tensors):
+def save_safetensors(path, tensors, metadata=None):
     header, chunks, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = dict(metadata)
     for name, tensor in tensors.items():
         if tensor.dtype == torch.bfloat16:
             raw = tensor.contiguous().view(torch.int16).numpy().tobytes()

@@ -1258,6 +1258,29 @@ int predict(const Options &options, Session &session) {
 }
 
 
+/// Why `executable` cannot be calibrated (a quantized model, or one
+/// without the `logits` entry), or ok.
+Status checkCalibratable(const Executable &executable) {
+  if (executable.root().parameters()) {
+    for (const fb::Parameter *parameter : *executable.root().parameters()) {
+      if (parameter->quant_scale() >= 0) {
+        return Status::error(StatusCode::FailedPrecondition,
+                             "calibrate measures the float model, and '" +
+                                 parameter->name()->str() +
+                                 "' is quantized; compile the config with "
+                                 "mfc --calibration-model and calibrate that");
+      }
+    }
+  }
+  if (!executable.entry("logits")) {
+    return Status::error(StatusCode::FailedPrecondition,
+                         "calibrate runs the 'logits' entry: compile the "
+                         "config with run_mode predict (--set "
+                         "run_mode=predict)");
+  }
+  return Status::ok();
+}
+
 /// --task calibrate: the float model's `logits` entry, in PyNative, over
 /// windows of seq_length tokens of --data; the range of every input
 /// channel of each Linear (a parameter multiplied by transposed) over all
@@ -1270,20 +1293,6 @@ int calibrate(const Options &options, Session &session) {
   }
   if (ranks && ranks->size() > 1) {
     return failUsage("calibrate runs on one process; run it without mpirun");
-  }
-  for (const fb::Parameter *parameter : *session.executable.root().parameters()) {
-    if (parameter->quant_scale() >= 0) {
-      return fail(StatusCode::FailedPrecondition,
-                  "calibrate measures the float model, and '" +
-                      parameter->name()->str() +
-                      "' is quantized; compile the config with mfc "
-                      "--calibration-model and calibrate that");
-    }
-  }
-  if (!session.executable.entry("logits")) {
-    return fail(StatusCode::FailedPrecondition,
-                "calibrate runs the 'logits' entry: compile the config with "
-                "run_mode predict (--set run_mode=predict)");
   }
   StatusOr<std::vector<int32_t>> data = readTokens(
       options.data, model.vocab_size(), [&](const std::string &text) {
@@ -1866,6 +1875,11 @@ int run(int argc, char **argv) {
   }
   if (task == "train") { // before the weights: the cause, not a symptom
     if (Status status = checkTrainable(session.executable); !status) {
+      return fail(status);
+    }
+  }
+  if (task == "calibrate") {
+    if (Status status = checkCalibratable(session.executable); !status) {
       return fail(status);
     }
   }

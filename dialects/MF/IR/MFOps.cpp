@@ -219,9 +219,10 @@ LogicalResult ParameterOp::verify() {
                             "scale per row and K a multiple of 4, read in one "
                             "layout (not also panels)";
   }
-  // i8: a quantized weight's values, or (rank 1) zero points.
-  bool integer = getTensorType().getElementType().isInteger(8) &&
-                 getTensorType().getRank() != 1;
+  // i8: a quantized weight's values, or (rank 1, no scales) a calibrated
+  // weight's zero points.
+  bool i8 = getTensorType().getElementType().isInteger(8);
+  bool integer = i8 && (getTensorType().getRank() != 1 || getQuantScale());
   if (integer && getTensorType().getRank() != 2) {
     return emitOpError() << "a quantized parameter is a 2-D weight [N, K], "
                             "not a rank-"

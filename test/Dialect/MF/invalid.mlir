@@ -921,3 +921,56 @@ func.func @all_to_all_dims_same(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %0 = mf.all_to_all_dims %x on @grid axes = [3] split = 0 concat = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
 }
+
+// -----
+
+func.func @quantize_by_other_channels(%x: tensor<4x64xf32>, %s: tensor<32xf32>, %z: tensor<64xi8>) {
+  // expected-error @+2 {{expected float scales [64] (one per channel), got [32]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<32xf32>, tensor<64xi8> -> tensor<4x64xi8>
+  return
+}
+
+// -----
+
+func.func @quantize_with_float_zero_points(%x: tensor<4x64xf32>, %s: tensor<64xf32>, %z: tensor<64xf32>) {
+  // expected-error @+1 {{operand #2 must be}}
+  %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<4x64xi8>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{calibrated activations need int8 values with one scale per row}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s group = 2 calibrated(@is, @zp, @b))
+mf.parameter @s : tensor<2x8xf32> init = ones
+mf.parameter @is : tensor<4xf32> init = ones
+mf.parameter @zp : tensor<4xi8> init = zeros
+mf.parameter @b : tensor<8xf32> init = zeros
+
+// -----
+
+// expected-error @+1 {{input zero points 'zp' must name a i8 parameter [4]}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b))
+mf.parameter @s : tensor<8xf32> init = ones
+mf.parameter @is : tensor<4xf32> init = ones
+mf.parameter @zp : tensor<4xf32> init = zeros
+mf.parameter @b : tensor<8xf32> init = zeros
+
+// -----
+
+// expected-error @+1 {{bias 'b' must name a float parameter [8]}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b))
+mf.parameter @s : tensor<8xf32> init = ones
+mf.parameter @is : tensor<4xf32> init = ones
+mf.parameter @zp : tensor<4xi8> init = zeros
+mf.parameter @b : tensor<4xf32> init = zeros
+
+// -----
+
+// expected-error @+1 {{smooth = 1.500000e+00 is not a migration strength in [0, 1]}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b smooth = 1.5))
+mf.parameter @s : tensor<8xf32> init = ones
+mf.parameter @is : tensor<4xf32> init = ones
+mf.parameter @zp : tensor<4xi8> init = zeros
+mf.parameter @b : tensor<8xf32> init = zeros

@@ -389,3 +389,28 @@ func.func @context_parallel_heads(%q: tensor<1x8x4x16xf32>) -> tensor<1x8x4x16xf
   %back = mf.all_to_all_dims %heads on @grid axes = [3] split = 1 concat = 2 : tensor<1x16x2x16xf32> -> tensor<1x8x4x16xf32>
   return %back : tensor<1x8x4x16xf32>
 }
+
+// -----
+
+// SmoothQuant: rows quantized with static scales and zero points, times a
+// calibrated int8 weight in f32.
+// CHECK: mf.parameter @c : tensor<96x64xi8> init = zeros quantized(@c_scale calibrated(@c_input_scale, @c_input_zero_point, @c_bias smooth = 5.000000e-01))
+// CHECK: mf.parameter @c_input_zero_point : tensor<64xi8> init = zeros
+// CHECK-LABEL: func.func @static_rows
+// CHECK: mf.quantize %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x8x64xf16>, tensor<64xf16>, tensor<64xi8> -> tensor<1x8x64xi8>
+mf.parameter @c : tensor<96x64xi8> init = zeros quantized(@c_scale calibrated(@c_input_scale, @c_input_zero_point, @c_bias smooth = 0.5))
+mf.parameter @c_scale : tensor<96xf32> init = ones
+mf.parameter @c_input_scale : tensor<64xf16> init = ones
+mf.parameter @c_input_zero_point : tensor<64xi8> init = zeros
+mf.parameter @c_bias : tensor<96xf16> init = zeros
+func.func @static_rows(%x: tensor<1x8x64xf16>) -> tensor<1x8x96xf32> {
+  %is = mf.param @c_input_scale : tensor<64xf16>
+  %zp = mf.param @c_input_zero_point : tensor<64xi8>
+  %q = mf.quantize %x, %is, %zp : tensor<1x8x64xf16>, tensor<64xf16>, tensor<64xi8> -> tensor<1x8x64xi8>
+  %rows = mf.cast %q : tensor<1x8x64xi8> to tensor<1x8x64xf32>
+  %wq = mf.param @c : tensor<96x64xi8>
+  %ws = mf.param @c_scale : tensor<96xf32>
+  %w = mf.dequantize %wq, %ws : tensor<96x64xi8>, tensor<96xf32> -> tensor<96x64xf32>
+  %y = mf.matmul %rows, %w transpose_rhs : tensor<1x8x64xf32>, tensor<96x64xf32> -> tensor<1x8x96xf32>
+  return %y : tensor<1x8x96xf32>
+}
