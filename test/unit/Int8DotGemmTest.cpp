@@ -171,6 +171,66 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
         }
       }
     }
+
+    // Rows quantized with static scales and zero points per channel
+    // (mf.quantize: SmoothQuant), the weight's scales then f32: the same
+    // integers as quantizeRowStatic, scaled by the weight's alone.
+    std::vector<float> channelScales(K), zeroPoints(K);
+    std::vector<int8_t> zeroBytes(K);
+    for (int64_t c = 0; c < K; ++c) {
+      channelScales[c] = 0.01f + std::fabs(normal(generator)) * 0.02f;
+      zeroBytes[c] = -7;
+    }
+    std::vector<char> storedChannelScales(K * dtypeSize(rowType));
+    fromFloats(rowType, channelScales.data(), storedChannelScales.data(), K);
+    toFloats(rowType, storedChannelScales.data(), channelScales.data(), K);
+    std::fill(zeroPoints.begin(), zeroPoints.end(), -7.0f);
+    for (int64_t i = 0; i < M; ++i) {
+      toFloats(rowType, storedRows.data() + i * K * dtypeSize(rowType),
+               widened.data(), K);
+      quantizeRowStatic(widened.data(), K, channelScales.data(),
+                        zeroPoints.data(), q.data() + i * K);
+    }
+    auto expectedStatic = [&](int64_t i, int64_t j) {
+      int32_t dot = 0;
+      for (int64_t c = 0; c < K; ++c) {
+        dot += int32_t{q[i * K + c]} * weight[j * K + c];
+      }
+      return static_cast<float>(dot) * weightScales[j];
+    };
+    for (auto [name, service] : services) {
+      bool stored = std::string(name) == "as stored";
+      const int64_t ldc = N;
+      std::vector<float> c(M * ldc, 123.0f);
+      mfrt_gemm_args_v1 args{storedRows.data(),
+                             stored ? weight.data() : panels.data(),
+                             c.data(), ldc, 0, 0, M, N, K, N, /*trans_b=*/1,
+                             /*trans_a=*/0, M, weightScales.data(), 0};
+      args.a_scales = storedChannelScales.data();
+      args.a_zero_points = zeroBytes.data();
+      service(args);
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          ASSERT_EQ(c[i * ldc + j], expectedStatic(i, j))
+              << name << " static " << dtypeName(rowType) << " element (" << i
+              << ", " << j << ")";
+        }
+      }
+    }
+  }
+}
+
+/// Static quantization (mf.quantize): x / scale + zero point, rounded half
+/// to even, clamped; a NaN becomes 0.
+TEST(Int8Dot, QuantizesRowsStatically) {
+  const float row[] = {1.0f, 0.25f, -300.0f, 300.0f, 0.75f, std::nanf("")};
+  const float scales[] = {0.5f, 0.5f, 1.0f, 1.0f, 0.5f, 1.0f};
+  const float zeros[] = {-3.0f, -3.0f, 0.0f, 0.0f, 0.0f, 5.0f};
+  int8_t q[6];
+  quantizeRowStatic(row, 6, scales, zeros, q);
+  const int8_t expected[] = {-1, -2, -128, 127, 2, 0};
+  for (int j = 0; j < 6; ++j) {
+    EXPECT_EQ(q[j], expected[j]) << j;
   }
 }
 

@@ -728,6 +728,58 @@ TEST(HostProgram, AKernelUpdatesInPlaceOnlyACacheItTakesReadWrite) {
 /// so every quotient is exact); w / scale rounded half to even (2.5 -> 2,
 /// 3.5 -> 4, 127.5 -> 128) and clamped to [-128, 127]; a row of zeros gets
 /// scale 0; groups of columns have their own scales; a NaN is refused.
+/// SmoothQuant as golden-stick computes it, on numbers worked by hand:
+/// factors s = sqrt(max|x|) / sqrt(max|W|) per input channel (alpha 0.5),
+/// the activations' range after smoothing [-4, 1.41421] as an asymmetric
+/// int8 scale 5.41421 / 255 and zero point round(-128 + 4 / scale) = 60,
+/// the smoothed weight quantized per row (half to even, clamped), and the
+/// bias -zp * scale * row scale * sum(q).
+TEST(Quantization, SmoothQuantAsGoldenStick) {
+  const float weight[] = {1.0f, -2.0f, 0.5f, 4.0f};
+  auto readRows = [&](int64_t first, Tensor &block) {
+    std::memcpy(block.data(), weight + first * 2, block.byteSize());
+    return Status::ok();
+  };
+  Allocator allocator;
+  auto allocate = [&](DType dtype, const Shape &shape) {
+    return allocator.allocate(dtype, shape);
+  };
+  CalibratedWeight out;
+  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f},
+                                 {2.0f, 1.0f}, 0.5, readRows, allocate, out));
+  const float scale = (1.41421356f + 4.0f) / 255.0f;
+  EXPECT_NEAR(out.inputScales.as<float>()[0], scale * 1.41421356f, 1e-7);
+  EXPECT_NEAR(out.inputScales.as<float>()[1], scale, 1e-7);
+  EXPECT_EQ(out.zeroPoints.as<int8_t>()[0], 60);
+  EXPECT_EQ(out.zeroPoints.as<int8_t>()[1], 60);
+  // Rows [1.41421, -2] / (4 / 255) and [0.70711, 4] / (8 / 255) (the
+  // scale rounded to f32 first: -2 / f32(4 / 255) = -127.49999..., 4 /
+  // f32(8 / 255) = 127.50000..., clamped to 127).
+  const int8_t expected[] = {90, -127, 23, 127};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.values.as<int8_t>()[i], expected[i]) << i;
+  }
+  EXPECT_NEAR(out.scales.as<float>()[0], scale * 4.0f / 255.0f, 1e-9);
+  EXPECT_NEAR(out.scales.as<float>()[1], scale * 8.0f / 255.0f, 1e-9);
+  EXPECT_NEAR(out.bias.as<float>()[0], -60.0 * (90 - 127) * scale * 4 / 255,
+              1e-5);
+  EXPECT_NEAR(out.bias.as<float>()[1], -60.0 * (23 + 127) * scale * 8 / 255,
+              1e-5);
+
+  // Without smoothing (alpha < 0) the weight is RTN's; a channel never
+  // seen (an empty range) is an error.
+  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f},
+                                 {2.0f, 1.0f}, -1.0, readRows, allocate, out));
+  EXPECT_EQ(out.values.as<int8_t>()[0], 64); // 1 / (4 / 255) = 63.75
+  const float inf = std::numeric_limits<float>::infinity();
+  Status empty = quantizeCalibrated(2, 2, DType::F32, {inf, -1.0f},
+                                    {-inf, 1.0f}, 0.5, readRows, allocate, out);
+  EXPECT_FALSE(empty);
+  EXPECT_NE(empty.message().find("input channel 0 is empty"),
+            std::string::npos)
+      << empty.message();
+}
+
 TEST(Quantization, RoundToNearestAsGoldenStick) {
   Allocator allocator;
   auto tensor = [&](DType dtype, Shape shape) {
