@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Quantization: accuracy and speed of W8A16, W4A16 and W8A8 against f32 and llama.cpp.
+"""Quantization: accuracy and speed of W8A16, W4A16, W8A8 and SmoothQuant against f32 and llama.cpp.
 
   bench/quant.py [--build build] [--steps 200] [--runs 5] [--config CONFIG]
                  [--weights TRAINED.safetensors]
@@ -26,6 +26,14 @@ run_mode eval) on the held-out files, which the training never read:
                int8 weights per row and each product's rows quantized per
                token at run time (int8 dot products), lm_head float
   W8A8 all     the same with the tied table int8 too
+  SQ           quantization_config {quant_method: smooth_quant, weight_dtype:
+               int8, activation_dtype: int8, outliers_suppression: smooth}:
+               golden-stick's SmoothQuant (alpha 0.5), the activations'
+               static scales from mf-run --task calibrate of the float model
+               on the first --calibration-bytes of the training text, lm_head
+               float
+  SQ no smooth the same without smoothing (quant_method ptq, per_tensor
+               activations): static int8 activations alone
   ggml Q8_0    the weights quantized to ggml's Q8_0 / Q4_0 blocks (32
   ggml Q4_0    values, an f16 scale; bench/gguf.py's reference quantizers),
                dequantized and evaluated by the f32 model: the weights
@@ -81,6 +89,13 @@ def ptq_w8a8(not_convert):
             f"modules_to_not_convert: [{not_convert}]}}")
 
 
+def smooth_quant(smooth):
+    method = ("quant_method: smooth_quant, outliers_suppression: smooth" if smooth
+              else "quant_method: ptq, act_quant_granularity: per_tensor")
+    return (f"model.model_config.quantization_config={{{method}, weight_dtype: int8, "
+            "activation_dtype: int8, modules_to_not_convert: [lm_head]}")
+
+
 def ptq_int4(group, not_convert):
     return ("model.model_config.quantization_config={quant_method: ptq, weight_dtype: int4, "
             f"weight_quant_granularity: per_group, group_size: {group}, activation_dtype: None, "
@@ -95,10 +110,14 @@ VARIANTS = [("W8A16", "RTN int8, per row", rtn("lm_head"), ["lm_head"], 8, 0),
             ("W4A16 g32", "int4, groups of 32", ptq_int4(32, "lm_head"), ["lm_head"], 4, 32),
             ("W4A16 all", "int4, groups of 32", ptq_int4(32, ""), [], 4, 32),
             ("W8A8", "int8 rows per token", ptq_w8a8("lm_head"), ["lm_head"], 8, 0),
-            ("W8A8 all", "int8 rows per token", ptq_w8a8(""), [], 8, 0)]
+            ("W8A8 all", "int8 rows per token", ptq_w8a8(""), [], 8, 0),
+            ("SQ", "SmoothQuant, static int8 rows", smooth_quant(True), ["lm_head"], 8, 0),
+            ("SQ no smooth", "static int8 rows", smooth_quant(False), ["lm_head"], 8, 0)]
+# The variants whose weights need the calibration's activation ranges.
+CALIBRATED = {"SQ", "SQ no smooth"}
 # llama.cpp's formats each mfc format is compared with.
 PEER_OF = {"W8A16": "Q8_0", "W8A16 all": "Q8_0", "W4A16 g32": "Q4_0", "W4A16 all": "Q4_0",
-           "W8A8": "Q8_0", "W8A8 all": "Q8_0"}
+           "W8A8": "Q8_0", "W8A8 all": "Q8_0", "SQ": "Q8_0", "SQ no smooth": "Q8_0"}
 
 
 def run(args, **kwargs):
@@ -153,17 +172,17 @@ def ggml_roundtrip(weights, kind, out):
     reference.save_safetensors(out, tensors)
 
 
-def perplexity(build, binary, weights, data):
+def perplexity(build, binary, weights, data, extra=()):
     text = run([os.path.join(build, "bin", "mf-run"), binary, "--task", "eval",
-                "--weights", weights, "--data", data]).stdout
+                "--weights", weights, "--data", data, *extra]).stdout
     return float(re.search(r"perplexity ([\d.]+)", text).group(1))
 
 
-def generate(build, binary, weights, prompt, new_tokens):
+def generate(build, binary, weights, prompt, new_tokens, extra=()):
     """(prefill t/s, decode t/s, peak RSS MB): medians of mf-run --repeat 3."""
     err = run([os.path.join(build, "bin", "mf-run"), binary, "--mode", "graph", "--weights",
                weights, "--input-ids", ",".join(map(str, prompt)), "--max-new-tokens",
-               str(new_tokens), "--greedy", "--repeat", "3"]).stderr
+               str(new_tokens), "--greedy", "--repeat", "3", *extra]).stderr
     m = re.search(r"prefill \d+ tokens in [\d.]+ ms \(([\d.]+) tokens/s.*?decode \d+ tokens in "
                   r"[\d.]+ ms \(([\d.]+) tokens/s\).*peak RSS ([\d.]+) MB", err)
     return float(m.group(1)), float(m.group(2)), float(m.group(3))
@@ -198,6 +217,8 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--weights", help="weights trained before (skips the training)")
+    parser.add_argument("--calibration-bytes", type=int, default=65536,
+                        help="SmoothQuant's calibration: this much of the training text")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
 
@@ -218,22 +239,38 @@ def main():
                   f"(last training loss {last[-1] if last else '?'}); held-out text: "
                   f"{os.path.getsize(held_text)} bytes")
 
+        # SmoothQuant's activation ranges: the float model (mfc
+        # --calibration-model) over the start of the training text.
+        calibration_text = os.path.join(tmp, "calibration.txt")
+        with open(train_text, "rb") as f, open(calibration_text, "wb") as out:
+            out.write(f.read(args.calibration_bytes))
+        float_bin = os.path.join(tmp, "calibrate.bin")
+        run([os.path.join(build, "bin", "mfc"), "compile", args.config, "-o", float_bin,
+             "--calibration-model", "--set", "run_mode=predict", "--set", smooth_quant(True)])
+        ranges = os.path.join(tmp, "ranges.safetensors")
+        out = run([os.path.join(build, "bin", "mf-run"), float_bin, "--weights", trained,
+                   "--task", "calibrate", "--data", calibration_text, "--save-calibration",
+                   ranges]).stderr
+        print(out.strip().splitlines()[-1])
+        extra = {name: ["--calibration", ranges] for name in CALIBRATED}
+
         eval_f32 = os.path.join(tmp, "eval.bin")
         compile_model(build, args.config, eval_f32, "run_mode=eval")
         rows = [("f32", perplexity(build, eval_f32, trained, held_text))]
         for name, what, setting, _, _, _ in VARIANTS:
             binary = os.path.join(tmp, f"eval-{len(rows)}.bin")
             compile_model(build, args.config, binary, "run_mode=eval", setting)
-            rows.append((f"{name} ({what})", perplexity(build, binary, trained, held_text)))
+            rows.append((f"{name} ({what})",
+                         perplexity(build, binary, trained, held_text, extra.get(name, ()))))
         for kind in ("q8_0", "q4_0"):
             weights = os.path.join(tmp, f"{kind}.safetensors")
             ggml_roundtrip(trained, kind, weights)
             rows.append((f"ggml {kind.upper()} weights",
                          perplexity(build, eval_f32, weights, held_text)))
         base = rows[0][1]
-        print(f"\n{'weights':36} {'perplexity':>10} {'vs f32':>8}")
+        print(f"\n{'weights':44} {'perplexity':>10} {'vs f32':>8}")
         for name, ppl in rows:
-            print(f"{name:36} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
+            print(f"{name:44} {ppl:10.4f} {100 * (ppl / base - 1):+7.2f}%")
 
         limits = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
         binaries = {"f32": os.path.join(tmp, "predict.bin")}
@@ -258,13 +295,14 @@ def main():
             for name, gguf_path in peers.items():
                 results[name].append(predict.llamacpp_measure(gguf_path, prompt, 32))
             for name, binary in binaries.items():
-                results[name].append(generate(build, binary, trained, prompt, 32))
+                results[name].append(generate(build, binary, trained, prompt, 32,
+                                              extra.get(name, ())))
                 current = json.loads(run([os.path.join(build, "bin", "mf-machine-limits")]).stdout)
                 limits["copy_gbs"] = max(limits["copy_gbs"], current["copy_gbs"])
         print(f"\nspeed: medians of {args.runs} alternating runs, 192-token prompt, 32 new "
               f"tokens, {limits['threads']} threads; copy bandwidth {limits['copy_gbs']:.1f} GB/s "
               f"(best of mf-machine-limits between the runs)")
-        print(f"{'weights':10} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
+        print(f"{'weights':12} {'prefill t/s':>12} {'decode t/s':>11} {'RSS MB':>8} "
               f"{'decode MB/token':>16} {'read GB/s':>10} {'copy-bound t/s':>15}")
         medians = {}
         layout = {name: (kept, bits, group) for name, _, _, kept, bits, group in VARIANTS}
@@ -276,7 +314,7 @@ def main():
                 print(f"{name:16} {prefill:6.1f} {decode:11.1f} {rss:8.1f}")
                 continue
             read = decode_bytes(trained, *layout.get(name, (None,)))
-            print(f"{name:10} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
+            print(f"{name:12} {prefill:12.1f} {decode:11.1f} {rss:8.1f} {read / 1e6:16.1f} "
                   f"{decode * read / 1e9:10.1f} {limits['copy_gbs'] * 1e9 / read:15.0f}")
         pf, df, rf = medians["f32"]
         for name, *_ in VARIANTS:
