@@ -120,12 +120,12 @@ func.func @batched(%a: tensor<2x4x8xf32>, %b: tensor<2x8x4xf32>, %c: tensor<2x4x
 // KERNELS: func.func @mfk_0(%{{.*}}: i64, %{{.*}}: i64, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<4x16xf32>) -> i32 attributes {mf.tiles = 1 : i64}
 // KERNELS: linalg.generic
 // A lone matmul (no epilogue) writes its result directly: no scratch, only
-// the gemm service's argument struct (mfrt_gemm_args_v1: 15 fields), passed
+// the gemm service's argument struct (mfrt_gemm_args_v1: 17 fields), passed
 // by its address.
 // KERNELS: func.func @mfk_2(
-// KERNELS: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<15xi64>
+// KERNELS: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<17xi64>
 // KERNELS-NOT: memref.alloca
-// KERNELS: memref.store %{{.+}}, %[[ARGS]][%{{.+}}] : memref<15xi64>
+// KERNELS: memref.store %{{.+}}, %[[ARGS]][%{{.+}}] : memref<17xi64>
 // KERNELS: %[[ADDRESS:.+]] = memref.extract_aligned_pointer_as_index %[[ARGS]]
 // KERNELS: %[[POINTER:.+]] = llvm.inttoptr
 // KERNELS: func.call @mfrt_gemm_f32(%[[POINTER]]) : (!llvm.ptr) -> ()

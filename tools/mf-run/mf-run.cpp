@@ -1846,6 +1846,17 @@ int run(int argc, char **argv) {
     return failUsage("--save-calibration is --task calibrate's output");
   }
   std::optional<Calibration> calibration;
+  if (!options.calibration.empty() && executable->root().parameters() &&
+      std::none_of(executable->root().parameters()->begin(),
+                   executable->root().parameters()->end(),
+                   [](const fb::Parameter *parameter) {
+                     return parameter->quant_input_scale() >= 0;
+                   })) {
+    return failUsage("--calibration: this model has no weights quantized "
+                     "with calibrated activations (quantization_config "
+                     "smooth_quant, or ptq with per_tensor int8 "
+                     "activations)");
+  }
   if (!options.calibration.empty()) {
     StatusOr<Calibration> read = Calibration::read(options.calibration);
     if (!read) {
