@@ -1370,8 +1370,7 @@ private:
              "SmoothQuant is W8A8); write activation_dtype: 'int8', or "
              "quant_method 'rtn' for int8 weights alone");
     }
-    if (const ConfigNode *value = quant.get("kvcache_dtype");
-        !isNone(value)) {
+    if (const ConfigNode *value = quant.get("kvcache_dtype"); !isNone(value)) {
       refuse("kvcache_dtype", "only None is supported (an int8 KV cache is "
                               "not built yet), got " +
                                   value->describe());

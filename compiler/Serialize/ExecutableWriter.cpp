@@ -166,7 +166,8 @@ public:
       int32_t inputScale = companion(parameter.getQuantInputScale());
       int32_t inputZeroPoint = companion(parameter.getQuantInputZeroPoint());
       int32_t quantBias = companion(parameter.getQuantBias());
-      for (int32_t index : {quantScale, inputScale, inputZeroPoint, quantBias}) {
+      for (int32_t index :
+           {quantScale, inputScale, inputZeroPoint, quantBias}) {
         if (index >= 0 && index < static_cast<int32_t>(parameters.size())) {
           return parameter.emitOpError()
                  << "has its scales declared before it; model.bin needs them "

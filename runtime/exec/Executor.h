@@ -57,9 +57,9 @@ struct RunOptions {
   std::vector<Tensor> *capturedValues = nullptr;
   /// Count what every mf.moe_route decides here.
   MoeStats *moeStats = nullptr;
-  /// Graph Mode: the rows every mf.dynamic_quantize or mf.quantize reads (a kernel's or a
-  /// library op's input) taken from these values (by value id, another
-  /// run's capturedValues) before it runs. --check so compares kernels
+  /// Graph Mode: the rows every mf.dynamic_quantize or mf.quantize reads (a
+  /// kernel's or a library op's input) taken from these values (by value id,
+  /// another run's capturedValues) before it runs. --check so compares kernels
   /// that quantize on PyNative's rows: rows within tolerance can round a
   /// step the other way, which is no kernel's error.
   const std::vector<Tensor> *quantizedFrom = nullptr;

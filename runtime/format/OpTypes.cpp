@@ -88,8 +88,8 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferDynamicQuantize(infoOf(in[0]));
     break;
   case fb::OpKind::Quantize:
-    inferred = mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]),
-                                       infoOf(in[2]));
+    inferred =
+        mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]));
     break;
   case fb::OpKind::TopK:
     inferred =

@@ -90,10 +90,10 @@ typedef const mfrt_kernel_library_v1 *(*mfrt_kernel_library_query_fn)(
    in f32); mfrt_gemm_panels_f32, _f16 and _bf16: B an [N x K] weight
    (trans_b = 1) given as its panels of 32 rows (runtime/kernels/PanelGemm.h);
    mfrt_gemm_i8i8_dot (_f16, _bf16): A (f32, f16, bf16) quantized to int8
-   per row (mf.dynamic_quantize), or with static scales (mf.quantize), times an int8 weight's dot panels
-   (runtime/kernels/Int8DotGemm.h), both scaled; mfrt_gemm_i8i8 (_f16,
-   _bf16) the same with the weight as stored.
-   They cannot fail: their arguments are the compiler's constants. */
+   per row (mf.dynamic_quantize), or with static scales (mf.quantize), times an
+   int8 weight's dot panels (runtime/kernels/Int8DotGemm.h), both scaled;
+   mfrt_gemm_i8i8 (_f16, _bf16) the same with the weight as stored. They cannot
+   fail: their arguments are the compiler's constants. */
 typedef struct mfrt_gemm_args_v1 {
   const void *a; /* [M x K] row-major, or stored [K x M] when trans_a */
   const void *b; /* [N x K] when trans_b, else [K x N] */

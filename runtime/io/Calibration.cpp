@@ -60,8 +60,8 @@ StatusOr<Calibration> Calibration::read(const std::string &path) {
   for (const auto &[weight, ranges] : calibration.byWeight) {
     bool ordered = ranges.min.size() == ranges.max.size();
     for (size_t j = 0; ordered && j < ranges.min.size(); ++j) {
-      ordered = ranges.min[j] <= ranges.max[j] && std::isfinite(ranges.min[j]) &&
-                std::isfinite(ranges.max[j]);
+      ordered = ranges.min[j] <= ranges.max[j] &&
+                std::isfinite(ranges.min[j]) && std::isfinite(ranges.max[j]);
     }
     if (!ordered) {
       return Status::error(StatusCode::InvalidArgument,
@@ -79,12 +79,11 @@ Status Calibration::write(const std::string &path) const {
   for (const auto &[weight, ranges] : byWeight) {
     for (const std::vector<float> *values : {&ranges.min, &ranges.max}) {
       tensors.push_back(viewOf(const_cast<std::vector<float> &>(*values)));
-      named.emplace_back(weight + (values == &ranges.min ? kMinSuffix
-                                                         : kMaxSuffix),
+      named.emplace_back(weight +
+                             (values == &ranges.min ? kMinSuffix : kMaxSuffix),
                          &tensors.back());
     }
   }
-  return writeSafetensors(path, named,
-                          {{"format", kFormat},
-                           {"tokens", std::to_string(tokens)}});
+  return writeSafetensors(
+      path, named, {{"format", kFormat}, {"tokens", std::to_string(tokens)}});
 }

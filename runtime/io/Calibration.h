@@ -1,4 +1,5 @@
-//===- Calibration.h - activation ranges for static quantization -*- C++ -*-===//
+//===- Calibration.h - activation ranges for static quantization -*- C++
+//-*-===//
 //
 // What `mf-run --task calibrate` measures on a float model and a calibrated
 // model's loading reads (docs/quantization.md): for each Linear weight, by

@@ -91,18 +91,17 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
 }
 
 Status mfrt::quantizeCalibrated(
-    int64_t n, int64_t k, DType computeType, const std::vector<float> &channelMin,
-    const std::vector<float> &channelMax, double alpha,
-    const std::function<Status(int64_t, Tensor &)> &readRows,
+    int64_t n, int64_t k, DType computeType,
+    const std::vector<float> &channelMin, const std::vector<float> &channelMax,
+    double alpha, const std::function<Status(int64_t, Tensor &)> &readRows,
     const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
     CalibratedWeight &out) {
   if (static_cast<int64_t>(channelMin.size()) != k ||
       static_cast<int64_t>(channelMax.size()) != k) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "the calibration has ranges of " +
-                             std::to_string(channelMin.size()) +
-                             " input channels for a weight of " +
-                             std::to_string(k));
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "the calibration has ranges of " + std::to_string(channelMin.size()) +
+            " input channels for a weight of " + std::to_string(k));
   }
   for (int64_t j = 0; j < k; ++j) {
     if (!std::isfinite(channelMin[j]) || !std::isfinite(channelMax[j]) ||
@@ -114,8 +113,8 @@ Status mfrt::quantizeCalibrated(
   }
   const int64_t blockRows =
       std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, k));
-  auto forEachBlock = [&](const std::function<Status(int64_t, Tensor &)>
-                              &visit) -> Status {
+  auto forEachBlock =
+      [&](const std::function<Status(int64_t, Tensor &)> &visit) -> Status {
     for (int64_t first = 0; first < n; first += blockRows) {
       MFRT_ASSIGN_OR_RETURN(
           Tensor block,
@@ -148,8 +147,8 @@ Status mfrt::quantizeCalibrated(
       return Status::ok();
     }));
     for (int64_t j = 0; j < k; ++j) {
-      float activation = std::max(std::fabs(channelMin[j]),
-                                  std::fabs(channelMax[j]));
+      float activation =
+          std::max(std::fabs(channelMin[j]), std::fabs(channelMax[j]));
       float numerator = std::pow(activation, static_cast<float>(alpha));
       float denominator =
           std::pow(columnMax[j], static_cast<float>(1.0 - alpha));
@@ -184,8 +183,7 @@ Status mfrt::quantizeCalibrated(
     inputScales[j] = static_cast<float>(scale) * smooth[j];
   }
   fromFloats(computeType, inputScales.data(), out.inputScales.data(), k);
-  std::fill_n(out.zeroPoints.as<int8_t>(), k,
-              static_cast<int8_t>(zeroPoint));
+  std::fill_n(out.zeroPoints.as<int8_t>(), k, static_cast<int8_t>(zeroPoint));
   // The smoothed weight (in the compute dtype, as golden-stick stores it)
   // quantized per row.
   std::vector<float> row(static_cast<size_t>(k));
@@ -211,8 +209,8 @@ Status mfrt::quantizeCalibrated(
     for (int64_t j = 0; j < k; ++j) {
       sum += out.values.as<int8_t>()[r * k + j];
     }
-    bias[r] = static_cast<float>(-zeroPoint * static_cast<double>(sum) *
-                                 combined);
+    bias[r] =
+        static_cast<float>(-zeroPoint * static_cast<double>(sum) * combined);
   }
   fromFloats(computeType, bias.data(), out.bias.data(), n);
   return Status::ok();

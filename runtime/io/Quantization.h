@@ -53,9 +53,9 @@ struct CalibratedWeight {
 /// int8 scale and zero point; the smoothed weight is quantized per row as
 /// quantizeRtn does. An empty or non-finite range is an error.
 Status quantizeCalibrated(
-    int64_t n, int64_t k, DType computeType, const std::vector<float> &channelMin,
-    const std::vector<float> &channelMax, double alpha,
-    const std::function<Status(int64_t, Tensor &)> &readRows,
+    int64_t n, int64_t k, DType computeType,
+    const std::vector<float> &channelMin, const std::vector<float> &channelMax,
+    double alpha, const std::function<Status(int64_t, Tensor &)> &readRows,
     const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
     CalibratedWeight &out);
 

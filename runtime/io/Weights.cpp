@@ -410,17 +410,16 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
 /// scales, zero points and bias put in `companions` by parameter index,
 /// quantized from its float weight (`readRows`, as quantizedValues) with
 /// the activation ranges `calibration` holds for it.
-StatusOr<Tensor> calibratedValues(const Executable &executable,
-                                  const fb::Parameter &parameter,
-                                  Allocator &allocator,
-                                  const Calibration *calibration,
-                                  std::map<int32_t, Tensor> &companions,
-                                  const std::function<Status(int64_t, Tensor &)>
-                                      &readRows) {
+StatusOr<Tensor>
+calibratedValues(const Executable &executable, const fb::Parameter &parameter,
+                 Allocator &allocator, const Calibration *calibration,
+                 std::map<int32_t, Tensor> &companions,
+                 const std::function<Status(int64_t, Tensor &)> &readRows) {
   std::string name = parameter.name()->str();
-  auto ranges = calibration ? calibration->byWeight.find(name)
-                            : std::map<std::string, Calibration::Ranges>::
-                                  const_iterator();
+  auto ranges =
+      calibration
+          ? calibration->byWeight.find(name)
+          : std::map<std::string, Calibration::Ranges>::const_iterator();
   if (!calibration || ranges == calibration->byWeight.end()) {
     return Status::error(
         StatusCode::FailedPrecondition,
@@ -663,8 +662,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       };
       StatusOr<Tensor> values =
           parameter->quant_input_scale() >= 0
-              ? calibratedValues(executable, *parameter, allocator,
-                                 calibration, quantizedScales, readRows)
+              ? calibratedValues(executable, *parameter, allocator, calibration,
+                                 quantizedScales, readRows)
               : quantizedValues(executable, *parameter, allocator,
                                 quantizedScales[parameter->quant_scale()],
                                 readRows);

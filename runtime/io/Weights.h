@@ -48,13 +48,11 @@ public:
   /// (CheckpointFile::view) is not copied. Off by default: measured here,
   /// the copy (in 2 MiB pages) decodes llama-100m ~20% faster than kernels
   /// reading 4 KiB file pages, at the price of a slower start.
-  static StatusOr<Weights> load(const Executable &executable,
-                                Allocator &allocator,
-                                const std::vector<std::string> &paths,
-                                const std::string &otherPrefix = "",
-                                const Communicator *ranks = nullptr,
-                                bool inPlace = false,
-                                const Calibration *calibration = nullptr);
+  static StatusOr<Weights>
+  load(const Executable &executable, Allocator &allocator,
+       const std::vector<std::string> &paths,
+       const std::string &otherPrefix = "", const Communicator *ranks = nullptr,
+       bool inPlace = false, const Calibration *calibration = nullptr);
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }
   /// For the optimizer, which updates the parameters in place (through

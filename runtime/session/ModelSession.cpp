@@ -26,11 +26,11 @@ Status ModelSession::loadWeights(const std::vector<std::string> &files,
                                  uint64_t seed, const Communicator *ranks,
                                  bool inPlace, const Calibration *calibration) {
   MFRT_ASSIGN_OR_RETURN(
-      weights, files.empty()
-                   ? Weights::initialize(executable, allocator, seed, ranks,
-                                         calibration)
-                   : Weights::load(executable, allocator, files, "optimizer.",
-                                   ranks, inPlace, calibration));
+      weights,
+      files.empty()
+          ? Weights::initialize(executable, allocator, seed, ranks, calibration)
+          : Weights::load(executable, allocator, files, "optimizer.", ranks,
+                          inPlace, calibration));
   return Status::ok();
 }
 

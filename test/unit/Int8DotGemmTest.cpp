@@ -204,8 +204,19 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       std::vector<float> c(M * ldc, 123.0f);
       mfrt_gemm_args_v1 args{storedRows.data(),
                              stored ? weight.data() : panels.data(),
-                             c.data(), ldc, 0, 0, M, N, K, N, /*trans_b=*/1,
-                             /*trans_a=*/0, M, weightScales.data(), 0};
+                             c.data(),
+                             ldc,
+                             0,
+                             0,
+                             M,
+                             N,
+                             K,
+                             N,
+                             /*trans_b=*/1,
+                             /*trans_a=*/0,
+                             M,
+                             weightScales.data(),
+                             0};
       args.a_scales = storedChannelScales.data();
       args.a_zero_points = zeroBytes.data();
       service(args);

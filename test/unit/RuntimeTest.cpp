@@ -745,8 +745,8 @@ TEST(Quantization, SmoothQuantAsGoldenStick) {
     return allocator.allocate(dtype, shape);
   };
   CalibratedWeight out;
-  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f},
-                                 {2.0f, 1.0f}, 0.5, readRows, allocate, out));
+  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f}, {2.0f, 1.0f},
+                                 0.5, readRows, allocate, out));
   const float scale = (1.41421356f + 4.0f) / 255.0f;
   EXPECT_NEAR(out.inputScales.as<float>()[0], scale * 1.41421356f, 1e-7);
   EXPECT_NEAR(out.inputScales.as<float>()[1], scale, 1e-7);
@@ -768,15 +768,14 @@ TEST(Quantization, SmoothQuantAsGoldenStick) {
 
   // Without smoothing (alpha < 0) the weight is RTN's; a channel never
   // seen (an empty range) is an error.
-  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f},
-                                 {2.0f, 1.0f}, -1.0, readRows, allocate, out));
+  ASSERT_TRUE(quantizeCalibrated(2, 2, DType::F32, {-1.0f, -4.0f}, {2.0f, 1.0f},
+                                 -1.0, readRows, allocate, out));
   EXPECT_EQ(out.values.as<int8_t>()[0], 64); // 1 / (4 / 255) = 63.75
   const float inf = std::numeric_limits<float>::infinity();
   Status empty = quantizeCalibrated(2, 2, DType::F32, {inf, -1.0f},
                                     {-inf, 1.0f}, 0.5, readRows, allocate, out);
   EXPECT_FALSE(empty);
-  EXPECT_NE(empty.message().find("input channel 0 is empty"),
-            std::string::npos)
+  EXPECT_NE(empty.message().find("input channel 0 is empty"), std::string::npos)
       << empty.message();
 }
 

@@ -36,8 +36,8 @@
 #include <nlohmann/json.hpp>
 
 #include <getopt.h>
-#include <unistd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -1257,7 +1257,6 @@ int predict(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
-
 /// Why `executable` cannot be calibrated (a quantized model, or one
 /// without the `logits` entry), or ok.
 Status checkCalibratable(const Executable &executable) {
@@ -1355,9 +1354,9 @@ int calibrate(const Options &options, Session &session) {
   if (Status status = calibration.write(options.saveCalibration); !status) {
     return fail(status);
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   std::fprintf(stderr,
                "mf-run: calibrated the inputs of %zu Linear weights on %lld "
                "windows of %lld tokens in %.1f s; wrote %s\n",
@@ -1933,10 +1932,9 @@ int run(int argc, char **argv) {
       !status) {
     return fail(status);
   }
-  if (Status status =
-          session.loadWeights(weightFiles, options.seed.value_or(model.seed()),
-                              ranks.get(), options.weightsInPlace,
-                              calibration ? &*calibration : nullptr);
+  if (Status status = session.loadWeights(
+          weightFiles, options.seed.value_or(model.seed()), ranks.get(),
+          options.weightsInPlace, calibration ? &*calibration : nullptr);
       !status) {
     return fail(fromYaml ? Status::error(status.code(),
                                          status.message() +

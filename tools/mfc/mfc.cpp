@@ -401,7 +401,7 @@ int compile(int argc, char **argv) {
   options.quantizeGroupSize = spec->model.quantization.groupSize;
   const QuantizationConfig &quantization = spec->model.quantization;
   options.quantizeActivations =
-      quantization.activationDtype != "int8"           ? "none"
+      quantization.activationDtype != "int8"               ? "none"
       : quantization.activationGranularity == "per_tensor" ? "per-tensor"
                                                            : "per-token";
   options.quantizeSmoothAlpha = quantization.smoothAlpha;

@@ -449,8 +449,6 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
   int64_t tilesAcross = llvm::divideCeil(cols, tileCols);
   int64_t tiles = llvm::divideCeil(rows, tileRows) * tilesAcross;
 
-
-
   auto serviceOf = [&](MatmulInfo matmul) -> StringRef {
     // (Rows quantized by the service: the type they are stored in.)
     Type element =
@@ -647,29 +645,28 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
           toI64(arith::MulIOp::create(builder, loc, offset, index(4))));
     }
     // mfrt_gemm_args_v1 (runtime/hal/KernelAbi.h), field by field.
-    SmallVector<Value> fields{pointerOf(argument(matmul.lhs)),
-                              pointerOf(argument(matmul.rhs)),
-                              target,
-                              toI64(index(direct ? cols : tileCols)),
-                              toI64(m0),
-                              toI64(n0),
-                              toI64(m),
-                              toI64(n),
-                              toI64(index(matmul.k)),
-                              toI64(index(cols)),
-                              toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
-                              toI64(index(matmul.transposedLhs ? 1 : 0)),
-                              toI64(index(rows)),
-                              matmul.bits == 4 || matmul.int8Rows
-                                  ? pointerOf(argument(*matmul.scales))
-                                  : toI64(index(0)),
-                              toI64(index(matmul.group)),
-                              matmul.rowScales
-                                  ? pointerOf(argument(*matmul.rowScales))
-                                  : toI64(index(0)),
-                              matmul.rowZeroPoints
-                                  ? pointerOf(argument(*matmul.rowZeroPoints))
-                                  : toI64(index(0))};
+    SmallVector<Value> fields{
+        pointerOf(argument(matmul.lhs)),
+        pointerOf(argument(matmul.rhs)),
+        target,
+        toI64(index(direct ? cols : tileCols)),
+        toI64(m0),
+        toI64(n0),
+        toI64(m),
+        toI64(n),
+        toI64(index(matmul.k)),
+        toI64(index(cols)),
+        toI64(index(matmul.op.getTransposeRhs() ? 1 : 0)),
+        toI64(index(matmul.transposedLhs ? 1 : 0)),
+        toI64(index(rows)),
+        matmul.bits == 4 || matmul.int8Rows
+            ? pointerOf(argument(*matmul.scales))
+            : toI64(index(0)),
+        toI64(index(matmul.group)),
+        matmul.rowScales ? pointerOf(argument(*matmul.rowScales))
+                         : toI64(index(0)),
+        matmul.rowZeroPoints ? pointerOf(argument(*matmul.rowZeroPoints))
+                             : toI64(index(0))};
     callService(builder, loc, serviceOf(matmul), gemmArguments, fields,
                 /*returnsStatus=*/false);
     if (matmul.scales && matmul.bits == 8 && !matmul.int8Rows) {

@@ -247,8 +247,8 @@ LogicalResult ParameterOp::verify() {
                             "one scale per row";
   }
   if (FloatAttr alpha = getQuantSmoothAlphaAttr();
-      alpha && !(alpha.getValueAsDouble() >= 0.0 &&
-                 alpha.getValueAsDouble() <= 1.0)) {
+      alpha &&
+      !(alpha.getValueAsDouble() >= 0.0 && alpha.getValueAsDouble() <= 1.0)) {
     return emitOpError() << "smooth = " << alpha.getValueAsDouble()
                          << " is not a migration strength in [0, 1]";
   }
@@ -363,14 +363,14 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       if (!companion || companion.getQuantScale() ||
           companion.getTensorType().getShape() != ArrayRef<int64_t>{size} ||
           companion.getTensorType().getElementType().isInteger(8) != i8) {
-        return emitOpError() << what << " '" << name.getValue()
-                             << "' must name a " << (i8 ? "i8" : "float")
-                             << " parameter [" << size << "]";
+        return emitOpError()
+               << what << " '" << name.getValue() << "' must name a "
+               << (i8 ? "i8" : "float") << " parameter [" << size << "]";
       }
       return success();
     };
-    if (failed(check(getQuantInputScaleAttr(), channels, false,
-                     "input scales")) ||
+    if (failed(
+            check(getQuantInputScaleAttr(), channels, false, "input scales")) ||
         failed(check(getQuantInputZeroPointAttr(), channels, true,
                      "input zero points")) ||
         failed(check(getQuantBiasAttr(), rows, false, "bias"))) {

@@ -33,8 +33,7 @@ bool isSplatConstant(Value value) {
 SmallVector<Value, 2> readsFor(Value operand) {
   if (QuantizeOp quantize = quantizedRowsOf(operand)) {
     // Rows quantized with static scales: the region quantizes them itself.
-    return {quantize.getInput(), quantize.getScale(),
-            quantize.getZeroPoint()};
+    return {quantize.getInput(), quantize.getScale(), quantize.getZeroPoint()};
   }
   if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
     // Rows quantized per token: the region quantizes them itself.

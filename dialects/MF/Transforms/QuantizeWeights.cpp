@@ -286,15 +286,15 @@ struct MFQuantizeWeightsPass
       // the weight's, in f32 (as golden-stick keeps them: in float16 they
       // would be subnormal).
       Type scaleElement = calibrated ? Float32Type::get(context) : element;
-      auto scaleType =
-          groupSize > 0 ? RankedTensorType::get({k / groupSize, n}, scaleElement)
-                        : RankedTensorType::get({n}, scaleElement);
+      auto scaleType = groupSize > 0 ? RankedTensorType::get({k / groupSize, n},
+                                                             scaleElement)
+                                     : RankedTensorType::get({n}, scaleElement);
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
-      addCompanion(builder, parameter, scaleName, scaleType,
-                   calibrated ? StringAttr()
-                              : mindFormersName(parameter,
-                                                "._weight_quantizer.scale"));
+      addCompanion(
+          builder, parameter, scaleName, scaleType,
+          calibrated ? StringAttr()
+                     : mindFormersName(parameter, "._weight_quantizer.scale"));
       std::string inputScaleName = (name + "_input_scale").str();
       std::string zeroPointName = (name + "_input_zero_point").str();
       std::string biasName = (name + "_bias").str();
@@ -304,9 +304,8 @@ struct MFQuantizeWeightsPass
       auto biasType = RankedTensorType::get({n}, element);
       if (calibrated) {
         // Golden-stick's names for SmoothQuant's deployed tensors.
-        addCompanion(
-            builder, parameter, inputScaleName, inputScaleType,
-            mindFormersName(parameter, "._input_quantizer.t_scale"));
+        addCompanion(builder, parameter, inputScaleName, inputScaleType,
+                     mindFormersName(parameter, "._input_quantizer.t_scale"));
         addCompanion(builder, parameter, zeroPointName, zeroPointType,
                      mindFormersName(parameter, "._input_quantizer.t_zp"));
         addCompanion(builder, parameter, biasName, biasType,
@@ -390,8 +389,8 @@ struct MFQuantizeWeightsPass
       Location loc = matmul.getLoc();
       Value lhs = matmul.getLhs();
       Type f32 = builder.getF32Type();
-      Value scales = ParamOp::create(builder, loc, inputScaleType,
-                                     inputScaleName);
+      Value scales =
+          ParamOp::create(builder, loc, inputScaleType, inputScaleName);
       Value zeroPoints =
           ParamOp::create(builder, loc, zeroPointType, zeroPointName);
       Value values = QuantizeOp::create(builder, loc, lhs, scales, zeroPoints);
@@ -399,9 +398,9 @@ struct MFQuantizeWeightsPass
           builder, loc, cast<RankedTensorType>(lhs.getType()).clone(f32),
           values);
       RankedTensorType resultType = matmul.getType();
-      Value product = MatmulOp::create(builder, loc, resultType.clone(f32),
-                                       rows, weight, matmul.getTransposeLhs(),
-                                       matmul.getTransposeRhs());
+      Value product =
+          MatmulOp::create(builder, loc, resultType.clone(f32), rows, weight,
+                           matmul.getTransposeLhs(), matmul.getTransposeRhs());
       if (resultType.getElementType() != f32) {
         product = CastOp::create(builder, loc, resultType, product);
       }
