@@ -70,7 +70,8 @@ void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
   double ours = flops / medianSeconds([&] {
                   service(isa, {storedA.data(), panels.data(), c.data(), cols,
                                 0, 0, rows, cols, depth, cols, /*trans_b=*/1,
-                                /*trans_a=*/0, rows, nullptr, 0});
+                                /*trans_a=*/0, rows, nullptr, 0, nullptr,
+                                nullptr});
                 }) /
                 1e9;
   std::printf("%-5s %4lld x %4lld x %4lld  openblas %6.1f  panels %6.1f GFLOP/s  %5.2fx\n",
@@ -85,7 +86,8 @@ void measure(PanelIsa isa, DType dtype, Service service, int64_t rows,
 /// dot panels, scaled) against W8A16's (f32 rows times the i8 weight's
 /// panels, the scales the caller's): giga multiply-adds x 2 per second,
 /// and the ratio.
-void measureInt8(int64_t rows, int64_t cols, int64_t depth) {
+void measureInt8(DotIsa dotIsaUsed, PanelIsa panelIsaUsed, int64_t rows,
+                 int64_t cols, int64_t depth) {
   std::mt19937 generator(2);
   std::uniform_int_distribution<int> byte(-128, 127);
   std::vector<int8_t> a(rows * depth), w(cols * depth), dot(w.size()),
@@ -99,15 +101,15 @@ void measureInt8(int64_t rows, int64_t cols, int64_t depth) {
              panelCount(cols));
   mfrt_gemm_args_v1 int8Args{rowsF32.data(), dot.data(), c.data(), cols,
                              0, 0, rows, cols, depth, cols, 1, 0, rows,
-                             scales.data(), 0};
+                             scales.data(), 0, nullptr, nullptr};
   mfrt_gemm_args_v1 floatArgs{rowsF32.data(), panels.data(), c.data(), cols,
                               0, 0, rows, cols, depth, cols, 1, 0, rows,
-                              nullptr, 0};
+                              nullptr, 0, nullptr, nullptr};
   double ops = 2.0 * rows * cols * depth;
   double int8 = medianSeconds(
-      [&] { gemmInt8DotWith<DType::F32>(dotIsa(), int8Args); });
+      [&] { gemmInt8DotWith<DType::F32>(dotIsaUsed, int8Args); });
   double widened = medianSeconds(
-      [&] { gemmPanelsWith<DType::I8>(panelIsa(), floatArgs); });
+      [&] { gemmPanelsWith<DType::I8>(panelIsaUsed, floatArgs); });
   std::printf("%5lld x %4lld x %4lld  i8 x i8 dot %7.1f GOP/s   f32 x i8 "
               "panels %7.1f GFLOP/s   ratio %.2f\n",
               static_cast<long long>(rows), static_cast<long long>(cols),
@@ -166,12 +168,16 @@ int main(int argc, char **argv) {
     measure(PanelIsa::Avx512, DType::BF16, gemmPanelsWith<DType::BF16>, 256,
             128, 1024);
   }
+  // (--avx2: W8A8's AVX2 microkernel against W8A16's AVX2 panels.)
+  DotIsa dot = avx2 && runsDotIsa(DotIsa::Avx2) ? DotIsa::Avx2 : dotIsa();
   std::printf("W8A8 (%s) against W8A16:\n",
-              dotIsa() == DotIsa::Avx512Vnni ? "AVX512-VNNI" : "portable");
+              dot == DotIsa::Avx512Vnni ? "AVX512-VNNI"
+              : dot == DotIsa::Avx2     ? "AVX2"
+                                        : "portable");
   for (Shape s : {Shape{256, 128, 768}, Shape{256, 128, 2048},
                   Shape{32, 256, 768}, Shape{1, 768, 768},
                   Shape{1, 2048, 768}, Shape{1, 768, 2048}}) {
-    measureInt8(s.rows, s.cols, s.depth);
+    measureInt8(dot, isa, s.rows, s.cols, s.depth);
   }
   return 0;
 }

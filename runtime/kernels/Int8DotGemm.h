@@ -60,10 +60,10 @@ template <DType Scale> void gemmInt8DotService(const mfrt_gemm_args_v1 *args);
 /// stored (a table that lookups also read, or --pack-weights=false).
 template <DType Scale> void gemmInt8RowsService(const mfrt_gemm_args_v1 *args);
 
-/// The microkernels: AVX512-VNNI (8 rows x 32 columns a call) and a
-/// portable loop (the same integers). The service runs the best this CPU
-/// has (dotIsa()).
-enum class DotIsa { Avx512Vnni, Portable };
+/// The microkernels: AVX512-VNNI (8 rows x 32 columns a call), AVX2 (the
+/// bytes widened to 16 bits, vpmaddwd) and a portable loop (the same
+/// integers). The service runs the best this CPU has (dotIsa()).
+enum class DotIsa { Avx512Vnni, Avx2, Portable };
 DotIsa dotIsa();
 bool runsDotIsa(DotIsa isa);
 /// gemmInt8DotService's product through `isa` (which this CPU must run):

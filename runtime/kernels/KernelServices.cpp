@@ -85,7 +85,8 @@ template <mfrt::DType dtype> void gemmWidened(const mfrt_gemm_args_v1 *args) {
                       rhs.data());
   mfrt_gemm_args_v1 widened{lhs.data(), rhs.data(), g.c, g.ldc,   0,
                             0,          g.m,        g.n, g.k,     g.n,
-                            g.trans_b,  0,          g.m, nullptr, 0};
+                            g.trans_b,  0,          g.m, nullptr, 0,
+                            nullptr,    nullptr};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -100,7 +101,8 @@ void gemmInt8Weight(const mfrt_gemm_args_v1 *args) {
                       g.n_total, rhs.data());
   mfrt_gemm_args_v1 widened{g.a,       rhs.data(), g.c,       g.ldc,   g.m0,
                             0,         g.m,        g.n,       g.k,     g.n,
-                            g.trans_b, g.trans_a,  g.m_total, nullptr, 0};
+                            g.trans_b, g.trans_a,  g.m_total, nullptr, 0,
+                            nullptr,   nullptr};
   mfrt::mfrtGemmF32(&widened);
 }
 
@@ -122,7 +124,8 @@ void gemmInt4Weight(const mfrt_gemm_args_v1 *args) {
   }
   mfrt_gemm_args_v1 widened{g.a, rhs.data(), g.c,       g.ldc,   g.m0,
                             0,   g.m,        g.n,       g.k,     g.n,
-                            1,   g.trans_a,  g.m_total, nullptr, 0};
+                            1,   g.trans_a,  g.m_total, nullptr, 0,
+                            nullptr, nullptr};
   mfrt::mfrtGemmF32(&widened);
 }
 

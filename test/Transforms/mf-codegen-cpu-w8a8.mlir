@@ -39,7 +39,7 @@
 // CHECK: func.func @[[BF16]](
 // CHECK: call @mfrt_gemm_i8i8_dot_bf16(
 // On a target without AVX512-VNNI the portable loop runs: a warning.
-// NOVNNI: warning: int8 activations (W8A8) on a target without AVX512-VNNI ('x86-64-v3'): its int8 dot products run a portable loop, slower than W8A16 (activation_dtype: None) there
+// NOVNNI: warning: int8 activations (W8A8) on a target without AVX512-VNNI ('x86-64-v3'): its int8 dot products widen the bytes to 16 bits (AVX2's vpmaddwd) or run a portable loop, slower than W8A16 (activation_dtype: None) there
 // VNNI-NOT: warning
 // STORED-NOT: dot_panels
 // STORED: call @mfrt_gemm_i8i8(

@@ -60,6 +60,11 @@ TEST(Int8Dot, QuantizesRowsPerToken) {
   }
 }
 
+/// The service through microkernel `Isa` (which this CPU runs).
+template <DType Rows, DotIsa Isa> void throughIsa(const mfrt_gemm_args_v1 &a) {
+  gemmInt8DotWith<Rows>(Isa, a);
+}
+
 /// Tiles of int8 rows times an int8 weight through its dot panels are the
 /// exact int32 dot products of the quantized values, scaled by both scales
 /// (float(dot) * s_a * s_w, in f32: equal bit for bit), wherever a tile
@@ -119,28 +124,24 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
     };
     using Service = void (*)(const mfrt_gemm_args_v1 &);
     std::vector<std::pair<const char *, Service>> services;
-    for (DotIsa isa : {DotIsa::Avx512Vnni, DotIsa::Portable}) {
+    const std::pair<const char *, DotIsa> isas[] = {
+        {"avx512-vnni", DotIsa::Avx512Vnni},
+        {"avx2", DotIsa::Avx2},
+        {"portable", DotIsa::Portable}};
+    for (auto [isaName, isa] : isas) {
       if (!runsDotIsa(isa)) {
         continue;
       }
-      bool vnni = isa == DotIsa::Avx512Vnni;
-      auto through = rowType == DType::F32
-                         ? (vnni ? +[](const mfrt_gemm_args_v1 &a) {
-                             gemmInt8DotWith<DType::F32>(DotIsa::Avx512Vnni, a);
-                           }
-                                 : +[](const mfrt_gemm_args_v1 &a) {
-                                     gemmInt8DotWith<DType::F32>(
-                                         DotIsa::Portable, a);
-                                   })
-                         : (vnni ? +[](const mfrt_gemm_args_v1 &a) {
-                             gemmInt8DotWith<DType::BF16>(DotIsa::Avx512Vnni,
-                                                          a);
-                           }
-                                 : +[](const mfrt_gemm_args_v1 &a) {
-                                     gemmInt8DotWith<DType::BF16>(
-                                         DotIsa::Portable, a);
-                                   });
-      services.emplace_back(vnni ? "avx512-vnni" : "portable", through);
+      Service through =
+          isa == DotIsa::Avx512Vnni
+              ? (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Avx512Vnni>
+                                       : throughIsa<DType::BF16, DotIsa::Avx512Vnni>)
+          : isa == DotIsa::Avx2
+              ? (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Avx2>
+                                       : throughIsa<DType::BF16, DotIsa::Avx2>)
+              : (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Portable>
+                                       : throughIsa<DType::BF16, DotIsa::Portable>);
+      services.emplace_back(isaName, through);
     }
     services.emplace_back(
         "as stored", rowType == DType::F32

@@ -120,7 +120,8 @@ struct MFChooseWeightLayoutPass
             << "int8 activations (W8A8) on a target without AVX512-VNNI "
                "('"
             << target->getCpu()
-            << "'): its int8 dot products run a portable loop, slower than "
+            << "'): its int8 dot products widen the bytes to 16 bits "
+               "(AVX2's vpmaddwd) or run a portable loop, slower than "
                "W8A16 (activation_dtype: None) there";
       }
     }
