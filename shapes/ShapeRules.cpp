@@ -120,9 +120,12 @@ Inferred mfshapes::inferQuantize(const TensorInfo &input,
     return failure(problem);
   }
   std::vector<int64_t> channels{input.shape.back()};
-  if (!isFloat(scale.element) || scale.shape != channels) {
-    return failure("expected float scales " + formatShape(channels) +
-                   " (one per channel), got " + formatShape(scale.shape));
+  if (scale.element != input.element || scale.shape != channels) {
+    static const char *const names[] = {"f32", "f16", "bf16", "i32", "i8"};
+    return failure("expected scales " + formatShape(channels) +
+                   " (one per channel) in the input's type, got " +
+                   names[static_cast<int>(scale.element)] + " " +
+                   formatShape(scale.shape));
   }
   if (zeroPoint.element != Element::I8 || zeroPoint.shape != channels) {
     return failure("expected i8 zero points " + formatShape(channels) +

@@ -56,7 +56,8 @@ Inferred inferDequantize(const TensorInfo &input, const TensorInfo &scale,
 Inferred inferDynamicQuantize(const TensorInfo &input);
 
 /// mf.quantize: a float [..., K] as i8 values of the same shape, with a
-/// float scale and an i8 zero point per channel ([K] each).
+/// scale (in the input's type) and an i8 zero point per channel ([K]
+/// each).
 Inferred inferQuantize(const TensorInfo &input, const TensorInfo &scale,
                        const TensorInfo &zeroPoint);
 

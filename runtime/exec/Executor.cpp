@@ -152,7 +152,6 @@ Status ActivationRanges::record(int64_t parameter, const Tensor &rows) {
       channels.max[j] = std::max(channels.max[j], row[j]);
     }
   }
-  channels.rows += count;
   return Status::ok();
 }
 

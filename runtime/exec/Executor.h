@@ -36,7 +36,6 @@ struct MoeStats {
 struct ActivationRanges {
   struct Channels {
     std::vector<float> min, max; ///< per channel (the rows' last dimension)
-    int64_t rows = 0;            ///< rows seen
   };
   std::map<int64_t, Channels> byParameter; ///< by parameter index
   /// Widens parameter `parameter`'s ranges by every row of `rows` ([..., K],

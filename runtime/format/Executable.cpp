@@ -1027,7 +1027,8 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
       return Status::error(where + " is not quantized but names calibration "
                                    "parameters");
     }
-    // (An I8 vector is a calibrated weight's zero points.)
+    // (An I8 vector is a calibrated weight's zero points: checkSemantics
+    // checks that one names it.)
     return Executable::dtypeOf(*parameter.type()) == DType::I8 &&
                    sizeOf(parameter.type()->shape()) != 1
                ? Status::error(where + " is I8 but names no scales")
@@ -1093,15 +1094,27 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
     }
     const fb::Parameter &companion = *parameters.Get(at);
     DType dtype = Executable::dtypeOf(*companion.type());
+    // (The input scales and the bias in one float type: the runtime
+    // computes both in it.)
+    DType inputScales =
+        Executable::dtypeOf(*parameters.Get(companions[0])->type());
     if (Executable::shapeOf(*companion.type()) != Shape{sizes[i]} ||
         (dtype == DType::I8) != (i == 1) || dtype == DType::I32 ||
-        companion.quant_scale() >= 0 || companion.split_dim() >= 0 ||
-        companion.state()) {
+        (i == 2 && dtype != inputScales) || companion.quant_scale() >= 0 ||
+        companion.split_dim() >= 0 || companion.state() ||
+        (companion.parts() && companion.parts()->size() > 0)) {
       return Status::error(where + "'s " + names[i] + " '" +
                            companion.name()->str() + "' are not " +
                            (i == 1 ? "I8 [" : "floats [") +
-                           std::to_string(sizes[i]) + "]");
+                           std::to_string(sizes[i]) + "]" +
+                           (i == 2 ? " of the input scales' type" : ""));
     }
+  }
+  if (Executable::dtypeOf(*scales.type()) != DType::F32) {
+    return Status::error(where + " is calibrated, and its scales '" +
+                         scales.name()->str() +
+                         "' are not F32 (they hold the activations' scale "
+                         "too)");
   }
   return Status::ok();
 }
@@ -1234,6 +1247,15 @@ checkSemantics(const fb::Executable &root,
                                "weight");
         }
         scalesTaken[companion] = true;
+      }
+    }
+    for (size_t index = 0; index < root.parameters()->size(); ++index) {
+      const fb::Parameter &parameter = *root.parameters()->Get(index);
+      if (Executable::dtypeOf(*parameter.type()) == DType::I8 &&
+          sizeOf(parameter.type()->shape()) == 1 && !scalesTaken[index]) {
+        return Status::error("parameter '" + parameter.name()->str() +
+                             "' is an I8 vector that no calibrated weight "
+                             "names as its zero points");
       }
     }
   }

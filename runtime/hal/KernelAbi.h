@@ -39,7 +39,7 @@ extern "C" {
    (version 1 passed their fields as arguments). Version 4: the gemm
    arguments end with an int4 weight's scales and group. Version 5: the
    attention arguments end with a paged cache's block table. */
-#define MFRT_KERNEL_ABI_VERSION 5u
+#define MFRT_KERNEL_ABI_VERSION 6u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {

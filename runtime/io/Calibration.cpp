@@ -37,10 +37,6 @@ StatusOr<Calibration> Calibration::read(const std::string &path) {
                              "--save-calibration OUT");
   }
   Calibration calibration;
-  if (auto tokens = file.metadata().find("tokens");
-      tokens != file.metadata().end()) {
-    calibration.tokens = std::strtoll(tokens->second.c_str(), nullptr, 10);
-  }
   for (const auto &[name, entry] : file.tensors()) {
     bool isMin = endsWith(name, kMinSuffix), isMax = endsWith(name, kMaxSuffix);
     if ((!isMin && !isMax) || entry.dtype != DType::F32 ||

@@ -27,7 +27,7 @@ struct Calibration {
     std::vector<float> min, max; ///< per input channel
   };
   std::map<std::string, Ranges> byWeight;
-  int64_t tokens = 0; ///< the tokens they were measured on
+  int64_t tokens = 0; ///< the tokens they were measured on (written only)
 
   /// Reads a file `write` wrote; anything else (a checkpoint, ranges of
   /// different lengths, a min above its max) is an error naming it.

@@ -165,12 +165,15 @@ Status mfrt::quantizeCalibrated(
     low = std::min(low, static_cast<double>(channelMin[j] / smooth[j]));
     high = std::max(high, static_cast<double>(channelMax[j] / smooth[j]));
   }
+  // The range holds 0, as MindSpore's quantizers widened it: the zero
+  // point is then an int8 (golden-stick's does not widen, and a range
+  // without 0 would overflow its int8 zero point).
+  low = std::min(low, 0.0);
+  high = std::max(high, 0.0);
   double scale = 1.0, zeroPoint = 0.0;
   if (high != low) {
     scale = (high - low) / 255.0;
-    // (golden-stick does not clamp: a range without 0 would overflow its
-    // int8 zero point.)
-    zeroPoint = std::clamp(std::nearbyint(-128.0 - low / scale), -128.0, 127.0);
+    zeroPoint = std::nearbyint(-128.0 - low / scale);
   }
   MFRT_ASSIGN_OR_RETURN(out.values, allocate(DType::I8, {n, k}));
   MFRT_ASSIGN_OR_RETURN(out.scales, allocate(DType::F32, {n}));
@@ -183,6 +186,21 @@ Status mfrt::quantizeCalibrated(
     inputScales[j] = static_cast<float>(scale) * smooth[j];
   }
   fromFloats(computeType, inputScales.data(), out.inputScales.data(), k);
+  toFloats(computeType, out.inputScales.data(), inputScales.data(), k);
+  for (int64_t j = 0; j < k; ++j) {
+    // (A smoothing factor near its floor of 1e-5 can take a scale below
+    // f16's normal range: the rows would saturate.)
+    if (!(std::isnormal(inputScales[j]) && inputScales[j] > 0)) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "input channel " + std::to_string(j) +
+                               " needs a scale of " +
+                               std::to_string(scale * smooth[j]) + ", which " +
+                               dtypeName(computeType) +
+                               " holds only as a subnormal or 0; calibrate on "
+                               "more text, or add the layer to "
+                               "modules_to_not_convert");
+    }
+  }
   std::fill_n(out.zeroPoints.as<int8_t>(), k, static_cast<int8_t>(zeroPoint));
   // The smoothed weight (in the compute dtype, as golden-stick stores it)
   // quantized per row.

@@ -670,6 +670,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       if (!values) {
         return values.status();
       }
+      weights.calibrated_ += parameter->quant_input_scale() >= 0;
       weights.tensors_.push_back(values.take());
       continue;
     }
@@ -967,6 +968,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           return values.status().withContext("'" + foundPath + "'");
         }
         foundFile->release(*found);
+        weights.calibrated_ += parameter->quant_input_scale() >= 0;
         weights.tensors_.push_back(values.take());
         continue;
       }

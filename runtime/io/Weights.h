@@ -105,6 +105,10 @@ public:
     return initializedAdapters_;
   }
 
+  /// The calibrated weights quantized from float values with a
+  /// calibration's ranges (not read quantized from a file).
+  int64_t calibratedFromRanges() const { return calibrated_; }
+
   /// Changes with every update of the parameters: what an executor
   /// computed from them is current while the version is the same.
   uint64_t version() const { return version_; }
@@ -157,6 +161,7 @@ private:
   uint64_t version_ = 0;
   uint64_t mappedBytes_ = 0;
   std::vector<std::string> initializedAdapters_;
+  int64_t calibrated_ = 0;
 };
 
 /// The pipeline stage whose parameters and entries this rank holds and

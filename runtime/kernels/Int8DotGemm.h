@@ -34,7 +34,8 @@ float quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
 /// One row of `k` activations quantized with static scales and zero points
 /// per channel (mf.quantize, whose eager kernel calls it):
 /// clamp(round_half_even(x / scales[j] + zeroPoints[j]), -128, 127) in f32.
-/// A NaN becomes 0 (an int8 value has no NaN).
+/// A NaN becomes the zero point (an int8 has no NaN; its product adds
+/// nothing).
 void quantizeRowStatic(const float *row, int64_t k, const float *scales,
                        const float *zeroPoints, int8_t *out);
 

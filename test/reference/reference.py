@@ -497,8 +497,8 @@ def apply_smooth_quant(w, exclude, dtype, calibration, alpha):
                                  torch.clamp(numerator / denominator, min=1e-5))
         else:
             smooth = torch.ones_like(low)
-        lo = float((low / smooth).min().double())
-        hi = float((high / smooth).max().double())
+        lo = min(0.0, float((low / smooth).min().double()))
+        hi = max(0.0, float((high / smooth).max().double()))
         scale, zero_point = 1.0, 0.0
         if hi != lo:
             scale = (hi - lo) / 255.0

@@ -233,16 +233,37 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
 }
 
 /// Static quantization (mf.quantize): x / scale + zero point, rounded half
-/// to even, clamped; a NaN becomes 0.
+/// to even, clamped; a NaN becomes the zero point.
 TEST(Int8Dot, QuantizesRowsStatically) {
   const float row[] = {1.0f, 0.25f, -300.0f, 300.0f, 0.75f, std::nanf("")};
   const float scales[] = {0.5f, 0.5f, 1.0f, 1.0f, 0.5f, 1.0f};
   const float zeros[] = {-3.0f, -3.0f, 0.0f, 0.0f, 0.0f, 5.0f};
   int8_t q[6];
   quantizeRowStatic(row, 6, scales, zeros, q);
-  const int8_t expected[] = {-1, -2, -128, 127, 2, 0};
+  const int8_t expected[] = {-1, -2, -128, 127, 2, 5};
   for (int j = 0; j < 6; ++j) {
     EXPECT_EQ(q[j], expected[j]) << j;
+  }
+
+  // Long rows (the vector code's 16 lanes and a masked rest) equal the
+  // definition element by element.
+  std::mt19937 generator(4);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(83), s(83), z(83);
+  for (size_t j = 0; j < x.size(); ++j) {
+    x[j] = normal(generator);
+    s[j] = 0.005f + std::fabs(normal(generator)) * 0.01f;
+    z[j] = static_cast<float>(static_cast<int>(j % 40) - 20);
+  }
+  x[70] = std::nanf("");
+  std::vector<int8_t> values(x.size());
+  quantizeRowStatic(x.data(), x.size(), s.data(), z.data(), values.data());
+  for (size_t j = 0; j < x.size(); ++j) {
+    float want = std::isnan(x[j])
+                     ? z[j]
+                     : std::clamp(std::nearbyint(x[j] / s[j] + z[j]), -128.0f,
+                                  127.0f);
+    EXPECT_EQ(values[j], static_cast<int8_t>(want)) << j;
   }
 }
 

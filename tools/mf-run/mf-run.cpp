@@ -1344,12 +1344,23 @@ int calibrate(const Options &options, Session &session) {
   Calibration calibration;
   calibration.tokens = windows * seq;
   for (auto &[index, channels] : ranges.byParameter) {
-    calibration.byWeight[session.executable.root()
-                             .parameters()
-                             ->Get(static_cast<uint32_t>(index))
-                             ->name()
-                             ->str()] = {std::move(channels.min),
-                                         std::move(channels.max)};
+    std::string name = session.executable.root()
+                           .parameters()
+                           ->Get(static_cast<uint32_t>(index))
+                           ->name()
+                           ->str();
+    for (size_t j = 0; j < channels.min.size(); ++j) {
+      if (!std::isfinite(channels.min[j]) || !std::isfinite(channels.max[j])) {
+        return fail(StatusCode::InvalidArgument,
+                    "calibrate: input channel " + std::to_string(j) + " of '" +
+                        name +
+                        "' reached an infinity (or only NaNs); find where "
+                        "with --check-numerics, or calibrate in a wider "
+                        "compute dtype");
+      }
+    }
+    calibration.byWeight[name] = {std::move(channels.min),
+                                  std::move(channels.max)};
   }
   if (Status status = calibration.write(options.saveCalibration); !status) {
     return fail(status);
@@ -1942,6 +1953,13 @@ int run(int argc, char **argv) {
                                              "give --weights to use other "
                                              "weights)")
                          : status);
+  }
+  if (calibration && session.weights.calibratedFromRanges() == 0 &&
+      primaryRank()) {
+    std::fprintf(stderr,
+                 "mf-run: note: --calibration %s was not used: the weights "
+                 "hold the quantized values and scales already\n",
+                 options.calibration.c_str());
   }
   if (size_t count = session.weights.initializedAdapters().size();
       count > 0 && primaryRank()) {

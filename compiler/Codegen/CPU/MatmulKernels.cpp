@@ -548,7 +548,7 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
         builder, loc, MemRefType::get({tileRows, tileCols}, f32), ValueRange{},
         builder.getI64IntegerAttr(64)));
   }
-  // The gemm calls' argument struct (15 fields), one for all of them.
+  // The gemm calls' argument struct (17 fields), one for all of them.
   Value gemmArguments =
       matvec ? Value() : serviceArguments(builder, kernel, 17);
   builder.setInsertionPoint(entry->getTerminator());

@@ -241,7 +241,15 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "quantized to " << *getQuantBits()
                          << " bits; 8 and 4 are supported";
   }
-  if (getQuantInputScale() &&
+  bool calibrated = getQuantInputScale() || getQuantInputZeroPoint() ||
+                    getQuantBias() || getQuantSmoothAlpha();
+  if (calibrated && !(getQuantInputScale() && getQuantInputZeroPoint() &&
+                      getQuantBias())) {
+    return emitOpError() << "calibrated activations need input scales, zero "
+                            "points and a bias (calibrated(@scales, "
+                            "@zero_points, @bias))";
+  }
+  if (calibrated &&
       (!integer || getQuantBits().value_or(8) != 8 || getQuantGroup())) {
     return emitOpError() << "calibrated activations need int8 values with "
                             "one scale per row";
@@ -356,16 +364,30 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     // ([N], floats).
     int64_t rows = getTensorType().getDimSize(0);
     int64_t channels = getTensorType().getDimSize(1);
+    // The input scales and the bias in one float type (the compute
+    // dtype), the weight's scales f32.
+    Type floatType;
     auto check = [&](FlatSymbolRefAttr name, int64_t size, bool i8,
                      StringRef what) -> LogicalResult {
       auto companion =
           symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, name);
-      if (!companion || companion.getQuantScale() ||
-          companion.getTensorType().getShape() != ArrayRef<int64_t>{size} ||
-          companion.getTensorType().getElementType().isInteger(8) != i8) {
+      Type element =
+          companion ? companion.getTensorType().getElementType() : Type();
+      bool fits = companion && !companion.getQuantScale() &&
+                  !companion.getPartsAttr() &&
+                  companion.getTensorType().getShape() ==
+                      ArrayRef<int64_t>{size} &&
+                  (i8 ? element.isInteger(8)
+                      : isa<FloatType>(element) &&
+                            (!floatType || element == floatType));
+      if (!fits) {
         return emitOpError()
-               << what << " '" << name.getValue() << "' must name a "
-               << (i8 ? "i8" : "float") << " parameter [" << size << "]";
+               << what << " '" << name.getValue() << "' must name "
+               << (i8 ? "an i8" : "a float") << " parameter [" << size << "]"
+               << (i8 ? "" : " (the input scales and the bias of one type)");
+      }
+      if (!i8) {
+        floatType = element;
       }
       return success();
     };
@@ -375,6 +397,14 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                      "input zero points")) ||
         failed(check(getQuantBiasAttr(), rows, false, "bias"))) {
       return failure();
+    }
+    auto scale = symbolTable.lookupNearestSymbolFrom<ParameterOp>(
+        *this, getQuantScaleAttr());
+    if (!scale.getTensorType().getElementType().isF32()) {
+      return emitOpError() << "a calibrated weight's scales '"
+                           << getQuantScaleAttr().getValue()
+                           << "' are f32 (they hold the activations' scale "
+                              "too)";
     }
   }
   if (!getGrid()) {

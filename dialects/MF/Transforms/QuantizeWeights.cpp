@@ -303,13 +303,13 @@ struct MFQuantizeWeightsPass
           RankedTensorType::get({k}, IntegerType::get(context, 8));
       auto biasType = RankedTensorType::get({n}, element);
       if (calibrated) {
-        // Golden-stick's names for SmoothQuant's deployed tensors.
+        // mfc's own names: golden-stick's deployed SmoothQuant checkpoints
+        // keep the weight's scales otherwise (docs/quantization.md).
         addCompanion(builder, parameter, inputScaleName, inputScaleType,
-                     mindFormersName(parameter, "._input_quantizer.t_scale"));
+                     StringAttr());
         addCompanion(builder, parameter, zeroPointName, zeroPointType,
-                     mindFormersName(parameter, "._input_quantizer.t_zp"));
-        addCompanion(builder, parameter, biasName, biasType,
-                     mindFormersName(parameter, "._handler.bias"));
+                     StringAttr());
+        addCompanion(builder, parameter, biasName, biasType, StringAttr());
         parameter.setQuantInputScaleAttr(
             FlatSymbolRefAttr::get(context, inputScaleName));
         parameter.setQuantInputZeroPointAttr(

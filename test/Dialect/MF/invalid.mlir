@@ -925,7 +925,7 @@ func.func @all_to_all_dims_same(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 // -----
 
 func.func @quantize_by_other_channels(%x: tensor<4x64xf32>, %s: tensor<32xf32>, %z: tensor<64xi8>) {
-  // expected-error @+2 {{expected float scales [64] (one per channel), got [32]}}
+  // expected-error @+2 {{expected scales [64] (one per channel) in the input's type, got f32 [32]}}
   // expected-error @+1 {{failed to infer returned types}}
   %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<32xf32>, tensor<64xi8> -> tensor<4x64xi8>
   return
@@ -950,7 +950,7 @@ mf.parameter @b : tensor<8xf32> init = zeros
 
 // -----
 
-// expected-error @+1 {{input zero points 'zp' must name a i8 parameter [4]}}
+// expected-error @+1 {{input zero points 'zp' must name an i8 parameter [4]}}
 mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b))
 mf.parameter @s : tensor<8xf32> init = ones
 mf.parameter @is : tensor<4xf32> init = ones
@@ -974,3 +974,38 @@ mf.parameter @s : tensor<8xf32> init = ones
 mf.parameter @is : tensor<4xf32> init = ones
 mf.parameter @zp : tensor<4xi8> init = zeros
 mf.parameter @b : tensor<8xf32> init = zeros
+
+// -----
+
+// (Generic form: the custom one cannot leave a companion out.)
+// expected-error @+1 {{calibrated activations need input scales, zero points and a bias (calibrated(@scales, @zero_points, @bias))}}
+"mf.parameter"() <{init = 0 : i32, quant_scale = @s, quant_input_scale = @is, sym_name = "q", type = tensor<8x4xi8>}> : () -> ()
+mf.parameter @s : tensor<8xf32> init = ones
+mf.parameter @is : tensor<4xf32> init = ones
+
+// -----
+
+// expected-error @+1 {{a calibrated weight's scales 's' are f32 (they hold the activations' scale too)}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b))
+mf.parameter @s : tensor<8xf16> init = ones
+mf.parameter @is : tensor<4xf16> init = ones
+mf.parameter @zp : tensor<4xi8> init = zeros
+mf.parameter @b : tensor<8xf16> init = zeros
+
+// -----
+
+// expected-error @+1 {{bias 'b' must name a float parameter [8] (the input scales and the bias of one type)}}
+mf.parameter @q : tensor<8x4xi8> init = zeros quantized(@s calibrated(@is, @zp, @b))
+mf.parameter @s : tensor<8xf32> init = ones
+mf.parameter @is : tensor<4xf16> init = ones
+mf.parameter @zp : tensor<4xi8> init = zeros
+mf.parameter @b : tensor<8xf32> init = zeros
+
+// -----
+
+func.func @quantize_by_scales_of_another_type(%x: tensor<4x64xf32>, %s: tensor<64xf16>, %z: tensor<64xi8>) {
+  // expected-error @+2 {{expected scales [64] (one per channel) in the input's type, got f16 [64]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<64xf16>, tensor<64xi8> -> tensor<4x64xi8>
+  return
+}
