@@ -1,9 +1,11 @@
 //===- SafetensorsFuzzer.cpp - fuzz the checkpoint readers ----------------===//
 //
-// The same bytes go to the safetensors reader and to the MindSpore .ckpt
-// reader.
+// The same bytes go to the safetensors reader (and what it reads to the
+// calibration reader, which checks a file's ranges) and to the MindSpore
+// .ckpt reader.
 //
 
+#include "runtime/io/Calibration.h"
 #include "runtime/io/Safetensors.h"
 
 #include <cstddef>
@@ -26,8 +28,12 @@ void readAll(const mfrt::StatusOr<mfrt::CheckpointFile> &file) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  readAll(mfrt::CheckpointFile::fromBytes(
-      std::vector<uint8_t>(data, data + size), "fuzz"));
+  mfrt::StatusOr<mfrt::CheckpointFile> file = mfrt::CheckpointFile::fromBytes(
+      std::vector<uint8_t>(data, data + size), "fuzz");
+  readAll(file);
+  if (file) {
+    (void)mfrt::Calibration::fromFile(*file, "fuzz");
+  }
   readAll(mfrt::CheckpointFile::fromMindSporeBytes(
       std::vector<uint8_t>(data, data + size), "fuzz.ckpt"));
   return 0;

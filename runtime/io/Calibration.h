@@ -14,6 +14,7 @@
 #define MFC_RUNTIME_IO_CALIBRATION_H
 
 #include "runtime/base/Status.h"
+#include "runtime/io/Safetensors.h"
 
 #include <cstdint>
 #include <map>
@@ -32,6 +33,9 @@ struct Calibration {
   /// Reads a file `write` wrote; anything else (a checkpoint, ranges of
   /// different lengths, a min above its max) is an error naming it.
   static StatusOr<Calibration> read(const std::string &path);
+  /// The same from an opened file (`path` for errors; the fuzzer's entry).
+  static StatusOr<Calibration> fromFile(const CheckpointFile &file,
+                                        const std::string &path);
   Status write(const std::string &path) const;
 };
 
