@@ -103,6 +103,24 @@ Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
   return Status::ok();
 }
 
+/// Calls `visit(r, row)` with each row of the last dimension of `x` as f32,
+/// rows on the pool.
+template <typename Visit>
+void forEachRow(const Tensor &x, const ParallelFor &parallel, Visit visit) {
+  int64_t k = x.shape().back(), rows = x.numElements() / k;
+  parallel(rows, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(k));
+    for (int64_t r = begin; r < end; ++r) {
+      toFloats(x.dtype(),
+               static_cast<const char *>(x.data()) +
+                   r * k * dtypeSize(x.dtype()),
+               row.data(), k);
+      visit(r, row.data());
+    }
+  });
+}
+
 /// mf.dynamic_quantize: each row of the last dimension as i8 values and
 /// one scale, max|x| / 127 rounded to the scales' type; the values divided
 /// by that rounded scale, rounded half to even and clamped, in f32.
@@ -114,21 +132,13 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
                               " and scales " + formatShape(scales.shape()) +
                               " for rows of " + formatShape(x.shape()));
   }
-  parallel(rows, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(k));
-    for (int64_t r = begin; r < end; ++r) {
-      toFloats(x.dtype(),
-               static_cast<const char *>(x.data()) +
-                   r * k * dtypeSize(x.dtype()),
-               row.data(), k);
-      float scale = quantizeRowPerToken(
-          row.data(), k, values.as<int8_t>() + r * k, scales.dtype());
-      fromFloats(scales.dtype(), &scale,
-                 static_cast<char *>(scales.data()) +
-                     r * dtypeSize(scales.dtype()),
-                 1);
-    }
+  forEachRow(x, parallel, [&](int64_t r, const float *row) {
+    float scale = quantizeRowPerToken(row, k, values.as<int8_t>() + r * k,
+                                      scales.dtype());
+    fromFloats(scales.dtype(), &scale,
+               static_cast<char *>(scales.data()) +
+                   r * dtypeSize(scales.dtype()),
+               1);
   });
   return Status::ok();
 }
@@ -138,7 +148,7 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
 Status quantize(const fb::Op &op, const Tensor &x, const Tensor &scales,
                 const Tensor &zeroPoints, Tensor &values,
                 const ParallelFor &parallel) {
-  int64_t k = x.shape().back(), rows = x.numElements() / k;
+  int64_t k = x.shape().back();
   if (values.shape() != x.shape() || scales.numElements() != k ||
       zeroPoints.numElements() != k) {
     return shapeError(op, "values " + formatShape(values.shape()) +
@@ -152,17 +162,9 @@ Status quantize(const fb::Op &op, const Tensor &x, const Tensor &scales,
   for (int64_t j = 0; j < k; ++j) {
     zero[j] = zeroPoints.as<int8_t>()[j];
   }
-  parallel(rows, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(k));
-    for (int64_t r = begin; r < end; ++r) {
-      toFloats(x.dtype(),
-               static_cast<const char *>(x.data()) +
-                   r * k * dtypeSize(x.dtype()),
-               row.data(), k);
-      quantizeRowStatic(row.data(), k, scale.data(), zero.data(),
-                        values.as<int8_t>() + r * k);
-    }
+  forEachRow(x, parallel, [&](int64_t r, const float *row) {
+    quantizeRowStatic(row, k, scale.data(), zero.data(),
+                      values.as<int8_t>() + r * k);
   });
   return Status::ok();
 }

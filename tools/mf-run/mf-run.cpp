@@ -1257,6 +1257,18 @@ int predict(const Options &options, Session &session) {
   return writeTrace(options, session);
 }
 
+/// The tokens of --data: an MFTOKENS file, or text through the tokenizer
+/// (bytes without one).
+StatusOr<std::vector<int32_t>> dataTokens(const Options &options,
+                                          Session &session) {
+  return readTokens(options.data, session.executable.model().vocab_size(),
+                    [&](const std::string &text) {
+                      return encodeText(options, session, text,
+                                        /*addSpecialTokens=*/false,
+                                        "'" + options.data + "'");
+                    });
+}
+
 /// Why `executable` cannot be calibrated (a quantized model, or one
 /// without the `logits` entry), or ok.
 Status checkCalibratable(const Executable &executable) {
@@ -1293,11 +1305,7 @@ int calibrate(const Options &options, Session &session) {
   if (ranks && ranks->size() > 1) {
     return failUsage("calibrate runs on one process; run it without mpirun");
   }
-  StatusOr<std::vector<int32_t>> data = readTokens(
-      options.data, model.vocab_size(), [&](const std::string &text) {
-        return encodeText(options, session, text, /*addSpecialTokens=*/false,
-                          "'" + options.data + "'");
-      });
+  StatusOr<std::vector<int32_t>> data = dataTokens(options, session);
   if (!data) {
     return fail(data.status());
   }
@@ -1382,11 +1390,7 @@ int evaluate(const Options &options, Session &session) {
   if (options.data.empty()) {
     return failUsage("eval needs --data FILE (text, or an MFTOKENS file)");
   }
-  StatusOr<std::vector<int32_t>> data = readTokens(
-      options.data, model.vocab_size(), [&](const std::string &text) {
-        return encodeText(options, session, text, /*addSpecialTokens=*/false,
-                          "'" + options.data + "'");
-      });
+  StatusOr<std::vector<int32_t>> data = dataTokens(options, session);
   if (!data) {
     return fail(data.status());
   }
