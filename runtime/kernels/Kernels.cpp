@@ -135,10 +135,9 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
   forEachRow(x, parallel, [&](int64_t r, const float *row) {
     float scale = quantizeRowPerToken(row, k, values.as<int8_t>() + r * k,
                                       scales.dtype());
-    fromFloats(scales.dtype(), &scale,
-               static_cast<char *>(scales.data()) +
-                   r * dtypeSize(scales.dtype()),
-               1);
+    fromFloats(
+        scales.dtype(), &scale,
+        static_cast<char *>(scales.data()) + r * dtypeSize(scales.dtype()), 1);
   });
   return Status::ok();
 }
