@@ -71,6 +71,9 @@ bool runsDotIsa(DotIsa isa);
 /// the tests compare them.
 template <DType Scale>
 void gemmInt8DotWith(DotIsa isa, const mfrt_gemm_args_v1 &args);
+/// gemmInt8RowsService's, the same.
+template <DType Scale>
+void gemmInt8RowsWith(DotIsa isa, const mfrt_gemm_args_v1 &args);
 
 } // namespace mfrt
 

@@ -64,6 +64,10 @@ TEST(Int8Dot, QuantizesRowsPerToken) {
 template <DType Rows, DotIsa Isa> void throughIsa(const mfrt_gemm_args_v1 &a) {
   gemmInt8DotWith<Rows>(Isa, a);
 }
+/// The same for a weight as stored.
+template <DType Rows, DotIsa Isa> void storedIsa(const mfrt_gemm_args_v1 &a) {
+  gemmInt8RowsWith<Rows>(Isa, a);
+}
 
 /// Tiles of int8 rows times an int8 weight through its dot panels are the
 /// exact int32 dot products of the quantized values, scaled by both scales
@@ -143,25 +147,39 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
                                        : throughIsa<DType::BF16, DotIsa::Portable>);
       services.emplace_back(isaName, through);
     }
-    services.emplace_back(
-        "as stored", rowType == DType::F32
-                         ? +[](const mfrt_gemm_args_v1
-                                   &a) { gemmInt8RowsService<DType::F32>(&a); }
-                         : +[](const mfrt_gemm_args_v1 &a) {
-                             gemmInt8RowsService<DType::BF16>(&a);
-                           });
+    // The weight as stored (mfrt_gemm_i8i8), through each microkernel.
+    const std::pair<const char *, DotIsa> storedIsas[] = {
+        {"as stored, avx512-vnni", DotIsa::Avx512Vnni},
+        {"as stored, avx2", DotIsa::Avx2},
+        {"as stored, portable", DotIsa::Portable}};
+    for (auto [isaName, isa] : storedIsas) {
+      if (!runsDotIsa(isa)) {
+        continue;
+      }
+      Service through =
+          isa == DotIsa::Avx512Vnni
+              ? (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Avx512Vnni>
+                                       : storedIsa<DType::BF16, DotIsa::Avx512Vnni>)
+          : isa == DotIsa::Avx2
+              ? (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Avx2>
+                                       : storedIsa<DType::BF16, DotIsa::Avx2>)
+              : (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Portable>
+                                       : storedIsa<DType::BF16, DotIsa::Portable>);
+      services.emplace_back(isaName, through);
+    }
     struct Tile {
       int64_t m0, n0, m, n;
     };
     for (auto [name, service] : services) {
-      bool stored = std::string(name) == "as stored";
+      bool stored = std::string(name).rfind("as stored", 0) == 0;
       for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 9, 60}, Tile{18, 69, 1, 1},
                      Tile{1, 32, 17, 38}, Tile{0, 64, 1, 6}}) {
         const int64_t ldc = t.n + 3;
         std::vector<float> c(t.m * ldc, 123.0f);
         service({storedRows.data(), stored ? weight.data() : panels.data(),
                  c.data(), ldc, t.m0, t.n0, t.m, t.n, K, N, /*trans_b=*/1,
-                 /*trans_a=*/0, M, storedScales.data(), 0});
+                 /*trans_a=*/0, M, storedScales.data(), 0,
+                 /*a_scales=*/nullptr, /*a_zero_points=*/nullptr});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             float want = j < t.n ? expected(t.m0 + i, t.n0 + j) : 123.0f;
@@ -200,7 +218,7 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       return static_cast<float>(dot) * weightScales[j];
     };
     for (auto [name, service] : services) {
-      bool stored = std::string(name) == "as stored";
+      bool stored = std::string(name).rfind("as stored", 0) == 0;
       const int64_t ldc = N;
       std::vector<float> c(M * ldc, 123.0f);
       mfrt_gemm_args_v1 args{storedRows.data(),
@@ -217,9 +235,9 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
                              /*trans_a=*/0,
                              M,
                              weightScales.data(),
-                             0};
-      args.a_scales = storedChannelScales.data();
-      args.a_zero_points = zeroBytes.data();
+                             0,
+                             storedChannelScales.data(),
+                             zeroBytes.data()};
       service(args);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < N; ++j) {

@@ -71,7 +71,8 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
         std::vector<float> c(t.m * ldc, 123.0f);
         service(isa,
                 {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0, t.m,
-                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0});
+                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0,
+                 nullptr, nullptr});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched
@@ -120,7 +121,8 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
       std::vector<float> c(M * N);
       mfrt_gemm_args_v1 args{
           storedA.data(), panels.data(), c.data(), N,       0, 0, M, N, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0,
+          nullptr,        nullptr};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
@@ -192,7 +194,9 @@ TEST(PanelGemm, RowsTimesInt4Panels) {
                                  /*trans_a=*/0,
                                  M,
                                  storedScales.data(),
-                                 group};
+                                 group,
+                                 nullptr,
+                                 nullptr};
           (rowType == DType::F32 ? gemmInt4PanelsWith<DType::F32>
            : rowType == DType::F16
                ? gemmInt4PanelsWith<DType::F16>
@@ -244,7 +248,8 @@ TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
       std::vector<float> c(M * n);
       mfrt_gemm_args_v1 args{
           storedA.data(), panels.data(), c.data(), n,       0, n0, M, n, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0};
+          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0,
+          nullptr,        nullptr};
       gemmPanelsWith<DType::BF16>(PanelIsa::Avx512Bf16, args);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < n; ++j) {
