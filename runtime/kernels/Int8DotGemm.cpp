@@ -552,8 +552,8 @@ rowTimesStoredAvx2(const int8_t *a, int64_t k, const int8_t *w, int64_t n,
     }
   }
   for (; j < n; ++j) {
-    out[j] = static_cast<float>(dotOf(w + j * k, 0)) * rowScale *
-             columnScales[j];
+    out[j] =
+        static_cast<float>(dotOf(w + j * k, 0)) * rowScale * columnScales[j];
   }
 }
 
@@ -728,7 +728,7 @@ void mfrt::quantizeRowStatic(const float *row, int64_t k, const float *scales,
   template void mfrt::gemmInt8DotWith<Scale>(DotIsa,                           \
                                              const mfrt_gemm_args_v1 &);       \
   template void mfrt::gemmInt8DotService<Scale>(const mfrt_gemm_args_v1 *);    \
-  template void mfrt::gemmInt8RowsService<Scale>(const mfrt_gemm_args_v1 *); \
+  template void mfrt::gemmInt8RowsService<Scale>(const mfrt_gemm_args_v1 *);   \
   template void mfrt::gemmInt8RowsWith<Scale>(DotIsa,                          \
                                               const mfrt_gemm_args_v1 &);
 MFRT_INSTANTIATE_INT8_DOT(DType::F32)

@@ -158,13 +158,15 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       }
       Service through =
           isa == DotIsa::Avx512Vnni
-              ? (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Avx512Vnni>
-                                       : storedIsa<DType::BF16, DotIsa::Avx512Vnni>)
+              ? (rowType == DType::F32
+                     ? storedIsa<DType::F32, DotIsa::Avx512Vnni>
+                     : storedIsa<DType::BF16, DotIsa::Avx512Vnni>)
           : isa == DotIsa::Avx2
               ? (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Avx2>
                                        : storedIsa<DType::BF16, DotIsa::Avx2>)
-              : (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Portable>
-                                       : storedIsa<DType::BF16, DotIsa::Portable>);
+              : (rowType == DType::F32
+                     ? storedIsa<DType::F32, DotIsa::Portable>
+                     : storedIsa<DType::BF16, DotIsa::Portable>);
       services.emplace_back(isaName, through);
     }
     struct Tile {

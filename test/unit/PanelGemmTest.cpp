@@ -69,10 +69,9 @@ TEST(PanelGemm, TilesEqualTheProductAtAnyCornerAndDepth) {
                      Tile{8, 32, 9, 32}, Tile{1, 40, 7, 3}}) {
         const int64_t ldc = t.n + 3; // a scratch tile wider than the columns
         std::vector<float> c(t.m * ldc, 123.0f);
-        service(isa,
-                {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0, t.m,
-                 t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr, 0,
-                 nullptr, nullptr});
+        service(isa, {storedA.data(), panels.data(), c.data(), ldc, t.m0, t.n0,
+                      t.m, t.n, K, N, /*trans_b=*/1, /*trans_a=*/0, M, nullptr,
+                      0, nullptr, nullptr});
         for (int64_t i = 0; i < t.m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             if (j >= t.n) { // not the tile's: untouched
@@ -119,10 +118,23 @@ TEST(PanelGemm, HalfRowsTimesInt8Panels) {
       packPanels(DType::I8, storedB.data(), N, K, panels.data(), 0,
                  panelCount(N));
       std::vector<float> c(M * N);
-      mfrt_gemm_args_v1 args{
-          storedA.data(), panels.data(), c.data(), N,       0, 0, M, N, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0,
-          nullptr,        nullptr};
+      mfrt_gemm_args_v1 args{storedA.data(),
+                             panels.data(),
+                             c.data(),
+                             N,
+                             0,
+                             0,
+                             M,
+                             N,
+                             K,
+                             N,
+                             /*trans_b=*/1,
+                             /*trans_a=*/0,
+                             M,
+                             nullptr,
+                             0,
+                             nullptr,
+                             nullptr};
       (rowType == DType::F16 ? gemmInt8PanelsWith<DType::F16>
                              : gemmInt8PanelsWith<DType::BF16>)(isa, args);
       for (int64_t i = 0; i < M; ++i) {
@@ -246,10 +258,23 @@ TEST(PanelGemm, Bf16PairsAtAnOddDepth) {
                panelCount(N));
     for (auto [n0, n] : {std::pair<int64_t, int64_t>{0, N}, {7, 30}}) {
       std::vector<float> c(M * n);
-      mfrt_gemm_args_v1 args{
-          storedA.data(), panels.data(), c.data(), n,       0, n0, M, n, K, N,
-          /*trans_b=*/1,  /*trans_a=*/0, M,        nullptr, 0,
-          nullptr,        nullptr};
+      mfrt_gemm_args_v1 args{storedA.data(),
+                             panels.data(),
+                             c.data(),
+                             n,
+                             0,
+                             n0,
+                             M,
+                             n,
+                             K,
+                             N,
+                             /*trans_b=*/1,
+                             /*trans_a=*/0,
+                             M,
+                             nullptr,
+                             0,
+                             nullptr,
+                             nullptr};
       gemmPanelsWith<DType::BF16>(PanelIsa::Avx512Bf16, args);
       for (int64_t i = 0; i < M; ++i) {
         for (int64_t j = 0; j < n; ++j) {
