@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 
 using namespace mfrt;
 
@@ -121,38 +120,6 @@ bool mfrt::hasNonFinite(const Tensor &tensor) {
     }
   }
   return false;
-}
-
-Status ActivationRanges::record(int64_t parameter, const Tensor &rows) {
-  int64_t k = rows.rank() ? rows.shape().back() : 0;
-  if (k <= 0) {
-    return Status::ok();
-  }
-  Channels &channels = byParameter[parameter];
-  if (channels.min.empty()) {
-    channels.min.assign(k, std::numeric_limits<float>::infinity());
-    channels.max.assign(k, -std::numeric_limits<float>::infinity());
-  } else if (static_cast<int64_t>(channels.min.size()) != k) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "calibration: parameter " + std::to_string(parameter) +
-                             " multiplies rows of " + std::to_string(k) +
-                             " and of " + std::to_string(channels.min.size()) +
-                             " channels");
-  }
-  int64_t count = rows.numElements() / k;
-  std::vector<float> row(static_cast<size_t>(k));
-  for (int64_t r = 0; r < count; ++r) {
-    toFloats(rows.dtype(),
-             static_cast<const char *>(rows.data()) +
-                 r * k * dtypeSize(rows.dtype()),
-             row.data(), k);
-    for (int64_t j = 0; j < k; ++j) {
-      // (A NaN widens nothing: std::min keeps the first argument.)
-      channels.min[j] = std::min(channels.min[j], row[j]);
-      channels.max[j] = std::max(channels.max[j], row[j]);
-    }
-  }
-  return Status::ok();
 }
 
 Status Executor::observe(const std::string &entryName, size_t index,

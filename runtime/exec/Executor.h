@@ -29,20 +29,6 @@ struct MoeStats {
   std::map<std::string, Layer> layers;
 };
 
-/// The range of each channel of the rows that each Linear weight (a
-/// parameter a matmul multiplies by transposed) was multiplied by, over
-/// every run that recorded here: what calibration measures (mf-run --task
-/// calibrate; PyNative records it).
-struct ActivationRanges {
-  struct Channels {
-    std::vector<float> min, max; ///< per channel (the rows' last dimension)
-  };
-  std::map<int64_t, Channels> byParameter; ///< by parameter index
-  /// Widens parameter `parameter`'s ranges by every row of `rows` ([..., K],
-  /// a float dtype); rows of another width are an error.
-  Status record(int64_t parameter, const Tensor &rows);
-};
-
 /// What a debugging user can ask of a run.
 struct RunOptions {
   /// Write every intermediate as DIR/<entry>.<index>.<model path>.npy.
@@ -62,8 +48,10 @@ struct RunOptions {
   /// that quantize on PyNative's rows: rows within tolerance can round a
   /// step the other way, which is no kernel's error.
   const std::vector<Tensor> *quantizedFrom = nullptr;
-  /// PyNative: record the rows each Linear weight multiplies here.
-  ActivationRanges *activationRanges = nullptr;
+  /// PyNative: widen here the ranges of the rows each Linear weight (a
+  /// parameter a matmul multiplies by transposed) multiplies, by the
+  /// weight's name (mf-run --task calibrate).
+  Calibration *calibration = nullptr;
 };
 
 /// Runs an executable's entries on one set of weights.

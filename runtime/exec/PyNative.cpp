@@ -39,7 +39,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   // Calibration: the parameter each value reads (directly or cast), so
   // that a matmul by one transposed (a Linear) records its rows.
   std::vector<int64_t> parameterRead;
-  if (options.activationRanges) {
+  if (options.calibration) {
     parameterRead.assign(valueCount, -1);
   }
   std::vector<const Tensor *> operands;
@@ -60,7 +60,7 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
         operands.push_back(&values[id]);
       }
     }
-    if (options.activationRanges) {
+    if (options.calibration) {
       if (op.kind() == fb::OpKind::Param) {
         parameterRead[resultId] = parameterOf(op);
       } else if (op.kind() == fb::OpKind::Cast) {
@@ -70,8 +70,9 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
                  !op.attributes_as_MatmulAttrs()->transpose_lhs()) {
         if (int64_t parameter = parameterRead[op.operands()->Get(1)];
             parameter >= 0) {
-          MFRT_RETURN_IF_ERROR(
-              options.activationRanges->record(parameter, *operands[0]));
+          MFRT_RETURN_IF_ERROR(options.calibration->record(
+              executable_.root().parameters()->Get(parameter)->name()->str(),
+              *operands[0]));
         }
       }
     }

@@ -4,7 +4,9 @@
 
 #include "runtime/io/Safetensors.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 using namespace mfrt;
@@ -71,6 +73,36 @@ StatusOr<Calibration> Calibration::fromFile(const CheckpointFile &file,
     }
   }
   return calibration;
+}
+
+Status Calibration::record(const std::string &weight, const Tensor &rows) {
+  int64_t k = rows.rank() ? rows.shape().back() : 0;
+  if (k <= 0) {
+    return Status::ok();
+  }
+  Ranges &ranges = byWeight[weight];
+  if (ranges.min.empty()) {
+    ranges.min.assign(k, std::numeric_limits<float>::infinity());
+    ranges.max.assign(k, -std::numeric_limits<float>::infinity());
+  } else if (static_cast<int64_t>(ranges.min.size()) != k) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "calibration: '" + weight + "' multiplies rows of " +
+                             std::to_string(k) + " and of " +
+                             std::to_string(ranges.min.size()) + " channels");
+  }
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows.numElements() / k; ++r) {
+    toFloats(rows.dtype(),
+             static_cast<const char *>(rows.data()) +
+                 r * k * dtypeSize(rows.dtype()),
+             row.data(), k);
+    for (int64_t j = 0; j < k; ++j) {
+      // (std::min and std::max keep their first argument against a NaN.)
+      ranges.min[j] = std::min(ranges.min[j], row[j]);
+      ranges.max[j] = std::max(ranges.max[j], row[j]);
+    }
+  }
+  return Status::ok();
 }
 
 Status Calibration::write(const std::string &path) const {

@@ -14,6 +14,7 @@
 #define MFC_RUNTIME_IO_CALIBRATION_H
 
 #include "runtime/base/Status.h"
+#include "runtime/base/Tensor.h"
 #include "runtime/io/Safetensors.h"
 
 #include <cstdint>
@@ -37,6 +38,10 @@ struct Calibration {
   static StatusOr<Calibration> fromFile(const CheckpointFile &file,
                                         const std::string &path);
   Status write(const std::string &path) const;
+  /// Widens `weight`'s ranges by every row of `rows` ([..., K], a float
+  /// dtype: the rows it multiplies); rows of another width are an error. A
+  /// NaN widens nothing.
+  Status record(const std::string &weight, const Tensor &rows);
 };
 
 } // namespace mfrt

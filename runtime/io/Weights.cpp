@@ -406,6 +406,17 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
   return values;
 }
 
+/// The float dtype quantized `parameter` is quantized from: its scales'
+/// (the compute dtype), or a calibrated weight's bias's (its scales are
+/// f32).
+DType sourceTypeOf(const Executable &executable,
+                   const fb::Parameter &parameter) {
+  int32_t typed = parameter.quant_bias() >= 0 ? parameter.quant_bias()
+                                              : parameter.quant_scale();
+  return Executable::dtypeOf(
+      *executable.root().parameters()->Get(static_cast<uint32_t>(typed))->type());
+}
+
 /// The values of calibrated `parameter` (returned), with its scales, input
 /// scales, zero points and bias put in `companions` by parameter index,
 /// quantized from its float weight (`readRows`, as quantizedValues) with
@@ -434,9 +445,7 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
             "the same config compiled with mfc --calibration-model), or "
             "weights that hold its quantized values and scales");
   }
-  const auto &parameters = *executable.root().parameters();
-  DType computeType = Executable::dtypeOf(
-      *parameters.Get(static_cast<uint32_t>(parameter.quant_bias()))->type());
+  DType computeType = sourceTypeOf(executable, parameter);
   Shape shape = Executable::shapeOf(*parameter.type());
   CalibratedWeight weight;
   Status quantized = quantizeCalibrated(
@@ -454,6 +463,21 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
   companions[parameter.quant_input_zero_point()] = std::move(weight.zeroPoints);
   companions[parameter.quant_bias()] = std::move(weight.bias);
   return std::move(weight.values);
+}
+
+/// Quantized `parameter`'s values from its float weight (`readRows`), its
+/// scales and (calibrated) other tensors put in `companions` by parameter
+/// index: round to nearest, or SmoothQuant with `calibration`'s ranges.
+StatusOr<Tensor>
+valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
+                Allocator &allocator, const Calibration *calibration,
+                std::map<int32_t, Tensor> &companions,
+                const std::function<Status(int64_t, Tensor &)> &readRows) {
+  return parameter.quant_input_scale() >= 0
+             ? calibratedValues(executable, parameter, allocator, calibration,
+                                companions, readRows)
+             : quantizedValues(executable, parameter, allocator,
+                               companions[parameter.quant_scale()], readRows);
 }
 
 StatusOr<Tensor> initialBlock(const Executable &executable,
@@ -620,8 +644,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
     return weights;
   }
   // A quantized weight is its float init quantized, which fills its
-  // scales (a later parameter) too.
-  std::map<int32_t, Tensor> quantizedScales;
+  // scales (and a calibrated weight's other tensors: later parameters) too.
+  std::map<int32_t, Tensor> companions;
   int64_t stage = stageOfRank(executable, ranks);
   for (const fb::Parameter *parameter : *executable.root().parameters()) {
     int32_t index = static_cast<int32_t>(weights.tensors_.size());
@@ -631,22 +655,14 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       weights.tensors_.emplace_back(); // another pipeline stage's
       continue;
     }
-    if (auto scales = quantizedScales.find(index);
-        scales != quantizedScales.end()) {
+    if (auto scales = companions.find(index);
+        scales != companions.end()) {
       weights.tensors_.push_back(std::move(scales->second));
       continue;
     }
     if (parameter->quant_scale() >= 0) {
       Shape shape = floatShapeOf(*parameter);
-      // (A calibrated weight's scales are f32; it is quantized from the
-      // compute dtype, its bias's.)
-      DType floatType = Executable::dtypeOf(
-          *executable.root()
-               .parameters()
-               ->Get(static_cast<uint32_t>(parameter->quant_bias() >= 0
-                                               ? parameter->quant_bias()
-                                               : parameter->quant_scale()))
-               ->type());
+      DType floatType = sourceTypeOf(executable, *parameter);
       StatusOr<Tensor> weight =
           initialValue(*parameter, allocator, seed, shape, floatType);
       if (!weight) {
@@ -660,13 +676,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
                     block.byteSize());
         return Status::ok();
       };
-      StatusOr<Tensor> values =
-          parameter->quant_input_scale() >= 0
-              ? calibratedValues(executable, *parameter, allocator, calibration,
-                                 quantizedScales, readRows)
-              : quantizedValues(executable, *parameter, allocator,
-                                quantizedScales[parameter->quant_scale()],
-                                readRows);
+      StatusOr<Tensor> values = valuesFromFloat(
+          executable, *parameter, allocator, calibration, companions, readRows);
       if (!values) {
         return values.status();
       }
@@ -721,15 +732,16 @@ StatusOr<Weights> Weights::load(const Executable &executable,
   // The last fused qkv_concat tensor read (see below).
   std::string fusedName;
   Tensor fusedTensor;
-  // The scales of weights quantized from a float tensor, by index.
-  std::map<int32_t, Tensor> quantizedScales;
+  // The scales (and a calibrated weight's other tensors) of weights
+  // quantized from a float tensor, by index.
+  std::map<int32_t, Tensor> companions;
   if (executable.root().parameters()) {
     std::map<std::string, int64_t> stackCounts =
         stackedExpertCounts(executable);
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
-      if (auto scales = quantizedScales.find(
+      if (auto scales = companions.find(
               static_cast<int32_t>(weights.tensors_.size()));
-          scales != quantizedScales.end()) {
+          scales != companions.end()) {
         weights.tensors_.push_back(std::move(scales->second));
         continue;
       }
@@ -958,12 +970,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
           return foundFile->read(*found, block, &rows);
         };
         StatusOr<Tensor> values =
-            parameter->quant_input_scale() >= 0
-                ? calibratedValues(executable, *parameter, allocator,
-                                   calibration, quantizedScales, readRows)
-                : quantizedValues(executable, *parameter, allocator,
-                                  quantizedScales[parameter->quant_scale()],
-                                  readRows);
+            valuesFromFloat(executable, *parameter, allocator, calibration,
+                            companions, readRows);
         if (!values) {
           return values.status().withContext("'" + foundPath + "'");
         }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -58,15 +60,6 @@ TEST(Int8Dot, QuantizesRowsPerToken) {
   for (size_t j = 0; j < x.size(); ++j) {
     EXPECT_EQ(values[j], static_cast<int8_t>(std::nearbyint(x[j] / s))) << j;
   }
-}
-
-/// The service through microkernel `Isa` (which this CPU runs).
-template <DType Rows, DotIsa Isa> void throughIsa(const mfrt_gemm_args_v1 &a) {
-  gemmInt8DotWith<Rows>(Isa, a);
-}
-/// The same for a weight as stored.
-template <DType Rows, DotIsa Isa> void storedIsa(const mfrt_gemm_args_v1 &a) {
-  gemmInt8RowsWith<Rows>(Isa, a);
 }
 
 /// Tiles of int8 rows times an int8 weight through its dot panels are the
@@ -126,8 +119,10 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       }
       return static_cast<float>(dot) * rowScales[i] * scalesAsStored[j];
     };
-    using Service = void (*)(const mfrt_gemm_args_v1 &);
-    std::vector<std::pair<const char *, Service>> services;
+    // Through each microkernel this CPU runs, into dot panels and into
+    // the weight as stored (mfrt_gemm_i8i8).
+    using Service = std::function<void(const mfrt_gemm_args_v1 &)>;
+    std::vector<std::pair<std::string, Service>> services;
     const std::pair<const char *, DotIsa> isas[] = {
         {"avx512-vnni", DotIsa::Avx512Vnni},
         {"avx2", DotIsa::Avx2},
@@ -136,44 +131,22 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       if (!runsDotIsa(isa)) {
         continue;
       }
-      Service through =
-          isa == DotIsa::Avx512Vnni
-              ? (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Avx512Vnni>
-                                       : throughIsa<DType::BF16, DotIsa::Avx512Vnni>)
-          : isa == DotIsa::Avx2
-              ? (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Avx2>
-                                       : throughIsa<DType::BF16, DotIsa::Avx2>)
-              : (rowType == DType::F32 ? throughIsa<DType::F32, DotIsa::Portable>
-                                       : throughIsa<DType::BF16, DotIsa::Portable>);
-      services.emplace_back(isaName, through);
-    }
-    // The weight as stored (mfrt_gemm_i8i8), through each microkernel.
-    const std::pair<const char *, DotIsa> storedIsas[] = {
-        {"as stored, avx512-vnni", DotIsa::Avx512Vnni},
-        {"as stored, avx2", DotIsa::Avx2},
-        {"as stored, portable", DotIsa::Portable}};
-    for (auto [isaName, isa] : storedIsas) {
-      if (!runsDotIsa(isa)) {
-        continue;
-      }
-      Service through =
-          isa == DotIsa::Avx512Vnni
-              ? (rowType == DType::F32
-                     ? storedIsa<DType::F32, DotIsa::Avx512Vnni>
-                     : storedIsa<DType::BF16, DotIsa::Avx512Vnni>)
-          : isa == DotIsa::Avx2
-              ? (rowType == DType::F32 ? storedIsa<DType::F32, DotIsa::Avx2>
-                                       : storedIsa<DType::BF16, DotIsa::Avx2>)
-              : (rowType == DType::F32
-                     ? storedIsa<DType::F32, DotIsa::Portable>
-                     : storedIsa<DType::BF16, DotIsa::Portable>);
-      services.emplace_back(isaName, through);
+      const bool f32 = rowType == DType::F32;
+      services.emplace_back(isaName, [isa, f32](const mfrt_gemm_args_v1 &a) {
+        f32 ? gemmInt8DotWith<DType::F32>(isa, a)
+            : gemmInt8DotWith<DType::BF16>(isa, a);
+      });
+      services.emplace_back(std::string("as stored, ") + isaName,
+                            [isa, f32](const mfrt_gemm_args_v1 &a) {
+                              f32 ? gemmInt8RowsWith<DType::F32>(isa, a)
+                                  : gemmInt8RowsWith<DType::BF16>(isa, a);
+                            });
     }
     struct Tile {
       int64_t m0, n0, m, n;
     };
     for (auto [name, service] : services) {
-      bool stored = std::string(name).rfind("as stored", 0) == 0;
+      bool stored = name.rfind("as stored", 0) == 0;
       for (Tile t : {Tile{0, 0, M, N}, Tile{3, 5, 9, 60}, Tile{18, 69, 1, 1},
                      Tile{1, 32, 17, 38}, Tile{0, 64, 1, 6}}) {
         const int64_t ldc = t.n + 3;
@@ -220,7 +193,7 @@ TEST(Int8Dot, TilesAreTheExactIntegerProducts) {
       return static_cast<float>(dot) * weightScales[j];
     };
     for (auto [name, service] : services) {
-      bool stored = std::string(name).rfind("as stored", 0) == 0;
+      bool stored = name.rfind("as stored", 0) == 0;
       const int64_t ldc = N;
       std::vector<float> c(M * ldc, 123.0f);
       mfrt_gemm_args_v1 args{storedRows.data(),

@@ -777,6 +777,22 @@ TEST(Quantization, SmoothQuantAsGoldenStick) {
   EXPECT_FALSE(empty);
   EXPECT_NE(empty.message().find("input channel 0 is empty"), std::string::npos)
       << empty.message();
+
+  // In f16, activations this small need input scales below its normal
+  // range: an error naming the channel, not rows that saturate.
+  uint16_t halves[4];
+  fromFloats(DType::F16, weight, halves, 4);
+  auto readHalves = [&](int64_t first, Tensor &block) {
+    std::memcpy(block.data(), halves + first * 2, block.byteSize());
+    return Status::ok();
+  };
+  Status tiny = quantizeCalibrated(2, 2, DType::F16, {-1e-7f, -1e-7f},
+                                   {1e-7f, 1e-7f}, 0.5, readHalves, allocate,
+                                   out);
+  EXPECT_FALSE(tiny);
+  EXPECT_NE(tiny.message().find("input channel 0 needs a scale of"),
+            std::string::npos)
+      << tiny.message();
 }
 
 TEST(Quantization, RoundToNearestAsGoldenStick) {

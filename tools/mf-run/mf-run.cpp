@@ -1318,9 +1318,10 @@ int calibrate(const Options &options, Session &session) {
                     std::to_string(seq) +
                     " (it runs whole windows, no padding)");
   }
-  ActivationRanges ranges;
+  Calibration calibration;
+  calibration.tokens = windows * seq;
   RunOptions runOptions = session.runOptions;
-  runOptions.activationRanges = &ranges;
+  runOptions.calibration = &calibration;
   auto started = std::chrono::steady_clock::now();
   const bool progress = isatty(STDERR_FILENO); // a counter for a terminal
   for (int64_t first = 0; first < windows; first += batch) {
@@ -1349,16 +1350,9 @@ int calibrate(const Options &options, Session &session) {
   if (progress) {
     std::fprintf(stderr, "\n");
   }
-  Calibration calibration;
-  calibration.tokens = windows * seq;
-  for (auto &[index, channels] : ranges.byParameter) {
-    std::string name = session.executable.root()
-                           .parameters()
-                           ->Get(static_cast<uint32_t>(index))
-                           ->name()
-                           ->str();
-    for (size_t j = 0; j < channels.min.size(); ++j) {
-      if (!std::isfinite(channels.min[j]) || !std::isfinite(channels.max[j])) {
+  for (const auto &[name, ranges] : calibration.byWeight) {
+    for (size_t j = 0; j < ranges.min.size(); ++j) {
+      if (!std::isfinite(ranges.min[j]) || !std::isfinite(ranges.max[j])) {
         return fail(StatusCode::InvalidArgument,
                     "calibrate: input channel " + std::to_string(j) + " of '" +
                         name +
@@ -1367,8 +1361,6 @@ int calibrate(const Options &options, Session &session) {
                         "compute dtype");
       }
     }
-    calibration.byWeight[name] = {std::move(channels.min),
-                                  std::move(channels.max)};
   }
   if (Status status = calibration.write(options.saveCalibration); !status) {
     return fail(status);

@@ -100,8 +100,8 @@ struct MFChooseWeightLayoutPass
           << "pack-weights is auto, true or false, not '" << packWeights << "'";
       return signalPassFailure();
     }
-    // W8A8's int8 dot products have a microkernel for AVX512-VNNI only;
-    // elsewhere they run the portable loop, slower than W8A16's.
+    // W8A8's int8 dot products are fast with AVX512-VNNI only; AVX2's
+    // microkernel (and the portable loop) are slower than W8A16's.
     if (graph
             .walk([](Operation *op) {
               return isa<mf::DynamicQuantizeOp, mf::QuantizeOp>(op)

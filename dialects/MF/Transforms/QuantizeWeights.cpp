@@ -140,19 +140,20 @@ Value lookUpInt4(OpBuilder &builder, EmbeddingOp embedding, Value values,
   return ReshapeOp::create(builder, loc, rowsType, floats);
 }
 
-/// MindFormers' (golden-stick's) name `<layer><suffix>` of a tensor of a
-/// quantized Linear whose weight it calls `<layer>.weight`, e.g. its scales
-/// `<layer>._weight_quantizer.scale`.
-StringAttr mindFormersName(ParameterOp parameter, StringRef suffix) {
+/// MindFormers' (golden-stick's) name of the scales of a quantized Linear
+/// whose weight it calls `<layer>.weight`: `<layer>._weight_quantizer.scale`.
+StringAttr mindFormersScaleName(ParameterOp parameter) {
   std::optional<StringRef> name = parameter.getMfName();
   if (!name || !name->ends_with(".weight")) {
     return StringAttr();
   }
   return StringAttr::get(parameter.getContext(),
-                         name->drop_back(strlen(".weight")).str() + suffix);
+                         name->drop_back(strlen(".weight")).str() +
+                             "._weight_quantizer.scale");
 }
 
-/// A new float or i8 parameter beside `parameter`, initialized to ones.
+/// A new parameter beside `parameter`, of `type` (float: ones; i8 zero
+/// points: zeros), which the runtime fills from the float weight.
 void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
                   RankedTensorType type, StringAttr mfName) {
   ParameterOp::create(builder, parameter.getLoc(), name, type,
@@ -165,6 +166,17 @@ void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
                       IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
                       FlatSymbolRefAttr(), FloatAttr(), /*parts=*/ArrayAttr());
 }
+
+/// A calibrated weight's parameters that the rows of its products read
+/// (input scales, zero points) and the bias added to them.
+struct StaticRows {
+  std::string scaleName;
+  RankedTensorType scaleType;
+  std::string zeroPointName;
+  RankedTensorType zeroPointType;
+  std::string biasName;
+  RankedTensorType biasType;
+};
 
 struct MFQuantizeWeightsPass
     : mf::impl::MFQuantizeWeightsPassBase<MFQuantizeWeightsPass> {
@@ -291,30 +303,30 @@ struct MFQuantizeWeightsPass
                                      : RankedTensorType::get({n}, scaleElement);
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
-      addCompanion(
-          builder, parameter, scaleName, scaleType,
-          calibrated ? StringAttr()
-                     : mindFormersName(parameter, "._weight_quantizer.scale"));
-      std::string inputScaleName = (name + "_input_scale").str();
-      std::string zeroPointName = (name + "_input_zero_point").str();
-      std::string biasName = (name + "_bias").str();
-      auto inputScaleType = RankedTensorType::get({k}, element);
-      auto zeroPointType =
-          RankedTensorType::get({k}, IntegerType::get(context, 8));
-      auto biasType = RankedTensorType::get({n}, element);
+      addCompanion(builder, parameter, scaleName, scaleType,
+                   calibrated ? StringAttr() : mindFormersScaleName(parameter));
+      std::optional<StaticRows> rows;
       if (calibrated) {
         // mfc's own names: golden-stick's deployed SmoothQuant checkpoints
         // keep the weight's scales otherwise (docs/quantization.md).
-        addCompanion(builder, parameter, inputScaleName, inputScaleType,
+        rows = StaticRows{(name + "_input_scale").str(),
+                        RankedTensorType::get({k}, element),
+                        (name + "_input_zero_point").str(),
+                        RankedTensorType::get({k}, IntegerType::get(context, 8)),
+                        (name + "_bias").str(),
+                        RankedTensorType::get({n}, element)};
+        addCompanion(builder, parameter, rows->scaleName, rows->scaleType,
                      StringAttr());
-        addCompanion(builder, parameter, zeroPointName, zeroPointType,
+        addCompanion(builder, parameter, rows->zeroPointName,
+                     rows->zeroPointType, StringAttr());
+        addCompanion(builder, parameter, rows->biasName, rows->biasType,
                      StringAttr());
-        addCompanion(builder, parameter, biasName, biasType, StringAttr());
         parameter.setQuantInputScaleAttr(
-            FlatSymbolRefAttr::get(context, inputScaleName));
+            FlatSymbolRefAttr::get(context, rows->scaleName));
         parameter.setQuantInputZeroPointAttr(
-            FlatSymbolRefAttr::get(context, zeroPointName));
-        parameter.setQuantBiasAttr(FlatSymbolRefAttr::get(context, biasName));
+            FlatSymbolRefAttr::get(context, rows->zeroPointName));
+        parameter.setQuantBiasAttr(
+            FlatSymbolRefAttr::get(context, rows->biasName));
         if (smoothAlpha >= 0.0) {
           parameter.setQuantSmoothAlphaAttr(
               FloatAttr::get(Float64Type::get(context), smoothAlpha));
@@ -363,9 +375,7 @@ struct MFQuantizeWeightsPass
         } else if (int8Rows) {
           quantizeRows(weight, rowsOf);
         } else if (calibrated) {
-          quantizeRowsStatically(weight, inputScaleName, inputScaleType,
-                                 zeroPointName, zeroPointType, biasName,
-                                 biasType);
+          quantizeRowsStatically(weight, *rows);
         }
       }
     }
@@ -375,11 +385,7 @@ struct MFQuantizeWeightsPass
   /// weight's own calibrated scales and zero points (mf.quantize), which
   /// the product multiplies as they are; the bias corrects it for the zero
   /// point.
-  void quantizeRowsStatically(Value weight, StringRef inputScaleName,
-                              RankedTensorType inputScaleType,
-                              StringRef zeroPointName,
-                              RankedTensorType zeroPointType,
-                              StringRef biasName, RankedTensorType biasType) {
+  void quantizeRowsStatically(Value weight, const StaticRows &companions) {
     for (Operation *user : llvm::make_early_inc_range(weight.getUsers())) {
       // The product of the int8 values in f32, as golden-stick's
       // QuantBatchMatmul scales its int32 sums by the f32 scales, then in
@@ -389,10 +395,10 @@ struct MFQuantizeWeightsPass
       Location loc = matmul.getLoc();
       Value lhs = matmul.getLhs();
       Type f32 = builder.getF32Type();
-      Value scales =
-          ParamOp::create(builder, loc, inputScaleType, inputScaleName);
-      Value zeroPoints =
-          ParamOp::create(builder, loc, zeroPointType, zeroPointName);
+      Value scales = ParamOp::create(builder, loc, companions.scaleType,
+                                     companions.scaleName);
+      Value zeroPoints = ParamOp::create(builder, loc, companions.zeroPointType,
+                                         companions.zeroPointName);
       Value values = QuantizeOp::create(builder, loc, lhs, scales, zeroPoints);
       Value rows = CastOp::create(
           builder, loc, cast<RankedTensorType>(lhs.getType()).clone(f32),
@@ -404,7 +410,8 @@ struct MFQuantizeWeightsPass
       if (resultType.getElementType() != f32) {
         product = CastOp::create(builder, loc, resultType, product);
       }
-      Value bias = ParamOp::create(builder, loc, biasType, biasName);
+      Value bias = ParamOp::create(builder, loc, companions.biasType,
+                                   companions.biasName);
       Value spread = BroadcastOp::create(builder, loc, resultType, bias);
       Value sum = AddOp::create(builder, loc, product, spread);
       matmul.getResult().replaceAllUsesWith(sum);
