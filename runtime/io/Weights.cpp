@@ -413,8 +413,10 @@ DType sourceTypeOf(const Executable &executable,
                    const fb::Parameter &parameter) {
   int32_t typed = parameter.quant_bias() >= 0 ? parameter.quant_bias()
                                               : parameter.quant_scale();
-  return Executable::dtypeOf(
-      *executable.root().parameters()->Get(static_cast<uint32_t>(typed))->type());
+  return Executable::dtypeOf(*executable.root()
+                                  .parameters()
+                                  ->Get(static_cast<uint32_t>(typed))
+                                  ->type());
 }
 
 /// The values of calibrated `parameter` (returned), with its scales, input
@@ -655,8 +657,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       weights.tensors_.emplace_back(); // another pipeline stage's
       continue;
     }
-    if (auto scales = companions.find(index);
-        scales != companions.end()) {
+    if (auto scales = companions.find(index); scales != companions.end()) {
       weights.tensors_.push_back(std::move(scales->second));
       continue;
     }
@@ -739,8 +740,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
     std::map<std::string, int64_t> stackCounts =
         stackedExpertCounts(executable);
     for (const fb::Parameter *parameter : *executable.root().parameters()) {
-      if (auto scales = companions.find(
-              static_cast<int32_t>(weights.tensors_.size()));
+      if (auto scales =
+              companions.find(static_cast<int32_t>(weights.tensors_.size()));
           scales != companions.end()) {
         weights.tensors_.push_back(std::move(scales->second));
         continue;

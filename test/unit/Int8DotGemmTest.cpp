@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <functional>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace mfrt;

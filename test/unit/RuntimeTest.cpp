@@ -786,9 +786,9 @@ TEST(Quantization, SmoothQuantAsGoldenStick) {
     std::memcpy(block.data(), halves + first * 2, block.byteSize());
     return Status::ok();
   };
-  Status tiny = quantizeCalibrated(2, 2, DType::F16, {-1e-7f, -1e-7f},
-                                   {1e-7f, 1e-7f}, 0.5, readHalves, allocate,
-                                   out);
+  Status tiny =
+      quantizeCalibrated(2, 2, DType::F16, {-1e-7f, -1e-7f}, {1e-7f, 1e-7f},
+                         0.5, readHalves, allocate, out);
   EXPECT_FALSE(tiny);
   EXPECT_NE(tiny.message().find("input channel 0 needs a scale of"),
             std::string::npos)

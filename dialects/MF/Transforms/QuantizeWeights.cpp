@@ -309,12 +309,13 @@ struct MFQuantizeWeightsPass
       if (calibrated) {
         // mfc's own names: golden-stick's deployed SmoothQuant checkpoints
         // keep the weight's scales otherwise (docs/quantization.md).
-        rows = StaticRows{(name + "_input_scale").str(),
-                        RankedTensorType::get({k}, element),
-                        (name + "_input_zero_point").str(),
-                        RankedTensorType::get({k}, IntegerType::get(context, 8)),
-                        (name + "_bias").str(),
-                        RankedTensorType::get({n}, element)};
+        rows =
+            StaticRows{(name + "_input_scale").str(),
+                       RankedTensorType::get({k}, element),
+                       (name + "_input_zero_point").str(),
+                       RankedTensorType::get({k}, IntegerType::get(context, 8)),
+                       (name + "_bias").str(),
+                       RankedTensorType::get({n}, element)};
         addCompanion(builder, parameter, rows->scaleName, rows->scaleType,
                      StringAttr());
         addCompanion(builder, parameter, rows->zeroPointName,
