@@ -2,6 +2,8 @@
 
 #include "shapes/ShapeRules.h"
 
+#include <algorithm>
+
 using namespace mfshapes;
 
 namespace {
@@ -111,7 +113,7 @@ Inferred mfshapes::inferDynamicQuantize(const TensorInfo &input) {
 
 Inferred mfshapes::inferQuantize(const TensorInfo &input,
                                  const TensorInfo &scale,
-                                 const TensorInfo &zeroPoint) {
+                                 const TensorInfo *zeroPoint) {
   if (!isFloat(input.element) || input.shape.empty()) {
     return failure("expected a float tensor of rank >= 1, got " +
                    formatShape(input.shape));
@@ -119,17 +121,24 @@ Inferred mfshapes::inferQuantize(const TensorInfo &input,
   if (std::string problem = checkDims(input, "the input"); !problem.empty()) {
     return failure(problem);
   }
-  std::vector<int64_t> channels{input.shape.back()};
+  // The channels: the input's trailing dimensions that the scales span
+  // (the last one, or a KV cache's [kv_heads, head_dim]).
+  size_t spanned =
+      std::clamp<size_t>(scale.shape.size(), 1, input.shape.size());
+  std::vector<int64_t> channels(input.shape.end() - spanned,
+                                input.shape.end());
   if (scale.element != input.element || scale.shape != channels) {
     static const char *const names[] = {"f32", "f16", "bf16", "i32", "i8"};
     return failure("expected scales " + formatShape(channels) +
-                   " (one per channel) in the input's type, got " +
+                   " (one per channel: the input's trailing dimensions) "
+                   "in the input's type, got " +
                    names[static_cast<int>(scale.element)] + " " +
                    formatShape(scale.shape));
   }
-  if (zeroPoint.element != Element::I8 || zeroPoint.shape != channels) {
+  if (zeroPoint &&
+      (zeroPoint->element != Element::I8 || zeroPoint->shape != channels)) {
     return failure("expected i8 zero points " + formatShape(channels) +
-                   " (one per channel), got " + formatShape(zeroPoint.shape));
+                   " (one per channel), got " + formatShape(zeroPoint->shape));
   }
   return {{{Element::I8, input.shape}}, ""};
 }

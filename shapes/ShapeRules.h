@@ -57,9 +57,10 @@ Inferred inferDynamicQuantize(const TensorInfo &input);
 
 /// mf.quantize: a float [..., K] as i8 values of the same shape, with a
 /// scale (in the input's type) and an i8 zero point per channel ([K]
-/// each).
+/// each, or shaped as more trailing dimensions of the input); without zero
+/// points (null) symmetric.
 Inferred inferQuantize(const TensorInfo &input, const TensorInfo &scale,
-                       const TensorInfo &zeroPoint);
+                       const TensorInfo *zeroPoint);
 
 /// mf.top_k: the `k` largest of the last dimension, and their indices.
 Inferred inferTopK(const TensorInfo &input, int64_t k);

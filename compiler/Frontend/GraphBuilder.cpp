@@ -105,7 +105,7 @@ Value GraphBuilder::param(StringRef name, StringRef mfName,
         /*quant_scale=*/FlatSymbolRefAttr(),
         /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(),
         FlatSymbolRefAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
-        FloatAttr(), /*parts=*/ArrayAttr());
+        FloatAttr(), /*parts=*/ArrayAttr(), /*calibrated_scales=*/StringAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
@@ -139,7 +139,8 @@ Value GraphBuilder::stackedWeight(StringRef name, ArrayRef<std::string> parts,
         /*dot_panels=*/false, grid, splitAxes, /*split_groups=*/IntegerAttr(),
         /*quant_scale=*/FlatSymbolRefAttr(), /*quant_group=*/IntegerAttr(),
         /*quant_bits=*/IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
-        FlatSymbolRefAttr(), FloatAttr(), builder_.getStrArrayAttr(names));
+        FlatSymbolRefAttr(), FloatAttr(), builder_.getStrArrayAttr(names),
+        /*calibrated_scales=*/StringAttr());
   }
   return mf::ParamOp::create(builder_, loc, type, name);
 }
@@ -316,7 +317,8 @@ Value GraphBuilder::causalAttention(Value q, Value k, Value v, KvCache *cache,
   ArrayRef<int64_t> shape = shapeOf(q);
   Value attended = mf::AttentionOp::create(
       builder_, loc(attentionPath + ".attention_core", "num_heads"),
-      q.getType(), q, k, v, pastLength, blockTable, /*causal=*/true,
+      q.getType(), q, k, v, pastLength, blockTable, /*key_scale=*/Value(),
+      /*value_scale=*/Value(), /*causal=*/true,
       llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3]))));
   Value merged = reshape(attended, {shape[0], shape[1], shape[2] * shape[3]},
                          loc(attentionPath + ".merge_heads", "num_heads"));
@@ -348,7 +350,8 @@ Value GraphBuilder::gatheredAttention(Value q, Value k, Value v,
     }
     attended.push_back(mf::AttentionOp::create(
         builder_, attentionLoc, queries.getType(), queries, k, v,
-        contextRunStart(run, length, attentionLoc), Value(), /*causal=*/true,
+        contextRunStart(run, length, attentionLoc), Value(), Value(), Value(),
+        /*causal=*/true,
         llvm::APFloat(1.0 / std::sqrt(static_cast<double>(shape[3])))));
   }
   Value joined = runs == 1

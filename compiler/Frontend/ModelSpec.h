@@ -51,6 +51,10 @@ struct QuantizationConfig {
   /// SmoothQuant's migration strength (outliers_suppression 'smooth', or
   /// quant_method smooth_quant); negative: no smoothing.
   double smoothAlpha = -1;
+  /// "int8": the KV cache holds int8 rows with calibrated per-channel
+  /// scales (kvcache_dtype; golden-stick's per_channel granularity); empty:
+  /// the compute dtype.
+  std::string kvcacheDtype;
   /// Weights whose name contains one of these stay float (golden-stick's
   /// substring match over the layer's path).
   std::vector<std::string> modulesToNotConvert;

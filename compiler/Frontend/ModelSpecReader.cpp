@@ -1370,10 +1370,18 @@ private:
              "SmoothQuant is W8A8); write activation_dtype: 'int8', or "
              "quant_method 'rtn' for int8 weights alone");
     }
+    // An int8 KV cache (golden-stick's C8), with any quant_method: its
+    // scales come from a calibration.
     if (const ConfigNode *value = quant.get("kvcache_dtype"); !isNone(value)) {
-      refuse("kvcache_dtype", "only None is supported (an int8 KV cache is "
-                              "not built yet), got " +
-                                  value->describe());
+      if (!(value->isScalar() && value->scalar == "int8")) {
+        refuse("kvcache_dtype",
+               "expected None or 'int8', got " + value->describe());
+      } else if (!spec_.model.usePast) {
+        refuse("kvcache_dtype",
+               "an int8 KV cache needs a KV cache: set use_past: True");
+      } else {
+        config.kvcacheDtype = "int8";
+      }
     }
     // Smoothing: SmoothQuant's per-channel factors, which golden-stick's
     // SmoothQuant always applies and its PTQ with outliers_suppression
@@ -1494,12 +1502,19 @@ private:
         algorithm.finish();
       }
     }
+    // per_channel: static scales per KV head and channel from calibration
+    // (golden-stick's default); per_token (dynamic, a scale per cached
+    // token) is not built.
     if (const ConfigNode *value = quant.get("kvcache_quant_granularity");
         value && !(value->isScalar() && value->scalar == "per_channel")) {
       refuse("kvcache_quant_granularity",
-             "only 'per_channel' is supported without an int8 KV cache, "
-             "got " +
-                 value->describe());
+             config.kvcacheDtype == "int8"
+                 ? "only 'per_channel' (calibrated static scales) is "
+                   "supported; per-token KV-cache scales are not built yet, "
+                   "got " + value->describe()
+                 : "only 'per_channel' is supported without an int8 KV "
+                   "cache (MindFormers refuses per_token then), got " +
+                       value->describe());
     }
     if (const ConfigNode *policies = quant.get("layer_policies");
         policies && !isNone(policies) &&

@@ -27,6 +27,9 @@ void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
 }
 
 void addQuantization(OpPassManager &pm, const CompileOptions &options) {
+  if (options.quantizeKvCache) {
+    pm.addPass(mf::createMFQuantizeKvCachePass());
+  }
   if (!options.quantizeWeights) {
     return;
   }
@@ -105,7 +108,9 @@ const Phase kPhases[] = {
     {"quantize",
      "quantized models (quantization_config): Linear weights as i8 "
      "parameters with scales, read through mf.dequantize "
-     "(mf-quantize-weights); other modules unchanged",
+     "(mf-quantize-weights), and with kvcache_dtype int8 the KV caches as "
+     "i8 with calibrated scales (mf-quantize-kv-cache); other modules "
+     "unchanged",
      addQuantization},
     {"sharding",
      "tensor-parallel modules (parallel_config.model_parallel > 1): one "

@@ -55,6 +55,8 @@ struct CompileOptions {
   /// Weight-only quantization (quantization_config): whether to run
   /// mf-quantize-weights, and the names it leaves float.
   bool quantizeWeights = false;
+  /// kvcache_dtype: int8: whether to run mf-quantize-kv-cache.
+  bool quantizeKvCache = false;
   std::vector<std::string> quantizeExclude;
   /// Its bits (8 or 4) and scales' group size (0: one scale per row).
   int64_t quantizeBits = 8;

@@ -231,7 +231,10 @@ public:
           quantBias,
           parameter.getQuantSmoothAlphaAttr()
               ? parameter.getQuantSmoothAlphaAttr().getValueAsDouble()
-              : -1.0));
+              : -1.0,
+          parameter.getCalibratedScales()
+              ? parameter.getCalibratedScales()->str().c_str()
+              : nullptr));
     }
 
     std::vector<flatbuffers::Offset<fb::Entry>> entries;

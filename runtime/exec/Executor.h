@@ -43,10 +43,11 @@ struct RunOptions {
   /// Count what every mf.moe_route decides here.
   MoeStats *moeStats = nullptr;
   /// Graph Mode: the rows every mf.dynamic_quantize or mf.quantize reads (a
-  /// kernel's or a library op's input) taken from these values (by value id,
-  /// another run's capturedValues) before it runs. --check so compares kernels
-  /// that quantize on PyNative's rows: rows within tolerance can round a
-  /// step the other way, which is no kernel's error.
+  /// kernel's or a library op's input, or what its command computes them
+  /// from: an int8 KV cache's keys before RoPE) taken from these values (by
+  /// value id, another run's capturedValues) before it runs. --check so
+  /// compares kernels that quantize on PyNative's rows: rows within
+  /// tolerance can round a step the other way, which is no kernel's error.
   const std::vector<Tensor> *quantizedFrom = nullptr;
   /// PyNative: widen here the ranges of the rows each Linear weight (a
   /// parameter a matmul multiplies by transposed) multiplies, by the

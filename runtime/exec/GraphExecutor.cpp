@@ -512,13 +512,26 @@ void GraphExecutor::takeQuantizedRows(const fb::Entry &entry,
                                       Prepared &prepared, size_t index,
                                       const std::vector<Tensor> &values) {
   const fb::Command &command = *entry.host()->commands()->Get(index);
+  // The rows each quantize reads, or (computed in the command: the RoPE of
+  // an int8 KV cache's new keys) what they are computed from.
+  std::vector<uint32_t> taken;
   for (uint32_t i = 0; i < command.op_count(); ++i) {
     const fb::Op &op = *entry.ops()->Get(command.first_op() + i);
-    if (op.kind() != fb::OpKind::DynamicQuantize &&
-        op.kind() != fb::OpKind::Quantize) {
-      continue;
+    if (op.kind() == fb::OpKind::DynamicQuantize ||
+        op.kind() == fb::OpKind::Quantize) {
+      taken.push_back(op.operands()->Get(0));
     }
-    uint32_t rows = op.operands()->Get(0);
+  }
+  for (size_t t = 0; t < taken.size(); ++t) {
+    for (uint32_t i = 0; i < command.op_count(); ++i) {
+      const fb::Op &op = *entry.ops()->Get(command.first_op() + i);
+      if (op.results()->Get(0) == taken[t] && op.operands()) {
+        taken.insert(taken.end(), op.operands()->begin(),
+                     op.operands()->end());
+      }
+    }
+  }
+  for (uint32_t rows : taken) {
     for (const fb::Binding *binding : *command.bindings()) {
       Tensor &buffer = prepared.buffers[binding->buffer()];
       if (binding->access() == fb::Access::Read && binding->value() == rows &&

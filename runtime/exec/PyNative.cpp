@@ -37,7 +37,9 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
   }
 
   // Calibration: the parameter each value reads (directly or cast), so
-  // that a matmul by one transposed (a Linear) records its rows.
+  // that a matmul by one transposed (a Linear) records its rows; each
+  // attention records the channels of its keys and values (what an int8
+  // KV cache holds) by its location.
   std::vector<int64_t> parameterRead;
   if (options.calibration) {
     parameterRead.assign(valueCount, -1);
@@ -74,6 +76,13 @@ PyNativeExecutor::run(const std::string &entryName, std::vector<Tensor> inputs,
               executable_.root().parameters()->Get(parameter)->name()->str(),
               *operands[0]));
         }
+      } else if (op.kind() == fb::OpKind::Attention &&
+                 operands[1]->rank() == 4) {
+        int64_t channels = operands[1]->dim(2) * operands[1]->dim(3);
+        MFRT_RETURN_IF_ERROR(options.calibration->record(
+            location + ".key", *operands[1], channels));
+        MFRT_RETURN_IF_ERROR(options.calibration->record(
+            location + ".value", *operands[2], channels));
       }
     }
     results.assign(op.results()->size(), Tensor());

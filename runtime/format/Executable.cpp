@@ -1146,6 +1146,25 @@ Status checkGrid(const fb::Executable &root) {
 }
 
 /// A split parameter splits one dimension of its block over grid axes.
+/// Calibrated scales (an int8 KV cache's): a float tensor that is neither
+/// quantized, split nor training state, named after non-empty ranges.
+Status checkCalibratedScales(const fb::Parameter &parameter) {
+  const flatbuffers::String *ranges = parameter.calibrated_scales();
+  if (!ranges) {
+    return Status::ok();
+  }
+  DType dtype = Executable::dtypeOf(*parameter.type());
+  if (ranges->size() == 0 || dtype == DType::I8 || dtype == DType::I32 ||
+      parameter.quant_scale() >= 0 || parameter.split_dim() >= 0 ||
+      parameter.state() || sizeOf(parameter.type()->shape()) < 1) {
+    return Status::error("parameter '" + parameter.name()->str() +
+                         "' holds calibrated scales but is not a float "
+                         "tensor of them (quantized, split, training state, "
+                         "or named after no ranges)");
+  }
+  return Status::ok();
+}
+
 Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   std::string where = "parameter '" + parameter.name()->str() + "'";
   if (parameter.split_parts() < 1) {
@@ -1235,6 +1254,7 @@ checkSemantics(const fb::Executable &root,
       MFRT_RETURN_IF_ERROR(checkSplit(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkParts(root, *parameter));
       MFRT_RETURN_IF_ERROR(checkQuantization(root, index));
+      MFRT_RETURN_IF_ERROR(checkCalibratedScales(*parameter));
       for (int32_t companion :
            {parameter->quant_scale(), parameter->quant_input_scale(),
             parameter->quant_input_zero_point(), parameter->quant_bias()}) {

@@ -27,8 +27,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 20;
-constexpr uint32_t kMaxFormatVersion = 20;
+constexpr uint32_t kMinFormatVersion = 21;
+constexpr uint32_t kMaxFormatVersion = 21;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;

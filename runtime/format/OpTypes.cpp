@@ -88,8 +88,14 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferDynamicQuantize(infoOf(in[0]));
     break;
   case fb::OpKind::Quantize:
-    inferred =
-        mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]));
+  {
+    std::optional<mfshapes::TensorInfo> zeroPoint;
+    if (in.size() > 2) {
+      zeroPoint = infoOf(in[2]);
+    }
+    inferred = mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]),
+                                       zeroPoint ? &*zeroPoint : nullptr);
+  }
     break;
   case fb::OpKind::TopK:
     inferred =
@@ -333,14 +339,25 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   }
   case fb::OpKind::Attention: {
     // q, k, v, then past_length, then a paged cache's block table (k and
-    // v are then pools of blocks).
+    // v are then pools of blocks); an int8 cache's scales last.
     const Shape &q = in[0].shape, &k = in[1].shape;
-    bool hasPast = in.size() >= 4, paged = in.size() == 5;
+    bool int8Cache = in[1].dtype == DType::I8;
+    size_t positional = in.size() - (int8Cache ? 2 : 0);
+    bool hasPast = positional >= 4, paged = positional == 5;
     if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
         k.size() != 4 || (!paged && q[0] != k[0]) || q[3] != k[3] ||
-        k[2] <= 0 || q[2] % k[2] != 0 || in[0].dtype != in[1].dtype ||
+        k[2] <= 0 || q[2] % k[2] != 0 ||
+        (!int8Cache && in[0].dtype != in[1].dtype) || positional < 3 ||
         !isFloat(out.dtype) || (hasPast && !isPositionFor(in[3], q[0]))) {
       return "query, key and value do not fit";
+    }
+    if (int8Cache) {
+      for (size_t i : {in.size() - 2, in.size() - 1}) {
+        if (in[i].dtype != in[0].dtype || in[i].shape != Shape{k[2], k[3]}) {
+          return "an int8 cache's scales must be [kv_heads, head_dim] of "
+                 "the query's type";
+        }
+      }
     }
     if (paged && !isBlockTableFor(in[4], q[0], q[1], k[1])) {
       return "the block table does not map the query's rows";

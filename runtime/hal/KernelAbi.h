@@ -38,8 +38,9 @@ extern "C" {
    it was built for. Version 2: the services take argument structs
    (version 1 passed their fields as arguments). Version 4: the gemm
    arguments end with an int4 weight's scales and group. Version 5: the
-   attention arguments end with a paged cache's block table. */
-#define MFRT_KERNEL_ABI_VERSION 6u
+   attention arguments end with a paged cache's block table. Version 7:
+   the attention arguments end with an int8 cache's scales. */
+#define MFRT_KERNEL_ABI_VERSION 7u
 
 /* What a kernel (and a service that can fail) returns. */
 enum {
@@ -129,7 +130,10 @@ typedef void (*mfrt_gemm_v1)(const mfrt_gemm_args_v1 *args);
    length per batch row (else one for all); 128 the caches are pools of
    paged KV blocks ([pool_blocks, block_size, kv_heads, dim]) that row b
    reads and writes through block_table[b * (keys / block_size) ...], keys
-   being then what a row's table maps. Returns MFRT_KERNEL_OK, or
+   being then what a row's table maps; 256 the caches are int8, the new
+   keys and values written as round_half_even(x / scale[c]) clamped to
+   [-128, 127] and read as q * scale[c] by key_scales and value_scales
+   ([kv_heads, dim], of the buffers' float type). Returns MFRT_KERNEL_OK, or
    MFRT_KERNEL_SERVICE_FAILED (writing nothing) for a past length that does
    not fit the cache or a block table entry past the pool. */
 typedef struct mfrt_attention_args_v1 {
@@ -146,6 +150,7 @@ typedef struct mfrt_attention_args_v1 {
   double scale, theta;
   const int32_t *block_table;
   int64_t block_size, pool_blocks;
+  const void *key_scales, *value_scales;
 } mfrt_attention_args_v1;
 typedef int32_t (*mfrt_attention_v1)(const mfrt_attention_args_v1 *args);
 

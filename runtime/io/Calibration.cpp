@@ -50,17 +50,17 @@ StatusOr<Calibration> Calibration::fromFile(const CheckpointFile &file,
         entry.shape.size() != 1) {
       return Status::error(StatusCode::InvalidArgument,
                            "'" + path + "': tensor '" + name +
-                               "' is not a weight's F32 '.input_min' or "
+                               "' is not an F32 '.input_min' or "
                                "'.input_max' vector");
     }
     std::string weight = name.substr(0, name.size() - kMinSuffix.size());
-    Ranges &ranges = calibration.byWeight[weight];
+    Ranges &ranges = calibration.byName[weight];
     std::vector<float> &into = isMin ? ranges.min : ranges.max;
     into.resize(static_cast<size_t>(entry.shape[0]));
     Tensor tensor = viewOf(into);
     MFRT_RETURN_IF_ERROR(file.read(entry, tensor));
   }
-  for (const auto &[weight, ranges] : calibration.byWeight) {
+  for (const auto &[weight, ranges] : calibration.byName) {
     bool ordered = ranges.min.size() == ranges.max.size();
     for (size_t j = 0; ordered && j < ranges.min.size(); ++j) {
       ordered = ranges.min[j] <= ranges.max[j] &&
@@ -75,18 +75,25 @@ StatusOr<Calibration> Calibration::fromFile(const CheckpointFile &file,
   return calibration;
 }
 
-Status Calibration::record(const std::string &weight, const Tensor &rows) {
-  int64_t k = rows.rank() ? rows.shape().back() : 0;
+Status Calibration::record(const std::string &name, const Tensor &rows,
+                           int64_t channels) {
+  int64_t k = channels > 0 ? channels : rows.rank() ? rows.shape().back() : 0;
   if (k <= 0) {
     return Status::ok();
   }
-  Ranges &ranges = byWeight[weight];
+  if (rows.numElements() % k != 0) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "calibration: '" + name + "' has " +
+                             std::to_string(rows.numElements()) +
+                             " values, not rows of " + std::to_string(k));
+  }
+  Ranges &ranges = byName[name];
   if (ranges.min.empty()) {
     ranges.min.assign(k, std::numeric_limits<float>::infinity());
     ranges.max.assign(k, -std::numeric_limits<float>::infinity());
   } else if (static_cast<int64_t>(ranges.min.size()) != k) {
     return Status::error(StatusCode::InvalidArgument,
-                         "calibration: '" + weight + "' multiplies rows of " +
+                         "calibration: '" + name + "' has rows of " +
                              std::to_string(k) + " and of " +
                              std::to_string(ranges.min.size()) + " channels");
   }
@@ -108,8 +115,8 @@ Status Calibration::record(const std::string &weight, const Tensor &rows) {
 Status Calibration::write(const std::string &path) const {
   std::vector<Tensor> tensors;
   std::vector<std::pair<std::string, const Tensor *>> named;
-  tensors.reserve(2 * byWeight.size());
-  for (const auto &[weight, ranges] : byWeight) {
+  tensors.reserve(2 * byName.size());
+  for (const auto &[weight, ranges] : byName) {
     for (const std::vector<float> *values : {&ranges.min, &ranges.max}) {
       tensors.push_back(viewOf(const_cast<std::vector<float> &>(*values)));
       named.emplace_back(weight +

@@ -2,11 +2,12 @@
 //-*-===//
 //
 // What `mf-run --task calibrate` measures on a float model and a calibrated
-// model's loading reads (docs/quantization.md): for each Linear weight, by
-// its parameter name, the range of every input channel over the
-// calibration's tokens. A safetensors file: `<weight>.input_min` and
-// `<weight>.input_max`, F32 [K] each, and `__metadata__` {"format":
-// "mfc-calibration", "tokens": N}.
+// model's loading reads (docs/quantization.md): the range of every channel
+// over the calibration's tokens of the input of each Linear weight, by its
+// parameter name, and of the keys and values each attention reads (a KV
+// cache's), by the attention's location and `.key` or `.value`. A
+// safetensors file: `<name>.input_min` and `<name>.input_max`, F32 [K]
+// each, and `__metadata__` {"format": "mfc-calibration", "tokens": N}.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +29,7 @@ struct Calibration {
   struct Ranges {
     std::vector<float> min, max; ///< per input channel
   };
-  std::map<std::string, Ranges> byWeight;
+  std::map<std::string, Ranges> byName;
   int64_t tokens = 0; ///< the tokens they were measured on (written only)
 
   /// Reads a file `write` wrote; anything else (a checkpoint, ranges of
@@ -38,10 +39,11 @@ struct Calibration {
   static StatusOr<Calibration> fromFile(const CheckpointFile &file,
                                         const std::string &path);
   Status write(const std::string &path) const;
-  /// Widens `weight`'s ranges by every row of `rows` ([..., K], a float
-  /// dtype: the rows it multiplies); rows of another width are an error. A
-  /// NaN widens nothing.
-  Status record(const std::string &weight, const Tensor &rows);
+  /// Widens `name`'s ranges by every row of `rows` (a float dtype: rows of
+  /// `channels` values, by default its last dimension); rows of another
+  /// width are an error. A NaN widens nothing.
+  Status record(const std::string &name, const Tensor &rows,
+                int64_t channels = 0);
 };
 
 } // namespace mfrt

@@ -233,3 +233,45 @@ Status mfrt::quantizeCalibrated(
   fromFloats(computeType, bias.data(), out.bias.data(), n);
   return Status::ok();
 }
+
+Status mfrt::symmetricChannelScales(const std::vector<float> &channelMin,
+                                    const std::vector<float> &channelMax,
+                                    Tensor &scales) {
+  size_t channels = static_cast<size_t>(scales.numElements());
+  if (channelMin.size() != channels || channelMax.size() != channels) {
+    return Status::error(StatusCode::InvalidArgument,
+                         "the calibration has ranges of " +
+                             std::to_string(channelMin.size()) +
+                             " channels, the scales are " +
+                             formatShape(scales.shape()));
+  }
+  std::vector<float> values(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    double low = channelMin[c], high = channelMax[c];
+    if (!std::isfinite(low) || !std::isfinite(high) || low > high) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "the calibration's range of channel " +
+                               std::to_string(c) +
+                               " is empty or not finite (was any token "
+                               "calibrated?)");
+    }
+    double largest = std::max(std::fabs(low), std::fabs(high));
+    values[c] = largest > 0 ? static_cast<float>(largest * 2.0 / 255.0) : 1.0f;
+  }
+  fromFloats(scales.dtype(), values.data(), scales.data(),
+             static_cast<int64_t>(channels));
+  // A scale its dtype cannot hold (an f16 one below 6e-8 or above 65504)
+  // would divide by 0 or infinity.
+  std::vector<float> rounded(channels);
+  toFloats(scales.dtype(), scales.data(), rounded.data(),
+           static_cast<int64_t>(channels));
+  for (size_t c = 0; c < channels; ++c) {
+    if (!(rounded[c] > 0) || !std::isfinite(rounded[c])) {
+      return Status::error(StatusCode::InvalidArgument,
+                           "the scale of channel " + std::to_string(c) + " (" +
+                               std::to_string(values[c]) +
+                               ") does not fit the scales' dtype");
+    }
+  }
+  return Status::ok();
+}

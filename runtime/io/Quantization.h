@@ -59,6 +59,15 @@ Status quantizeCalibrated(
     const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
     CalibratedWeight &out);
 
+/// Symmetric int8 scales of an activation from the range of each channel
+/// over a calibration (golden-stick's int8 KV cache, kvcache_symmetric):
+/// scale = max(|min|, |max|) * 2 / 255 in f64, rounded to `scales`' float
+/// dtype (which holds one per channel); a channel that was always 0 gets 1
+/// (any scale holds it). An empty or non-finite range is an error.
+Status symmetricChannelScales(const std::vector<float> &channelMin,
+                              const std::vector<float> &channelMax,
+                              Tensor &scales);
+
 } // namespace mfrt
 
 #endif // MFC_RUNTIME_IO_QUANTIZATION_H

@@ -431,9 +431,9 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
   std::string name = parameter.name()->str();
   auto ranges =
       calibration
-          ? calibration->byWeight.find(name)
+          ? calibration->byName.find(name)
           : std::map<std::string, Calibration::Ranges>::const_iterator();
-  if (!calibration || ranges == calibration->byWeight.end()) {
+  if (!calibration || ranges == calibration->byName.end()) {
     return Status::error(
         StatusCode::FailedPrecondition,
         "parameter '" + name +
@@ -465,6 +465,41 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
   companions[parameter.quant_input_zero_point()] = std::move(weight.zeroPoints);
   companions[parameter.quant_bias()] = std::move(weight.bias);
   return std::move(weight.values);
+}
+
+/// Calibrated `parameter`'s scales (an int8 KV cache's) from the ranges
+/// `calibration` holds under the name it gives.
+StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
+                                  Allocator &allocator,
+                                  const Calibration *calibration) {
+  std::string name = parameter.name()->str();
+  std::string rangesName = parameter.calibrated_scales()->str();
+  auto ranges =
+      calibration
+          ? calibration->byName.find(rangesName)
+          : std::map<std::string, Calibration::Ranges>::const_iterator();
+  if (!calibration || ranges == calibration->byName.end()) {
+    return Status::error(
+        StatusCode::FailedPrecondition,
+        "parameter '" + name +
+            "' holds an int8 KV cache's scales (kvcache_dtype: int8), "
+            "calibrated from the ranges of '" +
+            rangesName + "', and " +
+            (calibration ? std::string("the calibration has none")
+                         : std::string("no calibration was given")) +
+            ": give --calibration FILE, which mf-run FLOAT.bin --task "
+            "calibrate --data TEXT --save-calibration FILE writes (FLOAT.bin: "
+            "the same config compiled with mfc --calibration-model), or "
+            "weights that hold the scales (mf-run --save-weights)");
+  }
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor scales,
+      allocator.allocate(Executable::dtypeOf(*parameter.type()),
+                         Executable::shapeOf(*parameter.type()), false));
+  MFRT_RETURN_IF_ERROR(
+      symmetricChannelScales(ranges->second.min, ranges->second.max, scales)
+          .withContext("parameter '" + name + "'"));
+  return scales;
 }
 
 /// Quantized `parameter`'s values from its float weight (`readRows`), its
@@ -687,10 +722,13 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       continue;
     }
     StatusOr<Tensor> tensor =
-        initialBlock(executable, *parameter, allocator, seed, ranks);
+        parameter->calibrated_scales()
+            ? calibratedScales(*parameter, allocator, calibration)
+            : initialBlock(executable, *parameter, allocator, seed, ranks);
     if (!tensor) {
       return tensor.status();
     }
+    weights.calibrated_ += parameter->calibrated_scales() != nullptr;
     weights.tensors_.push_back(tensor.take());
   }
   return weights;
@@ -916,6 +954,16 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         }
         weights.tensors_.push_back(initial.take());
         weights.initializedAdapters_.push_back(name);
+        continue;
+      }
+      if (!found && parameter->calibrated_scales()) {
+        StatusOr<Tensor> scales =
+            calibratedScales(*parameter, allocator, calibration);
+        if (!scales) {
+          return scales.status();
+        }
+        weights.calibrated_ += 1;
+        weights.tensors_.push_back(scales.take());
         continue;
       }
       if (!found && parameter->state()) {

@@ -3,6 +3,7 @@
 #include "runtime/kernels/FlashAttention.h"
 
 #include "runtime/hal/CpuFeatures.h"
+#include "runtime/kernels/Int8DotGemm.h"
 #include "runtime/kernels/KernelSupport.h"
 
 #include <cblas.h>
@@ -56,6 +57,21 @@ void copyRows(DType dtype, const void *from, int64_t fromElement, void *to,
         dim * dtypeSize(dtype));
   }
 }
+
+} // namespace
+
+void mfrt::dequantizeRows(const int8_t *values, int64_t stride, int64_t rows,
+                          const float *scales, int64_t width, float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t *row = values + r * stride;
+    float *to = out + r * width;
+    for (int64_t c = 0; c < width; ++c) {
+      to[c] = static_cast<float>(row[c]) * scales[c];
+    }
+  }
+}
+
+namespace {
 
 /// Decode's few query rows (a KV head's group at one position) multiply
 /// their keys and values here, in AVX-512 registers: OpenBLAS spends more
@@ -374,6 +390,18 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
   // A 16-bit RoPE result is rounded to its type, as PyNative stores it.
   const DType dtype = args.dtype;
   const bool f32 = dtype == DType::F32;
+  // An int8 cache: rows quantized by their channel's scale as they are
+  // written (mf.quantize, symmetric) and multiplied by it as they are read.
+  const bool int8Cache = args.keyScales != nullptr;
+  const DType cacheType = int8Cache ? DType::I8 : dtype;
+  thread_local std::vector<float> keyScales, valueScales, zeroPoints;
+  if (int8Cache) {
+    keyScales.resize(kvStride);
+    valueScales.resize(kvStride);
+    toFloats(dtype, args.keyScales, keyScales.data(), kvStride);
+    toFloats(dtype, args.valueScales, valueScales.data(), kvStride);
+    zeroPoints.assign(dim, 0.0f);
+  }
   thread_local std::vector<uint16_t> narrowed;
   narrowed.resize(dim);
   auto roundToStorage = [&](float *row) {
@@ -472,8 +500,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       for (auto [from, to] : {std::pair{args.cacheKeyIn, args.cacheKey},
                               std::pair{args.cacheValueIn, args.cacheValue}}) {
         if (from != to) { // not in place: the old rows first
-          copyRows(dtype, from, headBase, to, headBase, kvStride, args.keys,
-                   dim);
+          copyRows(cacheType, from, headBase, to, headBase, kvStride,
+                   args.keys, dim);
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
@@ -481,17 +509,37 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
         if (target < 0) {
           continue;
         }
+        int64_t source = newBase + row * kvStride;
+        if (int8Cache) {
+          // (The rotated keys rounded to the storage type first, as
+          // PyNative quantizes them.)
+          if (args.ropeKey) {
+            rotate(args.newKeys, source, row, rotated.data());
+          } else {
+            toFloats(dtype, elementAt(dtype, args.newKeys, source),
+                     rotated.data(), dim);
+          }
+          quantizeRowStatic(rotated.data(), dim, &keyScales[kvHead * dim],
+                            zeroPoints.data(),
+                            static_cast<int8_t *>(args.cacheKey) + target);
+          toFloats(dtype, elementAt(dtype, args.newValues, source),
+                   rotated.data(), dim);
+          quantizeRowStatic(rotated.data(), dim, &valueScales[kvHead * dim],
+                            zeroPoints.data(),
+                            static_cast<int8_t *>(args.cacheValue) + target);
+          continue;
+        }
         if (args.ropeKey) {
-          rotate(args.newKeys, newBase + row * kvStride, row, rotated.data());
+          rotate(args.newKeys, source, row, rotated.data());
           fromFloats(
               dtype, rotated.data(),
               const_cast<char *>(elementAt(dtype, args.cacheKey, target)), dim);
         } else {
-          copyRows(dtype, args.newKeys, newBase + row * kvStride, args.cacheKey,
-                   target, 0, 1, dim);
+          copyRows(dtype, args.newKeys, source, args.cacheKey, target, 0, 1,
+                   dim);
         }
-        copyRows(dtype, args.newValues, newBase + row * kvStride,
-                 args.cacheValue, target, 0, 1, dim);
+        copyRows(dtype, args.newValues, source, args.cacheValue, target, 0, 1,
+                 dim);
       }
       keySource = args.cacheKey;
       valueSource = args.cacheValue;
@@ -511,11 +559,32 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       values = valueRows.data();
       for (int64_t p = 0; p < visible; ++p) {
         int64_t element = cacheElement(p);
+        if (int8Cache) {
+          dequantizeRows(static_cast<const int8_t *>(args.cacheKey) + element,
+                         dim, 1, &keyScales[kvHead * dim], dim,
+                         &keyRows[p * dim]);
+          dequantizeRows(static_cast<const int8_t *>(args.cacheValue) +
+                             element,
+                         dim, 1, &valueScales[kvHead * dim], dim,
+                         &valueRows[p * dim]);
+          continue;
+        }
         toFloats(dtype, elementAt(dtype, args.cacheKey, element),
                  &keyRows[p * dim], dim);
         toFloats(dtype, elementAt(dtype, args.cacheValue, element),
                  &valueRows[p * dim], dim);
       }
+    } else if (int8Cache) { // (always cached)
+      keyRows.resize(attended * dim);
+      valueRows.resize(attended * dim);
+      dequantizeRows(static_cast<const int8_t *>(keySource) + keyBase,
+                     kvStride, attended, &keyScales[kvHead * dim], dim,
+                     keyRows.data());
+      dequantizeRows(static_cast<const int8_t *>(valueSource) + keyBase,
+                     kvStride, attended, &valueScales[kvHead * dim], dim,
+                     valueRows.data());
+      keys = keyRows.data();
+      values = valueRows.data();
     } else {
       if (args.ropeKey && !cached) {
         keyRows.resize(attended * dim);

@@ -78,6 +78,11 @@ inline void ropeRotate(const float *x, float *out, const float *cosines,
   }
 }
 
+/// An int8 KV cache's rows back as f32: `rows` rows of `width` values
+/// (`stride` apart) times their channel's scale, into dense rows of `out`.
+void dequantizeRows(const int8_t *values, int64_t stride, int64_t rows,
+                    const float *scales, int64_t width, float *out);
+
 /// A paged KV cache's block table (PagedAttention): position p of batch
 /// row b lives in pool block entries[b * width + p / blockSize], at row
 /// p % blockSize of it; a negative entry is a block not mapped.
@@ -122,6 +127,10 @@ struct FusedAttention {
   /// With a block table the caches are pools [poolBlocks, blockSize,
   /// kvHeads, dim], written in place, and `keys` is what a row's table maps.
   BlockTable table;
+  /// An int8 cache's scales ([kvHeads, dim] of `dtype`): the caches are
+  /// i8, new rows written as quantizeRowStatic of them (zero points 0) and
+  /// read times their channel's scale. Null: the caches are of `dtype`.
+  const void *keyScales = nullptr, *valueScales = nullptr;
 };
 
 /// Units [unitBegin, unitEnd) of batch x kvHeads: each writes its KV

@@ -57,7 +57,7 @@ extern "C" void mfrt::mfrtGemmF32(const mfrt_gemm_args_v1 *args) {
 // The kernels store each field of a service's argument struct as 8 bytes,
 // in order (CPUKernels.h's callService): the structs have no padding.
 static_assert(sizeof(mfrt_gemm_args_v1) == 17 * 8);
-static_assert(sizeof(mfrt_attention_args_v1) == 26 * 8);
+static_assert(sizeof(mfrt_attention_args_v1) == 28 * 8);
 static_assert(sizeof(mfrt_attention_grad_args_v1) == 18 * 8);
 
 namespace {
@@ -172,7 +172,9 @@ extern "C" int32_t mfrt::mfrtAttention(const mfrt_attention_args_v1 *args) {
                            storageOf(g.flags),
                            {(g.flags & 128) ? g.block_table : nullptr,
                             g.block_size > 0 ? g.keys / g.block_size : 0,
-                            g.block_size, g.pool_blocks}};
+                            g.block_size, g.pool_blocks},
+                           (g.flags & 256) ? g.key_scales : nullptr,
+                           (g.flags & 256) ? g.value_scales : nullptr};
   std::string why = runFusedAttention(attention, g.unit_begin, g.unit_end);
   if (!why.empty()) {
     serviceError = std::move(why);

@@ -103,11 +103,13 @@ Status dequantize(const fb::Op &op, const Tensor &q, const Tensor &scale,
   return Status::ok();
 }
 
-/// Calls `visit(r, row)` with each row of the last dimension of `x` as f32,
-/// rows on the pool.
+/// Calls `visit(r, row)` with each row of `k` elements of `x` (by default
+/// its last dimension) as f32, rows on the pool.
 template <typename Visit>
-void forEachRow(const Tensor &x, const ParallelFor &parallel, Visit visit) {
-  int64_t k = x.shape().back(), rows = x.numElements() / k;
+void forEachRow(const Tensor &x, const ParallelFor &parallel, Visit visit,
+                int64_t k = 0) {
+  k = k > 0 ? k : x.shape().back();
+  int64_t rows = x.numElements() / k;
   parallel(rows, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(k));
@@ -142,29 +144,38 @@ Status dynamicQuantize(const fb::Op &op, const Tensor &x, Tensor &values,
   return Status::ok();
 }
 
-/// mf.quantize: each channel of the last dimension by its static scale and
-/// zero point, rounded half to even and clamped, in f32.
+/// mf.quantize: each channel (of the trailing dimensions the scales span)
+/// by its static scale and zero point (0 without them), rounded half to
+/// even and clamped, in f32.
 Status quantize(const fb::Op &op, const Tensor &x, const Tensor &scales,
-                const Tensor &zeroPoints, Tensor &values,
+                const Tensor *zeroPoints, Tensor &values,
                 const ParallelFor &parallel) {
-  int64_t k = x.shape().back();
-  if (values.shape() != x.shape() || scales.numElements() != k ||
-      zeroPoints.numElements() != k) {
+  int64_t k = scales.numElements();
+  size_t spanned = scales.shape().size();
+  if (values.shape() != x.shape() || spanned > x.shape().size() ||
+      !std::equal(scales.shape().begin(), scales.shape().end(),
+                  x.shape().end() - spanned) ||
+      (zeroPoints && zeroPoints->numElements() != k)) {
     return shapeError(op, "values " + formatShape(values.shape()) +
                               ", scales " + formatShape(scales.shape()) +
                               " and zero points " +
-                              formatShape(zeroPoints.shape()) + " for " +
+                              (zeroPoints ? formatShape(zeroPoints->shape())
+                                          : std::string("(none)")) +
+                              " for " +
                               formatShape(x.shape()));
   }
   std::vector<float> scale(static_cast<size_t>(k)), zero(scale.size());
   toFloats(scales.dtype(), scales.data(), scale.data(), k);
-  for (int64_t j = 0; j < k; ++j) {
-    zero[j] = zeroPoints.as<int8_t>()[j];
+  for (int64_t j = 0; zeroPoints && j < k; ++j) {
+    zero[j] = zeroPoints->as<int8_t>()[j];
   }
-  forEachRow(x, parallel, [&](int64_t r, const float *row) {
-    quantizeRowStatic(row, k, scale.data(), zero.data(),
-                      values.as<int8_t>() + r * k);
-  });
+  forEachRow(
+      x, parallel,
+      [&](int64_t r, const float *row) {
+        quantizeRowStatic(row, k, scale.data(), zero.data(),
+                          values.as<int8_t>() + r * k);
+      },
+      k);
   return Status::ok();
 }
 
@@ -690,9 +701,12 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
                  Tensor &out, const ParallelFor &parallel) {
   const Tensor &q = *inputs[0], &k = *inputs[1], &v = *inputs[2];
   const fb::AttentionAttrs &attrs = *op.attributes_as_AttentionAttrs();
-  // q, k, v, then past_length, then a paged cache's block table.
-  bool causal = attrs.causal(), hasPast = inputs.size() >= 4;
-  bool paged = inputs.size() == 5;
+  // q, k, v, then past_length, then a paged cache's block table; an int8
+  // cache's scales last.
+  bool int8Cache = k.dtype() == DType::I8;
+  size_t positional = inputs.size() - (int8Cache ? 2 : 0);
+  bool causal = attrs.causal(), hasPast = positional >= 4;
+  bool paged = positional == 5;
   if (q.rank() != 4 || k.rank() != 4 || k.shape() != v.shape() ||
       (!paged && q.dim(0) != k.dim(0)) || q.dim(3) != k.dim(3) ||
       k.dim(2) == 0 || q.dim(2) % k.dim(2) != 0) {
@@ -703,6 +717,35 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   MFRT_RETURN_IF_ERROR(expectSameShape(op, q, out));
   int64_t batch = q.dim(0), seq = q.dim(1), heads = q.dim(2), dim = q.dim(3);
   int64_t keys = k.dim(1), kvHeads = k.dim(2), group = heads / kvHeads;
+  // An int8 cache's rows are read times their channel's scale.
+  std::vector<float> keyScales, valueScales;
+  if (int8Cache) {
+    for (auto [scales, tensor] :
+         {std::pair{&keyScales, inputs[positional]},
+          std::pair{&valueScales, inputs[positional + 1]}}) {
+      if (tensor->numElements() != kvHeads * dim) {
+        return shapeError(op, "scales " + formatShape(tensor->shape()) +
+                                  " for an int8 cache " +
+                                  formatShape(k.shape()));
+      }
+      scales->resize(kvHeads * dim);
+      toFloats(tensor->dtype(), tensor->data(), scales->data(), kvHeads * dim);
+    }
+  }
+  // A row of `t` (kvHeads x dim values from element `element`) as f32.
+  auto widenRows = [&](const Tensor &t, int64_t element, int64_t rows,
+                       float *to) {
+    if (t.dtype() == DType::I8) {
+      dequantizeRows(t.as<int8_t>() + element, kvHeads * dim, rows,
+                     &t == &k ? keyScales.data() : valueScales.data(),
+                     kvHeads * dim, to);
+    } else {
+      toFloats(t.dtype(),
+               static_cast<const char *>(t.data()) +
+                   element * dtypeSize(t.dtype()),
+               to, rows * kvHeads * dim);
+    }
+  };
   BlockTable table;
   if (paged) {
     MFRT_ASSIGN_OR_RETURN(table, blockTableOf(op, *inputs[4], batch, k));
@@ -740,15 +783,11 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
   std::vector<float> widenedKeys, widenedValues;
   auto widened = [&](const Tensor &t, std::vector<float> &rows) {
     if (paged) { // each row's keys gathered from its blocks, in f32
-      int64_t rowBytes = kvHeads * dim * dtypeSize(t.dtype());
       rows.assign(batch * keyRows * kvHeads * dim, 0.0f);
       for (int64_t b = 0; b < batch; ++b) {
         for (int64_t p = 0; p < visible[b]; ++p) {
-          toFloats(t.dtype(),
-                   static_cast<const char *>(t.data()) +
-                       table.poolRow(b, p) * rowBytes,
-                   rows.data() + (b * keyRows + p) * kvHeads * dim,
-                   kvHeads * dim);
+          widenRows(t, table.poolRow(b, p) * kvHeads * dim, 1,
+                    rows.data() + (b * keyRows + p) * kvHeads * dim);
         }
       }
       return static_cast<const float *>(rows.data());
@@ -759,10 +798,8 @@ Status attention(const fb::Op &op, const std::vector<const Tensor *> &inputs,
     int64_t perBatch = keyRows * kvHeads * dim;
     rows.resize(batch * perBatch);
     for (int64_t b = 0; b < batch; ++b) {
-      toFloats(t.dtype(),
-               static_cast<const char *>(t.data()) +
-                   b * keys * kvHeads * dim * dtypeSize(t.dtype()),
-               rows.data() + b * perBatch, perBatch);
+      widenRows(t, b * keys * kvHeads * dim, keyRows,
+                rows.data() + b * perBatch);
     }
     return static_cast<const float *>(rows.data());
   };
@@ -1345,7 +1382,8 @@ Status mfrt::runKernel(const fb::Op &op,
   case fb::OpKind::TopK:
     return topK(op, in(0), output, *outputs[1], parallel);
   case fb::OpKind::Quantize:
-    return quantize(op, in(0), in(1), in(2), output, parallel);
+    return quantize(op, in(0), in(1), inputs.size() > 2 ? &in(2) : nullptr,
+                    output, parallel);
   case fb::OpKind::DynamicQuantize:
     return dynamicQuantize(op, in(0), output, *outputs[1], parallel);
   case fb::OpKind::MoeRoute:

@@ -512,6 +512,39 @@ def apply_smooth_quant(w, exclude, dtype, calibration, alpha):
     return w
 
 
+# An int8 KV cache's scales by layer: (key scales, value scales), each
+# [kv_heads, head_dim] (--kv-int8), filled by load_kv_scales.
+KV_SCALES = {}
+
+
+def load_kv_scales(calibration, dtype, layers):
+    """Golden-stick's symmetric per-channel KV-cache scales from the ranges
+    `calibration` holds for each attention's keys and values (mfc's
+    `<attention path>.key` / `.value`): max(|min|, |max|) * 2 / 255 in f64,
+    in `dtype`; 1 for a channel that was always 0."""
+    ranges = load_safetensors(calibration)
+    for i in range(layers):
+        scales = []
+        for what in ("key", "value"):
+            name = f"model.layers.{i}.attention.attention_core.{what}"
+            low, high = ranges[name + ".input_min"].double(), ranges[name + ".input_max"].double()
+            largest = torch.maximum(low.abs(), high.abs())
+            scale = torch.where(largest > 0, largest * 2.0 / 255.0, torch.ones_like(largest))
+            scales.append(scale.to(torch.float32).to(dtype))
+        KV_SCALES[i] = tuple(scales)
+
+
+def through_int8_cache(x, scales):
+    """Keys or values [b, s, kv_heads, head_dim] as an int8 cache holds and
+    gives them back: q = clamp(round-half-even(x / scale), -128, 127) in f32,
+    read as q * scale in f32."""
+    s = scales.float().reshape(-1)
+    shape = x.shape
+    x32 = x.float().reshape(shape[0], shape[1], -1)
+    q = torch.clamp(torch.round(x32 / s), -128, 127)
+    return (q * s).reshape(shape)
+
+
 def apply_w8a8(w, exclude, dtype):
     """W8A8 (per-token activations): the weights as W8A16, and their
     products' rows quantized per token."""
@@ -615,6 +648,9 @@ def llama_layer(cfg, w, i, x, positions):
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], cfg.eps).to(c)
     q = rope(q, positions, cfg.inv_freq).to(c)
     k = rope(k, positions, cfg.inv_freq).to(c)
+    if i in KV_SCALES:  # the attention reads what an int8 cache holds
+        k = through_int8_cache(k, KV_SCALES[i][0])
+        v = through_int8_cache(v, KV_SCALES[i][1])
     a = causal_attention(q, k, v).to(c).reshape(b, s, cfg.heads * cfg.head_dim)
     x = x + linear(a, "self_attn.o_proj")
     h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.eps).to(c)
@@ -822,6 +858,9 @@ def main():
     parser.add_argument("--smooth-alpha", type=float, default=0.5,
                         help="with --smooth-quant: the migration strength (negative: no "
                              "smoothing)")
+    parser.add_argument("--kv-int8", metavar="CALIBRATION",
+                        help="compute with an int8 KV cache whose scales come from the ranges "
+                             "of this file (mf-run --task calibrate's)")
     parser.add_argument("--not-convert", action="append", default=[],
                         help="with --rtn-int8/--rtn-int4/--w8a8: weights whose name contains this "
                              "stay float")
@@ -853,6 +892,8 @@ def main():
     if args.smooth_quant:
         w = apply_smooth_quant(w, args.not_convert, cfg.compute_dtype, args.smooth_quant,
                                args.smooth_alpha)
+    if args.kv_int8:
+        load_kv_scales(args.kv_int8, cfg.compute_dtype, cfg.layers)
     if args.command == "logits":
         ids = torch.tensor([[int(t) for t in args.input_ids.split(",")]] * cfg.batch)
         expected = logits_of(cfg, w, ids)

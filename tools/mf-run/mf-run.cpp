@@ -1350,7 +1350,7 @@ int calibrate(const Options &options, Session &session) {
   if (progress) {
     std::fprintf(stderr, "\n");
   }
-  for (const auto &[name, ranges] : calibration.byWeight) {
+  for (const auto &[name, ranges] : calibration.byName) {
     for (size_t j = 0; j < ranges.min.size(); ++j) {
       if (!std::isfinite(ranges.min[j]) || !std::isfinite(ranges.max[j])) {
         return fail(StatusCode::InvalidArgument,
@@ -1368,12 +1368,19 @@ int calibrate(const Options &options, Session &session) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
+  // (An attention's keys and values are recorded as `<path>.key` and
+  // `.value`; everything else is a Linear weight's input.)
+  size_t attentions = 0;
+  for (const auto &[name, ranges] : calibration.byName) {
+    attentions += name.size() > 4 && name.compare(name.size() - 4, 4, ".key") == 0;
+  }
   std::fprintf(stderr,
-               "mf-run: calibrated the inputs of %zu Linear weights on %lld "
-               "windows of %lld tokens in %.1f s; wrote %s\n",
-               calibration.byWeight.size(), static_cast<long long>(windows),
-               static_cast<long long>(seq), seconds,
-               options.saveCalibration.c_str());
+               "mf-run: calibrated the inputs of %zu Linear weights and the "
+               "keys and values of %zu attentions on %lld windows of %lld "
+               "tokens in %.1f s; wrote %s\n",
+               calibration.byName.size() - 2 * attentions, attentions,
+               static_cast<long long>(windows), static_cast<long long>(seq),
+               seconds, options.saveCalibration.c_str());
   return 0;
 }
 
@@ -1856,12 +1863,14 @@ int run(int argc, char **argv) {
       std::none_of(executable->root().parameters()->begin(),
                    executable->root().parameters()->end(),
                    [](const fb::Parameter *parameter) {
-                     return parameter->quant_input_scale() >= 0;
+                     return parameter->quant_input_scale() >= 0 ||
+                            parameter->calibrated_scales();
                    })) {
     return failUsage("--calibration: this model has no weights quantized "
                      "with calibrated activations (quantization_config "
                      "smooth_quant, or ptq with per_tensor int8 "
-                     "activations)");
+                     "activations) and no int8 KV cache (kvcache_dtype: "
+                     "int8)");
   }
   if (!options.calibration.empty()) {
     StatusOr<Calibration> read = Calibration::read(options.calibration);

@@ -34,7 +34,7 @@ ValueConstraint constraintOf(const NamedTypeConstraint &value) {
     result.dtypes = i32;
   } else if (def == "MF_QuantizedTensor") {
     result.dtypes = i8;
-  } else if (def == "MF_ParameterTensor") {
+  } else if (def == "MF_ParameterTensor" || def == "MF_CacheTensor") {
     result.dtypes = f32 | f16 | bf16 | i8;
   } else if (def == "MF_AnyTensor") {
     result.dtypes = f32 | f16 | bf16 | i32 | i8;

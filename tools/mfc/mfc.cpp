@@ -387,13 +387,16 @@ int compile(int argc, char **argv) {
       spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
   options.quantizeWeights =
       !spec->model.quantization.quantMethod.empty() && !calibrationModel;
+  options.quantizeKvCache =
+      spec->model.quantization.kvcacheDtype == "int8" && !calibrationModel;
   if (calibrationModel &&
-      spec->model.quantization.activationGranularity != "per_tensor") {
-    printError("--calibration-model: this config has no calibrated "
-               "activations (quantization_config with activation_dtype "
-               "'int8' and act_quant_granularity 'per_tensor', as "
-               "smooth_quant has); its weights are quantized at load without "
-               "calibration");
+      spec->model.quantization.activationGranularity != "per_tensor" &&
+      spec->model.quantization.kvcacheDtype != "int8") {
+    printError("--calibration-model: this config has nothing calibrated "
+               "(quantization_config with activation_dtype 'int8' and "
+               "act_quant_granularity 'per_tensor', as smooth_quant has, or "
+               "kvcache_dtype 'int8'); its weights are quantized at load "
+               "without calibration");
     return 1;
   }
   options.quantizeExclude = spec->model.quantization.modulesToNotConvert;

@@ -42,8 +42,10 @@ struct AttentionParts {
   mf::AttentionOp attention;
   mf::RopeOp ropeQuery, ropeKey;
   mf::KvCacheWriteOp writeKey, writeValue;
+  mf::QuantizeOp quantizeKey, quantizeValue; // an int8 cache's
   int query = -1, newKeys = -1, newValues = -1, cacheKey = -1, cacheValue = -1,
-      positions = -1, past = -1, blockTable = -1;
+      positions = -1, past = -1, blockTable = -1, keyScales = -1,
+      valueScales = -1;
   int64_t pastValue = 0; // when past_length is a constant
 };
 
@@ -80,11 +82,39 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
     return failure();
   }
   parts.query = sourceOf(attention.getQuery(), parts.ropeQuery);
+  if (attention.getKeyScale()) {
+    // An int8 cache: the region quantizes the new rows by the scales it
+    // reads them with.
+    parts.quantizeKey =
+        parts.writeKey
+            ? parts.writeKey.getUpdate().getDefiningOp<mf::QuantizeOp>()
+            : mf::QuantizeOp();
+    parts.quantizeValue =
+        parts.writeValue
+            ? parts.writeValue.getUpdate().getDefiningOp<mf::QuantizeOp>()
+            : mf::QuantizeOp();
+    parts.keyScales = argumentNumber(attention.getKeyScale());
+    parts.valueScales = argumentNumber(attention.getValueScale());
+    if (!parts.quantizeKey || !parts.quantizeValue ||
+        parts.quantizeKey.getZeroPoint() ||
+        parts.quantizeValue.getZeroPoint() ||
+        parts.quantizeKey.getScale() != attention.getKeyScale() ||
+        parts.quantizeValue.getScale() != attention.getValueScale() ||
+        parts.keyScales < 0 || parts.valueScales < 0) {
+      why = "an int8 cache whose rows the region does not quantize "
+            "(symmetric, by the scales the attention reads)";
+      return failure();
+    }
+  }
   if (parts.writeKey) {
     parts.cacheKey = argumentNumber(parts.writeKey.getCache());
     parts.cacheValue = argumentNumber(parts.writeValue.getCache());
-    parts.newKeys = sourceOf(parts.writeKey.getUpdate(), parts.ropeKey);
-    parts.newValues = argumentNumber(parts.writeValue.getUpdate());
+    parts.newKeys = sourceOf(parts.quantizeKey ? parts.quantizeKey.getInput()
+                                               : parts.writeKey.getUpdate(),
+                             parts.ropeKey);
+    parts.newValues =
+        argumentNumber(parts.quantizeValue ? parts.quantizeValue.getInput()
+                                           : parts.writeValue.getUpdate());
     // The updated caches are the region's results (the kernel writes them
     // in place); a cache nothing reads after the region is not written.
     if (!llvm::is_contained(body.getTerminator()->getOperands(),
@@ -145,10 +175,10 @@ FailureOr<AttentionParts> analyze(mf::FusionOp fusion, std::string &why) {
   }
   // Every op must be one of these, and every result one the kernel writes.
   for (Operation &op : body.without_terminator()) {
-    if (!llvm::is_contained<Operation *>({parts.attention, parts.ropeQuery,
-                                          parts.ropeKey, parts.writeKey,
-                                          parts.writeValue},
-                                         &op) &&
+    if (!llvm::is_contained<Operation *>(
+            {parts.attention, parts.ropeQuery, parts.ropeKey, parts.writeKey,
+             parts.writeValue, parts.quantizeKey, parts.quantizeValue},
+            &op) &&
         !(isa<mf::ConstantOp>(op) &&
           op.getResult(0) == attention.getPastLength())) {
       why = "no attention rule for " + op.getName().getStringRef().str();
@@ -297,7 +327,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
       cast<RankedTensorType>(fusion.getInputs()[parts.newKeys].getType());
   OpBuilder::InsertionGuard guard(builder);
   UnitKernel unit =
-      buildUnitKernel(fusion, builder, query, key, kAttentionService, 26);
+      buildUnitKernel(fusion, builder, query, key, kAttentionService, 28);
   // The region result that yields `value`, as a kernel argument number.
   auto yield = cast<mf::YieldOp>(fusion.getBody().front().getTerminator());
   auto resultPointer = [&](Value value) -> Value {
@@ -320,6 +350,7 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
   }
   bool paged = parts.blockTable >= 0;
   flags |= paged ? 128 : 0;
+  flags |= parts.keyScales >= 0 ? 256 : 0;
   Type storage = parts.attention.getQuery().getType().getElementType();
   flags |= storage.isF16() ? 16 : storage.isBF16() ? 32 : 0;
   mf::RopeOp rope = parts.ropeQuery ? parts.ropeQuery : parts.ropeKey;
@@ -345,7 +376,8 @@ FailureOr<func::FuncOp> mfc::buildAttentionKernel(mf::FusionOp fusion,
           unit.real(parts.attention.getScale().convertToDouble()),
           unit.real(rope ? rope.getTheta().convertToDouble() : 0.0),
           unit.pointer(parts.blockTable), unit.constant(paged ? pool[1] : 0),
-          unit.constant(paged ? pool[0] : 0)});
+          unit.constant(paged ? pool[0] : 0), unit.pointer(parts.keyScales),
+          unit.pointer(parts.valueScales)});
   unit.call(kAttentionService, operands);
   return unit.kernel;
 }

@@ -232,6 +232,7 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
       bool rowsOfProducts =
           isa<BlockArgument>(quantize.getInput()) &&
           isa<BlockArgument>(quantize.getScale()) &&
+          quantize.getZeroPoint() &&
           isa<BlockArgument>(quantize.getZeroPoint()) &&
           llvm::all_of(quantize->getUsers(), [&](Operation *user) {
             auto rows = dyn_cast<mf::CastOp>(user);

@@ -50,6 +50,8 @@ def MF_IndexTensor : StaticShapeTensorOf<[I32]>;
 def MF_Tensor : StaticShapeTensorOf<[F32, F16, BF16, I32]>;
 /// A quantized weight's integer values (docs/quantization.md).
 def MF_QuantizedTensor : StaticShapeTensorOf<[I8]>;
+/// A KV cache's rows: float, or int8 with scales (kvcache_dtype: int8).
+def MF_CacheTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
 /// Any value: what a fusion region may read.
 def MF_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I8]>;
 /// What a parameter holds: a float tensor or a quantized weight.

@@ -260,6 +260,13 @@ LogicalResult ParameterOp::verify() {
     return emitOpError() << "smooth = " << alpha.getValueAsDouble()
                          << " is not a migration strength in [0, 1]";
   }
+  if (getCalibratedScales() &&
+      (i8 || getState() || getTensorType().getRank() < 1 ||
+       getCalibratedScales()->empty())) {
+    return emitOpError() << "calibrated_scales needs a float tensor of "
+                            "scales (not training state) and the name of "
+                            "the calibration's ranges";
+  }
   if (integer && (getState() || getSplitAxesAttr())) {
     return emitOpError() << "a quantized parameter is a weight, not training "
                             "state, and is not split (yet)";
@@ -1042,6 +1049,28 @@ LogicalResult AttentionOp::verify() {
                                 "past_length"))) {
     return failure();
   }
+  // An int8 cache is read with its per-channel scales ([kv_heads,
+  // head_dim], the query's type).
+  bool int8Cache = key.getElementType().isInteger(8);
+  if (int8Cache != bool(getKeyScale())) {
+    return emitOpError() << (int8Cache ? "reads an int8 key/value cache "
+                                         "without its scales (kv_scales)"
+                                       : "has kv_scales but a float key/value "
+                                         "cache, not i8");
+  }
+  if (int8Cache) {
+    SmallVector<int64_t> channels{key.getDimSize(2), key.getDimSize(3)};
+    for (Value scales : {getKeyScale(), getValueScale()}) {
+      auto type = cast<RankedTensorType>(scales.getType());
+      if (type.getShape() != ArrayRef<int64_t>(channels) ||
+          type.getElementType() != query.getElementType()) {
+        return emitOpError()
+               << "kv_scales must be " << formatShape(channels)
+               << " (a scale per KV head and channel) of the query's type "
+               << query.getElementType() << ", got " << type;
+      }
+    }
+  }
   if (!getPastLength() && getCausal() &&
       query.getDimSize(1) > key.getDimSize(1)) {
     return emitOpError() << "a causal query of length " << query.getDimSize(1)
@@ -1592,10 +1621,15 @@ LogicalResult QuantizeOp::inferReturnTypes(MLIRContext *context,
                                            std::optional<Location> loc,
                                            Adaptor adaptor,
                                            SmallVectorImpl<Type> &types) {
+  std::optional<mfshapes::TensorInfo> zeroPoint;
+  if (adaptor.getZeroPoint()) {
+    zeroPoint = infoOf(adaptor.getZeroPoint());
+  }
   return inferredTypes(context, loc, getOperationName(),
                        mfshapes::inferQuantize(infoOf(adaptor.getInput()),
                                                infoOf(adaptor.getScale()),
-                                               infoOf(adaptor.getZeroPoint())),
+                                               zeroPoint ? &*zeroPoint
+                                                         : nullptr),
                        types);
 }
 

@@ -83,6 +83,14 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     ranges that `mf-run --task calibrate` records, or reads them from a
     quantized one.
 
+    A `calibrated_scales` parameter holds the symmetric int8 scales of an
+    activation, one per channel (a KV cache's keys or values: [kv_heads,
+    head_dim], which `mf.quantize` writes into an i8 cache and
+    `mf.attention` reads back): the runtime computes them from the
+    per-channel ranges that `mf-run --task calibrate` records under the
+    string's name (`max(|min|, |max|) * 2 / 255`, golden-stick's symmetric
+    KV-cache scales), or reads them from a checkpoint.
+
     ```mlir
     mf.parameter @model.norm.weight : tensor<64xf32> init = ones
         {mf_name = "model.norm_out.weight"}
@@ -92,6 +100,8 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     mf.parameter @w4_scale : tensor<2x96xf32> init = ones
     mf.parameter @w8 : tensor<96x64xi8> init = zeros
         quantized(@w8_scale calibrated(@w8_input_scale, @w8_input_zero_point, @w8_bias smooth = 5.0e-01))
+    mf.parameter @model.layers.0.attention.kv_cache.key_scale : tensor<2x16xf32>
+        init = ones calibrated_scales("model.layers.0.attention.attention_core.key")
     mf.parameter @model.layers.0.self_attn.q_proj.weight : tensor<64x64xf32>
         init = normal sharding(@grid, [[1], []]) {std = 2.0e-02 : f64}
     mf.parameter @transformer.h.0.attn.c_attn.weight : tensor<64x192xf32>
@@ -122,13 +132,15 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     OptionalAttr<FlatSymbolRefAttr>:$quant_input_zero_point,
     OptionalAttr<FlatSymbolRefAttr>:$quant_bias,
     OptionalAttr<F64Attr>:$quant_smooth_alpha,
-    OptionalAttr<StrArrayAttr>:$parts
+    OptionalAttr<StrArrayAttr>:$parts,
+    OptionalAttr<StrAttr>:$calibrated_scales
   );
   let assemblyFormat = [{
     $sym_name `:` $type `init` `=` $init (`frozen` $frozen^)? (`state` $state^)?
     (`panels` $panels^)? (`dot_panels` $dot_panels^)? (`sharding` `(` $grid^ `,` $split_axes (`groups` `=` $split_groups^)? `)`)?
     (`quantized` `(` $quant_scale^ (`group` `=` $quant_group^)? (`bits` `=` $quant_bits^)?
-     (`calibrated` `(` $quant_input_scale^ `,` $quant_input_zero_point `,` $quant_bias (`smooth` `=` $quant_smooth_alpha^)? `)`)? `)`)? attr-dict
+     (`calibrated` `(` $quant_input_scale^ `,` $quant_input_zero_point `,` $quant_bias (`smooth` `=` $quant_smooth_alpha^)? `)`)? `)`)?
+    (`calibrated_scales` `(` $calibrated_scales^ `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -487,7 +499,10 @@ def MF_QuantizeOp : MF_CostedOp<"quantize", [Pure, InferTypeOpAdaptor]> {
   let description = [{
     For a float tensor [..., K], per channel k of the last dimension:
     `q = clamp(round_half_even(x / scale[k] + zero_point[k]), -128, 127)`,
-    computed in f32 with the scales as stored. This is MindSpore's
+    computed in f32 with the scales as stored. Scales and zero points may
+    span more trailing dimensions (a KV cache's [kv_heads, head_dim]
+    channels: golden-stick's per-channel int8 KV cache). Without zero
+    points the quantization is symmetric (0). This is MindSpore's
     `QuantV2` that golden-stick's SmoothQuant (and PTQ with
     `act_quant_granularity: per_tensor`) runs before each quantized
     Linear: the scales are the calibrated per-tensor scale times the
@@ -498,13 +513,14 @@ def MF_QuantizeOp : MF_CostedOp<"quantize", [Pure, InferTypeOpAdaptor]> {
 
     ```mlir
     %q = mf.quantize %x, %s, %zp : tensor<1x8x64xf32>, tensor<64xf32>, tensor<64xi8> -> tensor<1x8x64xi8>
+    %k8 = mf.quantize %k, %ks : tensor<1x8x2x16xf32>, tensor<2x16xf32> -> tensor<1x8x2x16xi8>
     ```
   }];
   let arguments = (ins MF_FloatTensor:$input, MF_FloatTensor:$scale,
-                       MF_QuantizedTensor:$zero_point);
+                       Optional<MF_QuantizedTensor>:$zero_point);
   let results = (outs MF_QuantizedTensor:$result);
   let assemblyFormat = [{
-    $input `,` $scale `,` $zero_point attr-dict `:` type($input) `,` type($scale) `,` type($zero_point) `->` type($result)
+    $input `,` $scale (`,` $zero_point^)? attr-dict `:` type($input) `,` type($scale) (`,` type($zero_point)^)? `->` type($result)
   }];
 }
 
@@ -861,6 +877,11 @@ def MF_AttentionOp : MF_CostedOp<"attention", [
     as its output (a free serving slot, a prompt's padding). An entry past
     the pool is an error at run time.
 
+    With `key_scale` and `value_scale` (`[kv_heads, head_dim]`, the query's
+    type) `key` and `value` are an int8 KV cache (`mf.quantize` wrote it):
+    key channel `c` reads `q * key_scale[c]` in f32, values alike
+    (symmetric: MindFormers' int8 KV cache, `kvcache_dtype: int8`).
+
     ```mlir
     %o = mf.attention %q, %k, %v past_length(%n) causal scale = 2.5e-01
         : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
@@ -869,19 +890,25 @@ def MF_AttentionOp : MF_CostedOp<"attention", [
     %p = mf.attention %q2, %kp, %vp past_length(%rows : tensor<2xi32>)
         block_table(%table) causal scale = 2.5e-01
         : tensor<2x1x4x16xf32>, tensor<64x8x2x16xf32>, tensor<2x4xi32>
+    %i = mf.attention %q, %k8, %v8 past_length(%n) causal scale = 2.5e-01
+        kv_scales(%ks, %vs : tensor<2x16xf32>, tensor<2x16xf32>)
+        : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
     ```
   }];
-  let arguments = (ins MF_FloatTensor:$query, MF_FloatTensor:$key,
-                       MF_FloatTensor:$value,
+  let arguments = (ins MF_FloatTensor:$query, MF_CacheTensor:$key,
+                       MF_CacheTensor:$value,
                        Optional<MF_PositionTensor>:$past_length,
                        Optional<MF_BlockTable>:$block_table,
+                       Optional<MF_FloatTensor>:$key_scale,
+                       Optional<MF_FloatTensor>:$value_scale,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs MF_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`past_length` `(` $past_length^ `` custom<PositionType>(type($past_length)) `)`)?
     (`block_table` `(` $block_table^ `)`)?
-    (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($query) `,` type($key)
+    (`causal` $causal^)? `scale` `=` $scale
+    (`kv_scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)? attr-dict `:` type($query) `,` type($key)
     (`,` type($block_table)^)?
   }];
   let hasVerifier = 1;
@@ -906,6 +933,9 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [
     (mf.attention says how a table maps positions); a row whose block is
     not mapped (a negative entry) is not written.
 
+    An int8 cache (`i8`, MindFormers' `kvcache_dtype: int8`) takes i8 rows
+    that `mf.quantize` computed; `mf.attention` reads it with its scales.
+
     ```mlir
     %c1 = mf.kv_cache_write %c0, %k, %pos
         : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
@@ -916,10 +946,10 @@ def MF_KvCacheWriteOp : MF_CostedOp<"kv_cache_write", [
           tensor<2x4xi32>
     ```
   }];
-  let arguments = (ins MF_FloatTensor:$cache, MF_FloatTensor:$update,
+  let arguments = (ins MF_CacheTensor:$cache, MF_CacheTensor:$update,
                        MF_PositionTensor:$position,
                        Optional<MF_BlockTable>:$block_table);
-  let results = (outs MF_FloatTensor:$result);
+  let results = (outs MF_CacheTensor:$result);
   let assemblyFormat = [{
     $cache `,` $update `,` $position (`block_table` `(` $block_table^ `)`)?
     attr-dict `:` type($cache) `,`
@@ -1634,7 +1664,7 @@ def MF_FusionOp : MF_CostedOp<"fusion", [IsolatedFromAbove,
   }];
   let arguments = (ins Variadic<MF_AnyTensor>:$inputs, MF_FusionKind:$kind,
                        OptionalAttr<SymbolRefAttr>:$kernel);
-  let results = (outs Variadic<MF_Tensor>:$results);
+  let results = (outs Variadic<MF_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
@@ -1651,7 +1681,7 @@ def MF_YieldOp : MF_Op<"yield", [Pure, Terminator, ReturnLike,
     mf.yield %e : tensor<8xf32>
     ```
   }];
-  let arguments = (ins Variadic<MF_Tensor>:$values);
+  let arguments = (ins Variadic<MF_AnyTensor>:$values);
   let builders = [OpBuilder<(ins), [{ /* empty yield */ }]>];
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }

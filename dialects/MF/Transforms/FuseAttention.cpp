@@ -5,7 +5,9 @@
 //    value (at the attention's past_length, through its block table when
 //    the cache is paged), and the RoPE of the new keys
 //    (into the write, or straight into the attention without a cache). Both
-//    RoPEs must turn by the same positions and theta, or neither joins.
+//    RoPEs must turn by the same positions and theta, or neither joins. An
+//    int8 cache's writes bring the mf.quantize of their rows (by the
+//    attention's scales); without it they do not join.
 // 2. Outline them with the attention as one "attention" region when the
 //    cost model says it moves fewer bytes (a lone attention does not: it is
 //    left to the runtime's kernel). The region computes the rotated query
@@ -37,7 +39,7 @@ namespace {
 
 /// Whether the runtime's attention services take `op`'s buffers: f32, f16
 /// or bf16, all of the query's type (integer operands such as a
-/// past_length aside).
+/// past_length or an int8 cache aside).
 bool takenByAttentionService(Operation *op, Value query) {
   Type element = getElementTypeOrSelf(query);
   return (element.isF32() || element.isF16() || element.isBF16()) &&
@@ -68,11 +70,22 @@ KvCacheWriteOp cacheWriteAt(Value value, Value position, Value table) {
              : KvCacheWriteOp();
 }
 
+/// The symmetric mf.quantize by `scales` of the rows `write` writes, if
+/// nothing else reads it.
+QuantizeOp soleQuantize(KvCacheWriteOp write, Value scales) {
+  auto quantize = write.getUpdate().getDefiningOp<QuantizeOp>();
+  return quantize && quantize->hasOneUse() && !quantize.getZeroPoint() &&
+                 quantize.getScale() == scales
+             ? quantize
+             : QuantizeOp();
+}
+
 /// The ops to fuse with `attention`, in program order (it last); with
-/// `withCache`, its KV-cache writes too.
+/// `withCache`, its KV-cache writes too (and an int8 cache's quantizes).
 SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
   Value past = attention.getPastLength();
   KvCacheWriteOp writeKey, writeValue;
+  QuantizeOp quantizeKey, quantizeValue;
   if (withCache) {
     Value table = attention.getBlockTable();
     writeKey = cacheWriteAt(attention.getKey(), past, table);
@@ -80,10 +93,19 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
     if (!writeKey || !writeValue || writeKey == writeValue) {
       return {};
     }
+    if (attention.getKeyScale()) {
+      quantizeKey = soleQuantize(writeKey, attention.getKeyScale());
+      quantizeValue = soleQuantize(writeValue, attention.getValueScale());
+      if (!quantizeKey || !quantizeValue) {
+        return {};
+      }
+    }
   }
+  Value newKeys = quantizeKey  ? quantizeKey.getInput()
+                  : writeKey   ? writeKey.getUpdate()
+                               : attention.getKey();
   RopeOp ropeQuery = soleRope(attention.getQuery());
-  RopeOp ropeKey =
-      soleRope(writeKey ? writeKey.getUpdate() : attention.getKey());
+  RopeOp ropeKey = soleRope(newKeys);
   if (ropeQuery && ropeKey &&
       (ropeQuery.getPositions() != ropeKey.getPositions() ||
        ropeQuery.getTheta() != ropeKey.getTheta())) {
@@ -91,7 +113,9 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
   }
   SmallVector<Operation *> group;
   for (Operation *op : {ropeQuery.getOperation(), ropeKey.getOperation(),
-                        writeKey.getOperation(), writeValue.getOperation()}) {
+                        quantizeKey.getOperation(),
+                        quantizeValue.getOperation(), writeKey.getOperation(),
+                        writeValue.getOperation()}) {
     if (op && op->getBlock() == attention->getBlock()) {
       group.push_back(op);
     }
@@ -163,8 +187,10 @@ struct MFFuseAttentionPass
       }
       SmallVector<Operation *> group = attentionGroup(attention, true);
       // A paged cache is read through its table by the region that writes
-      // it; a paged attention alone is the runtime kernel's.
-      if (group.empty() && !attention.getBlockTable()) {
+      // it, an int8 one by the region that quantizes it; such an attention
+      // alone is the runtime kernel's.
+      if (group.empty() && !attention.getBlockTable() &&
+          !attention.getKeyScale()) {
         group = attentionGroup(attention, false);
       }
       if (group.size() > 1 && fusionCost(group).pays()) {

@@ -33,7 +33,11 @@ bool isSplatConstant(Value value) {
 SmallVector<Value, 2> readsFor(Value operand) {
   if (QuantizeOp quantize = quantizedRowsOf(operand)) {
     // Rows quantized with static scales: the region quantizes them itself.
-    return {quantize.getInput(), quantize.getScale(), quantize.getZeroPoint()};
+    SmallVector<Value, 2> reads{quantize.getInput(), quantize.getScale()};
+    if (Value zeroPoints = quantize.getZeroPoint()) {
+      reads.push_back(zeroPoints);
+    }
+    return reads;
   }
   if (auto dequantize = operand.getDefiningOp<DequantizeOp>()) {
     // Rows quantized per token: the region quantizes them itself.

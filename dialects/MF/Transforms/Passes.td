@@ -27,6 +27,32 @@ def MFPrintCostPass : Pass<"mf-print-cost", "::mlir::ModuleOp"> {
   ];
 }
 
+def MFQuantizeKvCachePass : Pass<"mf-quantize-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "KV caches stored as int8 with calibrated per-channel scales";
+  let description = [{
+    MindFormers' `kvcache_dtype: int8` (golden-stick's int8 KV cache,
+    `kvcache_quant_granularity: per_channel`): every entry input that is a
+    KV cache (what `mf.kv_cache_write` extends) becomes `i8`, the rows
+    written into it `mf.quantize` of the new keys or values by a parameter
+    of symmetric scales, one per KV head and channel (`<cache path>.key_scale`
+    and `.value_scale`, [kv_heads, head_dim] in the compute dtype), and the
+    attention that reads it takes the same scales (`kv_scales`). The scales
+    are `calibrated_scales` of the ranges that calibration records for the
+    attention's keys and values (`<attention path>.key`, `.value`): the
+    runtime computes them at load (docs/quantization.md). Attention without
+    a cache (training, the `logits` entry) is unchanged. A module that
+    assigns parameters (training) is refused.
+
+    ```mlir
+    %c1 = mf.kv_cache_write %c0, %k, %pos : tensor<1x32x2x16xf32>, tensor<1x1x2x16xf32>
+    // becomes (%c0 now tensor<1x32x2x16xi8>)
+    %s = mf.param @model.layers.0.attention.kv_cache.key_scale : tensor<2x16xf32>
+    %q = mf.quantize %k, %s : tensor<1x1x2x16xf32>, tensor<2x16xf32> -> tensor<1x1x2x16xi8>
+    %c1 = mf.kv_cache_write %c0, %q, %pos : tensor<1x32x2x16xi8>, tensor<1x1x2x16xi8>
+    ```
+  }];
+}
+
 def MFQuantizeWeightsPass : Pass<"mf-quantize-weights", "::mlir::ModuleOp"> {
   let summary = "Linear weights stored as int8 or int4 with scales (RTN)";
   let description = [{

@@ -164,7 +164,8 @@ void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
                       FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
                       IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
                       IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
-                      FlatSymbolRefAttr(), FloatAttr(), /*parts=*/ArrayAttr());
+                      FlatSymbolRefAttr(), FloatAttr(), /*parts=*/ArrayAttr(),
+                      /*calibrated_scales=*/StringAttr());
 }
 
 /// A calibrated weight's parameters that the rows of its products read

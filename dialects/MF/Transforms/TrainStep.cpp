@@ -392,7 +392,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
           /*quant_scale=*/FlatSymbolRefAttr(),
           /*quant_group=*/IntegerAttr(), /*quant_bits=*/IntegerAttr(),
           FlatSymbolRefAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
-          FloatAttr(), parts);
+          FloatAttr(), parts, /*calibrated_scales=*/StringAttr());
     };
     for (Trained &entry : trained) {
       entry.shardedDim = shardedDimOf(entry.parameter, settings);
