@@ -281,6 +281,7 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
 struct KvCacheReport {
   int64_t caches = 0, bytes = 0, slots = 0, seqLength = 0;
   int64_t blocks = 0, blockSize = 0; // a paged cache's pool, else 0
+  std::string dtype;                 // the caches' element type
   /// What caches of a row of seq_length for every slot would take.
   int64_t rowsBytes() const {
     return blocks ? bytes / (blocks * blockSize) * slots * seqLength : bytes;
@@ -303,6 +304,9 @@ std::optional<KvCacheReport> kvCacheOf(ModuleOp module) {
     if (name && name.getValue().starts_with("cache.")) {
       ++report.caches;
       report.bytes += bytesOf(type);
+      std::string element;
+      llvm::raw_string_ostream(element) << type.getElementType();
+      report.dtype = element;
     } else if (name && name.getValue() == "block_tables") {
       report.blocks = -1; // the pool's shape, from a cache
     }
@@ -670,7 +674,8 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
     llvm::json::Object object{{"caches", cache->caches},
                               {"bytes", cache->bytes},
                               {"slots", cache->slots},
-                              {"rows_bytes", cache->rowsBytes()}};
+                              {"rows_bytes", cache->rowsBytes()},
+                              {"dtype", cache->dtype}};
     if (cache->blocks) {
       object["blocks"] = cache->blocks;
       object["block_size"] = cache->blockSize;
@@ -768,6 +773,9 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
     os << llvm::format("KV cache: %lld caches, %.4g MB",
                        static_cast<long long>(cache->caches),
                        cache->bytes / 1e6);
+    if (cache->dtype == "i8") {
+      os << " int8";
+    }
     if (cache->blocks) {
       os << llvm::format(
           " (paged: pools of %lld blocks of %lld positions that %lld slots "

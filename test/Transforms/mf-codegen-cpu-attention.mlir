@@ -72,7 +72,7 @@ func.func @paged(%q: tensor<2x1x4x16xf32>, %k: tensor<2x1x2x16xf32>, %v: tensor<
 // KERNELS-DAG: func.func private @mfrt_attention(!llvm.ptr) -> i32
 // KERNELS-LABEL: func.func @mfk_0(
 // KERNELS-SAME: -> i32 attributes {mf.tiles = 1 : i64}
-// KERNELS-DAG: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<26xi64>
+// KERNELS-DAG: %[[ARGS:.+]] = memref.alloca() {alignment = 8 : i64} : memref<28xi64>
 // KERNELS-DAG: %[[STATUS:.+]] = memref.alloca() : memref<i32>
 // KERNELS: scf.for
 // KERNELS: %[[ADDRESS:.+]] = memref.extract_aligned_pointer_as_index %[[ARGS]]
@@ -90,13 +90,13 @@ func.func @paged(%q: tensor<2x1x4x16xf32>, %k: tensor<2x1x2x16xf32>, %v: tensor<
 // KERNELS-DAG: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f64
 // KERNELS-DAG: %[[THETA:.+]] = arith.constant 5.000000e+05 : f64
 // KERNELS: %[[C20:.+]] = arith.constant 20 : index
-// KERNELS-NEXT: memref.store %[[FLAGS]], %{{.+}}[%[[C20]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %[[FLAGS]], %{{.+}}[%[[C20]]] : memref<28xi64>
 // KERNELS-NEXT: %[[SCALEBITS:.+]] = arith.bitcast %[[SCALE]] : f64 to i64
 // KERNELS-NEXT: %[[C21:.+]] = arith.constant 21 : index
-// KERNELS-NEXT: memref.store %[[SCALEBITS]], %{{.+}}[%[[C21]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %[[SCALEBITS]], %{{.+}}[%[[C21]]] : memref<28xi64>
 // KERNELS-NEXT: %[[THETABITS:.+]] = arith.bitcast %[[THETA]] : f64 to i64
 // KERNELS-NEXT: %[[C22:.+]] = arith.constant 22 : index
-// KERNELS-NEXT: memref.store %[[THETABITS]], %{{.+}}[%[[C22]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %[[THETABITS]], %{{.+}}[%[[C22]]] : memref<28xi64>
 // KERNELS: call @mfrt_attention(
 
 // Region results in program order (dv, dq, dk): the gradients by wrt are
@@ -129,13 +129,13 @@ func.func @paged(%q: tensor<2x1x4x16xf32>, %k: tensor<2x1x2x16xf32>, %v: tensor<
 // KERNELS-DAG: %[[TABLE:.+]] = memref.extract_aligned_pointer_as_index %arg7
 // KERNELS-DAG: %[[TABLEI:.+]] = arith.index_cast %[[TABLE]]
 // KERNELS: %[[C20P:.+]] = arith.constant 20 : index
-// KERNELS-NEXT: memref.store %[[PFLAGS]], %{{.+}}[%[[C20P]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %[[PFLAGS]], %{{.+}}[%[[C20P]]] : memref<28xi64>
 // KERNELS: %[[C23:.+]] = arith.constant 23 : index
-// KERNELS-NEXT: memref.store %[[TABLEI]], %{{.+}}[%[[C23]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %[[TABLEI]], %{{.+}}[%[[C23]]] : memref<28xi64>
 // KERNELS-NEXT: %[[C24:.+]] = arith.constant 24 : index
-// KERNELS-NEXT: memref.store %c8_i64{{.*}}, %{{.+}}[%[[C24]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %c8_i64{{.*}}, %{{.+}}[%[[C24]]] : memref<28xi64>
 // KERNELS-NEXT: %[[C25:.+]] = arith.constant 25 : index
-// KERNELS-NEXT: memref.store %c64_i64{{.*}}, %{{.+}}[%[[C25]]] : memref<26xi64>
+// KERNELS-NEXT: memref.store %c64_i64{{.*}}, %{{.+}}[%[[C25]]] : memref<28xi64>
 // KERNELS: call @mfrt_attention(
 
 // OBJECT-DAG: T mfk_0

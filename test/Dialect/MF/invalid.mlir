@@ -925,7 +925,7 @@ func.func @all_to_all_dims_same(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 // -----
 
 func.func @quantize_by_other_channels(%x: tensor<4x64xf32>, %s: tensor<32xf32>, %z: tensor<64xi8>) {
-  // expected-error @+2 {{expected scales [64] (one per channel) in the input's type, got f32 [32]}}
+  // expected-error @+2 {{expected scales [64] (one per channel: the input's trailing dimensions) in the input's type, got f32 [32]}}
   // expected-error @+1 {{failed to infer returned types}}
   %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<32xf32>, tensor<64xi8> -> tensor<4x64xi8>
   return
@@ -1004,8 +1004,37 @@ mf.parameter @b : tensor<8xf32> init = zeros
 // -----
 
 func.func @quantize_by_scales_of_another_type(%x: tensor<4x64xf32>, %s: tensor<64xf16>, %z: tensor<64xi8>) {
-  // expected-error @+2 {{expected scales [64] (one per channel) in the input's type, got f16 [64]}}
+  // expected-error @+2 {{expected scales [64] (one per channel: the input's trailing dimensions) in the input's type, got f16 [64]}}
   // expected-error @+1 {{failed to infer returned types}}
   %q = mf.quantize %x, %s, %z : tensor<4x64xf32>, tensor<64xf16>, tensor<64xi8> -> tensor<4x64xi8>
   return
 }
+
+// -----
+
+func.func @int8_cache_without_scales(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xi8>, %n: tensor<i32>) {
+  // expected-error @+1 {{reads an int8 key/value cache without its scales (kv_scales)}}
+  %o = mf.attention %q, %k, %k past_length(%n) causal scale = 2.5e-01 : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
+  return
+}
+
+// -----
+
+func.func @scales_of_a_float_cache(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xf32>, %n: tensor<i32>, %s: tensor<2x16xf32>) {
+  // expected-error @+1 {{has kv_scales but a float key/value cache, not i8}}
+  %o = mf.attention %q, %k, %k past_length(%n) causal scale = 2.5e-01 kv_scales(%s, %s : tensor<2x16xf32>, tensor<2x16xf32>) : tensor<1x1x4x16xf32>, tensor<1x32x2x16xf32>
+  return
+}
+
+// -----
+
+func.func @scales_per_head_only(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xi8>, %n: tensor<i32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{kv_scales must be [2, 16] (a scale per KV head and channel) of the query's type 'f32', got 'tensor<2xf32>'}}
+  %o = mf.attention %q, %k, %k past_length(%n) causal scale = 2.5e-01 kv_scales(%s, %s : tensor<2xf32>, tensor<2xf32>) : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{calibrated_scales needs a float tensor of scales (not training state) and the name of the calibration's ranges}}
+mf.parameter @s : tensor<32xi8> init = zeros calibrated_scales("model.layers.0.attention.attention_core.key")

@@ -414,3 +414,16 @@ func.func @static_rows(%x: tensor<1x8x64xf16>) -> tensor<1x8x96xf32> {
   %y = mf.matmul %rows, %w transpose_rhs : tensor<1x8x64xf32>, tensor<96x64xf32> -> tensor<1x8x96xf32>
   return %y : tensor<1x8x96xf32>
 }
+
+// An int8 KV cache: rows quantized symmetrically per KV head and channel,
+// read with the same scales.
+// CHECK-LABEL: func.func @int8_kv_cache
+func.func @int8_kv_cache(%q: tensor<1x1x4x16xf32>, %k: tensor<1x1x2x16xf32>, %c: tensor<1x32x2x16xi8>, %n: tensor<i32>, %s: tensor<2x16xf32>) -> tensor<1x1x4x16xf32> {
+  // CHECK: mf.quantize %{{.*}}, %{{.*}} : tensor<1x1x2x16xf32>, tensor<2x16xf32> -> tensor<1x1x2x16xi8>
+  %k8 = mf.quantize %k, %s : tensor<1x1x2x16xf32>, tensor<2x16xf32> -> tensor<1x1x2x16xi8>
+  // CHECK: mf.kv_cache_write %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x32x2x16xi8>, tensor<1x1x2x16xi8>
+  %c1 = mf.kv_cache_write %c, %k8, %n : tensor<1x32x2x16xi8>, tensor<1x1x2x16xi8>
+  // CHECK: mf.attention %{{.*}}, %{{.*}}, %{{.*}} past_length(%{{.*}}) causal scale = 2.500000e-01 kv_scales(%{{.*}}, %{{.*}} : tensor<2x16xf32>, tensor<2x16xf32>) : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
+  %o = mf.attention %q, %c1, %c1 past_length(%n) causal scale = 2.5e-01 kv_scales(%s, %s : tensor<2x16xf32>, tensor<2x16xf32>) : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
+  return %o : tensor<1x1x4x16xf32>
+}
