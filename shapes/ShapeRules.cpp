@@ -125,8 +125,7 @@ Inferred mfshapes::inferQuantize(const TensorInfo &input,
   // (the last one, or a KV cache's [kv_heads, head_dim]).
   size_t spanned =
       std::clamp<size_t>(scale.shape.size(), 1, input.shape.size());
-  std::vector<int64_t> channels(input.shape.end() - spanned,
-                                input.shape.end());
+  std::vector<int64_t> channels(input.shape.end() - spanned, input.shape.end());
   if (scale.element != input.element || scale.shape != channels) {
     static const char *const names[] = {"f32", "f16", "bf16", "i32", "i8"};
     return failure("expected scales " + formatShape(channels) +

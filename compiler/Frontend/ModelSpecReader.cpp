@@ -1511,7 +1511,8 @@ private:
              config.kvcacheDtype == "int8"
                  ? "only 'per_channel' (calibrated static scales) is "
                    "supported; per-token KV-cache scales are not built yet, "
-                   "got " + value->describe()
+                   "got " +
+                       value->describe()
                  : "only 'per_channel' is supported without an int8 KV "
                    "cache (MindFormers refuses per_token then), got " +
                        value->describe());

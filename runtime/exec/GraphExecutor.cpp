@@ -526,8 +526,7 @@ void GraphExecutor::takeQuantizedRows(const fb::Entry &entry,
     for (uint32_t i = 0; i < command.op_count(); ++i) {
       const fb::Op &op = *entry.ops()->Get(command.first_op() + i);
       if (op.results()->Get(0) == taken[t] && op.operands()) {
-        taken.insert(taken.end(), op.operands()->begin(),
-                     op.operands()->end());
+        taken.insert(taken.end(), op.operands()->begin(), op.operands()->end());
       }
     }
   }

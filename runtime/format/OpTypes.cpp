@@ -87,16 +87,14 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
   case fb::OpKind::DynamicQuantize:
     inferred = mfshapes::inferDynamicQuantize(infoOf(in[0]));
     break;
-  case fb::OpKind::Quantize:
-  {
+  case fb::OpKind::Quantize: {
     std::optional<mfshapes::TensorInfo> zeroPoint;
     if (in.size() > 2) {
       zeroPoint = infoOf(in[2]);
     }
     inferred = mfshapes::inferQuantize(infoOf(in[0]), infoOf(in[1]),
                                        zeroPoint ? &*zeroPoint : nullptr);
-  }
-    break;
+  } break;
   case fb::OpKind::TopK:
     inferred =
         mfshapes::inferTopK(infoOf(in[0]), op.attributes_as_TopKAttrs()->k());

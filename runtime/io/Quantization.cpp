@@ -239,11 +239,10 @@ Status mfrt::symmetricChannelScales(const std::vector<float> &channelMin,
                                     Tensor &scales) {
   size_t channels = static_cast<size_t>(scales.numElements());
   if (channelMin.size() != channels || channelMax.size() != channels) {
-    return Status::error(StatusCode::InvalidArgument,
-                         "the calibration has ranges of " +
-                             std::to_string(channelMin.size()) +
-                             " channels, the scales are " +
-                             formatShape(scales.shape()));
+    return Status::error(
+        StatusCode::InvalidArgument,
+        "the calibration has ranges of " + std::to_string(channelMin.size()) +
+            " channels, the scales are " + formatShape(scales.shape()));
   }
   std::vector<float> values(channels);
   for (size_t c = 0; c < channels; ++c) {

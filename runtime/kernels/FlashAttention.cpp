@@ -500,8 +500,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
       for (auto [from, to] : {std::pair{args.cacheKeyIn, args.cacheKey},
                               std::pair{args.cacheValueIn, args.cacheValue}}) {
         if (from != to) { // not in place: the old rows first
-          copyRows(cacheType, from, headBase, to, headBase, kvStride,
-                   args.keys, dim);
+          copyRows(cacheType, from, headBase, to, headBase, kvStride, args.keys,
+                   dim);
         }
       }
       for (int64_t row = 0; row < args.newRows; ++row) {
@@ -563,8 +563,7 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
           dequantizeRows(static_cast<const int8_t *>(args.cacheKey) + element,
                          dim, 1, &keyScales[kvHead * dim], dim,
                          &keyRows[p * dim]);
-          dequantizeRows(static_cast<const int8_t *>(args.cacheValue) +
-                             element,
+          dequantizeRows(static_cast<const int8_t *>(args.cacheValue) + element,
                          dim, 1, &valueScales[kvHead * dim], dim,
                          &valueRows[p * dim]);
           continue;
@@ -577,9 +576,8 @@ std::string mfrt::runFusedAttention(const FusedAttention &args,
     } else if (int8Cache) { // (always cached)
       keyRows.resize(attended * dim);
       valueRows.resize(attended * dim);
-      dequantizeRows(static_cast<const int8_t *>(keySource) + keyBase,
-                     kvStride, attended, &keyScales[kvHead * dim], dim,
-                     keyRows.data());
+      dequantizeRows(static_cast<const int8_t *>(keySource) + keyBase, kvStride,
+                     attended, &keyScales[kvHead * dim], dim, keyRows.data());
       dequantizeRows(static_cast<const int8_t *>(valueSource) + keyBase,
                      kvStride, attended, &valueScales[kvHead * dim], dim,
                      valueRows.data());

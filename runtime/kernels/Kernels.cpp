@@ -161,8 +161,7 @@ Status quantize(const fb::Op &op, const Tensor &x, const Tensor &scales,
                               " and zero points " +
                               (zeroPoints ? formatShape(zeroPoints->shape())
                                           : std::string("(none)")) +
-                              " for " +
-                              formatShape(x.shape()));
+                              " for " + formatShape(x.shape()));
   }
   std::vector<float> scale(static_cast<size_t>(k)), zero(scale.size());
   toFloats(scales.dtype(), scales.data(), scale.data(), k);

@@ -1372,7 +1372,8 @@ int calibrate(const Options &options, Session &session) {
   // `.value`; everything else is a Linear weight's input.)
   size_t attentions = 0;
   for (const auto &[name, ranges] : calibration.byName) {
-    attentions += name.size() > 4 && name.compare(name.size() - 4, 4, ".key") == 0;
+    attentions +=
+        name.size() > 4 && name.compare(name.size() - 4, 4, ".key") == 0;
   }
   std::fprintf(stderr,
                "mf-run: calibrated the inputs of %zu Linear weights and the "

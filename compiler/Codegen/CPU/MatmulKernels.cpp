@@ -231,8 +231,7 @@ mfc::buildMatmulKernel(mf::FusionOp fusion, OpBuilder &builder,
       // multiplied only.
       bool rowsOfProducts =
           isa<BlockArgument>(quantize.getInput()) &&
-          isa<BlockArgument>(quantize.getScale()) &&
-          quantize.getZeroPoint() &&
+          isa<BlockArgument>(quantize.getScale()) && quantize.getZeroPoint() &&
           isa<BlockArgument>(quantize.getZeroPoint()) &&
           llvm::all_of(quantize->getUsers(), [&](Operation *user) {
             auto rows = dyn_cast<mf::CastOp>(user);

@@ -1625,12 +1625,12 @@ LogicalResult QuantizeOp::inferReturnTypes(MLIRContext *context,
   if (adaptor.getZeroPoint()) {
     zeroPoint = infoOf(adaptor.getZeroPoint());
   }
-  return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferQuantize(infoOf(adaptor.getInput()),
-                                               infoOf(adaptor.getScale()),
-                                               zeroPoint ? &*zeroPoint
-                                                         : nullptr),
-                       types);
+  return inferredTypes(
+      context, loc, getOperationName(),
+      mfshapes::inferQuantize(infoOf(adaptor.getInput()),
+                              infoOf(adaptor.getScale()),
+                              zeroPoint ? &*zeroPoint : nullptr),
+      types);
 }
 
 // A divide, an add and a round per element.

@@ -101,9 +101,9 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
       }
     }
   }
-  Value newKeys = quantizeKey  ? quantizeKey.getInput()
-                  : writeKey   ? writeKey.getUpdate()
-                               : attention.getKey();
+  Value newKeys = quantizeKey ? quantizeKey.getInput()
+                  : writeKey  ? writeKey.getUpdate()
+                              : attention.getKey();
   RopeOp ropeQuery = soleRope(attention.getQuery());
   RopeOp ropeKey = soleRope(newKeys);
   if (ropeQuery && ropeKey &&
@@ -112,10 +112,10 @@ SmallVector<Operation *> attentionGroup(AttentionOp attention, bool withCache) {
     ropeQuery = ropeKey = {};
   }
   SmallVector<Operation *> group;
-  for (Operation *op : {ropeQuery.getOperation(), ropeKey.getOperation(),
-                        quantizeKey.getOperation(),
-                        quantizeValue.getOperation(), writeKey.getOperation(),
-                        writeValue.getOperation()}) {
+  for (Operation *op :
+       {ropeQuery.getOperation(), ropeKey.getOperation(),
+        quantizeKey.getOperation(), quantizeValue.getOperation(),
+        writeKey.getOperation(), writeValue.getOperation()}) {
     if (op && op->getBlock() == attention->getBlock()) {
       group.push_back(op);
     }

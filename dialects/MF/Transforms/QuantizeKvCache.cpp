@@ -1,4 +1,5 @@
-//===- QuantizeKvCache.cpp - KV caches as int8 with scales -----------------===//
+//===- QuantizeKvCache.cpp - KV caches as int8 with scales
+//-----------------===//
 //
 // MindFormers' int8 KV cache (kvcache_dtype: int8; golden-stick quantizes
 // the rows ReshapeAndCache writes with calibrated per-channel scales and
@@ -80,9 +81,9 @@ struct MFQuantizeKvCachePass
       if (changed) {
         // The caches' new types, in and out.
         Block &body = function.getBody().front();
-        function.setType(FunctionType::get(
-            &getContext(), body.getArgumentTypes(),
-            body.getTerminator()->getOperandTypes()));
+        function.setType(
+            FunctionType::get(&getContext(), body.getArgumentTypes(),
+                              body.getTerminator()->getOperandTypes()));
       }
     }
   }
