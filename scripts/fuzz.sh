@@ -119,6 +119,11 @@ done
 "$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
   --set 'model.model_config.quantization_config={quant_method: smooth_quant, activation_dtype: int8, modules_to_not_convert: [lm_head]}' \
   -o "$corpus/executable/llama-smoothquant.bin" 2>/dev/null
+# An int8 KV cache: calibrated scale parameters, i8 caches, attention with
+# kv_scales.
+"$build/bin/mfc" compile examples/llama-tiny.yaml --set model.model_config.num_layers=1 \
+  --set 'model.model_config.quantization_config={quant_method: rtn, kvcache_dtype: int8, modules_to_not_convert: [lm_head]}' \
+  -o "$corpus/executable/llama-kv-int8.bin" 2>/dev/null
 # Graph Mode runs only these kernel libraries (the fuzzer's comment says why).
 /usr/bin/python3 - "$corpus/executable" > "$work/trusted-kernels.txt" <<'PY'
 import os, struct, sys, zlib
