@@ -2,11 +2,12 @@
 """The int8 KV cache (kvcache_dtype: int8) against the float one: memory, decode speed, agreement.
 
   bench/kv_cache.py [--build build] [--steps 150] [--runs 5] [--config CONFIG]
-                    [--weights TRAINED.safetensors] [--prompts 8]
+                    [--weights TRAINED.safetensors] [--keep-weights OUT]
+                    [--prompts 8]
 
 The model (--config, default bench/configs/llama-100m.yaml) is trained for
 --steps AdamW steps on the docs as bench/quant.py trains it (or --weights
-names weights trained before). Two predict models of it are compiled: the
+names weights trained before; --keep-weights saves them there). Two predict models of it are compiled: the
 float KV cache, and an int8 one with every Linear left float
 (modules_to_not_convert naming them all), so that only the cache differs.
 The int8 cache's scales come from mf-run --task calibrate of the float
@@ -25,6 +26,7 @@ medians of decode tokens/s and their ratio.
 import argparse
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -64,6 +66,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--weights", help="weights trained before (skips the training)")
+    parser.add_argument("--keep-weights", help="where to keep the weights it trains")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     mfrun = os.path.join(build, "bin", "mf-run")
@@ -80,6 +83,8 @@ def main():
             last = re.findall(r"loss ([\d.]+)", out)
             print(f"trained {os.path.basename(args.config)} for {args.steps} steps "
                   f"(last loss {last[-1] if last else '?'})")
+            if args.keep_weights:
+                shutil.copyfile(trained, args.keep_weights)
 
         calibration_text = os.path.join(tmp, "calibration.txt")
         with open(train_text, "rb") as f, open(calibration_text, "wb") as out:

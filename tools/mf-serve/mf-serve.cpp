@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/hal/Communicator.h"
+#include "runtime/io/Calibration.h"
 #include "runtime/session/ModelSession.h"
 #include "runtime/text/Tokenizer.h"
 #include "tools/mf-serve/Engine.h"
@@ -39,6 +40,7 @@ struct Options {
   std::string executable;
   std::vector<std::string> weights;
   bool initWeights = false;
+  std::string calibration;
   std::string tokenizer;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -59,6 +61,10 @@ void usage(std::ostream &os) {
         "                             default: the YAML's load_checkpoint)\n"
         "  --init-weights             the deterministic init instead (tests, "
         "benchmarks)\n"
+        "  --calibration R            activation ranges (mf-run --task "
+        "calibrate) that quantize\n"
+        "                             float weights at load (SmoothQuant, an "
+        "int8 KV cache)\n"
         "  --tokenizer PATH           default: the YAML's processor.tokenizer\n"
         "  --host H --port N          where to listen (default 127.0.0.1:8000; "
         "port 0: any free port)\n"
@@ -107,6 +113,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
     kWeights = 256,
     kInit,
     kTokenizer,
+    kCalibration,
     kHost,
     kPort,
     kPortFile,
@@ -122,6 +129,7 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
   static const option longOptions[] = {
       {"weights", required_argument, nullptr, kWeights},
       {"init-weights", no_argument, nullptr, kInit},
+      {"calibration", required_argument, nullptr, kCalibration},
       {"tokenizer", required_argument, nullptr, kTokenizer},
       {"host", required_argument, nullptr, kHost},
       {"port", required_argument, nullptr, kPort},
@@ -151,6 +159,9 @@ std::optional<Options> parseOptions(int argc, char **argv, int &exitCode) {
       break;
     case kInit:
       options.initWeights = true;
+      break;
+    case kCalibration:
+      options.calibration = optarg;
       break;
     case kTokenizer:
       options.tokenizer = optarg;
@@ -871,8 +882,17 @@ int serve(const Options &options) {
       return fail(status);
     }
   }
-  if (Status status = session.loadWeights(weightFiles, model.seed(),
-                                          ranks.get(), /*inPlace=*/false);
+  std::optional<Calibration> calibration;
+  if (!options.calibration.empty()) {
+    StatusOr<Calibration> read = Calibration::read(options.calibration);
+    if (!read) {
+      return fail(read.status());
+    }
+    calibration = read.take();
+  }
+  if (Status status = session.loadWeights(
+          weightFiles, model.seed(), ranks.get(), /*inPlace=*/false,
+          calibration ? &*calibration : nullptr);
       !status) {
     return fail(status);
   }
