@@ -1145,7 +1145,6 @@ Status checkGrid(const fb::Executable &root) {
   return Status::ok();
 }
 
-/// A split parameter splits one dimension of its block over grid axes.
 /// Calibrated scales (an int8 KV cache's): a float tensor that is neither
 /// quantized, split nor training state, named after non-empty ranges.
 Status checkCalibratedScales(const fb::Parameter &parameter) {
@@ -1165,6 +1164,7 @@ Status checkCalibratedScales(const fb::Parameter &parameter) {
   return Status::ok();
 }
 
+/// A split parameter splits one dimension of its block over grid axes.
 Status checkSplit(const fb::Executable &root, const fb::Parameter &parameter) {
   std::string where = "parameter '" + parameter.name()->str() + "'";
   if (parameter.split_parts() < 1) {

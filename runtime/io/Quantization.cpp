@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -266,10 +267,11 @@ Status mfrt::symmetricChannelScales(const std::vector<float> &channelMin,
            static_cast<int64_t>(channels));
   for (size_t c = 0; c < channels; ++c) {
     if (!(rounded[c] > 0) || !std::isfinite(rounded[c])) {
+      char scale[32];
+      std::snprintf(scale, sizeof(scale), "%g", values[c]);
       return Status::error(StatusCode::InvalidArgument,
                            "the scale of channel " + std::to_string(c) + " (" +
-                               std::to_string(values[c]) +
-                               ") does not fit the scales' dtype");
+                               scale + ") does not fit the scales' dtype");
     }
   }
   return Status::ok();

@@ -1037,7 +1037,26 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         mapped =
             foundFile->view(*found, dtype, shape, block ? &*block : nullptr);
       }
+      // Calibrated scales divide what the cache stores: each must be
+      // positive and finite (as the ones computed from ranges are).
+      auto checkScales = [&](const Tensor &scales) {
+        for (int64_t i = 0; parameter->calibrated_scales() &&
+                            i < scales.numElements();
+             ++i) {
+          float scale = scales.loadFloat(i);
+          if (!(scale > 0) || !std::isfinite(scale)) {
+            return Status::error(StatusCode::InvalidArgument,
+                                 "'" + foundPath + "': tensor '" + foundName +
+                                     "' holds scale " + std::to_string(scale) +
+                                     " at " + std::to_string(i) +
+                                     "; an int8 KV cache's scales are "
+                                     "positive and finite");
+          }
+        }
+        return Status::ok();
+      };
       if (mapped) {
+        MFRT_RETURN_IF_ERROR(checkScales(*mapped));
         weights.mappedBytes_ += mapped->byteSize();
         weights.tensors_.push_back(std::move(*mapped));
         continue;
@@ -1049,6 +1068,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       MFRT_RETURN_IF_ERROR(
           foundFile->read(*found, *tensor, block ? &*block : nullptr));
+      MFRT_RETURN_IF_ERROR(checkScales(*tensor));
       foundFile->release(*found);
       weights.tensors_.push_back(tensor.take());
     }

@@ -157,14 +157,14 @@ void usage(std::ostream &os) {
         "  --data FILE                eval, train, calibrate: a text file or "
         "an MFTOKENS file\n"
         "  --save-calibration OUT     calibrate: the range of every Linear's "
-        "input channels over\n"
-        "                             --data, for quant_method smooth_quant "
+        "input channels and every\n"
+        "                             attention's keys and values over --data "
         "(a float model: mfc\n"
         "                             --calibration-model)\n"
-        "  --calibration FILE         the activation ranges that a "
-        "smooth_quant model's weights\n"
-        "                             are quantized with (from --task "
-        "calibrate)\n"
+        "  --calibration FILE         the activation ranges (from --task "
+        "calibrate) that quantize a\n"
+        "                             smooth_quant model's weights or an int8 "
+        "KV cache's scales\n"
         "  --input-ids 1,2,3          train: one sequence as the whole batch "
         "(labels: the ids shifted by one)\n"
         "  --dump-grads G.safetensors train: the first step's gradients, by "
@@ -1294,8 +1294,9 @@ Status checkCalibratable(const Executable &executable) {
 
 /// --task calibrate: the float model's `logits` entry, in PyNative, over
 /// windows of seq_length tokens of --data; the range of every input
-/// channel of each Linear (a parameter multiplied by transposed) over all
-/// of them, written for a calibrated model's loading (--calibration).
+/// channel of each Linear (a parameter multiplied by transposed), and of
+/// every attention's keys and values, over all of them, written for a
+/// calibrated model's loading (--calibration).
 int calibrate(const Options &options, Session &session) {
   const fb::ModelInfo &model = session.executable.model();
   if (options.data.empty()) {

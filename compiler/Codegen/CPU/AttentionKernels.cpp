@@ -2,14 +2,16 @@
 //
 // An attention region (FuseAttention.cpp) is an mf.attention with, when it
 // alone reads them, the RoPE of its query, the KV-cache writes of its key
-// and value, and the RoPE of the new keys. Its kernel's tiles are ranges of
-// (batch, KV head) units:
+// and value (with an int8 cache, the mf.quantize of their rows), and the
+// RoPE of the new keys. Its kernel's tiles are ranges of (batch, KV head)
+// units:
 //
 //   for tile t in [tileBegin, tileEnd):
 //     status = mfrt_attention(units of t, query, new keys, new values,
 //                             caches in and out, positions, past_length,
 //                             output, shape, flags, scale, theta,
-//                             block table, block size, pool blocks)
+//                             block table, block size, pool blocks,
+//                             key scales, value scales)
 //   return the first status that is not MFRT_KERNEL_OK
 //
 // The service (runtime/kernels/FlashAttention.h) writes a unit's new cache rows

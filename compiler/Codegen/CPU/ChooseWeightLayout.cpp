@@ -101,12 +101,18 @@ struct MFChooseWeightLayoutPass
       return signalPassFailure();
     }
     // W8A8's int8 dot products are fast with AVX512-VNNI only; AVX2's
-    // microkernel (and the portable loop) are slower than W8A16's.
+    // microkernel (and the portable loop) are slower than W8A16's. (An int8
+    // KV cache's mf.quantize feeds no matmul.)
     if (graph
             .walk([](Operation *op) {
-              return isa<mf::DynamicQuantizeOp, mf::QuantizeOp>(op)
-                         ? WalkResult::interrupt()
-                         : WalkResult::advance();
+              auto quantize = dyn_cast<mf::QuantizeOp>(op);
+              bool rows = isa<mf::DynamicQuantizeOp>(op) ||
+                          (quantize && llvm::any_of(quantize->getUsers(),
+                                                    [](Operation *user) {
+                                                      return isa<mf::CastOp>(
+                                                          user);
+                                                    }));
+              return rows ? WalkResult::interrupt() : WalkResult::advance();
             })
             .wasInterrupted()) {
       FailureOr<mfexec::TargetAttr> target =

@@ -1052,6 +1052,13 @@ LogicalResult AttentionOp::verify() {
   // An int8 cache is read with its per-channel scales ([kv_heads,
   // head_dim], the query's type).
   bool int8Cache = key.getElementType().isInteger(8);
+  if (bool(getKeyScale()) != bool(getValueScale())) {
+    return emitOpError() << "kv_scales needs the key and the value scales";
+  }
+  if (int8Cache && !getPastLength()) {
+    return emitOpError() << "an int8 key/value cache needs the past_length "
+                            "it is read to";
+  }
   if (int8Cache != bool(getKeyScale())) {
     return emitOpError() << (int8Cache ? "reads an int8 key/value cache "
                                          "without its scales (kv_scales)"

@@ -1038,3 +1038,20 @@ func.func @scales_per_head_only(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xi
 
 // expected-error @+1 {{calibrated_scales needs a float tensor of scales (not training state) and the name of the calibration's ranges}}
 mf.parameter @s : tensor<32xi8> init = zeros calibrated_scales("model.layers.0.attention.attention_core.key")
+
+// -----
+
+// (Generic form: the custom one cannot give one scale alone.)
+func.func @key_scale_alone(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xi8>, %n: tensor<i32>, %s: tensor<2x16xf32>) {
+  // expected-error @+1 {{kv_scales needs the key and the value scales}}
+  %o = "mf.attention"(%q, %k, %k, %n, %s) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1, 0>, scale = 2.5e-01 : f64}> : (tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>, tensor<1x32x2x16xi8>, tensor<i32>, tensor<2x16xf32>) -> tensor<1x1x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @int8_cache_without_past(%q: tensor<1x1x4x16xf32>, %k: tensor<1x32x2x16xi8>, %s: tensor<2x16xf32>) {
+  // expected-error @+1 {{an int8 key/value cache needs the past_length it is read to}}
+  %o = mf.attention %q, %k, %k causal scale = 2.5e-01 kv_scales(%s, %s : tensor<2x16xf32>, tensor<2x16xf32>) : tensor<1x1x4x16xf32>, tensor<1x32x2x16xi8>
+  return
+}
