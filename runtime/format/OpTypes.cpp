@@ -346,8 +346,8 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
         k.size() != 4 || (!paged && q[0] != k[0]) || q[3] != k[3] ||
         k[2] <= 0 || q[2] % k[2] != 0 ||
         (!int8Cache && in[0].dtype != in[1].dtype) || positional < 3 ||
-        positional > 5 || (int8Cache && !hasPast) ||
-        !isFloat(out.dtype) || (hasPast && !isPositionFor(in[3], q[0]))) {
+        positional > 5 || (int8Cache && !hasPast) || !isFloat(out.dtype) ||
+        (hasPast && !isPositionFor(in[3], q[0]))) {
       return "query, key and value do not fit";
     }
     if (int8Cache) {

@@ -1040,9 +1040,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       // Calibrated scales divide what the cache stores: each must be
       // positive and finite (as the ones computed from ranges are).
       auto checkScales = [&](const Tensor &scales) {
-        for (int64_t i = 0; parameter->calibrated_scales() &&
-                            i < scales.numElements();
-             ++i) {
+        for (int64_t i = 0;
+             parameter->calibrated_scales() && i < scales.numElements(); ++i) {
           float scale = scales.loadFloat(i);
           if (!(scale > 0) || !std::isfinite(scale)) {
             return Status::error(StatusCode::InvalidArgument,

@@ -106,12 +106,12 @@ struct MFChooseWeightLayoutPass
     if (graph
             .walk([](Operation *op) {
               auto quantize = dyn_cast<mf::QuantizeOp>(op);
-              bool rows = isa<mf::DynamicQuantizeOp>(op) ||
-                          (quantize && llvm::any_of(quantize->getUsers(),
-                                                    [](Operation *user) {
-                                                      return isa<mf::CastOp>(
-                                                          user);
-                                                    }));
+              bool rows =
+                  isa<mf::DynamicQuantizeOp>(op) ||
+                  (quantize &&
+                   llvm::any_of(quantize->getUsers(), [](Operation *user) {
+                     return isa<mf::CastOp>(user);
+                   }));
               return rows ? WalkResult::interrupt() : WalkResult::advance();
             })
             .wasInterrupted()) {
