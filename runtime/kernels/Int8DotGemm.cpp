@@ -630,6 +630,31 @@ quantizeRowAvx512(const float *row, int64_t k, float scale, int8_t *out) {
   }
 }
 
+/// Eight int32 lanes (within [-128, 127]) stored as eight int8.
+__attribute__((target("avx2"))) inline void storeInt8x8(__m256i values,
+                                                        int8_t *out) {
+  __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(values),
+                                  _mm256_extracti128_si256(values, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i *>(out),
+                   _mm_packs_epi16(words, words));
+}
+
+/// The same, 8 at a time on AVX2 (the rest as the portable loop does).
+__attribute__((target("avx2"))) void
+quantizeRowAvx2(const float *row, int64_t k, float scale, int8_t *out) {
+  const __m256 divisor = _mm256_set1_ps(scale);
+  const __m256 low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    __m256 q =
+        _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(row + j), divisor),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    storeInt8x8(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, low), high)),
+                out + j);
+  }
+  quantizeRowPortable(row + j, k - j, scale, out + j);
+}
+
 /// A row's largest magnitude, or NaN when it holds a NaN or an infinity.
 float largestMagnitudePortable(const float *row, int64_t k) {
   float amax = 0;
@@ -659,14 +684,40 @@ largestMagnitudeAvx512(const float *row, int64_t k) {
   return finite ? _mm512_reduce_max_ps(amax) : std::nanf("");
 }
 
+__attribute__((target("avx2"))) float largestMagnitudeAvx2(const float *row,
+                                                           int64_t k) {
+  __m256 amax = _mm256_setzero_ps();
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const __m256 magnitudeBits =
+      _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  bool finite = true;
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    __m256 magnitude = _mm256_and_ps(_mm256_loadu_ps(row + j), magnitudeBits);
+    // Ordered: false for a NaN, and an infinity is above the largest.
+    finite = finite && _mm256_movemask_ps(_mm256_cmp_ps(
+                           magnitude, largest, _CMP_LE_OQ)) == 0xff;
+    amax = _mm256_max_ps(amax, magnitude);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, amax);
+  float rest = largestMagnitudePortable(row + j, k - j);
+  if (!finite || std::isnan(rest)) {
+    return std::nanf("");
+  }
+  return std::max(rest, *std::max_element(lanes, lanes + 8));
+}
+
 } // namespace
 
 float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
                                 DType scaleType) {
-  const bool avx512 = hasAvx512();
-  float scale =
-      (avx512 ? largestMagnitudeAvx512 : largestMagnitudePortable)(row, k) /
-      127.0f;
+  static const bool avx512 = hasAvx512(),
+                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
+  float scale = (avx512 ? largestMagnitudeAvx512
+                 : avx2 ? largestMagnitudeAvx2
+                        : largestMagnitudePortable)(row, k) /
+                127.0f;
   uint16_t stored = 0;
   if (scaleType != DType::F32) { // the scale the values multiply
     fromFloats(scaleType, &scale, &stored, 1);
@@ -676,7 +727,9 @@ float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
     std::fill(out, out + k, int8_t{0});
     return scale;
   }
-  (avx512 ? quantizeRowAvx512 : quantizeRowPortable)(row, k, scale, out);
+  (avx512 ? quantizeRowAvx512
+   : avx2 ? quantizeRowAvx2
+          : quantizeRowPortable)(row, k, scale, out);
   return scale;
 }
 
@@ -716,12 +769,36 @@ quantizeRowStaticAvx512(const float *row, int64_t k, const float *scales,
   }
 }
 
+/// The same 8 channels at a time on AVX2 (the rest as the portable loop).
+__attribute__((target("avx2"))) void
+quantizeRowStaticAvx2(const float *row, int64_t k, const float *scales,
+                      const float *zeroPoints, int8_t *out) {
+  const __m256 low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    __m256 zero = _mm256_loadu_ps(zeroPoints + j);
+    __m256 q = _mm256_round_ps(
+        _mm256_add_ps(
+            _mm256_div_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(scales + j)),
+            zero),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 nan = _mm256_cmp_ps(q, q, _CMP_UNORD_Q);
+    q = _mm256_blendv_ps(_mm256_min_ps(_mm256_max_ps(q, low), high), zero, nan);
+    storeInt8x8(_mm256_cvtps_epi32(q), out + j);
+  }
+  quantizeRowStaticPortable(row + j, k - j, scales + j, zeroPoints + j,
+                            out + j);
+}
+
 } // namespace
 
 void mfrt::quantizeRowStatic(const float *row, int64_t k, const float *scales,
                              const float *zeroPoints, int8_t *out) {
-  (hasAvx512() ? quantizeRowStaticAvx512 : quantizeRowStaticPortable)(
-      row, k, scales, zeroPoints, out);
+  static const bool avx512 = hasAvx512(),
+                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
+  (avx512 ? quantizeRowStaticAvx512
+   : avx2 ? quantizeRowStaticAvx2
+          : quantizeRowStaticPortable)(row, k, scales, zeroPoints, out);
 }
 
 #define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -59,6 +60,17 @@ TEST(Int8Dot, QuantizesRowsPerToken) {
   EXPECT_EQ(s, amax / 127.0f);
   for (size_t j = 0; j < x.size(); ++j) {
     EXPECT_EQ(values[j], static_cast<int8_t>(std::nearbyint(x[j] / s))) << j;
+  }
+  // A NaN or an infinity among the vector code's lanes (not only in the
+  // rest) makes the scale NaN and every value 0.
+  for (float bad : {std::nanf(""), INFINITY}) {
+    std::vector<float> y(x);
+    y[3] = bad;
+    std::fill(values.begin(), values.end(), int8_t{1});
+    EXPECT_TRUE(std::isnan(
+        quantizeRowPerToken(y.data(), y.size(), values.data(), DType::F32)));
+    EXPECT_TRUE(std::all_of(values.begin(), values.end(),
+                            [](int8_t v) { return v == 0; }));
   }
 }
 
@@ -249,6 +261,8 @@ TEST(Int8Dot, QuantizesRowsStatically) {
     z[j] = static_cast<float>(static_cast<int>(j % 40) - 20);
   }
   x[70] = std::nanf("");
+  x[5] = INFINITY;
+  x[12] = -INFINITY;
   std::vector<int8_t> values(x.size());
   quantizeRowStatic(x.data(), x.size(), s.data(), z.data(), values.data());
   for (size_t j = 0; j < x.size(); ++j) {
