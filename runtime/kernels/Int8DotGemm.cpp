@@ -646,9 +646,8 @@ quantizeRowAvx2(const float *row, int64_t k, float scale, int8_t *out) {
   const __m256 low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
   int64_t j = 0;
   for (; j + 8 <= k; j += 8) {
-    __m256 q =
-        _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(row + j), divisor),
-                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(row + j), divisor),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     storeInt8x8(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, low), high)),
                 out + j);
   }
@@ -695,8 +694,8 @@ __attribute__((target("avx2"))) float largestMagnitudeAvx2(const float *row,
   for (; j + 8 <= k; j += 8) {
     __m256 magnitude = _mm256_and_ps(_mm256_loadu_ps(row + j), magnitudeBits);
     // Ordered: false for a NaN, and an infinity is above the largest.
-    finite = finite && _mm256_movemask_ps(_mm256_cmp_ps(
-                           magnitude, largest, _CMP_LE_OQ)) == 0xff;
+    finite = finite && _mm256_movemask_ps(_mm256_cmp_ps(magnitude, largest,
+                                                        _CMP_LE_OQ)) == 0xff;
     amax = _mm256_max_ps(amax, magnitude);
   }
   alignas(32) float lanes[8];
@@ -778,9 +777,9 @@ quantizeRowStaticAvx2(const float *row, int64_t k, const float *scales,
   for (; j + 8 <= k; j += 8) {
     __m256 zero = _mm256_loadu_ps(zeroPoints + j);
     __m256 q = _mm256_round_ps(
-        _mm256_add_ps(
-            _mm256_div_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(scales + j)),
-            zero),
+        _mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(row + j),
+                                    _mm256_loadu_ps(scales + j)),
+                      zero),
         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 nan = _mm256_cmp_ps(q, q, _CMP_UNORD_Q);
     q = _mm256_blendv_ps(_mm256_min_ps(_mm256_max_ps(q, low), high), zero, nan);
