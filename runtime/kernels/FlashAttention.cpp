@@ -87,12 +87,34 @@ dequantizeRowsAvx512(const int8_t *values, int64_t stride, int64_t rows,
 #pragma GCC diagnostic pop
 #endif
 
+/// The same 8 channels at a time on AVX2 (the rest one by one).
+__attribute__((target("avx2"))) void
+dequantizeRowsAvx2(const int8_t *values, int64_t stride, int64_t rows,
+                   const float *scales, int64_t width, float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t *row = values + r * stride;
+    float *to = out + r * width;
+    int64_t c = 0;
+    for (; c + 8 <= width; c += 8) {
+      __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + c))));
+      _mm256_storeu_ps(to + c, _mm256_mul_ps(q, _mm256_loadu_ps(scales + c)));
+    }
+    for (; c < width; ++c) {
+      to[c] = static_cast<float>(row[c]) * scales[c];
+    }
+  }
+}
+
 } // namespace
 
 void mfrt::dequantizeRows(const int8_t *values, int64_t stride, int64_t rows,
                           const float *scales, int64_t width, float *out) {
-  if (hasAvx512()) {
-    dequantizeRowsAvx512(values, stride, rows, scales, width, out);
+  static const bool avx512 = hasAvx512(),
+                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
+  if (avx512 || avx2) {
+    (avx512 ? dequantizeRowsAvx512 : dequantizeRowsAvx2)(values, stride, rows,
+                                                        scales, width, out);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {
