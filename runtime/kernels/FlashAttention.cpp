@@ -114,7 +114,7 @@ void mfrt::dequantizeRows(const int8_t *values, int64_t stride, int64_t rows,
                     avx2 = !avx512 && __builtin_cpu_supports("avx2");
   if (avx512 || avx2) {
     (avx512 ? dequantizeRowsAvx512 : dequantizeRowsAvx2)(values, stride, rows,
-                                                        scales, width, out);
+                                                         scales, width, out);
     return;
   }
   for (int64_t r = 0; r < rows; ++r) {
