@@ -30,6 +30,11 @@ struct Calibration {
     std::vector<float> min, max; ///< per input channel
   };
   std::map<std::string, Ranges> byName;
+  /// `name`'s ranges, or null.
+  const Ranges *find(const std::string &name) const {
+    auto it = byName.find(name);
+    return it == byName.end() ? nullptr : &it->second;
+  }
   int64_t tokens = 0; ///< the tokens they were measured on (written only)
 
   /// Reads a file `write` wrote; anything else (a checkpoint, ranges of

@@ -419,6 +419,12 @@ DType sourceTypeOf(const Executable &executable,
                                   ->type());
 }
 
+/// How to give a model the ranges it needs, ending with what else serves.
+const std::string kHowToCalibrate =
+    ": give --calibration FILE, which mf-run FLOAT.bin --task calibrate "
+    "--data TEXT --save-calibration FILE writes (FLOAT.bin: the same config "
+    "compiled with mfc --calibration-model), or weights that hold ";
+
 /// The values of calibrated `parameter` (returned), with its scales, input
 /// scales, zero points and bias put in `companions` by parameter index,
 /// quantized from its float weight (`readRows`, as quantizedValues) with
@@ -429,11 +435,9 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
                  std::map<int32_t, Tensor> &companions,
                  const std::function<Status(int64_t, Tensor &)> &readRows) {
   std::string name = parameter.name()->str();
-  auto ranges =
-      calibration
-          ? calibration->byName.find(name)
-          : std::map<std::string, Calibration::Ranges>::const_iterator();
-  if (!calibration || ranges == calibration->byName.end()) {
+  const Calibration::Ranges *ranges =
+      calibration ? calibration->find(name) : nullptr;
+  if (!ranges) {
     return Status::error(
         StatusCode::FailedPrecondition,
         "parameter '" + name +
@@ -442,16 +446,13 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
             "activations), and " +
             (calibration ? std::string("the calibration has no ranges for it")
                          : std::string("no calibration was given")) +
-            ": give --calibration FILE, which mf-run FLOAT.bin --task "
-            "calibrate --data TEXT --save-calibration FILE writes (FLOAT.bin: "
-            "the same config compiled with mfc --calibration-model), or "
-            "weights that hold its quantized values and scales");
+            kHowToCalibrate + "its quantized values and scales");
   }
   DType computeType = sourceTypeOf(executable, parameter);
   Shape shape = Executable::shapeOf(*parameter.type());
   CalibratedWeight weight;
   Status quantized = quantizeCalibrated(
-      shape[0], shape[1], computeType, ranges->second.min, ranges->second.max,
+      shape[0], shape[1], computeType, ranges->min, ranges->max,
       parameter.quant_smooth_alpha(), readRows,
       [&](DType dtype, const Shape &of) {
         return allocator.allocate(dtype, of, false);
@@ -474,11 +475,9 @@ StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
                                   const Calibration *calibration) {
   std::string name = parameter.name()->str();
   std::string rangesName = parameter.calibrated_scales()->str();
-  auto ranges =
-      calibration
-          ? calibration->byName.find(rangesName)
-          : std::map<std::string, Calibration::Ranges>::const_iterator();
-  if (!calibration || ranges == calibration->byName.end()) {
+  const Calibration::Ranges *ranges =
+      calibration ? calibration->find(rangesName) : nullptr;
+  if (!ranges) {
     return Status::error(
         StatusCode::FailedPrecondition,
         "parameter '" + name +
@@ -487,17 +486,14 @@ StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
             rangesName + "', and " +
             (calibration ? std::string("the calibration has none")
                          : std::string("no calibration was given")) +
-            ": give --calibration FILE, which mf-run FLOAT.bin --task "
-            "calibrate --data TEXT --save-calibration FILE writes (FLOAT.bin: "
-            "the same config compiled with mfc --calibration-model), or "
-            "weights that hold the scales (mf-run --save-weights)");
+            kHowToCalibrate + "the scales (mf-run --save-weights)");
   }
   MFRT_ASSIGN_OR_RETURN(
       Tensor scales,
       allocator.allocate(Executable::dtypeOf(*parameter.type()),
                          Executable::shapeOf(*parameter.type()), false));
   MFRT_RETURN_IF_ERROR(
-      symmetricChannelScales(ranges->second.min, ranges->second.max, scales)
+      symmetricChannelScales(ranges->min, ranges->max, scales)
           .withContext("parameter '" + name + "'"));
   return scales;
 }
