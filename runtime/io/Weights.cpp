@@ -492,9 +492,8 @@ StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
       Tensor scales,
       allocator.allocate(Executable::dtypeOf(*parameter.type()),
                          Executable::shapeOf(*parameter.type()), false));
-  MFRT_RETURN_IF_ERROR(
-      symmetricChannelScales(ranges->min, ranges->max, scales)
-          .withContext("parameter '" + name + "'"));
+  MFRT_RETURN_IF_ERROR(symmetricChannelScales(ranges->min, ranges->max, scales)
+                           .withContext("parameter '" + name + "'"));
   return scales;
 }
 
