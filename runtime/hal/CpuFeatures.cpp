@@ -92,6 +92,13 @@ bool mfrt::hasAvx512() {
   return has;
 }
 
+RowIsa mfrt::rowIsa() {
+  static const RowIsa isa = hasAvx512()                       ? RowIsa::Avx512
+                            : __builtin_cpu_supports("avx2") ? RowIsa::Avx2
+                                                             : RowIsa::Portable;
+  return isa;
+}
+
 const char *mfrt::hostArchitecture() {
 #if defined(__x86_64__)
   return "x86_64";

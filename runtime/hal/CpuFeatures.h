@@ -24,6 +24,12 @@ namespace mfrt {
 /// machine.
 bool hasAvx512();
 
+/// The widest vectors the runtime's row loops (int8 rows, an int8 KV
+/// cache's widening) use here: AVX-512 as hasAvx512 says, else AVX2 where
+/// the CPU has it, else portable code. Asked once.
+enum class RowIsa { Avx512, Avx2, Portable };
+RowIsa rowIsa();
+
 /// This machine's architecture as a target triple names it ("x86_64").
 const char *hostArchitecture();
 

@@ -262,17 +262,22 @@ Status mfrt::symmetricChannelScales(const std::vector<float> &channelMin,
              static_cast<int64_t>(channels));
   // A scale its dtype cannot hold (an f16 one below 6e-8 or above 65504)
   // would divide by 0 or infinity.
-  std::vector<float> rounded(channels);
-  toFloats(scales.dtype(), scales.data(), rounded.data(),
-           static_cast<int64_t>(channels));
-  for (size_t c = 0; c < channels; ++c) {
-    if (!(rounded[c] > 0) || !std::isfinite(rounded[c])) {
-      char scale[32];
-      std::snprintf(scale, sizeof(scale), "%g", values[c]);
-      return Status::error(StatusCode::InvalidArgument,
-                           "the scale of channel " + std::to_string(c) + " (" +
-                               scale + ") does not fit the scales' dtype");
-    }
+  if (int64_t c = firstUnusableScale(scales); c >= 0) {
+    char scale[32];
+    std::snprintf(scale, sizeof(scale), "%g", values[c]);
+    return Status::error(StatusCode::InvalidArgument,
+                         "the scale of channel " + std::to_string(c) + " (" +
+                             scale + ") does not fit the scales' dtype");
   }
   return Status::ok();
+}
+
+int64_t mfrt::firstUnusableScale(const Tensor &scales) {
+  for (int64_t i = 0; i < scales.numElements(); ++i) {
+    float scale = scales.loadFloat(i);
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      return i;
+    }
+  }
+  return -1;
 }

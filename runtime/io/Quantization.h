@@ -59,6 +59,10 @@ Status quantizeCalibrated(
     const std::function<StatusOr<Tensor>(DType, const Shape &)> &allocate,
     CalibratedWeight &out);
 
+/// The first of `scales` that is not positive and finite (what a
+/// quantizer divides by), or -1.
+int64_t firstUnusableScale(const Tensor &scales);
+
 /// Symmetric int8 scales of an activation from the range of each channel
 /// over a calibration (golden-stick's int8 KV cache, kvcache_symmetric):
 /// scale = max(|min|, |max|) * 2 / 255 in f64, rounded to `scales`' float

@@ -1035,19 +1035,16 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       // Calibrated scales divide what the cache stores: each must be
       // positive and finite (as the ones computed from ranges are).
       auto checkScales = [&](const Tensor &scales) {
-        for (int64_t i = 0;
-             parameter->calibrated_scales() && i < scales.numElements(); ++i) {
-          float scale = scales.loadFloat(i);
-          if (!(scale > 0) || !std::isfinite(scale)) {
-            return Status::error(StatusCode::InvalidArgument,
-                                 "'" + foundPath + "': tensor '" + foundName +
-                                     "' holds scale " + std::to_string(scale) +
-                                     " at " + std::to_string(i) +
-                                     "; an int8 KV cache's scales are "
-                                     "positive and finite");
-          }
-        }
-        return Status::ok();
+        int64_t i = parameter->calibrated_scales() ? firstUnusableScale(scales)
+                                                   : -1;
+        return i < 0 ? Status::ok()
+                     : Status::error(StatusCode::InvalidArgument,
+                                     "'" + foundPath + "': tensor '" +
+                                         foundName + "' holds scale " +
+                                         std::to_string(scales.loadFloat(i)) +
+                                         " at " + std::to_string(i) +
+                                         "; an int8 KV cache's scales are "
+                                         "positive and finite");
       };
       if (mapped) {
         MFRT_RETURN_IF_ERROR(checkScales(*mapped));

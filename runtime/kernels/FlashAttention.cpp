@@ -58,28 +58,32 @@ void copyRows(DType dtype, const void *from, int64_t fromElement, void *to,
   }
 }
 
+/// One row of dequantizeRows, portably.
+void dequantizeRowPortable(const int8_t *row, const float *scales,
+                           int64_t width, float *to) {
+  for (int64_t c = 0; c < width; ++c) {
+    to[c] = static_cast<float>(row[c]) * scales[c];
+  }
+}
+
 // (GCC 12's masked AVX-512 loads: see the note on the shuffles below.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-/// dequantizeRows 16 channels at a time (the same products).
+/// The same, 16 channels at a time (the same products).
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void
-dequantizeRowsAvx512(const int8_t *values, int64_t stride, int64_t rows,
-                     const float *scales, int64_t width, float *out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int8_t *row = values + r * stride;
-    float *to = out + r * width;
-    for (int64_t c = 0; c < width; c += 16) {
-      auto lanes =
-          static_cast<__mmask16>((1u << std::min<int64_t>(16, width - c)) - 1);
-      __m512 q = _mm512_cvtepi32_ps(
-          _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, row + c)));
-      _mm512_mask_storeu_ps(
-          to + c, lanes,
-          _mm512_mul_ps(q, _mm512_maskz_loadu_ps(lanes, scales + c)));
-    }
+dequantizeRowAvx512(const int8_t *row, const float *scales, int64_t width,
+                    float *to) {
+  for (int64_t c = 0; c < width; c += 16) {
+    auto lanes =
+        static_cast<__mmask16>((1u << std::min<int64_t>(16, width - c)) - 1);
+    __m512 q = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(lanes, row + c)));
+    _mm512_mask_storeu_ps(
+        to + c, lanes,
+        _mm512_mul_ps(q, _mm512_maskz_loadu_ps(lanes, scales + c)));
   }
 }
 
@@ -87,42 +91,28 @@ dequantizeRowsAvx512(const int8_t *values, int64_t stride, int64_t rows,
 #pragma GCC diagnostic pop
 #endif
 
-/// The same 8 channels at a time on AVX2 (the rest one by one).
+/// The same, 8 channels at a time on AVX2 (the rest portably).
 __attribute__((target("avx2"))) void
-dequantizeRowsAvx2(const int8_t *values, int64_t stride, int64_t rows,
-                   const float *scales, int64_t width, float *out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int8_t *row = values + r * stride;
-    float *to = out + r * width;
-    int64_t c = 0;
-    for (; c + 8 <= width; c += 8) {
-      __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + c))));
-      _mm256_storeu_ps(to + c, _mm256_mul_ps(q, _mm256_loadu_ps(scales + c)));
-    }
-    for (; c < width; ++c) {
-      to[c] = static_cast<float>(row[c]) * scales[c];
-    }
+dequantizeRowAvx2(const int8_t *row, const float *scales, int64_t width,
+                  float *to) {
+  int64_t c = 0;
+  for (; c + 8 <= width; c += 8) {
+    __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i *>(row + c))));
+    _mm256_storeu_ps(to + c, _mm256_mul_ps(q, _mm256_loadu_ps(scales + c)));
   }
+  dequantizeRowPortable(row + c, scales + c, width - c, to + c);
 }
 
 } // namespace
 
 void mfrt::dequantizeRows(const int8_t *values, int64_t stride, int64_t rows,
                           const float *scales, int64_t width, float *out) {
-  static const bool avx512 = hasAvx512(),
-                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
-  if (avx512 || avx2) {
-    (avx512 ? dequantizeRowsAvx512 : dequantizeRowsAvx2)(values, stride, rows,
-                                                         scales, width, out);
-    return;
-  }
+  static const auto row = rowIsa() == RowIsa::Avx512 ? dequantizeRowAvx512
+                          : rowIsa() == RowIsa::Avx2 ? dequantizeRowAvx2
+                                                     : dequantizeRowPortable;
   for (int64_t r = 0; r < rows; ++r) {
-    const int8_t *row = values + r * stride;
-    float *to = out + r * width;
-    for (int64_t c = 0; c < width; ++c) {
-      to[c] = static_cast<float>(row[c]) * scales[c];
-    }
+    row(values + r * stride, scales, width, out + r * width);
   }
 }
 

@@ -711,11 +711,10 @@ __attribute__((target("avx2"))) float largestMagnitudeAvx2(const float *row,
 
 float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
                                 DType scaleType) {
-  static const bool avx512 = hasAvx512(),
-                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
-  float scale = (avx512 ? largestMagnitudeAvx512
-                 : avx2 ? largestMagnitudeAvx2
-                        : largestMagnitudePortable)(row, k) /
+  const RowIsa isa = rowIsa();
+  float scale = (isa == RowIsa::Avx512 ? largestMagnitudeAvx512
+                 : isa == RowIsa::Avx2 ? largestMagnitudeAvx2
+                                       : largestMagnitudePortable)(row, k) /
                 127.0f;
   uint16_t stored = 0;
   if (scaleType != DType::F32) { // the scale the values multiply
@@ -726,9 +725,9 @@ float mfrt::quantizeRowPerToken(const float *row, int64_t k, int8_t *out,
     std::fill(out, out + k, int8_t{0});
     return scale;
   }
-  (avx512 ? quantizeRowAvx512
-   : avx2 ? quantizeRowAvx2
-          : quantizeRowPortable)(row, k, scale, out);
+  (isa == RowIsa::Avx512 ? quantizeRowAvx512
+   : isa == RowIsa::Avx2 ? quantizeRowAvx2
+                         : quantizeRowPortable)(row, k, scale, out);
   return scale;
 }
 
@@ -793,11 +792,11 @@ quantizeRowStaticAvx2(const float *row, int64_t k, const float *scales,
 
 void mfrt::quantizeRowStatic(const float *row, int64_t k, const float *scales,
                              const float *zeroPoints, int8_t *out) {
-  static const bool avx512 = hasAvx512(),
-                    avx2 = !avx512 && __builtin_cpu_supports("avx2");
-  (avx512 ? quantizeRowStaticAvx512
-   : avx2 ? quantizeRowStaticAvx2
-          : quantizeRowStaticPortable)(row, k, scales, zeroPoints, out);
+  const RowIsa isa = rowIsa();
+  (isa == RowIsa::Avx512 ? quantizeRowStaticAvx512
+   : isa == RowIsa::Avx2 ? quantizeRowStaticAvx2
+                         : quantizeRowStaticPortable)(row, k, scales,
+                                                      zeroPoints, out);
 }
 
 #define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \
