@@ -93,7 +93,7 @@ bool mfrt::hasAvx512() {
 }
 
 RowIsa mfrt::rowIsa() {
-  static const RowIsa isa = hasAvx512()                       ? RowIsa::Avx512
+  static const RowIsa isa = hasAvx512()                      ? RowIsa::Avx512
                             : __builtin_cpu_supports("avx2") ? RowIsa::Avx2
                                                              : RowIsa::Portable;
   return isa;

@@ -1035,8 +1035,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       // Calibrated scales divide what the cache stores: each must be
       // positive and finite (as the ones computed from ranges are).
       auto checkScales = [&](const Tensor &scales) {
-        int64_t i = parameter->calibrated_scales() ? firstUnusableScale(scales)
-                                                   : -1;
+        int64_t i =
+            parameter->calibrated_scales() ? firstUnusableScale(scales) : -1;
         return i < 0 ? Status::ok()
                      : Status::error(StatusCode::InvalidArgument,
                                      "'" + foundPath + "': tensor '" +

@@ -92,9 +92,10 @@ dequantizeRowAvx512(const int8_t *row, const float *scales, int64_t width,
 #endif
 
 /// The same, 8 channels at a time on AVX2 (the rest portably).
-__attribute__((target("avx2"))) void
-dequantizeRowAvx2(const int8_t *row, const float *scales, int64_t width,
-                  float *to) {
+__attribute__((target("avx2"))) void dequantizeRowAvx2(const int8_t *row,
+                                                       const float *scales,
+                                                       int64_t width,
+                                                       float *to) {
   int64_t c = 0;
   for (; c + 8 <= width; c += 8) {
     __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(

@@ -794,9 +794,9 @@ void mfrt::quantizeRowStatic(const float *row, int64_t k, const float *scales,
                              const float *zeroPoints, int8_t *out) {
   const RowIsa isa = rowIsa();
   (isa == RowIsa::Avx512 ? quantizeRowStaticAvx512
-   : isa == RowIsa::Avx2 ? quantizeRowStaticAvx2
-                         : quantizeRowStaticPortable)(row, k, scales,
-                                                      zeroPoints, out);
+   : isa == RowIsa::Avx2
+       ? quantizeRowStaticAvx2
+       : quantizeRowStaticPortable)(row, k, scales, zeroPoints, out);
 }
 
 #define MFRT_INSTANTIATE_INT8_DOT(Scale)                                       \
