@@ -37,6 +37,15 @@ inline std::string gridAxesText(int64_t axes) {
   return text;
 }
 
+/// The prefix of the entries of chunk `chunk` of pipeline stage `stage`:
+/// "stage1_", or with interleaving (`chunks` > 1) "stage1_chunk0_". A
+/// stage's update is "stage<s>_train_step" either way.
+inline std::string stageEntryPrefix(int64_t stage, int64_t chunk,
+                                    int64_t chunks) {
+  std::string prefix = "stage" + std::to_string(stage) + "_";
+  return chunks > 1 ? prefix + "chunk" + std::to_string(chunk) + "_" : prefix;
+}
+
 } // namespace mfshapes
 
 #endif // MFC_SHAPES_GRIDAXES_H

@@ -13,6 +13,17 @@
 // backwards; a stage holds all m. Both idle (p - 1) / (m + p - 1) of a
 // step with equal stages: 1F1B's gain is memory.
 //
+// Interleaved 1F1B (pp_interleave_num v > 1; Narayanan et al. 2021,
+// Megatron-LM's forward_backward_pipelining_with_interleaving): each
+// stage's layers come in v chunks, chunk c of stage s being the model's
+// part c * p + s, so a micro-batch passes every stage v times. Stage s
+// runs its m * v forwards in groups of p micro-batches, chunk by chunk
+// (chunk 0 of micro-batches 0..p-1, chunk 1 of them, ..., then the next
+// p), its backwards alike from the last chunk down; it warms up with
+// (p - s - 1) * 2 + (v - 1) * p forwards. The bubble shrinks v-fold,
+// (p - 1) / (v m + p - 1), for more micro-batches in flight and v times
+// the messages. m must be a multiple of p.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
@@ -28,32 +39,41 @@ namespace mfc {
 struct PipelineSlot {
   bool backward = false;
   int64_t microBatch = 0;
+  /// The stage's interleave chunk (0 without interleaving).
+  int64_t chunk = 0;
 };
 
-/// One stage's passes in order. The last stage's forward of a micro-batch
-/// is part of its backward (one pass computes the loss and the
-/// gradients), so its slots are backwards only.
+/// One stage's passes in order. The forward of a micro-batch through the
+/// model's last part (the last stage's last chunk) is part of its backward
+/// (one pass computes the loss and the gradients), so it has no F slot.
 struct StageSchedule {
   std::vector<PipelineSlot> slots;
-  /// The most micro-batches between their forward and backward.
+  /// The most micro-batch passes between their forward and backward (over
+  /// all chunks): the inputs its ranks keep.
   int64_t inFlight = 0;
+  /// pp_interleave_num: slots name their chunk when it is above 1.
+  int64_t chunks = 1;
 };
 
 /// The schedulers built, by MindSpore's names (pipeline_scheduler).
 inline constexpr const char *kPipelineSchedulers[] = {"1f1b", "gpipe"};
 
-/// The schedule `scheduler` (one of kPipelineSchedulers) makes of `stages`
-/// stages and `microBatches` micro-batches (both >= 1).
+/// The schedule `scheduler` (one of kPipelineSchedulers; 1f1b when
+/// `chunks` > 1) makes of `stages` stages of `chunks` chunks each and
+/// `microBatches` micro-batches (all >= 1; a multiple of `stages` when
+/// `chunks` > 1).
 std::vector<StageSchedule> schedulePipeline(const std::string &scheduler,
                                             int64_t stages,
-                                            int64_t microBatches);
+                                            int64_t microBatches,
+                                            int64_t chunks = 1);
 
-/// The fraction of a step each stage idles under 1F1B or GPipe with equal
-/// stages and a backward twice a forward: (p - 1) / (m + p - 1).
-double bubbleFraction(int64_t stages, int64_t microBatches);
+/// The fraction of a step each stage idles with equal stages and a
+/// backward twice a forward: (p - 1) / (v m + p - 1), v the chunks.
+double bubbleFraction(int64_t stages, int64_t microBatches, int64_t chunks = 1);
 
-/// A stage's slots as text: "F0 F1 B0 F2 B1 B2"; beyond `limit` slots,
-/// the first two thirds and the last third of them around "...".
+/// A stage's slots as text: "F0 F1 B0 F2 B1 B2" (with chunks, micro-batch
+/// then chunk: "F0.0 F1.0 F0.1 ..."); beyond `limit` slots, the first two
+/// thirds and the last third of them around "...".
 std::string describe(const StageSchedule &stage, size_t limit = SIZE_MAX);
 
 } // namespace mfc

@@ -4,6 +4,7 @@
 
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/RecomputePlan.h"
+#include "shapes/GridAxes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
@@ -482,6 +483,10 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
                      builder_.getI64IntegerAttr(spec_.parallel.microBatchNum));
     module_->setAttr(mf::kPipelineSchedulerAttrName,
                      builder_.getStringAttr(spec_.parallel.pipelineScheduler));
+    if (spec_.model.ppInterleaveNum > 1) {
+      module_->setAttr(mf::kPipelineChunksAttrName,
+                       builder_.getI64IntegerAttr(spec_.model.ppInterleaveNum));
+    }
     buildStageEntries();
   } else {
     buildLossEntry();
@@ -733,10 +738,12 @@ void GraphBuilder::buildStageEntries() {
   int64_t batch = spec_.entryBatchSize();
   RankedTensorType idsType =
       tensorType({batch, spec_.localSeqLength()}, builder_.getI32Type());
-  int64_t stages = spec_.shardedPipelineStages;
-  Type hiddenType; // the first stage's output: what every later one takes
-  for (const LayerChunk &chunk : layerChunks(spec_)) {
-    bool first = chunk.stage == 0, last = chunk.stage + 1 == stages;
+  std::vector<LayerChunk> parts = layerChunks(spec_);
+  int64_t chunks = std::max<int64_t>(1, spec_.model.ppInterleaveNum);
+  Type hiddenType; // the first part's output: what every later one takes
+  // The model's parts in order: chunk 0 of every stage, then chunk 1, ...
+  for (auto [index, part] : llvm::enumerate(parts)) {
+    bool first = index == 0, last = index + 1 == parts.size();
     SmallVector<std::string> names = {first ? "input_ids" : "hidden"};
     SmallVector<Type> types = {first ? Type(idsType) : hiddenType};
     if (last) {
@@ -744,13 +751,17 @@ void GraphBuilder::buildStageEntries() {
       types.push_back(idsType);
     }
     func::FuncOp entry = beginEntry(
-        "stage" + std::to_string(chunk.stage) + "_forward", names, types);
-    entry->setAttr(mf::kStageAttrName, builder_.getI64IntegerAttr(chunk.stage));
+        mfshapes::stageEntryPrefix(part.stage, part.chunk, chunks) + "forward",
+        names, types);
+    entry->setAttr(mf::kStageAttrName, builder_.getI64IntegerAttr(part.stage));
+    if (chunks > 1) {
+      entry->setAttr(mf::kChunkAttrName, builder_.getI64IntegerAttr(part.chunk));
+    }
     Value hidden = entry.getArgument(0);
     if (first) {
       hidden = embed(hidden, nullptr);
     }
-    hidden = layers(hidden, chunk.first, chunk.first + chunk.count, nullptr);
+    hidden = layers(hidden, part.first, part.first + part.count, nullptr);
     if (last) {
       finishEntry(entry, {loss(head(hidden), entry.getArgument(1))}, {"loss"});
     } else {

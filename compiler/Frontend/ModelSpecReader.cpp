@@ -2427,15 +2427,6 @@ private:
           "apart; it is not built with pipeline_stage > 1 yet (set it to "
           "false, or pipeline_stage: 1)");
     }
-    if (spec_.model.ppInterleaveNum > 1) {
-      diagnostics().error(
-          interleaveLoc_,
-          "model.model_config.pp_interleave_num: " +
-              llvm::Twine(spec_.model.ppInterleaveNum) +
-              " chunks per stage (the interleaved pipeline) are not built "
-              "yet; mfc schedules whole stages (1f1b or gpipe; set "
-              "pp_interleave_num: 1)");
-    }
     std::string schedulerKey = "parallel.pipeline_config.pipeline_scheduler";
     if (const ConfigNode *scheduler = nodeAtPath(schedulerKey)) {
       if (scheduler->isScalar() &&
@@ -2448,6 +2439,31 @@ private:
                                 " is not built yet; mfc schedules 1f1b "
                                 "(MindSpore's default) and gpipe");
       }
+    }
+    int64_t chunks = spec_.model.ppInterleaveNum;
+    if (chunks > 1 && spec_.parallel.pipelineScheduler != "1f1b") {
+      diagnostics().error(
+          locOfKey(schedulerKey),
+          schedulerKey + ": " + spec_.parallel.pipelineScheduler +
+              " with model.model_config.pp_interleave_num: " +
+              llvm::Twine(chunks) +
+              " is not built; interleaved stages run interleaved 1F1B "
+              "(pipeline_scheduler: 1f1b)");
+    }
+    int64_t micro = spec_.parallel.microBatchNum;
+    int64_t stages = spec_.shardedPipelineStages;
+    if (chunks > 1 && micro > stages && micro % stages != 0) {
+      // Megatron-LM's interleaved schedule moves micro-batches through the
+      // chunks in groups of one per stage.
+      diagnostics().error(
+          locOfKey(pc + ".micro_batch_num"),
+          pc + ".micro_batch_num: " + llvm::Twine(micro) +
+              " micro-batches do not make groups of pipeline_stage (" +
+              llvm::Twine(stages) +
+              "), which interleaved stages (pp_interleave_num: " +
+              llvm::Twine(chunks) + ") pass through each chunk; use " +
+              llvm::Twine(micro / stages * stages) + " or " +
+              llvm::Twine((micro / stages + 1) * stages));
     }
     if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2) {
       diagnostics().error(

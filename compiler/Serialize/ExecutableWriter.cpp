@@ -420,21 +420,26 @@ private:
       }
     }
     std::string scheduler = mf::pipelineSchedulerOf(module_);
+    int64_t chunks = mf::pipelineChunksOf(module_);
     std::vector<flatbuffers::Offset<fb::StageSchedule>> written;
-    for (const StageSchedule &stage :
-         schedulePipeline(scheduler, stages, microBatches.getInt())) {
+    for (const StageSchedule &stage : schedulePipeline(
+             scheduler, stages, microBatches.getInt(), chunks)) {
       std::vector<uint8_t> backward;
       std::vector<int32_t> micro;
+      std::vector<int16_t> chunk;
       for (const PipelineSlot &slot : stage.slots) {
         backward.push_back(slot.backward);
         micro.push_back(static_cast<int32_t>(slot.microBatch));
+        chunk.push_back(static_cast<int16_t>(slot.chunk));
       }
       written.push_back(fb::CreateStageScheduleDirect(
-          builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight)));
+          builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight),
+          chunks > 1 ? &chunk : nullptr));
     }
-    return fb::CreatePipelineDirect(builder_, scheduler.c_str(),
-                                    static_cast<int32_t>(microBatches.getInt()),
-                                    &written);
+    return fb::CreatePipelineDirect(
+        builder_, scheduler.c_str(),
+        static_cast<int32_t>(microBatches.getInt()), &written,
+        static_cast<int32_t>(chunks));
   }
 
   FailureOr<flatbuffers::Offset<fb::TensorType>>
@@ -517,10 +522,12 @@ private:
     auto outputIds = builder_.CreateVector(outputs);
     auto opList = builder_.CreateVector(ops);
     auto stage = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
+    auto chunk = function->getAttrOfType<IntegerAttr>(mf::kChunkAttrName);
     return fb::CreateEntry(builder_, name, valueTypes, inputIds,
                            inputNameOffsets, outputIds, outputNameOffsets,
                            opList, graph.host,
-                           stage ? static_cast<int32_t>(stage.getInt()) : -1);
+                           stage ? static_cast<int32_t>(stage.getInt()) : -1,
+                           chunk ? static_cast<int32_t>(chunk.getInt()) : 0);
   }
 
   /// An entry's Graph Mode program, from its host program.

@@ -339,19 +339,31 @@ int64_t contextRanksOf(const fb::Executable &root) {
 }
 
 /// A pipelined program: a schedule the runtime can follow (each stage
-/// runs each micro-batch's forward, then its backward, once, keeping no
-/// more inputs than it says) and the entries it names, with inputs and
-/// outputs that connect the stages.
+/// runs each micro-batch's forward, then its backward, once per chunk,
+/// keeping no more inputs than it says) and the entries it names, with
+/// inputs and outputs that connect the model's parts (chunk c of stage s
+/// being part c * stages + s).
 Status checkPipeline(const fb::Executable &root) {
   const fb::Training *training = root.model()->training();
   const fb::Pipeline *pipeline = training ? training->pipeline() : nullptr;
   size_t stages = pipeline ? pipeline->stages()->size() : 0;
+  int64_t chunks = pipeline ? pipeline->chunks() : 1;
+  if (chunks < 1 || chunks > kMaxPipelineChunks) {
+    return Status::error("the pipeline has " + std::to_string(chunks) +
+                         " chunks a stage; 1 to " +
+                         std::to_string(kMaxPipelineChunks) + " are valid");
+  }
   for (const fb::Entry *entry : *root.entries()) {
     if (entry->stage() < -1 || entry->stage() >= static_cast<int64_t>(stages)) {
       return Status::error("entry '" + entry->name()->str() + "' is of stage " +
                            std::to_string(entry->stage()) +
                            " of a program of " + std::to_string(stages) +
                            " pipeline stages");
+    }
+    if (entry->chunk() < 0 || entry->chunk() >= chunks) {
+      return Status::error("entry '" + entry->name()->str() + "' is of chunk " +
+                           std::to_string(entry->chunk()) + " of stages of " +
+                           std::to_string(chunks));
     }
   }
   for (uint32_t i = 0; root.parameters() && i < root.parameters()->size();
@@ -419,6 +431,78 @@ Status checkPipeline(const fb::Executable &root) {
     return bad("is not a 1f1b or gpipe schedule of 1 to " +
                std::to_string(kMaxMicroBatches) + " micro-batches");
   }
+  if (chunks > 1 && scheduler != "1f1b") {
+    return bad("interleaves " + std::to_string(chunks) +
+               " chunks a stage under " + scheduler +
+               "; interleaved stages are scheduled 1f1b");
+  }
+  // The model's parts in order; part k is chunk k / stages of stage
+  // k % stages.
+  int64_t parts = static_cast<int64_t>(stages) * chunks;
+  auto partOf = [&](size_t stage, int64_t chunk) {
+    return chunk * static_cast<int64_t>(stages) + static_cast<int64_t>(stage);
+  };
+  auto chunkOfSlot = [](const fb::StageSchedule &own, size_t slot) {
+    return own.chunk() ? static_cast<int64_t>(own.chunk()->Get(slot)) : 0;
+  };
+  for (size_t stage = 0; stage < stages; ++stage) {
+    const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
+    std::string of = "stage " + std::to_string(stage);
+    size_t slots = own.backward()->size();
+    if (own.micro_batch()->size() != slots) {
+      return bad("of " + of + " has slots without a micro-batch");
+    }
+    if (own.chunk() && own.chunk()->size() != slots) {
+      return bad("of " + of + " has slots without a chunk");
+    }
+    // Per (chunk, micro-batch): its passes each way.
+    std::vector<int> forwards(static_cast<size_t>(chunks * micro)),
+        backwards(forwards.size());
+    int64_t inFlight = 0, most = 0;
+    for (size_t slot = 0; slot < slots; ++slot) {
+      int32_t index = own.micro_batch()->Get(slot);
+      int64_t chunk = chunkOfSlot(own, slot);
+      if (index < 0 || index >= micro) {
+        return bad("of " + of + " names micro-batch " + std::to_string(index));
+      }
+      if (chunk < 0 || chunk >= chunks) {
+        return bad("of " + of + " names chunk " + std::to_string(chunk) +
+                   " of " + std::to_string(chunks));
+      }
+      bool lastPart = partOf(stage, chunk) + 1 == parts;
+      size_t at = static_cast<size_t>(chunk * micro + index);
+      if (own.backward()->Get(slot)) {
+        if (!lastPart && forwards[at] == 0) {
+          return bad("of " + of + " runs a backward before its forward");
+        }
+        ++backwards[at];
+        inFlight -= lastPart ? 0 : 1;
+      } else {
+        if (lastPart) {
+          return bad("of the model's last part has a forward (its backwards "
+                     "run it)");
+        }
+        ++forwards[at];
+        most = std::max(most, ++inFlight);
+      }
+    }
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      bool lastPart = partOf(stage, chunk) + 1 == parts;
+      for (int64_t index = 0; index < micro; ++index) {
+        size_t at = static_cast<size_t>(chunk * micro + index);
+        if (backwards[at] != 1 || forwards[at] != (lastPart ? 0 : 1)) {
+          return bad("of " + of + " does not run micro-batch " +
+                     std::to_string(index) +
+                     (chunks > 1 ? " of chunk " + std::to_string(chunk) : "") +
+                     " forward and backward once");
+        }
+      }
+    }
+    if (own.in_flight() != most) {
+      return bad("of " + of + " keeps " + std::to_string(most) +
+                 " inputs, not " + std::to_string(own.in_flight()));
+    }
+  }
   auto entryNamed = [&](const std::string &name) -> const fb::Entry * {
     for (const fb::Entry *entry : *root.entries()) {
       if (entry->name()->str() == name) {
@@ -427,55 +511,56 @@ Status checkPipeline(const fb::Executable &root) {
     }
     return nullptr;
   };
+  auto names =
+      [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
+             *list) {
+        std::vector<std::string> text;
+        for (uint32_t i = 0; list && i < list->size(); ++i) {
+          text.push_back(list->Get(i)->str());
+        }
+        return text;
+      };
+  // Each stage's update: the learning rate and step to the gradient norm.
+  for (size_t stage = 0; stage < stages; ++stage) {
+    std::string name =
+        mfshapes::stageEntryPrefix(static_cast<int64_t>(stage), 0, 1) +
+        "train_step";
+    const fb::Entry *entry = entryNamed(name);
+    if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
+      return Status::error("the pipeline needs an entry '" + name +
+                           "' of stage " + std::to_string(stage));
+    }
+    std::vector<std::string> outputs = names(entry->output_names());
+    if (names(entry->input_names()) !=
+            std::vector<std::string>{"learning_rate", "step"} ||
+        outputs.size() > 1 || (outputs.size() == 1 && outputs[0] != "grad_norm")) {
+      return Status::error("entry '" + name +
+                           "' does not take and return "
+                           "what its pipeline stage passes on");
+    }
+    if (!Executable::hasType(inputType(*entry, 0), DType::F32, {}) ||
+        !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
+        (!outputs.empty() &&
+         !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
+      return Status::error("entry '" + name +
+                           "' does not map an f32 "
+                           "learning rate and step to an f32 gradient norm");
+    }
+  }
+  // Each part's entries: inputs by name, outputs by name, connected.
   const fb::TensorType *previousHidden = nullptr;
   const fb::ModelInfo &model = *root.model();
   std::vector<int64_t> idsShape = {model.batch_size(),
                                    model.seq_length() / contextRanksOf(root)};
-  for (size_t stage = 0; stage < stages; ++stage) {
-    const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
-    bool first = stage == 0, last = stage + 1 == stages;
-    std::string of = "stage " + std::to_string(stage);
-    if (own.backward()->size() != own.micro_batch()->size()) {
-      return bad("of " + of + " has slots without a micro-batch");
-    }
-    std::vector<int> forwards(static_cast<size_t>(micro)),
-        backwards(static_cast<size_t>(micro));
-    int64_t inFlight = 0, most = 0;
-    for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
-      int32_t index = own.micro_batch()->Get(slot);
-      if (index < 0 || index >= micro) {
-        return bad("of " + of + " names micro-batch " + std::to_string(index));
-      }
-      if (own.backward()->Get(slot)) {
-        if (!last && forwards[index] == 0) {
-          return bad("of " + of + " runs a backward before its forward");
-        }
-        ++backwards[index];
-        inFlight -= last ? 0 : 1;
-      } else {
-        if (last) {
-          return bad("of the last stage has a forward (its backwards run it)");
-        }
-        ++forwards[index];
-        most = std::max(most, ++inFlight);
-      }
-    }
-    for (int64_t index = 0; index < micro; ++index) {
-      if (backwards[index] != 1 || forwards[index] != (last ? 0 : 1)) {
-        return bad("of " + of + " does not run micro-batch " +
-                   std::to_string(index) + " forward and backward once");
-      }
-    }
-    if (own.in_flight() != most) {
-      return bad("of " + of + " keeps " + std::to_string(most) +
-                 " inputs, not " + std::to_string(own.in_flight()));
-    }
-    // Its entries: inputs by name, outputs by name.
-    std::string prefix = "stage" + std::to_string(stage) + "_";
-    std::vector<std::string> names = {prefix + "train_step",
-                                      prefix + "accumulate_gradients"};
+  for (int64_t part = 0; part < parts; ++part) {
+    int64_t stage = part % static_cast<int64_t>(stages), chunk = part / static_cast<int64_t>(stages);
+    bool first = part == 0, last = part + 1 == parts;
+    std::string of = "stage " + std::to_string(stage) +
+                     (chunks > 1 ? " chunk " + std::to_string(chunk) : "");
+    std::string prefix = mfshapes::stageEntryPrefix(stage, chunk, chunks);
+    std::vector<std::string> entryNames = {prefix + "accumulate_gradients"};
     if (!last) {
-      names.push_back(prefix + "forward");
+      entryNames.push_back(prefix + "forward");
     }
     const fb::TensorType *output = nullptr;
     // What a forward keeps for its backward: its outputs after `hidden`.
@@ -487,14 +572,13 @@ Status checkPipeline(const fb::Executable &root) {
     for (size_t i = 0; i < saved; ++i) {
       savedNames.push_back("saved." + std::to_string(i));
     }
-    for (const std::string &name : names) {
+    for (const std::string &name : entryNames) {
       const fb::Entry *entry = entryNamed(name);
-      if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
+      if (!entry || entry->stage() != stage || entry->chunk() != chunk) {
         return Status::error("the pipeline needs an entry '" + name + "' of " +
                              of);
       }
       bool isForward = name == prefix + "forward";
-      bool isStep = name == prefix + "train_step";
       std::vector<std::string> inputs = {first ? "input_ids" : "hidden"};
       if (last) {
         inputs.push_back("labels");
@@ -502,14 +586,11 @@ Status checkPipeline(const fb::Executable &root) {
         inputs.push_back("output_gradient");
         inputs.insert(inputs.end(), savedNames.begin(), savedNames.end());
       }
-      if (isStep) { // the update alone, of the gradient sums
-        inputs = {"learning_rate", "step"};
-      }
       std::vector<std::string> outputs;
       if (isForward) {
         outputs.push_back("hidden");
         outputs.insert(outputs.end(), savedNames.begin(), savedNames.end());
-      } else if (!isStep) {
+      } else {
         if (last) {
           outputs.push_back("loss");
         }
@@ -517,35 +598,11 @@ Status checkPipeline(const fb::Executable &root) {
           outputs.push_back("input_gradient");
         }
       }
-      auto names =
-          [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
-                 *list) {
-            std::vector<std::string> text;
-            for (uint32_t i = 0; list && i < list->size(); ++i) {
-              text.push_back(list->Get(i)->str());
-            }
-            return text;
-          };
-      std::vector<std::string> outputNames = names(entry->output_names());
-      if (isStep && outputNames.size() == outputs.size() + 1) {
-        outputs.push_back("grad_norm");
-      }
-      if (names(entry->input_names()) != inputs || outputNames != outputs) {
+      if (names(entry->input_names()) != inputs ||
+          names(entry->output_names()) != outputs) {
         return Status::error("entry '" + name +
                              "' does not take and return "
                              "what its pipeline stage passes on");
-      }
-      if (isStep) {
-        if (!Executable::hasType(inputType(*entry, 0), DType::F32, {}) ||
-            !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
-            (!outputs.empty() &&
-             !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
-          return Status::error(
-              "entry '" + name +
-              "' does not map an f32 "
-              "learning rate and step to an f32 gradient norm");
-        }
-        continue;
       }
       const fb::TensorType &in = inputType(*entry, 0);
       if (first ? !Executable::hasType(in, DType::I32, idsShape)
@@ -558,8 +615,7 @@ Status checkPipeline(const fb::Executable &root) {
       }
       for (size_t i = 0; i < outputs.size(); ++i) {
         const fb::TensorType &type = outputType(*entry, i);
-        if ((outputs[i] == "loss" || outputs[i] == "grad_norm")
-                ? !Executable::hasType(type, DType::F32, {})
+        if (outputs[i] == "loss" ? !Executable::hasType(type, DType::F32, {})
             : outputs[i] == "input_gradient" ? !sameType(type, in)
                                              : false) {
           return Status::error("entry '" + name + "' returns " + outputs[i] +
@@ -576,51 +632,48 @@ Status checkPipeline(const fb::Executable &root) {
       }
     }
     if (!last) {
-      // Its backwards take the gradient of the hidden states it sends.
-      for (const std::string &name : names) {
-        const fb::Entry *entry = entryNamed(name);
-        if (name == prefix + "accumulate_gradients" &&
-            !sameType(inputType(*entry, 1), *output)) {
-          return Status::error("entry '" + name +
-                               "' takes a gradient of another type than its "
-                               "stage's output");
-        }
-        for (size_t i = 0; name == prefix + "accumulate_gradients" && i < saved;
-             ++i) {
-          if (!sameType(inputType(*entry, 2 + i),
-                        outputType(*forward, 1 + i))) {
-            return Status::error("entry '" + name + "' takes saved." +
-                                 std::to_string(i) +
-                                 " of another type than its forward keeps");
-          }
+      // Its backward takes the gradient of the hidden states it sends.
+      const fb::Entry *entry = entryNamed(prefix + "accumulate_gradients");
+      if (!sameType(inputType(*entry, 1), *output)) {
+        return Status::error("entry '" + prefix +
+                             "accumulate_gradients' takes a gradient of "
+                             "another type than its stage's output");
+      }
+      for (size_t i = 0; i < saved; ++i) {
+        if (!sameType(inputType(*entry, 2 + i), outputType(*forward, 1 + i))) {
+          return Status::error("entry '" + prefix +
+                               "accumulate_gradients' takes saved." +
+                               std::to_string(i) +
+                               " of another type than its forward keeps");
         }
       }
     }
     previousHidden = output;
   }
-  // The stages together: a forward waits for its input from the stage
-  // before, a backward for its gradient from the stage after (the last
-  // stage's, for its input). Run them in turn; a schedule in which every
+  // The stages together: a forward waits for its input from the part
+  // before, a backward for its gradient from the part after (the last
+  // part's, for its input). Run them in turn; a schedule in which every
   // unfinished stage waits would hang every rank.
   std::vector<size_t> next(stages, 0);
   std::vector<std::vector<bool>> forwardDone(
-      stages, std::vector<bool>(static_cast<size_t>(micro))),
+      static_cast<size_t>(parts), std::vector<bool>(static_cast<size_t>(micro))),
       backwardDone = forwardDone;
   for (bool progressed = true; progressed;) {
     progressed = false;
     for (size_t stage = 0; stage < stages; ++stage) {
       const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
-      bool last = stage + 1 == stages;
       for (; next[stage] < own.backward()->size(); ++next[stage]) {
         bool backward = own.backward()->Get(next[stage]);
         size_t index = static_cast<size_t>(own.micro_batch()->Get(next[stage]));
-        bool ready = backward && !last
-                         ? backwardDone[stage + 1][index]
-                         : stage == 0 || forwardDone[stage - 1][index];
+        size_t part =
+            static_cast<size_t>(partOf(stage, chunkOfSlot(own, next[stage])));
+        bool ready = backward && part + 1 < static_cast<size_t>(parts)
+                         ? backwardDone[part + 1][index]
+                         : part == 0 || forwardDone[part - 1][index];
         if (!ready) {
           break;
         }
-        (backward ? backwardDone : forwardDone)[stage][index] = true;
+        (backward ? backwardDone : forwardDone)[part][index] = true;
         progressed = true;
       }
     }
@@ -1502,6 +1555,11 @@ const fb::Pipeline *Executable::pipeline() const {
 int64_t Executable::pipelineStages() const {
   const fb::Pipeline *schedule = pipeline();
   return schedule ? static_cast<int64_t>(schedule->stages()->size()) : 1;
+}
+
+int64_t Executable::pipelineChunks() const {
+  const fb::Pipeline *schedule = pipeline();
+  return schedule ? schedule->chunks() : 1;
 }
 
 bool Executable::holds(const fb::Parameter &parameter, int64_t stage) {

@@ -27,11 +27,14 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 21;
-constexpr uint32_t kMaxFormatVersion = 21;
+constexpr uint32_t kMinFormatVersion = 22;
+constexpr uint32_t kMaxFormatVersion = 22;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;
+/// pp_interleave_num's bound in model.bin (MindFormers bounds it by the
+/// layers; no model has more).
+constexpr int64_t kMaxPipelineChunks = 1 << 10;
 
 /// The grid's axes (shapes/GridAxes.h).
 using mfshapes::gridAxesText;
@@ -159,6 +162,10 @@ public:
   const fb::Pipeline *pipeline() const;
   /// Its stage count (1: not pipelined).
   int64_t pipelineStages() const;
+  /// Its chunks a stage (pp_interleave_num; 1 without interleaving): chunk
+  /// c of stage s is the model's part c * stages + s, whose entries are
+  /// mfshapes::stageEntryPrefix(s, c, chunks) + "forward", ...
+  int64_t pipelineChunks() const;
   /// Whether the ranks of pipeline `stage` hold `parameter` (every rank
   /// holds every parameter of a program that is not pipelined).
   static bool holds(const fb::Parameter &parameter, int64_t stage);

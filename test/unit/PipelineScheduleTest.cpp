@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 
 using namespace mfc;
@@ -78,6 +80,104 @@ TEST(PipelineSchedule, BubbleAndLongText) {
   EXPECT_DOUBLE_EQ(bubbleFraction(8, 256), 7.0 / 263.0);
   std::string text = describe(schedulePipeline("1f1b", 2, 40)[1], 9);
   EXPECT_EQ(text, "B0 B1 B2 B3 B4 B5 ... B37 B38 B39");
+}
+
+/// Runs every stage's slots in turn as the ranks would (a forward waits for
+/// the part before it, a backward for the part after it, or on the model's
+/// last part for its input), and returns whether all of them finish.
+bool runsToTheEnd(const std::vector<StageSchedule> &schedule) {
+  int64_t stages = static_cast<int64_t>(schedule.size());
+  int64_t parts = stages * schedule[0].chunks;
+  std::set<std::tuple<bool, int64_t, int64_t>> done; // (B, part, micro)
+  std::vector<size_t> next(schedule.size(), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      const std::vector<PipelineSlot> &slots = schedule[s].slots;
+      for (; next[s] < slots.size(); ++next[s]) {
+        const PipelineSlot &slot = slots[next[s]];
+        int64_t part = slot.chunk * stages + s;
+        bool ready = slot.backward && part + 1 < parts
+                         ? done.count({true, part + 1, slot.microBatch}) > 0
+                         : part == 0 ||
+                               done.count({false, part - 1, slot.microBatch});
+        if (!ready) {
+          break;
+        }
+        done.insert({slot.backward, part, slot.microBatch});
+        if (slot.backward && part + 1 == parts) {
+          done.insert({false, part, slot.microBatch});
+        }
+        progressed = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < stages; ++s) {
+    if (next[s] < schedule[s].slots.size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(PipelineSchedule, Interleaved) {
+  // Megatron-LM's order for p = 2, v = 2, m = 4: micro-batches in groups
+  // of 2, each group through chunk 0 then chunk 1; backwards from chunk 1.
+  std::vector<StageSchedule> schedule = schedulePipeline("1f1b", 2, 4, 2);
+  EXPECT_EQ(describe(schedule[0]),
+            "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 "
+            "B2.1 B3.1 B2.0 B3.0");
+  // The last stage's chunk 1 is the model's last part: no forward slots.
+  EXPECT_EQ(describe(schedule[1]),
+            "F0.0 F1.0 B0.1 B1.1 F2.0 B0.0 F3.0 B1.0 B2.1 B3.1 B2.0 B3.0");
+  // Chunk passes kept: 5 on stage 0 (each holds half the stage's layers,
+  // so 2.5 stages' worth against 1F1B's 2), 3 on stage 1.
+  EXPECT_EQ(schedule[0].inFlight, 5);
+  EXPECT_EQ(schedule[1].inFlight, 3);
+  EXPECT_DOUBLE_EQ(bubbleFraction(2, 4, 2), 1.0 / 9.0);
+}
+
+TEST(PipelineSchedule, InterleavedPassesOnceEachWayAndFinishes) {
+  for (int64_t stages = 2; stages <= 5; ++stages) {
+    for (int64_t chunks = 2; chunks <= 4; ++chunks) {
+      for (int64_t micro = stages; micro <= 4 * stages; micro += stages) {
+        std::vector<StageSchedule> schedule =
+            schedulePipeline("1f1b", stages, micro, chunks);
+        EXPECT_TRUE(runsToTheEnd(schedule))
+            << stages << " stages, " << chunks << " chunks, " << micro;
+        for (int64_t s = 0; s < stages; ++s) {
+          std::map<std::tuple<bool, int64_t, int64_t>, int> seen;
+          int64_t kept = 0, most = 0;
+          for (const PipelineSlot &slot : schedule[s].slots) {
+            bool lastPart = s + 1 == stages && slot.chunk + 1 == chunks;
+            ++seen[{slot.backward, slot.chunk, slot.microBatch}];
+            if (lastPart) {
+              continue;
+            }
+            if (slot.backward) {
+              EXPECT_EQ((seen[{false, slot.chunk, slot.microBatch}]), 1);
+            }
+            kept += slot.backward ? -1 : 1;
+            most = std::max(most, kept);
+          }
+          for (int64_t c = 0; c < chunks; ++c) {
+            for (int64_t m = 0; m < micro; ++m) {
+              bool lastPart = s + 1 == stages && c + 1 == chunks;
+              EXPECT_EQ((seen[{true, c, m}]), 1);
+              EXPECT_EQ((seen[{false, c, m}]), lastPart ? 0 : 1);
+            }
+          }
+          EXPECT_EQ(schedule[s].inFlight, most);
+        }
+      }
+    }
+  }
+  for (int64_t stages = 2; stages <= 5; ++stages) {
+    for (int64_t micro = 1; micro <= 9; ++micro) {
+      EXPECT_TRUE(runsToTheEnd(schedulePipeline("1f1b", stages, micro)));
+      EXPECT_TRUE(runsToTheEnd(schedulePipeline("gpipe", stages, micro)));
+    }
+  }
 }
 
 } // namespace

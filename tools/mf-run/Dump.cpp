@@ -53,15 +53,22 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     }
   }
   if (const fb::Pipeline *pipeline = executable.pipeline()) {
-    os << "pipeline: " << pipeline->stages()->size() << " stages, "
-       << pipeline->micro_batches() << " micro-batches a step, "
+    os << "pipeline: " << pipeline->stages()->size() << " stages";
+    if (pipeline->chunks() > 1) {
+      os << " of " << pipeline->chunks() << " interleaved chunks";
+    }
+    os << ", " << pipeline->micro_batches() << " micro-batches a step, "
        << pipeline->scheduler()->str() << "\n";
     for (size_t stage = 0; stage < pipeline->stages()->size(); ++stage) {
       const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
       os << "  stage " << stage << ":";
+      // F<micro-batch>, with chunks F<micro-batch>.<chunk>.
       for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
         os << (own.backward()->Get(slot) ? " B" : " F")
            << own.micro_batch()->Get(slot);
+        if (pipeline->chunks() > 1) {
+          os << "." << own.chunk()->Get(slot);
+        }
       }
       os << " (" << own.in_flight() << " micro-batches kept)\n";
     }
@@ -178,6 +185,12 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
     os << "), " << opCount << " ops";
     if (entry->stage() >= 0) {
       os << ", pipeline stage " << entry->stage();
+      // (A stage's train_step updates every chunk.)
+      std::string name = entry->name()->str();
+      if (executable.pipelineChunks() > 1 &&
+          name != "stage" + std::to_string(entry->stage()) + "_train_step") {
+        os << " chunk " << entry->chunk();
+      }
     }
     os << "\n";
     const fb::HostProgram *host = entry->host();

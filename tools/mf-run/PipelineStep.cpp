@@ -10,12 +10,6 @@ using namespace mfrt;
 
 namespace {
 
-/// Message tags between two neighbouring stages: a micro-batch's hidden
-/// states go forward, their gradient comes back (MPI keeps the order of
-/// messages with the same tag, so the index may wrap).
-int forwardTag(int64_t micro) { return static_cast<int>(micro % 16384) * 2; }
-int backwardTag(int64_t micro) { return forwardTag(micro) + 1; }
-
 /// The output of `entry` called `name`, or null.
 const Tensor *outputNamed(const fb::Entry &entry,
                           const std::vector<Tensor> &outputs,
@@ -38,6 +32,7 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
           static_cast<uint32_t>(stageOfRank(executable, &ranks)))),
       stages_(executable.pipelineStages()),
       stage_(stageOfRank(executable, &ranks)),
+      chunks_(executable.pipelineChunks()),
       microBatches_(executable.pipeline()->micro_batches()),
       stageAxis_(kPipelineAxis) {}
 
@@ -47,6 +42,13 @@ StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
                         executor_.allocateInput(entryName, index));
   MFRT_RETURN_IF_ERROR(ranks_.receive(tensor, stageAxis_, from, tag));
   return tensor;
+}
+
+int PipelineStep::tag(int64_t micro, int64_t part, bool backward) const {
+  // Tags below 2^15, which MPI guarantees (the loader bounds the chunks).
+  int64_t wrap = 16384 / chunks_;
+  return static_cast<int>(((micro % wrap) * chunks_ + part / stages_) * 2 +
+                          (backward ? 1 : 0));
 }
 
 StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
@@ -62,50 +64,57 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     busySeconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     return outputs;
   };
-  bool first = stage_ == 0, last = stage_ + 1 == stages_;
-  // Per micro-batch between its forward and backward: the stage's input
-  // and what the forward saved for the backward.
-  std::map<int64_t, std::vector<Tensor>> kept;
+  int64_t parts = stages_ * chunks_;
+  auto stageOf = [&](int64_t part) { return part % stages_; };
+  // Per (chunk, micro-batch) between its forward and backward: the
+  // part's input and what the forward saved for the backward.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
   double loss = 0;
   size_t slots = schedule_.backward()->size();
   for (size_t slot = 0; slot < slots; ++slot) {
     int64_t micro = schedule_.micro_batch()->Get(slot);
+    int64_t chunk = schedule_.chunk() ? schedule_.chunk()->Get(slot) : 0;
+    int64_t part = chunk * stages_ + stage_;
+    bool first = part == 0, last = part + 1 == parts;
+    std::string prefix = mfshapes::stageEntryPrefix(stage_, chunk, chunks_);
     const MicroBatch &batch = batches[static_cast<size_t>(micro)];
     if (!schedule_.backward()->Get(slot)) {
-      std::string name = entry("forward");
+      std::string name = prefix + "forward";
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(input,
-                              receive(name, 0, stage_ - 1, forwardTag(micro)));
+        MFRT_ASSIGN_OR_RETURN(
+            input, receive(name, 0, stageOf(part - 1), tag(micro, part, false)));
       }
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
-      MFRT_RETURN_IF_ERROR(
-          ranks_.send(outputs[0], stageAxis_, stage_ + 1, forwardTag(micro)));
+      MFRT_RETURN_IF_ERROR(ranks_.send(outputs[0], stageAxis_,
+                                       stageOf(part + 1),
+                                       tag(micro, part + 1, false)));
       outputs[0] = input; // kept: the input, then the saved values
-      kept[micro] = std::move(outputs);
+      kept[{chunk, micro}] = std::move(outputs);
       // What the next stage has received goes now: at most what it has
       // not yet stays.
       MFRT_RETURN_IF_ERROR(ranks_.progressSends());
       continue;
     }
-    std::string name = entry("accumulate_gradients");
+    std::string name = prefix + "accumulate_gradients";
     std::vector<Tensor> inputs;
     if (last) {
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(input,
-                              receive(name, 0, stage_ - 1, forwardTag(micro)));
+        MFRT_ASSIGN_OR_RETURN(
+            input, receive(name, 0, stageOf(part - 1), tag(micro, part, false)));
       }
       inputs = {input, batch.labels};
     } else {
-      auto found = kept.find(micro);
+      auto found = kept.find({chunk, micro});
       if (found == kept.end()) {
         return Status::error(StatusCode::Internal,
                              "the pipeline schedule runs a backward before its "
                              "forward");
       }
-      MFRT_ASSIGN_OR_RETURN(Tensor gradient,
-                            receive(name, 1, stage_ + 1, backwardTag(micro)));
+      MFRT_ASSIGN_OR_RETURN(
+          Tensor gradient,
+          receive(name, 1, stageOf(part + 1), tag(micro, part, true)));
       inputs = {found->second[0], gradient};
       inputs.insert(inputs.end(), found->second.begin() + 1,
                     found->second.end());
@@ -119,13 +128,15 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     }
     if (!first) {
       const Tensor *gradient = outputNamed(ran, outputs, "input_gradient");
-      MFRT_RETURN_IF_ERROR(
-          ranks_.send(*gradient, stageAxis_, stage_ - 1, backwardTag(micro)));
+      MFRT_RETURN_IF_ERROR(ranks_.send(*gradient, stageAxis_,
+                                       stageOf(part - 1),
+                                       tag(micro, part - 1, true)));
     }
     MFRT_RETURN_IF_ERROR(ranks_.progressSends());
   }
   // The update, once every gradient this stage sends is on its way.
-  std::string update = entry("train_step");
+  std::string update =
+      mfshapes::stageEntryPrefix(stage_, 0, 1) + "train_step";
   std::vector<Tensor> scalars;
   for (double value : {lr, static_cast<double>(step)}) {
     MFRT_ASSIGN_OR_RETURN(Tensor scalar,

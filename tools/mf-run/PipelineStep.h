@@ -3,14 +3,17 @@
 // A pipelined model.bin (Training.pipeline) gives each stage's ranks their
 // own entries and the compiled order of their passes over the step's
 // micro-batches. This follows it: a forward receives its input from the
-// previous stage (or takes the micro-batch's ids), keeps it, and sends its
-// hidden states on; a backward receives their gradient from the next stage
-// (the last stage: the labels), runs the stage again from the kept input
-// and sends the input's gradient back, adding its parameters' gradients to
-// their sums. Then the stage's train_step updates its parameters from the
-// sums (its global norm joins every stage's). Sends do not wait
-// (MPI_Isend), so no order of the stages' sends can deadlock; receives do.
-//
+// previous part of the model (or takes the micro-batch's ids), keeps it
+// and what it saved, and sends its hidden states on; a backward receives
+// their gradient from the next part (the model's last part: its input and
+// the labels), runs from what was kept and sends the input's gradient
+// back, adding its parameters' gradients to their sums. Then the stage's
+// train_step updates its parameters from the sums (its global norm joins
+// every stage's). With interleaving each stage holds several chunks, parts
+// chunk * stages + stage of the model, so its passes name their chunk and
+// the part after the last stage's chunk c is the first stage's chunk
+// c + 1. Sends do not wait (MPI_Isend), so no order of the stages' sends
+// can deadlock; receives do.
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_TOOLS_MF_RUN_PIPELINESTEP_H
@@ -38,9 +41,12 @@ public:
   int64_t stage() const { return stage_; }
   int64_t microBatches() const { return microBatches_; }
   /// The entry whose inputs are the micro-batches' ids and labels.
-  std::string idsEntry() const { return "stage0_accumulate_gradients"; }
+  std::string idsEntry() const {
+    return mfshapes::stageEntryPrefix(0, 0, chunks_) + "accumulate_gradients";
+  }
   std::string labelsEntry() const {
-    return "stage" + std::to_string(stages_ - 1) + "_accumulate_gradients";
+    return mfshapes::stageEntryPrefix(stages_ - 1, chunks_ - 1, chunks_) +
+           "accumulate_gradients";
   }
 
   /// Runs this rank's passes of one step over `batches` (one per
@@ -55,19 +61,22 @@ public:
   double busySeconds() const { return busySeconds_; }
 
 private:
-  std::string entry(const std::string &name) const {
-    return "stage" + std::to_string(stage_) + "_" + name;
-  }
   /// Receives input `index` of `entryName` from stage `from`.
   StatusOr<Tensor> receive(const std::string &entryName, size_t index,
                            int64_t from, int tag);
+  /// The message tag of what part `part` takes for micro-batch `micro`:
+  /// its input (forward) or its output's gradient (backward). The
+  /// messages one rank sends another carry distinct chunks, each chunk's
+  /// micro-batches in order (MPI keeps the order of messages with one tag,
+  /// so the index may wrap).
+  int tag(int64_t micro, int64_t part, bool backward) const;
 
   const Executable &executable_;
   Executor &executor_;
   Communicator &ranks_;
   const RunOptions &runOptions_;
   const fb::StageSchedule &schedule_;
-  int64_t stages_, stage_, microBatches_, stageAxis_;
+  int64_t stages_, stage_, chunks_, microBatches_, stageAxis_;
   double runSeconds_ = 0, busySeconds_ = 0;
 };
 

@@ -1395,16 +1395,22 @@ int evaluate(const Options &options, Session &session) {
   if (!data) {
     return fail(data.status());
   }
-  // A pipelined program: each rank runs its stage's forward, the hidden
-  // states passed on, the last stage's forward the loss.
+  // A pipelined program: each rank runs its stage's forwards (one per
+  // chunk), the hidden states passed on from part to part, the model's last
+  // part the loss.
   int64_t stage = stageOfRank(session.executable, ranks.get());
   int64_t stages = session.executable.pipelineStages();
-  bool first = stage <= 0, last = stage < 0 || stage + 1 == stages;
-  const std::string entryName =
-      stage >= 0 ? "stage" + std::to_string(stage) + "_forward"
-      : session.executable.entry("forward_loss") ? "forward_loss"
-                                                 : "";
-  if (entryName.empty()) {
+  int64_t chunks = session.executable.pipelineChunks();
+  int64_t parts = stages * chunks;
+  std::vector<std::string> chunkEntries; // this rank's, by chunk
+  if (stage >= 0) {
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      chunkEntries.push_back(
+          mfshapes::stageEntryPrefix(stage, chunk, chunks) + "forward");
+    }
+  } else if (session.executable.entry("forward_loss")) {
+    chunkEntries.push_back("forward_loss");
+  } else {
     return fail(StatusCode::FailedPrecondition,
                 "eval needs a 'forward_loss' entry: compile the config with "
                 "run_mode eval, train or finetune (--set run_mode=eval)");
@@ -1438,55 +1444,67 @@ int evaluate(const Options &options, Session &session) {
   double totalLoss = 0;
   int64_t totalTokens = 0;
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
-    StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
-    if (!inputs) {
-      return fail(inputs.status());
-    }
-    // The first stage's ids (input 0), the last stage's labels (its last
-    // input); another stage's input 0 is the previous one's hidden states.
     int64_t firstWindow = step + dataIndex * batch;
     int64_t rows = std::clamp<int64_t>(windows - firstWindow, 0, batch);
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t i = 0; i < block; ++i) {
-        bool real = b < rows;
-        int64_t at = (firstWindow + b) * seq + runs.positionOf(i);
-        if (first) {
-          inputs->front().as<int32_t>()[b * block + i] =
-              real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
+    for (size_t chunk = 0; chunk < chunkEntries.size(); ++chunk) {
+      const std::string &entryName = chunkEntries[chunk];
+      int64_t part =
+          stage >= 0 ? static_cast<int64_t>(chunk) * stages + stage : 0;
+      bool first = part == 0, last = stage < 0 || part + 1 == parts;
+      StatusOr<std::vector<Tensor>> inputs =
+          executor.allocateInputs(entryName);
+      if (!inputs) {
+        return fail(inputs.status());
+      }
+      // The first part's ids (input 0), the last part's labels (its last
+      // input); another part's input 0 is the previous one's hidden states.
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t i = 0; i < block; ++i) {
+          bool real = b < rows;
+          int64_t at = (firstWindow + b) * seq + runs.positionOf(i);
+          if (first) {
+            inputs->front().as<int32_t>()[b * block + i] =
+                real ? (*data)[at] : static_cast<int32_t>(model.pad_token_id());
+          }
+          if (last) {
+            inputs->back().as<int32_t>()[b * block + i] =
+                real ? (*data)[at + 1]
+                     : static_cast<int32_t>(model.ignore_token_id());
+          }
         }
-        if (last) {
-          inputs->back().as<int32_t>()[b * block + i] =
-              real ? (*data)[at + 1]
-                   : static_cast<int32_t>(model.ignore_token_id());
+      }
+      // Messages tagged by the part that takes them (a rank sends another
+      // one part's hidden states per chunk, in order).
+      if (!first) {
+        if (Status status =
+                ranks->receive(inputs->front(), kPipelineAxis,
+                               (part - 1) % stages, static_cast<int>(chunk));
+            !status) {
+          return fail(status);
         }
       }
-    }
-    if (!first) {
-      if (Status status =
-              ranks->receive(inputs->front(), kPipelineAxis, stage - 1, 0);
-          !status) {
-        return fail(status);
+      StatusOr<std::vector<Tensor>> outputs =
+          executor.run(entryName, inputs.take(), session.runOptions);
+      if (!outputs) {
+        return fail(outputs.status());
       }
-    }
-    StatusOr<std::vector<Tensor>> outputs =
-        executor.run(entryName, inputs.take(), session.runOptions);
-    if (!outputs) {
-      return fail(outputs.status());
-    }
-    if (!last) {
-      // The hidden states on (the saved values a backward would read are
-      // not needed).
-      // The communicator keeps each sent tensor until MPI is done with it:
-      // let go of those done, or the stage would hold every batch's.
-      if (Status status = ranks->send(std::move(outputs->front()),
-                                      kPipelineAxis, stage + 1, 0);
-          !status || !(status = ranks->progressSends())) {
-        return fail(status);
+      if (!last) {
+        // The hidden states on (the saved values a backward would read are
+        // not needed). The communicator keeps each sent tensor until MPI is
+        // done with it: let go of those done, or the stage would hold every
+        // batch's.
+        int64_t next = part + 1;
+        if (Status status = ranks->send(std::move(outputs->front()),
+                                        kPipelineAxis, next % stages,
+                                        static_cast<int>(next / stages));
+            !status || !(status = ranks->progressSends())) {
+          return fail(status);
+        }
+        continue;
       }
-      continue;
+      totalLoss += (*outputs)[0].loadFloat(0) * rows * block;
+      totalTokens += rows * block;
     }
-    totalLoss += (*outputs)[0].loadFloat(0) * rows * block;
-    totalTokens += rows * block;
   }
   if (stage >= 0) {
     // The last stage's sums reach rank 0 (every other stage's are 0).

@@ -116,6 +116,31 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     }
     return expect(stage && stage.getInt() >= 0, "a pipeline stage index");
   }
+  if (name == kChunkAttrName) {
+    auto chunk = dyn_cast<IntegerAttr>(value);
+    if (!isa<func::FuncOp>(op) || !op->hasAttr(kStageAttrName)) {
+      return op->emitError() << "'" << name
+                             << "' belongs on a pipeline stage's entry "
+                                "(with 'mf.stage')";
+    }
+    Operation *module = op->getParentOp();
+    int64_t chunks = module ? pipelineChunksOf(module) : 1;
+    return expect(chunk && chunk.getInt() >= 0 && chunk.getInt() < chunks,
+                  "a chunk index below the module's mf.pipeline_chunks (" +
+                      std::to_string(chunks) + ")");
+  }
+  if (name == kPipelineChunksAttrName) {
+    auto chunks = dyn_cast<IntegerAttr>(value);
+    if (chunks && chunks.getInt() > 1 && pipelineSchedulerOf(op) != "1f1b") {
+      return op->emitError() << "'" << name
+                             << "' above 1 (interleaved stages) is scheduled "
+                                "as interleaved 1F1B only; the module's "
+                                "scheduler is '"
+                             << pipelineSchedulerOf(op) << "'";
+    }
+    return onModule(chunks && chunks.getInt() >= 1,
+                    "a positive chunk count");
+  }
   if (name == kContextBlocksAttrName) {
     auto blocks = dyn_cast<IntegerAttr>(value);
     return onModule(blocks && (blocks.getInt() == 1 || blocks.getInt() == 2),

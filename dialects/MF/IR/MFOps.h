@@ -66,6 +66,18 @@ bool isTrainingModule(Operation *module);
 /// many micro-batches a training step runs through the stages.
 inline constexpr llvm::StringLiteral kStageAttrName = "mf.stage";
 inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
+/// An interleaved pipeline (pp_interleave_num): the module's
+/// `mf.pipeline_chunks` is how many chunks of layers each stage holds, and
+/// each stage entry's `mf.chunk` which of them it runs (chunk c of stage s
+/// is the model's part c * stages + s). Absent: 1 chunk, chunk 0.
+inline constexpr llvm::StringLiteral kChunkAttrName = "mf.chunk";
+inline constexpr llvm::StringLiteral kPipelineChunksAttrName =
+    "mf.pipeline_chunks";
+/// A pipelined module's chunks per stage (kPipelineChunksAttrName, or 1).
+inline int64_t pipelineChunksOf(Operation *module) {
+  auto chunks = module->getAttrOfType<IntegerAttr>(kPipelineChunksAttrName);
+  return chunks ? chunks.getInt() : 1;
+}
 /// A pipelined module's schedule, by MindSpore's name (pipeline_scheduler:
 /// "1f1b" or "gpipe"); absent: 1f1b.
 inline constexpr llvm::StringLiteral kPipelineSchedulerAttrName =

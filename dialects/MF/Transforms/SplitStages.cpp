@@ -136,6 +136,9 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
         builder, old ? old.getLoc() : backward.getLoc(), prefix + "forward",
         builder.getFunctionType({input.getType()}, resultTypes));
     stageForward->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
+    if (Attribute chunk = backward->getAttr(kChunkAttrName)) {
+      stageForward->setAttr(kChunkAttrName, chunk);
+    }
     stageForward.setArgAttrs(0, backward.getArgAttrDict(0));
     Block *forwardBody = stageForward.addEntryBlock();
     OpBuilder inside = OpBuilder::atBlockEnd(forwardBody);

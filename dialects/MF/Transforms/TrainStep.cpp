@@ -16,7 +16,10 @@
 // becomes `stage<s>_accumulate_gradients` (every micro-batch's backward;
 // `mf.micro_batches` of them make a step) over the parameters the stage
 // reads, and `stage<s>_train_step(learning_rate, step)` is the update alone,
-// of the sums. The global norm sums every stage's squares (an
+// of the sums (with interleaving, each chunk's
+// `stage<s>_chunk<c>_forward_backward` has its accumulate_gradients and
+// the stage's one train_step updates every chunk's parameters, so that its
+// norm is the stage's). The global norm sums every stage's squares (an
 // mf.all_reduce over the pipeline axis), and a parameter two stages read
 // (tied embeddings) has its gradient summed over them first.
 //
@@ -26,6 +29,7 @@
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -191,7 +195,8 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         return signalPassFailure();
       }
       backwards.emplace_back(backward, "");
-    } else if (module.lookupSymbol(backwards.front().second + "train_step")) {
+    } else if (module.lookupSymbol(backwards.front().second +
+                                   "accumulate_gradients")) {
       return; // built already
     }
     FailureOr<OptimizerSettings> settings = readSettings(module);
@@ -232,14 +237,25 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
               func->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
           llvm::SmallSet<StringRef, 16> seen;
           func.walk([&](ParamOp read) {
-            if (seen.insert(read.getName()).second) {
-              readingStages_[read.getName()].push_back(stage);
+            SmallVector<int64_t> &stages = readingStages_[read.getName()];
+            if (seen.insert(read.getName()).second &&
+                !llvm::is_contained(stages, stage)) {
+              stages.push_back(stage);
             }
           });
         }
       }
     }
     SmallVector<Trained> trained = declareState(module, *settings);
+    // Per pipeline stage, the parameters its chunks' backwards return.
+    std::map<int64_t, StageUpdate> stageUpdates;
+    for (auto [backward, prefix] : backwards) {
+      if (stages_) {
+        ++stageUpdates[backward->getAttrOfType<IntegerAttr>(kStageAttrName)
+                           .getInt()]
+              .backwardsLeft;
+      }
+    }
     for (auto [backward, prefix] : backwards) {
       // forward_backward: the loss, then every trained parameter's
       // gradient in order. A stage's: its loss and input gradient, then
@@ -292,17 +308,18 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         }
       }
       if (stages_) {
-        // A stage's update runs alone, after its last backward: the global
-        // norm waits for every stage, so it must not hold back a gradient
-        // that another stage waits for.
-        auto step = func::FuncOp::create(builder, backward.getLoc(),
-                                         prefix + "train_step",
-                                         builder.getFunctionType({}, {}));
-        step->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
-        OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
-        func::ReturnOp::create(body, backward.getLoc());
-        if (failed(
-                buildUpdate(step, 0, returned, *settings, /*fromSums=*/true))) {
+        // A stage's update (every chunk's parameters) runs alone, after its
+        // last backward: the global norm waits for every stage, so it must
+        // not hold back a gradient that another stage waits for.
+        int64_t stage =
+            backward->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+        StageUpdate &update = stageUpdates[stage];
+        for (Trained &parameter : returned) {
+          update.parameters.insert(parameter.parameter);
+        }
+        if (--update.backwardsLeft == 0 &&
+            failed(buildStageUpdate(module, backward, stage, trained,
+                                    update.parameters, *settings))) {
           return signalPassFailure();
         }
         continue;
@@ -313,6 +330,37 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
         return signalPassFailure();
       }
     }
+  }
+
+  struct StageUpdate {
+    int64_t backwardsLeft = 0;
+    llvm::SmallSetVector<Operation *, 16> parameters;
+  };
+
+  /// `stage<s>_train_step(learning_rate, step)`: the update of the
+  /// `parameters` (of `trained`) that the stage's backwards returned, from
+  /// their gradient sums.
+  LogicalResult
+  buildStageUpdate(ModuleOp module, func::FuncOp backward, int64_t stage,
+                   ArrayRef<Trained> trained,
+                   const llvm::SmallSetVector<Operation *, 16> &parameters,
+                   const OptimizerSettings &settings) {
+    SmallVector<Trained> updated;
+    for (const Trained &parameter : trained) {
+      if (parameters.contains(parameter.parameter)) {
+        updated.push_back(parameter);
+      }
+    }
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointToEnd(module.getBody());
+    auto step = func::FuncOp::create(
+        builder, backward.getLoc(),
+        mfshapes::stageEntryPrefix(stage, 0, 1) + "train_step",
+        builder.getFunctionType({}, {}));
+    step->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+    OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
+    func::ReturnOp::create(body, backward.getLoc());
+    return buildUpdate(step, 0, updated, settings, /*fromSums=*/true);
   }
 
   /// A parameter that several stages read (tied embeddings): its gradient
