@@ -201,13 +201,35 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
 
 /// One pipeline stage of a pipelined training module, per rank.
 struct StageReport {
-  int64_t firstLayer = -1, lastLayer = -1;
+  /// Per chunk (one without interleaving), the layers it runs.
+  std::vector<std::pair<int64_t, int64_t>> layers;
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
-  int64_t backwardArena = -1; ///< its accumulate_gradients' plan
-  /// What one micro-batch in flight keeps: the stage's input and the
-  /// values its forward saved for the backward.
-  int64_t keptBytes = 0;
+  int64_t backwardArena = -1; ///< its accumulate_gradients' plans, the most
+  /// Per chunk, what one micro-batch in flight keeps: the chunk's input and
+  /// the values its forward saved for the backward.
+  std::vector<int64_t> keptBytes;
   StageSchedule schedule;
+
+  /// The most its ranks keep at once under the schedule.
+  int64_t peakKeptBytes() const {
+    int64_t kept = 0, most = 0;
+    for (const PipelineSlot &slot : schedule.slots) {
+      int64_t bytes = keptBytes[static_cast<size_t>(slot.chunk)];
+      kept += slot.backward ? -bytes : bytes;
+      most = std::max(most, kept);
+    }
+    return most;
+  }
+
+  /// "0-3", with chunks "0-1 + 4-5".
+  std::string layerText() const {
+    std::string text;
+    for (auto [first, last] : layers) {
+      text += (text.empty() ? "" : " + ") + std::to_string(first) + "-" +
+              std::to_string(last);
+    }
+    return text;
+  }
 };
 
 /// The stages of a pipelined module (mf.micro_batches), else empty.
@@ -219,57 +241,69 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
     return {};
   }
   int64_t stageCount = grid.getShape()[mf::kPipelineGridAxis];
+  int64_t chunks = mf::pipelineChunksOf(module);
   std::vector<StageReport> stages(static_cast<size_t>(stageCount));
-  std::vector<StageSchedule> schedule = schedulePipeline(
-      mf::pipelineSchedulerOf(module), stageCount, microBatches.getInt());
+  std::vector<StageSchedule> schedule =
+      schedulePipeline(mf::pipelineSchedulerOf(module), stageCount,
+                       microBatches.getInt(), chunks);
+  for (auto [stage, own] : llvm::zip(stages, schedule)) {
+    stage.schedule = own;
+    stage.layers.assign(static_cast<size_t>(chunks), {-1, -1});
+    stage.keptBytes.assign(static_cast<size_t>(chunks), 0);
+  }
   llvm::Regex layer("\\.(layers|h)\\.([0-9]+)\\.");
   for (auto function : module.getOps<func::FuncOp>()) {
     auto stageAttr = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
-    if (!stageAttr || !function.getSymName().ends_with("_train_step")) {
+    if (!stageAttr) {
       continue;
     }
     StageReport &stage = stages[static_cast<size_t>(stageAttr.getInt())];
-    stage.schedule = schedule[static_cast<size_t>(stageAttr.getInt())];
-    // What its update reads: its parameters and their state.
-    llvm::StringSet<> read;
-    function.walk([&](mf::ParamOp op) { read.insert(op.getName()); });
-    for (auto parameter : module.getOps<mf::ParameterOp>()) {
-      StringRef name = parameter.getSymName();
-      if (!read.contains(name)) {
-        continue;
-      }
-      int64_t bytes = bytesOf(parameter.getShardType(grid));
-      if (name.starts_with("optimizer.grad_sum.")) {
-        stage.gradientBytes += bytes;
-      } else if (parameter.getState()) {
-        stage.optimizerBytes += bytes;
-      } else {
-        stage.parameterBytes += bytes;
-        SmallVector<StringRef> match;
-        if (layer.match(name, &match)) {
-          int64_t index = std::stoll(match[2].str());
-          stage.firstLayer =
-              stage.firstLayer < 0 ? index : std::min(stage.firstLayer, index);
-          stage.lastLayer = std::max(stage.lastLayer, index);
+    if (function.getSymName().ends_with("_train_step")) {
+      // What its update reads: its parameters and their state.
+      llvm::StringSet<> read;
+      function.walk([&](mf::ParamOp op) { read.insert(op.getName()); });
+      for (auto parameter : module.getOps<mf::ParameterOp>()) {
+        StringRef name = parameter.getSymName();
+        if (!read.contains(name)) {
+          continue;
+        }
+        int64_t bytes = bytesOf(parameter.getShardType(grid));
+        if (name.starts_with("optimizer.grad_sum.")) {
+          stage.gradientBytes += bytes;
+        } else if (parameter.getState()) {
+          stage.optimizerBytes += bytes;
+        } else {
+          stage.parameterBytes += bytes;
         }
       }
+      continue;
     }
-    std::string prefix =
-        function.getSymName().drop_back(strlen("train_step")).str();
-    if (mfexec::EntryOp host =
-            hostProgramOf(module, prefix + "accumulate_gradients")) {
+    if (!function.getSymName().ends_with("_accumulate_gradients")) {
+      continue;
+    }
+    auto chunkAttr = function->getAttrOfType<IntegerAttr>(mf::kChunkAttrName);
+    size_t chunk = chunkAttr ? static_cast<size_t>(chunkAttr.getInt()) : 0;
+    auto &[firstLayer, lastLayer] = stage.layers[chunk];
+    function.walk([&](mf::ParamOp op) {
+      SmallVector<StringRef> match;
+      if (!op.getName().starts_with("optimizer.") &&
+          layer.match(op.getName(), &match)) {
+        int64_t index = std::stoll(match[2].str());
+        firstLayer = firstLayer < 0 ? index : std::min(firstLayer, index);
+        lastLayer = std::max(lastLayer, index);
+      }
+    });
+    if (mfexec::EntryOp host = hostProgramOf(module, function.getSymName())) {
       if (host.getArenaBytes()) {
-        stage.backwardArena = *host.getArenaBytes();
+        stage.backwardArena =
+            std::max<int64_t>(stage.backwardArena, *host.getArenaBytes());
       }
     }
-    if (auto backward = module.lookupSymbol<func::FuncOp>(
-            prefix + "accumulate_gradients")) {
-      // Its input, and what its forward saved for it (mf-split-stages).
-      for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
-        auto name = backward.getArgAttrOfType<StringAttr>(i, "mf.name");
-        if (i == 0 || (name && name.getValue().starts_with("saved."))) {
-          stage.keptBytes += bytesOf(backward.getArgumentTypes()[i]);
-        }
+    // Its input, and what its forward saved for it (mf-split-stages).
+    for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+      auto name = function.getArgAttrOfType<StringAttr>(i, "mf.name");
+      if (i == 0 || (name && name.getValue().starts_with("saved."))) {
+        stage.keptBytes[chunk] += bytesOf(function.getArgumentTypes()[i]);
       }
     }
   }
@@ -651,21 +685,31 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
             stage.parameterBytes + stage.gradientBytes + stage.optimizerBytes;
         most = std::max(most, held);
         list.push_back(llvm::json::Object{
-            {"layers", llvm::json::Array{stage.firstLayer, stage.lastLayer}},
+            {"layers", llvm::json::Array{stage.layers.front().first,
+                                         stage.layers.back().second}},
             {"parameter_bytes_per_rank", stage.parameterBytes},
             {"gradient_bytes_per_rank", stage.gradientBytes},
             {"optimizer_bytes_per_rank", stage.optimizerBytes},
             {"backward_arena_bytes", stage.backwardArena},
             {"micro_batches_in_flight", stage.schedule.inFlight},
-            {"kept_bytes", stage.schedule.inFlight * stage.keptBytes},
+            {"kept_bytes", stage.peakKeptBytes()},
             {"schedule", describe(stage.schedule)}});
+        if (stage.layers.size() > 1) {
+          llvm::json::Array chunkLayers;
+          for (auto [first, last] : stage.layers) {
+            chunkLayers.push_back(llvm::json::Array{first, last});
+          }
+          (*list.back().getAsObject())["chunk_layers"] = std::move(chunkLayers);
+        }
       }
       parallel["parameter_bytes_per_rank"] = most;
+      int64_t chunks = mf::pipelineChunksOf(module);
       parallel["pipeline"] = llvm::json::Object{
           {"scheduler", mf::pipelineSchedulerOf(module)},
           {"micro_batches", micro},
+          {"chunks", chunks},
           {"bubble_fraction",
-           bubbleFraction(static_cast<int64_t>(stages.size()), micro)}};
+           bubbleFraction(static_cast<int64_t>(stages.size()), micro, chunks)}};
       parallel["stages"] = std::move(list);
     }
     root["parallel"] = std::move(parallel);
@@ -730,24 +774,31 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       int64_t micro =
           module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)
               .getInt();
+      int64_t chunks = mf::pipelineChunksOf(module);
+      std::string chunked =
+          chunks > 1 ? " of " + std::to_string(chunks) + " interleaved chunks"
+                     : "";
       os << llvm::format(
-          "pipeline: %zu stages, %lld micro-batches a step, "
-          "%s (bubble (p-1)/(m+p-1) = %.1f%%)\n",
-          stages.size(), static_cast<long long>(micro),
-          mf::pipelineSchedulerOf(module) == "gpipe" ? "GPipe" : "1F1B",
-          100 * bubbleFraction(static_cast<int64_t>(stages.size()), micro));
+          "pipeline: %zu stages%s, %lld micro-batches a step, "
+          "%s (bubble %s = %.1f%%)\n",
+          stages.size(), chunked.c_str(), static_cast<long long>(micro),
+          chunks > 1                                      ? "interleaved 1F1B"
+          : mf::pipelineSchedulerOf(module) == "gpipe" ? "GPipe"
+                                                        : "1F1B",
+          chunks > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)",
+          100 * bubbleFraction(static_cast<int64_t>(stages.size()), micro,
+                               chunks));
       for (auto [index, stage] : llvm::enumerate(stages)) {
         os << llvm::format(
-            "  stage %zu: layers %lld-%lld; per rank: parameters %.4g MB, "
+            "  stage %zu: layers %s; per rank: parameters %.4g MB, "
             "gradient sums %.4g MB, optimizer state %.4g MB, backward arena "
-            "%.4g MB, %lld micro-batches kept (%.4g MB)\n    %s\n",
-            index, static_cast<long long>(stage.firstLayer),
-            static_cast<long long>(stage.lastLayer), stage.parameterBytes / 1e6,
+            "%.4g MB, %lld %s kept (%.4g MB)\n    %s\n",
+            index, stage.layerText().c_str(), stage.parameterBytes / 1e6,
             stage.gradientBytes / 1e6, stage.optimizerBytes / 1e6,
             stage.backwardArena / 1e6,
             static_cast<long long>(stage.schedule.inFlight),
-            stage.schedule.inFlight * stage.keptBytes / 1e6,
-            describe(stage.schedule, 30).c_str());
+            chunks > 1 ? "chunk passes" : "micro-batches",
+            stage.peakKeptBytes() / 1e6, describe(stage.schedule, 30).c_str());
       }
     }
     for (auto &[name, list] : collectivesOf(module, grid)) {

@@ -99,3 +99,33 @@ module attributes {mf.pipeline_scheduler = "zero_bubble_v"} {
 // expected-error @+1 {{'mf.context_blocks' must be 1 or 2 runs of positions a rank}}
 module attributes {mf.context_blocks = 3 : i64} {
 }
+
+// -----
+
+// expected-error @+1 {{'mf.pipeline_chunks' above 1 (interleaved stages) is scheduled as interleaved 1F1B only; the module's scheduler is 'gpipe'}}
+module attributes {mf.pipeline_scheduler = "gpipe", mf.pipeline_chunks = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.pipeline_chunks' must be a positive chunk count, got 0 : i64}}
+module attributes {mf.pipeline_chunks = 0 : i64} {
+}
+
+// -----
+
+module attributes {mf.pipeline_chunks = 2 : i64} {
+  // expected-error @+1 {{'mf.chunk' must be a chunk index below the module's mf.pipeline_chunks (2), got 2 : i64}}
+  func.func @stage0_chunk2_forward() attributes {mf.stage = 0 : i64, mf.chunk = 2 : i64} {
+    return
+  }
+}
+
+// -----
+
+module attributes {mf.pipeline_chunks = 2 : i64} {
+  // expected-error @+1 {{'mf.chunk' belongs on a pipeline stage's entry (with 'mf.stage')}}
+  func.func @forward() attributes {mf.chunk = 0 : i64} {
+    return
+  }
+}
