@@ -755,7 +755,8 @@ void GraphBuilder::buildStageEntries() {
         names, types);
     entry->setAttr(mf::kStageAttrName, builder_.getI64IntegerAttr(part.stage));
     if (chunks > 1) {
-      entry->setAttr(mf::kChunkAttrName, builder_.getI64IntegerAttr(part.chunk));
+      entry->setAttr(mf::kChunkAttrName,
+                     builder_.getI64IntegerAttr(part.chunk));
     }
     Value hidden = entry.getArgument(0);
     if (first) {

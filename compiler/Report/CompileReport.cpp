@@ -782,9 +782,9 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
           "pipeline: %zu stages%s, %lld micro-batches a step, "
           "%s (bubble %s = %.1f%%)\n",
           stages.size(), chunked.c_str(), static_cast<long long>(micro),
-          chunks > 1                                      ? "interleaved 1F1B"
+          chunks > 1                                   ? "interleaved 1F1B"
           : mf::pipelineSchedulerOf(module) == "gpipe" ? "GPipe"
-                                                        : "1F1B",
+                                                       : "1F1B",
           chunks > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)",
           100 * bubbleFraction(static_cast<int64_t>(stages.size()), micro,
                                chunks));

@@ -422,8 +422,8 @@ private:
     std::string scheduler = mf::pipelineSchedulerOf(module_);
     int64_t chunks = mf::pipelineChunksOf(module_);
     std::vector<flatbuffers::Offset<fb::StageSchedule>> written;
-    for (const StageSchedule &stage : schedulePipeline(
-             scheduler, stages, microBatches.getInt(), chunks)) {
+    for (const StageSchedule &stage :
+         schedulePipeline(scheduler, stages, microBatches.getInt(), chunks)) {
       std::vector<uint8_t> backward;
       std::vector<int32_t> micro;
       std::vector<int16_t> chunk;
@@ -436,10 +436,9 @@ private:
           builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight),
           chunks > 1 ? &chunk : nullptr));
     }
-    return fb::CreatePipelineDirect(
-        builder_, scheduler.c_str(),
-        static_cast<int32_t>(microBatches.getInt()), &written,
-        static_cast<int32_t>(chunks));
+    return fb::CreatePipelineDirect(builder_, scheduler.c_str(),
+                                    static_cast<int32_t>(microBatches.getInt()),
+                                    &written, static_cast<int32_t>(chunks));
   }
 
   FailureOr<flatbuffers::Offset<fb::TensorType>>

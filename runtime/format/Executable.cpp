@@ -533,7 +533,8 @@ Status checkPipeline(const fb::Executable &root) {
     std::vector<std::string> outputs = names(entry->output_names());
     if (names(entry->input_names()) !=
             std::vector<std::string>{"learning_rate", "step"} ||
-        outputs.size() > 1 || (outputs.size() == 1 && outputs[0] != "grad_norm")) {
+        outputs.size() > 1 ||
+        (outputs.size() == 1 && outputs[0] != "grad_norm")) {
       return Status::error("entry '" + name +
                            "' does not take and return "
                            "what its pipeline stage passes on");
@@ -553,7 +554,8 @@ Status checkPipeline(const fb::Executable &root) {
   std::vector<int64_t> idsShape = {model.batch_size(),
                                    model.seq_length() / contextRanksOf(root)};
   for (int64_t part = 0; part < parts; ++part) {
-    int64_t stage = part % static_cast<int64_t>(stages), chunk = part / static_cast<int64_t>(stages);
+    int64_t stage = part % static_cast<int64_t>(stages),
+            chunk = part / static_cast<int64_t>(stages);
     bool first = part == 0, last = part + 1 == parts;
     std::string of = "stage " + std::to_string(stage) +
                      (chunks > 1 ? " chunk " + std::to_string(chunk) : "");
@@ -641,10 +643,9 @@ Status checkPipeline(const fb::Executable &root) {
       }
       for (size_t i = 0; i < saved; ++i) {
         if (!sameType(inputType(*entry, 2 + i), outputType(*forward, 1 + i))) {
-          return Status::error("entry '" + prefix +
-                               "accumulate_gradients' takes saved." +
-                               std::to_string(i) +
-                               " of another type than its forward keeps");
+          return Status::error(
+              "entry '" + prefix + "accumulate_gradients' takes saved." +
+              std::to_string(i) + " of another type than its forward keeps");
         }
       }
     }
@@ -656,7 +657,8 @@ Status checkPipeline(const fb::Executable &root) {
   // unfinished stage waits would hang every rank.
   std::vector<size_t> next(stages, 0);
   std::vector<std::vector<bool>> forwardDone(
-      static_cast<size_t>(parts), std::vector<bool>(static_cast<size_t>(micro))),
+      static_cast<size_t>(parts),
+      std::vector<bool>(static_cast<size_t>(micro))),
       backwardDone = forwardDone;
   for (bool progressed = true; progressed;) {
     progressed = false;

@@ -97,10 +97,10 @@ bool runsToTheEnd(const std::vector<StageSchedule> &schedule) {
       for (; next[s] < slots.size(); ++next[s]) {
         const PipelineSlot &slot = slots[next[s]];
         int64_t part = slot.chunk * stages + s;
-        bool ready = slot.backward && part + 1 < parts
-                         ? done.count({true, part + 1, slot.microBatch}) > 0
-                         : part == 0 ||
-                               done.count({false, part - 1, slot.microBatch});
+        bool ready =
+            slot.backward && part + 1 < parts
+                ? done.count({true, part + 1, slot.microBatch}) > 0
+                : part == 0 || done.count({false, part - 1, slot.microBatch});
         if (!ready) {
           break;
         }

@@ -82,8 +82,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       std::string name = prefix + "forward";
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(
-            input, receive(name, 0, stageOf(part - 1), tag(micro, part, false)));
+        MFRT_ASSIGN_OR_RETURN(input, receive(name, 0, stageOf(part - 1),
+                                             tag(micro, part, false)));
       }
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
       MFRT_RETURN_IF_ERROR(ranks_.send(outputs[0], stageAxis_,
@@ -101,8 +101,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     if (last) {
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(
-            input, receive(name, 0, stageOf(part - 1), tag(micro, part, false)));
+        MFRT_ASSIGN_OR_RETURN(input, receive(name, 0, stageOf(part - 1),
+                                             tag(micro, part, false)));
       }
       inputs = {input, batch.labels};
     } else {
@@ -112,9 +112,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                              "the pipeline schedule runs a backward before its "
                              "forward");
       }
-      MFRT_ASSIGN_OR_RETURN(
-          Tensor gradient,
-          receive(name, 1, stageOf(part + 1), tag(micro, part, true)));
+      MFRT_ASSIGN_OR_RETURN(Tensor gradient, receive(name, 1, stageOf(part + 1),
+                                                     tag(micro, part, true)));
       inputs = {found->second[0], gradient};
       inputs.insert(inputs.end(), found->second.begin() + 1,
                     found->second.end());
@@ -128,15 +127,13 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     }
     if (!first) {
       const Tensor *gradient = outputNamed(ran, outputs, "input_gradient");
-      MFRT_RETURN_IF_ERROR(ranks_.send(*gradient, stageAxis_,
-                                       stageOf(part - 1),
+      MFRT_RETURN_IF_ERROR(ranks_.send(*gradient, stageAxis_, stageOf(part - 1),
                                        tag(micro, part - 1, true)));
     }
     MFRT_RETURN_IF_ERROR(ranks_.progressSends());
   }
   // The update, once every gradient this stage sends is on its way.
-  std::string update =
-      mfshapes::stageEntryPrefix(stage_, 0, 1) + "train_step";
+  std::string update = mfshapes::stageEntryPrefix(stage_, 0, 1) + "train_step";
   std::vector<Tensor> scalars;
   for (double value : {lr, static_cast<double>(step)}) {
     MFRT_ASSIGN_OR_RETURN(Tensor scalar,

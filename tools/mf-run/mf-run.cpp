@@ -1405,8 +1405,8 @@ int evaluate(const Options &options, Session &session) {
   std::vector<std::string> chunkEntries; // this rank's, by chunk
   if (stage >= 0) {
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      chunkEntries.push_back(
-          mfshapes::stageEntryPrefix(stage, chunk, chunks) + "forward");
+      chunkEntries.push_back(mfshapes::stageEntryPrefix(stage, chunk, chunks) +
+                             "forward");
     }
   } else if (session.executable.entry("forward_loss")) {
     chunkEntries.push_back("forward_loss");
@@ -1451,8 +1451,7 @@ int evaluate(const Options &options, Session &session) {
       int64_t part =
           stage >= 0 ? static_cast<int64_t>(chunk) * stages + stage : 0;
       bool first = part == 0, last = stage < 0 || part + 1 == parts;
-      StatusOr<std::vector<Tensor>> inputs =
-          executor.allocateInputs(entryName);
+      StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
       if (!inputs) {
         return fail(inputs.status());
       }
@@ -1494,9 +1493,9 @@ int evaluate(const Options &options, Session &session) {
         // done with it: let go of those done, or the stage would hold every
         // batch's.
         int64_t next = part + 1;
-        if (Status status = ranks->send(std::move(outputs->front()),
-                                        kPipelineAxis, next % stages,
-                                        static_cast<int>(next / stages));
+        if (Status status =
+                ranks->send(std::move(outputs->front()), kPipelineAxis,
+                            next % stages, static_cast<int>(next / stages));
             !status || !(status = ranks->progressSends())) {
           return fail(status);
         }

@@ -138,8 +138,7 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
                                 "scheduler is '"
                              << pipelineSchedulerOf(op) << "'";
     }
-    return onModule(chunks && chunks.getInt() >= 1,
-                    "a positive chunk count");
+    return onModule(chunks && chunks.getInt() >= 1, "a positive chunk count");
   }
   if (name == kContextBlocksAttrName) {
     auto blocks = dyn_cast<IntegerAttr>(value);

@@ -353,10 +353,10 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
     }
     OpBuilder builder(module.getContext());
     builder.setInsertionPointToEnd(module.getBody());
-    auto step = func::FuncOp::create(
-        builder, backward.getLoc(),
-        mfshapes::stageEntryPrefix(stage, 0, 1) + "train_step",
-        builder.getFunctionType({}, {}));
+    auto step = func::FuncOp::create(builder, backward.getLoc(),
+                                     mfshapes::stageEntryPrefix(stage, 0, 1) +
+                                         "train_step",
+                                     builder.getFunctionType({}, {}));
     step->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
     OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
     func::ReturnOp::create(body, backward.getLoc());
