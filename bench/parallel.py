@@ -37,9 +37,10 @@ with one all-reduce a gradient, alternating within each run, and prints the
 medians of time per step (after the first) and their ratios.
 
 pipeline: trains llama-100m as pipeline_stage 2 (micro_batch_num 4, batch
-1, one thread a rank) against one rank accumulating the same 4
-micro-batches (1 and 2 threads), alternating; prints the medians and each
-stage's measured waiting (mf-run's per-stage line) beside 1F1B's bubble.
+1, one thread a rank; whole stages, with offset [1,-1], and interleaved in
+2 chunks) against one rank accumulating the same 4 micro-batches (1 and 2
+threads), alternating; prints the medians and each stage's measured waiting
+(mf-run's per-stage line) beside the schedule's bubble.
 
 experts: trains bench/configs/mixtral-150m.yaml (8 experts, 2 per token,
 TopkRouterV2's capacity, batch 2 x 256 global) on one rank with 2 threads,
@@ -250,10 +251,18 @@ def pipeline_table(args, tmp):
     compile_report(args.build, config, balanced, common + [
         "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}",
         "model.model_config.offset=[1,-1]"])
+    # Interleaved stages: each stage's layers in 2 chunks, the bubble
+    # (p-1)/(vm+p-1) for twice the messages.
+    interleaved = os.path.join(tmp, "pp2-interleaved.bin")
+    compile_report(args.build, config, interleaved, common + [
+        "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}",
+        "model.model_config.pp_interleave_num=2", "parallel.pipeline_config.pipeline_interleave=True"])
     mfrun = os.path.join(args.build, "bin", "mf-run")
     # Graph Mode: llama-100m.yaml's context mode is 1 (PyNative).
     run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
-    pipelined = (("pp2, 1 thread a rank", pp2), ("pp2 offset [1,-1]", balanced))
+    pipelined = (("pp2, 1 thread a rank", pp2), ("pp2 offset [1,-1]", balanced),
+                 ("pp2 interleaved x2", interleaved))
+    chunks = {"pp2 interleaved x2": 2}
     times = {"one rank, 1 thread": [], "one rank, 2 threads": []}
     times.update({name: [] for name, _ in pipelined})
     waits = {(name, stage): [] for name, _ in pipelined for stage in (0, 1)}
@@ -276,11 +285,12 @@ def pipeline_table(args, tmp):
     for name, _ in pipelined:
         print(f"  {name} / one rank of 1 thread: {medians[name] / medians['one rank, 1 thread']:.2f}x the time; "
               f"/ one rank of 2 threads: {medians[name] / medians['one rank, 2 threads']:.2f}x")
-    bubble = 100.0 * (2 - 1) / (micro + 2 - 1)
     for (name, stage), shares in waits.items():
         if shares:
+            v = chunks.get(name, 1)
+            bubble = 100.0 * (2 - 1) / (v * micro + 2 - 1)
             print(f"  {name}: stage {stage} waits {statistics.median(shares):.1f}% of its steps "
-                  f"(1F1B's bubble with equal stages: {bubble:.1f}%)")
+                  f"(the schedule's bubble with equal stages, (p-1)/(vm+p-1): {bubble:.1f}%)")
 
 
 def ffn_width(model):

@@ -37,6 +37,29 @@ inline std::string gridAxesText(int64_t axes) {
   return text;
 }
 
+/// Where the parts of a pipelined model run. Interleaved stages take the
+/// parts in turn: part k is chunk k / stages of stage k % stages. A V
+/// (zero_bubble_v, 2 chunks) goes down the stages with chunk 0 and back up
+/// with chunk 1: part stages + j is chunk 1 of stage stages - 1 - j, so
+/// the first stage holds the model's first and last part.
+struct PipelinePlace {
+  int64_t stage, chunk;
+};
+inline PipelinePlace pipelinePlaceOf(int64_t part, int64_t stages,
+                                     bool vShape) {
+  int64_t chunk = part / stages, at = part % stages;
+  return {vShape && chunk % 2 == 1 ? stages - 1 - at : at, chunk};
+}
+inline int64_t pipelinePartOf(int64_t stage, int64_t chunk, int64_t stages,
+                              bool vShape) {
+  return chunk * stages +
+         (vShape && chunk % 2 == 1 ? stages - 1 - stage : stage);
+}
+/// Whether MindSpore's pipeline_scheduler `name` places chunks in a V.
+inline bool isVShapedScheduler(const std::string &name) {
+  return name == "zero_bubble_v";
+}
+
 /// The prefix of the entries of chunk `chunk` of pipeline stage `stage`:
 /// "stage1_", or with interleaving (`chunks` > 1) "stage1_chunk0_". A
 /// stage's update is "stage<s>_train_step" either way.

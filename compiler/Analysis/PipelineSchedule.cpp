@@ -2,7 +2,12 @@
 
 #include "compiler/Analysis/PipelineSchedule.h"
 
+#include "shapes/GridAxes.h"
+
 #include <algorithm>
+#include <climits>
+#include <deque>
+#include <optional>
 
 using namespace mfc;
 
@@ -82,12 +87,148 @@ StageSchedule interleavedStage(int64_t stages, int64_t stage,
   return own;
 }
 
+/// ZB-V's order (see the header) and the fraction of the simulated step
+/// its stages idle.
+struct ZeroBubbleV {
+  std::vector<StageSchedule> schedule;
+  double idle = 0;
+};
+
+ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
+  int64_t parts = 2 * stages, last = parts - 1;
+  auto place = [&](int64_t part) {
+    return mfshapes::pipelinePlaceOf(part, stages, /*vShape=*/true);
+  };
+  // Per part and micro-batch, when its F and its B end (LLONG_MAX: not
+  // yet); per part, the next micro-batch each way.
+  std::vector<std::vector<int64_t>> forwardEnd(
+      static_cast<size_t>(parts),
+      std::vector<int64_t>(static_cast<size_t>(microBatches), LLONG_MAX)),
+      backwardEnd = forwardEnd;
+  std::vector<int64_t> nextForward(static_cast<size_t>(parts), 0),
+      nextBackward = nextForward;
+  struct StageState {
+    int64_t freeAt = 0, kept = 0, busy = 0;
+    std::deque<PipelineSlot> weights; // Ws whose B has run, oldest first
+  };
+  std::vector<StageState> state(static_cast<size_t>(stages));
+  ZeroBubbleV result;
+  result.schedule.resize(static_cast<size_t>(stages));
+  for (StageSchedule &own : result.schedule) {
+    own.chunks = 2;
+  }
+  // Each stage keeps at most 1F1B's count of chunk passes (2p halves of
+  // p whole stages) unless no stage could otherwise go on.
+  int64_t cap = 2 * stages;
+  bool relaxed = false;
+  // F, B and W of every part, 3 a micro-batch (the first part's B is 2:
+  // its W too; the last part's too: its F).
+  int64_t remaining = 6 * stages * microBatches;
+  int64_t end = 0;
+  for (int64_t now = 0; remaining > 0; ++now) {
+    bool ran = false, busy = false;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      StageState &own = state[static_cast<size_t>(stage)];
+      if (own.freeAt > now) {
+        busy = true;
+        continue;
+      }
+      // Its parts, the later first (a backward runs from the last part).
+      int64_t partsHere[2] = {parts - 1 - stage, stage};
+      std::optional<std::pair<int64_t, bool>> chosen; // (part, backward)
+      int64_t chosenMicro = LLONG_MAX;
+      for (int64_t part : partsHere) {
+        int64_t micro = nextBackward[static_cast<size_t>(part)];
+        // The last part's B keeps its F's values until its W.
+        if (micro >= microBatches || micro >= chosenMicro ||
+            (part == last && own.kept >= cap && !relaxed)) {
+          continue;
+        }
+        size_t at = static_cast<size_t>(micro);
+        bool ready =
+            part == last
+                ? forwardEnd[static_cast<size_t>(part - 1)][at] <= now
+                : forwardEnd[static_cast<size_t>(part)][at] <= now &&
+                      backwardEnd[static_cast<size_t>(part + 1)][at] <= now;
+        if (ready) {
+          chosen = {part, true};
+          chosenMicro = micro;
+        }
+      }
+      if (!chosen && (own.kept < cap || relaxed)) {
+        for (int64_t part : partsHere) {
+          int64_t micro = nextForward[static_cast<size_t>(part)];
+          if (part == last || micro >= microBatches || micro >= chosenMicro) {
+            continue;
+          }
+          if (part == 0 || forwardEnd[static_cast<size_t>(part - 1)]
+                                     [static_cast<size_t>(micro)] <= now) {
+            chosen = {part, false};
+            chosenMicro = micro;
+          }
+        }
+      }
+      PipelineSlot slot;
+      int64_t cost = 1;
+      if (chosen) {
+        auto [part, backward] = *chosen;
+        slot = PipelineSlot{backward, chosenMicro, place(part).chunk};
+        size_t at = static_cast<size_t>(chosenMicro);
+        if (backward) {
+          ++nextBackward[static_cast<size_t>(part)];
+          // The first part's B is its W too, the last part's its F too.
+          cost = part == 0 || part == last ? 2 : 1;
+          backwardEnd[static_cast<size_t>(part)][at] = now + cost;
+          if (part != 0) {
+            own.weights.push_back({true, chosenMicro, slot.chunk, true});
+          }
+          own.kept += part == last ? 1 : part == 0 ? -1 : 0;
+        } else {
+          ++nextForward[static_cast<size_t>(part)];
+          forwardEnd[static_cast<size_t>(part)][at] = now + cost;
+          ++own.kept;
+        }
+      } else if (!own.weights.empty()) {
+        slot = own.weights.front();
+        own.weights.pop_front();
+        --own.kept;
+      } else {
+        continue; // idle
+      }
+      StageSchedule &schedule = result.schedule[static_cast<size_t>(stage)];
+      schedule.slots.push_back(slot);
+      schedule.inFlight = std::max(schedule.inFlight, own.kept);
+      own.freeAt = now + cost;
+      own.busy += cost;
+      end = std::max(end, own.freeAt);
+      remaining -= cost;
+      ran = true;
+    }
+    // Every stage free and none could start: let them keep more (a ready F
+    // always exists then: the parts' dependencies have no cycle).
+    if (!ran && !busy && relaxed) {
+      break;
+    }
+    relaxed = !ran && !busy;
+  }
+  int64_t busy = 0;
+  for (const StageState &own : state) {
+    busy += own.busy;
+  }
+  result.idle = 1.0 - static_cast<double>(busy) /
+                          static_cast<double>(end * stages);
+  return result;
+}
+
 } // namespace
 
 std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
                                                  int64_t stages,
                                                  int64_t microBatches,
                                                  int64_t chunks) {
+  if (scheduler == "zero_bubble_v") {
+    return zeroBubbleV(stages, microBatches).schedule;
+  }
   std::vector<StageSchedule> schedule;
   for (int64_t stage = 0; stage < stages; ++stage) {
     schedule.push_back(
@@ -97,8 +238,11 @@ std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
   return schedule;
 }
 
-double mfc::bubbleFraction(int64_t stages, int64_t microBatches,
-                           int64_t chunks) {
+double mfc::bubbleFraction(const std::string &scheduler, int64_t stages,
+                           int64_t microBatches, int64_t chunks) {
+  if (scheduler == "zero_bubble_v") {
+    return zeroBubbleV(stages, microBatches).idle;
+  }
   return static_cast<double>(stages - 1) /
          static_cast<double>(chunks * microBatches + stages - 1);
 }
@@ -117,7 +261,8 @@ std::string mfc::describe(const StageSchedule &stage, size_t limit) {
     if (!text.empty()) {
       text += ' ';
     }
-    text += (slot.backward ? 'B' : 'F') + std::to_string(slot.microBatch);
+    text += (slot.weight ? 'W' : slot.backward ? 'B' : 'F') +
+            std::to_string(slot.microBatch);
     if (stage.chunks > 1) {
       text += '.' + std::to_string(slot.chunk);
     }

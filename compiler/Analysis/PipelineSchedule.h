@@ -24,6 +24,16 @@
 // (p - 1) / (v m + p - 1), for more micro-batches in flight and v times
 // the messages. m must be a multiple of p.
 //
+// ZB-V (MindSpore's zero_bubble_v; Qi et al., "Zero Bubble Pipeline
+// Parallelism", 2024): 2 chunks a stage placed in a V (chunk 0 down the
+// stages, chunk 1 back up, so stage 0 holds the first and the last part),
+// and each backward split into B (the input's gradient, which the part
+// before waits for) and W (the weights' gradients, which nothing waits
+// for; mf-split-weight-gradients). The order is found by simulating the
+// stages with F, B and W of equal cost: a free stage runs a ready B, else
+// a ready F while it keeps fewer than 2p chunk passes (1F1B's memory),
+// else a pending W, so that the Ws fill what would be bubbles.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
@@ -41,6 +51,8 @@ struct PipelineSlot {
   int64_t microBatch = 0;
   /// The stage's interleave chunk (0 without interleaving).
   int64_t chunk = 0;
+  /// A backward's weight gradients alone (W; zero-bubble schedules).
+  bool weight = false;
 };
 
 /// One stage's passes in order. The forward of a micro-batch through the
@@ -56,24 +68,29 @@ struct StageSchedule {
 };
 
 /// The schedulers built, by MindSpore's names (pipeline_scheduler).
-inline constexpr const char *kPipelineSchedulers[] = {"1f1b", "gpipe"};
+inline constexpr const char *kPipelineSchedulers[] = {"1f1b", "gpipe",
+                                                      "zero_bubble_v"};
 
-/// The schedule `scheduler` (one of kPipelineSchedulers; 1f1b when
-/// `chunks` > 1) makes of `stages` stages of `chunks` chunks each and
-/// `microBatches` micro-batches (all >= 1; a multiple of `stages` when
-/// `chunks` > 1).
+/// The schedule `scheduler` (one of kPipelineSchedulers) makes of `stages`
+/// stages of `chunks` chunks each and `microBatches` micro-batches (all >=
+/// 1; with chunks > 1 under 1f1b a multiple of `stages`; zero_bubble_v
+/// takes 2 chunks and at least 2 stages).
 std::vector<StageSchedule> schedulePipeline(const std::string &scheduler,
                                             int64_t stages,
                                             int64_t microBatches,
                                             int64_t chunks = 1);
 
-/// The fraction of a step each stage idles with equal stages and a
-/// backward twice a forward: (p - 1) / (v m + p - 1), v the chunks.
-double bubbleFraction(int64_t stages, int64_t microBatches, int64_t chunks = 1);
+/// The fraction of a step each stage idles with equal stages: 1F1B, GPipe
+/// and interleaved 1F1B (a backward twice a forward) (p - 1) / (v m + p -
+/// 1), v the chunks; zero_bubble_v as its simulation finds it (F, B and W
+/// of equal cost).
+double bubbleFraction(const std::string &scheduler, int64_t stages,
+                      int64_t microBatches, int64_t chunks = 1);
 
 /// A stage's slots as text: "F0 F1 B0 F2 B1 B2" (with chunks, micro-batch
-/// then chunk: "F0.0 F1.0 F0.1 ..."); beyond `limit` slots, the first two
-/// thirds and the last third of them around "...".
+/// then chunk: "F0.0 F1.0 F0.1 ..."; W a weight-gradient pass); beyond
+/// `limit` slots, the first two thirds and the last third of them around
+/// "...".
 std::string describe(const StageSchedule &stage, size_t limit = SIZE_MAX);
 
 } // namespace mfc

@@ -66,6 +66,7 @@ void addRecompute(OpPassManager &pm, const CompileOptions &options) {
                            options.recomputeExclude.end());
   pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));
   pm.addPass(mf::createMFSplitStagesPass());
+  pm.addPass(mf::createMFSplitWeightGradientsPass());
 }
 
 void addFusion(OpPassManager &pm, const CompileOptions &) {

@@ -709,7 +709,8 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
           {"micro_batches", micro},
           {"chunks", chunks},
           {"bubble_fraction",
-           bubbleFraction(static_cast<int64_t>(stages.size()), micro, chunks)}};
+           bubbleFraction(mf::pipelineSchedulerOf(module),
+                          static_cast<int64_t>(stages.size()), micro, chunks)}};
       parallel["stages"] = std::move(list);
     }
     root["parallel"] = std::move(parallel);
@@ -775,19 +776,25 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
           module->getAttrOfType<IntegerAttr>(mf::kMicroBatchesAttrName)
               .getInt();
       int64_t chunks = mf::pipelineChunksOf(module);
+      std::string scheduler = mf::pipelineSchedulerOf(module);
+      bool vShape = mfshapes::isVShapedScheduler(scheduler);
       std::string chunked =
-          chunks > 1 ? " of " + std::to_string(chunks) + " interleaved chunks"
+          chunks > 1 ? " of " + std::to_string(chunks) +
+                           (vShape ? " chunks in a V" : " interleaved chunks")
                      : "";
       os << llvm::format(
           "pipeline: %zu stages%s, %lld micro-batches a step, "
           "%s (bubble %s = %.1f%%)\n",
           stages.size(), chunked.c_str(), static_cast<long long>(micro),
-          chunks > 1                                   ? "interleaved 1F1B"
-          : mf::pipelineSchedulerOf(module) == "gpipe" ? "GPipe"
-                                                       : "1F1B",
-          chunks > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)",
-          100 * bubbleFraction(static_cast<int64_t>(stages.size()), micro,
-                               chunks));
+          vShape                ? "ZB-V"
+          : chunks > 1          ? "interleaved 1F1B"
+          : scheduler == "gpipe" ? "GPipe"
+                                 : "1F1B",
+          vShape       ? "simulated with F = B = W"
+          : chunks > 1 ? "(p-1)/(vm+p-1)"
+                       : "(p-1)/(m+p-1)",
+          100 * bubbleFraction(scheduler, static_cast<int64_t>(stages.size()),
+                               micro, chunks));
       for (auto [index, stage] : llvm::enumerate(stages)) {
         os << llvm::format(
             "  stage %zu: layers %s; per rank: parameters %.4g MB, "

@@ -2,6 +2,8 @@
 
 #include "compiler/Analysis/PipelineSchedule.h"
 
+#include "shapes/GridAxes.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -76,16 +78,18 @@ TEST(PipelineSchedule, GPipe) {
 }
 
 TEST(PipelineSchedule, BubbleAndLongText) {
-  EXPECT_DOUBLE_EQ(bubbleFraction(2, 4), 0.2);
-  EXPECT_DOUBLE_EQ(bubbleFraction(8, 256), 7.0 / 263.0);
+  EXPECT_DOUBLE_EQ(bubbleFraction("1f1b", 2, 4), 0.2);
+  EXPECT_DOUBLE_EQ(bubbleFraction("1f1b", 8, 256), 7.0 / 263.0);
   std::string text = describe(schedulePipeline("1f1b", 2, 40)[1], 9);
   EXPECT_EQ(text, "B0 B1 B2 B3 B4 B5 ... B37 B38 B39");
 }
 
 /// Runs every stage's slots in turn as the ranks would (a forward waits for
 /// the part before it, a backward for the part after it, or on the model's
-/// last part for its input), and returns whether all of them finish.
-bool runsToTheEnd(const std::vector<StageSchedule> &schedule) {
+/// last part for its input; a W for its B), and returns whether all of
+/// them finish.
+bool runsToTheEnd(const std::vector<StageSchedule> &schedule,
+                  bool vShape = false) {
   int64_t stages = static_cast<int64_t>(schedule.size());
   int64_t parts = stages * schedule[0].chunks;
   std::set<std::tuple<bool, int64_t, int64_t>> done; // (B, part, micro)
@@ -96,15 +100,19 @@ bool runsToTheEnd(const std::vector<StageSchedule> &schedule) {
       const std::vector<PipelineSlot> &slots = schedule[s].slots;
       for (; next[s] < slots.size(); ++next[s]) {
         const PipelineSlot &slot = slots[next[s]];
-        int64_t part = slot.chunk * stages + s;
+        int64_t part =
+            mfshapes::pipelinePartOf(s, slot.chunk, stages, vShape);
         bool ready =
-            slot.backward && part + 1 < parts
+            slot.weight ? done.count({true, part, slot.microBatch}) > 0
+            : slot.backward && part + 1 < parts
                 ? done.count({true, part + 1, slot.microBatch}) > 0
                 : part == 0 || done.count({false, part - 1, slot.microBatch});
         if (!ready) {
           break;
         }
-        done.insert({slot.backward, part, slot.microBatch});
+        if (!slot.weight) {
+          done.insert({slot.backward, part, slot.microBatch});
+        }
         if (slot.backward && part + 1 == parts) {
           done.insert({false, part, slot.microBatch});
         }
@@ -134,7 +142,7 @@ TEST(PipelineSchedule, Interleaved) {
   // so 2.5 stages' worth against 1F1B's 2), 3 on stage 1.
   EXPECT_EQ(schedule[0].inFlight, 5);
   EXPECT_EQ(schedule[1].inFlight, 3);
-  EXPECT_DOUBLE_EQ(bubbleFraction(2, 4, 2), 1.0 / 9.0);
+  EXPECT_DOUBLE_EQ(bubbleFraction("1f1b", 2, 4, 2), 1.0 / 9.0);
 }
 
 TEST(PipelineSchedule, InterleavedPassesOnceEachWayAndFinishes) {
@@ -176,6 +184,62 @@ TEST(PipelineSchedule, InterleavedPassesOnceEachWayAndFinishes) {
     for (int64_t micro = 1; micro <= 9; ++micro) {
       EXPECT_TRUE(runsToTheEnd(schedulePipeline("1f1b", stages, micro)));
       EXPECT_TRUE(runsToTheEnd(schedulePipeline("gpipe", stages, micro)));
+    }
+  }
+}
+
+TEST(PipelineSchedule, ZeroBubbleV) {
+  // Stage 0 holds the first part (chunk 0) and the last (chunk 1); the
+  // last part's B computes its forward too, the first part's B its
+  // weights' gradients too. Ws wait for a stage's idle time.
+  std::vector<StageSchedule> schedule =
+      schedulePipeline("zero_bubble_v", 2, 4, 2);
+  EXPECT_EQ(describe(schedule[0]), "F0.0 F1.0 F2.0 B0.1 W0.1 B1.1 B0.0 B1.0 "
+                                   "F3.0 B2.1 W1.1 W2.1 B2.0 B3.1 W3.1 B3.0");
+  EXPECT_EQ(describe(schedule[1]),
+            "F0.0 F0.1 F1.0 F1.1 B0.1 B0.0 W0.1 B1.1 B1.0 F2.0 W0.0 F2.1 "
+            "W1.1 F3.0 B2.1 B2.0 W1.0 F3.1 W2.1 W2.0 B3.1 B3.0 W3.1 W3.0");
+  EXPECT_EQ(schedule[0].inFlight, 4);
+  EXPECT_EQ(schedule[1].inFlight, 4);
+  // Simulated with F = B = W: 4% idle against 1F1B's 20%.
+  EXPECT_NEAR(bubbleFraction("zero_bubble_v", 2, 4, 2), 0.04, 1e-9);
+  EXPECT_LT(bubbleFraction("zero_bubble_v", 8, 32, 2),
+            bubbleFraction("1f1b", 8, 32, 2));
+}
+
+TEST(PipelineSchedule, ZeroBubbleVPassesOnceEachWayAndFinishes) {
+  for (int64_t stages = 2; stages <= 6; ++stages) {
+    for (int64_t micro = 2 * stages; micro <= 4 * stages + 1; ++micro) {
+      std::vector<StageSchedule> schedule =
+          schedulePipeline("zero_bubble_v", stages, micro, 2);
+      EXPECT_TRUE(runsToTheEnd(schedule, /*vShape=*/true))
+          << stages << " stages, " << micro << " micro-batches";
+      for (int64_t s = 0; s < stages; ++s) {
+        // Per (kind, chunk, micro-batch): F, B and W once, in that order;
+        // the first part has no W (its B is all of it), the last no F.
+        std::map<std::tuple<char, int64_t, int64_t>, int> seen;
+        for (const PipelineSlot &slot : schedule[s].slots) {
+          char kind = slot.weight ? 'W' : slot.backward ? 'B' : 'F';
+          int64_t part = mfshapes::pipelinePartOf(s, slot.chunk, stages, true);
+          if (kind == 'B' && part + 1 < 2 * stages) {
+            EXPECT_EQ((seen[{'F', slot.chunk, slot.microBatch}]), 1);
+          }
+          if (kind == 'W') {
+            EXPECT_EQ((seen[{'B', slot.chunk, slot.microBatch}]), 1);
+          }
+          ++seen[{kind, slot.chunk, slot.microBatch}];
+        }
+        for (int64_t c = 0; c < 2; ++c) {
+          int64_t part = mfshapes::pipelinePartOf(s, c, stages, true);
+          for (int64_t m = 0; m < micro; ++m) {
+            EXPECT_EQ((seen[{'F', c, m}]), part + 1 < 2 * stages ? 1 : 0);
+            EXPECT_EQ((seen[{'B', c, m}]), 1);
+            EXPECT_EQ((seen[{'W', c, m}]), part > 0 ? 1 : 0);
+          }
+        }
+        // 1F1B's memory: 2p chunk passes (p whole stages).
+        EXPECT_LE(schedule[s].inFlight, 2 * stages);
+      }
     }
   }
 }

@@ -131,12 +131,11 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kPipelineChunksAttrName) {
     auto chunks = dyn_cast<IntegerAttr>(value);
-    if (chunks && chunks.getInt() > 1 && pipelineSchedulerOf(op) != "1f1b") {
+    if (chunks && chunks.getInt() > 1 && pipelineSchedulerOf(op) == "gpipe") {
       return op->emitError() << "'" << name
-                             << "' above 1 (interleaved stages) is scheduled "
-                                "as interleaved 1F1B only; the module's "
-                                "scheduler is '"
-                             << pipelineSchedulerOf(op) << "'";
+                             << "' above 1 (chunks a stage) is scheduled as "
+                                "interleaved 1F1B or zero_bubble_v; the "
+                                "module's scheduler is 'gpipe'";
     }
     return onModule(chunks && chunks.getInt() >= 1, "a positive chunk count");
   }
@@ -147,9 +146,17 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kPipelineSchedulerAttrName) {
     auto scheduler = dyn_cast<StringAttr>(value);
+    if (scheduler && scheduler.getValue() == "zero_bubble_v" &&
+        pipelineChunksOf(op) != 2) {
+      return op->emitError() << "'" << name
+                             << "' zero_bubble_v places 2 chunks a stage in "
+                                "a V; the module's mf.pipeline_chunks is "
+                             << pipelineChunksOf(op);
+    }
     return onModule(scheduler && (scheduler.getValue() == "1f1b" ||
-                                  scheduler.getValue() == "gpipe"),
-                    "\"1f1b\" or \"gpipe\"");
+                                  scheduler.getValue() == "gpipe" ||
+                                  scheduler.getValue() == "zero_bubble_v"),
+                    "\"1f1b\", \"gpipe\" or \"zero_bubble_v\"");
   }
   if (name == kMicroBatchesAttrName) {
     auto count = dyn_cast<IntegerAttr>(value);

@@ -247,6 +247,38 @@ def MFSplitStagesPass : Pass<"mf-split-stages", "::mlir::ModuleOp"> {
   }];
 }
 
+def MFSplitWeightGradientsPass
+    : Pass<"mf-split-weight-gradients", "::mlir::ModuleOp"> {
+  let summary = "A pipeline part's weight gradients apart from its input gradient";
+  let description = [{
+    Zero-bubble pipeline schedules (Qi et al., "Zero Bubble Pipeline
+    Parallelism", 2024; MindSpore's `pipeline_scheduler: zero_bubble_v`)
+    run a part's backward as two passes: B, the gradient of the part's
+    input (which the part before waits for), and W, the gradients of its
+    parameters (which nothing waits for, and which fill the schedule's
+    bubbles). In a module scheduled `zero_bubble_v` (after mf-split-stages),
+    each `<prefix>accumulate_gradients` that returns an `input_gradient` is
+    split at the values W reads from B:
+
+    ```mlir
+    // before
+    func.func @stage1_chunk0_accumulate_gradients(%x, %dy, %saved0)
+        -> (tensor<...> {mf.name = "input_gradient"}) {
+      %dh = mf.matmul %dy, %w ...          // B: the input gradient
+      %dw = mf.matmul %dy, %x ...          // W
+      mf.assign @optimizer.grad_sum.w, ...
+    }
+    // after
+    func.func @stage1_chunk0_input_gradients(%x, %dy, %saved0)
+        -> (input_gradient, wsaved.0 ...)
+    func.func @stage1_chunk0_weight_gradients(%x, %dy, %saved0, %wsaved0, ...)
+    ```
+
+    Parameter and constant reads are on both sides. The model's first part
+    has no input gradient: it keeps its accumulate_gradients.
+  }];
+}
+
 def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
   let summary = "The backward reads recomputed copies of selected forward values";
   let description = [{

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/MF/IR/MFOps.h"
+#include "dialects/MF/Transforms/EntryNames.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -29,24 +30,6 @@ using namespace mlir::mf;
 
 namespace {
 
-/// The index of the value named `name` among `count` whose `mf.name`
-/// attributes `nameAt` gives (an entry's results or arguments).
-std::optional<unsigned> indexNamed(unsigned count,
-                                   function_ref<StringAttr(unsigned)> nameAt,
-                                   StringRef name) {
-  for (unsigned i = 0; i < count; ++i) {
-    if (StringAttr attr = nameAt(i); attr && attr.getValue() == name) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-
-DictionaryAttr named(Builder &builder, const Twine &name) {
-  return builder.getDictionaryAttr(
-      builder.getNamedAttr("mf.name", builder.getStringAttr(name)));
-}
-
 struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -57,12 +40,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       StringRef name = backward.getSymName();
       if (!backward->hasAttr(kStageAttrName) ||
           !name.ends_with("_accumulate_gradients") ||
-          !indexNamed(
-              backward.getNumArguments(),
-              [&](unsigned i) {
-                return backward.getArgAttrOfType<StringAttr>(i, "mf.name");
-              },
-              "output_gradient")) {
+          !argumentNamed(backward, "output_gradient")) {
         continue; // not a backward, or the last stage's (no forward apart)
       }
       std::string prefix = name.drop_back(strlen("accumulate_gradients")).str();
@@ -76,12 +54,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
                       const std::string &prefix) {
     Block &body = backward.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    std::optional<unsigned> hiddenAt = indexNamed(
-        backward.getNumResults(),
-        [&](unsigned i) {
-          return backward.getResultAttrOfType<StringAttr>(i, "mf.name");
-        },
-        "hidden");
+    std::optional<unsigned> hiddenAt = resultNamed(backward, "hidden");
     if (!hiddenAt) {
       return backward.emitError()
              << "returns no 'hidden' (its stage's output): run mf-autodiff's "
@@ -154,9 +127,9 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       results.push_back(mapping.lookup(value));
     }
     func::ReturnOp::create(inside, ret.getLoc(), results);
-    stageForward.setResultAttrs(0, named(builder, "hidden"));
+    stageForward.setResultAttrs(0, valueName(builder, "hidden"));
     for (unsigned i = 0; i < saved.size(); ++i) {
-      stageForward.setResultAttrs(i + 1, named(builder, "saved." + Twine(i)));
+      stageForward.setResultAttrs(i + 1, valueName(builder, "saved." + Twine(i)));
     }
     if (old) {
       old.erase();
@@ -165,7 +138,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
     // 4. The backward without its forward.
     for (auto [index, value] : llvm::enumerate(saved)) {
       (void)backward.insertArgument(backward.getNumArguments(), value.getType(),
-                                    named(builder, "saved." + Twine(index)),
+                                    valueName(builder, "saved." + Twine(index)),
                                     value.getLoc());
       Value argument = backward.getArguments().back();
       Value original = value;

@@ -90,8 +90,8 @@ module {
 
 // -----
 
-// expected-error @+1 {{'mf.pipeline_scheduler' must be "1f1b" or "gpipe"}}
-module attributes {mf.pipeline_scheduler = "zero_bubble_v"} {
+// expected-error @+1 {{'mf.pipeline_scheduler' must be "1f1b", "gpipe" or "zero_bubble_v"}}
+module attributes {mf.pipeline_scheduler = "seqpipe"} {
 }
 
 // -----
@@ -102,7 +102,7 @@ module attributes {mf.context_blocks = 3 : i64} {
 
 // -----
 
-// expected-error @+1 {{'mf.pipeline_chunks' above 1 (interleaved stages) is scheduled as interleaved 1F1B only; the module's scheduler is 'gpipe'}}
+// expected-error @+1 {{'mf.pipeline_chunks' above 1 (chunks a stage) is scheduled as interleaved 1F1B or zero_bubble_v; the module's scheduler is 'gpipe'}}
 module attributes {mf.pipeline_scheduler = "gpipe", mf.pipeline_chunks = 2 : i64} {
 }
 
@@ -128,4 +128,10 @@ module attributes {mf.pipeline_chunks = 2 : i64} {
   func.func @forward() attributes {mf.chunk = 0 : i64} {
     return
   }
+}
+
+// -----
+
+// expected-error @+1 {{'mf.pipeline_scheduler' zero_bubble_v places 2 chunks a stage in a V; the module's mf.pipeline_chunks is 3}}
+module attributes {mf.pipeline_scheduler = "zero_bubble_v", mf.pipeline_chunks = 3 : i64} {
 }
