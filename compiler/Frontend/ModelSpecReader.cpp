@@ -2433,15 +2433,18 @@ private:
           llvm::is_contained(kPipelineSchedulers, scheduler->scalar)) {
         spec_.parallel.pipelineScheduler = scheduler->scalar;
       } else {
-        // MindSpore's others: zero_bubble_v, seqpipe, seqvpp, seqsmartvpp.
+        // MindSpore's others: seqpipe, seqvpp, seqsmartvpp.
         diagnostics().error(locOfKey(schedulerKey),
                             schedulerKey + ": " + scheduler->describe() +
                                 " is not built yet; mfc schedules 1f1b "
-                                "(MindSpore's default) and gpipe");
+                                "(MindSpore's default), gpipe and "
+                                "zero_bubble_v");
       }
     }
     int64_t chunks = spec_.model.ppInterleaveNum;
-    if (chunks > 1 && spec_.parallel.pipelineScheduler != "1f1b") {
+    if (spec_.parallel.pipelineScheduler == "zero_bubble_v") {
+      validateZeroBubbleV();
+    } else if (chunks > 1 && spec_.parallel.pipelineScheduler != "1f1b") {
       diagnostics().error(
           locOfKey(schedulerKey),
           schedulerKey + ": " + spec_.parallel.pipelineScheduler +
@@ -2452,7 +2455,8 @@ private:
     }
     int64_t micro = spec_.parallel.microBatchNum;
     int64_t stages = spec_.shardedPipelineStages;
-    if (chunks > 1 && micro > stages && micro % stages != 0) {
+    if (chunks > 1 && spec_.parallel.pipelineScheduler == "1f1b" &&
+        micro > stages && micro % stages != 0) {
       // Megatron-LM's interleaved schedule moves micro-batches through the
       // chunks in groups of one per stage.
       diagnostics().error(
@@ -2484,6 +2488,40 @@ private:
               llvm::Twine(spec_.parallel.microBatchNum).str() +
               " micro-batches; reset to 1");
       spec_.runner.gradientAccumulationSteps = 1;
+    }
+  }
+
+  /// zero_bubble_v as MindFormers (master, transformer_config.py) admits
+  /// it: 2 chunks a stage, at least 2 micro-batches a stage, recompute
+  /// counts given per chunk.
+  void validateZeroBubbleV() {
+    std::string key = "parallel.pipeline_config.pipeline_scheduler";
+    int64_t stages = spec_.shardedPipelineStages;
+    if (spec_.model.ppInterleaveNum != 2) {
+      diagnostics().error(
+          locOfKey(key),
+          key + ": zero_bubble_v places 2 chunks a stage in a V; set "
+                "model.model_config.pp_interleave_num: 2 with "
+                "parallel.pipeline_config.pipeline_interleave: True (got " +
+              llvm::Twine(spec_.model.ppInterleaveNum) + " chunks)");
+    }
+    if (spec_.parallel.microBatchNum < 2 * stages) {
+      diagnostics().error(
+          locOfKey("parallel_config.micro_batch_num"),
+          "parallel_config.micro_batch_num: zero_bubble_v needs at least 2 "
+          "micro-batches a stage (2 * " +
+              llvm::Twine(stages) + " = " + llvm::Twine(2 * stages) +
+              "), as in MindFormers; got " +
+              llvm::Twine(spec_.parallel.microBatchNum));
+    }
+    const RecomputeSelection &recompute = spec_.recompute.recompute;
+    if (recompute.kind == RecomputeSelection::Kind::LayersPerStage &&
+        !recompute.layers.perChunk) {
+      diagnostics().error(
+          locOfKey("recompute_config.recompute"),
+          "recompute_config.recompute: zero_bubble_v takes layer counts per "
+          "chunk, as in MindFormers ([[stage0, stage1, ...], [stage0, "
+          "stage1, ...]]), not one list");
     }
   }
 

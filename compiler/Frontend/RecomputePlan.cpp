@@ -2,6 +2,8 @@
 
 #include "compiler/Frontend/RecomputePlan.h"
 
+#include "shapes/GridAxes.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Regex.h"
 
@@ -29,14 +31,14 @@ std::vector<LayerChunk> mfc::layerChunks(const ModelSpec &spec) {
   int64_t stages = std::max<int64_t>(1, spec.parallel.pipelineStage);
   int64_t chunks = std::max<int64_t>(1, spec.model.ppInterleaveNum);
   int64_t each = spec.model.numLayers / (stages * chunks);
+  bool vShape = mfshapes::isVShapedScheduler(spec.parallel.pipelineScheduler);
   std::vector<LayerChunk> result;
   int64_t first = 0;
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    for (int64_t stage = 0; stage < stages; ++stage) {
-      int64_t count = each + spec.model.chunkOffset(chunk, stage);
-      result.push_back({stage, chunk, first, count});
-      first += count;
-    }
+  for (int64_t part = 0; part < stages * chunks; ++part) {
+    auto [stage, chunk] = mfshapes::pipelinePlaceOf(part, stages, vShape);
+    int64_t count = each + spec.model.chunkOffset(chunk, stage);
+    result.push_back({stage, chunk, first, count});
+    first += count;
   }
   return result;
 }

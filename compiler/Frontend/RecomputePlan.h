@@ -30,7 +30,8 @@ struct LayerChunk {
 };
 
 /// The model's layers in chunks as MindFormers assigns them, in layer order
-/// (chunk 0 of every stage, then chunk 1, ...): num_layers / (stages *
+/// (chunk 0 of every stage, then chunk 1, ...; under zero_bubble_v chunk 1
+/// from the last stage back to the first): num_layers / (stages *
 /// pp_interleave_num) each, plus the chunk's `offset` (validated: the
 /// offsets add up to the remainder). Shared with pipeline sharding.
 std::vector<LayerChunk> layerChunks(const ModelSpec &spec);

@@ -204,18 +204,30 @@ struct StageReport {
   /// Per chunk (one without interleaving), the layers it runs.
   std::vector<std::pair<int64_t, int64_t>> layers;
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
-  int64_t backwardArena = -1; ///< its accumulate_gradients' plans, the most
+  int64_t backwardArena = -1; ///< its backward entries' plans, the most
   /// Per chunk, what one micro-batch in flight keeps: the chunk's input and
-  /// the values its forward saved for the backward.
-  std::vector<int64_t> keptBytes;
+  /// the values its forward saved for the backward; and, when its weight
+  /// gradients run apart (W), what its backward saved for them.
+  std::vector<int64_t> keptBytes, weightKeptBytes;
+  /// Per chunk: the model's last part (its forward runs in its backward).
+  std::vector<bool> lastPart;
   StageSchedule schedule;
 
   /// The most its ranks keep at once under the schedule.
   int64_t peakKeptBytes() const {
     int64_t kept = 0, most = 0;
     for (const PipelineSlot &slot : schedule.slots) {
-      int64_t bytes = keptBytes[static_cast<size_t>(slot.chunk)];
-      kept += slot.backward ? -bytes : bytes;
+      size_t chunk = static_cast<size_t>(slot.chunk);
+      int64_t input = keptBytes[chunk], forWeights = weightKeptBytes[chunk];
+      bool split = forWeights > 0;
+      if (slot.weight) {
+        kept -= input + forWeights;
+      } else if (slot.backward) {
+        kept += split ? forWeights + (lastPart[chunk] ? input : 0)
+                      : (lastPart[chunk] ? 0 : -input);
+      } else {
+        kept += input;
+      }
       most = std::max(most, kept);
     }
     return most;
@@ -246,10 +258,19 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
   std::vector<StageSchedule> schedule =
       schedulePipeline(mf::pipelineSchedulerOf(module), stageCount,
                        microBatches.getInt(), chunks);
-  for (auto [stage, own] : llvm::zip(stages, schedule)) {
-    stage.schedule = own;
+  bool vShape = mfshapes::isVShapedScheduler(mf::pipelineSchedulerOf(module));
+  for (auto [index, stage] : llvm::enumerate(stages)) {
+    stage.schedule = schedule[index];
     stage.layers.assign(static_cast<size_t>(chunks), {-1, -1});
     stage.keptBytes.assign(static_cast<size_t>(chunks), 0);
+    stage.weightKeptBytes.assign(static_cast<size_t>(chunks), 0);
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      stage.lastPart.push_back(
+          mfshapes::pipelinePartOf(static_cast<int64_t>(index), chunk,
+                                   stageCount, vShape) +
+              1 ==
+          stageCount * chunks);
+    }
   }
   llvm::Regex layer("\\.(layers|h)\\.([0-9]+)\\.");
   for (auto function : module.getOps<func::FuncOp>()) {
@@ -278,7 +299,10 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
       }
       continue;
     }
-    if (!function.getSymName().ends_with("_accumulate_gradients")) {
+    StringRef name = function.getSymName();
+    bool weights = name.ends_with("_weight_gradients");
+    if (!name.ends_with("_accumulate_gradients") &&
+        !name.ends_with("_input_gradients") && !weights) {
       continue;
     }
     auto chunkAttr = function->getAttrOfType<IntegerAttr>(mf::kChunkAttrName);
@@ -299,11 +323,15 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
             std::max<int64_t>(stage.backwardArena, *host.getArenaBytes());
       }
     }
-    // Its input, and what its forward saved for it (mf-split-stages).
+    // Its input, and what its forward saved for it (mf-split-stages); a
+    // W's: what its B saved for it (mf-split-weight-gradients).
     for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-      auto name = function.getArgAttrOfType<StringAttr>(i, "mf.name");
-      if (i == 0 || (name && name.getValue().starts_with("saved."))) {
-        stage.keptBytes[chunk] += bytesOf(function.getArgumentTypes()[i]);
+      auto argument = function.getArgAttrOfType<StringAttr>(i, "mf.name");
+      StringRef what = argument ? argument.getValue() : "";
+      if (weights ? what.starts_with("wsaved.")
+                  : i == 0 || what.starts_with("saved.")) {
+        (weights ? stage.weightKeptBytes : stage.keptBytes)[chunk] +=
+            bytesOf(function.getArgumentTypes()[i]);
       }
     }
   }

@@ -427,14 +427,18 @@ private:
       std::vector<uint8_t> backward;
       std::vector<int32_t> micro;
       std::vector<int16_t> chunk;
+      std::vector<uint8_t> weight;
+      bool weights = false;
       for (const PipelineSlot &slot : stage.slots) {
         backward.push_back(slot.backward);
         micro.push_back(static_cast<int32_t>(slot.microBatch));
         chunk.push_back(static_cast<int16_t>(slot.chunk));
+        weight.push_back(slot.weight);
+        weights = weights || slot.weight;
       }
       written.push_back(fb::CreateStageScheduleDirect(
           builder_, &backward, &micro, static_cast<int32_t>(stage.inFlight),
-          chunks > 1 ? &chunk : nullptr));
+          chunks > 1 ? &chunk : nullptr, weights ? &weight : nullptr));
     }
     return fb::CreatePipelineDirect(builder_, scheduler.c_str(),
                                     static_cast<int32_t>(microBatches.getInt()),

@@ -338,6 +338,377 @@ int64_t contextRanksOf(const fb::Executable &root) {
              : 1;
 }
 
+Status badSchedule(const std::string &what) {
+  return Status::error("the pipeline schedule " + what);
+}
+
+/// A pipelined program's parts as its schedule and entries lay them out.
+struct PipelineLayout {
+  const fb::Pipeline &pipeline;
+  int64_t stages, chunks, micro;
+  bool vShape;
+  /// Per part: its backward split into B and W (input_gradients and
+  /// weight_gradients; zero-bubble schedules), else accumulate_gradients.
+  std::vector<bool> split;
+
+  int64_t parts() const { return stages * chunks; }
+  int64_t partOf(int64_t stage, int64_t chunk) const {
+    return mfshapes::pipelinePartOf(stage, chunk, stages, vShape);
+  }
+  std::string prefixOf(int64_t part) const {
+    mfshapes::PipelinePlace place =
+        mfshapes::pipelinePlaceOf(part, stages, vShape);
+    return mfshapes::stageEntryPrefix(place.stage, place.chunk, chunks);
+  }
+  static int64_t chunkOf(const fb::StageSchedule &own, size_t slot) {
+    return own.chunk() ? static_cast<int64_t>(own.chunk()->Get(slot)) : 0;
+  }
+  static bool weightOf(const fb::StageSchedule &own, size_t slot) {
+    return own.weight() && own.weight()->Get(slot);
+  }
+};
+
+/// One stage's slots: each micro-batch's forward (none on the model's last
+/// part), backward and, for a split part, W, once per chunk and in that
+/// order, keeping no more passes than it says.
+Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
+  const fb::StageSchedule &own = *layout.pipeline.stages()->Get(
+      static_cast<uint32_t>(stage));
+  std::string of = "stage " + std::to_string(stage);
+  size_t slots = own.backward()->size();
+  if (own.micro_batch()->size() != slots) {
+    return badSchedule("of " + of + " has slots without a micro-batch");
+  }
+  if ((own.chunk() && own.chunk()->size() != slots) ||
+      (own.weight() && own.weight()->size() != slots)) {
+    return badSchedule("of " + of + " has slots without a chunk or kind");
+  }
+  // Per (chunk, micro-batch): its passes of each kind.
+  size_t passes = static_cast<size_t>(layout.chunks * layout.micro);
+  std::vector<int> forwards(passes), backwards(passes), weights(passes);
+  int64_t inFlight = 0, most = 0;
+  for (size_t slot = 0; slot < slots; ++slot) {
+    int32_t index = own.micro_batch()->Get(slot);
+    int64_t chunk = PipelineLayout::chunkOf(own, slot);
+    if (index < 0 || index >= layout.micro) {
+      return badSchedule("of " + of + " names micro-batch " +
+                         std::to_string(index));
+    }
+    if (chunk < 0 || chunk >= layout.chunks) {
+      return badSchedule("of " + of + " names chunk " + std::to_string(chunk) +
+                         " of " + std::to_string(layout.chunks));
+    }
+    int64_t part = layout.partOf(static_cast<int64_t>(stage), chunk);
+    bool lastPart = part + 1 == layout.parts();
+    bool split = layout.split[static_cast<size_t>(part)];
+    size_t at = static_cast<size_t>(chunk * layout.micro + index);
+    if (PipelineLayout::weightOf(own, slot)) {
+      if (!split || !own.backward()->Get(slot) || backwards[at] == 0) {
+        return badSchedule("of " + of +
+                           " runs a weight-gradient pass without its "
+                           "backward's input gradient before it");
+      }
+      ++weights[at];
+      --inFlight;
+    } else if (own.backward()->Get(slot)) {
+      if (!lastPart && forwards[at] == 0) {
+        return badSchedule("of " + of + " runs a backward before its forward");
+      }
+      ++backwards[at];
+      // A pass is kept from its forward (the last part's: its backward)
+      // to its last slot (W when split).
+      inFlight += (lastPart && split) ? 1 : (!lastPart && !split) ? -1 : 0;
+      most = std::max(most, inFlight);
+    } else {
+      if (lastPart) {
+        return badSchedule(
+            "of the model's last part has a forward (its backwards run it)");
+      }
+      ++forwards[at];
+      most = std::max(most, ++inFlight);
+    }
+  }
+  for (int64_t chunk = 0; chunk < layout.chunks; ++chunk) {
+    int64_t part = layout.partOf(static_cast<int64_t>(stage), chunk);
+    bool lastPart = part + 1 == layout.parts();
+    bool split = layout.split[static_cast<size_t>(part)];
+    for (int64_t index = 0; index < layout.micro; ++index) {
+      size_t at = static_cast<size_t>(chunk * layout.micro + index);
+      if (backwards[at] != 1 || forwards[at] != (lastPart ? 0 : 1) ||
+          weights[at] != (split ? 1 : 0)) {
+        return badSchedule(
+            "of " + of + " does not run micro-batch " + std::to_string(index) +
+            (layout.chunks > 1 ? " of chunk " + std::to_string(chunk) : "") +
+            (split ? " forward, backward and weight gradients" :
+                     " forward and backward") + " once");
+      }
+    }
+  }
+  if (own.in_flight() != most) {
+    return badSchedule("of " + of + " keeps " + std::to_string(most) +
+                       " inputs, not " + std::to_string(own.in_flight()));
+  }
+  return Status::ok();
+}
+
+std::vector<std::string>
+namesOf(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
+            *list) {
+  std::vector<std::string> text;
+  for (uint32_t i = 0; list && i < list->size(); ++i) {
+    text.push_back(list->Get(i)->str());
+  }
+  return text;
+}
+
+/// The entries of each part in the model's order: inputs by name, outputs
+/// by name, the hidden states passed on in one type, the gradients coming
+/// back in it; each stage's update.
+Status checkPipelineEntries(const fb::Executable &root,
+                            const PipelineLayout &layout) {
+  auto entryNamed = [&](const std::string &name) -> const fb::Entry * {
+    for (const fb::Entry *entry : *root.entries()) {
+      if (entry->name()->str() == name) {
+        return entry;
+      }
+    }
+    return nullptr;
+  };
+  // Each stage's update: the learning rate and step to the gradient norm.
+  for (int64_t stage = 0; stage < layout.stages; ++stage) {
+    std::string name = mfshapes::stageEntryPrefix(stage, 0, 1) + "train_step";
+    const fb::Entry *entry = entryNamed(name);
+    if (!entry || entry->stage() != stage) {
+      return Status::error("the pipeline needs an entry '" + name +
+                           "' of stage " + std::to_string(stage));
+    }
+    std::vector<std::string> outputs = namesOf(entry->output_names());
+    if (namesOf(entry->input_names()) !=
+            std::vector<std::string>{"learning_rate", "step"} ||
+        outputs.size() > 1 ||
+        (outputs.size() == 1 && outputs[0] != "grad_norm")) {
+      return Status::error("entry '" + name +
+                           "' does not take and return "
+                           "what its pipeline stage passes on");
+    }
+    if (!Executable::hasType(inputType(*entry, 0), DType::F32, {}) ||
+        !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
+        (!outputs.empty() &&
+         !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
+      return Status::error("entry '" + name +
+                           "' does not map an f32 "
+                           "learning rate and step to an f32 gradient norm");
+    }
+  }
+  const fb::TensorType *previousHidden = nullptr;
+  const fb::ModelInfo &model = *root.model();
+  std::vector<int64_t> idsShape = {model.batch_size(),
+                                   model.seq_length() / contextRanksOf(root)};
+  for (int64_t part = 0; part < layout.parts(); ++part) {
+    mfshapes::PipelinePlace place =
+        mfshapes::pipelinePlaceOf(part, layout.stages, layout.vShape);
+    bool first = part == 0, last = part + 1 == layout.parts();
+    bool split = layout.split[static_cast<size_t>(part)];
+    std::string of = "stage " + std::to_string(place.stage) +
+                     (layout.chunks > 1
+                          ? " chunk " + std::to_string(place.chunk)
+                          : "");
+    std::string prefix = layout.prefixOf(part);
+    std::string backwardName =
+        prefix + (split ? "input_gradients" : "accumulate_gradients");
+    std::vector<std::string> entryNames = {backwardName};
+    if (!last) {
+      entryNames.push_back(prefix + "forward");
+    }
+    if (split) {
+      entryNames.push_back(prefix + "weight_gradients");
+    }
+    for (const std::string &name : entryNames) {
+      const fb::Entry *entry = entryNamed(name);
+      if (!entry || entry->stage() != place.stage ||
+          entry->chunk() != place.chunk) {
+        return Status::error("the pipeline needs an entry '" + name + "' of " +
+                             of);
+      }
+    }
+    // What a forward keeps for its backward: its outputs after `hidden`;
+    // what a split B keeps for its W: its outputs after the gradients.
+    const fb::Entry *forward = last ? nullptr : entryNamed(prefix + "forward");
+    const fb::Entry *backward = entryNamed(backwardName);
+    size_t saved = forward && forward->outputs()->size() > 0
+                       ? forward->outputs()->size() - 1
+                       : 0;
+    std::vector<std::string> savedNames;
+    for (size_t i = 0; i < saved; ++i) {
+      savedNames.push_back("saved." + std::to_string(i));
+    }
+    std::vector<std::string> gradients;
+    if (last) {
+      gradients.push_back("loss");
+    }
+    if (!first) {
+      gradients.push_back("input_gradient");
+    }
+    size_t weightSaved =
+        split && backward->outputs()->size() > gradients.size()
+            ? backward->outputs()->size() - gradients.size()
+            : 0;
+    std::vector<std::string> weightSavedNames;
+    for (size_t i = 0; i < weightSaved; ++i) {
+      weightSavedNames.push_back("wsaved." + std::to_string(i));
+    }
+    std::vector<std::string> backwardInputs = {first ? "input_ids" : "hidden"};
+    if (last) {
+      backwardInputs.push_back("labels");
+    } else {
+      backwardInputs.push_back("output_gradient");
+      backwardInputs.insert(backwardInputs.end(), savedNames.begin(),
+                            savedNames.end());
+    }
+    std::vector<std::string> backwardOutputs = gradients;
+    backwardOutputs.insert(backwardOutputs.end(), weightSavedNames.begin(),
+                           weightSavedNames.end());
+    std::vector<std::string> forwardOutputs = {"hidden"};
+    forwardOutputs.insert(forwardOutputs.end(), savedNames.begin(),
+                          savedNames.end());
+    std::vector<std::string> weightInputs = backwardInputs;
+    weightInputs.insert(weightInputs.end(), weightSavedNames.begin(),
+                        weightSavedNames.end());
+    auto expect = [&](const fb::Entry *entry,
+                      const std::vector<std::string> &inputs,
+                      const std::vector<std::string> &outputs) -> Status {
+      if (namesOf(entry->input_names()) != inputs ||
+          namesOf(entry->output_names()) != outputs) {
+        return Status::error("entry '" + entry->name()->str() +
+                             "' does not take and return "
+                             "what its pipeline stage passes on");
+      }
+      return Status::ok();
+    };
+    MFRT_RETURN_IF_ERROR(expect(backward, backwardInputs, backwardOutputs));
+    if (forward) {
+      MFRT_RETURN_IF_ERROR(
+          expect(forward, {backwardInputs.front()}, forwardOutputs));
+    }
+    const fb::Entry *weight =
+        split ? entryNamed(prefix + "weight_gradients") : nullptr;
+    if (weight) {
+      MFRT_RETURN_IF_ERROR(expect(weight, weightInputs, {}));
+    }
+    // Types: the input, the hidden states on, the gradients back.
+    const fb::TensorType &in = inputType(*backward, 0);
+    if (first ? !Executable::hasType(in, DType::I32, idsShape)
+              : (previousHidden && !sameType(in, *previousHidden)) ||
+                    Executable::shapeOf(in).size() != 3) {
+      return Status::error("entry '" + backwardName +
+                           "' takes another input than " +
+                           (first ? "i32 ids"
+                                  : "the previous stage's hidden states"));
+    }
+    for (size_t i = 0; i < gradients.size(); ++i) {
+      const fb::TensorType &type = outputType(*backward, i);
+      if (gradients[i] == "loss" ? !Executable::hasType(type, DType::F32, {})
+                                 : !sameType(type, in)) {
+        return Status::error("entry '" + backwardName + "' returns " +
+                             gradients[i] + " of another type");
+      }
+    }
+    if (last && !Executable::hasType(inputType(*backward, 1), DType::I32,
+                                     idsShape)) {
+      return Status::error("entry '" + backwardName +
+                           "' takes labels of another type");
+    }
+    if (forward) {
+      // The forward takes what the backward takes, and its backward the
+      // gradient of the hidden states it sends and what it saved.
+      const fb::TensorType &hidden = outputType(*forward, 0);
+      if (!sameType(inputType(*forward, 0), in) ||
+          !sameType(inputType(*backward, 1), hidden)) {
+        return Status::error("entry '" + backwardName +
+                             "' takes a gradient of another type than its "
+                             "stage's output");
+      }
+      for (size_t i = 0; i < saved; ++i) {
+        if (!sameType(inputType(*backward, 2 + i),
+                      outputType(*forward, 1 + i))) {
+          return Status::error("entry '" + backwardName + "' takes saved." +
+                               std::to_string(i) +
+                               " of another type than its forward keeps");
+        }
+      }
+      previousHidden = &hidden;
+    }
+    for (size_t i = 0; weight && i < backwardInputs.size() + weightSaved;
+         ++i) {
+      const fb::TensorType &expected =
+          i < backwardInputs.size()
+              ? inputType(*backward, i)
+              : outputType(*backward, gradients.size() + i -
+                                          backwardInputs.size());
+      if (!sameType(inputType(*weight, i), expected)) {
+        return Status::error("entry '" + prefix +
+                             "weight_gradients' takes " +
+                             weightInputs[i] +
+                             " of another type than its backward has");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+/// The stages together: a forward waits for its input from the part
+/// before, a backward for its gradient from the part after (the last
+/// part's, for its input), a W only for its own stage's B. Runs them in
+/// turn; a schedule in which every unfinished stage waits would hang
+/// every rank.
+Status checkPipelineFinishes(const PipelineLayout &layout) {
+  size_t stages = static_cast<size_t>(layout.stages);
+  std::vector<size_t> next(stages, 0);
+  std::vector<std::vector<bool>> forwardDone(
+      static_cast<size_t>(layout.parts()),
+      std::vector<bool>(static_cast<size_t>(layout.micro))),
+      backwardDone = forwardDone;
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t stage = 0; stage < stages; ++stage) {
+      const fb::StageSchedule &own =
+          *layout.pipeline.stages()->Get(static_cast<uint32_t>(stage));
+      for (; next[stage] < own.backward()->size(); ++next[stage]) {
+        size_t slot = next[stage];
+        if (PipelineLayout::weightOf(own, slot)) {
+          continue; // after its B on this stage (checked)
+        }
+        bool backward = own.backward()->Get(slot);
+        size_t index = static_cast<size_t>(own.micro_batch()->Get(slot));
+        size_t part = static_cast<size_t>(
+            layout.partOf(static_cast<int64_t>(stage),
+                          PipelineLayout::chunkOf(own, slot)));
+        bool ready =
+            backward && part + 1 < static_cast<size_t>(layout.parts())
+                ? backwardDone[part + 1][index]
+                : part == 0 || forwardDone[part - 1][index];
+        if (!ready) {
+          break;
+        }
+        (backward ? backwardDone : forwardDone)[part][index] = true;
+        progressed = true;
+      }
+    }
+  }
+  for (size_t stage = 0; stage < stages; ++stage) {
+    if (next[stage] <
+        layout.pipeline.stages()->Get(static_cast<uint32_t>(stage))
+            ->backward()
+            ->size()) {
+      return badSchedule("makes the stages wait for each other forever "
+                         "(stage " +
+                         std::to_string(stage) + " at slot " +
+                         std::to_string(next[stage]) + ")");
+    }
+  }
+  return Status::ok();
+}
+
 /// A pipelined program: a schedule the runtime can follow (each stage
 /// runs each micro-batch's forward, then its backward, once per chunk,
 /// keeping no more inputs than it says) and the entries it names, with
@@ -415,279 +786,46 @@ Status checkPipeline(const fb::Executable &root) {
       }
     }
   }
-  auto bad = [](const std::string &what) {
-    return Status::error("the pipeline schedule " + what);
-  };
   int64_t micro = pipeline->micro_batches();
   if (!root.grid() || root.grid()->size() <= kPipelineAxis ||
       root.grid()->Get(kPipelineAxis) != static_cast<int64_t>(stages) ||
       stages < 2) {
-    return bad("is not for the grid's stages (its axis " +
-               std::to_string(kPipelineAxis) + ")");
+    return badSchedule("is not for the grid's stages (its axis " +
+                       std::to_string(kPipelineAxis) + ")");
   }
   std::string scheduler = pipeline->scheduler()->str();
-  if ((scheduler != "1f1b" && scheduler != "gpipe") || micro < 1 ||
-      micro > kMaxMicroBatches) {
-    return bad("is not a 1f1b or gpipe schedule of 1 to " +
-               std::to_string(kMaxMicroBatches) + " micro-batches");
+  if ((scheduler != "1f1b" && scheduler != "gpipe" &&
+       scheduler != "zero_bubble_v") ||
+      micro < 1 || micro > kMaxMicroBatches) {
+    return badSchedule("is not a 1f1b, gpipe or zero_bubble_v schedule of 1 "
+                       "to " +
+                       std::to_string(kMaxMicroBatches) + " micro-batches");
   }
-  if (chunks > 1 && scheduler != "1f1b") {
-    return bad("interleaves " + std::to_string(chunks) +
-               " chunks a stage under " + scheduler +
-               "; interleaved stages are scheduled 1f1b");
+  if ((chunks > 1 && scheduler == "gpipe") ||
+      (scheduler == "zero_bubble_v" && chunks != 2)) {
+    return badSchedule("has " + std::to_string(chunks) +
+                       " chunks a stage under " + scheduler +
+                       " (interleaved 1f1b takes any, zero_bubble_v 2)");
   }
-  // The model's parts in order; part k is chunk k / stages of stage
-  // k % stages.
-  int64_t parts = static_cast<int64_t>(stages) * chunks;
-  auto partOf = [&](size_t stage, int64_t chunk) {
-    return chunk * static_cast<int64_t>(stages) + static_cast<int64_t>(stage);
-  };
-  auto chunkOfSlot = [](const fb::StageSchedule &own, size_t slot) {
-    return own.chunk() ? static_cast<int64_t>(own.chunk()->Get(slot)) : 0;
-  };
-  for (size_t stage = 0; stage < stages; ++stage) {
-    const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
-    std::string of = "stage " + std::to_string(stage);
-    size_t slots = own.backward()->size();
-    if (own.micro_batch()->size() != slots) {
-      return bad("of " + of + " has slots without a micro-batch");
-    }
-    if (own.chunk() && own.chunk()->size() != slots) {
-      return bad("of " + of + " has slots without a chunk");
-    }
-    // Per (chunk, micro-batch): its passes each way.
-    std::vector<int> forwards(static_cast<size_t>(chunks * micro)),
-        backwards(forwards.size());
-    int64_t inFlight = 0, most = 0;
-    for (size_t slot = 0; slot < slots; ++slot) {
-      int32_t index = own.micro_batch()->Get(slot);
-      int64_t chunk = chunkOfSlot(own, slot);
-      if (index < 0 || index >= micro) {
-        return bad("of " + of + " names micro-batch " + std::to_string(index));
-      }
-      if (chunk < 0 || chunk >= chunks) {
-        return bad("of " + of + " names chunk " + std::to_string(chunk) +
-                   " of " + std::to_string(chunks));
-      }
-      bool lastPart = partOf(stage, chunk) + 1 == parts;
-      size_t at = static_cast<size_t>(chunk * micro + index);
-      if (own.backward()->Get(slot)) {
-        if (!lastPart && forwards[at] == 0) {
-          return bad("of " + of + " runs a backward before its forward");
-        }
-        ++backwards[at];
-        inFlight -= lastPart ? 0 : 1;
-      } else {
-        if (lastPart) {
-          return bad("of the model's last part has a forward (its backwards "
-                     "run it)");
-        }
-        ++forwards[at];
-        most = std::max(most, ++inFlight);
-      }
-    }
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      bool lastPart = partOf(stage, chunk) + 1 == parts;
-      for (int64_t index = 0; index < micro; ++index) {
-        size_t at = static_cast<size_t>(chunk * micro + index);
-        if (backwards[at] != 1 || forwards[at] != (lastPart ? 0 : 1)) {
-          return bad("of " + of + " does not run micro-batch " +
-                     std::to_string(index) +
-                     (chunks > 1 ? " of chunk " + std::to_string(chunk) : "") +
-                     " forward and backward once");
-        }
-      }
-    }
-    if (own.in_flight() != most) {
-      return bad("of " + of + " keeps " + std::to_string(most) +
-                 " inputs, not " + std::to_string(own.in_flight()));
-    }
-  }
-  auto entryNamed = [&](const std::string &name) -> const fb::Entry * {
+  PipelineLayout layout{*pipeline,
+                        static_cast<int64_t>(stages),
+                        chunks,
+                        micro,
+                        mfshapes::isVShapedScheduler(scheduler),
+                        {}};
+  for (int64_t part = 0; part < layout.parts(); ++part) {
+    bool split = false;
+    std::string name = layout.prefixOf(part) + "input_gradients";
     for (const fb::Entry *entry : *root.entries()) {
-      if (entry->name()->str() == name) {
-        return entry;
-      }
+      split = split || entry->name()->str() == name;
     }
-    return nullptr;
-  };
-  auto names =
-      [](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
-             *list) {
-        std::vector<std::string> text;
-        for (uint32_t i = 0; list && i < list->size(); ++i) {
-          text.push_back(list->Get(i)->str());
-        }
-        return text;
-      };
-  // Each stage's update: the learning rate and step to the gradient norm.
-  for (size_t stage = 0; stage < stages; ++stage) {
-    std::string name =
-        mfshapes::stageEntryPrefix(static_cast<int64_t>(stage), 0, 1) +
-        "train_step";
-    const fb::Entry *entry = entryNamed(name);
-    if (!entry || entry->stage() != static_cast<int32_t>(stage)) {
-      return Status::error("the pipeline needs an entry '" + name +
-                           "' of stage " + std::to_string(stage));
-    }
-    std::vector<std::string> outputs = names(entry->output_names());
-    if (names(entry->input_names()) !=
-            std::vector<std::string>{"learning_rate", "step"} ||
-        outputs.size() > 1 ||
-        (outputs.size() == 1 && outputs[0] != "grad_norm")) {
-      return Status::error("entry '" + name +
-                           "' does not take and return "
-                           "what its pipeline stage passes on");
-    }
-    if (!Executable::hasType(inputType(*entry, 0), DType::F32, {}) ||
-        !Executable::hasType(inputType(*entry, 1), DType::F32, {}) ||
-        (!outputs.empty() &&
-         !Executable::hasType(outputType(*entry, 0), DType::F32, {}))) {
-      return Status::error("entry '" + name +
-                           "' does not map an f32 "
-                           "learning rate and step to an f32 gradient norm");
-    }
-  }
-  // Each part's entries: inputs by name, outputs by name, connected.
-  const fb::TensorType *previousHidden = nullptr;
-  const fb::ModelInfo &model = *root.model();
-  std::vector<int64_t> idsShape = {model.batch_size(),
-                                   model.seq_length() / contextRanksOf(root)};
-  for (int64_t part = 0; part < parts; ++part) {
-    int64_t stage = part % static_cast<int64_t>(stages),
-            chunk = part / static_cast<int64_t>(stages);
-    bool first = part == 0, last = part + 1 == parts;
-    std::string of = "stage " + std::to_string(stage) +
-                     (chunks > 1 ? " chunk " + std::to_string(chunk) : "");
-    std::string prefix = mfshapes::stageEntryPrefix(stage, chunk, chunks);
-    std::vector<std::string> entryNames = {prefix + "accumulate_gradients"};
-    if (!last) {
-      entryNames.push_back(prefix + "forward");
-    }
-    const fb::TensorType *output = nullptr;
-    // What a forward keeps for its backward: its outputs after `hidden`.
-    const fb::Entry *forward = last ? nullptr : entryNamed(prefix + "forward");
-    size_t saved = forward && forward->outputs()->size() > 0
-                       ? forward->outputs()->size() - 1
-                       : 0;
-    std::vector<std::string> savedNames;
-    for (size_t i = 0; i < saved; ++i) {
-      savedNames.push_back("saved." + std::to_string(i));
-    }
-    for (const std::string &name : entryNames) {
-      const fb::Entry *entry = entryNamed(name);
-      if (!entry || entry->stage() != stage || entry->chunk() != chunk) {
-        return Status::error("the pipeline needs an entry '" + name + "' of " +
-                             of);
-      }
-      bool isForward = name == prefix + "forward";
-      std::vector<std::string> inputs = {first ? "input_ids" : "hidden"};
-      if (last) {
-        inputs.push_back("labels");
-      } else if (!isForward) {
-        inputs.push_back("output_gradient");
-        inputs.insert(inputs.end(), savedNames.begin(), savedNames.end());
-      }
-      std::vector<std::string> outputs;
-      if (isForward) {
-        outputs.push_back("hidden");
-        outputs.insert(outputs.end(), savedNames.begin(), savedNames.end());
-      } else {
-        if (last) {
-          outputs.push_back("loss");
-        }
-        if (!first) {
-          outputs.push_back("input_gradient");
-        }
-      }
-      if (names(entry->input_names()) != inputs ||
-          names(entry->output_names()) != outputs) {
-        return Status::error("entry '" + name +
-                             "' does not take and return "
-                             "what its pipeline stage passes on");
-      }
-      const fb::TensorType &in = inputType(*entry, 0);
-      if (first ? !Executable::hasType(in, DType::I32, idsShape)
-                : (previousHidden && !sameType(in, *previousHidden)) ||
-                      Executable::shapeOf(in).size() != 3) {
-        return Status::error("entry '" + name + "' takes another input than " +
-                             (first ? "i32 ids"
-                                    : "the previous stage's hidden "
-                                      "states"));
-      }
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        const fb::TensorType &type = outputType(*entry, i);
-        if (outputs[i] == "loss" ? !Executable::hasType(type, DType::F32, {})
-            : outputs[i] == "input_gradient" ? !sameType(type, in)
-                                             : false) {
-          return Status::error("entry '" + name + "' returns " + outputs[i] +
-                               " of another type");
-        }
-        if (outputs[i] == "hidden") {
-          output = &type;
-        }
-      }
-      if (last &&
-          !Executable::hasType(inputType(*entry, 1), DType::I32, idsShape)) {
-        return Status::error("entry '" + name +
-                             "' takes labels of another type");
-      }
-    }
-    if (!last) {
-      // Its backward takes the gradient of the hidden states it sends.
-      const fb::Entry *entry = entryNamed(prefix + "accumulate_gradients");
-      if (!sameType(inputType(*entry, 1), *output)) {
-        return Status::error("entry '" + prefix +
-                             "accumulate_gradients' takes a gradient of "
-                             "another type than its stage's output");
-      }
-      for (size_t i = 0; i < saved; ++i) {
-        if (!sameType(inputType(*entry, 2 + i), outputType(*forward, 1 + i))) {
-          return Status::error(
-              "entry '" + prefix + "accumulate_gradients' takes saved." +
-              std::to_string(i) + " of another type than its forward keeps");
-        }
-      }
-    }
-    previousHidden = output;
-  }
-  // The stages together: a forward waits for its input from the part
-  // before, a backward for its gradient from the part after (the last
-  // part's, for its input). Run them in turn; a schedule in which every
-  // unfinished stage waits would hang every rank.
-  std::vector<size_t> next(stages, 0);
-  std::vector<std::vector<bool>> forwardDone(
-      static_cast<size_t>(parts),
-      std::vector<bool>(static_cast<size_t>(micro))),
-      backwardDone = forwardDone;
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (size_t stage = 0; stage < stages; ++stage) {
-      const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
-      for (; next[stage] < own.backward()->size(); ++next[stage]) {
-        bool backward = own.backward()->Get(next[stage]);
-        size_t index = static_cast<size_t>(own.micro_batch()->Get(next[stage]));
-        size_t part =
-            static_cast<size_t>(partOf(stage, chunkOfSlot(own, next[stage])));
-        bool ready = backward && part + 1 < static_cast<size_t>(parts)
-                         ? backwardDone[part + 1][index]
-                         : part == 0 || forwardDone[part - 1][index];
-        if (!ready) {
-          break;
-        }
-        (backward ? backwardDone : forwardDone)[part][index] = true;
-        progressed = true;
-      }
-    }
+    layout.split.push_back(split);
   }
   for (size_t stage = 0; stage < stages; ++stage) {
-    if (next[stage] < pipeline->stages()->Get(stage)->backward()->size()) {
-      return bad("makes the stages wait for each other forever (stage " +
-                 std::to_string(stage) + " at slot " +
-                 std::to_string(next[stage]) + ")");
-    }
+    MFRT_RETURN_IF_ERROR(checkStageSlots(layout, stage));
   }
-  return Status::ok();
+  MFRT_RETURN_IF_ERROR(checkPipelineEntries(root, layout));
+  return checkPipelineFinishes(layout);
 }
 
 /// The entry points' signatures are a contract with the runtime's tasks:
@@ -1562,6 +1700,32 @@ int64_t Executable::pipelineStages() const {
 int64_t Executable::pipelineChunks() const {
   const fb::Pipeline *schedule = pipeline();
   return schedule ? schedule->chunks() : 1;
+}
+
+mfshapes::PipelinePlace Executable::pipelinePlaceOf(int64_t part) const {
+  const fb::Pipeline *schedule = pipeline();
+  return mfshapes::pipelinePlaceOf(
+      part, pipelineStages(),
+      schedule && mfshapes::isVShapedScheduler(schedule->scheduler()->str()));
+}
+
+int64_t Executable::pipelinePartOf(int64_t stage, int64_t chunk) const {
+  const fb::Pipeline *schedule = pipeline();
+  return mfshapes::pipelinePartOf(
+      stage, chunk, pipelineStages(),
+      schedule && mfshapes::isVShapedScheduler(schedule->scheduler()->str()));
+}
+
+std::string Executable::pipelinePrefixOf(int64_t part) const {
+  mfshapes::PipelinePlace place = pipelinePlaceOf(part);
+  return mfshapes::stageEntryPrefix(place.stage, place.chunk,
+                                    pipelineChunks());
+}
+
+std::string Executable::pipelineBackwardOf(int64_t part) const {
+  std::string prefix = pipelinePrefixOf(part);
+  return entry(prefix + "input_gradients") ? prefix + "input_gradients"
+                                           : prefix + "accumulate_gradients";
 }
 
 bool Executable::holds(const fb::Parameter &parameter, int64_t stage) {

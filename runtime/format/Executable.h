@@ -166,6 +166,14 @@ public:
   /// c of stage s is the model's part c * stages + s, whose entries are
   /// mfshapes::stageEntryPrefix(s, c, chunks) + "forward", ...
   int64_t pipelineChunks() const;
+  /// Where its part `part` runs (chunk c of stage s), and back; the entry
+  /// prefix of a part ("stage1_chunk0_"), and the entry that runs its
+  /// backward (input_gradients when its weight gradients run apart, else
+  /// accumulate_gradients).
+  mfshapes::PipelinePlace pipelinePlaceOf(int64_t part) const;
+  int64_t pipelinePartOf(int64_t stage, int64_t chunk) const;
+  std::string pipelinePrefixOf(int64_t part) const;
+  std::string pipelineBackwardOf(int64_t part) const;
   /// Whether the ranks of pipeline `stage` hold `parameter` (every rank
   /// holds every parameter of a program that is not pipelined).
   static bool holds(const fb::Parameter &parameter, int64_t stage);

@@ -55,16 +55,22 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
   if (const fb::Pipeline *pipeline = executable.pipeline()) {
     os << "pipeline: " << pipeline->stages()->size() << " stages";
     if (pipeline->chunks() > 1) {
-      os << " of " << pipeline->chunks() << " interleaved chunks";
+      os << " of " << pipeline->chunks()
+         << (mfshapes::isVShapedScheduler(pipeline->scheduler()->str())
+                 ? " chunks in a V"
+                 : " interleaved chunks");
     }
     os << ", " << pipeline->micro_batches() << " micro-batches a step, "
        << pipeline->scheduler()->str() << "\n";
     for (size_t stage = 0; stage < pipeline->stages()->size(); ++stage) {
       const fb::StageSchedule &own = *pipeline->stages()->Get(stage);
       os << "  stage " << stage << ":";
-      // F<micro-batch>, with chunks F<micro-batch>.<chunk>.
+      // F<micro-batch>, with chunks F<micro-batch>.<chunk>; W: weight
+      // gradients.
       for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
-        os << (own.backward()->Get(slot) ? " B" : " F")
+        os << (own.weight() && own.weight()->Get(slot) ? " W"
+               : own.backward()->Get(slot)            ? " B"
+                                                       : " F")
            << own.micro_batch()->Get(slot);
         if (pipeline->chunks() > 1) {
           os << "." << own.chunk()->Get(slot);

@@ -37,11 +37,36 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
       stageAxis_(kPipelineAxis) {}
 
 StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
-                                       size_t index, int64_t from, int tag) {
+                                       size_t index, int64_t part,
+                                       int64_t from, int64_t micro,
+                                       bool backward) {
+  int64_t fromStage = executable_.pipelinePlaceOf(from).stage;
+  if (fromStage == stage_) {
+    auto found = handedOver_.find({part, micro, backward});
+    if (found == handedOver_.end()) {
+      return Status::error(StatusCode::Internal,
+                           "the pipeline schedule runs a part before the "
+                           "part on its stage that feeds it");
+    }
+    Tensor tensor = std::move(found->second);
+    handedOver_.erase(found);
+    return tensor;
+  }
   MFRT_ASSIGN_OR_RETURN(Tensor tensor,
                         executor_.allocateInput(entryName, index));
-  MFRT_RETURN_IF_ERROR(ranks_.receive(tensor, stageAxis_, from, tag));
+  MFRT_RETURN_IF_ERROR(
+      ranks_.receive(tensor, stageAxis_, fromStage, tag(micro, part, backward)));
   return tensor;
+}
+
+Status PipelineStep::send(const Tensor &tensor, int64_t part, int64_t micro,
+                          bool backward) {
+  int64_t toStage = executable_.pipelinePlaceOf(part).stage;
+  if (toStage == stage_) {
+    handedOver_[{part, micro, backward}] = tensor;
+    return Status::ok();
+  }
+  return ranks_.send(tensor, stageAxis_, toStage, tag(micro, part, backward));
 }
 
 int PipelineStep::tag(int64_t micro, int64_t part, bool backward) const {
@@ -65,30 +90,41 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     return outputs;
   };
   int64_t parts = stages_ * chunks_;
-  auto stageOf = [&](int64_t part) { return part % stages_; };
   // Per (chunk, micro-batch) between its forward and backward: the
-  // part's input and what the forward saved for the backward.
-  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept;
+  // part's input and what the forward saved for the backward; between a
+  // split backward and its W: the backward's inputs and what it saved.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept, keptForW;
   double loss = 0;
   size_t slots = schedule_.backward()->size();
   for (size_t slot = 0; slot < slots; ++slot) {
     int64_t micro = schedule_.micro_batch()->Get(slot);
     int64_t chunk = schedule_.chunk() ? schedule_.chunk()->Get(slot) : 0;
-    int64_t part = chunk * stages_ + stage_;
+    int64_t part = executable_.pipelinePartOf(stage_, chunk);
     bool first = part == 0, last = part + 1 == parts;
-    std::string prefix = mfshapes::stageEntryPrefix(stage_, chunk, chunks_);
+    std::string prefix = executable_.pipelinePrefixOf(part);
     const MicroBatch &batch = batches[static_cast<size_t>(micro)];
+    if (schedule_.weight() && schedule_.weight()->Get(slot)) {
+      auto found = keptForW.find({chunk, micro});
+      if (found == keptForW.end()) {
+        return Status::error(StatusCode::Internal,
+                             "the pipeline schedule runs a weight-gradient "
+                             "pass before its backward");
+      }
+      MFRT_RETURN_IF_ERROR(
+          timed(prefix + "weight_gradients", std::move(found->second))
+              .status());
+      keptForW.erase(found);
+      continue;
+    }
     if (!schedule_.backward()->Get(slot)) {
       std::string name = prefix + "forward";
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(input, receive(name, 0, stageOf(part - 1),
-                                             tag(micro, part, false)));
+        MFRT_ASSIGN_OR_RETURN(input,
+                              receive(name, 0, part, part - 1, micro, false));
       }
       MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, timed(name, {input}));
-      MFRT_RETURN_IF_ERROR(ranks_.send(outputs[0], stageAxis_,
-                                       stageOf(part + 1),
-                                       tag(micro, part + 1, false)));
+      MFRT_RETURN_IF_ERROR(send(outputs[0], part + 1, micro, false));
       outputs[0] = input; // kept: the input, then the saved values
       kept[{chunk, micro}] = std::move(outputs);
       // What the next stage has received goes now: at most what it has
@@ -96,13 +132,14 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       MFRT_RETURN_IF_ERROR(ranks_.progressSends());
       continue;
     }
-    std::string name = prefix + "accumulate_gradients";
+    std::string name = executable_.pipelineBackwardOf(part);
+    bool split = name == prefix + "input_gradients";
     std::vector<Tensor> inputs;
     if (last) {
       Tensor input = batch.ids;
       if (!first) {
-        MFRT_ASSIGN_OR_RETURN(input, receive(name, 0, stageOf(part - 1),
-                                             tag(micro, part, false)));
+        MFRT_ASSIGN_OR_RETURN(input,
+                              receive(name, 0, part, part - 1, micro, false));
       }
       inputs = {input, batch.labels};
     } else {
@@ -112,13 +149,14 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                              "the pipeline schedule runs a backward before its "
                              "forward");
       }
-      MFRT_ASSIGN_OR_RETURN(Tensor gradient, receive(name, 1, stageOf(part + 1),
-                                                     tag(micro, part, true)));
+      MFRT_ASSIGN_OR_RETURN(Tensor gradient,
+                            receive(name, 1, part, part + 1, micro, true));
       inputs = {found->second[0], gradient};
       inputs.insert(inputs.end(), found->second.begin() + 1,
                     found->second.end());
       kept.erase(found);
     }
+    std::vector<Tensor> forWeights = split ? inputs : std::vector<Tensor>();
     MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
                           timed(name, std::move(inputs)));
     const fb::Entry &ran = *executable_.entry(name);
@@ -127,8 +165,15 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
     }
     if (!first) {
       const Tensor *gradient = outputNamed(ran, outputs, "input_gradient");
-      MFRT_RETURN_IF_ERROR(ranks_.send(*gradient, stageAxis_, stageOf(part - 1),
-                                       tag(micro, part - 1, true)));
+      MFRT_RETURN_IF_ERROR(send(*gradient, part - 1, micro, true));
+    }
+    if (split) {
+      // The W takes the backward's inputs and what it saved for it (its
+      // outputs after the loss and the input gradient).
+      size_t leading = (last ? 1 : 0) + (first ? 0 : 1);
+      forWeights.insert(forWeights.end(), outputs.begin() + leading,
+                        outputs.end());
+      keptForW[{chunk, micro}] = std::move(forWeights);
     }
     MFRT_RETURN_IF_ERROR(ranks_.progressSends());
   }

@@ -9,11 +9,12 @@
 // the labels), runs from what was kept and sends the input's gradient
 // back, adding its parameters' gradients to their sums. Then the stage's
 // train_step updates its parameters from the sums (its global norm joins
-// every stage's). With interleaving each stage holds several chunks, parts
-// chunk * stages + stage of the model, so its passes name their chunk and
-// the part after the last stage's chunk c is the first stage's chunk
-// c + 1. Sends do not wait (MPI_Isend), so no order of the stages' sends
-// can deadlock; receives do.
+// every stage's). With interleaving each stage holds several chunks,
+// parts of the model (Executable::pipelinePlaceOf), so its passes name
+// their chunk; under zero_bubble_v a backward's weight gradients run in a
+// later W slot from what its B kept. Between parts on one stage (the turn
+// of a V) tensors are handed over in memory. Sends do not wait
+// (MPI_Isend), so no order of the stages' sends can deadlock; receives do.
 //===----------------------------------------------------------------------===//
 
 #ifndef MFC_TOOLS_MF_RUN_PIPELINESTEP_H
@@ -22,6 +23,7 @@
 #include "runtime/exec/Executor.h"
 
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -41,12 +43,9 @@ public:
   int64_t stage() const { return stage_; }
   int64_t microBatches() const { return microBatches_; }
   /// The entry whose inputs are the micro-batches' ids and labels.
-  std::string idsEntry() const {
-    return mfshapes::stageEntryPrefix(0, 0, chunks_) + "accumulate_gradients";
-  }
+  std::string idsEntry() const { return executable_.pipelineBackwardOf(0); }
   std::string labelsEntry() const {
-    return mfshapes::stageEntryPrefix(stages_ - 1, chunks_ - 1, chunks_) +
-           "accumulate_gradients";
+    return executable_.pipelineBackwardOf(stages_ * chunks_ - 1);
   }
 
   /// Runs this rank's passes of one step over `batches` (one per
@@ -61,9 +60,14 @@ public:
   double busySeconds() const { return busySeconds_; }
 
 private:
-  /// Receives input `index` of `entryName` from stage `from`.
+  /// Receives input `index` of `entryName` of part `part` from part
+  /// `from`: its input (forward), or its output's gradient.
   StatusOr<Tensor> receive(const std::string &entryName, size_t index,
-                           int64_t from, int tag);
+                           int64_t part, int64_t from, int64_t micro,
+                           bool backward);
+  /// Sends `tensor` to part `part`: its input or its output's gradient.
+  Status send(const Tensor &tensor, int64_t part, int64_t micro,
+              bool backward);
   /// The message tag of what part `part` takes for micro-batch `micro`:
   /// its input (forward) or its output's gradient (backward). The
   /// messages one rank sends another carry distinct chunks, each chunk's
@@ -77,6 +81,9 @@ private:
   const RunOptions &runOptions_;
   const fb::StageSchedule &schedule_;
   int64_t stages_, stage_, chunks_, microBatches_, stageAxis_;
+  /// What a part of this stage handed to another one here, by (receiving
+  /// part, micro-batch, backward).
+  std::map<std::tuple<int64_t, int64_t, bool>, Tensor> handedOver_;
   double runSeconds_ = 0, busySeconds_ = 0;
 };
 

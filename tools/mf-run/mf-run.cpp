@@ -1405,8 +1405,10 @@ int evaluate(const Options &options, Session &session) {
   std::vector<std::string> chunkEntries; // this rank's, by chunk
   if (stage >= 0) {
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      chunkEntries.push_back(mfshapes::stageEntryPrefix(stage, chunk, chunks) +
-                             "forward");
+      chunkEntries.push_back(
+          session.executable.pipelinePrefixOf(
+              session.executable.pipelinePartOf(stage, chunk)) +
+          "forward");
     }
   } else if (session.executable.entry("forward_loss")) {
     chunkEntries.push_back("forward_loss");
@@ -1443,13 +1445,20 @@ int evaluate(const Options &options, Session &session) {
   int64_t block = runs.positions();
   double totalLoss = 0;
   int64_t totalTokens = 0;
+  // The hidden states one of this rank's parts passes to the next (the
+  // turn of a V: both on this stage).
+  std::optional<Tensor> handedOver;
+  auto stageOf = [&](int64_t part) {
+    return session.executable.pipelinePlaceOf(part).stage;
+  };
   for (int64_t step = 0; step < windows; step += batch * dataRanks) {
     int64_t firstWindow = step + dataIndex * batch;
     int64_t rows = std::clamp<int64_t>(windows - firstWindow, 0, batch);
     for (size_t chunk = 0; chunk < chunkEntries.size(); ++chunk) {
       const std::string &entryName = chunkEntries[chunk];
-      int64_t part =
-          stage >= 0 ? static_cast<int64_t>(chunk) * stages + stage : 0;
+      int64_t part = stage >= 0 ? session.executable.pipelinePartOf(
+                                      stage, static_cast<int64_t>(chunk))
+                                : 0;
       bool first = part == 0, last = stage < 0 || part + 1 == parts;
       StatusOr<std::vector<Tensor>> inputs = executor.allocateInputs(entryName);
       if (!inputs) {
@@ -1474,10 +1483,13 @@ int evaluate(const Options &options, Session &session) {
       }
       // Messages tagged by the part that takes them (a rank sends another
       // one part's hidden states per chunk, in order).
-      if (!first) {
+      if (!first && stageOf(part - 1) == stage) {
+        inputs->front() = std::move(*handedOver);
+        handedOver.reset();
+      } else if (!first) {
         if (Status status =
                 ranks->receive(inputs->front(), kPipelineAxis,
-                               (part - 1) % stages, static_cast<int>(chunk));
+                               stageOf(part - 1), static_cast<int>(chunk));
             !status) {
           return fail(status);
         }
@@ -1493,9 +1505,13 @@ int evaluate(const Options &options, Session &session) {
         // done with it: let go of those done, or the stage would hold every
         // batch's.
         int64_t next = part + 1;
+        if (stageOf(next) == stage) {
+          handedOver = std::move(outputs->front());
+          continue;
+        }
         if (Status status =
                 ranks->send(std::move(outputs->front()), kPipelineAxis,
-                            next % stages, static_cast<int>(next / stages));
+                            stageOf(next), static_cast<int>(next / stages));
             !status || !(status = ranks->progressSends())) {
           return fail(status);
         }

@@ -78,7 +78,9 @@ struct MFSplitWeightGradientsPass
     }
     llvm::DenseSet<Operation *> inputSide(slice.begin(), slice.end());
     for (Operation *op : inputSide) {
-      if (!isMemoryEffectFree(op)) {
+      // (A recompute barrier's effect only keeps CSE from merging a
+      // recomputed clone into its original: it moves with its clone.)
+      if (!isMemoryEffectFree(op) && !isa<RecomputeBarrierOp>(op)) {
         return op->emitOpError()
                << "in the input gradient of a pipeline part has side "
                   "effects; its weight gradients cannot be split off";
