@@ -439,8 +439,11 @@ Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
         return badSchedule(
             "of " + of + " does not run micro-batch " + std::to_string(index) +
             (layout.chunks > 1 ? " of chunk " + std::to_string(chunk) : "") +
-            (split ? " forward, backward and weight gradients" :
-                     " forward and backward") + " once");
+            (lastPart ? (split ? " backward and weight gradients"
+                               : " backward")
+                      : (split ? " forward, backward and weight gradients"
+                               : " forward and backward")) +
+            " once");
       }
     }
   }
