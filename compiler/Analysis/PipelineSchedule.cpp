@@ -215,8 +215,8 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
   for (const StageState &own : state) {
     busy += own.busy;
   }
-  result.idle = 1.0 - static_cast<double>(busy) /
-                          static_cast<double>(end * stages);
+  result.idle =
+      1.0 - static_cast<double>(busy) / static_cast<double>(end * stages);
   return result;
 }
 
@@ -261,7 +261,9 @@ std::string mfc::describe(const StageSchedule &stage, size_t limit) {
     if (!text.empty()) {
       text += ' ';
     }
-    text += (slot.weight ? 'W' : slot.backward ? 'B' : 'F') +
+    text += (slot.weight     ? 'W'
+             : slot.backward ? 'B'
+                             : 'F') +
             std::to_string(slot.microBatch);
     if (stage.chunks > 1) {
       text += '.' + std::to_string(slot.chunk);

@@ -2500,9 +2500,10 @@ private:
     if (spec_.model.ppInterleaveNum != 2) {
       diagnostics().error(
           locOfKey(key),
-          key + ": zero_bubble_v places 2 chunks a stage in a V; set "
-                "model.model_config.pp_interleave_num: 2 with "
-                "parallel.pipeline_config.pipeline_interleave: True (got " +
+          key +
+              ": zero_bubble_v places 2 chunks a stage in a V; set "
+              "model.model_config.pp_interleave_num: 2 with "
+              "parallel.pipeline_config.pipeline_interleave: True (got " +
               llvm::Twine(spec_.model.ppInterleaveNum) + " chunks)");
     }
     if (spec_.parallel.microBatchNum < 2 * stages) {

@@ -814,8 +814,8 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
           "pipeline: %zu stages%s, %lld micro-batches a step, "
           "%s (bubble %s = %.1f%%)\n",
           stages.size(), chunked.c_str(), static_cast<long long>(micro),
-          vShape                ? "ZB-V"
-          : chunks > 1          ? "interleaved 1F1B"
+          vShape                 ? "ZB-V"
+          : chunks > 1           ? "interleaved 1F1B"
           : scheduler == "gpipe" ? "GPipe"
                                  : "1F1B",
           vShape       ? "simulated with F = B = W"

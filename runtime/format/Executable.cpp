@@ -372,8 +372,8 @@ struct PipelineLayout {
 /// part), backward and, for a split part, W, once per chunk and in that
 /// order, keeping no more passes than it says.
 Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
-  const fb::StageSchedule &own = *layout.pipeline.stages()->Get(
-      static_cast<uint32_t>(stage));
+  const fb::StageSchedule &own =
+      *layout.pipeline.stages()->Get(static_cast<uint32_t>(stage));
   std::string of = "stage " + std::to_string(stage);
   size_t slots = own.backward()->size();
   if (own.micro_batch()->size() != slots) {
@@ -439,8 +439,7 @@ Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
         return badSchedule(
             "of " + of + " does not run micro-batch " + std::to_string(index) +
             (layout.chunks > 1 ? " of chunk " + std::to_string(chunk) : "") +
-            (lastPart ? (split ? " backward and weight gradients"
-                               : " backward")
+            (lastPart ? (split ? " backward and weight gradients" : " backward")
                       : (split ? " forward, backward and weight gradients"
                                : " forward and backward")) +
             " once");
@@ -454,9 +453,8 @@ Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
   return Status::ok();
 }
 
-std::vector<std::string>
-namesOf(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>
-            *list) {
+std::vector<std::string> namesOf(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *list) {
   std::vector<std::string> text;
   for (uint32_t i = 0; list && i < list->size(); ++i) {
     text.push_back(list->Get(i)->str());
@@ -512,10 +510,9 @@ Status checkPipelineEntries(const fb::Executable &root,
         mfshapes::pipelinePlaceOf(part, layout.stages, layout.vShape);
     bool first = part == 0, last = part + 1 == layout.parts();
     bool split = layout.split[static_cast<size_t>(part)];
-    std::string of = "stage " + std::to_string(place.stage) +
-                     (layout.chunks > 1
-                          ? " chunk " + std::to_string(place.chunk)
-                          : "");
+    std::string of =
+        "stage " + std::to_string(place.stage) +
+        (layout.chunks > 1 ? " chunk " + std::to_string(place.chunk) : "");
     std::string prefix = layout.prefixOf(part);
     std::string backwardName =
         prefix + (split ? "input_gradients" : "accumulate_gradients");
@@ -552,10 +549,9 @@ Status checkPipelineEntries(const fb::Executable &root,
     if (!first) {
       gradients.push_back("input_gradient");
     }
-    size_t weightSaved =
-        split && backward->outputs()->size() > gradients.size()
-            ? backward->outputs()->size() - gradients.size()
-            : 0;
+    size_t weightSaved = split && backward->outputs()->size() > gradients.size()
+                             ? backward->outputs()->size() - gradients.size()
+                             : 0;
     std::vector<std::string> weightSavedNames;
     for (size_t i = 0; i < weightSaved; ++i) {
       weightSavedNames.push_back("wsaved." + std::to_string(i));
@@ -603,10 +599,9 @@ Status checkPipelineEntries(const fb::Executable &root,
     if (first ? !Executable::hasType(in, DType::I32, idsShape)
               : (previousHidden && !sameType(in, *previousHidden)) ||
                     Executable::shapeOf(in).size() != 3) {
-      return Status::error("entry '" + backwardName +
-                           "' takes another input than " +
-                           (first ? "i32 ids"
-                                  : "the previous stage's hidden states"));
+      return Status::error(
+          "entry '" + backwardName + "' takes another input than " +
+          (first ? "i32 ids" : "the previous stage's hidden states"));
     }
     for (size_t i = 0; i < gradients.size(); ++i) {
       const fb::TensorType &type = outputType(*backward, i);
@@ -616,8 +611,8 @@ Status checkPipelineEntries(const fb::Executable &root,
                              gradients[i] + " of another type");
       }
     }
-    if (last && !Executable::hasType(inputType(*backward, 1), DType::I32,
-                                     idsShape)) {
+    if (last &&
+        !Executable::hasType(inputType(*backward, 1), DType::I32, idsShape)) {
       return Status::error("entry '" + backwardName +
                            "' takes labels of another type");
     }
@@ -641,16 +636,14 @@ Status checkPipelineEntries(const fb::Executable &root,
       }
       previousHidden = &hidden;
     }
-    for (size_t i = 0; weight && i < backwardInputs.size() + weightSaved;
-         ++i) {
+    for (size_t i = 0; weight && i < backwardInputs.size() + weightSaved; ++i) {
       const fb::TensorType &expected =
           i < backwardInputs.size()
               ? inputType(*backward, i)
-              : outputType(*backward, gradients.size() + i -
-                                          backwardInputs.size());
+              : outputType(*backward,
+                           gradients.size() + i - backwardInputs.size());
       if (!sameType(inputType(*weight, i), expected)) {
-        return Status::error("entry '" + prefix +
-                             "weight_gradients' takes " +
+        return Status::error("entry '" + prefix + "weight_gradients' takes " +
                              weightInputs[i] +
                              " of another type than its backward has");
       }
@@ -683,13 +676,11 @@ Status checkPipelineFinishes(const PipelineLayout &layout) {
         }
         bool backward = own.backward()->Get(slot);
         size_t index = static_cast<size_t>(own.micro_batch()->Get(slot));
-        size_t part = static_cast<size_t>(
-            layout.partOf(static_cast<int64_t>(stage),
-                          PipelineLayout::chunkOf(own, slot)));
-        bool ready =
-            backward && part + 1 < static_cast<size_t>(layout.parts())
-                ? backwardDone[part + 1][index]
-                : part == 0 || forwardDone[part - 1][index];
+        size_t part = static_cast<size_t>(layout.partOf(
+            static_cast<int64_t>(stage), PipelineLayout::chunkOf(own, slot)));
+        bool ready = backward && part + 1 < static_cast<size_t>(layout.parts())
+                         ? backwardDone[part + 1][index]
+                         : part == 0 || forwardDone[part - 1][index];
         if (!ready) {
           break;
         }
@@ -699,10 +690,10 @@ Status checkPipelineFinishes(const PipelineLayout &layout) {
     }
   }
   for (size_t stage = 0; stage < stages; ++stage) {
-    if (next[stage] <
-        layout.pipeline.stages()->Get(static_cast<uint32_t>(stage))
-            ->backward()
-            ->size()) {
+    if (next[stage] < layout.pipeline.stages()
+                          ->Get(static_cast<uint32_t>(stage))
+                          ->backward()
+                          ->size()) {
       return badSchedule("makes the stages wait for each other forever "
                          "(stage " +
                          std::to_string(stage) + " at slot " +
@@ -1721,8 +1712,7 @@ int64_t Executable::pipelinePartOf(int64_t stage, int64_t chunk) const {
 
 std::string Executable::pipelinePrefixOf(int64_t part) const {
   mfshapes::PipelinePlace place = pipelinePlaceOf(part);
-  return mfshapes::stageEntryPrefix(place.stage, place.chunk,
-                                    pipelineChunks());
+  return mfshapes::stageEntryPrefix(place.stage, place.chunk, pipelineChunks());
 }
 
 std::string Executable::pipelineBackwardOf(int64_t part) const {

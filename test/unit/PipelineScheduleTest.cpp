@@ -100,8 +100,7 @@ bool runsToTheEnd(const std::vector<StageSchedule> &schedule,
       const std::vector<PipelineSlot> &slots = schedule[s].slots;
       for (; next[s] < slots.size(); ++next[s]) {
         const PipelineSlot &slot = slots[next[s]];
-        int64_t part =
-            mfshapes::pipelinePartOf(s, slot.chunk, stages, vShape);
+        int64_t part = mfshapes::pipelinePartOf(s, slot.chunk, stages, vShape);
         bool ready =
             slot.weight ? done.count({true, part, slot.microBatch}) > 0
             : slot.backward && part + 1 < parts

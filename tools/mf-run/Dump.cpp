@@ -69,7 +69,7 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       // gradients.
       for (size_t slot = 0; slot < own.backward()->size(); ++slot) {
         os << (own.weight() && own.weight()->Get(slot) ? " W"
-               : own.backward()->Get(slot)            ? " B"
+               : own.backward()->Get(slot)             ? " B"
                                                        : " F")
            << own.micro_batch()->Get(slot);
         if (pipeline->chunks() > 1) {

@@ -37,9 +37,8 @@ PipelineStep::PipelineStep(const Executable &executable, Executor &executor,
       stageAxis_(kPipelineAxis) {}
 
 StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
-                                       size_t index, int64_t part,
-                                       int64_t from, int64_t micro,
-                                       bool backward) {
+                                       size_t index, int64_t part, int64_t from,
+                                       int64_t micro, bool backward) {
   int64_t fromStage = executable_.pipelinePlaceOf(from).stage;
   if (fromStage == stage_) {
     auto found = handedOver_.find({part, micro, backward});
@@ -54,8 +53,8 @@ StatusOr<Tensor> PipelineStep::receive(const std::string &entryName,
   }
   MFRT_ASSIGN_OR_RETURN(Tensor tensor,
                         executor_.allocateInput(entryName, index));
-  MFRT_RETURN_IF_ERROR(
-      ranks_.receive(tensor, stageAxis_, fromStage, tag(micro, part, backward)));
+  MFRT_RETURN_IF_ERROR(ranks_.receive(tensor, stageAxis_, fromStage,
+                                      tag(micro, part, backward)));
   return tensor;
 }
 

@@ -23,8 +23,8 @@
 #include "runtime/exec/Executor.h"
 
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mfrt {
@@ -66,8 +66,7 @@ private:
                            int64_t part, int64_t from, int64_t micro,
                            bool backward);
   /// Sends `tensor` to part `part`: its input or its output's gradient.
-  Status send(const Tensor &tensor, int64_t part, int64_t micro,
-              bool backward);
+  Status send(const Tensor &tensor, int64_t part, int64_t micro, bool backward);
   /// The message tag of what part `part` takes for micro-batch `micro`:
   /// its input (forward) or its output's gradient (backward). The
   /// messages one rank sends another carry distinct chunks, each chunk's

@@ -33,8 +33,7 @@ inline std::optional<unsigned> argumentNamed(func::FuncOp entry,
 }
 
 /// The index of `entry`'s result called `name`.
-inline std::optional<unsigned> resultNamed(func::FuncOp entry,
-                                           StringRef name) {
+inline std::optional<unsigned> resultNamed(func::FuncOp entry, StringRef name) {
   for (unsigned i = 0; i < entry.getNumResults(); ++i) {
     auto attr = entry.getResultAttrOfType<StringAttr>(i, "mf.name");
     if (attr && attr.getValue() == name) {

@@ -129,7 +129,8 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
     func::ReturnOp::create(inside, ret.getLoc(), results);
     stageForward.setResultAttrs(0, valueName(builder, "hidden"));
     for (unsigned i = 0; i < saved.size(); ++i) {
-      stageForward.setResultAttrs(i + 1, valueName(builder, "saved." + Twine(i)));
+      stageForward.setResultAttrs(i + 1,
+                                  valueName(builder, "saved." + Twine(i)));
     }
     if (old) {
       old.erase();

@@ -155,11 +155,12 @@ struct MFSplitWeightGradientsPass
     {
       OpBuilder inside = OpBuilder::atBlockEnd(weightEntry.addEntryBlock());
       IRMapping mapping;
-      mapping.map(backward.getArguments(), weightEntry.getArguments().take_front(
-                                               backward.getNumArguments()));
+      mapping.map(
+          backward.getArguments(),
+          weightEntry.getArguments().take_front(backward.getNumArguments()));
       for (auto [index, value] : llvm::enumerate(crossing)) {
-        mapping.map(value,
-                    weightEntry.getArgument(backward.getNumArguments() + index));
+        mapping.map(
+            value, weightEntry.getArgument(backward.getNumArguments() + index));
       }
       for (Operation &op : body) {
         if (&op == ret.getOperation()) {
