@@ -37,9 +37,9 @@ with one all-reduce a gradient, alternating within each run, and prints the
 medians of time per step (after the first) and their ratios.
 
 pipeline: trains llama-100m as pipeline_stage 2 (micro_batch_num 4, batch
-1, one thread a rank; whole stages, with offset [1,-1], and interleaved in
-2 chunks) against one rank accumulating the same 4 micro-batches (1 and 2
-threads), alternating; prints the medians and each stage's measured waiting
+1, one thread a rank; whole stages, with offset [1,-1], interleaved in 2
+chunks, and zero_bubble_v) against one rank accumulating the same 4
+micro-batches (1 and 2 threads), alternating; prints the medians and each stage's measured waiting
 (mf-run's per-stage line) beside the schedule's bubble.
 
 experts: trains bench/configs/mixtral-150m.yaml (8 experts, 2 per token,
@@ -253,16 +253,21 @@ def pipeline_table(args, tmp):
         "model.model_config.offset=[1,-1]"])
     # Interleaved stages: each stage's layers in 2 chunks, the bubble
     # (p-1)/(vm+p-1) for twice the messages.
+    chunked = ["use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}",
+               "model.model_config.pp_interleave_num=2", "parallel.pipeline_config.pipeline_interleave=True"]
     interleaved = os.path.join(tmp, "pp2-interleaved.bin")
-    compile_report(args.build, config, interleaved, common + [
-        "use_parallel=True", "parallel_config.pipeline_stage=2", f"parallel_config.micro_batch_num={micro}",
-        "model.model_config.pp_interleave_num=2", "parallel.pipeline_config.pipeline_interleave=True"])
+    bubbles = {"pp2 interleaved x2": compile_report(args.build, config, interleaved, common + chunked)}
+    # ZB-V: the 2 chunks in a V, the weight gradients (W) apart from the
+    # input gradients (B), filling the bubbles.
+    zero_bubble = os.path.join(tmp, "pp2-zbv.bin")
+    bubbles["pp2 zero_bubble_v"] = compile_report(args.build, config, zero_bubble, common + chunked + [
+        "parallel.pipeline_config.pipeline_scheduler=zero_bubble_v"])
+    bubbles = {name: 100 * report["parallel"]["pipeline"]["bubble_fraction"] for name, report in bubbles.items()}
     mfrun = os.path.join(args.build, "bin", "mf-run")
     # Graph Mode: llama-100m.yaml's context mode is 1 (PyNative).
     run = ["--mode", "graph", "--init-weights", "--data", corpus, "--steps", str(args.steps)]
     pipelined = (("pp2, 1 thread a rank", pp2), ("pp2 offset [1,-1]", balanced),
-                 ("pp2 interleaved x2", interleaved))
-    chunks = {"pp2 interleaved x2": 2}
+                 ("pp2 interleaved x2", interleaved), ("pp2 zero_bubble_v", zero_bubble))
     times = {"one rank, 1 thread": [], "one rank, 2 threads": []}
     times.update({name: [] for name, _ in pipelined})
     waits = {(name, stage): [] for name, _ in pipelined for stage in (0, 1)}
@@ -287,10 +292,11 @@ def pipeline_table(args, tmp):
               f"/ one rank of 2 threads: {medians[name] / medians['one rank, 2 threads']:.2f}x")
     for (name, stage), shares in waits.items():
         if shares:
-            v = chunks.get(name, 1)
-            bubble = 100.0 * (2 - 1) / (v * micro + 2 - 1)
+            # (p-1)/(m+p-1), or as --report states it (interleaved:
+            # (p-1)/(vm+p-1); ZB-V: simulated with F = B = W).
+            bubble = bubbles.get(name, 100.0 * (2 - 1) / (micro + 2 - 1))
             print(f"  {name}: stage {stage} waits {statistics.median(shares):.1f}% of its steps "
-                  f"(the schedule's bubble with equal stages, (p-1)/(vm+p-1): {bubble:.1f}%)")
+                  f"(the schedule's bubble with equal stages: {bubble:.1f}%)")
 
 
 def ffn_width(model):

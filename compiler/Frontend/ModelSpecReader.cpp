@@ -2469,13 +2469,16 @@ private:
               llvm::Twine(micro / stages * stages) + " or " +
               llvm::Twine((micro / stages + 1) * stages));
     }
-    if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2) {
+    // (Under zero_bubble_v the first and the last part are both stage 0's.)
+    if (spec_.model.tieWordEmbeddings && spec_.shardedPipelineStages > 2 &&
+        spec_.parallel.pipelineScheduler != "zero_bubble_v") {
       diagnostics().error(
           locOfKey(pc + ".pipeline_stage"),
           pc + ".pipeline_stage: " + llvm::Twine(spec_.shardedPipelineStages) +
               " stages of a model with tied embeddings are not built yet "
               "(the first and last stage share the table: built for 2 "
-              "stages); untie them or use pipeline_stage: 2");
+              "stages); untie them, use pipeline_stage: 2, or "
+              "zero_bubble_v, which puts both on stage 0");
     }
     if (spec_.runner.gradientAccumulationSteps > 1) {
       // MindFormers' trainer does the same (base_trainer.py).
