@@ -247,6 +247,120 @@ double mfc::bubbleFraction(const std::string &scheduler, int64_t stages,
          static_cast<double>(chunks * microBatches + stages - 1);
 }
 
+namespace {
+
+std::string slotName(const PipelineSlot &slot, int64_t chunks) {
+  std::string name = (slot.weight ? "W" : slot.backward ? "B" : "F") +
+                     std::to_string(slot.microBatch);
+  return chunks > 1 ? name + "." + std::to_string(slot.chunk) : name;
+}
+
+} // namespace
+
+double Timeline::idle() const {
+  int64_t busy = 0;
+  for (const std::vector<int64_t> &stage : lengths) {
+    for (int64_t units : stage) {
+      busy += units;
+    }
+  }
+  int64_t total = length * static_cast<int64_t>(lengths.size());
+  return total == 0 ? 0.0
+                    : 1.0 - static_cast<double>(busy) /
+                                static_cast<double>(total);
+}
+
+Timeline mfc::simulateTimeline(const std::string &scheduler,
+                               const std::vector<StageSchedule> &schedule) {
+  int64_t stages = static_cast<int64_t>(schedule.size());
+  int64_t chunks = schedule.empty() ? 1 : schedule[0].chunks;
+  int64_t parts = stages * chunks;
+  bool vShape = mfshapes::isVShapedScheduler(scheduler);
+  int64_t micro = 0;
+  for (const StageSchedule &own : schedule) {
+    for (const PipelineSlot &slot : own.slots) {
+      micro = std::max(micro, slot.microBatch + 1);
+    }
+  }
+  // Per (part, micro-batch): when its forward and its backward end (-1:
+  // not yet run).
+  std::vector<std::vector<int64_t>> forwardEnd(
+      static_cast<size_t>(parts),
+      std::vector<int64_t>(static_cast<size_t>(micro), -1)),
+      backwardEnd = forwardEnd;
+  Timeline timeline;
+  timeline.starts.resize(schedule.size());
+  timeline.lengths.resize(schedule.size());
+  std::vector<int64_t> freeAt(schedule.size(), 0);
+  std::vector<size_t> next(schedule.size(), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      size_t s = static_cast<size_t>(stage);
+      const std::vector<PipelineSlot> &slots = schedule[s].slots;
+      for (; next[s] < slots.size(); ++next[s]) {
+        const PipelineSlot &slot = slots[next[s]];
+        size_t part = static_cast<size_t>(
+            mfshapes::pipelinePartOf(stage, slot.chunk, stages, vShape));
+        size_t at = static_cast<size_t>(slot.microBatch);
+        bool last = part + 1 == static_cast<size_t>(parts);
+        // zero_bubble_v runs every backward but the first part's apart
+        // from its weight gradients.
+        bool split = vShape && part > 0;
+        int64_t ready = 0, units = 1;
+        if (slot.weight) {
+          ready = backwardEnd[part][at];
+        } else if (slot.backward) {
+          ready = last ? (part == 0 ? 0 : forwardEnd[part - 1][at])
+                       : backwardEnd[part + 1][at];
+          units = (split ? 1 : 2) + (last ? 1 : 0);
+        } else {
+          ready = part == 0 ? 0 : forwardEnd[part - 1][at];
+        }
+        if (ready < 0) {
+          break; // what it waits for has not run yet
+        }
+        int64_t start = std::max(freeAt[s], ready);
+        freeAt[s] = start + units;
+        if (!slot.weight) {
+          (slot.backward ? backwardEnd : forwardEnd)[part][at] = freeAt[s];
+        }
+        timeline.starts[s].push_back(start);
+        timeline.lengths[s].push_back(units);
+        timeline.length = std::max(timeline.length, freeAt[s]);
+        progressed = true;
+      }
+    }
+  }
+  return timeline;
+}
+
+std::string mfc::drawTimeline(const Timeline &timeline,
+                              const std::vector<StageSchedule> &schedule,
+                              size_t stage, size_t width) {
+  std::vector<std::string> cells(static_cast<size_t>(timeline.length),
+                                 "." + std::string(width - 1, ' '));
+  const std::vector<PipelineSlot> &slots = schedule[stage].slots;
+  for (size_t i = 0; i < timeline.starts[stage].size(); ++i) {
+    size_t start = static_cast<size_t>(timeline.starts[stage][i]);
+    std::string name = slotName(slots[i], schedule[stage].chunks);
+    name.resize(width, ' ');
+    cells[start] = name;
+    for (int64_t unit = 1; unit < timeline.lengths[stage][i]; ++unit) {
+      cells[start + static_cast<size_t>(unit)] =
+          std::string(width - 1, '-') + " ";
+    }
+  }
+  std::string row;
+  for (const std::string &cell : cells) {
+    row += cell;
+  }
+  while (!row.empty() && row.back() == ' ') {
+    row.pop_back();
+  }
+  return row;
+}
+
 std::string mfc::describe(const StageSchedule &stage, size_t limit) {
   std::string text;
   size_t count = stage.slots.size();
@@ -257,17 +371,10 @@ std::string mfc::describe(const StageSchedule &stage, size_t limit) {
       text += " ...";
       i = count - limit / 3;
     }
-    const PipelineSlot &slot = stage.slots[i];
     if (!text.empty()) {
       text += ' ';
     }
-    text += (slot.weight     ? 'W'
-             : slot.backward ? 'B'
-                             : 'F') +
-            std::to_string(slot.microBatch);
-    if (stage.chunks > 1) {
-      text += '.' + std::to_string(slot.chunk);
-    }
+    text += slotName(stage.slots[i], stage.chunks);
   }
   return text;
 }

@@ -87,6 +87,28 @@ std::vector<StageSchedule> schedulePipeline(const std::string &scheduler,
 double bubbleFraction(const std::string &scheduler, int64_t stages,
                       int64_t microBatches, int64_t chunks = 1);
 
+/// Where each stage's slots fall in time when the ranks run a schedule: a
+/// forward takes 1 unit, a backward 2 (the model's last part's 1 more: its
+/// forward); under zero_bubble_v a split backward's B and W 1 each. A slot
+/// starts when its stage is free and what it waits for has ended (the part
+/// before's forward, the part after's backward; messages take no time).
+struct Timeline {
+  /// Per stage, per slot: its start and its length in units.
+  std::vector<std::vector<int64_t>> starts, lengths;
+  int64_t length = 0; ///< when the last slot ends
+  /// The fraction of the stages' time they wait.
+  double idle() const;
+};
+Timeline simulateTimeline(const std::string &scheduler,
+                          const std::vector<StageSchedule> &schedule);
+
+/// Stage `stage`'s row of `timeline` as text, one `width`-character cell a
+/// unit: a slot's name ("F0", "B3.1") in its first unit, '-' in the rest,
+/// '.' where the stage waits.
+std::string drawTimeline(const Timeline &timeline,
+                         const std::vector<StageSchedule> &schedule,
+                         size_t stage, size_t width);
+
 /// A stage's slots as text: "F0 F1 B0 F2 B1 B2" (with chunks, micro-batch
 /// then chunk: "F0.0 F1.0 F0.1 ..."; W a weight-gradient pass); beyond
 /// `limit` slots, the first two thirds and the last third of them around

@@ -338,6 +338,18 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
   return stages;
 }
 
+/// The stages' schedules, and their timeline as the ranks would run them.
+std::pair<std::vector<StageSchedule>, Timeline>
+timelineOf(ModuleOp module, const std::vector<StageReport> &stages) {
+  std::vector<StageSchedule> schedule;
+  for (const StageReport &stage : stages) {
+    schedule.push_back(stage.schedule);
+  }
+  Timeline timeline =
+      simulateTimeline(mf::pipelineSchedulerOf(module), schedule);
+  return {std::move(schedule), std::move(timeline)};
+}
+
 /// "none 0-3, selective 4-5, full 6-11": runs of equal choices.
 /// The KV caches a predict module's decode takes (per rank when sharded).
 struct KvCacheReport {
@@ -708,7 +720,8 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
               .getInt();
       llvm::json::Array list;
       int64_t most = 0;
-      for (const StageReport &stage : stages) {
+      Timeline timeline = timelineOf(module, stages).second;
+      for (auto [index, stage] : llvm::enumerate(stages)) {
         int64_t held =
             stage.parameterBytes + stage.gradientBytes + stage.optimizerBytes;
         most = std::max(most, held);
@@ -721,7 +734,8 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
             {"backward_arena_bytes", stage.backwardArena},
             {"micro_batches_in_flight", stage.schedule.inFlight},
             {"kept_bytes", stage.peakKeptBytes()},
-            {"schedule", describe(stage.schedule)}});
+            {"schedule", describe(stage.schedule)},
+            {"slot_starts", llvm::json::Array(timeline.starts[index])}});
         if (stage.layers.size() > 1) {
           llvm::json::Array chunkLayers;
           for (auto [first, last] : stage.layers) {
@@ -736,6 +750,8 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
           {"scheduler", mf::pipelineSchedulerOf(module)},
           {"micro_batches", micro},
           {"chunks", chunks},
+          {"timeline_units", timeline.length},
+          {"timeline_idle_fraction", timeline.idle()},
           {"bubble_fraction",
            bubbleFraction(mf::pipelineSchedulerOf(module),
                           static_cast<int64_t>(stages.size()), micro, chunks)}};
@@ -834,6 +850,35 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
             static_cast<long long>(stage.schedule.inFlight),
             chunks > 1 ? "chunk passes" : "micro-batches",
             stage.peakKeptBytes() / 1e6, describe(stage.schedule, 30).c_str());
+      }
+      // The schedule in time: what each stage runs when, and where it
+      // waits.
+      auto [schedule, timeline] = timelineOf(module, stages);
+      constexpr int64_t kMostUnitsDrawn = 96;
+      os << llvm::format("  timeline: %lld units (%s), %.1f%% waiting%s\n",
+                         static_cast<long long>(timeline.length),
+                         vShape ? "F, B and W 1 unit each; the first part's "
+                                  "backward 2 (its W too), the last part's 2 "
+                                  "(its F too)"
+                                : "a forward 1 unit, a backward 2, the last "
+                                  "part's 3 (its forward too)",
+                         100 * timeline.idle(),
+                         timeline.length > kMostUnitsDrawn
+                             ? "; not drawn beyond 96 units (--report=FILE.json "
+                               "gives each slot's start)"
+                             : ":");
+      size_t width = 1;
+      for (const StageSchedule &own : schedule) {
+        for (const PipelineSlot &slot : own.slots) {
+          StageSchedule one{{slot}, 0, own.chunks};
+          width = std::max(width, describe(one).size() + 1);
+        }
+      }
+      for (size_t stage = 0;
+           timeline.length <= kMostUnitsDrawn && stage < schedule.size();
+           ++stage) {
+        os << llvm::format("    stage %zu | ", stage)
+           << drawTimeline(timeline, schedule, stage, width) << "\n";
       }
     }
     for (auto &[name, list] : collectivesOf(module, grid)) {
