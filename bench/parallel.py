@@ -58,7 +58,9 @@ the medians of time per step, train_step's activation arena per rank from
 --report (what context parallelism divides) and rank 0's peak RSS.
 
 stages: compiles pretrain_llama2_70b_bf16_32p.yaml at full size (dp1 x mp4
-x pp8, 256 micro-batches) and prints each stage's per-rank parameter,
+x pp8, 256 micro-batches) and prints the activations a micro-batch in
+flight keeps per layer (--report's saved values, by term) beside
+Korthikanti et al.'s terms, and each stage's per-rank parameter,
 gradient-sum and AdamW bytes from --report beside the count Megatron-LM's
 theoretical_memory_usage formula makes for the same layout.
 """
@@ -354,6 +356,99 @@ def stages_table(args, tmp):
               + f"   {100 * worst:.3f}%")
     print("  (bf16 parameters, f32 gradient sums and AdamW m and v: 14 bytes a parameter;"
           " Megatron's formula counts 18 with its f32 main copy of the weights)")
+    activations_table(doc, report)
+
+
+# Korthikanti et al. 2022's activation terms for one layer, adapted to
+# LLaMA (RMSNorm, grouped-query attention, SwiGLU, flash attention: no
+# s x s scores kept) under tensor and sequence parallelism: each term
+# (what mfc's saved values are classified as, the formula's 16-bit
+# elements per token in units of 1/t, as a function of h, the key/value
+# width kv and the FFN width f).
+ACTIVATION_TERMS = (
+    ("attention_norm input", lambda h, kv, f: h),
+    ("QKV input", lambda h, kv, f: h),
+    ("Q", lambda h, kv, f: h),
+    ("K", lambda h, kv, f: kv),
+    ("V", lambda h, kv, f: kv),
+    ("attention output (wo input)", lambda h, kv, f: h),
+    ("ffn_norm input", lambda h, kv, f: h),
+    ("MLP input", lambda h, kv, f: h),
+    ("gate (w1 output)", lambda h, kv, f: f),
+    ("up (w3 output)", lambda h, kv, f: f),
+    ("silu(gate)", lambda h, kv, f: f),
+    ("silu(gate) * up (w2 input)", lambda h, kv, f: f),
+)
+# What MindFormers' select_recompute (feed_forward.mul and the w1
+# activation) recomputes instead of keeping.
+SELECTED_TERMS = ("silu(gate)", "silu(gate) * up (w2 input)")
+
+
+def activation_term(value):
+    """The term of ACTIVATION_TERMS a saved value of mfc's is, by the path
+    and op that compute it."""
+    path, op = value["path"], value["op"]
+    rules = (("attention_norm", "all_gather", "QKV input"), ("attention_norm", "", "attention_norm input"),
+             ("ffn_norm", "all_gather", "MLP input"), ("ffn_norm", "", "ffn_norm input"),
+             ("rotary_embedding.q", "", "Q"), ("rotary_embedding.k", "", "K"), ("split_heads", "", "V"),
+             ("attention_core", "", "attention output (wo input)"), ("feed_forward.w1", "", "gate (w1 output)"),
+             ("feed_forward.w3", "", "up (w3 output)"), ("feed_forward.mul", "", "silu(gate) * up (w2 input)"))
+    for part, kind, term in rules:
+        if path.endswith(part) and kind in op:
+            return term
+    return "other"
+
+
+def activations_table(doc, report):
+    """Per layer, what a micro-batch in flight keeps on the 70B config's
+    stage 1 (select_recompute on 4 of its 10 layers) beside Korthikanti et
+    al.'s terms, term by term, for a layer kept whole and one under
+    select_recompute; then each stage's kept bytes beside the formula's."""
+    model, parallel = doc["model"]["model_config"], doc["parallel_config"]
+    h, heads, s = model["hidden_size"], model["num_heads"], model["seq_length"]
+    kv = (model.get("n_kv_heads") or heads) * (h // heads)
+    f, t = ffn_width(model), parallel["model_parallel"]
+    b = doc["runner_config"]["batch_size"]
+    scale = 2 * s * b / t  # 16-bit bytes of one element a token, per rank
+    stages = report["parallel"]["stages"]
+    by_layer = {}
+    for stage in stages:
+        for value in stage["saved"]:
+            match = re.search(r"\.layers\.(\d+)\.", value["path"])
+            if match:
+                layer = by_layer.setdefault(int(match.group(1)), {})
+                term = activation_term(value)
+                layer[term] = layer.get(term, 0) + value["bytes"]
+    selected = {layer for layer, terms in by_layer.items() if "silu(gate) * up (w2 input)" not in terms}
+    whole = min(set(by_layer) - selected)
+    chosen = min(selected) if selected else whole
+    print(f"\nactivations a micro-batch keeps per layer, per rank (MB; bf16, t={t} with sequence "
+          f"parallelism), mfc's saved values against Korthikanti et al.'s terms (flash attention)")
+    print(f"  {'term':30} {'formula':>9} {'layer ' + str(whole):>10} {'formula, select':>16} "
+          f"{'layer ' + str(chosen) + ' (select)':>20}")
+    totals = [0, 0, 0, 0]
+    for term, elements in ACTIVATION_TERMS + (("other", lambda h, kv, f: 0),):
+        formula = elements(h, kv, f) * scale
+        formula_selected = 0 if term in SELECTED_TERMS else formula
+        row = (formula, by_layer[whole].get(term, 0), formula_selected, by_layer[chosen].get(term, 0))
+        totals = [a + r for a, r in zip(totals, row)]
+        print(f"  {term:30} " + " ".join(f"{v / 1e6:{w}.1f}" for v, w in zip(row, (9, 10, 16, 20))))
+    print(f"  {'per layer':30} " + " ".join(f"{v / 1e6:{w}.1f}" for v, w in zip(totals, (9, 10, 16, 20)))
+          + f"   (mfc / formula: {totals[1] / totals[0]:.2f}x whole, {totals[3] / totals[2]:.2f}x select)")
+    # Each stage: its layers' terms times the micro-batches in flight, and
+    # the stage's input (the hidden states it receives, gathered).
+    per_whole, per_selected = totals[0], totals[2]
+    print("  per stage, MB: kept (formula: the layers' terms x in flight) ratio")
+    for index, stage in enumerate(stages):
+        first, last = stage["layers"]
+        layers = range(first, last + 1)
+        count_selected = sum(1 for layer in layers if layer in selected)
+        formula = ((len(layers) - count_selected) * per_whole + count_selected * per_selected) \
+            * stage["micro_batches_in_flight"]
+        kept = stage["kept_bytes"]
+        print(f"  stage {index} (layers {first}-{last}, {count_selected} select, "
+              f"{stage['micro_batches_in_flight']} in flight): {kept / 1e6:9.1f} ({formula / 1e6:9.1f}) "
+              + (f"{kept / formula:.2f}x" if formula else ""))
 
 
 def peak_rss_mb(stderr):

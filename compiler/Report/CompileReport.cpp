@@ -211,6 +211,14 @@ struct StageReport {
   std::vector<int64_t> keptBytes, weightKeptBytes;
   /// Per chunk: the model's last part (its forward runs in its backward).
   std::vector<bool> lastPart;
+  /// What a forward keeps for its backward (each chunk's saved values):
+  /// the op computing it, its model path, its bytes.
+  struct Saved {
+    int64_t chunk;
+    std::string op, path;
+    int64_t bytes;
+  };
+  std::vector<Saved> saved;
   StageSchedule schedule;
 
   /// The most its ranks keep at once under the schedule.
@@ -300,6 +308,32 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
       continue;
     }
     StringRef name = function.getSymName();
+    if (name.ends_with("_forward") && !function.getBody().empty()) {
+      auto chunkAttr = function->getAttrOfType<IntegerAttr>(mf::kChunkAttrName);
+      auto ret = function.getBody().front().getTerminator();
+      for (unsigned i = 0; i < function.getNumResults(); ++i) {
+        auto result = function.getResultAttrOfType<StringAttr>(i, "mf.name");
+        if (!result || !result.getValue().starts_with("saved.")) {
+          continue;
+        }
+        // The op that computes it (inside a fusion group: its yield's).
+        Value value = ret->getOperand(i);
+        Operation *op = value.getDefiningOp();
+        if (auto fusion = dyn_cast_or_null<mf::FusionOp>(op)) {
+          Operation *yield = fusion.getBody().front().getTerminator();
+          unsigned index = cast<OpResult>(value).getResultNumber();
+          if (Operation *inner = yield->getOperand(index).getDefiningOp()) {
+            op = inner;
+          }
+        }
+        stage.saved.push_back(
+            {chunkAttr ? chunkAttr.getInt() : 0,
+             op ? op->getName().getStringRef().str() : "argument",
+             op ? mf::getModelPath(op->getLoc()) : "",
+             bytesOf(value.getType())});
+      }
+      continue;
+    }
     bool weights = name.ends_with("_weight_gradients");
     if (!name.ends_with("_accumulate_gradients") &&
         !name.ends_with("_input_gradients") && !weights) {
@@ -736,6 +770,14 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
             {"kept_bytes", stage.peakKeptBytes()},
             {"schedule", describe(stage.schedule)},
             {"slot_starts", llvm::json::Array(timeline.starts[index])}});
+        llvm::json::Array saved;
+        for (const StageReport::Saved &value : stage.saved) {
+          saved.push_back(llvm::json::Object{{"chunk", value.chunk},
+                                             {"op", value.op},
+                                             {"path", value.path},
+                                             {"bytes", value.bytes}});
+        }
+        (*list.back().getAsObject())["saved"] = std::move(saved);
         if (stage.layers.size() > 1) {
           llvm::json::Array chunkLayers;
           for (auto [first, last] : stage.layers) {
