@@ -387,9 +387,14 @@ SELECTED_TERMS = ("silu(gate)", "silu(gate) * up (w2 input)")
 def activation_term(value):
     """The term of ACTIVATION_TERMS a saved value of mfc's is, by the path
     and op that compute it."""
+    # A norm's saved values: its input (in f32, the dtype it computes in),
+    # and its output, the projections' input: gathered over the sequence,
+    # or the shard that select_comm_recompute keeps to gather again.
     path, op = value["path"], value["op"]
-    rules = (("attention_norm", "all_gather", "QKV input"), ("attention_norm", "", "attention_norm input"),
-             ("ffn_norm", "all_gather", "MLP input"), ("ffn_norm", "", "ffn_norm input"),
+    if path.endswith("_norm") and value["dtype"] != "f32":
+        op = "output"
+    rules = (("attention_norm", "output", "QKV input"), ("attention_norm", "", "attention_norm input"),
+             ("ffn_norm", "output", "MLP input"), ("ffn_norm", "", "ffn_norm input"),
              ("rotary_embedding.q", "", "Q"), ("rotary_embedding.k", "", "K"), ("split_heads", "", "V"),
              ("attention_core", "", "attention output (wo input)"), ("feed_forward.w1", "", "gate (w1 output)"),
              ("feed_forward.w3", "", "up (w3 output)"), ("feed_forward.mul", "", "silu(gate) * up (w2 input)"))

@@ -3213,31 +3213,33 @@ private:
           "this key (its model-parallel communication is recomputed only as "
           "select_comm_recompute says), and so does mfc");
     }
-    // Communication recompute selects collectives: a single-device program
-    // has none; recomputing a sharded program's is not built.
-    for (auto [key, set] :
-         {std::pair("select_comm_recompute",
-                    config.selectCommRecompute.kind != Kind::None),
-          std::pair("select_comm_recompute_exclude",
-                    config.selectCommRecomputeExclude.kind != Kind::None),
-          std::pair("parallel_optimizer_comm_recompute",
-                    config.parallelOptimizerCommRecompute)}) {
-      if (!set) {
+    // Communication recompute: mfc's forward communicates only in the
+    // all-gathers of sequence parallelism (before the attention and the
+    // MLP), which select_comm_recompute recomputes; ZeRO-1 keeps whole
+    // weights, so there is no parameter all-gather to recompute.
+    bool gathers = spec_.shardedModelParallel > 1 &&
+                   spec_.parallel.useSeqParallel;
+    for (auto [key, set, applies] :
+         {std::tuple("select_comm_recompute",
+                     config.selectCommRecompute.kind != Kind::None, gathers),
+          std::tuple("select_comm_recompute_exclude",
+                     config.selectCommRecomputeExclude.kind != Kind::None,
+                     gathers),
+          std::tuple("parallel_optimizer_comm_recompute",
+                     config.parallelOptimizerCommRecompute, false)}) {
+      if (!set || applies) {
         continue;
       }
       std::string path = std::string("recompute_config.") + key;
-      if (spec_.shardedModelParallel > 1 || spec_.shardedDataParallel > 1) {
-        diagnostics().warning(
-            locOfKey(path),
-            path + ": recomputing communication ops is not built yet: this "
-                   "program's collectives keep their results for the backward "
-                   "(the same values, more memory than MindFormers keeps)");
-      } else {
-        diagnostics().note(locOfKey(path),
-                           path + " selects communication ops; this program "
-                                  "runs on one device and has none, so it "
-                                  "recomputes nothing here");
-      }
+      diagnostics().note(
+          locOfKey(path),
+          path + (std::string(key) == "parallel_optimizer_comm_recompute"
+                      ? " recomputes the parallel optimizer's parameter "
+                        "all-gathers; mfc's (ZeRO-1) keeps whole weights and "
+                        "has none, so it recomputes nothing here"
+                      : " recomputes the all-gathers of sequence parallelism "
+                        "(model_parallel > 1 with use_seq_parallel); this "
+                        "program has none, so it recomputes nothing here"));
     }
     for (auto [key, exclude] :
          {std::pair("select_recompute_exclude", &config.selectRecomputeExclude),

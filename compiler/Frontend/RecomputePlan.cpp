@@ -14,6 +14,8 @@ using namespace mfc;
 
 const char *const mfc::kDefaultSelectPatterns[2] = {
     "feed_forward\\.mul", "feed_forward\\.w1\\.activation\\.silu"};
+const char *const mfc::kDefaultCommPatterns[4] = {"attention_norm", "ffn_norm",
+                                                  "ln_1", "ln_2"};
 
 const char *mfc::toString(LayerRecompute choice) {
   switch (choice) {
@@ -179,6 +181,28 @@ RecomputePlan mfc::planRecompute(const ModelSpec &spec) {
   };
   forEachPattern(spec, spec.recompute.selectRecompute, kDefaultSelectPatterns,
                  select);
+  // select_comm_recompute: the chosen cells' all-gathers, minus what its
+  // own exclusions conflict with.
+  std::vector<std::string> commExcludePatterns;
+  forEachPattern(spec, spec.recompute.selectCommRecomputeExclude, {},
+                 [&](const std::string &pattern, const std::set<int64_t> &) {
+                   commExcludePatterns.push_back(pattern);
+                 });
+  forEachPattern(
+      spec, spec.recompute.selectCommRecompute, kDefaultCommPatterns,
+      [&](const std::string &pattern, const std::set<int64_t> &layers) {
+        if (llvm::any_of(commExcludePatterns, [&](const std::string &exclude) {
+              return conflicts(pattern, exclude);
+            })) {
+          return;
+        }
+        for (int64_t layer : layers) {
+          if (!full.count(layer)) {
+            plan.selectedCommOps.push_back(layerPath(spec, layer) + ":" +
+                                           pattern);
+          }
+        }
+      });
   return plan;
 }
 

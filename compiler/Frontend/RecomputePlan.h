@@ -45,10 +45,14 @@ std::string layerPath(const ModelSpec &spec, int64_t index);
 /// - selectedOps: ops recomputed alone (`select_recompute`), in layers not
 ///   recomputed whole (full recompute wins), minus the patterns an
 ///   exclusion conflicts with, as MindFormers removes them;
+/// - selectedCommOps: cells whose all-gathers are recomputed
+///   (`select_comm_recompute`), minus what `select_comm_recompute_exclude`
+///   conflicts with;
 /// - excludedOps: ops kept whatever else says (`select_recompute_exclude`).
 struct RecomputePlan {
   std::vector<std::string> fullLayers;
   std::vector<std::string> selectedOps;
+  std::vector<std::string> selectedCommOps;
   std::vector<std::string> excludedOps;
 };
 RecomputePlan planRecompute(const ModelSpec &spec);
@@ -65,6 +69,11 @@ RecomputePlan planRecompute(const ModelSpec &spec,
 /// The ops `select_recompute: True` (or per-stage counts) selects in every
 /// chosen layer, as MindFormers' LLaMA does.
 extern const char *const kDefaultSelectPatterns[2];
+/// The cells whose communication `select_comm_recompute: True` (or counts)
+/// recomputes: MindFormers' default '.*\.norm' matches its LLaMA's
+/// attention_norm.norm and ffn_norm.norm, mfc's attention_norm and
+/// ffn_norm (GPT-2's ln_1 and ln_2).
+extern const char *const kDefaultCommPatterns[4];
 
 } // namespace mfc
 

@@ -62,6 +62,8 @@ void addRecompute(OpPassManager &pm, const CompileOptions &options) {
                         options.recomputeFull.end());
   recompute.select.assign(options.recomputeSelect.begin(),
                           options.recomputeSelect.end());
+  recompute.selectComm.assign(options.recomputeSelectComm.begin(),
+                              options.recomputeSelectComm.end());
   recompute.exclude.assign(options.recomputeExclude.begin(),
                            options.recomputeExclude.end());
   pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));

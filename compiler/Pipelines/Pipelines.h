@@ -48,9 +48,10 @@ struct CompileOptions {
   /// Inference: products by f32 parameters read panels packed once.
   std::string packWeights = "auto"; ///< auto, true or false
   /// Training: what mf-recompute recomputes and keeps (its `full`,
-  /// `select` and `exclude`).
+  /// `select`, `select-comm` and `exclude`).
   std::vector<std::string> recomputeFull;
   std::vector<std::string> recomputeSelect;
+  std::vector<std::string> recomputeSelectComm;
   std::vector<std::string> recomputeExclude;
   /// Weight-only quantization (quantization_config): whether to run
   /// mf-quantize-weights, and the names it leaves float.

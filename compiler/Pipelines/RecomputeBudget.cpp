@@ -45,6 +45,7 @@ RecomputeEvaluator::evaluate(const RecomputePlan &plan) {
   CompileOptions options = options_;
   options.recomputeFull = plan.fullLayers;
   options.recomputeSelect = plan.selectedOps;
+  options.recomputeSelectComm = plan.selectedCommOps;
   options.recomputeExclude = plan.excludedOps;
   PassManager pm(module_->getContext());
   buildCompilePipeline(pm, options, "recompute");

@@ -215,7 +215,7 @@ struct StageReport {
   /// the op computing it, its model path, its bytes.
   struct Saved {
     int64_t chunk;
-    std::string op, path;
+    std::string op, path, dtype;
     int64_t bytes;
   };
   std::vector<Saved> saved;
@@ -326,10 +326,13 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
             op = inner;
           }
         }
+        std::string dtype;
+        llvm::raw_string_ostream dtypeText(dtype);
+        dtypeText << cast<ShapedType>(value.getType()).getElementType();
         stage.saved.push_back(
             {chunkAttr ? chunkAttr.getInt() : 0,
              op ? op->getName().getStringRef().str() : "argument",
-             op ? mf::getModelPath(op->getLoc()) : "",
+             op ? mf::getModelPath(op->getLoc()) : "", dtype,
              bytesOf(value.getType())});
       }
       continue;
@@ -775,6 +778,7 @@ void mfc::writeCompileReportJson(ModuleOp module, llvm::raw_ostream &os,
           saved.push_back(llvm::json::Object{{"chunk", value.chunk},
                                              {"op", value.op},
                                              {"path", value.path},
+                                             {"dtype", value.dtype},
                                              {"bytes", value.bytes}});
         }
         (*list.back().getAsObject())["saved"] = std::move(saved);

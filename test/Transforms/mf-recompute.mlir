@@ -16,6 +16,10 @@
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{full=model.layers.0 exclude=feed_forward\.w1\.activation\.silu}))' | FileCheck %s --check-prefix=EXCLUDE
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul exclude=model.layers.0:feed_forward\.mul}))' | FileCheck %s --check-prefix=OTHER
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.mul exclude=model.layers.1:feed_forward\.mul}))' | FileCheck %s --check-prefix=SELECT
+// select-comm (select_comm_recompute) recomputes only all-gathers: the
+// matched cell's other ops are kept (test/Frontend/recompute.test and
+// test/e2e/tensor-parallel-train.test recompute sequence parallelism's).
+// RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select-comm=feed_forward}))' | FileCheck %s --check-prefix=OTHER
 // An op with a fused<"model-paths"> location answers to each of its names.
 // RUN: mf-opt %s --pass-pipeline='builtin.module(mf-autodiff,func.func(mf-recompute{select=feed_forward\.gate}))' | FileCheck %s --check-prefix=ALIAS
 // After fusion the barriers go; the clone stays.

@@ -170,6 +170,7 @@ std::optional<std::vector<int64_t>> parsePrefillLengths(llvm::StringRef text,
 void useRecompute(CompileOptions &options, RecomputePlan plan) {
   options.recomputeFull = std::move(plan.fullLayers);
   options.recomputeSelect = std::move(plan.selectedOps);
+  options.recomputeSelectComm = std::move(plan.selectedCommOps);
   options.recomputeExclude = std::move(plan.excludedOps);
 }
 

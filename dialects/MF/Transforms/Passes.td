@@ -327,6 +327,9 @@ def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
                "Layer path prefixes whose forward is recomputed whole">,
     ListOption<"select", "select", "std::string",
                "Op patterns ([layer-prefix:]level\\.level) recomputed alone">,
+    ListOption<"selectComm", "select-comm", "std::string",
+               "Op patterns ([layer-prefix:]level\\.level) whose all-gathers "
+               "are recomputed (select_comm_recompute)">,
     ListOption<"exclude", "exclude", "std::string",
                "Op patterns ([layer-prefix:]level\\.level) never recomputed">
   ];

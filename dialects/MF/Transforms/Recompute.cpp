@@ -4,8 +4,10 @@
 //    the loss's ancestors; the others are the backward.
 // 2. The recompute set: forward ops of `full` layers whose results stay in
 //    the layer (not the layer's output, the checkpoint), and forward ops that
-//    `select` patterns match; never parameter or constant reads, nor what
-//    `exclude` patterns match.
+//    `select` patterns match, and the all-gathers `select-comm` patterns
+//    match (MindFormers' select_comm_recompute: the backward gathers again
+//    from the kept shard, as Megatron's sequence parallelism does); never
+//    parameter or constant reads, nor what `exclude` patterns match.
 // 3. Walking the backward in order, each operand defined in the set is
 //    replaced by a clone, built (with the clones it needs in turn) just before
 //    that first backward user; a clone's other operands are the kept values,
@@ -115,9 +117,10 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
 
   void runOnOperation() override {
     func::FuncOp entry = getOperation();
-    SmallVector<OpPattern> selected, excluded;
+    SmallVector<OpPattern> selected, selectedComm, excluded;
     for (auto [option, name, patterns] :
          {std::tuple(&select, "select", &selected),
+          std::tuple(&selectComm, "select-comm", &selectedComm),
           std::tuple(&exclude, "exclude", &excluded)}) {
       for (const std::string &text : *option) {
         std::string error;
@@ -131,12 +134,12 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
       }
     }
     std::optional<Value> loss = lossOf(entry);
-    if ((full.empty() && selected.empty()) || !loss) {
+    if ((full.empty() && selected.empty() && selectedComm.empty()) || !loss) {
       return;
     }
     llvm::DenseSet<Operation *> forward = forwardOps(entry, *loss);
     llvm::SetVector<Operation *> recomputed =
-        recomputeSet(entry, forward, selected, excluded);
+        recomputeSet(entry, forward, selected, selectedComm, excluded);
     if (recomputed.empty()) {
       return;
     }
@@ -170,7 +173,7 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
 
   llvm::SetVector<Operation *>
   recomputeSet(func::FuncOp entry, const llvm::DenseSet<Operation *> &forward,
-               ArrayRef<OpPattern> selected,
+               ArrayRef<OpPattern> selected, ArrayRef<OpPattern> selectedComm,
                ArrayRef<OpPattern> excluded) const {
     llvm::SetVector<Operation *> chosen;
     for (Operation &op : entry.getBody().front()) {
@@ -202,7 +205,8 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
         }
         continue;
       }
-      if (anyName(selected, /*wholePath=*/false)) {
+      if (anyName(selected, /*wholePath=*/false) ||
+          (isa<AllGatherOp>(op) && anyName(selectedComm, /*wholePath=*/false))) {
         chosen.insert(&op);
       }
     }
