@@ -250,7 +250,9 @@ double mfc::bubbleFraction(const std::string &scheduler, int64_t stages,
 namespace {
 
 std::string slotName(const PipelineSlot &slot, int64_t chunks) {
-  std::string name = (slot.weight ? "W" : slot.backward ? "B" : "F") +
+  std::string name = (slot.weight     ? "W"
+                      : slot.backward ? "B"
+                                      : "F") +
                      std::to_string(slot.microBatch);
   return chunks > 1 ? name + "." + std::to_string(slot.chunk) : name;
 }
@@ -265,9 +267,9 @@ double Timeline::idle() const {
     }
   }
   int64_t total = length * static_cast<int64_t>(lengths.size());
-  return total == 0 ? 0.0
-                    : 1.0 - static_cast<double>(busy) /
-                                static_cast<double>(total);
+  return total == 0
+             ? 0.0
+             : 1.0 - static_cast<double>(busy) / static_cast<double>(total);
 }
 
 Timeline mfc::simulateTimeline(const std::string &scheduler,

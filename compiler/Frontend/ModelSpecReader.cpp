@@ -3217,8 +3217,8 @@ private:
     // all-gathers of sequence parallelism (before the attention and the
     // MLP), which select_comm_recompute recomputes; ZeRO-1 keeps whole
     // weights, so there is no parameter all-gather to recompute.
-    bool gathers = spec_.shardedModelParallel > 1 &&
-                   spec_.parallel.useSeqParallel;
+    bool gathers =
+        spec_.shardedModelParallel > 1 && spec_.parallel.useSeqParallel;
     for (auto [key, set, applies] :
          {std::tuple("select_comm_recompute",
                      config.selectCommRecompute.kind != Kind::None, gathers),

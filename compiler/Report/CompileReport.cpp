@@ -901,18 +901,19 @@ void mfc::writeCompileReportText(ModuleOp module, llvm::raw_ostream &os,
       // waits.
       auto [schedule, timeline] = timelineOf(module, stages);
       constexpr int64_t kMostUnitsDrawn = 96;
-      os << llvm::format("  timeline: %lld units (%s), %.1f%% waiting%s\n",
-                         static_cast<long long>(timeline.length),
-                         vShape ? "F, B and W 1 unit each; the first part's "
-                                  "backward 2 (its W too), the last part's 2 "
-                                  "(its F too)"
-                                : "a forward 1 unit, a backward 2, the last "
-                                  "part's 3 (its forward too)",
-                         100 * timeline.idle(),
-                         timeline.length > kMostUnitsDrawn
-                             ? "; not drawn beyond 96 units (--report=FILE.json "
-                               "gives each slot's start)"
-                             : ":");
+      os << llvm::format(
+          "  timeline: %lld units (%s), %.1f%% waiting%s\n",
+          static_cast<long long>(timeline.length),
+          vShape ? "F, B and W 1 unit each; the first part's "
+                   "backward 2 (its W too), the last part's 2 "
+                   "(its F too)"
+                 : "a forward 1 unit, a backward 2, the last "
+                   "part's 3 (its forward too)",
+          100 * timeline.idle(),
+          timeline.length > kMostUnitsDrawn
+              ? "; not drawn beyond 96 units (--report=FILE.json "
+                "gives each slot's start)"
+              : ":");
       size_t width = 1;
       for (const StageSchedule &own : schedule) {
         for (const PipelineSlot &slot : own.slots) {

@@ -206,7 +206,8 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
         continue;
       }
       if (anyName(selected, /*wholePath=*/false) ||
-          (isa<AllGatherOp>(op) && anyName(selectedComm, /*wholePath=*/false))) {
+          (isa<AllGatherOp>(op) &&
+           anyName(selectedComm, /*wholePath=*/false))) {
         chosen.insert(&op);
       }
     }
