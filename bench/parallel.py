@@ -362,22 +362,14 @@ def stages_table(args, tmp):
 # Korthikanti et al. 2022's activation terms for one layer, adapted to
 # LLaMA (RMSNorm, grouped-query attention, SwiGLU, flash attention: no
 # s x s scores kept) under tensor and sequence parallelism: each term
-# (what mfc's saved values are classified as, the formula's 16-bit
-# elements per token in units of 1/t, as a function of h, the key/value
-# width kv and the FFN width f).
+# (what mfc's saved values are classified as, and the width of the
+# formula's 16-bit elements per token, split by t: the hidden size h, the
+# keys' and values' width kv, or the FFN width f).
 ACTIVATION_TERMS = (
-    ("attention_norm input", lambda h, kv, f: h),
-    ("QKV input", lambda h, kv, f: h),
-    ("Q", lambda h, kv, f: h),
-    ("K", lambda h, kv, f: kv),
-    ("V", lambda h, kv, f: kv),
-    ("attention output (wo input)", lambda h, kv, f: h),
-    ("ffn_norm input", lambda h, kv, f: h),
-    ("MLP input", lambda h, kv, f: h),
-    ("gate (w1 output)", lambda h, kv, f: f),
-    ("up (w3 output)", lambda h, kv, f: f),
-    ("silu(gate)", lambda h, kv, f: f),
-    ("silu(gate) * up (w2 input)", lambda h, kv, f: f),
+    ("attention_norm input", "h"), ("QKV input", "h"), ("Q", "h"), ("K", "kv"), ("V", "kv"),
+    ("attention output (wo input)", "h"), ("ffn_norm input", "h"), ("MLP input", "h"),
+    ("gate (w1 output)", "f"), ("up (w3 output)", "f"), ("silu(gate)", "f"),
+    ("silu(gate) * up (w2 input)", "f"),
 )
 # What MindFormers' select_recompute (feed_forward.mul and the w1
 # activation) recomputes instead of keeping.
@@ -432,8 +424,9 @@ def activations_table(doc, report):
     print(f"  {'term':30} {'formula':>9} {'layer ' + str(whole):>10} {'formula, select':>16} "
           f"{'layer ' + str(chosen) + ' (select)':>20}")
     totals = [0, 0, 0, 0]
-    for term, elements in ACTIVATION_TERMS + (("other", lambda h, kv, f: 0),):
-        formula = elements(h, kv, f) * scale
+    widths = {"h": h, "kv": kv, "f": f, "none": 0}
+    for term, width in ACTIVATION_TERMS + (("other", "none"),):
+        formula = widths[width] * scale
         formula_selected = 0 if term in SELECTED_TERMS else formula
         row = (formula, by_layer[whole].get(term, 0), formula_selected, by_layer[chosen].get(term, 0))
         totals = [a + r for a, r in zip(totals, row)]
