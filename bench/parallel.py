@@ -385,7 +385,11 @@ def activation_term(value):
     path, op = value["path"], value["op"]
     if path.endswith("_norm") and value["dtype"] != "f32":
         op = "output"
+    # (A norm's input kept in the compute dtype is the residual sum before
+    # it: the attention's for ffn_norm, the layer's output for the next
+    # layer's attention_norm, counted with this layer.)
     rules = (("attention_norm", "output", "QKV input"), ("attention_norm", "", "attention_norm input"),
+             ("ffn_add", "", "attention_norm input"), ("attention_add", "", "ffn_norm input"),
              ("ffn_norm", "output", "MLP input"), ("ffn_norm", "", "ffn_norm input"),
              ("rotary_embedding.q", "", "Q"), ("rotary_embedding.k", "", "K"), ("split_heads", "", "V"),
              ("attention_core", "", "attention output (wo input)"), ("feed_forward.w1", "", "gate (w1 output)"),

@@ -301,6 +301,11 @@ def MFRecomputePass : Pass<"mf-recompute", "::mlir::func::FuncOp"> {
       split at `\.`, full-matched against the names of the op's path within
       its layer, from the first; a pattern naming a cell
       (`feed_forward`) selects every op in it.
+    - `select-comm`: patterns of the same form whose all-gathers alone are
+      recomputed (`select_comm_recompute`: the backward gathers again from
+      the kept shard).
+    - Always: casts that widen a float (bf16 or f16 to f32), which are
+      exact: the backward casts the kept narrow value again.
     - `exclude`: patterns of the same form naming ops (the whole path
       within the layer) that are kept whatever `full` and `select` say, as
       MindFormers' `select_recompute_exclude`.

@@ -6,7 +6,9 @@
 //    the layer (not the layer's output, the checkpoint), and forward ops that
 //    `select` patterns match, and the all-gathers `select-comm` patterns
 //    match (MindFormers' select_comm_recompute: the backward gathers again
-//    from the kept shard, as Megatron's sequence parallelism does); never
+//    from the kept shard, as Megatron's sequence parallelism does); and
+//    always casts that widen a float (bf16 or f16 to f32: exact, so the
+//    backward casts again rather than keeping twice the bytes); never
 //    parameter or constant reads, nor what `exclude` patterns match.
 // 3. Walking the backward in order, each operand defined in the set is
 //    replaced by a clone, built (with the clones it needs in turn) just before
@@ -112,6 +114,18 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp entry, Value loss) {
   return forward;
 }
 
+/// A cast from a narrower float type to a wider one: exact, and as cheap
+/// to repeat as to read.
+bool widensFloat(Operation &op) {
+  auto cast = dyn_cast<CastOp>(op);
+  if (!cast) {
+    return false;
+  }
+  auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getInput()));
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getResult()));
+  return from && to && from.getWidth() < to.getWidth();
+}
+
 struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
   using MFRecomputePassBase::MFRecomputePassBase;
 
@@ -134,7 +148,7 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
       }
     }
     std::optional<Value> loss = lossOf(entry);
-    if ((full.empty() && selected.empty() && selectedComm.empty()) || !loss) {
+    if (!loss) {
       return;
     }
     llvm::DenseSet<Operation *> forward = forwardOps(entry, *loss);
@@ -190,6 +204,10 @@ struct MFRecomputePass : mf::impl::MFRecomputePassBase<MFRecomputePass> {
         });
       };
       if (anyName(excluded, /*wholePath=*/true)) {
+        continue;
+      }
+      if (widensFloat(op)) {
+        chosen.insert(&op);
         continue;
       }
       std::string path = getModelPath(op.getLoc());
