@@ -14,7 +14,8 @@
 // step with equal stages: 1F1B's gain is memory.
 //
 // Interleaved 1F1B (pp_interleave_num v > 1; Narayanan et al. 2021,
-// Megatron-LM's forward_backward_pipelining_with_interleaving): each
+// Megatron-LM's forward_backward_pipelining_with_interleaving, without its
+// every-forward-first case for m = p): each
 // stage's layers come in v chunks, chunk c of stage s being the model's
 // part c * p + s, so a micro-batch passes every stage v times. Stage s
 // runs its m * v forwards in groups of p micro-batches, chunk by chunk

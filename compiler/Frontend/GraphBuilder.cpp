@@ -741,7 +741,8 @@ void GraphBuilder::buildStageEntries() {
   std::vector<LayerChunk> parts = layerChunks(spec_);
   int64_t chunks = std::max<int64_t>(1, spec_.model.ppInterleaveNum);
   Type hiddenType; // the first part's output: what every later one takes
-  // The model's parts in order: chunk 0 of every stage, then chunk 1, ...
+  // The model's parts in order (layerChunks: chunk 0 of every stage, then
+  // chunk 1, ...; under zero_bubble_v chunk 1 from the last stage back).
   for (auto [index, part] : llvm::enumerate(parts)) {
     bool first = index == 0, last = index + 1 == parts.size();
     SmallVector<std::string> names = {first ? "input_ids" : "hidden"};

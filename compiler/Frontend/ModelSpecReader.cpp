@@ -2416,7 +2416,8 @@ private:
   }
 
   /// What a program of pipeline stages builds so far: 1F1B or GPipe over
-  /// whole stages; the rest is refused at its key.
+  /// whole stages, interleaved 1F1B over chunks, zero_bubble_v; the rest is
+  /// refused at its key.
   void validatePipeline() {
     std::string pc = "parallel_config";
     if (spec_.model.moe.auxLossCoef > 0) {

@@ -207,7 +207,8 @@ struct StageReport {
   int64_t backwardArena = -1; ///< its backward entries' plans, the most
   /// Per chunk, what one micro-batch in flight keeps: the chunk's input and
   /// the values its forward saved for the backward; and, when its weight
-  /// gradients run apart (W), what its backward saved for them.
+  /// gradients run apart (W), what the W takes (kept from its B on): the
+  /// backward's inputs and what the B saved for it.
   std::vector<int64_t> keptBytes, weightKeptBytes;
   /// Per chunk: the model's last part (its forward runs in its backward).
   std::vector<bool> lastPart;
@@ -228,11 +229,13 @@ struct StageReport {
       size_t chunk = static_cast<size_t>(slot.chunk);
       int64_t input = keptBytes[chunk], forWeights = weightKeptBytes[chunk];
       bool split = forWeights > 0;
+      // A forward keeps its input and saved values; a split B trades them
+      // for what its W takes (the last part's B has no forward before it).
+      int64_t forwardKept = lastPart[chunk] ? 0 : input;
       if (slot.weight) {
-        kept -= input + forWeights;
+        kept -= forWeights;
       } else if (slot.backward) {
-        kept += split ? forWeights + (lastPart[chunk] ? input : 0)
-                      : (lastPart[chunk] ? 0 : -input);
+        kept += split ? forWeights - forwardKept : -forwardKept;
       } else {
         kept += input;
       }
@@ -361,12 +364,11 @@ std::vector<StageReport> pipelineStagesOf(ModuleOp module, shard::GridOp grid) {
       }
     }
     // Its input, and what its forward saved for it (mf-split-stages); a
-    // W's: what its B saved for it (mf-split-weight-gradients).
+    // W's: all it takes (mf-split-weight-gradients).
     for (unsigned i = 0; i < function.getNumArguments(); ++i) {
       auto argument = function.getArgAttrOfType<StringAttr>(i, "mf.name");
       StringRef what = argument ? argument.getValue() : "";
-      if (weights ? what.starts_with("wsaved.")
-                  : i == 0 || what.starts_with("saved.")) {
+      if (weights || i == 0 || what.starts_with("saved.")) {
         (weights ? stage.weightKeptBytes : stage.keptBytes)[chunk] +=
             bytesOf(function.getArgumentTypes()[i]);
       }

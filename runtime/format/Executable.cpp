@@ -383,8 +383,16 @@ Status checkStageSlots(const PipelineLayout &layout, size_t stage) {
       (own.weight() && own.weight()->size() != slots)) {
     return badSchedule("of " + of + " has slots without a chunk or kind");
   }
-  // Per (chunk, micro-batch): its passes of each kind.
+  // Per (chunk, micro-batch): its passes of each kind; each has a backward
+  // slot, so a stage has at least as many slots (and nothing is allocated
+  // for a schedule the file does not hold).
   size_t passes = static_cast<size_t>(layout.chunks * layout.micro);
+  if (slots < passes) {
+    return badSchedule("of " + of + " has " + std::to_string(slots) +
+                       " slots for " + std::to_string(layout.micro) +
+                       " micro-batches of " + std::to_string(layout.chunks) +
+                       " chunks");
+  }
   std::vector<int> forwards(passes), backwards(passes), weights(passes);
   int64_t inFlight = 0, most = 0;
   for (size_t slot = 0; slot < slots; ++slot) {
@@ -706,8 +714,8 @@ Status checkPipelineFinishes(const PipelineLayout &layout) {
 /// A pipelined program: a schedule the runtime can follow (each stage
 /// runs each micro-batch's forward, then its backward, once per chunk,
 /// keeping no more inputs than it says) and the entries it names, with
-/// inputs and outputs that connect the model's parts (chunk c of stage s
-/// being part c * stages + s).
+/// inputs and outputs that connect the model's parts (mfshapes::
+/// pipelinePartOf: chunk c of stage s is part c * stages + s, or in a V).
 Status checkPipeline(const fb::Executable &root) {
   const fb::Training *training = root.model()->training();
   const fb::Pipeline *pipeline = training ? training->pipeline() : nullptr;

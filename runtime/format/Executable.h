@@ -163,7 +163,8 @@ public:
   /// Its stage count (1: not pipelined).
   int64_t pipelineStages() const;
   /// Its chunks a stage (pp_interleave_num; 1 without interleaving): chunk
-  /// c of stage s is the model's part c * stages + s, whose entries are
+  /// c of stage s is the model's part pipelinePartOf(s, c) (c * stages + s,
+  /// or under zero_bubble_v chunk 1 back up the stages), whose entries are
   /// mfshapes::stageEntryPrefix(s, c, chunks) + "forward", ...
   int64_t pipelineChunks() const;
   /// Where its part `part` runs (chunk c of stage s), and back; the entry

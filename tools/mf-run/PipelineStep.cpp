@@ -187,7 +187,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
   }
   MFRT_RETURN_IF_ERROR(timed(update, std::move(scalars)).status());
   MFRT_RETURN_IF_ERROR(ranks_.waitSends());
-  // The last stage's loss, on every stage (the others add nothing).
+  // The loss of the stage holding the model's last part, on every stage
+  // (the others add nothing).
   MFRT_RETURN_IF_ERROR(
       ranks_.allReduceInPlace(&loss, 1, /*max=*/false, {stageAxis_}));
   runSeconds_ += std::chrono::duration<double>(Clock::now() - began).count();

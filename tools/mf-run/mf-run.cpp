@@ -1522,7 +1522,8 @@ int evaluate(const Options &options, Session &session) {
     }
   }
   if (stage >= 0) {
-    // The last stage's sums reach rank 0 (every other stage's are 0).
+    // The sums of the stage holding the model's last part reach rank 0
+    // (every other stage's are 0).
     sumAxes.push_back(kPipelineAxis);
     std::sort(sumAxes.begin(), sumAxes.end());
     if (Status status = ranks->waitSends(); !status) {

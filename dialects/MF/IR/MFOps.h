@@ -69,7 +69,9 @@ inline constexpr llvm::StringLiteral kMicroBatchesAttrName = "mf.micro_batches";
 /// An interleaved pipeline (pp_interleave_num): the module's
 /// `mf.pipeline_chunks` is how many chunks of layers each stage holds, and
 /// each stage entry's `mf.chunk` which of them it runs (chunk c of stage s
-/// is the model's part c * stages + s). Absent: 1 chunk, chunk 0.
+/// is the model's part mfshapes::pipelinePartOf(s, c, ...): c * stages + s,
+/// or under zero_bubble_v chunk 1 back up the stages). Absent: 1 chunk,
+/// chunk 0.
 inline constexpr llvm::StringLiteral kChunkAttrName = "mf.chunk";
 inline constexpr llvm::StringLiteral kPipelineChunksAttrName =
     "mf.pipeline_chunks";
@@ -79,7 +81,7 @@ inline int64_t pipelineChunksOf(Operation *module) {
   return chunks ? chunks.getInt() : 1;
 }
 /// A pipelined module's schedule, by MindSpore's name (pipeline_scheduler:
-/// "1f1b" or "gpipe"); absent: 1f1b.
+/// "1f1b", "gpipe" or "zero_bubble_v"); absent: 1f1b.
 inline constexpr llvm::StringLiteral kPipelineSchedulerAttrName =
     "mf.pipeline_scheduler";
 /// A context-parallel module's runs of each sequence's positions per rank:
