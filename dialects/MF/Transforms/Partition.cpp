@@ -45,6 +45,18 @@ public:
 
   LogicalResult run(func::FuncOp func) {
     sequenceSplit_ = sequenceParallel_ && canSplitSequence(func);
+    // A pipeline stage passes its hidden states on as its layers hold them:
+    // under sequence parallelism split along the sequence (what the next
+    // stage receives and keeps is the rank's block, not all of it).
+    stageHidden_ = sequenceSplit_ && func->hasAttr(kStageAttrName);
+    for (BlockArgument argument : func.getArguments()) {
+      auto name =
+          func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "mf.name");
+      if (stageHidden_ && name && name.getValue() == "hidden" &&
+          failed(assign(argument, sequenceSplit(), func))) {
+        return failure();
+      }
+    }
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
       if (failed(visit(&op))) {
         return failure();
@@ -227,11 +239,19 @@ private:
 
   /// What an entry returns is whole (the logits of a vocabulary-parallel
   /// lm_head are all-gathered), except the KV caches: each rank keeps its
-  /// heads' block, which the runtime passes back in.
+  /// heads' block, which the runtime passes back in; and a pipeline stage's
+  /// hidden states split along the sequence, as the next stage takes them.
   LogicalResult visitReturn(func::ReturnOp returnOp) {
+    auto func = returnOp->getParentOfType<func::FuncOp>();
     for (OpOperand &operand : returnOp->getOpOperands()) {
       const Split split = splitOf(operand.get());
       if (split.replicated() || operand.get().getDefiningOp<KvCacheWriteOp>()) {
+        continue;
+      }
+      auto name = func.getResultAttrOfType<StringAttr>(
+          operand.getOperandNumber(), "mf.name");
+      if (stageHidden_ && name && name.getValue() == "hidden" &&
+          split == sequenceSplit()) {
         continue;
       }
       if (split.partial || split.parts > 1) {
@@ -242,8 +262,12 @@ private:
     return success();
   }
 
+  static Split sequenceSplit() {
+    return Split::along(kSequenceDim, {kModelAxis});
+  }
+
   shard::GridOp grid_;
-  bool sequenceParallel_ = false, sequenceSplit_ = false;
+  bool sequenceParallel_ = false, sequenceSplit_ = false, stageHidden_ = false;
   DenseMap<Value, Split> splits_;
   DenseMap<Value, Value> replicas_, gathers_;
 };
