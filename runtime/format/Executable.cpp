@@ -578,9 +578,6 @@ Status checkPipelineEntries(const fb::Executable &root,
     std::vector<std::string> forwardOutputs = {"hidden"};
     forwardOutputs.insert(forwardOutputs.end(), savedNames.begin(),
                           savedNames.end());
-    std::vector<std::string> weightInputs = backwardInputs;
-    weightInputs.insert(weightInputs.end(), weightSavedNames.begin(),
-                        weightSavedNames.end());
     auto expect = [&](const fb::Entry *entry,
                       const std::vector<std::string> &inputs,
                       const std::vector<std::string> &outputs) -> Status {
@@ -597,10 +594,37 @@ Status checkPipelineEntries(const fb::Executable &root,
       MFRT_RETURN_IF_ERROR(
           expect(forward, {backwardInputs.front()}, forwardOutputs));
     }
+    // A W takes the backward's inputs it reads (in their order), then
+    // every value its B saved for it: each in the type it has there.
     const fb::Entry *weight =
         split ? entryNamed(prefix + "weight_gradients") : nullptr;
+    std::vector<const fb::TensorType *> weightTypes;
     if (weight) {
-      MFRT_RETURN_IF_ERROR(expect(weight, weightInputs, {}));
+      std::vector<std::string> names = namesOf(weight->input_names());
+      size_t next = 0;
+      for (size_t i = 0; i + weightSaved < names.size(); ++i) {
+        while (next < backwardInputs.size() &&
+               backwardInputs[next] != names[i]) {
+          ++next;
+        }
+        if (next == backwardInputs.size()) {
+          break;
+        }
+        weightTypes.push_back(&inputType(*backward, next++));
+      }
+      for (size_t i = 0; i < weightSaved; ++i) {
+        weightTypes.push_back(&outputType(*backward, gradients.size() + i));
+      }
+      bool savedLast =
+          names.size() >= weightSaved &&
+          std::equal(weightSavedNames.begin(), weightSavedNames.end(),
+                     names.end() - static_cast<std::ptrdiff_t>(weightSaved));
+      if (weightTypes.size() != names.size() || !savedLast ||
+          weight->output_names()->size() != 0) {
+        return Status::error("entry '" + weight->name()->str() +
+                             "' does not take and return "
+                             "what its pipeline stage passes on");
+      }
     }
     // Types: the input, the hidden states on, the gradients back.
     const fb::TensorType &in = inputType(*backward, 0);
@@ -644,15 +668,10 @@ Status checkPipelineEntries(const fb::Executable &root,
       }
       previousHidden = &hidden;
     }
-    for (size_t i = 0; weight && i < backwardInputs.size() + weightSaved; ++i) {
-      const fb::TensorType &expected =
-          i < backwardInputs.size()
-              ? inputType(*backward, i)
-              : outputType(*backward,
-                           gradients.size() + i - backwardInputs.size());
-      if (!sameType(inputType(*weight, i), expected)) {
+    for (size_t i = 0; i < weightTypes.size(); ++i) {
+      if (!sameType(inputType(*weight, i), *weightTypes[i])) {
         return Status::error("entry '" + prefix + "weight_gradients' takes " +
-                             weightInputs[i] +
+                             weight->input_names()->Get(i)->str() +
                              " of another type than its backward has");
       }
     }

@@ -3,8 +3,9 @@
 // A part with an input gradient, under zero_bubble_v: B is what the input
 // gradient depends on (%t, the gradient through the weight); W the
 // weight's gradient and its sum. W reads %t from B (wsaved.0) and the
-// saved forward value from its own inputs, which are B's and then what B
-// saved. The parameter read is on both sides; the marks stay.
+// saved forward value: it takes B's inputs it reads (saved.0, not the
+// hidden states nor the output gradient), then what B saved. The
+// parameter read is on both sides; the marks stay.
 // CHECK-LABEL: func.func @stage1_chunk0_input_gradients(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4xf32> {mf.name = "hidden"}, %[[DY:[a-z0-9]+]]: tensor<4xf32> {mf.name = "output_gradient"}, %[[S:[a-z0-9]+]]: tensor<4xf32> {mf.name = "saved.0"})
 // CHECK-SAME: -> (tensor<4xf32> {mf.name = "input_gradient"}, tensor<4xf32> {mf.name = "wsaved.0"})
@@ -14,7 +15,7 @@
 // CHECK: %[[DX:.*]] = mf.mul %[[T]], %[[S]]
 // CHECK: return %[[DX]], %[[T]]
 // CHECK-LABEL: func.func @stage1_chunk0_weight_gradients(
-// CHECK-SAME: %{{[a-z0-9]+}}: tensor<4xf32> {mf.name = "hidden"}, %{{[a-z0-9]+}}: tensor<4xf32> {mf.name = "output_gradient"}, %[[S2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "saved.0"}, %[[T2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "wsaved.0"})
+// CHECK-SAME: %[[S2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "saved.0"}, %[[T2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "wsaved.0"})
 // CHECK-SAME: attributes {mf.chunk = 0 : i64, mf.stage = 1 : i64}
 // CHECK-NOT: mf.param @w :
 // CHECK: %[[GW:.*]] = mf.mul %[[T2]], %[[S2]]

@@ -91,7 +91,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
   int64_t parts = stages_ * chunks_;
   // Per (chunk, micro-batch) between its forward and backward: the
   // part's input and what the forward saved for the backward; between a
-  // split backward and its W: the backward's inputs and what it saved.
+  // split backward and its W: what the W takes (the backward's inputs it
+  // reads and what the backward saved for it).
   std::map<std::pair<int64_t, int64_t>, std::vector<Tensor>> kept, keptForW;
   double loss = 0;
   size_t slots = schedule_.backward()->size();
@@ -155,10 +156,15 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
                     found->second.end());
       kept.erase(found);
     }
-    std::vector<Tensor> forWeights = split ? inputs : std::vector<Tensor>();
+    const fb::Entry &ran = *executable_.entry(name);
+    // The backward's inputs, by name, for its W.
+    std::map<std::string, Tensor> byName;
+    for (size_t i = 0; split && i < inputs.size(); ++i) {
+      byName[ran.input_names()->Get(static_cast<uint32_t>(i))->str()] =
+          inputs[i];
+    }
     MFRT_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
                           timed(name, std::move(inputs)));
-    const fb::Entry &ran = *executable_.entry(name);
     if (const Tensor *value = outputNamed(ran, outputs, "loss")) {
       loss += value->loadFloat(0) / static_cast<double>(microBatches_);
     }
@@ -167,11 +173,17 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
       MFRT_RETURN_IF_ERROR(send(*gradient, part - 1, micro, true));
     }
     if (split) {
-      // The W takes the backward's inputs and what it saved for it (its
-      // outputs after the loss and the input gradient).
-      size_t leading = (last ? 1 : 0) + (first ? 0 : 1);
-      forWeights.insert(forWeights.end(), outputs.begin() + leading,
-                        outputs.end());
+      // What the W takes, by name: the backward's inputs it reads and the
+      // backward's `wsaved` outputs (the loader checked they are these).
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        byName[ran.output_names()->Get(static_cast<uint32_t>(i))->str()] =
+            outputs[i];
+      }
+      const fb::Entry &weights = *executable_.entry(prefix + "weight_gradients");
+      std::vector<Tensor> forWeights;
+      for (const auto *input : *weights.input_names()) {
+        forWeights.push_back(byName.at(input->str()));
+      }
       keptForW[{chunk, micro}] = std::move(forWeights);
     }
     MFRT_RETURN_IF_ERROR(ranks_.progressSends());

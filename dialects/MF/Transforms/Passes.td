@@ -271,11 +271,13 @@ def MFSplitWeightGradientsPass
     // after
     func.func @stage1_chunk0_input_gradients(%x, %dy, %saved0)
         -> (input_gradient, wsaved.0 ...)
-    func.func @stage1_chunk0_weight_gradients(%x, %dy, %saved0, %wsaved0, ...)
+    func.func @stage1_chunk0_weight_gradients(%x, %dy, %wsaved0, ...)  // what it reads
     ```
 
-    Parameter and constant reads are on both sides. The model's first part
-    has no input gradient: it keeps its accumulate_gradients.
+    W takes only the backward's inputs it reads (then every `wsaved`), so
+    what only B reads is not kept until W. Parameter and constant reads
+    are on both sides. The model's first part has no input gradient: it
+    keeps its accumulate_gradients.
   }];
 }
 

@@ -11,8 +11,9 @@
 //    constants (no operands) are on both sides.
 // 2. The values W reads from B: B's results a W op reads (`wsaved.<i>`).
 // 3. <prefix>input_gradients(inputs...) -> (loss?, input_gradient,
-//    wsaved...) from B's ops, and <prefix>weight_gradients(inputs...,
-//    wsaved...) from the rest: the additions to the gradient sums.
+//    wsaved...) from B's ops, and <prefix>weight_gradients(the inputs it
+//    reads..., wsaved...) from the rest: the additions to the gradient
+//    sums.
 // The model's first part (no input gradient) keeps its
 // accumulate_gradients: all of it is W, and nothing waits for it.
 //
@@ -25,6 +26,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::mf {
@@ -181,6 +183,15 @@ struct MFSplitWeightGradientsPass
     for (unsigned i = 0; i < crossing.size(); ++i) {
       weightEntry.setArgAttrs(backward.getNumArguments() + i,
                               valueName(builder, "wsaved." + Twine(i)));
+    }
+    // W takes only the backward's inputs it reads: the rest need not be
+    // kept from the B until the W.
+    llvm::BitVector unread(weightEntry.getNumArguments());
+    for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
+      unread[i] = weightEntry.getArgument(i).use_empty();
+    }
+    if (failed(weightEntry.eraseArguments(unread))) {
+      return weightEntry.emitError() << "cannot drop the inputs it does not read";
     }
     backward.erase();
     return success();
