@@ -179,7 +179,8 @@ StatusOr<double> PipelineStep::run(const std::vector<MicroBatch> &batches,
         byName[ran.output_names()->Get(static_cast<uint32_t>(i))->str()] =
             outputs[i];
       }
-      const fb::Entry &weights = *executable_.entry(prefix + "weight_gradients");
+      const fb::Entry &weights =
+          *executable_.entry(prefix + "weight_gradients");
       std::vector<Tensor> forWeights;
       for (const auto *input : *weights.input_names()) {
         forWeights.push_back(byName.at(input->str()));

@@ -191,7 +191,8 @@ struct MFSplitWeightGradientsPass
       unread[i] = weightEntry.getArgument(i).use_empty();
     }
     if (failed(weightEntry.eraseArguments(unread))) {
-      return weightEntry.emitError() << "cannot drop the inputs it does not read";
+      return weightEntry.emitError()
+             << "cannot drop the inputs it does not read";
     }
     backward.erase();
     return success();
