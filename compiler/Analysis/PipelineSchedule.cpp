@@ -87,14 +87,18 @@ StageSchedule interleavedStage(int64_t stages, int64_t stage,
   return own;
 }
 
-/// ZB-V's order (see the header) and the fraction of the simulated step
-/// its stages idle.
-struct ZeroBubbleV {
-  std::vector<StageSchedule> schedule;
-  double idle = 0;
-};
+/// A pass's length in a simulated step: a forward or a W 1 unit, a
+/// backward 2 (1 when its W runs apart), and 1 more on the model's last
+/// part (its forward).
+int64_t passUnits(const PipelineSlot &slot, bool lastPart, bool split) {
+  if (!slot.backward || slot.weight) {
+    return 1;
+  }
+  return (split ? 1 : 2) + (lastPart ? 1 : 0);
+}
 
-ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
+/// ZB-V's order (see the header).
+std::vector<StageSchedule> zeroBubbleV(int64_t stages, int64_t microBatches) {
   int64_t parts = 2 * stages, last = parts - 1;
   auto place = [&](int64_t part) {
     return mfshapes::pipelinePlaceOf(part, stages, /*vShape=*/true);
@@ -108,13 +112,12 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
   std::vector<int64_t> nextForward(static_cast<size_t>(parts), 0),
       nextBackward = nextForward;
   struct StageState {
-    int64_t freeAt = 0, kept = 0, busy = 0;
+    int64_t freeAt = 0, kept = 0;
     std::deque<PipelineSlot> weights; // Ws whose B has run, oldest first
   };
   std::vector<StageState> state(static_cast<size_t>(stages));
-  ZeroBubbleV result;
-  result.schedule.resize(static_cast<size_t>(stages));
-  for (StageSchedule &own : result.schedule) {
+  std::vector<StageSchedule> result(static_cast<size_t>(stages));
+  for (StageSchedule &own : result) {
     own.chunks = 2;
   }
   // Each stage keeps at most 1F1B's count of chunk passes (2p halves of
@@ -124,7 +127,6 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
   // F, B and W of every part, 3 a micro-batch (the first part's B is 2:
   // its W too; the last part's too: its F).
   int64_t remaining = 6 * stages * microBatches;
-  int64_t end = 0;
   for (int64_t now = 0; remaining > 0; ++now) {
     bool ran = false, busy = false;
     for (int64_t stage = 0; stage < stages; ++stage) {
@@ -177,7 +179,7 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
         if (backward) {
           ++nextBackward[static_cast<size_t>(part)];
           // The first part's B is its W too, the last part's its F too.
-          cost = part == 0 || part == last ? 2 : 1;
+          cost = passUnits(slot, part == last, /*split=*/part != 0);
           backwardEnd[static_cast<size_t>(part)][at] = now + cost;
           if (part != 0) {
             own.weights.push_back({true, chosenMicro, slot.chunk, true});
@@ -195,12 +197,10 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
       } else {
         continue; // idle
       }
-      StageSchedule &schedule = result.schedule[static_cast<size_t>(stage)];
+      StageSchedule &schedule = result[static_cast<size_t>(stage)];
       schedule.slots.push_back(slot);
       schedule.inFlight = std::max(schedule.inFlight, own.kept);
       own.freeAt = now + cost;
-      own.busy += cost;
-      end = std::max(end, own.freeAt);
       remaining -= cost;
       ran = true;
     }
@@ -211,12 +211,6 @@ ZeroBubbleV zeroBubbleV(int64_t stages, int64_t microBatches) {
     }
     relaxed = !ran && !busy;
   }
-  int64_t busy = 0;
-  for (const StageState &own : state) {
-    busy += own.busy;
-  }
-  result.idle =
-      1.0 - static_cast<double>(busy) / static_cast<double>(end * stages);
   return result;
 }
 
@@ -227,7 +221,7 @@ std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
                                                  int64_t microBatches,
                                                  int64_t chunks) {
   if (scheduler == "zero_bubble_v") {
-    return zeroBubbleV(stages, microBatches).schedule;
+    return zeroBubbleV(stages, microBatches);
   }
   std::vector<StageSchedule> schedule;
   for (int64_t stage = 0; stage < stages; ++stage) {
@@ -241,7 +235,9 @@ std::vector<StageSchedule> mfc::schedulePipeline(const std::string &scheduler,
 double mfc::bubbleFraction(const std::string &scheduler, int64_t stages,
                            int64_t microBatches, int64_t chunks) {
   if (scheduler == "zero_bubble_v") {
-    return zeroBubbleV(stages, microBatches).idle;
+    // As the ranks would run it: its order is found under the same costs.
+    return simulateTimeline(scheduler, zeroBubbleV(stages, microBatches))
+        .idle();
   }
   return static_cast<double>(stages - 1) /
          static_cast<double>(chunks * microBatches + stages - 1);
@@ -309,13 +305,12 @@ Timeline mfc::simulateTimeline(const std::string &scheduler,
         // zero_bubble_v runs every backward but the first part's apart
         // from its weight gradients.
         bool split = vShape && part > 0;
-        int64_t ready = 0, units = 1;
+        int64_t ready = 0, units = passUnits(slot, last, split);
         if (slot.weight) {
           ready = backwardEnd[part][at];
         } else if (slot.backward) {
           ready = last ? (part == 0 ? 0 : forwardEnd[part - 1][at])
                        : backwardEnd[part + 1][at];
-          units = (split ? 1 : 2) + (last ? 1 : 0);
         } else {
           ready = part == 0 ? 0 : forwardEnd[part - 1][at];
         }

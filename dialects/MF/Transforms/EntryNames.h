@@ -1,7 +1,8 @@
 //===- EntryNames.h - an entry's named inputs and results -------*- C++ -*-===//
 //
 // Entry functions name their inputs and results (`mf.name`) for the
-// runtime; the passes that split pipeline entries find values by them.
+// runtime; the passes that split pipeline entries (mf-split-stages,
+// mf-split-weight-gradients) find values by them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +42,12 @@ inline std::optional<unsigned> resultNamed(func::FuncOp entry, StringRef name) {
     }
   }
   return std::nullopt;
+}
+
+/// Parameter and constant reads (no operands): a split entry reads them
+/// on each side rather than passing their values across.
+inline bool isReadOnEachSide(Operation *op) {
+  return op->getNumOperands() == 0;
 }
 
 } // namespace mlir::mf

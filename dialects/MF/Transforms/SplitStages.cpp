@@ -72,7 +72,6 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       return backward.emitError() << "has a forward that cannot be sliced";
     }
     llvm::DenseSet<Operation *> forward(slice.begin(), slice.end());
-    auto shared = [](Operation *op) { return op->getNumOperands() == 0; };
     for (Operation *op : forward) {
       if (!isMemoryEffectFree(op)) {
         return op->emitOpError()
@@ -89,7 +88,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
       }
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
-        if (def && forward.contains(def) && !shared(def) &&
+        if (def && forward.contains(def) && !isReadOnEachSide(def) &&
             !(&op == ret.getOperation() && operand == hidden &&
               llvm::count(ret.getOperands(), hidden) == 1)) {
           saved.insert(operand);

@@ -39,9 +39,6 @@ using namespace mlir::mf;
 
 namespace {
 
-/// Parameter and constant reads: cloned wherever they are read.
-bool isShared(Operation *op) { return op->getNumOperands() == 0; }
-
 struct MFSplitWeightGradientsPass
     : mf::impl::MFSplitWeightGradientsPassBase<MFSplitWeightGradientsPass> {
   void runOnOperation() override {
@@ -97,7 +94,7 @@ struct MFSplitWeightGradientsPass
       }
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
-        if (def && inputSide.contains(def) && !isShared(def)) {
+        if (def && inputSide.contains(def) && !isReadOnEachSide(def)) {
           crossing.insert(operand);
         }
       }
@@ -171,7 +168,7 @@ struct MFSplitWeightGradientsPass
         bool readByW = llvm::any_of(op.getUsers(), [&](Operation *user) {
           return !inputSide.contains(user) && user != ret.getOperation();
         });
-        if (!inputSide.contains(&op) || (isShared(&op) && readByW)) {
+        if (!inputSide.contains(&op) || (isReadOnEachSide(&op) && readByW)) {
           inside.clone(op, mapping);
         }
       }
