@@ -194,8 +194,8 @@ void mfrt::dumpExecutable(const Executable &executable, std::ostream &os) {
       // (A stage's train_step updates every chunk.)
       std::string name = entry->name()->str();
       if (executable.pipelineChunks() > 1 &&
-          name != mfshapes::stageEntryPrefix(entry->stage(), 0, 1) +
-                      "train_step") {
+          name !=
+              mfshapes::stageEntryPrefix(entry->stage(), 0, 1) + "train_step") {
         os << " chunk " << entry->chunk();
       }
     }
