@@ -268,8 +268,17 @@ double Timeline::idle() const {
              : 1.0 - static_cast<double>(busy) / static_cast<double>(total);
 }
 
-Timeline mfc::simulateTimeline(const std::string &scheduler,
-                               const std::vector<StageSchedule> &schedule) {
+namespace {
+
+/// The simulation behind simulateTimeline and simulateStepTimes: each
+/// stage runs its slots in order, a slot starting when its stage is free
+/// and what it waits for has ended and arrived.
+template <typename Time, typename PassLength, typename MessageLength>
+void simulateSlots(const std::string &scheduler,
+                   const std::vector<StageSchedule> &schedule,
+                   PassLength passLength, MessageLength messageLength,
+                   std::vector<std::vector<Time>> &starts,
+                   std::vector<std::vector<Time>> &lengths, Time &end) {
   int64_t stages = static_cast<int64_t>(schedule.size());
   int64_t chunks = schedule.empty() ? 1 : schedule[0].chunks;
   int64_t parts = stages * chunks;
@@ -280,16 +289,16 @@ Timeline mfc::simulateTimeline(const std::string &scheduler,
       micro = std::max(micro, slot.microBatch + 1);
     }
   }
-  // Per (part, micro-batch): when its forward and its backward end (-1:
+  // Per (part, micro-batch): when its forward and its backward end (empty:
   // not yet run).
-  std::vector<std::vector<int64_t>> forwardEnd(
+  std::vector<std::vector<std::optional<Time>>> forwardEnd(
       static_cast<size_t>(parts),
-      std::vector<int64_t>(static_cast<size_t>(micro), -1)),
+      std::vector<std::optional<Time>>(static_cast<size_t>(micro))),
       backwardEnd = forwardEnd;
-  Timeline timeline;
-  timeline.starts.resize(schedule.size());
-  timeline.lengths.resize(schedule.size());
-  std::vector<int64_t> freeAt(schedule.size(), 0);
+  starts.assign(schedule.size(), {});
+  lengths.assign(schedule.size(), {});
+  end = Time();
+  std::vector<Time> freeAt(schedule.size(), Time());
   std::vector<size_t> next(schedule.size(), 0);
   for (bool progressed = true; progressed;) {
     progressed = false;
@@ -298,38 +307,110 @@ Timeline mfc::simulateTimeline(const std::string &scheduler,
       const std::vector<PipelineSlot> &slots = schedule[s].slots;
       for (; next[s] < slots.size(); ++next[s]) {
         const PipelineSlot &slot = slots[next[s]];
-        size_t part = static_cast<size_t>(
-            mfshapes::pipelinePartOf(stage, slot.chunk, stages, vShape));
+        int64_t part =
+            mfshapes::pipelinePartOf(stage, slot.chunk, stages, vShape);
         size_t at = static_cast<size_t>(slot.microBatch);
-        bool last = part + 1 == static_cast<size_t>(parts);
+        bool last = part + 1 == parts;
         // zero_bubble_v runs every backward but the first part's apart
         // from its weight gradients.
         bool split = vShape && part > 0;
-        int64_t ready = 0, units = passUnits(slot, last, split);
+        // What the slot waits for: the part it follows, and its own B for
+        // a W.
+        std::optional<Time> ready = Time();
+        int64_t from = part;
         if (slot.weight) {
-          ready = backwardEnd[part][at];
-        } else if (slot.backward) {
-          ready = last ? (part == 0 ? 0 : forwardEnd[part - 1][at])
-                       : backwardEnd[part + 1][at];
-        } else {
-          ready = part == 0 ? 0 : forwardEnd[part - 1][at];
+          ready = backwardEnd[static_cast<size_t>(part)][at];
+        } else if (slot.backward && !last) {
+          from = part + 1;
+          ready = backwardEnd[static_cast<size_t>(from)][at];
+        } else if (part > 0) {
+          from = part - 1;
+          ready = forwardEnd[static_cast<size_t>(from)][at];
         }
-        if (ready < 0) {
+        if (!ready) {
           break; // what it waits for has not run yet
         }
-        int64_t start = std::max(freeAt[s], ready);
-        freeAt[s] = start + units;
-        if (!slot.weight) {
-          (slot.backward ? backwardEnd : forwardEnd)[part][at] = freeAt[s];
+        Time arrives = *ready;
+        if (from != part) {
+          arrives += messageLength(from, part);
         }
-        timeline.starts[s].push_back(start);
-        timeline.lengths[s].push_back(units);
-        timeline.length = std::max(timeline.length, freeAt[s]);
+        Time start = std::max(freeAt[s], arrives);
+        Time length = passLength(stage, slot, part, last, split);
+        freeAt[s] = start + length;
+        if (!slot.weight) {
+          (slot.backward ? backwardEnd : forwardEnd)[static_cast<size_t>(
+              part)][at] = freeAt[s];
+        }
+        starts[s].push_back(start);
+        lengths[s].push_back(length);
+        end = std::max(end, freeAt[s]);
         progressed = true;
       }
     }
   }
+}
+
+} // namespace
+
+Timeline mfc::simulateTimeline(const std::string &scheduler,
+                               const std::vector<StageSchedule> &schedule) {
+  Timeline timeline;
+  simulateSlots<int64_t>(
+      scheduler, schedule,
+      [](int64_t, const PipelineSlot &slot, int64_t, bool last, bool split) {
+        return passUnits(slot, last, split);
+      },
+      [](int64_t, int64_t) { return int64_t(0); }, timeline.starts,
+      timeline.lengths, timeline.length);
   return timeline;
+}
+
+TimedStep mfc::simulateStepTimes(
+    const std::string &scheduler, const std::vector<StageSchedule> &schedule,
+    llvm::function_ref<double(int64_t stage, const PipelineSlot &slot,
+                              bool lastPart, bool split)>
+        passLength,
+    llvm::function_ref<double(int64_t fromPart, int64_t toPart)>
+        messageLength) {
+  std::vector<std::vector<double>> starts, lengths;
+  TimedStep step;
+  simulateSlots<double>(
+      scheduler, schedule,
+      [&](int64_t stage, const PipelineSlot &slot, int64_t, bool last,
+          bool split) { return passLength(stage, slot, last, split); },
+      messageLength, starts, lengths, step.length);
+  for (const std::vector<double> &stage : lengths) {
+    double busy = 0;
+    for (double length : stage) {
+      busy += length;
+    }
+    step.busy.push_back(busy);
+  }
+  return step;
+}
+
+int64_t mfc::peakKeptBytes(const StageSchedule &stage,
+                           const std::vector<int64_t> &keptBytes,
+                           const std::vector<int64_t> &weightKeptBytes,
+                           const std::vector<bool> &lastPart) {
+  int64_t kept = 0, most = 0;
+  for (const PipelineSlot &slot : stage.slots) {
+    size_t chunk = static_cast<size_t>(slot.chunk);
+    int64_t input = keptBytes[chunk], forWeights = weightKeptBytes[chunk];
+    bool split = forWeights > 0;
+    // A forward keeps its input and saved values; a split B trades them
+    // for what its W takes (the last part's B has no forward before it).
+    int64_t forwardKept = lastPart[chunk] ? 0 : input;
+    if (slot.weight) {
+      kept -= forWeights;
+    } else if (slot.backward) {
+      kept += split ? forWeights - forwardKept : -forwardKept;
+    } else {
+      kept += input;
+    }
+    most = std::max(most, kept);
+  }
+  return most;
 }
 
 std::string mfc::drawTimeline(const Timeline &timeline,

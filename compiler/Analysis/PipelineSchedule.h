@@ -40,6 +40,8 @@
 #ifndef MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
 #define MFC_COMPILER_ANALYSIS_PIPELINESCHEDULE_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -102,6 +104,33 @@ struct Timeline {
 };
 Timeline simulateTimeline(const std::string &scheduler,
                           const std::vector<StageSchedule> &schedule);
+
+/// The same run with each pass's own length (a stage's forward and
+/// backward take their FLOPs' and collectives' time) and a message's
+/// between two parts on different stages (0 for the turn of a V, handed
+/// over in memory): when the step's last pass ends and each stage's busy
+/// time, in the lengths' unit.
+struct TimedStep {
+  double length = 0;
+  std::vector<double> busy;
+};
+TimedStep simulateStepTimes(
+    const std::string &scheduler, const std::vector<StageSchedule> &schedule,
+    llvm::function_ref<double(int64_t stage, const PipelineSlot &slot,
+                              bool lastPart, bool split)>
+        passLength,
+    llvm::function_ref<double(int64_t fromPart, int64_t toPart)>
+        messageLength);
+
+/// The most a stage keeps at once under its schedule, given per chunk what
+/// a micro-batch in flight keeps from its forward to its backward, what a
+/// split backward's W takes from its B on (0 unless split), and whether
+/// the chunk is the model's last part (whose forward runs in its
+/// backward, keeping nothing between).
+int64_t peakKeptBytes(const StageSchedule &stage,
+                      const std::vector<int64_t> &keptBytes,
+                      const std::vector<int64_t> &weightKeptBytes,
+                      const std::vector<bool> &lastPart);
 
 /// Stage `stage`'s row of `timeline` as text, one `width`-character cell a
 /// unit: a slot's name ("F0", "B3.1") in its first unit, '-' in the rest,

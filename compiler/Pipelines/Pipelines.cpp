@@ -88,6 +88,9 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
   MFExecPlanMemoryPassOptions planOptions;
   planOptions.csvFile = options.memoryPlanCsv;
   planOptions.svgFile = options.memoryPlanSvg;
+  if (options.memoryPlanSeconds >= 0) {
+    planOptions.timeLimit = options.memoryPlanSeconds;
+  }
   pm.addPass(createMFExecPlanMemoryPass(planOptions));
 }
 

@@ -42,6 +42,9 @@ struct CompileOptions {
   /// Memory planning: write the problem (MiniMalloc CSV) / a picture (SVG).
   std::string memoryPlanCsv;
   std::string memoryPlanSvg;
+  /// Seconds each entry's plan may search below its first arena (negative:
+  /// mfexec-plan-memory's default).
+  double memoryPlanSeconds = -1;
   /// Code generation: the target CPU, and where to write the kernels.
   std::string cpu = "native";
   std::string kernelsObject;

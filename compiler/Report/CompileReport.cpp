@@ -125,13 +125,8 @@ struct Collectives {
   std::string kind; ///< all_reduce, reduce_scatter, all_gather
   std::string axes; ///< "model_parallel", "data_parallel", ...
   int64_t count = 0, bytes = 0, ranks = 1;
-  /// What a ring algorithm sends from each rank: 2 (n - 1) / n payloads
-  /// for an all-reduce, (n - 1) / n for a reduce-scatter or an all-gather
-  /// (and for an all-to-all of even shares, sent directly).
-  int64_t wireBytes() const {
-    int64_t passes = kind == "all_reduce" ? 2 : 1;
-    return ranks <= 1 ? 0 : passes * (ranks - 1) * bytes / ranks;
-  }
+  /// What a ring algorithm sends from each rank.
+  int64_t wireBytes() const { return ringWireBytes(kind, bytes, ranks); }
 };
 
 /// Per entry, its all-reduces grouped by axes (entries without are left out).
@@ -155,37 +150,8 @@ collectivesOf(ModuleOp module, shard::GridOp grid) {
       collectives.bytes += bytes;
     };
     function.walk([&](Operation *op) {
-      // A vocabulary-parallel cross-entropy all-reduces f64 statistics per
-      // token: the maximum, then the sum of exponentials and (forward) the
-      // label's logit.
-      auto tokenBytes = [](Value logits) {
-        return cast<RankedTensorType>(logits.getType()).getDimSize(0) * 8;
-      };
-      if (auto reduce = dyn_cast<mf::AllReduceOp>(op)) {
-        count("all_reduce", reduce.getGridAxes(), bytesOf(reduce.getType()));
-      } else if (auto scatter = dyn_cast<mf::ReduceScatterOp>(op)) {
-        count("reduce_scatter", scatter.getGridAxes(),
-              bytesOf(scatter.getInput().getType()));
-      } else if (auto gather = dyn_cast<mf::AllGatherOp>(op)) {
-        count("all_gather", gather.getGridAxes(), bytesOf(gather.getType()));
-      } else if (auto exchange = dyn_cast<mf::AllToAllOp>(op)) {
-        // A bound: the rows actually sent are known at run time.
-        count("all_to_all of rows (at most)", exchange.getGridAxes(),
-              bytesOf(exchange.getRows().getType()));
-      } else if (auto exchange = dyn_cast<mf::AllToAllDimsOp>(op)) {
-        count("all_to_all", exchange.getGridAxes(),
-              bytesOf(exchange.getType()));
-      } else if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
-        count("all_to_all of row counts", counts.getGridAxes(),
-              bytesOf(counts.getType()));
-      } else if (auto loss = dyn_cast<mf::CrossEntropyOp>(op);
-                 loss && loss.getGridAxes()) {
-        count("all_reduce", *loss.getGridAxes(), tokenBytes(loss.getLogits()));
-        count("all_reduce", *loss.getGridAxes(), 2 * tokenBytes(loss.getLogits()));
-      } else if (auto grad = dyn_cast<mf::CrossEntropyGradOp>(op);
-                 grad && grad.getGridAxes()) {
-        count("all_reduce", *grad.getGridAxes(), tokenBytes(grad.getLogits()));
-        count("all_reduce", *grad.getGridAxes(), tokenBytes(grad.getLogits()));
+      for (const CollectivePayload &payload : collectivePayloads(op)) {
+        count(payload.kind, payload.gridAxes, payload.bytes);
       }
     });
     if (!byAxes.empty()) {
@@ -224,24 +190,7 @@ struct StageReport {
 
   /// The most its ranks keep at once under the schedule.
   int64_t peakKeptBytes() const {
-    int64_t kept = 0, most = 0;
-    for (const PipelineSlot &slot : schedule.slots) {
-      size_t chunk = static_cast<size_t>(slot.chunk);
-      int64_t input = keptBytes[chunk], forWeights = weightKeptBytes[chunk];
-      bool split = forWeights > 0;
-      // A forward keeps its input and saved values; a split B trades them
-      // for what its W takes (the last part's B has no forward before it).
-      int64_t forwardKept = lastPart[chunk] ? 0 : input;
-      if (slot.weight) {
-        kept -= forWeights;
-      } else if (slot.backward) {
-        kept += split ? forWeights - forwardKept : -forwardKept;
-      } else {
-        kept += input;
-      }
-      most = std::max(most, kept);
-    }
-    return most;
+    return mfc::peakKeptBytes(schedule, keptBytes, weightKeptBytes, lastPart);
   }
 
   /// "0-3", with chunks "0-1 + 4-5".
@@ -601,6 +550,61 @@ std::vector<EntryReport> collect(ModuleOp module) {
 }
 
 } // namespace
+
+SmallVector<CollectivePayload, 2> mfc::collectivePayloads(Operation *op) {
+  // A vocabulary-parallel cross-entropy all-reduces f64 statistics per
+  // token: the maximum, then the sum of exponentials and (forward) the
+  // label's logit.
+  auto tokenBytes = [](Value logits) {
+    return cast<RankedTensorType>(logits.getType()).getDimSize(0) * 8;
+  };
+  auto one = [](StringRef kind, ArrayRef<int16_t> axes, int64_t bytes) {
+    return SmallVector<CollectivePayload, 2>{
+        {kind.str(), SmallVector<int16_t>(axes), bytes}};
+  };
+  if (auto reduce = dyn_cast<mf::AllReduceOp>(op)) {
+    return one("all_reduce", reduce.getGridAxes(), bytesOf(reduce.getType()));
+  }
+  if (auto scatter = dyn_cast<mf::ReduceScatterOp>(op)) {
+    return one("reduce_scatter", scatter.getGridAxes(),
+               bytesOf(scatter.getInput().getType()));
+  }
+  if (auto gather = dyn_cast<mf::AllGatherOp>(op)) {
+    return one("all_gather", gather.getGridAxes(), bytesOf(gather.getType()));
+  }
+  if (auto exchange = dyn_cast<mf::AllToAllOp>(op)) {
+    // A bound: the rows actually sent are known at run time.
+    return one("all_to_all of rows (at most)", exchange.getGridAxes(),
+               bytesOf(exchange.getRows().getType()));
+  }
+  if (auto exchange = dyn_cast<mf::AllToAllDimsOp>(op)) {
+    return one("all_to_all", exchange.getGridAxes(),
+               bytesOf(exchange.getType()));
+  }
+  if (auto counts = dyn_cast<mf::AllToAllOffsetsOp>(op)) {
+    return one("all_to_all of row counts", counts.getGridAxes(),
+               bytesOf(counts.getType()));
+  }
+  if (auto loss = dyn_cast<mf::CrossEntropyOp>(op); loss && loss.getGridAxes()) {
+    int64_t bytes = tokenBytes(loss.getLogits());
+    SmallVector<CollectivePayload, 2> both = one("all_reduce", *loss.getGridAxes(), bytes);
+    both.push_back(one("all_reduce", *loss.getGridAxes(), 2 * bytes)[0]);
+    return both;
+  }
+  if (auto grad = dyn_cast<mf::CrossEntropyGradOp>(op);
+      grad && grad.getGridAxes()) {
+    int64_t bytes = tokenBytes(grad.getLogits());
+    SmallVector<CollectivePayload, 2> both = one("all_reduce", *grad.getGridAxes(), bytes);
+    both.push_back(both[0]);
+    return both;
+  }
+  return {};
+}
+
+int64_t mfc::ringWireBytes(StringRef kind, int64_t bytes, int64_t ranks) {
+  int64_t passes = kind == "all_reduce" ? 2 : 1;
+  return ranks <= 1 ? 0 : passes * (ranks - 1) * bytes / ranks;
+}
 
 std::optional<TrainStepCost> mfc::trainStepCost(ModuleOp module) {
   std::optional<TrainingMemory> memory = trainingMemory(module);

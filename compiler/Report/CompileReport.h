@@ -35,6 +35,23 @@ struct RecomputeSummary {
   int plansCompiled = 0;
 };
 
+/// A collective `op` performs (two for a vocabulary-parallel
+/// cross-entropy's statistics; none for other ops): its kind (all_reduce,
+/// reduce_scatter, all_gather, all_to_all...), grid axes and payload (the
+/// whole tensor: what an all-reduce sums, an all-gather assembles).
+struct CollectivePayload {
+  std::string kind;
+  llvm::SmallVector<int16_t> gridAxes;
+  int64_t bytes = 0;
+};
+llvm::SmallVector<CollectivePayload, 2> collectivePayloads(mlir::Operation *op);
+
+/// What a ring algorithm sends from each of `ranks` ranks for a collective
+/// of `kind` over a payload of `bytes`: 2 (n - 1) / n payloads for an
+/// all-reduce, (n - 1) / n for the others (an all-to-all of even shares,
+/// sent directly).
+int64_t ringWireBytes(llvm::StringRef kind, int64_t bytes, int64_t ranks);
+
 /// Per entry: op count, FLOPs, bytes moved, every fusion group with the model
 /// paths of its ops, and the memory plan (arena vs lower bound).
 void writeCompileReportJson(mlir::ModuleOp module, llvm::raw_ostream &os,

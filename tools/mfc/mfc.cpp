@@ -10,6 +10,7 @@
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
 #include "compiler/Frontend/RecomputePlan.h"
+#include "compiler/Pipelines/ParallelSearch.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Pipelines/RecomputeBudget.h"
 #include "compiler/Report/CompileReport.h"
@@ -32,6 +33,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -585,11 +587,325 @@ int planMemoryCommand(int argc, char **argv) {
   });
 }
 
+/// The candidate as a JSON object (sizes in bytes, times in seconds).
+llvm::json::Object candidateJson(const ParallelCandidate &candidate) {
+  auto prediction = [](const ParallelCandidate::Prediction &step) {
+    llvm::json::Array stages;
+    for (int64_t bytes : step.stagePeakBytes) {
+      stages.push_back(bytes);
+    }
+    return llvm::json::Object{{"step_seconds", step.stepSeconds},
+                              {"waiting_fraction", step.idleFraction},
+                              {"peak_bytes", step.peakBytes()},
+                              {"stage_peak_bytes", std::move(stages)}};
+  };
+  llvm::json::Array settings;
+  for (const std::string &setting : candidate.settings) {
+    settings.push_back(setting);
+  }
+  llvm::json::Object object{
+      {"data_parallel", candidate.dataParallel},
+      {"model_parallel", candidate.modelParallel},
+      {"pipeline_stage", candidate.pipelineStages},
+      {"context_parallel", candidate.contextParallel},
+      {"pipeline_scheduler", candidate.scheduler},
+      {"pp_interleave_num", candidate.chunks},
+      {"batch_size", candidate.batchSize},
+      {"micro_batches", candidate.microBatches},
+      {"recompute", candidate.recomputeText()},
+      {"fits", candidate.fits},
+      {"predicted", prediction(candidate.predicted)},
+      {"settings", std::move(settings)}};
+  if (candidate.compiled) {
+    object["compiled"] = prediction(*candidate.compiled);
+  }
+  return object;
+}
+
+/// The --set arguments that make the config `candidate`.
+std::string candidateSettings(const ParallelCandidate &candidate) {
+  std::string text;
+  for (const std::string &setting : candidate.settings) {
+    text += " --set " + setting;
+  }
+  if (!candidate.fullLayers.empty()) {
+    std::string keys = candidate.recomputeText();
+    // "recompute: X, select_recompute: Y" -> two --set arguments.
+    llvm::StringRef rest(keys);
+    while (!rest.empty()) {
+      auto [item, tail] = rest.split(", ");
+      auto [key, value] = item.split(": ");
+      text += " --set 'recompute_config." + key.str() + "=" + value.str() + "'";
+      rest = tail;
+    }
+  }
+  return text;
+}
+
+void writeParallelPlanText(const ParallelSearchOptions &options,
+                           const ParallelSearchResult &result, size_t top,
+                           llvm::raw_ostream &os) {
+  const CostModel &machine = options.machine;
+  os << llvm::formatv("plan-parallel: '{0}' on {1} ranks of {2:F3} GB; a "
+                      "step of {3} sequences of {4} tokens\n",
+                      options.configFile, options.ranks,
+                      options.memoryPerRank / 1e9, result.globalBatch,
+                      result.seqLength);
+  os << llvm::formatv(
+      "machine (assumed: --rank-tflops, --intra-node-gbps, --inter-node-gbps, "
+      "--ranks-per-node, --latency-us): {0:F1} TFLOP/s a rank, {1:F1} GB/s "
+      "within a node of {2} ranks, {3:F1} GB/s between nodes, {4:F1} us a "
+      "collective\n",
+      machine.rankFlops / 1e12, machine.intraNodeBandwidth / 1e9,
+      machine.ranksPerNode, machine.interNodeBandwidth / 1e9,
+      machine.latency * 1e6);
+  int refused = 0;
+  for (const auto &[why, count] : result.refused) {
+    refused += count;
+  }
+  size_t fitting = 0;
+  for (const ParallelCandidate &candidate : result.candidates) {
+    fitting += candidate.fits ? 1 : 0;
+  }
+  os << llvm::formatv("searched {0} layouts in {1:F1} s: {2} compiled as "
+                      "probes ({3} probe compilations), {4} fit, {5} "
+                      "refused\n\n",
+                      result.candidates.size() + refused, result.seconds,
+                      result.candidates.size(), result.probesCompiled, fitting,
+                      refused);
+  // Sizes in the budget's unit, times in one unit for the whole table.
+  double byteUnit = options.memoryPerRank >= 1e9 ? 1e9 : 1e6;
+  llvm::StringRef byteName = byteUnit == 1e9 ? "GB" : "MB";
+  double slowest = 0;
+  for (const ParallelCandidate &candidate : result.candidates) {
+    slowest = std::max(slowest, candidate.predicted.stepSeconds);
+  }
+  double timeUnit = slowest >= 1 ? 1 : 1e-3;
+  llvm::StringRef timeName = timeUnit == 1 ? "s" : "ms";
+  auto row = [&](llvm::StringRef label, const ParallelCandidate &candidate) {
+    const ParallelCandidate::Prediction &step =
+        candidate.compiled ? *candidate.compiled : candidate.predicted;
+    std::string micro = llvm::formatv("{0} x {1}", candidate.batchSize,
+                                      candidate.microBatches);
+    std::string predictedPeak =
+        candidate.compiled
+            ? llvm::formatv("{0:F2}", candidate.predicted.peakBytes() / byteUnit)
+                  .str()
+            : "-";
+    os << llvm::formatv("{0,4}  {1,-18} {2,-14} {3,-10} {4,9:F3} {5,7:F1}% "
+                        "{6,9:F2} {7,9}  {8}{9}\n",
+                        label, candidate.layoutText(), candidate.scheduleText(),
+                        micro, step.stepSeconds / timeUnit,
+                        100 * step.idleFraction, step.peakBytes() / byteUnit,
+                        predictedPeak, candidate.recomputeText(),
+                        candidate.fits ? "" : " (does not fit)");
+  };
+  os << llvm::formatv("{0,4}  {1,-18} {2,-14} {3,-10} {4,9} {5,8} {6,9} {7,9}  "
+                      "{8}\n",
+                      "#", "layout", "schedule", "micro", "step (" + timeName + ")",
+                      "waiting", "peak " + byteName, "predicted", "recompute");
+  for (size_t i = 0; i < result.candidates.size() && i < top; ++i) {
+    row(std::to_string(i + 1), result.candidates[i]);
+  }
+  os << "(micro: sequences a rank's micro-batch holds x micro-batches a "
+        "step; peak: the most a rank of any stage plans, compiled at full "
+        "size where 'predicted' shows the probes' prediction; waiting: the "
+        "stages' idle share of the step)\n";
+  if (result.asConfigured) {
+    os << "\nas written:\n";
+    row("", *result.asConfigured);
+    if (!result.candidates.empty() && result.candidates[0].fits &&
+        result.asConfigured->predicted.stepSeconds > 0) {
+      const ParallelCandidate &best = result.candidates[0];
+      double bestSeconds =
+          (best.compiled ? *best.compiled : best.predicted).stepSeconds;
+      os << llvm::formatv("#1 predicts {0:F2}x the steps a second of the "
+                          "config as written\n",
+                          result.asConfigured->predicted.stepSeconds /
+                              bestSeconds);
+    }
+  }
+  if (!result.candidates.empty() && result.candidates[0].fits) {
+    os << "\n#1: mfc compile " << options.configFile;
+    // The user's overrides but those the candidate sets again.
+    for (const std::string &setting : options.overrides) {
+      llvm::StringRef key = llvm::StringRef(setting).split('=').first;
+      if (llvm::none_of(result.candidates[0].settings, [&](llvm::StringRef own) {
+            return own.split('=').first == key;
+          })) {
+        os << " --set " << setting;
+      }
+    }
+    os << candidateSettings(result.candidates[0]) << " -o model.bin\n";
+  } else {
+    os << llvm::formatv("\nno layout fits {0:F3} GB a rank; the smallest "
+                        "peaks are listed first\n",
+                        options.memoryPerRank / 1e9);
+  }
+  if (!result.refused.empty()) {
+    os << "\nrefused, by reason:\n";
+    for (const auto &[why, count] : result.refused) {
+      os << llvm::formatv("{0,6}  {1}\n", count, why);
+    }
+  }
+}
+
+void writeParallelPlanJson(const ParallelSearchOptions &options,
+                           const ParallelSearchResult &result,
+                           llvm::raw_ostream &os) {
+  llvm::json::Array candidates, refused;
+  for (const ParallelCandidate &candidate : result.candidates) {
+    candidates.push_back(candidateJson(candidate));
+  }
+  for (const auto &[why, count] : result.refused) {
+    refused.push_back(llvm::json::Object{{"reason", why}, {"layouts", count}});
+  }
+  const CostModel &machine = options.machine;
+  llvm::json::Object object{
+      {"config", options.configFile},
+      {"ranks", options.ranks},
+      {"memory_per_rank_bytes", options.memoryPerRank},
+      {"global_batch", result.globalBatch},
+      {"seq_length", result.seqLength},
+      {"machine",
+       llvm::json::Object{{"rank_flops", machine.rankFlops},
+                          {"intra_node_bytes_per_second",
+                           machine.intraNodeBandwidth},
+                          {"inter_node_bytes_per_second",
+                           machine.interNodeBandwidth},
+                          {"ranks_per_node", machine.ranksPerNode},
+                          {"latency_seconds", machine.latency}}},
+      {"probes_compiled", result.probesCompiled},
+      {"seconds", result.seconds},
+      {"candidates", std::move(candidates)},
+      {"refused", std::move(refused)}};
+  if (result.asConfigured) {
+    object["as_written"] = candidateJson(*result.asConfigured);
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(object))) << "\n";
+}
+
+/// `mfc plan-parallel CONFIG --ranks N --memory-per-rank SIZE`.
+int planParallelCommand(int argc, char **argv) {
+  cl::OptionCategory category("mfc plan-parallel options");
+  cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
+                                 cl::Required, cl::cat(category));
+  cl::list<std::string> overrides(
+      "set", cl::desc("Override a config key before the search (repeatable)"),
+      cl::value_desc("key.path=value"), cl::cat(category));
+  cl::opt<int64_t> ranks("ranks", cl::desc("The ranks to train on"),
+                         cl::Required, cl::cat(category));
+  cl::opt<std::string> memory(
+      "memory-per-rank",
+      cl::desc("What each rank may plan, e.g. 64GiB, 32GB"),
+      cl::value_desc("SIZE"), cl::Required, cl::cat(category));
+  cl::opt<double> rankTflops(
+      "rank-tflops", cl::desc("Achieved TFLOP/s of one rank (default 150)"),
+      cl::init(150), cl::cat(category));
+  cl::opt<double> intraGbps(
+      "intra-node-gbps",
+      cl::desc("GB/s a rank sends to a rank in its node (default 50)"),
+      cl::init(50), cl::cat(category));
+  cl::opt<double> interGbps(
+      "inter-node-gbps",
+      cl::desc("GB/s a rank sends to another node (default 25)"),
+      cl::init(25), cl::cat(category));
+  cl::opt<int64_t> ranksPerNode("ranks-per-node",
+                                cl::desc("Ranks in one node (default 8)"),
+                                cl::init(8), cl::cat(category));
+  cl::opt<double> latencyUs(
+      "latency-us", cl::desc("Microseconds a collective or message starts in "
+                             "(default 10)"),
+      cl::init(10), cl::cat(category));
+  cl::list<int64_t> microBatchSizes(
+      "micro-batch-sizes",
+      cl::desc("Per-rank micro-batch sizes to try, e.g. 1,2,4 (default: the "
+               "config's batch_size)"),
+      cl::CommaSeparated, cl::cat(category));
+  cl::opt<unsigned> top("top", cl::desc("Candidates to print (default 8)"),
+                        cl::init(8), cl::cat(category));
+  cl::opt<unsigned> confirm(
+      "confirm",
+      cl::desc("The best candidates compiled at full size (default 3)"),
+      cl::init(3), cl::cat(category));
+  cl::opt<std::string> reportFile(
+      "report",
+      cl::desc("Write the whole search: JSON if FILE ends in .json, else "
+               "text ('-': stdout, the default)"),
+      cl::value_desc("FILE"), cl::init("-"), cl::cat(category));
+  cl::opt<bool> verbose("v", cl::desc("Print each candidate as it is probed"),
+                        cl::cat(category));
+  showOnlyOwnOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "mfc plan-parallel: the fastest data/model/pipeline/context parallel "
+      "layout, schedule, micro-batch size and recompute that fit the "
+      "ranks' memory, from the compiler's own memory plans\n");
+
+  ParallelSearchOptions options;
+  options.configFile = inputFile;
+  options.overrides.assign(overrides.begin(), overrides.end());
+  std::optional<int64_t> bytes = parseByteSize(memory);
+  if (!bytes || *bytes <= 0) {
+    printError("--memory-per-rank: '" + memory +
+               "' is not a size; write e.g. 64GiB or 32GB");
+    return 2;
+  }
+  if (ranks < 1 || ranks > 65536) {
+    printError("--ranks: " + llvm::Twine(ranks.getValue()) +
+               " is not a rank count in 1..65536");
+    return 2;
+  }
+  if (!(rankTflops > 0) || !(intraGbps > 0) || !(interGbps > 0) ||
+      ranksPerNode < 1 || !(latencyUs >= 0)) {
+    printError("--rank-tflops, --intra-node-gbps and --inter-node-gbps must "
+               "be above 0, --ranks-per-node at least 1, --latency-us at "
+               "least 0");
+    return 2;
+  }
+  options.ranks = ranks;
+  options.memoryPerRank = *bytes;
+  options.machine.rankFlops = rankTflops * 1e12;
+  options.machine.intraNodeBandwidth = intraGbps * 1e9;
+  options.machine.interNodeBandwidth = interGbps * 1e9;
+  options.machine.ranksPerNode = ranksPerNode;
+  options.machine.latency = latencyUs * 1e-6;
+  if (!microBatchSizes.empty()) {
+    options.microBatchSizes.assign(microBatchSizes.begin(),
+                                   microBatchSizes.end());
+    for (int64_t size : options.microBatchSizes) {
+      if (size < 1) {
+        printError("--micro-batch-sizes: " + llvm::Twine(size) +
+                   " is not a size of at least 1");
+        return 2;
+      }
+    }
+  }
+  options.confirm = static_cast<int>(confirm);
+  if (verbose) {
+    options.log = &llvm::errs();
+  }
+  std::string error;
+  std::optional<ParallelSearchResult> result =
+      searchParallelPlans(options, error);
+  if (!result) {
+    printError(error);
+    return 1;
+  }
+  bool json = llvm::StringRef(reportFile).ends_with(".json");
+  return writeFile(reportFile, [&](llvm::raw_ostream &os) {
+    json ? writeParallelPlanJson(options, *result, os)
+         : writeParallelPlanText(options, *result, top, os);
+  });
+}
+
 void printUsage() {
   llvm::outs() << "OVERVIEW: mfc - ahead-of-time compiler for MindFormers "
                   "model configs\n\n"
                   "USAGE: mfc compile <model.yaml> [options]\n"
-                  "       mfc plan-memory <problem.csv> [options]\n\n"
+                  "       mfc plan-memory <problem.csv> [options]\n"
+                  "       mfc plan-parallel <model.yaml> --ranks N "
+                  "--memory-per-rank SIZE [options]\n\n"
                   "Run 'mfc <command> --help' for the options.\n";
 }
 
@@ -613,7 +929,13 @@ int main(int argc, char **argv) {
     argv[1] = name.data();
     return planMemoryCommand(argc - 1, argv + 1);
   }
+  if (!std::strcmp(argv[1], "plan-parallel")) {
+    std::string name = std::string(argv[0]) + " plan-parallel";
+    argv[1] = name.data();
+    return planParallelCommand(argc - 1, argv + 1);
+  }
   printError("unknown command '" + llvm::Twine(argv[1]) +
-             "'; expected 'compile' or 'plan-memory' (see 'mfc --help')");
+             "'; expected 'compile', 'plan-memory' or 'plan-parallel' (see "
+             "'mfc --help')");
   return 2;
 }
