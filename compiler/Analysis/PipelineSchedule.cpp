@@ -338,8 +338,9 @@ void simulateSlots(const std::string &scheduler,
         Time length = passLength(stage, slot, part, last, split);
         freeAt[s] = start + length;
         if (!slot.weight) {
-          (slot.backward ? backwardEnd : forwardEnd)[static_cast<size_t>(
-              part)][at] = freeAt[s];
+          (slot.backward ? backwardEnd
+                         : forwardEnd)[static_cast<size_t>(part)][at] =
+              freeAt[s];
         }
         starts[s].push_back(start);
         lengths[s].push_back(length);

@@ -119,8 +119,7 @@ TimedStep simulateStepTimes(
     llvm::function_ref<double(int64_t stage, const PipelineSlot &slot,
                               bool lastPart, bool split)>
         passLength,
-    llvm::function_ref<double(int64_t fromPart, int64_t toPart)>
-        messageLength);
+    llvm::function_ref<double(int64_t fromPart, int64_t toPart)> messageLength);
 
 /// The most a stage keeps at once under its schedule, given per chunk what
 /// a micro-batch in flight keeps from its forward to its backward, what a

@@ -99,7 +99,8 @@ std::string ParallelCandidate::recomputeText() const {
       selecting[s][c] += selectiveLayers[s][c];
     }
   }
-  std::string full = anyAbove0(fullLayers) ? countsText(fullLayers, chunks) : "False";
+  std::string full =
+      anyAbove0(fullLayers) ? countsText(fullLayers, chunks) : "False";
   std::string selective =
       anyAbove0(selectiveLayers) ? countsText(selecting, chunks) : "False";
   return "recompute: " + full + ", select_recompute: " + selective;
@@ -122,21 +123,23 @@ std::optional<ModelSpec> loadQuietly(const std::string &file,
     size_t at = all.find("error: ");
     error = at == StringRef::npos
                 ? "the config did not load"
-                : all.drop_front(at + 7).take_until([](char c) {
-                    return c == '\n';
-                  }).str();
+                : all.drop_front(at + 7)
+                      .take_until([](char c) { return c == '\n'; })
+                      .str();
   }
   return spec;
 }
 
 /// `spec` compiled through memory planning with a recompute choice per
 /// layer; null with the first diagnostic's message.
-OwningOpRef<ModuleOp> compileQuietly(MLIRContext &context, const ModelSpec &spec,
+OwningOpRef<ModuleOp> compileQuietly(MLIRContext &context,
+                                     const ModelSpec &spec,
                                      const RecomputePlan &plan,
                                      double planSeconds, std::string &error) {
   std::string first;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
-    if (diagnostic.getSeverity() == DiagnosticSeverity::Error && first.empty()) {
+    if (diagnostic.getSeverity() == DiagnosticSeverity::Error &&
+        first.empty()) {
       first = diagnostic.str();
     }
     return success();
@@ -189,8 +192,9 @@ std::vector<int64_t> spread(int64_t total, const std::vector<int64_t> &sizes) {
 ParallelCandidate::Prediction
 predict(const std::vector<StageCosts> &stages,
         const std::vector<std::vector<ChoiceCounts>> &counts,
-        const std::vector<StageSchedule> &schedule, const std::string &scheduler,
-        int64_t microBatches, const CostModel &machine) {
+        const std::vector<StageSchedule> &schedule,
+        const std::string &scheduler, int64_t microBatches,
+        const CostModel &machine) {
   ParallelCandidate::Prediction prediction;
   double update = 0;
   for (auto [s, stage] : llvm::enumerate(stages)) {
@@ -203,12 +207,14 @@ predict(const std::vector<StageCosts> &stages,
         stageLayers[choice] += counts[s][c][choice];
       }
       kept.push_back(static_cast<int64_t>(chunk.kept.at(counts[s][c])));
-      weightKept.push_back(static_cast<int64_t>(chunk.weightKept.at(counts[s][c])));
+      weightKept.push_back(
+          static_cast<int64_t>(chunk.weightKept.at(counts[s][c])));
       last.push_back(chunk.lastPart);
       chunkArenas += chunk.arena.at(counts[s][c]);
     }
-    int64_t keptPeak =
-        schedule.empty() ? 0 : peakKeptBytes(schedule[s], kept, weightKept, last);
+    int64_t keptPeak = schedule.empty()
+                           ? 0
+                           : peakKeptBytes(schedule[s], kept, weightKept, last);
     prediction.stagePeakBytes.push_back(
         static_cast<int64_t>(stage.staticBytes.at(stageLayers) +
                              stage.arena.at(stageLayers) + chunkArenas) +
@@ -217,10 +223,9 @@ predict(const std::vector<StageCosts> &stages,
   }
   if (schedule.empty()) {
     // One stage: micro-batches one after the other, then the update.
-    prediction.stepSeconds =
-        static_cast<double>(microBatches) *
-            stages[0].chunks[0].backward.at(counts[0][0]) +
-        update;
+    prediction.stepSeconds = static_cast<double>(microBatches) *
+                                 stages[0].chunks[0].backward.at(counts[0][0]) +
+                             update;
     return prediction;
   }
   int64_t stageCount = static_cast<int64_t>(stages.size());
@@ -228,8 +233,8 @@ predict(const std::vector<StageCosts> &stages,
   TimedStep step = simulateStepTimes(
       scheduler, schedule,
       [&](int64_t s, const PipelineSlot &slot, bool, bool) {
-        const ChunkCosts &chunk =
-            stages[static_cast<size_t>(s)].chunks[static_cast<size_t>(slot.chunk)];
+        const ChunkCosts &chunk = stages[static_cast<size_t>(s)]
+                                      .chunks[static_cast<size_t>(slot.chunk)];
         const ChoiceCounts &layers =
             counts[static_cast<size_t>(s)][static_cast<size_t>(slot.chunk)];
         return (slot.weight     ? chunk.weights
@@ -240,7 +245,8 @@ predict(const std::vector<StageCosts> &stages,
       [&](int64_t from, int64_t to) {
         mfshapes::PipelinePlace a =
             mfshapes::pipelinePlaceOf(from, stageCount, vShape);
-        mfshapes::PipelinePlace b = mfshapes::pipelinePlaceOf(to, stageCount, vShape);
+        mfshapes::PipelinePlace b =
+            mfshapes::pipelinePlaceOf(to, stageCount, vShape);
         if (a.stage == b.stage) {
           return 0.0; // handed over in memory
         }
@@ -399,8 +405,8 @@ Search::compileProbe(const Layout &layout, int64_t layers,
   return costs;
 }
 
-std::optional<std::vector<StageCosts>>
-Search::probe(const Layout &layout, std::string &why) {
+std::optional<std::vector<StageCosts>> Search::probe(const Layout &layout,
+                                                     std::string &why) {
   machine_ = machineFor(layout);
   if (layout.pp > 1) {
     return probePipeline(layout, why);
@@ -412,8 +418,8 @@ Search::probe(const Layout &layout, std::string &why) {
   std::optional<std::vector<StageCosts>> merged =
       compileProbe(layout, 1, {LayerRecompute::None}, why);
   std::optional<std::vector<StageCosts>> two =
-      merged ? compileProbe(layout, 2, {LayerRecompute::None,
-                                        LayerRecompute::None}, why)
+      merged ? compileProbe(layout, 2,
+                            {LayerRecompute::None, LayerRecompute::None}, why)
              : merged;
   if (!two) {
     return std::nullopt;
@@ -581,8 +587,8 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
       std::vector<int64_t>(static_cast<size_t>(layout.chunks), 0));
   if (layout.pp > 1) {
     for (const LayerChunk &chunk : layerChunks(spec)) {
-      sizes[static_cast<size_t>(chunk.stage)][static_cast<size_t>(chunk.chunk)] =
-          chunk.count;
+      sizes[static_cast<size_t>(chunk.stage)]
+           [static_cast<size_t>(chunk.chunk)] = chunk.count;
     }
   } else {
     sizes[0][0] = spec.model.numLayers;
@@ -624,7 +630,8 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
         for (size_t k = 0; k < stageLayers.size(); ++k) {
           stageLayers[k] += chunks[c][k];
         }
-        kept.push_back(static_cast<int64_t>(costs[s].chunks[c].kept.at(chunks[c])));
+        kept.push_back(
+            static_cast<int64_t>(costs[s].chunks[c].kept.at(chunks[c])));
         weightKept.push_back(
             static_cast<int64_t>(costs[s].chunks[c].weightKept.at(chunks[c])));
         last.push_back(costs[s].chunks[c].lastPart);
@@ -633,8 +640,9 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
       int64_t memory =
           static_cast<int64_t>(costs[s].staticBytes.at(stageLayers) +
                                costs[s].arena.at(stageLayers) + chunkArenas) +
-          (schedule.empty() ? 0
-                            : peakKeptBytes(schedule[s], kept, weightKept, last));
+          (schedule.empty()
+               ? 0
+               : peakKeptBytes(schedule[s], kept, weightKept, last));
       return std::pair<int64_t, double>(memory, time);
     };
     std::optional<std::tuple<double, int64_t, int64_t, int64_t>> best;
@@ -648,8 +656,8 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
         if (memory <= options_.memoryPerRank &&
             (!best || std::tie(time, memory) <
                           std::tie(std::get<0>(*best), std::get<1>(*best)))) {
-          best = std::tuple<double, int64_t, int64_t, int64_t>{time, memory, full,
-                                                               selective};
+          best = std::tuple<double, int64_t, int64_t, int64_t>{time, memory,
+                                                               full, selective};
         }
       }
     }
@@ -671,11 +679,9 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
   return candidate;
 }
 
-std::optional<ParallelCandidate::Prediction>
-Search::measureFull(const ModelSpec &spec, const RecomputePlan &plan,
-                    const CostModel &machine,
-                    const std::vector<LayerRecompute> &choices,
-                    std::string &why) {
+std::optional<ParallelCandidate::Prediction> Search::measureFull(
+    const ModelSpec &spec, const RecomputePlan &plan, const CostModel &machine,
+    const std::vector<LayerRecompute> &choices, std::string &why) {
   OwningOpRef<ModuleOp> module =
       compileQuietly(context_, spec, plan, /*planSeconds=*/-1, why);
   if (!module) {
@@ -716,12 +722,13 @@ Search::compileFull(const ParallelCandidate &candidate, std::string &why) {
   std::vector<std::string> settings = options_.overrides;
   llvm::append_range(settings, candidate.settings);
   llvm::append_range(settings, kNoRecompute);
-  std::optional<ModelSpec> spec = loadQuietly(options_.configFile, settings, why);
+  std::optional<ModelSpec> spec =
+      loadQuietly(options_.configFile, settings, why);
   if (!spec) {
     return std::nullopt;
   }
-  std::vector<LayerRecompute> choices(static_cast<size_t>(spec->model.numLayers),
-                                      LayerRecompute::None);
+  std::vector<LayerRecompute> choices(
+      static_cast<size_t>(spec->model.numLayers), LayerRecompute::None);
   std::vector<LayerChunk> chunks = layerChunks(*spec);
   if (candidate.pipelineStages == 1) {
     chunks = {LayerChunk{0, 0, 0, spec->model.numLayers}};
@@ -777,8 +784,9 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
     configured.scheduler = spec->parallel.pipelineScheduler;
     configured.chunks = spec->model.ppInterleaveNum;
     configured.batchSize = spec->model.batchSize;
-    configured.microBatches = stages > 1 ? spec->parallel.microBatchNum
-                                         : spec->runner.gradientAccumulationSteps;
+    configured.microBatches = stages > 1
+                                  ? spec->parallel.microBatchNum
+                                  : spec->runner.gradientAccumulationSteps;
     CostModel machine = options_.machine;
     machine.grid = {configured.dataParallel, configured.modelParallel,
                     configured.pipelineStages, configured.contextParallel};
@@ -816,9 +824,10 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
         for (auto [scheduler, chunks] : schedules) {
           for (int64_t batch : batchSizes) {
             if (result.globalBatch % (dp * batch) != 0) {
-              ++result.refused["the global batch of " +
-                               std::to_string(result.globalBatch) +
-                               " sequences does not split into dp x micro-batch size"];
+              ++result.refused
+                    ["the global batch of " +
+                     std::to_string(result.globalBatch) +
+                     " sequences does not split into dp x micro-batch size"];
               continue;
             }
             layouts.push_back({dp, mp, pp, cp, chunks, batch,
@@ -846,25 +855,24 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
       continue;
     }
     ParallelCandidate candidate = choose(layout, *full, *costs);
-    log(llvm::formatv("  {0} {1} micro-batch {2} x {3}: {4:F3} s, peak {5:F2} GB{6}",
-                      candidate.layoutText(), candidate.scheduleText(),
-                      candidate.batchSize, candidate.microBatches,
-                      candidate.predicted.stepSeconds,
-                      candidate.predicted.peakBytes() / 1e9,
-                      candidate.fits ? "" : " (does not fit)"));
+    log(llvm::formatv(
+        "  {0} {1} micro-batch {2} x {3}: {4:F3} s, peak {5:F2} GB{6}",
+        candidate.layoutText(), candidate.scheduleText(), candidate.batchSize,
+        candidate.microBatches, candidate.predicted.stepSeconds,
+        candidate.predicted.peakBytes() / 1e9,
+        candidate.fits ? "" : " (does not fit)"));
     result.candidates.push_back(std::move(candidate));
   }
   auto rank = [](std::vector<ParallelCandidate> &candidates) {
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const ParallelCandidate &a, const ParallelCandidate &b) {
-                       if (a.fits != b.fits) {
-                         return a.fits;
-                       }
-                       return a.fits ? a.predicted.stepSeconds <
-                                           b.predicted.stepSeconds
-                                     : a.predicted.peakBytes() <
-                                           b.predicted.peakBytes();
-                     });
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const ParallelCandidate &a, const ParallelCandidate &b) {
+          if (a.fits != b.fits) {
+            return a.fits;
+          }
+          return a.fits ? a.predicted.stepSeconds < b.predicted.stepSeconds
+                        : a.predicted.peakBytes() < b.predicted.peakBytes();
+        });
   };
   rank(result.candidates);
   // The best few at full size: a prediction the exact plan overturns
@@ -888,9 +896,9 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
   }
   rank(result.candidates);
   result.probesCompiled = probes_;
-  result.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   return result;
 }
 

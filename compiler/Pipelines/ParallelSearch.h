@@ -1,4 +1,5 @@
-//===- ParallelSearch.h - the parallel layout chosen for a machine -*- C++ -*-===//
+//===- ParallelSearch.h - the parallel layout chosen for a machine -*- C++
+//-*-===//
 //
 // `mfc plan-parallel CONFIG --ranks N --memory-per-rank SIZE`: which
 // data/model/pipeline/context parallel split, pipeline schedule (1F1B,
@@ -70,7 +71,8 @@ struct ParallelCandidate {
   bool fits = false;
 
   std::string layoutText() const; ///< "dp1 mp4 pp8 cp1"
-  std::string scheduleText() const; ///< "1f1b", "interleaved x2", "zero_bubble_v"
+  std::string
+  scheduleText() const; ///< "1f1b", "interleaved x2", "zero_bubble_v"
   std::string recomputeText() const; ///< the counts as recompute_config keys
 };
 

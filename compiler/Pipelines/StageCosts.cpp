@@ -83,8 +83,9 @@ struct Totals {
     for (size_t choice = 0; choice < layers.size(); ++choice) {
       // A choice with no layer has no share; its total is 0 too.
       linear.perLayer[choice] =
-          layers[choice] ? byChoice[choice] / static_cast<double>(layers[choice])
-                         : 0;
+          layers[choice]
+              ? byChoice[choice] / static_cast<double>(layers[choice])
+              : 0;
     }
     return linear;
   }
@@ -205,7 +206,8 @@ public:
 
   std::optional<std::vector<StageCosts>> pipelined(int64_t stageCount) {
     int64_t chunks = mf::pipelineChunksOf(module_);
-    bool vShape = mfshapes::isVShapedScheduler(mf::pipelineSchedulerOf(module_));
+    bool vShape =
+        mfshapes::isVShapedScheduler(mf::pipelineSchedulerOf(module_));
     std::vector<StageCosts> stages(static_cast<size_t>(stageCount));
     struct ChunkTotals {
       Totals forward, backward, weights, kept, weightKept;
@@ -224,8 +226,8 @@ public:
       stage.chunks.resize(static_cast<size_t>(chunks));
       for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         stage.chunks[static_cast<size_t>(chunk)].lastPart =
-            mfshapes::pipelinePartOf(static_cast<int64_t>(s), chunk,
-                                     stageCount, vShape) +
+            mfshapes::pipelinePartOf(static_cast<int64_t>(s), chunk, stageCount,
+                                     vShape) +
                 1 ==
             stageCount * chunks;
       }
@@ -250,8 +252,8 @@ public:
         continue;
       }
       ChunkTotals &own = totals[s][static_cast<size_t>(chunk)];
-      std::string prefix = mfshapes::stageEntryPrefix(
-          static_cast<int64_t>(s), chunk, chunks);
+      std::string prefix =
+          mfshapes::stageEntryPrefix(static_cast<int64_t>(s), chunk, chunks);
       if (name.ends_with("_forward")) {
         own.forward = secondsOf(function);
         chunkArena[s][static_cast<size_t>(chunk)] += arenaOf(name);
@@ -280,7 +282,8 @@ public:
         if (!weights && i != 0 && !what.starts_with("saved.")) {
           continue;
         }
-        double bytes = static_cast<double>(bytesOf(function.getArgumentTypes()[i]));
+        double bytes =
+            static_cast<double>(bytesOf(function.getArgumentTypes()[i]));
         if (!weights && i == 0) {
           stages[s].chunks[static_cast<size_t>(chunk)].inputBytes =
               static_cast<int64_t>(bytes);
@@ -319,7 +322,8 @@ public:
     if (!step || !arenaOf("train_step")) {
       return std::nullopt;
     }
-    auto accumulate = module_.lookupSymbol<func::FuncOp>("accumulate_gradients");
+    auto accumulate =
+        module_.lookupSymbol<func::FuncOp>("accumulate_gradients");
     StageCosts stage;
     stage.chunks.resize(1);
     ChunkCosts &chunk = stage.chunks[0];
@@ -332,14 +336,15 @@ public:
     Totals update;
     update.fixed = std::max(0.0, stepSeconds.fixed - backward.fixed);
     for (size_t choice = 0; choice < update.byChoice.size(); ++choice) {
-      update.byChoice[choice] =
-          std::max(0.0, stepSeconds.byChoice[choice] - backward.byChoice[choice]);
+      update.byChoice[choice] = std::max(0.0, stepSeconds.byChoice[choice] -
+                                                  backward.byChoice[choice]);
     }
     stage.update = update.perLayer(chunk.layers);
     stage.staticBytes = parameterBytes(std::nullopt).perLayer(chunk.layers);
     // Each entry the step runs has its arena.
-    stage.arena.fixed = static_cast<double>(
-        arenaOf("train_step") + (accumulate ? arenaOf("accumulate_gradients") : 0));
+    stage.arena.fixed =
+        static_cast<double>(arenaOf("train_step") +
+                            (accumulate ? arenaOf("accumulate_gradients") : 0));
     return std::vector<StageCosts>{stage};
   }
 

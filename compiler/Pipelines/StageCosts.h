@@ -1,4 +1,5 @@
-//===- StageCosts.h - a compiled training step's costs, by layer -*- C++ -*-===//
+//===- StageCosts.h - a compiled training step's costs, by layer -*- C++
+//-*-===//
 //
 // What `mfc plan-parallel` reads from a compiled (memory-planned) training
 // module: per pipeline stage (one stage without pipelining) and per
@@ -47,8 +48,8 @@ struct LayerLinear {
 
 /// The machine the time is predicted for.
 struct CostModel {
-  double rankFlops = 1.5e14;        ///< achieved FLOP/s of one rank
-  double intraNodeBandwidth = 5e10; ///< bytes/s a rank sends within a node
+  double rankFlops = 1.5e14;          ///< achieved FLOP/s of one rank
+  double intraNodeBandwidth = 5e10;   ///< bytes/s a rank sends within a node
   double interNodeBandwidth = 2.5e10; ///< ... to another node
   int64_t ranksPerNode = 8;
   double latency = 1e-5; ///< seconds a collective or message starts in
@@ -96,10 +97,10 @@ struct StageCosts {
 /// The costs of a memory-planned training module, each op and parameter
 /// attributed to the recompute choice `choiceOf` gives its layer (by the
 /// layer's index), a choice's total divided by the layers of that choice
-/// the chunk (for the stage's own quantities, the stage) runs. Per stage of a pipelined module, else one stage whose
-/// one chunk's backward is an accumulate_gradients run and whose update
-/// is what train_step adds to it. nullopt for a module that is not a
-/// memory-planned training step.
+/// the chunk (for the stage's own quantities, the stage) runs. Per stage of a
+/// pipelined module, else one stage whose one chunk's backward is an
+/// accumulate_gradients run and whose update is what train_step adds to it.
+/// nullopt for a module that is not a memory-planned training step.
 std::optional<std::vector<StageCosts>>
 measureStageCosts(mlir::ModuleOp module, const CostModel &model,
                   llvm::function_ref<LayerRecompute(int64_t layer)> choiceOf);

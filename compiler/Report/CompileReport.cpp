@@ -585,16 +585,19 @@ SmallVector<CollectivePayload, 2> mfc::collectivePayloads(Operation *op) {
     return one("all_to_all of row counts", counts.getGridAxes(),
                bytesOf(counts.getType()));
   }
-  if (auto loss = dyn_cast<mf::CrossEntropyOp>(op); loss && loss.getGridAxes()) {
+  if (auto loss = dyn_cast<mf::CrossEntropyOp>(op);
+      loss && loss.getGridAxes()) {
     int64_t bytes = tokenBytes(loss.getLogits());
-    SmallVector<CollectivePayload, 2> both = one("all_reduce", *loss.getGridAxes(), bytes);
+    SmallVector<CollectivePayload, 2> both =
+        one("all_reduce", *loss.getGridAxes(), bytes);
     both.push_back(one("all_reduce", *loss.getGridAxes(), 2 * bytes)[0]);
     return both;
   }
   if (auto grad = dyn_cast<mf::CrossEntropyGradOp>(op);
       grad && grad.getGridAxes()) {
     int64_t bytes = tokenBytes(grad.getLogits());
-    SmallVector<CollectivePayload, 2> both = one("all_reduce", *grad.getGridAxes(), bytes);
+    SmallVector<CollectivePayload, 2> both =
+        one("all_reduce", *grad.getGridAxes(), bytes);
     both.push_back(both[0]);
     return both;
   }

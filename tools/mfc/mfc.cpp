@@ -31,9 +31,9 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -603,19 +603,18 @@ llvm::json::Object candidateJson(const ParallelCandidate &candidate) {
   for (const std::string &setting : candidate.settings) {
     settings.push_back(setting);
   }
-  llvm::json::Object object{
-      {"data_parallel", candidate.dataParallel},
-      {"model_parallel", candidate.modelParallel},
-      {"pipeline_stage", candidate.pipelineStages},
-      {"context_parallel", candidate.contextParallel},
-      {"pipeline_scheduler", candidate.scheduler},
-      {"pp_interleave_num", candidate.chunks},
-      {"batch_size", candidate.batchSize},
-      {"micro_batches", candidate.microBatches},
-      {"recompute", candidate.recomputeText()},
-      {"fits", candidate.fits},
-      {"predicted", prediction(candidate.predicted)},
-      {"settings", std::move(settings)}};
+  llvm::json::Object object{{"data_parallel", candidate.dataParallel},
+                            {"model_parallel", candidate.modelParallel},
+                            {"pipeline_stage", candidate.pipelineStages},
+                            {"context_parallel", candidate.contextParallel},
+                            {"pipeline_scheduler", candidate.scheduler},
+                            {"pp_interleave_num", candidate.chunks},
+                            {"batch_size", candidate.batchSize},
+                            {"micro_batches", candidate.microBatches},
+                            {"recompute", candidate.recomputeText()},
+                            {"fits", candidate.fits},
+                            {"predicted", prediction(candidate.predicted)},
+                            {"settings", std::move(settings)}};
   if (candidate.compiled) {
     object["compiled"] = prediction(*candidate.compiled);
   }
@@ -685,11 +684,12 @@ void writeParallelPlanText(const ParallelSearchOptions &options,
   auto row = [&](llvm::StringRef label, const ParallelCandidate &candidate) {
     const ParallelCandidate::Prediction &step =
         candidate.compiled ? *candidate.compiled : candidate.predicted;
-    std::string micro = llvm::formatv("{0} x {1}", candidate.batchSize,
-                                      candidate.microBatches);
+    std::string micro =
+        llvm::formatv("{0} x {1}", candidate.batchSize, candidate.microBatches);
     std::string predictedPeak =
         candidate.compiled
-            ? llvm::formatv("{0:F2}", candidate.predicted.peakBytes() / byteUnit)
+            ? llvm::formatv("{0:F2}",
+                            candidate.predicted.peakBytes() / byteUnit)
                   .str()
             : "-";
     os << llvm::formatv("{0,4}  {1,-18} {2,-14} {3,-10} {4,9:F3} {5,7:F1}% "
@@ -702,8 +702,9 @@ void writeParallelPlanText(const ParallelSearchOptions &options,
   };
   os << llvm::formatv("{0,4}  {1,-18} {2,-14} {3,-10} {4,9} {5,8} {6,9} {7,9}  "
                       "{8}\n",
-                      "#", "layout", "schedule", "micro", "step (" + timeName + ")",
-                      "waiting", "peak " + byteName, "predicted", "recompute");
+                      "#", "layout", "schedule", "micro",
+                      "step (" + timeName + ")", "waiting", "peak " + byteName,
+                      "predicted", "recompute");
   for (size_t i = 0; i < result.candidates.size() && i < top; ++i) {
     row(std::to_string(i + 1), result.candidates[i]);
   }
@@ -730,9 +731,10 @@ void writeParallelPlanText(const ParallelSearchOptions &options,
     // The user's overrides but those the candidate sets again.
     for (const std::string &setting : options.overrides) {
       llvm::StringRef key = llvm::StringRef(setting).split('=').first;
-      if (llvm::none_of(result.candidates[0].settings, [&](llvm::StringRef own) {
-            return own.split('=').first == key;
-          })) {
+      if (llvm::none_of(result.candidates[0].settings,
+                        [&](llvm::StringRef own) {
+                          return own.split('=').first == key;
+                        })) {
         os << " --set " << setting;
       }
     }
@@ -768,13 +770,12 @@ void writeParallelPlanJson(const ParallelSearchOptions &options,
       {"global_batch", result.globalBatch},
       {"seq_length", result.seqLength},
       {"machine",
-       llvm::json::Object{{"rank_flops", machine.rankFlops},
-                          {"intra_node_bytes_per_second",
-                           machine.intraNodeBandwidth},
-                          {"inter_node_bytes_per_second",
-                           machine.interNodeBandwidth},
-                          {"ranks_per_node", machine.ranksPerNode},
-                          {"latency_seconds", machine.latency}}},
+       llvm::json::Object{
+           {"rank_flops", machine.rankFlops},
+           {"intra_node_bytes_per_second", machine.intraNodeBandwidth},
+           {"inter_node_bytes_per_second", machine.interNodeBandwidth},
+           {"ranks_per_node", machine.ranksPerNode},
+           {"latency_seconds", machine.latency}}},
       {"probes_compiled", result.probesCompiled},
       {"seconds", result.seconds},
       {"candidates", std::move(candidates)},
@@ -796,8 +797,7 @@ int planParallelCommand(int argc, char **argv) {
   cl::opt<int64_t> ranks("ranks", cl::desc("The ranks to train on"),
                          cl::Required, cl::cat(category));
   cl::opt<std::string> memory(
-      "memory-per-rank",
-      cl::desc("What each rank may plan, e.g. 64GiB, 32GB"),
+      "memory-per-rank", cl::desc("What each rank may plan, e.g. 64GiB, 32GB"),
       cl::value_desc("SIZE"), cl::Required, cl::cat(category));
   cl::opt<double> rankTflops(
       "rank-tflops", cl::desc("Achieved TFLOP/s of one rank (default 150)"),
@@ -808,14 +808,15 @@ int planParallelCommand(int argc, char **argv) {
       cl::init(50), cl::cat(category));
   cl::opt<double> interGbps(
       "inter-node-gbps",
-      cl::desc("GB/s a rank sends to another node (default 25)"),
-      cl::init(25), cl::cat(category));
+      cl::desc("GB/s a rank sends to another node (default 25)"), cl::init(25),
+      cl::cat(category));
   cl::opt<int64_t> ranksPerNode("ranks-per-node",
                                 cl::desc("Ranks in one node (default 8)"),
                                 cl::init(8), cl::cat(category));
   cl::opt<double> latencyUs(
-      "latency-us", cl::desc("Microseconds a collective or message starts in "
-                             "(default 10)"),
+      "latency-us",
+      cl::desc("Microseconds a collective or message starts in "
+               "(default 10)"),
       cl::init(10), cl::cat(category));
   cl::list<int64_t> microBatchSizes(
       "micro-batch-sizes",
