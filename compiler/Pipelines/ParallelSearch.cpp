@@ -187,6 +187,30 @@ std::vector<int64_t> spread(int64_t total, const std::vector<int64_t> &sizes) {
   return taken;
 }
 
+/// What a rank of `stage` plans with `counts` (per chunk) layers of each
+/// choice: its state, its update's arena, its chunks' arenas, and the most
+/// its micro-batches keep under `schedule` (null: nothing kept apart).
+int64_t stagePeakBytes(const StageCosts &stage,
+                       const std::vector<ChoiceCounts> &counts,
+                       const StageSchedule *schedule) {
+  ChoiceCounts stageLayers{};
+  std::vector<int64_t> kept, weightKept;
+  std::vector<bool> last;
+  double chunkArenas = 0;
+  for (auto [c, chunk] : llvm::enumerate(stage.chunks)) {
+    for (size_t choice = 0; choice < stageLayers.size(); ++choice) {
+      stageLayers[choice] += counts[c][choice];
+    }
+    kept.push_back(static_cast<int64_t>(chunk.kept.at(counts[c])));
+    weightKept.push_back(static_cast<int64_t>(chunk.weightKept.at(counts[c])));
+    last.push_back(chunk.lastPart);
+    chunkArenas += chunk.arena.at(counts[c]);
+  }
+  return static_cast<int64_t>(stage.staticBytes.at(stageLayers) +
+                              stage.arena.at(stageLayers) + chunkArenas) +
+         (schedule ? peakKeptBytes(*schedule, kept, weightKept, last) : 0);
+}
+
 /// The step a candidate's costs predict with `counts` (per stage, per
 /// chunk) layers of each choice.
 ParallelCandidate::Prediction
@@ -198,27 +222,14 @@ predict(const std::vector<StageCosts> &stages,
   ParallelCandidate::Prediction prediction;
   double update = 0;
   for (auto [s, stage] : llvm::enumerate(stages)) {
+    prediction.stagePeakBytes.push_back(stagePeakBytes(
+        stage, counts[s], schedule.empty() ? nullptr : &schedule[s]));
     ChoiceCounts stageLayers{};
-    std::vector<int64_t> kept, weightKept;
-    std::vector<bool> last;
-    double chunkArenas = 0;
-    for (auto [c, chunk] : llvm::enumerate(stage.chunks)) {
+    for (const ChoiceCounts &chunk : counts[s]) {
       for (size_t choice = 0; choice < stageLayers.size(); ++choice) {
-        stageLayers[choice] += counts[s][c][choice];
+        stageLayers[choice] += chunk[choice];
       }
-      kept.push_back(static_cast<int64_t>(chunk.kept.at(counts[s][c])));
-      weightKept.push_back(
-          static_cast<int64_t>(chunk.weightKept.at(counts[s][c])));
-      last.push_back(chunk.lastPart);
-      chunkArenas += chunk.arena.at(counts[s][c]);
     }
-    int64_t keptPeak = schedule.empty()
-                           ? 0
-                           : peakKeptBytes(schedule[s], kept, weightKept, last);
-    prediction.stagePeakBytes.push_back(
-        static_cast<int64_t>(stage.staticBytes.at(stageLayers) +
-                             stage.arena.at(stageLayers) + chunkArenas) +
-        keptPeak);
     update = std::max(update, stage.update.at(stageLayers));
   }
   if (schedule.empty()) {
@@ -280,6 +291,17 @@ private:
   };
 
   std::vector<std::string> settingsOf(const Layout &layout) const;
+  /// The config with the user's overrides, then `settings`, with the
+  /// recompute keys cleared (the search chooses per layer).
+  std::optional<ModelSpec> loadWith(llvm::ArrayRef<std::string> settings,
+                                    std::string &why) const;
+  /// `spec` compiled with `plan` and measured on `machine`, each layer's
+  /// costs attributed to its entry in `choices`.
+  std::optional<std::vector<StageCosts>>
+  compileAndMeasure(const ModelSpec &spec,
+                    const std::vector<LayerRecompute> &choices,
+                    const RecomputePlan &plan, const CostModel &machine,
+                    double planSeconds, std::string &why);
   CostModel machineFor(const Layout &layout) const;
   /// The layout's costs from probes; nullopt with why.
   std::optional<std::vector<StageCosts>> probe(const Layout &layout,
@@ -362,12 +384,9 @@ const char *const kNoRecompute[] = {
 std::optional<std::vector<StageCosts>>
 Search::compileProbe(const Layout &layout, int64_t layers,
                      std::vector<LayerRecompute> choices, std::string &why) {
-  std::vector<std::string> settings = options_.overrides;
-  llvm::append_range(settings, settingsOf(layout));
-  llvm::append_range(settings, kNoRecompute);
+  std::vector<std::string> settings = settingsOf(layout);
   settings.push_back("model.model_config.num_layers=" + std::to_string(layers));
-  std::optional<ModelSpec> spec =
-      loadQuietly(options_.configFile, settings, why);
+  std::optional<ModelSpec> spec = loadWith(settings, why);
   if (!spec) {
     return std::nullopt;
   }
@@ -387,20 +406,35 @@ Search::compileProbe(const Layout &layout, int64_t layers,
   ++probes_;
   // A probe's arenas are its first plans: the search below them takes
   // most of a small module's compilation.
+  return compileAndMeasure(*spec, choices, planRecompute(*spec, choices),
+                           machine_, /*planSeconds=*/0, why);
+}
+
+std::optional<ModelSpec> Search::loadWith(llvm::ArrayRef<std::string> settings,
+                                          std::string &why) const {
+  std::vector<std::string> all = options_.overrides;
+  llvm::append_range(all, settings);
+  llvm::append_range(all, kNoRecompute);
+  return loadQuietly(options_.configFile, all, why);
+}
+
+std::optional<std::vector<StageCosts>> Search::compileAndMeasure(
+    const ModelSpec &spec, const std::vector<LayerRecompute> &choices,
+    const RecomputePlan &plan, const CostModel &machine, double planSeconds,
+    std::string &why) {
   OwningOpRef<ModuleOp> module =
-      compileQuietly(context_, *spec, planRecompute(*spec, choices),
-                     /*planSeconds=*/0, why);
+      compileQuietly(context_, spec, plan, planSeconds, why);
   if (!module) {
     return std::nullopt;
   }
   std::optional<std::vector<StageCosts>> costs =
-      measureStageCosts(*module, machine_, [&](int64_t layer) {
+      measureStageCosts(*module, machine, [&](int64_t layer) {
         return layer < static_cast<int64_t>(choices.size())
                    ? choices[static_cast<size_t>(layer)]
                    : LayerRecompute::None;
       });
   if (!costs) {
-    why = "the probe is not a planned training step";
+    why = "the compiled module is not a planned training step";
   }
   return costs;
 }
@@ -622,27 +656,8 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
         time += costs[s].chunks[c].backward.at(chunks[c]) +
                 costs[s].chunks[c].weights.at(chunks[c]);
       }
-      ChoiceCounts stageLayers{};
-      std::vector<int64_t> kept, weightKept;
-      std::vector<bool> last;
-      double chunkArenas = 0;
-      for (size_t c = 0; c < chunks.size(); ++c) {
-        for (size_t k = 0; k < stageLayers.size(); ++k) {
-          stageLayers[k] += chunks[c][k];
-        }
-        kept.push_back(
-            static_cast<int64_t>(costs[s].chunks[c].kept.at(chunks[c])));
-        weightKept.push_back(
-            static_cast<int64_t>(costs[s].chunks[c].weightKept.at(chunks[c])));
-        last.push_back(costs[s].chunks[c].lastPart);
-        chunkArenas += costs[s].chunks[c].arena.at(chunks[c]);
-      }
-      int64_t memory =
-          static_cast<int64_t>(costs[s].staticBytes.at(stageLayers) +
-                               costs[s].arena.at(stageLayers) + chunkArenas) +
-          (schedule.empty()
-               ? 0
-               : peakKeptBytes(schedule[s], kept, weightKept, last));
+      int64_t memory = stagePeakBytes(
+          costs[s], chunks, schedule.empty() ? nullptr : &schedule[s]);
       return std::pair<int64_t, double>(memory, time);
     };
     std::optional<std::tuple<double, int64_t, int64_t, int64_t>> best;
@@ -682,19 +697,9 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
 std::optional<ParallelCandidate::Prediction> Search::measureFull(
     const ModelSpec &spec, const RecomputePlan &plan, const CostModel &machine,
     const std::vector<LayerRecompute> &choices, std::string &why) {
-  OwningOpRef<ModuleOp> module =
-      compileQuietly(context_, spec, plan, /*planSeconds=*/-1, why);
-  if (!module) {
-    return std::nullopt;
-  }
-  std::optional<std::vector<StageCosts>> costs =
-      measureStageCosts(*module, machine, [&](int64_t layer) {
-        return layer < static_cast<int64_t>(choices.size())
-                   ? choices[static_cast<size_t>(layer)]
-                   : LayerRecompute::None;
-      });
+  std::optional<std::vector<StageCosts>> costs = compileAndMeasure(
+      spec, choices, plan, machine, /*planSeconds=*/-1, why);
   if (!costs) {
-    why = "not a planned training step";
     return std::nullopt;
   }
   // Each chunk at the layers it has: the measured totals.
@@ -719,11 +724,7 @@ std::optional<ParallelCandidate::Prediction> Search::measureFull(
 
 std::optional<ParallelCandidate::Prediction>
 Search::compileFull(const ParallelCandidate &candidate, std::string &why) {
-  std::vector<std::string> settings = options_.overrides;
-  llvm::append_range(settings, candidate.settings);
-  llvm::append_range(settings, kNoRecompute);
-  std::optional<ModelSpec> spec =
-      loadQuietly(options_.configFile, settings, why);
+  std::optional<ModelSpec> spec = loadWith(candidate.settings, why);
   if (!spec) {
     return std::nullopt;
   }
@@ -839,12 +840,8 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
   }
   log(llvm::formatv("{0} layouts of {1} ranks to try", layouts.size(), n));
   for (const Layout &layout : layouts) {
-    std::vector<std::string> settings = options_.overrides;
-    llvm::append_range(settings, settingsOf(layout));
-    llvm::append_range(settings, kNoRecompute);
     std::string why;
-    std::optional<ModelSpec> full =
-        loadQuietly(options_.configFile, settings, why);
+    std::optional<ModelSpec> full = loadWith(settingsOf(layout), why);
     if (!full) {
       ++result.refused[why];
       continue;
