@@ -418,10 +418,11 @@ std::optional<ModelSpec> Search::loadWith(llvm::ArrayRef<std::string> settings,
   return loadQuietly(options_.configFile, all, why);
 }
 
-std::optional<std::vector<StageCosts>> Search::compileAndMeasure(
-    const ModelSpec &spec, const std::vector<LayerRecompute> &choices,
-    const RecomputePlan &plan, const CostModel &machine, double planSeconds,
-    std::string &why) {
+std::optional<std::vector<StageCosts>>
+Search::compileAndMeasure(const ModelSpec &spec,
+                          const std::vector<LayerRecompute> &choices,
+                          const RecomputePlan &plan, const CostModel &machine,
+                          double planSeconds, std::string &why) {
   OwningOpRef<ModuleOp> module =
       compileQuietly(context_, spec, plan, planSeconds, why);
   if (!module) {
@@ -697,8 +698,8 @@ ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
 std::optional<ParallelCandidate::Prediction> Search::measureFull(
     const ModelSpec &spec, const RecomputePlan &plan, const CostModel &machine,
     const std::vector<LayerRecompute> &choices, std::string &why) {
-  std::optional<std::vector<StageCosts>> costs = compileAndMeasure(
-      spec, choices, plan, machine, /*planSeconds=*/-1, why);
+  std::optional<std::vector<StageCosts>> costs =
+      compileAndMeasure(spec, choices, plan, machine, /*planSeconds=*/-1, why);
   if (!costs) {
     return std::nullopt;
   }
