@@ -2104,12 +2104,24 @@ private:
     }
     if (config.modelParallel > 1 && unsharded.empty()) {
       spec_.shardedModelParallel = config.modelParallel;
-      if (!spec_.model.quantization.quantMethod.empty()) {
+      // Quantized weights split as their float ones do (their scales
+      // with them); what is not built yet is refused here.
+      const QuantizationConfig &quantization = spec_.model.quantization;
+      std::string unsplit;
+      if (quantization.activationDtype == "int8" &&
+          quantization.activationGranularity == "per_token") {
+        unsplit = "int8 activations quantized per token "
+                  "(act_quant_granularity: per_token)";
+      } else if (quantization.kvcacheDtype == "int8") {
+        unsplit = "an int8 KV cache (kvcache_dtype: int8)";
+      }
+      if (!unsplit.empty()) {
         diagnostics().error(
             locOfKey("parallel_config.model_parallel"),
-            "parallel_config.model_parallel: quantized weights are not split "
-            "over tensor-parallel ranks yet; set model_parallel: 1 or remove "
-            "model.model_config.quantization_config");
+            "parallel_config.model_parallel: " + unsplit +
+                " is not split over tensor-parallel ranks yet (weight-only "
+                "int8/int4 and calibrated per_tensor activations are); set "
+                "model_parallel: 1 or change quantization_config");
       }
     }
     if (config.pipelineStage > 1 && whyNotPipelineParallel().empty()) {

@@ -1226,9 +1226,35 @@ Status checkAlignment(const fb::Executable &root) {
   return Status::ok();
 }
 
+/// Whether `companion` of quantized `weight` (its scales, ...) is split as
+/// the weight's block needs: along `nDim` when the weight splits its rows,
+/// along `kDim` when it splits its columns (-1: the companion holds no
+/// such dimension and is whole), over the same grid axes (and, with its
+/// rows, in the same parts). As mfc's companionSplitAxes.
+bool splitAsWeight(const fb::Parameter &weight, const fb::Parameter &companion,
+                   int64_t nDim, int64_t kDim) {
+  int64_t expected = weight.split_dim() == 0   ? nDim
+                     : weight.split_dim() == 1 ? kDim
+                                               : -1;
+  if (companion.split_dim() != expected) {
+    return false;
+  }
+  if (expected < 0) {
+    return true;
+  }
+  auto axes = [](const fb::Parameter &of) {
+    return std::vector<int16_t>(of.split_axes()->begin(),
+                                of.split_axes()->end());
+  };
+  int64_t parts = weight.split_dim() == 0 ? weight.split_parts() : 1;
+  return weight.split_axes() && companion.split_axes() &&
+         axes(weight) == axes(companion) && companion.split_parts() == parts;
+}
+
 /// Parameter `index`, quantized or not: an I8 parameter names its scales,
-/// a later parameter that is not quantized itself, and neither is split nor
-/// training state; the two fit mf.dequantize's rule (shapes/ShapeRules.h).
+/// a later parameter that is not quantized itself, and neither is training
+/// state; the two fit mf.dequantize's rule (shapes/ShapeRules.h), split
+/// alike over the ranks (splitAsWeight).
 Status checkQuantization(const fb::Executable &root, size_t index) {
   const auto &parameters = *root.parameters();
   const fb::Parameter &parameter = *parameters.Get(index);
@@ -1262,12 +1288,15 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
   mfshapes::Inferred rule = mfshapes::inferDequantize(
       info(parameter), info(scales), parameter.quant_group(),
       parameter.quant_bits());
-  if (!rule || parameter.state() || parameter.split_dim() >= 0 ||
-      scales.quant_scale() >= 0 || scales.split_dim() >= 0) {
+  bool grouped = parameter.quant_group() > 0;
+  if (!rule || parameter.state() || parameter.split_dim() > 1 ||
+      scales.quant_scale() >= 0 ||
+      !splitAsWeight(parameter, scales, grouped ? 1 : 0, grouped ? 0 : -1)) {
     return Status::error(
         where + " and its scales '" + scales.name()->str() +
         "' are not a quantized weight (" +
-        (rule ? std::string("split, training state or scales quantized")
+        (rule ? std::string("training state, scales quantized, or the two "
+                            "not split alike over the ranks")
               : rule.error) +
         ")");
   }
@@ -1298,6 +1327,10 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
   const int64_t k = Executable::shapeOf(*parameter.type())[1];
   const int64_t sizes[] = {k, k, n};
   const char *names[] = {"input scales", "input zero points", "bias"};
+  // The input scales and zero points hold K, the bias N (split with the
+  // weight's columns or rows).
+  const int64_t nDims[] = {-1, -1, 0};
+  const int64_t kDims[] = {0, 0, -1};
   for (int i = 0; i < 3; ++i) {
     int32_t at = companions[i];
     if (at < 0 || static_cast<size_t>(at) <= index ||
@@ -1315,13 +1348,15 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
     if (Executable::shapeOf(*companion.type()) != Shape{sizes[i]} ||
         (dtype == DType::I8) != (i == 1) || dtype == DType::I32 ||
         (i == 2 && dtype != inputScales) || companion.quant_scale() >= 0 ||
-        companion.split_dim() >= 0 || companion.state() ||
+        !splitAsWeight(parameter, companion, nDims[i], kDims[i]) ||
+        companion.state() ||
         (companion.parts() && companion.parts()->size() > 0)) {
       return Status::error(where + "'s " + names[i] + " '" +
                            companion.name()->str() + "' are not " +
                            (i == 1 ? "I8 [" : "floats [") +
                            std::to_string(sizes[i]) + "]" +
-                           (i == 2 ? " of the input scales' type" : ""));
+                           (i == 2 ? " of the input scales' type" : "") +
+                           ", split as the weight");
     }
   }
   if (Executable::dtypeOf(*scales.type()) != DType::F32) {

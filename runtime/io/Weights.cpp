@@ -356,10 +356,12 @@ const fb::Parameter &scalesOf(const Executable &executable,
       static_cast<uint32_t>(parameter.quant_scale()));
 }
 
-/// The float [N, K] weight whose quantized values `parameter` holds (I8
-/// [N, K], or [N, K / 2] for 4 bits).
-Shape floatShapeOf(const fb::Parameter &parameter) {
-  Shape shape = Executable::shapeOf(*parameter.type());
+/// The whole float [N, K] weight whose quantized values `parameter` holds
+/// (I8 [N, K], or [N, K / 2] for 4 bits; a rank's block of them when
+/// split).
+Shape floatShapeOf(const fb::Parameter &parameter,
+                   const Executable &executable) {
+  Shape shape = wholeShapeOf(parameter, executable);
   shape[1] *= parameter.quant_bits() == 4 ? 2 : 1;
   return shape;
 }
@@ -376,14 +378,14 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
                 const std::function<Status(int64_t, Tensor &)> &readRows) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
-  Shape shape = floatShapeOf(parameter);
+  Shape shape = floatShapeOf(parameter, executable);
   MFRT_ASSIGN_OR_RETURN(
       Tensor values,
-      allocator.allocate(DType::I8, Executable::shapeOf(*parameter.type()),
+      allocator.allocate(DType::I8, wholeShapeOf(parameter, executable),
                          false));
   MFRT_ASSIGN_OR_RETURN(
       Tensor scaleTensor,
-      allocator.allocate(floatType, Executable::shapeOf(*scaleParameter.type()),
+      allocator.allocate(floatType, wholeShapeOf(scaleParameter, executable),
                          false));
   const int64_t blockRows =
       std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
@@ -449,7 +451,7 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
             kHowToCalibrate + "its quantized values and scales");
   }
   DType computeType = sourceTypeOf(executable, parameter);
-  Shape shape = Executable::shapeOf(*parameter.type());
+  Shape shape = wholeShapeOf(parameter, executable);
   CalibratedWeight weight;
   Status quantized = quantizeCalibrated(
       shape[0], shape[1], computeType, ranges->min, ranges->max,
@@ -497,19 +499,41 @@ StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
   return scales;
 }
 
-/// Quantized `parameter`'s values from its float weight (`readRows`), its
-/// scales and (calibrated) other tensors put in `companions` by parameter
-/// index: round to nearest, or SmoothQuant with `calibration`'s ranges.
+/// Quantized `parameter`'s values from its float weight (`readRows`, rows
+/// of the whole weight), its scales and (calibrated) other tensors put in
+/// `companions` by parameter index: round to nearest, or SmoothQuant with
+/// `calibration`'s ranges. A split weight is quantized whole, as on one
+/// rank (per-row scales span the whole row, smoothing factors every row),
+/// and the rank keeps its block of each tensor.
 StatusOr<Tensor>
 valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, const Calibration *calibration,
                 std::map<int32_t, Tensor> &companions,
-                const std::function<Status(int64_t, Tensor &)> &readRows) {
-  return parameter.quant_input_scale() >= 0
-             ? calibratedValues(executable, parameter, allocator, calibration,
-                                companions, readRows)
-             : quantizedValues(executable, parameter, allocator,
-                               companions[parameter.quant_scale()], readRows);
+                const std::function<Status(int64_t, Tensor &)> &readRows,
+                const Communicator *ranks) {
+  std::map<int32_t, Tensor> whole;
+  StatusOr<Tensor> values =
+      parameter.quant_input_scale() >= 0
+          ? calibratedValues(executable, parameter, allocator, calibration,
+                             whole, readRows)
+          : quantizedValues(executable, parameter, allocator,
+                            whole[parameter.quant_scale()], readRows);
+  if (!values) {
+    return values;
+  }
+  auto rankBlock = [&](const fb::Parameter &of,
+                       Tensor tensor) -> StatusOr<Tensor> {
+    std::optional<TensorBlock> block = blockOf(of, ranks);
+    return block ? blockOfTensor(tensor, *block, allocator)
+                 : StatusOr<Tensor>(std::move(tensor));
+  };
+  for (auto &[index, tensor] : whole) {
+    MFRT_ASSIGN_OR_RETURN(
+        companions[index],
+        rankBlock(*executable.root().parameters()->Get(index),
+                  std::move(tensor)));
+  }
+  return rankBlock(parameter, values.take());
 }
 
 StatusOr<Tensor> initialBlock(const Executable &executable,
@@ -692,7 +716,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       continue;
     }
     if (parameter->quant_scale() >= 0) {
-      Shape shape = floatShapeOf(*parameter);
+      Shape shape = floatShapeOf(*parameter, executable);
       DType floatType = sourceTypeOf(executable, *parameter);
       StatusOr<Tensor> weight =
           initialValue(*parameter, allocator, seed, shape, floatType);
@@ -707,8 +731,9 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
                     block.byteSize());
         return Status::ok();
       };
-      StatusOr<Tensor> values = valuesFromFloat(
-          executable, *parameter, allocator, calibration, companions, readRows);
+      StatusOr<Tensor> values =
+          valuesFromFloat(executable, *parameter, allocator, calibration,
+                          companions, readRows, ranks);
       if (!values) {
         return values.status();
       }
@@ -983,7 +1008,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       bool quantized = parameter->quant_scale() >= 0;
       // A float checkpoint of a quantized weight has its float shape.
       Shape shape = quantized && found->dtype != DType::I8
-                        ? floatShapeOf(*parameter)
+                        ? floatShapeOf(*parameter, executable)
                         : wholeShapeOf(*parameter, executable);
       if (found->shape != shape) {
         return Status::error(StatusCode::InvalidArgument,
@@ -1015,7 +1040,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         };
         StatusOr<Tensor> values =
             valuesFromFloat(executable, *parameter, allocator, calibration,
-                            companions, readRows);
+                            companions, readRows, ranks);
         if (!values) {
           return values.status().withContext("'" + foundPath + "'");
         }

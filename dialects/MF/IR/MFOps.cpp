@@ -267,9 +267,9 @@ LogicalResult ParameterOp::verify() {
                             "scales (not training state) and the name of "
                             "the calibration's ranges";
   }
-  if (integer && (getState() || getSplitAxesAttr())) {
+  if (integer && getState()) {
     return emitOpError() << "a quantized parameter is a weight, not training "
-                            "state, and is not split (yet)";
+                            "state";
   }
   if (getSplitAxesAttr() && static_cast<int64_t>(getSplitAxesAttr().size()) >
                                 getTensorType().getRank()) {
@@ -346,6 +346,30 @@ namespace {
 mfshapes::TensorInfo infoOf(Type valueType);
 } // namespace
 
+LogicalResult ParameterOp::verifyCompanionSplit(ParameterOp companion,
+                                                CompanionDims dims) {
+  shard::GridAxesArrayAttr expected =
+      companionSplitAxes(*this, companion.getTensorType().getRank(), dims);
+  bool splitAlongN = expected && dims.n >= 0 &&
+                     !expected.getAxes()[dims.n].empty();
+  if (companion.getSplitAxesAttr() == expected &&
+      (!expected || companion.getGridAttr() == getGridAttr()) &&
+      companion.getSplitGroupsAttr() ==
+          (splitAlongN ? getSplitGroupsAttr() : IntegerAttr())) {
+    return success();
+  }
+  InFlightDiagnostic diag = emitOpError()
+                            << "'" << companion.getSymName()
+                            << "' must be split over the grid as this "
+                               "weight's block needs: ";
+  if (expected) {
+    diag << expected;
+  } else {
+    diag << "whole on every rank";
+  }
+  return diag;
+}
+
 LogicalResult
 ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getQuantScale()) {
@@ -364,6 +388,11 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "does not fit its scales '"
                            << getQuantScaleAttr().getValue()
                            << "': " << rule.error;
+    }
+    if (failed(verifyCompanionSplit(scale, getQuantGroup()
+                                               ? CompanionDims{1, 0}
+                                               : CompanionDims{0, -1}))) {
+      return failure();
     }
   }
   if (getQuantInputScale()) {
@@ -396,7 +425,9 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       if (!i8) {
         floatType = element;
       }
-      return success();
+      return verifyCompanionSplit(companion, size == rows
+                                                 ? CompanionDims{0, -1}
+                                                 : CompanionDims{-1, 0});
     };
     if (failed(
             check(getQuantInputScaleAttr(), channels, false, "input scales")) ||
@@ -442,6 +473,30 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     }
   }
   return success();
+}
+
+shard::GridAxesArrayAttr mf::companionSplitAxes(ParameterOp weight,
+                                                int64_t rank,
+                                                CompanionDims dims) {
+  shard::GridAxesArrayAttr weightAxes = weight.getSplitAxesAttr();
+  if (!weightAxes) {
+    return {};
+  }
+  MLIRContext *context = weight.getContext();
+  SmallVector<shard::GridAxesAttr> axes(rank,
+                                        DenseI16ArrayAttr::get(context, {}));
+  bool split = false;
+  for (auto [weightDim, companionDim] :
+       {std::pair<int64_t, int64_t>{0, dims.n}, {1, dims.k}}) {
+    if (companionDim >= 0 &&
+        weightDim < static_cast<int64_t>(weightAxes.size()) &&
+        !weightAxes.getAxes()[weightDim].empty()) {
+      axes[companionDim] = weightAxes.getAxes()[weightDim];
+      split = true;
+    }
+  }
+  return split ? shard::GridAxesArrayAttr::get(context, axes)
+               : shard::GridAxesArrayAttr();
 }
 
 RankedTensorType ParameterOp::getShardType(shard::GridOp grid) {

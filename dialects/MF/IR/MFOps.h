@@ -99,10 +99,27 @@ inline constexpr int16_t kPipelineGridAxis = mfshapes::kPipelineAxis;
 /// The grid axis of context parallelism (data x model x pipeline x
 /// context): its ranks each hold a block of every sequence.
 inline constexpr int16_t kContextGridAxis = mfshapes::kContextAxis;
+
+/// Where a companion of a quantized [N, K] weight (its scales, a calibrated
+/// one's input scales, zero points and bias) holds the weight's N and K
+/// (-1: not at all).
+struct CompanionDims {
+  int64_t n = -1, k = -1;
+};
 } // namespace mlir::mf
 #include "dialects/MF/IR/MFInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/MF/IR/MFOps.h.inc"
+
+namespace mlir::mf {
+/// The split a companion of rank `rank` has when `weight` is split: the
+/// weight's split along N or K, on the companion's dimension that holds it
+/// (null: whole on every rank). A column-parallel weight's per-row scales
+/// and bias split with its rows; a row-parallel one's input scales, zero
+/// points and group scales with its columns.
+shard::GridAxesArrayAttr companionSplitAxes(ParameterOp weight, int64_t rank,
+                                            CompanionDims dims);
+} // namespace mlir::mf
 
 #endif // MFC_DIALECTS_MF_IR_MFOPS_H

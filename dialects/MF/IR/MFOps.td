@@ -153,6 +153,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     /// divided by the product of its grid axes' sizes (the whole type
     /// when the parameter is not split).
     ::mlir::RankedTensorType getShardType(::mlir::shard::GridOp grid);
+    /// An error unless `companion` (its scales, ...: `dims` says where it
+    /// holds N and K) is split as companionSplitAxes says.
+    ::mlir::LogicalResult verifyCompanionSplit(ParameterOp companion,
+                                               CompanionDims dims);
     /// The parts its split dimension holds, each split the same way (1:
     /// one block of the whole dimension).
     int64_t getSplitPartCount() { return getSplitGroups().value_or(1); }
@@ -440,7 +444,8 @@ def MF_CastOp : MF_Op<"cast", [DeclareOpInterfaceMethods<MF_GradientOpInterface>
   let hasFolder = 1;
 }
 
-def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor]> {
+def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>]> {
   let summary = "The float value of a quantized weight";
   let description = [{
     `result[n, k] = q[n, k] * scale[n]` for per-row scales ([N]), or
@@ -494,7 +499,8 @@ def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAda
   }];
 }
 
-def MF_QuantizeOp : MF_CostedOp<"quantize", [Pure, InferTypeOpAdaptor]> {
+def MF_QuantizeOp : MF_CostedOp<"quantize", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>]> {
   let summary = "Activations as int8 values with static scales and zero points";
   let description = [{
     For a float tensor [..., K], per channel k of the last dimension:

@@ -218,6 +218,57 @@ LogicalResult BroadcastOp::partition(Partitioning &p) {
                   *this);
 }
 
+/// A quantized weight [N, K] splits as its float one: the values along N
+/// (column parallel) or K (row parallel), each rank's scales beside them
+/// (per-row scales [N] with N, whole with K; group scales [K / group, N]
+/// with either). The result is the rank's block of the float weight.
+LogicalResult DequantizeOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split values = p.splitOf(getInput());
+  const Split scales = p.splitOf(getScale());
+  int64_t rank = getInput().getType().getRank();
+  if (values.replicated() || values.partial || rank != 2) {
+    return p.noRule(*this);
+  }
+  // The scales' dimension that holds the values' split one (-1: none).
+  int64_t scaleDim = getGroupSize() > 0 ? 1 - values.dim
+                                        : (values.dim == 0 ? 0 : -1);
+  Split expected = scaleDim < 0 ? Split()
+                                : Split::along(scaleDim, values.axes,
+                                               values.parts);
+  if (scales != expected) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), values, *this);
+}
+
+/// Rows quantized by static per-channel scales (SmoothQuant's, before a
+/// row-parallel product): split along a channel dimension, each rank's
+/// scales and zero points are its channels' (split alike); along another,
+/// they are whole.
+LogicalResult QuantizeOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.replicated() || input.partial) {
+    return p.noRule(*this);
+  }
+  int64_t firstChannel =
+      getInput().getType().getRank() - getScale().getType().getRank();
+  Split expected =
+      input.dim >= firstChannel
+          ? Split::along(input.dim - firstChannel, input.axes, input.parts)
+          : Split();
+  if (p.splitOf(getScale()) != expected ||
+      (getZeroPoint() && p.splitOf(getZeroPoint()) != expected)) {
+    return p.noRule(*this);
+  }
+  return p.assign(getResult(), input, *this);
+}
+
 /// A slice that keeps the split dimension whole keeps the split; one that
 /// takes exactly one part of a split in parts (q of the fused q, k, v) is
 /// that part's split: the rank's share, at the part's offset in its block.

@@ -154,17 +154,43 @@ StringAttr mindFormersScaleName(ParameterOp parameter) {
 
 /// A new parameter beside `parameter`, of `type` (float: ones; i8 zero
 /// points: zeros), which the runtime fills from the float weight.
+/// How many ranks `parameter` is split over along `dim` (1: whole).
+int64_t ranksAlong(ParameterOp parameter, int64_t dim) {
+  shard::GridAxesArrayAttr axes = parameter.getSplitAxesAttr();
+  if (!axes || dim >= static_cast<int64_t>(axes.size())) {
+    return 1;
+  }
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      parameter, parameter.getGridAttr());
+  int64_t ranks = 1;
+  for (int16_t axis : axes.getAxes()[dim].asArrayRef()) {
+    ranks *= grid ? grid.getShape()[axis] : 1;
+  }
+  return ranks;
+}
+
+/// Declares companion `name` of quantized `parameter`, split over the grid
+/// as `parameter` is along the dimensions `dims` names (companionSplitAxes).
 void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
-                  RankedTensorType type, StringAttr mfName) {
+                  RankedTensorType type, StringAttr mfName,
+                  CompanionDims dims) {
+  shard::GridAxesArrayAttr splitAxes =
+      companionSplitAxes(parameter, type.getRank(), dims);
+  FlatSymbolRefAttr grid = splitAxes ? parameter.getGridAttr() : nullptr;
+  // GPT-2's fused q, k, v: their rows' scales are in parts alike.
+  IntegerAttr groups;
+  if (splitAxes && dims.n >= 0 && !splitAxes.getAxes()[dims.n].empty()) {
+    groups = parameter.getSplitGroupsAttr();
+  }
   ParameterOp::create(builder, parameter.getLoc(), name, type,
                       type.getElementType().isInteger(8) ? ParameterInit::zeros
                                                          : ParameterInit::ones,
                       FloatAttr(), mfName, parameter.getFrozen(),
                       /*state=*/false, /*panels=*/false, /*dot_panels=*/false,
-                      FlatSymbolRefAttr(), shard::GridAxesArrayAttr(),
-                      IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
-                      IntegerAttr(), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
-                      FlatSymbolRefAttr(), FloatAttr(), /*parts=*/ArrayAttr(),
+                      grid, splitAxes, groups, FlatSymbolRefAttr(),
+                      IntegerAttr(), IntegerAttr(), FlatSymbolRefAttr(),
+                      FlatSymbolRefAttr(), FlatSymbolRefAttr(), FloatAttr(),
+                      /*parts=*/ArrayAttr(),
                       /*calibrated_scales=*/StringAttr());
 }
 
@@ -260,7 +286,7 @@ struct MFQuantizeWeightsPass
       RankedTensorType type = parameter.getTensorType();
       StringRef name = parameter.getSymName();
       if (type.getRank() != 2 || !isa<FloatType>(type.getElementType()) ||
-          parameter.getState() || parameter.getSplitAxesAttr() ||
+          parameter.getState() || parameter.getPartsAttr() ||
           !reads.count(name) || otherwiseRead.contains(name) ||
           excluded(parameter)) {
         continue;
@@ -274,6 +300,18 @@ struct MFQuantizeWeightsPass
             << k << "] weight is not a multiple of the group size " << group
             << "; choose a group_size that divides it or add the layer to "
                "modules_to_not_convert";
+        return signalPassFailure();
+      }
+      // A row-parallel weight's rank holds whole groups of its columns.
+      int64_t ranksAlongK = ranksAlong(parameter, 1);
+      if (group > 0 && k % (group * ranksAlongK) != 0) {
+        parameter.emitError()
+            << "mf-quantize-weights: K = " << k << " of this [" << n << ", "
+            << k << "] weight splits " << ranksAlongK
+            << " ways (model_parallel) into " << k / ranksAlongK
+            << " columns a rank, not a multiple of the group size " << group
+            << "; choose a group_size that divides " << k / ranksAlongK
+            << " or add the layer to modules_to_not_convert";
         return signalPassFailure();
       }
       if (calibrated && tied.contains(name)) {
@@ -305,7 +343,8 @@ struct MFQuantizeWeightsPass
       OpBuilder builder(context);
       builder.setInsertionPointAfter(parameter);
       addCompanion(builder, parameter, scaleName, scaleType,
-                   calibrated ? StringAttr() : mindFormersScaleName(parameter));
+                   calibrated ? StringAttr() : mindFormersScaleName(parameter),
+                   groupSize > 0 ? CompanionDims{1, 0} : CompanionDims{0, -1});
       std::optional<StaticRows> rows;
       if (calibrated) {
         // mfc's own names: golden-stick's deployed SmoothQuant checkpoints
@@ -318,11 +357,13 @@ struct MFQuantizeWeightsPass
                        (name + "_bias").str(),
                        RankedTensorType::get({n}, element)};
         addCompanion(builder, parameter, rows->scaleName, rows->scaleType,
-                     StringAttr());
+                     StringAttr(), CompanionDims{-1, 0});
         addCompanion(builder, parameter, rows->zeroPointName,
-                     rows->zeroPointType, StringAttr());
+                     rows->zeroPointType, StringAttr(), CompanionDims{-1, 0});
+        // Added after a row-parallel product's partial sums are summed:
+        // whole there.
         addCompanion(builder, parameter, rows->biasName, rows->biasType,
-                     StringAttr());
+                     StringAttr(), CompanionDims{0, -1});
         parameter.setQuantInputScaleAttr(
             FlatSymbolRefAttr::get(context, rows->scaleName));
         parameter.setQuantInputZeroPointAttr(
