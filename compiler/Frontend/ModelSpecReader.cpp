@@ -2118,9 +2118,10 @@ private:
       if (!unsplit.empty()) {
         diagnostics().error(
             locOfKey("parallel_config.model_parallel"),
-            "parallel_config.model_parallel: " + unsplit +
-                " is not split over tensor-parallel ranks yet (weight-only "
-                "int8/int4 and calibrated per_tensor activations are); set "
+            "parallel_config.model_parallel: tensor parallelism with " +
+                unsplit +
+                " is not built yet (it is with int8/int4 weights and with "
+                "calibrated per_tensor int8 activations); set "
                 "model_parallel: 1 or change quantization_config");
       }
     }

@@ -404,7 +404,7 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     // dtype), the weight's scales f32.
     Type floatType;
     auto check = [&](FlatSymbolRefAttr name, int64_t size, bool i8,
-                     StringRef what) -> LogicalResult {
+                     StringRef what, CompanionDims dims) -> LogicalResult {
       auto companion =
           symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, name);
       Type element =
@@ -425,15 +425,15 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       if (!i8) {
         floatType = element;
       }
-      return verifyCompanionSplit(companion, size == rows
-                                                 ? CompanionDims{0, -1}
-                                                 : CompanionDims{-1, 0});
+      return verifyCompanionSplit(companion, dims);
     };
-    if (failed(
-            check(getQuantInputScaleAttr(), channels, false, "input scales")) ||
+    // The input scales and zero points hold K, the bias N.
+    if (failed(check(getQuantInputScaleAttr(), channels, false, "input scales",
+                     CompanionDims{-1, 0})) ||
         failed(check(getQuantInputZeroPointAttr(), channels, true,
-                     "input zero points")) ||
-        failed(check(getQuantBiasAttr(), rows, false, "bias"))) {
+                     "input zero points", CompanionDims{-1, 0})) ||
+        failed(check(getQuantBiasAttr(), rows, false, "bias",
+                     CompanionDims{0, -1}))) {
       return failure();
     }
     auto scale = symbolTable.lookupNearestSymbolFrom<ParameterOp>(

@@ -745,9 +745,34 @@ mf.parameter @w : tensor<8x4xf32> init = zeros {quant_group = 2 : i64}
 
 // -----
 
-// expected-error @+1 {{a quantized parameter is a weight, not training state, and is not split (yet)}}
+// expected-error @+1 {{a quantized parameter is a weight, not training state}}
 mf.parameter @q : tensor<8x4xi8> init = zeros state quantized(@s)
 mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// A column-parallel int8 weight's per-row scales split with its rows.
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{'s' must be split over the grid as this weight's block needs: #shard<axisarray[[1]]>}}
+mf.parameter @q : tensor<8x4xi8> init = zeros sharding(@grid, [[1], []]) quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones
+
+// -----
+
+// A row-parallel one's are whole on every rank.
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{'s' must be split over the grid as this weight's block needs: whole on every rank}}
+mf.parameter @q : tensor<8x4xi8> init = zeros sharding(@grid, [[], [1]]) quantized(@s)
+mf.parameter @s : tensor<8xf32> init = ones sharding(@grid, [[1]])
+
+// -----
+
+// Group scales [K / group, N] of a row-parallel int4 weight split with its
+// columns.
+shard.grid @grid(shape = 1x2)
+// expected-error @+1 {{'s' must be split over the grid as this weight's block needs: #shard<axisarray[[1], []]>}}
+mf.parameter @q : tensor<8x4xi8> init = zeros sharding(@grid, [[], [1]]) quantized(@s group = 2 bits = 4)
+mf.parameter @s : tensor<4x8xf32> init = ones sharding(@grid, [[], [1]])
 
 // -----
 
