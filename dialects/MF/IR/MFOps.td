@@ -68,7 +68,10 @@ def MF_ParameterOp : MF_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">,
     golden-stick stores them). The
     runtime fills both from a float checkpoint (round to nearest,
     symmetric: docs/quantization.md) or reads both from a quantized one;
-    `mf.dequantize` reads them.
+    `mf.dequantize` reads them. A split quantized weight's companions (its
+    scales, and a calibrated one's) are split along the dimension that
+    holds its split one, over the same grid axes, or whole when they hold
+    none of it (`companionSplitAxes`): the verifier checks it.
 
     A `calibrated` one (int8 per row) multiplies activations quantized with
     static scales (golden-stick's SmoothQuant, or PTQ with per-tensor
