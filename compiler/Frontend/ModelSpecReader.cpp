@@ -2112,16 +2112,15 @@ private:
           quantization.activationGranularity == "per_token") {
         unsplit = "int8 activations quantized per token "
                   "(act_quant_granularity: per_token)";
-      } else if (quantization.kvcacheDtype == "int8") {
-        unsplit = "an int8 KV cache (kvcache_dtype: int8)";
       }
       if (!unsplit.empty()) {
         diagnostics().error(
             locOfKey("parallel_config.model_parallel"),
             "parallel_config.model_parallel: tensor parallelism with " +
                 unsplit +
-                " is not built yet (it is with int8/int4 weights and with "
-                "calibrated per_tensor int8 activations); set "
+                " is not built yet (it is with int8/int4 weights, "
+                "calibrated per_tensor int8 activations and the int8 KV "
+                "cache); set "
                 "model_parallel: 1 or change quantization_config");
       }
     }

@@ -1395,7 +1395,8 @@ Status checkGrid(const fb::Executable &root) {
 }
 
 /// Calibrated scales (an int8 KV cache's): a float tensor that is neither
-/// quantized, split nor training state, named after non-empty ranges.
+/// quantized nor training state, named after non-empty ranges, split if at
+/// all along its first dimension (a tensor-parallel rank's KV heads).
 Status checkCalibratedScales(const fb::Parameter &parameter) {
   const flatbuffers::String *ranges = parameter.calibrated_scales();
   if (!ranges) {
@@ -1403,12 +1404,13 @@ Status checkCalibratedScales(const fb::Parameter &parameter) {
   }
   DType dtype = Executable::dtypeOf(*parameter.type());
   if (ranges->size() == 0 || dtype == DType::I8 || dtype == DType::I32 ||
-      parameter.quant_scale() >= 0 || parameter.split_dim() >= 0 ||
+      parameter.quant_scale() >= 0 || parameter.split_dim() > 0 ||
       parameter.state() || sizeOf(parameter.type()->shape()) < 1) {
     return Status::error("parameter '" + parameter.name()->str() +
                          "' holds calibrated scales but is not a float "
-                         "tensor of them (quantized, split, training state, "
-                         "or named after no ranges)");
+                         "tensor of them (quantized, split along another "
+                         "dimension than its first, training state, or "
+                         "named after no ranges)");
   }
   return Status::ok();
 }

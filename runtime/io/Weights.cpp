@@ -471,10 +471,13 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
 }
 
 /// Calibrated `parameter`'s scales (an int8 KV cache's) from the ranges
-/// `calibration` holds under the name it gives.
-StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
+/// `calibration` holds under the name it gives (every channel's: a split
+/// parameter keeps its rank's block, its KV heads').
+StatusOr<Tensor> calibratedScales(const Executable &executable,
+                                  const fb::Parameter &parameter,
                                   Allocator &allocator,
-                                  const Calibration *calibration) {
+                                  const Calibration *calibration,
+                                  const Communicator *ranks) {
   std::string name = parameter.name()->str();
   std::string rangesName = parameter.calibrated_scales()->str();
   const Calibration::Ranges *ranges =
@@ -493,10 +496,12 @@ StatusOr<Tensor> calibratedScales(const fb::Parameter &parameter,
   MFRT_ASSIGN_OR_RETURN(
       Tensor scales,
       allocator.allocate(Executable::dtypeOf(*parameter.type()),
-                         Executable::shapeOf(*parameter.type()), false));
+                         wholeShapeOf(parameter, executable), false));
   MFRT_RETURN_IF_ERROR(symmetricChannelScales(ranges->min, ranges->max, scales)
                            .withContext("parameter '" + name + "'"));
-  return scales;
+  std::optional<TensorBlock> block = blockOf(parameter, ranks);
+  return block ? blockOfTensor(scales, *block, allocator)
+               : StatusOr<Tensor>(std::move(scales));
 }
 
 /// Quantized `parameter`'s values from its float weight (`readRows`, rows
@@ -743,7 +748,7 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
     }
     StatusOr<Tensor> tensor =
         parameter->calibrated_scales()
-            ? calibratedScales(*parameter, allocator, calibration)
+            ? calibratedScales(executable, *parameter, allocator, calibration, ranks)
             : initialBlock(executable, *parameter, allocator, seed, ranks);
     if (!tensor) {
       return tensor.status();
@@ -978,7 +983,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       }
       if (!found && parameter->calibrated_scales()) {
         StatusOr<Tensor> scales =
-            calibratedScales(*parameter, allocator, calibration);
+            calibratedScales(executable, *parameter, allocator, calibration, ranks);
         if (!scales) {
           return scales.status();
         }

@@ -319,8 +319,13 @@ LogicalResult AttentionOp::partition(Partitioning &p) {
     return success();
   }
   const Split query = p.splitOf(getQuery());
+  // An int8 cache's scales [kv_heads, head_dim] are the rank's heads'.
+  auto headsOf = [&](Value scales) {
+    return !scales || p.splitOf(scales) == Split::along(0, query.axes);
+  };
   if (query.dim != 2 || query.partial || p.splitOf(getKey()) != query ||
-      p.splitOf(getValue()) != query ||
+      p.splitOf(getValue()) != query || !headsOf(getKeyScale()) ||
+      !headsOf(getValueScale()) ||
       (getPastLength() && !p.splitOf(getPastLength()).replicated()) ||
       (getBlockTable() && !p.splitOf(getBlockTable()).replicated())) {
     return p.noRule(*this);

@@ -88,6 +88,18 @@ struct MFQuantizeKvCachePass
     }
   }
 
+  /// The module's device grid when it splits the model over ranks (its
+  /// attention then splits the heads: mf-partition's rule), else null.
+  shard::GridOp tensorParallelGrid() {
+    for (auto grid : getOperation().getOps<shard::GridOp>()) {
+      if (grid.getRank() > mfshapes::kModelAxis &&
+          grid.getShape()[mfshapes::kModelAxis] > 1) {
+        return grid;
+      }
+    }
+    return nullptr;
+  }
+
   /// `write` extends an entry input with rows quantized by a new parameter
   /// of scales (returned in `scales`), read where the rows are.
   LogicalResult quantizeWrite(KvCacheWriteOp write, bool keys,
@@ -110,11 +122,22 @@ struct MFQuantizeKvCachePass
         {update.getDimSize(2), update.getDimSize(3)}, update.getElementType());
     std::string name = cachePath + (keys ? ".key_scale" : ".value_scale");
     if (declared.insert(name).second) {
+      // Under tensor parallelism each rank caches its KV heads: its scales
+      // are theirs.
+      FlatSymbolRefAttr grid;
+      shard::GridAxesArrayAttr byHeads;
+      if (shard::GridOp tensorParallel = tensorParallelGrid()) {
+        grid = FlatSymbolRefAttr::get(tensorParallel.getSymNameAttr());
+        byHeads = shard::GridAxesArrayAttr::get(
+            &getContext(),
+            {declarations.getDenseI16ArrayAttr({mfshapes::kModelAxis}),
+             declarations.getDenseI16ArrayAttr({})});
+      }
       ParameterOp::create(
           declarations, write.getLoc(), name, scaleType, ParameterInit::ones,
           FloatAttr(), StringAttr(), /*frozen=*/false, /*state=*/false,
-          /*panels=*/false, /*dot_panels=*/false, FlatSymbolRefAttr(),
-          shard::GridAxesArrayAttr(), IntegerAttr(), FlatSymbolRefAttr(),
+          /*panels=*/false, /*dot_panels=*/false, grid, byHeads, IntegerAttr(),
+          FlatSymbolRefAttr(),
           IntegerAttr(), IntegerAttr(), FlatSymbolRefAttr(),
           FlatSymbolRefAttr(), FlatSymbolRefAttr(), FloatAttr(),
           /*parts=*/ArrayAttr(),
