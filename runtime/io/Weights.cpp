@@ -379,10 +379,10 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
   Shape shape = floatShapeOf(parameter, executable);
-  MFRT_ASSIGN_OR_RETURN(
-      Tensor values,
-      allocator.allocate(DType::I8, wholeShapeOf(parameter, executable),
-                         false));
+  MFRT_ASSIGN_OR_RETURN(Tensor values,
+                        allocator.allocate(DType::I8,
+                                           wholeShapeOf(parameter, executable),
+                                           false));
   MFRT_ASSIGN_OR_RETURN(
       Tensor scaleTensor,
       allocator.allocate(floatType, wholeShapeOf(scaleParameter, executable),
@@ -533,10 +533,9 @@ valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
                  : StatusOr<Tensor>(std::move(tensor));
   };
   for (auto &[index, tensor] : whole) {
-    MFRT_ASSIGN_OR_RETURN(
-        companions[index],
-        rankBlock(*executable.root().parameters()->Get(index),
-                  std::move(tensor)));
+    MFRT_ASSIGN_OR_RETURN(companions[index],
+                          rankBlock(*executable.root().parameters()->Get(index),
+                                    std::move(tensor)));
   }
   return rankBlock(parameter, values.take());
 }
@@ -748,7 +747,8 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
     }
     StatusOr<Tensor> tensor =
         parameter->calibrated_scales()
-            ? calibratedScales(executable, *parameter, allocator, calibration, ranks)
+            ? calibratedScales(executable, *parameter, allocator, calibration,
+                               ranks)
             : initialBlock(executable, *parameter, allocator, seed, ranks);
     if (!tensor) {
       return tensor.status();
@@ -982,8 +982,8 @@ StatusOr<Weights> Weights::load(const Executable &executable,
         continue;
       }
       if (!found && parameter->calibrated_scales()) {
-        StatusOr<Tensor> scales =
-            calibratedScales(executable, *parameter, allocator, calibration, ranks);
+        StatusOr<Tensor> scales = calibratedScales(
+            executable, *parameter, allocator, calibration, ranks);
         if (!scales) {
           return scales.status();
         }

@@ -350,8 +350,8 @@ LogicalResult ParameterOp::verifyCompanionSplit(ParameterOp companion,
                                                 CompanionDims dims) {
   shard::GridAxesArrayAttr expected =
       companionSplitAxes(*this, companion.getTensorType().getRank(), dims);
-  bool splitAlongN = expected && dims.n >= 0 &&
-                     !expected.getAxes()[dims.n].empty();
+  bool splitAlongN =
+      expected && dims.n >= 0 && !expected.getAxes()[dims.n].empty();
   if (companion.getSplitAxesAttr() == expected &&
       (!expected || companion.getGridAttr() == getGridAttr()) &&
       companion.getSplitGroupsAttr() ==
@@ -475,9 +475,8 @@ ParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
-shard::GridAxesArrayAttr mf::companionSplitAxes(ParameterOp weight,
-                                                int64_t rank,
-                                                CompanionDims dims) {
+shard::GridAxesArrayAttr
+mf::companionSplitAxes(ParameterOp weight, int64_t rank, CompanionDims dims) {
   shard::GridAxesArrayAttr weightAxes = weight.getSplitAxesAttr();
   if (!weightAxes) {
     return {};

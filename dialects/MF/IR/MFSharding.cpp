@@ -233,11 +233,11 @@ LogicalResult DequantizeOp::partition(Partitioning &p) {
     return p.noRule(*this);
   }
   // The scales' dimension that holds the values' split one (-1: none).
-  int64_t scaleDim = getGroupSize() > 0 ? 1 - values.dim
-                                        : (values.dim == 0 ? 0 : -1);
-  Split expected = scaleDim < 0 ? Split()
-                                : Split::along(scaleDim, values.axes,
-                                               values.parts);
+  int64_t scaleDim =
+      getGroupSize() > 0 ? 1 - values.dim : (values.dim == 0 ? 0 : -1);
+  Split expected = scaleDim < 0
+                       ? Split()
+                       : Split::along(scaleDim, values.axes, values.parts);
   if (scales != expected) {
     return p.noRule(*this);
   }

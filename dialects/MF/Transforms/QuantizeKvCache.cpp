@@ -133,16 +133,16 @@ struct MFQuantizeKvCachePass
             {declarations.getDenseI16ArrayAttr({mfshapes::kModelAxis}),
              declarations.getDenseI16ArrayAttr({})});
       }
-      ParameterOp::create(
-          declarations, write.getLoc(), name, scaleType, ParameterInit::ones,
-          FloatAttr(), StringAttr(), /*frozen=*/false, /*state=*/false,
-          /*panels=*/false, /*dot_panels=*/false, grid, byHeads, IntegerAttr(),
-          FlatSymbolRefAttr(),
-          IntegerAttr(), IntegerAttr(), FlatSymbolRefAttr(),
-          FlatSymbolRefAttr(), FlatSymbolRefAttr(), FloatAttr(),
-          /*parts=*/ArrayAttr(),
-          declarations.getStringAttr(attentionPath +
-                                     (keys ? ".key" : ".value")));
+      ParameterOp::create(declarations, write.getLoc(), name, scaleType,
+                          ParameterInit::ones, FloatAttr(), StringAttr(),
+                          /*frozen=*/false, /*state=*/false,
+                          /*panels=*/false, /*dot_panels=*/false, grid, byHeads,
+                          IntegerAttr(), FlatSymbolRefAttr(), IntegerAttr(),
+                          IntegerAttr(), FlatSymbolRefAttr(),
+                          FlatSymbolRefAttr(), FlatSymbolRefAttr(), FloatAttr(),
+                          /*parts=*/ArrayAttr(),
+                          declarations.getStringAttr(
+                              attentionPath + (keys ? ".key" : ".value")));
     }
     OpBuilder builder(write);
     scales = ParamOp::create(builder, write.getLoc(), scaleType, name);
