@@ -3,6 +3,7 @@
 #include "shapes/ShapeRules.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mfshapes;
 
@@ -441,4 +442,319 @@ Inferred mfshapes::inferMoeWeightsGrad(const TensorInfo &resultGradient,
                    " do not route the gradient's tokens to the rows");
   }
   return {{{resultGradient.element, positions.shape}}, ""};
+}
+
+//===----------------------------------------------------------------------===//
+// Shape rules of the dense ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// [rows, cols] of the last two dimensions, swapped when transposed.
+std::pair<int64_t, int64_t> matrixDims(const std::vector<int64_t> &shape,
+                                       bool transposed) {
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  return transposed ? std::make_pair(cols, rows) : std::make_pair(rows, cols);
+}
+
+/// `box` at `offsets` inside `whole` (a slice of its input, a pad's input
+/// in its result).
+std::string checkBox(const std::vector<int64_t> &box,
+                     const std::vector<int64_t> &whole,
+                     const std::vector<int64_t> &offsets,
+                     const std::string &boxName, const std::string &wholeName) {
+  if (box.size() != whole.size() || offsets.size() != whole.size()) {
+    return "expected " + std::to_string(whole.size()) + " offsets and rank " +
+           std::to_string(whole.size()) + " on both sides, got " +
+           std::to_string(offsets.size()) + " offsets, ranks " +
+           std::to_string(box.size()) + " and " + std::to_string(whole.size());
+  }
+  for (size_t dim = 0; dim < whole.size(); ++dim) {
+    if (offsets[dim] < 0 || offsets[dim] > whole[dim] - box[dim]) {
+      return boxName + " [" + std::to_string(offsets[dim]) + ", " +
+             std::to_string(offsets[dim] + box[dim]) + ") of dim " +
+             std::to_string(dim) + " is outside " + wholeName + " [0, " +
+             std::to_string(whole[dim]) + ")";
+    }
+  }
+  return "";
+}
+
+/// Logits [tokens, vocab] and labels [tokens].
+std::string checkLogitsAndLabels(const TensorInfo &logits,
+                                 const TensorInfo &labels) {
+  if (logits.shape.size() != 2) {
+    return "expected logits [tokens, vocab], got shape " +
+           formatShape(logits.shape);
+  }
+  if (labels.shape != std::vector<int64_t>{logits.shape[0]}) {
+    return "expected labels of shape [" + std::to_string(logits.shape[0]) +
+           "], got " + formatShape(labels.shape);
+  }
+  return "";
+}
+
+} // namespace
+
+Inferred mfshapes::inferMatmul(const TensorInfo &lhs, const TensorInfo &rhs,
+                               bool transposeLhs, bool transposeRhs) {
+  if (lhs.shape.size() < 2 || rhs.shape.size() < 2) {
+    return failure("expected operands of rank >= 2, got " +
+                   formatShape(lhs.shape) + " and " + formatShape(rhs.shape));
+  }
+  auto [m, k] = matrixDims(lhs.shape, transposeLhs);
+  auto [rhsK, n] = matrixDims(rhs.shape, transposeRhs);
+  if (k != rhsK) {
+    return failure("contracting dims differ: lhs has " + std::to_string(k) +
+                   ", rhs has " + std::to_string(rhsK) +
+                   " (check transpose_lhs / transpose_rhs)");
+  }
+  std::vector<int64_t> batch(lhs.shape.begin(), lhs.shape.end() - 2);
+  std::vector<int64_t> rhsBatch(rhs.shape.begin(), rhs.shape.end() - 2);
+  if (!rhsBatch.empty() && rhsBatch != batch) {
+    return failure("batch dims differ: " + formatShape(batch) + " vs " +
+                   formatShape(rhsBatch) +
+                   " (a rank-2 rhs is applied to every lhs matrix)");
+  }
+  if (lhs.element != rhs.element) {
+    return failure("expected one element type for operands and result; "
+                   "insert mf.cast to convert");
+  }
+  batch.push_back(m);
+  batch.push_back(n);
+  return {{{lhs.element, batch}}, ""};
+}
+
+Inferred mfshapes::inferTranspose(const TensorInfo &input,
+                                  const std::vector<int64_t> &permutation) {
+  int64_t rank = static_cast<int64_t>(input.shape.size());
+  if (static_cast<int64_t>(permutation.size()) != rank) {
+    return failure("expected a permutation of " + std::to_string(rank) +
+                   " dims, got " + std::to_string(permutation.size()));
+  }
+  std::vector<bool> seen(rank, false);
+  std::vector<int64_t> shape;
+  for (int64_t dim : permutation) {
+    if (dim < 0 || dim >= rank || seen[dim]) {
+      return failure(formatShape(permutation) + " is not a permutation of 0.." +
+                     std::to_string(rank - 1));
+    }
+    seen[dim] = true;
+    shape.push_back(input.shape[dim]);
+  }
+  return {{{input.element, shape}}, ""};
+}
+
+std::string mfshapes::checkDimension(int64_t dimension, int64_t rank) {
+  if (dimension < 0 || dimension >= rank) {
+    return "dimension " + std::to_string(dimension) +
+           " is out of range for a rank-" + std::to_string(rank) +
+           " operand (expected 0 <= dim < " + std::to_string(rank) + ")";
+  }
+  return "";
+}
+
+Inferred mfshapes::inferReduction(const TensorInfo &input, int64_t dimension) {
+  if (std::string problem = checkDimension(
+          dimension, static_cast<int64_t>(input.shape.size()));
+      !problem.empty()) {
+    return failure(problem);
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape[dimension] = 1;
+  return {{{input.element, shape}},
+          "",
+          "the input with dim " + std::to_string(dimension) + " reduced to 1"};
+}
+
+Inferred mfshapes::inferEmbedding(const TensorInfo &table,
+                                  const TensorInfo &ids) {
+  if (table.shape.size() != 2) {
+    return failure("expected a [vocab, hidden] table, got shape " +
+                   formatShape(table.shape));
+  }
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(table.shape[1]);
+  return {{{table.element, shape}}, "", "the ids' shape + [hidden]"};
+}
+
+Inferred mfshapes::inferNorm(const TensorInfo &input,
+                             const std::vector<TensorInfo> &weights,
+                             const std::string &weightsName) {
+  if (input.shape.empty()) {
+    return failure("expected an input of rank >= 1");
+  }
+  int64_t features = input.shape.back();
+  for (const TensorInfo &weight : weights) {
+    if (weight.shape != std::vector<int64_t>{features}) {
+      return failure("expected " + weightsName + " of shape [" +
+                     std::to_string(features) +
+                     "] (the last dim of the input), got " +
+                     formatShape(weight.shape));
+    }
+    if (weight.element != input.element) {
+      return failure("expected " + weightsName +
+                     " of the input's element type");
+    }
+  }
+  return {{input}, ""};
+}
+
+Inferred mfshapes::inferRope(const TensorInfo &input,
+                             const TensorInfo &positions, double theta,
+                             const std::vector<double> &frequencyScale) {
+  if (input.shape.size() != 4) {
+    return failure("expected input [batch, seq, heads, head_dim], got shape " +
+                   formatShape(input.shape));
+  }
+  int64_t headDim = input.shape[3];
+  if (headDim % 2 != 0) {
+    return failure("head_dim " + std::to_string(headDim) +
+                   " must be even to rotate pairs");
+  }
+  std::vector<int64_t> rows{input.shape[0], input.shape[1]};
+  if (positions.shape != rows) {
+    return failure("expected positions of shape " + formatShape(rows) +
+                   " ([batch, seq]), got " + formatShape(positions.shape));
+  }
+  if (!(theta > 0.0) || !std::isfinite(theta)) {
+    return failure("theta must be positive and finite");
+  }
+  if (!frequencyScale.empty() &&
+      static_cast<int64_t>(frequencyScale.size()) != headDim / 2) {
+    return failure("frequency_scale has " +
+                   std::to_string(frequencyScale.size()) +
+                   " values; head_dim " + std::to_string(headDim) + " needs " +
+                   std::to_string(headDim / 2));
+  }
+  for (double value : frequencyScale) {
+    if (!(value > 0.0) || !std::isfinite(value)) {
+      return failure("frequency_scale values must be positive and finite");
+    }
+  }
+  return {{input}, ""};
+}
+
+Inferred mfshapes::inferCrossEntropy(const TensorInfo &logits,
+                                     const TensorInfo &labels) {
+  if (std::string problem = checkLogitsAndLabels(logits, labels);
+      !problem.empty()) {
+    return failure(problem);
+  }
+  return {{{Element::F32, {}}}, "", "the mean loss"};
+}
+
+Inferred mfshapes::inferCrossEntropyGrad(const TensorInfo &logits,
+                                         const TensorInfo &labels,
+                                         const TensorInfo &gradient) {
+  if (std::string problem = checkLogitsAndLabels(logits, labels);
+      !problem.empty()) {
+    return failure(problem);
+  }
+  if (gradient.element != Element::F32 || !gradient.shape.empty()) {
+    return failure("expected the loss's gradient as an f32 scalar, got " +
+                   formatShape(gradient.shape));
+  }
+  return {{logits}, "", "the gradient of the logits"};
+}
+
+std::string mfshapes::checkConcat(const std::vector<TensorInfo> &inputs,
+                                  const TensorInfo &result,
+                                  int64_t dimension) {
+  if (inputs.empty()) {
+    return "expected at least one input";
+  }
+  int64_t rank = static_cast<int64_t>(result.shape.size());
+  if (std::string problem = checkDimension(dimension, rank); !problem.empty()) {
+    return problem;
+  }
+  int64_t total = 0;
+  for (size_t index = 0; index < inputs.size(); ++index) {
+    const std::vector<int64_t> &shape = inputs[index].shape;
+    if (static_cast<int64_t>(shape.size()) != rank) {
+      return "input " + std::to_string(index) + " has rank " +
+             std::to_string(shape.size()) + ", expected " +
+             std::to_string(rank);
+    }
+    for (int64_t dim = 0; dim < rank; ++dim) {
+      if (dim != dimension && shape[dim] != result.shape[dim]) {
+        return "input " + std::to_string(index) + " has shape " +
+               formatShape(shape) + ", expected dim " + std::to_string(dim) +
+               " to be " + std::to_string(result.shape[dim]);
+      }
+    }
+    total += shape[dimension];
+  }
+  if (total != result.shape[dimension]) {
+    return "inputs add up to " + std::to_string(total) + " along dim " +
+           std::to_string(dimension) + ", result has " +
+           std::to_string(result.shape[dimension]);
+  }
+  return "";
+}
+
+std::string mfshapes::checkSlice(const TensorInfo &input,
+                                 const TensorInfo &result,
+                                 const std::vector<int64_t> &offsets) {
+  return checkBox(result.shape, input.shape, offsets, "slice", "the input's");
+}
+
+std::string mfshapes::checkPad(const TensorInfo &input,
+                               const TensorInfo &result,
+                               const std::vector<int64_t> &offsets) {
+  return checkBox(input.shape, result.shape, offsets, "the input's",
+                  "the result's");
+}
+
+std::string mfshapes::checkBroadcast(const TensorInfo &input,
+                                     const TensorInfo &result) {
+  const std::vector<int64_t> &from = input.shape, &to = result.shape;
+  if (input.element != result.element) {
+    return "expected the result element type of the input";
+  }
+  if (from.size() > to.size()) {
+    return "cannot broadcast " + formatShape(from) + " to the lower-rank " +
+           formatShape(to);
+  }
+  size_t lead = to.size() - from.size();
+  for (size_t index = 0; index < from.size(); ++index) {
+    if (from[index] != 1 && from[index] != to[lead + index]) {
+      return "cannot broadcast " + formatShape(from) + " to " +
+             formatShape(to) + ": input dim " + std::to_string(index) +
+             " is " + std::to_string(from[index]) + ", expected 1 or " +
+             std::to_string(to[lead + index]);
+    }
+  }
+  return "";
+}
+
+std::string mfshapes::checkReshape(const TensorInfo &input,
+                                   const TensorInfo &result) {
+  // (Shapes whose products overflow are refused before any rule runs.)
+  auto count = [](const std::vector<int64_t> &shape) {
+    int64_t elements = 1;
+    for (int64_t dim : shape) {
+      elements *= dim;
+    }
+    return elements;
+  };
+  if (input.element != result.element) {
+    return "expected the result element type of the input";
+  }
+  if (count(input.shape) != count(result.shape)) {
+    return "cannot reshape " + formatShape(input.shape) + " (" +
+           std::to_string(count(input.shape)) + " elements) to " +
+           formatShape(result.shape) + " (" +
+           std::to_string(count(result.shape)) + " elements)";
+  }
+  return "";
+}
+
+std::string mfshapes::checkCast(const TensorInfo &input,
+                                const TensorInfo &result) {
+  if (input.shape != result.shape) {
+    return "expected a result of the input's shape " +
+           formatShape(input.shape) + ", got " + formatShape(result.shape);
+  }
+  return "";
 }

@@ -37,9 +37,78 @@ struct TensorInfo {
 struct Inferred {
   std::vector<TensorInfo> results;
   std::string error;
+  /// What the results are, for a message about a declared result that
+  /// differs ("the input with dim 1 reduced to 1"); may be empty.
+  std::string note = "";
 
   explicit operator bool() const { return error.empty(); }
 };
+
+// Rules of ops whose results their operands and attributes determine.
+
+/// mf.matmul: [..., M, K] x [K, N] (or [..., K, N]: batched alike), either
+/// side transposed, in the operands' one element type.
+Inferred inferMatmul(const TensorInfo &lhs, const TensorInfo &rhs,
+                     bool transposeLhs, bool transposeRhs);
+
+/// mf.transpose: the input's dimensions in `permutation`'s order.
+Inferred inferTranspose(const TensorInfo &input,
+                        const std::vector<int64_t> &permutation);
+
+/// mf.reduce_sum / mf.reduce_max: `dimension` reduced to 1.
+Inferred inferReduction(const TensorInfo &input, int64_t dimension);
+
+/// mf.embedding: the rows of a [vocab, hidden] table that `ids` name.
+Inferred inferEmbedding(const TensorInfo &table, const TensorInfo &ids);
+
+/// mf.rms_norm / mf.layer_norm: the input's type; each of `weights` (named
+/// `weightsName` in messages) a vector of its last dimension.
+Inferred inferNorm(const TensorInfo &input,
+                   const std::vector<TensorInfo> &weights,
+                   const std::string &weightsName);
+
+/// mf.rope: [batch, seq, heads, even head_dim] rotated at `positions`
+/// [batch, seq], by `theta` and head_dim / 2 frequency scales (or none).
+Inferred inferRope(const TensorInfo &input, const TensorInfo &positions,
+                   double theta, const std::vector<double> &frequencyScale);
+
+/// mf.cross_entropy: the mean loss (f32 scalar) of logits [tokens, vocab]
+/// against labels [tokens].
+Inferred inferCrossEntropy(const TensorInfo &logits, const TensorInfo &labels);
+
+/// mf.cross_entropy_grad: the logits' gradient from the loss's (an f32
+/// scalar), in the logits' type.
+Inferred inferCrossEntropyGrad(const TensorInfo &logits,
+                               const TensorInfo &labels,
+                               const TensorInfo &gradient);
+
+// Rules of ops whose declared result says what they make (a shape, a
+// type): why `result` does not fit the operands, empty when it does.
+
+/// `dimension` names one of `rank` dimensions (mf.softmax, mf.iota).
+std::string checkDimension(int64_t dimension, int64_t rank);
+
+/// mf.concat: inputs of the result's rank and dimensions but along
+/// `dimension`, where they add up to the result's.
+std::string checkConcat(const std::vector<TensorInfo> &inputs,
+                        const TensorInfo &result, int64_t dimension);
+
+/// mf.slice: the result is a box of the input at `offsets`.
+std::string checkSlice(const TensorInfo &input, const TensorInfo &result,
+                       const std::vector<int64_t> &offsets);
+
+/// mf.pad: the input is a box of the result at `offsets`.
+std::string checkPad(const TensorInfo &input, const TensorInfo &result,
+                     const std::vector<int64_t> &offsets);
+
+/// mf.broadcast: numpy's rules, to a result of the input's element type.
+std::string checkBroadcast(const TensorInfo &input, const TensorInfo &result);
+
+/// mf.reshape: as many elements.
+std::string checkReshape(const TensorInfo &input, const TensorInfo &result);
+
+/// mf.cast: the input's shape (in another element type).
+std::string checkCast(const TensorInfo &input, const TensorInfo &result);
 
 /// mf.dequantize: the [N, K] weight of `bits`-bit values `input` (8: i8
 /// [N, K]; 4: i8 [N, K / 2], two values a byte, the even column in the low

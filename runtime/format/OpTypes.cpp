@@ -15,8 +15,6 @@ namespace {
 
 bool isFloat(DType type) { return type != DType::I32; }
 
-int64_t count(const Shape &shape) { return *checkedElementCount(shape); }
-
 bool sameType(const TensorDesc &a, const TensorDesc &b) {
   return a.dtype == b.dtype && a.shape == b.shape;
 }
@@ -69,6 +67,13 @@ std::string checkRow(const OpRow &row, const std::vector<TensorDesc> &in,
 
 mfshapes::TensorInfo infoOf(const TensorDesc &type) {
   return {static_cast<mfshapes::Element>(type.dtype), type.shape};
+}
+
+/// An attribute vector's values (empty when absent).
+template <typename T>
+std::vector<T> vectorOf(const flatbuffers::Vector<T> *values) {
+  return values ? std::vector<T>(values->begin(), values->end())
+                : std::vector<T>();
 }
 
 /// What the op's rule in shapes/ShapeRules.h says of `outs`; nullopt for
@@ -145,6 +150,80 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferMoeWeightsGrad(infoOf(in[0]), infoOf(in[1]),
                                              infoOf(in[2]));
     break;
+  case fb::OpKind::Matmul: {
+    const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
+    inferred = mfshapes::inferMatmul(infoOf(in[0]), infoOf(in[1]),
+                                     attrs.transpose_lhs(),
+                                     attrs.transpose_rhs());
+    break;
+  }
+  case fb::OpKind::Transpose:
+    inferred = mfshapes::inferTranspose(
+        infoOf(in[0]),
+        vectorOf(op.attributes_as_TransposeAttrs()->permutation()));
+    break;
+  case fb::OpKind::ReduceSum:
+    inferred = mfshapes::inferReduction(
+        infoOf(in[0]), op.attributes_as_ReduceSumAttrs()->dimension());
+    break;
+  case fb::OpKind::ReduceMax:
+    inferred = mfshapes::inferReduction(
+        infoOf(in[0]), op.attributes_as_ReduceMaxAttrs()->dimension());
+    break;
+  case fb::OpKind::Embedding:
+    inferred = mfshapes::inferEmbedding(infoOf(in[0]), infoOf(in[1]));
+    break;
+  case fb::OpKind::RmsNorm:
+    inferred = mfshapes::inferNorm(infoOf(in[0]), {infoOf(in[1])}, "weight");
+    break;
+  case fb::OpKind::LayerNorm:
+    inferred = mfshapes::inferNorm(infoOf(in[0]),
+                                   {infoOf(in[1]), infoOf(in[2])},
+                                   "weight and bias");
+    break;
+  case fb::OpKind::Rope: {
+    const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
+    inferred = mfshapes::inferRope(infoOf(in[0]), infoOf(in[1]), attrs.theta(),
+                                   vectorOf(attrs.frequency_scale()));
+    break;
+  }
+  case fb::OpKind::CrossEntropy:
+    inferred = mfshapes::inferCrossEntropy(infoOf(in[0]), infoOf(in[1]));
+    break;
+  case fb::OpKind::CrossEntropyGrad:
+    inferred = mfshapes::inferCrossEntropyGrad(infoOf(in[0]), infoOf(in[1]),
+                                               infoOf(in[2]));
+    break;
+  // Ops whose declared result says what they make.
+  case fb::OpKind::Iota:
+    return mfshapes::checkDimension(
+        op.attributes_as_IotaAttrs()->dimension(),
+        static_cast<int64_t>(outs[0].shape.size()));
+  case fb::OpKind::Softmax:
+    return mfshapes::checkDimension(
+        op.attributes_as_SoftmaxAttrs()->dimension(),
+        static_cast<int64_t>(outs[0].shape.size()));
+  case fb::OpKind::Broadcast:
+    return mfshapes::checkBroadcast(infoOf(in[0]), infoOf(outs[0]));
+  case fb::OpKind::Reshape:
+    return mfshapes::checkReshape(infoOf(in[0]), infoOf(outs[0]));
+  case fb::OpKind::Cast:
+    return mfshapes::checkCast(infoOf(in[0]), infoOf(outs[0]));
+  case fb::OpKind::Slice:
+    return mfshapes::checkSlice(
+        infoOf(in[0]), infoOf(outs[0]),
+        vectorOf(op.attributes_as_SliceAttrs()->offsets()));
+  case fb::OpKind::Pad:
+    return mfshapes::checkPad(infoOf(in[0]), infoOf(outs[0]),
+                              vectorOf(op.attributes_as_PadAttrs()->offsets()));
+  case fb::OpKind::Concat: {
+    std::vector<mfshapes::TensorInfo> inputs;
+    for (const TensorDesc &input : in) {
+      inputs.push_back(infoOf(input));
+    }
+    return mfshapes::checkConcat(inputs, infoOf(outs[0]),
+                                 op.attributes_as_ConcatAttrs()->dimension());
+  }
   default:
     return std::nullopt;
   }
@@ -155,7 +234,8 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     if (!(inferred.results[r] == infoOf(outs[r]))) {
       return "expected result " + std::to_string(r) + " " +
              dtypeName(static_cast<DType>(inferred.results[r].element)) +
-             formatShape(inferred.results[r].shape);
+             formatShape(inferred.results[r].shape) +
+             (inferred.note.empty() ? "" : " (" + inferred.note + ")");
     }
   }
   return "";
@@ -172,169 +252,10 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return *problem;
   }
   const TensorDesc &out = outs[0];
-  int64_t rank = static_cast<int64_t>(out.shape.size());
   switch (op.kind()) {
   case fb::OpKind::Param:
   case fb::OpKind::Constant:
     return ""; // checked with the parameter table / the data size
-  case fb::OpKind::Iota:
-    return out.dtype == DType::I32 &&
-                   op.attributes_as_IotaAttrs()->dimension() >= 0 &&
-                   op.attributes_as_IotaAttrs()->dimension() < rank
-               ? ""
-               : "expected an i32 result and a dimension within its rank";
-  case fb::OpKind::Cast:
-    return in[0].shape == out.shape ? "" : "expected the result's shape";
-  case fb::OpKind::Broadcast: {
-    const Shape &from = in[0].shape;
-    if (from.size() > out.shape.size() || in[0].dtype != out.dtype) {
-      return "cannot broadcast";
-    }
-    size_t lead = out.shape.size() - from.size();
-    for (size_t i = 0; i < from.size(); ++i) {
-      if (from[i] != 1 && from[i] != out.shape[lead + i]) {
-        return "cannot broadcast";
-      }
-    }
-    return "";
-  }
-  case fb::OpKind::ReduceSum:
-  case fb::OpKind::ReduceMax: {
-    int64_t dim = op.kind() == fb::OpKind::ReduceSum
-                      ? op.attributes_as_ReduceSumAttrs()->dimension()
-                      : op.attributes_as_ReduceMaxAttrs()->dimension();
-    if (dim < 0 || dim >= static_cast<int64_t>(in[0].shape.size())) {
-      return "dimension out of range";
-    }
-    Shape expected = in[0].shape;
-    expected[dim] = 1;
-    return expected == out.shape && in[0].dtype == out.dtype &&
-                   isFloat(out.dtype)
-               ? ""
-               : "expected the operand with the dimension reduced to 1";
-  }
-  case fb::OpKind::Softmax: {
-    int64_t dim = op.attributes_as_SoftmaxAttrs()->dimension();
-    return dim >= 0 && dim < rank ? "" : "expected a dimension within its rank";
-  }
-  case fb::OpKind::Reshape:
-    return count(in[0].shape) == count(out.shape) && in[0].dtype == out.dtype
-               ? ""
-               : "element counts or dtypes differ";
-  case fb::OpKind::Transpose: {
-    const auto *permutation = op.attributes_as_TransposeAttrs()->permutation();
-    if (static_cast<int64_t>(permutation->size()) != rank ||
-        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
-      return "permutation does not fit";
-    }
-    std::vector<bool> seen(rank, false);
-    for (int64_t d = 0; d < rank; ++d) {
-      int64_t source = permutation->Get(d);
-      if (source < 0 || source >= rank || seen[source] ||
-          out.shape[d] != in[0].shape[source]) {
-        return "not a permutation of the operand's shape";
-      }
-      seen[source] = true;
-    }
-    return "";
-  }
-  case fb::OpKind::Slice: {
-    const auto *offsets = op.attributes_as_SliceAttrs()->offsets();
-    if (static_cast<int64_t>(offsets->size()) != rank ||
-        in[0].shape.size() != out.shape.size() || in[0].dtype != out.dtype) {
-      return "offsets do not fit";
-    }
-    for (int64_t d = 0; d < rank; ++d) {
-      int64_t offset = offsets->Get(d);
-      if (offset < 0 || offset > in[0].shape[d] - out.shape[d]) {
-        return "slice is outside the operand";
-      }
-    }
-    return "";
-  }
-  case fb::OpKind::Concat: {
-    int64_t dim = op.attributes_as_ConcatAttrs()->dimension(), total = 0;
-    if (dim < 0 || dim >= rank) {
-      return "dimension out of range";
-    }
-    for (const TensorDesc &input : in) {
-      if (input.dtype != out.dtype || input.shape.size() != out.shape.size()) {
-        return "inputs differ from the result in rank or dtype";
-      }
-      for (int64_t d = 0; d < rank; ++d) {
-        if (d != dim && input.shape[d] != out.shape[d]) {
-          return "inputs differ from the result outside the dimension";
-        }
-      }
-      total += input.shape[dim];
-    }
-    return total == out.shape[dim] ? "" : "inputs do not add up to the result";
-  }
-  case fb::OpKind::Embedding: {
-    if (in[0].shape.size() != 2 || in[1].dtype != DType::I32 ||
-        in[0].dtype != out.dtype) {
-      return "expected a [vocab, hidden] table and i32 ids";
-    }
-    Shape expected = in[1].shape;
-    expected.push_back(in[0].shape[1]);
-    return expected == out.shape ? "" : "expected the ids' shape + [hidden]";
-  }
-  case fb::OpKind::RmsNorm:
-  case fb::OpKind::LayerNorm: {
-    if (!sameType(in[0], out) || rank == 0 || !isFloat(out.dtype)) {
-      return "expected a float input of the result's type";
-    }
-    for (size_t i = 1; i < in.size(); ++i) {
-      if (in[i].dtype != out.dtype || in[i].shape != Shape{out.shape.back()}) {
-        return "expected weights of the last dimension's size";
-      }
-    }
-    return "";
-  }
-  case fb::OpKind::Matmul: {
-    const Shape &lhs = in[0].shape, &rhs = in[1].shape;
-    if (lhs.size() < 2 || rhs.size() < 2 || in[0].dtype != out.dtype ||
-        in[1].dtype != out.dtype || !isFloat(out.dtype)) {
-      return "expected float operands of rank >= 2";
-    }
-    size_t lr = lhs.size(), rr = rhs.size();
-    const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
-    bool tl = attrs.transpose_lhs(), tr = attrs.transpose_rhs();
-    int64_t m = tl ? lhs[lr - 1] : lhs[lr - 2],
-            k = tl ? lhs[lr - 2] : lhs[lr - 1];
-    int64_t rk = tr ? rhs[rr - 1] : rhs[rr - 2],
-            n = tr ? rhs[rr - 2] : rhs[rr - 1];
-    Shape batch(lhs.begin(), lhs.end() - 2);
-    if (k != rk || (rr > 2 && Shape(rhs.begin(), rhs.end() - 2) != batch)) {
-      return "operands cannot be multiplied";
-    }
-    Shape expected = batch;
-    expected.push_back(m);
-    expected.push_back(n);
-    return expected == out.shape ? "" : "unexpected result shape";
-  }
-  case fb::OpKind::Rope: {
-    const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
-    if (!(sameType(in[0], out) && rank == 4 && out.shape[3] % 2 == 0 &&
-          isFloat(out.dtype) && in[1].dtype == DType::I32 &&
-          in[1].shape == Shape{out.shape[0], out.shape[1]})) {
-      return "expected [batch, seq, heads, even head_dim] and positions "
-             "[batch, seq]";
-    }
-    // A scale per frequency (head_dim / 2) or none.
-    const auto *scales = attrs.frequency_scale();
-    size_t count = scales ? scales->size() : 0;
-    if (count != 0 && count != static_cast<size_t>(out.shape[3] / 2)) {
-      return "expected head_dim / 2 frequency scales or none";
-    }
-    for (size_t i = 0; i <= count; ++i) {
-      double value = i == 0 ? attrs.theta() : scales->Get(i - 1);
-      if (!(value > 0) || !std::isfinite(value)) {
-        return "theta and the frequency scales must be positive and finite";
-      }
-    }
-    return "";
-  }
   case fb::OpKind::Attention: {
     // q, k, v, then past_length, then a paged cache's block table (k and
     // v are then pools of blocks); an int8 cache's scales last.
@@ -381,14 +302,6 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "the update does not fit the cache";
   }
-  case fb::OpKind::CrossEntropy:
-    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
-                   in[1].dtype == DType::I32 &&
-                   in[1].shape == Shape{in[0].shape[0]} &&
-                   out.dtype == DType::F32 && out.shape.empty()
-               ? ""
-               : "expected [tokens, vocab] logits, [tokens] labels and an "
-                 "f32 scalar";
   case fb::OpKind::EmbeddingGrad: {
     Shape expected = in[0].shape;
     if (out.shape.size() != 2 || in[0].dtype != DType::I32 ||
@@ -433,15 +346,6 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
                ? ""
                : "expected the result to have the operand's type";
   }
-  case fb::OpKind::CrossEntropyGrad:
-    return in[0].shape.size() == 2 && isFloat(in[0].dtype) &&
-                   in[1].dtype == DType::I32 &&
-                   in[1].shape == Shape{in[0].shape[0]} &&
-                   in[2].dtype == DType::F32 && in[2].shape.empty() &&
-                   sameType(in[0], out)
-               ? ""
-               : "expected [tokens, vocab] logits, [tokens] labels, an f32 "
-                 "scalar gradient and the logits' type";
   case fb::OpKind::AllGather: // shapes and axes: against the grid
   case fb::OpKind::ReduceScatter:
   case fb::OpKind::Scatter:
@@ -458,21 +362,6 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
     return in[0].dtype == out.dtype && !gridAxesOf(op).empty()
                ? ""
                : "expected an operand of the result's dtype, and grid axes";
-  case fb::OpKind::Pad: {
-    const Shape &from = in[0].shape;
-    const auto *offsets = op.attributes_as_PadAttrs()->offsets();
-    if (offsets->size() != from.size() || out.shape.size() != from.size() ||
-        in[0].dtype != out.dtype) {
-      return "expected one offset per dimension and the input's dtype";
-    }
-    for (size_t d = 0; d < from.size(); ++d) {
-      int64_t offset = offsets->Get(d);
-      if (offset < 0 || offset > out.shape[d] - from[d]) {
-        return "the input does not fit at its offsets";
-      }
-    }
-    return "";
-  }
   default:
     // An op whose types its ODS fixes needs no rule of its own.
     return row.sameOperandsAndResultType

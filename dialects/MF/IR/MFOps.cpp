@@ -56,34 +56,6 @@ int64_t elementBytes(Type elementType) {
 
 int64_t numElements(Value value) { return tensorType(value).getNumElements(); }
 
-/// Verifies that `dimension` indexes a dimension of a tensor of `rank`.
-LogicalResult verifyDimension(Operation *op, int64_t dimension, int64_t rank) {
-  if (dimension >= rank) {
-    return op->emitOpError() << "dimension " << dimension
-                             << " is out of range for a rank-" << rank
-                             << " operand (expected 0 <= dim < " << rank << ")";
-  }
-  return success();
-}
-
-/// Verifies a reduction: the result is the input with `dimension` set to 1.
-LogicalResult verifyReduction(Operation *op, Value input, Value result,
-                              int64_t dimension) {
-  RankedTensorType inputType = tensorType(input);
-  if (failed(verifyDimension(op, dimension, inputType.getRank()))) {
-    return failure();
-  }
-  SmallVector<int64_t> expected(inputType.getShape());
-  expected[dimension] = 1;
-  if (tensorType(result).getShape() != ArrayRef<int64_t>(expected)) {
-    return op->emitOpError() << "expected result shape " << formatShape(expected)
-                             << " (the input with dim " << dimension
-                             << " reduced to 1), got "
-                             << formatShape(tensorType(result).getShape());
-  }
-  return success();
-}
-
 /// Verifies that `weight` is a vector the size of the last dim of `input`.
 LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
                                StringRef name) {
@@ -98,28 +70,6 @@ LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
            << "expected " << name << " of shape [" << features
            << "] (the last dim of the input), got "
            << formatShape(weightType.getShape());
-  }
-  return success();
-}
-
-/// A box of shape `box` at `offsets` must lie inside `whole` (slice's result
-/// in its input, pad's input in its result); the same rank for all three.
-LogicalResult verifyBox(Operation *op, ArrayRef<int64_t> box,
-                        ArrayRef<int64_t> whole, ArrayRef<int64_t> offsets,
-                        StringRef boxName, StringRef wholeName) {
-  if (box.size() != whole.size() || offsets.size() != whole.size()) {
-    return op->emitOpError()
-           << "expected " << whole.size() << " offsets and rank " << whole.size()
-           << " on both sides, got " << offsets.size() << " offsets, ranks "
-           << box.size() << " and " << whole.size();
-  }
-  for (size_t dim = 0; dim < whole.size(); ++dim) {
-    if (offsets[dim] < 0 || offsets[dim] + box[dim] > whole[dim]) {
-      return op->emitOpError() << boxName << " [" << offsets[dim] << ", "
-                               << offsets[dim] + box[dim] << ") of dim " << dim
-                               << " is outside " << wholeName << " [0, "
-                               << whole[dim] << ")";
-    }
   }
   return success();
 }
@@ -344,6 +294,12 @@ static LogicalResult verifyGridAxes(Operation *op, shard::GridOp grid,
 namespace {
 /// A value type as the shape rules (shapes/ShapeRules.h) take it.
 mfshapes::TensorInfo infoOf(Type valueType);
+mfshapes::TensorInfo infoOf(Value value);
+/// `op`'s declared results against what its rule (shapes/ShapeRules.h)
+/// infers, or the rule's error.
+LogicalResult verifyRule(Operation *op, const mfshapes::Inferred &rule);
+/// The rule's problem with `op`'s declared results, if any.
+LogicalResult verifyRule(Operation *op, const std::string &problem);
 } // namespace
 
 LogicalResult ParameterOp::verifyCompanionSplit(ParameterOp companion,
@@ -585,7 +541,8 @@ int64_t ConstantOp::getBytesAccessed() { return 0; }
 int64_t IotaOp::getFlops() { return 0; }
 
 LogicalResult IotaOp::verify() {
-  return verifyDimension(*this, getDimension(), getType().getRank());
+  return verifyRule(*this,
+                    mfshapes::checkDimension(getDimension(), getType().getRank()));
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor) {
@@ -596,27 +553,8 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 }
 
 LogicalResult BroadcastOp::verify() {
-  ArrayRef<int64_t> from = getInput().getType().getShape();
-  ArrayRef<int64_t> to = getType().getShape();
-  if (getInput().getType().getElementType() != getType().getElementType()) {
-    return emitOpError() << "expected the result element type "
-                         << getInput().getType().getElementType()
-                         << " of the input";
-  }
-  if (from.size() > to.size()) {
-    return emitOpError() << "cannot broadcast " << formatShape(from)
-                         << " to the lower-rank " << formatShape(to);
-  }
-  size_t lead = to.size() - from.size();
-  for (auto [index, size] : llvm::enumerate(from)) {
-    if (size != 1 && size != to[lead + index]) {
-      return emitOpError() << "cannot broadcast " << formatShape(from) << " to "
-                           << formatShape(to) << ": input dim " << index
-                           << " is " << size << ", expected 1 or "
-                           << to[lead + index];
-    }
-  }
-  return success();
+  return verifyRule(*this, mfshapes::checkBroadcast(infoOf(getInput()),
+                                                    infoOf(getResult())));
 }
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
@@ -666,11 +604,13 @@ int64_t SwiGluOp::getFlops() { return 5 * numElements(getResult()); }
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::verify() {
-  return verifyReduction(*this, getInput(), getResult(), getDimension());
+  return verifyRule(*this,
+                    mfshapes::inferReduction(infoOf(getInput()), getDimension()));
 }
 
 LogicalResult ReduceMaxOp::verify() {
-  return verifyReduction(*this, getInput(), getResult(), getDimension());
+  return verifyRule(*this,
+                    mfshapes::inferReduction(infoOf(getInput()), getDimension()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -678,14 +618,8 @@ LogicalResult ReduceMaxOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  if (getInput().getType().getNumElements() != getType().getNumElements()) {
-    return emitOpError() << "cannot reshape "
-                         << formatShape(getInput().getType().getShape()) << " ("
-                         << getInput().getType().getNumElements()
-                         << " elements) to " << formatShape(getType().getShape())
-                         << " (" << getType().getNumElements() << " elements)";
-  }
-  return success();
+  return verifyRule(*this, mfshapes::checkReshape(infoOf(getInput()),
+                                                  infoOf(getResult())));
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
@@ -730,28 +664,8 @@ int64_t RecomputeBarrierOp::getBytesAccessed() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult TransposeOp::verify() {
-  ArrayRef<int64_t> permutation = getPermutation();
-  ArrayRef<int64_t> inputShape = getInput().getType().getShape();
-  int64_t rank = inputShape.size();
-  if (static_cast<int64_t>(permutation.size()) != rank) {
-    return emitOpError() << "expected a permutation of " << rank
-                         << " dims, got " << permutation.size();
-  }
-  SmallVector<bool> seen(rank, false);
-  SmallVector<int64_t> expected;
-  for (int64_t dim : permutation) {
-    if (dim < 0 || dim >= rank || seen[dim]) {
-      return emitOpError() << formatShape(permutation)
-                           << " is not a permutation of 0.." << rank - 1;
-    }
-    seen[dim] = true;
-    expected.push_back(inputShape[dim]);
-  }
-  if (getType().getShape() != ArrayRef<int64_t>(expected)) {
-    return emitOpError() << "expected result shape " << formatShape(expected)
-                         << ", got " << formatShape(getType().getShape());
-  }
-  return success();
+  return verifyRule(*this, mfshapes::inferTranspose(infoOf(getInput()),
+                                                    getPermutation().vec()));
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
@@ -797,8 +711,9 @@ int64_t TransposeOp::getFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult SliceOp::verify() {
-  return verifyBox(*this, getType().getShape(), getInput().getType().getShape(),
-                   getOffsets(), "slice", "the input's");
+  return verifyRule(*this,
+                    mfshapes::checkSlice(infoOf(getInput()), infoOf(getResult()),
+                                         getOffsets().vec()));
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
@@ -811,36 +726,12 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
 int64_t SliceOp::getFlops() { return 0; }
 
 LogicalResult ConcatOp::verify() {
-  if (getInputs().empty()) {
-    return emitOpError() << "expected at least one input";
+  std::vector<mfshapes::TensorInfo> inputs;
+  for (Value input : getInputs()) {
+    inputs.push_back(infoOf(input));
   }
-  int64_t rank = getType().getRank();
-  if (failed(verifyDimension(*this, getDimension(), rank))) {
-    return failure();
-  }
-  int64_t dimension = getDimension();
-  int64_t total = 0;
-  for (auto [index, input] : llvm::enumerate(getInputs())) {
-    ArrayRef<int64_t> shape = tensorType(input).getShape();
-    if (static_cast<int64_t>(shape.size()) != rank) {
-      return emitOpError() << "input " << index << " has rank " << shape.size()
-                           << ", expected " << rank;
-    }
-    for (int64_t dim = 0; dim < rank; ++dim) {
-      if (dim != dimension && shape[dim] != getType().getDimSize(dim)) {
-        return emitOpError() << "input " << index << " has shape "
-                             << formatShape(shape) << ", expected dim " << dim
-                             << " to be " << getType().getDimSize(dim);
-      }
-    }
-    total += shape[dimension];
-  }
-  if (total != getType().getDimSize(dimension)) {
-    return emitOpError() << "inputs add up to " << total << " along dim "
-                         << dimension << ", result has "
-                         << getType().getDimSize(dimension);
-  }
-  return success();
+  return verifyRule(*this, mfshapes::checkConcat(inputs, infoOf(getResult()),
+                                                 getDimension()));
 }
 
 OpFoldResult ConcatOp::fold(FoldAdaptor) {
@@ -857,21 +748,8 @@ int64_t ConcatOp::getFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
-  RankedTensorType table = getTable().getType();
-  if (table.getRank() != 2) {
-    return emitOpError() << "expected a [vocab, hidden] table, got shape "
-                         << formatShape(table.getShape());
-  }
-  SmallVector<int64_t> expected(getIds().getType().getShape());
-  expected.push_back(table.getDimSize(1));
-  if (getType().getShape() != ArrayRef<int64_t>(expected) ||
-      getType().getElementType() != table.getElementType()) {
-    return emitOpError() << "expected result "
-                         << RankedTensorType::get(expected,
-                                                  table.getElementType())
-                         << " (the ids' shape + [hidden]), got " << getType();
-  }
-  return success();
+  return verifyRule(*this, mfshapes::inferEmbedding(infoOf(getTable()),
+                                                    infoOf(getIds())));
 }
 
 int64_t EmbeddingOp::getFlops() { return 0; }
@@ -888,13 +766,17 @@ int64_t EmbeddingOp::getBytesAccessed() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult RmsNormOp::verify() {
-  return verifyNormWeight(*this, getInput(), getWeight(), "weight");
+  return verifyRule(*this, mfshapes::inferNorm(infoOf(getInput()),
+                                               {infoOf(getWeight())}, "weight"));
 }
 
 int64_t RmsNormOp::getFlops() { return 4 * numElements(getResult()); }
 
 LogicalResult LayerNormOp::verify() {
-  return verifyNormWeight(*this, getInput(), getWeight(), "weight and bias");
+  return verifyRule(*this, mfshapes::inferNorm(
+                               infoOf(getInput()),
+                               {infoOf(getWeight()), infoOf(getBias())},
+                               "weight and bias"));
 }
 
 int64_t LayerNormOp::getFlops() { return 8 * numElements(getResult()); }
@@ -913,38 +795,9 @@ std::pair<int64_t, int64_t> matrixDims(RankedTensorType type, bool transpose) {
 } // namespace
 
 LogicalResult MatmulOp::verify() {
-  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
-  if (lhs.getRank() < 2 || rhs.getRank() < 2) {
-    return emitOpError() << "expected operands of rank >= 2, got "
-                         << formatShape(lhs.getShape()) << " and "
-                         << formatShape(rhs.getShape());
-  }
-  auto [m, k] = matrixDims(lhs, getTransposeLhs());
-  auto [rhsK, n] = matrixDims(rhs, getTransposeRhs());
-  if (k != rhsK) {
-    return emitOpError() << "contracting dims differ: lhs has " << k
-                         << ", rhs has " << rhsK
-                         << " (check transpose_lhs / transpose_rhs)";
-  }
-  ArrayRef<int64_t> lhsBatch = lhs.getShape().drop_back(2);
-  ArrayRef<int64_t> rhsBatch = rhs.getShape().drop_back(2);
-  if (!rhsBatch.empty() && rhsBatch != lhsBatch) {
-    return emitOpError() << "batch dims differ: " << formatShape(lhsBatch)
-                         << " vs " << formatShape(rhsBatch)
-                         << " (a rank-2 rhs is applied to every lhs matrix)";
-  }
-  SmallVector<int64_t> expected(lhsBatch);
-  expected.append({m, n});
-  if (getType().getShape() != ArrayRef<int64_t>(expected)) {
-    return emitOpError() << "expected result shape " << formatShape(expected)
-                         << ", got " << formatShape(getType().getShape());
-  }
-  if (lhs.getElementType() != rhs.getElementType() ||
-      lhs.getElementType() != getType().getElementType()) {
-    return emitOpError() << "expected one element type for operands and "
-                            "result; insert mf.cast to convert";
-  }
-  return success();
+  return verifyRule(*this, mfshapes::inferMatmul(
+                               infoOf(getLhs()), infoOf(getRhs()),
+                               getTransposeLhs(), getTransposeRhs()));
 }
 
 int64_t MatmulOp::getFlops() {
@@ -959,42 +812,20 @@ int64_t MatmulOp::getFlops() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SoftmaxOp::verify() {
-  return verifyDimension(*this, getDimension(), getType().getRank());
+  return verifyRule(*this,
+                    mfshapes::checkDimension(getDimension(), getType().getRank()));
 }
 
 int64_t SoftmaxOp::getFlops() { return 5 * numElements(getResult()); }
 
 LogicalResult RopeOp::verify() {
-  RankedTensorType input = getInput().getType();
-  if (input.getRank() != 4) {
-    return emitOpError()
-           << "expected input [batch, seq, heads, head_dim], got shape "
-           << formatShape(input.getShape());
+  std::vector<double> scales;
+  if (std::optional<ArrayRef<double>> frequencyScale = getFrequencyScale()) {
+    scales = frequencyScale->vec();
   }
-  if (input.getDimSize(3) % 2 != 0) {
-    return emitOpError() << "head_dim " << input.getDimSize(3)
-                         << " must be even to rotate pairs";
-  }
-  ArrayRef<int64_t> expected = input.getShape().take_front(2);
-  if (getPositions().getType().getShape() != expected) {
-    return emitOpError() << "expected positions of shape "
-                         << formatShape(expected) << " ([batch, seq]), got "
-                         << formatShape(getPositions().getType().getShape());
-  }
-  if (getTheta().convertToDouble() <= 0.0) {
-    return emitOpError() << "theta must be positive";
-  }
-  if (std::optional<ArrayRef<double>> scale = getFrequencyScale()) {
-    if (static_cast<int64_t>(scale->size()) != input.getDimSize(3) / 2) {
-      return emitOpError() << "frequency_scale has " << scale->size()
-                           << " values; head_dim " << input.getDimSize(3)
-                           << " needs " << input.getDimSize(3) / 2;
-    }
-    if (llvm::any_of(*scale, [](double v) { return !(v > 0.0) || !std::isfinite(v); })) {
-      return emitOpError() << "frequency_scale values must be positive and finite";
-    }
-  }
-  return success();
+  return verifyRule(*this, mfshapes::inferRope(
+                               infoOf(getInput()), infoOf(getPositions()),
+                               getTheta().convertToDouble(), scales));
 }
 
 int64_t RopeOp::getFlops() { return 6 * numElements(getResult()); }
@@ -1207,25 +1038,9 @@ int64_t KvCacheWriteOp::getBytesAccessed() {
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-/// Logits [tokens, vocab] and labels [tokens] (cross_entropy and its
-/// gradient).
-static LogicalResult verifyLogitsAndLabels(Operation *op, RankedTensorType logits,
-                                           RankedTensorType labels) {
-  if (logits.getRank() != 2) {
-    return op->emitOpError() << "expected logits [tokens, vocab], got shape "
-                             << formatShape(logits.getShape());
-  }
-  if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0)) {
-    return op->emitOpError() << "expected labels of shape ["
-                             << logits.getDimSize(0) << "], got "
-                             << formatShape(labels.getShape());
-  }
-  return success();
-}
-
 LogicalResult CrossEntropyOp::verify() {
-  return verifyLogitsAndLabels(*this, getLogits().getType(),
-                               getLabels().getType());
+  return verifyRule(*this, mfshapes::inferCrossEntropy(infoOf(getLogits()),
+                                                       infoOf(getLabels())));
 }
 
 int64_t CrossEntropyOp::getFlops() {
@@ -1333,12 +1148,9 @@ int64_t AttentionGradOp::getFlops() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyLogitsAndLabels(*this, getLogits().getType(),
-                                   getLabels().getType()))) {
-    return failure();
-  }
-  return verifyGradientType(*this, getLogits().getType(), getType(),
-                            "the logits");
+  return verifyRule(*this, mfshapes::inferCrossEntropyGrad(
+                               infoOf(getLogits()), infoOf(getLabels()),
+                               infoOf(getGrad())));
 }
 
 int64_t CrossEntropyGradOp::getFlops() {
@@ -1346,8 +1158,9 @@ int64_t CrossEntropyGradOp::getFlops() {
 }
 
 LogicalResult PadOp::verify() {
-  return verifyBox(*this, getInput().getType().getShape(), getType().getShape(),
-                   getOffsets(), "the input's", "the result's");
+  return verifyRule(*this,
+                    mfshapes::checkPad(infoOf(getInput()), infoOf(getResult()),
+                                       getOffsets().vec()));
 }
 
 int64_t PadOp::getFlops() { return 0; }
@@ -1648,6 +1461,44 @@ LogicalResult inferredTypes(MLIRContext *context, std::optional<Location> loc,
         result.shape, elementTypeOf(context, result.element)));
   }
   return success();
+}
+
+LogicalResult verifyRule(Operation *op, const mfshapes::Inferred &rule) {
+  if (!rule) {
+    return op->emitOpError() << rule.error;
+  }
+  for (auto [result, expected] : llvm::zip(op->getResults(), rule.results)) {
+    auto declared = cast<RankedTensorType>(result.getType());
+    Type element = elementTypeOf(op->getContext(), expected.element);
+    bool sameElement = declared.getElementType() == element;
+    if (sameElement && declared.getShape() == ArrayRef(expected.shape)) {
+      continue;
+    }
+    InFlightDiagnostic diag = op->emitOpError() << "expected result ";
+    if (sameElement) {
+      diag << "shape " << formatShape(expected.shape);
+    } else {
+      diag << RankedTensorType::get(expected.shape, element);
+    }
+    if (!rule.note.empty()) {
+      diag << " (" << rule.note << ")";
+    }
+    diag << ", got ";
+    if (sameElement) {
+      diag << formatShape(declared.getShape());
+    } else {
+      diag << declared;
+    }
+    return diag;
+  }
+  return success();
+}
+
+LogicalResult verifyRule(Operation *op, const std::string &problem) {
+  if (problem.empty()) {
+    return success();
+  }
+  return op->emitOpError() << problem;
 }
 
 } // namespace
