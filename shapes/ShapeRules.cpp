@@ -13,6 +13,12 @@ bool isFloat(Element element) {
   return element != Element::I32 && element != Element::I8;
 }
 
+/// MLIR's name of an element type.
+const char *elementName(Element element) {
+  static const char *const names[] = {"f32", "f16", "bf16", "i32", "i8"};
+  return names[static_cast<int>(element)];
+}
+
 Inferred failure(std::string why) { return {{}, std::move(why)}; }
 
 /// The type of a routed layer's i32 [tokens, k] table (expert indices,
@@ -757,4 +763,269 @@ std::string mfshapes::checkCast(const TensorInfo &input,
            formatShape(input.shape) + ", got " + formatShape(result.shape);
   }
   return "";
+}
+
+std::string mfshapes::formatType(const TensorInfo &type) {
+  std::string text = "'tensor<";
+  for (int64_t dim : type.shape) {
+    text += std::to_string(dim) + "x";
+  }
+  return text + elementName(type.element) + ">'";
+}
+
+//===----------------------------------------------------------------------===//
+// KV caches and attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A position operand: i32, a scalar or one per batch row.
+std::string checkPositionRows(const TensorInfo &position, int64_t batch,
+                              const std::string &name) {
+  if (position.element != Element::I32 || position.shape.size() > 1) {
+    return "expected " + name + " as an i32 scalar or one per batch row";
+  }
+  if (position.shape.size() == 1 && position.shape[0] != batch) {
+    return name + " has " + std::to_string(position.shape[0]) +
+           " positions, expected one per batch row (" + std::to_string(batch) +
+           ")";
+  }
+  return "";
+}
+
+/// A paged cache's block table: i32 [batch, blocks], enough blocks of
+/// `blockSize` positions for `tokens` new ones.
+std::string checkBlockTable(const TensorInfo &table, int64_t batch,
+                            int64_t tokens, int64_t blockSize) {
+  if (table.element != Element::I32 || table.shape.size() != 2 ||
+      blockSize <= 0) {
+    return "expected an i32 block_table [batch, blocks] and blocks of at "
+           "least one position";
+  }
+  if (table.shape[0] != batch) {
+    return "block_table has " + std::to_string(table.shape[0]) +
+           " rows, expected one per batch row (" + std::to_string(batch) + ")";
+  }
+  if (tokens > table.shape[1] * blockSize) {
+    return "block_table maps " + std::to_string(table.shape[1]) +
+           " blocks of " + std::to_string(blockSize) + " positions, fewer " +
+           "than the " + std::to_string(tokens) + " new tokens";
+  }
+  return "";
+}
+
+/// `result` must have `expected`'s type: the gradient of a forward operand
+/// has that operand's type.
+std::string checkGradientType(const TensorInfo &expected,
+                              const TensorInfo &result, const std::string &of) {
+  if (!(expected == result)) {
+    return "the gradient of " + of + " must have its type " +
+           formatType(expected) + ", got " + formatType(result);
+  }
+  return "";
+}
+
+} // namespace
+
+Inferred mfshapes::inferKvCacheWrite(const TensorInfo &cache,
+                                     const TensorInfo &update,
+                                     const TensorInfo &position,
+                                     const TensorInfo *blockTable) {
+  const std::vector<int64_t> &c = cache.shape, &u = update.shape;
+  if (c.size() != 4 || u.size() != 4) {
+    return failure("expected rank-4 cache and update "
+                   "([batch, len, kv_heads, head_dim])");
+  }
+  if (cache.element != update.element) {
+    return failure("expected an update of the cache's element type");
+  }
+  if (blockTable) {
+    // A pool of blocks: the update's rows go where the table maps them.
+    for (int dim : {2, 3}) {
+      if (c[dim] != u[dim]) {
+        return failure("update shape " + formatShape(u) +
+                       " does not fit the block pool " + formatShape(c) +
+                       " in dim " + std::to_string(dim));
+      }
+    }
+    if (std::string problem = checkBlockTable(*blockTable, u[0], u[1], c[1]);
+        !problem.empty()) {
+      return failure(problem);
+    }
+    if (std::string problem = checkPositionRows(position, u[0], "position");
+        !problem.empty()) {
+      return failure(problem);
+    }
+    return {{cache}, ""};
+  }
+  for (int dim : {0, 2, 3}) {
+    if (c[dim] != u[dim]) {
+      return failure("update shape " + formatShape(u) +
+                     " does not fit cache shape " + formatShape(c) +
+                     " in dim " + std::to_string(dim));
+    }
+  }
+  if (u[1] > c[1]) {
+    return failure("update of " + std::to_string(u[1]) +
+                   " tokens is longer than the cache (" + std::to_string(c[1]) +
+                   ")");
+  }
+  if (std::string problem = checkPositionRows(position, c[0], "position");
+      !problem.empty()) {
+    return failure(problem);
+  }
+  return {{cache}, ""};
+}
+
+Inferred mfshapes::inferAttention(const TensorInfo &query, const TensorInfo &key,
+                                  const TensorInfo &value,
+                                  const TensorInfo *pastLength,
+                                  const TensorInfo *blockTable,
+                                  const TensorInfo *keyScale,
+                                  const TensorInfo *valueScale, bool causal) {
+  const std::vector<int64_t> &q = query.shape, &k = key.shape;
+  if (q.size() != 4 || k.size() != 4) {
+    return failure("expected rank-4 query and key/value "
+                   "([batch, seq, heads, head_dim]), got " +
+                   formatShape(q) + " and " + formatShape(k));
+  }
+  if (!(key == value)) {
+    return failure("expected key and value of one type, got " +
+                   formatType(key) + " and " + formatType(value));
+  }
+  if (blockTable) {
+    if (std::string problem = checkBlockTable(*blockTable, q[0], q[1], k[1]);
+        !problem.empty()) {
+      return failure(problem);
+    }
+    if (!pastLength) {
+      return failure("a block_table needs the past_length of each row (a "
+                     "paged cache is read to it)");
+    }
+  } else if (q[0] != k[0]) {
+    return failure("query batch " + std::to_string(q[0]) +
+                   " differs from key/value batch " + std::to_string(k[0]));
+  }
+  if (q[3] != k[3]) {
+    return failure("query head_dim " + std::to_string(q[3]) +
+                   " differs from key/value head_dim " + std::to_string(k[3]));
+  }
+  if (k[2] <= 0 || q[2] % k[2] != 0) {
+    return failure("query heads (" + std::to_string(q[2]) +
+                   ") must be a multiple of key/value heads (" +
+                   std::to_string(k[2]) + ")");
+  }
+  if (pastLength) {
+    if (std::string problem = checkPositionRows(*pastLength, q[0],
+                                                "past_length");
+        !problem.empty()) {
+      return failure(problem);
+    }
+  }
+  // An int8 cache is read with its per-channel scales ([kv_heads,
+  // head_dim], the query's type).
+  // (A float cache may be of another float type than the query: the eager
+  // kernel widens each.)
+  bool int8Cache = key.element == Element::I8;
+  if (bool(keyScale) != bool(valueScale)) {
+    return failure("kv_scales needs the key and the value scales");
+  }
+  if (int8Cache && !pastLength) {
+    return failure("an int8 key/value cache needs the past_length it is "
+                   "read to");
+  }
+  if (int8Cache != bool(keyScale)) {
+    return failure(int8Cache ? "reads an int8 key/value cache without its "
+                               "scales (kv_scales)"
+                             : "has kv_scales but a float key/value cache, "
+                               "not i8");
+  }
+  if (int8Cache) {
+    TensorInfo channels{query.element, {k[2], k[3]}};
+    for (const TensorInfo *scales : {keyScale, valueScale}) {
+      if (!(*scales == channels)) {
+        return failure("kv_scales must be " + formatShape(channels.shape) +
+                       " (a scale per KV head and channel) of the query's "
+                       "type '" +
+                       elementName(query.element) + "', got " +
+                       formatType(*scales));
+      }
+    }
+  }
+  if (!pastLength && causal && q[1] > k[1]) {
+    return failure("a causal query of length " + std::to_string(q[1]) +
+                   " needs at least as many keys, got " + std::to_string(k[1]));
+  }
+  return {{query}, ""};
+}
+
+std::string mfshapes::checkEmbeddingGrad(const TensorInfo &ids,
+                                         const TensorInfo &grad,
+                                         const TensorInfo &result) {
+  if (result.shape.size() != 2) {
+    return "expected a [vocab, hidden] result, got shape " +
+           formatShape(result.shape);
+  }
+  TensorInfo expected{result.element, ids.shape};
+  expected.shape.push_back(result.shape[1]);
+  if (!(grad == expected)) {
+    return "expected grad " + formatType(expected) +
+           " (the ids' shape + [hidden]), got " + formatType(grad);
+  }
+  return "";
+}
+
+std::string mfshapes::checkNormGrad(const TensorInfo &input,
+                                    const TensorInfo &weight,
+                                    const TensorInfo &grad,
+                                    const TensorInfo &result, int64_t wrt,
+                                    int64_t weights) {
+  if (Inferred norm = inferNorm(input, {weight}, "weight"); !norm) {
+    return norm.error;
+  }
+  if (std::string problem =
+          checkGradientType(input, grad, "the result (grad)");
+      !problem.empty()) {
+    return problem;
+  }
+  static const char *const operands[] = {"the input", "the weight",
+                                         "the bias"};
+  if (wrt < 0 || wrt > weights) {
+    return "wrt = " + std::to_string(wrt) + " names no operand (0 to " +
+           std::to_string(weights) + ")";
+  }
+  return checkGradientType(wrt == 0 ? input : weight, result, operands[wrt]);
+}
+
+std::string mfshapes::checkAttentionGrad(const TensorInfo &query,
+                                         const TensorInfo &key,
+                                         const TensorInfo &value,
+                                         const TensorInfo &grad,
+                                         const TensorInfo *pastLength,
+                                         const TensorInfo &result,
+                                         int64_t wrt) {
+  const std::vector<int64_t> &q = query.shape, &k = key.shape;
+  if (q.size() != 4 || !(key == value) || k.size() != 4 || q[0] != k[0] ||
+      q[3] != k[3] || k[2] <= 0 || q[2] % k[2] != 0 ||
+      query.element != key.element) {
+    return "expected query [batch, seq, heads, head_dim] and key/value "
+           "[batch, kv_len, kv_heads, head_dim] with heads a multiple of "
+           "kv_heads, got " +
+           formatType(query) + " and " + formatType(key);
+  }
+  if (pastLength && (pastLength->element != Element::I32 ||
+                     !pastLength->shape.empty())) {
+    return "expected past_length as an i32 scalar";
+  }
+  if (std::string problem =
+          checkGradientType(query, grad, "the result (grad)");
+      !problem.empty()) {
+    return problem;
+  }
+  static const char *const operands[] = {"the query", "the key", "the value"};
+  if (wrt < 0 || wrt > 2) {
+    return "wrt = " + std::to_string(wrt) + " names no operand (0 to 2)";
+  }
+  const TensorInfo *of[] = {&query, &key, &value};
+  return checkGradientType(*of[wrt], result, operands[wrt]);
 }

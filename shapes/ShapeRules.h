@@ -82,8 +82,48 @@ Inferred inferCrossEntropyGrad(const TensorInfo &logits,
                                const TensorInfo &labels,
                                const TensorInfo &gradient);
 
+/// mf.kv_cache_write: `update` [batch, len, kv_heads, head_dim] written
+/// into `cache` at `position` (a scalar, or one per batch row); with a
+/// `blockTable`, into a pool of blocks [blocks, block_size, kv_heads,
+/// head_dim] where the table maps each row's positions. The result is the
+/// cache.
+Inferred inferKvCacheWrite(const TensorInfo &cache, const TensorInfo &update,
+                           const TensorInfo &position,
+                           const TensorInfo *blockTable);
+
+/// mf.attention: query [batch, seq, heads, head_dim] over key and value
+/// [batch, kv_len, kv_heads, head_dim] (heads a multiple of kv_heads), read
+/// to `pastLength` (a scalar or one per row) when given; with a
+/// `blockTable`, key and value are pools of blocks read where it maps each
+/// row. An int8 cache is read with `keyScale`/`valueScale` [kv_heads,
+/// head_dim] of the query's type. The result is the query's type.
+Inferred inferAttention(const TensorInfo &query, const TensorInfo &key,
+                        const TensorInfo &value, const TensorInfo *pastLength,
+                        const TensorInfo *blockTable,
+                        const TensorInfo *keyScale,
+                        const TensorInfo *valueScale, bool causal);
+
 // Rules of ops whose declared result says what they make (a shape, a
 // type): why `result` does not fit the operands, empty when it does.
+
+/// mf.embedding_grad: a [vocab, hidden] table's gradient from `ids` and
+/// the rows' gradient (the ids' shape + [hidden]).
+std::string checkEmbeddingGrad(const TensorInfo &ids, const TensorInfo &grad,
+                               const TensorInfo &result);
+
+/// mf.rms_norm_grad (`weights` 1) and mf.layer_norm_grad (2: weight and
+/// bias alike): the gradient of operand `wrt` (0 the input, then the
+/// weights) from the result's, `grad`.
+std::string checkNormGrad(const TensorInfo &input, const TensorInfo &weight,
+                          const TensorInfo &grad, const TensorInfo &result,
+                          int64_t wrt, int64_t weights);
+
+/// mf.attention_grad: the gradient of the query, key or value (`wrt` 0, 1,
+/// 2) from the result's, `grad`.
+std::string checkAttentionGrad(const TensorInfo &query, const TensorInfo &key,
+                               const TensorInfo &value, const TensorInfo &grad,
+                               const TensorInfo *pastLength,
+                               const TensorInfo &result, int64_t wrt);
 
 /// `dimension` names one of `rank` dimensions (mf.softmax, mf.iota).
 std::string checkDimension(int64_t dimension, int64_t rank);
@@ -186,6 +226,9 @@ Inferred inferMoeWeightsGrad(const TensorInfo &resultGradient,
 
 /// "[2, 3]": a shape as the rules' messages write it.
 std::string formatShape(const std::vector<int64_t> &shape);
+
+/// "'tensor<2x3xf32>'": a type as MLIR's diagnostics write it.
+std::string formatType(const TensorInfo &type);
 
 } // namespace mfshapes
 

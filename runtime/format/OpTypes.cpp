@@ -4,8 +4,6 @@
 
 #include "shapes/ShapeRules.h"
 
-#include <cmath>
-
 #include <algorithm>
 #include <optional>
 
@@ -13,25 +11,8 @@ using namespace mfrt;
 
 namespace {
 
-bool isFloat(DType type) { return type != DType::I32; }
-
 bool sameType(const TensorDesc &a, const TensorDesc &b) {
   return a.dtype == b.dtype && a.shape == b.shape;
-}
-
-/// One position for every batch row (a scalar), or one per row.
-bool isPositionFor(const TensorDesc &type, int64_t batch) {
-  return type.dtype == DType::I32 &&
-         (type.shape.empty() || type.shape == Shape{batch});
-}
-
-/// A paged cache's block table: i32 [batch, blocks] with room for
-/// `tokens` new positions in blocks of `blockSize`.
-bool isBlockTableFor(const TensorDesc &type, int64_t batch, int64_t tokens,
-                     int64_t blockSize) {
-  return type.dtype == DType::I32 && type.shape.size() == 2 &&
-         type.shape[0] == batch && blockSize > 0 &&
-         type.shape[1] >= tokens / blockSize + (tokens % blockSize != 0);
 }
 
 bool fitsRule(const ValueRule &rule, const TensorDesc &type) {
@@ -194,7 +175,62 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferCrossEntropyGrad(infoOf(in[0]), infoOf(in[1]),
                                                infoOf(in[2]));
     break;
+  case fb::OpKind::KvCacheWrite: {
+    mfshapes::TensorInfo table = in.size() > 3 ? infoOf(in[3])
+                                               : mfshapes::TensorInfo{};
+    inferred = mfshapes::inferKvCacheWrite(infoOf(in[0]), infoOf(in[1]),
+                                           infoOf(in[2]),
+                                           in.size() > 3 ? &table : nullptr);
+    break;
+  }
+  case fb::OpKind::Attention: {
+    // q, k, v, then past_length, then a paged cache's block table (both
+    // i32; k and v are then pools of blocks); an int8 cache's scales last
+    // (floats).
+    size_t scales = 0;
+    while (scales < 2 && in.size() > 3 + scales &&
+           in[in.size() - 1 - scales].dtype != DType::I32) {
+      ++scales;
+    }
+    size_t positional = in.size() - scales;
+    if (positional > 5) {
+      return std::string("expected query, key, value, past_length and a "
+                         "block table at most, then an int8 cache's scales");
+    }
+    std::vector<mfshapes::TensorInfo> infos;
+    for (const TensorDesc &operand : in) {
+      infos.push_back(infoOf(operand));
+    }
+    auto at = [&](size_t index, bool present) {
+      return present ? &infos[index] : nullptr;
+    };
+    inferred = mfshapes::inferAttention(
+        infos[0], infos[1], infos[2], at(3, positional >= 4),
+        at(4, positional == 5), at(positional, scales >= 1),
+        at(positional + 1, scales == 2),
+        op.attributes_as_AttentionAttrs()->causal());
+    break;
+  }
   // Ops whose declared result says what they make.
+  case fb::OpKind::EmbeddingGrad:
+    return mfshapes::checkEmbeddingGrad(infoOf(in[0]), infoOf(in[1]),
+                                        infoOf(outs[0]));
+  case fb::OpKind::RmsNormGrad:
+    return mfshapes::checkNormGrad(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]), infoOf(outs[0]),
+        op.attributes_as_RmsNormGradAttrs()->wrt(), /*weights=*/1);
+  case fb::OpKind::LayerNormGrad:
+    return mfshapes::checkNormGrad(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]), infoOf(outs[0]),
+        op.attributes_as_LayerNormGradAttrs()->wrt(), /*weights=*/2);
+  case fb::OpKind::AttentionGrad: {
+    mfshapes::TensorInfo past = in.size() > 4 ? infoOf(in[4])
+                                              : mfshapes::TensorInfo{};
+    return mfshapes::checkAttentionGrad(
+        infoOf(in[0]), infoOf(in[1]), infoOf(in[2]), infoOf(in[3]),
+        in.size() > 4 ? &past : nullptr, infoOf(outs[0]),
+        op.attributes_as_AttentionGradAttrs()->wrt());
+  }
   case fb::OpKind::Iota:
     return mfshapes::checkDimension(
         op.attributes_as_IotaAttrs()->dimension(),
@@ -256,96 +292,6 @@ std::string check(const fb::Op &op, const std::vector<TensorDesc> &in,
   case fb::OpKind::Param:
   case fb::OpKind::Constant:
     return ""; // checked with the parameter table / the data size
-  case fb::OpKind::Attention: {
-    // q, k, v, then past_length, then a paged cache's block table (k and
-    // v are then pools of blocks); an int8 cache's scales last.
-    const Shape &q = in[0].shape, &k = in[1].shape;
-    bool int8Cache = in[1].dtype == DType::I8;
-    size_t positional = in.size() - (int8Cache ? 2 : 0);
-    bool hasPast = positional >= 4, paged = positional == 5;
-    if (!sameType(in[0], out) || !sameType(in[1], in[2]) || q.size() != 4 ||
-        k.size() != 4 || (!paged && q[0] != k[0]) || q[3] != k[3] ||
-        k[2] <= 0 || q[2] % k[2] != 0 ||
-        (!int8Cache && in[0].dtype != in[1].dtype) || positional < 3 ||
-        positional > 5 || (int8Cache && !hasPast) || !isFloat(out.dtype) ||
-        (hasPast && !isPositionFor(in[3], q[0]))) {
-      return "query, key and value do not fit";
-    }
-    if (int8Cache) {
-      for (size_t i : {in.size() - 2, in.size() - 1}) {
-        if (in[i].dtype != in[0].dtype || in[i].shape != Shape{k[2], k[3]}) {
-          return "an int8 cache's scales must be [kv_heads, head_dim] of "
-                 "the query's type";
-        }
-      }
-    }
-    if (paged && !isBlockTableFor(in[4], q[0], q[1], k[1])) {
-      return "the block table does not map the query's rows";
-    }
-    return "";
-  }
-  case fb::OpKind::KvCacheWrite: {
-    const Shape &cache = in[0].shape, &update = in[1].shape;
-    if (in.size() == 4) { // a pool of blocks, through a block table
-      return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
-                     cache[2] == update[2] && cache[3] == update[3] &&
-                     in[0].dtype == in[1].dtype &&
-                     isPositionFor(in[2], update[0]) &&
-                     isBlockTableFor(in[3], update[0], update[1], cache[1])
-                 ? ""
-                 : "the update does not fit the block pool and its table";
-    }
-    return sameType(in[0], out) && cache.size() == 4 && update.size() == 4 &&
-                   cache[0] == update[0] && cache[2] == update[2] &&
-                   cache[3] == update[3] && update[1] <= cache[1] &&
-                   in[0].dtype == in[1].dtype && isPositionFor(in[2], cache[0])
-               ? ""
-               : "the update does not fit the cache";
-  }
-  case fb::OpKind::EmbeddingGrad: {
-    Shape expected = in[0].shape;
-    if (out.shape.size() != 2 || in[0].dtype != DType::I32 ||
-        !isFloat(out.dtype)) {
-      return "expected i32 ids and a float [vocab, hidden] result";
-    }
-    expected.push_back(out.shape[1]);
-    return in[1].shape == expected && in[1].dtype == out.dtype
-               ? ""
-               : "expected a gradient of the ids' shape + [hidden]";
-  }
-  case fb::OpKind::RmsNormGrad:
-  case fb::OpKind::LayerNormGrad: {
-    const Shape &x = in[0].shape;
-    int64_t operand = op.kind() == fb::OpKind::RmsNormGrad
-                          ? op.attributes_as_RmsNormGradAttrs()->wrt()
-                          : op.attributes_as_LayerNormGradAttrs()->wrt();
-    int64_t maxOperand = op.kind() == fb::OpKind::RmsNormGrad ? 1 : 2;
-    if (x.empty() || !sameType(in[0], in[2]) || !isFloat(out.dtype) ||
-        in[1].dtype != in[0].dtype || in[1].shape != Shape{x.back()} ||
-        operand < 0 || operand > maxOperand) {
-      return "expected input and gradient of one type, a weight of the last "
-             "dimension's size, and a valid operand";
-    }
-    return sameType(operand == 0 ? in[0] : in[1], out)
-               ? ""
-               : "expected the result to have the operand's type";
-  }
-  case fb::OpKind::AttentionGrad: {
-    const Shape &q = in[0].shape, &k = in[1].shape;
-    int64_t operand = op.attributes_as_AttentionGradAttrs()->wrt();
-    if (!sameType(in[0], in[3]) || !sameType(in[1], in[2]) || q.size() != 4 ||
-        k.size() != 4 || q[0] != k[0] || q[3] != k[3] || k[2] <= 0 ||
-        q[2] % k[2] != 0 || in[0].dtype != in[1].dtype || !isFloat(out.dtype) ||
-        operand < 0 || operand > 2 ||
-        (in.size() > 4 &&
-         (in[4].dtype != DType::I32 || !in[4].shape.empty()))) {
-      return "query, key, value and gradient (and an i32 scalar past "
-             "length) do not fit";
-    }
-    return sameType(in[operand], out)
-               ? ""
-               : "expected the result to have the operand's type";
-  }
   case fb::OpKind::AllGather: // shapes and axes: against the grid
   case fb::OpKind::ReduceScatter:
   case fb::OpKind::Scatter:

@@ -56,24 +56,6 @@ int64_t elementBytes(Type elementType) {
 
 int64_t numElements(Value value) { return tensorType(value).getNumElements(); }
 
-/// Verifies that `weight` is a vector the size of the last dim of `input`.
-LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
-                               StringRef name) {
-  RankedTensorType inputType = tensorType(input);
-  RankedTensorType weightType = tensorType(weight);
-  if (inputType.getRank() == 0) {
-    return op->emitOpError() << "expected an input of rank >= 1";
-  }
-  int64_t features = inputType.getShape().back();
-  if (weightType.getRank() != 1 || weightType.getDimSize(0) != features) {
-    return op->emitOpError()
-           << "expected " << name << " of shape [" << features
-           << "] (the last dim of the input), got "
-           << formatShape(weightType.getShape());
-  }
-  return success();
-}
-
 } // namespace
 
 static constexpr StringLiteral kModelPathsTag = "model-paths";
@@ -866,110 +848,25 @@ static void printTrailingPositionType(OpAsmPrinter &printer, Operation *,
   }
 }
 
-/// One position per row must have as many as the batch has rows.
-static LogicalResult verifyPositionRows(Operation *op, Value position,
-                                        int64_t batch, StringRef name) {
-  auto type = cast<RankedTensorType>(position.getType());
-  if (type.getRank() == 1 && type.getDimSize(0) != batch) {
-    return op->emitOpError()
-           << name << " has " << type.getDimSize(0)
-           << " positions, expected one per batch row (" << batch << ")";
-  }
-  return success();
-}
-
-/// A paged cache's block table: one row per batch row, enough blocks of
-/// `blockSize` positions for `tokens` new ones.
-static LogicalResult verifyBlockTable(Operation *op, Value table, int64_t batch,
-                                      int64_t tokens, int64_t blockSize) {
-  auto type = cast<RankedTensorType>(table.getType());
-  if (type.getDimSize(0) != batch) {
-    return op->emitOpError()
-           << "block_table has " << type.getDimSize(0)
-           << " rows, expected one per batch row (" << batch << ")";
-  }
-  if (tokens > type.getDimSize(1) * blockSize) {
-    return op->emitOpError()
-           << "block_table maps " << type.getDimSize(1) << " blocks of "
-           << blockSize << " positions, fewer than the " << tokens
-           << " new tokens";
-  }
-  return success();
-}
-
 LogicalResult AttentionOp::verify() {
-  RankedTensorType query = getQuery().getType(), key = getKey().getType();
-  if (query.getRank() != 4 || key.getRank() != 4) {
-    return emitOpError() << "expected rank-4 query and key/value "
-                            "([batch, seq, heads, head_dim]), got "
-                         << formatShape(query.getShape()) << " and "
-                         << formatShape(key.getShape());
-  }
-  if (Value table = getBlockTable()) {
-    if (failed(verifyBlockTable(*this, table, query.getDimSize(0),
-                                query.getDimSize(1), key.getDimSize(1)))) {
-      return failure();
+  auto optional = [](Value value) -> std::optional<mfshapes::TensorInfo> {
+    if (!value) {
+      return std::nullopt;
     }
-    if (!getPastLength()) {
-      return emitOpError() << "a block_table needs the past_length of each "
-                              "row (a paged cache is read to it)";
-    }
-  } else if (query.getDimSize(0) != key.getDimSize(0)) {
-    return emitOpError() << "query batch " << query.getDimSize(0)
-                         << " differs from key/value batch "
-                         << key.getDimSize(0);
-  }
-  if (query.getDimSize(3) != key.getDimSize(3)) {
-    return emitOpError() << "query head_dim " << query.getDimSize(3)
-                         << " differs from key/value head_dim "
-                         << key.getDimSize(3);
-  }
-  if (query.getDimSize(2) % key.getDimSize(2) != 0) {
-    return emitOpError() << "query heads (" << query.getDimSize(2)
-                         << ") must be a multiple of key/value heads ("
-                         << key.getDimSize(2) << ")";
-  }
-  if (getPastLength() &&
-      failed(verifyPositionRows(*this, getPastLength(), query.getDimSize(0),
-                                "past_length"))) {
-    return failure();
-  }
-  // An int8 cache is read with its per-channel scales ([kv_heads,
-  // head_dim], the query's type).
-  bool int8Cache = key.getElementType().isInteger(8);
-  if (bool(getKeyScale()) != bool(getValueScale())) {
-    return emitOpError() << "kv_scales needs the key and the value scales";
-  }
-  if (int8Cache && !getPastLength()) {
-    return emitOpError() << "an int8 key/value cache needs the past_length "
-                            "it is read to";
-  }
-  if (int8Cache != bool(getKeyScale())) {
-    return emitOpError() << (int8Cache ? "reads an int8 key/value cache "
-                                         "without its scales (kv_scales)"
-                                       : "has kv_scales but a float key/value "
-                                         "cache, not i8");
-  }
-  if (int8Cache) {
-    SmallVector<int64_t> channels{key.getDimSize(2), key.getDimSize(3)};
-    for (Value scales : {getKeyScale(), getValueScale()}) {
-      auto type = cast<RankedTensorType>(scales.getType());
-      if (type.getShape() != ArrayRef<int64_t>(channels) ||
-          type.getElementType() != query.getElementType()) {
-        return emitOpError()
-               << "kv_scales must be " << formatShape(channels)
-               << " (a scale per KV head and channel) of the query's type "
-               << query.getElementType() << ", got " << type;
-      }
-    }
-  }
-  if (!getPastLength() && getCausal() &&
-      query.getDimSize(1) > key.getDimSize(1)) {
-    return emitOpError() << "a causal query of length " << query.getDimSize(1)
-                         << " needs at least as many keys, got "
-                         << key.getDimSize(1);
-  }
-  return success();
+    return infoOf(value);
+  };
+  std::optional<mfshapes::TensorInfo> past = optional(getPastLength()),
+                                      table = optional(getBlockTable()),
+                                      keyScale = optional(getKeyScale()),
+                                      valueScale = optional(getValueScale());
+  auto pointer = [](std::optional<mfshapes::TensorInfo> &info) {
+    return info ? &*info : nullptr;
+  };
+  return verifyRule(*this, mfshapes::inferAttention(
+                               infoOf(getQuery()), infoOf(getKey()),
+                               infoOf(getValue()), pointer(past),
+                               pointer(table), pointer(keyScale),
+                               pointer(valueScale), getCausal()));
 }
 
 int64_t AttentionOp::getFlops() {
@@ -986,43 +883,13 @@ int64_t AttentionOp::getFlops() {
 }
 
 LogicalResult KvCacheWriteOp::verify() {
-  RankedTensorType cache = getCache().getType(), update = getUpdate().getType();
-  if (cache.getRank() != 4 || update.getRank() != 4) {
-    return emitOpError() << "expected rank-4 cache and update "
-                            "([batch, len, kv_heads, head_dim])";
+  std::optional<mfshapes::TensorInfo> table;
+  if (getBlockTable()) {
+    table = infoOf(getBlockTable());
   }
-  if (Value table = getBlockTable()) {
-    // A pool of blocks: the update's rows go where the table maps them.
-    for (int64_t dim : {2, 3}) {
-      if (cache.getDimSize(dim) != update.getDimSize(dim)) {
-        return emitOpError()
-               << "update shape " << formatShape(update.getShape())
-               << " does not fit the block pool "
-               << formatShape(cache.getShape()) << " in dim " << dim;
-      }
-    }
-    if (failed(verifyBlockTable(*this, table, update.getDimSize(0),
-                                update.getDimSize(1), cache.getDimSize(1)))) {
-      return failure();
-    }
-    return verifyPositionRows(*this, getPosition(), update.getDimSize(0),
-                              "position");
-  }
-  for (int64_t dim : {0, 2, 3}) {
-    if (cache.getDimSize(dim) != update.getDimSize(dim)) {
-      return emitOpError() << "update shape " << formatShape(update.getShape())
-                           << " does not fit cache shape "
-                           << formatShape(cache.getShape()) << " in dim "
-                           << dim;
-    }
-  }
-  if (update.getDimSize(1) > cache.getDimSize(1)) {
-    return emitOpError() << "update of " << update.getDimSize(1)
-                         << " tokens is longer than the cache ("
-                         << cache.getDimSize(1) << ")";
-  }
-  return verifyPositionRows(*this, getPosition(), cache.getDimSize(0),
-                            "position");
+  return verifyRule(*this, mfshapes::inferKvCacheWrite(
+                               infoOf(getCache()), infoOf(getUpdate()),
+                               infoOf(getPosition()), table ? &*table : nullptr));
 }
 
 int64_t KvCacheWriteOp::getFlops() { return 0; }
@@ -1053,17 +920,6 @@ int64_t CrossEntropyOp::getFlops() {
 
 namespace {
 
-/// `result` must have `expected`'s type: the gradient of a forward operand
-/// has that operand's type.
-LogicalResult verifyGradientType(Operation *op, Type expected, Type result,
-                                 StringRef of) {
-  if (expected != result) {
-    return op->emitOpError() << "the gradient of " << of << " must have its type "
-                             << expected << ", got " << result;
-  }
-  return success();
-}
-
 } // namespace
 
 int64_t SiluGradOp::getFlops() { return 8 * numElements(getResult()); }
@@ -1071,72 +927,41 @@ int64_t SiluGradOp::getFlops() { return 8 * numElements(getResult()); }
 int64_t GeluGradOp::getFlops() { return 14 * numElements(getResult()); }
 
 LogicalResult EmbeddingGradOp::verify() {
-  RankedTensorType table = getType(), grad = getGrad().getType();
-  SmallVector<int64_t> expected(getIds().getType().getShape());
-  if (table.getRank() != 2) {
-    return emitOpError() << "expected a [vocab, hidden] result, got shape "
-                         << formatShape(table.getShape());
-  }
-  expected.push_back(table.getDimSize(1));
-  if (grad.getShape() != ArrayRef<int64_t>(expected) ||
-      grad.getElementType() != table.getElementType()) {
-    return emitOpError() << "expected grad "
-                         << RankedTensorType::get(expected, table.getElementType())
-                         << " (the ids' shape + [hidden]), got " << grad;
-  }
-  return success();
+  return verifyRule(*this, mfshapes::checkEmbeddingGrad(
+                               infoOf(getIds()), infoOf(getGrad()),
+                               infoOf(getResult())));
 }
 
 int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }
 
 LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifyNormWeight(*this, getInput(), getWeight(), "weight")) ||
-      failed(verifyGradientType(*this, getInput().getType(),
-                                getGrad().getType(), "the result (grad)"))) {
-    return failure();
-  }
-  Value of = getWrt() == 0 ? getInput() : getWeight();
-  return verifyGradientType(*this, of.getType(), getType(),
-                            getWrt() == 0 ? "the input" : "the weight");
+  return verifyRule(*this, mfshapes::checkNormGrad(
+                               infoOf(getInput()), infoOf(getWeight()),
+                               infoOf(getGrad()), infoOf(getResult()), getWrt(),
+                               /*weights=*/1));
 }
 
 int64_t RmsNormGradOp::getFlops() { return 8 * numElements(getInput()); }
 
 LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyNormWeight(*this, getInput(), getWeight(), "weight")) ||
-      failed(verifyGradientType(*this, getInput().getType(),
-                                getGrad().getType(), "the result (grad)"))) {
-    return failure();
-  }
-  Value of = getWrt() == 0 ? getInput() : getWeight();
-  return verifyGradientType(*this, of.getType(), getType(),
-                            getWrt() == 0   ? "the input"
-                            : getWrt() == 1 ? "the weight"
-                                                : "the bias");
+  return verifyRule(*this, mfshapes::checkNormGrad(
+                               infoOf(getInput()), infoOf(getWeight()),
+                               infoOf(getGrad()), infoOf(getResult()), getWrt(),
+                               /*weights=*/2));
 }
 
 int64_t LayerNormGradOp::getFlops() { return 12 * numElements(getInput()); }
 
 LogicalResult AttentionGradOp::verify() {
-  RankedTensorType query = getQuery().getType(), key = getKey().getType();
-  if (query.getRank() != 4 || key != getValue().getType() ||
-      key.getRank() != 4 || query.getDimSize(0) != key.getDimSize(0) ||
-      query.getDimSize(3) != key.getDimSize(3) ||
-      query.getDimSize(2) % key.getDimSize(2) != 0) {
-    return emitOpError() << "expected query [batch, seq, heads, head_dim] and "
-                            "key/value [batch, kv_len, kv_heads, head_dim] "
-                            "with heads a multiple of kv_heads, got "
-                         << query << " and " << key;
+  std::optional<mfshapes::TensorInfo> past;
+  if (getPastLength()) {
+    past = infoOf(getPastLength());
   }
-  if (failed(verifyGradientType(*this, query, getGrad().getType(),
-                                "the result (grad)"))) {
-    return failure();
-  }
-  Value of = getWrt() == 0 ? getQuery() : getWrt() == 1 ? getKey() : getValue();
-  return verifyGradientType(*this, of.getType(), getType(),
-                            getWrt() == 0   ? "the query"
-                            : getWrt() == 1 ? "the key"
-                                                : "the value");
+  return verifyRule(*this, mfshapes::checkAttentionGrad(
+                               infoOf(getQuery()), infoOf(getKey()),
+                               infoOf(getValue()), infoOf(getGrad()),
+                               past ? &*past : nullptr, infoOf(getResult()),
+                               getWrt()));
 }
 
 int64_t AttentionGradOp::getFlops() {
