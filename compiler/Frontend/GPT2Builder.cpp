@@ -21,11 +21,8 @@ public:
     const ModelConfig &model = spec_.model;
     int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
     int64_t hiddenSize = model.hiddenSize;
-    RankedTensorType embedded = tensorType({batch, seq, hiddenSize}, paramType());
-
     Location wteLoc = loc("transformer.wte", "vocab_size");
-    Value tokens =
-        mf::EmbeddingOp::create(builder_, wteLoc, embedded, wte(), ids);
+    Value tokens = mf::EmbeddingOp::create(builder_, wteLoc, wte(), ids);
     Location wpeLoc = loc("transformer.wpe", "seq_length");
     Value wpe = weight("transformer.wpe.weight", "", {model.seqLength, hiddenSize},
                        wpeLoc);
@@ -34,8 +31,7 @@ public:
             ? contextPositions(batch, seq, wpeLoc)
             : positions(batch, seq, cache ? cache->pastLength : Value(),
                         wpeLoc);
-    Value placed =
-        mf::EmbeddingOp::create(builder_, wpeLoc, embedded, wpe, positionIds);
+    Value placed = mf::EmbeddingOp::create(builder_, wpeLoc, wpe, positionIds);
     Value hidden = mf::AddOp::create(builder_, wpeLoc, tokens, placed);
     return castTo(hidden, computeType(), wpeLoc);
   }

@@ -174,18 +174,14 @@ Value GraphBuilder::linear(Value input, Value weight, Value bias,
   Type compute = computeType();
   input = castTo(input, compute, loc);
   weight = castTo(weight, compute, loc);
-  ArrayRef<int64_t> weightShape = shapeOf(weight);
-  int64_t outFeatures = transposed ? weightShape[0] : weightShape[1];
-  SmallVector<int64_t> resultShape(shapeOf(input));
-  resultShape.back() = outFeatures;
-  auto matmul = mf::MatmulOp::create(
-      builder_, loc, tensorType(resultShape, compute), input, weight,
-      /*transpose_lhs=*/false, /*transpose_rhs=*/transposed);
+  auto matmul = mf::MatmulOp::create(builder_, loc, input, weight,
+                                     /*transpose_lhs=*/false,
+                                     /*transpose_rhs=*/transposed);
   if (!bias) {
     return matmul;
   }
   Value broadcastBias =
-      broadcastTo(castTo(bias, compute, loc), resultShape, loc);
+      broadcastTo(castTo(bias, compute, loc), shapeOf(matmul), loc);
   return mf::AddOp::create(builder_, loc, matmul, broadcastBias);
 }
 
@@ -379,10 +375,7 @@ Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
         builder_, loc, DenseElementsAttr::get(idsType, ArrayRef<int32_t>(starts)));
     Value ids = mf::AddOp::create(builder_, loc, rowStarts,
                                   reshape(logitsPosition_, {batch, 1}, loc));
-    hidden = mf::EmbeddingOp::create(
-        builder_, loc, tensorType({batch, 1, width},
-                   cast<RankedTensorType>(hidden.getType()).getElementType()), rows,
-        ids);
+    hidden = mf::EmbeddingOp::create(builder_, loc, rows, ids);
   }
   Value projected = linear(hidden, headWeight, Value(), /*transposed=*/true, loc);
   return castTo(projected, builder_.getF32Type(), loc);
@@ -659,17 +652,16 @@ Value GraphBuilder::loss(Value logits, Value labels) {
   Location lossLoc = loc("loss", "ignore_token_id");
   Value flatLogits = reshape(logits, {rows, model.vocabSize}, lossLoc);
   Value flatLabels = reshape(labels, {rows}, lossLoc);
-  return mf::CrossEntropyOp::create(
-      builder_, lossLoc, tensorType({}, builder_.getF32Type()), flatLogits,
-      flatLabels, model.ignoreTokenId);
+  return mf::CrossEntropyOp::create(builder_, lossLoc, flatLogits, flatLabels,
+                                   model.ignoreTokenId);
 }
 
 Value GraphBuilder::loadBalancingLoss(Location loc) {
   Type f32 = builder_.getF32Type();
   auto sumAll = [&](Value x) {
     int64_t count = cast<RankedTensorType>(x.getType()).getNumElements();
-    Value sum = mf::ReduceSumOp::create(builder_, loc, tensorType({1}, f32),
-                                        reshape(x, {count}, loc), 0);
+    Value sum =
+        mf::ReduceSumOp::create(builder_, loc, reshape(x, {count}, loc), 0);
     return reshape(sum, {}, loc);
   };
   // P[e]: the router probabilities summed over every layer's tokens.
@@ -679,8 +671,7 @@ Value GraphBuilder::loadBalancingLoss(Location loc) {
     ArrayRef<int64_t> shape = shapeOf(probs);
     experts = shape[1];
     pairs += shape[0];
-    Value sums = mf::ReduceSumOp::create(
-        builder_, loc, tensorType({1, experts}, f32), probs, 0);
+    Value sums = mf::ReduceSumOp::create(builder_, loc, probs, 0);
     probabilitySums =
         probabilitySums
             ? Value(mf::AddOp::create(builder_, loc, probabilitySums, sums))
@@ -691,9 +682,7 @@ Value GraphBuilder::loadBalancingLoss(Location loc) {
   Value table = reshape(probabilitySums, {experts, 1}, loc);
   Value total;
   for (auto [probs, chosen] : routers_) {
-    ArrayRef<int64_t> shape = shapeOf(chosen);
-    Value picked = mf::EmbeddingOp::create(
-        builder_, loc, tensorType({shape[0], shape[1], 1}, f32), table, chosen);
+    Value picked = mf::EmbeddingOp::create(builder_, loc, table, chosen);
     Value sum = sumAll(picked);
     total = total ? Value(mf::AddOp::create(builder_, loc, total, sum)) : sum;
   }

@@ -21,12 +21,8 @@ public:
   using GraphBuilder::GraphBuilder;
 
   Value embed(Value ids, KvCache *) override {
-    const ModelConfig &model = spec_.model;
-    int64_t batch = shapeOf(ids)[0], seq = shapeOf(ids)[1];
     Location embedLoc = loc("model.tok_embeddings", "vocab_size");
-    Value hidden = mf::EmbeddingOp::create(
-        builder_, embedLoc,
-        tensorType({batch, seq, model.hiddenSize}, paramType()), table(), ids);
+    Value hidden = mf::EmbeddingOp::create(builder_, embedLoc, table(), ids);
     return castTo(hidden, residualType(), embedLoc);
   }
 
@@ -231,8 +227,8 @@ private:
                        {experts, hiddenSize}, mf::ParameterInit::normal,
                        routerLoc, -1, 1, moe.routerType ? routerType : Type());
     Value logits = mf::MatmulOp::create(
-        builder_, routerLoc, tensorType({tokens, experts}, routerType),
-        castTo(x, routerType, routerLoc), castTo(gate, routerType, routerLoc),
+        builder_, routerLoc, castTo(x, routerType, routerLoc),
+        castTo(gate, routerType, routerLoc),
         /*transpose_lhs=*/false, /*transpose_rhs=*/true);
     Type f32 = builder_.getF32Type();
     Value probs = mf::SoftmaxOp::create(builder_, routerLoc,
@@ -250,8 +246,7 @@ private:
     };
     if (moe.normTopkProb) {
       Location normLoc = loc(moePath + ".router", "norm_topk_prob");
-      Value sum = mf::ReduceSumOp::create(
-          builder_, normLoc, tensorType({tokens, 1}, f32), weights, 1);
+      Value sum = mf::ReduceSumOp::create(builder_, normLoc, weights, 1);
       if (moe.normEpsilon > 0) {
         sum = mf::AddOp::create(builder_, normLoc, sum,
                                 splat(moe.normEpsilon, {tokens, 1}, normLoc));
@@ -368,8 +363,7 @@ private:
                 mf::ParameterInit::normal, sharedLoc, -1, 1,
                 moe.routerType ? routerType : Type());
       Value logit = mf::MatmulOp::create(
-          builder_, sharedLoc, tensorType({batch, seq, 1}, routerType),
-          castTo(normed, routerType, sharedLoc),
+          builder_, sharedLoc, castTo(normed, routerType, sharedLoc),
           castTo(sharedGate, routerType, sharedLoc),
           /*transpose_lhs=*/false, /*transpose_rhs=*/true);
       Value scale = castTo(

@@ -181,15 +181,14 @@ LogicalResult BroadcastOp::buildGradients(OpBuilder &b, Value g,
   // Sum over every dim the broadcast created or stretched, then drop them.
   Location loc = getLoc();
   ArrayRef<int64_t> from = getInput().getType().getShape();
-  SmallVector<int64_t> shape(getType().getShape());
+  ArrayRef<int64_t> shape = getType().getShape();
   size_t lead = shape.size() - from.size();
   Value sum = g;
   for (size_t dim = 0; dim < shape.size(); ++dim) {
     bool created = dim < lead;
     bool stretched = !created && from[dim - lead] == 1 && shape[dim] != 1;
     if (created || stretched) {
-      shape[dim] = 1;
-      sum = ReduceSumOp::create(b, loc, typeOf(g).clone(shape), sum, dim);
+      sum = ReduceSumOp::create(b, loc, sum, dim);
     }
   }
   grads.push_back(ReshapeOp::create(b, loc, getInput().getType(), sum));

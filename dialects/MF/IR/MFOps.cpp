@@ -282,6 +282,11 @@ mfshapes::TensorInfo infoOf(Value value);
 LogicalResult verifyRule(Operation *op, const mfshapes::Inferred &rule);
 /// The rule's problem with `op`'s declared results, if any.
 LogicalResult verifyRule(Operation *op, const std::string &problem);
+/// `rule`'s result types in `types` (inferReturnTypes), or its error at
+/// `loc`.
+LogicalResult inferredTypes(MLIRContext *context, std::optional<Location> loc,
+                            StringRef opName, const mfshapes::Inferred &rule,
+                            SmallVectorImpl<Type> &types);
 } // namespace
 
 LogicalResult ParameterOp::verifyCompanionSplit(ParameterOp companion,
@@ -585,14 +590,18 @@ int64_t SwiGluOp::getFlops() { return 5 * numElements(getResult()); }
 // Reductions
 //===----------------------------------------------------------------------===//
 
-LogicalResult ReduceSumOp::verify() {
-  return verifyRule(*this,
-                    mfshapes::inferReduction(infoOf(getInput()), getDimension()));
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferReduction(infoOf(adaptor.getInput()), adaptor.getDimension()), types);
 }
 
-LogicalResult ReduceMaxOp::verify() {
-  return verifyRule(*this,
-                    mfshapes::inferReduction(infoOf(getInput()), getDimension()));
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferReduction(infoOf(adaptor.getInput()), adaptor.getDimension()), types);
 }
 
 //===----------------------------------------------------------------------===//
@@ -645,9 +654,11 @@ int64_t RecomputeBarrierOp::getBytesAccessed() { return 0; }
 // TransposeOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult TransposeOp::verify() {
-  return verifyRule(*this, mfshapes::inferTranspose(infoOf(getInput()),
-                                                    getPermutation().vec()));
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferTranspose(infoOf(adaptor.getInput()), adaptor.getPermutation().vec()), types);
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
@@ -729,9 +740,11 @@ int64_t ConcatOp::getFlops() { return 0; }
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::verify() {
-  return verifyRule(*this, mfshapes::inferEmbedding(infoOf(getTable()),
-                                                    infoOf(getIds())));
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferEmbedding(infoOf(adaptor.getTable()), infoOf(adaptor.getIds())), types);
 }
 
 int64_t EmbeddingOp::getFlops() { return 0; }
@@ -776,10 +789,16 @@ std::pair<int64_t, int64_t> matrixDims(RankedTensorType type, bool transpose) {
 }
 } // namespace
 
-LogicalResult MatmulOp::verify() {
-  return verifyRule(*this, mfshapes::inferMatmul(
-                               infoOf(getLhs()), infoOf(getRhs()),
-                               getTransposeLhs(), getTransposeRhs()));
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferMatmul(infoOf(adaptor.getLhs()),
+                                             infoOf(adaptor.getRhs()),
+                                             adaptor.getTransposeLhs(),
+                                             adaptor.getTransposeRhs()),
+                       types);
 }
 
 int64_t MatmulOp::getFlops() {
@@ -905,9 +924,11 @@ int64_t KvCacheWriteOp::getBytesAccessed() {
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::verify() {
-  return verifyRule(*this, mfshapes::inferCrossEntropy(infoOf(getLogits()),
-                                                       infoOf(getLabels())));
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &types) {
+  return inferredTypes(context, loc, getOperationName(),
+                       mfshapes::inferCrossEntropy(infoOf(adaptor.getLogits()), infoOf(adaptor.getLabels())), types);
 }
 
 int64_t CrossEntropyOp::getFlops() {

@@ -555,7 +555,7 @@ def MF_BroadcastOp : MF_CostedOp<"broadcast", [
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class MF_ReduceOp<string mnemonic> : MF_Op<mnemonic, [Pure,
+class MF_ReduceOp<string mnemonic> : MF_Op<mnemonic, [Pure, InferTypeOpAdaptor,
     SameOperandsAndResultElementType, DeclareOpInterfaceMethods<MF_GradientOpInterface>]> {
   let description = [{
     Reduces `dimension`, which stays in the result with size 1.
@@ -570,7 +570,6 @@ class MF_ReduceOp<string mnemonic> : MF_Op<mnemonic, [Pure,
   let assemblyFormat = [{
     $input `dim` `=` $dimension attr-dict `:` type($input) `->` type($result)
   }];
-  let hasVerifier = 1;
 }
 
 def MF_ReduceSumOp : MF_ReduceOp<"reduce_sum"> {
@@ -623,7 +622,7 @@ def MF_ReshapeOp : MF_CostedOp<"reshape", [
   let hasCanonicalizer = 1;
 }
 
-def MF_TransposeOp : MF_CostedOp<"transpose", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+def MF_TransposeOp : MF_CostedOp<"transpose", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, InferTypeOpAdaptor,
     SameOperandsAndResultElementType]> {
   let summary = "Permutes dimensions";
   let description = [{
@@ -639,7 +638,6 @@ def MF_TransposeOp : MF_CostedOp<"transpose", [DeclareOpInterfaceMethods<MF_Grad
   let assemblyFormat = [{
     $input $permutation attr-dict `:` type($input) `->` type($result)
   }];
-  let hasVerifier = 1;
   let hasFolder = 1;
   let hasCanonicalizer = 1;
 }
@@ -688,7 +686,7 @@ def MF_ConcatOp : MF_CostedOp<"concat", [DeclareOpInterfaceMethods<MF_GradientOp
 //===----------------------------------------------------------------------===//
 
 def MF_EmbeddingOp : MF_CostedOp<"embedding", [
-    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>],
     ["getFlops", "getBytesAccessed"]> {
   let summary = "Looks up rows of an embedding table";
@@ -719,13 +717,12 @@ def MF_EmbeddingOp : MF_CostedOp<"embedding", [
     $table `,` $ids (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
   }];
   let builders = [
-    // Not vocabulary parallel.
-    OpBuilder<(ins "Type":$result, "Value":$table, "Value":$ids), [{
-      build($_builder, $_state, result, table, ids, FlatSymbolRefAttr(),
+    // Not vocabulary parallel; the result type from the shape rule.
+    OpBuilder<(ins "Value":$table, "Value":$ids), [{
+      build($_builder, $_state, table, ids, FlatSymbolRefAttr(),
             DenseI16ArrayAttr());
     }]>
   ];
-  let hasVerifier = 1;
 }
 
 def MF_RmsNormOp : MF_CostedOp<"rms_norm", [
@@ -775,7 +772,8 @@ def MF_LayerNormOp : MF_CostedOp<"layer_norm", [
 }
 
 def MF_MatmulOp : MF_CostedOp<"matmul", [
-    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure]> {
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    InferTypeOpAdaptor]> {
   let summary = "Matrix multiplication, batched over leading dimensions";
   let description = [{
     Multiplies the last two dimensions of `lhs` and `rhs`, after transposing
@@ -796,7 +794,6 @@ def MF_MatmulOp : MF_CostedOp<"matmul", [
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
     attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
-  let hasVerifier = 1;
 }
 
 def MF_SwiGluOp : MF_CostedOp<"swiglu", [DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, Elementwise,
@@ -1153,7 +1150,7 @@ def MF_ReplicateOp : MF_FreeOp<"replicate", [
 }
 
 def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [
-    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>, DeclareOpInterfaceMethods<MF_GradientOpInterface>, Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Mean cross-entropy of logits against integer labels";
   let description = [{
@@ -1184,15 +1181,13 @@ def MF_CrossEntropyOp : MF_CostedOp<"cross_entropy", [
     $logits `,` $labels `ignore_index` `=` $ignore_index (`vocab` `on` $grid^ `axes` `=` $grid_axes)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
   }];
   let builders = [
-    // Not vocabulary parallel.
-    OpBuilder<(ins "Type":$result, "Value":$logits, "Value":$labels,
-                   "int64_t":$ignoreIndex), [{
-      build($_builder, $_state, result, logits, labels,
+    // Not vocabulary parallel; the result type from the shape rule.
+    OpBuilder<(ins "Value":$logits, "Value":$labels, "int64_t":$ignoreIndex), [{
+      build($_builder, $_state, logits, labels,
             $_builder.getI64IntegerAttr(ignoreIndex), FlatSymbolRefAttr(),
             DenseI16ArrayAttr());
     }]>
   ];
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -80,16 +80,11 @@ Value lookUpQuantized(OpBuilder &builder, EmbeddingOp embedding, Value values,
   Location loc = embedding.getLoc();
   RankedTensorType rowsType = embedding.getType();
   Value ids = embedding.getIds();
-  auto valuesType = cast<RankedTensorType>(values.getType());
   auto scalesType = cast<RankedTensorType>(scales.getType());
-  Value rows = EmbeddingOp::create(
-      builder, loc, rowsType.clone(valuesType.getElementType()), values, ids);
+  Value rows = EmbeddingOp::create(builder, loc, values, ids);
   Value column = ReshapeOp::create(
       builder, loc, scalesType.clone({scalesType.getDimSize(0), 1}), scales);
-  SmallVector<int64_t> oneWide(rowsType.getShape());
-  oneWide.back() = 1;
-  Value rowScales =
-      EmbeddingOp::create(builder, loc, scalesType.clone(oneWide), column, ids);
+  Value rowScales = EmbeddingOp::create(builder, loc, column, ids);
   Type element = rowsType.getElementType();
   if (scalesType.getElementType() != element) {
     rowScales = CastOp::create(
@@ -110,25 +105,19 @@ Value lookUpInt4(OpBuilder &builder, EmbeddingOp embedding, Value values,
   Location loc = embedding.getLoc();
   RankedTensorType rowsType = embedding.getType();
   Value ids = embedding.getIds();
-  auto valuesType = cast<RankedTensorType>(values.getType());
   auto scalesType = cast<RankedTensorType>(scales.getType());
   int64_t lookups = rowsType.getNumElements() / rowsType.getShape().back();
-  int64_t bytes = valuesType.getDimSize(1), groups = scalesType.getDimSize(0);
   // The ids as one list: the looked-up rows are then the 2-D weight that
   // mf.dequantize takes.
   auto idsType = cast<RankedTensorType>(ids.getType());
   Value flatIds =
       ReshapeOp::create(builder, loc, idsType.clone({lookups}), ids);
-  Value rows = EmbeddingOp::create(
-      builder, loc, valuesType.clone({lookups, bytes}), values, flatIds);
-  Value byRow = TransposeOp::create(
-      builder, loc, scalesType.clone({scalesType.getDimSize(1), groups}),
-      scales, ArrayRef<int64_t>{1, 0});
-  Value rowScales = EmbeddingOp::create(
-      builder, loc, scalesType.clone({lookups, groups}), byRow, flatIds);
+  Value rows = EmbeddingOp::create(builder, loc, values, flatIds);
+  Value byRow =
+      TransposeOp::create(builder, loc, scales, ArrayRef<int64_t>{1, 0});
+  Value rowScales = EmbeddingOp::create(builder, loc, byRow, flatIds);
   rowScales =
-      TransposeOp::create(builder, loc, scalesType.clone({groups, lookups}),
-                          rowScales, ArrayRef<int64_t>{1, 0});
+      TransposeOp::create(builder, loc, rowScales, ArrayRef<int64_t>{1, 0});
   Value floats =
       DequantizeOp::create(builder, loc, rows, rowScales, group, /*bits=*/4);
   Type element = rowsType.getElementType();
@@ -448,8 +437,8 @@ struct MFQuantizeWeightsPass
           values);
       RankedTensorType resultType = matmul.getType();
       Value product =
-          MatmulOp::create(builder, loc, resultType.clone(f32), rows, weight,
-                           matmul.getTransposeLhs(), matmul.getTransposeRhs());
+          MatmulOp::create(builder, loc, rows, weight, matmul.getTransposeLhs(),
+                           matmul.getTransposeRhs());
       if (resultType.getElementType() != f32) {
         product = CastOp::create(builder, loc, resultType, product);
       }

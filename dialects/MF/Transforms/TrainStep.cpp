@@ -145,8 +145,7 @@ public:
     auto type = cast<RankedTensorType>(x.getType());
     Value flat = ReshapeOp::create(
         b, loc, RankedTensorType::get({type.getNumElements()}, type.getElementType()), x);
-    Value sum = ReduceSumOp::create(
-        b, loc, RankedTensorType::get({1}, type.getElementType()), flat, 0);
+    Value sum = ReduceSumOp::create(b, loc, flat, 0);
     return ReshapeOp::create(b, loc, RankedTensorType::get({}, type.getElementType()),
                              sum);
   }
