@@ -2104,25 +2104,10 @@ private:
     }
     if (config.modelParallel > 1 && unsharded.empty()) {
       spec_.shardedModelParallel = config.modelParallel;
-      // Quantized weights split as their float ones do (their scales
-      // with them); what is not built yet is refused here.
-      const QuantizationConfig &quantization = spec_.model.quantization;
-      std::string unsplit;
-      if (quantization.activationDtype == "int8" &&
-          quantization.activationGranularity == "per_token") {
-        unsplit = "int8 activations quantized per token "
-                  "(act_quant_granularity: per_token)";
-      }
-      if (!unsplit.empty()) {
-        diagnostics().error(
-            locOfKey("parallel_config.model_parallel"),
-            "parallel_config.model_parallel: tensor parallelism with " +
-                unsplit +
-                " is not built yet (it is with int8/int4 weights, "
-                "calibrated per_tensor int8 activations and the int8 KV "
-                "cache); set "
-                "model_parallel: 1 or change quantization_config");
-      }
+      // Quantized weights split as their float ones do, their scales
+      // with them (mf-quantize-weights); a row-parallel rank quantizes its
+      // block of each token (golden-stick's DynamicQuantCell, whose
+      // smooth_scale splits with the columns).
     }
     if (config.pipelineStage > 1 && whyNotPipelineParallel().empty()) {
       spec_.shardedPipelineStages = config.pipelineStage;

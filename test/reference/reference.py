@@ -440,6 +440,14 @@ def apply_rtn_int4(w, exclude, dtype, group):
 # The weights whose products quantize their rows per token (W8A8:
 # --w8a8), filled by apply_w8a8.
 INT8_ROWS = set()
+# With --tp-ranks T: the row-parallel projections (o_proj, down_proj) quantize
+# each rank's block of K / T channels of a token with its own scale, as a
+# row-parallel rank does (golden-stick's DynamicQuantCell on its block).
+ROW_PARALLEL_BLOCKS = 1
+
+
+def row_parallel(name):
+    return name.endswith("o_proj.weight") or name.endswith("down_proj.weight")
 
 
 def quantize_per_token(x):
@@ -473,7 +481,10 @@ def times_weight(x, name, weight):
         q = torch.clamp(torch.round(x.float() / scales.float() + zero_point), -128, 127)
         return (q @ weight32.T).to(x.dtype) + bias
     if name in INT8_ROWS:
-        x = quantize_per_token(x)
+        blocks = ROW_PARALLEL_BLOCKS if row_parallel(name) else 1
+        shape = x.shape
+        x = quantize_per_token(x.reshape(*shape[:-1], blocks, shape[-1] // blocks))
+        x = x.reshape(shape)
     return x @ weight.T
 
 
@@ -852,6 +863,10 @@ def main():
     parser.add_argument("--w8a8", action="store_true",
                         help="compute with the Linear weights RTN-quantized to int8 and "
                              "their rows quantized per token (W8A8)")
+    parser.add_argument("--tp-ranks", type=int, default=1, metavar="T",
+                        help="with --w8a8: the row-parallel projections quantize each "
+                             "of T blocks of a token's channels per token (T "
+                             "tensor-parallel ranks)")
     parser.add_argument("--smooth-quant", metavar="CALIBRATION",
                         help="compute as SmoothQuant with the activation ranges of this file "
                              "(mf-run --task calibrate's)")
@@ -887,6 +902,8 @@ def main():
         w = apply_rtn_int8(w, args.not_convert, cfg.compute_dtype)
     if args.rtn_int4:
         w = apply_rtn_int4(w, args.not_convert, cfg.compute_dtype, args.rtn_int4)
+    global ROW_PARALLEL_BLOCKS
+    ROW_PARALLEL_BLOCKS = args.tp_ranks
     if args.w8a8:
         w = apply_w8a8(w, args.not_convert, cfg.compute_dtype)
     if args.smooth_quant:

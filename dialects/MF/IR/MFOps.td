@@ -478,7 +478,8 @@ def MF_DequantizeOp : MF_CostedOp<"dequantize", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAdaptor]> {
+def MF_DynamicQuantizeOp : MF_CostedOp<"dynamic_quantize", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MF_ShardingOpInterface>]> {
   let summary = "Activations as int8 values and one scale per row";
   let description = [{
     For a float tensor of rank >= 2, per row of the last dimension (a

@@ -222,6 +222,8 @@ LogicalResult BroadcastOp::partition(Partitioning &p) {
 /// (column parallel) or K (row parallel), each rank's scales beside them
 /// (per-row scales [N] with N, whole with K; group scales [K / group, N]
 /// with either). The result is the rank's block of the float weight.
+/// Rows quantized per token ([..., M, K], scales [..., M]) split alike: a
+/// row-parallel rank's scales are its own (mf.dynamic_quantize).
 LogicalResult DequantizeOp::partition(Partitioning &p) {
   if (!p.anySplit(*this)) {
     return success();
@@ -229,12 +231,14 @@ LogicalResult DequantizeOp::partition(Partitioning &p) {
   const Split values = p.splitOf(getInput());
   const Split scales = p.splitOf(getScale());
   int64_t rank = getInput().getType().getRank();
-  if (values.replicated() || values.partial || rank != 2) {
+  if (values.replicated() || values.partial ||
+      (getGroupSize() > 0 && rank != 2)) {
     return p.noRule(*this);
   }
   // The scales' dimension that holds the values' split one (-1: none).
-  int64_t scaleDim =
-      getGroupSize() > 0 ? 1 - values.dim : (values.dim == 0 ? 0 : -1);
+  int64_t scaleDim = getGroupSize() > 0       ? 1 - values.dim
+                     : values.dim < rank - 1 ? values.dim
+                                             : -1;
   Split expected = scaleDim < 0
                        ? Split()
                        : Split::along(scaleDim, values.axes, values.parts);
@@ -242,6 +246,27 @@ LogicalResult DequantizeOp::partition(Partitioning &p) {
     return p.noRule(*this);
   }
   return p.assign(getResult(), values, *this);
+}
+
+/// Rows quantized per token: split along the tokens' rows, each rank has
+/// its rows' scales; along the channels (a row-parallel product's input),
+/// each rank quantizes its block of every token with a scale of its own,
+/// as golden-stick's DynamicQuantCell does on a row-parallel rank. The
+/// scales then have every rank's shape but not its values: only the
+/// mf.dequantize beside them reads them.
+LogicalResult DynamicQuantizeOp::partition(Partitioning &p) {
+  if (!p.anySplit(*this)) {
+    return success();
+  }
+  const Split input = p.splitOf(getInput());
+  if (input.partial) {
+    return p.noRule(*this);
+  }
+  int64_t last = getInput().getType().getRank() - 1;
+  if (input.dim < last && failed(p.assign(getScales(), input, *this))) {
+    return failure();
+  }
+  return p.assign(getValues(), input, *this);
 }
 
 /// Rows quantized by static per-channel scales (SmoothQuant's, before a
