@@ -677,6 +677,10 @@ std::string mfshapes::checkConcat(const std::vector<TensorInfo> &inputs,
   int64_t total = 0;
   for (size_t index = 0; index < inputs.size(); ++index) {
     const std::vector<int64_t> &shape = inputs[index].shape;
+    if (inputs[index].element != result.element) {
+      return "input " + std::to_string(index) +
+             " has another element type than the result";
+    }
     if (static_cast<int64_t>(shape.size()) != rank) {
       return "input " + std::to_string(index) + " has rank " +
              std::to_string(shape.size()) + ", expected " +
@@ -702,12 +706,18 @@ std::string mfshapes::checkConcat(const std::vector<TensorInfo> &inputs,
 std::string mfshapes::checkSlice(const TensorInfo &input,
                                  const TensorInfo &result,
                                  const std::vector<int64_t> &offsets) {
+  if (input.element != result.element) {
+    return "expected the result element type of the input";
+  }
   return checkBox(result.shape, input.shape, offsets, "slice", "the input's");
 }
 
 std::string mfshapes::checkPad(const TensorInfo &input,
                                const TensorInfo &result,
                                const std::vector<int64_t> &offsets) {
+  if (input.element != result.element) {
+    return "expected the result element type of the input";
+  }
   return checkBox(input.shape, result.shape, offsets, "the input's",
                   "the result's");
 }

@@ -128,16 +128,18 @@ std::string checkAttentionGrad(const TensorInfo &query, const TensorInfo &key,
 /// `dimension` names one of `rank` dimensions (mf.softmax, mf.iota).
 std::string checkDimension(int64_t dimension, int64_t rank);
 
-/// mf.concat: inputs of the result's rank and dimensions but along
-/// `dimension`, where they add up to the result's.
+/// mf.concat: inputs of the result's element type, rank and dimensions but
+/// along `dimension`, where they add up to the result's.
 std::string checkConcat(const std::vector<TensorInfo> &inputs,
                         const TensorInfo &result, int64_t dimension);
 
-/// mf.slice: the result is a box of the input at `offsets`.
+/// mf.slice: the result is a box of the input at `offsets`, of its element
+/// type.
 std::string checkSlice(const TensorInfo &input, const TensorInfo &result,
                        const std::vector<int64_t> &offsets);
 
-/// mf.pad: the input is a box of the result at `offsets`.
+/// mf.pad: the input is a box of the result at `offsets`, of its element
+/// type.
 std::string checkPad(const TensorInfo &input, const TensorInfo &result,
                      const std::vector<int64_t> &offsets);
 
