@@ -561,8 +561,8 @@ std::string mfshapes::checkDimension(int64_t dimension, int64_t rank) {
 }
 
 Inferred mfshapes::inferReduction(const TensorInfo &input, int64_t dimension) {
-  if (std::string problem = checkDimension(
-          dimension, static_cast<int64_t>(input.shape.size()));
+  if (std::string problem =
+          checkDimension(dimension, static_cast<int64_t>(input.shape.size()));
       !problem.empty()) {
     return failure(problem);
   }
@@ -593,10 +593,9 @@ Inferred mfshapes::inferNorm(const TensorInfo &input,
   int64_t features = input.shape.back();
   for (const TensorInfo &weight : weights) {
     if (weight.shape != std::vector<int64_t>{features}) {
-      return failure("expected " + weightsName + " of shape [" +
-                     std::to_string(features) +
-                     "] (the last dim of the input), got " +
-                     formatShape(weight.shape));
+      return failure(
+          "expected " + weightsName + " of shape [" + std::to_string(features) +
+          "] (the last dim of the input), got " + formatShape(weight.shape));
     }
     if (weight.element != input.element) {
       return failure("expected " + weightsName +
@@ -665,8 +664,7 @@ Inferred mfshapes::inferCrossEntropyGrad(const TensorInfo &logits,
 }
 
 std::string mfshapes::checkConcat(const std::vector<TensorInfo> &inputs,
-                                  const TensorInfo &result,
-                                  int64_t dimension) {
+                                  const TensorInfo &result, int64_t dimension) {
   if (inputs.empty()) {
     return "expected at least one input";
   }
@@ -736,8 +734,8 @@ std::string mfshapes::checkBroadcast(const TensorInfo &input,
   for (size_t index = 0; index < from.size(); ++index) {
     if (from[index] != 1 && from[index] != to[lead + index]) {
       return "cannot broadcast " + formatShape(from) + " to " +
-             formatShape(to) + ": input dim " + std::to_string(index) +
-             " is " + std::to_string(from[index]) + ", expected 1 or " +
+             formatShape(to) + ": input dim " + std::to_string(index) + " is " +
+             std::to_string(from[index]) + ", expected 1 or " +
              std::to_string(to[lead + index]);
     }
   }
@@ -887,12 +885,10 @@ Inferred mfshapes::inferKvCacheWrite(const TensorInfo &cache,
   return {{cache}, ""};
 }
 
-Inferred mfshapes::inferAttention(const TensorInfo &query, const TensorInfo &key,
-                                  const TensorInfo &value,
-                                  const TensorInfo *pastLength,
-                                  const TensorInfo *blockTable,
-                                  const TensorInfo *keyScale,
-                                  const TensorInfo *valueScale, bool causal) {
+Inferred mfshapes::inferAttention(
+    const TensorInfo &query, const TensorInfo &key, const TensorInfo &value,
+    const TensorInfo *pastLength, const TensorInfo *blockTable,
+    const TensorInfo *keyScale, const TensorInfo *valueScale, bool causal) {
   const std::vector<int64_t> &q = query.shape, &k = key.shape;
   if (q.size() != 4 || k.size() != 4) {
     return failure("expected rank-4 query and key/value "
@@ -926,8 +922,8 @@ Inferred mfshapes::inferAttention(const TensorInfo &query, const TensorInfo &key
                    std::to_string(k[2]) + ")");
   }
   if (pastLength) {
-    if (std::string problem = checkPositionRows(*pastLength, q[0],
-                                                "past_length");
+    if (std::string problem =
+            checkPositionRows(*pastLength, q[0], "past_length");
         !problem.empty()) {
       return failure(problem);
     }
@@ -993,13 +989,11 @@ std::string mfshapes::checkNormGrad(const TensorInfo &input,
   if (Inferred norm = inferNorm(input, {weight}, "weight"); !norm) {
     return norm.error;
   }
-  if (std::string problem =
-          checkGradientType(input, grad, "the result (grad)");
+  if (std::string problem = checkGradientType(input, grad, "the result (grad)");
       !problem.empty()) {
     return problem;
   }
-  static const char *const operands[] = {"the input", "the weight",
-                                         "the bias"};
+  static const char *const operands[] = {"the input", "the weight", "the bias"};
   if (wrt < 0 || wrt > weights) {
     return "wrt = " + std::to_string(wrt) + " names no operand (0 to " +
            std::to_string(weights) + ")";
@@ -1007,13 +1001,11 @@ std::string mfshapes::checkNormGrad(const TensorInfo &input,
   return checkGradientType(wrt == 0 ? input : weight, result, operands[wrt]);
 }
 
-std::string mfshapes::checkAttentionGrad(const TensorInfo &query,
-                                         const TensorInfo &key,
-                                         const TensorInfo &value,
-                                         const TensorInfo &grad,
-                                         const TensorInfo *pastLength,
-                                         const TensorInfo &result,
-                                         int64_t wrt) {
+std::string
+mfshapes::checkAttentionGrad(const TensorInfo &query, const TensorInfo &key,
+                             const TensorInfo &value, const TensorInfo &grad,
+                             const TensorInfo *pastLength,
+                             const TensorInfo &result, int64_t wrt) {
   const std::vector<int64_t> &q = query.shape, &k = key.shape;
   if (q.size() != 4 || !(key == value) || k.size() != 4 || q[0] != k[0] ||
       q[3] != k[3] || k[2] <= 0 || q[2] % k[2] != 0 ||
@@ -1023,12 +1015,11 @@ std::string mfshapes::checkAttentionGrad(const TensorInfo &query,
            "kv_heads, got " +
            formatType(query) + " and " + formatType(key);
   }
-  if (pastLength && (pastLength->element != Element::I32 ||
-                     !pastLength->shape.empty())) {
+  if (pastLength &&
+      (pastLength->element != Element::I32 || !pastLength->shape.empty())) {
     return "expected past_length as an i32 scalar";
   }
-  if (std::string problem =
-          checkGradientType(query, grad, "the result (grad)");
+  if (std::string problem = checkGradientType(query, grad, "the result (grad)");
       !problem.empty()) {
     return problem;
   }

@@ -653,7 +653,7 @@ Value GraphBuilder::loss(Value logits, Value labels) {
   Value flatLogits = reshape(logits, {rows, model.vocabSize}, lossLoc);
   Value flatLabels = reshape(labels, {rows}, lossLoc);
   return mf::CrossEntropyOp::create(builder_, lossLoc, flatLogits, flatLabels,
-                                   model.ignoreTokenId);
+                                    model.ignoreTokenId);
 }
 
 Value GraphBuilder::loadBalancingLoss(Location loc) {

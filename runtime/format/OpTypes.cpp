@@ -133,9 +133,9 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     break;
   case fb::OpKind::Matmul: {
     const fb::MatmulAttrs &attrs = *op.attributes_as_MatmulAttrs();
-    inferred = mfshapes::inferMatmul(infoOf(in[0]), infoOf(in[1]),
-                                     attrs.transpose_lhs(),
-                                     attrs.transpose_rhs());
+    inferred =
+        mfshapes::inferMatmul(infoOf(in[0]), infoOf(in[1]),
+                              attrs.transpose_lhs(), attrs.transpose_rhs());
     break;
   }
   case fb::OpKind::Transpose:
@@ -158,9 +158,8 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
     inferred = mfshapes::inferNorm(infoOf(in[0]), {infoOf(in[1])}, "weight");
     break;
   case fb::OpKind::LayerNorm:
-    inferred = mfshapes::inferNorm(infoOf(in[0]),
-                                   {infoOf(in[1]), infoOf(in[2])},
-                                   "weight and bias");
+    inferred = mfshapes::inferNorm(
+        infoOf(in[0]), {infoOf(in[1]), infoOf(in[2])}, "weight and bias");
     break;
   case fb::OpKind::Rope: {
     const fb::RopeAttrs &attrs = *op.attributes_as_RopeAttrs();
@@ -176,11 +175,11 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
                                                infoOf(in[2]));
     break;
   case fb::OpKind::KvCacheWrite: {
-    mfshapes::TensorInfo table = in.size() > 3 ? infoOf(in[3])
-                                               : mfshapes::TensorInfo{};
-    inferred = mfshapes::inferKvCacheWrite(infoOf(in[0]), infoOf(in[1]),
-                                           infoOf(in[2]),
-                                           in.size() > 3 ? &table : nullptr);
+    mfshapes::TensorInfo table =
+        in.size() > 3 ? infoOf(in[3]) : mfshapes::TensorInfo{};
+    inferred =
+        mfshapes::inferKvCacheWrite(infoOf(in[0]), infoOf(in[1]), infoOf(in[2]),
+                                    in.size() > 3 ? &table : nullptr);
     break;
   }
   case fb::OpKind::Attention: {
@@ -224,17 +223,16 @@ std::optional<std::string> checkShapeRule(const fb::Op &op,
         infoOf(in[0]), infoOf(in[1]), infoOf(in[2]), infoOf(outs[0]),
         op.attributes_as_LayerNormGradAttrs()->wrt(), /*weights=*/2);
   case fb::OpKind::AttentionGrad: {
-    mfshapes::TensorInfo past = in.size() > 4 ? infoOf(in[4])
-                                              : mfshapes::TensorInfo{};
+    mfshapes::TensorInfo past =
+        in.size() > 4 ? infoOf(in[4]) : mfshapes::TensorInfo{};
     return mfshapes::checkAttentionGrad(
         infoOf(in[0]), infoOf(in[1]), infoOf(in[2]), infoOf(in[3]),
         in.size() > 4 ? &past : nullptr, infoOf(outs[0]),
         op.attributes_as_AttentionGradAttrs()->wrt());
   }
   case fb::OpKind::Iota:
-    return mfshapes::checkDimension(
-        op.attributes_as_IotaAttrs()->dimension(),
-        static_cast<int64_t>(outs[0].shape.size()));
+    return mfshapes::checkDimension(op.attributes_as_IotaAttrs()->dimension(),
+                                    static_cast<int64_t>(outs[0].shape.size()));
   case fb::OpKind::Softmax:
     return mfshapes::checkDimension(
         op.attributes_as_SoftmaxAttrs()->dimension(),

@@ -29,8 +29,8 @@ TEST(ShapeRules, MatmulInfersBatchedAndTransposedResults) {
   EXPECT_EQ(inferMatmul(f32({8, 64}), f32({32, 16}), false, false).error,
             "contracting dims differ: lhs has 64, rhs has 32 (check "
             "transpose_lhs / transpose_rhs)");
-  EXPECT_FALSE(inferMatmul(f32({8, 64}), {Element::BF16, {64, 16}}, false,
-                           false));
+  EXPECT_FALSE(
+      inferMatmul(f32({8, 64}), {Element::BF16, {64, 16}}, false, false));
 }
 
 TEST(ShapeRules, ReductionsAndEmbeddingsSayWhatTheyExpect) {
@@ -65,8 +65,8 @@ TEST(ShapeRules, KvCacheWritesFitTheirCacheOrPool) {
   EXPECT_TRUE(inferKvCacheWrite(cache, update, i32({2}), nullptr));
   EXPECT_EQ(inferKvCacheWrite(cache, update, i32({3}), nullptr).error,
             "position has 3 positions, expected one per batch row (2)");
-  EXPECT_FALSE(inferKvCacheWrite(cache, {Element::BF16, {2, 1, 2, 8}},
-                                 i32({}), nullptr));
+  EXPECT_FALSE(inferKvCacheWrite(cache, {Element::BF16, {2, 1, 2, 8}}, i32({}),
+                                 nullptr));
   // A pool of 16 blocks of 8 positions, 2 rows mapped to 4 blocks each.
   TensorInfo pool = f32({16, 8, 2, 8}), table = i32({2, 4});
   EXPECT_TRUE(inferKvCacheWrite(pool, update, i32({2}), &table));

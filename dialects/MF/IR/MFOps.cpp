@@ -528,8 +528,8 @@ int64_t ConstantOp::getBytesAccessed() { return 0; }
 int64_t IotaOp::getFlops() { return 0; }
 
 LogicalResult IotaOp::verify() {
-  return verifyRule(*this,
-                    mfshapes::checkDimension(getDimension(), getType().getRank()));
+  return verifyRule(
+      *this, mfshapes::checkDimension(getDimension(), getType().getRank()));
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor) {
@@ -540,8 +540,8 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 }
 
 LogicalResult BroadcastOp::verify() {
-  return verifyRule(*this, mfshapes::checkBroadcast(infoOf(getInput()),
-                                                    infoOf(getResult())));
+  return verifyRule(
+      *this, mfshapes::checkBroadcast(infoOf(getInput()), infoOf(getResult())));
 }
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
@@ -591,17 +591,23 @@ int64_t SwiGluOp::getFlops() { return 5 * numElements(getResult()); }
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *context,
-                                   std::optional<Location> loc, Adaptor adaptor,
-                                   SmallVectorImpl<Type> &types) {
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferReduction(infoOf(adaptor.getInput()), adaptor.getDimension()), types);
+                       mfshapes::inferReduction(infoOf(adaptor.getInput()),
+                                                adaptor.getDimension()),
+                       types);
 }
 
 LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context,
-                                   std::optional<Location> loc, Adaptor adaptor,
-                                   SmallVectorImpl<Type> &types) {
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferReduction(infoOf(adaptor.getInput()), adaptor.getDimension()), types);
+                       mfshapes::inferReduction(infoOf(adaptor.getInput()),
+                                                adaptor.getDimension()),
+                       types);
 }
 
 //===----------------------------------------------------------------------===//
@@ -609,8 +615,8 @@ LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *context,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  return verifyRule(*this, mfshapes::checkReshape(infoOf(getInput()),
-                                                  infoOf(getResult())));
+  return verifyRule(
+      *this, mfshapes::checkReshape(infoOf(getInput()), infoOf(getResult())));
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
@@ -655,10 +661,13 @@ int64_t RecomputeBarrierOp::getBytesAccessed() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *context,
-                                   std::optional<Location> loc, Adaptor adaptor,
-                                   SmallVectorImpl<Type> &types) {
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferTranspose(infoOf(adaptor.getInput()), adaptor.getPermutation().vec()), types);
+                       mfshapes::inferTranspose(infoOf(adaptor.getInput()),
+                                                adaptor.getPermutation().vec()),
+                       types);
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
@@ -704,9 +713,9 @@ int64_t TransposeOp::getFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult SliceOp::verify() {
-  return verifyRule(*this,
-                    mfshapes::checkSlice(infoOf(getInput()), infoOf(getResult()),
-                                         getOffsets().vec()));
+  return verifyRule(*this, mfshapes::checkSlice(infoOf(getInput()),
+                                                infoOf(getResult()),
+                                                getOffsets().vec()));
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
@@ -741,10 +750,13 @@ int64_t ConcatOp::getFlops() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *context,
-                                   std::optional<Location> loc, Adaptor adaptor,
-                                   SmallVectorImpl<Type> &types) {
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferEmbedding(infoOf(adaptor.getTable()), infoOf(adaptor.getIds())), types);
+                       mfshapes::inferEmbedding(infoOf(adaptor.getTable()),
+                                                infoOf(adaptor.getIds())),
+                       types);
 }
 
 int64_t EmbeddingOp::getFlops() { return 0; }
@@ -761,17 +773,18 @@ int64_t EmbeddingOp::getBytesAccessed() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult RmsNormOp::verify() {
-  return verifyRule(*this, mfshapes::inferNorm(infoOf(getInput()),
-                                               {infoOf(getWeight())}, "weight"));
+  return verifyRule(
+      *this,
+      mfshapes::inferNorm(infoOf(getInput()), {infoOf(getWeight())}, "weight"));
 }
 
 int64_t RmsNormOp::getFlops() { return 4 * numElements(getResult()); }
 
 LogicalResult LayerNormOp::verify() {
-  return verifyRule(*this, mfshapes::inferNorm(
-                               infoOf(getInput()),
-                               {infoOf(getWeight()), infoOf(getBias())},
-                               "weight and bias"));
+  return verifyRule(
+      *this, mfshapes::inferNorm(infoOf(getInput()),
+                                 {infoOf(getWeight()), infoOf(getBias())},
+                                 "weight and bias"));
 }
 
 int64_t LayerNormOp::getFlops() { return 8 * numElements(getResult()); }
@@ -813,8 +826,8 @@ int64_t MatmulOp::getFlops() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SoftmaxOp::verify() {
-  return verifyRule(*this,
-                    mfshapes::checkDimension(getDimension(), getType().getRank()));
+  return verifyRule(
+      *this, mfshapes::checkDimension(getDimension(), getType().getRank()));
 }
 
 int64_t SoftmaxOp::getFlops() { return 5 * numElements(getResult()); }
@@ -824,9 +837,9 @@ LogicalResult RopeOp::verify() {
   if (std::optional<ArrayRef<double>> frequencyScale = getFrequencyScale()) {
     scales = frequencyScale->vec();
   }
-  return verifyRule(*this, mfshapes::inferRope(
-                               infoOf(getInput()), infoOf(getPositions()),
-                               getTheta().convertToDouble(), scales));
+  return verifyRule(
+      *this, mfshapes::inferRope(infoOf(getInput()), infoOf(getPositions()),
+                                 getTheta().convertToDouble(), scales));
 }
 
 int64_t RopeOp::getFlops() { return 6 * numElements(getResult()); }
@@ -881,11 +894,11 @@ LogicalResult AttentionOp::verify() {
   auto pointer = [](std::optional<mfshapes::TensorInfo> &info) {
     return info ? &*info : nullptr;
   };
-  return verifyRule(*this, mfshapes::inferAttention(
-                               infoOf(getQuery()), infoOf(getKey()),
-                               infoOf(getValue()), pointer(past),
-                               pointer(table), pointer(keyScale),
-                               pointer(valueScale), getCausal()));
+  return verifyRule(
+      *this, mfshapes::inferAttention(infoOf(getQuery()), infoOf(getKey()),
+                                      infoOf(getValue()), pointer(past),
+                                      pointer(table), pointer(keyScale),
+                                      pointer(valueScale), getCausal()));
 }
 
 int64_t AttentionOp::getFlops() {
@@ -906,9 +919,10 @@ LogicalResult KvCacheWriteOp::verify() {
   if (getBlockTable()) {
     table = infoOf(getBlockTable());
   }
-  return verifyRule(*this, mfshapes::inferKvCacheWrite(
-                               infoOf(getCache()), infoOf(getUpdate()),
-                               infoOf(getPosition()), table ? &*table : nullptr));
+  return verifyRule(*this,
+                    mfshapes::inferKvCacheWrite(
+                        infoOf(getCache()), infoOf(getUpdate()),
+                        infoOf(getPosition()), table ? &*table : nullptr));
 }
 
 int64_t KvCacheWriteOp::getFlops() { return 0; }
@@ -925,10 +939,13 @@ int64_t KvCacheWriteOp::getBytesAccessed() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
-                                   std::optional<Location> loc, Adaptor adaptor,
-                                   SmallVectorImpl<Type> &types) {
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
   return inferredTypes(context, loc, getOperationName(),
-                       mfshapes::inferCrossEntropy(infoOf(adaptor.getLogits()), infoOf(adaptor.getLabels())), types);
+                       mfshapes::inferCrossEntropy(infoOf(adaptor.getLogits()),
+                                                   infoOf(adaptor.getLabels())),
+                       types);
 }
 
 int64_t CrossEntropyOp::getFlops() {
@@ -948,9 +965,9 @@ int64_t SiluGradOp::getFlops() { return 8 * numElements(getResult()); }
 int64_t GeluGradOp::getFlops() { return 14 * numElements(getResult()); }
 
 LogicalResult EmbeddingGradOp::verify() {
-  return verifyRule(*this, mfshapes::checkEmbeddingGrad(
-                               infoOf(getIds()), infoOf(getGrad()),
-                               infoOf(getResult())));
+  return verifyRule(*this, mfshapes::checkEmbeddingGrad(infoOf(getIds()),
+                                                        infoOf(getGrad()),
+                                                        infoOf(getResult())));
 }
 
 int64_t EmbeddingGradOp::getFlops() { return numElements(getGrad()); }
@@ -978,11 +995,11 @@ LogicalResult AttentionGradOp::verify() {
   if (getPastLength()) {
     past = infoOf(getPastLength());
   }
-  return verifyRule(*this, mfshapes::checkAttentionGrad(
-                               infoOf(getQuery()), infoOf(getKey()),
-                               infoOf(getValue()), infoOf(getGrad()),
-                               past ? &*past : nullptr, infoOf(getResult()),
-                               getWrt()));
+  return verifyRule(
+      *this, mfshapes::checkAttentionGrad(infoOf(getQuery()), infoOf(getKey()),
+                                          infoOf(getValue()), infoOf(getGrad()),
+                                          past ? &*past : nullptr,
+                                          infoOf(getResult()), getWrt()));
 }
 
 int64_t AttentionGradOp::getFlops() {
@@ -994,9 +1011,9 @@ int64_t AttentionGradOp::getFlops() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyRule(*this, mfshapes::inferCrossEntropyGrad(
-                               infoOf(getLogits()), infoOf(getLabels()),
-                               infoOf(getGrad())));
+  return verifyRule(*this, mfshapes::inferCrossEntropyGrad(infoOf(getLogits()),
+                                                           infoOf(getLabels()),
+                                                           infoOf(getGrad())));
 }
 
 int64_t CrossEntropyGradOp::getFlops() {

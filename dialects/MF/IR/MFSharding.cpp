@@ -236,7 +236,7 @@ LogicalResult DequantizeOp::partition(Partitioning &p) {
     return p.noRule(*this);
   }
   // The scales' dimension that holds the values' split one (-1: none).
-  int64_t scaleDim = getGroupSize() > 0       ? 1 - values.dim
+  int64_t scaleDim = getGroupSize() > 0      ? 1 - values.dim
                      : values.dim < rank - 1 ? values.dim
                                              : -1;
   Split expected = scaleDim < 0
