@@ -477,10 +477,16 @@ std::string checkBox(const std::vector<int64_t> &box,
   }
   for (size_t dim = 0; dim < whole.size(); ++dim) {
     if (offsets[dim] < 0 || offsets[dim] > whole[dim] - box[dim]) {
-      return boxName + " [" + std::to_string(offsets[dim]) + ", " +
-             std::to_string(offsets[dim] + box[dim]) + ") of dim " +
-             std::to_string(dim) + " is outside " + wholeName + " [0, " +
-             std::to_string(whole[dim]) + ")";
+      int64_t end = 0;
+      std::string range =
+          __builtin_add_overflow(offsets[dim], box[dim], &end)
+              ? std::to_string(box[dim]) + " from " +
+                    std::to_string(offsets[dim])
+              : "[" + std::to_string(offsets[dim]) + ", " +
+                    std::to_string(end) + ")";
+      return boxName + " " + range + " of dim " + std::to_string(dim) +
+             " is outside " + wholeName + " [0, " + std::to_string(whole[dim]) +
+             ")";
     }
   }
   return "";
@@ -814,7 +820,9 @@ std::string checkBlockTable(const TensorInfo &table, int64_t batch,
     return "block_table has " + std::to_string(table.shape[0]) +
            " rows, expected one per batch row (" + std::to_string(batch) + ")";
   }
-  if (tokens > table.shape[1] * blockSize) {
+  // (Divided, not multiplied: dimensions may be near 2^60 in a hostile
+  // model.bin.)
+  if (table.shape[1] < tokens / blockSize + (tokens % blockSize != 0)) {
     return "block_table maps " + std::to_string(table.shape[1]) +
            " blocks of " + std::to_string(blockSize) + " positions, fewer " +
            "than the " + std::to_string(tokens) + " new tokens";

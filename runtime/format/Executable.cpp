@@ -1289,20 +1289,26 @@ Status checkQuantization(const fb::Executable &root, size_t index) {
       info(parameter), info(scales), parameter.quant_group(),
       parameter.quant_bits());
   bool grouped = parameter.quant_group() > 0;
+  // (Columns split in parts would give the values a share of each part
+  // but the companions one block: mfc never splits a quantized weight so.)
+  bool columnsInParts =
+      parameter.split_dim() == 1 && parameter.split_parts() != 1;
   if (!rule || parameter.state() || parameter.split_dim() > 1 ||
+      columnsInParts ||
       scales.quant_scale() >= 0 ||
       !splitAsWeight(parameter, scales, grouped ? 1 : 0, grouped ? 0 : -1)) {
     return Status::error(
         where + " and its scales '" + scales.name()->str() +
         "' are not a quantized weight (" +
-        (rule ? std::string("training state, scales quantized, or the two "
-                            "not split alike over the ranks")
+        (rule ? std::string("training state, scales quantized, columns split "
+                            "in parts, or the two not split alike over the "
+                            "ranks")
               : rule.error) +
         ")");
   }
   // Calibrated activations: mf.quantize's scales and zero points [K] and
-  // the bias [N], each a later parameter that is neither quantized nor
-  // split.
+  // the bias [N], each a later parameter that is not quantized, split as
+  // the weight's block needs (splitAsWeight).
   int32_t companions[] = {parameter.quant_input_scale(),
                           parameter.quant_input_zero_point(),
                           parameter.quant_bias()};

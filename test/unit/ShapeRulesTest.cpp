@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 using namespace mfshapes;
 
 namespace {
@@ -74,6 +76,19 @@ TEST(ShapeRules, KvCacheWritesFitTheirCacheOrPool) {
   EXPECT_EQ(inferKvCacheWrite(pool, longUpdate, i32({2}), &table).error,
             "block_table maps 4 blocks of 8 positions, fewer than the 40 "
             "new tokens");
+}
+
+// A hostile model.bin's extents and offsets may be near 2^60 or 2^63: the
+// rules refuse them without overflowing (UBSan would say so).
+TEST(ShapeRules, HugeExtentsAndOffsetsDoNotOverflow) {
+  int64_t huge = int64_t(1) << 60;
+  TensorInfo pool = f32({16, huge, 2, 8}), update = f32({1, 40, 2, 8});
+  TensorInfo table = i32({1, huge});
+  EXPECT_TRUE(inferKvCacheWrite(pool, update, i32({1}), &table));
+  int64_t far = INT64_MAX - 1;
+  EXPECT_EQ(checkSlice(f32({2, 4}), f32({2, 2}), {0, far}),
+            "slice 2 from " + std::to_string(far) +
+                " of dim 1 is outside the input's [0, 4)");
 }
 
 TEST(ShapeRules, AttentionReadsAnInt8CacheWithItsScales) {

@@ -291,8 +291,18 @@ struct MFQuantizeWeightsPass
                "modules_to_not_convert";
         return signalPassFailure();
       }
-      // A row-parallel weight's rank holds whole groups of its columns.
+      // A row-parallel weight's rank holds whole groups of its columns
+      // (one block of them: its companions split along K in one block).
       int64_t ranksAlongK = ranksAlong(parameter, 1);
+      if (ranksAlongK > 1 && parameter.getSplitPartCount() > 1) {
+        parameter.emitError()
+            << "mf-quantize-weights: this weight's columns split over ranks "
+               "in "
+            << parameter.getSplitPartCount()
+            << " parts, which its scales cannot follow; add the layer to "
+               "modules_to_not_convert";
+        return signalPassFailure();
+      }
       if (group > 0 && k % (group * ranksAlongK) != 0) {
         parameter.emitError()
             << "mf-quantize-weights: K = " << k << " of this [" << n << ", "
