@@ -371,22 +371,29 @@ Shape floatShapeOf(const fb::Parameter &parameter,
 /// (~1M values: no float copy of a whole weight, the largest of which is a
 /// tied vocabulary table): `readRows(first, block)` fills `block` with rows
 /// first.. of the weight, in the scales' dtype (the compute dtype, as
-/// golden-stick quantizes).
+/// golden-stick quantizes). With `rankRows`, only the rows of a
+/// column-parallel rank's block, from `rowOffset`: values and scales are
+/// then the rank's.
 StatusOr<Tensor>
 quantizedValues(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, Tensor &scales,
-                const std::function<Status(int64_t, Tensor &)> &readRows) {
+                const std::function<Status(int64_t, Tensor &)> &readRows,
+                bool rankRows = false, int64_t rowOffset = 0) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
   Shape shape = floatShapeOf(parameter, executable);
-  MFRT_ASSIGN_OR_RETURN(Tensor values,
-                        allocator.allocate(DType::I8,
-                                           wholeShapeOf(parameter, executable),
-                                           false));
+  auto shapeOf = [&](const fb::Parameter &of) {
+    return rankRows ? Executable::shapeOf(*of.type())
+                    : wholeShapeOf(of, executable);
+  };
+  if (rankRows) {
+    shape[0] = Executable::shapeOf(*parameter.type())[0];
+  }
+  MFRT_ASSIGN_OR_RETURN(
+      Tensor values, allocator.allocate(DType::I8, shapeOf(parameter), false));
   MFRT_ASSIGN_OR_RETURN(
       Tensor scaleTensor,
-      allocator.allocate(floatType, wholeShapeOf(scaleParameter, executable),
-                         false));
+      allocator.allocate(floatType, shapeOf(scaleParameter), false));
   const int64_t blockRows =
       std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
   for (int64_t first = 0; first < shape[0]; first += blockRows) {
@@ -395,7 +402,7 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
         allocator.allocate(floatType,
                            {std::min(blockRows, shape[0] - first), shape[1]},
                            false));
-    MFRT_RETURN_IF_ERROR(readRows(first, block));
+    MFRT_RETURN_IF_ERROR(readRows(rowOffset + first, block));
     Status quantized =
         quantizeRtn(block, parameter.quant_group(), parameter.quant_bits(),
                     values, scaleTensor, first);
@@ -509,13 +516,22 @@ StatusOr<Tensor> calibratedScales(const Executable &executable,
 /// `companions` by parameter index: round to nearest, or SmoothQuant with
 /// `calibration`'s ranges. A split weight is quantized whole, as on one
 /// rank (per-row scales span the whole row, smoothing factors every row),
-/// and the rank keeps its block of each tensor.
+/// and the rank keeps its block of each tensor; but a column-parallel one
+/// rounded to nearest, whose rows are quantized each on its own, only
+/// reads and quantizes the rank's rows.
 StatusOr<Tensor>
 valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, const Calibration *calibration,
                 std::map<int32_t, Tensor> &companions,
                 const std::function<Status(int64_t, Tensor &)> &readRows,
                 const Communicator *ranks) {
+  std::optional<TensorBlock> rows = blockOf(parameter, ranks);
+  if (rows && rows->dim == 0 && rows->parts == 1 &&
+      parameter.quant_input_scale() < 0) {
+    return quantizedValues(executable, parameter, allocator,
+                           companions[parameter.quant_scale()], readRows,
+                           /*rankRows=*/true, rows->begin);
+  }
   std::map<int32_t, Tensor> whole;
   StatusOr<Tensor> values =
       parameter.quant_input_scale() >= 0
