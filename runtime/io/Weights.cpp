@@ -366,43 +366,62 @@ Shape floatShapeOf(const fb::Parameter &parameter,
   return shape;
 }
 
+/// Fills `into` with a block of a quantized weight's whole float values
+/// (rows along dimension 0, or columns along 1), in the scales' dtype.
+using ReadBlock = std::function<Status(const TensorBlock &, Tensor &into)>;
+
 /// The values of quantized `parameter` (returned) and its scales
 /// (`scales`), quantized from its float weight a block of rows at a time
 /// (~1M values: no float copy of a whole weight, the largest of which is a
-/// tied vocabulary table): `readRows(first, block)` fills `block` with rows
-/// first.. of the weight, in the scales' dtype (the compute dtype, as
-/// golden-stick quantizes). With `rankRows`, only the rows of a
-/// column-parallel rank's block, from `rowOffset`: values and scales are
-/// then the rank's.
+/// tied vocabulary table), read by `read` in the scales' dtype (the
+/// compute dtype, as golden-stick quantizes). With `rankBlock`, only a
+/// rank's block (a column-parallel rank's rows, or a row-parallel one's
+/// columns, which hold whole groups): values and scales are then the
+/// rank's.
 StatusOr<Tensor>
 quantizedValues(const Executable &executable, const fb::Parameter &parameter,
-                Allocator &allocator, Tensor &scales,
-                const std::function<Status(int64_t, Tensor &)> &readRows,
-                bool rankRows = false, int64_t rowOffset = 0) {
+                Allocator &allocator, Tensor &scales, const ReadBlock &read,
+                std::optional<TensorBlock> rankBlock = std::nullopt) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
   Shape shape = floatShapeOf(parameter, executable);
   auto shapeOf = [&](const fb::Parameter &of) {
-    return rankRows ? Executable::shapeOf(*of.type())
-                    : wholeShapeOf(of, executable);
+    return rankBlock ? Executable::shapeOf(*of.type())
+                     : wholeShapeOf(of, executable);
   };
-  if (rankRows) {
-    shape[0] = Executable::shapeOf(*parameter.type())[0];
+  int64_t rowOffset = 0;
+  if (rankBlock && rankBlock->dim == 0) {
+    shape[0] = rankBlock->length;
+    rowOffset = rankBlock->begin;
+  }
+  if (rankBlock && rankBlock->dim == 1) {
+    // Every row's columns of the rank (int4 bytes: two columns each).
+    int64_t columns = parameter.quant_bits() == 4 ? 2 : 1;
+    shape[1] = rankBlock->length * columns;
   }
   MFRT_ASSIGN_OR_RETURN(
       Tensor values, allocator.allocate(DType::I8, shapeOf(parameter), false));
   MFRT_ASSIGN_OR_RETURN(
       Tensor scaleTensor,
       allocator.allocate(floatType, shapeOf(scaleParameter), false));
+  // A row-parallel rank's columns are read in one block: [N, K / ranks].
   const int64_t blockRows =
-      std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, shape[1]));
+      rankBlock && rankBlock->dim == 1
+          ? shape[0]
+          : std::max<int64_t>(1, (int64_t(1) << 20) /
+                                     std::max<int64_t>(1, shape[1]));
   for (int64_t first = 0; first < shape[0]; first += blockRows) {
     MFRT_ASSIGN_OR_RETURN(
         Tensor block,
         allocator.allocate(floatType,
                            {std::min(blockRows, shape[0] - first), shape[1]},
                            false));
-    MFRT_RETURN_IF_ERROR(readRows(rowOffset + first, block));
+    TensorBlock rows{/*dim=*/0, rowOffset + first, block.dim(0)};
+    if (rankBlock && rankBlock->dim == 1) {
+      int64_t columns = parameter.quant_bits() == 4 ? 2 : 1;
+      rows = TensorBlock{/*dim=*/1, rankBlock->begin * columns, shape[1]};
+    }
+    MFRT_RETURN_IF_ERROR(read(rows, block));
     Status quantized =
         quantizeRtn(block, parameter.quant_group(), parameter.quant_bits(),
                     values, scaleTensor, first);
@@ -436,13 +455,12 @@ const std::string kHowToCalibrate =
 
 /// The values of calibrated `parameter` (returned), with its scales, input
 /// scales, zero points and bias put in `companions` by parameter index,
-/// quantized from its float weight (`readRows`, as quantizedValues) with
+/// quantized from its whole float weight (`read`, as quantizedValues) with
 /// the activation ranges `calibration` holds for it.
 StatusOr<Tensor>
 calibratedValues(const Executable &executable, const fb::Parameter &parameter,
                  Allocator &allocator, const Calibration *calibration,
-                 std::map<int32_t, Tensor> &companions,
-                 const std::function<Status(int64_t, Tensor &)> &readRows) {
+                 std::map<int32_t, Tensor> &companions, const ReadBlock &read) {
   std::string name = parameter.name()->str();
   const Calibration::Ranges *ranges =
       calibration ? calibration->find(name) : nullptr;
@@ -462,7 +480,10 @@ calibratedValues(const Executable &executable, const fb::Parameter &parameter,
   CalibratedWeight weight;
   Status quantized = quantizeCalibrated(
       shape[0], shape[1], computeType, ranges->min, ranges->max,
-      parameter.quant_smooth_alpha(), readRows,
+      parameter.quant_smooth_alpha(),
+      [&](int64_t first, Tensor &rows) {
+        return read(TensorBlock{/*dim=*/0, first, rows.dim(0)}, rows);
+      },
       [&](DType dtype, const Shape &of) {
         return allocator.allocate(dtype, of, false);
       },
@@ -511,34 +532,35 @@ StatusOr<Tensor> calibratedScales(const Executable &executable,
                : StatusOr<Tensor>(std::move(scales));
 }
 
-/// Quantized `parameter`'s values from its float weight (`readRows`, rows
-/// of the whole weight), its scales and (calibrated) other tensors put in
+/// Quantized `parameter`'s values from its float weight (`read`, blocks of
+/// the whole weight), its scales and (calibrated) other tensors put in
 /// `companions` by parameter index: round to nearest, or SmoothQuant with
 /// `calibration`'s ranges. A split weight is quantized whole, as on one
 /// rank (per-row scales span the whole row, smoothing factors every row),
-/// and the rank keeps its block of each tensor; but a column-parallel one
-/// rounded to nearest, whose rows are quantized each on its own, only
-/// reads and quantizes the rank's rows.
+/// and the rank keeps its block of each tensor; but where the rank's block
+/// is quantized on its own — a column-parallel weight's rows rounded to
+/// nearest, a row-parallel one's whole groups of columns — the rank reads
+/// and quantizes only its block.
 StatusOr<Tensor>
 valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, const Calibration *calibration,
-                std::map<int32_t, Tensor> &companions,
-                const std::function<Status(int64_t, Tensor &)> &readRows,
+                std::map<int32_t, Tensor> &companions, const ReadBlock &read,
                 const Communicator *ranks) {
-  std::optional<TensorBlock> rows = blockOf(parameter, ranks);
-  if (rows && rows->dim == 0 && rows->parts == 1 &&
-      parameter.quant_input_scale() < 0) {
+  std::optional<TensorBlock> block = blockOf(parameter, ranks);
+  bool onItsOwn = block && block->parts == 1 &&
+                  parameter.quant_input_scale() < 0 &&
+                  (block->dim == 0 || parameter.quant_group() > 0);
+  if (onItsOwn) {
     return quantizedValues(executable, parameter, allocator,
-                           companions[parameter.quant_scale()], readRows,
-                           /*rankRows=*/true, rows->begin);
+                           companions[parameter.quant_scale()], read, block);
   }
   std::map<int32_t, Tensor> whole;
   StatusOr<Tensor> values =
       parameter.quant_input_scale() >= 0
           ? calibratedValues(executable, parameter, allocator, calibration,
-                             whole, readRows)
+                             whole, read)
           : quantizedValues(executable, parameter, allocator,
-                            whole[parameter.quant_scale()], readRows);
+                            whole[parameter.quant_scale()], read);
   if (!values) {
     return values;
   }
@@ -743,17 +765,14 @@ StatusOr<Weights> Weights::initialize(const Executable &executable,
       if (!weight) {
         return weight.status();
       }
-      size_t rowBytes = shape[1] * dtypeSize(floatType);
-      auto readRows = [&](int64_t first, Tensor &block) {
-        std::memcpy(block.data(),
-                    static_cast<const char *>(weight->data()) +
-                        first * rowBytes,
-                    block.byteSize());
+      auto read = [&](const TensorBlock &block, Tensor &into) {
+        copyBlock(weight->data(), into.data(), shape, block.dim, block.begin,
+                  block.length, dtypeSize(floatType), /*intoWhole=*/false);
         return Status::ok();
       };
       StatusOr<Tensor> values =
           valuesFromFloat(executable, *parameter, allocator, calibration,
-                          companions, readRows, ranks);
+                          companions, read, ranks);
       if (!values) {
         return values.status();
       }
@@ -1055,13 +1074,12 @@ StatusOr<Weights> Weights::load(const Executable &executable,
       if (quantized && found->dtype != DType::I8) {
         // A float checkpoint: quantized here, which gives the scales too
         // (and a calibrated weight's other tensors).
-        auto readRows = [&](int64_t first, Tensor &block) {
-          TensorBlock rows{/*dim=*/0, first, block.dim(0)};
-          return foundFile->read(*found, block, &rows);
+        auto read = [&](const TensorBlock &block, Tensor &into) {
+          return foundFile->read(*found, into, &block);
         };
         StatusOr<Tensor> values =
             valuesFromFloat(executable, *parameter, allocator, calibration,
-                            companions, readRows, ranks);
+                            companions, read, ranks);
         if (!values) {
           return values.status().withContext("'" + foundPath + "'");
         }
