@@ -285,12 +285,7 @@ public:
   std::optional<ParallelSearchResult> run(std::string &error);
 
 private:
-  struct Layout {
-    int64_t dp, mp, pp, cp, chunks, batchSize, microBatches;
-    std::string scheduler;
-  };
-
-  std::vector<std::string> settingsOf(const Layout &layout) const;
+  std::vector<std::string> settingsOf(const ParallelLayout &layout) const;
   /// The config with the user's overrides, then `settings`, with the
   /// recompute keys cleared (the search chooses per layer).
   std::optional<ModelSpec> loadWith(llvm::ArrayRef<std::string> settings,
@@ -302,20 +297,20 @@ private:
                     const std::vector<LayerRecompute> &choices,
                     const RecomputePlan &plan, const CostModel &machine,
                     double planSeconds, std::string &why);
-  CostModel machineFor(const Layout &layout) const;
+  CostModel machineFor(const ParallelLayout &layout) const;
   /// The layout's costs from probes; nullopt with why.
-  std::optional<std::vector<StageCosts>> probe(const Layout &layout,
+  std::optional<std::vector<StageCosts>> probe(const ParallelLayout &layout,
                                                std::string &why);
-  std::optional<std::vector<StageCosts>> probePipeline(const Layout &layout,
+  std::optional<std::vector<StageCosts>> probePipeline(const ParallelLayout &layout,
                                                        std::string &why);
   /// `layout` compiled with `layers` layers recomputing `choices` (empty:
   /// three a part, whole, selective, none), measured on machine_.
   std::optional<std::vector<StageCosts>>
-  compileProbe(const Layout &layout, int64_t layers,
+  compileProbe(const ParallelLayout &layout, int64_t layers,
                std::vector<LayerRecompute> choices, std::string &why);
   /// The recompute counts that fit each stage with the least recomputed
   /// time, and the prediction they give.
-  ParallelCandidate choose(const Layout &layout, const ModelSpec &spec,
+  ParallelCandidate choose(const ParallelLayout &layout, const ModelSpec &spec,
                            const std::vector<StageCosts> &costs);
   /// The candidate compiled at full size.
   std::optional<ParallelCandidate::Prediction>
@@ -347,14 +342,14 @@ private:
   int probes_ = 0;
 };
 
-std::vector<std::string> Search::settingsOf(const Layout &layout) const {
-  bool pipelined = layout.pp > 1;
+std::vector<std::string> Search::settingsOf(const ParallelLayout &layout) const {
+  bool pipelined = layout.pipelineStages > 1;
   return {
       "use_parallel=True",
-      "parallel_config.data_parallel=" + std::to_string(layout.dp),
-      "parallel_config.model_parallel=" + std::to_string(layout.mp),
-      "parallel_config.pipeline_stage=" + std::to_string(layout.pp),
-      "parallel_config.context_parallel=" + std::to_string(layout.cp),
+      "parallel_config.data_parallel=" + std::to_string(layout.dataParallel),
+      "parallel_config.model_parallel=" + std::to_string(layout.modelParallel),
+      "parallel_config.pipeline_stage=" + std::to_string(layout.pipelineStages),
+      "parallel_config.context_parallel=" + std::to_string(layout.contextParallel),
       "parallel_config.micro_batch_num=" +
           std::to_string(pipelined ? layout.microBatches : 1),
       "runner_config.batch_size=" + std::to_string(layout.batchSize),
@@ -368,9 +363,9 @@ std::vector<std::string> Search::settingsOf(const Layout &layout) const {
   };
 }
 
-CostModel Search::machineFor(const Layout &layout) const {
+CostModel Search::machineFor(const ParallelLayout &layout) const {
   CostModel machine = options_.machine;
-  machine.grid = {layout.dp, layout.mp, layout.pp, layout.cp};
+  machine.grid = {layout.dataParallel, layout.modelParallel, layout.pipelineStages, layout.contextParallel};
   return machine;
 }
 
@@ -382,7 +377,7 @@ const char *const kNoRecompute[] = {
 };
 
 std::optional<std::vector<StageCosts>>
-Search::compileProbe(const Layout &layout, int64_t layers,
+Search::compileProbe(const ParallelLayout &layout, int64_t layers,
                      std::vector<LayerRecompute> choices, std::string &why) {
   std::vector<std::string> settings = settingsOf(layout);
   settings.push_back("model.model_config.num_layers=" + std::to_string(layers));
@@ -440,10 +435,10 @@ Search::compileAndMeasure(const ModelSpec &spec,
   return costs;
 }
 
-std::optional<std::vector<StageCosts>> Search::probe(const Layout &layout,
+std::optional<std::vector<StageCosts>> Search::probe(const ParallelLayout &layout,
                                                      std::string &why) {
   machine_ = machineFor(layout);
-  if (layout.pp > 1) {
+  if (layout.pipelineStages > 1) {
     return probePipeline(layout, why);
   }
   // One part: its arena holds what the layers keep, so each layer's share
@@ -495,7 +490,7 @@ std::optional<std::vector<StageCosts>> Search::probe(const Layout &layout,
 }
 
 std::optional<std::vector<StageCosts>>
-Search::probePipeline(const Layout &layout, std::string &why) {
+Search::probePipeline(const ParallelLayout &layout, std::string &why) {
   // A pipeline's parts are the first (the embedding), the last (norm,
   // lm_head, loss) and the ones between, which differ only in their
   // layers: a probe of 3 stages (ZB-V: 2 stages of 2 chunks, whose middle
@@ -503,17 +498,17 @@ Search::probePipeline(const Layout &layout, std::string &why) {
   // other splits and micro-batch size; the candidate's stages are made of
   // them.
   bool vShape = mfshapes::isVShapedScheduler(layout.scheduler);
-  Layout small = layout;
-  small.pp = vShape ? 2 : 3;
+  ParallelLayout small = layout;
+  small.pipelineStages = vShape ? 2 : 3;
   small.chunks = vShape ? 2 : 1;
-  small.microBatches = 2 * small.pp;
+  small.microBatches = 2 * small.pipelineStages;
   std::tuple<int64_t, int64_t, int64_t, int64_t, bool> key{
-      layout.dp, layout.mp, layout.cp, layout.batchSize, vShape};
+      layout.dataParallel, layout.modelParallel, layout.contextParallel, layout.batchSize, vShape};
   auto cached = pipelineProbes_.find(key);
   if (cached == pipelineProbes_.end()) {
     Probed probed;
     probed.costs =
-        compileProbe(small, 3 * small.pp * small.chunks, {}, probed.why);
+        compileProbe(small, 3 * small.pipelineStages * small.chunks, {}, probed.why);
     cached = pipelineProbes_.emplace(key, std::move(probed)).first;
   }
   if (!cached->second.costs) {
@@ -555,9 +550,9 @@ Search::probePipeline(const Layout &layout, std::string &why) {
                              updateArenaPerLayer *
                                  static_cast<double>(layersOf(probedStage)));
   };
-  int64_t parts = layout.pp * layout.chunks;
-  std::vector<StageCosts> stages(static_cast<size_t>(layout.pp));
-  for (int64_t s = 0; s < layout.pp; ++s) {
+  int64_t parts = layout.pipelineStages * layout.chunks;
+  std::vector<StageCosts> stages(static_cast<size_t>(layout.pipelineStages));
+  for (int64_t s = 0; s < layout.pipelineStages; ++s) {
     StageCosts &stage = stages[static_cast<size_t>(s)];
     // Per layer as the probe's between stage; what lies outside the layers
     // from the stages its parts come from (ZB-V's probe stage 0 holds both
@@ -569,7 +564,7 @@ Search::probePipeline(const Layout &layout, std::string &why) {
     bool holdsFirst = false, holdsLast = false;
     int64_t between = 0;
     for (int64_t c = 0; c < layout.chunks; ++c) {
-      int64_t part = mfshapes::pipelinePartOf(s, c, layout.pp, vShape);
+      int64_t part = mfshapes::pipelinePartOf(s, c, layout.pipelineStages, vShape);
       holdsFirst |= part == 0;
       holdsLast |= part == parts - 1;
       between += part != 0 && part != parts - 1 ? 1 : 0;
@@ -600,27 +595,20 @@ Search::probePipeline(const Layout &layout, std::string &why) {
   return stages;
 }
 
-ParallelCandidate Search::choose(const Layout &layout, const ModelSpec &spec,
+ParallelCandidate Search::choose(const ParallelLayout &layout, const ModelSpec &spec,
                                  const std::vector<StageCosts> &costs) {
   ParallelCandidate candidate;
-  candidate.dataParallel = layout.dp;
-  candidate.modelParallel = layout.mp;
-  candidate.pipelineStages = layout.pp;
-  candidate.contextParallel = layout.cp;
-  candidate.scheduler = layout.scheduler;
-  candidate.chunks = layout.chunks;
-  candidate.batchSize = layout.batchSize;
-  candidate.microBatches = layout.microBatches;
+  static_cast<ParallelLayout &>(candidate) = layout;
   candidate.settings = settingsOf(layout);
   std::vector<StageSchedule> schedule =
-      layout.pp > 1 ? schedulePipeline(layout.scheduler, layout.pp,
+      layout.pipelineStages > 1 ? schedulePipeline(layout.scheduler, layout.pipelineStages,
                                        layout.microBatches, layout.chunks)
                     : std::vector<StageSchedule>();
   // The full model's layers per stage and chunk.
   std::vector<std::vector<int64_t>> sizes(
-      static_cast<size_t>(layout.pp),
+      static_cast<size_t>(layout.pipelineStages),
       std::vector<int64_t>(static_cast<size_t>(layout.chunks), 0));
-  if (layout.pp > 1) {
+  if (layout.pipelineStages > 1) {
     for (const LayerChunk &chunk : layerChunks(spec)) {
       sizes[static_cast<size_t>(chunk.stage)]
            [static_cast<size_t>(chunk.chunk)] = chunk.count;
@@ -809,7 +797,7 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
   if (batchSizes.empty()) {
     batchSizes.push_back(spec->model.batchSize);
   }
-  std::vector<Layout> layouts;
+  std::vector<ParallelLayout> layouts;
   int64_t n = options_.ranks;
   for (int64_t dp = 1; dp <= n; ++dp) {
     for (int64_t mp = 1; n % dp == 0 && mp <= n / dp; ++mp) {
@@ -832,15 +820,15 @@ std::optional<ParallelSearchResult> Search::run(std::string &error) {
                      " sequences does not split into dp x micro-batch size"];
               continue;
             }
-            layouts.push_back({dp, mp, pp, cp, chunks, batch,
-                               result.globalBatch / (dp * batch), scheduler});
+            layouts.push_back({dp, mp, pp, cp, scheduler, chunks, batch,
+                               result.globalBatch / (dp * batch)});
           }
         }
       }
     }
   }
   log(llvm::formatv("{0} layouts of {1} ranks to try", layouts.size(), n));
-  for (const Layout &layout : layouts) {
+  for (const ParallelLayout &layout : layouts) {
     std::string why;
     std::optional<ModelSpec> full = loadWith(settingsOf(layout), why);
     if (!full) {

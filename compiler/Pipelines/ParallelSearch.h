@@ -48,12 +48,18 @@ struct ParallelSearchOptions {
 };
 
 /// One layout with the recompute counts chosen for it.
-struct ParallelCandidate {
+/// A layout the search tries: the parallel degrees, the pipeline's
+/// schedule and chunks, and the micro-batches.
+struct ParallelLayout {
   int64_t dataParallel = 1, modelParallel = 1, pipelineStages = 1,
           contextParallel = 1;
   std::string scheduler = "1f1b";
   int64_t chunks = 1;
   int64_t batchSize = 1, microBatches = 1;
+};
+
+/// A layout with the recompute chosen for it and what it costs.
+struct ParallelCandidate : ParallelLayout {
   /// Per stage, per chunk: layers recomputed whole and selectively.
   std::vector<std::vector<int64_t>> fullLayers, selectiveLayers;
   /// The keys (--set form) that make the config this candidate.
