@@ -301,8 +301,8 @@ private:
   /// The layout's costs from probes; nullopt with why.
   std::optional<std::vector<StageCosts>> probe(const ParallelLayout &layout,
                                                std::string &why);
-  std::optional<std::vector<StageCosts>> probePipeline(const ParallelLayout &layout,
-                                                       std::string &why);
+  std::optional<std::vector<StageCosts>>
+  probePipeline(const ParallelLayout &layout, std::string &why);
   /// `layout` compiled with `layers` layers recomputing `choices` (empty:
   /// three a part, whole, selective, none), measured on machine_.
   std::optional<std::vector<StageCosts>>
@@ -342,14 +342,16 @@ private:
   int probes_ = 0;
 };
 
-std::vector<std::string> Search::settingsOf(const ParallelLayout &layout) const {
+std::vector<std::string>
+Search::settingsOf(const ParallelLayout &layout) const {
   bool pipelined = layout.pipelineStages > 1;
   return {
       "use_parallel=True",
       "parallel_config.data_parallel=" + std::to_string(layout.dataParallel),
       "parallel_config.model_parallel=" + std::to_string(layout.modelParallel),
       "parallel_config.pipeline_stage=" + std::to_string(layout.pipelineStages),
-      "parallel_config.context_parallel=" + std::to_string(layout.contextParallel),
+      "parallel_config.context_parallel=" +
+          std::to_string(layout.contextParallel),
       "parallel_config.micro_batch_num=" +
           std::to_string(pipelined ? layout.microBatches : 1),
       "runner_config.batch_size=" + std::to_string(layout.batchSize),
@@ -365,7 +367,8 @@ std::vector<std::string> Search::settingsOf(const ParallelLayout &layout) const 
 
 CostModel Search::machineFor(const ParallelLayout &layout) const {
   CostModel machine = options_.machine;
-  machine.grid = {layout.dataParallel, layout.modelParallel, layout.pipelineStages, layout.contextParallel};
+  machine.grid = {layout.dataParallel, layout.modelParallel,
+                  layout.pipelineStages, layout.contextParallel};
   return machine;
 }
 
@@ -435,8 +438,8 @@ Search::compileAndMeasure(const ModelSpec &spec,
   return costs;
 }
 
-std::optional<std::vector<StageCosts>> Search::probe(const ParallelLayout &layout,
-                                                     std::string &why) {
+std::optional<std::vector<StageCosts>>
+Search::probe(const ParallelLayout &layout, std::string &why) {
   machine_ = machineFor(layout);
   if (layout.pipelineStages > 1) {
     return probePipeline(layout, why);
@@ -503,12 +506,13 @@ Search::probePipeline(const ParallelLayout &layout, std::string &why) {
   small.chunks = vShape ? 2 : 1;
   small.microBatches = 2 * small.pipelineStages;
   std::tuple<int64_t, int64_t, int64_t, int64_t, bool> key{
-      layout.dataParallel, layout.modelParallel, layout.contextParallel, layout.batchSize, vShape};
+      layout.dataParallel, layout.modelParallel, layout.contextParallel,
+      layout.batchSize, vShape};
   auto cached = pipelineProbes_.find(key);
   if (cached == pipelineProbes_.end()) {
     Probed probed;
-    probed.costs =
-        compileProbe(small, 3 * small.pipelineStages * small.chunks, {}, probed.why);
+    probed.costs = compileProbe(small, 3 * small.pipelineStages * small.chunks,
+                                {}, probed.why);
     cached = pipelineProbes_.emplace(key, std::move(probed)).first;
   }
   if (!cached->second.costs) {
@@ -564,7 +568,8 @@ Search::probePipeline(const ParallelLayout &layout, std::string &why) {
     bool holdsFirst = false, holdsLast = false;
     int64_t between = 0;
     for (int64_t c = 0; c < layout.chunks; ++c) {
-      int64_t part = mfshapes::pipelinePartOf(s, c, layout.pipelineStages, vShape);
+      int64_t part =
+          mfshapes::pipelinePartOf(s, c, layout.pipelineStages, vShape);
       holdsFirst |= part == 0;
       holdsLast |= part == parts - 1;
       between += part != 0 && part != parts - 1 ? 1 : 0;
@@ -595,15 +600,17 @@ Search::probePipeline(const ParallelLayout &layout, std::string &why) {
   return stages;
 }
 
-ParallelCandidate Search::choose(const ParallelLayout &layout, const ModelSpec &spec,
+ParallelCandidate Search::choose(const ParallelLayout &layout,
+                                 const ModelSpec &spec,
                                  const std::vector<StageCosts> &costs) {
   ParallelCandidate candidate;
   static_cast<ParallelLayout &>(candidate) = layout;
   candidate.settings = settingsOf(layout);
   std::vector<StageSchedule> schedule =
-      layout.pipelineStages > 1 ? schedulePipeline(layout.scheduler, layout.pipelineStages,
-                                       layout.microBatches, layout.chunks)
-                    : std::vector<StageSchedule>();
+      layout.pipelineStages > 1
+          ? schedulePipeline(layout.scheduler, layout.pipelineStages,
+                             layout.microBatches, layout.chunks)
+          : std::vector<StageSchedule>();
   // The full model's layers per stage and chunk.
   std::vector<std::vector<int64_t>> sizes(
       static_cast<size_t>(layout.pipelineStages),
