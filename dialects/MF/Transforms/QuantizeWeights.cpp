@@ -141,25 +141,10 @@ StringAttr mindFormersScaleName(ParameterOp parameter) {
                              "._weight_quantizer.scale");
 }
 
-/// A new parameter beside `parameter`, of `type` (float: ones; i8 zero
-/// points: zeros), which the runtime fills from the float weight.
-/// How many ranks `parameter` is split over along `dim` (1: whole).
-int64_t ranksAlong(ParameterOp parameter, int64_t dim) {
-  shard::GridAxesArrayAttr axes = parameter.getSplitAxesAttr();
-  if (!axes || dim >= static_cast<int64_t>(axes.size())) {
-    return 1;
-  }
-  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
-      parameter, parameter.getGridAttr());
-  int64_t ranks = 1;
-  for (int16_t axis : axes.getAxes()[dim].asArrayRef()) {
-    ranks *= grid ? grid.getShape()[axis] : 1;
-  }
-  return ranks;
-}
-
-/// Declares companion `name` of quantized `parameter`, split over the grid
-/// as `parameter` is along the dimensions `dims` names (companionSplitAxes).
+/// Declares companion `name` of quantized `parameter`, of `type` (float:
+/// ones; i8 zero points: zeros), which the runtime fills from the float
+/// weight, split over the grid as `parameter` is along the dimensions `dims`
+/// names (companionSplitAxes).
 void addCompanion(OpBuilder &builder, ParameterOp parameter, StringRef name,
                   RankedTensorType type, StringAttr mfName,
                   CompanionDims dims) {
@@ -293,8 +278,13 @@ struct MFQuantizeWeightsPass
       }
       // A row-parallel weight's rank holds whole groups of its columns
       // (one block of them: its companions split along K in one block).
-      int64_t ranksAlongK = ranksAlong(parameter, 1);
-      if (ranksAlongK > 1 && parameter.getSplitPartCount() > 1) {
+      shard::GridOp grid =
+          parameter.getGrid()
+              ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+                    parameter, parameter.getGridAttr())
+              : shard::GridOp();
+      int64_t rankColumns = parameter.getShardType(grid).getDimSize(1);
+      if (rankColumns != k && parameter.getSplitPartCount() > 1) {
         parameter.emitError()
             << "mf-quantize-weights: this weight's columns split over ranks "
                "in "
@@ -303,13 +293,13 @@ struct MFQuantizeWeightsPass
                "modules_to_not_convert";
         return signalPassFailure();
       }
-      if (group > 0 && k % (group * ranksAlongK) != 0) {
+      if (group > 0 && rankColumns % group != 0) {
         parameter.emitError()
             << "mf-quantize-weights: K = " << k << " of this [" << n << ", "
-            << k << "] weight splits " << ranksAlongK
-            << " ways (model_parallel) into " << k / ranksAlongK
+            << k << "] weight splits " << k / rankColumns
+            << " ways (model_parallel) into " << rankColumns
             << " columns a rank, not a multiple of the group size " << group
-            << "; choose a group_size that divides " << k / ranksAlongK
+            << "; choose a group_size that divides " << rankColumns
             << " or add the layer to modules_to_not_convert";
         return signalPassFailure();
       }
