@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <cassert>
 #include <chrono>
 #include <map>
 #include <numeric>
@@ -286,8 +287,10 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   };
   MemoryPlanResult result;
   // Whether `fraction` of the time (or of the candidate budget) is used.
+  bool timed = options.timeLimitSeconds >= 0;
+  assert((timed || options.maxCandidates > 0) && "the search needs a limit");
   auto spent = [&](double fraction) {
-    return elapsed() >= options.timeLimitSeconds * fraction ||
+    return (timed && elapsed() >= options.timeLimitSeconds * fraction) ||
            (options.maxCandidates > 0 &&
             result.candidatesTried >= options.maxCandidates * fraction);
   };
@@ -365,8 +368,10 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     std::mt19937_64 searchRandom(options.seed ^ 0x5ca1ab1eull);
     SkylineSearchBudget budget;
     budget.deadline =
-        start + std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::duration<double>(options.timeLimitSeconds * 0.5));
+        timed ? start + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(
+                                options.timeLimitSeconds * 0.5))
+              : Clock::time_point::max();
     // Candidate plans stand for n placements each.
     int64_t phaseNodes =
         options.maxCandidates > 0 ? options.maxCandidates / 2 * n : INT64_MAX;

@@ -26,11 +26,12 @@ struct PlannedBuffer {
 };
 
 struct MemoryPlanOptions {
-  /// How long the improvement search may run after the portfolio.
+  /// How long the improvement search may run after the portfolio
+  /// (negative: no time limit, maxCandidates alone stops it).
   double timeLimitSeconds = 1.0;
   /// If positive, the search also stops after this many candidate plans
   /// (and the randomized orders take a fifth of them): the same plan on
-  /// any machine, however fast.
+  /// any machine, however fast, when it is the limit that stops it.
   int64_t maxCandidates = 0;
   /// Offsets are multiples of this.
   int64_t alignment = 1;

@@ -3,6 +3,7 @@
 #include "compiler/Frontend/GraphBuilder.h"
 
 #include "compiler/Frontend/ModelBuilder.h"
+#include "compiler/Frontend/ModuleSettings.h"
 #include "compiler/Frontend/RecomputePlan.h"
 #include "shapes/GridAxes.h"
 
@@ -458,13 +459,6 @@ Value GraphBuilder::withLora(Value input, Value projected,
 }
 
 LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
-  module_->setAttr("mf.model_name", builder_.getStringAttr(spec_.modelName));
-  module_->setAttr(
-      "mf.run_mode",
-      mf::RunModeAttr::get(builder_.getContext(),
-                           *mf::symbolizeRunMode(toString(spec_.runMode))));
-  module_->setAttr("mf.context_mode",
-                   builder_.getI64IntegerAttr(spec_.contextMode));
   if (spec_.shardedContextParallel > 1) {
     module_->setAttr(mf::kContextBlocksAttrName,
                      builder_.getI64IntegerAttr(spec_.contextRuns()));
@@ -483,9 +477,6 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
     buildStageEntries();
   } else {
     buildLossEntry();
-  }
-  if (spec_.runMode == RunMode::Train || spec_.runMode == RunMode::Finetune) {
-    setOptimizer();
   }
   if (spec_.model.pet.petType == "lora" && loraAdapters_ == 0) {
     std::string examples;
@@ -515,23 +506,6 @@ LogicalResult GraphBuilder::buildEntries(const FrontendOptions &options) {
     entry->moveBefore(body, body->end());
   }
   return success();
-}
-
-void GraphBuilder::setOptimizer() {
-  const OptimizerConfig &optimizer = spec_.optimizer;
-  auto f64 = [&](double value) { return builder_.getF64FloatAttr(value); };
-  module_->setAttr(
-      "mf.optimizer",
-      mf::OptimizerAttr::get(
-          builder_.getContext(), *mf::symbolizeOptimizerKind(optimizer.type),
-          f64(optimizer.beta1), f64(optimizer.beta2), f64(optimizer.eps),
-          f64(optimizer.weightDecay), spec_.runner.gradientAccumulationSteps,
-          spec_.runner.useClipGrad ? f64(spec_.runner.maxGradNorm)
-                                   : FloatAttr(),
-          spec_.parallelOptimizer ? builder_.getUnitAttr() : UnitAttr(),
-          spec_.shardedDataParallel > 1
-              ? spec_.parallel.gradientAggregationGroup
-              : 1));
 }
 
 void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
@@ -789,5 +763,7 @@ OwningOpRef<ModuleOp> mfc::buildModelModule(MLIRContext &context,
   if (failed(builder->buildEntries(options))) {
     return nullptr;
   }
+  recordRuntimeSettings(*module, spec);
+  recordCompileDecisions(*module, spec, options.calibrationModel);
   return module;
 }

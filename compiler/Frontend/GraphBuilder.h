@@ -184,8 +184,6 @@ protected:
   std::vector<std::pair<mlir::Value, mlir::Value>> routers_;
 
 private:
-  /// The optimizer of a training module, for mf-train-step.
-  void setOptimizer();
   void buildPredictEntries(const FrontendOptions &options);
   void buildLossEntry();
   /// The cross-entropy of `logits` against `labels` (both of a whole

@@ -21,6 +21,9 @@ struct FrontendOptions {
   /// that holds it instead of all seq_length positions. Unset: powers of
   /// two from 32 up (prefillLengthsFor).
   std::optional<std::vector<int64_t>> prefillLengths;
+  /// A quantization_config with calibrated activations compiled as its
+  /// float model (mfc --calibration-model): no quantization decisions.
+  bool calibrationModel = false;
 };
 
 /// The prefill lengths `options` asks for, or by default, for a model of

@@ -4,6 +4,7 @@
 
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
+#include "compiler/Frontend/ModuleSettings.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "dialects/MF/IR/MFDialect.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
@@ -149,17 +150,12 @@ OwningOpRef<ModuleOp> compileQuietly(MLIRContext &context,
     error = first.empty() ? "the frontend built nothing" : first;
     return nullptr;
   }
+  (*module)->setAttr(mf::kRecomputeAttrName, recomputeAttr(&context, plan));
   CompileOptions options;
   options.compileTo = "memory-plan";
   options.memoryPlanSeconds = planSeconds;
-  options.sequenceParallel =
-      spec.parallel.useSeqParallel && spec.shardedModelParallel > 1;
-  options.recomputeFull = plan.fullLayers;
-  options.recomputeSelect = plan.selectedOps;
-  options.recomputeSelectComm = plan.selectedCommOps;
-  options.recomputeExclude = plan.excludedOps;
   PassManager pm(&context);
-  buildCompilePipeline(pm, options);
+  buildCompilePipeline(pm, *module, options);
   if (failed(pm.run(*module))) {
     error = first.empty() ? "a pass failed" : first;
     return nullptr;

@@ -4,6 +4,7 @@
 
 #include "compiler/Transforms/OutputFile.h"
 #include "compiler/Transforms/Passes.h"
+#include "dialects/MF/IR/MFOps.h"
 #include "dialects/MF/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,59 +20,105 @@
 using namespace mlir;
 using namespace mfc;
 
+/// What the config asks of the phases, as the module records it.
+struct mfc::ModuleDecisions {
+  /// mf-quantize-weights' options (#mf.quantize_weights), when it runs.
+  std::optional<mf::MFQuantizeWeightsPassOptions> quantizeWeights;
+  /// mf.quantize_kv_cache: whether mf-quantize-kv-cache runs.
+  bool quantizeKvCache = false;
+  /// mf-recompute's options (#mf.recompute; none: recompute nothing).
+  mf::MFRecomputePassOptions recompute;
+  /// mf.sequence_parallel: mf-partition's sequence parallelism.
+  bool sequenceParallel = false;
+
+  static ModuleDecisions of(ModuleOp module);
+};
+
 namespace {
 
-void addGraphCleanup(OpPassManager &pm, const CompileOptions &) {
+/// An attribute's list of strings (absent: empty).
+SmallVector<std::string> strings(ArrayAttr list) {
+  SmallVector<std::string> items;
+  for (Attribute item : list ? list.getValue() : ArrayRef<Attribute>()) {
+    items.push_back(cast<StringAttr>(item).str());
+  }
+  return items;
+}
+
+} // namespace
+
+ModuleDecisions ModuleDecisions::of(ModuleOp module) {
+  ModuleDecisions decisions;
+  if (!module) {
+    return decisions;
+  }
+  if (auto weights = module->getAttrOfType<mf::QuantizeWeightsAttr>(
+          mf::kQuantizeWeightsAttrName)) {
+    mf::MFQuantizeWeightsPassOptions &quantize =
+        decisions.quantizeWeights.emplace();
+    quantize.exclude = strings(weights.getExclude());
+    quantize.bits = weights.getBits();
+    quantize.groupSize = weights.getGroupSize();
+    quantize.activations = weights.getActivations().str();
+    if (FloatAttr alpha = weights.getSmoothAlpha()) {
+      quantize.smoothAlpha = alpha.getValueAsDouble();
+    }
+  }
+  decisions.quantizeKvCache = module->hasAttr(mf::kQuantizeKvCacheAttrName);
+  if (auto plan =
+          module->getAttrOfType<mf::RecomputeAttr>(mf::kRecomputeAttrName)) {
+    decisions.recompute.full = strings(plan.getFull());
+    decisions.recompute.select = strings(plan.getSelect());
+    decisions.recompute.selectComm = strings(plan.getSelectComm());
+    decisions.recompute.exclude = strings(plan.getExclude());
+  }
+  decisions.sequenceParallel = module->hasAttr(mf::kSequenceParallelAttrName);
+  return decisions;
+}
+
+namespace {
+
+void addGraphCleanup(OpPassManager &pm, const CompileOptions &,
+                     const ModuleDecisions &) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
-void addQuantization(OpPassManager &pm, const CompileOptions &options) {
-  if (options.quantizeKvCache) {
+void addQuantization(OpPassManager &pm, const CompileOptions &,
+                     const ModuleDecisions &decisions) {
+  if (decisions.quantizeKvCache) {
     pm.addPass(mf::createMFQuantizeKvCachePass());
   }
-  if (!options.quantizeWeights) {
-    return;
+  if (decisions.quantizeWeights) {
+    pm.addPass(mf::createMFQuantizeWeightsPass(*decisions.quantizeWeights));
   }
-  mf::MFQuantizeWeightsPassOptions quantize;
-  quantize.exclude.assign(options.quantizeExclude.begin(),
-                          options.quantizeExclude.end());
-  quantize.bits = options.quantizeBits;
-  quantize.groupSize = options.quantizeGroupSize;
-  quantize.activations = options.quantizeActivations;
-  quantize.smoothAlpha = options.quantizeSmoothAlpha;
-  pm.addPass(mf::createMFQuantizeWeightsPass(quantize));
 }
 
-void addSharding(OpPassManager &pm, const CompileOptions &options) {
+void addSharding(OpPassManager &pm, const CompileOptions &,
+                 const ModuleDecisions &decisions) {
   mf::MFPartitionPassOptions partition;
-  partition.sequenceParallel = options.sequenceParallel;
+  partition.sequenceParallel = decisions.sequenceParallel;
   pm.addPass(mf::createMFPartitionPass(partition));
 }
 
-void addAutodiff(OpPassManager &pm, const CompileOptions &) {
+void addAutodiff(OpPassManager &pm, const CompileOptions &,
+                 const ModuleDecisions &) {
   pm.addPass(mf::createMFAutodiffPass());
   pm.addPass(mf::createMFTrainStepPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
-void addRecompute(OpPassManager &pm, const CompileOptions &options) {
-  mf::MFRecomputePassOptions recompute;
-  recompute.full.assign(options.recomputeFull.begin(),
-                        options.recomputeFull.end());
-  recompute.select.assign(options.recomputeSelect.begin(),
-                          options.recomputeSelect.end());
-  recompute.selectComm.assign(options.recomputeSelectComm.begin(),
-                              options.recomputeSelectComm.end());
-  recompute.exclude.assign(options.recomputeExclude.begin(),
-                           options.recomputeExclude.end());
-  pm.addNestedPass<func::FuncOp>(mf::createMFRecomputePass(recompute));
+void addRecompute(OpPassManager &pm, const CompileOptions &,
+                  const ModuleDecisions &decisions) {
+  pm.addNestedPass<func::FuncOp>(
+      mf::createMFRecomputePass(decisions.recompute));
   pm.addPass(mf::createMFSplitStagesPass());
   pm.addPass(mf::createMFSplitWeightGradientsPass());
 }
 
-void addFusion(OpPassManager &pm, const CompileOptions &) {
+void addFusion(OpPassManager &pm, const CompileOptions &,
+               const ModuleDecisions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseNormPass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(mf::createMFFuseMatmulEpiloguePass());
@@ -80,11 +127,13 @@ void addFusion(OpPassManager &pm, const CompileOptions &) {
   pm.addNestedPass<func::FuncOp>(mf::createMFScheduleUpdatesPass());
 }
 
-void addHostPrograms(OpPassManager &pm, const CompileOptions &) {
+void addHostPrograms(OpPassManager &pm, const CompileOptions &,
+               const ModuleDecisions &) {
   pm.addPass(createMFLowerToMFExecPass());
 }
 
-void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
+void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options,
+               const ModuleDecisions &) {
   MFExecPlanMemoryPassOptions planOptions;
   planOptions.csvFile = options.memoryPlanCsv;
   planOptions.svgFile = options.memoryPlanSvg;
@@ -94,7 +143,8 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createMFExecPlanMemoryPass(planOptions));
 }
 
-void addCodegen(OpPassManager &pm, const CompileOptions &options) {
+void addCodegen(OpPassManager &pm, const CompileOptions &options,
+               const ModuleDecisions &) {
   pm.addPass(createMFOutlineLoneMatmulsPass());
   MFChooseWeightLayoutPassOptions layoutOptions;
   layoutOptions.cpu = options.cpu;
@@ -175,9 +225,70 @@ struct DumpIRPass : PassWrapper<DumpIRPass, OperationPass<ModuleOp>> {
   std::string phase;
 };
 
+/// Records on the module the phase it has gone through, so that compiling
+/// resumes after it (mfc compile x.mlir).
+struct MarkPhasePass
+    : public PassWrapper<MarkPhasePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MarkPhasePass)
+  explicit MarkPhasePass(StringRef phase) : phase(phase.str()) {}
+  StringRef getArgument() const override { return "mfc-mark-phase"; }
+  StringRef getDescription() const override {
+    return "Records the phase the module went through";
+  }
+  void runOnOperation() override {
+    getOperation()->setAttr(mf::kPhaseAttrName,
+                            StringAttr::get(&getContext(), phase));
+    markAllAnalysesPreserved();
+  }
+
+  std::string phase;
+};
+
+/// mf-opt's --mfc-phase-<name>: the phase as the module's attributes decide
+/// it (a pipeline is built before it sees the module, so this pass builds
+/// the phase's passes when it runs).
+struct RunPhasePass
+    : public PassWrapper<RunPhasePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(RunPhasePass)
+  explicit RunPhasePass(const Phase &phase) : phase(phase) {}
+  StringRef getArgument() const override { return "mfc-run-phase"; }
+  StringRef getDescription() const override {
+    return "Runs a compiler phase as the module's attributes decide it";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    // Every pass the phase may add, whatever the module decides.
+    ModuleDecisions all;
+    all.quantizeWeights.emplace();
+    all.quantizeKvCache = true;
+    OpPassManager pm(ModuleOp::getOperationName());
+    phase.addPasses(pm, CompileOptions(), all);
+    pm.getDependentDialects(registry);
+  }
+  void runOnOperation() override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    phase.addPasses(pm, CompileOptions(), ModuleDecisions::of(getOperation()));
+    pm.addPass(std::make_unique<MarkPhasePass>(phase.name));
+    if (failed(runPipeline(pm, getOperation()))) {
+      signalPassFailure();
+    }
+  }
+
+  const Phase &phase;
+};
+
 } // namespace
 
 ArrayRef<Phase> mfc::compilerPhases() { return kPhases; }
+
+StringRef mfc::phaseAfter(StringRef name) {
+  for (auto [index, phase] : llvm::enumerate(kPhases)) {
+    if (phase.name == name) {
+      return index + 1 < std::size(kPhases) ? StringRef(kPhases[index + 1].name)
+                                            : StringRef();
+    }
+  }
+  return StringRef();
+}
 
 const Phase *mfc::findPhase(StringRef name) {
   for (const Phase &phase : kPhases) {
@@ -218,8 +329,10 @@ bool mfc::runsPhase(const CompileOptions &options, StringRef name) {
   return false;
 }
 
-void mfc::buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
+void mfc::buildCompilePipeline(OpPassManager &pm, ModuleOp module,
+                               const CompileOptions &options,
                                StringRef firstPhase) {
+  ModuleDecisions decisions = ModuleDecisions::of(module);
   unsigned index = 1;
   bool started = firstPhase.empty();
   for (const Phase &phase : kPhases) {
@@ -228,7 +341,8 @@ void mfc::buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
       ++index;
       continue;
     }
-    phase.addPasses(pm, options);
+    phase.addPasses(pm, options, decisions);
+    pm.addPass(std::make_unique<MarkPhasePass>(phase.name));
     if (!options.dumpIrDir.empty()) {
       pm.addPass(std::make_unique<DumpIRPass>(options.dumpIrDir, index,
                                               phase.name.str()));
@@ -245,7 +359,8 @@ void mfc::registerPhasePipelines() {
     PassPipelineRegistration<>(("mfc-phase-" + phase.name).str(),
                                phase.description,
                                [&phase](OpPassManager &pm) {
-                                 phase.addPasses(pm, CompileOptions());
+                                 pm.addPass(
+                                     std::make_unique<RunPhasePass>(phase));
                                });
   }
 }

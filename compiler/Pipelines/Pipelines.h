@@ -9,6 +9,7 @@
 #ifndef MFC_COMPILER_PIPELINES_PIPELINES_H
 #define MFC_COMPILER_PIPELINES_PIPELINES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -19,12 +20,15 @@
 namespace mfc {
 
 struct CompileOptions;
+struct ModuleDecisions;
 
-/// One named phase of the pipeline.
+/// One named phase of the pipeline: its passes for the command line's
+/// options and the config's decisions the module records.
 struct Phase {
   llvm::StringLiteral name;
   llvm::StringLiteral description;
-  void (*addPasses)(mlir::OpPassManager &pm, const CompileOptions &options);
+  void (*addPasses)(mlir::OpPassManager &pm, const CompileOptions &options,
+                    const ModuleDecisions &decisions);
 };
 
 /// The phases after the frontend, in order.
@@ -33,7 +37,10 @@ llvm::ArrayRef<Phase> compilerPhases();
 /// The phase called `name`, or null.
 const Phase *findPhase(llvm::StringRef name);
 
-/// Options of one compilation.
+/// The command line's options of one compilation. What the config asks of
+/// the phases (quantization, recompute, sequence parallelism) is not here:
+/// the frontend records it on the module (ModuleSettings.h), and each
+/// phase is built from the module's record.
 struct CompileOptions {
   /// Stop after this phase ("" = run everything).
   std::string compileTo;
@@ -50,37 +57,18 @@ struct CompileOptions {
   std::string kernelsObject;
   /// Inference: products by f32 parameters read panels packed once.
   std::string packWeights = "auto"; ///< auto, true or false
-  /// Training: what mf-recompute recomputes and keeps (its `full`,
-  /// `select`, `select-comm` and `exclude`).
-  std::vector<std::string> recomputeFull;
-  std::vector<std::string> recomputeSelect;
-  std::vector<std::string> recomputeSelectComm;
-  std::vector<std::string> recomputeExclude;
-  /// Weight-only quantization (quantization_config): whether to run
-  /// mf-quantize-weights, and the names it leaves float.
-  bool quantizeWeights = false;
-  /// kvcache_dtype: int8: whether to run mf-quantize-kv-cache.
-  bool quantizeKvCache = false;
-  std::vector<std::string> quantizeExclude;
-  /// Its bits (8 or 4) and scales' group size (0: one scale per row).
-  int64_t quantizeBits = 8;
-  int64_t quantizeGroupSize = 0;
-  /// Its activations: "none", or "per-token" (int8 rows: W8A8).
-  std::string quantizeActivations = "none";
-  /// With "per-tensor" activations: SmoothQuant's migration strength
-  /// (negative: no smoothing).
-  double quantizeSmoothAlpha = -1;
-  /// Tensor-parallel modules: mf-partition's sequence parallelism
-  /// (parallel_config.use_seq_parallel).
-  bool sequenceParallel = false;
 };
 
 /// Adds every phase from `firstPhase` ("": the first) up to and including
-/// `options.compileTo`, and a pass that writes the IR to
-/// `dumpIrDir/NN-<phase>.mlir` after each when asked.
-void buildCompilePipeline(mlir::OpPassManager &pm,
+/// `options.compileTo`, as `module`'s attributes decide them, each followed
+/// by a pass that records the phase on the module (mf.phase) and, when
+/// asked, one that writes the IR to `dumpIrDir/NN-<phase>.mlir`.
+void buildCompilePipeline(mlir::OpPassManager &pm, mlir::ModuleOp module,
                           const CompileOptions &options,
                           llvm::StringRef firstPhase = "");
+
+/// The phase after `name` ("" after the last one).
+llvm::StringRef phaseAfter(llvm::StringRef name);
 
 /// Whether the pipeline up to `options.compileTo` runs phase `name`.
 bool runsPhase(const CompileOptions &options, llvm::StringRef name);

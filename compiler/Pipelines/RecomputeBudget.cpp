@@ -2,6 +2,8 @@
 
 #include "compiler/Pipelines/RecomputeBudget.h"
 
+#include "compiler/Frontend/ModuleSettings.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -42,13 +44,10 @@ RecomputeEvaluator::evaluate(const RecomputePlan &plan) {
       entry.erase();
     }
   }
-  CompileOptions options = options_;
-  options.recomputeFull = plan.fullLayers;
-  options.recomputeSelect = plan.selectedOps;
-  options.recomputeSelectComm = plan.selectedCommOps;
-  options.recomputeExclude = plan.excludedOps;
+  (*copy)->setAttr(mf::kRecomputeAttrName,
+                recomputeAttr(module_->getContext(), plan));
   PassManager pm(module_->getContext());
-  buildCompilePipeline(pm, options, "recompute");
+  buildCompilePipeline(pm, *copy, options_, "recompute");
   if (failed(pm.run(*copy))) {
     return std::nullopt;
   }

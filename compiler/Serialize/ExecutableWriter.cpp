@@ -31,6 +31,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <deque>
+
 using namespace mlir;
 using namespace mfc;
 namespace fb = ::mfbin;
@@ -55,18 +57,6 @@ FailureOr<fb::DType> toDType(Type type, Location loc) {
   }
   return emitError(loc) << "element type " << type
                         << " has no executable encoding";
-}
-
-fb::DType toDType(DType type) {
-  switch (type) {
-  case DType::F32:
-    return fb::DType::F32;
-  case DType::F16:
-    return fb::DType::F16;
-  case DType::BF16:
-    return fb::DType::BF16;
-  }
-  return fb::DType::F32;
 }
 
 /// An op's attribute table in the builder (NONE: its op has none).
@@ -95,8 +85,8 @@ static_assert(kEncodedRegistryFingerprint == mfrt::kOpRegistryFingerprint,
 
 class Writer : public OpEncodingContext {
 public:
-  Writer(ModuleOp module, const ModelSpec &spec, StringRef kernelLibrary)
-      : module_(module), spec_(spec), kernelLibrary_(kernelLibrary) {}
+  Writer(ModuleOp module, StringRef kernelLibrary)
+      : module_(module), kernelLibrary_(kernelLibrary) {}
 
   FailureOr<std::vector<uint8_t>> write() {
     mfexec::ExecutableOp executable;
@@ -252,27 +242,10 @@ public:
       }
     }
 
-    const ModelConfig &model = spec_.model;
-    auto training = writeTraining();
-    auto info = fb::CreateModelInfoDirect(
-        builder_, spec_.modelName.c_str(),
-        model.family == ModelFamily::GPT2 ? fb::ModelFamily::GPT2
-                                          : fb::ModelFamily::Llama,
-        toString(spec_.runMode), spec_.contextMode, spec_.seed,
-        spec_.entryBatchSize(), model.seqLength, model.vocabSize,
-        model.numLayers, model.usePast, model.bosTokenId, &model.eosTokenIds,
-        model.padTokenId, model.ignoreTokenId, model.doSample, model.topK,
-        model.topP, model.temperature, model.repetitionPenalty,
-        model.maxDecodeLength, toDType(model.computeDtype), training,
-        spec_.tokenizerPath.empty() ? nullptr : spec_.tokenizerPath.c_str(),
-        model.numHeads, model.kvHeads(),
-        spec_.chatTemplate.empty() ? nullptr : spec_.chatTemplate.c_str(),
-        spec_.bosToken.empty() ? nullptr : spec_.bosToken.c_str(),
-        spec_.eosToken.empty() ? nullptr : spec_.eosToken.c_str(),
-        spec_.loadCheckpoint.empty() ? nullptr : spec_.loadCheckpoint.c_str(),
-        spec_.tokenizerClass.empty() ? nullptr : spec_.tokenizerClass.c_str(),
-        model.pagedCache() ? model.kvBlockSize : 0,
-        model.pagedCache() ? model.kvNumBlocks : 0, contextBlocks());
+    FailureOr<flatbuffers::Offset<fb::ModelInfo>> info = writeModelInfo();
+    if (failed(info)) {
+      return failure();
+    }
     std::vector<uint8_t> library(kernelLibrary_.begin(), kernelLibrary_.end());
     std::vector<flatbuffers::Offset<flatbuffers::String>> names;
     std::vector<flatbuffers::Offset<fb::KernelSignature>> signatures;
@@ -317,7 +290,7 @@ public:
       gridShape.assign(grid.getShape().begin(), grid.getShape().end());
     }
     auto root = fb::CreateExecutableDirect(
-        builder_, kExecutableFormatVersion, "cpu", info, &parameters, &entries,
+        builder_, kExecutableFormatVersion, "cpu", *info, &parameters, &entries,
         library.empty() ? nullptr : &library, names.empty() ? nullptr : &names,
         signatures.empty() ? nullptr : &signatures,
         /*content_crc32=*/1, target, derived.empty() ? nullptr : &derived,
@@ -370,30 +343,88 @@ private:
         dotPanels.empty() ? nullptr : &dotPanels);
   }
 
-  /// The schedule and runner settings (schedule names reduced to the four
-  /// shapes the runtime implements); the optimizer is in train_step.
+  /// What the runtime needs beyond the program, from the module's settings
+  /// (compiler/Frontend/ModuleSettings.h).
+  FailureOr<flatbuffers::Offset<fb::ModelInfo>> writeModelInfo() {
+    auto model = module_->getAttrOfType<mf::ModelInfoAttr>(mf::kModelAttrName);
+    auto generation =
+        module_->getAttrOfType<mf::GenerationAttr>(mf::kGenerationAttrName);
+    std::optional<mf::RunMode> runMode = mf::getRunMode(module_);
+    if (!model || !generation || !runMode) {
+      return module_.emitError()
+                 << "the module has no " << mf::kModelAttrName << ", "
+                 << mf::kGenerationAttrName
+                 << " or mf.run_mode, which model.bin needs (mfc's frontend "
+                    "sets them from the config)",
+             failure();
+    }
+    FailureOr<fb::DType> computeDtype =
+        toDType(model.getComputeDtype(), module_.getLoc());
+    if (failed(computeDtype)) {
+      return failure();
+    }
+    // CreateModelInfoDirect takes C strings; StringAttr's storage is not
+    // NUL-terminated in general, so copies (a deque: they do not move).
+    std::deque<std::string> strings;
+    auto string = [&](Attribute value) -> const char * {
+      auto text = dyn_cast_if_present<StringAttr>(value);
+      return text ? strings.emplace_back(text.str()).c_str() : nullptr;
+    };
+    auto tokenizer =
+        module_->getAttrOfType<mf::TokenizerAttr>(mf::kTokenizerAttrName);
+    auto piece = [&](StringAttr (mf::TokenizerAttr::*get)() const) {
+      return tokenizer ? string((tokenizer.*get)()) : nullptr;
+    };
+    std::vector<int64_t> eosTokenIds(generation.getEosTokenIds().asArrayRef());
+    auto contextMode = module_->getAttrOfType<IntegerAttr>("mf.context_mode");
+    auto training = writeTraining();
+    return fb::CreateModelInfoDirect(
+        builder_, string(module_->getAttr("mf.model_name")),
+        model.getFamily() == mf::ModelFamily::gpt2 ? fb::ModelFamily::GPT2
+                                                   : fb::ModelFamily::Llama,
+        mf::stringifyRunMode(*runMode).data(),
+        contextMode ? static_cast<int32_t>(contextMode.getInt()) : 0,
+        model.getSeed(), model.getBatchSize(), model.getSeqLength(),
+        model.getVocabSize(), model.getNumLayers(),
+        model.getUsePast().getValue(), generation.getBosTokenId(),
+        &eosTokenIds, generation.getPadTokenId(),
+        generation.getIgnoreTokenId(), generation.getDoSample().getValue(),
+        generation.getTopK(), generation.getTopP().getValueAsDouble(),
+        generation.getTemperature().getValueAsDouble(),
+        generation.getRepetitionPenalty().getValueAsDouble(),
+        generation.getMaxDecodeLength(), *computeDtype, training,
+        piece(&mf::TokenizerAttr::getPath), model.getNumHeads(),
+        model.getNumKvHeads(), piece(&mf::TokenizerAttr::getChatTemplate),
+        piece(&mf::TokenizerAttr::getBosToken),
+        piece(&mf::TokenizerAttr::getEosToken),
+        string(module_->getAttr(mf::kLoadCheckpointAttrName)),
+        piece(&mf::TokenizerAttr::getClassName), model.getKvBlockSize(),
+        model.getKvNumBlocks(), contextBlocks());
+  }
+
+  /// A training module's schedule and runner settings (#mf.training, the
+  /// accumulation from #mf.optimizer), and a pipelined module's schedule;
+  /// 0 for a module with neither.
   flatbuffers::Offset<fb::Training> writeTraining() {
-    const OptimizerConfig &optimizer = spec_.optimizer;
-    const LrScheduleConfig &lr = spec_.lrSchedule;
-    StringRef type = lr.type;
-    const char *schedule = type.contains_insensitive("cosine")   ? "cosine"
-                           : type.contains_insensitive("linear") ? "linear"
-                           : type.contains_insensitive("polynomial")
-                               ? "polynomial"
-                               : "constant";
-    // MindFormers replaces the optimizer's rate by the schedule; a bare
-    // optimizer.learning_rate counts when the schedule is the default.
-    double rate = lr.type == "constant" && optimizer.learningRate
-                      ? *optimizer.learningRate
-                      : lr.learningRate;
+    auto training =
+        module_->getAttrOfType<mf::TrainingAttr>(mf::kTrainingAttrName);
+    auto optimizer = module_->getAttrOfType<mf::OptimizerAttr>("mf.optimizer");
+    flatbuffers::Offset<fb::Pipeline> pipeline = writePipeline();
+    if (!training) {
+      return pipeline.IsNull() ? 0
+                               : fb::CreateTrainingDirect(
+                                     builder_, 0, nullptr, 0, 0, 0, 0, -1, 1,
+                                     1, 1, 0, pipeline);
+    }
+    auto f64 = [](FloatAttr value) { return value.getValueAsDouble(); };
     return fb::CreateTrainingDirect(
-        builder_, rate, schedule, lr.lrEnd, lr.warmupSteps, lr.warmupRatio,
-        lr.warmupLrInit, lr.totalSteps, lr.power,
-        spec_.runner.gradientAccumulationSteps, spec_.runner.epochs,
-        spec_.model.pet.petType == "lora"
-            ? spec_.model.pet.loraAlpha / spec_.model.pet.loraRank
-            : 0.0,
-        writePipeline());
+        builder_, f64(training.getLearningRate()),
+        training.getLrSchedule().str().c_str(), f64(training.getLrEnd()),
+        training.getWarmupSteps(), f64(training.getWarmupRatio()),
+        f64(training.getWarmupLrInit()), training.getTotalSteps(),
+        f64(training.getPower()),
+        optimizer ? optimizer.getGradientAccumulationSteps() : 1,
+        training.getEpochs(), f64(training.getLoraScale()), pipeline);
   }
 
   /// The runs of each sequence's positions a context-parallel rank holds
@@ -713,7 +744,6 @@ private:
   }
 
   ModuleOp module_;
-  const ModelSpec &spec_;
   StringRef kernelLibrary_;
   std::vector<mfexec::KernelOp> kernels_;
   llvm::StringMap<uint32_t> kernelIndex_;
@@ -725,7 +755,6 @@ private:
 } // namespace
 
 FailureOr<std::vector<uint8_t>>
-mfc::writeExecutable(ModuleOp module, const ModelSpec &spec,
-                     StringRef kernelLibrary) {
-  return Writer(module, spec, kernelLibrary).write();
+mfc::writeExecutable(ModuleOp module, StringRef kernelLibrary) {
+  return Writer(module, kernelLibrary).write();
 }

@@ -3,8 +3,6 @@
 #ifndef MFC_COMPILER_SERIALIZE_EXECUTABLEWRITER_H
 #define MFC_COMPILER_SERIALIZE_EXECUTABLEWRITER_H
 
-#include "compiler/Frontend/ModelSpec.h"
-
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -20,10 +18,12 @@ constexpr uint32_t kExecutableFormatVersion = 22;
 /// the module went through code generation and memory planning, each
 /// entry's host program (mfexec.entry) and the kernels of its
 /// mfexec.executable, whose code `kernelLibrary` is (an ELF shared object).
-/// Fails with a diagnostic on the first op the format cannot express.
+/// What the runtime needs beyond the program comes from the module's
+/// settings (#mf.model, #mf.generation, ...: compiler/Frontend/
+/// ModuleSettings.h): the module alone is the executable. Fails with a
+/// diagnostic on the first op the format cannot express.
 mlir::FailureOr<std::vector<uint8_t>>
-writeExecutable(mlir::ModuleOp module, const ModelSpec &spec,
-                llvm::StringRef kernelLibrary = {});
+writeExecutable(mlir::ModuleOp module, llvm::StringRef kernelLibrary = {});
 
 } // namespace mfc
 

@@ -35,8 +35,14 @@ def MFExecPlanMemoryPass : Pass<"mfexec-plan-memory", "::mlir::ModuleOp"> {
            "Draw the plan: time x offset rectangles named by model path">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"64",
            "Offsets are multiples of this many bytes">,
-    Option<"timeLimit", "time-limit", "double", /*default=*/"0.25",
-           "Seconds of improvement search per entry">
+    Option<"workLimit", "work-limit", "int64_t", /*default=*/"100000",
+           "Buffer placements of improvement search per entry, so that the "
+           "same IR plans the same arena on any machine (0: no limit; give "
+           "a time limit)">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"-1",
+           "Seconds of improvement search per entry (negative: none, the "
+           "work limit alone; a time limit makes the plan depend on the "
+           "machine's speed)">
   ];
 }
 

@@ -174,6 +174,14 @@ struct MFExecPlanMemoryPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (workLimit <= 0 && timeLimit < 0) {
+      emitError(module.getLoc())
+          << "mfexec-plan-memory: work-limit=" << workLimit
+          << " and time-limit=" << timeLimit
+          << " leave the improvement search without a limit; give a positive "
+             "work-limit or a time-limit of 0 or more seconds";
+      return signalPassFailure();
+    }
     Builder builder(&getContext());
     std::vector<std::pair<std::string, EntryBuffers>> planned;
     std::string csv = "id,lower,upper,size\n";
@@ -186,6 +194,12 @@ struct MFExecPlanMemoryPass
       MemoryPlanOptions options;
       options.alignment = alignment;
       options.timeLimitSeconds = timeLimit;
+      // Candidates replay every buffer: the work is about candidates x n.
+      options.maxCandidates =
+          workLimit > 0 ? std::max<int64_t>(
+                              1, workLimit / std::max<size_t>(
+                                                 1, buffers.buffers.size()))
+                        : 0;
       for (const PlannedBuffer &buffer : buffers.buffers) {
         csv += entry.getFunction().str() + "/" + buffer.id + "," +
                std::to_string(buffer.lower) + "," +

@@ -15,12 +15,15 @@
 #include "compiler/Pipelines/RecomputeBudget.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
+#include "compiler/Frontend/ModuleSettings.h"
 #include "compiler/Transforms/InputFile.h"
+#include "compiler/Transforms/MlirInput.h"
 #include "compiler/Transforms/OutputFile.h"
 #include "dialects/MF/IR/MFDialect.h"
 #include "dialects/MFExec/IR/MFExecOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -117,8 +120,7 @@ void showOnlyOwnOptions(cl::OptionCategory &category) {
   }
 }
 
-int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
-                        const std::string &inputFile,
+int writeExecutableFile(mlir::ModuleOp module, const std::string &inputFile,
                         const std::string &outputFile) {
   if (outputFile == "-") {
     printError("an executable is binary: give it a file with -o model.bin "
@@ -131,7 +133,7 @@ int writeExecutableFile(mlir::ModuleOp module, const ModelSpec &spec,
     return 1;
   }
   mlir::FailureOr<std::vector<uint8_t>> bytes =
-      writeExecutable(module, spec, *kernels);
+      writeExecutable(module, *kernels);
   if (failed(bytes)) {
     printError("cannot serialize '" + inputFile + "'");
     return 1;
@@ -168,20 +170,13 @@ std::optional<std::vector<int64_t>> parsePrefillLengths(llvm::StringRef text,
   return lengths;
 }
 
-/// mf-recompute's options from `plan`.
-void useRecompute(CompileOptions &options, RecomputePlan plan) {
-  options.recomputeFull = std::move(plan.fullLayers);
-  options.recomputeSelect = std::move(plan.selectedOps);
-  options.recomputeSelectComm = std::move(plan.selectedCommOps);
-  options.recomputeExclude = std::move(plan.excludedOps);
-}
-
 /// With `module` compiled through autodiff: chooses the recompute plan for
-/// a budget (into `options`), and plans the step's peak with the plan and
+/// a budget (into the module's mf.recompute), and plans the step's peak with the plan and
 /// without recompute for the report. nullopt after printing why it failed.
 std::optional<RecomputeSummary>
 planRecomputeSearch(mlir::ModuleOp module, const ModelSpec &spec,
-                    CompileOptions &options, const RecomputePlan &configured,
+                    const CompileOptions &options,
+                    const RecomputePlan &configured,
                     std::optional<int64_t> budgetBytes, BudgetSearch search,
                     const std::string &inputFile) {
   RecomputeEvaluator evaluator(module, spec, options);
@@ -194,7 +189,9 @@ planRecomputeSearch(mlir::ModuleOp module, const ModelSpec &spec,
       printError(error);
       return std::nullopt;
     }
-    useRecompute(options, planRecompute(spec, choice->layers));
+    module->setAttr(mlir::mf::kRecomputeAttrName,
+                    recomputeAttr(module.getContext(),
+                                  planRecompute(spec, choice->layers)));
     summary.budget = *budgetBytes;
     summary.peakWith = choice->step.peakBytes;
     for (LayerRecompute layer : choice->layers) {
@@ -223,12 +220,97 @@ planRecomputeSearch(mlir::ModuleOp module, const ModelSpec &spec,
   return summary;
 }
 
+/// What `mfc compile` reads: a YAML config, or IR of any phase.
+enum class InputKind { Yaml, Mlir };
+
+/// Where a compile of IR after the last phase starts: no phase runs.
+constexpr llvm::StringLiteral kNoPhase = "<none>";
+
+/// The kind of `path` by its extension (.mlir; .yaml, .yml), else by its
+/// first line; stdin ('-') is IR. Nullopt after printing why it cannot be
+/// read.
+std::optional<InputKind> inputKindOf(llvm::StringRef path) {
+  if (path == "-" || path.ends_with(".mlir")) {
+    return InputKind::Mlir;
+  }
+  if (path.ends_with(".yaml") || path.ends_with(".yml")) {
+    return InputKind::Yaml;
+  }
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      readInputFile(path, "input", kMaxMlirInputBytes, error);
+  if (!buffer) {
+    printError(error);
+    return std::nullopt;
+  }
+  return looksLikeMlir(buffer->getBuffer()) ? InputKind::Mlir : InputKind::Yaml;
+}
+
+/// The module in `path` ('-': stdin), verified; null after the parser's or
+/// verifier's diagnostics.
+mlir::OwningOpRef<mlir::ModuleOp> readModule(llvm::StringRef path,
+                                             mlir::MLIRContext &context,
+                                             llvm::SourceMgr &sources) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      path == "-" ? mlir::openInputFile(path, &error)
+                  : readInputFile(path, "input", kMaxMlirInputBytes, error);
+  if (!buffer) {
+    printError(error);
+    return nullptr;
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      parseMlirInput(std::move(buffer), context, sources);
+  if (!module || failed(mlir::verify(*module))) {
+    return nullptr;
+  }
+  return module;
+}
+
+/// The phase IR input comes from ("frontend" or a phase): `compileFrom`,
+/// else the module's mf.phase, else frontend. Nullopt after printing why
+/// it is not one, or why `compileTo` comes no later.
+std::optional<std::string> resumePoint(mlir::ModuleOp module,
+                                       llvm::StringRef compileFrom,
+                                       llvm::StringRef compileTo,
+                                       llvm::StringRef inputFile) {
+  auto recorded = module->getAttrOfType<mlir::StringAttr>(
+      mlir::mf::kPhaseAttrName);
+  std::string from = !compileFrom.empty() ? compileFrom.str()
+                     : recorded           ? recorded.str()
+                                          : "frontend";
+  if (from != "frontend" && !findPhase(from)) {
+    printError("'" + from + "' is not a phase (" +
+               (compileFrom.empty() ? "mf.phase of '" + inputFile + "'"
+                                    : llvm::Twine("--compile-from")) +
+               "); phases are: frontend, " + phaseList());
+    return std::nullopt;
+  }
+  if (!compileFrom.empty() && recorded && recorded.getValue() != compileFrom) {
+    llvm::WithColor::warning(llvm::errs(), "mfc")
+        << "--compile-from=" << compileFrom << ", but '" << inputFile
+        << "' records that it went through " << recorded.getValue()
+        << " (mf.phase); resuming after " << compileFrom << "\n";
+  }
+  if (!compileTo.empty()) {
+    CompileOptions upTo;
+    upTo.compileTo = from;
+    if (from != "frontend" && runsPhase(upTo, compileTo)) {
+      printError("--compile-to=" + compileTo + ": '" + inputFile +
+                 "' is already past it (it comes from phase " + from + ")");
+      return std::nullopt;
+    }
+  }
+  return from;
+}
+
 int compile(int argc, char **argv) {
   cl::OptionCategory category("mfc compile options");
   // Options are locals: each command registers only its own.
 
-  cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.yaml>"),
-                                 cl::Required, cl::cat(category));
+  cl::opt<std::string> inputFile(
+      cl::Positional, cl::desc("<model.yaml | phase.mlir | - (IR on stdin)>"),
+      cl::Required, cl::cat(category));
   cl::opt<std::string> outputFile("o",
                                   cl::desc("Output: the executable, or the IR "
                                            "with --compile-to ('-': stdout)"),
@@ -238,6 +320,12 @@ int compile(int argc, char **argv) {
       "Stop after this phase and print its IR (phases: " + phaseList() + ")";
   cl::opt<std::string> compileTo("compile-to", cl::desc(compileToHelp),
                                  cl::value_desc("phase"), cl::cat(category));
+  cl::opt<std::string> compileFrom(
+      "compile-from",
+      cl::desc("IR input: the phase it comes from (frontend or a phase); "
+               "compiling resumes with the next (default: the module's "
+               "mf.phase, which every phase records, else frontend)"),
+      cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",
                 cl::desc("Override a config key, e.g. "
@@ -311,7 +399,8 @@ int compile(int argc, char **argv) {
   showOnlyOwnOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "mfc compile: MindFormers YAML -> mf graph -> executable\n");
+      "mfc compile: MindFormers YAML (or the IR of any phase) -> mf graph "
+      "-> executable\n");
 
   if (!compileTo.empty() && !findPhase(compileTo)) {
     printError("unknown phase '" + compileTo +
@@ -323,60 +412,116 @@ int compile(int argc, char **argv) {
   mlir::DefaultTimingManager timing;
   mlir::applyDefaultTimingManagerCLOptions(timing);
   mlir::TimingScope rootTimer = timing.getRootScope();
-  mlir::TimingScope frontendTimer = rootTimer.nest("Frontend (YAML -> mf)");
-
-  ConfigDiagnostics configDiagnostics(llvm::errs());
-  std::optional<ModelSpec> spec =
-      loadModelSpec(configDiagnostics, inputFile, overrides);
-  if (!spec) {
-    printError(llvm::Twine(configDiagnostics.errorCount()) + " error" +
-               (configDiagnostics.errorCount() == 1 ? "" : "s") + " in '" +
-               inputFile + "'; nothing compiled");
-    return 1;
-  }
-  if (!spec->ignoredSections.empty()) {
-    std::string list;
-    for (const std::string &key : spec->ignoredSections) {
-      list += (list.empty() ? "" : ", ") + key;
-    }
-    llvm::WithColor::note(llvm::errs(), "mfc")
-        << "ignored (used only by MindSpore's trainer): " << list << "\n";
-  }
-
-  FrontendOptions frontendOptions;
-  if (prefillLengths.getNumOccurrences()) {
-    std::optional<std::vector<int64_t>> lengths =
-        parsePrefillLengths(prefillLengths, spec->model.seqLength);
-    if (!lengths) {
-      return 2;
-    }
-    if (spec->runMode != RunMode::Predict || !spec->model.usePast) {
-      llvm::WithColor::note(llvm::errs(), "mfc")
-          << "--prefill-lengths is for predict with use_past: True; ignored\n";
-    }
-    frontendOptions.prefillLengths = std::move(lengths);
-  }
 
   mlir::DialectRegistry registry;
+  // The LLVM dialect too: IR after codegen holds the kernels in a nested
+  // LLVM-dialect module.
   registry.insert<mlir::mf::MFDialect, mlir::mfexec::MFExecDialect,
-                  mlir::func::FuncDialect, mlir::shard::ShardDialect>();
+                  mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
+                  mlir::shard::ShardDialect>();
   mlir::MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnosticHandler(sourceMgr, &context);
 
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      buildModelModule(context, *spec, frontendOptions);
-  if (!module) {
-    printError("'" + inputFile + "': nothing compiled");
+  std::optional<InputKind> kind = inputKindOf(inputFile);
+  if (!kind) {
     return 1;
   }
-  if (failed(mlir::verify(*module))) {
-    printError("internal error: the frontend built invalid mf IR for '" +
-               inputFile + "'; please report it with the config");
-    return 3;
+  // The spec of a YAML input; IR carries its config's decisions itself.
+  std::optional<ModelSpec> spec;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  llvm::StringRef firstPhase; // "": the first
+  if (*kind == InputKind::Mlir) {
+    for (auto [used, flag] :
+         {std::pair{overrides.getNumOccurrences() > 0, "--set"},
+          {prefillLengths.getNumOccurrences() > 0, "--prefill-lengths"},
+          {calibrationModel.getNumOccurrences() > 0, "--calibration-model"},
+          {memoryBudget.getNumOccurrences() > 0, "--memory-budget"}}) {
+      if (used) {
+        printError(llvm::Twine(flag) + " is read with the YAML config, but '" +
+                   inputFile +
+                   "' is IR, whose config decisions are its module "
+                   "attributes (mf.quantize_weights, mf.recompute, ...); "
+                   "give it to the compile that built the IR");
+        return 2;
+      }
+    }
+    mlir::TimingScope parseTimer = rootTimer.nest("Parse (MLIR)");
+    module = readModule(inputFile, context, sourceMgr);
+    if (!module) {
+      printError("'" + inputFile + "': nothing compiled");
+      return 1;
+    }
+    std::optional<std::string> resumeAfter =
+        resumePoint(*module, compileFrom, compileTo, inputFile);
+    if (!resumeAfter) {
+      return 2;
+    }
+    firstPhase = *resumeAfter == "frontend"
+                     ? llvm::StringRef(compilerPhases().front().name)
+                     : phaseAfter(*resumeAfter);
+    if (firstPhase.empty()) {
+      firstPhase = kNoPhase;
+    }
+  } else {
+    if (compileFrom.getNumOccurrences()) {
+      printError("--compile-from is for IR input; '" + inputFile +
+                 "' is a YAML config, compiled from the frontend");
+      return 2;
+    }
+    mlir::TimingScope frontendTimer = rootTimer.nest("Frontend (YAML -> mf)");
+    ConfigDiagnostics configDiagnostics(llvm::errs());
+    spec = loadModelSpec(configDiagnostics, inputFile, overrides);
+    if (!spec) {
+      printError(llvm::Twine(configDiagnostics.errorCount()) + " error" +
+                 (configDiagnostics.errorCount() == 1 ? "" : "s") + " in '" +
+                 inputFile + "'; nothing compiled");
+      return 1;
+    }
+    if (!spec->ignoredSections.empty()) {
+      std::string list;
+      for (const std::string &key : spec->ignoredSections) {
+        list += (list.empty() ? "" : ", ") + key;
+      }
+      llvm::WithColor::note(llvm::errs(), "mfc")
+          << "ignored (used only by MindSpore's trainer): " << list << "\n";
+    }
+    FrontendOptions frontendOptions;
+    if (prefillLengths.getNumOccurrences()) {
+      std::optional<std::vector<int64_t>> lengths =
+          parsePrefillLengths(prefillLengths, spec->model.seqLength);
+      if (!lengths) {
+        return 2;
+      }
+      if (spec->runMode != RunMode::Predict || !spec->model.usePast) {
+        llvm::WithColor::note(llvm::errs(), "mfc")
+            << "--prefill-lengths is for predict with use_past: True; "
+               "ignored\n";
+      }
+      frontendOptions.prefillLengths = std::move(lengths);
+    }
+    const QuantizationConfig &quantization = spec->model.quantization;
+    if (calibrationModel && quantization.activationGranularity != "per_tensor" &&
+        quantization.kvcacheDtype != "int8") {
+      printError("--calibration-model: this config has nothing calibrated "
+                 "(quantization_config with activation_dtype 'int8' and "
+                 "act_quant_granularity 'per_tensor', as smooth_quant has, or "
+                 "kvcache_dtype 'int8'); its weights are quantized at load "
+                 "without calibration");
+      return 1;
+    }
+    frontendOptions.calibrationModel = calibrationModel;
+    module = buildModelModule(context, *spec, frontendOptions);
+    if (!module) {
+      printError("'" + inputFile + "': nothing compiled");
+      return 1;
+    }
+    if (failed(mlir::verify(*module))) {
+      printError("internal error: the frontend built invalid mf IR for '" +
+                 inputFile + "'; please report it with the config");
+      return 3;
+    }
   }
-
-  frontendTimer.stop();
 
   CompileOptions options;
   options.compileTo = compileTo;
@@ -386,33 +531,7 @@ int compile(int argc, char **argv) {
   options.cpu = cpu;
   options.kernelsObject = kernelsObject;
   options.packWeights = packWeights;
-  options.sequenceParallel =
-      spec->parallel.useSeqParallel && spec->shardedModelParallel > 1;
-  options.quantizeWeights =
-      !spec->model.quantization.quantMethod.empty() && !calibrationModel;
-  options.quantizeKvCache =
-      spec->model.quantization.kvcacheDtype == "int8" && !calibrationModel;
-  if (calibrationModel &&
-      spec->model.quantization.activationGranularity != "per_tensor" &&
-      spec->model.quantization.kvcacheDtype != "int8") {
-    printError("--calibration-model: this config has nothing calibrated "
-               "(quantization_config with activation_dtype 'int8' and "
-               "act_quant_granularity 'per_tensor', as smooth_quant has, or "
-               "kvcache_dtype 'int8'); its weights are quantized at load "
-               "without calibration");
-    return 1;
-  }
-  options.quantizeExclude = spec->model.quantization.modulesToNotConvert;
-  options.quantizeBits = spec->model.quantization.weightDtype == "int4" ? 4 : 8;
-  options.quantizeGroupSize = spec->model.quantization.groupSize;
-  const QuantizationConfig &quantization = spec->model.quantization;
-  options.quantizeActivations =
-      quantization.activationDtype != "int8"               ? "none"
-      : quantization.activationGranularity == "per_tensor" ? "per-tensor"
-                                                           : "per-token";
-  options.quantizeSmoothAlpha = quantization.smoothAlpha;
-  bool training =
-      spec->runMode == RunMode::Train || spec->runMode == RunMode::Finetune;
+  bool training = mlir::mf::isTrainingModule(*module);
   std::optional<int64_t> budgetBytes;
   if (memoryBudget.getNumOccurrences()) {
     budgetBytes = parseByteSize(memoryBudget);
@@ -436,7 +555,7 @@ int compile(int argc, char **argv) {
     }
   }
   RecomputePlan recompute;
-  if (training) {
+  if (spec && training) {
     recompute = planRecompute(*spec);
   }
   bool recomputes = !recompute.fullLayers.empty() || !recompute.selectedOps.empty();
@@ -445,19 +564,21 @@ int compile(int argc, char **argv) {
         << "--memory-budget replaces what recompute_config's recompute and "
            "select_recompute choose (its exclusions still hold)\n";
   }
-  useRecompute(options, recompute);
-  if (!dumpIrDir.empty() &&
+  if (spec && !dumpIrDir.empty() &&
       failed(dumpModule(*module, dumpIrDir, 0, "frontend"))) {
     return 1;
   }
-  auto runPhases = [&](llvm::StringRef firstPhase,
+  auto runPhases = [&](llvm::StringRef fromPhase,
                        const CompileOptions &phaseOptions) {
+    if (fromPhase == kNoPhase) {
+      return true; // IR after the last phase: only the executable is left
+    }
     mlir::PassManager pm(&context);
     if (failed(mlir::applyPassManagerCLOptions(pm))) {
       return false;
     }
     pm.enableTiming(rootTimer);
-    buildCompilePipeline(pm, phaseOptions, firstPhase);
+    buildCompilePipeline(pm, *module, phaseOptions, fromPhase);
     if (failed(pm.run(*module))) {
       printError("compilation of '" + inputFile + "' failed");
       return false;
@@ -469,7 +590,7 @@ int compile(int argc, char **argv) {
   std::optional<RecomputeSummary> summary;
   // A pipelined step is its stages' entries: the search (of train_step)
   // is not built for them; the report gives each stage's plan instead.
-  bool pipelined = spec->shardedPipelineStages > 1;
+  bool pipelined = spec && spec->shardedPipelineStages > 1;
   if (pipelined && budgetBytes) {
     printError("--memory-budget: the recompute search is not built for "
                "pipelined programs yet (parallel_config.pipeline_stage " +
@@ -477,10 +598,13 @@ int compile(int argc, char **argv) {
                "); give recompute_config instead");
     return 1;
   }
-  bool searches = training && !pipelined && runsPhase(options, "recompute") &&
+  // The search plans with the config's recompute choices per layer: YAML
+  // input only (IR records the resulting patterns, not the choices).
+  bool searches = spec && training && !pipelined &&
+                  runsPhase(options, "recompute") &&
                   (budgetBytes || (recomputes && !reportFile.empty()));
   if (!searches) {
-    if (!runPhases("", options)) {
+    if (!runPhases(firstPhase, options)) {
       return 1;
     }
   } else {
@@ -526,7 +650,7 @@ int compile(int argc, char **argv) {
     }
   }
   if (compileTo.empty()) {
-    return writeExecutableFile(*module, *spec, inputFile, outputFile);
+    return writeExecutableFile(*module, inputFile, outputFile);
   }
 
   return writeFile(outputFile, [&](llvm::raw_ostream &os) {

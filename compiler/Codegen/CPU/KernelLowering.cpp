@@ -441,6 +441,9 @@ FailureOr<mfexec::TargetAttr> mfc::resolveKernelTarget(StringRef cpu,
 
 FailureOr<std::string> mfc::emitKernelObject(ModuleOp kernels,
                                              mfexec::TargetAttr resolved) {
+  // (Also when the kernels come from IR that mfc resumes after codegen.)
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
   MLIRContext *context = kernels.getContext();
   registerBuiltinDialectTranslation(*context);
   registerLLVMDialectTranslation(*context);

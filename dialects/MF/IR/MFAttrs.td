@@ -103,4 +103,175 @@ def MF_OptimizerAttr : AttrDef<MF_Dialect, "Optimizer"> {
   let genVerifyDecl = 1;
 }
 
+def MF_ModelFamily : I32EnumAttr<"ModelFamily",
+    "how the runtime names a model's checkpoint tensors", [
+      I32EnumAttrCase<"llama", 0>,
+      I32EnumAttrCase<"gpt2", 1>
+    ]> {
+  let cppNamespace = "::mlir::mf";
+  let genSpecializedAttr = 0;
+}
+
+def MF_ModelInfoAttr : AttrDef<MF_Dialect, "ModelInfo"> {
+  let mnemonic = "model";
+  let summary = "the model facts the runtime needs beyond the program";
+  let description = [{
+    What the frontend read from `model_config` (and the context's seed) that
+    the runtime needs and the program does not say: how checkpoint tensors
+    are named (`family`), the entries' batch and sequence, the head counts
+    (a MindFormers checkpoint with `qkv_concat` interleaves wq/wk/wv per KV
+    group), the compute dtype, and a paged KV cache's blocks (0: one cache
+    row per batch row). The writer copies it into model.bin's ModelInfo.
+
+    ```mlir
+    module attributes {mf.model = #mf.model<family = llama, seed = 0,
+        batch_size = 1, seq_length = 64, vocab_size = 256, num_layers = 2,
+        num_heads = 4, num_kv_heads = 2, compute_dtype = f32,
+        use_past = true>}
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::mf::ModelFamily":$family,
+    "int64_t":$seed,
+    "int64_t":$batch_size,
+    "int64_t":$seq_length,
+    "int64_t":$vocab_size,
+    "int64_t":$num_layers,
+    "int64_t":$num_heads,
+    "int64_t":$num_kv_heads,
+    "::mlir::Type":$compute_dtype,
+    "::mlir::BoolAttr":$use_past,
+    DefaultValuedParameter<"int64_t", "0">:$kv_block_size,
+    DefaultValuedParameter<"int64_t", "0">:$kv_num_blocks);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def MF_GenerationAttr : AttrDef<MF_Dialect, "Generation"> {
+  let mnemonic = "generation";
+  let summary = "a model's generation defaults and special token ids";
+  let description = [{
+    `model_config`'s generation settings, which mf-run and mf-serve use
+    unless a flag or a request overrides them.
+
+    ```mlir
+    module attributes {mf.generation = #mf.generation<bos_token_id = 1,
+        eos_token_ids = array<i64: 2>, pad_token_id = 0,
+        ignore_token_id = -100, do_sample = false, top_k = 1,
+        top_p = 1.0, temperature = 1.0, repetition_penalty = 1.0,
+        max_decode_length = 512>}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$bos_token_id,
+    "::mlir::DenseI64ArrayAttr":$eos_token_ids,
+    "int64_t":$pad_token_id,
+    "int64_t":$ignore_token_id,
+    "::mlir::BoolAttr":$do_sample,
+    "int64_t":$top_k,
+    "::mlir::FloatAttr":$top_p,
+    "::mlir::FloatAttr":$temperature,
+    "::mlir::FloatAttr":$repetition_penalty,
+    "int64_t":$max_decode_length);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def MF_TokenizerAttr : AttrDef<MF_Dialect, "Tokenizer"> {
+  let mnemonic = "tokenizer";
+  let summary = "the tokenizer the config names";
+  let description = [{
+    `processor.tokenizer`: the tokenizer.json or Hugging Face folder (an
+    absolute path), its class (how a vocab.json + merges.txt tokenizer
+    splits text), and the chat template and special tokens for
+    `mf-run --chat`. Each is left out when the config does not give it.
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::StringAttr">:$path,
+    OptionalParameter<"::mlir::StringAttr">:$class_name,
+    OptionalParameter<"::mlir::StringAttr">:$chat_template,
+    OptionalParameter<"::mlir::StringAttr">:$bos_token,
+    OptionalParameter<"::mlir::StringAttr">:$eos_token);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def MF_TrainingAttr : AttrDef<MF_Dialect, "Training"> {
+  let mnemonic = "training";
+  let summary = "a training module's learning-rate schedule and run settings";
+  let description = [{
+    The runtime's side of training: the learning rate each step uses
+    (`lr_schedule` as one of the four shapes mf-run implements: cosine,
+    linear, polynomial or constant; warmup by steps, or by ratio when
+    `warmup_steps` is 0; `total_steps` -1: the run's), the epochs over the
+    data, and LoRA's `lora_alpha / lora_rank` (0: no adapters), which
+    merging and PEFT export need. The optimizer itself is `mf.optimizer`.
+  }];
+  let parameters = (ins
+    "::mlir::FloatAttr":$learning_rate,
+    "::mlir::StringAttr":$lr_schedule,
+    "::mlir::FloatAttr":$lr_end,
+    "int64_t":$warmup_steps,
+    "::mlir::FloatAttr":$warmup_ratio,
+    "::mlir::FloatAttr":$warmup_lr_init,
+    "int64_t":$total_steps,
+    "::mlir::FloatAttr":$power,
+    "int64_t":$epochs,
+    "::mlir::FloatAttr":$lora_scale);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Compile decisions: what the config asks of the compiler's phases, recorded
+// by the frontend so that compiling resumes from any phase's IR (mfc compile
+// x.mlir) with the config's choices. mfc builds each phase from them.
+//===----------------------------------------------------------------------===//
+
+def MF_QuantizeWeightsAttr : AttrDef<MF_Dialect, "QuantizeWeights"> {
+  let mnemonic = "quantize_weights";
+  let summary = "quantization_config's weight quantization (mf-quantize-weights)";
+  let description = [{
+    `bits` 8 or 4, one scale per row (`group_size` 0) or per group of
+    columns, the activations ("none", "per-token" int8 rows, or
+    "per-tensor" with calibrated scales), SmoothQuant's migration strength
+    (absent: no smoothing) and `modules_to_not_convert` (`exclude`: model
+    paths left in float).
+
+    ```mlir
+    module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 4,
+        group_size = 32, activations = "none">}
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$bits,
+    DefaultValuedParameter<"int64_t", "0">:$group_size,
+    "::mlir::StringAttr":$activations,
+    OptionalParameter<"::mlir::FloatAttr">:$smooth_alpha,
+    OptionalParameter<"::mlir::ArrayAttr">:$exclude);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def MF_RecomputeAttr : AttrDef<MF_Dialect, "Recompute"> {
+  let mnemonic = "recompute";
+  let summary = "what mf-recompute recomputes (recompute_config, or the "
+                "--memory-budget search's choice)";
+  let description = [{
+    mf-recompute's `full` layers, `select` and `select_comm` op patterns and
+    `exclude` patterns (model paths; see the pass), as the frontend derived
+    them from `recompute_config`. Each list is left out when empty.
+
+    ```mlir
+    module attributes {mf.recompute = #mf.recompute<full = ["model.layers.0"]>}
+    ```
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::ArrayAttr">:$full,
+    OptionalParameter<"::mlir::ArrayAttr">:$select,
+    OptionalParameter<"::mlir::ArrayAttr">:$select_comm,
+    OptionalParameter<"::mlir::ArrayAttr">:$exclude);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // MF_ATTRS_TD

@@ -68,6 +68,123 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ModelFamily, int64_t, int64_t batchSize,
+                                   int64_t seqLength, int64_t vocabSize,
+                                   int64_t numLayers, int64_t numHeads,
+                                   int64_t numKvHeads, Type computeDtype,
+                                   BoolAttr, int64_t kvBlockSize,
+                                   int64_t kvNumBlocks) {
+  if (batchSize < 1 || seqLength < 1 || vocabSize < 1 || numLayers < 1) {
+    return emitError() << "model batch_size, seq_length, vocab_size and "
+                          "num_layers must be positive";
+  }
+  if (numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0) {
+    return emitError() << "model num_heads (" << numHeads
+                       << ") must be a positive multiple of num_kv_heads ("
+                       << numKvHeads << ")";
+  }
+  if (!computeDtype.isF32() && !computeDtype.isF16() && !computeDtype.isBF16()) {
+    return emitError() << "model compute_dtype must be f32, f16 or bf16, got "
+                       << computeDtype;
+  }
+  if (kvBlockSize < 0 || kvNumBlocks < 0 ||
+      (kvBlockSize == 0) != (kvNumBlocks == 0)) {
+    return emitError() << "model kv_block_size and kv_num_blocks are both "
+                          "positive (a paged KV cache) or both 0";
+  }
+  return success();
+}
+
+LogicalResult GenerationAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t, DenseI64ArrayAttr,
+    int64_t, int64_t, BoolAttr, int64_t topK, FloatAttr topP,
+    FloatAttr temperature, FloatAttr repetitionPenalty,
+    int64_t maxDecodeLength) {
+  double p = topP.getValueAsDouble();
+  if (topK < 0 || !(p > 0 && p <= 1)) {
+    return emitError() << "generation top_k must be non-negative and top_p "
+                          "in (0, 1]";
+  }
+  if (!(temperature.getValueAsDouble() > 0) ||
+      !(repetitionPenalty.getValueAsDouble() > 0) || maxDecodeLength < 1) {
+    return emitError() << "generation temperature, repetition_penalty and "
+                          "max_decode_length must be positive";
+  }
+  return success();
+}
+
+LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FloatAttr, StringAttr lrSchedule, FloatAttr,
+                                   int64_t warmupSteps, FloatAttr warmupRatio,
+                                   FloatAttr, int64_t totalSteps, FloatAttr,
+                                   int64_t epochs, FloatAttr loraScale) {
+  if (!llvm::is_contained({"cosine", "linear", "polynomial", "constant"},
+                          lrSchedule.getValue())) {
+    return emitError() << "training lr_schedule must be cosine, linear, "
+                          "polynomial or constant, got "
+                       << lrSchedule;
+  }
+  double ratio = warmupRatio.getValueAsDouble();
+  if (warmupSteps < 0 || !(ratio >= 0 && ratio <= 1) || totalSteps < -1 ||
+      epochs < 1) {
+    return emitError() << "training warmup_steps must be non-negative, "
+                          "warmup_ratio in [0, 1], total_steps at least -1 "
+                          "(-1 or 0: the run's) and epochs positive";
+  }
+  if (!(loraScale.getValueAsDouble() >= 0)) {
+    return emitError() << "training lora_scale must be non-negative (0: no "
+                          "LoRA)";
+  }
+  return success();
+}
+
+LogicalResult QuantizeWeightsAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t bits,
+    int64_t groupSize, StringAttr activations, FloatAttr smoothAlpha,
+    ArrayAttr exclude) {
+  if (bits != 8 && bits != 4) {
+    return emitError() << "quantize_weights bits must be 8 or 4, got " << bits;
+  }
+  if (groupSize < 0 || (bits == 4 && groupSize == 0)) {
+    return emitError() << "quantize_weights group_size must be 0 (a scale a "
+                          "row) or positive, and positive for 4 bits";
+  }
+  if (!llvm::is_contained({"none", "per-token", "per-tensor"},
+                          activations.getValue())) {
+    return emitError() << "quantize_weights activations must be \"none\", "
+                          "\"per-token\" or \"per-tensor\", got "
+                       << activations;
+  }
+  if (smoothAlpha && (activations.getValue() != "per-tensor" ||
+                      !(smoothAlpha.getValueAsDouble() >= 0 &&
+                        smoothAlpha.getValueAsDouble() <= 1))) {
+    return emitError() << "quantize_weights smooth_alpha is SmoothQuant's "
+                          "migration strength in [0, 1], with activations "
+                          "\"per-tensor\"";
+  }
+  if (exclude && !llvm::all_of(exclude, llvm::IsaPred<StringAttr>)) {
+    return emitError() << "quantize_weights exclude must list model paths "
+                          "(strings)";
+  }
+  return success();
+}
+
+LogicalResult RecomputeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    ArrayAttr full, ArrayAttr select,
+                                    ArrayAttr selectComm, ArrayAttr exclude) {
+  for (auto [name, list] : {std::pair{"full", full},
+                            {"select", select},
+                            {"select_comm", selectComm},
+                            {"exclude", exclude}}) {
+    if (list && !llvm::all_of(list, llvm::IsaPred<StringAttr>)) {
+      return emitError() << "recompute " << name
+                         << " must list patterns (strings)";
+    }
+  }
+  return success();
+}
+
 // The mf.* attributes ops outside the dialect carry: the module's settings
 // (the frontend's contract with the passes and the writer), what passes
 // record for the report, the CPU kernels' tiles and panels.
@@ -101,8 +218,39 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
-  if (name == "mf.model_name") {
+  if (name == "mf.model_name" || name == kLoadCheckpointAttrName ||
+      name == kPhaseAttrName) {
     return onModule(isa<StringAttr>(value), "a string");
+  }
+  if (name == kModelAttrName) {
+    return onModule(isa<ModelInfoAttr>(value), "#mf.model<...>");
+  }
+  if (name == kGenerationAttrName) {
+    return onModule(isa<GenerationAttr>(value), "#mf.generation<...>");
+  }
+  if (name == kTokenizerAttrName) {
+    return onModule(isa<TokenizerAttr>(value), "#mf.tokenizer<...>");
+  }
+  if (name == kTrainingAttrName) {
+    if (failed(onModule(isa<TrainingAttr>(value), "#mf.training<...>"))) {
+      return failure();
+    }
+    if (!isTrainingModule(op)) {
+      return op->emitError() << "'" << name
+                             << "' belongs to a training module (mf.run_mode "
+                                "train or finetune)";
+    }
+    return success();
+  }
+  if (name == kQuantizeWeightsAttrName) {
+    return onModule(isa<QuantizeWeightsAttr>(value),
+                    "#mf.quantize_weights<...>");
+  }
+  if (name == kRecomputeAttrName) {
+    return onModule(isa<RecomputeAttr>(value), "#mf.recompute<...>");
+  }
+  if (name == kQuantizeKvCacheAttrName || name == kSequenceParallelAttrName) {
+    return onModule(isa<UnitAttr>(value), "a unit attribute");
   }
   if (name == "mf.context_mode") {
     auto mode = dyn_cast<IntegerAttr>(value);

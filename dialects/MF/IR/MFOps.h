@@ -61,6 +61,29 @@ namespace mlir::mf {
 std::optional<RunMode> getRunMode(Operation *module);
 /// True for a module compiled to train (run mode train or finetune).
 bool isTrainingModule(Operation *module);
+/// The module's settings for the runtime, which the writer copies into
+/// model.bin: #mf.model, #mf.generation, #mf.tokenizer, the checkpoint the
+/// config names (an absolute path) and a training module's #mf.training.
+inline constexpr llvm::StringLiteral kModelAttrName = "mf.model";
+inline constexpr llvm::StringLiteral kGenerationAttrName = "mf.generation";
+inline constexpr llvm::StringLiteral kTokenizerAttrName = "mf.tokenizer";
+inline constexpr llvm::StringLiteral kLoadCheckpointAttrName =
+    "mf.load_checkpoint";
+inline constexpr llvm::StringLiteral kTrainingAttrName = "mf.training";
+/// The config's decisions for the phases (mfc builds each phase from
+/// them): #mf.quantize_weights, mf.quantize_kv_cache (unit: kvcache_dtype
+/// int8), #mf.recompute and mf.sequence_parallel (unit: use_seq_parallel
+/// on a tensor-parallel module).
+inline constexpr llvm::StringLiteral kQuantizeWeightsAttrName =
+    "mf.quantize_weights";
+inline constexpr llvm::StringLiteral kQuantizeKvCacheAttrName =
+    "mf.quantize_kv_cache";
+inline constexpr llvm::StringLiteral kRecomputeAttrName = "mf.recompute";
+inline constexpr llvm::StringLiteral kSequenceParallelAttrName =
+    "mf.sequence_parallel";
+/// The last compiler phase the module went through (mfc compile resumes
+/// after it).
+inline constexpr llvm::StringLiteral kPhaseAttrName = "mf.phase";
 /// A pipelined training module's entries: the pipeline stage (an index)
 /// whose ranks run the function; the module's `mf.micro_batches` is how
 /// many micro-batches a training step runs through the stages.
