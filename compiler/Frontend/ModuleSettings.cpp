@@ -65,7 +65,6 @@ void setTraining(ModuleOp module, Builder &builder, const ModelSpec &spec) {
   double rate = lr.type == "constant" && spec.optimizer.learningRate
                     ? *spec.optimizer.learningRate
                     : lr.learningRate;
-  const PetConfig &pet = spec.model.pet;
   auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
   module->setAttr(
       mf::kTrainingAttrName,
@@ -73,8 +72,7 @@ void setTraining(ModuleOp module, Builder &builder, const ModelSpec &spec) {
           builder.getContext(), f64(rate), builder.getStringAttr(schedule),
           f64(lr.lrEnd), lr.warmupSteps, f64(lr.warmupRatio),
           f64(lr.warmupLrInit), lr.totalSteps, f64(lr.power),
-          spec.runner.epochs,
-          f64(pet.petType == "lora" ? pet.loraAlpha / pet.loraRank : 0.0)));
+          spec.runner.epochs));
 }
 
 } // namespace
@@ -100,7 +98,10 @@ void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
           computeType(builder, model.computeDtype),
           builder.getBoolAttr(model.usePast),
           model.pagedCache() ? model.kvBlockSize : 0,
-          model.pagedCache() ? model.kvNumBlocks : 0));
+          model.pagedCache() ? model.kvNumBlocks : 0,
+          model.pet.petType == "lora"
+              ? builder.getF64FloatAttr(model.pet.loraAlpha / model.pet.loraRank)
+              : FloatAttr()));
   auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
   module->setAttr(
       mf::kGenerationAttrName,

@@ -377,7 +377,7 @@ private:
     };
     std::vector<int64_t> eosTokenIds(generation.getEosTokenIds().asArrayRef());
     auto contextMode = module_->getAttrOfType<IntegerAttr>("mf.context_mode");
-    auto training = writeTraining();
+    auto training = writeTraining(model.getLoraScale());
     return fb::CreateModelInfoDirect(
         builder_, string(module_->getAttr("mf.model_name")),
         model.getFamily() == mf::ModelFamily::gpt2 ? fb::ModelFamily::GPT2
@@ -403,18 +403,23 @@ private:
   }
 
   /// A training module's schedule and runner settings (#mf.training, the
-  /// accumulation from #mf.optimizer), and a pipelined module's schedule;
-  /// 0 for a module with neither.
-  flatbuffers::Offset<fb::Training> writeTraining() {
+  /// accumulation from #mf.optimizer), a pipelined module's schedule and
+  /// LoRA's scale (in any run mode: merging needs it); 0 for a module with
+  /// none of them.
+  flatbuffers::Offset<fb::Training> writeTraining(FloatAttr loraScale) {
     auto training =
         module_->getAttrOfType<mf::TrainingAttr>(mf::kTrainingAttrName);
     auto optimizer = module_->getAttrOfType<mf::OptimizerAttr>("mf.optimizer");
     flatbuffers::Offset<fb::Pipeline> pipeline = writePipeline();
-    if (!training) {
-      return pipeline.IsNull() ? 0
-                               : fb::CreateTrainingDirect(
-                                     builder_, 0, nullptr, 0, 0, 0, 0, -1, 1,
-                                     1, 1, 0, pipeline);
+    double lora = loraScale ? loraScale.getValueAsDouble() : 0.0;
+    if (!training && pipeline.IsNull() && !loraScale) {
+      return 0;
+    }
+    int64_t accumulation =
+        optimizer ? optimizer.getGradientAccumulationSteps() : 1;
+    if (!training) { // the schedule's fields at the runtime's defaults
+      return fb::CreateTrainingDirect(builder_, 0, nullptr, 0, 0, 0, 0, -1, 1,
+                                      accumulation, 1, lora, pipeline);
     }
     auto f64 = [](FloatAttr value) { return value.getValueAsDouble(); };
     return fb::CreateTrainingDirect(
@@ -422,9 +427,8 @@ private:
         training.getLrSchedule().str().c_str(), f64(training.getLrEnd()),
         training.getWarmupSteps(), f64(training.getWarmupRatio()),
         f64(training.getWarmupLrInit()), training.getTotalSteps(),
-        f64(training.getPower()),
-        optimizer ? optimizer.getGradientAccumulationSteps() : 1,
-        training.getEpochs(), f64(training.getLoraScale()), pipeline);
+        f64(training.getPower()), accumulation, training.getEpochs(), lora,
+        pipeline);
   }
 
   /// The runs of each sequence's positions a context-parallel rank holds

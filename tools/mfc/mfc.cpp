@@ -226,14 +226,16 @@ enum class InputKind { Yaml, Mlir };
 /// Where a compile of IR after the last phase starts: no phase runs.
 constexpr llvm::StringLiteral kNoPhase = "<none>";
 
-/// The kind of `path` by its extension (.mlir; .yaml, .yml), else by its
-/// first line; stdin ('-') is IR. Nullopt after printing why it cannot be
-/// read.
+/// The kind of `path` by its extension (.mlir; .yaml, .yml), else a
+/// regular file's by its first line; stdin ('-') is IR, anything else (a
+/// Hugging Face folder, a path that is no file) goes to the frontend, which
+/// says what it is. Nullopt after printing why it cannot be read.
 std::optional<InputKind> inputKindOf(llvm::StringRef path) {
   if (path == "-" || path.ends_with(".mlir")) {
     return InputKind::Mlir;
   }
-  if (path.ends_with(".yaml") || path.ends_with(".yml")) {
+  if (path.ends_with(".yaml") || path.ends_with(".yml") ||
+      !llvm::sys::fs::is_regular_file(path)) {
     return InputKind::Yaml;
   }
   std::string error;

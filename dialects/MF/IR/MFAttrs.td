@@ -120,8 +120,10 @@ def MF_ModelInfoAttr : AttrDef<MF_Dialect, "ModelInfo"> {
     the runtime needs and the program does not say: how checkpoint tensors
     are named (`family`), the entries' batch and sequence, the head counts
     (a MindFormers checkpoint with `qkv_concat` interleaves wq/wk/wv per KV
-    group), the compute dtype, and a paged KV cache's blocks (0: one cache
-    row per batch row). The writer copies it into model.bin's ModelInfo.
+    group), the compute dtype, a paged KV cache's blocks (0: one cache
+    row per batch row), and with LoRA adapters their `lora_alpha /
+    lora_rank` (merging and PEFT export need it, in predict too). The
+    writer copies it into model.bin.
 
     ```mlir
     module attributes {mf.model = #mf.model<family = llama, seed = 0,
@@ -142,7 +144,8 @@ def MF_ModelInfoAttr : AttrDef<MF_Dialect, "ModelInfo"> {
     "::mlir::Type":$compute_dtype,
     "::mlir::BoolAttr":$use_past,
     DefaultValuedParameter<"int64_t", "0">:$kv_block_size,
-    DefaultValuedParameter<"int64_t", "0">:$kv_num_blocks);
+    DefaultValuedParameter<"int64_t", "0">:$kv_num_blocks,
+    OptionalParameter<"::mlir::FloatAttr">:$lora_scale);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -203,8 +206,7 @@ def MF_TrainingAttr : AttrDef<MF_Dialect, "Training"> {
     (`lr_schedule` as one of the four shapes mf-run implements: cosine,
     linear, polynomial or constant; warmup by steps, or by ratio when
     `warmup_steps` is 0; `total_steps` -1: the run's), the epochs over the
-    data, and LoRA's `lora_alpha / lora_rank` (0: no adapters), which
-    merging and PEFT export need. The optimizer itself is `mf.optimizer`.
+    data. The optimizer itself is `mf.optimizer`.
   }];
   let parameters = (ins
     "::mlir::FloatAttr":$learning_rate,
@@ -215,8 +217,7 @@ def MF_TrainingAttr : AttrDef<MF_Dialect, "Training"> {
     "::mlir::FloatAttr":$warmup_lr_init,
     "int64_t":$total_steps,
     "::mlir::FloatAttr":$power,
-    "int64_t":$epochs,
-    "::mlir::FloatAttr":$lora_scale);
+    "int64_t":$epochs);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -74,7 +74,7 @@ LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                    int64_t numLayers, int64_t numHeads,
                                    int64_t numKvHeads, Type computeDtype,
                                    BoolAttr, int64_t kvBlockSize,
-                                   int64_t kvNumBlocks) {
+                                   int64_t kvNumBlocks, FloatAttr loraScale) {
   if (batchSize < 1 || seqLength < 1 || vocabSize < 1 || numLayers < 1) {
     return emitError() << "model batch_size, seq_length, vocab_size and "
                           "num_layers must be positive";
@@ -92,6 +92,10 @@ LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError
       (kvBlockSize == 0) != (kvNumBlocks == 0)) {
     return emitError() << "model kv_block_size and kv_num_blocks are both "
                           "positive (a paged KV cache) or both 0";
+  }
+  if (loraScale && !(loraScale.getValueAsDouble() > 0)) {
+    return emitError() << "model lora_scale must be positive (leave it out "
+                          "without LoRA)";
   }
   return success();
 }
@@ -118,7 +122,7 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FloatAttr, StringAttr lrSchedule, FloatAttr,
                                    int64_t warmupSteps, FloatAttr warmupRatio,
                                    FloatAttr, int64_t totalSteps, FloatAttr,
-                                   int64_t epochs, FloatAttr loraScale) {
+                                   int64_t epochs) {
   if (!llvm::is_contained({"cosine", "linear", "polynomial", "constant"},
                           lrSchedule.getValue())) {
     return emitError() << "training lr_schedule must be cosine, linear, "
@@ -131,10 +135,6 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "training warmup_steps must be non-negative, "
                           "warmup_ratio in [0, 1], total_steps at least -1 "
                           "(-1 or 0: the run's) and epochs positive";
-  }
-  if (!(loraScale.getValueAsDouble() >= 0)) {
-    return emitError() << "training lora_scale must be non-negative (0: no "
-                          "LoRA)";
   }
   return success();
 }

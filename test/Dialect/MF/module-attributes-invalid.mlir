@@ -135,3 +135,120 @@ module attributes {mf.pipeline_chunks = 2 : i64} {
 // expected-error @+1 {{'mf.pipeline_scheduler' zero_bubble_v places 2 chunks a stage in a V; the module's mf.pipeline_chunks is 3}}
 module attributes {mf.pipeline_scheduler = "zero_bubble_v", mf.pipeline_chunks = 3 : i64} {
 }
+
+// -----
+
+// The runtime's settings (ModuleSettings.h) and the phases' decisions.
+
+// expected-error @+1 {{model num_heads (6) must be a positive multiple of num_kv_heads (4)}}
+module attributes {mf.model = #mf.model<family = llama, seed = 0, batch_size = 1, seq_length = 16, vocab_size = 256, num_layers = 2, num_heads = 6, num_kv_heads = 4, compute_dtype = f32, use_past = true>} {
+}
+
+// -----
+
+// expected-error @+1 {{model compute_dtype must be f32, f16 or bf16, got 'i8'}}
+module attributes {mf.model = #mf.model<family = llama, seed = 0, batch_size = 1, seq_length = 16, vocab_size = 256, num_layers = 2, num_heads = 4, num_kv_heads = 4, compute_dtype = i8, use_past = true>} {
+}
+
+// -----
+
+// expected-error @+1 {{model kv_block_size and kv_num_blocks are both positive (a paged KV cache) or both 0}}
+module attributes {mf.model = #mf.model<family = gpt2, seed = 0, batch_size = 1, seq_length = 16, vocab_size = 256, num_layers = 2, num_heads = 4, num_kv_heads = 4, compute_dtype = f32, use_past = true, kv_block_size = 16>} {
+}
+
+// -----
+
+// expected-error @+1 {{model batch_size, seq_length, vocab_size and num_layers must be positive}}
+module attributes {mf.model = #mf.model<family = llama, seed = 0, batch_size = 1, seq_length = 0, vocab_size = 256, num_layers = 2, num_heads = 4, num_kv_heads = 4, compute_dtype = f32, use_past = false>} {
+}
+
+// -----
+
+// expected-error @+1 {{generation top_k must be non-negative and top_p in (0, 1]}}
+module attributes {mf.generation = #mf.generation<bos_token_id = 1, eos_token_ids = [2], pad_token_id = 0, ignore_token_id = -100, do_sample = false, top_k = 1, top_p = 1.5 : f64, temperature = 1.0 : f64, repetition_penalty = 1.0 : f64, max_decode_length = 64>} {
+}
+
+// -----
+
+// expected-error @+1 {{generation temperature, repetition_penalty and max_decode_length must be positive}}
+module attributes {mf.generation = #mf.generation<bos_token_id = 1, eos_token_ids = [2], pad_token_id = 0, ignore_token_id = -100, do_sample = true, top_k = 1, top_p = 1.0 : f64, temperature = 0.0 : f64, repetition_penalty = 1.0 : f64, max_decode_length = 64>} {
+}
+
+// -----
+
+// expected-error @+1 {{training lr_schedule must be cosine, linear, polynomial or constant, got "warmup"}}
+module attributes {mf.run_mode = #mf.run_mode<train>, mf.training = #mf.training<learning_rate = 1.0e-4 : f64, lr_schedule = "warmup", lr_end = 0.0 : f64, warmup_steps = 0, warmup_ratio = 0.0 : f64, warmup_lr_init = 0.0 : f64, total_steps = -1, power = 1.0 : f64, epochs = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{training warmup_steps must be non-negative, warmup_ratio in [0, 1], total_steps at least -1 (-1 or 0: the run's) and epochs positive}}
+module attributes {mf.run_mode = #mf.run_mode<train>, mf.training = #mf.training<learning_rate = 1.0e-4 : f64, lr_schedule = "cosine", lr_end = 0.0 : f64, warmup_steps = 0, warmup_ratio = 2.0 : f64, warmup_lr_init = 0.0 : f64, total_steps = -1, power = 1.0 : f64, epochs = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.training' belongs to a training module (mf.run_mode train or finetune)}}
+module attributes {mf.run_mode = #mf.run_mode<predict>, mf.training = #mf.training<learning_rate = 1.0e-4 : f64, lr_schedule = "cosine", lr_end = 0.0 : f64, warmup_steps = 0, warmup_ratio = 0.0 : f64, warmup_lr_init = 0.0 : f64, total_steps = -1, power = 1.0 : f64, epochs = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{model lora_scale must be positive (leave it out without LoRA)}}
+module attributes {mf.model = #mf.model<family = llama, seed = 0, batch_size = 1, seq_length = 16, vocab_size = 256, num_layers = 2, num_heads = 4, num_kv_heads = 4, compute_dtype = f32, use_past = true, lora_scale = 0.0 : f64>} {
+}
+
+// -----
+
+// expected-error @+1 {{quantize_weights bits must be 8 or 4, got 2}}
+module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 2, activations = "none">} {
+}
+
+// -----
+
+// expected-error @+1 {{quantize_weights group_size must be 0 (a scale a row) or positive, and positive for 4 bits}}
+module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 4, activations = "none">} {
+}
+
+// -----
+
+// expected-error @+1 {{quantize_weights activations must be "none", "per-token" or "per-tensor", got "per-row"}}
+module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 8, activations = "per-row">} {
+}
+
+// -----
+
+// expected-error @+1 {{quantize_weights smooth_alpha is SmoothQuant's migration strength in [0, 1], with activations "per-tensor"}}
+module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 8, activations = "per-token", smooth_alpha = 0.5 : f64>} {
+}
+
+// -----
+
+// expected-error @+1 {{quantize_weights exclude must list model paths (strings)}}
+module attributes {mf.quantize_weights = #mf.quantize_weights<bits = 8, activations = "none", exclude = [1]>} {
+}
+
+// -----
+
+// expected-error @+1 {{recompute select must list patterns (strings)}}
+module attributes {mf.recompute = #mf.recompute<select = [1]>} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.sequence_parallel' must be a unit attribute, got true}}
+module attributes {mf.sequence_parallel = true} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.phase' must be a string, got 3 : i64}}
+module attributes {mf.phase = 3} {
+}
+
+// -----
+
+func.func @f() attributes {mf.tokenizer = #mf.tokenizer<path = "/t.json">} {
+  // expected-error @-1 {{'mf.tokenizer' belongs on the module}}
+  return
+}

@@ -1,0 +1,4 @@
+// An mf module written by hand, without the settings the frontend records.
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  return %x : tensor<2xf32>
+}
