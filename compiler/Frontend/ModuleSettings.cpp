@@ -30,9 +30,8 @@ ArrayAttr listOrNull(Builder &builder, const std::vector<std::string> &items) {
   if (items.empty()) {
     return ArrayAttr();
   }
-  return builder.getStrArrayAttr(
-      llvm::to_vector_of<StringRef>(llvm::map_range(
-          items, [](const std::string &item) { return StringRef(item); })));
+  return builder.getStrArrayAttr(llvm::to_vector_of<StringRef>(llvm::map_range(
+      items, [](const std::string &item) { return StringRef(item); })));
 }
 
 void setOptimizer(ModuleOp module, Builder &builder, const ModelSpec &spec) {
@@ -66,13 +65,12 @@ void setTraining(ModuleOp module, Builder &builder, const ModelSpec &spec) {
                     ? *spec.optimizer.learningRate
                     : lr.learningRate;
   auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
-  module->setAttr(
-      mf::kTrainingAttrName,
-      mf::TrainingAttr::get(
-          builder.getContext(), f64(rate), builder.getStringAttr(schedule),
-          f64(lr.lrEnd), lr.warmupSteps, f64(lr.warmupRatio),
-          f64(lr.warmupLrInit), lr.totalSteps, f64(lr.power),
-          spec.runner.epochs));
+  module->setAttr(mf::kTrainingAttrName,
+                  mf::TrainingAttr::get(
+                      builder.getContext(), f64(rate),
+                      builder.getStringAttr(schedule), f64(lr.lrEnd),
+                      lr.warmupSteps, f64(lr.warmupRatio), f64(lr.warmupLrInit),
+                      lr.totalSteps, f64(lr.power), spec.runner.epochs));
 }
 
 } // namespace
@@ -87,36 +85,37 @@ void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
                       context, *mf::symbolizeRunMode(toString(spec.runMode))));
   module->setAttr("mf.context_mode",
                   builder.getI64IntegerAttr(spec.contextMode));
-  module->setAttr(
-      mf::kModelAttrName,
-      mf::ModelInfoAttr::get(
-          context,
-          model.family == ModelFamily::GPT2 ? mf::ModelFamily::gpt2
-                                            : mf::ModelFamily::llama,
-          spec.seed, spec.entryBatchSize(), model.seqLength, model.vocabSize,
-          model.numLayers, model.numHeads, model.kvHeads(),
-          computeType(builder, model.computeDtype),
-          builder.getBoolAttr(model.usePast),
-          model.pagedCache() ? model.kvBlockSize : 0,
-          model.pagedCache() ? model.kvNumBlocks : 0,
-          model.pet.petType == "lora"
-              ? builder.getF64FloatAttr(model.pet.loraAlpha / model.pet.loraRank)
-              : FloatAttr()));
+  module->setAttr(mf::kModelAttrName,
+                  mf::ModelInfoAttr::get(
+                      context,
+                      model.family == ModelFamily::GPT2
+                          ? mf::ModelFamily::gpt2
+                          : mf::ModelFamily::llama,
+                      spec.seed, spec.entryBatchSize(), model.seqLength,
+                      model.vocabSize, model.numLayers, model.numHeads,
+                      model.kvHeads(), computeType(builder, model.computeDtype),
+                      builder.getBoolAttr(model.usePast),
+                      model.pagedCache() ? model.kvBlockSize : 0,
+                      model.pagedCache() ? model.kvNumBlocks : 0,
+                      model.pet.petType == "lora"
+                          ? builder.getF64FloatAttr(model.pet.loraAlpha /
+                                                    model.pet.loraRank)
+                          : FloatAttr()));
   auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
-  module->setAttr(
-      mf::kGenerationAttrName,
-      mf::GenerationAttr::get(
-          context, model.bosTokenId,
-          builder.getDenseI64ArrayAttr(model.eosTokenIds), model.padTokenId,
-          model.ignoreTokenId, builder.getBoolAttr(model.doSample),
-          model.topK, f64(model.topP), f64(model.temperature),
-          f64(model.repetitionPenalty), model.maxDecodeLength));
-  auto tokenizer = mf::TokenizerAttr::get(
-      context, stringOrNull(builder, spec.tokenizerPath),
-      stringOrNull(builder, spec.tokenizerClass),
-      stringOrNull(builder, spec.chatTemplate),
-      stringOrNull(builder, spec.bosToken),
-      stringOrNull(builder, spec.eosToken));
+  module->setAttr(mf::kGenerationAttrName,
+                  mf::GenerationAttr::get(
+                      context, model.bosTokenId,
+                      builder.getDenseI64ArrayAttr(model.eosTokenIds),
+                      model.padTokenId, model.ignoreTokenId,
+                      builder.getBoolAttr(model.doSample), model.topK,
+                      f64(model.topP), f64(model.temperature),
+                      f64(model.repetitionPenalty), model.maxDecodeLength));
+  auto tokenizer =
+      mf::TokenizerAttr::get(context, stringOrNull(builder, spec.tokenizerPath),
+                             stringOrNull(builder, spec.tokenizerClass),
+                             stringOrNull(builder, spec.chatTemplate),
+                             stringOrNull(builder, spec.bosToken),
+                             stringOrNull(builder, spec.eosToken));
   if (tokenizer.getPath() || tokenizer.getClassName() ||
       tokenizer.getChatTemplate() || tokenizer.getBosToken() ||
       tokenizer.getEosToken()) {

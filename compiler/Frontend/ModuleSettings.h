@@ -1,4 +1,5 @@
-//===- ModuleSettings.h - the config's settings as module attributes -*- C++ -*-===//
+//===- ModuleSettings.h - the config's settings as module attributes -*- C++
+//-*-===//
 //
 // What the runtime needs from the config beyond the program, and what the
 // config asks of the compiler's phases, recorded on the module as verified

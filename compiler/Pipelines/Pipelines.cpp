@@ -128,12 +128,12 @@ void addFusion(OpPassManager &pm, const CompileOptions &,
 }
 
 void addHostPrograms(OpPassManager &pm, const CompileOptions &,
-               const ModuleDecisions &) {
+                     const ModuleDecisions &) {
   pm.addPass(createMFLowerToMFExecPass());
 }
 
 void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options,
-               const ModuleDecisions &) {
+                       const ModuleDecisions &) {
   MFExecPlanMemoryPassOptions planOptions;
   planOptions.csvFile = options.memoryPlanCsv;
   planOptions.svgFile = options.memoryPlanSvg;
@@ -144,7 +144,7 @@ void addMemoryPlanning(OpPassManager &pm, const CompileOptions &options,
 }
 
 void addCodegen(OpPassManager &pm, const CompileOptions &options,
-               const ModuleDecisions &) {
+                const ModuleDecisions &) {
   pm.addPass(createMFOutlineLoneMatmulsPass());
   MFChooseWeightLayoutPassOptions layoutOptions;
   layoutOptions.cpu = options.cpu;
@@ -357,8 +357,7 @@ void mfc::buildCompilePipeline(OpPassManager &pm, ModuleOp module,
 void mfc::registerPhasePipelines() {
   for (const Phase &phase : kPhases) {
     PassPipelineRegistration<>(("mfc-phase-" + phase.name).str(),
-                               phase.description,
-                               [&phase](OpPassManager &pm) {
+                               phase.description, [&phase](OpPassManager &pm) {
                                  pm.addPass(
                                      std::make_unique<RunPhasePass>(phase));
                                });

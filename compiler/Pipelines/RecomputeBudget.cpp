@@ -45,7 +45,7 @@ RecomputeEvaluator::evaluate(const RecomputePlan &plan) {
     }
   }
   (*copy)->setAttr(mf::kRecomputeAttrName,
-                recomputeAttr(module_->getContext(), plan));
+                   recomputeAttr(module_->getContext(), plan));
   PassManager pm(module_->getContext());
   buildCompilePipeline(pm, *copy, options_, "recompute");
   if (failed(pm.run(*copy))) {

@@ -386,10 +386,10 @@ private:
         contextMode ? static_cast<int32_t>(contextMode.getInt()) : 0,
         model.getSeed(), model.getBatchSize(), model.getSeqLength(),
         model.getVocabSize(), model.getNumLayers(),
-        model.getUsePast().getValue(), generation.getBosTokenId(),
-        &eosTokenIds, generation.getPadTokenId(),
-        generation.getIgnoreTokenId(), generation.getDoSample().getValue(),
-        generation.getTopK(), generation.getTopP().getValueAsDouble(),
+        model.getUsePast().getValue(), generation.getBosTokenId(), &eosTokenIds,
+        generation.getPadTokenId(), generation.getIgnoreTokenId(),
+        generation.getDoSample().getValue(), generation.getTopK(),
+        generation.getTopP().getValueAsDouble(),
         generation.getTemperature().getValueAsDouble(),
         generation.getRepetitionPenalty().getValueAsDouble(),
         generation.getMaxDecodeLength(), *computeDtype, training,
@@ -758,7 +758,7 @@ private:
 
 } // namespace
 
-FailureOr<std::vector<uint8_t>>
-mfc::writeExecutable(ModuleOp module, StringRef kernelLibrary) {
+FailureOr<std::vector<uint8_t>> mfc::writeExecutable(ModuleOp module,
+                                                     StringRef kernelLibrary) {
   return Writer(module, kernelLibrary).write();
 }

@@ -58,8 +58,7 @@ bool mfc::looksLikeMlir(llvm::StringRef text) {
     if (line.consume_front("#") || line.consume_front("!")) {
       // An alias (`#map = ...`); YAML's comments start "# ".
       size_t name = line.find_if_not([](char c) {
-        return llvm::isAlnum(c) || c == '_' || c == '.' || c == '$' ||
-               c == '-';
+        return llvm::isAlnum(c) || c == '_' || c == '.' || c == '$' || c == '-';
       });
       return name != StringRef::npos && name > 0 &&
              line.drop_front(name).ltrim().starts_with("=");

@@ -196,10 +196,10 @@ struct MFExecPlanMemoryPass
       options.timeLimitSeconds = timeLimit;
       // Candidates replay every buffer: the work is about candidates x n.
       options.maxCandidates =
-          workLimit > 0 ? std::max<int64_t>(
-                              1, workLimit / std::max<size_t>(
-                                                 1, buffers.buffers.size()))
-                        : 0;
+          workLimit > 0
+              ? std::max<int64_t>(
+                    1, workLimit / std::max<size_t>(1, buffers.buffers.size()))
+              : 0;
       for (const PlannedBuffer &buffer : buffers.buffers) {
         csv += entry.getFunction().str() + "/" + buffer.id + "," +
                std::to_string(buffer.lower) + "," +

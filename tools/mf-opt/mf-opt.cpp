@@ -11,8 +11,8 @@
 #include "compiler/Transforms/MlirInput.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/MF/IR/MFDialect.h"
-#include "dialects/MFExec/IR/MFExecDialect.h"
 #include "dialects/MF/Transforms/Passes.h"
+#include "dialects/MFExec/IR/MFExecDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       inputFile == "-" ? mlir::openInputFile(inputFile, &error)
-                       : mfc::readInputFile(inputFile, "input", mfc::kMaxMlirInputBytes, error);
+                       : mfc::readInputFile(inputFile, "input",
+                                            mfc::kMaxMlirInputBytes, error);
   if (!input) {
     llvm::WithColor::error(llvm::errs(), "mf-opt") << error << "\n";
     return 1;
@@ -53,9 +54,10 @@ int main(int argc, char **argv) {
   if (const char *at = mfc::tooDeeplyNested(input->getBuffer())) {
     llvm::SourceMgr sources;
     sources.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-    sources.PrintMessage(llvm::SMLoc::getFromPointer(at), llvm::SourceMgr::DK_Error,
-                         "nested more than " + llvm::Twine(mfc::kMaxMlirNesting) +
-                             " levels deep; mf-opt reads at most that");
+    sources.PrintMessage(
+        llvm::SMLoc::getFromPointer(at), llvm::SourceMgr::DK_Error,
+        "nested more than " + llvm::Twine(mfc::kMaxMlirNesting) +
+            " levels deep; mf-opt reads at most that");
     return 1;
   }
   std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFile, &error);

@@ -9,13 +9,13 @@
 #include "compiler/Codegen/CPU/CPUKernels.h"
 #include "compiler/Frontend/ModelBuilder.h"
 #include "compiler/Frontend/ModelSpecReader.h"
+#include "compiler/Frontend/ModuleSettings.h"
 #include "compiler/Frontend/RecomputePlan.h"
 #include "compiler/Pipelines/ParallelSearch.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Pipelines/RecomputeBudget.h"
 #include "compiler/Report/CompileReport.h"
 #include "compiler/Serialize/ExecutableWriter.h"
-#include "compiler/Frontend/ModuleSettings.h"
 #include "compiler/Transforms/InputFile.h"
 #include "compiler/Transforms/MlirInput.h"
 #include "compiler/Transforms/OutputFile.h"
@@ -171,14 +171,13 @@ std::optional<std::vector<int64_t>> parsePrefillLengths(llvm::StringRef text,
 }
 
 /// With `module` compiled through autodiff: chooses the recompute plan for
-/// a budget (into the module's mf.recompute), and plans the step's peak with the plan and
-/// without recompute for the report. nullopt after printing why it failed.
-std::optional<RecomputeSummary>
-planRecomputeSearch(mlir::ModuleOp module, const ModelSpec &spec,
-                    const CompileOptions &options,
-                    const RecomputePlan &configured,
-                    std::optional<int64_t> budgetBytes, BudgetSearch search,
-                    const std::string &inputFile) {
+/// a budget (into the module's mf.recompute), and plans the step's peak with
+/// the plan and without recompute for the report. nullopt after printing why it
+/// failed.
+std::optional<RecomputeSummary> planRecomputeSearch(
+    mlir::ModuleOp module, const ModelSpec &spec, const CompileOptions &options,
+    const RecomputePlan &configured, std::optional<int64_t> budgetBytes,
+    BudgetSearch search, const std::string &inputFile) {
   RecomputeEvaluator evaluator(module, spec, options);
   RecomputeSummary summary;
   if (budgetBytes) {
@@ -276,8 +275,8 @@ std::optional<std::string> resumePoint(mlir::ModuleOp module,
                                        llvm::StringRef compileFrom,
                                        llvm::StringRef compileTo,
                                        llvm::StringRef inputFile) {
-  auto recorded = module->getAttrOfType<mlir::StringAttr>(
-      mlir::mf::kPhaseAttrName);
+  auto recorded =
+      module->getAttrOfType<mlir::StringAttr>(mlir::mf::kPhaseAttrName);
   std::string from = !compileFrom.empty() ? compileFrom.str()
                      : recorded           ? recorded.str()
                                           : "frontend";
@@ -503,7 +502,8 @@ int compile(int argc, char **argv) {
       frontendOptions.prefillLengths = std::move(lengths);
     }
     const QuantizationConfig &quantization = spec->model.quantization;
-    if (calibrationModel && quantization.activationGranularity != "per_tensor" &&
+    if (calibrationModel &&
+        quantization.activationGranularity != "per_tensor" &&
         quantization.kvcacheDtype != "int8") {
       printError("--calibration-model: this config has nothing calibrated "
                  "(quantization_config with activation_dtype 'int8' and "

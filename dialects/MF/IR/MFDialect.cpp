@@ -68,13 +68,11 @@ OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ModelFamily, int64_t, int64_t batchSize,
-                                   int64_t seqLength, int64_t vocabSize,
-                                   int64_t numLayers, int64_t numHeads,
-                                   int64_t numKvHeads, Type computeDtype,
-                                   BoolAttr, int64_t kvBlockSize,
-                                   int64_t kvNumBlocks, FloatAttr loraScale) {
+LogicalResult ModelInfoAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, ModelFamily, int64_t,
+    int64_t batchSize, int64_t seqLength, int64_t vocabSize, int64_t numLayers,
+    int64_t numHeads, int64_t numKvHeads, Type computeDtype, BoolAttr,
+    int64_t kvBlockSize, int64_t kvNumBlocks, FloatAttr loraScale) {
   if (batchSize < 1 || seqLength < 1 || vocabSize < 1 || numLayers < 1) {
     return emitError() << "model batch_size, seq_length, vocab_size and "
                           "num_layers must be positive";
@@ -84,7 +82,8 @@ LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError
                        << ") must be a positive multiple of num_kv_heads ("
                        << numKvHeads << ")";
   }
-  if (!computeDtype.isF32() && !computeDtype.isF16() && !computeDtype.isBF16()) {
+  if (!computeDtype.isF32() && !computeDtype.isF16() &&
+      !computeDtype.isBF16()) {
     return emitError() << "model compute_dtype must be f32, f16 or bf16, got "
                        << computeDtype;
   }
@@ -100,11 +99,11 @@ LogicalResult ModelInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError
   return success();
 }
 
-LogicalResult GenerationAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t, DenseI64ArrayAttr,
-    int64_t, int64_t, BoolAttr, int64_t topK, FloatAttr topP,
-    FloatAttr temperature, FloatAttr repetitionPenalty,
-    int64_t maxDecodeLength) {
+LogicalResult
+GenerationAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t,
+                       DenseI64ArrayAttr, int64_t, int64_t, BoolAttr,
+                       int64_t topK, FloatAttr topP, FloatAttr temperature,
+                       FloatAttr repetitionPenalty, int64_t maxDecodeLength) {
   double p = topP.getValueAsDouble();
   if (topK < 0 || !(p > 0 && p <= 1)) {
     return emitError() << "generation top_k must be non-negative and top_p "
@@ -139,10 +138,11 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult QuantizeWeightsAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t bits,
-    int64_t groupSize, StringAttr activations, FloatAttr smoothAlpha,
-    ArrayAttr exclude) {
+LogicalResult
+QuantizeWeightsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            int64_t bits, int64_t groupSize,
+                            StringAttr activations, FloatAttr smoothAlpha,
+                            ArrayAttr exclude) {
   if (bits != 8 && bits != 4) {
     return emitError() << "quantize_weights bits must be 8 or 4, got " << bits;
   }
@@ -170,9 +170,10 @@ LogicalResult QuantizeWeightsAttr::verify(
   return success();
 }
 
-LogicalResult RecomputeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                    ArrayAttr full, ArrayAttr select,
-                                    ArrayAttr selectComm, ArrayAttr exclude) {
+LogicalResult
+RecomputeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      ArrayAttr full, ArrayAttr select, ArrayAttr selectComm,
+                      ArrayAttr exclude) {
   for (auto [name, list] : {std::pair{"full", full},
                             {"select", select},
                             {"select_comm", selectComm},
