@@ -10,10 +10,29 @@
 
 using namespace mfrt;
 
+std::vector<double> mfrt::rowMaxMagnitudes(const Tensor &weight) {
+  int64_t rows = weight.dim(0), k = weight.dim(1);
+  std::vector<double> magnitudes(static_cast<size_t>(rows), 0.0);
+  std::vector<float> row(static_cast<size_t>(k));
+  const char *from = static_cast<const char *>(weight.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    toFloats(weight.dtype(), from + r * k * dtypeSize(weight.dtype()),
+             row.data(), k);
+    for (float value : row) {
+      magnitudes[r] = std::isfinite(value)
+                          ? std::max(magnitudes[r], double(std::fabs(value)))
+                          : INFINITY;
+    }
+  }
+  return magnitudes;
+}
+
 Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
-                         Tensor &values, Tensor &scales, int64_t firstRow) {
+                         Tensor &values, Tensor &scales, int64_t firstRow,
+                         const double *rowMagnitudes) {
   int64_t perByte = bits == 4 ? 2 : 1;
   if (weight.rank() != 2 || (bits != 8 && bits != 4) ||
+      (rowMagnitudes && group != 0) ||
       values.dtype() != DType::I8 || values.rank() != 2 ||
       values.dim(1) * perByte != weight.dim(1) || firstRow < 0 ||
       firstRow + weight.dim(0) > values.dim(0) || group < 0 ||
@@ -55,6 +74,16 @@ Status mfrt::quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
                                    "integer form");
         }
         amax = std::max(amax, std::fabs(row[j]));
+      }
+      if (rowMagnitudes) {
+        if (!std::isfinite(rowMagnitudes[r])) {
+          return Status::error(StatusCode::InvalidArgument,
+                               "row " + std::to_string(at) +
+                                   " has a non-finite value (in another "
+                                   "rank's columns), which has no integer "
+                                   "form");
+        }
+        amax = static_cast<float>(rowMagnitudes[r]);
       }
       float scale = 2.0f * amax / (high - low);
       // The scale as stored (f16 or bf16 round it) is what q multiplies:

@@ -29,8 +29,18 @@ namespace mfrt {
 /// With `firstRow`, `weight` is rows [firstRow, firstRow + its rows) of
 /// the whole weight that `values` and `scales` hold (quantized a block at a
 /// time, no float copy of the whole weight is needed).
+/// With `rowMagnitudes` (group 0 only: one per row of `weight`), a row's
+/// scale comes from that largest magnitude instead of the row's own: the
+/// whole row's, when `weight` holds only some of its columns (a
+/// row-parallel rank's, rowMaxMagnitudes of every rank's combined).
 Status quantizeRtn(const Tensor &weight, int64_t group, int64_t bits,
-                   Tensor &values, Tensor &scales, int64_t firstRow = 0);
+                   Tensor &values, Tensor &scales, int64_t firstRow = 0,
+                   const double *rowMagnitudes = nullptr);
+
+/// The largest magnitude of each row of the float [N, K] `weight` (N
+/// values; infinity for a row with a NaN or an infinity, which
+/// quantizeRtn then refuses).
+std::vector<double> rowMaxMagnitudes(const Tensor &weight);
 
 /// A calibrated int8 weight's tensors (SmoothQuant: docs/quantization.md):
 /// the [N, K] values, their scales [N] (f32: the activations' per-tensor

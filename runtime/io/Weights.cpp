@@ -366,6 +366,37 @@ Shape floatShapeOf(const fb::Parameter &parameter,
   return shape;
 }
 
+/// Each row's largest magnitude over the whole row of a row-parallel
+/// `parameter`, whose columns `columns` holds (read with `readStatus`):
+/// every rank along the split takes part even when its read failed (then
+/// all fail), so that none waits for it.
+StatusOr<std::vector<double>> wholeRowMagnitudes(const fb::Parameter &parameter,
+                                                 const Status &readStatus,
+                                                 const Tensor &columns,
+                                                 Communicator *ranks) {
+  std::vector<double> magnitudes =
+      readStatus ? rowMaxMagnitudes(columns)
+                 : std::vector<double>(static_cast<size_t>(columns.dim(0)));
+  magnitudes.push_back(readStatus ? 0.0 : 1.0); // failed here
+  if (ranks) {
+    std::vector<int64_t> axes(parameter.split_axes()->begin(),
+                              parameter.split_axes()->end());
+    MFRT_RETURN_IF_ERROR(ranks->allReduceInPlace(
+        magnitudes.data(), static_cast<int64_t>(magnitudes.size()),
+        /*max=*/true, axes));
+  }
+  if (!readStatus) {
+    return readStatus;
+  }
+  if (magnitudes.back() != 0.0) {
+    return Status::error(StatusCode::Unavailable,
+                         "another rank could not read its columns of '" +
+                             parameter.name()->str() + "'");
+  }
+  magnitudes.pop_back();
+  return magnitudes;
+}
+
 /// Fills `into` with a block of a quantized weight's whole float values
 /// (rows along dimension 0, or columns along 1), in the scales' dtype.
 using ReadBlock = std::function<Status(const TensorBlock &, Tensor &into)>;
@@ -376,12 +407,14 @@ using ReadBlock = std::function<Status(const TensorBlock &, Tensor &into)>;
 /// tied vocabulary table), read by `read` in the scales' dtype (the
 /// compute dtype, as golden-stick quantizes). With `rankBlock`, only a
 /// rank's block (a column-parallel rank's rows, or a row-parallel one's
-/// columns, which hold whole groups): values and scales are then the
-/// rank's.
+/// columns: whole groups, or with a scale per row the rank's part of each
+/// row, whose scale the ranks along the split agree on by an all-reduce of
+/// every row's largest magnitude): values and scales are then the rank's.
 StatusOr<Tensor>
 quantizedValues(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, Tensor &scales, const ReadBlock &read,
-                std::optional<TensorBlock> rankBlock = std::nullopt) {
+                std::optional<TensorBlock> rankBlock = std::nullopt,
+                Communicator *ranks = nullptr) {
   const fb::Parameter &scaleParameter = scalesOf(executable, parameter);
   DType floatType = Executable::dtypeOf(*scaleParameter.type());
   Shape shape = floatShapeOf(parameter, executable);
@@ -421,10 +454,17 @@ quantizedValues(const Executable &executable, const fb::Parameter &parameter,
       int64_t columns = parameter.quant_bits() == 4 ? 2 : 1;
       rows = TensorBlock{/*dim=*/1, rankBlock->begin * columns, shape[1]};
     }
-    MFRT_RETURN_IF_ERROR(read(rows, block));
-    Status quantized =
-        quantizeRtn(block, parameter.quant_group(), parameter.quant_bits(),
-                    values, scaleTensor, first);
+    std::optional<std::vector<double>> magnitudes;
+    if (rankBlock && rankBlock->dim == 1 && parameter.quant_group() == 0) {
+      MFRT_ASSIGN_OR_RETURN(magnitudes,
+                            wholeRowMagnitudes(parameter, read(rows, block),
+                                               block, ranks));
+    } else {
+      MFRT_RETURN_IF_ERROR(read(rows, block));
+    }
+    Status quantized = quantizeRtn(
+        block, parameter.quant_group(), parameter.quant_bits(), values,
+        scaleTensor, first, magnitudes ? magnitudes->data() : nullptr);
     if (!quantized) {
       return quantized.withContext("quantizing '" + parameter.name()->str() +
                                    "'");
@@ -538,21 +578,22 @@ StatusOr<Tensor> calibratedScales(const Executable &executable,
 /// `calibration`'s ranges. A split weight is quantized whole, as on one
 /// rank (per-row scales span the whole row, smoothing factors every row),
 /// and the rank keeps its block of each tensor; but where the rank's block
-/// is quantized on its own — a column-parallel weight's rows rounded to
-/// nearest, a row-parallel one's whole groups of columns — the rank reads
-/// and quantizes only its block.
+/// can be quantized on its own — a column-parallel weight's rows rounded to
+/// nearest, a row-parallel one's whole groups of columns, or its part of
+/// each row with the row's largest magnitude from every rank — the rank
+/// reads and quantizes only its block.
 StatusOr<Tensor>
 valuesFromFloat(const Executable &executable, const fb::Parameter &parameter,
                 Allocator &allocator, const Calibration *calibration,
                 std::map<int32_t, Tensor> &companions, const ReadBlock &read,
-                const Communicator *ranks) {
+                Communicator *ranks) {
   std::optional<TensorBlock> block = blockOf(parameter, ranks);
   bool onItsOwn = block && block->parts == 1 &&
-                  parameter.quant_input_scale() < 0 &&
-                  (block->dim == 0 || parameter.quant_group() > 0);
+                  parameter.quant_input_scale() < 0;
   if (onItsOwn) {
     return quantizedValues(executable, parameter, allocator,
-                           companions[parameter.quant_scale()], read, block);
+                           companions[parameter.quant_scale()], read, block,
+                           ranks);
   }
   std::map<int32_t, Tensor> whole;
   StatusOr<Tensor> values =
@@ -735,7 +776,7 @@ StatusOr<Tensor> Weights::wholeOnPrimary(size_t index,
 
 StatusOr<Weights> Weights::initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed,
-                                      const Communicator *ranks,
+                                      Communicator *ranks,
                                       const Calibration *calibration) {
   Weights weights;
   if (!executable.root().parameters()) {
@@ -805,7 +846,7 @@ StatusOr<Weights> Weights::load(const Executable &executable,
                                 Allocator &allocator,
                                 const std::vector<std::string> &givenPaths,
                                 const std::string &otherPrefix,
-                                const Communicator *ranks, bool inPlace,
+                                Communicator *ranks, bool inPlace,
                                 const Calibration *calibration) {
   std::vector<CheckpointFile> files;
   std::vector<std::string> paths;

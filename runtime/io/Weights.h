@@ -31,7 +31,7 @@ public:
   /// it.
   static StatusOr<Weights> initialize(const Executable &executable,
                                       Allocator &allocator, uint64_t seed,
-                                      const Communicator *ranks = nullptr,
+                                      Communicator *ranks = nullptr,
                                       const Calibration *calibration = nullptr);
 
   /// Values from a safetensors file, by Hugging Face name or MindFormers
@@ -51,7 +51,7 @@ public:
   static StatusOr<Weights>
   load(const Executable &executable, Allocator &allocator,
        const std::vector<std::string> &paths,
-       const std::string &otherPrefix = "", const Communicator *ranks = nullptr,
+       const std::string &otherPrefix = "", Communicator *ranks = nullptr,
        bool inPlace = false, const Calibration *calibration = nullptr);
 
   const Tensor &operator[](size_t index) const { return tensors_[index]; }

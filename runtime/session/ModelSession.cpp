@@ -23,7 +23,7 @@ Status ModelSession::loadKernels(int64_t threads) {
 }
 
 Status ModelSession::loadWeights(const std::vector<std::string> &files,
-                                 uint64_t seed, const Communicator *ranks,
+                                 uint64_t seed, Communicator *ranks,
                                  bool inPlace, const Calibration *calibration) {
   MFRT_ASSIGN_OR_RETURN(
       weights,

@@ -49,7 +49,7 @@ struct ModelSession {
   /// .ckpt), else the deterministic init of `seed`; calibrated weights
   /// quantized with `calibration`'s activation ranges.
   Status loadWeights(const std::vector<std::string> &files, uint64_t seed,
-                     const Communicator *ranks, bool inPlace,
+                     Communicator *ranks, bool inPlace,
                      const Calibration *calibration = nullptr);
   /// The executor of `mode` ("graph": after loadKernels; "pynative").
   Status startExecutor(const std::string &mode, GraphWeightUse use,
