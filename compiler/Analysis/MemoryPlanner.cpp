@@ -4,7 +4,6 @@
 #include "compiler/Analysis/SkylineSearch.h"
 
 #include <algorithm>
-#include <cassert>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -287,10 +286,11 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
   };
   MemoryPlanResult result;
   // Whether `fraction` of the time (or of the candidate budget) is used.
-  bool timed = options.timeLimitSeconds >= 0;
-  assert((timed || options.maxCandidates > 0) && "the search needs a limit");
+  // No limit at all would search until the bound: then no search.
+  bool timed = options.timeLimitSeconds >= 0 || options.maxCandidates <= 0;
+  double timeLimit = std::max(0.0, options.timeLimitSeconds);
   auto spent = [&](double fraction) {
-    return (timed && elapsed() >= options.timeLimitSeconds * fraction) ||
+    return (timed && elapsed() >= timeLimit * fraction) ||
            (options.maxCandidates > 0 &&
             result.candidatesTried >= options.maxCandidates * fraction);
   };
@@ -370,7 +370,7 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     budget.deadline = timed
                           ? start + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(
-                                            options.timeLimitSeconds * 0.5))
+                                            timeLimit * 0.5))
                           : Clock::time_point::max();
     // Candidate plans stand for n placements each.
     int64_t phaseNodes =

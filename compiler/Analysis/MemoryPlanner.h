@@ -27,7 +27,8 @@ struct PlannedBuffer {
 
 struct MemoryPlanOptions {
   /// How long the improvement search may run after the portfolio
-  /// (negative: no time limit, maxCandidates alone stops it).
+  /// (negative: no time limit, maxCandidates alone stops it; with neither,
+  /// no search).
   double timeLimitSeconds = 1.0;
   /// If positive, the search also stops after this many candidate plans
   /// (and the randomized orders take a fifth of them): the same plan on

@@ -131,13 +131,20 @@ void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
   }
 }
 
-mf::RecomputeAttr mfc::recomputeAttr(MLIRContext *context,
-                                     const RecomputePlan &plan) {
-  Builder builder(context);
-  return mf::RecomputeAttr::get(context, listOrNull(builder, plan.fullLayers),
-                                listOrNull(builder, plan.selectedOps),
-                                listOrNull(builder, plan.selectedCommOps),
-                                listOrNull(builder, plan.excludedOps));
+void mfc::setRecomputeDecision(ModuleOp module, const RecomputePlan &plan) {
+  if (plan.fullLayers.empty() && plan.selectedOps.empty() &&
+      plan.selectedCommOps.empty() && plan.excludedOps.empty()) {
+    module->removeAttr(mf::kRecomputeAttrName);
+    return;
+  }
+  Builder builder(module.getContext());
+  module->setAttr(
+      mf::kRecomputeAttrName,
+      mf::RecomputeAttr::get(module.getContext(),
+                             listOrNull(builder, plan.fullLayers),
+                             listOrNull(builder, plan.selectedOps),
+                             listOrNull(builder, plan.selectedCommOps),
+                             listOrNull(builder, plan.excludedOps)));
 }
 
 void mfc::recordCompileDecisions(ModuleOp module, const ModelSpec &spec,
@@ -163,12 +170,7 @@ void mfc::recordCompileDecisions(ModuleOp module, const ModelSpec &spec,
     module->setAttr(mf::kQuantizeKvCacheAttrName, builder.getUnitAttr());
   }
   if (spec.runMode == RunMode::Train || spec.runMode == RunMode::Finetune) {
-    RecomputePlan plan = planRecompute(spec);
-    if (!plan.fullLayers.empty() || !plan.selectedOps.empty() ||
-        !plan.selectedCommOps.empty() || !plan.excludedOps.empty()) {
-      module->setAttr(mf::kRecomputeAttrName,
-                      recomputeAttr(builder.getContext(), plan));
-    }
+    setRecomputeDecision(module, planRecompute(spec));
   }
   if (spec.parallel.useSeqParallel && spec.shardedModelParallel > 1) {
     module->setAttr(mf::kSequenceParallelAttrName, builder.getUnitAttr());

@@ -1,5 +1,4 @@
-//===- ModuleSettings.h - the config's settings as module attributes -*- C++
-//-*-===//
+//===- ModuleSettings.h - the config as module attributes -------*- C++ -*-===//
 //
 // What the runtime needs from the config beyond the program, and what the
 // config asks of the compiler's phases, recorded on the module as verified
@@ -31,9 +30,9 @@ void recordRuntimeSettings(mlir::ModuleOp module, const ModelSpec &spec);
 void recordCompileDecisions(mlir::ModuleOp module, const ModelSpec &spec,
                             bool calibrationModel);
 
-/// `plan` as mf-recompute's decision (each list left out when empty).
-mlir::mf::RecomputeAttr recomputeAttr(mlir::MLIRContext *context,
-                                      const RecomputePlan &plan);
+/// Records `plan` as mf-recompute's decision (#mf.recompute, each list
+/// left out when empty; no attribute for an empty plan).
+void setRecomputeDecision(mlir::ModuleOp module, const RecomputePlan &plan);
 
 } // namespace mfc
 

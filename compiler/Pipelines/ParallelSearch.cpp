@@ -150,7 +150,7 @@ OwningOpRef<ModuleOp> compileQuietly(MLIRContext &context,
     error = first.empty() ? "the frontend built nothing" : first;
     return nullptr;
   }
-  (*module)->setAttr(mf::kRecomputeAttrName, recomputeAttr(&context, plan));
+  setRecomputeDecision(*module, plan);
   CompileOptions options;
   options.compileTo = "memory-plan";
   options.memoryPlanSeconds = planSeconds;

@@ -49,8 +49,9 @@ struct CompileOptions {
   /// Memory planning: write the problem (MiniMalloc CSV) / a picture (SVG).
   std::string memoryPlanCsv;
   std::string memoryPlanSvg;
-  /// Seconds each entry's plan may search below its first arena (negative:
-  /// mfexec-plan-memory's default).
+  /// Seconds each entry's plan may search below its first arena, within
+  /// mfexec-plan-memory's work limit (negative: no time limit, the work
+  /// limit alone: the same plan on any machine).
   double memoryPlanSeconds = -1;
   /// Code generation: the target CPU, and where to write the kernels.
   std::string cpu = "native";

@@ -44,8 +44,7 @@ RecomputeEvaluator::evaluate(const RecomputePlan &plan) {
       entry.erase();
     }
   }
-  (*copy)->setAttr(mf::kRecomputeAttrName,
-                   recomputeAttr(module_->getContext(), plan));
+  setRecomputeDecision(*copy, plan);
   PassManager pm(module_->getContext());
   buildCompilePipeline(pm, *copy, options_, "recompute");
   if (failed(pm.run(*copy))) {

@@ -350,6 +350,14 @@ private:
     auto generation =
         module_->getAttrOfType<mf::GenerationAttr>(mf::kGenerationAttrName);
     std::optional<mf::RunMode> runMode = mf::getRunMode(module_);
+    if (mf::isTrainingModule(module_) &&
+        !module_->hasAttr(mf::kTrainingAttrName)) {
+      return module_.emitError()
+                 << "a training module needs its " << mf::kTrainingAttrName
+                 << " (the learning-rate schedule and epochs), which mfc's "
+                    "frontend sets from the config",
+             failure();
+    }
     if (!model || !generation || !runMode) {
       return module_.emitError()
                  << "the module has no " << mf::kModelAttrName << ", "
@@ -417,9 +425,9 @@ private:
     }
     int64_t accumulation =
         optimizer ? optimizer.getGradientAccumulationSteps() : 1;
-    if (!training) { // the schedule's fields at the runtime's defaults
-      return fb::CreateTrainingDirect(builder_, 0, nullptr, 0, 0, 0, 0, -1, 1,
-                                      accumulation, 1, lora, pipeline);
+    if (!training) { // not trained: runtime/format/TrainingSettings.h's
+      return fb::CreateTrainingDirect(builder_, 1e-5, "constant", 0, 0, 0, 0,
+                                      -1, 1, accumulation, 1, lora, pipeline);
     }
     auto f64 = [](FloatAttr value) { return value.getValueAsDouble(); };
     return fb::CreateTrainingDirect(

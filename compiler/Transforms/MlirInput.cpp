@@ -52,8 +52,17 @@ bool mfc::looksLikeMlir(llvm::StringRef text) {
     if (line.empty() || line.starts_with("//")) {
       continue;
     }
-    if (line.starts_with("\"") || line.starts_with("{-#")) {
-      return true; // a generic-form op, or a file-level resource
+    if (line.starts_with("%YAML") || line.starts_with("%TAG")) {
+      return false; // YAML's directives
+    }
+    if (line.starts_with("{-#")) {
+      return true; // a file-level resource
+    }
+    if (line.consume_front("\"")) {
+      // A generic-form op ("builtin.module"() ...), not a quoted YAML key.
+      size_t close = line.find('"');
+      return close != StringRef::npos &&
+             line.drop_front(close + 1).starts_with("(");
     }
     if (line.consume_front("#") || line.consume_front("!")) {
       // An alias (`#map = ...`); YAML's comments start "# ".

@@ -176,10 +176,11 @@ struct MFExecPlanMemoryPass
     ModuleOp module = getOperation();
     if (workLimit <= 0 && timeLimit < 0) {
       emitError(module.getLoc())
-          << "mfexec-plan-memory: work-limit=" << workLimit
-          << " and time-limit=" << timeLimit
-          << " leave the improvement search without a limit; give a positive "
-             "work-limit or a time-limit of 0 or more seconds";
+          << "mfexec-plan-memory: work-limit="
+          << static_cast<int64_t>(workLimit)
+          << " without a time-limit leaves the improvement search without "
+             "a limit; give a positive work-limit or a time-limit of 0 or "
+             "more seconds";
       return signalPassFailure();
     }
     Builder builder(&getContext());

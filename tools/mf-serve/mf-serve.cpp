@@ -867,6 +867,15 @@ int serve(const Options &options) {
     return fail(started.status());
   }
   std::unique_ptr<Communicator> ranks = started.take();
+  // A rank that stops before the engine runs stops them all: the others
+  // may wait for it in a collective (loading the weights has some).
+  auto failAll = [&](const Status &status) {
+    int code = fail(status);
+    if (ranks->size() > 1) {
+      ranks->abort(code);
+    }
+    return code;
+  };
   bool leader = ranks->rank() == 0;
   std::vector<std::string> weightFiles = options.weights;
   if (weightFiles.empty() && !options.initWeights && model.load_checkpoint()) {
@@ -879,14 +888,14 @@ int serve(const Options &options) {
   }
   if (options.mode == "graph") {
     if (Status status = session.loadKernels(options.threads); !status) {
-      return fail(status);
+      return failAll(status);
     }
   }
   std::optional<Calibration> calibration;
   if (!options.calibration.empty()) {
     StatusOr<Calibration> read = Calibration::read(options.calibration);
     if (!read) {
-      return fail(read.status());
+      return failAll(read.status());
     }
     calibration = read.take();
   }
@@ -894,13 +903,13 @@ int serve(const Options &options) {
           weightFiles, model.seed(), ranks.get(), /*inPlace=*/false,
           calibration ? &*calibration : nullptr);
       !status) {
-    return fail(status);
+    return failAll(status);
   }
   GraphWeightUse use;
   use.panels = use.replaceSources = true; // nothing else reads the weights
   if (Status status = session.startExecutor(options.mode, use, ranks.get());
       !status) {
-    return fail(status);
+    return failAll(status);
   }
   // Text is rank 0's: the other ranks see token ids.
   StatusOr<const Tokenizer *> tokenizer =
@@ -908,13 +917,13 @@ int serve(const Options &options) {
              : StatusOr<const Tokenizer *>(
                    static_cast<const Tokenizer *>(nullptr));
   if (!tokenizer) {
-    return fail(tokenizer.status());
+    return failAll(tokenizer.status());
   }
   int64_t slots = model.batch_size();
   StatusOr<std::unique_ptr<BatchGenerator>> generator = BatchGenerator::create(
       session.executable, *session.executor, options.maxBatchedTokens);
   if (!generator) {
-    return fail(generator.status());
+    return failAll(generator.status());
   }
   Metrics metrics;
   Engine engine(**generator, options.maxWaiting, metrics, ranks.get());

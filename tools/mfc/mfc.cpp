@@ -2,6 +2,7 @@
 //
 //   mfc compile model.yaml -o model.bin [--set key.path=value]...
 //       [--compile-to=<phase>] [--dump-ir-dir=DIR] [--mlir-timing] ...
+//   mfc compile ir/NN-<phase>.mlir -o model.bin   (resumes after the phase)
 //
 //===----------------------------------------------------------------------===//
 
@@ -188,9 +189,7 @@ std::optional<RecomputeSummary> planRecomputeSearch(
       printError(error);
       return std::nullopt;
     }
-    module->setAttr(mlir::mf::kRecomputeAttrName,
-                    recomputeAttr(module.getContext(),
-                                  planRecompute(spec, choice->layers)));
+    setRecomputeDecision(module, planRecompute(spec, choice->layers));
     summary.budget = *budgetBytes;
     summary.peakWith = choice->step.peakBytes;
     for (LayerRecompute layer : choice->layers) {
@@ -225,6 +224,11 @@ enum class InputKind { Yaml, Mlir };
 /// Where a compile of IR after the last phase starts: no phase runs.
 constexpr llvm::StringLiteral kNoPhase = "<none>";
 
+uint64_t fileSize(llvm::StringRef path) {
+  uint64_t size = 0;
+  return llvm::sys::fs::file_size(path, size) ? 0 : size;
+}
+
 /// The kind of `path` by its extension (.mlir; .yaml, .yml), else a
 /// regular file's by its first line; stdin ('-') is IR, anything else (a
 /// Hugging Face folder, a path that is no file) goes to the frontend, which
@@ -237,14 +241,17 @@ std::optional<InputKind> inputKindOf(llvm::StringRef path) {
       !llvm::sys::fs::is_regular_file(path)) {
     return InputKind::Yaml;
   }
-  std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> buffer =
-      readInputFile(path, "input", kMaxMlirInputBytes, error);
-  if (!buffer) {
-    printError(error);
+  // The first 64 KB tell (a first line longer than that: YAML's error).
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> start =
+      llvm::MemoryBuffer::getFileSlice(
+          path, std::min<uint64_t>(64 << 10, fileSize(path)), 0);
+  if (!start) {
+    printError("cannot read input '" + path + "': " +
+               start.getError().message());
     return std::nullopt;
   }
-  return looksLikeMlir(buffer->getBuffer()) ? InputKind::Mlir : InputKind::Yaml;
+  return looksLikeMlir((*start)->getBuffer()) ? InputKind::Mlir
+                                              : InputKind::Yaml;
 }
 
 /// The module in `path` ('-': stdin), verified; null after the parser's or
@@ -268,9 +275,10 @@ mlir::OwningOpRef<mlir::ModuleOp> readModule(llvm::StringRef path,
   return module;
 }
 
-/// The phase IR input comes from ("frontend" or a phase): `compileFrom`,
-/// else the module's mf.phase, else frontend. Nullopt after printing why
-/// it is not one, or why `compileTo` comes no later.
+/// The phase IR input comes from ("frontend" or a phase): the module's
+/// mf.phase, else `compileFrom` (which must agree with mf.phase when both
+/// are there), else frontend. Nullopt after printing why it is not one, or
+/// why `compileTo` comes earlier.
 std::optional<std::string> resumePoint(mlir::ModuleOp module,
                                        llvm::StringRef compileFrom,
                                        llvm::StringRef compileTo,
@@ -288,12 +296,14 @@ std::optional<std::string> resumePoint(mlir::ModuleOp module,
     return std::nullopt;
   }
   if (!compileFrom.empty() && recorded && recorded.getValue() != compileFrom) {
-    llvm::WithColor::warning(llvm::errs(), "mfc")
-        << "--compile-from=" << compileFrom << ", but '" << inputFile
-        << "' records that it went through " << recorded.getValue()
-        << " (mf.phase); resuming after " << compileFrom << "\n";
+    // Running a phase twice (or skipping one) makes another program.
+    printError("--compile-from=" + compileFrom + ", but '" + inputFile +
+               "' went through phase " + recorded.getValue() +
+               " (its mf.phase); leave --compile-from out, or give " +
+               recorded.getValue());
+    return std::nullopt;
   }
-  if (!compileTo.empty()) {
+  if (!compileTo.empty() && compileTo != from) {
     CompileOptions upTo;
     upTo.compileTo = from;
     if (from != "frontend" && runsPhase(upTo, compileTo)) {
@@ -323,9 +333,9 @@ int compile(int argc, char **argv) {
                                  cl::value_desc("phase"), cl::cat(category));
   cl::opt<std::string> compileFrom(
       "compile-from",
-      cl::desc("IR input: the phase it comes from (frontend or a phase); "
-               "compiling resumes with the next (default: the module's "
-               "mf.phase, which every phase records, else frontend)"),
+      cl::desc("IR input without mf.phase (which every phase records): the "
+               "phase it comes from (frontend or a phase); compiling resumes "
+               "with the next (default: frontend)"),
       cl::value_desc("phase"), cl::cat(category));
   cl::list<std::string>
       overrides("set",
@@ -461,8 +471,8 @@ int compile(int argc, char **argv) {
     firstPhase = *resumeAfter == "frontend"
                      ? llvm::StringRef(compilerPhases().front().name)
                      : phaseAfter(*resumeAfter);
-    if (firstPhase.empty()) {
-      firstPhase = kNoPhase;
+    if (firstPhase.empty() || compileTo == *resumeAfter) {
+      firstPhase = kNoPhase; // the input is already what was asked for
     }
   } else {
     if (compileFrom.getNumOccurrences()) {
@@ -690,6 +700,12 @@ int planMemoryCommand(int argc, char **argv) {
   if (!error.empty()) {
     printError(csvFile + ":" + error);
     return 1;
+  }
+  if (!(timeLimit >= 0)) {
+    printError(llvm::formatv("--time-limit: {0} is not a number of seconds; "
+                             "give 0 (no improvement search) or more",
+                             static_cast<double>(timeLimit)));
+    return 2;
   }
   MemoryPlanOptions options;
   options.timeLimitSeconds = timeLimit;
@@ -1029,7 +1045,7 @@ int planParallelCommand(int argc, char **argv) {
 void printUsage() {
   llvm::outs() << "OVERVIEW: mfc - ahead-of-time compiler for MindFormers "
                   "model configs\n\n"
-                  "USAGE: mfc compile <model.yaml> [options]\n"
+                  "USAGE: mfc compile <model.yaml | phase.mlir | -> [options]\n"
                   "       mfc plan-memory <problem.csv> [options]\n"
                   "       mfc plan-parallel <model.yaml> --ranks N "
                   "--memory-per-rank SIZE [options]\n\n"

@@ -252,3 +252,39 @@ func.func @f() attributes {mf.tokenizer = #mf.tokenizer<path = "/t.json">} {
   // expected-error @-1 {{'mf.tokenizer' belongs on the module}}
   return
 }
+
+// -----
+
+// expected-error @+1 {{'mf.model' must be #mf.model<...>, got "llama"}}
+module attributes {mf.model = "llama"} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.generation' must be #mf.generation<...>, got 1 : i64}}
+module attributes {mf.generation = 1} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.recompute' must be #mf.recompute<...>, got ["model.layers.0"]}}
+module attributes {mf.recompute = ["model.layers.0"]} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.quantize_weights' must be #mf.quantize_weights<...>, got 8 : i64}}
+module attributes {mf.quantize_weights = 8} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.load_checkpoint' must be a string, got 1 : i64}}
+module attributes {mf.load_checkpoint = 1} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.quantize_kv_cache' must be a unit attribute, got "int8"}}
+module attributes {mf.quantize_kv_cache = "int8"} {
+}
