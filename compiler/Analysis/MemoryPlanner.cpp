@@ -367,11 +367,10 @@ MemoryPlanResult mfc::planMemory(std::vector<PlannedBuffer> &buffers,
     SkylineSearch search(buffers, alignment);
     std::mt19937_64 searchRandom(options.seed ^ 0x5ca1ab1eull);
     SkylineSearchBudget budget;
-    budget.deadline = timed
-                          ? start + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(
-                                            timeLimit * 0.5))
-                          : Clock::time_point::max();
+    budget.deadline =
+        timed ? start + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeLimit * 0.5))
+              : Clock::time_point::max();
     // Candidate plans stand for n placements each.
     int64_t phaseNodes =
         options.maxCandidates > 0 ? options.maxCandidates / 2 * n : INT64_MAX;

@@ -138,13 +138,12 @@ void mfc::setRecomputeDecision(ModuleOp module, const RecomputePlan &plan) {
     return;
   }
   Builder builder(module.getContext());
-  module->setAttr(
-      mf::kRecomputeAttrName,
-      mf::RecomputeAttr::get(module.getContext(),
-                             listOrNull(builder, plan.fullLayers),
-                             listOrNull(builder, plan.selectedOps),
-                             listOrNull(builder, plan.selectedCommOps),
-                             listOrNull(builder, plan.excludedOps)));
+  module->setAttr(mf::kRecomputeAttrName,
+                  mf::RecomputeAttr::get(
+                      module.getContext(), listOrNull(builder, plan.fullLayers),
+                      listOrNull(builder, plan.selectedOps),
+                      listOrNull(builder, plan.selectedCommOps),
+                      listOrNull(builder, plan.excludedOps)));
 }
 
 void mfc::recordCompileDecisions(ModuleOp module, const ModelSpec &spec,

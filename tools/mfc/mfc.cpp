@@ -246,8 +246,8 @@ std::optional<InputKind> inputKindOf(llvm::StringRef path) {
       llvm::MemoryBuffer::getFileSlice(
           path, std::min<uint64_t>(64 << 10, fileSize(path)), 0);
   if (!start) {
-    printError("cannot read input '" + path + "': " +
-               start.getError().message());
+    printError("cannot read input '" + path +
+               "': " + start.getError().message());
     return std::nullopt;
   }
   return looksLikeMlir((*start)->getBuffer()) ? InputKind::Mlir
