@@ -386,12 +386,13 @@ Value GraphBuilder::logits(Value hidden, Value headWeight, Location loc) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-func::FuncOp GraphBuilder::beginEntry(StringRef name,
+func::FuncOp GraphBuilder::beginEntry(StringRef name, mf::EntryRole role,
                                       ArrayRef<std::string> inputNames,
                                       ArrayRef<Type> inputTypes) {
   Location entryLoc = loc(name, "run_mode");
   auto entry = func::FuncOp::create(
       builder_, entryLoc, name, builder_.getFunctionType(inputTypes, {}));
+  mf::setEntryRole(entry, role);
   for (auto [index, inputName] : llvm::enumerate(inputNames)) {
     entry.setArgAttr(index, "mf.name", builder_.getStringAttr(inputName));
   }
@@ -518,14 +519,15 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   RankedTensorType perRow = tensorType({batch}, ids);
   // `logits`: every position's logits, no cache (mf-run --dump-logits).
   auto buildAllLogits = [&] {
-    func::FuncOp all = beginEntry("logits", {"input_ids"},
+    func::FuncOp all = beginEntry("logits", mf::EntryRole::logits, {"input_ids"},
                                   {tensorType({batch, model.seqLength}, ids)});
     finishEntry(all, {buildForward(all.getArgument(0), nullptr)}, {"logits"});
   };
   if (!model.usePast) {
     // Prefill reruns on the whole prefix for every new token.
     func::FuncOp prefill =
-        beginEntry("prefill", {"input_ids", "logits_position"},
+        beginEntry("prefill", mf::EntryRole::prefill,
+                   {"input_ids", "logits_position"},
                    {tensorType({batch, model.seqLength}, ids), perRow});
     logitsPosition_ = prefill.getArgument(1);
     Value logits = buildForward(prefill.getArgument(0), nullptr);
@@ -553,7 +555,9 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   // its row of `block_tables` (after the positions): the rows of one-row
   // prefills need no view of it.
   bool paged = model.pagedCache();
-  auto build = [&](StringRef name, int64_t seq, bool isPrefill, int64_t rows) {
+  auto build = [&](StringRef name, mf::EntryRole role, int64_t seq,
+                   int64_t rows) {
+    bool isPrefill = role != mf::EntryRole::decode;
     RankedTensorType cacheType =
         paged ? tensorType({model.kvNumBlocks, model.kvBlockSize,
                             model.kvHeads(), model.headDim()},
@@ -575,7 +579,7 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     }
     inputNames.append(cacheNames.begin(), cacheNames.end());
     inputTypes.append(cacheTypes.begin(), cacheTypes.end());
-    func::FuncOp entry = beginEntry(name, inputNames, inputTypes);
+    func::FuncOp entry = beginEntry(name, role, inputNames, inputTypes);
 
     unsigned firstCache = (isPrefill ? 3 : 2) + (paged ? 1 : 0);
     KvCache cache;
@@ -601,20 +605,20 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     finishEntry(entry, results, resultNames);
   };
   std::vector<int64_t> lengths = prefillLengthsFor(options, model.seqLength);
-  build("prefill", model.seqLength, /*isPrefill=*/true, batch);
+  build("prefill", mf::EntryRole::prefill, model.seqLength, batch);
   for (int64_t length : lengths) {
-    build("prefill_" + std::to_string(length), length, /*isPrefill=*/true,
+    build("prefill_" + std::to_string(length), mf::EntryRole::prefill, length,
           batch);
   }
-  build("decode", 1, /*isPrefill=*/false, batch);
+  build("decode", mf::EntryRole::decode, 1, batch);
   if (batch > 1) {
     // A new sequence's prompt without the other rows' padding (mf-serve,
     // mf-run --prompts-file): its cache row is a [1, ...] cache (a paged
     // cache: the pool, through one row of block table).
-    build("prefill_row", model.seqLength, /*isPrefill=*/true, 1);
+    build("prefill_row", mf::EntryRole::prefill_row, model.seqLength, 1);
     for (int64_t length : lengths) {
-      build("prefill_row_" + std::to_string(length), length,
-            /*isPrefill=*/true, 1);
+      build("prefill_row_" + std::to_string(length),
+            mf::EntryRole::prefill_row, length, 1);
     }
   }
   buildAllLogits();
@@ -676,7 +680,8 @@ void GraphBuilder::buildLossEntry() {
   RankedTensorType idsType =
       tensorType({batch, spec_.localSeqLength()}, builder_.getI32Type());
   func::FuncOp entry =
-      beginEntry("forward_loss", {"input_ids", "labels"}, {idsType, idsType});
+      beginEntry("forward_loss", mf::EntryRole::forward_loss,
+                 {"input_ids", "labels"}, {idsType, idsType});
   routers_.clear();
   Value logits = buildForward(entry.getArgument(0), nullptr);
   Value total = loss(logits, entry.getArgument(1));
@@ -716,7 +721,7 @@ void GraphBuilder::buildStageEntries() {
     }
     func::FuncOp entry = beginEntry(
         mfshapes::stageEntryPrefix(part.stage, part.chunk, chunks) + "forward",
-        names, types);
+        mf::EntryRole::stage_forward, names, types);
     entry->setAttr(mf::kStageAttrName, builder_.getI64IntegerAttr(part.stage));
     if (chunks > 1) {
       entry->setAttr(mf::kChunkAttrName,

@@ -194,7 +194,7 @@ private:
   /// else the previous stage's hidden states) to its output (hidden states,
   /// or on the last stage the loss of `labels`).
   void buildStageEntries();
-  mlir::func::FuncOp beginEntry(llvm::StringRef name,
+  mlir::func::FuncOp beginEntry(llvm::StringRef name, mlir::mf::EntryRole role,
                                 llvm::ArrayRef<std::string> inputNames,
                                 llvm::ArrayRef<mlir::Type> inputTypes);
   void finishEntry(mlir::func::FuncOp entry, llvm::ArrayRef<mlir::Value> results,

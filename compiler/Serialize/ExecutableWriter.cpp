@@ -500,6 +500,21 @@ private:
 
   FailureOr<flatbuffers::Offset<fb::Entry>>
   writeEntry(func::FuncOp function, mfexec::EntryOp host) {
+    // The format's roles are the dialect's, after None (the initializer).
+    static_assert(static_cast<int>(fb::EntryRole::StageTrainStep) ==
+                      static_cast<int>(mf::EntryRole::stage_train_step) + 1,
+                  "EntryRole of mf_executable.fbs follows MF_EntryRole");
+    fb::EntryRole role = fb::EntryRole::None;
+    if (auto attr = function->getAttrOfType<mf::EntryRoleAttr>(
+            mf::kEntryRoleAttrName)) {
+      role = static_cast<fb::EntryRole>(static_cast<int>(attr.getValue()) + 1);
+    } else if (!host || !host.getInitializer()) {
+      return function.emitError()
+             << "entry @" << function.getSymName() << " has no "
+             << mf::kEntryRoleAttrName
+             << ", which says what it computes (mfc's frontend and passes set "
+                "it on the entries they build)";
+    }
     mf::OpLevelProgram program(function);
     std::vector<flatbuffers::Offset<fb::TensorType>> values;
     for (Value value : program.values()) {
@@ -573,7 +588,8 @@ private:
                            inputNameOffsets, outputIds, outputNameOffsets,
                            opList, graph.host,
                            stage ? static_cast<int32_t>(stage.getInt()) : -1,
-                           chunk ? static_cast<int32_t>(chunk.getInt()) : 0);
+                           chunk ? static_cast<int32_t>(chunk.getInt()) : 0,
+                           role);
   }
 
   /// An entry's Graph Mode program, from its host program.

@@ -11,7 +11,7 @@
 namespace mfc {
 
 /// The executable format version this compiler writes.
-constexpr uint32_t kExecutableFormatVersion = 22;
+constexpr uint32_t kExecutableFormatVersion = 23;
 
 /// Serializes a module into the executable flatbuffer: its parameters, the
 /// op-level program of each entry function (mf::OpLevelProgram) and, when

@@ -849,6 +849,18 @@ Status checkPipeline(const fb::Executable &root) {
   return checkPipelineFinishes(layout);
 }
 
+/// Whether the runtime's tasks look for an entry named `name` (prefill,
+/// decode, train_step, a stage's, ...): such an entry must have the role
+/// whose contract the loader checks.
+bool isTaskEntryName(const std::string &name) {
+  static const char *const kNames[] = {"decode",           "logits",
+                                       "forward_loss",     "forward_backward",
+                                       "accumulate_gradients", "train_step"};
+  return name.rfind("prefill", 0) == 0 || name.rfind("stage", 0) == 0 ||
+         std::any_of(std::begin(kNames), std::end(kNames),
+                     [&](const char *task) { return name == task; });
+}
+
 /// The entry points' signatures are a contract with the runtime's tasks:
 /// token ids in, f32 logits or loss out, KV caches passed through.
 Status checkEntryContracts(const fb::Executable &root) {
@@ -906,18 +918,49 @@ Status checkEntryContracts(const fb::Executable &root) {
   const size_t tables = paged ? 1 : 0;
   const fb::Entry *prefill = nullptr;
   for (const fb::Entry *entry : *root.entries()) {
-    if (entry->name()->str() == "prefill") {
+    if (entry->role() == fb::EntryRole::Prefill &&
+        prefillTokensOf(*entry) == seq) {
       prefill = entry;
     }
+  }
+  int64_t chunks = 1;
+  if (const fb::Training *training = model.training();
+      training && training->pipeline()) {
+    chunks = training->pipeline()->chunks();
   }
   for (const fb::Entry *entry : *root.entries()) {
     std::string name = entry->name()->str();
     auto bad = [&](const std::string &what) {
       return Status::error("entry '" + name + "' " + what);
     };
+    // The role decides the contract; the name only follows it (the
+    // runtime's tasks find entries by these names).
+    fb::EntryRole role = entry->role();
+    if (role > fb::EntryRole::MAX ||
+        (role == fb::EntryRole::None && isTaskEntryName(name))) {
+      return bad("does not say what it computes (its role); recompile it "
+                 "with this mfc");
+    }
+    if (role == fb::EntryRole::None) {
+      continue; // a program no task runs (a probe's): no contract
+    }
+    std::string expected = entryNameOf(*entry, seq, chunks);
+    if (name != expected) {
+      return bad("has role " + std::string(fb::EnumNameEntryRole(role)) +
+                 (expected.empty()
+                      ? std::string(", which does not fit its ids' length or "
+                                    "its stage")
+                                   : ", whose entry is named '" + expected +
+                                         "'"));
+    }
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
-    int64_t shorterPrefill = prefillLengthOf(name);
-    int64_t rowPrefill = rowPrefillLengthOf(name, seq);
+    bool isPrefill = role == fb::EntryRole::Prefill;
+    int64_t shorterPrefill =
+        isPrefill && prefillTokensOf(*entry) < seq ? prefillTokensOf(*entry)
+                                                   : -1;
+    int64_t rowPrefill = role == fb::EntryRole::PrefillRow
+                             ? std::max<int64_t>(prefillTokensOf(*entry), 0)
+                             : -1;
     if (rowPrefill >= 0) {
       // One row's prefill: prefill's types with a batch of 1.
       if (rowPrefill == 0 || caches == 0 || batch == 1) {
@@ -958,11 +1001,11 @@ Status checkEntryContracts(const fb::Executable &root) {
                              "prefill's");
         }
       }
-    } else if (name == "prefill" || name == "decode" || shorterPrefill >= 0) {
+    } else if (isPrefill || role == fb::EntryRole::Decode) {
       // ids, then each row's past_length (with a cache), then each row's
       // logits_position (prefill), then the caches; the logits of one
       // position per row.
-      bool decode = name == "decode";
+      bool decode = role == fb::EntryRole::Decode;
       int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
       if (shorterPrefill == 0 || shorterPrefill >= seq ||
           (shorterPrefill > 0 && caches == 0)) {
@@ -1016,7 +1059,7 @@ Status checkEntryContracts(const fb::Executable &root) {
           return bad("takes KV caches of other types than prefill");
         }
       }
-    } else if (name == "logits") {
+    } else if (role == fb::EntryRole::Logits) {
       if (inputs != 1 || outputs != 1 ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
                                {batch, seq}) ||
@@ -1024,7 +1067,7 @@ Status checkEntryContracts(const fb::Executable &root) {
                                {batch, seq, vocab})) {
         return bad("does not map i32 ids to f32 logits of every position");
       }
-    } else if (name == "forward_backward") {
+    } else if (role == fb::EntryRole::ForwardBackward) {
       std::vector<const fb::Parameter *> trained;
       if (root.parameters()) {
         for (const fb::Parameter *parameter : *root.parameters()) {
@@ -1049,7 +1092,7 @@ Status checkEntryContracts(const fb::Executable &root) {
                      trained[i]->name()->str() + "'");
         }
       }
-    } else if (name == "train_step") {
+    } else if (role == fb::EntryRole::TrainStep) {
       if (inputs != 4 || outputs < 1 || outputs > 2 ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
                                {batch, trainingSeq}) ||
@@ -1063,7 +1106,8 @@ Status checkEntryContracts(const fb::Executable &root) {
         return bad("does not map i32 ids and labels, an f32 learning rate and "
                    "step to an f32 loss (and gradient norm)");
       }
-    } else if (name == "forward_loss" || name == "accumulate_gradients") {
+    } else if (role == fb::EntryRole::ForwardLoss ||
+               role == fb::EntryRole::AccumulateGradients) {
       if (inputs != 2 || outputs != 1 ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
                                {batch, trainingSeq}) ||
@@ -1591,34 +1635,64 @@ checkSemantics(const fb::Executable &root,
 
 } // namespace
 
-int64_t mfrt::prefillLengthOf(const std::string &name) {
-  constexpr const char kPrefix[] = "prefill_";
-  constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
-  if (name.compare(0, kPrefixLength, kPrefix) != 0 ||
-      name.size() == kPrefixLength || name.size() > kPrefixLength + 9) {
+int64_t mfrt::prefillTokensOf(const fb::Entry &entry) {
+  if ((entry.role() != fb::EntryRole::Prefill &&
+       entry.role() != fb::EntryRole::PrefillRow) ||
+      !entry.inputs() || entry.inputs()->size() == 0 || !entry.values() ||
+      entry.inputs()->Get(0) >= entry.values()->size()) {
     return -1;
   }
-  int64_t length = 0;
-  for (size_t i = kPrefixLength; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') {
-      return -1;
-    }
-    length = 10 * length + (name[i] - '0');
-  }
-  return length;
+  const fb::TensorType &ids = *entry.values()->Get(entry.inputs()->Get(0));
+  return ids.shape() && ids.shape()->size() == 2 ? ids.shape()->Get(1) : -1;
 }
 
-int64_t mfrt::rowPrefillLengthOf(const std::string &name, int64_t seq) {
-  if (name == "prefill_row") {
-    return seq;
+std::string mfrt::entryNameOf(const fb::Entry &entry, int64_t seq,
+                              int64_t chunks) {
+  int64_t tokens = prefillTokensOf(entry);
+  std::string stage =
+      entry.stage() >= 0
+          ? mfshapes::stageEntryPrefix(entry.stage(), entry.chunk(), chunks)
+          : std::string();
+  switch (entry.role()) {
+  case fb::EntryRole::Prefill:
+  case fb::EntryRole::PrefillRow: {
+    std::string base = entry.role() == fb::EntryRole::Prefill ? "prefill"
+                                                              : "prefill_row";
+    return tokens == seq                ? base
+           : tokens > 0 && tokens < seq ? base + "_" + std::to_string(tokens)
+                                        : std::string();
   }
-  constexpr const char kPrefix[] = "prefill_row_";
-  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) {
-    return -1;
+  case fb::EntryRole::Decode:
+    return "decode";
+  case fb::EntryRole::Logits:
+    return "logits";
+  case fb::EntryRole::ForwardLoss:
+    return "forward_loss";
+  case fb::EntryRole::ForwardBackward:
+    return "forward_backward";
+  case fb::EntryRole::AccumulateGradients:
+    return "accumulate_gradients";
+  case fb::EntryRole::TrainStep:
+    return "train_step";
+  case fb::EntryRole::StageForward:
+    return stage.empty() ? std::string() : stage + "forward";
+  case fb::EntryRole::StageForwardBackward:
+    return stage.empty() ? std::string() : stage + "forward_backward";
+  case fb::EntryRole::StageAccumulateGradients:
+    return stage.empty() ? std::string() : stage + "accumulate_gradients";
+  case fb::EntryRole::StageInputGradients:
+    return stage.empty() ? std::string() : stage + "input_gradients";
+  case fb::EntryRole::StageWeightGradients:
+    return stage.empty() ? std::string() : stage + "weight_gradients";
+  case fb::EntryRole::StageTrainStep:
+    // One update per stage, over all its chunks.
+    return entry.stage() < 0
+               ? std::string()
+               : mfshapes::stageEntryPrefix(entry.stage(), 0, 1) + "train_step";
+  case fb::EntryRole::None:
+    break;
   }
-  int64_t length =
-      prefillLengthOf("prefill_" + name.substr(sizeof(kPrefix) - 1));
-  return length > 0 && length < seq ? length : 0;
+  return std::string();
 }
 
 std::vector<const fb::Entry *>

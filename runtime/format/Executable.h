@@ -27,8 +27,8 @@ namespace mfrt {
 namespace fb = ::mfbin;
 
 /// The format versions this runtime reads.
-constexpr uint32_t kMinFormatVersion = 22;
-constexpr uint32_t kMaxFormatVersion = 22;
+constexpr uint32_t kMinFormatVersion = 23;
+constexpr uint32_t kMaxFormatVersion = 23;
 /// The most micro-batches a pipeline schedule may have (MindFormers' own
 /// configs use up to 256).
 constexpr int64_t kMaxMicroBatches = 1 << 16;
@@ -128,13 +128,16 @@ struct HostProgram;
 std::vector<const fb::Entry *>
 entriesAndInitializer(const fb::Executable &root);
 
-/// L of a `prefill_<L>` entry (a prefill for prompts of up to L tokens),
-/// or -1. The loader checks every entry so named (L in 1..seq_length - 1).
-int64_t prefillLengthOf(const std::string &name);
-/// L of a `prefill_row_<L>` entry (one batch row's prefill), `seq` for
-/// `prefill_row`, 0 for a malformed such name (the loader refuses it), else
-/// -1.
-int64_t rowPrefillLengthOf(const std::string &name, int64_t seq);
+/// The prompt tokens a prefill entry (role Prefill or PrefillRow) takes:
+/// its ids' second dimension (the loader checks they are 1..seq_length);
+/// -1 for other entries.
+int64_t prefillTokensOf(const fb::Entry &entry);
+/// The name an entry of its role has (in a model of `seq` positions and
+/// pipeline `chunks`): prefill, prefill_<L>, prefill_row[_<L>], decode,
+/// logits, forward_loss, ..., stage<s>[_chunk<c>]_forward, ...; empty when
+/// its role and inputs fit no name. The loader refuses an entry named
+/// otherwise, so the runtime's tasks may find entries by these names.
+std::string entryNameOf(const fb::Entry &entry, int64_t seq, int64_t chunks);
 
 /// A verified executable. Owns the file's bytes; the accessors read them.
 class Executable {

@@ -9,16 +9,14 @@ using namespace mfrt;
 
 std::vector<PrefillEntry> mfrt::prefillEntries(const Executable &executable,
                                                bool rows) {
-  int64_t seq = executable.model().seq_length();
   bool rowEntries = rows && executable.model().batch_size() > 1;
+  fb::EntryRole role =
+      rowEntries ? fb::EntryRole::PrefillRow : fb::EntryRole::Prefill;
   std::vector<PrefillEntry> entries;
-  for (const std::string &name : executable.entryNames()) {
-    // Only names the loader checked the signature of (Executable.h).
-    int64_t width = rowEntries          ? rowPrefillLengthOf(name, seq)
-                    : name == "prefill" ? seq
-                                        : prefillLengthOf(name);
-    if (width > 0) {
-      entries.push_back({width, name});
+  for (const fb::Entry *entry : *executable.root().entries()) {
+    // Their tokens and signatures are checked by the loader.
+    if (entry->role() == role && prefillTokensOf(*entry) > 0) {
+      entries.push_back({prefillTokensOf(*entry), entry->name()->str()});
     }
   }
   return entries;

@@ -62,6 +62,37 @@ def MF_RunModeAttr : EnumAttr<MF_Dialect, MF_RunMode, "run_mode"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def MF_EntryRole : I32EnumAttr<"EntryRole",
+    "what an entry function computes, which its signature and name follow", [
+      // Predict: the logits of a prompt's last token per batch row, with or
+      // without the KV cache (its tokens: the ids' second dimension).
+      I32EnumAttrCase<"prefill", 0>,
+      // One batch row's prefill into its row of the batched cache (serving).
+      I32EnumAttrCase<"prefill_row", 1>,
+      I32EnumAttrCase<"decode", 2>,
+      // Every position's logits, no cache.
+      I32EnumAttrCase<"logits", 3>,
+      I32EnumAttrCase<"forward_loss", 4>,
+      I32EnumAttrCase<"forward_backward", 5>,
+      I32EnumAttrCase<"accumulate_gradients", 6>,
+      I32EnumAttrCase<"train_step", 7>,
+      // A pipeline stage's (mf.stage, and mf.chunk when interleaved).
+      I32EnumAttrCase<"stage_forward", 8>,
+      I32EnumAttrCase<"stage_forward_backward", 9>,
+      I32EnumAttrCase<"stage_accumulate_gradients", 10>,
+      I32EnumAttrCase<"stage_input_gradients", 11>,
+      I32EnumAttrCase<"stage_weight_gradients", 12>,
+      I32EnumAttrCase<"stage_train_step", 13>
+    ]> {
+  let cppNamespace = "::mlir::mf";
+  let genSpecializedAttr = 0;
+}
+
+/// `func.func @decode(...) attributes {mf.entry_role = #mf.entry_role<decode>}`
+def MF_EntryRoleAttr : EnumAttr<MF_Dialect, MF_EntryRole, "entry_role"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def MF_OptimizerKind : I32EnumAttr<"OptimizerKind",
     "MindFormers' AdamW variants", [
       I32EnumAttrCase<"AdamW", 0>,

@@ -33,6 +33,11 @@ std::optional<RunMode> mlir::mf::getRunMode(Operation *module) {
   return std::nullopt;
 }
 
+void mlir::mf::setEntryRole(Operation *entry, EntryRole role) {
+  entry->setAttr(kEntryRoleAttrName,
+                 EntryRoleAttr::get(entry->getContext(), role));
+}
+
 bool mlir::mf::isTrainingModule(Operation *module) {
   std::optional<RunMode> mode = getRunMode(module);
   return mode == RunMode::train || mode == RunMode::finetune;
@@ -257,6 +262,12 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     auto mode = dyn_cast<IntegerAttr>(value);
     return onModule(mode && (mode.getInt() == 0 || mode.getInt() == 1),
                     "0 (graph) or 1 (pynative)");
+  }
+  if (name == kEntryRoleAttrName) {
+    if (!isa<func::FuncOp>(op)) {
+      return op->emitError() << "'" << name << "' belongs on an entry function";
+    }
+    return expect(isa<EntryRoleAttr>(value), "#mf.entry_role<...>");
   }
   if (name == kStageAttrName) {
     auto stage = dyn_cast<IntegerAttr>(value);

@@ -81,6 +81,11 @@ inline constexpr llvm::StringLiteral kQuantizeKvCacheAttrName =
 inline constexpr llvm::StringLiteral kRecomputeAttrName = "mf.recompute";
 inline constexpr llvm::StringLiteral kSequenceParallelAttrName =
     "mf.sequence_parallel";
+/// What an entry function computes (#mf.entry_role): the writer stores it,
+/// and the loader checks the entry's signature and name against it.
+inline constexpr llvm::StringLiteral kEntryRoleAttrName = "mf.entry_role";
+/// Sets `entry`'s role.
+void setEntryRole(Operation *entry, EntryRole role);
 /// The last compiler phase the module went through (mfc compile resumes
 /// after it).
 inline constexpr llvm::StringLiteral kPhaseAttrName = "mf.phase";

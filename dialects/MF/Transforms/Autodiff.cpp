@@ -75,6 +75,9 @@ struct MFAutodiffPass : mf::impl::MFAutodiffPassBase<MFAutodiffPass> {
       builder.setInsertionPointAfter(forward);
       auto entry = cast<func::FuncOp>(builder.clone(*forward));
       entry.setSymName(name);
+      setEntryRole(entry, entry->hasAttr(kStageAttrName)
+                              ? EntryRole::stage_forward_backward
+                              : EntryRole::forward_backward);
       if (failed(differentiate(entry, entry->hasAttr(kStageAttrName)))) {
         entry.erase();
         return signalPassFailure();

@@ -108,6 +108,7 @@ struct MFSplitStagesPass : mf::impl::MFSplitStagesPassBase<MFSplitStagesPass> {
         builder, old ? old.getLoc() : backward.getLoc(), prefix + "forward",
         builder.getFunctionType({input.getType()}, resultTypes));
     stageForward->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
+    setEntryRole(stageForward, EntryRole::stage_forward);
     if (Attribute chunk = backward->getAttr(kChunkAttrName)) {
       stageForward->setAttr(kChunkAttrName, chunk);
     }

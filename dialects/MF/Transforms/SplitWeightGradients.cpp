@@ -120,6 +120,7 @@ struct MFSplitWeightGradientsPass
         builder, backward.getLoc(), prefix + "input_gradients",
         builder.getFunctionType(backward.getArgumentTypes(), inputResults));
     copyMarks(inputEntry);
+    setEntryRole(inputEntry, EntryRole::stage_input_gradients);
     inputEntry.setAllArgAttrs(backward.getAllArgAttrs());
     {
       OpBuilder inside = OpBuilder::atBlockEnd(inputEntry.addEntryBlock());
@@ -151,6 +152,7 @@ struct MFSplitWeightGradientsPass
         builder, backward.getLoc(), prefix + "weight_gradients",
         builder.getFunctionType(weightArguments, {}));
     copyMarks(weightEntry);
+    setEntryRole(weightEntry, EntryRole::stage_weight_gradients);
     {
       OpBuilder inside = OpBuilder::atBlockEnd(weightEntry.addEntryBlock());
       IRMapping mapping;

@@ -301,6 +301,9 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       if (settings->accumulation > 1 || stages_) {
         auto accumulate = cast<func::FuncOp>(builder.clone(*backward));
         accumulate.setSymName(prefix + "accumulate_gradients");
+        setEntryRole(accumulate, accumulate->hasAttr(kStageAttrName)
+                                     ? EntryRole::stage_accumulate_gradients
+                                     : EntryRole::accumulate_gradients);
         if (failed(
                 buildAccumulation(accumulate, leading, returned, *settings))) {
           return signalPassFailure();
@@ -325,6 +328,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
       }
       auto step = cast<func::FuncOp>(builder.clone(*backward));
       step.setSymName(prefix + "train_step");
+      setEntryRole(step, EntryRole::train_step);
       if (failed(buildUpdate(step, leading, returned, *settings))) {
         return signalPassFailure();
       }
@@ -357,6 +361,7 @@ struct MFTrainStepPass : mf::impl::MFTrainStepPassBase<MFTrainStepPass> {
                                          "train_step",
                                      builder.getFunctionType({}, {}));
     step->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+    setEntryRole(step, EntryRole::stage_train_step);
     OpBuilder body = OpBuilder::atBlockEnd(step.addEntryBlock());
     func::ReturnOp::create(body, backward.getLoc());
     return buildUpdate(step, 0, updated, settings, /*fromSums=*/true);

@@ -288,3 +288,16 @@ module attributes {mf.load_checkpoint = 1} {
 // expected-error @+1 {{'mf.quantize_kv_cache' must be a unit attribute, got "int8"}}
 module attributes {mf.quantize_kv_cache = "int8"} {
 }
+
+// -----
+
+// expected-error @+1 {{'mf.entry_role' belongs on an entry function}}
+module attributes {mf.entry_role = #mf.entry_role<decode>} {
+}
+
+// -----
+
+// expected-error @+1 {{'mf.entry_role' must be #mf.entry_role<...>, got "decode"}}
+func.func @decode() attributes {mf.entry_role = "decode"} {
+  return
+}
