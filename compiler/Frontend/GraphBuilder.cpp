@@ -519,16 +519,16 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
   RankedTensorType perRow = tensorType({batch}, ids);
   // `logits`: every position's logits, no cache (mf-run --dump-logits).
   auto buildAllLogits = [&] {
-    func::FuncOp all = beginEntry("logits", mf::EntryRole::logits, {"input_ids"},
-                                  {tensorType({batch, model.seqLength}, ids)});
+    func::FuncOp all =
+        beginEntry("logits", mf::EntryRole::logits, {"input_ids"},
+                   {tensorType({batch, model.seqLength}, ids)});
     finishEntry(all, {buildForward(all.getArgument(0), nullptr)}, {"logits"});
   };
   if (!model.usePast) {
     // Prefill reruns on the whole prefix for every new token.
-    func::FuncOp prefill =
-        beginEntry("prefill", mf::EntryRole::prefill,
-                   {"input_ids", "logits_position"},
-                   {tensorType({batch, model.seqLength}, ids), perRow});
+    func::FuncOp prefill = beginEntry(
+        "prefill", mf::EntryRole::prefill, {"input_ids", "logits_position"},
+        {tensorType({batch, model.seqLength}, ids), perRow});
     logitsPosition_ = prefill.getArgument(1);
     Value logits = buildForward(prefill.getArgument(0), nullptr);
     logitsPosition_ = Value();
@@ -617,8 +617,8 @@ void GraphBuilder::buildPredictEntries(const FrontendOptions &options) {
     // cache: the pool, through one row of block table).
     build("prefill_row", mf::EntryRole::prefill_row, model.seqLength, 1);
     for (int64_t length : lengths) {
-      build("prefill_row_" + std::to_string(length),
-            mf::EntryRole::prefill_row, length, 1);
+      build("prefill_row_" + std::to_string(length), mf::EntryRole::prefill_row,
+            length, 1);
     }
   }
   buildAllLogits();
@@ -679,9 +679,8 @@ void GraphBuilder::buildLossEntry() {
   int64_t batch = spec_.entryBatchSize();
   RankedTensorType idsType =
       tensorType({batch, spec_.localSeqLength()}, builder_.getI32Type());
-  func::FuncOp entry =
-      beginEntry("forward_loss", mf::EntryRole::forward_loss,
-                 {"input_ids", "labels"}, {idsType, idsType});
+  func::FuncOp entry = beginEntry("forward_loss", mf::EntryRole::forward_loss,
+                                  {"input_ids", "labels"}, {idsType, idsType});
   routers_.clear();
   Value logits = buildForward(entry.getArgument(0), nullptr);
   Value total = loss(logits, entry.getArgument(1));

@@ -584,12 +584,11 @@ private:
     auto opList = builder_.CreateVector(ops);
     auto stage = function->getAttrOfType<IntegerAttr>(mf::kStageAttrName);
     auto chunk = function->getAttrOfType<IntegerAttr>(mf::kChunkAttrName);
-    return fb::CreateEntry(builder_, name, valueTypes, inputIds,
-                           inputNameOffsets, outputIds, outputNameOffsets,
-                           opList, graph.host,
-                           stage ? static_cast<int32_t>(stage.getInt()) : -1,
-                           chunk ? static_cast<int32_t>(chunk.getInt()) : 0,
-                           role);
+    return fb::CreateEntry(
+        builder_, name, valueTypes, inputIds, inputNameOffsets, outputIds,
+        outputNameOffsets, opList, graph.host,
+        stage ? static_cast<int32_t>(stage.getInt()) : -1,
+        chunk ? static_cast<int32_t>(chunk.getInt()) : 0, role);
   }
 
   /// An entry's Graph Mode program, from its host program.

@@ -853,9 +853,12 @@ Status checkPipeline(const fb::Executable &root) {
 /// decode, train_step, a stage's, ...): such an entry must have the role
 /// whose contract the loader checks.
 bool isTaskEntryName(const std::string &name) {
-  static const char *const kNames[] = {"decode",           "logits",
-                                       "forward_loss",     "forward_backward",
-                                       "accumulate_gradients", "train_step"};
+  static const char *const kNames[] = {"decode",
+                                       "logits",
+                                       "forward_loss",
+                                       "forward_backward",
+                                       "accumulate_gradients",
+                                       "train_step"};
   return name.rfind("prefill", 0) == 0 || name.rfind("stage", 0) == 0 ||
          std::any_of(std::begin(kNames), std::end(kNames),
                      [&](const char *task) { return name == task; });
@@ -950,14 +953,13 @@ Status checkEntryContracts(const fb::Executable &root) {
                  (expected.empty()
                       ? std::string(", which does not fit its ids' length or "
                                     "its stage")
-                                   : ", whose entry is named '" + expected +
-                                         "'"));
+                      : ", whose entry is named '" + expected + "'"));
     }
     size_t inputs = entry->inputs()->size(), outputs = entry->outputs()->size();
     bool isPrefill = role == fb::EntryRole::Prefill;
-    int64_t shorterPrefill =
-        isPrefill && prefillTokensOf(*entry) < seq ? prefillTokensOf(*entry)
-                                                   : -1;
+    int64_t shorterPrefill = isPrefill && prefillTokensOf(*entry) < seq
+                                 ? prefillTokensOf(*entry)
+                                 : -1;
     int64_t rowPrefill = role == fb::EntryRole::PrefillRow
                              ? std::max<int64_t>(prefillTokensOf(*entry), 0)
                              : -1;
@@ -1656,8 +1658,8 @@ std::string mfrt::entryNameOf(const fb::Entry &entry, int64_t seq,
   switch (entry.role()) {
   case fb::EntryRole::Prefill:
   case fb::EntryRole::PrefillRow: {
-    std::string base = entry.role() == fb::EntryRole::Prefill ? "prefill"
-                                                              : "prefill_row";
+    std::string base =
+        entry.role() == fb::EntryRole::Prefill ? "prefill" : "prefill_row";
     return tokens == seq                ? base
            : tokens > 0 && tokens < seq ? base + "_" + std::to_string(tokens)
                                         : std::string();
