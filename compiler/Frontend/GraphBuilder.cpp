@@ -44,15 +44,7 @@ GraphBuilder::GraphBuilder(ModuleOp module, const ModelSpec &spec)
 }
 
 Type GraphBuilder::elementType(DType type) {
-  switch (type) {
-  case DType::F32:
-    return builder_.getF32Type();
-  case DType::F16:
-    return builder_.getF16Type();
-  case DType::BF16:
-    return builder_.getBF16Type();
-  }
-  return builder_.getF32Type();
+  return elementTypeOf(builder_, type);
 }
 
 RankedTensorType GraphBuilder::tensorType(ArrayRef<int64_t> shape,

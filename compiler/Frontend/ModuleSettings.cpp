@@ -10,18 +10,6 @@ using namespace mfc;
 
 namespace {
 
-Type computeType(Builder &builder, DType type) {
-  switch (type) {
-  case DType::F16:
-    return builder.getF16Type();
-  case DType::BF16:
-    return builder.getBF16Type();
-  case DType::F32:
-    break;
-  }
-  return builder.getF32Type();
-}
-
 StringAttr stringOrNull(Builder &builder, const std::string &text) {
   return text.empty() ? StringAttr() : builder.getStringAttr(text);
 }
@@ -75,6 +63,18 @@ void setTraining(ModuleOp module, Builder &builder, const ModelSpec &spec) {
 
 } // namespace
 
+Type mfc::elementTypeOf(Builder &builder, DType type) {
+  switch (type) {
+  case DType::F16:
+    return builder.getF16Type();
+  case DType::BF16:
+    return builder.getBF16Type();
+  case DType::F32:
+    break;
+  }
+  return builder.getF32Type();
+}
+
 void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
   Builder builder(module.getContext());
   MLIRContext *context = builder.getContext();
@@ -93,7 +93,7 @@ void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
                           : mf::ModelFamily::llama,
                       spec.seed, spec.entryBatchSize(), model.seqLength,
                       model.vocabSize, model.numLayers, model.numHeads,
-                      model.kvHeads(), computeType(builder, model.computeDtype),
+                      model.kvHeads(), elementTypeOf(builder, model.computeDtype),
                       builder.getBoolAttr(model.usePast),
                       model.pagedCache() ? model.kvBlockSize : 0,
                       model.pagedCache() ? model.kvNumBlocks : 0,

@@ -14,9 +14,13 @@
 #include "compiler/Frontend/RecomputePlan.h"
 #include "dialects/MF/IR/MFOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mfc {
+
+/// The MLIR element type of a config's dtype.
+mlir::Type elementTypeOf(mlir::Builder &builder, DType type);
 
 /// Sets mf.model_name, mf.run_mode, mf.context_mode, #mf.model,
 /// #mf.generation, #mf.tokenizer and mf.load_checkpoint (when the config

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @stage0_forward(
 // CHECK-SAME: %[[X:.*]]: tensor<4xf32> {mf.name = "input_ids"})
 // CHECK-SAME: -> (tensor<4xf32> {mf.name = "hidden"}, tensor<4xf32> {mf.name = "saved.0"})
-// CHECK-SAME: attributes {mf.stage = 0 : i64}
+// CHECK-SAME: attributes {mf.entry_role = #mf.entry_role<stage_forward>, mf.stage = 0 : i64}
 // CHECK: %[[A:.*]] = mf.exp %[[X]]
 // CHECK: %[[W:.*]] = mf.param @w
 // CHECK: %[[H:.*]] = mf.mul %[[A]], %[[W]]

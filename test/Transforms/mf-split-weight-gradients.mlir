@@ -9,14 +9,14 @@
 // CHECK-LABEL: func.func @stage1_chunk0_input_gradients(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4xf32> {mf.name = "hidden"}, %[[DY:[a-z0-9]+]]: tensor<4xf32> {mf.name = "output_gradient"}, %[[S:[a-z0-9]+]]: tensor<4xf32> {mf.name = "saved.0"})
 // CHECK-SAME: -> (tensor<4xf32> {mf.name = "input_gradient"}, tensor<4xf32> {mf.name = "wsaved.0"})
-// CHECK-SAME: attributes {mf.chunk = 0 : i64, mf.stage = 1 : i64}
+// CHECK-SAME: attributes {mf.chunk = 0 : i64, mf.entry_role = #mf.entry_role<stage_input_gradients>, mf.stage = 1 : i64}
 // CHECK: %[[W:.*]] = mf.param @w
 // CHECK: %[[T:.*]] = mf.mul %[[DY]], %[[W]]
 // CHECK: %[[DX:.*]] = mf.mul %[[T]], %[[S]]
 // CHECK: return %[[DX]], %[[T]]
 // CHECK-LABEL: func.func @stage1_chunk0_weight_gradients(
 // CHECK-SAME: %[[S2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "saved.0"}, %[[T2:[a-z0-9]+]]: tensor<4xf32> {mf.name = "wsaved.0"})
-// CHECK-SAME: attributes {mf.chunk = 0 : i64, mf.stage = 1 : i64}
+// CHECK-SAME: attributes {mf.chunk = 0 : i64, mf.entry_role = #mf.entry_role<stage_weight_gradients>, mf.stage = 1 : i64}
 // CHECK-NOT: mf.param @w :
 // CHECK: %[[GW:.*]] = mf.mul %[[T2]], %[[S2]]
 // CHECK: %[[SUM:.*]] = mf.param @optimizer.grad_sum.w
