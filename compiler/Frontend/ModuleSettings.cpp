@@ -85,22 +85,22 @@ void mfc::recordRuntimeSettings(ModuleOp module, const ModelSpec &spec) {
                       context, *mf::symbolizeRunMode(toString(spec.runMode))));
   module->setAttr("mf.context_mode",
                   builder.getI64IntegerAttr(spec.contextMode));
-  module->setAttr(mf::kModelAttrName,
-                  mf::ModelInfoAttr::get(
-                      context,
-                      model.family == ModelFamily::GPT2
-                          ? mf::ModelFamily::gpt2
-                          : mf::ModelFamily::llama,
-                      spec.seed, spec.entryBatchSize(), model.seqLength,
-                      model.vocabSize, model.numLayers, model.numHeads,
-                      model.kvHeads(), elementTypeOf(builder, model.computeDtype),
-                      builder.getBoolAttr(model.usePast),
-                      model.pagedCache() ? model.kvBlockSize : 0,
-                      model.pagedCache() ? model.kvNumBlocks : 0,
-                      model.pet.petType == "lora"
-                          ? builder.getF64FloatAttr(model.pet.loraAlpha /
-                                                    model.pet.loraRank)
-                          : FloatAttr()));
+  module->setAttr(
+      mf::kModelAttrName,
+      mf::ModelInfoAttr::get(
+          context,
+          model.family == ModelFamily::GPT2 ? mf::ModelFamily::gpt2
+                                            : mf::ModelFamily::llama,
+          spec.seed, spec.entryBatchSize(), model.seqLength, model.vocabSize,
+          model.numLayers, model.numHeads, model.kvHeads(),
+          elementTypeOf(builder, model.computeDtype),
+          builder.getBoolAttr(model.usePast),
+          model.pagedCache() ? model.kvBlockSize : 0,
+          model.pagedCache() ? model.kvNumBlocks : 0,
+          model.pet.petType == "lora"
+              ? builder.getF64FloatAttr(model.pet.loraAlpha /
+                                        model.pet.loraRank)
+              : FloatAttr()));
   auto f64 = [&](double value) { return builder.getF64FloatAttr(value); };
   module->setAttr(mf::kGenerationAttrName,
                   mf::GenerationAttr::get(
