@@ -648,6 +648,20 @@ Status checkPipelineEntries(const fb::Executable &root,
       return Status::error("entry '" + backwardName +
                            "' takes labels of another type");
     }
+    // Eval in stages runs the last part's forward: its input and the
+    // labels to the loss, as its backward takes them.
+    if (const fb::Entry *lastForward =
+            last ? entryNamed(prefix + "forward") : nullptr) {
+      if (lastForward->inputs()->size() != 2 ||
+          lastForward->outputs()->size() != 1 ||
+          !sameType(inputType(*lastForward, 0), in) ||
+          !sameType(inputType(*lastForward, 1), inputType(*backward, 1)) ||
+          !Executable::hasType(outputType(*lastForward, 0), DType::F32, {})) {
+        return Status::error("entry '" + prefix +
+                             "forward' does not map its stage's input and i32 "
+                             "labels to an f32 loss");
+      }
+    }
     if (forward) {
       // The forward takes what the backward takes, and its backward the
       // gradient of the hidden states it sends and what it saved.
@@ -939,7 +953,7 @@ Status checkEntryContracts(const fb::Executable &root) {
     // The role decides the contract; the name only follows it (the
     // runtime's tasks find entries by these names).
     fb::EntryRole role = entry->role();
-    if (role > fb::EntryRole::MAX ||
+    if (role < fb::EntryRole::MIN || role > fb::EntryRole::MAX ||
         (role == fb::EntryRole::None && isTaskEntryName(name))) {
       return bad("does not say what it computes (its role); recompile it "
                  "with this mfc");
@@ -960,15 +974,15 @@ Status checkEntryContracts(const fb::Executable &root) {
     int64_t shorterPrefill = isPrefill && prefillTokensOf(*entry) < seq
                                  ? prefillTokensOf(*entry)
                                  : -1;
+    // (Both lengths are in 1..seq_length: the name check above.)
     int64_t rowPrefill = role == fb::EntryRole::PrefillRow
-                             ? std::max<int64_t>(prefillTokensOf(*entry), 0)
+                             ? prefillTokensOf(*entry)
                              : -1;
     if (rowPrefill >= 0) {
       // One row's prefill: prefill's types with a batch of 1.
-      if (rowPrefill == 0 || caches == 0 || batch == 1) {
-        return bad("is a prefill of one batch row: such entries take 1 to "
-                   "seq_length tokens of a model with a KV cache and a batch "
-                   "of more than one");
+      if (caches == 0 || batch == 1) {
+        return bad("is a prefill of one batch row: such entries are for a "
+                   "model with a KV cache and a batch of more than one");
       }
       if (inputs != 3 + tables + caches || outputs != 1 + caches ||
           !Executable::hasType(inputType(*entry, 0), DType::I32,
@@ -1009,12 +1023,10 @@ Status checkEntryContracts(const fb::Executable &root) {
       // position per row.
       bool decode = role == fb::EntryRole::Decode;
       int64_t tokens = decode ? 1 : shorterPrefill >= 0 ? shorterPrefill : seq;
-      if (shorterPrefill == 0 || shorterPrefill >= seq ||
-          (shorterPrefill > 0 && caches == 0)) {
+      if (shorterPrefill > 0 && caches == 0) {
         return bad("is a prefill for prompts of " +
                    std::to_string(shorterPrefill) +
-                   " tokens: such entries take 1 to seq_length - 1 (" +
-                   std::to_string(seq - 1) + ") tokens and a KV cache");
+                   " tokens, which needs a KV cache to go on from");
       }
       if (decode && caches == 0) {
         return bad("decodes without a KV cache");

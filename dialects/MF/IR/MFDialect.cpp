@@ -267,7 +267,21 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     if (!isa<func::FuncOp>(op)) {
       return op->emitError() << "'" << name << "' belongs on an entry function";
     }
-    return expect(isa<EntryRoleAttr>(value), "#mf.entry_role<...>");
+    auto role = dyn_cast<EntryRoleAttr>(value);
+    if (failed(expect(role != nullptr, "#mf.entry_role<...>"))) {
+      return failure();
+    }
+    // A pipeline stage's roles, and only they, belong to a stage.
+    bool stageRole = stringifyEntryRole(role.getValue()).starts_with("stage_");
+    if (stageRole != op->hasAttr(kStageAttrName)) {
+      return op->emitError()
+             << "'" << name << "' " << stringifyEntryRole(role.getValue())
+             << (stageRole ? " is a pipeline stage's role: the entry needs "
+                             "'mf.stage'"
+                           : " is not a pipeline stage's role, but the entry "
+                             "has 'mf.stage'");
+    }
+    return success();
   }
   if (name == kStageAttrName) {
     auto stage = dyn_cast<IntegerAttr>(value);

@@ -301,3 +301,17 @@ module attributes {mf.entry_role = #mf.entry_role<decode>} {
 func.func @decode() attributes {mf.entry_role = "decode"} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'mf.entry_role' stage_forward is a pipeline stage's role: the entry needs 'mf.stage'}}
+func.func @stage0_forward() attributes {mf.entry_role = #mf.entry_role<stage_forward>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'mf.entry_role' decode is not a pipeline stage's role, but the entry has 'mf.stage'}}
+func.func @decode() attributes {mf.entry_role = #mf.entry_role<decode>, mf.stage = 0 : i64} {
+  return
+}
