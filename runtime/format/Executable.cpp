@@ -975,9 +975,8 @@ Status checkEntryContracts(const fb::Executable &root) {
                                  ? prefillTokensOf(*entry)
                                  : -1;
     // (Both lengths are in 1..seq_length: the name check above.)
-    int64_t rowPrefill = role == fb::EntryRole::PrefillRow
-                             ? prefillTokensOf(*entry)
-                             : -1;
+    int64_t rowPrefill =
+        role == fb::EntryRole::PrefillRow ? prefillTokensOf(*entry) : -1;
     if (rowPrefill >= 0) {
       // One row's prefill: prefill's types with a batch of 1.
       if (caches == 0 || batch == 1) {
