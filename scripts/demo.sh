@@ -16,6 +16,12 @@ sed -n 1,12p "$out/report.txt"
 "$bin/mfc" compile examples/llama-tiny.yaml --compile-to=mf \
   --dump-ir-dir="$out/ir" -o "$out/llama-tiny.mf.mlir"
 echo "   the mf IR: $out/llama-tiny.mf.mlir (after every phase: $out/ir/)"
+echo "== mfc compile on from a dumped phase: the same model.bin, byte for byte"
+"$bin/mfc" compile examples/llama-tiny.yaml --dump-ir-dir="$out/ir-all" \
+  -o "$out/llama-tiny.again.bin" 2>/dev/null
+"$bin/mfc" compile "$out/ir-all/05-recompute.mlir" -o "$out/llama-tiny.resumed.bin" 2>/dev/null
+cmp "$out/llama-tiny.again.bin" "$out/llama-tiny.resumed.bin" &&
+  echo "   $out/ir-all/05-recompute.mlir -> the same bytes as the whole compile"
 
 echo "== cost of every entry point before fusion (mf-opt --mf-print-cost)"
 "$bin/mf-opt" "$out/llama-tiny.mf.mlir" --mf-print-cost -o /dev/null
