@@ -615,6 +615,18 @@ int compile(int argc, char **argv) {
   bool searches = spec && training && !pipelined &&
                   runsPhase(options, "recompute") &&
                   (budgetBytes || (recomputes && !reportFile.empty()));
+  CompileOptions throughRecompute;
+  throughRecompute.compileTo = "recompute";
+  bool recomputesHere = firstPhase != kNoPhase &&
+                        runsPhase(options, "recompute") &&
+                        runsPhase(throughRecompute, firstPhase);
+  if (!spec && training && recomputesHere && !reportFile.empty() &&
+      (*module)->hasAttr(mlir::mf::kRecomputeAttrName)) {
+    llvm::WithColor::note(llvm::errs(), "mfc")
+        << "--report: the step's peak without recompute is compared only "
+           "when compiling from the YAML (the IR records what to recompute, "
+           "not the config's per-layer choices)\n";
+  }
   if (!searches) {
     if (!runPhases(firstPhase, options)) {
       return 1;
