@@ -49,9 +49,6 @@ SmallVector<std::string> strings(ArrayAttr list) {
 
 ModuleDecisions ModuleDecisions::of(ModuleOp module) {
   ModuleDecisions decisions;
-  if (!module) {
-    return decisions;
-  }
   if (auto weights = module->getAttrOfType<mf::QuantizeWeightsAttr>(
           mf::kQuantizeWeightsAttrName)) {
     mf::MFQuantizeWeightsPassOptions &quantize =

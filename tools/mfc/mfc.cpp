@@ -221,9 +221,6 @@ std::optional<RecomputeSummary> planRecomputeSearch(
 /// What `mfc compile` reads: a YAML config, or IR of any phase.
 enum class InputKind { Yaml, Mlir };
 
-/// Where a compile of IR after the last phase starts: no phase runs.
-constexpr llvm::StringLiteral kNoPhase = "<none>";
-
 uint64_t fileSize(llvm::StringRef path) {
   uint64_t size = 0;
   return llvm::sys::fs::file_size(path, size) ? 0 : size;
@@ -442,6 +439,7 @@ int compile(int argc, char **argv) {
   std::optional<ModelSpec> spec;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   llvm::StringRef firstPhase; // "": the first
+  bool phasesLeft = true;      // false: IR already at the asked-for phase
   if (*kind == InputKind::Mlir) {
     for (auto [used, flag] :
          {std::pair{overrides.getNumOccurrences() > 0, "--set"},
@@ -471,9 +469,7 @@ int compile(int argc, char **argv) {
     firstPhase = *resumeAfter == "frontend"
                      ? llvm::StringRef(compilerPhases().front().name)
                      : phaseAfter(*resumeAfter);
-    if (firstPhase.empty() || compileTo == *resumeAfter) {
-      firstPhase = kNoPhase; // the input is already what was asked for
-    }
+    phasesLeft = !firstPhase.empty() && compileTo != *resumeAfter;
   } else {
     if (compileFrom.getNumOccurrences()) {
       printError("--compile-from is for IR input; '" + inputFile +
@@ -582,9 +578,6 @@ int compile(int argc, char **argv) {
   }
   auto runPhases = [&](llvm::StringRef fromPhase,
                        const CompileOptions &phaseOptions) {
-    if (fromPhase == kNoPhase) {
-      return true; // IR after the last phase: only the executable is left
-    }
     mlir::PassManager pm(&context);
     if (failed(mlir::applyPassManagerCLOptions(pm))) {
       return false;
@@ -617,8 +610,7 @@ int compile(int argc, char **argv) {
                   (budgetBytes || (recomputes && !reportFile.empty()));
   CompileOptions throughRecompute;
   throughRecompute.compileTo = "recompute";
-  bool recomputesHere = firstPhase != kNoPhase &&
-                        runsPhase(options, "recompute") &&
+  bool recomputesHere = phasesLeft && runsPhase(options, "recompute") &&
                         runsPhase(throughRecompute, firstPhase);
   if (!spec && training && recomputesHere && !reportFile.empty() &&
       (*module)->hasAttr(mlir::mf::kRecomputeAttrName)) {
@@ -628,7 +620,7 @@ int compile(int argc, char **argv) {
            "not the config's per-layer choices)\n";
   }
   if (!searches) {
-    if (!runPhases(firstPhase, options)) {
+    if (phasesLeft && !runPhases(firstPhase, options)) {
       return 1;
     }
   } else {
