@@ -439,7 +439,7 @@ int compile(int argc, char **argv) {
   std::optional<ModelSpec> spec;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   llvm::StringRef firstPhase; // "": the first
-  bool phasesLeft = true;      // false: IR already at the asked-for phase
+  bool phasesLeft = true;     // false: IR already at the asked-for phase
   if (*kind == InputKind::Mlir) {
     for (auto [used, flag] :
          {std::pair{overrides.getNumOccurrences() > 0, "--set"},
